@@ -1,0 +1,31 @@
+"""Atomic output: write to a temporary file beside the target, then rename over it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import IO
+
+
+@contextlib.contextmanager
+def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
+    """Open ``path`` for writing so readers never see a half-written file. ``-`` is stdout."""
+    if path == "-":
+        if "b" in mode:
+            yield sys.stdout.buffer
+        else:
+            yield sys.stdout
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".traceread-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+            yield fh
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

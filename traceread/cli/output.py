@@ -1,0 +1,30 @@
+"""The one output convention of every subcommand: a table on stdout, ``--json PATH|-`` for JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import orjson
+
+from traceread.atomic import atomic_open
+
+json_option = click.option(
+    "--json", "json_path", metavar="PATH", default=None,
+    help="Also write the same content as JSON to PATH ('-' for standard output, replacing the table).",
+)
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+def emit(table_text: str, data: Any, json_path: str | None) -> None:
+    """Print ``table_text`` unless JSON goes to stdout; write ``data`` as JSON when asked."""
+    if json_path == "-":
+        click.echo(dumps(data).decode())
+        return
+    click.echo(table_text, nl=not table_text.endswith("\n"))
+    if json_path:
+        with atomic_open(json_path, "wb") as fh:
+            fh.write(dumps(data) + b"\n")

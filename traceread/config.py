@@ -1,0 +1,108 @@
+"""Every tunable threshold, in one place, with its unit and the reason for its default.
+
+Pass a :class:`Thresholds` explicitly to analyses. Override from the CLI (``--set name=value``) or a
+TOML config file (``[thresholds]`` table). ``docs/rules.md`` lists them for users; a test checks that
+the two agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from traceread.errors import UsageError
+
+
+def _t(default: Any, unit: str, why: str) -> Any:
+    return field(default=default, metadata={"unit": unit, "why": why})
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Named thresholds. Each field's metadata carries its unit and a one-line reason."""
+
+    # --- steps (interval engine) ---
+    outlier_step_factor: float = _t(
+        1.5, "x median", "a step 1.5x the median is a stall (checkpoint, allocator), not steady state")
+    warmup_min_steps: int = _t(
+        4, "steps", "only drop ProfilerStep#0 as warmup when enough steps remain to measure")
+
+    # --- rules (gap classification) ---
+    min_judged_gap_ns: int = _t(
+        1_000, "ns", "below ~1 us timestamps (integer-us traces) cannot separate causes")
+    data_loader_cover: float = _t(
+        0.5, "fraction of gap", "data-starved needs loader/H2D-batch activity over most of the gap")
+    comm_cover: float = _t(
+        0.5, "fraction of gap", "comm-bound needs a collective running during most of the gap")
+    sync_cover: float = _t(
+        0.3, "fraction of gap", "a host sync call holding a third of the gap put the drain on the path")
+    launch_cpu_cover: float = _t(
+        0.5, "fraction of gap", "launch-bound: host inside runtime/launch calls for most of the gap")
+    bubble_min_steps: int = _t(
+        4, "steps", "periodicity cannot be judged from fewer analysed steps")
+    bubble_presence: float = _t(
+        0.75, "fraction of steps", "a structural bubble is present in nearly every step")
+    bubble_phase_tolerance: float = _t(
+        0.05, "fraction of step", "same phase: within 5% of the step length")
+    bubble_max_cv: float = _t(
+        0.2, "coefficient of variation", "bubble durations are stable; stochastic stalls are not")
+    bubble_min_gap_ns: int = _t(
+        20_000, "ns", "launch jitter gaps (a few us) recur too; a bubble is a real pause")
+
+    # --- run-level verdicts ---
+    healthy_max_idle: float = _t(
+        0.10, "fraction of step", "under ~10% idle the remaining gains are inside the kernels")
+    memory_bound_min_share: float = _t(
+        0.5, "fraction of busy", "most busy time in memory-bound kernels means fusion is the lever")
+
+    def with_overrides(self, overrides: dict[str, Any]) -> Thresholds:
+        """A copy with ``overrides`` applied; values are coerced to each field's type."""
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        coerced: dict[str, Any] = {}
+        for key, raw in overrides.items():
+            if key not in fields:
+                raise UsageError(f"unknown threshold {key!r}; known: {', '.join(sorted(fields))}")
+            typ = type(getattr(self, key))
+            try:
+                coerced[key] = typ(float(raw)) if typ is int else typ(raw)
+            except (TypeError, ValueError):
+                raise UsageError(f"threshold {key}: cannot read {raw!r} as {typ.__name__}") from None
+        return dataclasses.replace(self, **coerced)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def describe() -> list[dict[str, Any]]:
+        """Name, default, unit and reason of every threshold (for docs and report method notes)."""
+        return [
+            {"name": f.name, "default": f.default, "unit": f.metadata["unit"], "why": f.metadata["why"]}
+            for f in dataclasses.fields(Thresholds)
+        ]
+
+
+def parse_set_options(items: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """Parse repeated ``--set name=value`` options."""
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--set expects name=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Read a TOML config file (``[thresholds]``, ``[kernel_patterns]``, ``[job]`` tables)."""
+    try:
+        import tomllib  # type: ignore[import-not-found]
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read config file ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc})") from None

@@ -1,0 +1,30 @@
+"""Errors that reach the user as one line and an exit code."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_GATE = 1  # analysed, and a --fail-on gate tripped
+EXIT_USAGE = 2  # usage error, or an input that could not be read
+
+
+class TracereadError(Exception):
+    """Base class: ``str(err)`` is the one line shown to the user."""
+
+    exit_code = EXIT_USAGE
+
+
+class TraceReadError(TracereadError):
+    """An input file could not be read as a trace. The message names the file and the problem."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class UsageError(TracereadError):
+    """Bad or inconsistent command-line / job-file inputs."""
+
+
+class MissingInputError(TracereadError):
+    """An analysis needs an input the trace does not carry (for example the GPU count for MFU)."""

@@ -1,0 +1,187 @@
+"""Kernel classification by name: the one place that says what a GPU kernel is.
+
+Shared by the loaders (which put communication kernels on the ``gpu_comm`` lane), the interval
+engine (communication is not compute) and the kernel table / roofline.
+
+Patterns are tried in order; the first match wins. Users extend them with
+``register_pattern(cls, regex)`` or the ``[kernel_patterns]`` table of a config file; user patterns
+are tried before the built-in ones.
+
+Classes and why they sit where they do:
+
+* ``communication``: NCCL/RCCL (``nccl*`` up to the first ``(``), NCCL symmetric kernels, DeepEP
+  (``dpsk::ep::``), vLLM/sglang custom all-reduce (``cross_device_reduce``), MSCCL++/quick-reduce.
+* ``gemm``: cuBLAS/cuBLASLt (``gemm``, ``sgemm``, ``gemv``), CUTLASS, Hopper ``nvjet``/``sm90_xmma``,
+  ROCm Tensile/hipBLASLt (``Cijk_``), Triton matmul templates.
+* ``attention``: flash / fmha / SDPA / paged attention.
+* ``convolution``: cuDNN conv kernels (``implicit_gemm``-style conv names, ``wgrad``, ``dgrad``).
+* ``normalization``, ``softmax``, ``reduction``, ``elementwise``: the memory-bound families.
+* ``triton``: other ``triton_`` kernels (torch.compile fused pointwise/reduction).
+* ``memcpy``: copy/memset kernels launched as kernels.
+* ``other``: nothing matched; listed in the kernel table so users can add a pattern.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+CLS_COMMUNICATION = "communication"
+CLS_GEMM = "gemm"
+CLS_ATTENTION = "attention"
+CLS_CONVOLUTION = "convolution"
+CLS_NORMALIZATION = "normalization"
+CLS_SOFTMAX = "softmax"
+CLS_REDUCTION = "reduction"
+CLS_ELEMENTWISE = "elementwise"
+CLS_TRITON = "triton"
+CLS_MEMCPY = "memcpy"
+CLS_OTHER = "other"
+
+KERNEL_CLASSES: tuple[str, ...] = (
+    CLS_GEMM,
+    CLS_ATTENTION,
+    CLS_CONVOLUTION,
+    CLS_ELEMENTWISE,
+    CLS_REDUCTION,
+    CLS_NORMALIZATION,
+    CLS_SOFTMAX,
+    CLS_COMMUNICATION,
+    CLS_MEMCPY,
+    CLS_TRITON,
+    CLS_OTHER,
+)
+
+# Busy time of these classes counts as compute-bound (tensor-core shaped work); all other
+# non-communication classes count as memory-bound busy time.
+COMPUTE_BOUND_CLASSES: frozenset[str] = frozenset({CLS_GEMM, CLS_ATTENTION, CLS_CONVOLUTION})
+
+# Communication-collective subtype, from a communication kernel's name.
+COLL_ALL_REDUCE = "all-reduce"
+COLL_ALL_GATHER = "all-gather"
+COLL_REDUCE_SCATTER = "reduce-scatter"
+COLL_ALL_TO_ALL = "all-to-all"
+COLL_BROADCAST = "broadcast"
+COLL_REDUCE = "reduce"
+COLL_SEND_RECV = "send-recv"  # point-to-point
+COLL_OTHER = "other-comm"
+COLLECTIVE_TYPES: tuple[str, ...] = (
+    COLL_ALL_REDUCE,
+    COLL_ALL_GATHER,
+    COLL_REDUCE_SCATTER,
+    COLL_ALL_TO_ALL,
+    COLL_BROADCAST,
+    COLL_REDUCE,
+    COLL_SEND_RECV,
+    COLL_OTHER,
+)
+P2P_TYPES: frozenset[str] = frozenset({COLL_SEND_RECV})
+
+_I = re.IGNORECASE
+
+# (class, compiled regex). Order matters: communication first (NCCL names contain "Reduce"),
+# attention before gemm (fmha kernels contain "gemm"), normalization/softmax before reduction.
+_BUILTIN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    (CLS_COMMUNICATION, re.compile(r"^\s*(void\s+)?(nccl|rccl)[^(]*", _I)),
+    (CLS_COMMUNICATION, re.compile(r"dpsk::ep::|deep_ep|cross_device_reduce|custom_?all_?reduce|"
+                                   r"quickreduce|mscclpp|allreduce_kernel|all_reduce_kernel|"
+                                   r"userbuffers|one_shot_all_reduce|two_shot_all_reduce", _I)),
+    (CLS_MEMCPY, re.compile(r"^(Memcpy|Memset)\b|memcpy_kernel|copy_buffer|__amd_rocclr_copy|"
+                            r"__amd_rocclr_fill|CatArrayBatchedCopy", _I)),
+    (CLS_ATTENTION, re.compile(r"flash|fmha|attention|attn|sdpa|paged_?attention|"
+                               r"mha_(fwd|bwd)|_fwd_kernel|_bwd_kernel|fused_mha", _I)),
+    (CLS_CONVOLUTION, re.compile(r"conv|cudnn::(?!.*(bn|norm))|wgrad|dgrad|fprop|winograd|"
+                                 r"implicit_convolve|im2col|col2im|MIOpen|miopenSp", _I)),
+    (CLS_GEMM, re.compile(r"gemm|gemv|sgemm|hgemm|cutlass|nvjet|xmma|sm\d+_xmma|Cijk_|Tensile|"
+                          r"hipblaslt|cublas|matmul|_mm_|\bmm_|triton_tem_fused|splitK|"
+                          r"s884|s1688|s16816|h884|h1688|h16816|wmma|ampere_.*(gemm|s16816)|"
+                          r"volta_.*gemm|turing_.*gemm", _I)),
+    (CLS_NORMALIZATION, re.compile(r"norm|layer_norm|rms|batch_norm|bn_fw|bn_bw|group_norm", _I)),
+    (CLS_SOFTMAX, re.compile(r"softmax|log_softmax", _I)),
+    (CLS_REDUCTION, re.compile(r"reduce|reduction|sum_kernel|mean_kernel|argmax|argmin|"
+                               r"max_kernel|min_kernel|norm_kernel|cub::|DeviceReduce|DeviceScan|"
+                               r"scan|topk|sort|radix", _I)),
+    (CLS_ELEMENTWISE, re.compile(r"elementwise|vectorized|unrolled|pointwise|fill_kernel|"
+                                 r"copy_kernel|index|gather|scatter|embedding|dropout|gelu|relu|"
+                                 r"silu|swiglu|act_and_mul|sigmoid|tanh|add_kernel|mul_kernel|"
+                                 r"where|cat_|clamp|rotary|rope|adam|sgd|foreach|multi_tensor|"
+                                 r"cast|convert|transpose|permute", _I)),
+    (CLS_TRITON, re.compile(r"^triton_|^triton\b|_triton_", _I)),
+]
+
+_USER_PATTERNS: list[tuple[str, re.Pattern[str]]] = []
+
+
+def register_pattern(cls: str, regex: str) -> None:
+    """Add a user pattern (tried before the built-in ones)."""
+    if cls not in KERNEL_CLASSES:
+        raise ValueError(f"unknown kernel class {cls!r}; choose one of {', '.join(KERNEL_CLASSES)}")
+    _USER_PATTERNS.append((cls, re.compile(regex, _I)))
+
+
+def clear_user_patterns() -> None:
+    _USER_PATTERNS.clear()
+
+
+def classify_name(name: str) -> str:
+    """The class of one kernel name."""
+    for cls, pat in (*_USER_PATTERNS, *_BUILTIN_PATTERNS):
+        if pat.search(name):
+            return cls
+    return CLS_OTHER
+
+
+def _per_unique(names: pd.Series | np.ndarray, fn) -> np.ndarray:
+    """Apply ``fn`` once per distinct name and broadcast back (names are few, kernels many)."""
+    cat = pd.Categorical(names) if not isinstance(getattr(names, "dtype", None), pd.CategoricalDtype) \
+        else names.array if isinstance(names, pd.Series) else names
+    cats = np.asarray(cat.categories, dtype=object)
+    mapped = np.array([fn(str(c)) for c in cats], dtype=object)
+    codes = np.asarray(cat.codes)
+    out = np.empty(len(codes), dtype=object)
+    valid = codes >= 0
+    out[valid] = mapped[codes[valid]] if len(mapped) else None
+    out[~valid] = fn("")
+    return out
+
+
+def classify(names: pd.Series | np.ndarray) -> np.ndarray:
+    """Vectorized: the class of every kernel name (object array of class strings)."""
+    return _per_unique(names, classify_name)
+
+
+def is_communication(names: pd.Series | np.ndarray) -> np.ndarray:
+    """Boolean array: which kernel names are communication kernels."""
+    return classify(names) == CLS_COMMUNICATION
+
+
+_COLL_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    (COLL_SEND_RECV, re.compile(r"sendrecv|send|recv|p2p|ppsend|pprecv", _I)),
+    (COLL_ALL_REDUCE, re.compile(r"all_?reduce|cross_device_reduce|quickreduce", _I)),
+    (COLL_REDUCE_SCATTER, re.compile(r"reduce_?scatter", _I)),
+    (COLL_ALL_GATHER, re.compile(r"all_?gather", _I)),
+    (COLL_ALL_TO_ALL, re.compile(r"all_?to_?all|alltoall|dispatch|combine", _I)),
+    (COLL_BROADCAST, re.compile(r"broadcast|bcast", _I)),
+    (COLL_REDUCE, re.compile(r"reduce", _I)),
+]
+
+
+def collective_type_name(name: str) -> str:
+    """Collective subtype of one communication kernel name (all-reduce, send-recv, ...)."""
+    head = name.split("(", 1)[0]
+    for typ, pat in _COLL_PATTERNS:
+        if pat.search(head):
+            return typ
+    return COLL_OTHER
+
+
+def collective_type(names: pd.Series | np.ndarray) -> np.ndarray:
+    """Vectorized collective subtype of communication kernel names."""
+    return _per_unique(names, collective_type_name)
+
+
+def is_compute_bound_class(classes: np.ndarray) -> np.ndarray:
+    """Boolean array: which kernel classes count as compute-bound busy time."""
+    return np.isin(classes, list(COMPUTE_BOUND_CLASSES))

@@ -1,0 +1,96 @@
+"""A loaded trace: the events frame plus trace-level metadata and side tables.
+
+Loaders return :class:`Trace`; analyses read it and never modify it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One GPU/accelerator as the trace describes it."""
+
+    rank: int  # rank of the process that used/listed it
+    id: int  # device index as used in the events' ``device`` column
+    name: str  # as the trace wrote it ('' when unknown)
+    sm_count: int | None = None  # SMs / compute units, when known
+    memory_bytes: int | None = None  # global memory, when known
+    compute_capability: str | None = None  # "9.0", when known
+    used: bool = False  # at least one GPU event ran on it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "id": self.id,
+            "name": self.name,
+            "sm_count": self.sm_count,
+            "memory_bytes": self.memory_bytes,
+            "compute_capability": self.compute_capability,
+            "used": self.used,
+        }
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """A rank in the trace and where its numbers came from."""
+
+    rank: int
+    rank_source: str  # "distributedInfo", "file name", "process order", "default"
+    world_size: int | None
+    world_size_source: str  # "distributedInfo", "unknown"
+    pid: int | None = None  # host process id, when known
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "rank_source": self.rank_source,
+            "world_size": self.world_size,
+            "world_size_source": self.world_size_source,
+            "pid": self.pid,
+        }
+
+
+@dataclass
+class TraceMeta:
+    """Trace-level facts beside the events frame."""
+
+    path: str
+    format: str  # "kineto" or "nsys"
+    generation: str  # human-readable format generation, e.g. "kineto 2024+ (float relative ts)"
+    time_base: str  # one of schema.TIME_BASES
+    epoch_offset_ns: int | None = None  # add to start_ns for Unix epoch ns (time_base == "epoch")
+    devices: list[DeviceInfo] = field(default_factory=list)
+    ranks: list[RankInfo] = field(default_factory=list)
+    profiler_options: dict[str, Any] = field(default_factory=dict)  # record_shapes, with_stack...
+    distributed: dict[str, Any] = field(default_factory=dict)  # backend, nccl_version, pg_config (no hosts)
+    steps: pd.DataFrame | None = None  # rank, step, name, start_ns, end_ns (host step annotations)
+    warnings: list[str] = field(default_factory=list)
+    truncated: bool = False  # file ended early; events before the cut were kept
+    extra: dict[str, Any] = field(default_factory=dict)  # format-specific facts (schema versions...)
+
+    @property
+    def world_size(self) -> int | None:
+        sizes = {r.world_size for r in self.ranks if r.world_size}
+        return max(sizes) if sizes else None
+
+
+@dataclass
+class Trace:
+    """Events frame (schema.EVENT_COLUMNS), metadata, and side tables (schema.SIDE_TABLES)."""
+
+    events: pd.DataFrame
+    meta: TraceMeta
+    side: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    def side_table(self, name: str) -> pd.DataFrame:
+        """The side table ``name``, or an empty frame with its columns when the trace has none."""
+        from traceread.schema import SIDE_TABLES
+
+        if name in self.side:
+            return self.side[name]
+        return pd.DataFrame({c: pd.Series(dtype=d) for c, (d, _) in SIDE_TABLES[name].items()})
