@@ -28,17 +28,23 @@ class Thresholds:
     warmup_min_steps: int = _t(
         4, "steps", "only drop ProfilerStep#0 as warmup when enough steps remain to measure")
 
-    # --- rules (gap classification) ---
+    # --- rules (gap classification; docs/rules.md explains each) ---
     min_judged_gap_ns: int = _t(
         1_000, "ns", "below ~1 us timestamps (integer-us traces) cannot separate causes")
+    turnaround_max_ns: int = _t(
+        3_000, "ns", "a gap this short whose next kernel was already queued is the GPU's own "
+        "kernel-to-kernel turnaround, not a wait")
     data_loader_cover: float = _t(
         0.5, "fraction of gap", "data-starved needs loader/H2D-batch activity over most of the gap")
     comm_cover: float = _t(
-        0.5, "fraction of gap", "comm-bound needs a collective running during most of the gap")
-    sync_cover: float = _t(
-        0.3, "fraction of gap", "a host sync call holding a third of the gap put the drain on the path")
+        0.5, "fraction of gap", "comm-bound needs communication running during most of the gap")
+    sync_drain_tolerance_ns: int = _t(
+        2_000, "ns", "host/GPU clock skew: a sync that returns this close to the drain still held it")
     launch_cpu_cover: float = _t(
         0.5, "fraction of gap", "launch-bound: host inside runtime/launch calls for most of the gap")
+    launch_max_ns_per_launch: int = _t(
+        250_000, "ns per launch", "launch-bound: the host issues CUDA calls at least this often; a "
+        "longer quiet host stretch is some other host work")
     bubble_min_steps: int = _t(
         4, "steps", "periodicity cannot be judged from fewer analysed steps")
     bubble_presence: float = _t(
@@ -55,6 +61,26 @@ class Thresholds:
         0.10, "fraction of step", "under ~10% idle the remaining gains are inside the kernels")
     memory_bound_min_share: float = _t(
         0.5, "fraction of busy", "most busy time in memory-bound kernels means fusion is the lever")
+
+    # --- report (what the analyze report shows) ---
+    report_second_min_share: float = _t(
+        0.10, "fraction of step", "a second cause under ~10% of step time is not worth a reader's next move")
+
+    # --- scoreboard (MFU, kernel table, roofline) ---
+    mfu_min_steady_steps: int = _t(
+        3, "steps", "a median of fewer steady steps cannot tell a stall from the steady state")
+    mfu_max_step_cv: float = _t(
+        0.10, "coefficient of variation", "steady step times spread more than ~10% make MFU noisy")
+    mfu_very_good: float = _t(
+        0.50, "MFU", "above ~50% MFU is very good for large-model training; headroom is measured to it")
+    peak_match_tolerance: float = _t(
+        0.03, "fraction", "a hand-given peak within 3% of a table figure is that figure (sparse check)")
+    kernel_hint_min_share: float = _t(
+        0.01, "fraction of GPU time", "kernel hints ignore kernels under ~1% of GPU time")
+    partial_wave_min_idle: float = _t(
+        0.25, "fraction of SMs", "a grid leaving under a quarter of the SMs idle is tiling noise, not a fix")
+    roofline_heavy_share: float = _t(
+        0.01, "fraction of op kernel time", "the roofline calls an op heavy from ~1% of matmul/attention time")
 
     def with_overrides(self, overrides: dict[str, Any]) -> Thresholds:
         """A copy with ``overrides`` applied; values are coerced to each field's type."""

@@ -90,19 +90,33 @@ _BUILTIN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
                                    r"userbuffers|one_shot_all_reduce|two_shot_all_reduce", _I)),
     (CLS_MEMCPY, re.compile(r"^(Memcpy|Memset)\b|memcpy_kernel|copy_buffer|__amd_rocclr_copy|"
                             r"__amd_rocclr_fill|CatArrayBatchedCopy", _I)),
+    # torch.compile's generated pointwise/reduction/persistent kernels stay "triton" whatever ops
+    # their names list (``triton_poi_fused_mul_silu`` is a fusion, not a silu kernel).
+    (CLS_TRITON, re.compile(r"^triton_(poi|red|per)_", _I)),
+    # Names that the families below would misread: RNG ("normal" distribution), layout transforms
+    # inside cuDNN/MIOpen, quantize kernels in the fbgemm namespace.
+    (CLS_ELEMENTWISE, re.compile(r"distribution_elementwise|normal_and_transform|uniform_and_transform|"
+                                 r"philox|curand|nchwToNhwc|nhwcToNchw|SubTensorOp|Op[1-5]dTensor|"
+                                 r"quantize", _I)),
+    (CLS_NORMALIZATION, re.compile(r"(layer|rms|group|batch|instance)_?norm(?!al_)|nvfuser_(inner|outer)_persistent",
+                                   _I)),
+    (CLS_GEMM, re.compile(r"nvfuser_matmul", _I)),
+    (CLS_ELEMENTWISE, re.compile(r"nvfuser_pointwise", _I)),
+    (CLS_REDUCTION, re.compile(r"nvfuser_reduction", _I)),
     (CLS_ATTENTION, re.compile(r"flash|fmha|attention|attn|sdpa|paged_?attention|"
                                r"mha_(fwd|bwd)|_fwd_kernel|_bwd_kernel|fused_mha", _I)),
     (CLS_CONVOLUTION, re.compile(r"conv|cudnn::(?!.*(bn|norm))|wgrad|dgrad|fprop|winograd|"
-                                 r"implicit_convolve|im2col|col2im|MIOpen|miopenSp", _I)),
-    (CLS_GEMM, re.compile(r"gemm|gemv|sgemm|hgemm|cutlass|nvjet|xmma|sm\d+_xmma|Cijk_|Tensile|"
+                                 r"implicit_convolve|im2col|col2im|MIOpen|miopenSp|[sh]cudnn|"
+                                 r"igemm_(fwd|bwd|wrw)|fft2d_", _I)),
+    (CLS_GEMM, re.compile(r"(?<!fb)gemm|gemv|cutlass|nvjet|xmma|sm\d+_xmma|Cijk_|Tensile|"
                           r"hipblaslt|cublas|matmul|_mm_|\bmm_|triton_tem_fused|splitK|"
                           r"s884|s1688|s16816|h884|h1688|h16816|wmma|ampere_.*(gemm|s16816)|"
                           r"volta_.*gemm|turing_.*gemm", _I)),
-    (CLS_NORMALIZATION, re.compile(r"norm|layer_norm|rms|batch_norm|bn_fw|bn_bw|group_norm", _I)),
+    (CLS_NORMALIZATION, re.compile(r"norm(?!al_|al\b|al<)|rms|bn_fw|bn_bw", _I)),
     (CLS_SOFTMAX, re.compile(r"softmax|log_softmax", _I)),
     (CLS_REDUCTION, re.compile(r"reduce|reduction|sum_kernel|mean_kernel|argmax|argmin|"
                                r"max_kernel|min_kernel|norm_kernel|cub::|DeviceReduce|DeviceScan|"
-                               r"scan|topk|sort|radix", _I)),
+                               r"scan|topk|sort|radix|max_pool|avg_pool|average_pool|adaptive_\w*pool", _I)),
     (CLS_ELEMENTWISE, re.compile(r"elementwise|vectorized|unrolled|pointwise|fill_kernel|"
                                  r"copy_kernel|index|gather|scatter|embedding|dropout|gelu|relu|"
                                  r"silu|swiglu|act_and_mul|sigmoid|tanh|add_kernel|mul_kernel|"
@@ -123,6 +137,29 @@ def register_pattern(cls: str, regex: str) -> None:
 
 def clear_user_patterns() -> None:
     _USER_PATTERNS.clear()
+
+
+def register_patterns_from_config(table: dict, source: str = "config") -> int:
+    """Register a config file's ``[kernel_patterns]`` table: ``class = "regex"`` or ``class = [regexes]``.
+
+    Returns the number of patterns added; raises UsageError (naming ``source``) on an unknown class
+    or a regex that does not compile.
+    """
+    from traceread.errors import UsageError
+
+    added = 0
+    for cls, value in table.items():
+        regexes = [value] if isinstance(value, str) else value
+        if cls not in KERNEL_CLASSES or not isinstance(regexes, list):
+            raise UsageError(f"{source}: [kernel_patterns] {cls!r}: expected one of {', '.join(KERNEL_CLASSES)} "
+                             "= \"regex\" or [\"regex\", ...]")
+        for rx in regexes:
+            try:
+                register_pattern(cls, str(rx))
+            except re.error as exc:
+                raise UsageError(f"{source}: [kernel_patterns] {cls}: bad regex {rx!r} ({exc})") from None
+            added += 1
+    return added
 
 
 def classify_name(name: str) -> str:

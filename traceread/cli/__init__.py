@@ -20,10 +20,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from traceread.cli import info
-
-    cli.add_command(info.command)
-    for mod_name in ("gaps", "kernels", "analyze"):
+    for mod_name in ("analyze", "info", "gaps", "kernels"):
         try:
             mod = __import__(f"traceread.cli.{mod_name}", fromlist=["command"])
         except ModuleNotFoundError as exc:  # subcommand not built yet

@@ -76,6 +76,32 @@ class GraphLaunch:
 
 
 @dataclass
+class Sync:
+    """A CUPTI synchronization record on the GPU side (Kineto ``cuda_sync``, nsys SYNCHRONIZATION).
+
+    ``kind`` is one of ``stream``, ``event``, ``context``, ``wait_event``; ``correlation`` is that of
+    the host API call (cudaStreamSynchronize...) that caused it; ``stream`` is -1 for context syncs.
+    """
+
+    device: int
+    stream: int
+    kind: str
+    start_ns: int
+    end_ns: int
+    correlation: int
+
+
+@dataclass
+class OsCall:
+    """An OS runtime call on a host thread (nsys ``-t osrt`` only; Kineto has no such rows)."""
+
+    tid: int
+    name: str  # pthread_cond_wait, read, ioctl, ...
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
 class Rank:
     rank: int
     pid: int
@@ -86,6 +112,8 @@ class Rank:
     host_calls: list[HostCall] = field(default_factory=list)
     host_ranges: list[HostRange] = field(default_factory=list)
     graphs: list[GraphLaunch] = field(default_factory=list)
+    syncs: list[Sync] = field(default_factory=list)
+    os_calls: list[OsCall] = field(default_factory=list)
 
 
 @dataclass
@@ -93,3 +121,4 @@ class Scenario:
     ranks: list[Rank]
     world_size: int | None = None
     origin_epoch_ns: int = 1_735_632_360_000_000_000  # a Kineto-style base (multiple of 7,889,238 s)
+

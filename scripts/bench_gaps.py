@@ -1,0 +1,251 @@
+"""Benchmark the interval engine (steps + gaps + overlaps + totals) and compare with HTA.
+
+    python scripts/bench_gaps.py                  # 1M, 4M, 10M kernels + HTA side by side at 1M
+    python scripts/bench_gaps.py --sizes 1M --no-hta
+
+Each measurement runs in its own process (peak RSS is per process):
+
+* engine: builds, in process, a frame of N GPU kernels with one ``cudaLaunchKernel`` each
+  (a launch-bound-ish single-GPU run: kernels queue behind their launches, about a quarter of
+  kernel boundaries leave a gap, one ProfilerStep per 2,000 kernels), then times find_steps,
+  find_gaps, step_totals and collective_exposure. Loading is excluded.
+* at 1M it also writes the same trace as Kineto JSON (traceread.synth.kineto_writer) and times,
+  end to end, ``traceread.load`` + steps + gaps against HTA's ``TraceAnalysis`` load +
+  ``get_idle_time_breakdown`` (HTA runs from its own venv, ``/work/venvs/hta``).
+
+Only the standard library is imported at top level: the HTA child process has no traceread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+HTA_PYTHON = os.environ.get("HTA_PYTHON", "/work/venvs/hta/bin/python")
+KERNELS_PER_STEP = 2_000
+
+
+def _rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+
+
+def _size(text: str) -> int:
+    text = text.strip().upper()
+    mult = {"K": 1_000, "M": 1_000_000}.get(text[-1], 1)
+    return int(float(text.rstrip("KM")) * mult)
+
+
+def synth_arrays(n: int, seed: int = 0) -> dict:
+    """Kernel and launch timelines (int64 ns) for n kernels, vectorized."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    gap = rng.integers(2_000, 8_000, n)
+    gap[rng.random(n) < 0.002] += 200_000  # occasional host stall
+    l_start = np.cumsum(gap)
+    l_end = l_start + rng.integers(1_500, 4_000, n)
+    dur = rng.integers(500, 8_000, n)
+    # Kernels run in launch order: start_i = max(launch_end_i + 1us, end_{i-1}); a max-plus
+    # recurrence solved with a cumulative maximum.
+    d_cum = np.cumsum(dur)
+    earliest = l_end + 1_000
+    m = np.maximum.accumulate(earliest - (d_cum - dur))
+    k_end = d_cum + m
+    k_start = k_end - dur
+    stream = np.where(rng.random(n) < 0.7, 7, 8)
+    names = np.where(rng.random(n) < 0.5, 0, 1)  # 0: gemm, 1: elementwise
+    first = np.arange(0, n, KERNELS_PER_STEP)
+    s_start = l_start[first]
+    s_end = np.append(l_start[first[1:]], l_end[-1])
+    return dict(l_start=l_start, l_end=l_end, k_start=k_start, k_end=k_end, stream=stream, names=names,
+                s_start=s_start, s_end=s_end)
+
+
+KERNEL_NAMES = ["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "vectorized_elementwise_kernel"]
+
+
+def build_trace(n: int):
+    """The synthetic trace as a traceread Trace (in process, no file)."""
+    import numpy as np
+    import pandas as pd
+
+    from traceread import schema
+    from traceread.trace import Trace, TraceMeta
+
+    a = synth_arrays(n)
+    ns = len(a["s_start"])
+    total = 2 * n + ns
+    kern = slice(0, n)
+    lau = slice(n, 2 * n)
+    stp = slice(2 * n, total)
+
+    def col(dtype, k, launch, step):
+        out = np.empty(total, dtype=dtype)
+        out[kern], out[lau], out[stp] = k, launch, step
+        return out
+
+    lanes = list(schema.LANES)
+    cats = list(schema.CATEGORIES)
+    names = KERNEL_NAMES + ["cudaLaunchKernel"] + [f"ProfilerStep#{i}" for i in range(ns)]
+    corr = np.arange(1, n + 1, dtype=np.int64)
+
+    def catcol(codes, categories):
+        return pd.Categorical.from_codes(codes, categories=categories)
+
+    ev = pd.DataFrame({
+        "trace": catcol(np.zeros(total, np.int8), ["bench"]),
+        "rank": np.zeros(total, np.int32),
+        "lane": catcol(col(np.int8, lanes.index(schema.LANE_GPU_COMPUTE), lanes.index(schema.LANE_CPU_THREAD),
+                           lanes.index(schema.LANE_CPU_ANNOTATION)), lanes),
+        "device": col(np.int32, 0, -1, -1),
+        "stream": col(np.int64, a["stream"], -1, -1),
+        "pid": col(np.int64, 0, 4242, 4242),
+        "tid": col(np.int64, a["stream"], 4243, 4243),
+        "name": catcol(col(np.int32, a["names"], 2, 3 + np.arange(ns)), names),
+        "category": catcol(col(np.int8, cats.index(schema.CAT_KERNEL), cats.index(schema.CAT_RUNTIME),
+                               cats.index(schema.CAT_USER_ANNOTATION)), cats),
+        "raw_category": catcol(col(np.int8, 0, 1, 2), ["kernel", "cuda_runtime", "user_annotation"]),
+        "start_ns": col(np.int64, a["k_start"], a["l_start"], a["s_start"]),
+        "end_ns": col(np.int64, a["k_end"], a["l_end"], a["s_end"]),
+        "correlation": col(np.int64, corr, corr, -1),
+        "external_id": np.full(total, -1, np.int64),
+    })
+    schema.validate(ev)
+    meta = TraceMeta(path="bench", format="kineto", generation="synthetic", time_base=schema.TIME_RELATIVE)
+    return Trace(ev, meta, {})
+
+
+def run_engine(n: int) -> dict:
+    from traceread.config import Thresholds
+    from traceread.gaps import collective_exposure, find_gaps, step_totals
+    from traceread.steps import find_steps
+
+    t0 = time.perf_counter()
+    trace = build_trace(n)
+    build_s = time.perf_counter() - t0
+    rss_frame = _rss_gb()
+    cfg = Thresholds()
+    t0 = time.perf_counter()
+    steps = find_steps(trace, cfg).steps
+    t1 = time.perf_counter()
+    gaps = find_gaps(trace, steps, cfg)
+    t2 = time.perf_counter()
+    step_totals(trace, steps, gaps)
+    collective_exposure(trace, steps)
+    t3 = time.perf_counter()
+    return dict(n=n, rows=len(trace.events), build_s=build_s, steps_s=t1 - t0, gaps_s=t2 - t1,
+                totals_s=t3 - t2, engine_s=t3 - t0, n_steps=len(steps), n_gaps=len(gaps),
+                idle_ns=int(steps["idle_ns"].sum()), rss_frame_gb=rss_frame, rss_peak_gb=_rss_gb())
+
+
+def write_kineto(n: int, path: str) -> dict:
+    from traceread.synth.kineto_writer import write_kineto as write
+    from traceread.synth.model import HostCall, HostRange, Kernel, Rank, Scenario
+
+    a = synth_arrays(n)
+    rank = Rank(rank=0, pid=4242, devices=[0])
+    ks, ke, st, nm = (a[k].tolist() for k in ("k_start", "k_end", "stream", "names"))
+    ls, le = a["l_start"].tolist(), a["l_end"].tolist()
+    rank.kernels = [Kernel(0, st[i], KERNEL_NAMES[nm[i]], ks[i], ke[i], i + 1) for i in range(n)]
+    rank.host_calls = [HostCall(4243, "cudaLaunchKernel", ls[i], le[i], i + 1) for i in range(n)]
+    rank.host_ranges = [HostRange(4243, f"ProfilerStep#{i}", s, e)
+                        for i, (s, e) in enumerate(zip(a["s_start"].tolist(), a["s_end"].tolist(), strict=True))]
+    write(Scenario([rank], world_size=1), path)
+    return dict(bytes=os.path.getsize(path))
+
+
+def run_traceread_e2e(path: str) -> dict:
+    import traceread
+    from traceread.config import Thresholds
+    from traceread.gaps import find_gaps
+    from traceread.steps import find_steps
+
+    t0 = time.perf_counter()
+    trace = traceread.load(path)
+    t1 = time.perf_counter()
+    steps = find_steps(trace, Thresholds()).steps
+    gaps = find_gaps(trace, steps, Thresholds())
+    t2 = time.perf_counter()
+    return dict(load_s=t1 - t0, analyse_s=t2 - t1, total_s=t2 - t0, n_gaps=len(gaps),
+                idle_ns=int(steps["idle_ns"].sum()), rss_peak_gb=_rss_gb())
+
+
+def run_hta(path: str) -> dict:
+    import logging
+
+    logging.disable(logging.WARNING)
+    from hta.trace_analysis import TraceAnalysis
+
+    t0 = time.perf_counter()
+    ta = TraceAnalysis(trace_dir=os.path.dirname(path))
+    t1 = time.perf_counter()
+    ta.get_idle_time_breakdown(ranks=[0], visualize=False)
+    t2 = time.perf_counter()
+    return dict(load_s=t1 - t0, analyse_s=t2 - t1, total_s=t2 - t0, rss_peak_gb=_rss_gb())
+
+
+def _child(args: list[str], python: str = sys.executable) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([python, os.path.abspath(__file__), *args], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1M,4M,10M")
+    p.add_argument("--no-hta", action="store_true")
+    p.add_argument("--child", nargs=2, metavar=("MODE", "ARG"), help=argparse.SUPPRESS)
+    p.add_argument("--path", help=argparse.SUPPRESS)
+    ns = p.parse_args()
+    if ns.child:
+        mode, arg = ns.child
+        res = {"engine": lambda: run_engine(int(arg)), "write": lambda: write_kineto(int(arg), ns.path),
+               "traceread": lambda: run_traceread_e2e(arg), "hta": lambda: run_hta(arg)}[mode]()
+        print(json.dumps(res))
+        return 0
+
+    print("## interval engine alone (steps + gaps + overlaps + totals; frame built in process)\n")
+    print("| kernels | rows | steps | gaps | engine s | steps s | gaps s | totals s | peak RSS GB (frame alone) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size in ns.sizes.split(","):
+        r = _child(["--child", "engine", str(_size(size))])
+        if "error" in r:
+            print(f"| {size} | error: {r['error']} |")
+            continue
+        print(f"| {r['n']:,} | {r['rows']:,} | {r['n_steps']:,} | {r['n_gaps']:,} | {r['engine_s']:.2f} | "
+              f"{r['steps_s']:.2f} | {r['gaps_s']:.2f} | {r['totals_s']:.2f} | "
+              f"{r['rss_peak_gb']:.2f} ({r['rss_frame_gb']:.2f}) |", flush=True)
+    if ns.no_hta:
+        return 0
+    n = 1_000_000
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "rank0.pt.trace.json")
+        w = _child(["--child", "write", str(n), "--path", path])
+        if "error" in w:
+            print(f"\nwriting the Kineto file failed: {w['error']}")
+            return 1
+        tr = _child(["--child", "traceread", path])
+        hta = _child(["--child", "hta", path], python=HTA_PYTHON)
+    print(f"\n## end to end at 1M kernels: Kineto JSON of {w['bytes'] / 1e6:.0f} MB, load + idle analysis\n")
+    print("| tool | load s | analysis s | total s | peak RSS GB |")
+    print("|---|---:|---:|---:|---:|")
+    for label, r in (("traceread (load + steps + gaps)", tr), ("HTA (TraceAnalysis + idle time breakdown)", hta)):
+        if "error" in r:
+            print(f"| {label} | error: {r['error']} | | | |")
+        else:
+            print(f"| {label} | {r['load_s']:.1f} | {r['analyse_s']:.1f} | {r['total_s']:.1f} | {r['rss_peak_gb']:.2f} |")
+    if "error" not in tr and "error" not in hta:
+        print(f"\ntraceread is {hta['total_s'] / tr['total_s']:.1f}x faster end to end.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

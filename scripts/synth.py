@@ -1,0 +1,71 @@
+"""Write a planted-cause trace (Kineto JSON per rank and/or an nsys SQLite export) and its ground truth.
+
+    python scripts/synth.py OUT_PREFIX [--seed N] [--ranks R] [--steps S] [--jitter J]
+                            [--weight launch-bound=2 --weight sync-stall=0 ...] [--format both]
+
+Writes ``OUT_PREFIX.rank<R>.pt.trace.json`` (Kineto, PyTorch 2.4+ generation), ``OUT_PREFIX.sqlite``
+(nsys export) and ``OUT_PREFIX.truth.json``: every compute-idle interval per rank/device with its
+planted class, in ns of the loaded frame's time base (both formats load to the same ns).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from traceread.atomic import atomic_open
+from traceread.synth.planted import CLASSES, PlantSpec, plant
+
+
+def write_planted(prefix: str, spec: PlantSpec, fmt: str = "both", nsys_schema: str = "2026") -> dict[str, list[str]]:
+    """Generate ``spec`` and write its files next to ``prefix``; return the paths by kind."""
+    planted = plant(spec)
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    out: dict[str, list[str]] = {"kineto": [], "nsys": []}
+    if fmt in ("both", "kineto"):
+        from traceread.synth.kineto_writer import write_kineto
+
+        out["kineto"] = write_kineto(planted.scenario, prefix + ".rank{rank}.pt.trace.json")
+    if fmt in ("both", "nsys"):
+        from traceread.synth.nsys_writer import write_nsys
+
+        out["nsys"] = [write_nsys(planted.scenario, prefix + ".sqlite", schema=nsys_schema)]
+    with atomic_open(prefix + ".truth.json", "w") as fh:
+        json.dump(planted.truth_dict(), fh)
+    out["truth"] = [prefix + ".truth.json"]
+    return out
+
+
+def parse_weights(items: tuple[str, ...]) -> dict[str, float]:
+    weights = {c: 1.0 for c in CLASSES}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in CLASSES or not value:
+            raise click.BadParameter(f"{item!r}: expected CLASS=WEIGHT with CLASS one of {', '.join(CLASSES)}")
+        weights[name] = float(value)
+    return weights
+
+
+@click.command()
+@click.argument("prefix")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--ranks", default=2, show_default=True)
+@click.option("--steps", default=8, show_default=True)
+@click.option("--jitter", default=0.05, show_default=True, help="relative std of every duration")
+@click.option("--weight", "weights", multiple=True, help="CLASS=occurrences per step (repeatable)")
+@click.option("--format", "fmt", type=click.Choice(["both", "kineto", "nsys"]), default="both", show_default=True)
+@click.option("--nsys-schema", default="2026", show_default=True)
+@click.option("--no-noise", is_flag=True, help="leave out overlapped comm, noise thread and annotations")
+def main(prefix: str, seed: int, ranks: int, steps: int, jitter: float, weights: tuple[str, ...], fmt: str,
+         nsys_schema: str, no_noise: bool) -> None:
+    spec = PlantSpec(seed=seed, ranks=ranks, steps=steps, jitter=jitter, weights=parse_weights(weights),
+                     noise=not no_noise)
+    for kind, paths in write_planted(prefix, spec, fmt, nsys_schema).items():
+        for p in paths:
+            click.echo(f"{kind}: {p}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""``traceread analyze`` end to end on generated traces: outputs, exit codes, gates, failures, several ranks."""
+
+from __future__ import annotations
+
+import jsonschema
+import orjson
+import pytest
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PfTrace
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+
+from traceread.cli import main
+from traceread.render import jsonout
+from traceread.synth.nsys_writer import write_nsys
+from traceread.synth.planted import PlantSpec, plant
+
+ONLY_DATA = {"data-starved": 1.0, "launch-bound": 0.0, "comm-bound": 0.0, "pipeline-bubble": 0.0,
+             "sync-stall": 0.0, "unattributed": 0.0}
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """A 2-rank nsys export whose only planted cause is a starving data loader."""
+    d = tmp_path_factory.mktemp("planted")
+    p = plant(PlantSpec(seed=3, ranks=2, steps=6, weights=ONLY_DATA))
+    path = str(d / "starved.sqlite")
+    write_nsys(p.scenario, path)
+    return path, p
+
+
+def test_all_outputs_and_planted_cause(planted, tmp_path, capsys) -> None:
+    path, _ = planted
+    md, js, png, pf = (tmp_path / n for n in ("r.md", "r.json", "t.png", "t.pftrace"))
+    rc = main(["analyze", path, "-o", str(md), "--json", str(js), "--plot", str(png), "--perfetto", str(pf)])
+    assert rc == 0
+    assert capsys.readouterr().out == ""  # the report went to -o, not stdout
+    text = md.read_text()
+    assert "## Verdict\n\nData-starved:" in text
+    doc = orjson.loads(js.read_bytes())
+    jsonschema.validate(doc, jsonout.schema())
+    assert doc["dominant_cause"] == "data-starved"
+    assert {(s["rank"], s["device"]) for s in doc["steps"]} == {(0, 0), (1, 1)}
+    assert len(doc["attribution"]) == 2
+    for a in doc["attribution"]:
+        assert sum(p["ns"] for p in a["parts"].values()) == a["step_ns"]
+    # per-rank comparison table: one row per rank/GPU
+    assert "| rank 0 / GPU 0 |" in text and "| rank 1 / GPU 1 |" in text
+    assert png.read_bytes().startswith(b"\x89PNG")
+    trace = PfTrace()
+    trace.ParseFromString(pf.read_bytes())
+    tracks = {p.track_descriptor.uuid: p.track_descriptor.name for p in trace.packet if p.HasField("track_descriptor")}
+    diag = {u for u, n in tracks.items() if n.startswith("traceread diagnosis")}
+    assert len(diag) == 2  # one per device
+    classes = [p.track_event.name for p in trace.packet if p.HasField("track_event")
+               and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN and p.track_event.track_uuid in diag]
+    assert "data-starved" in classes and set(classes) <= set(jsonout.GAP_CLASSES)
+
+
+def test_fail_on_gate(planted, capsys) -> None:
+    path, _ = planted
+    assert main(["analyze", path, "--json", "-", "--fail-on", "data-starved:10"]) == 1
+    doc = orjson.loads(capsys.readouterr().out)  # --json - replaces the Markdown on stdout
+    share = sum(a["parts"]["data-starved"]["ns"] for a in doc["attribution"]) / sum(
+        a["step_ns"] for a in doc["attribution"])
+    assert share >= 0.10
+    assert main(["analyze", path, "--fail-on", f"data-starved:{100 * share + 1:.1f}",
+                 "--fail-on", "comm-bound:50"]) == 0
+
+
+@pytest.mark.parametrize("args", [["--fail-on", "slow:10"], ["--fail-on", "data-starved"],
+                                  ["--set", "no_such_threshold=1"], ["--top-gaps", "-1"]])
+def test_usage_errors_exit_2(planted, args, capsys) -> None:
+    assert main(["analyze", planted[0], *args]) == 2
+
+
+def test_unreadable_input_still_reports_the_others(planted, tmp_path, capsys) -> None:
+    bad = tmp_path / "broken.json"
+    bad.write_text("this is not a trace")
+    md = tmp_path / "r.md"
+    rc = main(["analyze", planted[0], str(bad), "-o", str(md)])
+    assert rc == 2
+    text = md.read_text()
+    assert "Data-starved:" in text
+    assert "**Not analysed**: `broken.json`" in text
+    assert "broken.json" in capsys.readouterr().err
+
+
+def test_only_unreadable_inputs_exit_2(tmp_path, capsys) -> None:
+    assert main(["analyze", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: no such file" in capsys.readouterr().err
+
+
+def test_mfu_flags_fill_the_scoreboard(planted, tmp_path, capsys) -> None:
+    rc = main(["analyze", planted[0], "--json", "-", "--params", "1e9", "--tokens-per-step", "65536",
+               "--dtype", "bf16", "--gpus", "2"])
+    assert rc == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, jsonout.schema())
+    m = doc["mfu"]
+    assert m is not None and m["mfu"] > 0
+    # MFU = 6 N tokens / (step time x GPUs x peak): recompute from the reported inputs
+    peak = m["inputs"]["peak_tflops"]["value"] * 1e12
+    gpus = m["inputs"]["num_gpus"]["value"]
+    assert m["mfu"] == pytest.approx(6 * 1e9 * 65536 / (m["step_time_ns"] / 1e9 * gpus * peak), rel=1e-9)
+
+
+def test_without_mfu_inputs_says_which_flags(planted, capsys) -> None:
+    assert main(["analyze", planted[0]]) == 0
+    out = capsys.readouterr().out
+    assert "MFU not computed" in out and "--params" in out
+
+
+def test_several_rank_files_of_one_job(tmp_path, capsys) -> None:
+    from traceread.synth.kineto_writer import write_kineto
+
+    p = plant(PlantSpec(seed=5, ranks=2, steps=5, weights=ONLY_DATA))
+    files = write_kineto(p.scenario, str(tmp_path / "job.rank{rank}.pt.trace.json"))
+    assert len(files) == 2
+    md, js = tmp_path / "r.md", tmp_path / "r.json"
+    assert main(["analyze", *files, "-o", str(md), "--json", str(js), "--perfetto", str(tmp_path / "t.pftrace"),
+                 "--perfetto-steps", "all"]) == 0
+    doc = orjson.loads(js.read_bytes())
+    jsonschema.validate(doc, jsonout.schema())
+    assert [t["ranks"] for t in doc["traces"]] == [[0], [1]]
+    assert sorted({(s["trace"], s["rank"]) for s in doc["steps"]}) == [(0, 0), (1, 1)]
+    text = md.read_text()
+    assert text.count("| `job.rank") == 2  # both inputs in the header
+    assert "| rank 0 / GPU 0 |" in text and "| rank 1 / GPU 1 |" in text  # per-rank comparison rows
+    assert "### rank 1 / GPU 1" in text  # per-rank step sections
+    trace = PfTrace()
+    trace.ParseFromString((tmp_path / "t.pftrace").read_bytes())
+    step_slices = [p.track_event.name for p in trace.packet if p.HasField("track_event")
+                   and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN and p.track_event.name.startswith("step ")]
+    assert len(step_slices) == len(doc["steps"])  # --perfetto-steps all: every step of every rank
+
+
+def test_same_rank_in_two_files_stays_apart(planted, tmp_path) -> None:
+    import shutil
+
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    shutil.copyfile(planted[0], a)
+    shutil.copyfile(planted[0], b)
+    md = tmp_path / "r.md"
+    assert main(["analyze", str(a), str(b), "-o", str(md)]) == 0
+    text = md.read_text()
+    assert "| a.sqlite: rank 0 / GPU 0 |" in text and "| b.sqlite: rank 0 / GPU 0 |" in text

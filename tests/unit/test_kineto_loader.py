@@ -1,0 +1,128 @@
+"""Kineto loader against an independent reading of the same files (stdlib json, Decimal floats)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, needs_shared, shared_kineto
+
+from traceread import schema
+from traceread.loaders import _kineto_stream
+from traceread.loaders.kineto import load_kineto
+
+ROW_PHASES = {"X", "i", "I"}
+
+
+def read_text(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def event_spans(text: bytes) -> tuple[list[dict], list[int]]:
+    """Events and the byte offset where each one's text ends, by stdlib raw_decode (no scanner)."""
+    s = text.decode("utf-8")
+    dec = json.JSONDecoder(parse_float=Decimal)
+    i = s.index("[", s.index('"traceEvents"')) + 1 if s.lstrip().startswith("{") else s.index("[") + 1
+    events, ends = [], []
+    while True:
+        while s[i] in " \t\r\n,":
+            i += 1
+        if s[i] == "]":
+            return events, ends
+        obj, i = dec.raw_decode(s, i)
+        events.append(obj)
+        ends.append(len(s[:i].encode("utf-8")))
+
+
+def expected(events: list[dict]) -> dict:
+    """Per raw category row counts, and every row's exact start/end ns, from Decimal microseconds."""
+    rows = [e for e in events if e.get("ph") in ROW_PHASES and isinstance(e.get("ts"), (int, Decimal))]
+    starts = [int(Decimal(e["ts"]) * 1000) for e in rows]
+    ends = [s + (max(int(Decimal(e.get("dur", 0)) * 1000), 0) if e["ph"] == "X" else 0)
+            for s, e in zip(starts, rows, strict=True)]
+    return {"cats": Counter(e.get("cat", "") for e in rows), "starts": sorted(starts), "ends": sorted(ends)}
+
+
+def check_against_reference(trace, ref: dict) -> None:
+    ev = trace.events
+    schema.validate(ev)
+    assert Counter(ev["raw_category"].astype(str)) == ref["cats"]
+    assert np.array_equal(np.sort(ev["start_ns"].to_numpy()), np.array(ref["starts"], dtype=np.int64))
+    assert np.array_equal(np.sort(ev["end_ns"].to_numpy()), np.array(ref["ends"], dtype=np.int64))
+
+
+def fixture_files() -> list[Path]:
+    return sorted(p for p in FIXTURES.glob("*.json*") if "trace" in p.name or p.suffix == ".gz")
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=lambda p: p.name)
+def test_fixture_matches_stdlib_json(path: Path) -> None:
+    events, _ = event_spans(read_text(path))
+    check_against_reference(load_kineto(str(path)), expected(events))
+
+
+@needs_shared
+@pytest.mark.parametrize("path", shared_kineto(), ids=lambda p: p.name)
+def test_every_shared_kineto_trace_loads_exactly(path: Path) -> None:
+    events, _ = event_spans(read_text(path))
+    trace = load_kineto(str(path))
+    check_against_reference(trace, expected(events))
+    assert not trace.meta.truncated
+    if len(trace.events):
+        assert trace.events["start_ns"].is_monotonic_increasing
+
+
+def test_float_timestamps_are_exact_to_the_ns() -> None:
+    # 2024 trace with values like 4458676388068.751 us: float64 * 1000 is off by 1 ns for many
+    path = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
+    events, _ = event_spans(read_text(path))
+    ref = expected(events)
+    naive = sorted(round(float(e["ts"]) * 1000) for e in events
+                   if e.get("ph") in ROW_PHASES and "ts" in e)
+    assert naive != ref["starts"]  # the trap is real in this file
+    ev = load_kineto(str(path)).events
+    assert int(ev["start_ns"].min()) == ref["starts"][0]
+    assert int(ev["end_ns"].max()) == ref["ends"][-1]
+
+
+def test_parallel_chunks_match_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small chunks force many worker tasks, plain (file ranges) and gzip (bytes)."""
+    src = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
+    plain = tmp_path / "t.json"
+    plain.write_bytes(read_text(src))
+    serial = load_kineto(str(src), workers=1).events
+    monkeypatch.setattr(_kineto_stream, "CHUNK", 200_000)
+    monkeypatch.setattr(_kineto_stream, "WINDOW", 50_000)
+    monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 50_000)
+    monkeypatch.setattr(_kineto_stream, "PARALLEL_MIN", 0)
+    for path in (plain, src):
+        par = load_kineto(str(path), workers=2).events
+        cols = [c for c in schema.EVENT_COLUMNS if c != "trace"]
+        assert par[cols].equals(serial[cols])
+
+
+def test_wrong_boundary_guesses_are_rescanned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A minified trace whose args hold lists of objects: the '}, {' guesses land inside events."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 1000 + i, "dur": 1,
+               "args": {"x": [{"a": j} for j in range(40)]}} for i in range(400)]
+    text = json.dumps({"traceEvents": events}).encode()
+    path = tmp_path / "nested.json"
+    path.write_bytes(text)
+    monkeypatch.setattr(_kineto_stream, "CHUNK", 20_000)
+    monkeypatch.setattr(_kineto_stream, "WINDOW", 5_000)
+    monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 5_000)
+    monkeypatch.setattr(_kineto_stream, "PARALLEL_MIN", 0)
+    for p in (path, _gzip(path, tmp_path / "nested.json.gz")):
+        ev = load_kineto(str(p), workers=2).events
+        assert list(ev["name"].astype(str)) == [f"op{i}" for i in range(400)]
+
+
+def _gzip(src: Path, dst: Path) -> Path:
+    dst.write_bytes(gzip.compress(src.read_bytes()))
+    return dst

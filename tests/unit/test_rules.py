@@ -1,0 +1,285 @@
+"""Rules on hand-built gaps: each signature, the precedence between them, and what is never forced.
+
+Every gap row below is written from a timeline (the docstring of each test); columns the engine
+would fill and the test does not care about default to zero / unknown.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from _frames import api, kernel, make_events
+
+from traceread import rules
+from traceread.config import Thresholds
+from traceread.rules import GAP_CLASSES, RULES, classify
+from traceread.rules.responses import FIRST_RESPONSES
+
+CFG = Thresholds()
+US = 1_000
+
+
+def gap(start=100 * US, dur=100 * US, **cols) -> dict:
+    """One gaps row: by default a 100 us gap whose next kernel was launched 50 us into it."""
+    row = dict(rank=0, device=0, step=1, start_ns=start, end_ns=start + dur, dur_ns=dur, offset_ns=start,
+               phase=0.1, launch_count=1, longest_cpu_ns=0, longest_cpu_name="", python_frame="",
+               next_kernel_name="k", next_launch_start_ns=start + dur // 2,
+               next_launch_end_ns=start + dur // 2 + 4 * US, launch_after_gap_start=True, queue_depth=0)
+    for kind in ("comm", "comm_collective", "comm_p2p", "memcpy_htod", "memcpy_dtoh", "memcpy_pageable",
+                 "cpu_runtime", "dataloader", "sync", "alloc", "optimizer"):
+        row[f"{kind}_ns"] = 0
+    row.update(cols)
+    for k in list(row):
+        if k.endswith("_ns") and k[:-3] + "_frac" not in row and k not in (
+                "start_ns", "end_ns", "dur_ns", "offset_ns", "longest_cpu_ns", "next_launch_start_ns",
+                "next_launch_end_ns"):
+            row[k[:-3] + "_frac"] = row[k] / row["dur_ns"]
+    return row
+
+
+def queued(start=100 * US, dur=100 * US, **cols) -> dict:
+    """A gap whose next kernel's launch had returned 20 us before the GPU went idle."""
+    return gap(start, dur, next_launch_start_ns=start - 24 * US, next_launch_end_ns=start - 20 * US,
+               launch_after_gap_start=False, queue_depth=1, **cols)
+
+
+def one(row: dict, trace=None, steps=None) -> pd.Series:
+    return classify(pd.DataFrame([row]), steps, trace, CFG).iloc[0]
+
+
+def test_classes_rules_and_responses_agree():
+    assert [r.name for r in RULES] + ["unattributed"] == ["data-starved", "comm-bound", "sync-stall",
+                                                         "pipeline-bubble", "launch-bound", "unattributed"]
+    assert set(GAP_CLASSES) == {r.name for r in RULES} | {"unattributed"}
+    assert set(GAP_CLASSES) | {"memory-bound", "healthy"} == set(FIRST_RESPONSES)
+
+
+@pytest.mark.parametrize("module", [rules.data_starved, rules.comm_bound, rules.sync_stall,
+                                    rules.pipeline_bubble, rules.launch_bound, rules.unattributed])
+def test_every_rule_module_draws_its_timeline(module):
+    doc = inspect.getdoc(module)
+    assert "::" in doc and "compute" in doc or "step k" in doc
+    # No thresholds hidden in the rule bodies: numbers come from cfg (bin geometry is not a threshold).
+    src = inspect.getsource(module)
+    numbers = [n.value for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Constant)
+               and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)]
+    assert set(numbers) <= {0, 0.5, 1, 2, 100, 1e-12}, numbers
+
+
+def test_launch_bound_dense_dispatch():
+    """compute |k|..8us..|k|  host: launch issued 3 us after the drain, calls cover 60%."""
+    row = one(gap(dur=8 * US, next_launch_start_ns=100 * US + 3 * US, next_launch_end_ns=107 * US,
+                  cpu_runtime_ns=5 * US, launch_count=1))
+    assert row["class"] == "launch-bound"
+    assert "launched 3.0 us after the GPU went idle" in row["evidence"]
+
+
+def test_python_overhead_between_launches_is_still_launch_bound():
+    """Runtime calls cover only 20% (Python dispatch dominates) but the host launches every 40 us."""
+    row = one(gap(dur=80 * US, cpu_runtime_ns=16 * US, launch_count=2))
+    assert row["class"] == "launch-bound"
+
+
+def test_long_quiet_host_stretch_is_not_launch_bound():
+    """host: 2 ms of checkpointing with no CUDA call, then one launch: no signature fits."""
+    row = one(gap(dur=2_000 * US, cpu_runtime_ns=4 * US, launch_count=1, longest_cpu_name="## save ##",
+                  longest_cpu_ns=1_990 * US))
+    assert row["class"] == "unattributed"
+    assert "no signature fits" in row["evidence"] and "## save ##" in row["evidence"]
+
+
+def test_data_loader_annotation_over_most_of_gap():
+    row = one(gap(dur=3_000 * US, dataloader_ns=2_800 * US, memcpy_htod_ns=40 * US, memcpy_pageable_ns=40 * US))
+    assert row["class"] == "data-starved"
+    assert "data loader runs for 93%" in row["evidence"]
+
+
+def test_pageable_h2d_copy_covering_gap_is_data_starved_even_with_blocking_memcpy():
+    """memcpy: |=== HtoD pageable ===| host blocked in cudaMemcpy: the batch copy is the cause."""
+    trace = make_events([kernel(0, 100 * US), api("cudaMemcpy", 90 * US, 1_095 * US),
+                         kernel(1_100 * US, 1_200 * US)])
+    row = one(gap(dur=1_000 * US, memcpy_htod_ns=990 * US, memcpy_pageable_ns=990 * US, sync_ns=995 * US),
+              trace=trace)
+    assert row["class"] == "data-starved"
+    assert "pageable" in row["evidence"]
+
+
+def test_loader_running_while_kernel_already_queued_is_not_data_starved():
+    """The GPU held its next kernel: it was waiting on something else, not on the batch."""
+    row = one(queued(dur=1_000 * US, dataloader_ns=900 * US))
+    assert row["class"] != "data-starved"
+
+
+def test_exposed_collective_with_queued_kernel_is_comm_bound():
+    row = one(queued(dur=1_500 * US, comm_ns=1_480 * US, comm_collective_ns=1_480 * US))
+    assert row["class"] == "comm-bound"
+    assert "collective" in row["evidence"] and "99%" in row["evidence"]
+
+
+def test_collective_beside_a_host_bound_gap_is_not_comm_bound():
+    """comm runs (overlapped DDP bucket) while the host is late dispatching tiny kernels."""
+    row = one(gap(dur=10 * US, comm_ns=10 * US, comm_collective_ns=10 * US, cpu_runtime_ns=6 * US,
+                  next_launch_start_ns=102 * US, next_launch_end_ns=107 * US))
+    assert row["class"] == "launch-bound"
+
+
+def test_host_waiting_on_a_collective_in_a_sync_is_comm_bound():
+    row = one(gap(dur=1_000 * US, comm_ns=990 * US, comm_collective_ns=990 * US, sync_ns=995 * US,
+                  next_launch_start_ns=1_097 * US, next_launch_end_ns=1_099 * US))
+    assert row["class"] == "comm-bound"
+
+
+def _sync_trace(sync_start, sync_end, name="cudaStreamSynchronize"):
+    return make_events([kernel(0, 100 * US), api(name, sync_start, sync_end), kernel(400 * US, 500 * US)])
+
+
+def test_sync_in_progress_at_drain_is_a_sync_stall():
+    """host [cudaStreamSynchronize ..]|host work 290 us|launch;  compute ==|....300 us....|=="""
+    row = one(gap(dur=300 * US, next_launch_start_ns=390 * US, next_launch_end_ns=395 * US),
+              trace=_sync_trace(20 * US, 101 * US))
+    assert row["class"] == "sync-stall"
+    assert "cudaStreamSynchronize" in row["evidence"] and "299.0 us of host work" in row["evidence"]
+
+
+@pytest.mark.parametrize("name", ["cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+                                  "cuStreamSynchronize_v2", "hipDeviceSynchronize", "cudaFree"])
+def test_every_blocking_call_counts(name):
+    row = one(gap(dur=300 * US), trace=_sync_trace(20 * US, 100 * US, name))
+    assert row["class"] == "sync-stall"
+
+
+def test_sync_that_starts_inside_the_gap_is_not_the_cause():
+    """The host reached the sync after the device had drained: it returned at once."""
+    row = one(gap(dur=300 * US, launch_count=0, next_launch_start_ns=395 * US, next_launch_end_ns=399 * US),
+              trace=_sync_trace(250 * US, 252 * US))
+    assert row["class"] != "sync-stall"
+
+
+def test_sync_returning_long_before_the_drain_is_not_the_cause():
+    row = one(gap(dur=300 * US), trace=_sync_trace(20 * US, 60 * US))
+    assert row["class"] != "sync-stall"
+
+
+def test_sync_on_another_rank_does_not_count():
+    trace = make_events([kernel(0, 100 * US), api("cudaStreamSynchronize", 20 * US, 101 * US, rank=1)])
+    assert one(gap(dur=300 * US), trace=trace)["class"] != "sync-stall"
+
+
+def test_short_and_turnaround_gaps_are_unattributed_with_the_reason():
+    out = classify(pd.DataFrame([gap(dur=600), queued(dur=2 * US, comm_ns=2 * US, comm_collective_ns=2 * US)]),
+                   None, None, CFG)
+    assert list(out["class"]) == ["unattributed", "unattributed"]
+    assert out["evidence"][0].startswith("too short to judge (600 ns")
+    assert out["evidence"][1].startswith("kernel-to-kernel turnaround")
+
+
+def test_unknown_launch_with_nothing_seen_is_unattributed():
+    row = one(gap(dur=500 * US, next_launch_start_ns=-1, next_launch_end_ns=-1, launch_after_gap_start=False))
+    assert row["class"] == "unattributed"
+    assert "next launch unknown" in row["evidence"]
+
+
+def _steps(n, length=10_000 * US, warmup_first=True):
+    s = np.arange(n, dtype=np.int64) * length
+    return pd.DataFrame({"rank": np.int32(0), "device": np.int32(0), "step": np.arange(n), "start_ns": s,
+                         "end_ns": s + length, "cpu_start_ns": s, "cpu_end_ns": s + length, "busy_ns": 0,
+                         "idle_ns": 0, "warmup": (np.arange(n) == 0) & warmup_first, "outlier": False})
+
+
+def _bubbles(steps, durs, phase=0.3, p2p=True, **cols):
+    rows = []
+    for (_, st), d in zip(steps.iterrows(), durs):
+        start = int(st["start_ns"] + phase * 10_000 * US)
+        extra = dict(comm_ns=d - 5 * US, comm_p2p_ns=d - 5 * US) if p2p else {}
+        rows.append(queued(start, int(d), step=int(st["step"]), phase=phase, offset_ns=start - st["start_ns"],
+                           **extra, **cols))
+    return pd.DataFrame(rows)
+
+
+def test_periodic_p2p_wait_is_a_pipeline_bubble_even_in_the_warmup_step():
+    steps = _steps(6)
+    gaps = _bubbles(steps, [800 * US, 820 * US, 790 * US, 805 * US, 815 * US, 800 * US])
+    out = classify(gaps, steps, None, CFG)
+    assert (out["class"] == "pipeline-bubble").all()
+    assert "of analysed steps, duration CV" in out["evidence"][1]
+
+
+def test_periodic_wait_on_nothing_visible_is_a_bubble():
+    steps = _steps(5)
+    out = classify(_bubbles(steps, [500 * US] * 5, p2p=False), steps, None, CFG)
+    assert (out["class"] == "pipeline-bubble").all()
+
+
+def test_unstable_durations_are_not_a_bubble():
+    steps = _steps(6)
+    out = classify(_bubbles(steps, [300 * US, 800 * US, 400 * US, 1_100 * US, 500 * US, 900 * US]), steps, None,
+                   CFG)
+    assert (out["class"] == "comm-bound").all()  # a p2p wait that does not recur: exposed communication
+
+
+def test_bubble_present_in_too_few_steps_is_not_periodic():
+    steps = _steps(8)
+    gaps = _bubbles(steps.iloc[[1, 3, 5, 7]], [800 * US] * 4)  # half the analysed steps
+    assert (classify(gaps, steps, None, CFG)["class"] != "pipeline-bubble").all()
+
+
+def test_periodic_gap_the_host_caused_is_not_a_bubble():
+    steps = _steps(6)
+    rows = _bubbles(steps, [800 * US] * 6, p2p=False)
+    rows["launch_after_gap_start"] = True
+    rows["next_launch_start_ns"] = rows["start_ns"] + 700 * US
+    rows["next_launch_end_ns"] = rows["start_ns"] + 705 * US
+    out = classify(rows, steps, None, CFG)
+    assert (out["class"] == "unattributed").all()
+    assert "recurs every step but the host submitted late" in out["evidence"][2]
+
+
+def test_fewer_steps_than_needed_says_bubbles_cannot_be_judged():
+    steps = _steps(3, warmup_first=False)
+    out = classify(_bubbles(steps, [800 * US] * 3), steps, None, CFG)
+    assert (out["class"] != "pipeline-bubble").all()
+    assert any("cannot be judged" in n and "only 3" in n for n in out.attrs["notes"])
+    assert rules.notes(out, steps, CFG) == out.attrs["notes"]
+
+
+def test_phase_wraps_at_the_step_boundary():
+    steps = _steps(6)
+    out = classify(_bubbles(steps, [600 * US] * 6, phase=0.0).assign(
+        phase=[0.995, 0.002, 0.998, 0.001, 0.0, 0.996]), steps, None, CFG)
+    assert (out["class"] == "pipeline-bubble").all()
+
+
+def test_classify_keeps_rows_and_order_and_leaves_input_alone():
+    gaps = pd.DataFrame([gap(dur=8 * US, cpu_runtime_ns=6 * US), gap(dur=600), gap(dur=3_000 * US,
+                                                                                   dataloader_ns=3_000 * US)])
+    before = gaps.copy()
+    out = classify(gaps, None, None, CFG)
+    pd.testing.assert_frame_equal(gaps, before)
+    assert list(out["class"]) == ["launch-bound", "unattributed", "data-starved"]
+    assert list(out.columns[:-2]) == list(gaps.columns)
+    assert (out["evidence"].str.len() > 20).all()
+
+
+def test_empty_gaps_frame():
+    out = classify(pd.DataFrame([gap()]).iloc[:0], None, None, CFG)
+    assert len(out) == 0 and {"class", "evidence"} <= set(out.columns)
+
+
+def test_thresholds_move_the_decision():
+    row = gap(dur=3_000 * US, dataloader_ns=1_200 * US)  # loader covers 40%
+    assert one(row)["class"] != "data-starved"
+    assert classify(pd.DataFrame([row]), None, None, CFG.with_overrides({"data_loader_cover": 0.3})
+                    )["class"][0] == "data-starved"
+
+
+def test_docs_list_every_threshold_and_the_precedence():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "rules.md").read_text()
+    missing = [d["name"] for d in Thresholds.describe() if f"`{d['name']}`" not in text]
+    assert not missing, f"docs/rules.md does not document {missing}"
+    order = [text.index(f"`{r.name}`") for r in RULES]
+    assert order == sorted(order), "docs/rules.md must list the rules in RULES order first"

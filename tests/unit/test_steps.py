@@ -1,0 +1,118 @@
+"""find_steps: step sources, GPU-lag extension, warmup and outlier flags, on hand-built frames."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from _frames import annotation, api, kernel, make_events, op
+
+from traceread import schema
+from traceread.config import Thresholds
+from traceread.steps import find_steps
+
+CFG = Thresholds()
+
+
+def steps_of(rows, **kw):
+    res = find_steps(make_events(rows, **{k: v for k, v in kw.items() if k in ("meta_steps", "fmt")}), CFG,
+                     **{k: v for k, v in kw.items() if k in ("warmup_steps", "step_range")})
+    assert list(res.steps.columns) == list(schema.STEP_COLUMNS)
+    for col, (dtype, _) in schema.STEP_COLUMNS.items():
+        assert str(res.steps[col].dtype) == dtype, col
+    return res
+
+
+def test_profiler_steps_and_gpu_lag_extension():
+    # CPU step 1 is [0,1000); its kernel, launched at 900, runs until 1400 -> device step 1 ends
+    # at 1400 and device step 2 starts there, not at the CPU's 1000.
+    rows = [annotation("ProfilerStep#1", 0, 1000), annotation("ProfilerStep#2", 1000, 2000),
+            api("cudaLaunchKernel", 900, 910, corr=1), kernel(1100, 1400, corr=1),
+            api("cudaLaunchKernel", 1500, 1510, corr=2), kernel(1600, 1700, corr=2),
+            dict(kernel(1100, 1400), lane="gpu_annotation", category="gpu_annotation",
+                 name="ProfilerStep#1")]
+    res = steps_of(rows)
+    s = res.steps
+    assert res.source == "ProfilerStep"
+    assert s["step"].tolist() == [1, 2]  # the GPU mirror of ProfilerStep#1 is not a third step
+    assert s["start_ns"].tolist() == [0, 1400] and s["end_ns"].tolist() == [1400, 2000]
+    assert s["cpu_start_ns"].tolist() == [0, 1000] and s["cpu_end_ns"].tolist() == [1000, 2000]
+    assert s["busy_ns"].tolist() == [300, 100] and s["idle_ns"].tolist() == [1100, 500]
+
+
+def test_lag_longer_than_next_step_keeps_steps_disjoint():
+    rows = [annotation(f"ProfilerStep#{i}", 100 * i, 100 * i + 100) for i in range(1, 4)]
+    rows += [api("cudaLaunchKernel", 150, 160, corr=1), kernel(170, 450, corr=1)]
+    s = steps_of(rows).steps
+    assert s["start_ns"].tolist() == [100, 450, 450] and s["end_ns"].tolist() == [450, 450, 450]
+    assert (s["start_ns"].to_numpy()[1:] >= s["end_ns"].to_numpy()[:-1]).all()
+
+
+def test_meta_steps_are_used_when_the_loader_found_them():
+    meta = pd.DataFrame({"rank": [0, 0], "step": [7, 8], "name": ["ProfilerStep#7", "ProfilerStep#8"],
+                         "start_ns": [0, 50], "end_ns": [50, 100]})
+    s = steps_of([kernel(10, 20)], meta_steps=meta).steps
+    assert s["step"].tolist() == [7, 8] and s["end_ns"].tolist() == [50, 100]
+
+
+@pytest.mark.parametrize("first,count,expected", [(0, 5, [True, False, False, False, False]),
+                                                   (0, 3, [False] * 3), (3, 5, [False] * 5)])
+def test_warmup_only_for_profiler_step_zero_with_enough_steps(first, count, expected):
+    rows = [annotation(f"ProfilerStep#{first + i}", 100 * i, 100 * i + 100) for i in range(count)]
+    rows.append(kernel(10, 20))
+    assert steps_of(rows).steps["warmup"].tolist() == expected
+
+
+def test_warmup_override_and_outlier_flag():
+    lengths = [100, 100, 100, 100, 400]
+    starts = [0, 100, 200, 300, 400]
+    rows = [annotation(f"ProfilerStep#{i}", s, s + n) for i, (s, n) in enumerate(zip(starts, lengths, strict=False))]
+    rows.append(kernel(10, 20))
+    res = steps_of(rows, warmup_steps=2)
+    assert res.steps["warmup"].tolist() == [True, True, False, False, False]
+    assert res.steps["outlier"].tolist() == [False, False, False, False, True]
+    assert any("outlier" in n for n in res.notes)
+
+
+def test_inferred_from_optimizer_steps_with_a_note():
+    rows = [kernel(0, 10)]
+    rows += [op("Optimizer.step#AdamW.step", 90 + 100 * i, 100 + 100 * i, category="user_annotation")
+             for i in range(3)]
+    res = steps_of(rows)
+    assert res.source == "inferred:Optimizer.step"
+    assert res.steps["cpu_start_ns"].tolist() == [0, 100, 200]
+    assert res.steps["cpu_end_ns"].tolist() == [100, 200, 300]
+    assert res.steps["step"].tolist() == [0, 1, 2]
+    assert any("Optimizer.step" in n for n in res.notes)
+
+
+def test_inferred_from_dataloader_when_no_optimizer():
+    rows = [kernel(0, 10), kernel(400, 450)]
+    rows += [annotation("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 100 * i, 100 * i + 5)
+             for i in range(3)]
+    res = steps_of(rows)
+    assert res.source == "inferred:enumerate(DataLoader)"
+    assert res.steps["cpu_start_ns"].tolist() == [0, 100, 200]
+    assert res.steps["cpu_end_ns"].tolist() == [100, 200, 450]
+
+
+def test_gpu_span_when_no_markers_per_rank_and_device():
+    rows = [kernel(50, 60), kernel(70, 90, device=1), kernel(500, 700, rank=1)]
+    res = steps_of(rows)
+    assert res.source == "gpu-span"
+    s = res.steps
+    assert s[["rank", "device", "start_ns", "end_ns"]].values.tolist() == [
+        [0, 0, 50, 90], [0, 1, 50, 90], [1, 0, 500, 700]]
+    assert s["busy_ns"].tolist() == [10, 20, 200]
+
+
+def test_nvtx_step_range():
+    rows = [kernel(5, 10)] + [annotation("train_iter", 100 * i, 100 * i + 90) for i in range(2)]
+    rows.append(annotation("forward", 0, 50))
+    res = steps_of(rows, step_range="train_iter", fmt="nsys")
+    assert res.source == "nvtx" and res.steps["cpu_end_ns"].tolist() == [90, 190]
+
+
+def test_kernel_spanning_a_step_boundary_splits_busy_time():
+    rows = [annotation("ProfilerStep#1", 0, 100), annotation("ProfilerStep#2", 100, 200), kernel(80, 130)]
+    s = steps_of(rows).steps
+    assert s["busy_ns"].tolist() == [20, 30] and s["idle_ns"].tolist() == [80, 70]

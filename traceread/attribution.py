@@ -1,0 +1,173 @@
+"""Run-level attribution: where every nanosecond of the analysed steps went, and the dominant cause.
+
+Per rank and device, the analysed window (the union of the non-warmup steps' device intervals) is
+split into parts that sum to it exactly, nothing counted twice:
+
+* ``compute-bound``: time some compute kernel of a compute-bound class (GEMM, attention,
+  convolution: ``kernel_classes.COMPUTE_BOUND_CLASSES``) was running; whole CUDA graphs count here
+  (their kernels are not traced; a note says how much).
+* ``memory-bound``: time only other compute kernels were running (elementwise, reductions,
+  normalization, Triton pointwise, unknown names).
+* one part per gap class: compute-idle time, summed from the classified gaps (clipped to the window).
+  Idle time no gap covers (the engine's minimum gap size) is added to ``unattributed``.
+
+The verdict: if idle is at most ``healthy_max_idle`` of step time the run is ``memory-bound`` when
+memory-bound kernels take at least ``memory_bound_min_share`` of busy time, else ``healthy``;
+otherwise the largest idle class is the dominant cause, and its cost is its share of step time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceread import intervals, schema
+from traceread import kernel_classes as kc
+from traceread.config import Thresholds
+from traceread.rules import GAP_CLASSES
+from traceread.rules.responses import first_response
+from traceread.trace import Trace
+
+BUSY_PARTS: tuple[str, ...] = ("compute-bound", "memory-bound")
+PARTS: tuple[str, ...] = BUSY_PARTS + GAP_CLASSES
+VERDICTS: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
+
+
+def part_col(part: str) -> str:
+    """Column name of a part's nanoseconds (``memory-bound`` -> ``memory_bound_ns``)."""
+    return part.replace("-", "_") + "_ns"
+
+
+def share_col(part: str) -> str:
+    return part.replace("-", "_") + "_share"
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Run-level split of step time.
+
+    ``table``: one row per rank/device: ``rank, device, steps, step_ns``, ``<part>_ns`` (int64) and
+    ``<part>_share`` (fraction of step_ns) for every part in ``PARTS``, and ``verdict`` (that unit's
+    own dominant cause). The ``_ns`` parts of a row sum to its ``step_ns``.
+    ``shares``: the same split over all units (fractions summing to 1).
+    """
+
+    table: pd.DataFrame
+    shares: dict[str, float]
+    dominant_cause: str
+    dominant_cost_share: float
+    first_response: str
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dominant_cause": self.dominant_cause,
+            "dominant_cost_share": self.dominant_cost_share,
+            "first_response": self.first_response,
+            "shares": dict(self.shares),
+            "per_device": self.table.to_dict(orient="records"),
+            "notes": list(self.notes),
+        }
+
+
+def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFrame,
+              cfg: Thresholds) -> Attribution:
+    """Split the analysed steps of every rank/device into busy and idle-by-class parts (module doc)."""
+    notes: list[str] = []
+    steps = _analysed(steps_df)
+    ev = trace.events
+    kern = ev[(ev["lane"] == schema.LANE_GPU_COMPUTE)]
+    bound = kc.is_compute_bound_class(kc.classify(kern["name"])) if len(kern) else np.zeros(0, bool)
+    graph = (kern["category"] == schema.CAT_GRAPH).to_numpy() if len(kern) else np.zeros(0, bool)
+    bound = bound | graph
+    rows = []
+    graph_ns = 0
+    gaps = classified_gaps if classified_gaps is not None else pd.DataFrame()
+    for (rank, device), st in steps.groupby(["rank", "device"], sort=True):
+        ws, we = intervals.union(st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64))
+        window = intervals.total_length(ws, we)
+        sel = ((kern["device"] == device) & (kern["rank"] == rank)).to_numpy() if len(kern) else np.zeros(0, bool)
+        ks, ke = kern["start_ns"].to_numpy(np.int64)[sel], kern["end_ns"].to_numpy(np.int64)[sel]
+        busy = _covered(ks, ke, ws, we)
+        cb = _covered(ks[bound[sel]], ke[bound[sel]], ws, we)
+        graph_ns += _covered(ks[graph[sel]], ke[graph[sel]], ws, we)
+        row: dict[str, Any] = {"rank": int(rank), "device": int(device), "steps": int(len(st)), "step_ns": window,
+                               part_col("compute-bound"): cb, part_col("memory-bound"): busy - cb}
+        row.update(_idle_by_class(gaps, rank, device, ws, we, window - busy, notes))
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=["rank", "device", "steps", "step_ns"] + [part_col(p) for p in PARTS])
+    for c in table.columns:
+        table[c] = table[c].astype("int32" if c in ("rank", "device") else "int64")
+    total_ns = int(table["step_ns"].sum()) if len(table) else 0
+    denom = table["step_ns"].replace(0, 1).astype(np.float64)
+    for p in PARTS:
+        table[share_col(p)] = table[part_col(p)] / denom
+    table["verdict"] = [_verdict({p: float(r[share_col(p)]) for p in PARTS}, cfg)[0] for _, r in table.iterrows()]
+    shares = {p: (float(table[part_col(p)].sum()) / total_ns if total_ns else 0.0) for p in PARTS}
+    dominant, cost = _verdict(shares, cfg) if total_ns else ("unattributed", 0.0)
+    if graph_ns and total_ns:
+        notes.append(f"{graph_ns / total_ns:.0%} of step time runs inside CUDA graphs whose kernels are not traced; "
+                     "it is counted as compute-bound busy time")
+    busy = shares["compute-bound"] + shares["memory-bound"]
+    if dominant in GAP_CLASSES and busy and shares["memory-bound"] / busy >= cfg.memory_bound_min_share:
+        notes.append(f"memory-bound kernels take {shares['memory-bound'] / busy:.0%} of busy time: once the idle "
+                     "time is removed, fusion is the next lever")
+    if total_ns == 0:
+        notes.append("no analysed steps: nothing to attribute")
+    return Attribution(table=table, shares=shares, dominant_cause=dominant, dominant_cost_share=cost,
+                       first_response=first_response(dominant), notes=notes)
+
+
+def _analysed(steps_df: pd.DataFrame) -> pd.DataFrame:
+    """Non-warmup steps (all steps when every step is warmup, so a short trace still has a window)."""
+    if steps_df is None or steps_df.empty:
+        return pd.DataFrame(columns=list(schema.STEP_COLUMNS))
+    keep = ~steps_df["warmup"].to_numpy(bool)
+    return steps_df[keep] if keep.any() else steps_df
+
+
+def _covered(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> int:
+    """Length of the union of ``[s, e)`` inside the window union ``(ws, we)``."""
+    us, ue = intervals.union(s, e)
+    return int(intervals.overlap_with_union(ws, we, us, ue).sum()) if len(us) else 0
+
+
+def _idle_by_class(gaps: pd.DataFrame, rank: int, device: int, ws: np.ndarray, we: np.ndarray, idle: int,
+                   notes: list[str]) -> dict[str, int]:
+    """Idle ns per gap class inside the window; the parts sum to ``idle`` exactly."""
+    out = {part_col(c): 0 for c in GAP_CLASSES}
+    if len(gaps) and "class" in gaps.columns:
+        g = gaps[(gaps["rank"] == rank) & (gaps["device"] == device)]
+        if len(g):
+            inside = intervals.overlap_with_union(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64),
+                                                  ws, we)
+            sums = pd.Series(inside).groupby(g["class"].astype(str).to_numpy()).sum()
+            for c, v in sums.items():
+                if c in GAP_CLASSES:
+                    out[part_col(c)] = int(v)
+    found = sum(out.values())
+    if found > idle and found:
+        # Gaps overlapping each other or busy time would count twice: scale back onto the idle time.
+        notes.append(f"rank {rank} device {device}: classified gaps exceed idle time by {found - idle} ns; "
+                     "scaled to the idle time")
+        scaled = {k: int(v * idle // found) for k, v in out.items()}
+        big = max(scaled, key=scaled.get)
+        scaled[big] += idle - sum(scaled.values())
+        out = scaled
+    else:
+        out[part_col("unattributed")] += idle - found
+    return out
+
+
+def _verdict(shares: dict[str, float], cfg: Thresholds) -> tuple[str, float]:
+    idle = sum(shares[c] for c in GAP_CLASSES)
+    busy = shares["compute-bound"] + shares["memory-bound"]
+    if idle <= cfg.healthy_max_idle:
+        if busy and shares["memory-bound"] / busy >= cfg.memory_bound_min_share:
+            return "memory-bound", shares["memory-bound"]
+        return "healthy", idle
+    cls = max(GAP_CLASSES, key=lambda c: shares[c])
+    return cls, shares[cls]

@@ -1,0 +1,51 @@
+"""``traceread gaps TRACE``: steps and every compute-idle gap, with what overlapped each."""
+
+from __future__ import annotations
+
+import click
+import pandas as pd
+
+from traceread.atomic import atomic_open
+from traceread.cli.output import emit, json_option
+from traceread.config import Thresholds, parse_set_options
+from traceread.gaps import find_gaps, step_totals
+from traceread.loaders import load
+from traceread.steps import find_steps
+
+_STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
+_TOP_GAP_COLS = ["rank", "device", "step", "start_ns", "dur_ns", "comm_frac", "cpu_runtime_frac",
+                 "sync_frac", "launch_count", "next_kernel_name"]
+
+
+def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[str], top: int) -> str:
+    st = totals[["rank", "device", "step", "step_ns", "busy_ns", "idle_ns", "gap_count"]].copy()
+    st.insert(6, "idle_%", (100 * st["idle_ns"] / st["step_ns"].clip(lower=1)).round(1))
+    lines = [f"steps (source: {source})", *notes, "", st.to_string(index=False), ""]
+    longest = gaps.nlargest(top, "dur_ns")[_TOP_GAP_COLS]
+    lines += [f"{len(gaps)} gaps; the {len(longest)} longest:",
+              longest.to_string(index=False) if len(longest) else "(none)"]
+    return "\n".join(lines)
+
+
+@click.command("gaps")
+@click.argument("trace", type=click.Path(dir_okay=False))
+@json_option
+@click.option("--csv", "csv_path", metavar="PATH", default=None, help="Write the gaps table as CSV.")
+@click.option("--warmup-steps", type=int, default=None, help="Mark the first K steps as warmup.")
+@click.option("--step-range", default=None, metavar="NAME", help="NVTX range to use as the step marker.")
+@click.option("--top", type=int, default=10, show_default=True, help="Longest gaps shown in the table.")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Override a threshold.")
+def command(trace: str, json_path: str | None, csv_path: str | None, warmup_steps: int | None,
+            step_range: str | None, top: int, sets: tuple[str, ...]) -> None:
+    """Steps and every compute-idle gap of each GPU, with what overlapped each gap."""
+    cfg = Thresholds().with_overrides(parse_set_options(sets))
+    tr = load(trace, step_range=step_range)
+    result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
+    gaps = find_gaps(tr, result.steps, cfg)
+    totals = step_totals(tr, result.steps, gaps)
+    if csv_path:
+        with atomic_open(csv_path, "w") as fh:
+            gaps.to_csv(fh, index=False)
+    data = {"steps": result.steps[_STEP_FIELDS].to_dict("records"),
+            "gaps": gaps.astype({c: str for c in gaps.select_dtypes("category")}).to_dict("records")}
+    emit(_table(totals, gaps, result.source, result.notes, top), data, json_path)

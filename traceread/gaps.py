@@ -1,0 +1,312 @@
+"""Idle gaps of each GPU's compute streams, and what overlaps each gap.
+
+Compute busy time of a device is the union of its ``gpu_compute`` kernels (and whole CUDA graphs)
+over all its streams. A gap is a maximal stretch of a (device-extended) step in which no compute
+runs, however short: between busy intervals, from step start to the first kernel, and from the
+last kernel to step end. Each gap is measured against everything else that was busy meanwhile:
+
+::
+
+    compute  ████████░░░░░░░░░░░░██████     ░ = the gap [start_ns, end_ns)
+    comm          ███████████               -> comm_ns = overlap of the comm union with the gap
+    host     ..cudaLaunchKernel.. ▌         -> cpu_runtime_ns, launch_count, next_launch_*_ns
+
+All ``X_ns`` overlaps are lengths (ns) of the union of X's intervals inside the gap, so they never
+exceed ``dur_ns``; ``X_frac = X_ns / dur_ns``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from traceread import intervals, kernel_classes, schema
+from traceread.config import Thresholds
+from traceread.lanes import OP_LANES, EventView, compute_rows, event_view
+from traceread.trace import Trace
+
+OVERLAP_KINDS: tuple[str, ...] = (
+    "comm", "comm_collective", "comm_p2p",
+    "memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_ptop", "memcpy_pageable", "memcpy_pinned",
+    "memset", "cpu_runtime", "dataloader", "sync", "alloc", "optimizer",
+)
+GAP_COLUMNS: tuple[str, ...] = (
+    "rank", "device", "step", "start_ns", "end_ns", "dur_ns", "offset_ns", "phase",
+    *[c for k in OVERLAP_KINDS for c in (f"{k}_ns", f"{k}_frac")],
+    "launch_count", "longest_cpu_ns", "longest_cpu_name", "python_frame", "next_kernel_name",
+    "next_launch_start_ns", "next_launch_end_ns", "launch_after_gap_start", "queue_depth",
+)
+_STR_COLUMNS = ("longest_cpu_name", "python_frame", "next_kernel_name")
+_LONGEST_CATS = (schema.CAT_RUNTIME, schema.CAT_DRIVER, schema.CAT_CPU_OP, schema.CAT_OS_RUNTIME)
+_API_CATS = (schema.CAT_RUNTIME, schema.CAT_DRIVER)
+_COPY_KIND_RE = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH)\b")
+_COPY_DIRS = {"HtoD": "memcpy_htod", "DtoH": "memcpy_dtoh", "DtoD": "memcpy_dtod", "PtoP": "memcpy_ptop"}
+
+
+def _gap_dtypes() -> dict[str, str]:
+    out: dict[str, str] = {"rank": "int32", "device": "int32", "phase": "float64",
+                           "launch_after_gap_start": "bool"}
+    for c in GAP_COLUMNS:
+        if c.endswith("_frac"):
+            out[c] = "float64"
+        elif c in _STR_COLUMNS:
+            out[c] = "category"
+        else:
+            out.setdefault(c, "int64")
+    return out
+
+
+def empty_gaps() -> pd.DataFrame:
+    """A gaps frame with no rows and the full column set."""
+    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in _gap_dtypes().items()})[list(GAP_COLUMNS)]
+
+
+def _covered(v: EventView, rows: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+    us, ue = intervals.union(v.start[rows], v.end[rows])
+    return intervals.overlap_with_union(gs, ge, us, ue)
+
+
+def _copy_flags(trace: Trace, v: EventView, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Per memcpy row: direction and memory-kind flags, from ``copy_args`` (else from the name)."""
+    side = trace.side_table("copy_args")
+    kind = v.map_names(rows, lambda names: np.array(
+        [(m.group(1) if (m := _COPY_KIND_RE.search(str(n))) else "") for n in names], dtype=object))
+    src = v.map_names(rows, lambda names: np.array(["Pageable" in str(n) for n in names], dtype=bool))
+    pinned = v.map_names(rows, lambda names: np.array(["Pinned" in str(n) for n in names], dtype=bool))
+    if len(side) and len(rows):
+        s = side.sort_values("row")
+        pos = np.minimum(np.searchsorted(s["row"].to_numpy(), rows), len(s) - 1)
+        hit = s["row"].to_numpy()[pos] == rows
+        sk = s["copy_kind"].astype(str).to_numpy(dtype=object)[pos]
+        kinds = (s["src_kind"].astype(str) + "|" + s["dst_kind"].astype(str)).to_numpy(dtype=object)[pos]
+        kind = np.where(hit & (sk != ""), sk, kind)
+        has_kinds = hit & (kinds != "|")
+        src = np.where(has_kinds, pd.Series(kinds).str.contains("Pageable").to_numpy(), src)
+        pinned = np.where(has_kinds, pd.Series(kinds).str.contains("Pinned").to_numpy(), pinned)
+    flags = {col: kind == k for k, col in _COPY_DIRS.items()}
+    flags["memcpy_pageable"] = src.astype(bool)
+    flags["memcpy_pinned"] = pinned.astype(bool)
+    return flags
+
+
+def _outer_launches(v: EventView, api: np.ndarray) -> np.ndarray:
+    """Launch calls among ``api`` rows, minus driver launches nested in a runtime call on the same
+    thread (cudaLaunchKernel calling cuLaunchKernel is one launch)."""
+    launches = api[v.flag("launch", api)]
+    driver = v.cat[launches] == v.cat_codes.get(schema.CAT_DRIVER, -99)
+    if not driver.any():
+        return launches
+    runtime = api[v.cat[api] == v.cat_codes.get(schema.CAT_RUNTIME, -99)]
+    nested = np.zeros(len(launches), dtype=bool)
+    for tid in np.unique(v.tid[launches[driver]]):  # loop over threads, not calls
+        rt = runtime[v.tid[runtime] == tid]
+        us, ue = intervals.union(v.start[rt], v.end[rt])
+        q = np.flatnonzero(driver & (v.tid[launches] == tid))
+        k = np.searchsorted(us, v.start[launches[q]], side="right") - 1
+        nested[q] = (k >= 0) & (ue[np.maximum(k, 0)] >= v.end[launches[q]]) if len(us) else False
+    return launches[~nested]
+
+
+class _RankHost:
+    """Host-side rows of one rank, selected once and shared by its devices."""
+
+    def __init__(self, v: EventView, rank: int) -> None:
+        self.api = v.rows((schema.LANE_CPU_THREAD,), _API_CATS, rank=rank)
+        host = v.rows((schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION), rank=rank)
+        self.calls = v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank)
+        self.python = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_PYTHON,), rank=rank)
+        self.flagged = {f: host[v.flag(f, host)] for f in ("dataloader", "optimizer")}
+        self.flagged.update({f: self.api[v.flag(f, self.api)] for f in ("sync", "alloc")})
+        self.flagged["launch"] = _outer_launches(v, self.api)
+        self.tids = np.sort(pd.unique(v.tid[self.api]))
+        # Device each launch call targets (-1: nothing linked to it).
+        launches = self.flagged["launch"]
+        self.launch_device = np.full(len(launches), -1, dtype=np.int64)
+        if len(v.link_host):
+            o = np.argsort(v.link_host, kind="stable")
+            lh = v.link_host[o]
+            k = np.minimum(np.searchsorted(lh, launches), len(lh) - 1)
+            hit = lh[k] == launches
+            self.launch_device[hit] = v.device[v.link_gpu[o][k[hit]]]
+
+
+    @staticmethod
+    def on_threads(v: EventView, rows: np.ndarray, tids: np.ndarray) -> np.ndarray:
+        """``rows`` on threads ``tids`` (no copy when all of them already are)."""
+        if np.isin(pd.unique(v.tid[rows]), tids).all():
+            return rows
+        return rows[np.isin(v.tid[rows], tids)]
+
+
+def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device: int,
+                 st: pd.DataFrame) -> dict[str, np.ndarray] | None:
+    ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+    crow = compute_rows(v, rank, device)
+    us, ue = intervals.union(v.start[crow], v.end[crow])
+    w, gs, ge = intervals.complement_in_windows(us, ue, ws, we)
+    if len(gs) == 0:
+        return None
+    n = len(gs)
+    dur = ge - gs
+    cols: dict[str, np.ndarray] = {
+        "rank": np.full(n, rank, np.int32), "device": np.full(n, device, np.int32),
+        "step": st["step"].to_numpy()[w], "start_ns": gs, "end_ns": ge, "dur_ns": dur,
+        "offset_ns": gs - ws[w], "phase": (gs - ws[w]) / np.maximum(we[w] - ws[w], 1),
+    }
+    ns: dict[str, np.ndarray] = {}
+    comm = v.rows((schema.LANE_GPU_COMM,), rank=rank, device=device)
+    p2p = np.isin(v.map_names(comm, kernel_classes.collective_type), list(kernel_classes.P2P_TYPES))
+    ns["comm"] = _covered(v, comm, gs, ge)
+    ns["comm_collective"] = _covered(v, comm[~p2p], gs, ge)
+    ns["comm_p2p"] = _covered(v, comm[p2p], gs, ge)
+    copies = v.rows((schema.LANE_MEMCPY,), rank=rank, device=device)
+    for key, mask in _copy_flags(trace, v, copies).items():
+        ns[key] = _covered(v, copies[mask], gs, ge)
+    ns["memset"] = _covered(v, v.rows((schema.LANE_MEMSET,), rank=rank, device=device), gs, ge)
+
+    # The launching threads of this device: those whose calls launched its GPU ops.
+    ops = v.rows(OP_LANES, rank=rank, device=device)
+    launch = v.launch_of(ops)
+    linked_ops, launch = ops[launch >= 0], launch[launch >= 0]
+    tids = np.sort(pd.unique(v.tid[launch])) if len(launch) else host.tids
+    api = host.on_threads(v, host.api, tids)
+    ns["cpu_runtime"] = _covered(v, api, gs, ge)
+    for key in ("dataloader", "sync", "alloc", "optimizer"):
+        ns[key] = _covered(v, host.flagged[key], gs, ge)
+    for key in OVERLAP_KINDS:
+        cols[f"{key}_ns"] = ns[key]
+        cols[f"{key}_frac"] = ns[key] / dur
+
+    lrows = host.flagged["launch"]
+    mine = (host.launch_device == device) | (host.launch_device < 0)
+    lrows = host.on_threads(v, lrows if mine.all() else lrows[mine], tids)
+    cols["launch_count"] = intervals.count_in(gs, ge, np.sort(v.start[lrows]))
+    calls = host.on_threads(v, host.calls, tids)
+    length, idx = intervals.longest_overlap(gs, ge, v.start[calls], v.end[calls])
+    cols["longest_cpu_ns"] = length
+    cols["longest_cpu_name"] = v.name_codes_at(calls, idx)
+
+    # The kernel that ends the gap: the compute kernel starting at the gap end (longest first).
+    order = crow[np.lexsort((-v.end[crow], v.start[crow]))]
+    k = np.searchsorted(v.start[order], ge)
+    k = np.where((k < len(order)) & (v.start[order[np.minimum(k, len(order) - 1)]] == ge), k, -1) \
+        if len(order) else np.full(n, -1)
+    nl = np.full(n, -1, dtype=np.int64)
+    nl[k >= 0] = v.launch_of(order[k[k >= 0]])
+    cols["next_kernel_name"] = v.name_codes_at(order, k)
+    cols["next_launch_start_ns"] = np.where(nl >= 0, v.start[nl], -1)
+    cols["next_launch_end_ns"] = np.where(nl >= 0, v.end[nl], -1)
+    cols["launch_after_gap_start"] = (nl >= 0) & (v.start[nl] >= gs)
+    cols["python_frame"] = _python_frames(v, host, gs, np.where(nl >= 0, v.tid[nl], -1), launch)
+
+    # Queue depth: launch calls started minus their GPU work started, by the gap start.
+    if len(launch):
+        o = np.lexsort((v.start[linked_ops], launch))
+        first = np.ones(len(o), bool)
+        first[1:] = launch[o][1:] != launch[o][:-1]
+        ls = np.sort(v.start[launch[o][first]])
+        fs = np.sort(v.start[linked_ops[o][first]])
+        depth = intervals.count_at_or_before(gs, ls) - intervals.count_at_or_before(gs, fs)
+        cols["queue_depth"] = np.maximum(depth, 0)
+    else:
+        cols["queue_depth"] = np.zeros(n, np.int64)
+    return cols
+
+
+def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.ndarray,
+                   launches: np.ndarray) -> np.ndarray:
+    """Innermost python_function frame at each gap start, on the thread that launched the next
+    kernel (else the device's busiest launching thread)."""
+    out = np.full(len(gs), v.empty_code, dtype=np.int64)
+    if len(host.python) == 0:
+        return out
+    if len(launches):
+        tids, counts = np.unique(v.tid[launches], return_counts=True)
+        gap_tid = np.where(gap_tid >= 0, gap_tid, tids[np.argmax(counts)])
+    py_tid = v.tid[host.python]
+    for tid in np.unique(gap_tid[gap_tid >= 0]):  # loop over threads, not gaps
+        q = np.flatnonzero(gap_tid == tid)
+        pr = host.python[py_tid == tid]
+        idx = intervals.innermost_covering(gs[q], v.start[pr], v.end[pr])
+        out[q] = v.name_codes_at(pr, idx)
+    return out
+
+
+def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
+    """Every compute-idle gap inside every step of every device, with its overlap measurements.
+
+    In: ``steps_df`` from :func:`traceread.steps.find_steps` (device-extended windows).
+    Out: one row per gap, columns ``GAP_COLUMNS``, sorted by rank, device, start. Times in ns
+    (int64); ``X_frac`` in [0, 1]; ``phase`` = offset_ns / step length; string columns are
+    categorical ('' when unknown); ``next_launch_*_ns`` are -1 when the launch is unknown.
+    """
+    del cfg  # no thresholds apply: every gap is reported, however short
+    v = event_view(trace)
+    parts = []
+    hosts: dict[int, _RankHost] = {}
+    for (r, d), idx in sorted(steps_df.groupby(["rank", "device"]).indices.items()):
+        st = steps_df.iloc[idx].sort_values("start_ns", kind="stable")
+        if int(r) not in hosts:
+            hosts[int(r)] = _RankHost(v, int(r))
+        part = _device_gaps(trace, v, hosts[int(r)], int(r), int(d), st)
+        if part is not None:
+            parts.append(part)
+    if not parts:
+        return empty_gaps()
+    return _assemble(v, parts)
+
+
+def _assemble(v: EventView, parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
+    """One frame from per-device column dicts, column by column (no block copies)."""
+    dtypes = _gap_dtypes()
+    out = pd.DataFrame(index=pd.RangeIndex(sum(len(p["start_ns"]) for p in parts)))
+    for c in GAP_COLUMNS:
+        arr = parts[0][c] if len(parts) == 1 else np.concatenate([p[c] for p in parts])
+        out[c] = v.categorical(arr) if c in _STR_COLUMNS else arr.astype(dtypes[c], copy=False)
+    return out
+
+
+def step_totals(trace: Trace, steps_df: pd.DataFrame, gaps_df: pd.DataFrame) -> pd.DataFrame:
+    """Per rank/device/step: ``step_ns``, ``busy_ns``, ``idle_ns``, ``gap_count``, and for each
+    overlap kind X the idle time it overlapped, ``X_ns`` (sum over the step's gaps), plus
+    ``launch_count``. One row per row of ``steps_df``, same order."""
+    del trace  # totals derive from the two frames alone
+    keys = ["rank", "device", "step"]
+    sums = [f"{k}_ns" for k in OVERLAP_KINDS] + ["launch_count"]
+    agg = gaps_df.groupby(keys, observed=True)[sums].sum()
+    agg["gap_count"] = gaps_df.groupby(keys, observed=True).size()
+    out = steps_df[keys + ["busy_ns", "idle_ns"]].copy()
+    out.insert(3, "step_ns", steps_df["end_ns"] - steps_df["start_ns"])
+    out = out.merge(agg.reset_index(), on=keys, how="left")
+    out[sums + ["gap_count"]] = out[sums + ["gap_count"]].fillna(0).astype("int64")
+    return out
+
+
+def collective_exposure(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, device and collective type: ``count`` and ``total_ns`` of the communication
+    kernels starting inside a step, and ``exposed_ns``, the part of them no compute overlapped."""
+    v = event_view(trace)
+    parts = []
+    for (r, d), idx in sorted(steps_df.groupby(["rank", "device"]).indices.items()):
+        st = steps_df.iloc[idx].sort_values("start_ns")
+        ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+        comm = v.rows((schema.LANE_GPU_COMM,), rank=int(r), device=int(d))
+        s, e = v.start[comm], v.end[comm]
+        w = np.searchsorted(ws, s, side="right") - 1
+        inside = (w >= 0) & (s < we[np.maximum(w, 0)])
+        comm, s, e = comm[inside], s[inside], e[inside]
+        crow = compute_rows(v, int(r), int(d))
+        us, ue = intervals.union(v.start[crow], v.end[crow])
+        parts.append(pd.DataFrame({
+            "rank": np.int32(r), "device": np.int32(d),
+            "collective": v.map_names(comm, kernel_classes.collective_type),
+            "dur": e - s, "exposed": (e - s) - intervals.overlap_with_union(s, e, us, ue)}))
+    cols = ["rank", "device", "collective", "count", "total_ns", "exposed_ns"]
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
+    df = pd.concat(parts, ignore_index=True)
+    out = df.groupby(["rank", "device", "collective"], as_index=False).agg(
+        count=("dur", "size"), total_ns=("dur", "sum"), exposed_ns=("exposed", "sum"))
+    return out[cols].astype({"count": "int64", "total_ns": "int64", "exposed_ns": "int64"})

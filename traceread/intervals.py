@@ -1,0 +1,216 @@
+"""Generic primitives over half-open int64 intervals ``[start, end)``; nothing here knows about GPUs.
+
+Conventions shared by every function:
+
+* An interval set is two int64 arrays ``(starts, ends)`` of equal length with ``ends >= starts``.
+* A *union* is an interval set that is sorted by start, pairwise disjoint, with no touching
+  neighbours and no zero-length members (what :func:`union` returns). Functions that take a union
+  rely on that shape and do not check it.
+* Every function is vectorized: sorts and ``searchsorted`` sweeps, O(n log n), no Python loop over
+  intervals. Inputs are never modified.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_I64 = np.int64
+INT64_MIN = np.iinfo(np.int64).min
+INT64_MAX = np.iinfo(np.int64).max
+
+
+def _arr(a) -> np.ndarray:
+    return np.asarray(a, dtype=_I64)
+
+
+def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """Merge an interval set into its union.
+
+    In: ``starts``, ``ends`` (any order, may overlap, may be zero-length).
+    Out: ``(us, ue)``, the union (see module conventions). Zero-length intervals cover no time and
+    are dropped; intervals that touch (``end == next start``) are merged.
+    """
+    s, e = _arr(starts), _arr(ends)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if len(s) == 0:
+        return s.copy(), e.copy()
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    # A new merged interval starts where a start lies strictly beyond everything before it.
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    np.greater(s[1:], reach[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], reach[last]
+
+
+def total_length(us, ue) -> int:
+    """Total covered length of a union (ns)."""
+    return int((_arr(ue) - _arr(us)).sum())
+
+
+def intersect(as_, ae, bs, be) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pairwise intersections of two unions (each sorted and disjoint).
+
+    In: union A ``(as_, ae)``, union B ``(bs, be)``.
+    Out: ``(a_idx, b_idx, s, e)``: one row per pair of members that overlap by more than zero,
+    with the overlap ``[s, e)``, sorted by ``s``. At most ``len(A) + len(B)`` rows.
+    """
+    as_, ae, bs, be = _arr(as_), _arr(ae), _arr(bs), _arr(be)
+    # For each B member, the A members overlapping it form a contiguous run [lo, hi).
+    lo = np.searchsorted(ae, bs, side="right")
+    hi = np.searchsorted(as_, be, side="left")
+    cnt = np.maximum(hi - lo, 0)
+    b_idx = np.repeat(np.arange(len(bs), dtype=_I64), cnt)
+    run_start = np.repeat(np.cumsum(cnt) - cnt, cnt)
+    a_idx = np.repeat(lo, cnt) + (np.arange(len(b_idx), dtype=_I64) - run_start)
+    s = np.maximum(as_[a_idx], bs[b_idx])
+    e = np.minimum(ae[a_idx], be[b_idx])
+    ok = e > s
+    return a_idx[ok], b_idx[ok], s[ok], e[ok]
+
+
+def complement_in_windows(us, ue, ws, we) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The holes of a union inside each window.
+
+    In: union ``(us, ue)``; windows ``(ws, we)`` sorted by start and pairwise disjoint (they may
+    touch).
+    Out: ``(win_idx, gs, ge)``: every maximal sub-interval of a window not covered by the union,
+    with the index of its window, sorted by ``gs``. Lengths are > 0.
+    """
+    us, ue = _arr(us), _arr(ue)
+    hs = np.concatenate(([INT64_MIN], ue))
+    he = np.concatenate((us, [INT64_MAX]))
+    _, w_idx, gs, ge = intersect(hs, he, _arr(ws), _arr(we))
+    return w_idx, gs, ge
+
+
+def covered_before(t, us, ue) -> np.ndarray:
+    """Length of the union that lies before each time ``t`` (the union's cumulative coverage)."""
+    t, us, ue = _arr(t), _arr(us), _arr(ue)
+    if len(us) == 0:
+        return np.zeros(len(t), dtype=_I64)
+    lens = ue - us
+    prefix = np.concatenate(([0], np.cumsum(lens)))
+    k = np.searchsorted(us, t, side="right")  # members starting at or before t
+    km1 = np.maximum(k - 1, 0)
+    partial = np.clip(t - us[km1], 0, lens[km1])
+    return np.where(k > 0, prefix[km1] + partial, 0)
+
+
+def overlap_with_union(qs, qe, us, ue) -> np.ndarray:
+    """Length of each query interval covered by a union.
+
+    In: queries ``(qs, qe)`` in any order (may overlap each other); union ``(us, ue)``.
+    Out: int64 array, one length per query, in ``[0, qe - qs]``.
+    """
+    return covered_before(qe, us, ue) - covered_before(qs, us, ue)
+
+
+def count_in(qs, qe, points) -> np.ndarray:
+    """Number of ``points`` (sorted ascending) with ``qs <= p < qe``, per query."""
+    p = _arr(points)
+    return np.searchsorted(p, _arr(qe), side="left") - np.searchsorted(p, _arr(qs), side="left")
+
+
+def count_at_or_before(t, points) -> np.ndarray:
+    """Number of ``points`` (sorted ascending) ``<= t``, per time ``t``."""
+    return np.searchsorted(_arr(points), _arr(t), side="right")
+
+
+def running_argmax(values) -> np.ndarray:
+    """For each position i, the index of the maximum of ``values[:i+1]`` (latest on ties)."""
+    v = _arr(values)
+    if len(v) == 0:
+        return np.zeros(0, dtype=_I64)
+    cm = np.maximum.accumulate(v)
+    return np.maximum.accumulate(np.where(v == cm, np.arange(len(v), dtype=_I64), 0))
+
+
+def longest_overlap(qs, qe, starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """For each query, the single interval of a set that overlaps it the longest.
+
+    In: queries ``(qs, qe)`` sorted by start and pairwise disjoint; an interval set
+    ``(starts, ends)`` in any order (may overlap and nest).
+    Out: ``(length, index)``: the longest overlap (ns, 0 if none) and the index of that interval
+    into ``starts`` (-1 if none). Ties pick one of the tied intervals.
+    """
+    qs, qe = _arr(qs), _arr(qe)
+    s, e = _arr(starts), _arr(ends)
+    nq = len(qs)
+    best = np.zeros(nq, dtype=_I64)
+    best_idx = np.full(nq, -1, dtype=_I64)
+    if nq == 0 or len(s) == 0:
+        return best, best_idx
+    order = np.argsort(s, kind="stable")
+    s_sorted, e_sorted = s[order], e[order]
+    # (a) intervals starting before the query start: the one reaching furthest wins.
+    k = np.searchsorted(s_sorted, qs, side="left")
+    ramax = running_argmax(e_sorted)
+    has = k > 0
+    cand = ramax[np.maximum(k - 1, 0)]
+    ov_a = np.where(has, np.minimum(e_sorted[cand], qe) - qs, 0)
+    ov_a = np.maximum(ov_a, 0)
+    take = ov_a > 0
+    best[take] = ov_a[take]
+    best_idx[take] = order[cand[take]]
+    # (b) intervals starting inside a query: each belongs to exactly one query (queries disjoint).
+    q_of = np.searchsorted(qs, s_sorted, side="right") - 1
+    inside = (q_of >= 0) & (s_sorted < qe[np.maximum(q_of, 0)])
+    pos = np.flatnonzero(inside)
+    if len(pos):
+        q = q_of[pos]  # non-decreasing: intervals are sorted by start and queries are disjoint
+        ov = np.minimum(e_sorted[pos], qe[q]) - s_sorted[pos]
+        seg = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
+        seg_max = np.maximum.reduceat(ov, seg)
+        seg_len = np.diff(np.append(seg, len(q)))
+        # First position of each segment that reaches the segment's maximum.
+        at_max = np.flatnonzero(ov == np.repeat(seg_max, seg_len))
+        first = at_max[np.concatenate(([True], q[at_max[1:]] != q[at_max[:-1]]))]
+        q, ov, pos = q[first], ov[first], pos[first]
+        better = ov > best[q]
+        best[q[better]] = ov[better]
+        best_idx[q[better]] = order[pos[better]]
+    return best, best_idx
+
+
+def innermost_covering(t, starts, ends) -> np.ndarray:
+    """For each time ``t``, the innermost interval of a laminar set that covers it.
+
+    In: times ``t``; an interval set ``(starts, ends)`` in any order that is laminar (any two
+    members are nested or disjoint, as a call stack's frames are).
+    Out: index into ``starts`` of the covering member (``start <= t < end``) that starts latest,
+    or -1 when none covers ``t``.
+    """
+    t, s, e = _arr(t), _arr(starts), _arr(ends)
+    out = np.full(len(t), -1, dtype=_I64)
+    keep = np.flatnonzero(e > s)
+    if len(t) == 0 or len(keep) == 0:
+        return out
+    # Outer frames first on equal starts, so depth counts nest correctly.
+    order = keep[np.lexsort((-e[keep], s[keep]))]
+    s_sorted, e_sorted = s[order], e[order]
+    ends_sorted = np.sort(e_sorted)
+    # Depth of each member = number of members covering its start, excluding itself.
+    depth = (np.arange(len(order), dtype=_I64)
+             - np.searchsorted(ends_sorted, s_sorted, side="right"))
+    # Number of members covering t; the innermost sits at depth (that - 1).
+    n_cover = (np.searchsorted(s_sorted, t, side="right")
+               - np.searchsorted(ends_sorted, t, side="right"))
+    want = n_cover - 1
+    # Loop over distinct depths (a call stack is at most a few hundred deep), not over events.
+    d_order = np.lexsort((s_sorted, depth))
+    d_sorted = depth[d_order]
+    for d in np.unique(want[want >= 0]):
+        qi = np.flatnonzero(want == d)
+        lo, hi = np.searchsorted(d_sorted, [d, d + 1], side="left")
+        starts_d = s_sorted[d_order[lo:hi]]
+        j = np.searchsorted(starts_d, t[qi], side="right") - 1
+        ok = j >= 0
+        cand = d_order[lo:hi][np.maximum(j, 0)]
+        ok &= e_sorted[cand] > t[qi]
+        out[qi[ok]] = order[cand[ok]]
+    return out

@@ -1,0 +1,265 @@
+"""What the user knows about the job and the trace cannot say: model size, tokens, precision.
+
+:class:`JobInputs` holds the MFU inputs a user gives once, on the command line (``job_options``
+adds the flags to a click command) or in a small TOML file (``--job job.toml``; keys as the flags
+without dashes, at the top level or in a ``[job]`` table). Command-line flags override the file.
+Inconsistent combinations (two token counts that disagree, ``--recompute full`` with a factor,
+attention FLOPs without the model shape) are a :class:`~traceread.errors.UsageError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from traceread.errors import UsageError
+
+MODES: tuple[str, ...] = ("train", "inference")
+RECOMPUTE: tuple[str, ...] = ("none", "full", "selective")
+JOB_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "tf32", "fp32")
+FULL_RECOMPUTE_FACTOR = 8 / 6  # one extra forward (2N) on top of forward+backward (6N)
+
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
+
+
+def parse_count(value: Any, what: str) -> float:
+    """A positive count like ``7e9``, ``7B``, ``1.3M``, ``4096``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        out = float(value)
+    else:
+        m = _COUNT.match(str(value))
+        if not m:
+            raise UsageError(f"{what}: cannot read {value!r} as a number (e.g. 7e9 or 7B)")
+        out = float(m.group(1)) * _SUFFIX[m.group(2).lower()]
+    if not out > 0:
+        raise UsageError(f"{what} must be positive, got {value!r}")
+    return out
+
+
+def _int(value: Any, what: str) -> int:
+    out = parse_count(value, what)
+    if out != int(out):
+        raise UsageError(f"{what} must be a whole number, got {value!r}")
+    return int(out)
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """MFU inputs. Counts are plain numbers; ``peak_bandwidth`` is TB/s, ``peak_tflops`` TFLOP/s."""
+
+    params: float | None = None  # parameter count N
+    flops_per_token: float | None = None  # useful model FLOPs per token (instead of 6N / 2N)
+    tokens_per_step: int | None = None  # tokens per optimizer step, all data-parallel ranks
+    global_batch: int | None = None  # sequences per optimizer step, all data-parallel ranks
+    seq_len: int | None = None
+    micro_batch: int | None = None  # sequences per micro-batch per data-parallel rank
+    grad_accum: int | None = None  # micro-batches per optimizer step
+    dp: int | None = None  # data-parallel degree
+    dtype: str | None = None  # bf16, fp16, fp8, tf32, fp32
+    recompute: str | None = None  # none, full, selective
+    recompute_factor: float | None = None  # executed / useful FLOPs for selective schemes
+    attention_flops: bool = False  # also report MFU with attention FLOPs (PaLM convention)
+    layers: int | None = None
+    hidden: int | None = None
+    mode: str = "train"  # train or inference
+    gpus: int | None = None  # total GPUs of the job when the trace does not say
+    gpu: str | None = None  # peak-table key or device name, overriding the trace's
+    peak_tflops: float | None = None
+    peak_bandwidth: float | None = None  # TB/s
+    bytes_per_step: float | None = None  # inference: bytes read from HBM per step (all GPUs)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # --- checks -----------------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise UsageError on an impossible or inconsistent combination."""
+        if self.mode not in MODES:
+            raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.dtype is not None and self.dtype not in JOB_DTYPES:
+            raise UsageError(f"--dtype must be one of {', '.join(JOB_DTYPES)}, got {self.dtype!r}")
+        if self.recompute is not None and self.recompute not in RECOMPUTE:
+            raise UsageError(f"--recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        if self.params is not None and self.flops_per_token is not None:
+            raise UsageError("give --params or --flops-per-token, not both")
+        if self.recompute_factor is not None:
+            if self.recompute == "full":
+                raise UsageError("--recompute full fixes the factor at 8/6; drop --recompute-factor "
+                                 "or use --recompute selective")
+            if self.recompute == "none":
+                raise UsageError("--recompute none contradicts --recompute-factor")
+            if self.recompute_factor < 1:
+                raise UsageError("--recompute-factor is executed/useful FLOPs and cannot be below 1")
+        if self.recompute == "selective" and self.recompute_factor is None:
+            raise UsageError("--recompute selective needs --recompute-factor F (executed/useful FLOPs); "
+                             "it has no default")
+        if self.mode == "inference" and self.recompute not in (None, "none"):
+            raise UsageError("recompute is a training setting; drop it with --mode inference")
+        if self.attention_flops and None in (self.layers, self.hidden, self.seq_len):
+            raise UsageError("--attention-flops needs --layers, --hidden and --seq-len")
+        if self.gpus is not None and self.dp is not None and self.dp > self.gpus:
+            raise UsageError(f"--dp {self.dp} exceeds --gpus {self.gpus}")
+        self.tokens()  # raises on disagreeing token counts
+
+    def tokens(self) -> tuple[int, str] | None:
+        """Tokens per optimizer step and how they were obtained, or None when not given."""
+        found: list[tuple[int, str]] = []
+        if self.tokens_per_step is not None:
+            found.append((self.tokens_per_step, f"--tokens-per-step {self.tokens_per_step}"))
+        parts = (self.micro_batch, self.grad_accum, self.dp)
+        if any(p is not None for p in parts) and not all(p is not None for p in parts):
+            raise UsageError("--micro-batch, --grad-accum and --dp go together (tokens per optimizer "
+                             "step = micro-batch x grad-accum x dp x seq-len)")
+        if all(p is not None for p in parts):
+            mb, ga, dp = parts  # type: ignore[misc]
+            if self.global_batch is not None and self.global_batch != mb * ga * dp:
+                raise UsageError(f"--global-batch {self.global_batch} != --micro-batch {mb} x "
+                                 f"--grad-accum {ga} x --dp {dp} = {mb * ga * dp}")
+            if self.seq_len is not None:
+                found.append((mb * ga * dp * self.seq_len,
+                              f"micro-batch {mb} x grad-accum {ga} x dp {dp} x seq-len {self.seq_len}"))
+        if self.global_batch is not None and self.seq_len is not None:
+            found.append((self.global_batch * self.seq_len,
+                          f"global-batch {self.global_batch} x seq-len {self.seq_len}"))
+        if (self.global_batch is not None or all(p is not None for p in parts)) and self.seq_len is None \
+                and self.tokens_per_step is None:
+            raise UsageError("a batch size needs --seq-len to give tokens per optimizer step")
+        values = {v for v, _ in found}
+        if len(values) > 1:
+            raise UsageError("token counts disagree: " + "; ".join(f"{how} = {v}" for v, how in found))
+        return found[0] if found else None
+
+    # --- derived ----------------------------------------------------------------------------------
+    def flops_per_token_model(self) -> tuple[float, str] | None:
+        """Useful model FLOPs per token (6N training, 2N inference) and the formula, or None."""
+        if self.flops_per_token is not None:
+            return self.flops_per_token, f"--flops-per-token {self.flops_per_token:.4g}"
+        if self.params is None:
+            return None
+        k = 6 if self.mode == "train" else 2
+        return k * self.params, f"{k} x N (N = {self.params:.4g} parameters)"
+
+    def attention_flops_per_token(self) -> float | None:
+        """Attention score/context FLOPs per token, PaLM convention: 12·L·d·T training, 4·L·d·T forward."""
+        if not self.attention_flops:
+            return None
+        k = 12 if self.mode == "train" else 4
+        return float(k * self.layers * self.hidden * self.seq_len)  # type: ignore[operator]
+
+    def recompute_multiplier(self) -> tuple[float, str]:
+        """Executed / useful FLOPs, and why."""
+        if self.recompute == "full":
+            return FULL_RECOMPUTE_FACTOR, "full recompute: one extra forward, 8N/6N"
+        if self.recompute_factor is not None:
+            return self.recompute_factor, f"--recompute-factor {self.recompute_factor:g}"
+        return 1.0, "no recompute"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def is_empty(self) -> bool:
+        return self == JobInputs()
+
+
+# --- TOML and click ------------------------------------------------------------------------------
+_FIELDS = {f.name: f for f in dataclasses.fields(JobInputs)}
+_INT_FIELDS = {"tokens_per_step", "global_batch", "seq_len", "micro_batch", "grad_accum", "dp", "layers",
+               "hidden", "gpus"}
+_FLOAT_FIELDS = {"params", "flops_per_token", "recompute_factor", "peak_tflops", "peak_bandwidth",
+                 "bytes_per_step"}
+
+
+def _coerce(key: str, value: Any, where: str) -> Any:
+    what = f"{where}{key.replace('_', '-')}"
+    if key in _INT_FIELDS:
+        return _int(value, what)
+    if key in _FLOAT_FIELDS:
+        return parse_count(value, what)
+    if key == "attention_flops":
+        if not isinstance(value, bool):
+            raise UsageError(f"{what} must be true or false")
+        return value
+    return str(value).lower() if key in ("mode", "dtype", "recompute") else str(value)
+
+
+def read_job_file(path: str) -> dict[str, Any]:
+    """Job inputs from a TOML file: top-level keys or a ``[job]`` table, named like the flags."""
+    from traceread.config import load_config_file
+
+    raw = load_config_file(path)
+    table = raw.get("job", raw) if isinstance(raw.get("job"), dict) else raw
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in _FIELDS:
+            raise UsageError(f"{path}: unknown job key {key!r}; known: "
+                             f"{', '.join(k.replace('_', '-') for k in _FIELDS)}")
+        out[name] = _coerce(name, value, f"{path}: ")
+    return out
+
+
+def make_job(file_values: dict[str, Any], cli_values: dict[str, Any]) -> JobInputs | None:
+    """JobInputs from a job file's values overridden by command-line values; None when both are empty."""
+    merged = dict(file_values)
+    merged.update({k: v for k, v in cli_values.items() if v is not None and v is not False})
+    if not merged:
+        return None
+    return JobInputs(**merged)
+
+
+_OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("--params", {"help": "Model parameter count N (7e9, 7B)."}),
+    ("--flops-per-token", {"help": "Useful model FLOPs per token, instead of 6N (train) / 2N (inference)."}),
+    ("--tokens-per-step", {"help": "Tokens per optimizer step across all data-parallel ranks."}),
+    ("--global-batch", {"help": "Sequences per optimizer step across all data-parallel ranks."}),
+    ("--seq-len", {"help": "Sequence length in tokens."}),
+    ("--micro-batch", {"help": "Sequences per micro-batch per data-parallel rank."}),
+    ("--grad-accum", {"help": "Micro-batches per optimizer step (gradient accumulation)."}),
+    ("--dp", {"help": "Data-parallel degree."}),
+    ("--dtype", {"type": click.Choice(JOB_DTYPES), "help": "Training/serving precision (picks the peak)."}),
+    ("--recompute", {"type": click.Choice(RECOMPUTE), "help": "Activation recompute (HFU = MFU x 8/6 for full)."}),
+    ("--recompute-factor", {"help": "Executed/useful FLOPs for selective recompute (no default)."}),
+    ("--attention-flops", {"is_flag": True, "default": False,
+                           "help": "Also report MFU including attention FLOPs (needs --layers, --hidden)."}),
+    ("--layers", {"help": "Transformer layers (for --attention-flops)."}),
+    ("--hidden", {"help": "Hidden size (for --attention-flops)."}),
+    ("--mode", {"type": click.Choice(MODES), "help": "train (6N per token) or inference (2N, plus MBU)."}),
+    ("--gpus", {"help": "Total GPUs of the job, when the trace has no world size."}),
+    ("--gpu", {"help": "GPU model from the peak table (e.g. H100-SXM), overriding the trace's name."}),
+    ("--peak-tflops", {"help": "Dense peak TFLOP/s per GPU for --dtype (never the sparse figure)."}),
+    ("--peak-bandwidth", {"help": "Peak memory bandwidth per GPU, TB/s."}),
+    ("--bytes-per-step", {"help": "Inference: bytes read from GPU memory per step (default: N x dtype size)."}),
+    ("--job", {"type": click.Path(dir_okay=False), "help": "TOML file with any of these inputs."}),
+]
+
+
+def _param_name(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def job_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the MFU flags and ``--job`` to a click command; the command receives ``job=JobInputs|None``."""
+    names = [_param_name(flag) for flag, _ in _OPTIONS]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        values = {n: kwargs.pop(n, None) for n in names}
+        path = values.pop("job")
+        file_values = read_job_file(path) if path else {}
+        cli_values = {k: (_coerce(k, v, "--") if v is not None and v is not False else v)
+                      for k, v in values.items()}
+        kwargs["job"] = make_job(file_values, cli_values)
+        return fn(*args, **kwargs)
+
+    for flag, opts in reversed(_OPTIONS):
+        opts = dict(opts)
+        opts.setdefault("default", None)
+        wrapper = click.option(flag, _param_name(flag), **opts)(wrapper)
+    return wrapper

@@ -1,0 +1,250 @@
+"""What runs where: GPU-aware row selections over the events frame, shared by steps and gaps.
+
+:func:`event_view` wraps a trace's events frame as numpy columns once (category codes, not
+strings), classifies the distinct host-call names (launch, sync, allocator, data loader,
+optimizer, ProfilerStep) and links every GPU op to the host call that launched it. Linking uses
+``(rank, pid, correlation)``: correlation ids are per process, so never correlation alone. Kineto
+writes the device index as a GPU row's pid; when a GPU row's pid is not a host pid of its rank and
+the rank has a single launching process, that process is used.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceread import schema
+from traceread.trace import Trace
+
+_API_SUFFIX = re.compile(r"_v\d+$")  # nsys: cudaLaunchKernel_v7000
+LAUNCH_RE = re.compile(
+    r"^(cuda|hip)(Launch(Cooperative)?Kernel\w*|GraphLaunch|ExtModuleLaunchKernel|ModuleLaunchKernel|"
+    r"ExtLaunchKernel\w*|Memcpy\w*Async|Memset\w*Async|MemcpyWithStream)$"
+    r"|^cu(Launch(Cooperative)?Kernel\w*|GraphLaunch|Memcpy\w*Async(_v2)?|MemsetD\w*Async)$")
+SYNC_RE = re.compile(
+    r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|ThreadSynchronize|"
+    r"Memcpy|Memcpy[23]D|MemcpyToSymbol|MemcpyFromSymbol|MemcpyDtoH|MemcpyHtoD|MemcpyPeer)$"
+    r"|^cu(StreamSynchronize|CtxSynchronize|EventSynchronize|Memcpy|MemcpyHtoD|MemcpyDtoH|MemcpyDtoD|"
+    r"MemcpyPeer)(_v2)?$")
+ALLOC_RE = re.compile(
+    r"^(cuda|hip)(Malloc\w*|Free\w*|HostAlloc|HostRegister|HostUnregister|ExtMallocWithFlags)$"
+    r"|^cuMem(Alloc|Free|Create|Release|Map|Unmap|AddressReserve|AddressFree|HostAlloc|HostRegister)\w*$")
+DATALOADER_PREFIX = "enumerate(DataLoader)#"
+OPTIMIZER_PREFIX = "Optimizer.step#"
+PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+HOST_LANES = (schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION)
+OP_LANES = (schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM, schema.LANE_MEMCPY, schema.LANE_MEMSET)
+COMPUTE_CATS = (schema.CAT_KERNEL, schema.CAT_GRAPH)
+API_CATS = (schema.CAT_RUNTIME, schema.CAT_DRIVER)
+_PID_SHIFT = 40  # correlation ids are 32-bit (CUPTI, roctracer, nsys)
+
+
+def api_name(name: str) -> str:
+    """A runtime/driver API name without nsys's version suffix."""
+    return _API_SUFFIX.sub("", name)
+
+
+@dataclass
+class EventView:
+    """Numpy columns of one events frame plus name flags and launch links. Read-only."""
+
+    rank: np.ndarray
+    device: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    corr: np.ndarray
+    lane: np.ndarray  # category codes
+    cat: np.ndarray
+    name: np.ndarray
+    names: np.ndarray  # object array: name code -> str; index -1 is ""
+    lane_codes: dict[str, int]
+    cat_codes: dict[str, int]
+    name_flags: dict[str, np.ndarray]  # flag -> bool per name code
+    step_number: np.ndarray  # per name code: N of ProfilerStep#N, else -1 (index -1 too)
+    link_gpu: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # sorted GPU op rows
+    link_host: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # their launch rows
+    _lane_rows: dict[str, np.ndarray] = field(default_factory=dict)
+    _rows: dict[tuple, np.ndarray] = field(default_factory=dict)
+
+    def lane_rows(self, lane: str) -> np.ndarray:
+        """Row indices of one lane (cached)."""
+        if lane not in self._lane_rows:
+            code = self.lane_codes.get(lane, -99)
+            self._lane_rows[lane] = np.flatnonzero(self.lane == code)
+        return self._lane_rows[lane]
+
+    def rows(self, lanes, cats=None, rank=None, device=None) -> np.ndarray:
+        """Sorted row indices on ``lanes`` (and ``cats``, ``rank``, ``device`` when given). Cached;
+        callers must not modify the result."""
+        key = (tuple(lanes), tuple(cats) if cats is not None else None, rank, device)
+        if key in self._rows:
+            return self._rows[key]
+        parts = [self.lane_rows(x) for x in lanes]
+        rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+        keep = None
+        if cats is not None:
+            codes = [self.cat_codes[c] for c in cats if c in self.cat_codes]
+            keep = np.isin(self.cat[rows], codes)
+        for col, want in ((self.rank, rank), (self.device, device)):
+            if want is not None:
+                hit = col[rows] == want
+                keep = hit if keep is None else keep & hit
+        if keep is not None and not keep.all():
+            rows = rows[keep]
+        self._rows[key] = rows
+        return rows
+
+    def flag(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Bool per row: does the row's name carry flag ``name``."""
+        return self.name_flags[name][self.name[rows]]
+
+    def names_of(self, rows: np.ndarray) -> np.ndarray:
+        return self.names[self.name[rows]]
+
+    @property
+    def empty_code(self) -> int:
+        """Name code that stands for '' (an existing '' name, else one past the last name)."""
+        hit = np.flatnonzero(self.names[:-1] == "")
+        return int(hit[0]) if len(hit) else len(self.names) - 1
+
+    def name_codes_at(self, rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """Name codes of ``rows[idx]``; ``empty_code`` where ``idx`` is -1 (or the name is missing)."""
+        out = np.full(len(idx), self.empty_code, dtype=np.int64)
+        ok = idx >= 0
+        codes = self.name[rows[idx[ok]]].astype(np.int64)
+        out[ok] = np.where(codes >= 0, codes, self.empty_code)
+        return out
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        """A categorical of name codes (from :meth:`name_codes_at`) with unused names dropped."""
+        used = np.bincount(codes, minlength=len(self.names)) > 0
+        remap = (np.cumsum(used) - 1).astype(np.int32)
+        return pd.Categorical.from_codes(remap[codes], categories=pd.Index(self.names[used], dtype=object))
+
+    def map_names(self, rows: np.ndarray, fn) -> np.ndarray:
+        """``fn`` (array of distinct names -> array of values) applied once per distinct name of
+        ``rows`` and broadcast back to the rows."""
+        codes = self.name[rows].astype(np.int64)  # -1 (missing) picks the trailing ''
+        used = np.flatnonzero(np.bincount(codes % len(self.names), minlength=len(self.names)))
+        values = np.asarray(fn(self.names[used]))
+        lookup = np.zeros(len(self.names), dtype=np.int64)
+        lookup[used] = np.arange(len(used))
+        return values[lookup[codes % len(self.names)]]
+
+    def launch_of(self, rows: np.ndarray) -> np.ndarray:
+        """The launching host row of each GPU op row (-1 when unlinked)."""
+        if len(self.link_gpu) == 0:
+            return np.full(len(rows), -1, dtype=np.int64)
+        k = np.minimum(np.searchsorted(self.link_gpu, rows), len(self.link_gpu) - 1)
+        return np.where(self.link_gpu[k] == rows, self.link_host[k], -1)
+
+
+def _codes(series: pd.Series) -> tuple[np.ndarray, list[str]]:
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return series.cat.codes.to_numpy(), [str(c) for c in series.cat.categories]
+    cat = pd.Categorical(series)
+    return np.asarray(cat.codes), [str(c) for c in cat.categories]
+
+
+def _name_flags(names: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    api = [api_name(n) for n in names]
+    flags = {
+        "launch": np.array([bool(LAUNCH_RE.match(a)) for a in api], dtype=bool),
+        "sync": np.array([bool(SYNC_RE.match(a)) for a in api], dtype=bool),
+        "alloc": np.array([bool(ALLOC_RE.match(a)) for a in api], dtype=bool),
+        "dataloader": np.array([n.startswith(DATALOADER_PREFIX) for n in names], dtype=bool),
+        "optimizer": np.array([n.startswith(OPTIMIZER_PREFIX) for n in names], dtype=bool),
+    }
+    steps = np.full(len(names), -1, dtype=np.int64)
+    for i, n in enumerate(names):
+        m = PROFILER_STEP_RE.match(n)
+        if m:
+            steps[i] = int(m.group(1))
+    # A trailing entry answers for code -1 (missing name), so lookups index with codes directly.
+    return {k: np.append(f, False) for k, f in flags.items()}, np.append(steps, -1)
+
+
+def _link(v: EventView) -> None:
+    """Fill ``v.link_gpu``/``v.link_host``: GPU op row -> launching runtime/driver row."""
+    api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
+    host = np.flatnonzero(np.isin(v.cat, api_codes) & (v.corr >= 0))
+    gpu = v.rows(OP_LANES)
+    gpu = gpu[v.corr[gpu] >= 0]
+    if len(host) == 0 or len(gpu) == 0:
+        return
+    out_gpu, out_host = [], []
+    for r in np.unique(v.rank[gpu]):  # loop over ranks, not events
+        h = host[v.rank[host] == r]
+        g = gpu[v.rank[gpu] == r]
+        if len(h) == 0:
+            continue
+        hp = np.unique(v.pid[h])
+        gp = v.pid[g]
+        pos = np.minimum(np.searchsorted(hp, gp), len(hp) - 1)
+        known = hp[pos] == gp
+        if len(hp) == 1:
+            pos = np.where(known, pos, 0)
+            known = np.ones(len(g), dtype=bool)
+        g, pos = g[known], pos[known]
+        hkey = (np.searchsorted(hp, v.pid[h]).astype(np.int64) << _PID_SHIFT) | v.corr[h]
+        gkey = (pos.astype(np.int64) << _PID_SHIFT) | v.corr[g]
+        # Runtime before driver on equal keys: the outer API call is the launch.
+        is_driver = v.cat[h] == v.cat_codes.get(schema.CAT_DRIVER, -99)
+        order = np.lexsort((is_driver, hkey))
+        hkey_s, h_s = hkey[order], h[order]
+        k = np.minimum(np.searchsorted(hkey_s, gkey), len(hkey_s) - 1)
+        hit = hkey_s[k] == gkey
+        out_gpu.append(g[hit])
+        out_host.append(h_s[k[hit]])
+    if out_gpu:
+        g_all, h_all = np.concatenate(out_gpu), np.concatenate(out_host)
+        o = np.argsort(g_all, kind="stable")
+        v.link_gpu, v.link_host = g_all[o], h_all[o]
+
+
+_CACHE: list = []  # [(weakref to events frame, EventView)]: steps and gaps share one view
+
+
+def event_view(trace: Trace) -> EventView:
+    """The :class:`EventView` of ``trace.events`` (built once per frame, then reused)."""
+    ev = trace.events
+    for ref, view in _CACHE:
+        if ref() is ev and view.start.shape[0] == len(ev):
+            return view
+    lane, lanes = _codes(ev["lane"])
+    cat, cats = _codes(ev["category"])
+    name, names = _codes(ev["name"])
+    flags, step_number = _name_flags(names)
+    view = EventView(
+        rank=ev["rank"].to_numpy(), device=ev["device"].to_numpy(), pid=ev["pid"].to_numpy(),
+        tid=ev["tid"].to_numpy(), start=ev["start_ns"].to_numpy(), end=ev["end_ns"].to_numpy(),
+        corr=ev["correlation"].to_numpy(), lane=lane, cat=cat, name=name,
+        names=np.array(names + [""], dtype=object),
+        lane_codes={n: i for i, n in enumerate(lanes)}, cat_codes={n: i for i, n in enumerate(cats)},
+        name_flags=flags, step_number=step_number,
+    )
+    _link(view)
+    _CACHE[:] = [(weakref.ref(ev), view)]
+    return view
+
+
+def compute_rows(v: EventView, rank: int, device: int) -> np.ndarray:
+    """Rows of compute work (kernels and whole CUDA graphs on compute lanes) of one device."""
+    return v.rows((schema.LANE_GPU_COMPUTE,), COMPUTE_CATS, rank=rank, device=device)
+
+
+def rank_devices(v: EventView) -> list[tuple[int, int]]:
+    """Sorted (rank, device) pairs that carry any GPU op."""
+    rows = v.rows(OP_LANES)
+    rows = rows[v.device[rows] >= 0]
+    if len(rows) == 0:
+        return []
+    key = np.unique((v.rank[rows].astype(np.int64) << 32) | (v.device[rows].astype(np.int64) & 0xFFFFFFFF))
+    return [(int(k >> 32), int(np.int32(k & 0xFFFFFFFF))) for k in key]

@@ -1,0 +1,388 @@
+"""Decode one chunk of the Kineto event array into plain column arrays (runs in worker processes).
+
+A chunk is the text between two event boundaries. It is decoded in one call by a typed msgspec
+decoder that keeps only the fields the frame needs (everything else is skipped without building
+objects), and timestamps stay raw text until :func:`us_text_to_ns` turns them into exact ns.
+Events that break the typed decode (writer bugs, odd types) are decoded one by one, repaired or
+sanitized, and counted; a chunk whose boundaries were guessed wrong is reported back as
+``framing_error`` so the caller can rescan it exactly.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+from collections import Counter
+from typing import Any
+
+import msgspec
+import numpy as np
+from msgspec import Raw, Struct, field
+
+from traceread.loaders import _kineto_categories as cats
+from traceread.loaders._kineto_text import repair_event, scan_values, us_text_to_ns, us_text_to_ns_flag
+
+EMPTY_RAW = Raw(b"")
+Id = int | str  # ids are ints, but old/ROCm writers put strings ("stream 7", "0x7f..")
+
+
+class Args(Struct, frozen=True, gc=False):
+    """The args keys the frame and its side tables use; all others are skipped by the decoder."""
+
+    external_id: Id = field(name="External id", default=-1)
+    external_id_old: Id = field(name="external id", default=-1)
+    correlation: Id = -1
+    device: Id = -1
+    stream: Id = -1
+    grid: Raw = EMPTY_RAW
+    block: Raw = EMPTY_RAW
+    registers: Id = field(name="registers per thread", default=-1)
+    shared_mem: Id = field(name="shared memory", default=-1)
+    nbytes: Id = field(name="bytes", default=-1)
+    input_dims: Raw = field(name="Input Dims", default=EMPTY_RAW)
+    input_dims_old: Raw = field(name="Input dims", default=EMPTY_RAW)
+    input_types: Raw = field(name="Input type", default=EMPTY_RAW)
+    collective: str = field(name="Collective name", default="")
+    in_nelems: Id = field(name="In msg nelems", default=-1)
+    out_nelems: Id = field(name="Out msg nelems", default=-1)
+    in_size: Id = field(name="In msg size", default=-1)
+    out_size: Id = field(name="Out msg size", default=-1)
+    dtype: str = ""
+    group_size: Id = field(name="Group size", default=-1)
+    pg_name: Id = field(name="Process Group Name", default="")
+    pg_id: Id = field(name="Process Group ID", default="")
+    pg_desc: str = field(name="Process Group Description", default="")
+    name: str = ""  # metadata rows: thread/process name
+    labels: str = ""  # metadata rows: process labels ("GPU 0", "CPU")
+
+
+NO_ARGS = Args()
+
+
+class Event(Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    ts: Raw = EMPTY_RAW
+    dur: Raw = EMPTY_RAW
+    args: Args = NO_ARGS
+
+
+_LIST_DECODER = msgspec.json.Decoder(list[Event])
+_ONE_DECODER = msgspec.json.Decoder(Event)
+_GENERIC_DECODER = msgspec.json.Decoder(float_hook=decimal.Decimal)
+_ENCODER = msgspec.json.Encoder(decimal_format="number")
+
+ROW_PHASES = frozenset({"X", "i", "I"})
+_STREAM_RE = re.compile(r"-?\d+")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+# python types each Args field accepts (for sanitizing events the typed decoder rejected)
+_ARG_TYPES: dict[str, tuple[type, ...]] = {}
+for _f in msgspec.structs.fields(Args):
+    _t = (str,) if _f.type is str else (Raw,) if _f.type is Raw else (int, str)
+    _ARG_TYPES[_f.encode_name] = _t
+
+
+def decode_chunk(body: bytes | bytearray | memoryview, final: bool = False) -> dict[str, Any]:
+    """Decode the array text ``body`` (events separated by commas, no brackets) into columns.
+
+    ``body`` may also be a bytearray that already carries the brackets: pass it through
+    :func:`decode_framed` instead (saves a copy of the chunk).
+
+    Returns a dict of numpy arrays and small lists (see :func:`_columns`), or
+    ``{"framing_error": True}`` when ``body`` is not a run of complete values (a wrong boundary
+    guess). ``final`` chunks are never framing errors: what follows the last complete event is
+    reported as ``tail_offset`` for the caller (array end, trailer or truncation).
+    """
+    if final:
+        return _decode(None, body, final)
+    return _decode(b"[" + bytes(body) + b"]", body, final)
+
+
+def decode_framed(framed: bytearray) -> dict[str, Any]:
+    """:func:`decode_chunk` for a non-final chunk read as ``[`` + body + ``]``."""
+    return _decode(framed, memoryview(framed)[1:-1], False)
+
+
+def _decode(framed: Any, body: Any, final: bool) -> dict[str, Any]:
+    notes: Counter[str] = Counter()
+    try:
+        if framed is None:
+            raise msgspec.DecodeError("final chunk is scanned exactly")
+        events = _LIST_DECODER.decode(framed)
+        tail_offset = len(body)
+        array_end = None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        spans, array_end, consumed = scan_values(body)
+        rest = bytes(body[consumed: array_end if array_end is not None else len(body)])
+        if not final and (array_end is not None or rest.strip(b" \t\r\n,")):
+            return {"framing_error": True}
+        events = _decode_spans(body, spans, notes)
+        tail_offset = consumed
+    out = _columns(events, notes)
+    out["tail_offset"] = tail_offset
+    out["array_end"] = array_end
+    return out
+
+
+def _decode_spans(body: Any, spans: list[tuple[int, int]], notes: Counter[str]) -> list[Event]:
+    """Decode events given by exact spans: in groups while they decode, one by one where not."""
+    out: list[Event] = []
+    stack = [(0, len(spans))]
+    while stack:
+        lo, hi = stack.pop()
+        if lo >= hi:
+            continue
+        if hi - lo > 1:
+            text = b"[" + bytes(body[spans[lo][0]: spans[hi - 1][1]]) + b"]"
+            try:
+                out.extend(_LIST_DECODER.decode(text))
+                continue
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                mid = (lo + hi) // 2
+                stack.append((mid, hi))  # popped second: keeps file order
+                stack.append((lo, mid))
+                continue
+        ev = _decode_one(bytes(body[spans[lo][0]: spans[lo][1]]), notes)
+        if ev is not None:
+            out.append(ev)
+    return out
+
+
+def _decode_one(text: bytes, notes: Counter[str]) -> Event | None:
+    try:
+        return _ONE_DECODER.decode(text)
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError:
+        text, fixes = repair_event(text)
+        for fix in fixes:
+            notes[f"repaired: {fix}"] += 1
+        try:
+            return _ONE_DECODER.decode(text)
+        except msgspec.ValidationError:
+            pass
+        except msgspec.DecodeError:
+            notes["skipped: unparseable event"] += 1
+            return None
+    try:
+        obj = _GENERIC_DECODER.decode(text)
+        if not isinstance(obj, dict):
+            notes["skipped: not an event object"] += 1
+            return None
+        ev = _ONE_DECODER.decode(_ENCODER.encode(_sanitize(obj, notes)))
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
+        notes["skipped: unparseable event"] += 1
+        return None
+    return ev
+
+
+def _sanitize(obj: dict[str, Any], notes: Counter[str]) -> dict[str, Any]:
+    """Drop the values whose JSON type the typed decoder cannot take (an odd writer's types)."""
+    out: dict[str, Any] = {}
+    for key in ("ph", "cat", "name"):
+        if isinstance(obj.get(key), str):
+            out[key] = obj[key]
+        elif key in obj and obj[key] is not None:
+            out[key] = str(obj[key])
+    for key in ("pid", "tid"):
+        v = obj.get(key)
+        if isinstance(v, (int, str)) and not isinstance(v, bool):
+            out[key] = v
+    for key in ("ts", "dur"):
+        if key in obj:
+            out[key] = obj[key]
+    args = obj.get("args")
+    if isinstance(args, dict):
+        clean = {}
+        for k, v in args.items():
+            want = _ARG_TYPES.get(k)
+            if want is None:
+                continue
+            ok = want == (Raw,) or (isinstance(v, want) and not isinstance(v, bool))
+            if ok:
+                clean[k] = v
+            else:
+                notes[f"ignored: arg {k!r} of unexpected type"] += 1
+        out["args"] = clean
+    return out
+
+
+def to_int64(values: list[Any], notes: Counter[str] | None = None, what: str = "") -> np.ndarray:
+    """Integer column from decoded ids; strings like ``"stream 7"`` give 7, junk and overflow -1."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (OverflowError, ValueError, TypeError):
+        pass
+    out = np.empty(len(values), dtype=np.int64)
+    for i, v in enumerate(values):
+        out[i] = _one_int(v, notes, what)
+    return out
+
+
+def _one_int(v: Any, notes: Counter[str] | None, what: str) -> int:
+    if isinstance(v, int):
+        if INT64_MIN <= v <= INT64_MAX:
+            return v
+        if notes is not None:
+            notes[f"ignored: {what} beyond int64"] += 1
+        return -1
+    if isinstance(v, float):
+        return int(v) if v == v and abs(v) < 9e18 else -1
+    if isinstance(v, str):
+        s = v.strip()
+        if s.lower().startswith("0x"):
+            try:
+                return int(s, 16) if int(s, 16) <= INT64_MAX else -1
+            except ValueError:
+                return -1
+        m = _STREAM_RE.search(s)
+        if m:
+            n = int(m.group())
+            return n if INT64_MIN <= n <= INT64_MAX else -1
+    return -1
+
+
+def ids_with_strings(values: list[Any]) -> tuple[np.ndarray, dict[int, str]]:
+    """pid/tid column: numbers (and "stream 7") as ints; other strings returned by row for mapping."""
+    try:
+        return np.array(values, dtype=np.int64), {}
+    except (OverflowError, ValueError, TypeError):
+        pass
+    odd = [i for i, v in enumerate(values) if v.__class__ is not int]
+    fixed = list(values)
+    strings: dict[int, str] = {}
+    for i in odd:
+        v = values[i]
+        if isinstance(v, str) and not _STREAM_RE.search(v):
+            strings[i] = v
+            fixed[i] = -1
+        else:
+            fixed[i] = _one_int(v, None, "")
+    return to_int64(fixed), strings
+
+
+def factorize(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Codes and distinct values in first-seen order (strings repeat: a dict beats a hash table)."""
+    seen: dict[Any, int] = {}
+    codes = [seen.setdefault(v, len(seen)) for v in values]
+    return np.array(codes, dtype=np.int32), list(seen)
+
+
+def _subset(cat_codes: np.ndarray, cat_values: list[str], pred: Any) -> np.ndarray:
+    """Row indices whose raw category satisfies ``pred`` (evaluated once per distinct category)."""
+    wanted = [i for i, c in enumerate(cat_values) if pred(c)]
+    if not wanted:
+        return np.zeros(0, dtype=np.int64)
+    if len(wanted) == len(cat_values):
+        return np.arange(len(cat_codes), dtype=np.int64)
+    return np.flatnonzero(np.isin(cat_codes, wanted))
+
+
+def _columns(events: list[Event], notes: Counter[str]) -> dict[str, Any]:
+    """Column arrays for the row events (X and instants) plus metadata rows and side values."""
+    rows = [e for e in events if e.ph in ROW_PHASES]
+    meta = [(e.name, e.pid, e.tid, e.args.name, e.args.labels) for e in events if e.ph == "M"]
+    ts_ns, ts_ok, float_ts = us_text_to_ns_flag([e.ts for e in rows])
+    dur_ns, dur_ok = us_text_to_ns([e.dur for e in rows])
+    if not ts_ok.all():
+        notes["skipped: event without a numeric ts"] += int((~ts_ok).sum())
+    instant = np.array([e.ph != "X" for e in rows], dtype=bool)
+    no_dur = ~dur_ok & ~instant
+    if no_dur.any():
+        notes["X events without dur (taken as 0)"] += int(no_dur.sum())
+    dur_ns = np.where(dur_ok & ~instant, dur_ns, 0)
+    if (dur_ns < 0).any():
+        notes["negative durations clamped to 0"] += int((dur_ns < 0).sum())
+        dur_ns = np.maximum(dur_ns, 0)
+    cat_codes, cat_values = factorize([e.cat for e in rows])
+    name_codes, name_values = factorize([e.name for e in rows])
+    pid, pid_strings = ids_with_strings([e.pid for e in rows])
+    tid, tid_strings = ids_with_strings([e.tid for e in rows])
+    args = [e.args for e in rows]
+    ext = to_int64([a.external_id for a in args], notes, "External id")
+    missing = np.flatnonzero(ext == -1).tolist()
+    if missing and any(args[i].external_id_old != -1 for i in missing):  # Kineto <= 2022-04 spelling
+        ext[missing] = to_int64([args[i].external_id_old for i in missing], notes, "external id")
+    device = np.full(len(rows), -1, dtype=np.int64)
+    stream = np.full(len(rows), -1, dtype=np.int64)
+    gpu = _subset(cat_codes, cat_values, cats.is_gpu).tolist()
+    if gpu:
+        device[gpu] = to_int64([args[i].device for i in gpu], notes, "device")
+        stream[gpu] = to_int64([args[i].stream for i in gpu], notes, "stream")
+    out: dict[str, Any] = {
+        "n": len(rows),
+        "keep": ts_ok,
+        "float_ts": float_ts,
+        "instant": instant,
+        "cat_codes": cat_codes, "cat_values": cat_values,
+        "name_codes": name_codes, "name_values": name_values,
+        "pid": pid, "pid_strings": pid_strings, "tid": tid, "tid_strings": tid_strings,
+        "start_ns": ts_ns, "end_ns": ts_ns + dur_ns,
+        "external_id": ext,
+        "correlation": to_int64([a.correlation for a in args], notes, "correlation"),
+        "device": device,
+        "stream": stream,
+        "meta_rows": meta,
+        "other_events": len(events) - len(rows) - len(meta),  # flows, counters: not rows
+    }
+    out.update(_side_values(args, cat_codes, cat_values, name_codes, name_values, notes))
+    out["notes"] = dict(notes)
+    return out
+
+
+def _side_values(args: list[Args], cat_codes: np.ndarray, cat_values: list[str], name_codes: np.ndarray,
+                 name_values: list[str], notes: Counter[str]) -> dict[str, Any]:
+    """Rare or bulky args, by chunk row index: kernel launch config, copy bytes, collectives, shapes."""
+    kern = _subset(cat_codes, cat_values, cats.is_kernel).tolist()
+    k = [i for i in kern if args[i].grid]
+    kernel = {
+        "row": np.array(k, dtype=np.int64),
+        "grid": _triples([args[i].grid for i in k]),
+        "block": _triples([args[i].block for i in k]),
+        "registers": to_int64([args[i].registers for i in k], notes, "registers"),
+        "shared_mem": to_int64([args[i].shared_mem for i in k], notes, "shared memory"),
+    }
+    c = _subset(cat_codes, cat_values, cats.is_copy).tolist()
+    copy = {"row": np.array(c, dtype=np.int64), "bytes": to_int64([args[i].nbytes for i in c], notes, "bytes")}
+    comms = [j for j, v in enumerate(name_values) if v == "record_param_comms"]
+    cand = sorted(set(kern) | (set(np.flatnonzero(np.isin(name_codes, comms)).tolist()) if comms else set()))
+    coll = [
+        (i, a.collective, a.in_nelems if a.in_nelems != -1 else a.in_size,
+         a.out_nelems if a.out_nelems != -1 else a.out_size, a.dtype, a.group_size,
+         str(a.pg_name if a.pg_name != "" else a.pg_id), a.pg_desc)
+        for i in cand
+        if (a := args[i]).collective or a.in_nelems != -1 or a.in_size != -1
+    ]
+    ops = _subset(cat_codes, cat_values, cats.is_cpu_op).tolist()
+    s = [i for i in ops if args[i].input_dims or args[i].input_dims_old]
+    shape_codes, shape_texts = factorize(
+        [bytes(args[i].input_dims or args[i].input_dims_old) + b"\x00" + bytes(args[i].input_types)
+         for i in s])
+    shapes = {"row": np.array(s, dtype=np.int64), "codes": shape_codes, "texts": shape_texts}
+    return {"kernel": kernel, "copy": copy, "collective": coll, "shapes": shapes}
+
+
+def _triples(raws: list[Raw]) -> np.ndarray:
+    """``[x, y, z]`` texts as an (n, 3) int64 array; -1 where a value is not three integers."""
+    if not raws:
+        return np.zeros((0, 3), dtype=np.int64)
+    joined = b",".join(raws).translate(None, b"[] \t\r\n")
+    try:
+        v = np.fromstring(joined, sep=",", dtype=np.int64)
+        if len(v) == 3 * len(raws):
+            return v.reshape(-1, 3)
+    except ValueError:
+        pass
+    out = np.full((len(raws), 3), -1, dtype=np.int64)
+    for i, r in enumerate(raws):
+        try:
+            vals = msgspec.json.decode(r)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(vals, list) and len(vals) == 3 and all(isinstance(x, int) for x in vals):
+            out[i] = vals
+    return out

@@ -1,0 +1,299 @@
+"""Merge decoded chunks into the normalized events frame and its side tables.
+
+Per chunk only distinct values are touched in Python (category/name dictionaries, string ids);
+everything per row is numpy on whole columns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from traceread import kernel_classes, schema
+from traceread.loaders import _kineto_categories as cats
+from traceread.loaders._kineto_decode import INT64_MAX, INT64_MIN
+
+_INT_COLUMNS = ("pid", "tid", "start_ns", "end_ns", "external_id", "correlation", "device", "stream")
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_MEMCPY_RE = re.compile(r"^Memcpy\s+(\w+)\s*\(\s*([^)]*?)\s*->\s*([^)]*?)\s*\)")
+_MEMSET_RE = re.compile(r"^Memset\s*\(\s*([^)]*?)\s*\)")
+
+
+class FrameBuilder:
+    """Accumulates chunk results (in file order), then builds the frame once."""
+
+    def __init__(self) -> None:
+        self.cat_ids: dict[str, int] = {}
+        self.name_ids: dict[str, int] = {}
+        self.string_ids: dict[str, int] = {}  # non-numeric pid/tid strings -> -2, -3, ...
+        self.parts: dict[str, list[np.ndarray]] = {c: [] for c in (*_INT_COLUMNS, "cat", "name", "instant")}
+        self.kernel: list[dict[str, np.ndarray]] = []
+        self.copy: list[dict[str, np.ndarray]] = []
+        self.collective: list[tuple] = []
+        self.shape_rows: list[np.ndarray] = []
+        self.shape_codes: list[np.ndarray] = []
+        self.shape_ids: dict[bytes, int] = {}
+        self.meta_rows: list[tuple] = []
+        self.notes: Counter[str] = Counter()
+        self.float_ts = False
+        self.other_events = 0
+        self.n = 0
+
+    def _string_id(self, s: str) -> int:
+        return self.string_ids.setdefault(s, -2 - len(self.string_ids))
+
+    def add(self, c: dict[str, Any]) -> None:
+        self.notes.update(c["notes"])
+        self.meta_rows.extend(c["meta_rows"])
+        self.other_events += c["other_events"]
+        if not c["n"]:
+            return
+        self.float_ts |= c["float_ts"]
+        keep = c["keep"]
+        all_kept = bool(keep.all())
+        new_index = np.cumsum(keep) - 1 + self.n  # chunk row -> frame row (before sorting)
+
+        def take(a: np.ndarray) -> np.ndarray:
+            return a if all_kept else a[keep]
+
+        cat_lut = np.array([self.cat_ids.setdefault(v, len(self.cat_ids)) for v in c["cat_values"]], np.int32)
+        name_lut = np.array([self.name_ids.setdefault(v, len(self.name_ids)) for v in c["name_values"]],
+                            np.int32)
+        self.parts["cat"].append(take(cat_lut[c["cat_codes"]]))
+        self.parts["name"].append(take(name_lut[c["name_codes"]]))
+        self.parts["instant"].append(take(c["instant"]))
+        for col in ("pid", "tid"):
+            arr = c[col]
+            if c[f"{col}_strings"]:
+                arr = arr.copy()
+                for i, s in c[f"{col}_strings"].items():
+                    arr[i] = self._string_id(s)
+            self.parts[col].append(take(arr))
+        for col in ("start_ns", "end_ns", "external_id", "correlation", "device", "stream"):
+            self.parts[col].append(take(c[col]))
+
+        def rows(local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            ok = keep[local]
+            return new_index[local[ok]], ok
+
+        k = c["kernel"]
+        r, ok = rows(k["row"])
+        self.kernel.append({"row": r, "grid": k["grid"][ok], "block": k["block"][ok],
+                            "registers": k["registers"][ok], "shared_mem": k["shared_mem"][ok]})
+        r, ok = rows(c["copy"]["row"])
+        self.copy.append({"row": r, "bytes": c["copy"]["bytes"][ok]})
+        for t in c["collective"]:
+            if keep[t[0]]:
+                self.collective.append((int(new_index[t[0]]), *t[1:]))
+        sh = c["shapes"]
+        if len(sh["row"]):
+            lut = np.array([self.shape_ids.setdefault(t, len(self.shape_ids)) for t in sh["texts"]], np.int32)
+            r, ok = rows(sh["row"])
+            self.shape_rows.append(r)
+            self.shape_codes.append(lut[sh["codes"]][ok])
+        self.n += int(keep.sum())
+
+    def build(self, path: str, rank: int) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+        """The events frame (sorted by start_ns, file order on ties) and the side tables."""
+        col = {name: _concat(self.parts.pop(name), np.int64) for name in _INT_COLUMNS}
+        cat_codes = _concat(self.parts.pop("cat"), np.int32)
+        name_codes = _concat(self.parts.pop("name"), np.int32)
+        instant = _concat(self.parts.pop("instant"), bool)
+        cat_values = list(self.cat_ids)
+        name_values = list(self.name_ids)
+
+        lanes = list(schema.LANES)
+        categories = list(schema.CATEGORIES)
+        per_cat = [cats.lookup(v) for v in cat_values]
+        lane = np.array([lanes.index(lc[0]) for lc in per_cat], np.int8)[cat_codes] if per_cat \
+            else np.zeros(0, np.int8)
+        norm = np.array([categories.index(lc[1]) for lc in per_cat], np.int8)[cat_codes] if per_cat \
+            else np.zeros(0, np.int8)
+        # ProfilerStep#N is a step annotation even where 2021 files write cat Operator/cpu_op
+        step_names = [i for i, v in enumerate(name_values) if _STEP_RE.match(v)]
+        if step_names:
+            is_step = np.isin(name_codes, step_names) & (lane == lanes.index(schema.LANE_CPU_THREAD))
+            lane[is_step] = lanes.index(schema.LANE_CPU_ANNOTATION)
+            norm[is_step] = categories.index(schema.CAT_USER_ANNOTATION)
+        kernel_rows = norm == categories.index(schema.CAT_KERNEL)
+        if kernel_rows.any():
+            used = np.unique(name_codes[kernel_rows])
+            comm = used[kernel_classes.is_communication(np.array([name_values[i] for i in used], object))]
+            lane[kernel_rows & np.isin(name_codes, comm)] = lanes.index(schema.LANE_GPU_COMM)
+        lane[instant] = lanes.index(schema.LANE_INSTANT)
+        norm[instant] = categories.index(schema.CAT_INSTANT)
+        gpu_lanes = [lanes.index(x) for x in cats.GPU_LANES]
+        on_gpu = np.isin(lane, gpu_lanes)
+        dev, stream = col["device"], col["stream"]
+        col["device"] = np.where(on_gpu, np.where(dev != -1, dev, col["pid"]), -1)
+        col["stream"] = np.where(on_gpu, np.where(stream != -1, stream, col["tid"]), -1)
+        dev_ok = (col["device"] >= np.iinfo(np.int32).min) & (col["device"] <= np.iinfo(np.int32).max)
+        col["device"] = np.where(dev_ok, col["device"], -1)
+
+        order = np.argsort(col["start_ns"], kind="stable")
+        if bool((np.diff(order) == 1).all()):
+            order = None
+        inverse = None
+        if order is not None:
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(len(order))
+
+        def sort(a: np.ndarray) -> np.ndarray:
+            return a if order is None else a[order]
+
+        n = len(cat_codes)
+        frame = {
+            "trace": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[path]),
+            "rank": np.full(n, rank, np.int32),
+            "lane": pd.Categorical.from_codes(sort(lane), categories=lanes),
+            "device": sort(col.pop("device")).astype(np.int32),
+            "stream": sort(col.pop("stream")),
+            "pid": sort(col.pop("pid")),
+            "tid": sort(col.pop("tid")),
+            "name": pd.Categorical.from_codes(sort(name_codes), categories=_unique_index(name_values)),
+            "category": pd.Categorical.from_codes(sort(norm), categories=categories),
+            "raw_category": pd.Categorical.from_codes(sort(cat_codes), categories=_unique_index(cat_values)),
+            "start_ns": sort(col.pop("start_ns")),
+            "end_ns": sort(col.pop("end_ns")),
+            "correlation": sort(col.pop("correlation")),
+            "external_id": sort(col.pop("external_id")),
+        }
+        events = pd.DataFrame(frame, copy=False)
+        kernel_mask = None if not len(kernel_rows) else kernel_rows
+        side = self._side_tables(name_values, name_codes, kernel_mask, inverse)
+        return events, side
+
+    def _side_tables(self, name_values: list[str], name_codes: np.ndarray, kernel_rows: np.ndarray | None,
+                     inverse: np.ndarray | None) -> dict[str, pd.DataFrame]:
+        def remap(rows: np.ndarray) -> np.ndarray:
+            return rows if inverse is None else inverse[rows]
+
+        side: dict[str, pd.DataFrame] = {}
+        k = _merge(self.kernel)
+        if k is not None and kernel_rows is not None:
+            keep = kernel_rows[k["row"]]
+            grid, block = k["grid"][keep], k["block"][keep]
+            side["kernel_args"] = _sorted_table({
+                "row": remap(k["row"][keep]),
+                "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
+                "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
+                "registers": k["registers"][keep], "shared_mem_bytes": k["shared_mem"][keep],
+            })
+        c = _merge(self.copy)
+        if c is not None and len(c["row"]):
+            codes = name_codes[c["row"]]
+            used = np.unique(codes)
+            kinds = {i: _copy_kinds(name_values[i]) for i in used.tolist()}
+            cols = {"row": remap(c["row"]), "bytes": c["bytes"]}
+            for j, key in enumerate(("copy_kind", "src_kind", "dst_kind")):
+                values = [kinds[i][j] for i in used.tolist()]
+                lut = np.zeros(len(name_values), np.int32)
+                uniq = sorted(set(values))
+                lut[used] = [uniq.index(v) for v in values]
+                cols[key] = pd.Categorical.from_codes(lut[codes], categories=uniq)
+            side["copy_args"] = _sorted_table(cols)
+        if self.collective:
+            t = list(zip(*self.collective, strict=True))
+            side["collective_args"] = _sorted_table({
+                "row": remap(np.array(t[0], np.int64)),
+                "collective": pd.Categorical([str(x) for x in t[1]]),
+                "in_nelems": np.array([_int(x) for x in t[2]], np.int64),
+                "out_nelems": np.array([_int(x) for x in t[3]], np.int64),
+                "dtype": pd.Categorical([str(x) for x in t[4]]),
+                "group_size": np.array([_int(x) for x in t[5]], np.int64),
+                "group_name": pd.Categorical([str(x) for x in t[6]]),
+                "group_desc": pd.Categorical([str(x) for x in t[7]]),
+            })
+        if self.shape_rows:
+            decoded = [_decode_shape(t) for t in self.shape_ids]
+            codes = np.concatenate(self.shape_codes)
+            dims = np.empty(len(decoded), object)
+            types = np.empty(len(decoded), object)
+            for i, (d, ty) in enumerate(decoded):
+                dims[i], types[i] = d, ty
+            side["op_shapes"] = _sorted_table({
+                "row": remap(np.concatenate(self.shape_rows)), "input_dims": dims[codes], "input_types": types[codes],
+            })
+        return side
+
+
+def _concat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    if not parts:
+        return np.zeros(0, dtype)
+    out = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    parts.clear()
+    return out.astype(dtype, copy=False)
+
+
+def _unique_index(values: list[str]) -> pd.Index:
+    return pd.Index(values, dtype=object) if values else pd.Index([], dtype=object)
+
+
+def _merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray] | None:
+    parts = [p for p in parts if len(p["row"])]
+    if not parts:
+        return None
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _sorted_table(cols: dict[str, Any]) -> pd.DataFrame:
+    df = pd.DataFrame(cols)
+    order = np.argsort(df["row"].to_numpy(), kind="stable")
+    return df.iloc[order].reset_index(drop=True)
+
+
+def _copy_kinds(name: str) -> tuple[str, str, str]:
+    m = _MEMCPY_RE.match(name)
+    if m:
+        return m.group(1), m.group(2), m.group(3)
+    m = _MEMSET_RE.match(name)
+    if m:
+        return "", "", m.group(1)
+    return "", "", ""
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool):
+        return -1
+    if isinstance(v, int):
+        return v if INT64_MIN <= v <= INT64_MAX else -1
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return _int(int(v))
+    return -1
+
+
+def _decode_shape(text: bytes) -> tuple[Any, Any]:
+    dims, _, types = text.partition(b"\x00")
+    out = []
+    for part in (dims, types):
+        try:
+            out.append(orjson.loads(part) if part else None)
+        except orjson.JSONDecodeError:
+            out.append(None)
+    return out[0], out[1]
+
+
+def profiler_steps(events: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """ProfilerStep#N spans: rank, step, name, start_ns, end_ns (one row per step, by start)."""
+    names = events["name"].cat.categories
+    step_codes = {i: int(m.group(1)) for i, v in enumerate(names) if (m := _STEP_RE.match(str(v)))}
+    cols = {"rank": pd.Series(dtype="int32"), "step": pd.Series(dtype="int64"), "name": pd.Series(dtype=object),
+            "start_ns": pd.Series(dtype="int64"), "end_ns": pd.Series(dtype="int64")}
+    if not step_codes:
+        return pd.DataFrame(cols)
+    codes = events["name"].cat.codes.to_numpy()
+    mask = np.isin(codes, list(step_codes)) & (events["lane"] == schema.LANE_CPU_ANNOTATION).to_numpy()
+    sub = events.loc[mask, ["name", "start_ns", "end_ns"]]
+    out = pd.DataFrame({
+        "rank": np.full(len(sub), rank, np.int32),
+        "step": np.array([step_codes[c] for c in codes[mask]], np.int64),
+        "name": sub["name"].astype(str).to_numpy(dtype=object),
+        "start_ns": sub["start_ns"].to_numpy(),
+        "end_ns": sub["end_ns"].to_numpy(),
+    })
+    return out.sort_values(["start_ns", "step"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,155 @@
+"""Trace-level facts of a Kineto file: rank, devices, time base, generation, options, distributed info.
+
+Only whitelisted keys are copied out of the file's top level: traces carry user names, host
+names and paths (``traceName``) that must never reach a report.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceread import schema
+from traceread.loaders import _kineto_categories as cats
+from traceread.trace import DeviceInfo, RankInfo
+
+PROFILER_OPTIONS = ("record_shapes", "profile_memory", "with_stack", "with_modules", "with_flops")
+VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "hip_runtime_version",
+                "hip_driver_version", "roctracer_version", "schemaVersion", "displayTimeUnit")
+DISTRIBUTED_KEYS = ("backend", "rank", "world_size", "pg_count", "nccl_version")
+PG_KEYS = ("pg_name", "pg_desc", "backend_config", "pg_size", "ranks")
+_RANK_PATTERNS = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I))
+# Unix-epoch microseconds between 2001-09 and 2100: integer-us traces (and the rare absolute
+# float ones) in this range are wall-clock times; relative float traces are far below it
+EPOCH_US_MIN, EPOCH_US_MAX = 1.0e15, 4.1e15
+
+
+def rank_of(path: str, top: dict[str, Any]) -> tuple[int, str, int | None, str]:
+    """(rank, where it came from, world size or None, where that came from)."""
+    info = top.get("distributedInfo")
+    rank, source = 0, "default"
+    world, world_source = None, "unknown"
+    if isinstance(info, dict):
+        if isinstance(info.get("rank"), int) and not isinstance(info.get("rank"), bool):
+            rank, source = info["rank"], "distributedInfo"
+        if isinstance(info.get("world_size"), int) and info["world_size"] > 0:
+            world, world_source = info["world_size"], "distributedInfo"
+    if source == "default":
+        base = os.path.basename(path)
+        for pat in _RANK_PATTERNS:
+            m = pat.search(base)
+            if m:
+                rank, source = int(m.group(1)), "file name"
+                break
+    return rank, source, world, world_source
+
+
+def distributed(top: dict[str, Any]) -> dict[str, Any]:
+    info = top.get("distributedInfo")
+    if not isinstance(info, dict):
+        return {}
+    out = {k: info[k] for k in DISTRIBUTED_KEYS if k in info}
+    pgs = info.get("pg_config")
+    if isinstance(pgs, list):
+        out["pg_config"] = [{k: pg[k] for k in PG_KEYS if k in pg} for pg in pgs if isinstance(pg, dict)]
+    return out
+
+
+def profiler_options(top: dict[str, Any]) -> dict[str, Any]:
+    return {k: top[k] for k in PROFILER_OPTIONS if k in top}
+
+
+def versions(top: dict[str, Any]) -> dict[str, Any]:
+    return {k: top[k] for k in VERSION_KEYS if k in top and isinstance(top[k], (int, str))}
+
+
+def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> list[DeviceInfo]:
+    """Devices the trace lists (deviceProperties / 2021 computeProperties) plus any it used."""
+    on_gpu = events["lane"].isin(list(cats.GPU_LANES)).to_numpy()
+    used = set(np.unique(events["device"].to_numpy()[on_gpu]).tolist()) - {-1}
+    props = top.get("deviceProperties") or top.get("computeProperties") or []
+    out: dict[int, DeviceInfo] = {}
+    for p in props if isinstance(props, list) else []:
+        if not isinstance(p, dict) or not isinstance(p.get("id"), int):
+            continue
+        major = p.get("computeMajor", p.get("major"))
+        minor = p.get("computeMinor", p.get("minor"))
+        sms = p.get("numSms", p.get("multiProcessorCount", p.get("maxComputeUnits")))
+        mem = p.get("totalGlobalMem")
+        out[p["id"]] = DeviceInfo(
+            rank=rank, id=p["id"], name=str(p.get("name", "")),
+            sm_count=sms if isinstance(sms, int) else None,
+            memory_bytes=mem if isinstance(mem, int) else None,
+            compute_capability=f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None,
+            used=p["id"] in used,
+        )
+    for d in sorted(used - set(out)):
+        out[d] = DeviceInfo(rank=rank, id=d, name="", used=True)
+    return [out[k] for k in sorted(out)]
+
+
+def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | None, str | None]:
+    """(time base, epoch offset in ns, a note when the epoch could not be known)."""
+    timed = events["lane"].to_numpy() != schema.LANE_INSTANT
+    starts = events["start_ns"].to_numpy()[timed] if timed.any() else events["start_ns"].to_numpy()
+    if len(starts) == 0:
+        return schema.TIME_RELATIVE, None, None
+    first_us = float(starts.min()) / 1000
+    if EPOCH_US_MIN <= first_us <= EPOCH_US_MAX:
+        return schema.TIME_EPOCH, 0, None
+    base = top.get("baseTimeNanoseconds")
+    if isinstance(base, int) and not isinstance(base, bool) and base > 0:
+        return schema.TIME_EPOCH, base, None
+    return schema.TIME_RELATIVE, None, "relative timestamps and no baseTimeNanoseconds: the epoch is unknown"
+
+
+def generation(top: dict[str, Any], bare_list: bool, raw_cats: list[str], float_ts: bool) -> str:
+    """A human-readable name for the format generation, from the file's own features."""
+    legacy = {"Operator", "Runtime", "Kernel", "Memcpy", "Memset"} & set(raw_cats)
+    if bare_list:
+        return "kineto 2020-21, bare event list (legacy categories)"
+    if "computeProperties" in top:
+        return "kineto 2021 (computeProperties, legacy categories)"
+    if legacy and not float_ts:
+        return "kineto 2020-22 (legacy categories, integer us)"
+    if not float_ts:
+        return "kineto 2022-24 (integer us, Unix epoch)"
+    if "baseTimeNanoseconds" in top:
+        return "kineto 2024+ (float us relative to baseTimeNanoseconds)"
+    return "kineto 2024 (float us, no base time)"
+
+
+def thread_names(meta_rows: list[tuple], string_ids: dict[str, int]) -> dict[str, Any]:
+    """Names from metadata rows (the last duplicate wins, as viewers show it)."""
+    threads: dict[str, str] = {}
+    processes: dict[str, str] = {}
+    labels: dict[str, str] = {}
+
+    def key(v: Any) -> str:
+        if isinstance(v, str) and v in string_ids:
+            return str(string_ids[v])
+        return str(v)
+
+    for name, pid, tid, arg_name, arg_labels in meta_rows:
+        if name == "thread_name" and arg_name:
+            threads[f"{key(pid)}:{key(tid)}"] = arg_name
+        elif name == "process_name" and arg_name:
+            processes[key(pid)] = arg_name
+        elif name == "process_labels" and arg_labels:
+            labels[key(pid)] = arg_labels
+    return {"thread_names": threads, "process_names": processes, "process_labels": labels}
+
+
+def rank_info(rank: int, source: str, world: int | None, world_source: str, events: pd.DataFrame) -> RankInfo:
+    host = events["lane"].to_numpy() == schema.LANE_CPU_THREAD
+    pids = events["pid"].to_numpy()[host]
+    pids = pids[pids >= 0][:: max(1, int(host.sum()) // 100_000)]  # a sample finds the main process
+    pid = None
+    if len(pids):
+        values, counts = np.unique(pids, return_counts=True)
+        pid = int(values[counts.argmax()])
+    return RankInfo(rank=rank, rank_source=source, world_size=world, world_size_source=world_source, pid=pid)

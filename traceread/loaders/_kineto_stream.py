@@ -1,0 +1,376 @@
+"""Stream a Kineto file's event array in bounded chunks, decoded in parallel worker processes.
+
+The file (plain or gzip) is read once, front to back. The header object before ``traceEvents``
+is parsed on its own; the event array is cut at guessed event boundaries into chunks of about
+``CHUNK`` bytes that worker processes decode (:mod:`_kineto_decode`); the last stretch of the
+stream, and anything after a chunk whose boundary guess was wrong, is scanned exactly in this
+process, which also finds the end of the array, the trailing keys (``baseTimeNanoseconds`` may sit
+there) or the place where a truncated file stops. Memory stays bounded by the chunks in flight.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import multiprocessing
+import os
+import re
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import orjson
+
+from traceread.errors import TraceReadError
+from traceread.loaders._kineto_decode import decode_chunk, decode_framed
+from traceread.loaders._kineto_text import TRACE_EVENTS_KEY, find_boundary, top_level_key_start
+
+try:  # isal's inflate is about twice as fast as zlib's; same API
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - isal is optional
+    _zlib = zlib  # type: ignore[misc]
+
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK = 8 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
+WINDOW = 1 << 20  # how far past a chunk's target size to look for an event boundary
+LOOKAHEAD = 1 << 20  # the stream's last bytes are always scanned exactly (array end, trailer)
+PARALLEL_MIN = 3 * CHUNK  # below this a pool costs more than it saves
+HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
+_READ = 4 << 20
+_BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
+
+
+@dataclass
+class StreamResult:
+    """What the stream held: top-level keys, decoded chunks (in file order), how it ended."""
+
+    top: dict[str, Any]
+    bare_list: bool
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    truncated: bool = False
+    warnings: list[str] = field(default_factory=list)
+    json_bytes: int = 0  # uncompressed bytes read
+
+
+class _Source:
+    """Uncompressed bytes of a plain or gzip file, read front to back."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self.size = os.fstat(self.fh.fileno()).st_size
+        self.gzip = self.fh.read(2) == GZIP_MAGIC
+        self.fh.seek(0)
+        self.inflater = _zlib.decompressobj(31) if self.gzip else None
+        self.pending = b""
+        self.offset = 0  # uncompressed bytes handed out so far
+        self.gzip_cut = False  # compressed stream ended before its end marker
+
+    def read(self, n: int) -> bytes:
+        if not self.gzip:
+            data = self.fh.read(n)
+            self.offset += len(data)
+            return data
+        out = [self.pending] if self.pending else []
+        have = len(self.pending)
+        self.pending = b""
+        while have < n and self.inflater is not None:
+            raw = self.fh.read(1 << 20)
+            if not raw:
+                if not self.inflater.eof:
+                    self.gzip_cut = True
+                try:
+                    tail = self.inflater.flush()
+                except _zlib.error:
+                    tail = b""
+                out.append(tail)
+                have += len(tail)
+                self.inflater = None
+                break
+            try:
+                data = self.inflater.decompress(raw)
+            except _zlib.error as exc:
+                raise TraceReadError(self.path, f"bad gzip data ({exc})") from None
+            out.append(data)
+            have += len(data)
+            if self.inflater.eof:
+                rest = self.inflater.unused_data + self.fh.read()
+                if rest.startswith(GZIP_MAGIC):  # concatenated gzip members
+                    self.fh.seek(self.fh.tell() - len(rest))
+                    self.inflater = _zlib.decompressobj(31)
+                else:
+                    self.inflater = None
+        data = b"".join(out)
+        if len(data) > n:
+            data, self.pending = data[:n], data[n:]
+        self.offset += len(data)
+        return data
+
+    def progress(self) -> float:
+        return self.fh.tell() / self.size if self.size else 1.0
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+class _Progress:
+    """A one-line progress bar on standard error (only when it is a terminal)."""
+
+    def __init__(self, path: str, enabled: bool) -> None:
+        self.on = enabled and sys.stderr.isatty()
+        self.name = os.path.basename(path)
+        self.last = 0.0
+
+    def update(self, frac: float, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.on or (now - self.last < 0.2 and not force):
+            return
+        self.last = now
+        filled = int(30 * frac)
+        sys.stderr.write(f"\rloading {self.name} [{'#' * filled}{'.' * (30 - filled)}] {frac:4.0%}")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.on:
+            sys.stderr.write("\r" + " " * (50 + len(self.name)) + "\r")
+            sys.stderr.flush()
+
+
+def _worker_init() -> None:
+    gc.disable()  # decoded events hold no cycles; the collector would only rescan them
+
+
+def _decode_file_range(path: str, start: int, end: int) -> dict[str, Any]:
+    buf = bytearray(end - start + 2)
+    buf[0], buf[-1] = 91, 93  # "[" ... "]"
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        fh.readinto(memoryview(buf)[1:-1])
+    return decode_framed(buf)
+
+
+def read_stream(path: str, progress: bool = False, workers: int | None = None) -> StreamResult:
+    """Read and decode every event of the Kineto file at ``path`` (see module docstring)."""
+    src = _Source(path)
+    bar = _Progress(path, progress)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    pool = None
+    try:
+        top, bare, rest = _read_header(src)
+        res = StreamResult(top=top, bare_list=bare)
+        nworkers = workers if workers is not None else min(os.cpu_count() or 1, 4)
+        if nworkers > 1 and src.size * (8 if src.gzip else 1) >= PARALLEL_MIN:
+            pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
+        if src.gzip or pool is None:
+            restart = _run_bytes(src, rest, res, pool, nworkers, bar)
+        else:
+            restart = _run_file(src, len(rest), res, pool, nworkers, bar)
+        _exact_rest(src, restart, res)
+        if src.gzip and src.gzip_cut:
+            res.truncated = True
+        res.json_bytes = src.offset
+        bar.update(1.0, force=True)
+        return res
+    finally:
+        if pool is not None:
+            pool.terminate()
+        bar.done()
+        src.close()
+        if was_enabled:
+            gc.enable()
+
+
+def _read_header(src: _Source) -> tuple[dict[str, Any], bool, bytes]:
+    """Top-level keys before the event array, bare-list flag, and the bytes after ``[``."""
+    buf = b""
+    while True:
+        block = src.read(1 << 20)
+        buf += block
+        text = buf.lstrip()
+        if not text:
+            if block:
+                continue
+            raise TraceReadError(src.path, "empty file" if not src.gzip else "empty file (gzip holds no data)")
+        first = text[:1]
+        lead = len(buf) - len(text)
+        if first == b"[":
+            return {}, True, buf[lead + 1:]
+        if first != b"{":
+            raise TraceReadError(src.path, "not a trace: not JSON (expected '{' or '[')")
+        for m in TRACE_EVENTS_KEY.finditer(buf, lead):
+            if top_level_key_start(buf, lead, m.start()):
+                head = buf[lead + 1: m.start()].rstrip().rstrip(b",")
+                try:
+                    top = orjson.loads(b"{" + head + b"}")
+                except orjson.JSONDecodeError:
+                    top = {}
+                return top, False, buf[m.end():]
+        if not block or len(buf) > HEADER_MAX:
+            raise TraceReadError(src.path, "not a Kineto trace: no traceEvents array")
+
+
+def _submit(pool: Any, task: Any) -> Any:
+    if pool is None:
+        return _Done(task[0](*task[1:]))
+    return pool.apply_async(task[0], task[1:])
+
+
+class _Done:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+
+def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworkers: int,
+               bar: _Progress) -> bytes | int:
+    """Chunk the decompressed stream in this process; returns the bytes left for the exact scan."""
+    buf = bytearray(first)
+    pending: collections.deque[tuple[Any, bytes]] = collections.deque()
+    max_inflight = 2 * nworkers + 1
+    eof = False
+    while True:
+        while len(buf) >= CHUNK + LOOKAHEAD or (eof and len(buf) > CHUNK + LOOKAHEAD // 2):
+            cut = find_boundary(buf, CHUNK, min(len(buf) - LOOKAHEAD // 2, CHUNK + WINDOW))
+            if cut is None:
+                cut = find_boundary(buf, CHUNK, len(buf) - LOOKAHEAD // 2)
+            if cut is None:
+                break
+            chunk = bytes(buf[: cut[0]])
+            del buf[: cut[1]]
+            pending.append((_submit(pool, (decode_chunk, chunk)), chunk))
+            while len(pending) > max_inflight:
+                redo = _collect(pending, res)
+                if redo is not None:
+                    return redo + b"," + bytes(buf)
+            bar.update(src.progress())
+        if eof:
+            break
+        block = src.read(_READ)
+        if not block:
+            eof = True
+        buf += block
+    while pending:
+        redo = _collect(pending, res)
+        if redo is not None:
+            return redo + b"," + bytes(buf)
+    return bytes(buf)
+
+
+def _collect(pending: collections.deque, res: StreamResult) -> bytes | None:
+    """Take the oldest result; on a framing error return the text of it and all later chunks."""
+    job, chunk = pending.popleft()
+    out = job.get()
+    if not out.get("framing_error"):
+        res.chunks.append(out)
+        return None
+    texts = [chunk]
+    while pending:
+        later_job, later_chunk = pending.popleft()
+        later_job.get()
+        texts.append(later_chunk)
+    return b",".join(texts)
+
+
+def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworkers: int,
+              bar: _Progress) -> int:
+    """Plain file: workers read their own byte ranges; returns the offset for the exact scan."""
+    start = src.offset - head_len  # file offset of the first event's text
+    pending: collections.deque[tuple[Any, int]] = collections.deque()
+    max_inflight = 2 * nworkers + 1
+    with open(src.path, "rb") as fh:
+        while start + CHUNK + LOOKAHEAD < src.size:
+            fh.seek(start + CHUNK)
+            window = fh.read(min(WINDOW, src.size - LOOKAHEAD - start - CHUNK))
+            cut = find_boundary(window, 0, len(window))
+            if cut is None:
+                break
+            end, nxt = start + CHUNK + cut[0], start + CHUNK + cut[1]
+            pending.append((_submit(pool, (_decode_file_range, src.path, start, end)), start))
+            start = nxt
+            while len(pending) > max_inflight:
+                job, job_start = pending.popleft()
+                out = job.get()
+                if out.get("framing_error"):
+                    _drain(pending)
+                    return _restart_file(src, job_start)
+                res.chunks.append(out)
+            bar.update(start / src.size)
+    while pending:
+        job, job_start = pending.popleft()
+        out = job.get()
+        if out.get("framing_error"):
+            _drain(pending)
+            return _restart_file(src, job_start)
+        res.chunks.append(out)
+    return _restart_file(src, start)
+
+
+def _drain(pending: collections.deque) -> None:
+    while pending:
+        pending.popleft()[0].get()
+
+
+def _restart_file(src: _Source, offset: int) -> int:
+    src.fh.seek(offset)
+    src.offset = offset
+    return offset
+
+
+def _exact_rest(src: _Source, restart: bytes | int, res: StreamResult) -> None:
+    """Scan the rest of the stream exactly: last events, the array's end, trailing keys."""
+    buf = b"" if isinstance(restart, int) else restart
+    base = (restart if isinstance(restart, int) else src.offset - len(buf))
+    while True:
+        block = src.read(CHUNK)
+        buf += block
+        if block and len(buf) < CHUNK:
+            continue
+        out = decode_chunk(buf, final=True)
+        if out["n"] or out["meta_rows"] or out["notes"]:
+            res.chunks.append(out)
+        if out["array_end"] is not None:
+            trailer = buf[out["array_end"] + 1:] + _read_all(src)
+            if not res.bare_list:
+                _parse_trailer(trailer, res)
+            return
+        if not block:
+            res.truncated = True
+            kept = sum(int(c["keep"].sum()) for c in res.chunks)
+            res.warnings.append(
+                f"file ends inside the event array at byte {base + out['tail_offset']:,} of the JSON "
+                f"text; kept the {kept:,} complete events before the cut")
+            return
+        base += out["tail_offset"]
+        buf = buf[out["tail_offset"]:]
+
+
+def _read_all(src: _Source) -> bytes:
+    parts = []
+    while True:
+        block = src.read(_READ)
+        if not block:
+            return b"".join(parts)
+        parts.append(block)
+
+
+def _parse_trailer(trailer: bytes, res: StreamResult) -> None:
+    """Keys after the event array (traceName, baseTimeNanoseconds in 2024-25 files, logs)."""
+    text = trailer.strip()
+    if not text or text == b"}":
+        return
+    body = text[1:] if text.startswith(b",") else text
+    try:
+        extra = orjson.loads(b"{" + body) if body.rstrip().endswith(b"}") else None
+    except orjson.JSONDecodeError:
+        extra = None
+    if not isinstance(extra, dict):
+        res.warnings.append("the keys after the event array are incomplete or not valid JSON")
+        m = _BASE_TIME.search(body)
+        extra = {"baseTimeNanoseconds": int(m.group(1))} if m else {}
+    for k, v in extra.items():
+        res.top.setdefault(k, v)

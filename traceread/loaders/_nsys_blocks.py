@@ -1,0 +1,306 @@
+"""One function per nsys table: read it in bulk and return a :class:`Block` of event rows.
+
+A Block holds whole columns (numpy) for one source table, already in start order; names are
+codes into the block's own ``names`` array, so strings are handled once per distinct value.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceread import schema as S
+from traceread.kernel_classes import is_communication
+from traceread.loaders._nsys_read import Export, decode, nvtx_table, packed, split_global, unpack
+
+K = "CUPTI_ACTIVITY_KIND_"
+NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND = 34, 59, 60
+NO_STREAM = 4294967295
+# Hard-coded fallbacks for exports without ENUM tables (values checked against 2022-2026 data, B.4).
+COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+              8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
+_COPY_BY_SYMBOL = {v.upper().replace(" ", "_"): v for v in COPY_KINDS.values()}
+MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+             6: "Managed Static", 7: "Unknown"}
+# Sync kind from the correlated API call (syncType numbering changed across versions, B.4).
+SYNC_BY_API = {"cudaStreamSynchronize": "Stream Sync", "cuStreamSynchronize": "Stream Sync",
+               "cudaEventSynchronize": "Event Sync", "cuEventSynchronize": "Event Sync",
+               "cudaStreamWaitEvent": "Stream Wait Event", "cuStreamWaitEvent": "Stream Wait Event",
+               "cudaDeviceSynchronize": "Context Sync", "cuCtxSynchronize": "Context Sync"}
+SYNC_BY_ENUM = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
+_API_SUFFIX = re.compile(r"_v\d+$")
+# emit_nvtx appends these to the op name; the first one present starts the suffix.
+NVTX_SUFFIXES = (", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = ", ", stashed seq=", ", seq=")
+# record_function / framework ranges: annotations even when emit_nvtx suffixed them.
+_ANNOTATION = re.compile(r"^(ProfilerStep#\d+|enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#|##.*##$|"
+                         r"(nccl|gloo|mpi|ucc|xccl):|FSDP::|DistributedDataParallel\.|"
+                         r"torch/|<built-in|PyTorch Profiler)")
+
+
+@dataclass
+class Block:
+    raw: str  # source table
+    lane: np.ndarray  # int8 codes into schema.LANES
+    category: np.ndarray  # int8 codes into schema.CATEGORIES
+    names: np.ndarray  # object array of distinct names
+    name_code: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    correlation: np.ndarray
+    side: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # side table -> columns (no row)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def sorted(self) -> Block:
+        order = np.argsort(self.start, kind="stable")
+        if len(order) and bool((order == np.arange(len(order))).all()):
+            return self
+        take = {k: getattr(self, k)[order] for k in ("lane", "category", "name_code", "start", "end", "pid", "tid",
+                                                      "device", "stream", "correlation")}
+        side = {t: {c: v[order] for c, v in cols.items()} for t, cols in self.side.items()}
+        return Block(raw=self.raw, names=self.names, side=side, **take)
+
+
+def _code(values: tuple[str, ...], v: str) -> int:
+    return values.index(v)
+
+
+def _full(n: int, v: int, dtype=np.int64) -> np.ndarray:
+    return np.full(n, v, dtype=dtype)
+
+
+def _names_from_ids(ex: Export, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return ex.string_of(uniq), inv.astype(np.int64)
+
+
+def _pid(gid: np.ndarray) -> np.ndarray:
+    pid, _ = split_global(gid)
+    return np.where(gid < 0, S.NO_ID, pid)
+
+
+def _gpu_block(ex: Export, table: str, c: dict[str, np.ndarray], names: np.ndarray, code: np.ndarray,
+               lane: np.ndarray | int, cat: int, side: dict | None = None) -> Block:
+    n = len(c["start"])
+    stream = np.where(c["streamId"] == NO_STREAM, S.NO_ID, c["streamId"])
+    return Block(raw=table, lane=np.broadcast_to(np.asarray(lane, dtype=np.int8), (n,)).copy(),
+                 category=_full(n, cat, np.int8), names=names, name_code=code, start=c["start"],
+                 end=np.maximum(c["end"], c["start"]), pid=_pid(c["globalPid"]), tid=stream,
+                 device=c["deviceId"], stream=stream, correlation=c["correlationId"], side=side or {})
+
+
+_GPU_COLS = {"start": "start", "end": "end", "deviceId": "deviceId", "streamId": "streamId",
+             "correlationId": "correlationId", "globalPid": "globalPid"}
+
+
+def kernels(ex: Export) -> Block | None:
+    t = K + "KERNEL"
+    if not ex.has(t):
+        return None
+    f = ex.first
+    # Packed in SQL (8 values per row instead of 17); widths cover CUDA's limits.
+    c = ex.ints(t, {
+        "start": "start", "end": "end",
+        "dev_stream": packed(("streamId", 32), ("deviceId", 31)),
+        "pid_corr": packed(("correlationId", 32), ("(globalPid >> 24)", 24)),
+        "names": packed((f(t, "demangledName"), 31), (f(t, "shortName"), 31)),
+        "grid": packed((f(t, "gridX"), 31), (f(t, "gridY"), 16), (f(t, "gridZ"), 16)),
+        "block": packed((f(t, "blockX"), 11), (f(t, "blockY"), 11), (f(t, "blockZ"), 11)),
+        "regs_shm": packed((f(t, "registersPerThread"), 16), (f(t, "staticSharedMemory"), 23),
+                           (f(t, "dynamicSharedMemory"), 23)),
+    })
+    stream, device = unpack(c.pop("dev_stream"), 32, 31)
+    corr, pid = unpack(c.pop("pid_corr"), 32, 24)
+    demangled, short = unpack(c.pop("names"), 31, 31)
+    gx, gy, gz = unpack(c.pop("grid"), 31, 16, 16)
+    bx, by, bz = unpack(c.pop("block"), 11, 11, 11)
+    regs, ssm, dsm = unpack(c.pop("regs_shm"), 16, 23, 23)
+    strings = ex.strings
+    # Prefer the demangled name (what Kineto shows); fall back to shortName where it is empty.
+    d_ok = demangled < len(strings)
+    d_ok[d_ok] = strings[demangled[d_ok]] != ""
+    names, code = _names_from_ids(ex, np.where(d_ok, demangled, short))
+    comm = is_communication(names) if len(names) else np.zeros(0, dtype=bool)
+    lane_u = np.where(comm, _code(S.LANES, S.LANE_GPU_COMM), _code(S.LANES, S.LANE_GPU_COMPUTE)).astype(np.int8)
+    known = ex.has(t, "gridX")
+    side = {"kernel_args": {"grid_x": gx, "grid_y": gy, "grid_z": gz, "block_x": bx, "block_y": by, "block_z": bz,
+                            "registers": regs, "shared_mem_bytes": ssm + dsm}}
+    if not known:
+        side = {"kernel_args": {k: np.full(len(gx), S.NO_ID) for k in side["kernel_args"]}}
+    c.update(deviceId=device, streamId=stream, correlationId=corr, globalPid=pid << 24)
+    return _gpu_block(ex, t, c, names, code, lane_u[code], _code(S.CATEGORIES, S.CAT_KERNEL), side)
+
+
+def _enum(ex: Export, table: str, column: str) -> dict[int, str]:
+    if not ex.has(table, column):
+        return {}
+    return {int(i): decode(v) for i, v in ex.conn.execute(f"SELECT id, {column} FROM {table}") if i is not None}
+
+
+def copies(ex: Export) -> list[Block]:
+    out = []
+    mem = _enum(ex, "ENUM_CUDA_MEM_KIND", "label") or MEM_KINDS
+    sym = _enum(ex, "ENUM_CUDA_MEMCPY_OPER", "name")
+    kinds = {i: _COPY_BY_SYMBOL.get(s.removeprefix("CUDA_MEMCPY_KIND_"), COPY_KINDS.get(i, "Unknown"))
+             for i, s in sym.items()} or COPY_KINDS
+    t = K + "MEMCPY"
+    if ex.has(t):
+        c = ex.ints(t, {**_GPU_COLS, "bytes": "bytes", "kind": ex.first(t, "copyKind") or "NULL",
+                        "src": ex.first(t, "srcKind") or "NULL", "dst": ex.first(t, "dstKind") or "NULL"})
+        key = (c["kind"] + 1) * 1_000_000 + (c["src"] + 1) * 1000 + (c["dst"] + 1)
+        uk, code = np.unique(key, return_inverse=True)
+        kk, ks, kd = uk // 1_000_000 - 1, uk // 1000 % 1000 - 1, uk % 1000 - 1
+        ck = np.array([kinds.get(int(k), "Unknown") for k in kk], dtype=object)
+        sk = np.array([mem.get(int(k), "Unknown") for k in ks], dtype=object)
+        dk = np.array([mem.get(int(k), "Unknown") for k in kd], dtype=object)
+        names = np.array([f"Memcpy {a} ({b} -> {d})" for a, b, d in zip(ck, sk, dk, strict=True)], dtype=object)
+        side = {"copy_args": {"bytes": c["bytes"], "copy_kind": ck[code], "src_kind": sk[code],
+                              "dst_kind": dk[code]}}
+        out.append(_gpu_block(ex, t, c, names, code.astype(np.int64), _code(S.LANES, S.LANE_MEMCPY),
+                              _code(S.CATEGORIES, S.CAT_MEMCPY), side))
+    t = K + "MEMSET"
+    if ex.has(t):
+        c = ex.ints(t, {**_GPU_COLS, "bytes": "bytes", "mem": ex.first(t, "memKind") or "NULL"})
+        um, code = np.unique(c["mem"], return_inverse=True)
+        dk = np.array([mem.get(int(k), "Unknown") for k in um], dtype=object)
+        names = np.array([f"Memset ({d})" for d in dk], dtype=object)
+        n = len(code)
+        side = {"copy_args": {"bytes": c["bytes"], "copy_kind": np.full(n, "", dtype=object),
+                              "src_kind": np.full(n, "", dtype=object), "dst_kind": dk[code]}}
+        out.append(_gpu_block(ex, t, c, names, code.astype(np.int64), _code(S.LANES, S.LANE_MEMSET),
+                              _code(S.CATEGORIES, S.CAT_MEMSET), side))
+    return out
+
+
+def runtime(ex: Export) -> Block | None:
+    t = K + "RUNTIME"
+    if not ex.has(t):
+        return None
+    # eventClass 67 rows duplicate calls that carry a CUDA backtrace (2021 exports): skip them.
+    c = ex.ints(t, {"start": "start", "end": "end",
+                    "cls_pid_name": packed(("nameId", 32), ("(globalTid >> 24)", 24), ("eventClass", 1)),
+                    "tid_corr": packed(("correlationId", 32), ("globalTid", 24))},
+                where="WHERE eventClass IN (0, 1)")
+    name_id, pid, cls = unpack(c.pop("cls_pid_name"), 32, 24, 1)
+    corr, tid = unpack(c.pop("tid_corr"), 32, 24)
+    c.update(name=name_id, cls=cls, corr=corr)
+    raw_names, code = _names_from_ids(ex, c["name"])
+    stripped = np.array([_API_SUFFIX.sub("", s) for s in raw_names], dtype=object)
+    names, remap = np.unique(stripped, return_inverse=True)
+    n = len(code)
+    cat = np.where(c["cls"] == 1, _code(S.CATEGORIES, S.CAT_DRIVER), _code(S.CATEGORIES, S.CAT_RUNTIME))
+    return Block(raw=t, lane=_full(n, _code(S.LANES, S.LANE_CPU_THREAD), np.int8), category=cat.astype(np.int8),
+                 names=names, name_code=remap[code].astype(np.int64), start=c["start"],
+                 end=np.maximum(c["end"], c["start"]), pid=pid, tid=tid, device=_full(n, S.NO_ID),
+                 stream=_full(n, S.NO_ID), correlation=c["corr"])
+
+
+def syncs(ex: Export, rt: Block | None) -> Block | None:
+    t = K + "SYNCHRONIZATION"
+    if not ex.has(t):
+        return None
+    c = ex.ints(t, {**_GPU_COLS, "type": ex.first(t, "syncType") or "NULL"})
+    label = np.array([SYNC_BY_ENUM.get(int(v), "Sync") for v in range(5)] + ["Sync"], dtype=object)
+    names_row = label[np.clip(c["type"], 0, 5)]
+    if rt is not None and len(rt):
+        rt_names = np.array([SYNC_BY_API.get(s, "") for s in rt.names], dtype=object)[rt.name_code]
+        key_rt = (rt.pid << 32) | (rt.correlation & 0xFFFFFFFF)
+        order = np.argsort(key_rt, kind="stable")
+        key_sorted = key_rt[order]
+        key = (_pid(c["globalPid"]) << 32) | (c["correlationId"] & 0xFFFFFFFF)
+        pos = np.clip(np.searchsorted(key_sorted, key), 0, len(key_sorted) - 1)
+        hit = key_sorted[pos] == key
+        api = np.where(hit, rt_names[order[pos]], "")
+        names_row = np.where(api != "", api, names_row)
+    names, code = np.unique(names_row.astype(str), return_inverse=True)
+    return _gpu_block(ex, t, c, names.astype(object), code.astype(np.int64), _code(S.LANES, S.LANE_GPU_SYNC),
+                      _code(S.CATEGORIES, S.CAT_SYNC))
+
+
+def graphs(ex: Export) -> Block | None:
+    t = K + "GRAPH_TRACE"
+    if not ex.has(t):
+        return None
+    c = ex.ints(t, {**_GPU_COLS, "graph": ex.first(t, "graphId") or "NULL"},
+                where="WHERE NOT (start = 0 AND end = 0)")  # 0/0: CUPTI could not time the graph
+    ug, code = np.unique(c["graph"], return_inverse=True)
+    names = np.array([f"CUDA graph {int(g)}" for g in ug], dtype=object)
+    return _gpu_block(ex, t, c, names, code.astype(np.int64), _code(S.LANES, S.LANE_GPU_COMPUTE),
+                      _code(S.CATEGORIES, S.CAT_GRAPH))
+
+
+def osrt(ex: Export) -> Block | None:
+    if not ex.has("OSRT_API"):
+        return None
+    c = ex.ints("OSRT_API", {"start": "start", "end": "end", "gtid": "globalTid", "name": "nameId"})
+    names, code = _names_from_ids(ex, c["name"])
+    n = len(code)
+    pid, tid = split_global(c["gtid"])
+    return Block(raw="OSRT_API", lane=_full(n, _code(S.LANES, S.LANE_CPU_THREAD), np.int8),
+                 category=_full(n, _code(S.CATEGORIES, S.CAT_OS_RUNTIME), np.int8), names=names, name_code=code,
+                 start=c["start"], end=np.maximum(c["end"], c["start"]), pid=pid, tid=tid,
+                 device=_full(n, S.NO_ID), stream=_full(n, S.NO_ID), correlation=_full(n, S.NO_ID))
+
+
+def _strip_sql(col: str) -> str:
+    """SQL expression: ``col`` cut at the first emit_nvtx suffix (done in SQLite's C, not per row here)."""
+    expr = col
+    for suf in reversed(NVTX_SUFFIXES):
+        expr = f"CASE WHEN instr({col}, '{suf}') > 0 THEN substr({col}, 1, instr({col}, '{suf}') - 1) ELSE {expr} END"
+    return expr
+
+
+def nvtx(ex: Export) -> Block | None:
+    """NVTX marks (34) and ranges (59 push/pop, 60 start/end). Unclosed ranges (NULL end) are skipped."""
+    table = nvtx_table(ex)
+    if not ex.has("NVTX_EVENTS"):
+        return None
+    where = (f"WHERE eventType IN ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}) "
+             f"AND (end IS NOT NULL OR eventType = {NVTX_MARK})")
+    has_text = ex.has("NVTX_EVENTS", "text")
+    suffixed = " OR ".join(f"instr(text, '{s}') > 0" for s in NVTX_SUFFIXES) if has_text else "0"
+    c = ex.ints(table, {"start": "start", "end": "end", "type": "eventType", "gtid": "globalTid",
+                        "text_id": "textId" if ex.has("NVTX_EVENTS", "textId") else "NULL",
+                        "domain": "domainId" if ex.has("NVTX_EVENTS", "domainId") else "NULL",
+                        "suffixed": f"({suffixed})"}, where=where)
+    n = len(c["start"])
+    if has_text:
+        cur = ex.conn.execute(f"SELECT {_strip_sql('text')} FROM {table} {where}")
+        raw = np.fromiter(itertools.chain.from_iterable(cur), dtype=object, count=n)
+        tcode, tuniq = pd.factorize(raw, use_na_sentinel=True)
+        tnames = np.array([decode(b) for b in tuniq], dtype=object)
+    else:
+        tcode, tnames = np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=object)
+    # Registered strings (textId: NCCL's domain, MPI wrappers) where there is no explicit text.
+    id_names, id_code = _names_from_ids(ex, np.where(tcode < 0, c["text_id"], -1))
+    id_names = np.array([_strip(s) for s in id_names], dtype=object)
+    all_names = np.concatenate([tnames, id_names])
+    code = np.where(tcode >= 0, tcode, len(tnames) + id_code)
+    names, remap = np.unique(all_names.astype(str), return_inverse=True) if len(all_names) else (all_names, code)
+    code = remap[code].astype(np.int64) if len(all_names) else code
+    annot = np.array([bool(_ANNOTATION.match(s)) for s in names], dtype=bool)
+    is_op = (c["suffixed"] == 1) & (c["domain"] <= 0) & ~(annot[code] if len(names) else False)
+    is_mark = c["type"] == NVTX_MARK
+    lane = np.where(is_mark, _code(S.LANES, S.LANE_INSTANT),
+                    np.where(is_op, _code(S.LANES, S.LANE_CPU_THREAD), _code(S.LANES, S.LANE_CPU_ANNOTATION)))
+    cat = np.where(is_mark, _code(S.CATEGORIES, S.CAT_INSTANT),
+                   np.where(is_op, _code(S.CATEGORIES, S.CAT_CPU_OP), _code(S.CATEGORIES, S.CAT_USER_ANNOTATION)))
+    end = np.where(is_mark | (c["end"] < c["start"]), c["start"], c["end"])
+    pid, tid = split_global(c["gtid"])
+    return Block(raw=table, lane=lane.astype(np.int8), category=cat.astype(np.int8), names=names.astype(object),
+                 name_code=code, start=c["start"], end=end, pid=pid, tid=tid, device=_full(n, S.NO_ID),
+                 stream=_full(n, S.NO_ID), correlation=_full(n, S.NO_ID))
+
+
+def _strip(name: str) -> str:
+    cut = [i for i in (name.find(s) for s in NVTX_SUFFIXES) if i >= 0]
+    return name[: min(cut)] if cut else name

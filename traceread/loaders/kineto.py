@@ -1,0 +1,85 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON -> the normalized events frame.
+
+Accepts ``.json``/``.json.gz``/``.pt.trace.json(.gz)``/``.json.tmp``, the object and the 2021 bare
+list forms, every category generation 2020-2026 (see ``_kineto_categories``), ROCm and MTIA
+traces, string or int pid/tid, int or float timestamps. The file is streamed in bounded chunks and
+decoded in parallel (``_kineto_stream``); timestamps become exact int64 ns without float64.
+
+Rows: every ``X`` (complete) and ``i`` (instant) event; flows (``s``/``f``), counters and metadata
+(``M``) are not rows (thread/process names from ``M`` rows go to ``meta.extra``). Rows are sorted by
+``start_ns``, file order on ties. Side tables (``schema.SIDE_TABLES``) hold kernel launch
+configuration, copy sizes, collective args (NCCL kernels and ``record_param_comms``) and input
+shapes.
+"""
+
+from __future__ import annotations
+
+from traceread import schema
+from traceread.errors import TraceReadError
+from traceread.loaders import _kineto_meta as km
+from traceread.loaders._kineto_frame import FrameBuilder, profiler_steps
+from traceread.loaders._kineto_stream import read_stream
+from traceread.trace import Trace, TraceMeta
+
+
+def load_kineto(path: str, progress: bool = False, workers: int | None = None) -> Trace:
+    """Load one Kineto trace. ``workers``: decoding processes (default: the machine's cores).
+
+    Raises :class:`TraceReadError` for files that are not traces (bad JSON at the top, no
+    ``traceEvents``, empty, broken gzip). A truncated file loads every complete event before the
+    cut, with ``meta.truncated`` set and a warning saying where it stopped.
+    """
+    stream = read_stream(path, progress=progress, workers=workers)
+    builder = FrameBuilder()
+    for chunk in stream.chunks:
+        builder.add(chunk)
+    stream.chunks.clear()
+    if builder.n == 0 and stream.bare_list:
+        raise TraceReadError(path, "not a trace: the top-level list holds no trace events")
+    rank, rank_source, world, world_source = km.rank_of(path, stream.top)
+    events, side = builder.build(path, rank)
+    schema.validate(events)
+    base, offset, base_note = km.time_base(stream.top, events)
+    warnings = list(stream.warnings)
+    warnings += _note_lines(builder.notes)
+    if base_note and len(events):
+        warnings.append(base_note)
+    if not len(events):
+        warnings.append("the trace holds no events")
+    extra = {
+        **km.thread_names(builder.meta_rows, builder.string_ids),
+        "versions": km.versions(stream.top),
+        "string_ids": dict(builder.string_ids),
+        "bare_list": stream.bare_list,
+        "json_bytes": stream.json_bytes,
+        "non_row_events": builder.other_events,
+    }
+    meta = TraceMeta(
+        path=path,
+        format="kineto",
+        generation=km.generation(stream.top, stream.bare_list, list(builder.cat_ids), builder.float_ts),
+        time_base=base,
+        epoch_offset_ns=offset,
+        devices=km.devices(stream.top, events, rank),
+        ranks=[km.rank_info(rank, rank_source, world, world_source, events)],
+        profiler_options=km.profiler_options(stream.top),
+        distributed=km.distributed(stream.top),
+        steps=profiler_steps(events, rank),
+        warnings=warnings,
+        truncated=stream.truncated,
+        extra=extra,
+    )
+    return Trace(events=events, meta=meta, side=side)
+
+
+def _note_lines(notes: dict[str, int]) -> list[str]:
+    """Per-event problems, counted, as user-facing sentences."""
+    out = []
+    for what, count in sorted(notes.items()):
+        if what.startswith("repaired: "):
+            out.append(f"repaired {count:,} event(s) with {what[len('repaired: '):]} (a known writer bug)")
+        elif what.startswith("skipped: "):
+            out.append(f"skipped {count:,} event(s): {what[len('skipped: '):]}")
+        else:
+            out.append(f"{what}: {count:,} event(s)")
+    return out

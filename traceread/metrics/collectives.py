@@ -1,0 +1,145 @@
+"""The collective table: communication time per collective type and process group, how much of it
+compute did not hide, and the bandwidth it reached.
+
+Bandwidths follow the nccl-tests conventions: the message size S is the larger of input and output
+(the whole gathered/scattered buffer), algorithm bandwidth = S / time, bus bandwidth = algbw x the
+ring factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; others 1.
+Message sizes, dtypes and groups come from the ``collective_args`` side table, recorded either on the
+kernel itself or on its ``record_param_comms`` op (joined through (rank, External id)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceread import intervals, schema
+from traceread import kernel_classes as kc
+from traceread.metrics.mfu import TORCH_DTYPES
+from traceread.trace import Trace
+
+COLUMNS = ["collective", "group", "group_desc", "group_size", "count", "total_ns", "mean_ns", "exposed_ns",
+           "exposed_frac", "msg_bytes", "dtype", "algbw_gbps", "busbw_gbps", "bus_factor"]
+
+
+def bus_factor(collective: str, n: int | float) -> float:
+    """nccl-tests bus-bandwidth factor of ``collective`` over ``n`` ranks (NaN when n is unknown)."""
+    if not n or n <= 0 or np.isnan(n):
+        return float("nan")
+    if collective == kc.COLL_ALL_REDUCE:
+        return 2 * (n - 1) / n
+    if collective in (kc.COLL_ALL_GATHER, kc.COLL_REDUCE_SCATTER, kc.COLL_ALL_TO_ALL):
+        return (n - 1) / n
+    return 1.0
+
+
+def _collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
+    """Per comm kernel: its collective_args (own row first, else its record_param_comms op's)."""
+    args = trace.side_table("collective_args")
+    cols = ["collective", "in_nelems", "out_nelems", "dtype", "group_size", "group_name", "group_desc"]
+    empty = pd.DataFrame({c: pd.Series([None] * len(comm), dtype=object) for c in cols}, index=comm.index)
+    if args.empty:
+        return empty
+    ev = trace.events
+    own = comm[["row"]].merge(args, on="row", how="left")
+    own.index = comm.index
+    rows = args["row"].to_numpy()
+    host = args.assign(rank=ev["rank"].to_numpy()[rows], external_id=ev["external_id"].to_numpy()[rows],
+                       lane=ev["lane"].to_numpy()[rows].astype(str))
+    host = host[(host["lane"] != schema.LANE_GPU_COMM) & (host["external_id"] != schema.NO_ID)]
+    host = host.drop_duplicates(["rank", "external_id"])
+    via = comm[["rank", "external_id"]].merge(host.drop(columns=["row", "lane"]), how="left",
+                                             on=["rank", "external_id"])
+    via.index = comm.index
+    out = own[cols].astype(object)
+    missing = own["collective"].isna().to_numpy()
+    out.loc[missing, cols] = via.loc[missing, cols].astype(object).to_numpy()
+    return out
+
+
+def _group_sizes(trace: Trace, name: pd.Series, desc: pd.Series, recorded: pd.Series) -> np.ndarray:
+    """Group size per call: recorded, else the pg_config entry of that group, else world size for default_pg."""
+    size = pd.to_numeric(recorded, errors="coerce").to_numpy(dtype=np.float64, copy=True)
+    size[size <= 0] = np.nan
+    pg = {str(p.get("pg_name")): p.get("pg_size") for p in trace.meta.distributed.get("pg_config", []) or []
+          if isinstance(p, dict)}
+    world = trace.meta.world_size
+    # Few distinct groups, many calls: resolve each distinct (name, desc) once.
+    key = pd.DataFrame({"n": np.asarray(name, dtype=object), "d": np.asarray(desc, dtype=object)})
+    codes = key.groupby(["n", "d"], sort=False).ngroup().to_numpy()
+    uniq = key.drop_duplicates()  # same first-appearance order as ngroup(sort=False)
+    per = np.array([pg.get(str(n)) or (world if d == "default_pg" else None) or np.nan
+                    for n, d in zip(uniq["n"], uniq["d"], strict=True)], dtype=np.float64)
+    fill = per[codes] if len(codes) else np.zeros(0)
+    return np.where(np.isnan(size), fill, size)
+
+
+def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (collective type, process group), columns ``COLUMNS``, by total time.
+
+    ``steps_df`` (``schema.STEP_COLUMNS``) restricts to kernels starting inside a non-warmup step of
+    their (rank, device); None counts the whole trace. ``exposed_ns`` is time not overlapped by any
+    compute kernel on the same (rank, device). Bandwidths in GB/s (NaN when size or group unknown).
+    """
+    ev = trace.events
+    sel = (ev["lane"] == schema.LANE_GPU_COMM).to_numpy()
+    comm = ev.loc[sel, ["rank", "device", "name", "start_ns", "end_ns", "external_id"]].assign(
+        row=np.flatnonzero(sel).astype(np.int64))
+    if steps_df is not None and len(steps_df) and len(comm):
+        comm = comm[_in_steps(comm, steps_df[~steps_df["warmup"]])]
+    if comm.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
+    comm = comm.assign(dur_ns=(comm["end_ns"] - comm["start_ns"]).astype(np.int64))
+    comp = ev[(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy()]
+    exposed = np.zeros(len(comm), dtype=np.int64)
+    for (rank, dev), idx in comm.groupby(["rank", "device"], observed=True).indices.items():
+        c = comp[(comp["rank"].to_numpy() == rank) & (comp["device"].to_numpy() == dev)]
+        q = comm.iloc[idx]
+        us, ue = intervals.union(c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
+        hidden = intervals.overlap_with_union(q["start_ns"].to_numpy(), q["end_ns"].to_numpy(), us, ue)
+        exposed[idx] = q["dur_ns"].to_numpy() - hidden
+    a = _collective_args(trace, comm)
+    typ = kc.collective_type(comm["name"])
+    rec = a["collective"].notna().to_numpy()
+    if rec.any():
+        typ[rec] = kc.collective_type(a["collective"][rec].astype(str).to_numpy())
+    gname = a["group_name"].fillna("").astype(str)
+    gdesc = a["group_desc"].fillna("").astype(str)
+    dtype = a["dtype"].fillna("").astype(str)
+    elsize = dtype.str.lower().map({k: v[1] for k, v in TORCH_DTYPES.items()}).fillna(0).to_numpy(np.float64)
+    nel = np.fmax(pd.to_numeric(a["in_nelems"], errors="coerce").to_numpy(dtype=np.float64),
+                  pd.to_numeric(a["out_nelems"], errors="coerce").to_numpy(dtype=np.float64))
+    nbytes = np.where((nel > 0) & (elsize > 0), nel * elsize, np.nan)
+    f = pd.DataFrame({"collective": typ, "group": gname.to_numpy(), "group_desc": gdesc.to_numpy(),
+                      "group_size": _group_sizes(trace, gname, gdesc, a["group_size"]),
+                      "dur_ns": comm["dur_ns"].to_numpy(), "exposed_ns": exposed, "bytes": nbytes,
+                      "dtype": dtype.to_numpy()})
+    f["bw_ns"] = np.where(np.isnan(nbytes) | (f["dur_ns"] <= 0), 0, f["dur_ns"])
+    f["bw_bytes"] = np.where(f["bw_ns"] > 0, nbytes, 0.0)
+    g = f.groupby(["collective", "group"], sort=False)
+    out = pd.DataFrame({
+        "group_desc": g["group_desc"].first(), "group_size": g["group_size"].max(), "count": g.size(),
+        "total_ns": g["dur_ns"].sum(), "exposed_ns": g["exposed_ns"].sum(), "msg_bytes": g["bytes"].median(),
+        "dtype": g["dtype"].agg(lambda s: ",".join(sorted({x for x in s if x}))),
+        "bw_bytes": g["bw_bytes"].sum(), "bw_ns": g["bw_ns"].sum()}).reset_index()
+    out["mean_ns"] = out["total_ns"] / out["count"]
+    out["exposed_frac"] = np.where(out["total_ns"] > 0, out["exposed_ns"] / out["total_ns"].clip(lower=1), 0.0)
+    out["algbw_gbps"] = np.where(out["bw_ns"] > 0, out["bw_bytes"] / out["bw_ns"].clip(lower=1), np.nan)
+    out["bus_factor"] = [bus_factor(c, n) for c, n in zip(out["collective"], out["group_size"], strict=True)]
+    out["busbw_gbps"] = out["algbw_gbps"] * out["bus_factor"]
+    out = out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return out[COLUMNS]
+
+
+def _in_steps(comm: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+    """Mask: kernel starts inside one of the steps of its (rank, device)."""
+    keep = np.zeros(len(comm), dtype=bool)
+    for (rank, dev), idx in comm.groupby(["rank", "device"], observed=True).indices.items():
+        st = steps[(steps["rank"] == rank) & (steps["device"] == dev)].sort_values("start_ns")
+        if st.empty:
+            continue
+        t = comm["start_ns"].to_numpy()[idx]
+        j = np.searchsorted(st["start_ns"].to_numpy(), t, side="right") - 1
+        ok = j >= 0
+        keep[idx[ok]] = t[ok] < st["end_ns"].to_numpy()[j[ok]]
+    return keep

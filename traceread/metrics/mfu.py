@@ -1,0 +1,242 @@
+"""MFU and HFU, computed the honest way and refusing the classic mistakes.
+
+    MFU = flops_per_token x tokens_per_optimizer_step / (optimizer_step_time x num_gpus x dense_peak)
+
+``flops_per_token`` is 6N for training (2 forward + 4 backward per parameter) and 2N for inference;
+``dense_peak`` is the dense (never 2:4-sparse) peak of the run's precision. HFU multiplies by the
+executed/useful ratio (8/6 for full recompute, ``--recompute-factor`` for selective schemes); the
+recompute FLOPs never enter MFU. Attention score/context FLOPs, when asked for, are reported as a
+separate, labelled number (PaLM convention), never mixed into 6ND. For ``--mode inference`` the
+memory-bandwidth utilization (MBU) is reported as well: bytes read per step over step time and
+peak bandwidth.
+
+Inputs the trace cannot give (N, tokens) come from :class:`~traceread.job.JobInputs`; the GPU model,
+GPU count (world size) and step time come from the traces. A missing GPU count, unknown GPU name or
+missing precision is a :class:`~traceread.errors.MissingInputError`, never a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceread import kernel_classes, schema
+from traceread.config import Thresholds
+from traceread.errors import MissingInputError
+from traceread.job import JobInputs
+from traceread.metrics.peaks import PeakChoice, resolve_peak
+from traceread.metrics.steptime import StepTiming, step_timing
+from traceread.trace import Trace
+
+# Recorded element types (Kineto "Input type", collective "dtype") -> job precision and bytes.
+TORCH_DTYPES: dict[str, tuple[str | None, int]] = {
+    "float": ("fp32", 4), "float32": ("fp32", 4), "bfloat16": ("bf16", 2), "c10::bfloat16": ("bf16", 2),
+    "half": ("fp16", 2), "c10::half": ("fp16", 2), "float16": ("fp16", 2), "double": (None, 8),
+    "float8_e4m3fn": ("fp8", 1), "float8_e5m2": ("fp8", 1), "float8_e4m3fnuz": ("fp8", 1),
+    "float8_e5m2fnuz": ("fp8", 1), "c10::float8_e4m3fn": ("fp8", 1), "c10::float8_e5m2": ("fp8", 1),
+    "long": (None, 8), "int64": (None, 8), "int": (None, 4), "int32": (None, 4), "short": (None, 2),
+    "char": (None, 1), "byte": (None, 1), "unsigned char": (None, 1), "bool": (None, 1), "int8": (None, 1),
+    "uint8": (None, 1),
+}
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+MATMUL_OPS: frozenset[str] = frozenset({
+    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+    "aten::_scaled_mm", "aten::addmv", "aten::mv"})
+_FP8_KERNEL = r"e4m3|e5m2|fp8|f8f8"
+
+
+def matmul_precisions(traces: list[Trace]) -> dict[str, int]:
+    """Evidence of the run's GEMM precision: matmul ops per precision (recorded shapes) and fp8 kernels."""
+    out: dict[str, int] = {}
+    for trace in traces:
+        shapes = trace.side_table("op_shapes")
+        if len(shapes):
+            ev = trace.events
+            rows = shapes["row"].to_numpy()
+            names = ev["name"].to_numpy()[rows].astype(str)
+            keep = np.isin(names, list(MATMUL_OPS))
+            for types in shapes["input_types"].to_numpy()[keep]:
+                first = next((t for t in (types or []) if isinstance(t, str) and t), "")
+                prec = TORCH_DTYPES.get(first.lower(), (None, 0))[0]
+                if prec:
+                    out[prec] = out.get(prec, 0) + 1
+        ev = trace.events
+        kern = ev["name"][ev["lane"] == schema.LANE_GPU_COMPUTE]
+        if len(kern):
+            is_fp8 = kern.astype(str).str.contains(_FP8_KERNEL, case=False, regex=True).to_numpy()
+            n = int((is_fp8 & (kernel_classes.classify(kern) == kernel_classes.CLS_GEMM)).sum())
+            if n:
+                out["fp8-kernels"] = n
+    return out
+
+
+def _infer_dtype(evidence: dict[str, int]) -> tuple[str, str]:
+    counts = {k: v for k, v in evidence.items() if k in DTYPE_BYTES}
+    if not counts:
+        raise MissingInputError("the trace records no matmul input types to read the precision from; "
+                                "pass --dtype bf16|fp16|fp8|tf32|fp32")
+    best = max(counts, key=lambda k: counts[k])
+    if best == "fp32":
+        raise MissingInputError("the matmuls take fp32 inputs, which run as fp32 or tf32 depending on "
+                                "torch.backends.cuda.matmul.allow_tf32; pass --dtype fp32 or --dtype tf32")
+    return best, f"inferred from {counts[best]} recorded matmul ops"
+
+
+def _precision_warnings(dtype: str, evidence: dict[str, int]) -> list[str]:
+    out = []
+    fp8 = evidence.get("fp8", 0) + evidence.get("fp8-kernels", 0)
+    if dtype != "fp8" and fp8:
+        out.append(f"the trace shows fp8 GEMMs ({fp8} ops/kernels) but the precision is {dtype}: against "
+                   f"the {dtype} peak MFU is inflated (fp8 doubles the dense peak); use --dtype fp8")
+    if dtype == "fp8" and not fp8 and (evidence.get("bf16") or evidence.get("fp16")):
+        out.append("--dtype fp8, but the recorded matmuls are bf16/fp16: the fp8 peak understates MFU")
+    return out
+
+
+@dataclass(frozen=True)
+class MfuResult:
+    """MFU/HFU and everything needed to recompute them by hand. Fractions in [0, 1]."""
+
+    mfu: float
+    hfu: float
+    tflops_per_gpu: float  # achieved useful TFLOP/s per GPU
+    hfu_tflops_per_gpu: float  # executed TFLOP/s per GPU (incl. recompute)
+    tokens_per_s: float
+    headroom_to_50: float  # MFU points to the "very good" mark (0 when above it)
+    step_time_ns: int  # optimizer-step time used
+    formula: str  # the computation with its numbers
+    inputs: dict[str, Any]  # every input with its value and source
+    timing: dict[str, Any]
+    peak: dict[str, Any]
+    mfu_with_attention: float | None = None  # 6ND + attention FLOPs (PaLM convention), labelled
+    mbu: float | None = None  # inference: memory-bandwidth utilization
+    warnings: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["warnings"], d["notes"] = list(self.warnings), list(self.notes)
+        return d
+
+
+def _num_gpus(job: JobInputs, traces: list[Trace], warnings: list[str]) -> tuple[int, str]:
+    sizes = [t.meta.world_size for t in traces if t.meta.world_size]
+    world = max(sizes) if sizes else None
+    if job.gpus is not None:
+        if world is not None and world != job.gpus:
+            warnings.append(f"--gpus {job.gpus} differs from the trace's world size {world}; using --gpus")
+        return job.gpus, "--gpus"
+    if world is not None:
+        return world, "trace world size (distributedInfo)"
+    raise MissingInputError("the trace does not say how many GPUs the job used (no world size); pass "
+                            "--gpus N (profiling one rank of many is normal, so it is never guessed)")
+
+
+def _device_names(traces: list[Trace]) -> list[str]:
+    devs = [d for t in traces for d in t.meta.devices]
+    used = [d for d in devs if d.used]
+    return [d.name for d in (used or devs)]
+
+
+def _check_grad_accum(job: JobInputs, timing: StepTiming, warnings: list[str]) -> None:
+    m = timing.micro_batches_per_optimizer_step
+    if m is None:
+        return
+    seen = int(round(m))
+    if job.grad_accum is not None and seen != job.grad_accum:
+        warnings.append(f"token count and step time disagree: --grad-accum {job.grad_accum} but the trace "
+                        f"shows {m:.3g} micro-batches per optimizer step")
+    elif job.grad_accum is None and seen > 1:
+        warnings.append(f"the trace shows {m:.3g} micro-batches per optimizer step: the token count must "
+                        "cover all of them (and every data-parallel rank), not one micro-batch")
+
+
+def compute_mfu(job: JobInputs, traces: list[Trace], steps_df: pd.DataFrame,
+                cfg: Thresholds = Thresholds()) -> MfuResult:  # noqa: B008 - frozen
+    """MFU/HFU of the job that produced ``traces`` (one job; several ranks allowed).
+
+    ``steps_df`` is the steps frame (``schema.STEP_COLUMNS``, optional ``trace`` column: index into
+    ``traces``). Raises MissingInputError for inputs neither the trace nor ``job`` gives.
+    """
+    warnings: list[str] = []
+    notes: list[str] = []
+    fpt = job.flops_per_token_model()
+    if fpt is None:
+        raise MissingInputError("MFU needs the model size: pass --params N or --flops-per-token")
+    tok = job.tokens()
+    if tok is None:
+        raise MissingInputError("MFU needs tokens per optimizer step: --tokens-per-step, or --global-batch "
+                                "with --seq-len, or --micro-batch, --grad-accum, --dp and --seq-len")
+    evidence = matmul_precisions(traces)
+    if job.dtype:
+        dtype, dtype_src = job.dtype, "--dtype"
+        warnings += _precision_warnings(dtype, evidence)
+    else:
+        dtype, dtype_src = _infer_dtype(evidence)
+    gpus, gpus_src = _num_gpus(job, traces, warnings)
+    peak: PeakChoice = resolve_peak(_device_names(traces), dtype, job.gpu, job.peak_tflops,
+                                    job.peak_bandwidth, cfg.peak_match_tolerance)
+    warnings += peak.warnings
+    timing = step_timing(traces, steps_df, cfg)
+    warnings += timing.warnings
+    notes += timing.notes
+    if job.mode == "train":
+        _check_grad_accum(job, timing, warnings)
+
+    flops_tok, fpt_how = fpt
+    tokens, tok_how = tok
+    t_s = timing.step_time_ns / 1e9
+    useful = flops_tok * tokens
+    per_gpu = useful / t_s / gpus
+    mfu = per_gpu / peak.peak_flops
+    mult, mult_how = job.recompute_multiplier()
+    hfu = mfu * mult
+    if mfu > 1:
+        warnings.append(f"MFU {mfu:.0%} exceeds 100%: an input is wrong (tokens per step, GPU count, "
+                        "or the peak)")
+    attn = job.attention_flops_per_token()
+    mfu_attn = (flops_tok + attn) * tokens / t_s / gpus / peak.peak_flops if attn else None
+    mbu = None
+    if job.mode == "inference":
+        mbu = _mbu(job, dtype, t_s, gpus, peak, warnings, notes)
+    formula = (f"MFU = {flops_tok:.4g} FLOP/token x {tokens} tokens / ({timing.step_time_ns / 1e6:.4g} ms "
+               f"x {gpus} GPUs x {peak.peak_flops / 1e12:.4g} TFLOP/s dense {dtype}) = {mfu:.2%}; "
+               f"HFU = MFU x {mult:.4g} = {hfu:.2%}")
+    inputs = {
+        "mode": job.mode,
+        "flops_per_token": {"value": flops_tok, "source": fpt_how},
+        "tokens_per_optimizer_step": {"value": tokens, "source": tok_how},
+        "num_gpus": {"value": gpus, "source": gpus_src},
+        "dtype": {"value": dtype, "source": dtype_src},
+        "peak_tflops": {"value": peak.peak_flops / 1e12, "source": peak.source},
+        "step_time_ns": {"value": timing.step_time_ns, "source": "median of steady optimizer steps"},
+        "recompute_multiplier": {"value": mult, "source": mult_how},
+        "attention_flops_per_token": {"value": attn, "source": "12·L·d·T (PaLM)" if attn else "not asked"},
+    }
+    return MfuResult(
+        mfu=mfu, hfu=hfu, tflops_per_gpu=per_gpu / 1e12, hfu_tflops_per_gpu=per_gpu * mult / 1e12,
+        tokens_per_s=tokens / t_s, headroom_to_50=max(0.0, cfg.mfu_very_good - mfu),
+        step_time_ns=timing.step_time_ns, formula=formula, inputs=inputs, timing=timing.to_dict(),
+        peak=peak.to_dict(), mfu_with_attention=mfu_attn, mbu=mbu,
+        warnings=tuple(dict.fromkeys(warnings)), notes=tuple(dict.fromkeys(notes)))
+
+
+def _mbu(job: JobInputs, dtype: str, t_s: float, gpus: int, peak: PeakChoice,
+         warnings: list[str], notes: list[str]) -> float | None:
+    """Memory-bandwidth utilization: bytes read per step / (step time x GPUs x peak bandwidth)."""
+    if peak.bandwidth_bytes_per_s is None:
+        warnings.append("no peak bandwidth for this GPU: pass --peak-bandwidth for MBU")
+        return None
+    if job.bytes_per_step is not None:
+        nbytes = job.bytes_per_step
+    elif job.params is not None:
+        nbytes = job.params * DTYPE_BYTES[dtype]
+        notes.append(f"MBU estimates bytes per step as N x {DTYPE_BYTES[dtype]} B (weights read once; KV "
+                     "cache and replicas not counted: pass --bytes-per-step to include them)")
+    else:
+        warnings.append("MBU needs --bytes-per-step or --params")
+        return None
+    return nbytes / t_s / (gpus * peak.bandwidth_bytes_per_s)

@@ -1,0 +1,64 @@
+"""Plain-text rendering of the scoreboard for the terminal (``traceread kernels``).
+
+Only renders: every number comes from :class:`~traceread.metrics.kernels.KernelReport`. Kernel
+names are shortened and path-scrubbed (the JSON keeps them whole).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from traceread.metrics.kernels import KernelReport
+from traceread.render.fmt import dur
+from traceread.render.names import shorten
+
+
+def fixed_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> str:
+    """Columns padded to width; ``align`` holds ``l``/``r`` per column."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if a == "r" else c.ljust(w)
+                         for c, w, a in zip(cells, widths, align, strict=True)).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def render_kernel_report(report: KernelReport, top: int = 20) -> str:
+    """The ``traceread kernels`` terminal output."""
+    t = report.table
+    if t.empty:
+        return "no GPU kernels in this trace"
+    out = [f"{int(t['count'].sum())} kernels, {len(t)} distinct names, {dur(t['total_ns'].sum())} of GPU time",
+           "", f"top {min(top, len(t))} kernels by GPU time:"]
+    rows = [[f"{r.share:.1%}", dur(r.total_ns), str(r.count), dur(r.mean_ns), r._2, shorten(r.name, 80)]
+            for r in t.head(top).itertuples()]
+    out.append(fixed_table(["share", "total", "count", "mean", "class", "name"], rows, "rrrrll"))
+    out += ["", "time by class:"]
+    rows = [[r._1, f"{r.share:.1%}", dur(r.total_ns), str(r.count)] for r in report.classes.itertuples()]
+    out.append(fixed_table(["class", "share", "total", "count"], rows, "lrrr"))
+    if report.unknown:
+        shown = ", ".join(shorten(n, 60) for n in report.unknown[:5])
+        out += ["", f"{len(report.unknown)} kernel name(s) matched no class (add a [kernel_patterns] entry): "
+                f"{shown}{' ...' if len(report.unknown) > 5 else ''}"]
+    out += ["", *_launch_lines(report.launch)]
+    if report.hints:
+        out += ["", "hints:"] + [f"- {h['message']}" + (f" [{shorten(h['name'], 60)}]" if "name" in h else "")
+                                 for h in report.hints]
+    return "\n".join(out)
+
+
+def _launch_lines(st: dict) -> list[str]:
+    if not st.get("linked"):
+        return ["launches: no kernel could be linked to its launch call (no correlation ids)"]
+    lat = st["launch_latency_ns"]
+    share = st.get("shorter_than_launch_share")
+    lines = [f"launches: {st['linked']} of {st['kernels']} kernels linked to their launch call",
+             f"  shorter than their launch call: {st['shorter_than_launch']}"
+             + (f" ({share:.0%})" if share is not None else "")
+             + f"; median kernel {dur(st['median_kernel_ns'])}"
+             + (f" vs launch call {dur(st['median_launch_call_ns'])}" if st.get("median_launch_call_ns") is not None
+                else ""),
+             f"  launch-to-start latency: p50 {dur(lat['p50'])}, p90 {dur(lat['p90'])}, p99 {dur(lat['p99'])}, "
+             f"max {dur(lat['max'])}"]
+    return lines

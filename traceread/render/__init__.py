@@ -1,0 +1,36 @@
+"""Renderers: each reads an :class:`traceread.analysis.Analysis` and writes one format.
+
+``markdown`` (the report), ``jsonout`` (versioned JSON), ``plot`` (timeline picture, matplotlib
+imported lazily), ``perfetto`` (annotated trace). ``write_outputs`` writes the requested ones
+atomically.
+"""
+
+from __future__ import annotations
+
+from traceread.analysis import Analysis
+from traceread.atomic import atomic_open
+
+
+def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: str | None = None,
+                  plot_path: str | None = None, perfetto_path: str | None = None,
+                  perfetto_steps: str = "key") -> None:
+    """Write each requested output (``-`` is standard output for Markdown and JSON)."""
+    if markdown:
+        from traceread.render import markdown as md
+
+        with atomic_open(markdown, "w") as fh:
+            md.render(analysis, fh)
+    if json_path:
+        from traceread.render import jsonout
+
+        with atomic_open(json_path, "wb") as fh:
+            jsonout.render(analysis, fh)
+    if plot_path:
+        from traceread.render import plot
+
+        plot.render(analysis, plot_path)
+    if perfetto_path:
+        from traceread.render import perfetto
+
+        with atomic_open(perfetto_path, "wb") as fh:
+            perfetto.render(analysis, fh, steps=perfetto_steps)

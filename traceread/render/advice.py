@@ -1,0 +1,88 @@
+"""What each cause means in a sentence, its first response, and its levers in the order to try them.
+
+The wording follows ../shared/reference/lesson-profiling-mfu-bottlenecks.txt: every signature has one
+first response; fix the dominant gap, re-measure, repeat.
+"""
+
+from __future__ import annotations
+
+# What the time of each cause is, completing "N% of step time ...".
+MEANING: dict[str, str] = {
+    "launch-bound": "the GPUs wait for the CPU to launch the next kernel",
+    "comm-bound": "compute waits for communication to finish",
+    "data-starved": "the GPUs wait on the data loader",
+    "pipeline-bubble": "the GPUs sit in the same pipeline fill/drain gap every step",
+    "sync-stall": "the host blocks in a synchronization call while the GPUs drain",
+    "unattributed": "the GPUs are idle with no recognizable signature",
+    "memory-bound": "the GPUs are busy in memory-bound kernels (elementwise, reductions, normalization)",
+    "healthy": "the GPUs are idle",
+}
+
+TITLE: dict[str, str] = {
+    "launch-bound": "Launch-bound", "comm-bound": "Comm-bound", "data-starved": "Data-starved",
+    "pipeline-bubble": "Pipeline bubbles", "sync-stall": "Sync stalls", "unattributed": "Unattributed idle",
+    "memory-bound": "Memory-bound", "healthy": "Healthy",
+}
+
+FIRST_RESPONSE: dict[str, str] = {
+    "launch-bound": "capture the step as a CUDA graph or let torch.compile cut the launch count, then re-measure",
+    "comm-bound": "overlap the collective with compute (prefetch earlier, resize buckets), then re-measure",
+    "data-starved": "add loader workers and prefetch, then re-measure",
+    "pipeline-bubble": "switch to an interleaved 1F1B or zero-bubble schedule, then re-measure",
+    "sync-stall": "remove the synchronization from the hot loop (keep values on the device), then re-measure",
+    "unattributed": "open the largest gaps below in a trace viewer; their evidence says what was seen",
+    "memory-bound": "fuse the memory-bound kernels (torch.compile, fused optimizers and norms), then re-measure",
+    "healthy": "further gains are inside the kernels: compare MFU with the 50% mark and look at the top GEMMs",
+}
+
+LEVERS: dict[str, tuple[str, ...]] = {
+    "launch-bound": (
+        "Capture the steady-state step as a CUDA graph (`torch.cuda.graphs`, or `torch.compile(mode=\"reduce-overhead\")`).",
+        "Let `torch.compile` fuse small ops so fewer kernels are launched.",
+        "Remove Python work between ops in the hot loop (logging, shape checks, list building).",
+        "Raise the work per kernel: larger micro-batch or sequence length where memory allows.",
+    ),
+    "comm-bound": (
+        "Overlap the collective with compute: prefetch FSDP all-gathers earlier, let DDP buckets start during backward.",
+        "Size buckets so each collective is bandwidth-bound rather than latency-bound.",
+        "Keep heavy collectives intra-node (NVLink) and the parallelism that crosses nodes light.",
+        "Check the collective table for exposed time by type and process group.",
+    ),
+    "data-starved": (
+        "Add data-loader workers (`num_workers`) and prefetch (`prefetch_factor`).",
+        "Pin host memory (`pin_memory=True`) and copy with `non_blocking=True`.",
+        "Move CPU-bound decode/augmentation off the hot path (preprocess offline, or decode on the GPU).",
+        "Keep workers alive between epochs (`persistent_workers=True`).",
+    ),
+    "pipeline-bubble": (
+        "Use an interleaved 1F1B schedule (virtual pipeline stages).",
+        "Try a zero-bubble schedule where the framework offers one.",
+        "Raise the number of micro-batches per step relative to pipeline stages.",
+    ),
+    "sync-stall": (
+        "Remove `.item()`, `.cpu()`, `print(tensor)` and `torch.cuda.synchronize()` from the hot loop.",
+        "Keep metrics on the device and log them every N steps.",
+        "Avoid allocator synchronization: reuse buffers, set `expandable_segments`, avoid `empty_cache()`.",
+    ),
+    "unattributed": (
+        "Open the largest gaps in ui.perfetto.dev (`--perfetto out.pftrace`) and read the evidence track.",
+        "Record more context: `with_stack=True`, NVTX or `record_function` ranges around the suspect code.",
+    ),
+    "memory-bound": (
+        "Fuse elementwise, normalization and activation kernels (`torch.compile`, fused kernels).",
+        "Use fused optimizers (`fused=True` / `foreach=True`).",
+        "Check for fp32 kernels in a low-precision run and for skinny matmuls (small batch).",
+    ),
+    "healthy": (
+        "Compare MFU with the 50% mark; the remaining headroom is inside the kernels.",
+        "Look at the top GEMM/attention kernels: tile shapes, precision, and partial waves.",
+    ),
+}
+
+
+def verdict(cause: str, share: float) -> str:
+    """The one-sentence diagnosis: ``Data-starved: 38% of step time the GPUs wait ...; add ...``."""
+    if cause == "healthy":
+        return (f"Healthy: only {share:.0%} of step time {MEANING['healthy']} and busy time is dominated by "
+                f"compute-bound kernels; {FIRST_RESPONSE['healthy']}.")
+    return f"{TITLE[cause]}: {share:.0%} of step time {MEANING[cause]}; {FIRST_RESPONSE[cause]}."

@@ -1,0 +1,89 @@
+"""Number and table formatting shared by the text renderers (fixed precision: golden files compare)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from traceread.render.names import md_code, md_name, md_text, scrub_paths, shorten
+
+BAR_WIDTH = 20
+
+
+def ms(ns: float) -> str:
+    """``12.345 ms`` (ns in, 3 decimals: microsecond resolution)."""
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def dur(ns: float) -> str:
+    """A duration in the unit that reads best: ``850 ns``, ``12.3 us``, ``4.56 ms``, ``1.23 s``."""
+    ns = float(ns)
+    if abs(ns) < 1e3:
+        return f"{ns:.0f} ns"
+    if abs(ns) < 1e6:
+        return f"{ns / 1e3:.1f} us"
+    if abs(ns) < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    return "n/a" if x is None or pd.isna(x) else f"{100 * x:.{digits}f}%"
+
+
+def bar(share: float, width: int = BAR_WIDTH) -> str:
+    """A text bar for a share in [0, 1] (eighth-block resolution)."""
+    share = min(max(float(share), 0.0), 1.0)
+    eighths = int(round(share * width * 8))
+    full, rest = divmod(eighths, 8)
+    partial = " ▏▎▍▌▋▊▉"[rest] if rest else ""
+    return ("█" * full + partial).ljust(width, "·")[:width] if eighths else "·" * width
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> str:
+    """A GitHub Markdown table; ``align`` is one of ``l``/``r`` per column (cells already escaped)."""
+    align = align or "l" * len(headers)
+    sep = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(sep) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# What ran beside a gap: (fraction column, label), in the order a reader checks them.
+_OVERLAPS = (
+    ("comm_collective_frac", "collective"),
+    ("comm_p2p_frac", "p2p comm"),
+    ("memcpy_htod_frac", "HtoD copy"),
+    ("memcpy_dtoh_frac", "DtoH copy"),
+    ("memcpy_dtod_frac", "DtoD copy"),
+    ("memcpy_ptop_frac", "PtoP copy"),
+    ("memset_frac", "memset"),
+    ("dataloader_frac", "data loader"),
+    ("sync_frac", "host sync"),
+    ("alloc_frac", "allocator"),
+    ("optimizer_frac", "optimizer"),
+    ("cpu_runtime_frac", "CUDA runtime"),
+)
+MIN_SHOWN_FRAC = 0.01  # below 1% of the gap an overlap is noise to a reader
+
+
+def other_lanes(gap: pd.Series | dict) -> str:
+    """Markdown: what ran on the other lanes during a gap (escaped; names shortened, paths scrubbed)."""
+    parts: list[str] = []
+    for col, label in _OVERLAPS:
+        frac = gap.get(col)
+        if frac is not None and not pd.isna(frac) and float(frac) >= MIN_SHOWN_FRAC:
+            extra = ""
+            if col == "cpu_runtime_frac" and int(gap.get("launch_count", 0) or 0):
+                n = int(gap["launch_count"])
+                extra = f", {n} launch{'' if n == 1 else 'es'}"
+            parts.append(f"{label} {float(frac):.0%}{extra}")
+    text = md_text("; ".join(parts)) if parts else "nothing"
+    name = str(gap.get("longest_cpu_name", "") or "")
+    if name and int(gap.get("longest_cpu_ns", 0) or 0) > 0:
+        text += f"; longest host call {md_name(name, 48)} {dur(gap['longest_cpu_ns'])}"
+    frame = str(gap.get("python_frame", "") or "")
+    if frame:
+        text += f"; Python {md_code(shorten(scrub_paths(frame), 48))}"
+    return text

@@ -1,0 +1,141 @@
+"""The versioned JSON report: ``to_report(analysis) -> dict`` and ``render(analysis, out)``.
+
+The shape is fixed by ``traceread/data/report.schema.json`` (``schema_version``): scripts depend on
+it. Times are int64 ns in each trace's own time base, except ``offset_ms``. Kernel names are full
+(not shortened); Python frames and host-call names are path-scrubbed like everywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import IO, Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from traceread.analysis import GAP_CLASSES, PARTS, SCHEMA_VERSION, Analysis, part_col
+from traceread.render.names import scrub_paths
+
+# Gap fields beyond the fixed ones that help a script (overlap measurements, in the engine's names).
+_GAP_EXTRA = ("dur_ns", "phase", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns",
+              "launch_count", "next_kernel_name", "longest_cpu_name", "python_frame")
+_SCRUB = ("next_kernel_name", "longest_cpu_name", "python_frame")
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the report (draft 2020-12)."""
+    return json.loads(resources.files("traceread").joinpath("data/report.schema.json").read_text("utf-8"))
+
+
+def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
+    """Column-wise conversion to plain Python values (no per-cell pandas access)."""
+    if df.empty:
+        return []
+    data = {}
+    for c in cols:
+        s = df[c]
+        if isinstance(s.dtype, pd.CategoricalDtype) or s.dtype == object or pd.api.types.is_string_dtype(s):
+            data[c] = ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in s.tolist()]
+        else:
+            data[c] = s.to_numpy().tolist()
+    return [dict(zip(cols, vals, strict=True)) for vals in zip(*(data[c] for c in cols), strict=True)]
+
+
+def _steps(a: Analysis) -> list[dict[str, Any]]:
+    base = ["trace", "rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
+    recs = _records(a.steps, base + [part_col(c) for c in GAP_CLASSES])
+    for r in recs:
+        r["idle_by_class"] = {c: r.pop(part_col(c)) for c in GAP_CLASSES}
+    return recs
+
+
+def _gaps(a: Analysis) -> list[dict[str, Any]]:
+    g = a.gaps
+    if g.empty:
+        return []
+    extra = [c for c in _GAP_EXTRA if c in g.columns]
+    recs = _records(g, ["trace", "rank", "device", "step", "start_ns", "end_ns", "offset_ns", "class", "evidence"]
+                    + extra)
+    for r in recs:
+        r["offset_ms"] = r.pop("offset_ns") / 1e6
+        r["evidence"] = scrub_paths(r["evidence"])
+        for c in _SCRUB:
+            if c in r:
+                r[c] = scrub_paths(r[c])
+    return recs
+
+
+def _attribution(a: Analysis) -> list[dict[str, Any]]:
+    out = []
+    for r in _records(a.attribution, ["trace", "rank", "device", "step_ns"] + [part_col(p) for p in PARTS]):
+        step_ns = r["step_ns"] or 1
+        parts = {p: {"ns": r.pop(part_col(p)), "share": 0.0} for p in PARTS}
+        for v in parts.values():
+            v["share"] = v["ns"] / step_ns
+        out.append({**r, "parts": parts})
+    return out
+
+
+def _table(df: pd.DataFrame) -> list[dict[str, Any]]:
+    recs = _records(df, list(df.columns))
+    for r in recs:
+        for k, v in r.items():
+            if isinstance(v, float) and not np.isfinite(v):
+                r[k] = None
+    return recs
+
+
+def _plain(obj: Any) -> Any:
+    """Make MFU dicts JSON-safe (numpy scalars, nested dataclass dicts, non-finite floats)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
+
+
+def to_report(a: Analysis) -> dict[str, Any]:
+    """The whole report as plain JSON data (see the schema for every field)."""
+    import traceread
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "traceread", "version": traceread.__version__},
+        "traces": [{"index": t.index, "path": t.path, "format": t.format, "generation": t.generation,
+                    "time_base": t.time_base, "devices": [_plain(d) for d in t.devices], "ranks": list(t.ranks),
+                    "world_size": t.world_size, "start_ns": t.start_ns, "end_ns": t.end_ns,
+                    "step_source": t.step_source, "truncated": t.truncated} for t in a.traces],
+        "failures": [{"path": f.path, "problem": f.problem} for f in a.failures],
+        "steps": _steps(a),
+        "gaps": _gaps(a),
+        "attribution": _attribution(a),
+        "dominant_cause": a.dominant_cause,
+        "dominant_cost_share": a.dominant_cost_share,
+        "second_cause": a.second_cause,
+        "second_cost_share": a.second_cost_share,
+        "removal": _plain(a.removal),
+        "mfu": _plain(a.mfu),
+        "mfu_hint": a.mfu_hint or None,
+        "kernels": _table(a.kernels) if len(a.kernels.columns) > 1 else [],
+        "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
+        "launch_stats": _plain(a.launch_stats),
+        "notes": [scrub_paths(n) for n in a.notes],
+        "unavailable": list(a.unavailable),
+        "thresholds": _plain(a.cfg.to_dict()),
+    }
+
+
+def dumps(a: Analysis) -> bytes:
+    return orjson.dumps(to_report(a), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
+def render(analysis: Analysis, out: IO[bytes]) -> None:
+    out.write(dumps(analysis))

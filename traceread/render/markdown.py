@@ -1,0 +1,301 @@
+"""The Markdown diagnosis report: ``render(analysis, out)``.
+
+Sections, in this order: header, verdict, scoreboard, where the step time goes, what removing the
+dominant cause buys, largest gaps, kernels/collectives/launches, per-step table, what to do next,
+method notes. Names are shortened and escaped (see :mod:`traceread.render.names`); nothing from the
+trace other than device names, kernel/op names and path-scrubbed Python frames is shown.
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+import numpy as np
+import pandas as pd
+
+from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
+from traceread.config import Thresholds
+from traceread.render import advice
+from traceread.render.fmt import bar, dur, ms, other_lanes, pct, table
+from traceread.render.names import md_code, md_name, md_text
+
+TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
+GOOD_MFU = 0.5  # the lesson's "very good" mark for dense training
+
+
+def render(analysis: Analysis, out: IO[str]) -> None:
+    out.write(to_markdown(analysis))
+
+
+def to_markdown(a: Analysis) -> str:
+    sections = [_header(a), _verdict(a), _scoreboard(a), _where(a), _removal(a), _gaps(a),
+                _kernels(a), _per_step(a), _next(a), _method(a)]
+    return "\n\n".join(s.rstrip() for s in sections if s) + "\n"
+
+
+def _label(a: Analysis, row: pd.Series | dict) -> str:
+    return a.unit_label(int(row["trace"]), int(row["rank"]), int(row["device"]))
+
+
+def _header(a: Analysis) -> str:
+    lines = ["# traceread diagnosis", ""]
+    rows = []
+    for t in a.traces:
+        devs = ", ".join(f"GPU {d['id']}: {md_text(d['name'] or 'unknown device')}" for d in t.devices) or "none"
+        ranks = ", ".join(str(r) for r in t.ranks) or "?"
+        ws = f" of {t.world_size}" if t.world_size else ""
+        rows.append([md_code(t.name), md_text(f"{t.format} ({t.generation})"), devs, ranks + ws])
+    lines.append(table(["Trace", "Format", "Devices", "Ranks"], rows))
+    s = a.steps
+    if len(s):
+        per_unit = s.groupby(["trace", "rank", "device"]).size()
+        n_steps = int(s["step"].nunique())
+        warm = sorted(int(x) for x in s.loc[s["warmup"], "step"].unique())
+        outl = sorted(int(x) for x in s.loc[s["outlier"] & ~s["warmup"], "step"].unique())
+        excl = []
+        if warm:
+            excl.append("warmup " + ", ".join(map(str, warm)))
+        if outl:
+            excl.append("outlier " + ", ".join(map(str, outl)))
+        sources = ", ".join(sorted({t.step_source for t in a.traces}))
+        pairs = f"{len(per_unit)} rank/GPU pair" + ("s" if len(per_unit) != 1 else "")
+        lines += ["", f"- Steps: {n_steps - len(warm) - len(outl)} analysed of {n_steps} "
+                  f"({md_text(sources)}; {pairs}); excluded: "
+                  f"{'; '.join(excl) if excl else 'none'}."]
+        for t in a.traces:
+            ts = s[s["trace"] == t.index]
+            if len(ts):
+                lo, hi = int(ts["start_ns"].min()), int(ts["end_ns"].max())
+                lines.append(f"- Window{(' of ' + md_code(t.name)) if len(a.traces) > 1 else ''}: "
+                             f"{ms(lo - t.start_ns)} to {ms(hi - t.start_ns)} from the trace start "
+                             f"({ms(hi - lo)}; times in the {t.time_base} time base).")
+    for f in a.failures:
+        lines.append(f"- **Not analysed**: {md_code(f.path.rsplit('/', 1)[-1])}: {md_text(f.problem)}")
+    return "\n".join(lines)
+
+
+def _verdict(a: Analysis) -> str:
+    if a.steps.empty:
+        return "## Verdict\n\nNo steps could be analysed; see the method notes."
+    text = advice.verdict(a.dominant_cause, a.dominant_cost_share)
+    if a.second_cause and a.second_cost_share >= a.cfg.report_second_min_share:
+        text += (f" Next largest: {a.second_cause}, {a.second_cost_share:.0%} of step time "
+                 f"({advice.MEANING[a.second_cause]}).")
+    return "## Verdict\n\n" + md_text(text)
+
+
+def _scoreboard(a: Analysis) -> str:
+    head = "## Scoreboard\n\n"
+    m = a.mfu
+    if not m or m.get("mfu") is None:
+        return head + md_text(a.mfu_hint or "MFU not computed.")
+    head_room = m.get("headroom_to_50")
+    if head_room is None:
+        head_room = max(GOOD_MFU - float(m["mfu"]), 0.0)
+    rows = [["MFU", pct(m["mfu"])], ["HFU", pct(m.get("hfu"))],
+            ["Achieved TFLOP/s per GPU", f"{m['tflops_per_gpu']:.1f}" if m.get("tflops_per_gpu") else "n/a"],
+            ["Headroom to 50% MFU", f"{100 * float(head_room):.1f} points"],
+            ["Optimizer-step time (median)", ms(m["step_time_ns"]) if m.get("step_time_ns") else "n/a"]]
+    if m.get("tokens_per_s"):
+        rows.append(["Tokens/s", f"{float(m['tokens_per_s']):,.0f}"])
+    if m.get("mfu_with_attention") is not None:
+        rows.append(["MFU incl. attention FLOPs (PaLM convention)", pct(m["mfu_with_attention"])])
+    if m.get("mbu") is not None:
+        rows.append(["Memory-bandwidth utilization", pct(m["mbu"])])
+    for key, v in (m.get("inputs") or {}).items():
+        if isinstance(v, dict):
+            if v.get("value") is None:
+                continue
+            text = f"{v.get('value')} ({v.get('source', '')})"
+        else:
+            text = str(v)
+        rows.append([md_text("input: " + key.replace("_", " ")), md_text(text)])
+    out = head + table(["", ""], rows, "lr")
+    if m.get("formula"):
+        out += "\n\n" + md_text(str(m["formula"]))
+    for w in m.get("warnings") or []:
+        out += f"\n\n- **Warning**: {md_text(w)}"
+    return out
+
+
+def _share_rows(attr: pd.DataFrame) -> list[tuple[str, int, float]]:
+    total = attr[[part_col(p) for p in PARTS]].sum()
+    step_ns = float(attr["step_ns"].sum()) or 1.0
+    return [(p, int(total[part_col(p)]), float(total[part_col(p)]) / step_ns) for p in PARTS]
+
+
+_PART_LABEL = {"compute-bound": "busy: compute-bound kernels", "memory-bound": "busy: memory-bound kernels"}
+
+
+def _where(a: Analysis) -> str:
+    if a.attribution.empty:
+        return ""
+    lines = ["## Where the step time goes", ""]
+    rows = [[md_text(_PART_LABEL.get(p, f"idle: {p}")), ms(ns), pct(sh), bar(sh)]
+            for p, ns, sh in _share_rows(a.attribution)]
+    total_ns = int(a.attribution["step_ns"].sum())
+    rows.append(["**total**", ms(total_ns), pct(1.0 if total_ns else 0.0), ""])
+    lines.append(table(["Part of step time", "Time", "Share", ""], rows, "lrrl"))
+    if len(a.attribution) > 1:
+        lines += ["", "Per rank and GPU:", ""]
+        headers = ["Rank / GPU", "Median step", "Busy", "Idle"] + list(GAP_CLASSES) + ["Largest idle"]
+        steady = a.steady_steps()
+        rows = []
+        for _, r in a.attribution.iterrows():
+            st = steady[(steady["trace"] == r["trace"]) & (steady["rank"] == r["rank"])
+                        & (steady["device"] == r["device"])]
+            med = float(np.median((st["end_ns"] - st["start_ns"]).to_numpy())) if len(st) else 0.0
+            step_ns = float(r["step_ns"]) or 1.0
+            busy = (r[part_col("compute-bound")] + r[part_col("memory-bound")]) / step_ns
+            shares = {c: r[part_col(c)] / step_ns for c in GAP_CLASSES}
+            top = max(shares, key=shares.get)
+            rows.append([md_text(_label(a, r)), ms(med), pct(busy), pct(1 - busy)]
+                        + [pct(shares[c]) for c in GAP_CLASSES] + [f"{top} {bar(shares[top], 10)}"])
+        lines.append(table(headers, rows, "lrrr" + "r" * len(GAP_CLASSES) + "l"))
+    return "\n".join(lines)
+
+
+def _removal(a: Analysis) -> str:
+    head = "## What removing the dominant cause would buy\n\n"
+    r = a.removal
+    if r is None:
+        if a.dominant_cause == "memory-bound":
+            return head + ("The dominant cost is busy time, not idle time: the gain from fusion depends on "
+                           "how much faster the fused kernels run, which a trace cannot bound.")
+        if a.dominant_cause == "healthy":
+            return head + "Idle time is already small; the remaining headroom is inside the kernels."
+        return ""
+    text = (f"Without its {r['cause']} idle time the median step would drop from {ms(r['step_time_ns'])} to "
+            f"{ms(r['step_time_without_ns'])}")
+    if r.get("speedup"):
+        text += f" ({r['speedup']:.2f}x faster)"
+    text += ", an upper bound: nothing else moves closer."
+    if r.get("mfu_without") is not None:
+        text += f" MFU would rise from {pct(r['mfu'])} to at most {pct(r['mfu_without'])}."
+    return head + md_text(text)
+
+
+def _gaps(a: Analysis) -> str:
+    g = a.gaps
+    if g.empty:
+        return ""
+    top = g.nlargest(a.top_gaps, "dur_ns", keep="first")
+    starts = {t.index: t.start_ns for t in a.traces}
+    rows = []
+    for _, r in top.iterrows():
+        t0 = starts.get(int(r["trace"]), 0)
+        rows.append([ms(r["start_ns"] - t0), dur(r["dur_ns"]), md_text(_label(a, r)), str(int(r["step"])),
+                     f"**{r['class']}**", md_text(str(r["evidence"])), other_lanes(r)])
+    return (f"## Largest gaps\n\nThe {len(top)} longest of {len(g):,} compute-idle gaps; start is ms from the "
+            "trace start, as trace viewers show it.\n\n"
+            + table(["Start", "Duration", "Rank / GPU", "Step", "Class", "Evidence", "Other lanes"], rows,
+                    "rrlrlll"))
+
+
+def _col(df: pd.DataFrame, *names: str) -> str | None:
+    return next((n for n in names if n in df.columns), None)
+
+
+def _kernels(a: Analysis) -> str:
+    parts = []
+    k = a.kernels
+    name_c, total_c = _col(k, "name", "kernel"), _col(k, "total_ns", "gpu_ns", "time_ns")
+    if len(k) and name_c and total_c:
+        top = k.nlargest(TOP_KERNELS, total_c, keep="first")
+        cls_c, cnt_c = _col(k, "class", "kernel_class", "cls"), _col(k, "count", "calls", "n")
+        all_ns = float(k[total_c].sum()) or 1.0
+        rows = [[md_name(r[name_c]), md_text(r[cls_c]) if cls_c else "", f"{int(r[cnt_c]):,}" if cnt_c else "",
+                 ms(r[total_c]), dur(r[total_c] / max(int(r[cnt_c]), 1)) if cnt_c else "", pct(r[total_c] / all_ns)]
+                for _, r in top.iterrows()]
+        parts.append("### Top kernels by GPU time\n\n" + table(
+            ["Kernel", "Class", "Count", "Total", "Mean", "Share"], rows, "llrrrr"))
+    c = a.collectives
+    if len(c) and "trace" in c.columns and len(c.columns) > 1:
+        cols = [x for x in c.columns if x != "trace"]
+        rows = [[_cell(x, r[x]) for x in cols] for _, r in c.iterrows()]
+        parts.append("### Collectives\n\n" + table([md_text(x) for x in cols], rows))
+    if a.launch_stats:
+        rows = [[md_text(key.removesuffix("_ns").replace("_", " ")), _stat(key, v)]
+                for key, v in a.launch_stats.items()]
+        parts.append("### Launch statistics\n\n" + table(["", ""], rows, "lr"))
+    return "## Kernels, collectives and launches\n\n" + "\n\n".join(parts) if parts else ""
+
+
+def _stat(key: str, v: object) -> str:
+    if key.endswith("_ns"):
+        return dur(float(v))
+    if key.endswith("_share"):
+        return pct(float(v))
+    return f"{v:,}" if isinstance(v, (int, np.integer)) else md_text(str(v))
+
+
+def _cell(col: str, v: object) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    if col.endswith("_ns"):
+        return ms(float(v))
+    if col.endswith(("_frac", "share")) and isinstance(v, (int, float, np.floating)):
+        return pct(float(v))
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):,.3g}"
+    return md_text(str(v)) if col != "name" else md_name(str(v))
+
+
+def _per_step(a: Analysis) -> str:
+    s = a.steps
+    if s["step"].nunique() < 2 if len(s) else True:
+        return ""
+    lines = ["## Per step"]
+    for (ti, rank, dev), g in s.groupby(["trace", "rank", "device"], sort=True):
+        rows = []
+        for _, r in g.sort_values("start_ns").iterrows():
+            step_ns = int(r["end_ns"] - r["start_ns"])
+            idle = {c: int(r[part_col(c)]) for c in GAP_CLASSES}
+            top = max(idle, key=idle.get)
+            flag = "warmup" if r["warmup"] else ("outlier" if r["outlier"] else "")
+            cause = f"{top} ({pct(idle[top] / step_ns if step_ns else 0, 0)})" if idle[top] else "none"
+            rows.append([str(int(r["step"])), ms(step_ns), pct(r["busy_ns"] / step_ns if step_ns else 0),
+                         ms(r["idle_ns"]), cause, flag])
+        if s.groupby(["trace", "rank", "device"]).ngroups > 1:
+            lines += ["", f"### {md_text(a.unit_label(int(ti), int(rank), int(dev)))}"]
+        lines += ["", table(["Step", "Step time", "Busy", "Idle", "Largest idle class", ""], rows, "rrrrll")]
+    return "\n".join(lines)
+
+
+def _next(a: Analysis) -> str:
+    if a.steps.empty:
+        return ""
+    lines = ["## What to do next", "", f"**{advice.TITLE[a.dominant_cause]}** ({pct(a.dominant_cost_share, 0)} "
+             "of step time), in this order:", ""]
+    lines += [f"{i}. {lever}" for i, lever in enumerate(advice.LEVERS[a.dominant_cause], 1)]
+    if a.second_cause and a.second_cost_share >= a.cfg.report_second_min_share:
+        lines += ["", f"Then **{advice.TITLE[a.second_cause]}** ({pct(a.second_cost_share, 0)} of step time):", ""]
+        lines += [f"{i}. {lever}" for i, lever in enumerate(advice.LEVERS[a.second_cause], 1)]
+    lines += ["", "Fix one cause at a time and re-measure: the next trace shows what became dominant."]
+    return "\n".join(lines)
+
+
+def _method(a: Analysis) -> str:
+    lines = ["## Method notes", ""]
+    sources = sorted({t.step_source for t in a.traces})
+    lines.append(f"- Steps from: {md_text(', '.join(sources))}. Warmup steps are excluded from medians; "
+                 f"outliers (over {a.cfg.outlier_step_factor}x the median step) are kept in the attribution "
+                 "and left out of medians.")
+    lines.append("- Step time is split into busy time (the union of compute kernels, compute-bound: GEMM, "
+                 "attention, convolution; memory-bound: everything else) and idle gaps of compute, each gap "
+                 "classified by what ran beside it; the parts sum to 100%.")
+    if a.mfu and a.mfu.get("mfu") is not None:
+        conv = a.mfu.get("convention") or "6·N·tokens per optimizer step / (step time · GPUs · dense peak)"
+        lines.append(f"- MFU convention: {md_text(str(conv))}.")
+    else:
+        lines.append(f"- {md_text(a.mfu_hint)}.".replace("..", "."))
+    lines += [f"- {md_text(n)}" for n in a.notes]
+    lines += [f"- Not computed: {md_text(u)}" for u in a.unavailable]
+    lines += [f"- Input not read: {md_code(f.path.rsplit('/', 1)[-1])}: {md_text(f.problem)}" for f in a.failures]
+    lines += ["", "Thresholds in force (override with `--set name=value` or `--config`):", ""]
+    defaults = Thresholds()
+    rows = [[md_code(d["name"]), md_text(str(getattr(a.cfg, d["name"]))) +
+             (" (default " + md_text(str(d["default"])) + ")" if getattr(a.cfg, d["name"]) != getattr(
+                 defaults, d["name"]) else ""), md_text(d["unit"])] for d in Thresholds.describe()]
+    lines.append(table(["Threshold", "Value", "Unit"], rows, "lrl"))
+    return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""Classify every compute-idle gap by its signature: what else was busy while compute waited.
+
+``RULES`` is ordered; the first rule whose mask holds names the gap, anything left is
+``unattributed``. The order (and why it differs from the suggested one) is in docs/rules.md:
+
+1. ``data-starved``: positive loader / host-to-device evidence over most of the gap.
+2. ``comm-bound``: communication over most of the gap while compute waited for it.
+3. ``sync-stall``: the host was blocked in a sync call when the device drained.
+4. ``pipeline-bubble``: recurs at the same phase of every step, waiting on p2p or a dependency.
+5. ``launch-bound``: the GPU waited for a host busy dispatching launches.
+
+Every rule is a pair of vectorized functions over the whole gaps frame (see ``rules._base``); no
+Python loop runs per gap. First responses per class are data in ``rules.responses``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceread.config import Thresholds
+from traceread.rules import comm_bound, data_starved, launch_bound, pipeline_bubble, sync_stall, unattributed
+from traceread.rules._base import Rule, RuleContext, col, dispatch_cover, launch_timing, sync_at_drain
+from traceread.rules.responses import FIRST_RESPONSES, first_response
+from traceread.trace import Trace
+
+GAP_CLASSES: tuple[str, ...] = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall",
+                                "unattributed")
+UNATTRIBUTED = unattributed.NAME
+
+RULES: list[Rule] = [
+    data_starved.RULE,
+    comm_bound.RULE,
+    sync_stall.RULE,
+    pipeline_bubble.RULE,
+    launch_bound.RULE,
+]
+
+__all__ = ["GAP_CLASSES", "RULES", "FIRST_RESPONSES", "Rule", "RuleContext", "build_context", "classify",
+           "first_response", "notes"]
+
+
+def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
+                  cfg: Thresholds) -> RuleContext:
+    """The per-gap facts every rule may read (launch timing, sync at drain, periodicity)."""
+    queued, late = launch_timing(gaps)
+    dur = col(gaps, "dur_ns").astype(np.int64)
+    # A gap within the GPU's own turnaround is judged only when the host provably submitted late.
+    judged = (dur >= cfg.min_judged_gap_ns) & ~(~late & (dur < cfg.turnaround_max_ns))
+    held, sync_name, sync_end = sync_at_drain(gaps, trace, cfg)
+    dispatch, dispatch_op = dispatch_cover(gaps, trace)
+    periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(gaps, steps, cfg)
+    return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
+                       sync_end_ns=sync_end, dispatch=dispatch, dispatch_op=dispatch_op, periodic=periodic, presence=presence, cv=cv, notes=bubble_notes)
+
+
+def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
+             cfg: Thresholds) -> pd.DataFrame:
+    """The gaps frame plus ``class`` (one of ``GAP_CLASSES``) and ``evidence`` (a sentence).
+
+    In: ``gaps_df`` as ``traceread.gaps.find_gaps`` returns it (columns missing from a hand-built
+    frame read as zero / unknown), ``steps_df`` (``schema.STEP_COLUMNS``; used for periodicity),
+    ``trace`` (host sync calls; may be None), ``cfg``. Out: a new frame, same rows and order;
+    ``attrs["notes"]`` holds user-facing sentences (e.g. bubbles not judged for lack of steps).
+    The input is not modified.
+    """
+    out = gaps_df.copy()
+    n = len(out)
+    ctx = build_context(out, steps_df, trace, cfg)
+    cls = np.full(n, UNATTRIBUTED, dtype=object)
+    evidence = np.full(n, "", dtype=object)
+    free = np.ones(n, dtype=bool)
+    for rule in RULES:
+        if not free.any():
+            break
+        hit = free & np.asarray(rule.mask(out, ctx, cfg), dtype=bool)
+        if hit.any():
+            idx = np.flatnonzero(hit)
+            cls[idx] = rule.name
+            evidence[idx] = rule.evidence(out.iloc[idx], _subset(ctx, idx), cfg)
+            free &= ~hit
+    if free.any():
+        idx = np.flatnonzero(free)
+        evidence[idx] = unattributed.evidence(out.iloc[idx], _subset(ctx, idx), cfg)
+    out["class"] = pd.Categorical(cls, categories=list(GAP_CLASSES))
+    out["evidence"] = evidence.astype(str) if n else pd.Series(dtype=object)
+    out.attrs["notes"] = list(ctx.notes)
+    return out
+
+
+def notes(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, cfg: Thresholds) -> list[str]:
+    """User-facing sentences about what the rules could not judge (same as ``attrs['notes']``)."""
+    return pipeline_bubble.periodicity(gaps_df, steps_df, cfg)[3]
+
+
+def _subset(ctx: RuleContext, idx: np.ndarray) -> RuleContext:
+    return RuleContext(judged=ctx.judged[idx], queued=ctx.queued[idx], late=ctx.late[idx],
+                       sync_at_drain=ctx.sync_at_drain[idx], sync_name=ctx.sync_name[idx],
+                       sync_end_ns=ctx.sync_end_ns[idx], dispatch=ctx.dispatch[idx],
+                       dispatch_op=ctx.dispatch_op[idx], periodic=ctx.periodic[idx],
+                       presence=ctx.presence[idx], cv=ctx.cv[idx], notes=ctx.notes)

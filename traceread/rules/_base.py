@@ -1,0 +1,215 @@
+"""What every rule shares: the Rule record, the per-gap context computed once, and formatting.
+
+A rule is two vectorized functions over the whole gaps frame (``traceread.gaps.find_gaps`` columns):
+``mask(gaps, ctx, cfg) -> bool ndarray`` (the signature holds) and
+``evidence(gaps, ctx, cfg) -> object ndarray`` (one sentence per row saying what decided it). The
+context carries facts that need the trace or the steps (sync in progress at the drain, periodicity)
+so that the rules themselves read only columns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceread import intervals, schema
+from traceread.config import Thresholds
+from traceread.trace import Trace
+
+# Host calls that block until the device (or a stream/event on it) has drained. cudaFree and
+# friends synchronize the device implicitly; cudaMemcpy without Async is blocking.
+SYNC_CALL = re.compile(
+    r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|ThreadSynchronize|"
+    r"Memcpy|Memcpy2D|Memcpy3D|MemcpyPeer|MemcpyFromSymbol|MemcpyToSymbol|Free|FreeHost|FreeArray)"
+    r"(_v\d+)?$|"
+    r"^cu(StreamSynchronize|CtxSynchronize|EventSynchronize|MemcpyDtoH|MemcpyHtoD|MemcpyDtoD|"
+    r"Memcpy|MemcpyPeer|MemFree|MemFreeHost)(_v\d+)?$")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One cause: its class name, its mask and its evidence (see module docstring)."""
+
+    name: str
+    mask: Callable[[pd.DataFrame, RuleContext, Thresholds], np.ndarray]
+    evidence: Callable[[pd.DataFrame, RuleContext, Thresholds], np.ndarray]
+
+
+@dataclass
+class RuleContext:
+    """Per-gap facts beyond the gap columns, aligned with the gaps frame's rows."""
+
+    judged: np.ndarray  # long enough to judge and not a queued kernel-to-kernel turnaround
+    queued: np.ndarray  # the next compute kernel's launch call had returned before the gap began
+    late: np.ndarray  # the next compute kernel was still being submitted when the gap began
+    sync_at_drain: np.ndarray  # a host sync call was in progress when the GPU went idle
+    sync_name: np.ndarray  # its name ('' when none)
+    sync_end_ns: np.ndarray  # when it returned (-1 when none)
+    dispatch: np.ndarray  # share of the gap the launching thread spent inside the op that launched
+    dispatch_op: np.ndarray  # that op's name ('' when unknown)
+    periodic: np.ndarray  # the gap recurs at the same phase of most analysed steps (see pipeline_bubble)
+    presence: np.ndarray  # fraction of analysed steps with a gap at this phase (NaN: not judged)
+    cv: np.ndarray  # coefficient of variation of those gaps' durations (NaN: not judged)
+    notes: list[str] = field(default_factory=list)
+
+
+def col(gaps: pd.DataFrame, name: str, default: float | int | bool | str = 0) -> np.ndarray:
+    """A gaps column as an ndarray, or ``default`` everywhere when the engine did not provide it."""
+    if name in gaps.columns:
+        return gaps[name].to_numpy()
+    return np.full(len(gaps), default)
+
+
+def frac(gaps: pd.DataFrame, name: str) -> np.ndarray:
+    """``<name>_frac`` as float64 (recomputed from ``<name>_ns`` when the fraction is missing)."""
+    if f"{name}_frac" in gaps.columns:
+        return gaps[f"{name}_frac"].to_numpy(dtype=np.float64)
+    dur = np.maximum(col(gaps, "dur_ns", 1).astype(np.float64), 1.0)
+    return col(gaps, f"{name}_ns").astype(np.float64) / dur
+
+
+# --- evidence formatting (vectorized over rows) -----------------------------------------------
+
+def fmt_ns(ns: np.ndarray) -> np.ndarray:
+    """Durations as short strings: '850 ns', '12.3 us', '4.56 ms', '1.23 s'."""
+    v = np.asarray(ns, dtype=np.float64)
+    s = pd.Series(v)
+    out = np.where(v >= 1e9, (s / 1e9).round(2).astype(str) + " s",
+                   np.where(v >= 1e6, (s / 1e6).round(2).astype(str) + " ms",
+                            np.where(v >= 1e3, (s / 1e3).round(1).astype(str) + " us",
+                                     s.round(0).astype(np.int64).astype(str) + " ns")))
+    return out.astype(object)
+
+
+def fmt_pct(f: np.ndarray) -> np.ndarray:
+    """Fractions as whole percentages: '62%'."""
+    return (pd.Series(np.round(np.asarray(f, dtype=np.float64) * 100)).fillna(0).astype(np.int64)
+            .astype(str) + "%").to_numpy(dtype=object)
+
+
+def cat(*parts) -> np.ndarray:
+    """Element-wise string concatenation of arrays and scalars."""
+    out = None
+    for p in parts:
+        arr = np.asarray(p, dtype=object) if not isinstance(p, str) else p
+        out = arr if out is None else out + arr
+    return np.asarray(out, dtype=object)
+
+
+# --- context ----------------------------------------------------------------------------------
+
+def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``(queued, late)``: was the next compute kernel already submitted when the GPU went idle?
+
+    queued: its launch call returned at or before the gap start (the GPU had the work and waited
+    on a dependency). late: the launch was issued after the gap began, or was still in progress at
+    it (the GPU waited for the host). Neither when the launch is unknown (no correlation).
+    """
+    start = col(gaps, "start_ns").astype(np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
+    after = col(gaps, "launch_after_gap_start", False).astype(bool)
+    known = (lstart >= 0) | (lend >= 0)
+    late = after | (known & (lend > start))
+    queued = known & ~late
+    return queued, late
+
+
+def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Was a host sync call (``SYNC_CALL``) of the gap's rank in progress when the gap began?
+
+    Returns ``(held, name, end_ns)`` per gap. A call counts when it started before the gap start
+    and returned no earlier than ``cfg.sync_drain_tolerance_ns`` before it (clock skew).
+    """
+    n = len(gaps)
+    held = np.zeros(n, dtype=bool)
+    names = np.full(n, "", dtype=object)
+    ends = np.full(n, -1, dtype=np.int64)
+    if trace is None or n == 0:
+        return held, names, ends
+    ev = trace.events
+    host = ev[(ev["lane"] == schema.LANE_CPU_THREAD)
+              & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    if host.empty:
+        return held, names, ends
+    name_cat = host["name"].astype("category")
+    is_sync = np.array([bool(SYNC_CALL.match(str(c))) for c in name_cat.cat.categories], dtype=bool)
+    codes = name_cat.cat.codes.to_numpy()
+    host = host[(codes >= 0) & is_sync[np.maximum(codes, 0)]]
+    if host.empty:
+        return held, names, ends
+    tol = cfg.sync_drain_tolerance_ns
+    g_rank = col(gaps, "rank").astype(np.int64)
+    g_start = col(gaps, "start_ns").astype(np.int64)
+    for rank, calls in host.groupby("rank", observed=True, sort=False):  # ranks are few
+        sel = np.flatnonzero(g_rank == rank)
+        if len(sel) == 0:
+            continue
+        calls = calls.sort_values("start_ns", kind="stable")
+        s = calls["start_ns"].to_numpy(np.int64)
+        e = calls["end_ns"].to_numpy(np.int64)
+        arg = intervals.running_argmax(e)
+        k = np.searchsorted(s, g_start[sel], side="right") - 1
+        ok = k >= 0
+        idx = arg[np.maximum(k, 0)]
+        hit = ok & (e[idx] >= g_start[sel] - tol)
+        held[sel] = hit
+        names[sel[hit]] = calls["name"].astype(str).to_numpy()[idx[hit]]
+        ends[sel[hit]] = e[idx[hit]]
+    return held, names, ends
+
+
+def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray]:
+    """How much of each gap the host spent dispatching the operator that ends it.
+
+    The next kernel's launch call is found by its start time on the gap's rank; on that thread,
+    the outermost CPU operator (``cpu_op``) containing the launch is the op being dispatched.
+    Returns ``(share, name)``: the part of the gap from its start (or the op's start, if later) to
+    the launch, over the gap length, and the op's name. 0 and '' when the launch is unknown or not
+    inside an operator.
+    """
+    n = len(gaps)
+    share = np.zeros(n)
+    names = np.full(n, "", dtype=object)
+    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
+    if trace is None or n == 0 or not (lstart >= 0).any():
+        return share, names
+    ev = trace.events
+    host = ev[ev["lane"] == schema.LANE_CPU_THREAD]
+    api = host[host["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    ops = host[host["category"] == schema.CAT_CPU_OP]
+    if api.empty or ops.empty:
+        return share, names
+    g_rank = col(gaps, "rank").astype(np.int64)
+    g_start = col(gaps, "start_ns").astype(np.int64)
+    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    for rank, calls in api.groupby("rank", observed=True, sort=False):  # ranks and threads are few
+        sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
+        if len(sel) == 0:
+            continue
+        calls = calls.sort_values("start_ns", kind="stable")
+        cs = calls["start_ns"].to_numpy(np.int64)
+        k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
+        found = cs[k] == lstart[sel]
+        sel, tid = sel[found], calls["tid"].to_numpy(np.int64)[k[found]]
+        rank_ops = ops[ops["rank"] == rank]
+        for t, thread_ops in rank_ops.groupby("tid", sort=False):
+            q = sel[tid == t]
+            if len(q) == 0:
+                continue
+            thread_ops = thread_ops.sort_values("start_ns", kind="stable")
+            os_ = thread_ops["start_ns"].to_numpy(np.int64)
+            reach = np.maximum.accumulate(thread_ops["end_ns"].to_numpy(np.int64))
+            t_launch = lstart[q]
+            first = np.searchsorted(reach, t_launch, side="left")  # earliest op still running at t
+            inside = first < np.searchsorted(os_, t_launch, side="right")
+            q, first = q[inside], first[inside]
+            began = np.maximum(os_[first], g_start[q])
+            share[q] = np.clip((lstart[q] - began) / dur[q], 0.0, 1.0)
+            names[q] = thread_ops["name"].astype(str).to_numpy()[first]
+    return share, names

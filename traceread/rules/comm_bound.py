@@ -1,0 +1,45 @@
+"""comm-bound: communication runs on the comm lane while compute waits for it.
+
+::
+
+    compute  ==kernels==|............gap............|==next (queued, waits on comm)==
+    comm          |======== ncclAllReduce ========|
+    host     launch, launch, launch ... (already ahead) or blocked in a sync on the result
+
+Signature: communication kernels cover at least ``comm_cover`` of the gap, and compute was waiting
+for them: the next kernel was already queued, or the host was in a sync call during the gap, or the
+launch is unknown. When the host was still submitting the next kernel and not waiting on the
+device, the collective merely ran alongside a host-bound gap (launch-bound or unattributed).
+Point-to-point transfers that recur at the same phase of every step are left to pipeline-bubble.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceread.config import Thresholds
+from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+
+NAME = "comm-bound"
+
+
+def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    covered = frac(gaps, "comm") >= cfg.comm_cover
+    waited = ~ctx.late | (col(gaps, "sync_ns") > 0) | ctx.sync_at_drain
+    p2p_dominant = frac(gaps, "comm_p2p") > frac(gaps, "comm_collective")
+    structural = ctx.periodic & p2p_dominant
+    return ctx.judged & covered & waited & ~structural
+
+
+def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    coll = frac(gaps, "comm_collective")
+    p2p = frac(gaps, "comm_p2p")
+    what = np.where(coll >= p2p, "collective", "point-to-point transfer (not periodic)")
+    how = np.where(~ctx.late, "next kernel was already queued behind it",
+                   "host waited on the device during the gap")
+    return cat(what, " on the communication lane covers ", fmt_pct(frac(gaps, "comm")), " of the ",
+               fmt_ns(col(gaps, "dur_ns")), " gap; ", how)
+
+
+RULE = Rule(NAME, mask, evidence)

@@ -1,0 +1,46 @@
+"""data-starved: compute idle while the host produces the next batch (positive evidence only).
+
+::
+
+    compute  ==kernels==|..............gap..............|==kernels==
+    comm                |                               |
+    host     launch ticks|=== DataLoader.__next__ ===|H2D|launch
+    memcpy                                         |HtoD|            (pageable batch copy)
+
+Signature: a data-loader annotation on the host covers at least ``data_loader_cover`` of the gap
+and the GPU was not already holding its next kernel (a queued kernel means it was waiting on
+something else); or a host-to-device copy covers that much of the gap (compute waits for its
+input, whoever queued it). Idle with nothing to show is never called data-starved.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceread.config import Thresholds
+from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+
+NAME = "data-starved"
+
+
+def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    loader = (frac(gaps, "dataloader") >= cfg.data_loader_cover) & ~ctx.queued
+    copy = frac(gaps, "memcpy_htod") >= cfg.data_loader_cover
+    return ctx.judged & (loader | copy)
+
+
+def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    loader = frac(gaps, "dataloader")
+    htod = frac(gaps, "memcpy_htod")
+    pageable = col(gaps, "memcpy_pageable_ns") > 0
+    main = np.where(loader >= htod,
+                    cat("data loader runs for ", fmt_pct(loader), " of the ", fmt_ns(col(gaps, "dur_ns")), " gap"),
+                    cat("host-to-device copy covers ", fmt_pct(htod), " of the ", fmt_ns(col(gaps, "dur_ns")),
+                        " gap", np.where(pageable, " (pageable memory)", "")))
+    other = np.where((loader >= htod) & (htod > 0), cat("; H2D copy ", fmt_pct(htod)),
+                     np.where((loader < htod) & (loader > 0), cat("; loader ", fmt_pct(loader)), ""))
+    return cat(main, other, "; compute and communication idle")
+
+
+RULE = Rule(NAME, mask, evidence)

@@ -1,0 +1,50 @@
+"""launch-bound: the GPU waits for the CPU to submit work while the CPU is busy dispatching.
+
+::
+
+    host     |op+launch|op+launch|op+launch|op+launch|     dense dispatch ticks
+    compute     |k|..gap..|k|..gap..|k|..gap..|k|         tiny kernels marooned in idle
+                      ^ next launch issued after the GPU went idle
+
+Signature: the next kernel was submitted after the gap began (or its launch was still in flight),
+and the host was dispatching during the gap: runtime/driver calls cover at least
+``launch_cpu_cover`` of it, or it issued launches at least every ``launch_max_ns_per_launch``
+(Python and framework dispatch between launches counts as launch overhead), or the launching
+thread spent at least ``launch_cpu_cover`` of the gap inside the very operator that launched the
+next kernel (host-side operator overhead: cuDNN planning, autograd bookkeeping). A long quiet host
+stretch with no CUDA calls is other host work, not launch overhead (unattributed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceread.config import Thresholds
+from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+
+NAME = "launch-bound"
+
+
+def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    runtime = frac(gaps, "cpu_runtime") >= cfg.launch_cpu_cover
+    launches = np.maximum(col(gaps, "launch_count").astype(np.int64), 1)
+    dense = col(gaps, "dur_ns").astype(np.int64) <= launches * cfg.launch_max_ns_per_launch
+    dispatching = ctx.dispatch >= cfg.launch_cpu_cover
+    return ctx.judged & ctx.late & (runtime | dense | dispatching)
+
+
+def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    start = col(gaps, "start_ns").astype(np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
+    issued = np.where(lstart >= start, cat("next kernel launched ", fmt_ns(lstart - start), " after the GPU went idle"),
+                      "next kernel's launch still in flight when the GPU went idle")
+    nk = col(gaps, "next_kernel_name", "").astype(object)
+    op = np.where(ctx.dispatch_op != "", cat("; host inside ", ctx.dispatch_op, " for ", fmt_pct(ctx.dispatch),
+                                             " of the gap before the launch"), "")
+    return cat(issued, np.where(nk != "", cat(" (", nk, ")"), ""), "; ",
+               col(gaps, "launch_count").astype(np.int64).astype(str).astype(object), " launch call(s) in the ",
+               fmt_ns(col(gaps, "dur_ns")), " gap; runtime calls cover ", fmt_pct(frac(gaps, "cpu_runtime")), op)
+
+
+RULE = Rule(NAME, mask, evidence)

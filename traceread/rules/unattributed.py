@@ -1,0 +1,43 @@
+"""unattributed: no signature holds, or the gap is too short to judge. Never a forced class.
+
+::
+
+    compute  ==k==|.....gap.....|==k==
+    host          [ something with no known signature ] (or nothing recorded at all)
+
+The evidence lists what was seen during the gap and why no class fit, so that a reader can tell
+a quiet host stretch (checkpointing, logging, garbage collection) from missing data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceread.config import Thresholds
+from traceread.rules._base import RuleContext, cat, col, fmt_ns, fmt_pct, frac
+
+NAME = "unattributed"
+
+
+def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    dur = col(gaps, "dur_ns").astype(np.int64)
+    short = dur < cfg.min_judged_gap_ns
+    launch = np.where(ctx.queued, "next kernel was already queued",
+                      np.where(ctx.late, "next kernel submitted after the GPU went idle", "next launch unknown"))
+    longest = col(gaps, "longest_cpu_name", "").astype(object)
+    host = np.where(longest != "", cat("longest host call ", longest, " (",
+                                       fmt_ns(col(gaps, "longest_cpu_ns")), ")"), "no host call recorded")
+    seen = cat(launch, "; comm ", fmt_pct(frac(gaps, "comm")), ", loader ", fmt_pct(frac(gaps, "dataloader")),
+               ", H2D ", fmt_pct(frac(gaps, "memcpy_htod")), ", runtime calls ", fmt_pct(frac(gaps, "cpu_runtime")),
+               ", ", col(gaps, "launch_count").astype(np.int64).astype(str).astype(object), " launch(es); ", host)
+    periodic_host = ctx.periodic & ctx.late
+    why = np.where(short, cat("too short to judge (", fmt_ns(dur), " < ", fmt_ns(np.full(len(dur),
+                                                                                    cfg.min_judged_gap_ns)), ")"),
+                   np.where(~ctx.late & (dur < cfg.turnaround_max_ns),
+                            cat("kernel-to-kernel turnaround (", fmt_ns(dur), ", next kernel ",
+                                np.where(ctx.queued, "already queued)", "launch not recorded)")),
+                            np.where(periodic_host, cat("recurs every step but the host submitted late; no signature "
+                                                        "fits the ", fmt_ns(dur), " gap"),
+                                     cat("no signature fits the ", fmt_ns(dur), " gap"))))
+    return cat(why, ": ", seen)

@@ -1,0 +1,341 @@
+"""Planted-cause scenarios: realistic training steps with idle gaps of known cause (ground truth).
+
+Each rank is simulated as one host launching thread feeding one GPU: a compute stream, a
+communication stream and copies. The simulation follows the physics of the queue (a kernel starts
+when its launch has returned, its stream is free and its dependencies are done), so a gap's cause
+is known by construction:
+
+* ``launch-bound``: runs of tiny kernels whose host dispatch (op + launch) outlasts them;
+* ``comm-bound``: an exposed collective the next (already queued) kernel waits for, or that the
+  host waits for in a device sync;
+* ``data-starved``: ``enumerate(DataLoader)#...`` on the host then the batch's H2D copy, or a big
+  pageable H2D copy with no annotation;
+* ``pipeline-bubble``: fill at the start and drain near the end of every step, of stable length,
+  waiting on a p2p recv or on a cross-stream dependency with nothing visible;
+* ``sync-stall``: ``.item()`` / stream, device or event synchronize / blocking DtoH copy while
+  work is queued, then host work before the next launch;
+* ``unattributed``: a long host stretch with no CUDA calls (checkpoint, logging), or a queued kernel
+  waiting on something invisible, at random phases.
+
+Everything else is noise: mixed compute-bound and memory-bound kernels with sub-3 us turnaround
+gaps (truth: ``unattributed``), overlapped gradient all-reduces, memsets, an unrelated host thread,
+user annotations. Ground truth is the list of compute-idle intervals ``[end of a compute kernel,
+start of the next)`` per rank/device with their class, in scenario ns, which is the loaded frame's
+time base for both writers (Kineto 2024 generation and nsys).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceread.synth.model import Copy, HostCall, HostRange, Kernel, Rank, Scenario
+
+CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "unattributed")
+MAIN, NOISE = 100, 200  # host thread ids
+COMPUTE, COMM, COPY = 7, 21, 9  # stream ids
+
+_BIG = {"gemm": ["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_"
+                 "segment_k_off_kernel__5x_cublas", "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NTN",
+                 "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn"],
+        "attention": ["void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
+                      "cutlass::bfloat16_t>, false, true>(flash::Flash_fwd_params)"],
+        "memory": ["void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>,"
+                   " std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
+                   "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>"
+                   "(int, float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*,"
+                   " c10::BFloat16*)"]}
+_SMALL = ["void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
+          "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, "
+          "2ul>, 4, TrivialOffsetCalculator<1, unsigned int>>(int)",
+          "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float,"
+          " float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, "
+          "float>, unsigned int, float, 4>)",
+          "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&,"
+          " at::native::GeluType)::{lambda()#2}::operator()() const, std::array<char*, 2ul> >(int)"]
+_COLL = ["ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+         "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+         "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"]
+_P2P = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+_OPT = ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+        "TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>>(...)")
+# Mean planted gap per occurrence, ns (launch-bound: one run of tiny kernels).
+_MEAN_GAP = {"comm-bound": 1_500_000, "data-starved": 3_000_000, "pipeline-bubble": 900_000,
+             "sync-stall": 400_000, "unattributed": 1_200_000}
+
+
+@dataclass(frozen=True)
+class PlantSpec:
+    """What to plant. ``weights``: expected occurrences per step of each class (bubbles: 1 means a
+    fill and a drain bubble every step; 0 disables a class)."""
+
+    seed: int = 0
+    ranks: int = 2
+    steps: int = 8
+    jitter: float = 0.05  # relative standard deviation of every duration
+    weights: dict[str, float] = field(default_factory=lambda: {c: 1.0 for c in CLASSES})
+    noise: bool = True
+
+
+@dataclass
+class Planted:
+    scenario: Scenario
+    truth: pd.DataFrame  # rank, device, start_ns, end_ns, class
+    spec: PlantSpec
+
+    def truth_dict(self) -> dict:
+        t = self.truth
+        return {"time_base": "scenario ns = loaded start_ns (Kineto 2024 generation, nsys)",
+                "spec": asdict(self.spec),
+                "intervals": {c: t[c].tolist() for c in ("rank", "device", "start_ns", "end_ns", "class")}}
+
+
+def read_truth(path: str) -> pd.DataFrame:
+    """The ground-truth intervals of a ``*.truth.json`` file written by scripts/synth.py."""
+    with open(path, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    return pd.DataFrame(doc["intervals"]).astype({"rank": "int32", "device": "int32", "start_ns": "int64",
+                                                  "end_ns": "int64"})
+
+
+class _Sim:
+    """One rank's host thread and GPU queue (see module docstring)."""
+
+    def __init__(self, rank: int, rng: np.random.Generator, jitter: float, noise: bool) -> None:
+        self.rk = Rank(rank=rank, pid=4000 + rank, devices=[rank])
+        self.dev, self.rng, self.jit, self.noise = rank, rng, jitter, noise
+        self.h = 1_000_000  # host cursor
+        self.free = {COMPUTE: 0, COMM: 0, COPY: 0}  # stream free times
+        self.last_end: int | None = None  # end of the last compute kernel
+        self.pending: str | None = None  # class of the next gap (None: decided by the queue)
+        self.corr, self.ext = rank * 10_000_000 + 1, rank * 10_000_000 + 1
+        self.truth: list[tuple[int, int, str]] = []
+
+    def j(self, ns: float) -> int:
+        return max(int(ns * (1.0 + self.jit * self.rng.standard_normal())), 200)
+
+    def api(self, name: str, start: int, dur: int, tid: int = MAIN, ext: int = -1) -> tuple[int, int]:
+        c = self.corr
+        self.corr += 1
+        self.rk.host_calls.append(HostCall(tid, name, start, start + dur, c, ext))
+        return c, start + dur
+
+    def op(self, name: str, start: int, end: int, tid: int = MAIN, is_op: bool = True) -> int:
+        self.ext += 1
+        self.rk.host_ranges.append(HostRange(tid, name, start, end, is_op, self.ext))
+        return self.ext
+
+    def kernel(self, name: str, dur: int, stream: int = COMPUTE, not_before: int = 0, pre: float = 6_000,
+               op: str = "aten::mm", launch: str = "cudaLaunchKernel") -> int:
+        """Dispatch one kernel from the host (op + launch call); return its end."""
+        t0, pre_ns, lat = self.h, self.j(pre), self.j(2_500)
+        ext = self.op(op, t0, t0 + pre_ns + self.j(5_000) + 1_000)
+        corr, lend = self.api(launch, t0 + pre_ns, self.j(4_500), ext=ext)
+        self.h = t0 + pre_ns + (lend - t0 - pre_ns) + 1_000 + self.j(1_000)
+        ready = lend + lat
+        turn = int(self.rng.uniform(300, 2_500))
+        start = max(ready, self.free[stream] + (turn if stream == COMPUTE else 500), not_before)
+        end = start + dur
+        self.rk.kernels.append(Kernel(self.dev, stream, name, start, end, corr, external_id=ext))
+        self.free[stream] = end
+        if stream == COMPUTE:
+            if self.last_end is not None and start > self.last_end:
+                # Submitted after the drain: the GPU waited for the host. Submitted before: whatever
+                # delay remains is the GPU's own turnaround.
+                cls = self.pending or ("launch-bound" if lend > self.last_end else "unattributed")
+                self.truth.append((self.last_end, start, cls))
+            self.pending = None
+            self.last_end = end
+        return end
+
+    def copy(self, kind: str, dur: int, stream: int, src: str, call: str, not_before: int = 0,
+             blocking: bool = False) -> int:
+        t0 = self.h
+        ext = self.op("aten::copy_", t0, t0 + 3_000)
+        c = self.corr
+        self.corr += 1
+        start = max(t0 + 4_000, self.free[stream], not_before)
+        end = start + dur
+        dst = "Device" if kind == "HtoD" else "Pageable"
+        self.rk.copies.append(Copy(self.dev, stream, kind, start, end, c, max(dur, 1) * 20, src, dst))
+        self.free[stream] = end
+        hend = (end + 1_500) if blocking else t0 + 3_000 + self.j(3_000)
+        self.rk.host_calls.append(HostCall(MAIN, call, t0 + 1_000, hend, c, ext))
+        self.h = hend + 1_000
+        return end
+
+    def quiet(self, name: str, until: int, is_op: bool = False) -> None:
+        """Host work with no CUDA calls until ``until``."""
+        if until > self.h:
+            self.op(name, self.h, until, is_op=is_op)
+            self.h = until
+
+    def _comm(self, name: str, not_before: int, end: int) -> int:
+        """Launch a communication kernel that starts when it can and runs until ``end``."""
+        self.kernel(name, 0, COMM, not_before=not_before, op="record_param_comms")
+        k = self.rk.kernels[-1]
+        k.end_ns = max(end, k.start_ns + 5_000)
+        self.free[COMM] = k.end_ns
+        return k.end_ns
+
+    # --- segments ---------------------------------------------------------------------------
+    def busy(self, n: int) -> None:
+        for _ in range(n):
+            fam = self.rng.choice(["gemm", "gemm", "attention", "memory"])
+            names = _BIG[str(fam)]
+            self.kernel(names[int(self.rng.integers(len(names)))], self.j(self.rng.uniform(40_000, 250_000)))
+            if self.noise and self.rng.random() < 0.04:  # overlapped gradient bucket
+                self.kernel(_COLL[0], self.j(self.rng.uniform(50_000, 300_000)), COMM, op="record_param_comms")
+
+    def ahead(self, margin: int = 60_000) -> None:
+        """Queue busy kernels until the host leads the GPU by ``margin`` (a planted gap needs it)."""
+        while self.free[COMPUTE] - self.h < margin:
+            self.busy(1)
+
+    def plant(self, cls: str, gap: int) -> None:
+        self.ahead()
+        g = self.free[COMPUTE]
+        variant = self.rng.random()
+        self.pending = cls
+        if cls == "data-starved":
+            if variant < 0.6:
+                self.quiet("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", g + gap - 60_000, True)
+                self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
+            else:
+                self.copy("HtoD", gap - 15_000, COMPUTE, "Pageable",
+                          "cudaMemcpy" if variant < 0.8 else "cudaMemcpyAsync", blocking=True)
+            self.busy(1)
+        elif cls == "comm-bound":
+            cend = self._comm(_COLL[int(self.rng.integers(len(_COLL)))], g - int(self.rng.uniform(0, 0.3) * gap),
+                              g + gap - 1_000)
+            if variant < 0.35:  # host blocked on the result
+                _, self.h = self.api("cudaStreamSynchronize", self.h, cend + 2_000 - self.h)
+            else:
+                self.api("cudaStreamWaitEvent", self.h, self.j(2_000))
+                self.h += 3_000
+            self.kernel(_BIG["gemm"][0], self.j(80_000), not_before=cend + 1_000)
+        elif cls == "sync-stall":
+            ext = self.op("aten::item" if variant < 0.7 else "aten::nonzero", self.h, g + 5_000)
+            if variant < 0.4:
+                self.copy("DtoH", 2_000, COMPUTE, "Device", "cudaMemcpyAsync")
+                _, se = self.api("cudaStreamSynchronize", self.h, g + 4_500 - self.h, ext=ext)
+            elif variant < 0.7:
+                se = self.copy("DtoH", 2_000, COMPUTE, "Device", "cudaMemcpy", blocking=True)
+            else:
+                _, se = self.api(str(self.rng.choice(["cudaDeviceSynchronize", "cudaEventSynchronize"])),
+                                 self.h, g + 3_000 - self.h, ext=ext)
+            self.h = max(self.h, se) + 1_000
+            self.quiet("aten::is_nonzero", g + gap - 14_000, is_op=True)
+            self.busy(1)
+        elif cls == "unattributed":
+            if variant < 0.7:
+                self.quiet(str(self.rng.choice(["## save_checkpoint ##", "## log_metrics ##"])), g + gap - 14_000)
+                self.busy(1)
+            else:
+                self.api("cudaStreamWaitEvent", self.h, self.j(2_000))
+                self.kernel(_BIG["gemm"][1], self.j(60_000), not_before=g + gap)
+        elif cls == "pipeline-bubble":
+            if variant < 0.6:
+                self._comm(_P2P, g, g + gap - 2_000)
+            self.api("cudaStreamWaitEvent", self.h, self.j(2_000))
+            self.kernel(_BIG["gemm"][2], self.j(80_000), not_before=g + gap)
+        elif cls == "launch-bound":
+            self.pending = None  # each tiny kernel's gap is decided by the queue
+            for _ in range(int(self.j(60))):
+                self.kernel(_SMALL[int(self.rng.integers(len(_SMALL)))], self.j(self.rng.uniform(2_000, 6_000)),
+                            pre=self.rng.uniform(6_000, 22_000), op="aten::add")
+
+    def step(self, n: int, counts: dict[str, int], bubble_gap: tuple[int, int]) -> None:
+        start = self.h
+        if self.noise:
+            self.op("## forward ##", start + 500, start + 1_500, is_op=False)
+        if bubble_gap[0]:
+            self.plant("pipeline-bubble", self.j(bubble_gap[0]))
+        order = [c for c, k in counts.items() for _ in range(k)]
+        self.rng.shuffle(order)
+        for cls in order:
+            self.busy(int(self.rng.integers(6, 14)))
+            gap = 0 if cls == "launch-bound" else self.j(_MEAN_GAP[cls] * self.rng.uniform(0.6, 1.4))
+            self.plant(cls, gap)
+        self.busy(int(self.rng.integers(6, 14)))
+        if bubble_gap[1]:
+            self.plant("pipeline-bubble", self.j(bubble_gap[1]))
+        for _ in range(4):  # optimizer
+            self.kernel(_OPT, self.j(60_000), op="Optimizer.step#AdamW.step")
+        self.h += 2_000
+        self.op(f"ProfilerStep#{n}", start, self.h, is_op=False)
+        if self.noise:  # an unrelated host thread doing its own thing
+            t = start
+            while t < self.h:
+                d = self.j(self.rng.uniform(20_000, 400_000))
+                self.op(str(self.rng.choice(["aten::empty", "aten::to", "aten::pin_memory"])), t, t + d, NOISE)
+                t += d + self.j(self.rng.uniform(50_000, 800_000))
+
+
+def plant(spec: PlantSpec) -> Planted:
+    """Simulate ``spec`` into a Scenario (one device per rank) and its ground truth."""
+    rng = np.random.default_rng(spec.seed)
+    ranks, truth = [], []
+    w = {c: float(spec.weights.get(c, 0.0)) for c in CLASSES}
+    for r in range(spec.ranks):
+        sim = _Sim(r, np.random.default_rng(rng.integers(1 << 62)), spec.jitter, spec.noise)
+        # One pipeline schedule per rank: its fill and drain bubbles keep their length every step.
+        bubbles = (int(rng.uniform(600_000, 1_400_000)), int(rng.uniform(400_000, 1_000_000))) \
+            if w["pipeline-bubble"] > 0 else (0, 0)
+        for n in range(spec.steps):
+            counts = {c: int(np.floor(w[c]) + (sim.rng.random() < w[c] % 1.0))
+                      for c in CLASSES if c != "pipeline-bubble"}
+            sim.step(n, counts, bubbles)
+        ranks.append(sim.rk)
+        t = np.array([(s, e) for s, e, _ in sim.truth], dtype=np.int64).reshape(-1, 2)
+        truth.append(pd.DataFrame({"rank": np.int32(r), "device": np.int32(sim.dev), "start_ns": t[:, 0],
+                                   "end_ns": t[:, 1], "class": [c for _, _, c in sim.truth]}))
+    return Planted(Scenario(ranks=ranks, world_size=spec.ranks), pd.concat(truth, ignore_index=True), spec)
+
+
+def confusion(classified: pd.DataFrame, truth: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Idle ns by (true class, predicted class), and the classified idle ns no truth interval covers.
+
+    In: classified gaps (``rank, device, start_ns, end_ns, class``) and truth intervals (same
+    columns). Out: a CLASSES x CLASSES int64 frame (rows: truth, columns: predicted).
+    """
+    from traceread import intervals
+
+    mat = pd.DataFrame(0, index=list(CLASSES), columns=list(CLASSES), dtype=np.int64)
+    uncovered = 0
+    for (r, d), g in classified.groupby(["rank", "device"], observed=True):
+        t = truth[(truth["rank"] == r) & (truth["device"] == d)].sort_values("start_ns")
+        g = g.sort_values("start_ns")
+        a, b, s, e = intervals.intersect(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64),
+                                         t["start_ns"].to_numpy(np.int64), t["end_ns"].to_numpy(np.int64))
+        part = pd.DataFrame({"truth": t["class"].to_numpy()[b], "pred": g["class"].astype(str).to_numpy()[a],
+                             "ns": e - s}).groupby(["truth", "pred"])["ns"].sum()
+        for (tc, pc), ns in part.items():
+            mat.loc[tc, pc] += int(ns)
+        uncovered += int(g["dur_ns"].sum()) - int((e - s).sum())
+    return mat, uncovered
+
+
+def scores(mat: pd.DataFrame) -> pd.DataFrame:
+    """Per class precision and recall by idle time (NaN where a class has no time)."""
+    diag = np.diag(mat.to_numpy()).astype(np.float64)
+    pred = mat.sum(axis=0).to_numpy(np.float64)
+    true = mat.sum(axis=1).to_numpy(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return pd.DataFrame({"precision": diag / pred, "recall": diag / true, "truth_ns": true.astype(np.int64)},
+                            index=mat.index)
+
+
+def classify_file(path: str, cfg) -> pd.DataFrame:
+    """The real pipeline on one trace file: load -> steps -> gaps -> rules (classified gaps)."""
+    from traceread import load
+    from traceread.gaps import find_gaps
+    from traceread.rules import classify
+    from traceread.steps import find_steps
+
+    trace = load(path)
+    steps = find_steps(trace, cfg).steps
+    return classify(find_gaps(trace, steps, cfg), steps, trace, cfg)
