@@ -1,9 +1,10 @@
 """Score the rules against planted ground truth: confusion matrix by idle time, precision and recall.
 
-    python scripts/eval_rules.py [--seeds 8] [--jitter 0.05] [--formats kineto,nsys] [--steps 8]
+    python scripts/eval_rules.py [--seeds 8] [--jitter 0.05] [--formats kineto,kineto-int-us,nsys] [--steps 8]
 
 For every seed, a planted scenario (scripts/synth.py's generator, with class weights drawn per seed
-between 0.5 and 2 occurrences per step) is written in each format, loaded back with
+between 0.5 and 2 occurrences per step) is written in each format (Kineto as PyTorch 2.4+ writes
+it, Kineto with integer-microsecond timestamps as PyTorch 1.13-2.3 wrote it, nsys SQLite), loaded back with
 ``traceread.load`` and run through steps -> gaps -> rules. Classified idle time is compared with
 the planted intervals nanosecond by nanosecond. The same seeds run again with the jitter doubled.
 Prints markdown tables (README material) and exits 1 when a class misses its target
@@ -22,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.synth.planted import CLASSES, PlantSpec, classify_file, confusion, plant
+from traceread.synth.planted import CLASSES, PlantSpec, classify_file, confusion, plant, truth_for
 
 TARGET, TARGET_DOUBLED = 0.95, 0.90
 
@@ -41,16 +42,20 @@ def run(seeds: int, jitter: float, formats: list[str], steps: int, tmp: str, cfg
         planted = plant(PlantSpec(seed=seed, steps=steps, jitter=jitter, weights=_weights(seed)))
         prefix = os.path.join(tmp, f"s{seed}_j{jitter}")
         paths = []
-        if "kineto" in formats:
+        if "kineto" in formats or "kineto-int-us" in formats:
             from traceread.synth.kineto_writer import write_kineto
 
-            paths += write_kineto(planted.scenario, prefix + ".rank{rank}.pt.trace.json")
+            if "kineto" in formats:
+                paths += write_kineto(planted.scenario, prefix + ".rank{rank}.pt.trace.json")
+            if "kineto-int-us" in formats:
+                paths += write_kineto(planted.scenario, prefix + ".us.rank{rank}.pt.trace.json", generation="int-us")
         if "nsys" in formats:
             from traceread.synth.nsys_writer import write_nsys
 
             paths.append(write_nsys(planted.scenario, prefix + ".sqlite"))
         for path in paths:
-            mat, unc = confusion(classify_file(path, cfg), planted.truth)
+            classified = classify_file(path, cfg)
+            mat, unc = confusion(classified, truth_for(planted.truth, classified, planted.scenario.origin_epoch_ns))
             total += mat
             uncovered += unc
             n += 1
@@ -66,7 +71,7 @@ def _pr(mat: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 @click.command()
 @click.option("--seeds", default=8, show_default=True)
 @click.option("--jitter", default=0.05, show_default=True)
-@click.option("--formats", default="kineto,nsys", show_default=True)
+@click.option("--formats", default="kineto,kineto-int-us,nsys", show_default=True)
 @click.option("--steps", default=8, show_default=True)
 def main(seeds: int, jitter: float, formats: str, steps: int) -> None:
     cfg = Thresholds()

@@ -442,18 +442,13 @@ def _profile(dev: str, step: Any, active: int, path: Path) -> None:
         raise RuntimeError("profiler window closed without exporting a trace")
 
 
-def _torch_versions(dev: str) -> dict[str, Any]:
+def _device_info(dev: str) -> dict[str, Any]:
     import torch
-    v: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda,
-                         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-                         "python": platform.python_version()}
-    if dev == "cuda":
-        prop = torch.cuda.get_device_properties(0)
-        v.update(device_name=prop.name, capability=f"{prop.major}.{prop.minor}",
-                 multiprocessors=prop.multi_processor_count, memory_gib=round(prop.total_memory / 2**30, 1))
-    else:
-        v["device_name"] = f"cpu ({platform.machine()})"
-    return v
+    if dev != "cuda":
+        return {"device_name": f"cpu ({platform.machine()})"}
+    prop = torch.cuda.get_device_properties(0)
+    return {"device_name": prop.name, "capability": f"{prop.major}.{prop.minor}",
+            "multiprocessors": prop.multi_processor_count, "memory_gib": round(prop.total_memory / 2**30, 1)}
 
 
 def run_child(name: str, out: Path, dev: str, active: int) -> int:
@@ -474,8 +469,10 @@ def run_child(name: str, out: Path, dev: str, active: int) -> int:
     try:
         import torch
         torch.manual_seed(0)
-        rec["versions"] = {"torch": torch.__version__, "cuda": torch.version.cuda}  # kept if the device fails
-        rec["versions"] = _torch_versions(dev)
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        rec["versions"] = {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn,
+                           "python": platform.python_version()}
+        rec["versions"].update(_device_info(dev))  # after the versions, which then survive a device failure
         built = BUILDERS[name](dev, params)
         rec["calibration"] = built.info
         t1 = time.perf_counter()

@@ -71,6 +71,7 @@ def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
     """Steps, gaps, classes, attribution, kernel and collective tables of one trace."""
     out = PerTrace()
     label = trace.meta.path.rsplit("/", 1)[-1]
+    notes.extend(f"{label}: {w}" for w in trace.meta.warnings)  # the loader's caveats (truncation, epoch)
     try:
         from traceread.steps import find_steps
     except ImportError:
@@ -84,14 +85,15 @@ def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
         unavailable.append(f"{label}: no steps and no GPU activity, so there is no window to analyse")
         return _tables(index, trace, steps, out, unavailable)
 
-    gaps = _classified_gaps(trace, steps, cfg, unavailable)
+    gaps = _classified_gaps(trace, steps, cfg, notes, unavailable)
     out.steps = _with_trace(_idle_by_class(steps, gaps), index)
     out.gaps = _with_trace(gaps, index)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, notes, unavailable)
     return _tables(index, trace, steps, out, unavailable)
 
 
-def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, unavailable: list[str]) -> pd.DataFrame:
+def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str],
+                     unavailable: list[str]) -> pd.DataFrame:
     from traceread.gaps import find_gaps
 
     gaps = find_gaps(trace, steps, cfg)
@@ -103,7 +105,9 @@ def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, unavail
         gaps["class"] = "unattributed"
         gaps["evidence"] = "not classified: rules unavailable"
         return gaps
-    return classify(gaps, steps, trace, cfg).reset_index(drop=True)
+    out = classify(gaps, steps, trace, cfg)
+    notes.extend(out.attrs.get("notes", []))  # what the rules could not judge (bubbles with few steps)
+    return out.reset_index(drop=True)
 
 
 def _idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
@@ -115,9 +119,15 @@ def _idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
                  .unstack("class", fill_value=0))
     else:
         pivot = pd.DataFrame(index=pd.MultiIndex.from_arrays([[], [], []], names=keys))
+    index = out.set_index(keys).index
     for cls in GAP_CLASSES:
         col = pivot[cls] if cls in pivot.columns else pd.Series(0, index=pivot.index, dtype="int64")
-        out[part_col(cls)] = out.set_index(keys).index.map(col).fillna(0).astype("int64").to_numpy()
+        out[part_col(cls)] = index.map(col).fillna(0).astype("int64").to_numpy()
+    # Idle no gap covers (shorter than the engine's minimum gap) is unattributed, so the classes sum
+    # to idle_ns, as the attribution counts it.
+    covered = out[[part_col(c) for c in GAP_CLASSES]].sum(axis=1).to_numpy()
+    rest = np.maximum(out["idle_ns"].to_numpy() - covered, 0)
+    out[part_col("unattributed")] = out[part_col("unattributed")].to_numpy() + rest
     return out
 
 

@@ -108,6 +108,12 @@ class Analysis:
             label = f"{self.traces[trace].name}: {label}"
         return label
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report as plain data (``traceread/data/report.schema.json``)."""
+        from traceread.render.jsonout import to_report
+
+        return to_report(self)
+
     def shares(self) -> dict[str, float]:
         """Each part's share of total step time over every unit (sums to 1 when there are steps)."""
         if self.attribution.empty:

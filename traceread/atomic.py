@@ -10,6 +10,12 @@ from collections.abc import Iterator
 from typing import IO
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
     """Open ``path`` for writing so readers never see a half-written file. ``-`` is stdout."""
@@ -24,6 +30,7 @@ def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
             yield fh
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

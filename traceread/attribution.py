@@ -108,13 +108,14 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     table["verdict"] = [_verdict({p: float(r[share_col(p)]) for p in PARTS}, cfg)[0] for _, r in table.iterrows()]
     shares = {p: (float(table[part_col(p)].sum()) / total_ns if total_ns else 0.0) for p in PARTS}
     dominant, cost = _verdict(shares, cfg) if total_ns else ("unattributed", 0.0)
-    if graph_ns and total_ns:
+    if total_ns and graph_ns / total_ns >= cfg.note_min_share:
         notes.append(f"{graph_ns / total_ns:.0%} of step time runs inside CUDA graphs whose kernels are not traced; "
                      "it is counted as compute-bound busy time")
     busy = shares["compute-bound"] + shares["memory-bound"]
     if dominant in GAP_CLASSES and busy and shares["memory-bound"] / busy >= cfg.memory_bound_min_share:
         notes.append(f"memory-bound kernels take {shares['memory-bound'] / busy:.0%} of busy time: once the idle "
                      "time is removed, fusion is the next lever")
+    notes.extend(_comm_note(gaps, total_ns, cfg))
     if total_ns == 0:
         notes.append("no analysed steps: nothing to attribute")
     return Attribution(table=table, shares=shares, dominant_cause=dominant, dominant_cost_share=cost,
@@ -160,6 +161,18 @@ def _idle_by_class(gaps: pd.DataFrame, rank: int, device: int, ws: np.ndarray, w
     else:
         out[part_col("unattributed")] += idle - found
     return out
+
+
+def _comm_note(gaps: pd.DataFrame, total_ns: int, cfg: Thresholds) -> list[str]:
+    """Communication that ran during idle gaps the rules gave to another cause (it was not waited for)."""
+    if not total_ns or not len(gaps) or "comm_ns" not in gaps.columns or "class" not in gaps.columns:
+        return []
+    other = gaps["class"].astype(str).to_numpy() != "comm-bound"
+    hidden = int(gaps["comm_ns"].to_numpy(np.int64)[other].sum())
+    if hidden / total_ns < cfg.note_min_share:
+        return []
+    return [f"communication ran during {hidden / total_ns:.0%} of step time while compute was idle for another "
+            "reason (the next kernel was not waiting for it); it is counted under that reason, not comm-bound"]
 
 
 def _verdict(shares: dict[str, float], cfg: Thresholds) -> tuple[str, float]:

@@ -43,7 +43,7 @@ class Thresholds:
     launch_cpu_cover: float = _t(
         0.5, "fraction of gap", "launch-bound: host inside runtime/launch calls for most of the gap")
     launch_max_ns_per_launch: int = _t(
-        250_000, "ns per launch", "launch-bound: the host issues CUDA calls at least this often; a "
+        500_000, "ns per launch", "launch-bound: eager dispatch of one op rarely exceeds ~0.5 ms; a "
         "longer quiet host stretch is some other host work")
     bubble_min_steps: int = _t(
         4, "steps", "periodicity cannot be judged from fewer analysed steps")
@@ -61,6 +61,8 @@ class Thresholds:
         0.10, "fraction of step", "under ~10% idle the remaining gains are inside the kernels")
     memory_bound_min_share: float = _t(
         0.5, "fraction of busy", "most busy time in memory-bound kernels means fusion is the lever")
+    note_min_share: float = _t(
+        0.01, "fraction of step", "attribution notes about time under ~1% of the step are noise")
 
     # --- report (what the analyze report shows) ---
     report_second_min_share: float = _t(

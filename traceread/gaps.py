@@ -24,7 +24,7 @@ import pandas as pd
 
 from traceread import intervals, kernel_classes, schema
 from traceread.config import Thresholds
-from traceread.lanes import OP_LANES, EventView, compute_rows, event_view
+from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view
 from traceread.trace import Trace
 
 OVERLAP_KINDS: tuple[str, ...] = (
@@ -131,7 +131,6 @@ class _RankHost:
             hit = lh[k] == launches
             self.launch_device[hit] = v.device[v.link_gpu[o][k[hit]]]
 
-
     @staticmethod
     def on_threads(v: EventView, rows: np.ndarray, tids: np.ndarray) -> np.ndarray:
         """``rows`` on threads ``tids`` (no copy when all of them already are)."""
@@ -144,7 +143,7 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
                  st: pd.DataFrame) -> dict[str, np.ndarray] | None:
     ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
     crow = compute_rows(v, rank, device)
-    us, ue = intervals.union(v.start[crow], v.end[crow])
+    us, ue = compute_union(v, rank, device)
     w, gs, ge = intervals.complement_in_windows(us, ue, ws, we)
     if len(gs) == 0:
         return None
@@ -171,6 +170,9 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     launch = v.launch_of(ops)
     linked_ops, launch = ops[launch >= 0], launch[launch >= 0]
     tids = np.sort(pd.unique(v.tid[launch])) if len(launch) else host.tids
+    main_tid = _busiest(v.tid[launch] if len(launch) else v.tid[host.flagged["launch"]])
+    cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs)
+    del ops, linked_ops, launch
     api = host.on_threads(v, host.api, tids)
     ns["cpu_runtime"] = _covered(v, api, gs, ge)
     for key in ("dataloader", "sync", "alloc", "optimizer"):
@@ -199,32 +201,38 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     cols["next_launch_start_ns"] = np.where(nl >= 0, v.start[nl], -1)
     cols["next_launch_end_ns"] = np.where(nl >= 0, v.end[nl], -1)
     cols["launch_after_gap_start"] = (nl >= 0) & (v.start[nl] >= gs)
-    cols["python_frame"] = _python_frames(v, host, gs, np.where(nl >= 0, v.tid[nl], -1), launch)
+    cols["python_frame"] = _python_frames(v, host, gs, np.where(nl >= 0, v.tid[nl], main_tid))
 
-    # Queue depth: launch calls started minus their GPU work started, by the gap start.
-    if len(launch):
-        o = np.lexsort((v.start[linked_ops], launch))
-        first = np.ones(len(o), bool)
-        first[1:] = launch[o][1:] != launch[o][:-1]
-        ls = np.sort(v.start[launch[o][first]])
-        fs = np.sort(v.start[linked_ops[o][first]])
-        depth = intervals.count_at_or_before(gs, ls) - intervals.count_at_or_before(gs, fs)
-        cols["queue_depth"] = np.maximum(depth, 0)
-    else:
-        cols["queue_depth"] = np.zeros(n, np.int64)
     return cols
 
 
-def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.ndarray,
-                   launches: np.ndarray) -> np.ndarray:
-    """Innermost python_function frame at each gap start, on the thread that launched the next
-    kernel (else the device's busiest launching thread)."""
+def _busiest(tids: np.ndarray) -> int:
+    """The most frequent thread id (-1 when there is none)."""
+    if len(tids) == 0:
+        return -1
+    return int(pd.Series(tids).value_counts().idxmax())  # hash counts: tids are few, rows many
+
+
+def _queue_depth(v: EventView, ops: np.ndarray, launch: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """At each time ``t``: launch calls started minus those whose GPU work started (ops linked to
+    ``launch`` row by row; a launch with several ops counts once, at its first op)."""
+    if len(launch) == 0:
+        return np.zeros(len(t), np.int64)
+    o = np.lexsort((v.start[ops], launch))
+    lo = launch[o]
+    first = np.ones(len(o), bool)
+    first[1:] = lo[1:] != lo[:-1]
+    ls = np.sort(v.start[lo[first]])
+    fs = np.sort(v.start[ops[o[first]]])
+    return np.maximum(intervals.count_at_or_before(t, ls) - intervals.count_at_or_before(t, fs), 0)
+
+
+def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.ndarray) -> np.ndarray:
+    """Innermost python_function frame at each gap start on thread ``gap_tid`` (the thread that
+    launched the next kernel, else the device's busiest launching thread)."""
     out = np.full(len(gs), v.empty_code, dtype=np.int64)
     if len(host.python) == 0:
         return out
-    if len(launches):
-        tids, counts = np.unique(v.tid[launches], return_counts=True)
-        gap_tid = np.where(gap_tid >= 0, gap_tid, tids[np.argmax(counts)])
     py_tid = v.tid[host.python]
     for tid in np.unique(gap_tid[gap_tid >= 0]):  # loop over threads, not gaps
         q = np.flatnonzero(gap_tid == tid)
@@ -237,7 +245,8 @@ def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.nd
 def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
     """Every compute-idle gap inside every step of every device, with its overlap measurements.
 
-    In: ``steps_df`` from :func:`traceread.steps.find_steps` (device-extended windows).
+    In: ``steps_df`` from :func:`traceread.steps.find_steps` (device-extended windows; any
+    subset of its rows works, but the steps of one device must not overlap).
     Out: one row per gap, columns ``GAP_COLUMNS``, sorted by rank, device, start. Times in ns
     (int64); ``X_frac`` in [0, 1]; ``phase`` = offset_ns / step length; string columns are
     categorical ('' when unknown); ``next_launch_*_ns`` are -1 when the launch is unknown.
@@ -263,8 +272,10 @@ def _assemble(v: EventView, parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
     dtypes = _gap_dtypes()
     out = pd.DataFrame(index=pd.RangeIndex(sum(len(p["start_ns"]) for p in parts)))
     for c in GAP_COLUMNS:
-        arr = parts[0][c] if len(parts) == 1 else np.concatenate([p[c] for p in parts])
+        # pop: each part's array is freed as soon as the frame holds its copy (halves the peak)
+        arr = parts[0].pop(c) if len(parts) == 1 else np.concatenate([p.pop(c) for p in parts])
         out[c] = v.categorical(arr) if c in _STR_COLUMNS else arr.astype(dtypes[c], copy=False)
+        del arr
     return out
 
 
@@ -297,8 +308,7 @@ def collective_exposure(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
         w = np.searchsorted(ws, s, side="right") - 1
         inside = (w >= 0) & (s < we[np.maximum(w, 0)])
         comm, s, e = comm[inside], s[inside], e[inside]
-        crow = compute_rows(v, int(r), int(d))
-        us, ue = intervals.union(v.start[crow], v.end[crow])
+        us, ue = compute_union(v, int(r), int(d))
         parts.append(pd.DataFrame({
             "rank": np.int32(r), "device": np.int32(d),
             "collective": v.map_names(comm, kernel_classes.collective_type),

@@ -23,6 +23,12 @@ def _arr(a) -> np.ndarray:
     return np.asarray(a, dtype=_I64)
 
 
+def is_sorted(a) -> bool:
+    """True when ``a`` is non-decreasing (a cheap check that lets callers skip a sort)."""
+    a = np.asarray(a)
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+
+
 def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     """Merge an interval set into its union.
 
@@ -35,8 +41,9 @@ def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     s, e = s[keep], e[keep]
     if len(s) == 0:
         return s.copy(), e.copy()
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
+    if not is_sorted(s):
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
     reach = np.maximum.accumulate(e)
     # A new merged interval starts where a start lies strictly beyond everything before it.
     new = np.empty(len(s), dtype=bool)

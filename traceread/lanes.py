@@ -13,11 +13,12 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from traceread import schema
+from traceread import intervals, schema
 from traceread.trace import Trace
 
 _API_SUFFIX = re.compile(r"_v\d+$")  # nsys: cudaLaunchKernel_v7000
@@ -71,7 +72,7 @@ class EventView:
     link_gpu: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # sorted GPU op rows
     link_host: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # their launch rows
     _lane_rows: dict[str, np.ndarray] = field(default_factory=dict)
-    _rows: dict[tuple, np.ndarray] = field(default_factory=dict)
+    _rows: dict[tuple, Any] = field(default_factory=dict)  # selection and union caches
 
     def lane_rows(self, lane: str) -> np.ndarray:
         """Row indices of one lane (cached)."""
@@ -86,7 +87,7 @@ class EventView:
         key = (tuple(lanes), tuple(cats) if cats is not None else None, rank, device)
         if key in self._rows:
             return self._rows[key]
-        parts = [self.lane_rows(x) for x in lanes]
+        parts = [r for r in (self.lane_rows(x) for x in lanes) if len(r)] or [np.zeros(0, np.int64)]
         rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
         keep = None
         if cats is not None:
@@ -197,8 +198,14 @@ def _link(v: EventView) -> None:
         gkey = (pos.astype(np.int64) << _PID_SHIFT) | v.corr[g]
         # Runtime before driver on equal keys: the outer API call is the launch.
         is_driver = v.cat[h] == v.cat_codes.get(schema.CAT_DRIVER, -99)
-        order = np.lexsort((is_driver, hkey))
-        hkey_s, h_s = hkey[order], h[order]
+        if is_driver.any():
+            order = np.lexsort((is_driver, hkey))
+            hkey_s, h_s = hkey[order], h[order]
+        elif intervals.is_sorted(hkey):
+            hkey_s, h_s = hkey, h
+        else:
+            order = np.argsort(hkey, kind="stable")
+            hkey_s, h_s = hkey[order], h[order]
         k = np.minimum(np.searchsorted(hkey_s, gkey), len(hkey_s) - 1)
         hit = hkey_s[k] == gkey
         out_gpu.append(g[hit])
@@ -238,6 +245,15 @@ def event_view(trace: Trace) -> EventView:
 def compute_rows(v: EventView, rank: int, device: int) -> np.ndarray:
     """Rows of compute work (kernels and whole CUDA graphs on compute lanes) of one device."""
     return v.rows((schema.LANE_GPU_COMPUTE,), COMPUTE_CATS, rank=rank, device=device)
+
+
+def compute_union(v: EventView, rank: int, device: int) -> tuple[np.ndarray, np.ndarray]:
+    """The device's compute busy time: union of :func:`compute_rows` intervals (cached)."""
+    key = ("compute_union", rank, device)
+    if key not in v._rows:
+        rows = compute_rows(v, rank, device)
+        v._rows[key] = intervals.union(v.start[rows], v.end[rows])
+    return v._rows[key]
 
 
 def rank_devices(v: EventView) -> list[tuple[int, int]]:

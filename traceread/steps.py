@@ -24,7 +24,7 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
-from traceread.lanes import HOST_LANES, OP_LANES, EventView, compute_rows, event_view, rank_devices
+from traceread.lanes import HOST_LANES, OP_LANES, EventView, compute_union, event_view, rank_devices
 from traceread.trace import Trace
 
 SOURCE_PROFILER_STEP = "ProfilerStep"
@@ -91,31 +91,30 @@ def _from_profiler_steps(trace: Trace, v: EventView) -> tuple[pd.DataFrame, str]
     return _host_frame(v.rank[rows], num[keep], v.start[rows], v.end[rows]), SOURCE_PROFILER_STEP
 
 
-def _rank_spans(v: EventView, lanes) -> pd.DataFrame:
-    rows = v.rows(lanes)
-    if lanes == HOST_LANES:  # the profiler's own span would stretch every window to the trace
-        bad = [v.cat_codes[c] for c in (schema.CAT_TRACE_SPAN, schema.CAT_INSTANT) if c in v.cat_codes]
-        rows = rows[~np.isin(v.cat[rows], bad)]
+def _gpu_spans(v: EventView) -> pd.DataFrame:
+    """Per rank: first start and last end of any GPU op."""
+    rows = v.rows(OP_LANES)
     df = pd.DataFrame({"rank": v.rank[rows], "s": v.start[rows], "e": v.end[rows]})
     return df.groupby("rank").agg(s=("s", "min"), e=("e", "max"))
 
 
 def _from_marker(v: EventView, flag: str, boundary: str) -> pd.DataFrame:
-    """Steps between consecutive per-iteration markers (nested repeats merged first)."""
+    """Steps between consecutive per-iteration markers (nested repeats merged first).
+
+    An iteration ends with its optimizer step (``boundary="end"``: marker end to next marker end)
+    or starts with its next batch (``"start"``: marker start to next marker start). Activity
+    outside the first and last marker has no known iteration boundary and is left out.
+    """
     host = v.rows(HOST_LANES)
     rows = host[v.flag(flag, host)]
-    spans = _rank_spans(v, HOST_LANES + OP_LANES)
     parts = []
     for r in np.unique(v.rank[rows]):
-        ms, me = intervals.union(v.start[rows[v.rank[rows] == r]], v.end[rows[v.rank[rows] == r]])
+        mine = rows[v.rank[rows] == r]
+        ms, me = intervals.union(v.start[mine], v.end[mine])
         if len(ms) < 2:
             continue
-        lo, hi = int(spans.loc[r, "s"]), int(spans.loc[r, "e"])
-        if boundary == "end":  # an iteration ends with its optimizer step
-            starts, ends = np.concatenate(([min(lo, ms[0])], me[:-1])), me
-        else:  # an iteration starts with its next batch
-            starts, ends = ms, np.concatenate((ms[1:], [max(hi, me[-1])]))
-        parts.append(pd.DataFrame({"rank": r, "step": np.arange(len(starts)), "s": starts, "e": ends}))
+        edge = me if boundary == "end" else ms
+        parts.append(pd.DataFrame({"rank": r, "step": np.arange(len(edge) - 1), "s": edge[:-1], "e": edge[1:]}))
     if not parts:
         return _empty_host()
     df = pd.concat(parts, ignore_index=True)
@@ -123,7 +122,7 @@ def _from_marker(v: EventView, flag: str, boundary: str) -> pd.DataFrame:
 
 
 def _from_gpu_span(v: EventView) -> pd.DataFrame:
-    spans = _rank_spans(v, OP_LANES)
+    spans = _gpu_spans(v)
     return _host_frame(spans.index, np.zeros(len(spans)), spans["s"], spans["e"])
 
 
@@ -141,8 +140,9 @@ def _host_steps(trace: Trace, v: EventView, step_range: str | None) -> tuple[pd.
     for flag, label, boundary in _MARKERS:
         df = _from_marker(v, flag, boundary)
         if len(df):
-            notes.append(f"No step markers: steps inferred from repeated {label}#... calls "
-                         f"({len(df)} steps), one per training iteration.")
+            notes.append(f"No step markers: steps inferred from repeated {label}#... calls, one per "
+                         f"training iteration ({len(df)} steps between consecutive calls; activity "
+                         "before the first and after the last call is left out).")
             return df, f"inferred:{label}", notes
     df = _from_gpu_span(v)
     notes.append("No step markers: the GPU-active span of each rank is analysed as one step.")
@@ -206,7 +206,12 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
     """
     v = event_view(trace)
     host, source, notes = _host_steps(trace, v, step_range)
-    parts = [_extend(v, host, r, d) for r, d in rank_devices(v) if (host["rank"] == r).any()]
+    pairs = rank_devices(v)
+    parts = [_extend(v, host, r, d) for r, d in pairs if (host["rank"] == r).any()]
+    unmarked = sorted({r for r, _ in pairs if not (host["rank"] == r).any()})
+    if unmarked:
+        notes.append(f"Rank(s) {', '.join(map(str, unmarked))} ran GPU work but carry no step markers; "
+                     "they are left out of step analyses.")
     if parts:
         steps = pd.concat(parts, ignore_index=True)
     else:
@@ -214,8 +219,7 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
                               ("rank", "device", "step", "start_ns", "end_ns", "cpu_start_ns", "cpu_end_ns")})
     busy = np.zeros(len(steps), dtype=np.int64)
     for (r, d), grp in steps.groupby(["rank", "device"]).indices.items():
-        rows = compute_rows(v, int(r), int(d))
-        us, ue = intervals.union(v.start[rows], v.end[rows])
+        us, ue = compute_union(v, int(r), int(d))
         busy[grp] = intervals.overlap_with_union(steps["start_ns"].to_numpy()[grp],
                                                  steps["end_ns"].to_numpy()[grp], us, ue)
     steps["busy_ns"] = busy

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import jsonschema
 import orjson
 import pytest
+from conftest import needs_shared
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PfTrace
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
@@ -33,6 +36,9 @@ def test_all_outputs_and_planted_cause(planted, tmp_path, capsys) -> None:
     rc = main(["analyze", path, "-o", str(md), "--json", str(js), "--plot", str(png), "--perfetto", str(pf)])
     assert rc == 0
     assert capsys.readouterr().out == ""  # the report went to -o, not stdout
+    umask = os.umask(0)
+    os.umask(umask)
+    assert md.stat().st_mode & 0o777 == 0o666 & ~umask  # written atomically, usual permissions
     text = md.read_text()
     assert "## Verdict\n\nData-starved:" in text
     doc = orjson.loads(js.read_bytes())
@@ -40,6 +46,9 @@ def test_all_outputs_and_planted_cause(planted, tmp_path, capsys) -> None:
     assert doc["dominant_cause"] == "data-starved"
     assert {(s["rank"], s["device"]) for s in doc["steps"]} == {(0, 0), (1, 1)}
     assert len(doc["attribution"]) == 2
+    for st in doc["steps"]:  # every step's idle is split into classes exactly
+        assert sum(st["idle_by_class"].values()) == st["idle_ns"]
+        assert st["busy_ns"] + st["idle_ns"] == st["end_ns"] - st["start_ns"]
     for a in doc["attribution"]:
         assert sum(p["ns"] for p in a["parts"].values()) == a["step_ns"]
     # per-rank comparison table: one row per rank/GPU
@@ -123,7 +132,7 @@ def test_several_rank_files_of_one_job(tmp_path, capsys) -> None:
     assert [t["ranks"] for t in doc["traces"]] == [[0], [1]]
     assert sorted({(s["trace"], s["rank"]) for s in doc["steps"]}) == [(0, 0), (1, 1)]
     text = md.read_text()
-    assert text.count("| `job.rank") == 2  # both inputs in the header
+    assert text.split("## Verdict")[0].count("| `job.rank") == 2  # both inputs in the header
     assert "| rank 0 / GPU 0 |" in text and "| rank 1 / GPU 1 |" in text  # per-rank comparison rows
     assert "### rank 1 / GPU 1" in text  # per-rank step sections
     trace = PfTrace()
@@ -143,3 +152,65 @@ def test_same_rank_in_two_files_stays_apart(planted, tmp_path) -> None:
     assert main(["analyze", str(a), str(b), "-o", str(md)]) == 0
     text = md.read_text()
     assert "| a.sqlite: rank 0 / GPU 0 |" in text and "| b.sqlite: rank 0 / GPU 0 |" in text
+
+
+def test_missing_or_failing_piece_degrades_and_is_reported(planted, monkeypatch) -> None:
+    import sys
+
+    import traceread.metrics.kernels as kernels
+    from traceread import load
+    from traceread.analysis import analyze
+    from traceread.render.markdown import to_markdown
+
+    trace = load(planted[0])
+    monkeypatch.setitem(sys.modules, "traceread.metrics.collectives", None)  # import fails
+
+    def broken(_trace):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(kernels, "kernel_table", broken)
+    a = analyze([trace])
+    assert a.dominant_cause == "data-starved"  # the rest of the pipeline still ran
+    assert any(u.startswith("collective table: its module is not installed") for u in a.unavailable)
+    assert "kernel table: failed (RuntimeError: boom)" in a.unavailable
+    text = to_markdown(a)
+    assert "Not computed: kernel table: failed (RuntimeError: boom)" in text
+    assert "### Top kernels" not in text
+
+
+def test_real_fixture_end_to_end(tmp_path) -> None:
+    """The shipped ResNet-50 trace: JSON valid, Perfetto diagnosis slices = the gaps of the drawn steps."""
+    from conftest import FIXTURES
+
+    src = FIXTURES / "kineto2021_resnet50_bare_list.pt.trace.json.gz"
+    js, pf = tmp_path / "r.json", tmp_path / "t.pftrace"
+    assert main(["analyze", str(src), "-o", str(tmp_path / "r.md"), "--json", str(js), "--perfetto", str(pf)]) == 0
+    doc = orjson.loads(js.read_bytes())
+    jsonschema.validate(doc, jsonout.schema())
+    trace = PfTrace()
+    trace.ParseFromString(pf.read_bytes())
+    tracks = {p.track_descriptor.uuid: p.track_descriptor.name for p in trace.packet if p.HasField("track_descriptor")}
+    begins = [p.track_event for p in trace.packet
+              if p.HasField("track_event") and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN]
+    drawn = {int(e.name.split()[1]) for e in begins if tracks[e.track_uuid].endswith("steps")}
+    assert 1 <= len(drawn) <= 2  # the median and the worst step
+    want = sorted(g["class"] for g in doc["gaps"] if g["step"] in drawn)
+    got = sorted(e.name for e in begins if tracks[e.track_uuid].startswith("traceread diagnosis"))
+    assert got == want
+    kernels = sum(1 for e in begins if " stream " in tracks[e.track_uuid])
+    assert kernels > 1000  # the GPU lanes of two ResNet-50 steps
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["hta_mtia_inference.json.gz", "hta_cpu_only_rank34.pt.trace.json.gz"])
+def test_user_and_host_names_never_reach_outputs(name, tmp_path) -> None:
+    """These files carry username/host_name keys (values replaced by 'redacted' in ../shared)."""
+    from conftest import SHARED_TRACES
+
+    src = SHARED_TRACES / "kineto" / name
+    outs = [tmp_path / n for n in ("r.md", "r.json", "t.pftrace", "t.svg")]
+    rc = main(["analyze", str(src), "-o", str(outs[0]), "--json", str(outs[1]), "--perfetto", str(outs[2]),
+               "--perfetto-steps", "all", "--plot", str(outs[3])])
+    assert rc == 0
+    for out in outs:
+        assert b"redacted" not in out.read_bytes(), out.name

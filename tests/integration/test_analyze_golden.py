@@ -15,6 +15,7 @@ import pytest
 from conftest import REPO, SHARED_TRACES, needs_shared
 
 from traceread.cli import main
+from traceread.synth.kineto_writer import write_kineto
 from traceread.synth.nsys_writer import write_nsys
 from traceread.synth.planted import CLASSES, PlantSpec, plant
 
@@ -26,11 +27,13 @@ def _only(**w: float) -> dict[str, float]:
     return {c: w.get(c.replace("-", "_"), 0.0) for c in CLASSES}
 
 
-# name -> planted spec: each scenario has one dominant planted cause
+# name -> (planted spec, file format): each scenario has one dominant planted cause
 SCENARIOS = {
-    "planted_data_starved": PlantSpec(seed=11, ranks=1, steps=6, weights=_only(data_starved=1.0, unattributed=0.3)),
-    "planted_launch_bound": PlantSpec(seed=12, ranks=1, steps=5, weights=_only(launch_bound=3.0)),
-    "planted_comm_bound_2ranks": PlantSpec(seed=13, ranks=2, steps=6, weights=_only(comm_bound=2.0, sync_stall=0.5)),
+    "planted_data_starved": (PlantSpec(seed=11, ranks=1, steps=6, weights=_only(data_starved=1.0, unattributed=0.3)),
+                             "nsys"),
+    "planted_launch_bound": (PlantSpec(seed=12, ranks=1, steps=5, weights=_only(launch_bound=3.0)), "kineto"),
+    "planted_comm_bound_2ranks": (PlantSpec(seed=13, ranks=2, steps=6,
+                                            weights=_only(comm_bound=2.0, sync_stall=0.5)), "nsys"),
 }
 REAL = {
     "real_nsysai_h100_2gpu": "nsys/nsysai_h100_2gpu_window_2026.sqlite",
@@ -63,9 +66,14 @@ def check_golden(name: str, text: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_generated_scenario_report(name: str, tmp_path: Path) -> None:
-    p = plant(SCENARIOS[name])
-    trace = tmp_path / f"{name}.sqlite"
-    write_nsys(p.scenario, str(trace))
+    spec, fmt = SCENARIOS[name]
+    p = plant(spec)
+    if fmt == "nsys":
+        trace = tmp_path / f"{name}.sqlite"
+        write_nsys(p.scenario, str(trace))
+    else:
+        trace = tmp_path / f"{name}.pt.trace.json"
+        write_kineto(p.scenario, str(trace))
     text = _report(trace, tmp_path)
     truth = p.truth.assign(dur=p.truth["end_ns"] - p.truth["start_ns"]).groupby("class")["dur"].sum()
     planted_top = truth.drop(labels=["unattributed"], errors="ignore").idxmax()

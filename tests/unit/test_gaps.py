@@ -101,13 +101,15 @@ def test_gap_with_no_cpu_activity():
 
 
 def test_optimizer_steps_without_step_markers():
-    rows = [kernel(0, 50), kernel(120, 150), kernel(210, 250),
+    rows = [kernel(0, 50), kernel(120, 150), kernel(210, 250), kernel(310, 320),
             op("Optimizer.step#SGD.step", 80, 100, category="user_annotation"),
-            op("Optimizer.step#SGD.step", 180, 200, category="user_annotation")]
+            op("Optimizer.step#SGD.step", 180, 200, category="user_annotation"),
+            op("Optimizer.step#SGD.step", 280, 300, category="user_annotation")]
     _, steps, gaps = run(rows)
     assert steps["step"].tolist() == [0, 1]
-    assert spans(gaps) == [(50, 100), (100, 120), (150, 200)]
-    assert gaps["optimizer_ns"].tolist() == [20, 0, 20]
+    assert steps[["start_ns", "end_ns"]].values.tolist() == [[100, 200], [200, 300]]
+    assert spans(gaps) == [(100, 120), (150, 200), (200, 210), (250, 300)]
+    assert gaps["optimizer_ns"].tolist() == [0, 20, 0, 20]
 
 
 def test_host_side_measures():

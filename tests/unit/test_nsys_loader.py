@@ -52,9 +52,9 @@ def _check_counts(path) -> None:
         path, "SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType = 34 OR "
               "(eventType IN (59, 60) AND end IS NOT NULL)")
     # Linking: every kernel whose (process, correlation) has a runtime/driver row is linked to it.
-    linked_sql = (f"SELECT COUNT(*) FROM {K}KERNEL k WHERE EXISTS (SELECT 1 FROM {K}RUNTIME r WHERE "
-                  "r.correlationId = k.correlationId AND r.eventClass IN (0, 1) AND "
-                  "(r.globalTid >> 24) & 16777215 = (k.globalPid >> 24) & 16777215)")
+    linked_sql = (f"SELECT COUNT(*) FROM {K}KERNEL k WHERE ((k.globalPid >> 24) & 16777215, k.correlationId) IN "
+                  f"(SELECT (r.globalTid >> 24) & 16777215, r.correlationId FROM {K}RUNTIME r "
+                  "WHERE r.eventClass IN (0, 1))")
     kern = ev[ev["raw_category"] == K + "KERNEL"]
     api = ev[ev["category"].isin([S.CAT_RUNTIME, S.CAT_DRIVER])]
     api_keys = pd.MultiIndex.from_arrays([api["pid"], api["correlation"]])

@@ -261,3 +261,29 @@ def test_plot_writes_picture(analysis: Analysis, tmp_path, ext: str, magic: byte
     if ext == "svg":
         text = data.decode()
         assert "comm-bound" in text and "alice" not in text
+
+
+def test_window_events_yield_each_overlapping_event_once(analysis: Analysis) -> None:
+    wins = timeline.windows(analysis, "all")
+    got = [e for e in timeline.window_events(analysis, 0, 0, None, wins, timeline.HOST_LANES)]
+    idx = np.concatenate([e.index.to_numpy() for e in got])
+    assert len(idx) == len(set(idx))
+    ev = analysis.inputs[0].events
+    lo, hi = int(wins["start_ns"].min()), int(wins["end_ns"].max())
+    want = ev[ev["lane"].isin(timeline.HOST_LANES) & (ev["end_ns"] > lo) & (ev["start_ns"] < hi)]
+    assert sorted(idx) == sorted(want.index)
+    assert [len(e) for e in got] == [3, 3, 3]  # op, launch call, ProfilerStep per step
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "json", "plot", "perfetto"])
+def test_every_renderer_writes_through_write_outputs(analysis: Analysis, tmp_path, fmt: str) -> None:
+    from traceread.render import write_outputs
+
+    path = tmp_path / {"markdown": "r.md", "json": "r.json", "plot": "t.png", "perfetto": "t.pftrace"}[fmt]
+    kwargs = {"markdown": str(path)} if fmt == "markdown" else {f"{fmt}_path" if fmt != "json" else "json_path":
+                                                                  str(path)}
+    write_outputs(analysis, **kwargs)
+    assert path.stat().st_size > 0
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+    if fmt == "json":
+        assert orjson.loads(path.read_bytes()) == orjson.loads(orjson.dumps(analysis.to_dict()))

@@ -76,11 +76,12 @@ def test_warmup_override_and_outlier_flag():
 def test_inferred_from_optimizer_steps_with_a_note():
     rows = [kernel(0, 10)]
     rows += [op("Optimizer.step#AdamW.step", 90 + 100 * i, 100 + 100 * i, category="user_annotation")
-             for i in range(3)]
+             for i in range(4)]
     res = steps_of(rows)
     assert res.source == "inferred:Optimizer.step"
-    assert res.steps["cpu_start_ns"].tolist() == [0, 100, 200]
-    assert res.steps["cpu_end_ns"].tolist() == [100, 200, 300]
+    # iterations run from one optimizer step's end to the next one's end
+    assert res.steps["cpu_start_ns"].tolist() == [100, 200, 300]
+    assert res.steps["cpu_end_ns"].tolist() == [200, 300, 400]
     assert res.steps["step"].tolist() == [0, 1, 2]
     assert any("Optimizer.step" in n for n in res.notes)
 
@@ -91,8 +92,13 @@ def test_inferred_from_dataloader_when_no_optimizer():
              for i in range(3)]
     res = steps_of(rows)
     assert res.source == "inferred:enumerate(DataLoader)"
-    assert res.steps["cpu_start_ns"].tolist() == [0, 100, 200]
-    assert res.steps["cpu_end_ns"].tolist() == [100, 200, 450]
+    assert res.steps["cpu_start_ns"].tolist() == [0, 100]
+    assert res.steps["cpu_end_ns"].tolist() == [100, 200]
+
+
+def test_a_single_marker_is_not_a_cadence():
+    rows = [kernel(0, 10), op("Optimizer.step#AdamW.step", 20, 30, category="user_annotation")]
+    assert steps_of(rows).source == "gpu-span"
 
 
 def test_gpu_span_when_no_markers_per_rank_and_device():

@@ -13,6 +13,7 @@ from traceread.loaders import load
 from traceread.steps import find_steps
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
+_NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start
 _TOP_GAP_COLS = ["rank", "device", "step", "start_ns", "dur_ns", "comm_frac", "cpu_runtime_frac",
                  "sync_frac", "launch_count", "next_kernel_name"]
 
@@ -21,7 +22,8 @@ def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[st
     st = totals[["rank", "device", "step", "step_ns", "busy_ns", "idle_ns", "gap_count"]].copy()
     st.insert(6, "idle_%", (100 * st["idle_ns"] / st["step_ns"].clip(lower=1)).round(1))
     lines = [f"steps (source: {source})", *notes, "", st.to_string(index=False), ""]
-    longest = gaps.nlargest(top, "dur_ns")[_TOP_GAP_COLS]
+    longest = gaps.nlargest(top, "dur_ns")[_TOP_GAP_COLS].astype({"next_kernel_name": str})
+    longest["next_kernel_name"] = longest["next_kernel_name"].str.slice(0, _NAME_WIDTH)
     lines += [f"{len(gaps)} gaps; the {len(longest)} longest:",
               longest.to_string(index=False) if len(longest) else "(none)"]
     return "\n".join(lines)

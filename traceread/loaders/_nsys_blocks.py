@@ -1,6 +1,6 @@
 """One function per nsys table: read it in bulk and return a :class:`Block` of event rows.
 
-A Block holds whole columns (numpy) for one source table, already in start order; names are
+A Block holds whole columns (numpy) for one source table, rows in the export's order; names are
 codes into the block's own ``names`` array, so strings are handled once per distinct value.
 """
 
@@ -59,15 +59,6 @@ class Block:
 
     def __len__(self) -> int:
         return len(self.start)
-
-    def sorted(self) -> Block:
-        order = np.argsort(self.start, kind="stable")
-        if len(order) and bool((order == np.arange(len(order))).all()):
-            return self
-        take = {k: getattr(self, k)[order] for k in ("lane", "category", "name_code", "start", "end", "pid", "tid",
-                                                      "device", "stream", "correlation")}
-        side = {t: {c: v[order] for c, v in cols.items()} for t, cols in self.side.items()}
-        return Block(raw=self.raw, names=self.names, side=side, **take)
 
 
 def _code(values: tuple[str, ...], v: str) -> int:
@@ -275,7 +266,7 @@ def nvtx(ex: Export) -> Block | None:
     n = len(c["start"])
     if has_text:
         cur = ex.conn.execute(f"SELECT {_strip_sql('text')} FROM {table} {where}")
-        raw = np.fromiter(itertools.chain.from_iterable(cur), dtype=object, count=n)
+        raw = np.fromiter(itertools.chain.from_iterable(cur), dtype=object, count=n)  # same rows as c
         tcode, tuniq = pd.factorize(raw, use_na_sentinel=True)
         tnames = np.array([decode(b) for b in tuniq], dtype=object)
     else:

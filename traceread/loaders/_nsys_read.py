@@ -61,15 +61,17 @@ class Export:
         """
         names = list(exprs)
         sql = f"SELECT {', '.join(f'COALESCE({e}, -1)' for e in exprs.values())} FROM {table} {where}"
-        n = self.conn.execute(f"SELECT COUNT(*) FROM {table} {where}").fetchone()[0]
-        flat = np.fromiter(itertools.chain.from_iterable(self.conn.execute(sql)), dtype=np.int64,
-                           count=n * len(names))
-        arr = flat.reshape(n, len(names))
+        # No COUNT(*) first: it would scan the table once more; fromiter grows its buffer instead.
+        flat = np.fromiter(itertools.chain.from_iterable(self.conn.execute(sql)), dtype=np.int64)
+        arr = flat.reshape(-1, len(names))
         return {name: np.ascontiguousarray(arr[:, i]) for i, name in enumerate(names)}
 
-    def texts(self, sql: str) -> list:
-        """One text column (small tables, or NVTX text) as raw values; decode with :func:`decode`."""
-        return [r[0] for r in self.conn.execute(sql)]
+    def clone(self) -> Export:
+        """Another read-only connection to the same file (one per reader thread), strings shared."""
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        conn.text_factory = bytes
+        return Export(path=self.path, conn=conn, columns=self.columns, _strings=self.strings)
 
     @property
     def strings(self) -> np.ndarray:

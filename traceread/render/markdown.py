@@ -69,6 +69,9 @@ def _header(a: Analysis) -> str:
                 lines.append(f"- Window{(' of ' + md_code(t.name)) if len(a.traces) > 1 else ''}: "
                              f"{ms(lo - t.start_ns)} to {ms(hi - t.start_ns)} from the trace start "
                              f"({ms(hi - lo)}; times in the {t.time_base} time base).")
+    for t in a.traces:
+        if t.truncated:
+            lines.append(f"- **Truncated**: {md_code(t.name)} ended early; the events before the cut were analysed.")
     for f in a.failures:
         lines.append(f"- **Not analysed**: {md_code(f.path.rsplit('/', 1)[-1])}: {md_text(f.problem)}")
     return "\n".join(lines)
@@ -106,7 +109,9 @@ def _scoreboard(a: Analysis) -> str:
         if isinstance(v, dict):
             if v.get("value") is None:
                 continue
-            text = f"{v.get('value')} ({v.get('source', '')})"
+            val = v["value"]
+            val = f"{val:,}" if isinstance(val, int) else f"{val:.4g}" if isinstance(val, float) else val
+            text = f"{val} ({v.get('source', '')})"
         else:
             text = str(v)
         rows.append([md_text("input: " + key.replace("_", " ")), md_text(text)])
@@ -211,9 +216,17 @@ def _kernels(a: Analysis) -> str:
             ["Kernel", "Class", "Count", "Total", "Mean", "Share"], rows, "llrrrr"))
     c = a.collectives
     if len(c) and "trace" in c.columns and len(c.columns) > 1:
+        # Columns the trace did not record (message size, group) stay out rather than sit empty.
         cols = [x for x in c.columns if x != "trace"]
-        rows = [[_cell(x, r[x]) for x in cols] for _, r in c.iterrows()]
-        parts.append("### Collectives\n\n" + table([md_text(x) for x in cols], rows))
+        cells = [[_cell(x, r[x]) for x in cols] for _, r in c.iterrows()]
+        keep = [i for i in range(len(cols)) if any(row[i] for row in cells)]
+        cols, rows = [cols[i] for i in keep], [[row[i] for i in keep] for row in cells]
+        headers = [md_text(x.removesuffix("_ns").replace("_", " ")) for x in cols]
+        if len(a.traces) > 1:
+            headers.insert(0, "Trace")
+            for row, (_, r) in zip(rows, c.iterrows(), strict=True):
+                row.insert(0, md_code(a.traces[int(r["trace"])].name))
+        parts.append("### Collectives\n\n" + table(headers, rows))
     if a.launch_stats:
         rows = [[md_text(key.removesuffix("_ns").replace("_", " ")), _stat(key, v)]
                 for key, v in a.launch_stats.items()]
@@ -230,10 +243,12 @@ def _stat(key: str, v: object) -> str:
 
 
 def _cell(col: str, v: object) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
+    if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and np.isnan(v)):
         return ""
     if col.endswith("_ns"):
         return ms(float(v))
+    if col.endswith("bytes"):
+        return f"{float(v) / 2**20:,.2f} MiB"
     if col.endswith(("_frac", "share")) and isinstance(v, (int, float, np.floating)):
         return pct(float(v))
     if isinstance(v, (float, np.floating)):

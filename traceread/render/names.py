@@ -20,6 +20,8 @@ _WS = re.compile(r"\s+")
 
 def scrub_paths(text: str) -> str:
     """Drop directory prefixes of paths, keeping the file name (``/home/u/t.py(3): f`` -> ``t.py(3): f``)."""
+    if "/" not in text and "\\" not in text:  # most names: skip the regex
+        return text
     return _DIR_PREFIX.sub("", text)
 
 

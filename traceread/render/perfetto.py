@@ -127,24 +127,6 @@ def _gap_args(g: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _spans(wins: pd.DataFrame) -> list[tuple[int, int]]:
-    """Merge windows that touch or overlap into disjoint spans (events are emitted once per span)."""
-    spans: list[list[int]] = []
-    for lo, hi in sorted(zip(wins["start_ns"].astype(int), wins["end_ns"].astype(int), strict=True)):
-        if spans and lo <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], hi)
-        else:
-            spans.append([lo, hi])
-    return [(lo, hi) for lo, hi in spans]
-
-
-def _fresh(e: pd.DataFrame, seen: set[int]) -> pd.DataFrame:
-    """Rows not emitted yet (an event crossing two spans is drawn once)."""
-    keep = ~np.isin(e.index.to_numpy(), np.fromiter(seen, dtype=np.int64, count=len(seen)))
-    seen.update(e.index[keep].tolist())
-    return e[keep]
-
-
 def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, wins: pd.DataFrame) -> None:
     proc = w.track(_uuid("rank", t, rank), a.unit_label(t, rank, dev).split(" / ")[0],
                    pid=1 + 1000 * t + rank)
@@ -158,9 +140,7 @@ def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, wins: pd.Da
         g = g[(g["trace"] == t) & (g["rank"] == rank) & (g["device"] == dev) & g["step"].isin(wins["step"])]
         w.slices_on(diag, g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), g["class"].astype(str).tolist(),
                     _gap_args(g))
-    seen: set[int] = set()
-    for lo, hi in _spans(wins):
-        gpu = _fresh(timeline.events_in(a, t, rank, dev, lo, hi, timeline.DEVICE_LANES), seen)
+    for gpu in timeline.window_events(a, t, rank, dev, wins, timeline.DEVICE_LANES):
         for (lane, stream), e in gpu.groupby([gpu["lane"].astype(str), "stream"], sort=True):
             kind = {schema.LANE_GPU_COMPUTE: "stream", schema.LANE_GPU_COMM: "comm stream"}.get(lane, lane)
             trk = w.track(_uuid("gpu", t, rank, dev, lane, stream), f"GPU {dev} {kind} {stream}", proc,
@@ -170,9 +150,7 @@ def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, wins: pd.Da
 
 def _emit_host(w: _Writer, a: Analysis, t: int, rank: int, wins: pd.DataFrame) -> None:
     proc = _uuid("rank", t, rank)
-    seen: set[int] = set()
-    for lo, hi in _spans(wins):
-        host = _fresh(timeline.events_in(a, t, rank, None, lo, hi, timeline.HOST_LANES), seen)
+    for host in timeline.window_events(a, t, rank, None, wins, timeline.HOST_LANES):
         for tid, e in host.groupby("tid", sort=True):
             trk = w.track(_uuid("cpu", t, rank, tid), f"CPU thread {tid}", proc, order=int(tid) % 100)
             names = [scrub_paths(n) for n in e["name"].astype(str).tolist()]

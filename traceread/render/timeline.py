@@ -6,6 +6,8 @@ and the worst step (most idle time), or every step.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pandas as pd
 
@@ -59,6 +61,33 @@ def events_in(a: Analysis, trace: int, rank: int, device: int | None, start_ns: 
         mask &= ev["device"].to_numpy() == device
     mask &= (ev["start_ns"].to_numpy() < end_ns) & (ev["end_ns"].to_numpy() > start_ns)
     return ev[mask]
+
+
+def window_events(a: Analysis, trace: int, rank: int, device: int | None, wins: pd.DataFrame,
+                  lanes: tuple[str, ...]) -> Iterator[pd.DataFrame]:
+    """Per window (in start order), the events not yielded for an earlier window: each event once.
+
+    An event is yielded with the first window it overlaps; the unit's events are selected and
+    sorted once and each window is found by binary search, so all steps cost O(n log n), not
+    O(n x steps), and only one window's events are materialized at a time.
+    """
+    ev = a.inputs[trace].events
+    mask = (ev["rank"].to_numpy() == rank) & ev["lane"].isin(lanes).to_numpy()
+    if device is not None:
+        mask &= ev["device"].to_numpy() == device
+    rows = np.flatnonzero(mask)
+    starts = ev["start_ns"].to_numpy()[rows]
+    order = np.argsort(starts, kind="stable")
+    rows, starts = rows[order], starts[order]
+    ends = ev["end_ns"].to_numpy()[rows]
+    prev_hi: int | None = None
+    for lo, hi in sorted(zip(wins["start_ns"].astype(int), wins["end_ns"].astype(int), strict=True)):
+        first = 0 if prev_hi is None else int(np.searchsorted(starts, prev_hi, side="left"))
+        last = int(np.searchsorted(starts, hi, side="left"))
+        # overlapping the window; zero-length events at its start belong to it too
+        sel = first + np.flatnonzero((ends[first:last] > lo) | (starts[first:last] >= lo))
+        prev_hi = hi if prev_hi is None else max(prev_hi, hi)
+        yield ev.iloc[rows[sel]]
 
 
 def gaps_in(a: Analysis, trace: int, rank: int, device: int, start_ns: int, end_ns: int) -> pd.DataFrame:

@@ -49,7 +49,8 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     judged = (dur >= cfg.min_judged_gap_ns) & ~(~late & (dur < cfg.turnaround_max_ns))
     held, sync_name, sync_end = sync_at_drain(gaps, trace, cfg)
     dispatch, dispatch_op = dispatch_cover(gaps, trace)
-    periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(gaps, steps, cfg)
+    eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg)
+    periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(gaps, steps, cfg, eligible)
     return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
                        sync_end_ns=sync_end, dispatch=dispatch, dispatch_op=dispatch_op, periodic=periodic, presence=presence, cv=cv, notes=bubble_notes)
 

@@ -7,8 +7,8 @@
     host     launch, launch, launch ... (already ahead) or blocked in a sync on the result
 
 Signature: communication kernels cover at least ``comm_cover`` of the gap, and compute was waiting
-for them: the next kernel was already queued, or the host was in a sync call during the gap, or the
-launch is unknown. When the host was still submitting the next kernel and not waiting on the
+for them: the next kernel was already queued (or its launch is unknown), or the host sat in a sync
+call for at least ``comm_cover`` of the gap. When the host was still submitting the next kernel and not waiting on the
 device, the collective merely ran alongside a host-bound gap (launch-bound or unattributed).
 Point-to-point transfers that recur at the same phase of every step are left to pipeline-bubble.
 """
@@ -26,7 +26,8 @@ NAME = "comm-bound"
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     covered = frac(gaps, "comm") >= cfg.comm_cover
-    waited = ~ctx.late | (col(gaps, "sync_ns") > 0) | ctx.sync_at_drain
+    # The host sat in a sync for most of the gap (a device sync returning at the drain does not).
+    waited = ~ctx.late | (frac(gaps, "sync") >= cfg.comm_cover)
     p2p_dominant = frac(gaps, "comm_p2p") > frac(gaps, "comm_collective")
     structural = ctx.periodic & p2p_dominant
     return ctx.judged & covered & waited & ~structural
@@ -36,8 +37,9 @@ def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarra
     coll = frac(gaps, "comm_collective")
     p2p = frac(gaps, "comm_p2p")
     what = np.where(coll >= p2p, "collective", "point-to-point transfer (not periodic)")
-    how = np.where(~ctx.late, "next kernel was already queued behind it",
-                   "host waited on the device during the gap")
+    how = np.where(ctx.queued, "next kernel was already queued behind it",
+                   np.where(ctx.late, cat("host blocked in a sync for ", fmt_pct(frac(gaps, "sync")), " of it"),
+                            "next kernel's launch not recorded"))
     return cat(what, " on the communication lane covers ", fmt_pct(frac(gaps, "comm")), " of the ",
                fmt_ns(col(gaps, "dur_ns")), " gap; ", how)
 

@@ -42,9 +42,13 @@ def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarra
     nk = col(gaps, "next_kernel_name", "").astype(object)
     op = np.where(ctx.dispatch_op != "", cat("; host inside ", ctx.dispatch_op, " for ", fmt_pct(ctx.dispatch),
                                              " of the gap before the launch"), "")
+    comm = frac(gaps, "comm")
+    beside = np.where(comm > 0, cat("; communication ran for ", fmt_pct(comm),
+                                    " of it alongside (hidden behind the host, not waited for)"), "")
     return cat(issued, np.where(nk != "", cat(" (", nk, ")"), ""), "; ",
                col(gaps, "launch_count").astype(np.int64).astype(str).astype(object), " launch call(s) in the ",
-               fmt_ns(col(gaps, "dur_ns")), " gap; runtime calls cover ", fmt_pct(frac(gaps, "cpu_runtime")), op)
+               fmt_ns(col(gaps, "dur_ns")), " gap; runtime calls cover ", fmt_pct(frac(gaps, "cpu_runtime")), op,
+               beside)
 
 
 RULE = Rule(NAME, mask, evidence)

@@ -14,8 +14,9 @@ step boundary; duration within about 1.4x). For each (rank, device, window) we c
 distinct analysed steps with a candidate there and the coefficient of variation of the
 duration of each step's candidate nearest the window's centre. A gap is periodic when its
 window holds gaps in at least ``bubble_presence`` of the analysed steps with a CV of at most
-``bubble_max_cv``. It is judged on analysed steps and applied to every long gap (warmup and outlier
-steps too). Fewer than ``bubble_min_steps`` analysed steps: not judged (a note says so).
+``bubble_max_cv``. Only gaps with the bubble's own waiting signature (below) are compared, so
+that a loader stall or an exposed all-reduce at the same phase does not count as the same gap.
+It is judged on analysed steps and applied to every long gap (warmup and outlier steps too). Fewer than ``bubble_min_steps`` analysed steps: not judged (a note says so).
 
 Signature: periodic, at least ``bubble_min_gap_ns``, and either a point-to-point transfer covers
 most of the gap or the next kernel was already queued (the stream waited on a dependency). A
@@ -33,9 +34,19 @@ from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, 
 NAME = "pipeline-bubble"
 
 
-def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame, cfg: Thresholds
+def waits_like_a_bubble(gaps: pd.DataFrame, queued: np.ndarray, cfg: Thresholds) -> np.ndarray:
+    """The bubble's local signature: a p2p wait or a queued kernel, with no collective or H2D copy."""
+    p2p = frac(gaps, "comm_p2p") >= cfg.comm_cover
+    other = (frac(gaps, "comm_collective") >= cfg.comm_cover) | (frac(gaps, "memcpy_htod") >= cfg.data_loader_cover)
+    return (p2p | queued) & ~other
+
+
+def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame, cfg: Thresholds, eligible: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """``(periodic, presence, cv, notes)`` per gap (see module docstring)."""
+    """``(periodic, presence, cv, notes)`` per gap (see module docstring).
+
+    ``eligible``: the gaps that may recur as the same gap (same waiting signature); all when None.
+    """
     n = len(gaps)
     periodic = np.zeros(n, dtype=bool)
     presence = np.full(n, np.nan)
@@ -68,6 +79,8 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame, cfg: Thresholds
     nbins = max(int(np.ceil(1.0 / width)), 1)
     gbin = np.minimum((phase / width).astype(np.int64), nbins - 1)
     long_enough = (g_unit >= 0) & (dur >= cfg.bubble_min_gap_ns)
+    if eligible is not None:
+        long_enough &= eligible
     cand = np.flatnonzero(long_enough & in_step)  # the evidence: gaps of analysed steps
     if len(cand) == 0:
         return periodic, presence, cv, notes

@@ -31,13 +31,14 @@ def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarra
     seen = cat(launch, "; comm ", fmt_pct(frac(gaps, "comm")), ", loader ", fmt_pct(frac(gaps, "dataloader")),
                ", H2D ", fmt_pct(frac(gaps, "memcpy_htod")), ", runtime calls ", fmt_pct(frac(gaps, "cpu_runtime")),
                ", ", col(gaps, "launch_count").astype(np.int64).astype(str).astype(object), " launch(es); ", host)
-    periodic_host = ctx.periodic & ctx.late
+    reason = np.where(ctx.queued, "the GPU held its next kernel but nothing visible was running for it to wait on, "
+                                  "and the gap does not recur every step",
+                      np.where(ctx.late, "the host submitted late without dispatching: no CUDA calls for most of it",
+                               "the next launch is not recorded, so who waited cannot be told"))
     why = np.where(short, cat("too short to judge (", fmt_ns(dur), " < ", fmt_ns(np.full(len(dur),
                                                                                     cfg.min_judged_gap_ns)), ")"),
                    np.where(~ctx.late & (dur < cfg.turnaround_max_ns),
                             cat("kernel-to-kernel turnaround (", fmt_ns(dur), ", next kernel ",
                                 np.where(ctx.queued, "already queued)", "launch not recorded)")),
-                            np.where(periodic_host, cat("recurs every step but the host submitted late; no signature "
-                                                        "fits the ", fmt_ns(dur), " gap"),
-                                     cat("no signature fits the ", fmt_ns(dur), " gap"))))
+                            cat("no signature fits the ", fmt_ns(dur), " gap (", reason, ")")))
     return cat(why, ": ", seen)

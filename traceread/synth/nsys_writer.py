@@ -287,6 +287,9 @@ def write_nsys_columns(path: str | os.PathLike[str], *, tables: dict[str, dict[s
             _insert(conn, table, ddl[table], cols)
         conn.commit()
         conn.close()
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it 0600; an export is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -18,8 +18,8 @@ is known by construction:
   waiting on something invisible, at random phases.
 
 Everything else is noise: mixed compute-bound and memory-bound kernels with sub-3 us turnaround
-gaps (truth: ``unattributed``), overlapped gradient all-reduces, memsets, an unrelated host thread,
-user annotations. Ground truth is the list of compute-idle intervals ``[end of a compute kernel,
+gaps (truth: ``unattributed``), overlapped gradient all-reduces (also across launch-bound runs and
+sync stalls, where nothing waits for them), an unrelated host thread, user annotations. Ground truth is the list of compute-idle intervals ``[end of a compute kernel,
 start of the next)`` per rank/device with their class, in scenario ns, which is the loaded frame's
 time base for both writers (Kineto 2024 generation and nsys).
 """
@@ -88,7 +88,9 @@ class Planted:
 
     def truth_dict(self) -> dict:
         t = self.truth
-        return {"time_base": "scenario ns = loaded start_ns (Kineto 2024 generation, nsys)",
+        return {"time_base": "scenario ns: loaded start_ns for Kineto 2024 and nsys; add origin_epoch_ns for "
+                             "integer-microsecond Kineto (absolute epoch timestamps)",
+                "origin_epoch_ns": self.scenario.origin_epoch_ns,
                 "spec": asdict(self.spec),
                 "intervals": {c: t[c].tolist() for c in ("rank", "device", "start_ns", "end_ns", "class")}}
 
@@ -218,6 +220,8 @@ class _Sim:
                 self.h += 3_000
             self.kernel(_BIG["gemm"][0], self.j(80_000), not_before=cend + 1_000)
         elif cls == "sync-stall":
+            if self.noise and self.rng.random() < 0.3:  # a collective happens to run across the stall
+                self._comm(_COLL[0], g - 20_000, g + int(gap * self.rng.uniform(0.3, 1.0)))
             ext = self.op("aten::item" if variant < 0.7 else "aten::nonzero", self.h, g + 5_000)
             if variant < 0.4:
                 self.copy("DtoH", 2_000, COMPUTE, "Device", "cudaMemcpyAsync")
@@ -244,6 +248,8 @@ class _Sim:
             self.kernel(_BIG["gemm"][2], self.j(80_000), not_before=g + gap)
         elif cls == "launch-bound":
             self.pending = None  # each tiny kernel's gap is decided by the queue
+            if self.noise and variant < 0.5:  # DDP-like: a bucket all-reduce runs beside the dispatch
+                self._comm(_COLL[0], g, g + int(self.rng.uniform(300_000, 900_000)))
             for _ in range(int(self.j(60))):
                 self.kernel(_SMALL[int(self.rng.integers(len(_SMALL)))], self.j(self.rng.uniform(2_000, 6_000)),
                             pre=self.rng.uniform(6_000, 22_000), op="aten::add")
@@ -330,7 +336,12 @@ def scores(mat: pd.DataFrame) -> pd.DataFrame:
 
 
 def classify_file(path: str, cfg) -> pd.DataFrame:
-    """The real pipeline on one trace file: load -> steps -> gaps -> rules (classified gaps)."""
+    """The real pipeline on one trace file: load -> steps -> gaps -> rules (classified gaps).
+
+    ``attrs["scenario_offset_ns"]`` is what to add to scenario ns (the truth) to reach the loaded
+    frame's time base: 0 for the Kineto 2024 generation and nsys (relative to the origin), the
+    origin's epoch ns for integer-microsecond Kineto (absolute epoch timestamps).
+    """
     from traceread import load
     from traceread.gaps import find_gaps
     from traceread.rules import classify
@@ -338,4 +349,12 @@ def classify_file(path: str, cfg) -> pd.DataFrame:
 
     trace = load(path)
     steps = find_steps(trace, cfg).steps
-    return classify(find_gaps(trace, steps, cfg), steps, trace, cfg)
+    out = classify(find_gaps(trace, steps, cfg), steps, trace, cfg)
+    out.attrs["epoch_offset_ns"] = trace.meta.epoch_offset_ns or 0
+    return out
+
+
+def truth_for(truth: pd.DataFrame, classified: pd.DataFrame, origin_epoch_ns: int) -> pd.DataFrame:
+    """The truth shifted into the time base of a frame returned by :func:`classify_file`."""
+    shift = origin_epoch_ns - int(classified.attrs.get("epoch_offset_ns", origin_epoch_ns))
+    return truth.assign(start_ns=truth["start_ns"] + shift, end_ns=truth["end_ns"] + shift)

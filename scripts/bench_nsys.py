@@ -1,0 +1,171 @@
+"""Benchmark: traceread (load + steps + idle-gap analysis) vs nsys-ai's idle-gap skill, same export.
+
+Each contender runs in its own process; wall time and peak RSS come from the parent (os.wait4).
+
+    .venv/bin/python scripts/bench_nsys.py                  # 5M kernels + 5M launches, 2 processes
+    .venv/bin/python scripts/bench_nsys.py --kernels 500000 --fetch
+
+* The export is written by scripts/gen_nsys.py (real 2026 column layout) under --workdir, once.
+* traceread: ``traceread.load`` + ``steps.find_steps`` + ``gaps.find_gaps`` over every rank and device.
+* nsys-ai: ``nsys-ai skill run gpu_idle_gaps FILE --format json -p device=D`` from its own venv
+  (``python3 -m venv /work/venvs/nsysai && /work/venvs/nsysai/bin/pip install nsys-ai``), on a
+  hard link in a scratch folder because it writes a cache beside its input. It analyses one device
+  per run, so it is run once per device and the runs are summed for the end-to-end figure.
+* ``--fetch`` also times ways of getting integer columns out of SQLite (1M kernel rows), the
+  measurement behind the loader's choice of ``np.fromiter(chain.from_iterable(cursor))``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NSYS_AI = "/work/venvs/nsysai/bin/nsys-ai"
+
+TRACEREAD_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from traceread.loaders import load
+trace = load(sys.argv[1])
+t1 = time.perf_counter()
+out = {"events": len(trace.events), "load_s": t1 - t0}
+try:
+    from traceread.config import Thresholds
+    from traceread.gaps import find_gaps
+    from traceread.steps import find_steps
+except ImportError:
+    out["note"] = "traceread.gaps not available: load only"
+else:
+    cfg = Thresholds()
+    steps = find_steps(trace, cfg)
+    gaps = find_gaps(trace, steps.steps, cfg)
+    out.update(gaps=len(gaps), gaps_over_1ms=int((gaps["dur_ns"] > 1_000_000).sum()),
+               analysis_s=time.perf_counter() - t1)
+print(json.dumps(out))
+"""
+
+FETCH_CHILD = r"""
+import itertools, json, sqlite3, sys, time
+import numpy as np, pandas as pd
+path, n = sys.argv[1], int(sys.argv[2])
+conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+T = "CUPTI_ACTIVITY_KIND_KERNEL"
+cols = ("start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName, gridX, gridY, "
+        "gridZ, blockX, blockY, blockZ, registersPerThread, staticSharedMemory, dynamicSharedMemory")
+k = len(cols.split(","))
+sql = f"SELECT {cols} FROM {T} LIMIT {n}"
+packed = (f"SELECT start, end, streamId | (deviceId << 32), correlationId | (((globalPid >> 24) & 16777215) << 32), "
+          f"demangledName | (shortName << 31), gridX | (gridY << 31) | (gridZ << 47), "
+          f"blockX | (blockY << 11) | (blockZ << 22), registersPerThread | (staticSharedMemory << 16) | "
+          f"(dynamicSharedMemory << 39) FROM {T} LIMIT {n}")
+def chunks():
+    return pd.concat(pd.read_sql(sql, conn, chunksize=200_000), ignore_index=True)
+methods = {
+    "pandas.read_sql (one frame)": lambda: pd.read_sql(sql, conn),
+    "pandas.read_sql (200k-row chunks)": chunks,
+    "cursor.fetchall -> np.array": lambda: np.array(conn.execute(sql).fetchall(), dtype=np.int64),
+    "np.fromiter(chain(cursor))": lambda: np.fromiter(itertools.chain.from_iterable(conn.execute(sql)),
+                                                      np.int64, count=n * k),
+    "np.fromiter(chain(cursor)), 8 packed cols": lambda: np.fromiter(
+        itertools.chain.from_iterable(conn.execute(packed)), np.int64, count=n * 8),
+}
+res = {}
+for name, fn in methods.items():
+    best = 1e9
+    for _ in range(2):
+        t = time.perf_counter(); fn(); best = min(best, time.perf_counter() - t)
+    res[name] = best
+print(json.dumps(res))
+"""
+
+
+def run_child(cmd: list[str], env: dict | None = None) -> tuple[float, float, str, int]:
+    """(wall s, peak RSS MiB, stdout, exit code) of one child process, reaped with os.wait4."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if code != 0:
+            sys.stderr.write(err.read()[-2000:])
+        return wall, usage.ru_maxrss / 1024, out.read(), code  # ru_maxrss is KiB on Linux
+
+
+def ensure_export(path: str, kernels: int, ranks: int, regen: bool) -> None:
+    if os.path.exists(path) and not regen:
+        return
+    print(f"generating {path} ({kernels:,} kernels + launches, {ranks} processes) ...", file=sys.stderr)
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gen_nsys.py"), "--kernels", str(kernels),
+                    "--ranks", str(ranks), "--out", path], check=True, cwd=REPO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels", type=int, default=5_000_000)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "traceread-bench-nsys"))
+    ap.add_argument("--regen", action="store_true", help="rewrite the export even if it exists")
+    ap.add_argument("--fetch", action="store_true", help="also time SQLite column-fetch methods")
+    ap.add_argument("--devices", type=int, nargs="*", help="devices for nsys-ai (default: all ranks' devices)")
+    ap.add_argument("--skip-nsys-ai", action="store_true")
+    args = ap.parse_args(argv)
+    os.makedirs(args.workdir, exist_ok=True)
+    export = os.path.join(args.workdir, f"bench_{args.kernels}kernels_{args.ranks}ranks.sqlite")
+    ensure_export(export, args.kernels, args.ranks, args.regen)
+    size_mb = os.path.getsize(export) / 2**20
+    env = dict(os.environ, PYTHONPATH=REPO)
+    print(f"export: {export} ({size_mb:,.0f} MiB, {args.kernels:,} kernels + {args.kernels:,} runtime rows)")
+
+    if args.fetch:
+        n = min(args.kernels, 1_000_000)
+        _, _, out, rc = run_child([sys.executable, "-c", FETCH_CHILD, export, str(n)], env)
+        if rc == 0:
+            print(f"\nfetching {n:,} kernel rows x 17 integer columns (best of 2):")
+            for name, s in json.loads(out).items():
+                print(f"  {name:44s} {s:7.2f} s")
+
+    rows = []
+    wall, rss, out, rc = run_child([sys.executable, "-c", TRACEREAD_CHILD, export], env)
+    info = json.loads(out) if rc == 0 else {}
+    what = info.get("note", "load + find_steps + find_gaps, all devices")
+    rows.append(("traceread", what, wall, rss, info.get("gaps_over_1ms", "-")))
+    detail = f"load {info.get('load_s', float('nan')):.1f} s, analysis {info.get('analysis_s', float('nan')):.1f} s"
+
+    nsys_total = 0.0
+    nsys_peak = 0.0
+    if not args.skip_nsys_ai and os.path.exists(NSYS_AI):
+        scratch = tempfile.mkdtemp(prefix="nsysai-", dir=args.workdir)
+        link = os.path.join(scratch, "export.sqlite")
+        os.link(export, link)  # nsys-ai writes its cache beside its input: keep that out of ours
+        for i, dev in enumerate(args.devices if args.devices is not None else range(args.ranks)):
+            w, r, o, rc = run_child([NSYS_AI, "skill", "run", "gpu_idle_gaps", link, "--format", "json",
+                                     "-p", f"device={dev}"])
+            summary = next((x for x in json.loads(o) if x.get("_summary")), {}) if rc == 0 else {}
+            rows.append(("nsys-ai", f"gpu_idle_gaps device {dev}{' (cache cold)' if i == 0 else ''}", w, r,
+                         summary.get("gap_count", "failed" if rc else "-")))
+            nsys_total += w
+            nsys_peak = max(nsys_peak, r)
+        shutil.rmtree(scratch, ignore_errors=True)
+        rows.append(("nsys-ai", "end to end (sum over devices)", nsys_total, nsys_peak, "-"))
+
+    print("\n| tool | what | wall s | peak RSS MiB | gaps > 1 ms |\n|---|---|---:|---:|---:|")
+    for tool, w_, wall_s, rss_mb, gaps in rows:
+        print(f"| {tool} | {w_} | {wall_s:.1f} | {rss_mb:,.0f} | {gaps} |")
+    print(f"\ntraceread: {detail}")
+    if nsys_total:
+        print(f"speedup, end to end: {nsys_total / rows[0][2]:.1f}x (target >= 3x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""Run-level attribution: parts sum to step time, overlaps count once, verdicts follow the thresholds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from _frames import kernel, make_events
+
+from traceread.attribution import PARTS, Attribution, attribute, part_col
+from traceread.config import Thresholds
+
+CFG = Thresholds()
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+ELEM = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
+
+
+def steps(*windows, device=0, rank=0, warmup=()):
+    return pd.DataFrame({"rank": np.int32(rank), "device": np.int32(device), "step": np.arange(len(windows)),
+                         "start_ns": [w[0] for w in windows], "end_ns": [w[1] for w in windows],
+                         "cpu_start_ns": [w[0] for w in windows], "cpu_end_ns": [w[1] for w in windows],
+                         "busy_ns": 0, "idle_ns": 0, "warmup": [i in warmup for i in range(len(windows))],
+                         "outlier": False})
+
+
+def gaps(*rows, device=0, rank=0):
+    return pd.DataFrame({"rank": np.int32(rank), "device": np.int32(device), "step": 0,
+                         "start_ns": [r[0] for r in rows], "end_ns": [r[1] for r in rows],
+                         "dur_ns": [r[1] - r[0] for r in rows], "class": [r[2] for r in rows]})
+
+
+def row(a: Attribution, device=0) -> dict:
+    return a.table[a.table["device"] == device].iloc[0].to_dict()
+
+
+def test_parts_sum_to_step_time_and_overlap_counts_once():
+    """gemm [0,100) and elementwise [50,150) overlap: [0,150) busy, 100 compute-bound.
+
+    step [0,400):  |gemm....|elem|.gap.|elem......|.....gap.....|
+                   0        100  150   200        300           400
+    """
+    trace = make_events([kernel(0, 100, GEMM), kernel(50, 150, ELEM, stream=8), kernel(200, 300, ELEM)])
+    a = attribute(trace, steps((0, 400)), gaps((150, 200, "launch-bound"), (300, 400, "data-starved")), CFG)
+    r = row(a)
+    assert r[part_col("compute-bound")] == 100
+    assert r[part_col("memory-bound")] == 150
+    assert r[part_col("launch-bound")] == 50 and r[part_col("data-starved")] == 100
+    assert sum(r[part_col(p)] for p in PARTS) == r["step_ns"] == 400
+    assert abs(sum(a.shares.values()) - 1.0) < 1e-12
+    assert a.dominant_cause == "data-starved" and a.dominant_cost_share == 0.25
+    assert "DataLoader workers" in a.first_response
+
+
+def test_idle_without_a_gap_row_goes_to_unattributed():
+    trace = make_events([kernel(0, 100, GEMM)])
+    r = row(attribute(trace, steps((0, 400)), gaps((100, 250, "sync-stall")), CFG))
+    assert r[part_col("sync-stall")] == 150 and r[part_col("unattributed")] == 150
+
+
+def test_gaps_overlapping_busy_time_are_scaled_not_double_counted():
+    trace = make_events([kernel(0, 300, GEMM)])
+    a = attribute(trace, steps((0, 400)), gaps((250, 400, "comm-bound")), CFG)
+    r = row(a)
+    assert r[part_col("comm-bound")] == 100 and sum(r[part_col(p)] for p in PARTS) == 400
+    assert any("exceed idle time" in n for n in a.notes)
+
+
+def test_warmup_steps_are_left_out_and_kernels_outside_steps_ignored():
+    trace = make_events([kernel(0, 100, ELEM), kernel(1000, 1090, GEMM), kernel(5000, 6000, ELEM)])
+    r = row(attribute(trace, steps((0, 1000), (1000, 1100), warmup=(0,)), gaps((1090, 1100, "launch-bound")), CFG))
+    assert r["step_ns"] == 100 and r["steps"] == 1
+    assert r[part_col("compute-bound")] == 90 and r[part_col("memory-bound")] == 0
+
+
+def test_packed_memory_bound_run_is_memory_bound():
+    trace = make_events([kernel(0, 300, ELEM), kernel(300, 380, GEMM), kernel(385, 1000, ELEM)])
+    a = attribute(trace, steps((0, 1000)), gaps((380, 385, "unattributed")), CFG)
+    assert a.dominant_cause == "memory-bound"
+    assert a.dominant_cost_share == (1000 - 80 - 5) / 1000
+    assert "fuse" in a.first_response
+
+
+def test_packed_compute_bound_run_is_healthy():
+    trace = make_events([kernel(0, 960, GEMM), kernel(960, 990, ELEM)])
+    a = attribute(trace, steps((0, 1000)), gaps((990, 1000, "launch-bound")), CFG)
+    assert a.dominant_cause == "healthy" and a.dominant_cost_share == 0.01
+    tighter = attribute(trace, steps((0, 1000)), gaps((990, 1000, "launch-bound")),
+                        CFG.with_overrides({"healthy_max_idle": 0.005}))
+    assert tighter.dominant_cause == "launch-bound"
+
+
+def test_each_device_gets_its_own_row_and_verdict():
+    trace = make_events([kernel(0, 900, GEMM, device=0), kernel(0, 100, ELEM, device=1)])
+    st = pd.concat([steps((0, 1000), device=0), steps((0, 1000), device=1)], ignore_index=True)
+    gp = pd.concat([gaps((900, 1000, "launch-bound"), device=0), gaps((100, 1000, "comm-bound"), device=1)])
+    a = attribute(trace, st, gp, CFG)
+    assert list(a.table["verdict"]) == ["healthy", "comm-bound"]
+    assert a.dominant_cause == "comm-bound" and a.dominant_cost_share == 0.45
+    assert set(a.to_dict()) >= {"dominant_cause", "dominant_cost_share", "shares", "per_device", "notes"}
+
+
+def test_no_steps_gives_an_empty_table_and_a_note():
+    a = attribute(make_events([kernel(0, 10, GEMM)]), steps().iloc[:0], gaps(), CFG)
+    assert a.table.empty and any("nothing to attribute" in n for n in a.notes)
