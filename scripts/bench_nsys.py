@@ -9,8 +9,9 @@ Each contender runs in its own process; wall time and peak RSS come from the par
 * traceread: ``traceread.load`` + ``steps.find_steps`` + ``gaps.find_gaps`` over every rank and device.
 * nsys-ai: ``nsys-ai skill run gpu_idle_gaps FILE --format json -p device=D`` from its own venv
   (``python3 -m venv /work/venvs/nsysai && /work/venvs/nsysai/bin/pip install nsys-ai``), on a
-  hard link in a scratch folder because it writes a cache beside its input. It analyses one device
-  per run, so it is run once per device and the runs are summed for the end-to-end figure.
+  copy in a scratch folder because it writes indexes into its input and a cache beside it. It
+  analyses one device per run, so it runs once per device (the first run cold, the next ones
+  reusing its indexes) and the runs are summed for the end-to-end figure.
 * ``--fetch`` also times ways of getting integer columns out of SQLite (1M kernel rows), the
   measurement behind the loader's choice of ``np.fromiter(chain.from_iterable(cursor))``.
 """
@@ -146,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_nsys_ai and os.path.exists(NSYS_AI):
         scratch = tempfile.mkdtemp(prefix="nsysai-", dir=args.workdir)
         link = os.path.join(scratch, "export.sqlite")
-        os.link(export, link)  # nsys-ai writes its cache beside its input: keep that out of ours
+        # A copy, not a link: nsys-ai adds indexes to the SQLite file itself and writes a cache
+        # beside it. Its first run pays for that (cold), later runs reuse it (warm).
+        shutil.copyfile(export, link)
         for i, dev in enumerate(args.devices if args.devices is not None else range(args.ranks)):
             w, r, o, rc = run_child([NSYS_AI, "skill", "run", "gpu_idle_gaps", link, "--format", "json",
                                      "-p", f"device={dev}"])

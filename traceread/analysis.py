@@ -176,12 +176,12 @@ def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None) -> dic
         return None
     keep = steps[~(steps["warmup"] | steps["outlier"])]
     keep = keep if len(keep) else steps
-    # The job's step is the slowest device's step: take the max over units per (trace, step).
+    # The job's step is its slowest device's step: the max over every rank/GPU of the same step
+    # number (the inputs are ranks of one job, so step numbers line up).
     step_ns = (keep["end_ns"] - keep["start_ns"]).to_numpy()
     cost = keep[part_col(cause)].to_numpy()
-    frame = pd.DataFrame({"trace": keep["trace"].to_numpy(), "step": keep["step"].to_numpy(),
-                          "before": step_ns, "after": step_ns - cost})
-    per_step = frame.groupby(["trace", "step"], sort=True)[["before", "after"]].max()
+    frame = pd.DataFrame({"step": keep["step"].to_numpy(), "before": step_ns, "after": step_ns - cost})
+    per_step = frame.groupby("step", sort=True)[["before", "after"]].max()
     before = int(np.median(per_step["before"].to_numpy()))
     after = int(np.median(per_step["after"].to_numpy()))
     out: dict[str, Any] = {"cause": cause, "step_time_ns": before, "step_time_without_ns": after,

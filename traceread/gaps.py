@@ -191,10 +191,8 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     cols["longest_cpu_name"] = v.name_codes_at(calls, idx)
 
     # The kernel that ends the gap: the compute kernel starting at the gap end (longest first).
-    order = crow[np.lexsort((-v.end[crow], v.start[crow]))]
-    k = np.searchsorted(v.start[order], ge)
-    k = np.where((k < len(order)) & (v.start[order[np.minimum(k, len(order) - 1)]] == ge), k, -1) \
-        if len(order) else np.full(n, -1)
+    order = crow if intervals.is_sorted(v.start[crow]) else crow[np.argsort(v.start[crow], kind="stable")]
+    k = intervals.longest_starting_at(ge, v.start[order], v.end[order])
     nl = np.full(n, -1, dtype=np.int64)
     nl[k >= 0] = v.launch_of(order[k[k >= 0]])
     cols["next_kernel_name"] = v.name_codes_at(order, k)

@@ -128,6 +128,29 @@ def count_at_or_before(t, points) -> np.ndarray:
     return np.searchsorted(_arr(points), _arr(t), side="right")
 
 
+def longest_starting_at(t, starts, ends) -> np.ndarray:
+    """For each time ``t``, the interval starting exactly at ``t`` that ends last.
+
+    In: times ``t``; intervals ``(starts, ends)`` sorted by start.
+    Out: index into ``starts`` (-1 when no interval starts at ``t``).
+    """
+    t, s, e = _arr(t), _arr(starts), _arr(ends)
+    lo = np.searchsorted(s, t, side="left")
+    cnt = np.searchsorted(s, t, side="right") - lo
+    out = np.where(cnt > 0, lo, -1)
+    multi = np.flatnonzero(cnt > 1)
+    if len(multi):  # ties on the start are rare: expand only those
+        c = cnt[multi]
+        pos = np.repeat(lo[multi], c) + (np.arange(c.sum()) - np.repeat(np.cumsum(c) - c, c))
+        seg = np.cumsum(c) - c
+        best = np.maximum.reduceat(e[pos], seg)
+        at_max = np.flatnonzero(e[pos] == np.repeat(best, c))
+        owner = np.repeat(np.arange(len(multi)), c)[at_max]
+        first = np.concatenate(([True], owner[1:] != owner[:-1]))
+        out[multi[owner[first]]] = pos[at_max[first]]
+    return out
+
+
 def running_argmax(values) -> np.ndarray:
     """For each position i, the index of the maximum of ``values[:i+1]`` (latest on ties)."""
     v = _arr(values)

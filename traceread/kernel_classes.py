@@ -107,7 +107,7 @@ _BUILTIN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
                                r"mha_(fwd|bwd)|_fwd_kernel|_bwd_kernel|fused_mha", _I)),
     (CLS_CONVOLUTION, re.compile(r"conv|cudnn::(?!.*(bn|norm))|wgrad|dgrad|fprop|winograd|"
                                  r"implicit_convolve|im2col|col2im|MIOpen|miopenSp|[sh]cudnn|"
-                                 r"igemm_(fwd|bwd|wrw)|fft2d_", _I)),
+                                 r"igemm_(fwd|bwd|wrw)|fft2d_|cask_cudnn", _I)),
     (CLS_GEMM, re.compile(r"(?<!fb)gemm|gemv|cutlass|nvjet|xmma|sm\d+_xmma|Cijk_|Tensile|"
                           r"hipblaslt|cublas|matmul|_mm_|\bmm_|triton_tem_fused|splitK|"
                           r"s884|s1688|s16816|h884|h1688|h16816|wmma|ampere_.*(gemm|s16816)|"

@@ -130,6 +130,7 @@ def test_several_rank_files_of_one_job(tmp_path, capsys) -> None:
     doc = orjson.loads(js.read_bytes())
     jsonschema.validate(doc, jsonout.schema())
     assert [t["ranks"] for t in doc["traces"]] == [[0], [1]]
+    assert doc["dominant_cause"] == "data-starved"  # the only planted cause, judged over both files
     assert sorted({(s["trace"], s["rank"]) for s in doc["steps"]}) == [(0, 0), (1, 1)]
     text = md.read_text()
     assert text.split("## Verdict")[0].count("| `job.rank") == 2  # both inputs in the header
@@ -214,3 +215,19 @@ def test_user_and_host_names_never_reach_outputs(name, tmp_path) -> None:
     assert rc == 0
     for out in outs:
         assert b"redacted" not in out.read_bytes(), out.name
+
+
+def test_config_file_and_set_override_thresholds(planted, tmp_path, capsys) -> None:
+    conf = tmp_path / "traceread.toml"
+    conf.write_text("[thresholds]\nhealthy_max_idle = 0.2\nbubble_min_steps = 6\n")
+    assert main(["analyze", planted[0], "--config", str(conf), "--set", "bubble_min_steps=5"]) == 0
+    out = capsys.readouterr().out
+    assert "| `healthy_max_idle` | 0.2 (default 0.1) |" in out
+    assert "| `bubble_min_steps` | 5 (default 4) |" in out  # --set wins over the file
+
+
+def test_nsys_rep_is_refused_with_exit_2(tmp_path, capsys) -> None:
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"\x00" * 64)
+    assert main(["analyze", str(rep)]) == 2
+    assert "run.nsys-rep" in capsys.readouterr().err

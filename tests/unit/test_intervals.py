@@ -49,6 +49,11 @@ def test_innermost_covering_walks_out_of_finished_children():
     assert got.tolist() == [1, 2, 1, 3, 0, -1]
 
 
+def test_longest_starting_at_prefers_the_longest_of_tied_starts():
+    got = iv.longest_starting_at(a(5, 7, 10, 11), a(1, 5, 5, 5, 10), a(2, 6, 9, 7, 12))
+    assert got.tolist() == [2, -1, 4, -1]
+
+
 def test_count_in_is_half_open():
     assert iv.count_in(a(0, 5), a(5, 10), a(0, 5, 5, 9, 10)).tolist() == [1, 3]
 

@@ -148,6 +148,7 @@ def test_cli_on_a_synthesized_nsys_export(tmp_path, capsys) -> None:
     assert main(["kernels", str(path), "--json", str(out_json), "--top", "5", "--config", str(cfg)]) == 0
     text = capsys.readouterr().out
     assert "gemm" in text and "launch-to-start latency" in text and "pageable HtoD" in text
+    assert "roofline: " in text and "record_shapes" in text  # nsys exports carry no shapes
     data = json.loads(out_json.read_text())
     top = {k["name"]: k for k in data["kernels"]}
     assert top[GEMM]["count"] == 10 and top[GEMM]["total_ns"] == 10 * 20_000
@@ -155,6 +156,7 @@ def test_cli_on_a_synthesized_nsys_export(tmp_path, capsys) -> None:
     assert data["launch"]["shorter_than_launch"] == 30
     assert any(h["kind"] == "pageable-copy" and h["gbps"] == pytest.approx(10.0) for h in data["hints"])
     assert not kc._USER_PATTERNS  # the CLI leaves no patterns behind
+    assert data["roofline"]["ops"] == []
 
 
 def test_cli_refuses_bad_pattern_config(tmp_path, capsys) -> None:
@@ -169,3 +171,14 @@ def test_empty_trace() -> None:
     tr = make_trace([ev(schema.LANE_CPU_THREAD, "aten::add", 0, 10)])
     rep = kernel_report(tr, Thresholds())
     assert rep.table.empty and rep.launch["kernels"] == 0 and rep.hints == ()
+
+
+def test_table_text_names_the_op_inside_collapsed_templates() -> None:
+    from traceread.metrics.text import render_kernel_report
+
+    mul = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<"
+           "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> > >("
+           "at::TensorIteratorBase&, at::native::BinaryFunctor<c10::BFloat16> const&)::{lambda(int)#1}>(int, T)")
+    add = mul.replace("MulFunctor", "AddFunctor")
+    text = render_kernel_report(kernel_report(make_trace([kernel(mul, 0, 20), kernel(add, 30, 40)])))
+    assert "(MulFunctor)" in text and "(AddFunctor)" in text and "BFloat16, c10" not in text

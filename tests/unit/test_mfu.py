@@ -118,6 +118,7 @@ def test_profiler_steps_that_are_micro_batches() -> None:
     res = compute_mfu(job, [_trace(rows=rows)], _steps(n=8), CFG)
     assert res.step_time_ns == 8_000_000_000
     assert res.timing["micro_batches_per_optimizer_step"] == 4
+    assert any("4 micro-batches per optimizer step" in n for n in res.notes)
     assert not any("disagree" in w for w in res.warnings)
 
 
@@ -196,3 +197,36 @@ def test_world_size_and_gpus_disagreement_warned() -> None:
     res = compute_mfu(JobInputs(params=7e9, tokens_per_step=2**20, dtype="bf16", gpus=128), [_trace(world_size=64)],
                       _steps(), CFG)
     assert res.inputs["num_gpus"]["value"] == 128 and any("differs" in w for w in res.warnings)
+
+
+def test_a_marker_recorded_twice_counts_once() -> None:
+    rows = _markers(6, ["Optimizer.step#AdamW.step"])
+    # The same optimizer step also recorded as a CPU op nested in its annotation.
+    rows += [ev(schema.LANE_CPU_THREAD, "Optimizer.step#AdamW.step", r["start_ns"] + 10, r["end_ns"] - 10)
+             for r in list(rows) if r["name"].startswith("Optimizer")]
+    res = compute_mfu(JobInputs(params=7e9, tokens_per_step=2**20, dtype="bf16"), [_trace(rows=rows)], _steps(), CFG)
+    assert res.step_time_ns == 2_000_000_000 and res.timing["optimizer_steps_per_profiler_step"] == 1
+
+
+def test_two_optimizers_stepped_together_are_one_optimizer_step() -> None:
+    rows = _markers(6, ["Optimizer.step#Shampoo.step", "Optimizer.step#EMAOptimizer.step"])
+    res = compute_mfu(JobInputs(params=7e9, tokens_per_step=2**20, dtype="bf16"), [_trace(rows=rows)], _steps(), CFG)
+    assert res.step_time_ns == 2_000_000_000 and res.timing["optimizer_steps_per_profiler_step"] == 1
+
+
+def test_several_ranks_take_the_slowest_device_per_step() -> None:
+    import pandas as pd
+
+    r0 = make_trace([kernel("sm90_xmma_gemm_bf16", 0, 10)], world_size=2, ranks=(0,))
+    r1 = make_trace([kernel("sm90_xmma_gemm_bf16", 0, 10, rank=1)], world_size=2, ranks=(1,))
+    s0 = steps_frame([2000.0] * 4).assign(trace=0)
+    s1 = steps_frame([2000.0, 2400.0, 2400.0, 2400.0], rank=1).assign(trace=1)
+    res = compute_mfu(JobInputs(params=7e9, tokens_per_step=2**20, dtype="bf16"), [r0, r1],
+                      pd.concat([s0, s1], ignore_index=True), CFG)
+    assert res.inputs["num_gpus"]["value"] == 2 and res.step_time_ns == 2_400_000_000
+
+
+def test_dp_larger_than_the_job_is_warned() -> None:
+    job = JobInputs(params=7e9, micro_batch=1, grad_accum=1, dp=128, seq_len=4096, dtype="bf16")
+    res = compute_mfu(job, [_trace(world_size=64)], _steps(), CFG)
+    assert any("--dp 128 exceeds" in w for w in res.warnings)

@@ -43,6 +43,8 @@ KNOWN_NAMES = {
     "NVIDIA H200": "H200-SXM",
     "NVIDIA H200 NVL": "H200-NVL",
     "NVIDIA B200": "B200",
+    "NVIDIA GH200 480GB": "GH200",
+    "NVIDIA GH200 144G HBM3e": "GH200-HBM3E",
     "NVIDIA GB200": "GB200",
 }
 # Names that must never be guessed: ambiguous, empty, or not a GPU in the table.
@@ -128,10 +130,14 @@ def _shared_device_names() -> set[str]:
     for path in sorted((SHARED_TRACES / "kineto").iterdir()):
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt") as fh:
-            doc = json.load(fh)
-        if isinstance(doc, dict):
-            for dev in doc.get("deviceProperties", doc.get("computeProperties", [])) or []:
-                names.add(dev.get("name", ""))
+            text = fh.read()
+        # Decode only the device list (wherever the key sits), not the whole event list.
+        for key in ('"deviceProperties"', '"computeProperties"'):
+            at = text.find(key)
+            if at >= 0:
+                start = text.index("[", at)
+                devices, _ = json.JSONDecoder().raw_decode(text, start)
+                names |= {dev.get("name", "") for dev in devices}
     for path in sorted((SHARED_TRACES / "nsys").glob("*.sqlite")):
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:

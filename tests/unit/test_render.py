@@ -287,3 +287,27 @@ def test_every_renderer_writes_through_write_outputs(analysis: Analysis, tmp_pat
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
     if fmt == "json":
         assert orjson.loads(path.read_bytes()) == orjson.loads(orjson.dumps(analysis.to_dict()))
+
+
+def test_per_step_table_is_capped(analysis: Analysis, monkeypatch) -> None:
+    monkeypatch.setattr(markdown, "MAX_STEP_ROWS", 2)
+    block = markdown.to_markdown(analysis).split("## Per step")[1].split("## ")[0]
+    assert len([r for r in block.splitlines() if r.startswith("| ") and " ms |" in r]) == 2
+    assert "The first 2 of 3 steps; every step is in the JSON." in block
+
+
+def test_removal_takes_the_slowest_rank_per_step() -> None:
+    rows = []
+    # step 1: rank 0 is 10 ms with 4 ms data-starved, rank 1 is 12 ms with 1 ms; step 2 likewise
+    for step in (1, 2):
+        for rank, length, cost in ((0, 10, 4), (1, 12, 1)):
+            row = {"trace": rank, "rank": rank, "device": 0, "step": step, "start_ns": 0, "end_ns": length * MS,
+                   "warmup": False, "outlier": False}
+            row.update({part_col(c): 0 for c in GAP_CLASSES})
+            row[part_col("data-starved")] = cost * MS
+            rows.append(row)
+    r = _removal(pd.DataFrame(rows), "data-starved", {"mfu": 0.3})
+    # before: max(10, 12) = 12 ms; after: max(10 - 4, 12 - 1) = 11 ms
+    assert (r["step_time_ns"], r["step_time_without_ns"]) == (12 * MS, 11 * MS)
+    assert r["mfu_without"] == pytest.approx(0.3 * 12 / 11)
+    assert _removal(pd.DataFrame(rows), "memory-bound", None) is None

@@ -7,6 +7,7 @@ from scoreboard_frames import ev, kernel, make_trace
 
 from traceread import schema
 from traceread.config import Thresholds
+from traceread.errors import UsageError
 from traceread.metrics.peaks import match_gpu
 from traceread.metrics.roofline import intensity, matmul_cost, op_cost, roofline
 
@@ -97,6 +98,8 @@ def test_unknown_gpu_still_reports_intensity() -> None:
     r = roofline(tr)
     assert r.gpu is None and (r.table["bound"] == "").all() and r.table["intensity"].notna().all()
     assert roofline(tr, gpu="MI250").gpu == "MI250"
+    with pytest.raises(UsageError):
+        roofline(tr, gpu="no-such-gpu")
 
 
 def test_no_shapes() -> None:

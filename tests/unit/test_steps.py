@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pandas as pd
 import pytest
 from _frames import annotation, api, kernel, make_events, op
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from traceread import schema
 from traceread.config import Thresholds
@@ -122,3 +126,23 @@ def test_kernel_spanning_a_step_boundary_splits_busy_time():
     rows = [annotation("ProfilerStep#1", 0, 100), annotation("ProfilerStep#2", 100, 200), kernel(80, 130)]
     s = steps_of(rows).steps
     assert s["busy_ns"].tolist() == [20, 30] and s["idle_ns"].tolist() == [80, 70]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.integers(1, 200), min_size=1, max_size=5, unique=True),
+       work=st.lists(st.tuples(st.integers(0, 220), st.integers(0, 60), st.integers(1, 40)), max_size=10))
+def test_device_steps_are_disjoint_and_hold_their_launched_work(cuts, work):
+    bounds = [0, *sorted(cuts)]
+    rows = [annotation(f"ProfilerStep#{i + 1}", a, b) for i, (a, b) in enumerate(pairwise(bounds))]
+    for corr, (launch, delay, dur) in enumerate(work, start=1):
+        rows += [api("cudaLaunchKernel", launch, launch + 1, corr=corr),
+                 kernel(launch + delay, launch + delay + dur, corr=corr)]
+    rows.append(kernel(0, 0))
+    s = steps_of(rows).steps
+    starts, ends = s["start_ns"].to_numpy(), s["end_ns"].to_numpy()
+    assert (starts <= ends).all() and (starts[1:] >= ends[:-1]).all()
+    assert (starts >= s["cpu_start_ns"]).all() and (ends >= s["cpu_end_ns"]).all()
+    for launch, delay, dur in work:
+        i = next((i for i, (a, b) in enumerate(pairwise(bounds)) if a <= launch < b), None)
+        if i is not None:
+            assert ends[i] >= launch + delay + dur  # the step holds the work launched in it

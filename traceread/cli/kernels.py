@@ -10,21 +10,24 @@ from traceread.config import Thresholds, load_config_file, parse_set_options
 from traceread.job import JOB_DTYPES
 from traceread.loaders import load
 from traceread.metrics.kernels import kernel_report
-from traceread.metrics.text import render_kernel_report
+from traceread.metrics.roofline import roofline
+from traceread.metrics.text import render_kernel_report, render_roofline
 
 
 @click.command("kernels")
 @click.argument("trace", type=click.Path(dir_okay=False))
 @json_option
-@click.option("--top", type=int, default=20, show_default=True, help="Kernels shown (JSON: all if 0).")
+@click.option("--top", type=int, default=20, show_default=True, help="Kernels shown in the table (the JSON lists all).")
 @click.option("--dtype", type=click.Choice(JOB_DTYPES), default=None,
               help="Run precision for the fp32-GEMM hint (default: read from recorded shapes).")
+@click.option("--gpu", default=None, help="Peak-table GPU (e.g. H100-SXM) for the roofline, overriding the trace.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="TOML config with [thresholds] and [kernel_patterns] tables.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Override a threshold.")
-def command(trace: str, json_path: str | None, top: int, dtype: str | None, config_path: str | None,
-            sets: tuple[str, ...]) -> None:
-    """Top kernels by GPU time with their class, time by class, launch statistics and hints."""
+def command(trace: str, json_path: str | None, top: int, dtype: str | None, gpu: str | None,
+            config_path: str | None, sets: tuple[str, ...]) -> None:
+    """Top kernels by GPU time with their class, time by class, launch statistics, hints and the
+    roofline of recorded matmul/attention shapes."""
     cfg = Thresholds()
     kernel_classes.clear_user_patterns()
     try:
@@ -33,7 +36,10 @@ def command(trace: str, json_path: str | None, top: int, dtype: str | None, conf
             cfg = cfg.with_overrides(raw.get("thresholds", {}))
             kernel_classes.register_patterns_from_config(raw.get("kernel_patterns", {}), config_path)
         cfg = cfg.with_overrides(parse_set_options(sets))
-        report = kernel_report(load(trace), cfg, dtype)
+        tr = load(trace)
+        report = kernel_report(tr, cfg, dtype)
     finally:
         kernel_classes.clear_user_patterns()
-    emit(render_kernel_report(report, top), report.to_dict(top or None), json_path)
+    roof = roofline(tr, cfg, gpu=gpu, fp32_as="tf32" if dtype == "tf32" else "fp32")
+    text = render_kernel_report(report, top) + "\n\n" + render_roofline(roof, cfg, top)
+    emit(text, {**report.to_dict(), "roofline": roof.to_dict()}, json_path)

@@ -234,6 +234,8 @@ def _one_int(v: Any, notes: Counter[str] | None, what: str) -> int:
         return int(v) if v == v and abs(v) < 9e18 else -1
     if isinstance(v, str):
         s = v.strip()
+        if s.isdigit():  # 2021 files write CPU tids as "25738"
+            return int(s) if len(s) < 19 else -1
         if s.lower().startswith("0x"):
             try:
                 return int(s, 16) if int(s, 16) <= INT64_MAX else -1

@@ -31,7 +31,8 @@ class FrameBuilder:
         self.cat_ids: dict[str, int] = {}
         self.name_ids: dict[str, int] = {}
         self.string_ids: dict[str, int] = {}  # non-numeric pid/tid strings -> -2, -3, ...
-        self.parts: dict[str, list[np.ndarray]] = {c: [] for c in (*_INT_COLUMNS, "cat", "name", "instant")}
+        self.columns = _Columns({**{c: np.int64 for c in _INT_COLUMNS}, "cat": np.int32, "name": np.int32,
+                                 "instant": np.bool_})
         self.kernel: list[dict[str, np.ndarray]] = []
         self.copy: list[dict[str, np.ndarray]] = []
         self.collective: list[tuple] = []
@@ -43,6 +44,10 @@ class FrameBuilder:
         self.float_ts = False
         self.other_events = 0
         self.n = 0
+
+    def expect(self, json_bytes: int) -> None:
+        """Size hint: reserve rows for a file of this many JSON bytes (untouched pages cost nothing)."""
+        self.columns.reserve(json_bytes // 100 + 1024)
 
     def _string_id(self, s: str) -> int:
         return self.string_ids.setdefault(s, -2 - len(self.string_ids))
@@ -56,7 +61,7 @@ class FrameBuilder:
         self.float_ts |= c["float_ts"]
         keep = c["keep"]
         all_kept = bool(keep.all())
-        new_index = np.cumsum(keep) - 1 + self.n  # chunk row -> frame row (before sorting)
+        new_index = np.cumsum(keep) - 1 + self.n  # chunk row -> frame row
 
         def take(a: np.ndarray) -> np.ndarray:
             return a if all_kept else a[keep]
@@ -64,18 +69,18 @@ class FrameBuilder:
         cat_lut = np.array([self.cat_ids.setdefault(v, len(self.cat_ids)) for v in c["cat_values"]], np.int32)
         name_lut = np.array([self.name_ids.setdefault(v, len(self.name_ids)) for v in c["name_values"]],
                             np.int32)
-        self.parts["cat"].append(take(cat_lut[c["cat_codes"]]))
-        self.parts["name"].append(take(name_lut[c["name_codes"]]))
-        self.parts["instant"].append(take(c["instant"]))
+        out = {"cat": take(cat_lut[c["cat_codes"]]), "name": take(name_lut[c["name_codes"]]),
+               "instant": take(c["instant"])}
         for col in ("pid", "tid"):
             arr = c[col]
             if c[f"{col}_strings"]:
                 arr = arr.copy()
                 for i, s in c[f"{col}_strings"].items():
                     arr[i] = self._string_id(s)
-            self.parts[col].append(take(arr))
+            out[col] = take(arr)
         for col in ("start_ns", "end_ns", "external_id", "correlation", "device", "stream"):
-            self.parts[col].append(take(c[col]))
+            out[col] = take(c[col])
+        self.columns.append(out)
 
         def rows(local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             ok = keep[local]
@@ -99,11 +104,9 @@ class FrameBuilder:
         self.n += int(keep.sum())
 
     def build(self, path: str, rank: int) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-        """The events frame (sorted by start_ns, file order on ties) and the side tables."""
-        col = {name: _concat(self.parts.pop(name), np.int64) for name in _INT_COLUMNS}
-        cat_codes = _concat(self.parts.pop("cat"), np.int32)
-        name_codes = _concat(self.parts.pop("name"), np.int32)
-        instant = _concat(self.parts.pop("instant"), bool)
+        """The events frame (rows in file order) and the side tables."""
+        col = self.columns.finish()
+        cat_codes, name_codes, instant = col.pop("cat"), col.pop("name"), col.pop("instant")
         cat_values = list(self.cat_ids)
         name_values = list(self.name_ids)
 
@@ -129,57 +132,45 @@ class FrameBuilder:
         norm[instant] = categories.index(schema.CAT_INSTANT)
         gpu_lanes = [lanes.index(x) for x in cats.GPU_LANES]
         on_gpu = np.isin(lane, gpu_lanes)
-        dev, stream = col["device"], col["stream"]
-        col["device"] = np.where(on_gpu, np.where(dev != -1, dev, col["pid"]), -1)
-        col["stream"] = np.where(on_gpu, np.where(stream != -1, stream, col["tid"]), -1)
-        dev_ok = (col["device"] >= np.iinfo(np.int32).min) & (col["device"] <= np.iinfo(np.int32).max)
-        col["device"] = np.where(dev_ok, col["device"], -1)
-
-        order = np.argsort(col["start_ns"], kind="stable")
-        if bool((np.diff(order) == 1).all()):
-            order = None
-        inverse = None
-        if order is not None:
-            inverse = np.empty_like(order)
-            inverse[order] = np.arange(len(order))
-
-        def sort(a: np.ndarray) -> np.ndarray:
-            return a if order is None else a[order]
+        for name, fallback in (("device", "pid"), ("stream", "tid")):  # in place: no column copies
+            arr = col[name]
+            unset = on_gpu & (arr == -1)
+            arr[unset] = col[fallback][unset]
+            arr[~on_gpu] = -1
+        dev = col["device"]
+        dev[(dev < np.iinfo(np.int32).min) | (dev > np.iinfo(np.int32).max)] = -1
 
         n = len(cat_codes)
         frame = {
             "trace": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[path]),
             "rank": np.full(n, rank, np.int32),
-            "lane": pd.Categorical.from_codes(sort(lane), categories=lanes),
-            "device": sort(col.pop("device")).astype(np.int32),
-            "stream": sort(col.pop("stream")),
-            "pid": sort(col.pop("pid")),
-            "tid": sort(col.pop("tid")),
-            "name": pd.Categorical.from_codes(sort(name_codes), categories=_unique_index(name_values)),
-            "category": pd.Categorical.from_codes(sort(norm), categories=categories),
-            "raw_category": pd.Categorical.from_codes(sort(cat_codes), categories=_unique_index(cat_values)),
-            "start_ns": sort(col.pop("start_ns")),
-            "end_ns": sort(col.pop("end_ns")),
-            "correlation": sort(col.pop("correlation")),
-            "external_id": sort(col.pop("external_id")),
+            "lane": pd.Categorical.from_codes(lane, categories=lanes),
+            "device": col.pop("device").astype(np.int32),
+            "stream": col.pop("stream"),
+            "pid": col.pop("pid"),
+            "tid": col.pop("tid"),
+            "name": pd.Categorical.from_codes(name_codes, categories=_unique_index(name_values)),
+            "category": pd.Categorical.from_codes(norm, categories=categories),
+            "raw_category": pd.Categorical.from_codes(cat_codes, categories=_unique_index(cat_values)),
+            "start_ns": col.pop("start_ns"),
+            "end_ns": col.pop("end_ns"),
+            "correlation": col.pop("correlation"),
+            "external_id": col.pop("external_id"),
         }
         events = pd.DataFrame(frame, copy=False)
         kernel_mask = None if not len(kernel_rows) else kernel_rows
-        side = self._side_tables(name_values, name_codes, kernel_mask, inverse)
+        side = self._side_tables(name_values, name_codes, kernel_mask)
         return events, side
 
-    def _side_tables(self, name_values: list[str], name_codes: np.ndarray, kernel_rows: np.ndarray | None,
-                     inverse: np.ndarray | None) -> dict[str, pd.DataFrame]:
-        def remap(rows: np.ndarray) -> np.ndarray:
-            return rows if inverse is None else inverse[rows]
-
+    def _side_tables(self, name_values: list[str], name_codes: np.ndarray,
+                     kernel_rows: np.ndarray | None) -> dict[str, pd.DataFrame]:
         side: dict[str, pd.DataFrame] = {}
         k = _merge(self.kernel)
         if k is not None and kernel_rows is not None:
             keep = kernel_rows[k["row"]]
             grid, block = k["grid"][keep], k["block"][keep]
             side["kernel_args"] = _sorted_table({
-                "row": remap(k["row"][keep]),
+                "row": k["row"][keep],
                 "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
                 "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
                 "registers": k["registers"][keep], "shared_mem_bytes": k["shared_mem"][keep],
@@ -189,7 +180,7 @@ class FrameBuilder:
             codes = name_codes[c["row"]]
             used = np.unique(codes)
             kinds = {i: _copy_kinds(name_values[i]) for i in used.tolist()}
-            cols = {"row": remap(c["row"]), "bytes": c["bytes"]}
+            cols = {"row": c["row"], "bytes": c["bytes"]}
             for j, key in enumerate(("copy_kind", "src_kind", "dst_kind")):
                 values = [kinds[i][j] for i in used.tolist()]
                 lut = np.zeros(len(name_values), np.int32)
@@ -200,7 +191,7 @@ class FrameBuilder:
         if self.collective:
             t = list(zip(*self.collective, strict=True))
             side["collective_args"] = _sorted_table({
-                "row": remap(np.array(t[0], np.int64)),
+                "row": np.array(t[0], np.int64),
                 "collective": pd.Categorical([str(x) for x in t[1]]),
                 "in_nelems": np.array([_int(x) for x in t[2]], np.int64),
                 "out_nelems": np.array([_int(x) for x in t[3]], np.int64),
@@ -217,17 +208,42 @@ class FrameBuilder:
             for i, (d, ty) in enumerate(decoded):
                 dims[i], types[i] = d, ty
             side["op_shapes"] = _sorted_table({
-                "row": remap(np.concatenate(self.shape_rows)), "input_dims": dims[codes], "input_types": types[codes],
+                "row": np.concatenate(self.shape_rows), "input_dims": dims[codes], "input_types": types[codes],
             })
         return side
 
 
-def _concat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-    if not parts:
-        return np.zeros(0, dtype)
-    out = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    parts.clear()
-    return out.astype(dtype, copy=False)
+class _Columns:
+    """Column arrays filled chunk by chunk; capacity grows by half when a size hint was short.
+
+    Filling preallocated arrays avoids holding every chunk's pieces and their concatenation at
+    once (the pieces' memory would also stay in the allocator's heap).
+    """
+
+    def __init__(self, dtypes: dict[str, Any]) -> None:
+        self.dtypes = dtypes
+        self.arrays = {k: np.empty(0, d) for k, d in dtypes.items()}
+        self.n = 0
+
+    def reserve(self, rows: int) -> None:
+        if rows > len(next(iter(self.arrays.values()))):
+            for k, a in self.arrays.items():
+                new = np.empty(rows, self.dtypes[k])
+                new[: self.n] = a[: self.n]
+                self.arrays[k] = new
+
+    def append(self, parts: dict[str, np.ndarray]) -> None:
+        m = len(parts["cat"])
+        if self.n + m > len(self.arrays["cat"]):
+            self.reserve(max(self.n + m, int(len(self.arrays["cat"]) * 1.5) + 1024))
+        for k, a in parts.items():
+            self.arrays[k][self.n: self.n + m] = a
+        self.n += m
+
+    def finish(self) -> dict[str, np.ndarray]:
+        out = {k: a[: self.n] for k, a in self.arrays.items()}
+        self.arrays = {}
+        return out
 
 
 def _unique_index(values: list[str]) -> pd.Index:

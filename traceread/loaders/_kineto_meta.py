@@ -117,7 +117,7 @@ def generation(top: dict[str, Any], bare_list: bool, raw_cats: list[str], float_
     if legacy and not float_ts:
         return "kineto 2020-22 (legacy categories, integer us)"
     if not float_ts:
-        return "kineto 2022-24 (integer us, Unix epoch)"
+        return "kineto 2022-24 (integer us)"
     if "baseTimeNanoseconds" in top:
         return "kineto 2024+ (float us relative to baseTimeNanoseconds)"
     return "kineto 2024 (float us, no base time)"

@@ -33,10 +33,10 @@ except ImportError:  # pragma: no cover - isal is optional
     _zlib = zlib  # type: ignore[misc]
 
 GZIP_MAGIC = b"\x1f\x8b"
-CHUNK = 8 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
+CHUNK = 4 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
 WINDOW = 1 << 20  # how far past a chunk's target size to look for an event boundary
-LOOKAHEAD = 1 << 20  # the stream's last bytes are always scanned exactly (array end, trailer)
-PARALLEL_MIN = 3 * CHUNK  # below this a pool costs more than it saves
+LOOKAHEAD = 256 << 10  # the stream's last bytes are always scanned exactly (array end, trailer)
+PARALLEL_MIN = 2 * CHUNK  # below this a pool costs more than it saves
 HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
 _READ = 4 << 20
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
@@ -48,7 +48,7 @@ class StreamResult:
 
     top: dict[str, Any]
     bare_list: bool
-    chunks: list[dict[str, Any]] = field(default_factory=list)
+    sink: Any = None  # receives each decoded chunk in file order: sink.add(chunk); sink.n = rows so far
     truncated: bool = False
     warnings: list[str] = field(default_factory=list)
     json_bytes: int = 0  # uncompressed bytes read
@@ -108,6 +108,16 @@ class _Source:
         self.offset += len(data)
         return data
 
+    def json_size_estimate(self) -> int:
+        """Uncompressed size: gzip's ISIZE trailer (exact below 4 GiB, one member), else a guess."""
+        if not self.gzip:
+            return self.size
+        pos = self.fh.tell()
+        self.fh.seek(max(0, self.size - 4))
+        isize = int.from_bytes(self.fh.read(4), "little")
+        self.fh.seek(pos)
+        return isize if isize >= self.size else self.size * 8
+
     def progress(self) -> float:
         return self.fh.tell() / self.size if self.size else 1.0
 
@@ -151,8 +161,13 @@ def _decode_file_range(path: str, start: int, end: int) -> dict[str, Any]:
     return decode_framed(buf)
 
 
-def read_stream(path: str, progress: bool = False, workers: int | None = None) -> StreamResult:
-    """Read and decode every event of the Kineto file at ``path`` (see module docstring)."""
+def read_stream(path: str, sink: Any, progress: bool = False, workers: int | None = None) -> StreamResult:
+    """Read and decode every event of the Kineto file at ``path`` (see module docstring).
+
+    Decoded chunks go to ``sink.add`` in file order as they arrive, so merging them overlaps
+    with the workers' decoding and each chunk's arrays are freed once merged; ``sink.expect``
+    gets the expected JSON size first.
+    """
     src = _Source(path)
     bar = _Progress(path, progress)
     was_enabled = gc.isenabled()
@@ -160,9 +175,15 @@ def read_stream(path: str, progress: bool = False, workers: int | None = None) -
     pool = None
     try:
         top, bare, rest = _read_header(src)
-        res = StreamResult(top=top, bare_list=bare)
+        res = StreamResult(top=top, bare_list=bare, sink=sink)
+        if rest is None:
+            res.truncated = True
+            res.warnings.append("file ends before the event array: it holds no events")
+            res.json_bytes = src.offset
+            return res
+        sink.expect(src.json_size_estimate())
         nworkers = workers if workers is not None else min(os.cpu_count() or 1, 4)
-        if nworkers > 1 and src.size * (8 if src.gzip else 1) >= PARALLEL_MIN:
+        if nworkers > 1 and src.json_size_estimate() >= PARALLEL_MIN:
             pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
         if src.gzip or pool is None:
             restart = _run_bytes(src, rest, res, pool, nworkers, bar)
@@ -183,8 +204,11 @@ def read_stream(path: str, progress: bool = False, workers: int | None = None) -
             gc.enable()
 
 
-def _read_header(src: _Source) -> tuple[dict[str, Any], bool, bytes]:
-    """Top-level keys before the event array, bare-list flag, and the bytes after ``[``."""
+def _read_header(src: _Source) -> tuple[dict[str, Any], bool, bytes | None]:
+    """Top-level keys before the event array, bare-list flag, and the bytes after ``[``.
+
+    The bytes are None when the file ends inside the header (truncated before any event).
+    """
     buf = b""
     while True:
         block = src.read(1 << 20)
@@ -208,6 +232,8 @@ def _read_header(src: _Source) -> tuple[dict[str, Any], bool, bytes]:
                 except orjson.JSONDecodeError:
                     top = {}
                 return top, False, buf[m.end():]
+        if not block and (src.gzip_cut or b'"schemaVersion"' in buf or b'"deviceProperties"' in buf):
+            return {}, False, None  # a Kineto header cut short before the event array
         if not block or len(buf) > HEADER_MAX:
             raise TraceReadError(src.path, "not a Kineto trace: no traceEvents array")
 
@@ -234,10 +260,11 @@ def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworker
     max_inflight = 2 * nworkers + 1
     eof = False
     while True:
-        while len(buf) >= CHUNK + LOOKAHEAD or (eof and len(buf) > CHUNK + LOOKAHEAD // 2):
-            cut = find_boundary(buf, CHUNK, min(len(buf) - LOOKAHEAD // 2, CHUNK + WINDOW))
+        while len(buf) >= CHUNK + LOOKAHEAD or (eof and len(buf) > 2 * LOOKAHEAD):
+            target = min(CHUNK, len(buf) - 2 * LOOKAHEAD)
+            cut = find_boundary(buf, target, min(len(buf) - LOOKAHEAD, target + WINDOW))
             if cut is None:
-                cut = find_boundary(buf, CHUNK, len(buf) - LOOKAHEAD // 2)
+                cut = find_boundary(buf, target, len(buf) - LOOKAHEAD)
             if cut is None:
                 break
             chunk = bytes(buf[: cut[0]])
@@ -266,7 +293,7 @@ def _collect(pending: collections.deque, res: StreamResult) -> bytes | None:
     job, chunk = pending.popleft()
     out = job.get()
     if not out.get("framing_error"):
-        res.chunks.append(out)
+        res.sink.add(out)
         return None
     texts = [chunk]
     while pending:
@@ -283,13 +310,14 @@ def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworker
     pending: collections.deque[tuple[Any, int]] = collections.deque()
     max_inflight = 2 * nworkers + 1
     with open(src.path, "rb") as fh:
-        while start + CHUNK + LOOKAHEAD < src.size:
-            fh.seek(start + CHUNK)
-            window = fh.read(min(WINDOW, src.size - LOOKAHEAD - start - CHUNK))
+        while src.size - start > 2 * LOOKAHEAD:
+            target = start + min(CHUNK, src.size - start - 2 * LOOKAHEAD)
+            fh.seek(target)
+            window = fh.read(min(WINDOW, src.size - LOOKAHEAD - target))
             cut = find_boundary(window, 0, len(window))
             if cut is None:
                 break
-            end, nxt = start + CHUNK + cut[0], start + CHUNK + cut[1]
+            end, nxt = target + cut[0], target + cut[1]
             pending.append((_submit(pool, (_decode_file_range, src.path, start, end)), start))
             start = nxt
             while len(pending) > max_inflight:
@@ -298,7 +326,7 @@ def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworker
                 if out.get("framing_error"):
                     _drain(pending)
                     return _restart_file(src, job_start)
-                res.chunks.append(out)
+                res.sink.add(out)
             bar.update(start / src.size)
     while pending:
         job, job_start = pending.popleft()
@@ -306,7 +334,7 @@ def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworker
         if out.get("framing_error"):
             _drain(pending)
             return _restart_file(src, job_start)
-        res.chunks.append(out)
+        res.sink.add(out)
     return _restart_file(src, start)
 
 
@@ -332,7 +360,7 @@ def _exact_rest(src: _Source, restart: bytes | int, res: StreamResult) -> None:
             continue
         out = decode_chunk(buf, final=True)
         if out["n"] or out["meta_rows"] or out["notes"]:
-            res.chunks.append(out)
+            res.sink.add(out)
         if out["array_end"] is not None:
             trailer = buf[out["array_end"] + 1:] + _read_all(src)
             if not res.bare_list:
@@ -340,7 +368,7 @@ def _exact_rest(src: _Source, restart: bytes | int, res: StreamResult) -> None:
             return
         if not block:
             res.truncated = True
-            kept = sum(int(c["keep"].sum()) for c in res.chunks)
+            kept = res.sink.n
             res.warnings.append(
                 f"file ends inside the event array at byte {base + out['tail_offset']:,} of the JSON "
                 f"text; kept the {kept:,} complete events before the cut")

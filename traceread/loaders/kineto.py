@@ -6,8 +6,9 @@ traces, string or int pid/tid, int or float timestamps. The file is streamed in 
 decoded in parallel (``_kineto_stream``); timestamps become exact int64 ns without float64.
 
 Rows: every ``X`` (complete) and ``i`` (instant) event; flows (``s``/``f``), counters and metadata
-(``M``) are not rows (thread/process names from ``M`` rows go to ``meta.extra``). Rows are sorted by
-``start_ns``, file order on ties. Side tables (``schema.SIDE_TABLES``) hold kernel launch
+(``M``) are not rows (thread/process names from ``M`` rows go to ``meta.extra``). Rows keep the
+file's order (Kineto groups them by producer: CPU ops, then GPU activity); sort by ``start_ns``
+where order matters. Side tables (``schema.SIDE_TABLES``) hold kernel launch
 configuration, copy sizes, collective args (NCCL kernels and ``record_param_comms``) and input
 shapes.
 """
@@ -29,11 +30,8 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
     ``traceEvents``, empty, broken gzip). A truncated file loads every complete event before the
     cut, with ``meta.truncated`` set and a warning saying where it stopped.
     """
-    stream = read_stream(path, progress=progress, workers=workers)
     builder = FrameBuilder()
-    for chunk in stream.chunks:
-        builder.add(chunk)
-    stream.chunks.clear()
+    stream = read_stream(path, builder, progress=progress, workers=workers)
     if builder.n == 0 and stream.bare_list:
         raise TraceReadError(path, "not a trace: the top-level list holds no trace events")
     rank, rank_source, world, world_source = km.rank_of(path, stream.top)

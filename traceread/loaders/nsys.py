@@ -91,7 +91,7 @@ def _say(progress: bool, msg: str) -> None:
 
 def _load(ex: Export, path: str, progress: bool, step_range: str | None) -> Trace:
     _say(progress, f"reading {path}")
-    blocks = [b for b in _read_blocks(ex) if b is not None and len(b)]
+    blocks: list[B.Block | None] = [b for b in _read_blocks(ex) if b is not None and len(b)]
     for b in blocks:
         _say(progress, f"{b.raw}: {len(b):,} rows")
     ranks, pid_rank = _ranks(blocks)
@@ -143,54 +143,64 @@ def _ranks(blocks: list[B.Block]) -> tuple[list[RankInfo], dict[int, int]]:
     return ranks, {p: i for i, p in enumerate(order)}
 
 
-def _assemble(path: str, blocks: list[B.Block], pid_rank: dict[int, int]) -> tuple[pd.DataFrame,
-                                                                                   dict[str, pd.DataFrame]]:
+def _assemble(path: str, blocks: list[B.Block | None], pid_rank: dict[int, int]) -> tuple[
+        pd.DataFrame, dict[str, pd.DataFrame]]:
+    """Concatenate the blocks into the events frame and side tables.
+
+    Output columns are allocated once and filled block by block; each block is released (its
+    list slot set to None) as soon as it is copied, so peak memory stays near the final frame.
+    """
     if not blocks:
         ev = S.empty_events()
         ev["trace"] = pd.Categorical([], categories=[path])
         return ev, {}
-    cat = np.concatenate
-    offsets = np.cumsum([0] + [len(b) for b in blocks])
+    sizes = [len(b) for b in blocks]
+    offsets = np.cumsum([0, *sizes])
+    n = int(offsets[-1])
     # Names: each block's distinct names, offset into one list, then deduplicated across blocks.
     name_off = np.cumsum([0] + [len(b.names) for b in blocks])
-    all_names = cat([b.names for b in blocks]).astype(object)
-    ucode, uniq = pd.factorize(all_names)
-    name_codes = ucode[cat([b.name_code + name_off[i] for i, b in enumerate(blocks)])]
+    ucode, uniq = pd.factorize(np.concatenate([b.names for b in blocks]).astype(object))
     raws = list(dict.fromkeys(b.raw for b in blocks))
-    raw_codes = cat([np.full(len(b), raws.index(b.raw), dtype=np.int16) for b in blocks])
-    pid = cat([b.pid for b in blocks])
     keys = np.array(sorted(pid_rank), dtype=np.int64)
-    vals = np.array([pid_rank[k] for k in keys], dtype=np.int32)
-    pos = np.clip(np.searchsorted(keys, pid), 0, max(len(keys) - 1, 0))
-    rank = np.where((len(keys) > 0) & (keys[pos] == pid), vals[pos], 0).astype(np.int32) if len(keys) else \
-        np.zeros(len(pid), dtype=np.int32)
-    n = int(offsets[-1])
+    vals = np.array([pid_rank[int(k)] for k in keys] + [0], dtype=np.int32)  # unknown pid -> rank 0
+    out = {c: np.empty(n, dtype=d) for c, d in (
+        ("rank", np.int32), ("lane", np.int8), ("device", np.int32), ("stream", np.int64), ("pid", np.int64),
+        ("tid", np.int64), ("name", np.int64), ("category", np.int8), ("raw", np.int16), ("start_ns", np.int64),
+        ("end_ns", np.int64), ("correlation", np.int64))}
+    side_parts: dict[str, list[dict[str, np.ndarray]]] = {}
+    for i in range(len(blocks)):
+        b, lo, hi = blocks[i], offsets[i], offsets[i + 1]
+        pos = np.searchsorted(keys, b.pid)
+        known = (pos < len(keys)) & (keys[np.minimum(pos, max(len(keys) - 1, 0))] == b.pid) if len(keys) else \
+            np.zeros(len(b), dtype=bool)
+        out["rank"][lo:hi] = vals[np.where(known, pos, len(keys))]
+        for col, src in (("lane", b.lane), ("device", b.device), ("stream", b.stream), ("pid", b.pid),
+                         ("tid", b.tid), ("category", b.category), ("start_ns", b.start), ("end_ns", b.end),
+                         ("correlation", b.correlation)):
+            out[col][lo:hi] = src
+        out["name"][lo:hi] = ucode[b.name_code + name_off[i]]
+        out["raw"][lo:hi] = raws.index(b.raw)
+        for table, cols in b.side.items():
+            side_parts.setdefault(table, []).append({"row": np.arange(lo, hi, dtype=np.int64), **cols})
+        blocks[i] = None  # release the block's arrays
     ev = pd.DataFrame({
         "trace": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[path]),
-        "rank": rank,
-        "lane": pd.Categorical.from_codes(cat([b.lane for b in blocks]), categories=list(S.LANES)),
-        "device": cat([b.device for b in blocks]).astype(np.int32),
-        "stream": cat([b.stream for b in blocks]),
-        "pid": pid,
-        "tid": cat([b.tid for b in blocks]),
-        "name": pd.Categorical.from_codes(name_codes, categories=pd.Index(uniq, dtype=object)),
-        "category": pd.Categorical.from_codes(cat([b.category for b in blocks]), categories=list(S.CATEGORIES)),
-        "raw_category": pd.Categorical.from_codes(raw_codes, categories=raws),
-        "start_ns": cat([b.start for b in blocks]),
-        "end_ns": cat([b.end for b in blocks]),
-        "correlation": cat([b.correlation for b in blocks]),
+        "rank": out["rank"],
+        "lane": pd.Categorical.from_codes(out["lane"], categories=list(S.LANES)),
+        "device": out["device"], "stream": out["stream"], "pid": out["pid"], "tid": out["tid"],
+        "name": pd.Categorical.from_codes(out["name"], categories=pd.Index(uniq, dtype=object)),
+        "category": pd.Categorical.from_codes(out["category"], categories=list(S.CATEGORIES)),
+        "raw_category": pd.Categorical.from_codes(out["raw"], categories=raws),
+        "start_ns": out["start_ns"], "end_ns": out["end_ns"], "correlation": out["correlation"],
         "external_id": np.full(n, S.NO_ID, dtype=np.int64),
     }, copy=False)  # columns are fresh arrays: skip pandas' consolidating copy
     side: dict[str, pd.DataFrame] = {}
-    for table, spec in S.SIDE_TABLES.items():
-        parts = []
-        for i, b in enumerate(blocks):
-            if table in b.side:
-                cols = b.side[table]
-                parts.append(pd.DataFrame({"row": np.arange(offsets[i], offsets[i + 1], dtype=np.int64), **cols}))
-        if parts:
-            df = pd.concat(parts, ignore_index=True)
-            side[table] = df.astype({c: d for c, (d, _) in spec.items()})[list(spec)]
+    for table, parts in side_parts.items():
+        spec = S.SIDE_TABLES[table]
+        cols = {c: np.concatenate([p[c] for p in parts]) for c in spec}
+        side_parts[table] = []
+        df = pd.DataFrame(cols, copy=False)
+        side[table] = df.astype({c: d for c, (d, _) in spec.items() if d == "category"})
     return ev, side
 
 
@@ -227,8 +237,9 @@ def _devices(ex: Export, events: pd.DataFrame, ranks: list[RankInfo]) -> list[De
     by_gpu = {r.gpu_id: r for r in rows if r.pid is None}
     by_cuda = {r.cuda_id: r for r in rows if r.pid is None}
     per_pid = {(r.pid, r.cuda_id): r for r in rows if r.pid is not None}
-    gpu = events[events["lane"].isin(_WORK_LANES) & (events["device"] >= 0)]
-    used = set(zip(gpu["pid"].to_numpy().tolist(), gpu["device"].to_numpy().tolist(), strict=True))
+    work = (events["lane"].isin(_WORK_LANES) & (events["device"] >= 0)).to_numpy()
+    pairs = np.unique(np.stack([events["pid"].to_numpy()[work], events["device"].to_numpy()[work]]), axis=1)
+    used = {(int(p), int(d)) for p, d in pairs.T}
     out: list[DeviceInfo] = []
     for rk in ranks:
         listed = {cuda for (p, cuda) in cuda_map if p == rk.pid} | {c for (p, c) in per_pid if p == rk.pid}

@@ -28,8 +28,9 @@ from traceread.lanes import event_view
 from traceread.trace import Trace
 
 TABLE_COLUMNS = ["name", "class", "count", "total_ns", "mean_ns", "median_ns", "max_ns", "share"]
-# SIMT (non-tensor-core) fp32 GEMMs: cuBLAS sgemm/gemv over float, xmma f32 without tf32.
-FP32_GEMM = r"sgemm|gemmSN_|gemv2?[NT]?_kernel.*<float|gemv.*<float|xmma_gemm_f32f32_f32f32_f32(?!.*tf32)"
+# SIMT (non-tensor-core) fp32 GEMMs: cuBLAS sgemm, gemv/gemmSN/gemmk1 over float data (their
+# template names the data tensors), xmma f32 without tf32.
+FP32_GEMM = r"sgemm|TensorStridedBatched<float const>|xmma_gemm_f32f32_f32f32_f32(?!.*tf32)"
 _HALF_GEMM = r"bf16|f16|fp16|half|hgemm|h1688|h16816|h884|s16816gemm_bf16|bf16gemm"
 _ROCM = re.compile(r"AMD|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
 
@@ -37,8 +38,8 @@ _ROCM = re.compile(r"AMD|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
 def name_mask(names: pd.Series, pattern: str) -> np.ndarray:
     """Boolean array: which names match ``pattern`` (case-insensitive), evaluated once per distinct name."""
     cat = names.astype("category")
-    cats = pd.Series(cat.cat.categories.astype(str))
-    hit = cats.str.contains(pattern, case=False, regex=True).to_numpy()
+    rx = re.compile(pattern, re.IGNORECASE)
+    hit = np.array([bool(rx.search(str(c))) for c in cat.cat.categories], dtype=bool)
     codes = cat.cat.codes.to_numpy()
     return np.where(codes >= 0, hit[np.maximum(codes, 0)] if len(hit) else False, False)
 
@@ -60,9 +61,10 @@ def kernel_table(trace: Trace, kernels: pd.DataFrame | None = None) -> pd.DataFr
     if k.empty:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in zip(
             TABLE_COLUMNS, ["object", "object", "int64", "int64", "float64", "float64", "int64", "float64"], strict=True)})
-    g = k.groupby(k["name"].astype(str), sort=False, observed=True)["dur_ns"]
+    g = k.groupby("name", sort=False, observed=True)["dur_ns"]
     t = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "mean_ns": g.mean(), "median_ns": g.median(),
                       "max_ns": g.max()}).rename_axis("name").reset_index()
+    t["name"] = t["name"].astype(str)
     t.insert(1, "class", kc.classify(t["name"]))
     total = t["total_ns"].sum()
     t["share"] = t["total_ns"] / total if total > 0 else 0.0
@@ -181,11 +183,11 @@ def _partial_wave_hints(trace: Trace, k: pd.DataFrame, total: int, cfg: Threshol
     part = kb[kb["blocks"] <= (1 - cfg.partial_wave_min_idle) * kb["sm_count"]]
     if part.empty:
         return []
-    g = part.groupby(part["name"].astype(str), observed=True)
+    g = part.groupby("name", observed=True)
     agg = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum(), "blocks": g["blocks"].median(),
                         "sm_count": g["sm_count"].max()})
     agg = agg[agg["total_ns"] >= cfg.kernel_hint_min_share * total].sort_values("total_ns", ascending=False)
-    return [{"kind": "partial-wave", "name": name, "count": int(r["count"]), "total_ns": int(r["total_ns"]),
+    return [{"kind": "partial-wave", "name": str(name), "count": int(r["count"]), "total_ns": int(r["total_ns"]),
              "share": float(r["total_ns"] / total), "blocks": int(r["blocks"]), "sm_count": int(r["sm_count"]),
              "message": f"grid of ~{int(r['blocks'])} block(s) on {int(r['sm_count'])} SMs leaves "
                         f"{1 - r['blocks'] / r['sm_count']:.0%} of the GPU idle ({r['total_ns'] / total:.1%} "
@@ -206,11 +208,11 @@ def _fp32_gemm_hints(trace: Trace, k: pd.DataFrame, total: int, cfg: Thresholds,
     simt = gemm[name_mask(gemm["name"], FP32_GEMM)]
     if simt.empty:
         return []
-    g = simt.groupby(simt["name"].astype(str), observed=True)["dur_ns"].agg(["size", "sum"])
+    g = simt.groupby("name", observed=True)["dur_ns"].agg(["size", "sum"])
     ns = int(g["sum"].sum())
     if ns < cfg.kernel_hint_min_share * total:
         return []
-    top = g.sort_values("sum", ascending=False).index[:5].tolist()
+    top = [str(n) for n in g.sort_values("sum", ascending=False).index[:5]]
     return [{"kind": "fp32-gemm", "names": top, "count": int(g["size"].sum()), "total_ns": ns,
              "share": ns / total,
              "message": f"{int(g['size'].sum())} fp32 SIMT GEMM launches ({ns / total:.1%} of GPU time) in a "

@@ -46,30 +46,33 @@ MATMUL_OPS: frozenset[str] = frozenset({
     "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
     "aten::_scaled_mm", "aten::addmv", "aten::mv"})
 _FP8_KERNEL = r"e4m3|e5m2|fp8|f8f8"
+_PRECISION_SAMPLE = 20_000  # matmul ops read for the precision evidence
+_MATMUL_RE = "^(?:" + "|".join(sorted(MATMUL_OPS)) + ")$"
 
 
 def matmul_precisions(traces: list[Trace]) -> dict[str, int]:
-    """Evidence of the run's GEMM precision: matmul ops per precision (recorded shapes) and fp8 kernels."""
+    """Evidence of the run's GEMM precision: matmul ops per precision (recorded shapes) and fp8 GEMM kernels."""
+    from traceread.metrics.kernels import name_mask
+
     out: dict[str, int] = {}
     for trace in traces:
+        ev = trace.events
         shapes = trace.side_table("op_shapes")
         if len(shapes):
-            ev = trace.events
             rows = shapes["row"].to_numpy()
-            names = ev["name"].to_numpy()[rows].astype(str)
-            keep = np.isin(names, list(MATMUL_OPS))
-            for types in shapes["input_types"].to_numpy()[keep]:
-                first = next((t for t in (types or []) if isinstance(t, str) and t), "")
-                prec = TORCH_DTYPES.get(first.lower(), (None, 0))[0]
+            keep = np.flatnonzero(name_mask(ev["name"].iloc[rows], _MATMUL_RE))
+            # Evidence, not an inventory: an evenly strided sample bounds the per-op work.
+            keep = keep[::max(1, len(keep) // _PRECISION_SAMPLE)]
+            first = pd.Series(shapes["input_types"].to_numpy()[keep], dtype=object).str[0]
+            for typ, n in first.value_counts().items():
+                prec = TORCH_DTYPES.get(str(typ).lower(), (None, 0))[0]
                 if prec:
-                    out[prec] = out.get(prec, 0) + 1
-        ev = trace.events
-        kern = ev["name"][ev["lane"] == schema.LANE_GPU_COMPUTE]
+                    out[prec] = out.get(prec, 0) + int(n)
+        kern = ev["name"][(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy()]
         if len(kern):
-            is_fp8 = kern.astype(str).str.contains(_FP8_KERNEL, case=False, regex=True).to_numpy()
-            n = int((is_fp8 & (kernel_classes.classify(kern) == kernel_classes.CLS_GEMM)).sum())
-            if n:
-                out["fp8-kernels"] = n
+            fp8 = name_mask(kern, _FP8_KERNEL) & (kernel_classes.classify(kern) == kernel_classes.CLS_GEMM)
+            if fp8.any():
+                out["fp8-kernels"] = int(fp8.sum())
     return out
 
 
@@ -82,7 +85,7 @@ def _infer_dtype(evidence: dict[str, int]) -> tuple[str, str]:
     if best == "fp32":
         raise MissingInputError("the matmuls take fp32 inputs, which run as fp32 or tf32 depending on "
                                 "torch.backends.cuda.matmul.allow_tf32; pass --dtype fp32 or --dtype tf32")
-    return best, f"inferred from {counts[best]} recorded matmul ops"
+    return best, f"inferred from the recorded matmul ops ({counts[best]} of {sum(counts.values())} read are {best})"
 
 
 def _precision_warnings(dtype: str, evidence: dict[str, int]) -> list[str]:
@@ -141,11 +144,13 @@ def _device_names(traces: list[Trace]) -> list[str]:
     return [d.name for d in (used or devs)]
 
 
-def _check_grad_accum(job: JobInputs, timing: StepTiming, warnings: list[str]) -> None:
+def _check_grad_accum(job: JobInputs, timing: StepTiming, warnings: list[str], notes: list[str]) -> None:
     m = timing.micro_batches_per_optimizer_step
     if m is None:
         return
     seen = int(round(m))
+    if seen > 1:
+        notes.append(f"the trace shows {m:.3g} micro-batches per optimizer step (data-loader / forward markers)")
     if job.grad_accum is not None and seen != job.grad_accum:
         warnings.append(f"token count and step time disagree: --grad-accum {job.grad_accum} but the trace "
                         f"shows {m:.3g} micro-batches per optimizer step")
@@ -177,14 +182,16 @@ def compute_mfu(job: JobInputs, traces: list[Trace], steps_df: pd.DataFrame,
     else:
         dtype, dtype_src = _infer_dtype(evidence)
     gpus, gpus_src = _num_gpus(job, traces, warnings)
+    if job.dp is not None and job.dp > gpus:
+        warnings.append(f"--dp {job.dp} exceeds the job's {gpus} GPUs: the token count is too large")
     peak: PeakChoice = resolve_peak(_device_names(traces), dtype, job.gpu, job.peak_tflops,
                                     job.peak_bandwidth, cfg.peak_match_tolerance)
     warnings += peak.warnings
-    timing = step_timing(traces, steps_df, cfg)
+    timing = step_timing(traces, steps_df, cfg, training=job.mode == "train")
     warnings += timing.warnings
     notes += timing.notes
     if job.mode == "train":
-        _check_grad_accum(job, timing, warnings)
+        _check_grad_accum(job, timing, warnings, notes)
 
     flops_tok, fpt_how = fpt
     tokens, tok_how = tok
@@ -215,6 +222,7 @@ def compute_mfu(job: JobInputs, traces: list[Trace], steps_df: pd.DataFrame,
         "step_time_ns": {"value": timing.step_time_ns, "source": "median of steady optimizer steps"},
         "recompute_multiplier": {"value": mult, "source": mult_how},
         "attention_flops_per_token": {"value": attn, "source": "12·L·d·T (PaLM)" if attn else "not asked"},
+        "job": {k: v for k, v in job.to_dict().items() if v is not None and v is not False},
     }
     return MfuResult(
         mfu=mfu, hfu=hfu, tflops_per_gpu=per_gpu / 1e12, hfu_tflops_per_gpu=per_gpu * mult / 1e12,

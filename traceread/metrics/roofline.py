@@ -24,8 +24,9 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
+from traceread.errors import UsageError
 from traceread.metrics.mfu import TORCH_DTYPES
-from traceread.metrics.peaks import GpuPeak, match_gpu
+from traceread.metrics.peaks import GpuPeak, match_gpu, table_keys
 from traceread.trace import Trace
 
 COLUMNS = ["op", "input_dims", "dtype", "calls", "flops", "bytes", "intensity", "kernel_ns", "tflops",
@@ -193,6 +194,8 @@ def roofline(trace: Trace, cfg: Thresholds = Thresholds(),  # noqa: B008 - froze
     notes: list[str] = []
     names = {d.name for d in trace.meta.devices if d.name}
     row_gpu: GpuPeak | None = match_gpu(gpu) if gpu else (match_gpu(next(iter(names))) if len(names) == 1 else None)
+    if gpu and row_gpu is None:
+        raise UsageError(f"--gpu {gpu!r} is not in the peak table; known: {', '.join(table_keys())}")
     if row_gpu is None:
         notes.append("GPU not in the peak table: no ridge point (pass --gpu NAME)")
     owned = _owned_ops(trace)
@@ -204,16 +207,15 @@ def roofline(trace: Trace, cfg: Thresholds = Thresholds(),  # noqa: B008 - froze
         return empty
     sh = shapes.set_index("row").loc[owned["row"].to_numpy()]
     opname = trace.events["name"].to_numpy()[owned["row"].to_numpy()].astype(str)
-    dims_key = [str(x) for x in sh["input_dims"]]
-    types_key = [str(x) for x in sh["input_types"]]
-    f = pd.DataFrame({"op": opname, "input_dims": dims_key, "types": types_key,
-                      "kernel_ns": owned["kernel_ns"].to_numpy()})
-    g = f.groupby(["op", "input_dims", "types"], sort=False)
+    # One key per owned op (ops, not kernels; a step repeats few distinct shapes).
+    f = pd.DataFrame({"op": opname, "input_dims": [repr(x) for x in sh["input_dims"]],
+                      "tk": [repr(x) for x in sh["input_types"]], "kernel_ns": owned["kernel_ns"].to_numpy()})
+    g = f.groupby(["op", "input_dims", "tk"], sort=False)
     agg = g.agg(calls=("kernel_ns", "size"), kernel_ns=("kernel_ns", "sum")).reset_index()
-    first = g.head(1).index  # one representative row per signature for the shapes
-    reps = dict(zip(zip(f.loc[first, "op"], f.loc[first, "input_dims"], f.loc[first, "types"], strict=True),
-                    zip(sh["input_dims"].to_numpy()[first], sh["input_types"].to_numpy()[first], strict=True), strict=True))
-    cost = [op_cost(o, *reps[(o, d, t)]) for o, d, t in zip(agg["op"], agg["input_dims"], agg["types"], strict=True)]
+    first = g.head(1).index.to_numpy()  # one representative op per signature, in agg's order
+    dims = sh["input_dims"].to_numpy()[first]
+    types = sh["input_types"].to_numpy()[first]
+    cost = [op_cost(o, d, t) for o, d, t in zip(agg["op"], dims, types, strict=True)]
     ok = np.array([c is not None for c in cost], dtype=bool)
     agg = agg[ok].reset_index(drop=True)
     cost = [c for c in cost if c is not None]

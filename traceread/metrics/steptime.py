@@ -71,23 +71,44 @@ def _marker_counts(traces: list[Trace], steps: pd.DataFrame, prefixes: tuple[str
             rows = np.flatnonzero(sel & (steps["rank"].to_numpy() == rank))
             if not len(rows):
                 continue
-            starts = np.sort(grp["start_ns"].to_numpy())
+            g = grp.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable")
+            st, en = g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
+            # One marker recorded twice (op and annotation) or nested counts once: outermost only.
+            outer = np.r_[True, st[1:] >= np.maximum.accumulate(en)[:-1]] if len(st) else np.zeros(0, bool)
+            starts = st[outer]
             lo = np.searchsorted(starts, steps["cpu_start_ns"].to_numpy()[rows], side="left")
             hi = np.searchsorted(starts, steps["cpu_end_ns"].to_numpy()[rows], side="left")
             counts[rows] += hi - lo
     return counts
 
 
-def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds) -> StepTiming:
-    """Optimizer-step time from the steps frame. Raises MissingInputError when there are no steps."""
+def _optimizer_counts(traces: list[Trace], steps: pd.DataFrame) -> np.ndarray:
+    """Per steps row: optimizer steps, counted per optimizer class and the largest count kept.
+
+    Models step several optimizers together (Shampoo + an EMA wrapper, dense + sparse): one
+    ``Optimizer.step#`` marker per class is one optimizer step, not two.
+    """
+    names = sorted({str(n) for t in traces for n in t.events["name"].cat.categories
+                    if str(n).startswith(OPTIMIZER_PREFIX)})
+    out = np.zeros(len(steps), dtype=np.int64)
+    for name in names:
+        out = np.maximum(out, _marker_counts(traces, steps, (), (name,)))
+    return out
+
+
+def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds, training: bool = True) -> StepTiming:
+    """Optimizer-step time from the steps frame. Raises MissingInputError when there are no steps.
+
+    ``training`` False (serving traces) keeps the profiler-step period and skips optimizer notes.
+    """
     if steps is None or steps.empty:
         raise MissingInputError("no steps were found in the trace; MFU needs step boundaries "
                                 "(ProfilerStep#N, an NVTX step range, or --step-range)")
     notes: list[str] = []
     warnings: list[str] = []
-    key = ["trace", "step"] if "trace" in steps.columns else ["step"]
+    key = ["step"]  # ranks (and their trace files) share step numbers: ProfilerStep#N is the same N
     s = steps.assign(dur=(steps["end_ns"] - steps["start_ns"]).astype(np.int64),
-                     opt=_marker_counts(traces, steps, (OPTIMIZER_PREFIX,)),
+                     opt=_optimizer_counts(traces, steps),
                      mb=np.maximum(_marker_counts(traces, steps, MICROBATCH_PREFIXES),
                                    _marker_counts(traces, steps, (), FORWARD_NAMES)))
     # A step of a synchronous job lasts as long as its slowest device; a flag on any device drops it.
@@ -118,7 +139,7 @@ def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds) -> St
     period = med
     opt_per: float | None = None
     mb_per: float | None = None
-    if opt.sum() > 0:
+    if training and opt.sum() > 0:
         opt_per = float(opt.sum() / len(opt))
         if np.all(opt == opt[0]) and opt[0] > 1:
             period = med / opt[0]
@@ -126,12 +147,12 @@ def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds) -> St
                             "markers); MFU uses the optimizer-step period")
         elif not np.all(opt == opt[0]) or opt[0] < 1:
             # Profiler steps are micro-batches: one optimizer step every len/sum profiler steps.
-            period = float(d.sum() / opt.sum())
+            period = med * len(opt) / float(opt.sum())
             warnings.append(f"an optimizer step spans ~{len(opt) / opt.sum():.2g} profiler steps "
                             "(Optimizer.step# markers); MFU uses the optimizer-step period")
         if mb.sum() > 0:
             mb_per = float(mb.sum() / opt.sum())
-    else:
+    elif training:
         notes.append("no Optimizer.step# markers: assuming one optimizer step per profiler step")
         if mb.sum() > 0:
             mb_per = float(mb.sum() / len(mb))

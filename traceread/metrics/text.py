@@ -6,11 +6,30 @@ names are shortened and path-scrubbed (the JSON keeps them whole).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
+from traceread.config import Thresholds
 from traceread.metrics.kernels import KernelReport
+from traceread.metrics.roofline import Roofline
 from traceread.render.fmt import dur
 from traceread.render.names import shorten
+
+_EMPTY_TAIL = re.compile(r"(, \[\])+\]$")  # scalar arguments record as [] dims: not worth a column
+
+
+_OP_NAME = re.compile(r"\b(\w+Functor\w*|\w+_kernel_cuda\w*|\w+_kernel_impl\w*|\w+_cuda_kernel\w*)")
+_WRAPPERS = {"BinaryFunctor", "AUnaryFunctor", "BUnaryFunctor", "UnaryFunctor", "gpu_kernel_impl",
+             "gpu_kernel_impl_nocast"}
+
+
+def _label(name: str, width: int = 80) -> str:
+    """A shortened kernel name; when templates were collapsed, the op they carried in brackets."""
+    short = shorten(name, width)
+    if "…" not in short:
+        return short
+    ops = [m for m in _OP_NAME.findall(name) if m not in _WRAPPERS]
+    return f"{short} ({ops[-1]})" if ops else short
 
 
 def fixed_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> str:
@@ -31,8 +50,13 @@ def render_kernel_report(report: KernelReport, top: int = 20) -> str:
         return "no GPU kernels in this trace"
     out = [f"{int(t['count'].sum())} kernels, {len(t)} distinct names, {dur(t['total_ns'].sum())} of GPU time",
            "", f"top {min(top, len(t))} kernels by GPU time:"]
-    rows = [[f"{r.share:.1%}", dur(r.total_ns), str(r.count), dur(r.mean_ns), r._2, shorten(r.name, 80)]
+    rows = [[f"{r.share:.1%}", dur(r.total_ns), str(r.count), dur(r.mean_ns), r._2, _label(r.name)]
             for r in t.head(top).itertuples()]
+    seen: dict[str, int] = {}
+    for row in rows:  # long templated names can shorten alike: number the repeats (JSON has them whole)
+        seen[row[-1]] = seen.get(row[-1], 0) + 1
+        if seen[row[-1]] > 1:
+            row[-1] += f" [{seen[row[-1]]}]"
     out.append(fixed_table(["share", "total", "count", "mean", "class", "name"], rows, "rrrrll"))
     out += ["", "time by class:"]
     rows = [[r._1, f"{r.share:.1%}", dur(r.total_ns), str(r.count)] for r in report.classes.itertuples()]
@@ -62,3 +86,18 @@ def _launch_lines(st: dict) -> list[str]:
              f"  launch-to-start latency: p50 {dur(lat['p50'])}, p90 {dur(lat['p90'])}, p99 {dur(lat['p99'])}, "
              f"max {dur(lat['max'])}"]
     return lines
+
+
+def render_roofline(r: Roofline, cfg: Thresholds, top: int = 10) -> str:
+    """Heavy recorded matmul/attention ops against the ridge point."""
+    heavy = r.heavy(cfg).head(top)
+    if heavy.empty:
+        return "roofline: " + ("; ".join(r.notes) or "no heavy matmul/attention ops")
+    ridges = ", ".join(f"{p} {v:.0f}" for p, v in r.ridges.items())
+    head = f"roofline ({r.gpu or 'unknown GPU'}; ridge FLOP/byte: {ridges or 'n/a'}):"
+    rows = [[f"{x.share:.1%}", x.op, shorten(_EMPTY_TAIL.sub("]", str(x.input_dims)), 44), x.dtype, f"{x.intensity:,.0f}",
+             f"{x.tflops:,.1f}", "n/a" if x.pct_of_peak != x.pct_of_peak else f"{x.pct_of_peak:.0%}",
+             x.bound or "?"] for x in heavy.itertuples()]
+    table = fixed_table(["share", "op", "input dims", "dtype", "FLOP/B", "TFLOP/s", "% peak", "bound"], rows,
+                        "rlllrrrl")
+    return "\n".join([head, table, *r.notes])

@@ -21,6 +21,8 @@ from traceread.render.names import md_code, md_name, md_text
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
 GOOD_MFU = 0.5  # the lesson's "very good" mark for dense training
+MAX_STEP_ROWS = 30  # per-step rows per rank/GPU before the table stops being read
+MAX_STEP_SECTIONS = 8  # rank/GPU pairs given a per-step table
 
 
 def render(analysis: Analysis, out: IO[str]) -> None:
@@ -228,7 +230,8 @@ def _kernels(a: Analysis) -> str:
                 row.insert(0, md_code(a.traces[int(r["trace"])].name))
         parts.append("### Collectives\n\n" + table(headers, rows))
     if a.launch_stats:
-        rows = [[md_text(key.removesuffix("_ns").replace("_", " ")), _stat(key, v)]
+        rows = [[md_text(key.removesuffix("_ns").replace("launch_bound", "launch-bound").replace("_", " ")),
+                 _stat(key, v)]
                 for key, v in a.launch_stats.items()]
         parts.append("### Launch statistics\n\n" + table(["", ""], rows, "lr"))
     return "## Kernels, collectives and launches\n\n" + "\n\n".join(parts) if parts else ""
@@ -261,9 +264,18 @@ def _per_step(a: Analysis) -> str:
     if s["step"].nunique() < 2 if len(s) else True:
         return ""
     lines = ["## Per step"]
-    for (ti, rank, dev), g in s.groupby(["trace", "rank", "device"], sort=True):
+    groups = list(s.groupby(["trace", "rank", "device"], sort=True))
+    if len(groups) > MAX_STEP_SECTIONS:
+        # Many ranks: show the ones that lose the most time; the JSON has every step.
+        groups.sort(key=lambda kv: -float(kv[1]["idle_ns"].sum()) / max(float((kv[1]["end_ns"] - kv[1][
+            "start_ns"]).sum()), 1.0))
+        lines += ["", f"The {MAX_STEP_SECTIONS} of {len(groups)} rank/GPU pairs with the most idle time; "
+                  "every step is in the JSON."]
+        groups = sorted(groups[:MAX_STEP_SECTIONS], key=lambda kv: kv[0])
+    for (ti, rank, dev), g in groups:
+        g = g.sort_values("start_ns")
         rows = []
-        for _, r in g.sort_values("start_ns").iterrows():
+        for _, r in g.head(MAX_STEP_ROWS).iterrows():
             step_ns = int(r["end_ns"] - r["start_ns"])
             idle = {c: int(r[part_col(c)]) for c in GAP_CLASSES}
             top = max(idle, key=idle.get)
@@ -274,6 +286,8 @@ def _per_step(a: Analysis) -> str:
         if s.groupby(["trace", "rank", "device"]).ngroups > 1:
             lines += ["", f"### {md_text(a.unit_label(int(ti), int(rank), int(dev)))}"]
         lines += ["", table(["Step", "Step time", "Busy", "Idle", "Largest idle class", ""], rows, "rrrrll")]
+        if len(g) > MAX_STEP_ROWS:
+            lines += ["", f"The first {MAX_STEP_ROWS} of {len(g)} steps; every step is in the JSON."]
     return "\n".join(lines)
 
 
