@@ -3,9 +3,11 @@
     python scripts/synth.py OUT_PREFIX [--seed N] [--ranks R] [--steps S] [--jitter J]
                             [--weight launch-bound=2 --weight sync-stall=0 ...] [--format both]
 
-Writes ``OUT_PREFIX.rank<R>.pt.trace.json`` (Kineto, PyTorch 2.4+ generation), ``OUT_PREFIX.sqlite``
-(nsys export) and ``OUT_PREFIX.truth.json``: every compute-idle interval per rank/device with its
-planted class, in ns of the loaded frame's time base (both formats load to the same ns).
+Writes ``OUT_PREFIX.rank<R>.pt.trace.json`` (Kineto, one file per rank; ``OUT_PREFIX.pt.trace.json``
+with one rank), ``OUT_PREFIX.sqlite`` (nsys export) and ``OUT_PREFIX.truth.json``: every
+compute-idle interval per rank/device with its planted class, in ns of the loaded frame's time
+base (Kineto 2024 and nsys load to the same ns; for ``--kineto-generation int-us`` add the file's
+``origin_epoch_ns``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from traceread.atomic import atomic_open
 from traceread.synth.planted import CLASSES, PlantSpec, plant
 
 
-def write_planted(prefix: str, spec: PlantSpec, fmt: str = "both", nsys_schema: str = "2026") -> dict[str, list[str]]:
+def write_planted(prefix: str, spec: PlantSpec, fmt: str = "both", nsys_schema: str = "2026",
+                  kineto_generation: str = "2024") -> dict[str, list[str]]:
     """Generate ``spec`` and write its files next to ``prefix``; return the paths by kind."""
     planted = plant(spec)
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
@@ -27,7 +30,8 @@ def write_planted(prefix: str, spec: PlantSpec, fmt: str = "both", nsys_schema: 
     if fmt in ("both", "kineto"):
         from traceread.synth.kineto_writer import write_kineto
 
-        out["kineto"] = write_kineto(planted.scenario, prefix + ".rank{rank}.pt.trace.json")
+        pattern = prefix + (".rank{rank}.pt.trace.json" if spec.ranks > 1 else ".pt.trace.json")
+        out["kineto"] = write_kineto(planted.scenario, pattern, generation=kineto_generation)
     if fmt in ("both", "nsys"):
         from traceread.synth.nsys_writer import write_nsys
 
@@ -57,12 +61,14 @@ def parse_weights(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--weight", "weights", multiple=True, help="CLASS=occurrences per step (repeatable)")
 @click.option("--format", "fmt", type=click.Choice(["both", "kineto", "nsys"]), default="both", show_default=True)
 @click.option("--nsys-schema", default="2026", show_default=True)
+@click.option("--kineto-generation", type=click.Choice(["2024", "int-us"]), default="2024", show_default=True,
+              help="int-us: integer absolute-epoch microseconds (truth times then need origin_epoch_ns added)")
 @click.option("--no-noise", is_flag=True, help="leave out overlapped comm, noise thread and annotations")
 def main(prefix: str, seed: int, ranks: int, steps: int, jitter: float, weights: tuple[str, ...], fmt: str,
-         nsys_schema: str, no_noise: bool) -> None:
+         nsys_schema: str, kineto_generation: str, no_noise: bool) -> None:
     spec = PlantSpec(seed=seed, ranks=ranks, steps=steps, jitter=jitter, weights=parse_weights(weights),
                      noise=not no_noise)
-    for kind, paths in write_planted(prefix, spec, fmt, nsys_schema).items():
+    for kind, paths in write_planted(prefix, spec, fmt, nsys_schema, kineto_generation).items():
         for p in paths:
             click.echo(f"{kind}: {p}")
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from traceread import intervals, kernel_classes, schema
 from traceread.config import Thresholds
-from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view
+from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view, subset
 from traceread.trace import Trace
 
 OVERLAP_KINDS: tuple[str, ...] = (
@@ -125,11 +125,13 @@ class _RankHost:
         launches = self.flagged["launch"]
         self.launch_device = np.full(len(launches), -1, dtype=np.int64)
         if len(v.link_host):
-            o = np.argsort(v.link_host, kind="stable")
-            lh = v.link_host[o]
+            lh, lg = v.link_host, v.link_gpu
+            if not intervals.is_sorted(lh):
+                o = np.argsort(lh, kind="stable")
+                lh, lg = lh[o], lg[o]
             k = np.minimum(np.searchsorted(lh, launches), len(lh) - 1)
             hit = lh[k] == launches
-            self.launch_device[hit] = v.device[v.link_gpu[o][k[hit]]]
+            self.launch_device[hit] = v.device[lg[k[hit]]]
 
     @staticmethod
     def on_threads(v: EventView, rows: np.ndarray, tids: np.ndarray) -> np.ndarray:
@@ -168,7 +170,8 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     # The launching threads of this device: those whose calls launched its GPU ops.
     ops = v.rows(OP_LANES, rank=rank, device=device)
     launch = v.launch_of(ops)
-    linked_ops, launch = ops[launch >= 0], launch[launch >= 0]
+    linked = launch >= 0
+    linked_ops, launch = subset(ops, linked), subset(launch, linked)
     tids = np.sort(pd.unique(v.tid[launch])) if len(launch) else host.tids
     main_tid = _busiest(v.tid[launch] if len(launch) else v.tid[host.flagged["launch"]])
     cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs)
@@ -216,12 +219,16 @@ def _queue_depth(v: EventView, ops: np.ndarray, launch: np.ndarray, t: np.ndarra
     ``launch`` row by row; a launch with several ops counts once, at its first op)."""
     if len(launch) == 0:
         return np.zeros(len(t), np.int64)
-    o = np.lexsort((v.start[ops], launch))
-    lo = launch[o]
-    first = np.ones(len(o), bool)
-    first[1:] = lo[1:] != lo[:-1]
-    ls = np.sort(v.start[lo[first]])
-    fs = np.sort(v.start[ops[o[first]]])
+    if len(launch) > 1 and (launch[1:] > launch[:-1]).all():  # one op per launch, in order
+        ls, fs = v.start[launch], v.start[ops]
+    else:
+        o = np.lexsort((v.start[ops], launch))
+        lo = launch[o]
+        first = np.ones(len(o), bool)
+        first[1:] = lo[1:] != lo[:-1]
+        ls, fs = v.start[lo[first]], v.start[ops[o[first]]]
+    ls = ls if intervals.is_sorted(ls) else np.sort(ls)
+    fs = fs if intervals.is_sorted(fs) else np.sort(fs)
     return np.maximum(intervals.count_at_or_before(t, ls) - intervals.count_at_or_before(t, fs), 0)
 
 

@@ -175,8 +175,8 @@ def longest_overlap(qs, qe, starts, ends) -> tuple[np.ndarray, np.ndarray]:
     best_idx = np.full(nq, -1, dtype=_I64)
     if nq == 0 or len(s) == 0:
         return best, best_idx
-    order = np.argsort(s, kind="stable")
-    s_sorted, e_sorted = s[order], e[order]
+    order = None if is_sorted(s) else np.argsort(s, kind="stable")
+    s_sorted, e_sorted = (s, e) if order is None else (s[order], e[order])
     # (a) intervals starting before the query start: the one reaching furthest wins.
     k = np.searchsorted(s_sorted, qs, side="left")
     ramax = running_argmax(e_sorted)
@@ -186,7 +186,7 @@ def longest_overlap(qs, qe, starts, ends) -> tuple[np.ndarray, np.ndarray]:
     ov_a = np.maximum(ov_a, 0)
     take = ov_a > 0
     best[take] = ov_a[take]
-    best_idx[take] = order[cand[take]]
+    best_idx[take] = cand[take] if order is None else order[cand[take]]
     # (b) intervals starting inside a query: each belongs to exactly one query (queries disjoint).
     q_of = np.searchsorted(qs, s_sorted, side="right") - 1
     inside = (q_of >= 0) & (s_sorted < qe[np.maximum(q_of, 0)])
@@ -203,7 +203,7 @@ def longest_overlap(qs, qe, starts, ends) -> tuple[np.ndarray, np.ndarray]:
         q, ov, pos = q[first], ov[first], pos[first]
         better = ov > best[q]
         best[q[better]] = ov[better]
-        best_idx[q[better]] = order[pos[better]]
+        best_idx[q[better]] = pos[better] if order is None else order[pos[better]]
     return best, best_idx
 
 

@@ -143,6 +143,8 @@ class EventView:
         """The launching host row of each GPU op row (-1 when unlinked)."""
         if len(self.link_gpu) == 0:
             return np.full(len(rows), -1, dtype=np.int64)
+        if rows is self.link_gpu:  # every op linked (the common case): no search
+            return self.link_host
         k = np.minimum(np.searchsorted(self.link_gpu, rows), len(self.link_gpu) - 1)
         return np.where(self.link_gpu[k] == rows, self.link_host[k], -1)
 
@@ -172,48 +174,71 @@ def _name_flags(names: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
     return {k: np.append(f, False) for k, f in flags.items()}, np.append(steps, -1)
 
 
+def subset(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``rows[mask]`` without a copy when the mask keeps everything (the one-rank common case)."""
+    return rows if mask.all() else rows[mask]
+
+
+def _keys(v: EventView, rows: np.ndarray, pid_pos: np.ndarray | None) -> np.ndarray:
+    """Join keys: the correlation id, with the pid's position above it when a rank has several
+    processes."""
+    if pid_pos is None:
+        return v.corr[rows]
+    key = pid_pos.astype(np.int64)
+    key <<= _PID_SHIFT
+    key |= v.corr[rows]
+    return key
+
+
+def _link_rank(v: EventView, h: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Link GPU op rows ``g`` to host API rows ``h`` of one rank by (pid, correlation)."""
+    hp = np.sort(pd.unique(v.pid[h]))
+    if len(hp) == 1:  # one process: every GPU op of the rank is its (Kineto writes device as pid)
+        hkey, gkey = _keys(v, h, None), _keys(v, g, None)
+    else:
+        gp = v.pid[g]
+        pos = np.minimum(np.searchsorted(hp, gp), len(hp) - 1)
+        known = hp[pos] == gp
+        g, pos = subset(g, known), subset(pos, known)
+        hkey, gkey = _keys(v, h, np.searchsorted(hp, v.pid[h])), _keys(v, g, pos)
+    # Runtime before driver on equal keys: the outer API call is the launch.
+    is_driver = v.cat[h] == v.cat_codes.get(schema.CAT_DRIVER, -99)
+    if is_driver.any():
+        order = np.lexsort((is_driver, hkey))
+        hkey, h = hkey[order], h[order]
+    elif not intervals.is_sorted(hkey):
+        order = np.argsort(hkey, kind="stable")
+        hkey, h = hkey[order], h[order]
+    k = np.searchsorted(hkey, gkey)
+    np.minimum(k, len(hkey) - 1, out=k)
+    hit = hkey[k] == gkey
+    return subset(g, hit), h[subset(k, hit)]
+
+
 def _link(v: EventView) -> None:
     """Fill ``v.link_gpu``/``v.link_host``: GPU op row -> launching runtime/driver row."""
     api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
     host = np.flatnonzero(np.isin(v.cat, api_codes) & (v.corr >= 0))
     gpu = v.rows(OP_LANES)
-    gpu = gpu[v.corr[gpu] >= 0]
+    gpu = subset(gpu, v.corr[gpu] >= 0)
     if len(host) == 0 or len(gpu) == 0:
         return
+    ranks = np.sort(pd.unique(v.rank[gpu]))
     out_gpu, out_host = [], []
-    for r in np.unique(v.rank[gpu]):  # loop over ranks, not events
-        h = host[v.rank[host] == r]
-        g = gpu[v.rank[gpu] == r]
-        if len(h) == 0:
-            continue
-        hp = np.unique(v.pid[h])
-        gp = v.pid[g]
-        pos = np.minimum(np.searchsorted(hp, gp), len(hp) - 1)
-        known = hp[pos] == gp
-        if len(hp) == 1:
-            pos = np.where(known, pos, 0)
-            known = np.ones(len(g), dtype=bool)
-        g, pos = g[known], pos[known]
-        hkey = (np.searchsorted(hp, v.pid[h]).astype(np.int64) << _PID_SHIFT) | v.corr[h]
-        gkey = (pos.astype(np.int64) << _PID_SHIFT) | v.corr[g]
-        # Runtime before driver on equal keys: the outer API call is the launch.
-        is_driver = v.cat[h] == v.cat_codes.get(schema.CAT_DRIVER, -99)
-        if is_driver.any():
-            order = np.lexsort((is_driver, hkey))
-            hkey_s, h_s = hkey[order], h[order]
-        elif intervals.is_sorted(hkey):
-            hkey_s, h_s = hkey, h
-        else:
-            order = np.argsort(hkey, kind="stable")
-            hkey_s, h_s = hkey[order], h[order]
-        k = np.minimum(np.searchsorted(hkey_s, gkey), len(hkey_s) - 1)
-        hit = hkey_s[k] == gkey
-        out_gpu.append(g[hit])
-        out_host.append(h_s[k[hit]])
+    for r in ranks:  # loop over ranks, not events
+        h = host if len(ranks) == 1 and (v.rank[host] == r).all() else host[v.rank[host] == r]
+        g = gpu if len(ranks) == 1 else gpu[v.rank[gpu] == r]
+        if len(h):
+            lg, lh = _link_rank(v, h, g)
+            out_gpu.append(lg)
+            out_host.append(lh)
     if out_gpu:
-        g_all, h_all = np.concatenate(out_gpu), np.concatenate(out_host)
-        o = np.argsort(g_all, kind="stable")
-        v.link_gpu, v.link_host = g_all[o], h_all[o]
+        g_all = out_gpu[0] if len(out_gpu) == 1 else np.concatenate(out_gpu)
+        h_all = out_host[0] if len(out_host) == 1 else np.concatenate(out_host)
+        if not intervals.is_sorted(g_all):
+            o = np.argsort(g_all, kind="stable")
+            g_all, h_all = g_all[o], h_all[o]
+        v.link_gpu, v.link_host = g_all, h_all
 
 
 _CACHE: list = []  # [(weakref to events frame, EventView)]: steps and gaps share one view
@@ -262,5 +287,5 @@ def rank_devices(v: EventView) -> list[tuple[int, int]]:
     rows = rows[v.device[rows] >= 0]
     if len(rows) == 0:
         return []
-    key = np.unique((v.rank[rows].astype(np.int64) << 32) | (v.device[rows].astype(np.int64) & 0xFFFFFFFF))
+    key = np.sort(pd.unique((v.rank[rows].astype(np.int64) << 32) | (v.device[rows].astype(np.int64) & 0xFFFFFFFF)))
     return [(int(k >> 32), int(np.int32(k & 0xFFFFFFFF))) for k in key]

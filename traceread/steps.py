@@ -24,7 +24,7 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
-from traceread.lanes import HOST_LANES, OP_LANES, EventView, compute_union, event_view, rank_devices
+from traceread.lanes import HOST_LANES, OP_LANES, EventView, compute_union, event_view, rank_devices, subset
 from traceread.trace import Trace
 
 SOURCE_PROFILER_STEP = "ProfilerStep"
@@ -156,7 +156,7 @@ def _extend(v: EventView, host: pd.DataFrame, rank: int, device: int) -> pd.Data
     ops = v.rows(OP_LANES, rank=rank, device=device)
     launch = v.launch_of(ops)
     linked = launch >= 0
-    ops, launch = ops[linked], launch[linked]
+    ops, launch = subset(ops, linked), subset(launch, linked)
     ls = v.start[launch]
     idx = np.searchsorted(cs, ls, side="right") - 1
     ok = (idx >= 0) & (ls < ce[np.maximum(idx, 0)])

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from _frames import api, kernel, make_events
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from traceread import rules
 from traceread.config import Thresholds
@@ -193,10 +195,10 @@ def _steps(n, length=10_000 * US, warmup_first=True):
 
 def _bubbles(steps, durs, phase=0.3, p2p=True, **cols):
     rows = []
-    for (_, st), d in zip(steps.iterrows(), durs, strict=True):
-        start = int(st["start_ns"] + phase * 10_000 * US)
+    for (_, step), d in zip(steps.iterrows(), durs, strict=True):
+        start = int(step["start_ns"] + phase * 10_000 * US)
         extra = dict(comm_ns=d - 5 * US, comm_p2p_ns=d - 5 * US) if p2p else {}
-        rows.append(queued(start, int(d), step=int(st["step"]), phase=phase, offset_ns=start - st["start_ns"],
+        rows.append(queued(start, int(d), step=int(step["step"]), phase=phase, offset_ns=start - step["start_ns"],
                            **extra, **cols))
     return pd.DataFrame(rows)
 
@@ -207,6 +209,18 @@ def test_periodic_p2p_wait_is_a_pipeline_bubble_even_in_the_warmup_step():
     out = classify(gaps, steps, None, CFG)
     assert (out["class"] == "pipeline-bubble").all()
     assert "of analysed steps, duration CV" in out["evidence"][1]
+
+
+def test_host_blocked_on_a_recurring_p2p_recv_is_a_bubble_not_a_sync_stall():
+    """host [cudaStreamSynchronize on the recv ...] every step; comm: p2p recv over the gap."""
+    steps = _steps(5)
+    rows = _bubbles(steps, [700 * US] * 5, sync_ns=690 * US)
+    rows["launch_after_gap_start"] = True
+    rows["next_launch_start_ns"] = rows["end_ns"] - 8 * US
+    rows["next_launch_end_ns"] = rows["end_ns"] - 4 * US
+    calls = [api("cudaStreamSynchronize", s - 50 * US, s + 690 * US) for s in rows["start_ns"]]
+    out = classify(rows, steps, make_events([kernel(0, 10)] + calls), CFG)
+    assert (out["class"] == "pipeline-bubble").all()
 
 
 def test_periodic_wait_on_nothing_visible_is_a_bubble():
@@ -283,3 +297,38 @@ def test_docs_list_every_threshold_and_the_precedence():
     assert not missing, f"docs/rules.md does not document {missing}"
     for i, name in enumerate([r.name for r in RULES] + ["unattributed"], start=1):
         assert f"{i}. `{name}`" in text, f"docs/rules.md precedence list must have {name} at {i}"
+
+
+@st.composite
+def gap_frames(draw):
+    n = draw(st.integers(1, 30))
+    rows = []
+    for i in range(n):
+        dur = draw(st.integers(1, 5_000_000))
+        fr = {k: draw(st.floats(0, 1)) for k in ("dataloader", "memcpy_htod", "comm", "sync", "cpu_runtime")}
+        p2p = draw(st.booleans())
+        late = draw(st.sampled_from(["late", "queued", "unknown"]))
+        start = i * 10_000_000
+        launch = {"late": (start + dur // 2, start + dur // 2 + 1, True), "queued": (start - 10, start - 5, False),
+                  "unknown": (-1, -1, False)}[late]
+        comm_ns = int(fr["comm"] * dur)
+        rows.append(gap(start, dur, phase=draw(st.floats(0, 1)), step=draw(st.integers(0, 5)),
+                        dataloader_ns=int(fr["dataloader"] * dur), memcpy_htod_ns=int(fr["memcpy_htod"] * dur),
+                        comm_ns=comm_ns, comm_p2p_ns=comm_ns if p2p else 0, comm_collective_ns=0 if p2p else comm_ns,
+                        sync_ns=int(fr["sync"] * dur), cpu_runtime_ns=int(fr["cpu_runtime"] * dur),
+                        launch_count=draw(st.integers(0, 50)), next_launch_start_ns=launch[0],
+                        next_launch_end_ns=launch[1], launch_after_gap_start=launch[2]))
+    return pd.DataFrame(rows)
+
+
+@settings(max_examples=40, deadline=None)
+@given(gap_frames(), st.floats(0.05, 0.95))
+def test_every_gap_gets_exactly_one_class_and_thresholds_act_monotonically(gaps, cover):
+    steps = _steps(6)
+    out = classify(gaps, steps, None, CFG)
+    assert len(out) == len(gaps) and (out["start_ns"].to_numpy() == gaps["start_ns"].to_numpy()).all()
+    assert out["class"].isin(GAP_CLASSES).all() and (out["evidence"].str.len() > 0).all()
+    # A stricter loader threshold can only take gaps away from data-starved, never add them.
+    loose = classify(gaps, steps, None, CFG.with_overrides({"data_loader_cover": cover}))
+    strict = classify(gaps, steps, None, CFG.with_overrides({"data_loader_cover": min(cover + 0.2, 1.0)}))
+    assert not ((strict["class"] == "data-starved") & (loose["class"] != "data-starved")).any()

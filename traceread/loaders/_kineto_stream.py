@@ -15,8 +15,6 @@ import gc
 import multiprocessing
 import os
 import re
-import sys
-import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -26,6 +24,7 @@ import orjson
 from traceread.errors import TraceReadError
 from traceread.loaders._kineto_decode import decode_chunk, decode_framed
 from traceread.loaders._kineto_text import TRACE_EVENTS_KEY, find_boundary, top_level_key_start
+from traceread.loaders._progress import Progress
 
 try:  # isal's inflate is about twice as fast as zlib's; same API
     from isal import isal_zlib as _zlib
@@ -39,6 +38,7 @@ LOOKAHEAD = 256 << 10  # the stream's last bytes are always scanned exactly (arr
 PARALLEL_MIN = 2 * CHUNK  # below this a pool costs more than it saves
 HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
 _READ = 4 << 20
+PROGRESS_MIN = 64 << 20  # smaller files load in well under a second: no bar
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 
 
@@ -125,29 +125,6 @@ class _Source:
         self.fh.close()
 
 
-class _Progress:
-    """A one-line progress bar on standard error (only when it is a terminal)."""
-
-    def __init__(self, path: str, enabled: bool) -> None:
-        self.on = enabled and sys.stderr.isatty()
-        self.name = os.path.basename(path)
-        self.last = 0.0
-
-    def update(self, frac: float, force: bool = False) -> None:
-        now = time.monotonic()
-        if not self.on or (now - self.last < 0.2 and not force):
-            return
-        self.last = now
-        filled = int(30 * frac)
-        sys.stderr.write(f"\rloading {self.name} [{'#' * filled}{'.' * (30 - filled)}] {frac:4.0%}")
-        sys.stderr.flush()
-
-    def done(self) -> None:
-        if self.on:
-            sys.stderr.write("\r" + " " * (50 + len(self.name)) + "\r")
-            sys.stderr.flush()
-
-
 def _worker_init() -> None:
     gc.disable()  # decoded events hold no cycles; the collector would only rescan them
 
@@ -169,7 +146,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     gets the expected JSON size first.
     """
     src = _Source(path)
-    bar = _Progress(path, progress)
+    bar = Progress(path, progress and src.json_size_estimate() >= PROGRESS_MIN)
     was_enabled = gc.isenabled()
     gc.disable()
     pool = None
@@ -183,8 +160,12 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
             return res
         sink.expect(src.json_size_estimate())
         nworkers = workers if workers is not None else min(os.cpu_count() or 1, 4)
-        if nworkers > 1 and src.json_size_estimate() >= PARALLEL_MIN:
-            pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
+        if nworkers > 1 and src.json_size_estimate() >= PARALLEL_MIN \
+                and not multiprocessing.current_process().daemon:  # daemons may not fork workers
+            try:
+                pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
+            except (OSError, ValueError):  # no fork (platform, limits): decode in this process
+                pool = None
         if src.gzip or pool is None:
             restart = _run_bytes(src, rest, res, pool, nworkers, bar)
         else:
@@ -253,7 +234,7 @@ class _Done:
 
 
 def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworkers: int,
-               bar: _Progress) -> bytes | int:
+               bar: Progress) -> bytes | int:
     """Chunk the decompressed stream in this process; returns the bytes left for the exact scan."""
     buf = bytearray(first)
     pending: collections.deque[tuple[Any, bytes]] = collections.deque()
@@ -304,7 +285,7 @@ def _collect(pending: collections.deque, res: StreamResult) -> bytes | None:
 
 
 def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworkers: int,
-              bar: _Progress) -> int:
+              bar: Progress) -> int:
     """Plain file: workers read their own byte ranges; returns the offset for the exact scan."""
     start = src.offset - head_len  # file offset of the first event's text
     pending: collections.deque[tuple[Any, int]] = collections.deque()

@@ -15,7 +15,7 @@ import pandas as pd
 
 from traceread import schema as S
 from traceread.kernel_classes import is_communication
-from traceread.loaders._nsys_read import Export, decode, nvtx_table, packed, split_global, unpack
+from traceread.loaders._nsys_read import Export, decode, nvtx_table, split_global, unpack
 
 K = "CUPTI_ACTIVITY_KIND_"
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND = 34, 59, 60
@@ -99,15 +99,16 @@ def kernels(ex: Export) -> Block | None:
         return None
     f = ex.first
     # Packed in SQL (8 values per row instead of 17); widths cover CUDA's limits.
+    pk = ex.packed
     c = ex.ints(t, {
         "start": "start", "end": "end",
-        "dev_stream": packed(("streamId", 32), ("deviceId", 31)),
-        "pid_corr": packed(("correlationId", 32), ("(globalPid >> 24)", 24)),
-        "names": packed((f(t, "demangledName"), 31), (f(t, "shortName"), 31)),
-        "grid": packed((f(t, "gridX"), 31), (f(t, "gridY"), 16), (f(t, "gridZ"), 16)),
-        "block": packed((f(t, "blockX"), 11), (f(t, "blockY"), 11), (f(t, "blockZ"), 11)),
-        "regs_shm": packed((f(t, "registersPerThread"), 16), (f(t, "staticSharedMemory"), 23),
-                           (f(t, "dynamicSharedMemory"), 23)),
+        "dev_stream": pk(t, ("streamId", 32), ("deviceId", 31)),
+        "pid_corr": pk(t, ("correlationId", 32), ("(globalPid >> 24)", 24, True)),
+        "names": pk(t, (f(t, "demangledName"), 31), (f(t, "shortName"), 31)),
+        "grid": pk(t, (f(t, "gridX"), 31), (f(t, "gridY"), 16), (f(t, "gridZ"), 16)),
+        "block": pk(t, (f(t, "blockX"), 11), (f(t, "blockY"), 11), (f(t, "blockZ"), 11)),
+        "regs_shm": pk(t, (f(t, "registersPerThread"), 16), (f(t, "staticSharedMemory"), 23),
+                       (f(t, "dynamicSharedMemory"), 23)),
     })
     stream, device = unpack(c.pop("dev_stream"), 32, 31)
     corr, pid = unpack(c.pop("pid_corr"), 32, 24)
@@ -178,8 +179,8 @@ def runtime(ex: Export) -> Block | None:
         return None
     # eventClass 67 rows duplicate calls that carry a CUDA backtrace (2021 exports): skip them.
     c = ex.ints(t, {"start": "start", "end": "end",
-                    "cls_pid_name": packed(("nameId", 32), ("(globalTid >> 24)", 24), ("eventClass", 1)),
-                    "tid_corr": packed(("correlationId", 32), ("globalTid", 24))},
+                    "cls_pid_name": ex.packed(t, ("nameId", 32), ("(globalTid >> 24)", 24, True), ("eventClass", 1)),
+                    "tid_corr": ex.packed(t, ("correlationId", 32), ("globalTid", 24, True))},
                 where="WHERE eventClass IN (0, 1)")
     name_id, pid, cls = unpack(c.pop("cls_pid_name"), 32, 24, 1)
     corr, tid = unpack(c.pop("tid_corr"), 32, 24)

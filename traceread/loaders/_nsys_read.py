@@ -2,8 +2,9 @@
 fetch integer columns in bulk into numpy, decode strings, read version/time/device metadata.
 
 Nothing here loops per row in Python: integer columns come out of SQLite through
-``np.fromiter(chain.from_iterable(cursor))`` (measured fastest, see scripts/bench_nsys.py
-``--fetch``), text columns are decoded once per distinct value.
+``np.fromiter(chain.from_iterable(cursor))``, several small fields packed into one int64 in SQL
+(measured against pandas.read_sql, fetchall into an array, and hex text built by SQLite, which
+was no faster: scripts/bench_nsys.py ``--fetch``); text columns are decoded once per distinct value.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Export:
     path: str
     conn: sqlite3.Connection
     columns: dict[str, list[str]] = field(default_factory=dict)
+    notnull: dict[str, set[str]] = field(default_factory=dict)  # columns declared NOT NULL
     _strings: np.ndarray | None = None
 
     def has(self, table: str, column: str | None = None) -> bool:
@@ -56,22 +58,45 @@ class Export:
     def ints(self, table: str, exprs: dict[str, str], where: str = "") -> dict[str, np.ndarray]:
         """Integer columns in bulk: ``exprs`` maps output name -> SQL expression (NULL becomes -1).
 
-        Cost is per value handed to Python, so callers pack several small fields into one int64
-        in SQL (see :func:`packed`) and unpack them with numpy.
+        Cost grows with each value handed to Python (an int object each), so callers pack several
+        small fields into one int64 in SQL (:meth:`packed`) and split them with :func:`unpack`.
         """
         names = list(exprs)
-        sql = f"SELECT {', '.join(f'COALESCE({e}, -1)' for e in exprs.values())} FROM {table} {where}"
+        # COALESCE only where NULL can occur: every extra opcode per row shows at 10M rows.
+        safe = self.notnull.get(table, set())
+        sel = [e if isinstance(e, Sql) or e in safe else f"COALESCE({e}, -1)" for e in exprs.values()]
+        sql = f"SELECT {', '.join(sel)} FROM {table} {where}"
         # No COUNT(*) first: it would scan the table once more; fromiter grows its buffer instead.
         flat = np.fromiter(itertools.chain.from_iterable(self.conn.execute(sql)), dtype=np.int64)
         arr = flat.reshape(-1, len(names))
         return {name: np.ascontiguousarray(arr[:, i]) for i, name in enumerate(names)}
+
+    def packed(self, table: str, *fields: tuple) -> Sql:
+        """SQL packing fields ``(expr, bits[, mask])`` into one int64, first field in the low bits.
+
+        A missing column (None) or NULL packs as 0. Fields are not masked unless asked: the widths
+        callers give hold CUDA's limits (stream/correlation ids are uint32, grid y/z <= 65535,
+        block dims <= 1024), and :func:`unpack` masks on the way out.
+        """
+        safe = self.notnull.get(table, set())
+        parts, shift = [], 0
+        for expr, bits, *mask in fields:
+            if expr is not None:
+                e = expr if expr in safe else f"COALESCE({expr}, 0)"
+                if mask and mask[0]:
+                    e = f"({e} & {(1 << bits) - 1})"
+                parts.append(f"({e} << {shift})" if shift else e)
+            shift += bits
+        assert shift <= 63, "packed fields overflow int64"
+        return Sql(" | ".join(parts) if parts else "0")
 
     def clone(self) -> Export:
         """Another read-only connection to the same file (one per reader thread), strings shared."""
         uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         conn.text_factory = bytes
-        return Export(path=self.path, conn=conn, columns=self.columns, _strings=self.strings)
+        return Export(path=self.path, conn=conn, columns=self.columns, notnull=self.notnull,
+                      _strings=self.strings)
 
     @property
     def strings(self) -> np.ndarray:
@@ -80,11 +105,13 @@ class Export:
             if not self.has("StringIds"):
                 self._strings = np.array([""], dtype=object)
             else:
-                rows = self.conn.execute("SELECT id, value FROM StringIds").fetchall()
-                top = max((r[0] for r in rows), default=0)
+                rows = self.conn.execute("SELECT id, value FROM StringIds WHERE id >= 0").fetchall()
+                # nsys numbers strings densely from 0; a sparse table (hand-made file) keeps what fits.
+                top = min(max((r[0] for r in rows), default=0), 4 * len(rows) + 1024)
                 arr = np.full(top + 1, "", dtype=object)
                 for i, v in rows:  # once per distinct string: small next to the event tables
-                    arr[i] = decode(v)
+                    if i <= top:
+                        arr[i] = decode(v)
                 self._strings = arr
         return self._strings
 
@@ -102,22 +129,12 @@ class Export:
         return {}
 
 
-def packed(*fields: tuple[str | None, int]) -> str:
-    """SQL packing (column, bit width) fields into one int64, first field in the low bits.
-
-    A missing column (None) or NULL packs as 0.
-    """
-    parts, shift = [], 0
-    for col, bits in fields:
-        if col is not None:
-            parts.append(f"((COALESCE({col}, 0) & {(1 << bits) - 1}) << {shift})")
-        shift += bits
-    assert shift <= 63, "packed fields overflow int64"
-    return " | ".join(parts) if parts else "0"
+class Sql(str):
+    """An SQL expression that never yields NULL (so :meth:`Export.ints` need not wrap it)."""
 
 
 def unpack(v: np.ndarray, *bits: int) -> list[np.ndarray]:
-    """Inverse of :func:`packed`: the fields, low bits first."""
+    """Inverse of :meth:`Export.packed`: the fields, low bits first."""
     out, shift = [], 0
     for b in bits:
         out.append((v >> shift) & ((1 << b) - 1))
@@ -140,12 +157,15 @@ def open_export(path: str) -> Export:
     ex = Export(path=path, conn=conn)
     for t in tables:
         if re.fullmatch(r"[A-Za-z0-9_]+", t):
-            ex.columns[t] = [decode(r[1]) for r in conn.execute(f"PRAGMA table_info({t})")]
+            info = conn.execute(f"PRAGMA table_info({t})").fetchall()
+            ex.columns[t] = [decode(r[1]) for r in info]
+            ex.notnull[t] = {decode(r[1]) for r in info if r[3]}
     # Newer exports may suffix NVTX_EVENTS (unverified claim, B.6): accept the first such table.
     if "NVTX_EVENTS" not in ex.columns:
         alt = sorted(t for t in ex.columns if t.startswith("NVTX_EVENTS"))
         if alt:
             ex.columns["NVTX_EVENTS"] = ex.columns[alt[0]]
+            ex.notnull["NVTX_EVENTS"] = ex.notnull[alt[0]]
             ex.columns["__nvtx_table"] = [alt[0]]
     return ex
 

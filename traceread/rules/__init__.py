@@ -20,7 +20,7 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import comm_bound, data_starved, launch_bound, pipeline_bubble, sync_stall, unattributed
-from traceread.rules._base import Rule, RuleContext, col, dispatch_cover, launch_timing, sync_at_drain
+from traceread.rules._base import Rows, Rule, RuleContext, col, dispatch_cover, launch_timing, sync_at_drain
 from traceread.rules.responses import FIRST_RESPONSES, first_response
 from traceread.trace import Trace
 
@@ -78,13 +78,13 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
         if hit.any():
             idx = np.flatnonzero(hit)
             cls[idx] = rule.name
-            evidence[idx] = rule.evidence(out.iloc[idx], _subset(ctx, idx), cfg)
+            evidence[idx] = rule.evidence(Rows(out, idx), _subset(ctx, idx), cfg)
             free &= ~hit
     if free.any():
         idx = np.flatnonzero(free)
-        evidence[idx] = unattributed.evidence(out.iloc[idx], _subset(ctx, idx), cfg)
+        evidence[idx] = unattributed.evidence(Rows(out, idx), _subset(ctx, idx), cfg)
     out["class"] = pd.Categorical(cls, categories=list(GAP_CLASSES))
-    out["evidence"] = evidence.astype(str) if n else pd.Series(dtype=object)
+    out["evidence"] = pd.Series(evidence, index=out.index, dtype=object)
     out.attrs["notes"] = list(ctx.notes)
     return out
 

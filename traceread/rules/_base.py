@@ -57,38 +57,60 @@ class RuleContext:
     notes: list[str] = field(default_factory=list)
 
 
-def col(gaps: pd.DataFrame, name: str, default: float | int | bool | str = 0) -> np.ndarray:
+class Rows:
+    """Some rows of a gaps frame, without copying the frame (evidence is built for a rule's hits)."""
+
+    def __init__(self, frame: pd.DataFrame, idx: np.ndarray) -> None:
+        self.frame, self.idx, self.columns = frame, idx, frame.columns
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.frame[name].to_numpy()[self.idx]
+
+
+def col(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str = 0) -> np.ndarray:
     """A gaps column as an ndarray, or ``default`` everywhere when the engine did not provide it."""
     if name in gaps.columns:
-        return gaps[name].to_numpy()
+        return np.asarray(gaps[name])
     return np.full(len(gaps), default)
 
 
-def frac(gaps: pd.DataFrame, name: str) -> np.ndarray:
+def frac(gaps: pd.DataFrame | Rows, name: str) -> np.ndarray:
     """``<name>_frac`` as float64 (recomputed from ``<name>_ns`` when the fraction is missing)."""
     if f"{name}_frac" in gaps.columns:
-        return gaps[f"{name}_frac"].to_numpy(dtype=np.float64)
+        return np.asarray(gaps[f"{name}_frac"], dtype=np.float64)
     dur = np.maximum(col(gaps, "dur_ns", 1).astype(np.float64), 1.0)
     return col(gaps, f"{name}_ns").astype(np.float64) / dur
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------
 
+def _fixed(q: np.ndarray, digits: int) -> np.ndarray:
+    """Integers ``q`` in units of 10**-digits as decimal strings ('123' -> '1.23' for digits=2)."""
+    d = 10 ** digits
+    frac = np.char.zfill((q % d).astype(str), digits)
+    return np.char.add(np.char.add((q // d).astype(str), "."), frac)
+
+
 def fmt_ns(ns: np.ndarray) -> np.ndarray:
-    """Durations as short strings: '850 ns', '12.3 us', '4.56 ms', '1.23 s'."""
-    v = np.asarray(ns, dtype=np.float64)
-    s = pd.Series(v)
-    out = np.where(v >= 1e9, (s / 1e9).round(2).astype(str) + " s",
-                   np.where(v >= 1e6, (s / 1e6).round(2).astype(str) + " ms",
-                            np.where(v >= 1e3, (s / 1e3).round(1).astype(str) + " us",
-                                     s.round(0).astype(np.int64).astype(str) + " ns")))
+    """Durations as short strings: '850 ns', '12.3 us', '4.56 ms', '1.23 s' (integer maths, no floats)."""
+    v = np.maximum(np.asarray(ns, dtype=np.int64), 0)
+    out = np.char.add(v.astype(str), " ns")
+    for lo, div, digits, unit in ((1_000, 100, 1, " us"), (1_000_000, 10_000, 2, " ms"),
+                                  (1_000_000_000, 10_000_000, 2, " s")):
+        sel = v >= lo
+        if sel.any():
+            out = out.astype(f"<U{max(out.dtype.itemsize // 4, 24)}")
+            out[sel] = np.char.add(_fixed((v[sel] + div // 2) // div, digits), unit)
     return out.astype(object)
 
 
 def fmt_pct(f: np.ndarray) -> np.ndarray:
     """Fractions as whole percentages: '62%'."""
-    return (pd.Series(np.round(np.asarray(f, dtype=np.float64) * 100)).fillna(0).astype(np.int64)
-            .astype(str) + "%").to_numpy(dtype=object)
+    pct = np.round(np.nan_to_num(np.asarray(f, dtype=np.float64)) * 100).astype(np.int64)
+    return np.char.add(pct.astype(str), "%").astype(object)
 
 
 def cat(*parts) -> np.ndarray:

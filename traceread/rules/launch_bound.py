@@ -39,13 +39,12 @@ def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarra
     lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
     issued = np.where(lstart >= start, cat("next kernel launched ", fmt_ns(lstart - start), " after the GPU went idle"),
                       "next kernel's launch still in flight when the GPU went idle")
-    nk = col(gaps, "next_kernel_name", "").astype(object)
     op = np.where(ctx.dispatch_op != "", cat("; host inside ", ctx.dispatch_op, " for ", fmt_pct(ctx.dispatch),
                                              " of the gap before the launch"), "")
     comm = frac(gaps, "comm")
     beside = np.where(comm > 0, cat("; communication ran for ", fmt_pct(comm),
                                     " of it alongside (hidden behind the host, not waited for)"), "")
-    return cat(issued, np.where(nk != "", cat(" (", nk, ")"), ""), "; ",
+    return cat(issued, "; ",
                col(gaps, "launch_count").astype(np.int64).astype(str).astype(object), " launch call(s) in the ",
                fmt_ns(col(gaps, "dur_ns")), " gap; runtime calls cover ", fmt_pct(frac(gaps, "cpu_runtime")), op,
                beside)

@@ -9,8 +9,10 @@
 
 Signature: a host sync call (stream/device/event synchronize, blocking cudaMemcpy, allocator frees
 that synchronize) was in progress when the GPU went idle, and the next kernel had not been queued
-before the drain. The whole gap, including the host work after the sync returned, is the stall:
-without the sync the host would have queued that work while the GPU was still busy.
+before the drain (unless the host was waiting on a point-to-point recv that recurs every step: that
+is the pipeline schedule, a bubble). The whole gap, including the host work after the sync
+returned, is the stall: without the sync the host would have queued that work while the GPU was
+still busy.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns
+from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, frac
 
 NAME = "sync-stall"
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    return ctx.judged & ctx.sync_at_drain & ~ctx.queued
+    # A host blocked on a pipeline's recurring p2p recv is waiting on the schedule: a bubble.
+    structural = ctx.periodic & (frac(gaps, "comm_p2p") >= cfg.comm_cover)
+    return ctx.judged & ctx.sync_at_drain & ~ctx.queued & ~structural
 
 
 def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:

@@ -33,7 +33,7 @@ def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarra
                ", ", col(gaps, "launch_count").astype(np.int64).astype(str).astype(object), " launch(es); ", host)
     reason = np.where(ctx.queued, "the GPU held its next kernel but nothing visible was running for it to wait on, "
                                   "and the gap does not recur every step",
-                      np.where(ctx.late, "the host submitted late without dispatching: no CUDA calls for most of it",
+                      np.where(ctx.late, "the host submitted late, but its CUDA calls were too sparse to be dispatch-bound",
                                "the next launch is not recorded, so who waited cannot be told"))
     why = np.where(short, cat("too short to judge (", fmt_ns(dur), " < ", fmt_ns(np.full(len(dur),
                                                                                     cfg.min_judged_gap_ns)), ")"),

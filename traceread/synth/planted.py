@@ -11,7 +11,8 @@ is known by construction:
 * ``data-starved``: ``enumerate(DataLoader)#...`` on the host then the batch's H2D copy, or a big
   pageable H2D copy with no annotation;
 * ``pipeline-bubble``: fill at the start and drain near the end of every step, of stable length,
-  waiting on a p2p recv or on a cross-stream dependency with nothing visible;
+  waiting on a p2p recv (kernel queued behind it, or host blocked in a sync on it) or on a
+  cross-stream dependency with nothing visible;
 * ``sync-stall``: ``.item()`` / stream, device or event synchronize / blocking DtoH copy while
   work is queued, then host work before the next launch;
 * ``unattributed``: a long host stretch with no CUDA calls (checkpoint, logging), or a queued kernel
@@ -242,6 +243,11 @@ class _Sim:
                 self.api("cudaStreamWaitEvent", self.h, self.j(2_000))
                 self.kernel(_BIG["gemm"][1], self.j(60_000), not_before=g + gap)
         elif cls == "pipeline-bubble":
+            if variant < 0.2:  # host blocked on the recv, then launches (late)
+                end = self._comm(_P2P, g, g + gap - 16_000)
+                _, self.h = self.api("cudaStreamSynchronize", self.h, end + 1_500 - self.h)
+                self.kernel(_BIG["gemm"][2], self.j(80_000))
+                return
             if variant < 0.6:
                 self._comm(_P2P, g, g + gap - 2_000)
             self.api("cudaStreamWaitEvent", self.h, self.j(2_000))
