@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     wall, rss, out, rc = run_child([sys.executable, "-c", TRACEREAD_CHILD, export], env)
     info = json.loads(out) if rc == 0 else {}
     what = info.get("note", "load + find_steps + find_gaps, all devices")
-    rows.append(("traceread", what, wall, rss, info.get("gaps_over_1ms", "-")))
+    rows.append(("traceread", what, wall, rss, f"{info.get('gaps_over_1ms', '-')} (device idle)"))
     detail = f"load {info.get('load_s', float('nan')):.1f} s, analysis {info.get('analysis_s', float('nan')):.1f} s"
 
     nsys_total = 0.0
@@ -165,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             w, r, o, rc = run_child([NSYS_AI, "skill", "run", "gpu_idle_gaps", link, "--format", "json",
                                      "-p", f"device={dev}"])
             summary = next((x for x in json.loads(o) if x.get("_summary")), {}) if rc == 0 else {}
-            rows.append(("nsys-ai", f"gpu_idle_gaps device {dev}{' (cache cold)' if i == 0 else ''}", w, r,
-                         summary.get("gap_count", "failed" if rc else "-")))
+            gaps = summary.get("gap_count", "failed" if rc else "-")
+            rows.append(("nsys-ai", f"gpu_idle_gaps device {dev}{' (cold: builds its indexes)' if i == 0 else ''}",
+                         w, r, f"{gaps} (per stream)"))
             nsys_total += w
             nsys_peak = max(nsys_peak, r)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -63,7 +63,8 @@ def big_columns(n_kernels: int, n_ranks: int = 2, seed: int = 0, steps_every: in
         which[is_comm] = 1
         dur = rng.integers(2_000, 40_000, m)
         gap = rng.integers(500, 3_000, m)
-        gap[rng.random(m) < 0.004] = rng.integers(50_000, 800_000)  # planted idle gaps
+        planted = rng.random(m) < 0.004  # planted idle gaps, 0.05-3 ms
+        gap[planted] = rng.integers(50_000, 3_000_000, int(planted.sum()))
         start = 1_000_000_000 + np.cumsum(gap + np.roll(dur, 1) * (np.arange(m) > 0))
         end = start + dur
         corr = np.arange(1, m + 1, dtype=np.int64)  # restarts per process, as CUPTI's do

@@ -116,3 +116,12 @@ def test_doubled_jitter_still_separates_the_classes(tmp_path):
     classified = _run([write_nsys(p.scenario, str(tmp_path / "j.sqlite"))])[0][2]
     sc = scores(confusion(classified, p.truth)[0])
     assert (sc[["precision", "recall"]] >= 0.9).all().all(), sc
+
+
+def test_nothing_planted_is_healthy_and_one_cause_dominates(tmp_path):
+    for name, weights, verdict in (("none", {}, "healthy"), ("launch", {"launch-bound": 3.0}, "launch-bound")):
+        p = plant(PlantSpec(seed=2, ranks=1, steps=6, weights={c: weights.get(c, 0.0) for c in CLASSES}))
+        trace, steps, gaps = _run([write_nsys(p.scenario, str(tmp_path / f"{name}.sqlite"))])[0]
+        a = attribute(trace, steps, gaps, CFG)
+        assert a.dominant_cause == verdict, a.shares
+        assert a.shares["compute-bound"] > a.shares["memory-bound"]

@@ -30,7 +30,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -91,38 +90,15 @@ def _say(progress: bool, msg: str) -> None:
 
 def _load(ex: Export, path: str, progress: bool, step_range: str | None) -> Trace:
     _say(progress, f"reading {path}")
-    blocks: list[B.Block | None] = [b for b in _read_blocks(ex) if b is not None and len(b)]
+    rt = B.runtime(ex)
+    read = (B.kernels(ex), rt, B.syncs(ex, rt), *B.copies(ex), B.graphs(ex), B.osrt(ex), B.nvtx(ex))
+    blocks: list[B.Block | None] = [b for b in read if b is not None and len(b)]
     for b in blocks:
         _say(progress, f"{b.raw}: {len(b):,} rows")
     ranks, pid_rank = _ranks(blocks)
     events, side = _assemble(path, blocks, pid_rank)
     meta = _meta(ex, path, events, ranks, step_range)
     return Trace(events=events, meta=meta, side=side)
-
-
-def _read_blocks(ex: Export) -> list[B.Block | None]:
-    """Read the big tables concurrently, one connection per thread.
-
-    SQLite releases the GIL while it steps through records, so the kernel and runtime scans
-    overlap on a second core; the Python side (int objects into numpy) stays serial.
-    """
-    ex.strings  # noqa: B018 - decode StringIds once, before the clones share them
-    clones: list[Export] = []
-
-    def run(fn, *args):
-        clone = ex.clone()
-        clones.append(clone)
-        return fn(clone, *args)
-
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            kern = pool.submit(run, B.kernels)
-            rt = B.runtime(ex)
-            rest = [B.syncs(ex, rt), *B.copies(ex), B.graphs(ex), B.osrt(ex), B.nvtx(ex)]
-            return [kern.result(), rt, *rest]
-    finally:
-        for c in clones:
-            c.conn.close()
 
 
 def _ranks(blocks: list[B.Block]) -> tuple[list[RankInfo], dict[int, int]]:
