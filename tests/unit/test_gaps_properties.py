@@ -31,7 +31,7 @@ def runs(ts):
     return [tuple(r) for r in res]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(k7=st.lists(span, max_size=8), k8=st.lists(span, max_size=8), cm=st.lists(span, max_size=4),
        calls=st.lists(span, max_size=6), cuts=st.lists(st.integers(1, 140), min_size=1, max_size=4, unique=True))
 def test_gaps_equal_reference(k7, k8, cm, calls, cuts):

@@ -82,7 +82,7 @@ intervals_st = st.lists(
     st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda t: (t[0], t[0] + t[1])), max_size=25)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(intervals_st)
 def test_union_matches_reference(ivs):
     s, e = a(*[x for x, _ in ivs]), a(*[y for _, y in ivs])
@@ -90,7 +90,7 @@ def test_union_matches_reference(ivs):
     assert [[int(x), int(y)] for x, y in zip(us, ue, strict=False)] == ref_union(s.tolist(), e.tolist())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(intervals_st, intervals_st)
 def test_overlap_and_longest_match_reference(ivs, queries):
     s, e = a(*[x for x, _ in ivs]), a(*[y for _, y in ivs])
@@ -110,7 +110,7 @@ def test_overlap_and_longest_match_reference(ivs, queries):
             assert min(e[i], q1) - max(s[i], q0) == want
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(intervals_st, intervals_st)
 def test_complement_partitions_each_window(ivs, wins):
     s, e = a(*[x for x, _ in ivs]), a(*[y for _, y in ivs])
@@ -142,7 +142,7 @@ def laminar(draw, lo=0, hi=80, depth=0):
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(laminar(), st.lists(st.integers(-2, 82), max_size=15))
 def test_innermost_covering_matches_reference(frames, ts):
     s, e = a(*[x for x, _ in frames]), a(*[y for _, y in frames])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -60,6 +61,19 @@ def _check_counts(path) -> None:
     api_keys = pd.MultiIndex.from_arrays([api["pid"], api["correlation"]])
     linked = pd.MultiIndex.from_arrays([kern["pid"], kern["correlation"]]).isin(api_keys)
     assert int(linked.sum()) == _count(path, linked_sql)
+    # names: kernels by their demangled name, API calls without the _vNNNN suffix (independent join)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        want_k = sorted(r[0] for r in conn.execute(
+            f"SELECT s.value FROM {K}KERNEL k JOIN StringIds s ON s.id = k.demangledName"))
+        want_api = sorted(re.sub(r"_v\d+$", "", r[0]) for r in conn.execute(
+            f"SELECT s.value FROM {K}RUNTIME r JOIN StringIds s ON s.id = r.nameId WHERE r.eventClass IN (0, 1)"))
+    except sqlite3.OperationalError:
+        want_k, want_api = [], []
+    finally:
+        conn.close()
+    assert sorted(kern["name"].astype(str)) == want_k
+    assert sorted(api["name"].astype(str)) == want_api
     # kernel device/stream/times exactly as stored
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     raw = pd.read_sql(f"SELECT start, end, deviceId, streamId FROM {K}KERNEL", conn) if len(kern) else None

@@ -128,7 +128,7 @@ def test_kernel_spanning_a_step_boundary_splits_busy_time():
     assert s["busy_ns"].tolist() == [20, 30] and s["idle_ns"].tolist() == [80, 70]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(cuts=st.lists(st.integers(1, 200), min_size=1, max_size=5, unique=True),
        work=st.lists(st.tuples(st.integers(0, 220), st.integers(0, 60), st.integers(1, 40)), max_size=10))
 def test_device_steps_are_disjoint_and_hold_their_launched_work(cuts, work):

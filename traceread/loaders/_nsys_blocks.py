@@ -116,10 +116,9 @@ def kernels(ex: Export) -> Block | None:
     gx, gy, gz = unpack(c.pop("grid"), 31, 16, 16)
     bx, by, bz = unpack(c.pop("block"), 11, 11, 11)
     regs, ssm, dsm = unpack(c.pop("regs_shm"), 16, 23, 23)
-    strings = ex.strings
     # Prefer the demangled name (what Kineto shows); fall back to shortName where it is empty.
-    d_ok = demangled < len(strings)
-    d_ok[d_ok] = strings[demangled[d_ok]] != ""
+    ud, dinv = np.unique(demangled, return_inverse=True)
+    d_ok = (ex.string_of(ud) != "")[dinv]
     names, code = _names_from_ids(ex, np.where(d_ok, demangled, short))
     comm = is_communication(names) if len(names) else np.zeros(0, dtype=bool)
     lane_u = np.where(comm, _code(S.LANES, S.LANE_GPU_COMM), _code(S.LANES, S.LANE_GPU_COMPUTE)).astype(np.int8)

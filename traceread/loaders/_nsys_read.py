@@ -49,7 +49,7 @@ class Export:
     conn: sqlite3.Connection
     columns: dict[str, list[str]] = field(default_factory=dict)
     notnull: dict[str, set[str]] = field(default_factory=dict)  # columns declared NOT NULL
-    _strings: np.ndarray | None = None
+    _strings: tuple[np.ndarray, np.ndarray] | None = None
 
     def has(self, table: str, column: str | None = None) -> bool:
         cols = self.columns.get(table)
@@ -126,27 +126,24 @@ class Export:
                       _strings=self.strings)
 
     @property
-    def strings(self) -> np.ndarray:
-        """StringIds as an object array indexed by id ('' for ids that do not exist)."""
+    def strings(self) -> tuple[np.ndarray, np.ndarray]:
+        """StringIds as (sorted ids, values); trimmed exports leave the ids sparse."""
         if self._strings is None:
-            if not self.has("StringIds"):
-                self._strings = np.array([""], dtype=object)
-            else:
-                rows = self.conn.execute("SELECT id, value FROM StringIds WHERE id >= 0").fetchall()
-                # nsys numbers strings densely from 0; a sparse table (hand-made file) keeps what fits.
-                top = min(max((r[0] for r in rows), default=0), 4 * len(rows) + 1024)
-                arr = np.full(top + 1, "", dtype=object)
-                for i, v in rows:  # once per distinct string: small next to the event tables
-                    if i <= top:
-                        arr[i] = decode(v)
-                self._strings = arr
+            rows = self.conn.execute("SELECT id, value FROM StringIds").fetchall() if self.has("StringIds") else []
+            ids = np.array([r[0] for r in rows], dtype=np.int64)
+            vals = np.array([decode(r[1]) for r in rows] + [""], dtype=object)[:-1]  # once per string
+            order = np.argsort(ids, kind="stable")
+            self._strings = (ids[order], vals[order])
         return self._strings
 
     def string_of(self, ids: np.ndarray) -> np.ndarray:
-        s = self.strings
-        ok = (ids >= 0) & (ids < len(s))
+        """The strings of ``ids`` ('' for ids StringIds does not have)."""
+        keys, vals = self.strings
         out = np.full(len(ids), "", dtype=object)
-        out[ok] = s[ids[ok]]
+        if len(keys):
+            pos = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+            ok = keys[pos] == ids
+            out[ok] = vals[pos[ok]]
         return out
 
     def meta_rows(self) -> dict[str, str]:
