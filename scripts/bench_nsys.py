@@ -12,6 +12,10 @@ Each contender runs in its own process; wall time and peak RSS come from the par
   copy in a scratch folder because it writes indexes into its input and a cache beside it. It
   analyses one device per run, so it runs once per device (the first run cold, the next ones
   reusing its indexes) and the runs are summed for the end-to-end figure.
+* ``--rounds N`` (default 2) alternates the contenders N times and reports each one's best
+  round: other jobs on a shared machine otherwise decide the ratio.
+* The gap counts are not the same measure: traceread reports device-level compute-idle gaps
+  (no kernel on any stream of the GPU), nsys-ai per-stream gaps (a stream waiting while others run).
 * ``--fetch`` also times ways of getting integer columns out of SQLite (1M kernel rows), the
   measurement behind the loader's choice of ``np.fromiter(chain.from_iterable(cursor))``.
 """
@@ -130,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fetch", action="store_true", help="also time SQLite column-fetch methods")
     ap.add_argument("--devices", type=int, nargs="*", help="devices for nsys-ai (default: all ranks' devices)")
     ap.add_argument("--skip-nsys-ai", action="store_true")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each is reported")
     args = ap.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     export = os.path.join(args.workdir, f"bench_{args.kernels}kernels_{args.ranks}ranks.sqlite")
@@ -146,40 +151,60 @@ def main(argv: list[str] | None = None) -> int:
             for name, s in json.loads(out).items():
                 print(f"  {name:44s} {s:7.2f} s")
 
-    rows = []
+    # Rounds alternate the contenders so that load from other jobs on the machine hits both;
+    # each contender's best round is reported.
+    best_tr: tuple | None = None
+    best_ns: list | None = None
+    for rnd in range(args.rounds):
+        tr = traceread_round(export, env)
+        print(f"round {rnd + 1}: traceread {tr[0]:.1f} s", file=sys.stderr)
+        if best_tr is None or tr[0] < best_tr[0]:
+            best_tr = tr
+        if not args.skip_nsys_ai and os.path.exists(NSYS_AI):
+            ns = nsys_ai_round(export, args, args.workdir)
+            print(f"round {rnd + 1}: nsys-ai {sum(r[2] for r in ns):.1f} s", file=sys.stderr)
+            if best_ns is None or sum(r[2] for r in ns) < sum(r[2] for r in best_ns):
+                best_ns = ns
+    rows = [best_tr[1], *(best_ns or [])]
+    if best_ns:
+        rows.append(("nsys-ai", "end to end (sum over devices)", sum(r[2] for r in best_ns),
+                     max(r[3] for r in best_ns), "-"))
+    print("\n| tool | what | wall s | peak RSS MiB | gaps > 1 ms |\n|---|---|---:|---:|---:|")
+    for tool, w_, wall_s, rss_mb, gaps in rows:
+        print(f"| {tool} | {w_} | {wall_s:.1f} | {rss_mb:,.0f} | {gaps} |")
+    print(f"\ntraceread: {best_tr[2]} (best of {args.rounds} rounds each)")
+    if best_ns:
+        print(f"speedup, end to end: {rows[-1][2] / best_tr[0]:.1f}x (target >= 3x)")
+    return 0
+
+
+def traceread_round(export: str, env: dict) -> tuple[float, tuple, str]:
     wall, rss, out, rc = run_child([sys.executable, "-c", TRACEREAD_CHILD, export], env)
     info = json.loads(out) if rc == 0 else {}
     what = info.get("note", "load + find_steps + find_gaps, all devices")
-    rows.append(("traceread", what, wall, rss, f"{info.get('gaps_over_1ms', '-')} (device idle)"))
+    row = ("traceread", what, wall, rss, f"{info.get('gaps_over_1ms', '-')} (device idle)")
     detail = f"load {info.get('load_s', float('nan')):.1f} s, analysis {info.get('analysis_s', float('nan')):.1f} s"
+    return wall, row, detail
 
-    nsys_total = 0.0
-    nsys_peak = 0.0
-    if not args.skip_nsys_ai and os.path.exists(NSYS_AI):
-        scratch = tempfile.mkdtemp(prefix="nsysai-", dir=args.workdir)
-        link = os.path.join(scratch, "export.sqlite")
-        # A copy, not a link: nsys-ai adds indexes to the SQLite file itself and writes a cache
-        # beside it. Its first run pays for that (cold), later runs reuse it (warm).
-        shutil.copyfile(export, link)
+
+def nsys_ai_round(export: str, args: argparse.Namespace, workdir: str) -> list[tuple]:
+    scratch = tempfile.mkdtemp(prefix="nsysai-", dir=workdir)
+    copy = os.path.join(scratch, "export.sqlite")
+    # A copy, not a link: nsys-ai adds indexes to the SQLite file itself and writes a cache
+    # beside it. Its first run pays for that (cold), later runs reuse it (warm).
+    shutil.copyfile(export, copy)
+    rows = []
+    try:
         for i, dev in enumerate(args.devices if args.devices is not None else range(args.ranks)):
-            w, r, o, rc = run_child([NSYS_AI, "skill", "run", "gpu_idle_gaps", link, "--format", "json",
+            w, r, o, rc = run_child([NSYS_AI, "skill", "run", "gpu_idle_gaps", copy, "--format", "json",
                                      "-p", f"device={dev}"])
             summary = next((x for x in json.loads(o) if x.get("_summary")), {}) if rc == 0 else {}
             gaps = summary.get("gap_count", "failed" if rc else "-")
             rows.append(("nsys-ai", f"gpu_idle_gaps device {dev}{' (cold: builds its indexes)' if i == 0 else ''}",
                          w, r, f"{gaps} (per stream)"))
-            nsys_total += w
-            nsys_peak = max(nsys_peak, r)
+    finally:
         shutil.rmtree(scratch, ignore_errors=True)
-        rows.append(("nsys-ai", "end to end (sum over devices)", nsys_total, nsys_peak, "-"))
-
-    print("\n| tool | what | wall s | peak RSS MiB | gaps > 1 ms |\n|---|---|---:|---:|---:|")
-    for tool, w_, wall_s, rss_mb, gaps in rows:
-        print(f"| {tool} | {w_} | {wall_s:.1f} | {rss_mb:,.0f} | {gaps} |")
-    print(f"\ntraceread: {detail}")
-    if nsys_total:
-        print(f"speedup, end to end: {nsys_total / rows[0][2]:.1f}x (target >= 3x)")
-    return 0
+    return rows
 
 
 if __name__ == "__main__":

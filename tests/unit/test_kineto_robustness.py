@@ -163,3 +163,11 @@ def test_bad_inputs_give_one_line_errors(tmp_path: Path, name: str, content: byt
     msg = str(info.value)
     assert problem in msg and str(path) in msg and "\n" not in msg
     assert sorted(os.listdir(folder)) == before
+
+
+def test_concatenated_gzip_members_load_as_one_stream(tmp_path: Path, source) -> None:
+    text, events, _ = source
+    half = len(text) // 2
+    path = _write(tmp_path / "members.json.gz", gzip.compress(text[:half]) + gzip.compress(text[half:]))
+    trace = load_kineto(str(path))
+    assert _loaded_cats(trace) == _row_cats(events) and not trace.meta.truncated

@@ -35,7 +35,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 CHUNK = 4 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
 WINDOW = 1 << 20  # how far past a chunk's target size to look for an event boundary
 LOOKAHEAD = 256 << 10  # the stream's last bytes are always scanned exactly (array end, trailer)
-PARALLEL_MIN = 2 * CHUNK  # below this a pool costs more than it saves
+PARALLEL_MIN = 48 << 20  # measured: below ~50 MB forking workers costs more than it saves
 HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
 _READ = 4 << 20
 PROGRESS_MIN = 64 << 20  # smaller files load in well under a second: no bar
@@ -64,20 +64,19 @@ class _Source:
         self.gzip = self.fh.read(2) == GZIP_MAGIC
         self.fh.seek(0)
         self.inflater = _zlib.decompressobj(31) if self.gzip else None
-        self.pending = b""
         self.offset = 0  # uncompressed bytes handed out so far
         self.gzip_cut = False  # compressed stream ended before its end marker
 
     def read(self, n: int) -> bytes:
+        """At least ``n`` bytes unless the stream ends (gzip may return more: whole inflated blocks)."""
         if not self.gzip:
             data = self.fh.read(n)
             self.offset += len(data)
             return data
-        out = [self.pending] if self.pending else []
-        have = len(self.pending)
-        self.pending = b""
+        out = []
+        have = 0
         while have < n and self.inflater is not None:
-            raw = self.fh.read(1 << 20)
+            raw = self.fh.read(256 << 10)
             if not raw:
                 if not self.inflater.eof:
                     self.gzip_cut = True
@@ -96,15 +95,13 @@ class _Source:
             out.append(data)
             have += len(data)
             if self.inflater.eof:
-                rest = self.inflater.unused_data + self.fh.read()
+                rest = self.inflater.unused_data + self.fh.read(2)
+                self.fh.seek(self.fh.tell() - len(rest))
                 if rest.startswith(GZIP_MAGIC):  # concatenated gzip members
-                    self.fh.seek(self.fh.tell() - len(rest))
                     self.inflater = _zlib.decompressobj(31)
                 else:
                     self.inflater = None
-        data = b"".join(out)
-        if len(data) > n:
-            data, self.pending = data[:n], data[n:]
+        data = out[0] if len(out) == 1 else b"".join(out)
         self.offset += len(data)
         return data
 

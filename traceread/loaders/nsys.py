@@ -44,6 +44,7 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 # Lanes whose rows say a process ran work on a device (sync records can name another device).
 _WORK_LANES = (S.LANE_GPU_COMPUTE, S.LANE_GPU_COMM, S.LANE_MEMCPY, S.LANE_MEMSET)
 _WORK_CODES = [S.LANES.index(lane) for lane in _WORK_LANES]
+_DEV_SPAN = 1 << 16  # device ids below this pack with the pid into one hash key
 
 
 def load_nsys(path: str | os.PathLike[str], progress: bool = False, step_range: str | None = None) -> Trace:
@@ -95,25 +96,31 @@ def _load(ex: Export, path: str, progress: bool, step_range: str | None) -> Trac
     blocks: list[B.Block | None] = [b for b in read if b is not None and len(b)]
     for b in blocks:
         _say(progress, f"{b.raw}: {len(b):,} rows")
-    ranks, pid_rank = _ranks(blocks)
+    used = _used_pairs(blocks)
+    ranks, pid_rank = _ranks(blocks, used)
     events, side = _assemble(path, blocks, pid_rank)
-    meta = _meta(ex, path, events, ranks, step_range)
+    meta = _meta(ex, path, events, ranks, used, step_range)
     return Trace(events=events, meta=meta, side=side)
 
 
-def _ranks(blocks: list[B.Block]) -> tuple[list[RankInfo], dict[int, int]]:
+def _used_pairs(blocks: list[B.Block]) -> set[tuple[int, int]]:
+    """(pid, device) pairs with GPU work, by hashing (no sort over the 10M-row columns)."""
+    keys = [pd.unique(b.pid[m] * _DEV_SPAN + b.device[m]) for b in blocks
+            if (m := np.isin(b.lane, _WORK_CODES) & (b.pid >= 0) & (b.device >= 0) & (b.device < _DEV_SPAN)).any()]
+    uniq = pd.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
+    return {(int(k // _DEV_SPAN), int(k % _DEV_SPAN)) for k in uniq}
+
+
+def _ranks(blocks: list[B.Block], used: set[tuple[int, int]]) -> tuple[list[RankInfo], dict[int, int]]:
     """One rank per process with events: ordered by the first CUDA device it used, then pid."""
-    pids = np.unique(np.concatenate([b.pid for b in blocks])) if blocks else np.zeros(0, dtype=np.int64)
-    pids = pids[pids >= 0]
-    first_dev: dict[int, int] = {}
+    pids = set()
     for b in blocks:
-        gpu = np.isin(b.lane, _WORK_CODES) & (b.device >= 0)
-        if gpu.any():
-            df = pd.DataFrame({"pid": b.pid[gpu], "dev": b.device[gpu]}).groupby("pid")["dev"].min()
-            for p, d in df.items():
-                first_dev[int(p)] = min(first_dev.get(int(p), d), int(d))
+        pids.update(int(p) for p in pd.unique(b.pid) if p >= 0)
+    first_dev: dict[int, int] = {}
+    for p, d in used:
+        first_dev[p] = min(first_dev.get(p, d), d)
     big = np.iinfo(np.int64).max
-    order = sorted((int(p) for p in pids), key=lambda p: (first_dev.get(p, big), p))
+    order = sorted(pids, key=lambda p: (first_dev.get(p, big), p))
     ranks = [RankInfo(rank=i, rank_source="process order", world_size=None, world_size_source="unknown", pid=p)
              for i, p in enumerate(order)]
     return ranks, {p: i for i, p in enumerate(order)}
@@ -180,7 +187,8 @@ def _assemble(path: str, blocks: list[B.Block | None], pid_rank: dict[int, int])
     return ev, side
 
 
-def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], step_range: str | None) -> TraceMeta:
+def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], used: set[tuple[int, int]],
+          step_range: str | None) -> TraceMeta:
     md = ex.meta_rows()
     product = md.get("EXPORT_PRODUCT_VERSION", "")
     version = md.get("EXPORT_SCHEMA_VERSION", "")
@@ -198,7 +206,7 @@ def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], st
     meta = TraceMeta(
         path=path, format="nsys", generation=generation,
         time_base=S.TIME_EPOCH if epoch is not None else S.TIME_SESSION, epoch_offset_ns=epoch,
-        devices=_devices(ex, events, ranks), ranks=ranks, warnings=warnings,
+        devices=_devices(ex, ranks, used), ranks=ranks, warnings=warnings,
         extra={"export_schema_version": version, "product_version": product, "tables": captured},
     )
     meta.profiler_options = {"nvtx": ex.has("NVTX_EVENTS"), "osrt": ex.has("OSRT_API"),
@@ -207,15 +215,12 @@ def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], st
     return meta
 
 
-def _devices(ex: Export, events: pd.DataFrame, ranks: list[RankInfo]) -> list[DeviceInfo]:
+def _devices(ex: Export, ranks: list[RankInfo], used: set[tuple[int, int]]) -> list[DeviceInfo]:
     """Devices per rank: those it ran GPU work on (used) plus those listed for its pid."""
     rows, cuda_map = gpu_rows(ex)
     by_gpu = {r.gpu_id: r for r in rows if r.pid is None}
     by_cuda = {r.cuda_id: r for r in rows if r.pid is None}
     per_pid = {(r.pid, r.cuda_id): r for r in rows if r.pid is not None}
-    work = (events["lane"].isin(_WORK_LANES) & (events["device"] >= 0)).to_numpy()
-    pairs = np.unique(np.stack([events["pid"].to_numpy()[work], events["device"].to_numpy()[work]]), axis=1)
-    used = {(int(p), int(d)) for p, d in pairs.T}
     out: list[DeviceInfo] = []
     for rk in ranks:
         listed = {cuda for (p, cuda) in cuda_map if p == rk.pid} | {c for (p, c) in per_pid if p == rk.pid}
