@@ -11,8 +11,10 @@ sanitized, and counted; a chunk whose boundaries were guessed wrong is reported 
 from __future__ import annotations
 
 import decimal
+import operator
 import re
 from collections import Counter
+from itertools import compress, repeat
 from typing import Any
 
 import msgspec
@@ -60,6 +62,8 @@ NO_ARGS = Args()
 
 
 class Event(Struct, gc=False):
+    """One event of any phase, untyped by phase: only for events the tagged decode rejected."""
+
     ph: str = ""
     cat: str = ""
     name: str = ""
@@ -70,12 +74,53 @@ class Event(Struct, gc=False):
     args: Args = NO_ARGS
 
 
-_LIST_DECODER = msgspec.json.Decoder(list[Event])
-_ONE_DECODER = msgspec.json.Decoder(Event)
+# The chunk decoder dispatches on "ph": rows and metadata get their fields, every other phase
+# (flows are a third of a Kineto file) becomes an empty object with all its values skipped.
+class Row(Struct, tag_field="ph", tag="X", gc=False):
+    """A complete (``X``) event; :class:`Instant` shares its fields."""
+
+    cat: str = ""
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    ts: Raw = EMPTY_RAW
+    dur: Raw = EMPTY_RAW
+    args: Args = NO_ARGS
+
+
+class Instant(Row, tag="i"):
+    pass
+
+
+class InstantOld(Row, tag="I"):  # the deprecated spelling of an instant
+    pass
+
+
+class Meta(Struct, tag_field="ph", tag="M", gc=False):
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    args: Args = NO_ARGS
+
+
+class Skipped(Struct, tag_field="ph", tag="", gc=False):
+    """An event of a phase that is not a row (flows, counters, async, ...): nothing is kept."""
+
+
+# every other phase of the Chrome trace event format
+_SKIPPED = [Skipped] + [msgspec.defstruct(f"Skipped_{i}", [], bases=(Skipped,), tag=ph, gc=False)
+                        for i, ph in enumerate("BECbnesStTpFfPONDRcVv()")]
+_KIND = {Row: 0, Instant: 1, InstantOld: 1, Meta: 2, **{t: 3 for t in _SKIPPED}}
+AnyEvent = Row | Instant | InstantOld | Meta
+for _t in _SKIPPED:
+    AnyEvent = AnyEvent | _t  # type: ignore[assignment]
+
+_LIST_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
+_ONE_DECODER = msgspec.json.Decoder(AnyEvent)
+_PLAIN_DECODER = msgspec.json.Decoder(Event)
 _GENERIC_DECODER = msgspec.json.Decoder(float_hook=decimal.Decimal)
 _ENCODER = msgspec.json.Encoder(decimal_format="number")
 
-ROW_PHASES = frozenset({"X", "i", "I"})
 _STREAM_RE = re.compile(r"-?\d+")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -102,7 +147,7 @@ def decode_chunk(body: bytes | bytearray | memoryview, final: bool = False) -> d
     return _decode(b"[" + bytes(body) + b"]", body, final)
 
 
-def decode_framed(framed: bytearray) -> dict[str, Any]:
+def decode_framed(framed: bytearray | memoryview) -> dict[str, Any]:
     """:func:`decode_chunk` for a non-final chunk read as ``[`` + body + ``]``."""
     return _decode(framed, memoryview(framed)[1:-1], False)
 
@@ -128,9 +173,9 @@ def _decode(framed: Any, body: Any, final: bool) -> dict[str, Any]:
     return out
 
 
-def _decode_spans(body: Any, spans: list[tuple[int, int]], notes: Counter[str]) -> list[Event]:
+def _decode_spans(body: Any, spans: list[tuple[int, int]], notes: Counter[str]) -> list[Any]:
     """Decode events given by exact spans: in groups while they decode, one by one where not."""
-    out: list[Event] = []
+    out: list[Any] = []
     stack = [(0, len(spans))]
     while stack:
         lo, hi = stack.pop()
@@ -152,7 +197,7 @@ def _decode_spans(body: Any, spans: list[tuple[int, int]], notes: Counter[str]) 
     return out
 
 
-def _decode_one(text: bytes, notes: Counter[str]) -> Event | None:
+def _decode_one(text: bytes, notes: Counter[str]) -> Any:
     try:
         return _ONE_DECODER.decode(text)
     except msgspec.ValidationError:
@@ -173,11 +218,22 @@ def _decode_one(text: bytes, notes: Counter[str]) -> Event | None:
         if not isinstance(obj, dict):
             notes["skipped: not an event object"] += 1
             return None
-        ev = _ONE_DECODER.decode(_ENCODER.encode(_sanitize(obj, notes)))
+        ev = _PLAIN_DECODER.decode(_ENCODER.encode(_sanitize(obj, notes)))
     except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
         notes["skipped: unparseable event"] += 1
         return None
-    return ev
+    return _by_phase(ev)
+
+
+def _by_phase(ev: Event) -> Any:
+    """The phase-typed event for an untyped one (a phase missing or outside the known set)."""
+    if ev.ph == "X":
+        return Row(ev.cat, ev.name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args)
+    if ev.ph in ("i", "I"):
+        return Instant(ev.cat, ev.name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args)
+    if ev.ph == "M":
+        return Meta(ev.name, ev.pid, ev.tid, ev.args)
+    return Skipped()
 
 
 def _sanitize(obj: dict[str, Any], notes: Counter[str]) -> dict[str, Any]:
@@ -267,11 +323,11 @@ def ids_with_strings(values: list[Any]) -> tuple[np.ndarray, dict[int, str]]:
     return to_int64(fixed), strings
 
 
-def factorize(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+def factorize(values: Any) -> tuple[np.ndarray, list[Any]]:
     """Codes and distinct values in first-seen order (strings repeat: a dict beats a hash table)."""
     seen: dict[Any, int] = {}
-    codes = [seen.setdefault(v, len(seen)) for v in values]
-    return np.array(codes, dtype=np.int32), list(seen)
+    codes = np.fromiter(map(seen.setdefault, values, map(len, repeat(seen))), np.int32, len(values))
+    return codes, list(seen)
 
 
 def _subset(cat_codes: np.ndarray, cat_values: list[str], pred: Any) -> np.ndarray:
@@ -284,15 +340,42 @@ def _subset(cat_codes: np.ndarray, cat_values: list[str], pred: Any) -> np.ndarr
     return np.flatnonzero(np.isin(cat_codes, wanted))
 
 
-def _columns(events: list[Event], notes: Counter[str]) -> dict[str, Any]:
-    """Column arrays for the row events (X and instants) plus metadata rows and side values."""
-    rows = [e for e in events if e.ph in ROW_PHASES]
-    meta = [(e.name, e.pid, e.tid, e.args.name, e.args.labels) for e in events if e.ph == "M"]
-    ts_ns, ts_ok, float_ts = us_text_to_ns_flag([e.ts for e in rows])
-    dur_ns, dur_ok = us_text_to_ns([e.dur for e in rows])
+def _pick(seq: Any, idx: list[int]) -> tuple:
+    """``seq[i]`` for each ``i`` in ``idx``, gathered at C speed."""
+    if not idx:
+        return ()
+    if len(idx) == 1:
+        return (seq[idx[0]],)
+    return operator.itemgetter(*idx)(seq)
+
+
+def _columns(events: list[Any], notes: Counter[str]) -> dict[str, Any]:
+    """Column arrays for the row events (X and instants) plus metadata rows and side values.
+
+    Per-row work is C-level transposition (``map``/``attrgetter``/``zip``) and numpy; Python
+    loops only run over rare subsets (metadata, kernels with collective args, odd values).
+    """
+    kind = np.fromiter(map(_KIND.__getitem__, map(type, events)), np.int8, len(events))
+    is_row = kind <= 1
+    n_rows = int(is_row.sum())
+    rows = events if n_rows == len(events) else list(compress(events, is_row.tolist()))
+    meta = [(e.name, e.pid, e.tid, e.args.name, e.args.labels) for e in compress(events, (kind == 2).tolist())]
+    # one list per field: a comprehension per column beats transposing with zip(*...)
+    cat = [e.cat for e in rows]
+    name = [e.name for e in rows]
+    pid_v = [e.pid for e in rows]
+    tid_v = [e.tid for e in rows]
+    ts = [e.ts for e in rows]
+    dur = [e.dur for e in rows]
+    args = [e.args for e in rows]
+    ext_v = [a.external_id for a in args]
+    corr_v = [a.correlation for a in args]
+    ts_ns, ts_ok, float_ts = us_text_to_ns_flag(ts)
+    dur_ns, dur_ok = us_text_to_ns(dur)
+    del ts, dur
     if not ts_ok.all():
         notes["skipped: event without a numeric ts"] += int((~ts_ok).sum())
-    instant = np.array([e.ph != "X" for e in rows], dtype=bool)
+    instant = kind[is_row] == 1
     no_dur = ~dur_ok & ~instant
     if no_dur.any():
         notes["X events without dur (taken as 0)"] += int(no_dur.sum())
@@ -300,23 +383,25 @@ def _columns(events: list[Event], notes: Counter[str]) -> dict[str, Any]:
     if (dur_ns < 0).any():
         notes["negative durations clamped to 0"] += int((dur_ns < 0).sum())
         dur_ns = np.maximum(dur_ns, 0)
-    cat_codes, cat_values = factorize([e.cat for e in rows])
-    name_codes, name_values = factorize([e.name for e in rows])
-    pid, pid_strings = ids_with_strings([e.pid for e in rows])
-    tid, tid_strings = ids_with_strings([e.tid for e in rows])
-    args = [e.args for e in rows]
-    ext = to_int64([a.external_id for a in args], notes, "External id")
+    cat_codes, cat_values = factorize(cat)
+    name_codes, name_values = factorize(name)
+    pid, pid_strings = ids_with_strings(pid_v)
+    tid, tid_strings = ids_with_strings(tid_v)
+    ext = to_int64(ext_v, notes, "External id")
     missing = np.flatnonzero(ext == -1).tolist()
-    if missing and any(args[i].external_id_old != -1 for i in missing):  # Kineto <= 2022-04 spelling
-        ext[missing] = to_int64([args[i].external_id_old for i in missing], notes, "external id")
-    device = np.full(len(rows), -1, dtype=np.int64)
-    stream = np.full(len(rows), -1, dtype=np.int64)
-    gpu = _subset(cat_codes, cat_values, cats.is_gpu).tolist()
-    if gpu:
-        device[gpu] = to_int64([args[i].device for i in gpu], notes, "device")
-        stream[gpu] = to_int64([args[i].stream for i in gpu], notes, "stream")
+    if missing:  # Kineto <= 2022-04 spelling
+        old = [a.external_id_old for a in _pick(args, missing)]
+        if any(v != -1 for v in old):
+            ext[missing] = to_int64(old, notes, "external id")
+    device = np.full(n_rows, -1, dtype=np.int64)
+    stream = np.full(n_rows, -1, dtype=np.int64)
+    gpu = _subset(cat_codes, cat_values, cats.is_gpu)
+    if len(gpu):
+        gargs = _pick(args, gpu.tolist())
+        device[gpu] = to_int64([a.device for a in gargs], notes, "device")
+        stream[gpu] = to_int64([a.stream for a in gargs], notes, "stream")
     out: dict[str, Any] = {
-        "n": len(rows),
+        "n": n_rows,
         "keep": ts_ok,
         "float_ts": float_ts,
         "instant": instant,
@@ -325,45 +410,52 @@ def _columns(events: list[Event], notes: Counter[str]) -> dict[str, Any]:
         "pid": pid, "pid_strings": pid_strings, "tid": tid, "tid_strings": tid_strings,
         "start_ns": ts_ns, "end_ns": ts_ns + dur_ns,
         "external_id": ext,
-        "correlation": to_int64([a.correlation for a in args], notes, "correlation"),
+        "correlation": to_int64(corr_v, notes, "correlation"),
         "device": device,
         "stream": stream,
         "meta_rows": meta,
-        "other_events": len(events) - len(rows) - len(meta),  # flows, counters: not rows
+        "other_events": int((kind == 3).sum()),  # flows, counters: not rows
     }
     out.update(_side_values(args, cat_codes, cat_values, name_codes, name_values, notes))
     out["notes"] = dict(notes)
     return out
 
 
-def _side_values(args: list[Args], cat_codes: np.ndarray, cat_values: list[str], name_codes: np.ndarray,
+def _side_values(args: tuple, cat_codes: np.ndarray, cat_values: list[str], name_codes: np.ndarray,
                  name_values: list[str], notes: Counter[str]) -> dict[str, Any]:
     """Rare or bulky args, by chunk row index: kernel launch config, copy bytes, collectives, shapes."""
     kern = _subset(cat_codes, cat_values, cats.is_kernel).tolist()
-    k = [i for i in kern if args[i].grid]
+    kargs = _pick(args, kern)
+    has_grid = [bool(a.grid) for a in kargs]
+    k = list(compress(kern, has_grid))
+    ka = kargs if all(has_grid) else list(compress(kargs, has_grid))
+    grid = [a.grid for a in ka]
+    block = [a.block for a in ka]
+    regs = [a.registers for a in ka]
+    smem = [a.shared_mem for a in ka]
     kernel = {
         "row": np.array(k, dtype=np.int64),
-        "grid": _triples([args[i].grid for i in k]),
-        "block": _triples([args[i].block for i in k]),
-        "registers": to_int64([args[i].registers for i in k], notes, "registers"),
-        "shared_mem": to_int64([args[i].shared_mem for i in k], notes, "shared memory"),
+        "grid": _triples(grid),
+        "block": _triples(block),
+        "registers": to_int64(regs, notes, "registers"),
+        "shared_mem": to_int64(smem, notes, "shared memory"),
     }
     c = _subset(cat_codes, cat_values, cats.is_copy).tolist()
-    copy = {"row": np.array(c, dtype=np.int64), "bytes": to_int64([args[i].nbytes for i in c], notes, "bytes")}
+    copy = {"row": np.array(c, dtype=np.int64),
+            "bytes": to_int64([a.nbytes for a in _pick(args, c)], notes, "bytes")}
     comms = [j for j, v in enumerate(name_values) if v == "record_param_comms"]
     cand = sorted(set(kern) | (set(np.flatnonzero(np.isin(name_codes, comms)).tolist()) if comms else set()))
     coll = [
         (i, a.collective, a.in_nelems if a.in_nelems != -1 else a.in_size,
          a.out_nelems if a.out_nelems != -1 else a.out_size, a.dtype, a.group_size,
          str(a.pg_name if a.pg_name != "" else a.pg_id), a.pg_desc)
-        for i in cand
-        if (a := args[i]).collective or a.in_nelems != -1 or a.in_size != -1
+        for i, a in zip(cand, _pick(args, cand), strict=True)
+        if a.collective or a.in_nelems != -1 or a.in_size != -1
     ]
     ops = _subset(cat_codes, cat_values, cats.is_cpu_op).tolist()
-    s = [i for i in ops if args[i].input_dims or args[i].input_dims_old]
-    shape_codes, shape_texts = factorize(
-        [bytes(args[i].input_dims or args[i].input_dims_old) + b"\x00" + bytes(args[i].input_types)
-         for i in s])
+    s = [i for i, a in zip(ops, _pick(args, ops), strict=True) if a.input_dims or a.input_dims_old]
+    shape_texts_in = [b"%b\x00%b" % (a.input_dims or a.input_dims_old, a.input_types) for a in _pick(args, s)]
+    shape_codes, shape_texts = factorize(shape_texts_in)
     shapes = {"row": np.array(s, dtype=np.int64), "codes": shape_codes, "texts": shape_texts}
     return {"kernel": kernel, "copy": copy, "collective": coll, "shapes": shapes}
 

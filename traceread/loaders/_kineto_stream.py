@@ -14,7 +14,9 @@ import collections
 import gc
 import multiprocessing
 import os
+import queue
 import re
+import threading
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -34,10 +36,13 @@ except ImportError:  # pragma: no cover - isal is optional
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK = 4 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
 WINDOW = 1 << 20  # how far past a chunk's target size to look for an event boundary
+_PEEK = 64 << 10  # looked at first: events are rarely longer
 LOOKAHEAD = 256 << 10  # the stream's last bytes are always scanned exactly (array end, trailer)
 PARALLEL_MIN = 48 << 20  # measured: below ~50 MB forking workers costs more than it saves
 HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
 _READ = 4 << 20
+_GZ_READ = 128 << 10  # compressed bytes per inflate call: about 1-3 MB of JSON
+_AHEAD = 16  # inflated blocks queued ahead of the decoder
 PROGRESS_MIN = 64 << 20  # smaller files load in well under a second: no bar
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 
@@ -55,17 +60,30 @@ class StreamResult:
 
 
 class _Source:
-    """Uncompressed bytes of a plain or gzip file, read front to back."""
+    """Uncompressed bytes of a plain or gzip file, read front to back.
+
+    Gzip is inflated ahead in a background thread (isal and zlib release the GIL while
+    inflating), so decompression overlaps with decoding; at most ``_AHEAD`` blocks wait.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         self.size = os.fstat(self.fh.fileno()).st_size
         self.gzip = self.fh.read(2) == GZIP_MAGIC
+        self.isize = 0
+        if self.gzip and self.size >= 4:
+            self.fh.seek(self.size - 4)
+            self.isize = int.from_bytes(self.fh.read(4), "little")
         self.fh.seek(0)
-        self.inflater = _zlib.decompressobj(31) if self.gzip else None
         self.offset = 0  # uncompressed bytes handed out so far
         self.gzip_cut = False  # compressed stream ended before its end marker
+        self.consumed = 0  # compressed bytes inflated so far (progress)
+        self._blocks: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._pending = b""
+        self._ended = False
 
     def read(self, n: int) -> bytes:
         """At least ``n`` bytes unless the stream ends (gzip may return more: whole inflated blocks)."""
@@ -73,52 +91,86 @@ class _Source:
             data = self.fh.read(n)
             self.offset += len(data)
             return data
-        out = []
-        have = 0
-        while have < n and self.inflater is not None:
-            raw = self.fh.read(256 << 10)
-            if not raw:
-                if not self.inflater.eof:
-                    self.gzip_cut = True
-                try:
-                    tail = self.inflater.flush()
-                except _zlib.error:
-                    tail = b""
-                out.append(tail)
-                have += len(tail)
-                self.inflater = None
+        if self._thread is None:
+            self._blocks = queue.Queue(_AHEAD)
+            self._thread = threading.Thread(target=self._inflate, name="traceread-gunzip", daemon=True)
+            self._thread.start()
+        out = [self._pending] if self._pending else []
+        have = len(self._pending)
+        self._pending = b""
+        while have < n and not self._ended:
+            item = self._blocks.get()  # type: ignore[union-attr]
+            if item is None:
+                self._ended = True
                 break
-            try:
-                data = self.inflater.decompress(raw)
-            except _zlib.error as exc:
-                raise TraceReadError(self.path, f"bad gzip data ({exc})") from None
-            out.append(data)
-            have += len(data)
-            if self.inflater.eof:
-                rest = self.inflater.unused_data + self.fh.read(2)
-                self.fh.seek(self.fh.tell() - len(rest))
-                if rest.startswith(GZIP_MAGIC):  # concatenated gzip members
-                    self.inflater = _zlib.decompressobj(31)
-                else:
-                    self.inflater = None
+            if isinstance(item, BaseException):
+                self._ended = True
+                raise item
+            out.append(item)
+            have += len(item)
         data = out[0] if len(out) == 1 else b"".join(out)
         self.offset += len(data)
         return data
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._blocks.put(item, timeout=0.1)  # type: ignore[union-attr]
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _inflate(self) -> None:
+        """Background thread: inflate the file (concatenated members too) into the block queue."""
+        inflater = _zlib.decompressobj(31)
+        try:
+            while not self._stop.is_set():
+                raw = self.fh.read(_GZ_READ)
+                self.consumed += len(raw)
+                if not raw:
+                    if not inflater.eof:
+                        self.gzip_cut = True
+                    try:
+                        tail = inflater.flush()
+                    except _zlib.error:
+                        tail = b""
+                    if tail:
+                        self._put(tail)
+                    break
+                try:
+                    data = inflater.decompress(raw)
+                except _zlib.error as exc:
+                    self._put(TraceReadError(self.path, f"bad gzip data ({exc})"))
+                    return
+                if data and not self._put(data):
+                    return
+                if inflater.eof:
+                    rest = inflater.unused_data + self.fh.read(2)
+                    self.fh.seek(self.fh.tell() - len(rest))
+                    self.consumed -= len(inflater.unused_data)
+                    if not rest.startswith(GZIP_MAGIC):  # trailing garbage or end: stop here
+                        break
+                    inflater = _zlib.decompressobj(31)  # concatenated gzip members
+        except Exception as exc:  # noqa: BLE001 - re-raised in the reading thread
+            self._put(exc)
+            return
+        self._put(None)
 
     def json_size_estimate(self) -> int:
         """Uncompressed size: gzip's ISIZE trailer (exact below 4 GiB, one member), else a guess."""
         if not self.gzip:
             return self.size
-        pos = self.fh.tell()
-        self.fh.seek(max(0, self.size - 4))
-        isize = int.from_bytes(self.fh.read(4), "little")
-        self.fh.seek(pos)
-        return isize if isize >= self.size else self.size * 8
+        return self.isize if self.isize >= self.size else self.size * 8
 
     def progress(self) -> float:
-        return self.fh.tell() / self.size if self.size else 1.0
+        done = self.consumed if self.gzip else self.fh.tell()
+        return done / self.size if self.size else 1.0
 
     def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
         self.fh.close()
 
 
@@ -126,13 +178,20 @@ def _worker_init() -> None:
     gc.disable()  # decoded events hold no cycles; the collector would only rescan them
 
 
+_range_buf = bytearray()  # a worker's read buffer, reused: fresh pages cost more than the read
+
+
 def _decode_file_range(path: str, start: int, end: int) -> dict[str, Any]:
-    buf = bytearray(end - start + 2)
-    buf[0], buf[-1] = 91, 93  # "[" ... "]"
+    global _range_buf
+    n = end - start + 2
+    if len(_range_buf) < n:
+        _range_buf = bytearray(n + (n >> 3))
+    view = memoryview(_range_buf)[:n]
+    view[0], view[n - 1] = 91, 93  # "[" ... "]"
     with open(path, "rb") as fh:
         fh.seek(start)
-        fh.readinto(memoryview(buf)[1:-1])
-    return decode_framed(buf)
+        fh.readinto(view[1:-1])
+    return decode_framed(view)
 
 
 def read_stream(path: str, sink: Any, progress: bool = False, workers: int | None = None) -> StreamResult:
@@ -163,7 +222,9 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
                 pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
             except (OSError, ValueError):  # no fork (platform, limits): decode in this process
                 pool = None
-        if src.gzip or pool is None:
+        if pool is None:
+            restart = _run_serial(src, rest, res, bar)
+        elif src.gzip:
             restart = _run_bytes(src, rest, res, pool, nworkers, bar)
         else:
             restart = _run_file(src, len(rest), res, pool, nworkers, bar)
@@ -230,6 +291,48 @@ class _Done:
         return self.value
 
 
+def _run_serial(src: _Source, first: bytes, res: StreamResult, bar: Progress) -> bytes:
+    """No workers: decode each chunk where it lies in the read buffer (no copy of its text).
+
+    The buffer always starts with ``[``; the separator after a chunk's last event is overwritten
+    with ``]`` for its decode, and the one before the next event becomes the next ``[``.
+    Returns the bytes left for the exact scan.
+    """
+    buf = bytearray(b"[")
+    buf += first
+    eof = False
+    while True:
+        while len(buf) >= CHUNK + LOOKAHEAD or (eof and len(buf) > 2 * LOOKAHEAD):
+            target = min(CHUNK, len(buf) - 2 * LOOKAHEAD)
+            cut = find_boundary(buf, target, min(len(buf) - LOOKAHEAD, target + WINDOW))
+            if cut is None:
+                cut = find_boundary(buf, target, len(buf) - LOOKAHEAD)
+            if cut is None:
+                break
+            end, nxt = cut
+            sep = buf[end]
+            buf[end] = 93  # "]"
+            out = decode_framed(memoryview(buf)[: end + 1])
+            if out.get("framing_error"):
+                buf[end] = sep
+                return bytes(memoryview(buf)[1:])
+            res.sink.add(out)
+            del out
+            try:
+                del buf[: nxt - 1]
+            except BufferError:  # a decoded value still views the buffer: copy instead
+                buf = bytearray(memoryview(buf)[nxt - 1:])
+            buf[0] = 91  # "["
+            bar.update(src.progress())
+        if eof:
+            break
+        block = src.read(_READ)
+        if not block:
+            eof = True
+        buf += block
+    return bytes(memoryview(buf)[1:])
+
+
 def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworkers: int,
                bar: Progress) -> bytes | int:
     """Chunk the decompressed stream in this process; returns the bytes left for the exact scan."""
@@ -245,9 +348,9 @@ def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworker
                 cut = find_boundary(buf, target, len(buf) - LOOKAHEAD)
             if cut is None:
                 break
-            chunk = bytes(buf[: cut[0]])
+            framed = _framed(buf, cut[0])
             del buf[: cut[1]]
-            pending.append((_submit(pool, (decode_chunk, chunk)), chunk))
+            pending.append((_submit(pool, (decode_framed, framed)), framed))
             while len(pending) > max_inflight:
                 redo = _collect(pending, res)
                 if redo is not None:
@@ -268,17 +371,25 @@ def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworker
 
 def _collect(pending: collections.deque, res: StreamResult) -> bytes | None:
     """Take the oldest result; on a framing error return the text of it and all later chunks."""
-    job, chunk = pending.popleft()
+    job, framed = pending.popleft()
     out = job.get()
     if not out.get("framing_error"):
         res.sink.add(out)
         return None
-    texts = [chunk]
+    texts = [framed[1:-1]]
     while pending:
-        later_job, later_chunk = pending.popleft()
+        later_job, later_framed = pending.popleft()
         later_job.get()
-        texts.append(later_chunk)
+        texts.append(later_framed[1:-1])
     return b",".join(texts)
+
+
+def _framed(buf: bytearray, end: int) -> bytearray:
+    """``[`` + ``buf[:end]`` + ``]`` in one copy (the decoder takes the array with its brackets)."""
+    framed = bytearray(end + 2)
+    framed[0], framed[-1] = 91, 93
+    framed[1:-1] = memoryview(buf)[:end]
+    return framed
 
 
 def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworkers: int,
@@ -291,8 +402,11 @@ def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworker
         while src.size - start > 2 * LOOKAHEAD:
             target = start + min(CHUNK, src.size - start - 2 * LOOKAHEAD)
             fh.seek(target)
-            window = fh.read(min(WINDOW, src.size - LOOKAHEAD - target))
+            window = fh.read(min(_PEEK, src.size - LOOKAHEAD - target))
             cut = find_boundary(window, 0, len(window))
+            if cut is None:  # events longer than the peek: look further
+                window += fh.read(min(WINDOW, src.size - LOOKAHEAD - target) - len(window))
+                cut = find_boundary(window, 0, len(window))
             if cut is None:
                 break
             end, nxt = target + cut[0], target + cut[1]
