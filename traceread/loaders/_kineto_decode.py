@@ -453,11 +453,18 @@ def _side_values(args: tuple, cat_codes: np.ndarray, cat_values: list[str], name
         if a.collective or a.in_nelems != -1 or a.in_size != -1
     ]
     ops = _subset(cat_codes, cat_values, cats.is_cpu_op).tolist()
-    s = [i for i, a in zip(ops, _pick(args, ops), strict=True) if a.input_dims or a.input_dims_old]
+    oargs = _pick(args, ops)
+    s: list[int] = []
+    if any(map(_DIMS, oargs)) or any(map(_DIMS_OLD, oargs)):  # C-level test: often no shapes at all
+        s = [i for i, a in zip(ops, oargs, strict=True) if a.input_dims or a.input_dims_old]
     shape_texts_in = [b"%b\x00%b" % (a.input_dims or a.input_dims_old, a.input_types) for a in _pick(args, s)]
     shape_codes, shape_texts = factorize(shape_texts_in)
     shapes = {"row": np.array(s, dtype=np.int64), "codes": shape_codes, "texts": shape_texts}
     return {"kernel": kernel, "copy": copy, "collective": coll, "shapes": shapes}
+
+
+_DIMS = operator.attrgetter("input_dims")
+_DIMS_OLD = operator.attrgetter("input_dims_old")
 
 
 def _triples(raws: list[Raw]) -> np.ndarray:

@@ -219,7 +219,8 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
         if nworkers > 1 and src.json_size_estimate() >= PARALLEL_MIN \
                 and not multiprocessing.current_process().daemon:  # daemons may not fork workers
             try:
-                pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
+                # this process decodes too (whenever the workers are busy): nworkers - 1 helpers
+                pool = multiprocessing.get_context("fork").Pool(nworkers - 1, initializer=_worker_init)
             except (OSError, ValueError):  # no fork (platform, limits): decode in this process
                 pool = None
         if pool is None:
@@ -277,10 +278,32 @@ def _read_header(src: _Source) -> tuple[dict[str, Any], bool, bytes | None]:
             raise TraceReadError(src.path, "not a Kineto trace: no traceEvents array")
 
 
-def _submit(pool: Any, task: Any) -> Any:
-    if pool is None:
-        return _Done(task[0](*task[1:]))
-    return pool.apply_async(task[0], task[1:])
+class _Dispatch:
+    """Runs chunk tasks in the worker pool or, while every worker has its next task queued, here.
+
+    Results are taken in file order, as soon as the oldest one is ready; this process only
+    waits when ``max_inflight`` results are outstanding (bounded memory).
+    """
+
+    def __init__(self, pool: Any, nworkers: int) -> None:
+        self.pool = pool
+        self.ahead = 2 * max(nworkers - 1, 1)  # per helper: one running, one queued
+        self.max_inflight = 2 * nworkers + 2
+
+    def submit(self, pending: collections.deque, task: tuple, keep: Any) -> None:
+        busy = sum(1 for job, _ in pending if not isinstance(job, _Done) and not job.ready())
+        if self.pool is not None and busy < self.ahead:
+            job: Any = self.pool.apply_async(task[0], task[1:])
+        else:
+            job = _Done(task[0](*task[1:]))
+        pending.append((job, keep))
+
+    def ready(self, pending: collections.deque) -> bool:
+        """Whether the oldest result should be taken now (it is ready, or too many are out)."""
+        if not pending:
+            return False
+        job = pending[0][0]
+        return len(pending) > self.max_inflight or isinstance(job, _Done) or job.ready()
 
 
 class _Done:
@@ -337,8 +360,8 @@ def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworker
                bar: Progress) -> bytes | int:
     """Chunk the decompressed stream in this process; returns the bytes left for the exact scan."""
     buf = bytearray(first)
-    pending: collections.deque[tuple[Any, bytes]] = collections.deque()
-    max_inflight = 2 * nworkers + 1
+    pending: collections.deque[tuple[Any, bytearray]] = collections.deque()
+    run = _Dispatch(pool, nworkers)
     eof = False
     while True:
         while len(buf) >= CHUNK + LOOKAHEAD or (eof and len(buf) > 2 * LOOKAHEAD):
@@ -350,8 +373,8 @@ def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworker
                 break
             framed = _framed(buf, cut[0])
             del buf[: cut[1]]
-            pending.append((_submit(pool, (decode_framed, framed)), framed))
-            while len(pending) > max_inflight:
+            run.submit(pending, (decode_framed, framed), framed)
+            while run.ready(pending):
                 redo = _collect(pending, res)
                 if redo is not None:
                     return redo + b"," + bytes(buf)
@@ -397,7 +420,7 @@ def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworker
     """Plain file: workers read their own byte ranges; returns the offset for the exact scan."""
     start = src.offset - head_len  # file offset of the first event's text
     pending: collections.deque[tuple[Any, int]] = collections.deque()
-    max_inflight = 2 * nworkers + 1
+    run = _Dispatch(pool, nworkers)
     with open(src.path, "rb") as fh:
         while src.size - start > 2 * LOOKAHEAD:
             target = start + min(CHUNK, src.size - start - 2 * LOOKAHEAD)
@@ -410,9 +433,9 @@ def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworker
             if cut is None:
                 break
             end, nxt = target + cut[0], target + cut[1]
-            pending.append((_submit(pool, (_decode_file_range, src.path, start, end)), start))
+            run.submit(pending, (_decode_file_range, src.path, start, end), start)
             start = nxt
-            while len(pending) > max_inflight:
+            while run.ready(pending):
                 job, job_start = pending.popleft()
                 out = job.get()
                 if out.get("framing_error"):
