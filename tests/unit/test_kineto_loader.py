@@ -131,8 +131,9 @@ def test_wrong_boundary_guesses_are_rescanned(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 5_000)
     monkeypatch.setattr(_kineto_stream, "PARALLEL_MIN", 0)
     for p in (path, _gzip(path, tmp_path / "nested.json.gz")):
-        ev = load_kineto(str(p), workers=2).events
-        assert list(ev["name"].astype(str)) == [f"op{i}" for i in range(400)]
+        for workers in (1, 2):  # in-place serial decode and worker tasks
+            ev = load_kineto(str(p), workers=workers).events
+            assert list(ev["name"].astype(str)) == [f"op{i}" for i in range(400)]
 
 
 def _gzip(src: Path, dst: Path) -> Path:

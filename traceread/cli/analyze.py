@@ -57,7 +57,7 @@ def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps
     loaded, failures = [], []
     for path in traces:
         try:
-            loaded.append(load(path, step_range=step_range))
+            loaded.append(load(path, progress=True, step_range=step_range))
         except TraceReadError as exc:
             failures.append(Failure(path, exc.problem))
             click.echo(f"traceread: error: {exc}", err=True)

@@ -41,7 +41,7 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
             step_range: str | None, top: int, sets: tuple[str, ...]) -> None:
     """Steps and every compute-idle gap of each GPU, with what overlapped each gap."""
     cfg = Thresholds().with_overrides(parse_set_options(sets))
-    tr = load(trace, step_range=step_range)
+    tr = load(trace, progress=True, step_range=step_range)
     result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
     gaps = find_gaps(tr, result.steps, cfg)
     totals = step_totals(tr, result.steps, gaps)

@@ -36,7 +36,7 @@ def command(trace: str, json_path: str | None, top: int, dtype: str | None, gpu:
             cfg = cfg.with_overrides(raw.get("thresholds", {}))
             kernel_classes.register_patterns_from_config(raw.get("kernel_patterns", {}), config_path)
         cfg = cfg.with_overrides(parse_set_options(sets))
-        tr = load(trace)
+        tr = load(trace, progress=True)
         report = kernel_report(tr, cfg, dtype)
     finally:
         kernel_classes.clear_user_patterns()

@@ -270,7 +270,7 @@ def _sanitize(obj: dict[str, Any], notes: Counter[str]) -> dict[str, Any]:
 def to_int64(values: list[Any], notes: Counter[str] | None = None, what: str = "") -> np.ndarray:
     """Integer column from decoded ids; strings like ``"stream 7"`` give 7, junk and overflow -1."""
     try:
-        return np.array(values, dtype=np.int64)
+        return np.fromiter(values, np.int64, len(values))
     except (OverflowError, ValueError, TypeError):
         pass
     out = np.empty(len(values), dtype=np.int64)
@@ -307,7 +307,7 @@ def _one_int(v: Any, notes: Counter[str] | None, what: str) -> int:
 def ids_with_strings(values: list[Any]) -> tuple[np.ndarray, dict[int, str]]:
     """pid/tid column: numbers (and "stream 7") as ints; other strings returned by row for mapping."""
     try:
-        return np.array(values, dtype=np.int64), {}
+        return np.fromiter(values, np.int64, len(values)), {}
     except (OverflowError, ValueError, TypeError):
         pass
     odd = [i for i, v in enumerate(values) if v.__class__ is not int]

@@ -85,7 +85,8 @@ def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
 
 
 def _say(progress: bool, msg: str) -> None:
-    if progress:
+    # Progress lines only on a terminal: piped or captured output stays quiet.
+    if progress and sys.stderr.isatty():
         print(f"traceread: {msg}", file=sys.stderr, flush=True)
 
 
