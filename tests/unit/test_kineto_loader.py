@@ -13,7 +13,7 @@ import pytest
 from conftest import FIXTURES, needs_shared, shared_kineto
 
 from traceread import schema
-from traceread.loaders import _kineto_stream
+from traceread.loaders import _kineto_split, _kineto_stream
 from traceread.loaders.kineto import load_kineto
 
 ROW_PHASES = {"X", "i", "I"}
@@ -139,3 +139,45 @@ def test_wrong_boundary_guesses_are_rescanned(tmp_path: Path, monkeypatch: pytes
 def _gzip(src: Path, dst: Path) -> Path:
     dst.write_bytes(gzip.compress(src.read_bytes()))
     return dst
+
+
+def _split_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the two-process split (``_kineto_split``) run on a small fixture."""
+    monkeypatch.setattr(_kineto_stream, "CHUNK", 200_000)
+    monkeypatch.setattr(_kineto_stream, "WINDOW", 50_000)
+    monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 50_000)
+    monkeypatch.setattr(_kineto_split, "SPLIT_MIN", 0)
+
+
+def test_two_process_split_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child's half (rows, side tables, names) joins this process's half as if read serially."""
+    src = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
+    plain = tmp_path / "t.json"
+    plain.write_bytes(read_text(src))
+    serial = load_kineto(str(src), workers=1)
+    _split_small(monkeypatch)
+    for path in (plain, src):
+        par = load_kineto(str(path), workers=2)
+        cols = [c for c in schema.EVENT_COLUMNS if c != "trace"]
+        assert par.events[cols].equals(serial.events[cols])
+        assert par.side.keys() == serial.side.keys()
+        for name, table in serial.side.items():
+            assert par.side[name].equals(table), name
+        assert par.meta.warnings == serial.meta.warnings
+        assert par.meta.extra["json_bytes"] == serial.meta.extra["json_bytes"]
+
+
+def test_two_process_split_of_a_truncated_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut in the child's half: every complete event kept, the warning counts both halves."""
+    text = read_text(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")
+    events, ends = event_spans(text)
+    cut = ends[int(len(ends) * 0.8)] + 5
+    path = tmp_path / "cut.json"
+    path.write_bytes(text[:cut])
+    serial = load_kineto(str(path), workers=1)
+    _split_small(monkeypatch)
+    par = load_kineto(str(path), workers=2)
+    assert par.meta.truncated and serial.meta.truncated
+    assert par.meta.warnings == serial.meta.warnings
+    assert len(par.events) == len(serial.events) == sum(
+        1 for e in events[: int(len(ends) * 0.8) + 1] if e.get("ph") in ROW_PHASES and "ts" in e)

@@ -19,101 +19,21 @@ from typing import Any
 
 import msgspec
 import numpy as np
-from msgspec import Raw, Struct, field
+from msgspec import Raw
 
 from traceread.loaders import _kineto_categories as cats
+from traceread.loaders._kineto_events import (
+    _KIND,
+    EMPTY_RAW,
+    AnyEvent,
+    Args,
+    Event,
+    Instant,
+    Meta,
+    Row,
+    Skipped,
+)
 from traceread.loaders._kineto_text import repair_event, scan_values, us_text_to_ns, us_text_to_ns_flag
-
-EMPTY_RAW = Raw(b"")
-Id = int | str  # ids are ints, but old/ROCm writers put strings ("stream 7", "0x7f..")
-
-
-class Args(Struct, frozen=True, gc=False):
-    """The args keys the frame and its side tables use; all others are skipped by the decoder."""
-
-    external_id: Id = field(name="External id", default=-1)
-    external_id_old: Id = field(name="external id", default=-1)
-    correlation: Id = -1
-    device: Id = -1
-    stream: Id = -1
-    grid: Raw = EMPTY_RAW
-    block: Raw = EMPTY_RAW
-    registers: Id = field(name="registers per thread", default=-1)
-    shared_mem: Id = field(name="shared memory", default=-1)
-    nbytes: Id = field(name="bytes", default=-1)
-    input_dims: Raw = field(name="Input Dims", default=EMPTY_RAW)
-    input_dims_old: Raw = field(name="Input dims", default=EMPTY_RAW)
-    input_types: Raw = field(name="Input type", default=EMPTY_RAW)
-    collective: str = field(name="Collective name", default="")
-    in_nelems: Id = field(name="In msg nelems", default=-1)
-    out_nelems: Id = field(name="Out msg nelems", default=-1)
-    in_size: Id = field(name="In msg size", default=-1)
-    out_size: Id = field(name="Out msg size", default=-1)
-    dtype: str = ""
-    group_size: Id = field(name="Group size", default=-1)
-    pg_name: Id = field(name="Process Group Name", default="")
-    pg_id: Id = field(name="Process Group ID", default="")
-    pg_desc: str = field(name="Process Group Description", default="")
-    name: str = ""  # metadata rows: thread/process name
-    labels: str = ""  # metadata rows: process labels ("GPU 0", "CPU")
-
-
-NO_ARGS = Args()
-
-
-class Event(Struct, gc=False):
-    """One event of any phase, untyped by phase: only for events the tagged decode rejected."""
-
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: Id = -1
-    tid: Id = -1
-    ts: Raw = EMPTY_RAW
-    dur: Raw = EMPTY_RAW
-    args: Args = NO_ARGS
-
-
-# The chunk decoder dispatches on "ph": rows and metadata get their fields, every other phase
-# (flows are a third of a Kineto file) becomes an empty object with all its values skipped.
-class Row(Struct, tag_field="ph", tag="X", gc=False):
-    """A complete (``X``) event; :class:`Instant` shares its fields."""
-
-    cat: str = ""
-    name: str = ""
-    pid: Id = -1
-    tid: Id = -1
-    ts: Raw = EMPTY_RAW
-    dur: Raw = EMPTY_RAW
-    args: Args = NO_ARGS
-
-
-class Instant(Row, tag="i"):
-    pass
-
-
-class InstantOld(Row, tag="I"):  # the deprecated spelling of an instant
-    pass
-
-
-class Meta(Struct, tag_field="ph", tag="M", gc=False):
-    name: str = ""
-    pid: Id = -1
-    tid: Id = -1
-    args: Args = NO_ARGS
-
-
-class Skipped(Struct, tag_field="ph", tag="", gc=False):
-    """An event of a phase that is not a row (flows, counters, async, ...): nothing is kept."""
-
-
-# every other phase of the Chrome trace event format
-_SKIPPED = [Skipped] + [msgspec.defstruct(f"Skipped_{i}", [], bases=(Skipped,), tag=ph, gc=False)
-                        for i, ph in enumerate("BECbnesStTpFfPONDRcVv()")]
-_KIND = {Row: 0, Instant: 1, InstantOld: 1, Meta: 2, **{t: 3 for t in _SKIPPED}}
-AnyEvent = Row | Instant | InstantOld | Meta
-for _t in _SKIPPED:
-    AnyEvent = AnyEvent | _t  # type: ignore[assignment]
 
 _LIST_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
 _ONE_DECODER = msgspec.json.Decoder(AnyEvent)
@@ -337,7 +257,9 @@ def _subset(cat_codes: np.ndarray, cat_values: list[str], pred: Any) -> np.ndarr
         return np.zeros(0, dtype=np.int64)
     if len(wanted) == len(cat_values):
         return np.arange(len(cat_codes), dtype=np.int64)
-    return np.flatnonzero(np.isin(cat_codes, wanted))
+    lut = np.zeros(len(cat_values), dtype=bool)
+    lut[wanted] = True
+    return np.flatnonzero(lut[cat_codes])
 
 
 def _pick(seq: Any, idx: list[int]) -> tuple:
@@ -371,11 +293,13 @@ def _columns(events: list[Any], notes: Counter[str]) -> dict[str, Any]:
     ext_v = [a.external_id for a in args]
     corr_v = [a.correlation for a in args]
     ts_ns, ts_ok, float_ts = us_text_to_ns_flag(ts)
+    instant = kind[is_row] == 1
+    for i in np.flatnonzero(instant).tolist():  # instants have no dur: keep the fast number path
+        dur[i] = _ZERO
     dur_ns, dur_ok = us_text_to_ns(dur)
     del ts, dur
     if not ts_ok.all():
         notes["skipped: event without a numeric ts"] += int((~ts_ok).sum())
-    instant = kind[is_row] == 1
     no_dur = ~dur_ok & ~instant
     if no_dur.any():
         notes["X events without dur (taken as 0)"] += int(no_dur.sum())
@@ -455,7 +379,9 @@ def _side_values(args: tuple, cat_codes: np.ndarray, cat_values: list[str], name
     ops = _subset(cat_codes, cat_values, cats.is_cpu_op).tolist()
     oargs = _pick(args, ops)
     s: list[int] = []
-    if any(map(_DIMS, oargs)) or any(map(_DIMS_OLD, oargs)):  # C-level test: often no shapes at all
+    # C-level test (an absent field is the shared default object): often no shapes at all
+    if not all(map(operator.is_, map(_DIMS, oargs), repeat(EMPTY_RAW))) \
+            or not all(map(operator.is_, map(_DIMS_OLD, oargs), repeat(EMPTY_RAW))):
         s = [i for i, a in zip(ops, oargs, strict=True) if a.input_dims or a.input_dims_old]
     shape_texts_in = [b"%b\x00%b" % (a.input_dims or a.input_dims_old, a.input_types) for a in _pick(args, s)]
     shape_codes, shape_texts = factorize(shape_texts_in)
@@ -463,6 +389,7 @@ def _side_values(args: tuple, cat_codes: np.ndarray, cat_values: list[str], name
     return {"kernel": kernel, "copy": copy, "collective": coll, "shapes": shapes}
 
 
+_ZERO = Raw(b"0")
 _DIMS = operator.attrgetter("input_dims")
 _DIMS_OLD = operator.attrgetter("input_dims_old")
 

@@ -103,6 +103,45 @@ class FrameBuilder:
             self.shape_codes.append(lut[sh["codes"]][ok])
         self.n += int(keep.sum())
 
+    def state(self) -> dict[str, Any]:
+        """Everything added so far, as plain picklable data (for :meth:`extend` in another process)."""
+        return {
+            "columns": self.columns.finish(), "cat": list(self.cat_ids), "name": list(self.name_ids),
+            "strings": dict(self.string_ids), "kernel": self.kernel, "copy": self.copy,
+            "collective": self.collective, "shape_rows": self.shape_rows, "shape_codes": self.shape_codes,
+            "shape_texts": list(self.shape_ids), "meta_rows": self.meta_rows, "notes": dict(self.notes),
+            "float_ts": self.float_ts, "other_events": self.other_events, "n": self.n,
+        }
+
+    def extend(self, st: dict[str, Any]) -> None:
+        """Append another builder's :meth:`state` (the events after this one's, in file order)."""
+        off = self.n
+        self.notes.update(st["notes"])
+        self.meta_rows.extend(st["meta_rows"])
+        self.other_events += st["other_events"]
+        self.float_ts |= st["float_ts"]
+        if st["n"]:
+            cols = st["columns"]
+            cat_lut = np.array([self.cat_ids.setdefault(v, len(self.cat_ids)) for v in st["cat"]], np.int32)
+            name_lut = np.array([self.name_ids.setdefault(v, len(self.name_ids)) for v in st["name"]], np.int32)
+            cols["cat"] = cat_lut[cols["cat"]]
+            cols["name"] = name_lut[cols["name"]]
+            for col in ("pid", "tid"):
+                old = cols[col]
+                new = old.copy() if st["strings"] else old
+                for text, code in st["strings"].items():  # string ids are per builder: renumber
+                    new[old == code] = self._string_id(text)
+                cols[col] = new
+            self.columns.append(cols)
+        self.kernel += [{**k, "row": k["row"] + off} for k in st["kernel"]]
+        self.copy += [{**c, "row": c["row"] + off} for c in st["copy"]]
+        self.collective += [(t[0] + off, *t[1:]) for t in st["collective"]]
+        if st["shape_texts"]:
+            lut = np.array([self.shape_ids.setdefault(t, len(self.shape_ids)) for t in st["shape_texts"]], np.int32)
+            self.shape_rows += [r + off for r in st["shape_rows"]]
+            self.shape_codes += [lut[c] for c in st["shape_codes"]]
+        self.n += st["n"]
+
     def build(self, path: str, rank: int) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         """The events frame (rows in file order) and the side tables."""
         col = self.columns.finish()

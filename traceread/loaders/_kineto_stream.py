@@ -1,11 +1,14 @@
 """Stream a Kineto file's event array in bounded chunks, decoded in parallel worker processes.
 
-The file (plain or gzip) is read once, front to back. The header object before ``traceEvents``
-is parsed on its own; the event array is cut at guessed event boundaries into chunks of about
-``CHUNK`` bytes that worker processes decode (:mod:`_kineto_decode`); the last stretch of the
-stream, and anything after a chunk whose boundary guess was wrong, is scanned exactly in this
-process, which also finds the end of the array, the trailing keys (``baseTimeNanoseconds`` may sit
-there) or the place where a truncated file stops. Memory stays bounded by the chunks in flight.
+The file (plain or gzip, inflated ahead in a thread: :mod:`_kineto_source`) is read once, front
+to back. The header object before ``traceEvents`` is parsed on its own; the event array is cut
+at guessed event boundaries into chunks of about ``CHUNK`` bytes that worker processes decode
+(:mod:`_kineto_decode`); the last stretch of the stream, and anything after a chunk whose
+boundary guess was wrong, is scanned exactly in this process, which also finds the end of the
+array, the trailing keys (``baseTimeNanoseconds`` may sit there) or the place where a truncated
+file stops. Memory stays bounded by the chunks in flight. Without workers each chunk is decoded
+where it lies in the read buffer; files of ``SPLIT_MIN`` to ``PARALLEL_MIN`` bytes are decoded
+in two halves by this process and one forked child (:mod:`_kineto_split`).
 """
 
 from __future__ import annotations
@@ -14,35 +17,28 @@ import collections
 import gc
 import multiprocessing
 import os
-import queue
 import re
-import threading
-import zlib
+import sys
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
 from traceread.errors import TraceReadError
+from traceread.loaders import _kineto_split as split
 from traceread.loaders._kineto_decode import decode_chunk, decode_framed
+from traceread.loaders._kineto_source import Source as _Source
 from traceread.loaders._kineto_text import TRACE_EVENTS_KEY, find_boundary, top_level_key_start
 from traceread.loaders._progress import Progress
 
-try:  # isal's inflate is about twice as fast as zlib's; same API
-    from isal import isal_zlib as _zlib
-except ImportError:  # pragma: no cover - isal is optional
-    _zlib = zlib  # type: ignore[misc]
-
-GZIP_MAGIC = b"\x1f\x8b"
 CHUNK = 4 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
+SERIAL_CHUNK = 1 << 20  # in-process chunks: measured faster (fewer fresh pages, warm caches)
 WINDOW = 1 << 20  # how far past a chunk's target size to look for an event boundary
 _PEEK = 64 << 10  # looked at first: events are rarely longer
 LOOKAHEAD = 256 << 10  # the stream's last bytes are always scanned exactly (array end, trailer)
-PARALLEL_MIN = 48 << 20  # measured: below ~50 MB forking workers costs more than it saves
+PARALLEL_MIN = 48 << 20  # measured: below ~50 MB a worker pool costs more than it saves
 HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
 _READ = 4 << 20
-_GZ_READ = 128 << 10  # compressed bytes per inflate call: about 1-3 MB of JSON
-_AHEAD = 16  # inflated blocks queued ahead of the decoder
 PROGRESS_MIN = 64 << 20  # smaller files load in well under a second: no bar
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 
@@ -57,121 +53,7 @@ class StreamResult:
     truncated: bool = False
     warnings: list[str] = field(default_factory=list)
     json_bytes: int = 0  # uncompressed bytes read
-
-
-class _Source:
-    """Uncompressed bytes of a plain or gzip file, read front to back.
-
-    Gzip is inflated ahead in a background thread (isal and zlib release the GIL while
-    inflating), so decompression overlaps with decoding; at most ``_AHEAD`` blocks wait.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
-        self.size = os.fstat(self.fh.fileno()).st_size
-        self.gzip = self.fh.read(2) == GZIP_MAGIC
-        self.isize = 0
-        if self.gzip and self.size >= 4:
-            self.fh.seek(self.size - 4)
-            self.isize = int.from_bytes(self.fh.read(4), "little")
-        self.fh.seek(0)
-        self.offset = 0  # uncompressed bytes handed out so far
-        self.gzip_cut = False  # compressed stream ended before its end marker
-        self.consumed = 0  # compressed bytes inflated so far (progress)
-        self._blocks: queue.Queue | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._pending = b""
-        self._ended = False
-
-    def read(self, n: int) -> bytes:
-        """At least ``n`` bytes unless the stream ends (gzip may return more: whole inflated blocks)."""
-        if not self.gzip:
-            data = self.fh.read(n)
-            self.offset += len(data)
-            return data
-        if self._thread is None:
-            self._blocks = queue.Queue(_AHEAD)
-            self._thread = threading.Thread(target=self._inflate, name="traceread-gunzip", daemon=True)
-            self._thread.start()
-        out = [self._pending] if self._pending else []
-        have = len(self._pending)
-        self._pending = b""
-        while have < n and not self._ended:
-            item = self._blocks.get()  # type: ignore[union-attr]
-            if item is None:
-                self._ended = True
-                break
-            if isinstance(item, BaseException):
-                self._ended = True
-                raise item
-            out.append(item)
-            have += len(item)
-        data = out[0] if len(out) == 1 else b"".join(out)
-        self.offset += len(data)
-        return data
-
-    def _put(self, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._blocks.put(item, timeout=0.1)  # type: ignore[union-attr]
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _inflate(self) -> None:
-        """Background thread: inflate the file (concatenated members too) into the block queue."""
-        inflater = _zlib.decompressobj(31)
-        try:
-            while not self._stop.is_set():
-                raw = self.fh.read(_GZ_READ)
-                self.consumed += len(raw)
-                if not raw:
-                    if not inflater.eof:
-                        self.gzip_cut = True
-                    try:
-                        tail = inflater.flush()
-                    except _zlib.error:
-                        tail = b""
-                    if tail:
-                        self._put(tail)
-                    break
-                try:
-                    data = inflater.decompress(raw)
-                except _zlib.error as exc:
-                    self._put(TraceReadError(self.path, f"bad gzip data ({exc})"))
-                    return
-                if data and not self._put(data):
-                    return
-                if inflater.eof:
-                    rest = inflater.unused_data + self.fh.read(2)
-                    self.fh.seek(self.fh.tell() - len(rest))
-                    self.consumed -= len(inflater.unused_data)
-                    if not rest.startswith(GZIP_MAGIC):  # trailing garbage or end: stop here
-                        break
-                    inflater = _zlib.decompressobj(31)  # concatenated gzip members
-        except Exception as exc:  # noqa: BLE001 - re-raised in the reading thread
-            self._put(exc)
-            return
-        self._put(None)
-
-    def json_size_estimate(self) -> int:
-        """Uncompressed size: gzip's ISIZE trailer (exact below 4 GiB, one member), else a guess."""
-        if not self.gzip:
-            return self.size
-        return self.isize if self.isize >= self.size else self.size * 8
-
-    def progress(self) -> float:
-        done = self.consumed if self.gzip else self.fh.tell()
-        return done / self.size if self.size else 1.0
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.fh.close()
+    cut_at: int | None = None  # where a truncated event array stops (uncompressed offset)
 
 
 def _worker_init() -> None:
@@ -216,23 +98,33 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
             return res
         sink.expect(src.json_size_estimate())
         nworkers = workers if workers is not None else min(os.cpu_count() or 1, 4)
-        if nworkers > 1 and src.json_size_estimate() >= PARALLEL_MIN \
+        size = src.json_size_estimate()
+        # two cores: two halves beat a pool at every size (no chunk texts or results through
+        # pipes, no pool threads); more cores: a pool of them for large files
+        halves = nworkers > 1 and size >= split.SPLIT_MIN and (nworkers == 2 or size < PARALLEL_MIN)
+        if nworkers > 1 and size >= PARALLEL_MIN and not halves \
                 and not multiprocessing.current_process().daemon:  # daemons may not fork workers
             try:
-                # this process decodes too (whenever the workers are busy): nworkers - 1 helpers
-                pool = multiprocessing.get_context("fork").Pool(nworkers - 1, initializer=_worker_init)
+                pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
             except (OSError, ValueError):  # no fork (platform, limits): decode in this process
                 pool = None
-        if pool is None:
+        if halves:
+            restart = _run_halves(src, rest, res, bar)
+        elif pool is None:
             restart = _run_serial(src, rest, res, bar)
         elif src.gzip:
             restart = _run_bytes(src, rest, res, pool, nworkers, bar)
         else:
             restart = _run_file(src, len(rest), res, pool, nworkers, bar)
-        _exact_rest(src, restart, res)
-        if src.gzip and src.gzip_cut:
-            res.truncated = True
-        res.json_bytes = src.offset
+        if restart is not None:
+            _exact_rest(src, restart, res)
+            if src.gzip and src.gzip_cut:
+                res.truncated = True
+            res.json_bytes = src.offset
+        if res.cut_at is not None:
+            res.warnings.append(
+                f"file ends inside the event array at byte {res.cut_at:,} of the JSON text; kept the "
+                f"{sink.n:,} complete events before the cut")
         bar.update(1.0, force=True)
         return res
     finally:
@@ -279,20 +171,20 @@ def _read_header(src: _Source) -> tuple[dict[str, Any], bool, bytes | None]:
 
 
 class _Dispatch:
-    """Runs chunk tasks in the worker pool or, while every worker has its next task queued, here.
+    """Runs chunk tasks in the worker pool (or here, without one); results are taken in file
+    order as soon as the oldest is ready, and this process waits only when ``max_inflight``
+    are outstanding (bounded memory).
 
-    Results are taken in file order, as soon as the oldest one is ready; this process only
-    waits when ``max_inflight`` results are outstanding (bounded memory).
+    This process does not decode while it has workers: measured, a long decode call here holds
+    the GIL the pool's threads need to move results, and the workers then stall.
     """
 
     def __init__(self, pool: Any, nworkers: int) -> None:
         self.pool = pool
-        self.ahead = 2 * max(nworkers - 1, 1)  # per helper: one running, one queued
-        self.max_inflight = 2 * nworkers + 2
+        self.max_inflight = 2 * nworkers + 1
 
     def submit(self, pending: collections.deque, task: tuple, keep: Any) -> None:
-        busy = sum(1 for job, _ in pending if not isinstance(job, _Done) and not job.ready())
-        if self.pool is not None and busy < self.ahead:
+        if self.pool is not None:
             job: Any = self.pool.apply_async(task[0], task[1:])
         else:
             job = _Done(task[0](*task[1:]))
@@ -314,6 +206,34 @@ class _Done:
         return self.value
 
 
+def _run_halves(src: _Source, first: bytes, res: StreamResult, bar: Progress) -> bytes | None:
+    """This process decodes the first half, a forked child the second (see ``_kineto_split``).
+
+    Returns None when the child's rows completed the stream, else the text to go on with.
+    """
+    this = sys.modules[__name__]
+    body = src.json_size_estimate() - (src.offset - len(first))
+    split_at = max(body // 2, CHUNK)
+    child = split.start_child(this, src.path, split_at)
+    if child is None:
+        return _run_serial(src, first, res, bar)
+    status, text, start = split.run_head(this, src, first, res, split_at, bar)
+    if status != "split":
+        split.stop_child(child)
+        return _run_serial(src, text, res, bar) if status == "nosplit" else text
+    msg = split.child_result(child)
+    if msg is None or msg["start"] != start:
+        return _run_serial(src, text, res, bar)  # go on alone from the boundary
+    res.sink.extend(msg["state"])
+    for k, v in msg["top"].items():
+        res.top.setdefault(k, v)
+    res.warnings += msg["warnings"]
+    res.truncated = msg["truncated"] or (src.gzip and msg["gzip_cut"])
+    res.cut_at = msg["cut_at"]
+    res.json_bytes = msg["json_bytes"]
+    return None
+
+
 def _run_serial(src: _Source, first: bytes, res: StreamResult, bar: Progress) -> bytes:
     """No workers: decode each chunk where it lies in the read buffer (no copy of its text).
 
@@ -323,10 +243,11 @@ def _run_serial(src: _Source, first: bytes, res: StreamResult, bar: Progress) ->
     """
     buf = bytearray(b"[")
     buf += first
+    chunk = min(CHUNK, SERIAL_CHUNK)
     eof = False
     while True:
-        while len(buf) >= CHUNK + LOOKAHEAD or (eof and len(buf) > 2 * LOOKAHEAD):
-            target = min(CHUNK, len(buf) - 2 * LOOKAHEAD)
+        while len(buf) >= chunk + LOOKAHEAD or (eof and len(buf) > 2 * LOOKAHEAD):
+            target = min(chunk, len(buf) - 2 * LOOKAHEAD)
             cut = find_boundary(buf, target, min(len(buf) - LOOKAHEAD, target + WINDOW))
             if cut is None:
                 cut = find_boundary(buf, target, len(buf) - LOOKAHEAD)
@@ -483,10 +404,7 @@ def _exact_rest(src: _Source, restart: bytes | int, res: StreamResult) -> None:
             return
         if not block:
             res.truncated = True
-            kept = res.sink.n
-            res.warnings.append(
-                f"file ends inside the event array at byte {base + out['tail_offset']:,} of the JSON "
-                f"text; kept the {kept:,} complete events before the cut")
+            res.cut_at = base + out["tail_offset"]  # the warning is written once all rows are counted
             return
         base += out["tail_offset"]
         buf = buf[out["tail_offset"]:]

@@ -1,0 +1,100 @@
+"""Typed msgspec structs for Kineto events: only the fields the frame needs are decoded.
+
+The decoder dispatches on ``ph``: rows (``X``, instants) and metadata get their fields, every
+other phase (flows are a third of a Kineto file) becomes an empty object with its values skipped.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from msgspec import Raw, Struct, field
+
+EMPTY_RAW = Raw(b"")
+Id = int | str  # ids are ints, but old/ROCm writers put strings ("stream 7", "0x7f..")
+
+
+class Args(Struct, frozen=True, gc=False):
+    """The args keys the frame and its side tables use; all others are skipped by the decoder."""
+
+    # read for every row: first, so they share the object's first cache line
+    external_id: Id = field(name="External id", default=-1)
+    correlation: Id = -1
+    input_dims: Raw = field(name="Input Dims", default=EMPTY_RAW)
+    input_dims_old: Raw = field(name="Input dims", default=EMPTY_RAW)
+    external_id_old: Id = field(name="external id", default=-1)
+    device: Id = -1
+    stream: Id = -1
+    grid: Raw = EMPTY_RAW
+    block: Raw = EMPTY_RAW
+    registers: Id = field(name="registers per thread", default=-1)
+    shared_mem: Id = field(name="shared memory", default=-1)
+    nbytes: Id = field(name="bytes", default=-1)
+    input_types: Raw = field(name="Input type", default=EMPTY_RAW)
+    collective: str = field(name="Collective name", default="")
+    in_nelems: Id = field(name="In msg nelems", default=-1)
+    out_nelems: Id = field(name="Out msg nelems", default=-1)
+    in_size: Id = field(name="In msg size", default=-1)
+    out_size: Id = field(name="Out msg size", default=-1)
+    dtype: str = ""
+    group_size: Id = field(name="Group size", default=-1)
+    pg_name: Id = field(name="Process Group Name", default="")
+    pg_id: Id = field(name="Process Group ID", default="")
+    pg_desc: str = field(name="Process Group Description", default="")
+    name: str = ""  # metadata rows: thread/process name
+    labels: str = ""  # metadata rows: process labels ("GPU 0", "CPU")
+
+
+NO_ARGS = Args()
+
+
+class Event(Struct, gc=False):
+    """One event of any phase, untyped by phase: only for events the tagged decode rejected."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    ts: Raw = EMPTY_RAW
+    dur: Raw = EMPTY_RAW
+    args: Args = NO_ARGS
+
+
+class Row(Struct, tag_field="ph", tag="X", gc=False):
+    """A complete (``X``) event; :class:`Instant` shares its fields."""
+
+    cat: str = ""
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    ts: Raw = EMPTY_RAW
+    dur: Raw = EMPTY_RAW
+    args: Args = NO_ARGS
+
+
+class Instant(Row, tag="i"):
+    pass
+
+
+class InstantOld(Row, tag="I"):  # the deprecated spelling of an instant
+    pass
+
+
+class Meta(Struct, tag_field="ph", tag="M", gc=False):
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    args: Args = NO_ARGS
+
+
+class Skipped(Struct, tag_field="ph", tag="", gc=False):
+    """An event of a phase that is not a row (flows, counters, async, ...): nothing is kept."""
+
+
+# every other phase of the Chrome trace event format
+_SKIPPED = [Skipped] + [msgspec.defstruct(f"Skipped_{i}", [], bases=(Skipped,), tag=ph, gc=False)
+                        for i, ph in enumerate("BECbnesStTpFfPONDRcVv()")]
+_KIND = {Row: 0, Instant: 1, InstantOld: 1, Meta: 2, **{t: 3 for t in _SKIPPED}}
+AnyEvent = Row | Instant | InstantOld | Meta
+for _t in _SKIPPED:
+    AnyEvent = AnyEvent | _t  # type: ignore[assignment]

@@ -1,0 +1,174 @@
+"""Two-process decode for mid-sized files: a forked child decodes the second half of the events.
+
+A worker pool pays for itself only on large files (its start-up and the chunk texts it pipes to
+the workers cost too much below ~50 MB). Here nothing but results crosses processes: the child
+reads the file itself (inflating a gzip stream up to the middle, which is cheap next to
+decoding), starts at the first event boundary guessed after the middle, decodes to the end and
+sends back its finished rows (compact arrays). This process decodes up to that same boundary,
+found the same way in the same bytes. The child's rows are used only when this process's last
+chunk, which ends at the boundary, decodes: that proves the guess was a real event boundary
+(a wrong guess makes the chunk fail and this process simply continues alone).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+from typing import Any
+
+from traceread.loaders._kineto_decode import decode_framed
+
+SPLIT_MIN = 16 << 20  # JSON bytes; below, forking costs about what it saves (measured)
+
+
+def start_child(stream: Any, path: str, split_at: int) -> tuple[int, int] | None:
+    """Fork the child that decodes from the first boundary after body offset ``split_at``.
+
+    Returns (pid, read end of its result pipe), or None when forking is not possible.
+    """
+    try:
+        r, w = os.pipe()
+        pid = os.fork()
+    except (OSError, AttributeError):
+        return None
+    if pid:
+        os.close(w)
+        return pid, r
+    code = 0
+    try:  # the child: never returns into the caller's code
+        os.close(r)
+        msg = _child(stream, path, split_at)
+        with os.fdopen(w, "wb") as out:  # arrays go straight to the pipe: no pickled copy here
+            pickle.dump(msg, out, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:  # noqa: BLE001 - any failure: the parent goes on alone
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _child(stream: Any, path: str, split_at: int) -> dict[str, Any]:
+    from traceread.loaders._kineto_frame import FrameBuilder
+    from traceread.loaders._progress import Progress
+
+    src = stream._Source(path)
+    top, bare, rest = stream._read_header(src)
+    if rest is None:
+        return {"ok": False}
+    buf = bytearray(rest)
+    pos = 0  # body offset of buf[0]
+    want = split_at + stream.WINDOW
+    if not src.gzip and split_at > len(buf):  # a plain file: jump straight to the middle
+        body_start = src.offset - len(buf)
+        src.fh.seek(body_start + split_at)
+        src.offset = body_start + split_at
+        buf, pos = bytearray(), split_at
+    while pos + len(buf) < want:
+        block = src.read(stream._READ)
+        if not block:
+            break
+        buf += block
+        drop = min(split_at - pos, len(buf))
+        if drop > 0:
+            del buf[:drop]
+            pos += drop
+    lo = split_at - pos
+    if lo < 0:
+        return {"ok": False}
+    cut = stream.find_boundary(buf, lo, min(len(buf), want - pos))
+    if cut is None:
+        return {"ok": False}
+    builder = FrameBuilder()
+    builder.expect(max(src.json_size_estimate() - src.offset + len(buf), 0))
+    res = stream.StreamResult(top={}, bare_list=bare, sink=builder)
+    bar = Progress(path, False)
+    restart = stream._run_serial(src, bytes(memoryview(buf)[cut[1]:]), res, bar)
+    del buf
+    stream._exact_rest(src, restart, res)
+    return {"ok": True, "start": pos + cut[1], "state": builder.state(), "top": res.top,
+            "truncated": res.truncated, "cut_at": res.cut_at, "warnings": res.warnings,
+            "json_bytes": src.offset, "gzip_cut": src.gzip_cut}
+
+
+def child_result(child: tuple[int, int]) -> dict[str, Any] | None:
+    """Wait for the child's result (None when it failed)."""
+    pid, r = child
+    try:
+        with os.fdopen(r, "rb") as fh:
+            msg = pickle.load(fh)
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError):
+        msg = None
+    os.waitpid(pid, 0)
+    return msg if msg and msg.get("ok") else None
+
+
+def stop_child(child: tuple[int, int]) -> None:
+    pid, r = child
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    os.close(r)
+    os.waitpid(pid, 0)
+
+
+def run_head(stream: Any, src: Any, first: bytes, res: Any, split_at: int,
+             bar: Any = None) -> tuple[str, bytes, int]:
+    """Decode the events before the boundary guessed after body offset ``split_at``, in place.
+
+    Returns (status, rest, start): "split" (every chunk up to the boundary decoded; ``rest`` is
+    the text after it, ``start`` its body offset), "nosplit" (no boundary where the child looks:
+    ``rest`` is the undecoded text from an event start) or "framing" (a chunk failed: ``rest``
+    goes to the exact scan).
+    """
+    chunk, window = min(stream.CHUNK, stream.SERIAL_CHUNK), stream.WINDOW
+    buf = bytearray(b"[")
+    buf += first
+    pos = 0  # body offset of buf[1]
+    split: tuple[int, int] | None = None  # body offsets: end of the last event, start of the next
+    eof = False
+    while True:
+        if split is None and (pos + len(buf) - 1 >= split_at + window or eof):
+            lo = split_at - pos + 1
+            cut = stream.find_boundary(buf, lo, min(len(buf), split_at + window - pos + 1)) if lo >= 1 else None
+            if cut is None:
+                return "nosplit", bytes(memoryview(buf)[1:]), pos
+            split = (pos + cut[0] - 1, pos + cut[1] - 1)
+        if split is not None:
+            end_idx = split[0] - pos + 1
+            if end_idx <= chunk + window:
+                cut = (end_idx, split[1] - pos + 1)
+            else:
+                cut = stream.find_boundary(buf, chunk, min(chunk + window, end_idx))
+        elif len(buf) >= chunk + window:
+            cut = stream.find_boundary(buf, chunk, min(chunk + window, split_at - pos + 1))
+        else:
+            cut = None
+        if cut is None and split is not None:  # no boundary in the usual window: one longer chunk
+            cut = (split[0] - pos + 1, split[1] - pos + 1)
+        if cut is None:
+            if eof:
+                return "nosplit", bytes(memoryview(buf)[1:]), pos
+            block = src.read(stream._READ)
+            eof = not block
+            buf += block
+            continue
+        end, nxt = cut
+        sep = buf[end]
+        buf[end] = 93  # "]"
+        out = decode_framed(memoryview(buf)[: end + 1])
+        if out.get("framing_error"):
+            buf[end] = sep
+            return "framing", bytes(memoryview(buf)[1:]), pos
+        res.sink.add(out)
+        del out
+        if split is not None and cut[0] == split[0] - pos + 1:
+            return "split", bytes(memoryview(buf)[nxt:]), split[1]
+        try:
+            del buf[: nxt - 1]
+        except BufferError:
+            buf = bytearray(memoryview(buf)[nxt - 1:])
+        buf[0] = 91  # "["
+        pos += nxt - 1
+        if bar is not None:  # the child keeps pace: this half's progress is half the whole
+            bar.update(min(pos / split_at, 1.0) / 2)
