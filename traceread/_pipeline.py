@@ -86,7 +86,7 @@ def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
         return _tables(index, trace, steps, out, unavailable)
 
     gaps = _classified_gaps(trace, steps, cfg, notes, unavailable)
-    out.steps = _with_trace(_idle_by_class(steps, gaps), index)
+    out.steps = _with_trace(idle_by_class(steps, gaps), index)
     out.gaps = _with_trace(gaps, index)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, notes, unavailable)
     return _tables(index, trace, steps, out, unavailable)
@@ -110,7 +110,7 @@ def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: 
     return out.reset_index(drop=True)
 
 
-def _idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
+def idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
     """Steps plus ``<class>_ns``: idle summed by gap class (vectorized group-by)."""
     out = steps.copy()
     keys = ["rank", "device", "step"]

@@ -30,11 +30,14 @@ def test_gaps_cli_table_json_and_csv(tmp_path, capsys):
     data = json.loads(out_json.read_text())
     assert [s["step"] for s in data["steps"]] == [3, 4]
     assert set(data["steps"][0]) == {"rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns",
-                                     "warmup", "outlier"}
+                                     "warmup", "outlier", "idle_by_class"}
+    for st in data["steps"]:  # the classes split the step's idle time exactly
+        assert sum(st["idle_by_class"].values()) == st["idle_ns"]
     got = [(g["step"], g["start_ns"], g["end_ns"]) for g in data["gaps"]]
     assert got == [(3, 0, 10 * US), (3, 40 * US, 70 * US), (3, 90 * US, 100 * US), (4, 100 * US, 200 * US)]
     last = data["gaps"][-1]
     assert last["sync_ns"] == 60 * US and last["sync_frac"] == 0.6
+    assert all(g["class"] and g["evidence"] for g in data["gaps"])
     assert data["gaps"][1]["next_launch_start_ns"] == 50 * US and data["gaps"][1]["launch_after_gap_start"]
     with open(out_csv, newline="") as fh:
         rows = list(csv.DictReader(fh))

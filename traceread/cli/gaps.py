@@ -5,16 +5,18 @@ from __future__ import annotations
 import click
 import pandas as pd
 
+from traceread._pipeline import GAP_CLASSES, idle_by_class, part_col
 from traceread.atomic import atomic_open
 from traceread.cli.output import emit, json_option
 from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import find_gaps, step_totals
 from traceread.loaders import load
+from traceread.rules import classify
 from traceread.steps import find_steps
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start
-_TOP_GAP_COLS = ["rank", "device", "step", "start_ns", "dur_ns", "comm_frac", "cpu_runtime_frac",
+_TOP_GAP_COLS = ["rank", "device", "step", "start_ns", "dur_ns", "class", "comm_frac", "cpu_runtime_frac",
                  "sync_frac", "launch_count", "next_kernel_name"]
 
 
@@ -43,11 +45,16 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     cfg = Thresholds().with_overrides(parse_set_options(sets))
     tr = load(trace, progress=True, step_range=step_range)
     result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
-    gaps = find_gaps(tr, result.steps, cfg)
+    gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg)
     totals = step_totals(tr, result.steps, gaps)
+    steps = idle_by_class(result.steps, gaps)
+    by_class = steps[[part_col(c) for c in GAP_CLASSES]].to_numpy()
+    step_records = steps[_STEP_FIELDS].to_dict("records")
+    for rec, row in zip(step_records, by_class.tolist(), strict=True):
+        rec["idle_by_class"] = dict(zip(GAP_CLASSES, row, strict=True))
     if csv_path:
         with atomic_open(csv_path, "w") as fh:
             gaps.to_csv(fh, index=False)
-    data = {"steps": result.steps[_STEP_FIELDS].to_dict("records"),
+    data = {"steps": step_records,
             "gaps": gaps.astype({c: str for c in gaps.select_dtypes("category")}).to_dict("records")}
     emit(_table(totals, gaps, result.source, result.notes, top), data, json_path)
