@@ -45,6 +45,9 @@ class Thresholds:
     launch_max_ns_per_launch: int = _t(
         500_000, "ns per launch", "launch-bound: eager dispatch of one op rarely exceeds ~0.5 ms; a "
         "longer quiet host stretch is some other host work")
+    launch_call_max_ns: int = _t(
+        1_000_000, "ns", "a launch costs microseconds; one CUDA call over 1 ms is driver work (lazy module "
+        "load, context or stream creation, allocation), not dispatch overhead")
     bubble_min_steps: int = _t(
         4, "steps", "periodicity cannot be judged from fewer analysed steps")
     bubble_presence: float = _t(

@@ -95,6 +95,23 @@ def test_long_quiet_host_stretch_is_not_launch_bound():
     assert "no signature fits" in row["evidence"] and "## save ##" in row["evidence"]
 
 
+def test_one_long_driver_call_is_not_launch_overhead():
+    """compute |k|......5 ms.......|k|  host: [ cudaFree 4 ms (context init) ][launch]: warmup, not dispatch.
+
+    The same gap with the host in many short launch calls instead stays launch-bound.
+    """
+    row = gap(dur=5_000 * US, cpu_runtime_ns=4_200 * US, launch_count=1,
+              next_launch_start_ns=100 * US + 4_500 * US, next_launch_end_ns=100 * US + 4_510 * US)
+    slow = make_events([kernel(0, 100 * US), api("cudaFree", 200 * US, 4_200 * US),
+                        api("cudaLaunchKernel", 4_600 * US, 4_610 * US, corr=5), kernel(5_100 * US, 5_200 * US, corr=5)])
+    got = one(row, trace=slow)
+    assert got["class"] == "unattributed"
+    assert "cudaFree" in got["evidence"] and "driver work" in got["evidence"]
+    dense = make_events([kernel(0, 100 * US)] + [api("cudaLaunchKernel", t, t + 30 * US)
+                                                 for t in range(200 * US, 4_500 * US, 40 * US)])
+    assert one(row, trace=dense)["class"] == "launch-bound"
+
+
 def test_data_loader_annotation_over_most_of_gap():
     row = one(gap(dur=3_000 * US, dataloader_ns=2_800 * US, memcpy_htod_ns=40 * US, memcpy_pageable_ns=40 * US))
     assert row["class"] == "data-starved"

@@ -20,7 +20,16 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import comm_bound, data_starved, launch_bound, pipeline_bubble, sync_stall, unattributed
-from traceread.rules._base import Rows, Rule, RuleContext, col, dispatch_cover, launch_timing, sync_at_drain
+from traceread.rules._base import (
+    Rows,
+    Rule,
+    RuleContext,
+    col,
+    dispatch_cover,
+    launch_timing,
+    longest_api_call,
+    sync_at_drain,
+)
 from traceread.rules.responses import FIRST_RESPONSES, first_response
 from traceread.trace import Trace
 
@@ -49,10 +58,13 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     judged = (dur >= cfg.min_judged_gap_ns) & ~(~late & (dur < cfg.turnaround_max_ns))
     held, sync_name, sync_end = sync_at_drain(gaps, trace, cfg)
     dispatch, dispatch_op = dispatch_cover(gaps, trace)
+    api_call_ns, api_call_name = longest_api_call(gaps, trace)
     eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg)
     periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(gaps, steps, cfg, eligible)
     return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
-                       sync_end_ns=sync_end, dispatch=dispatch, dispatch_op=dispatch_op, periodic=periodic, presence=presence, cv=cv, notes=bubble_notes)
+                       sync_end_ns=sync_end, dispatch=dispatch, dispatch_op=dispatch_op,
+                       api_call_ns=api_call_ns, api_call_name=api_call_name, periodic=periodic,
+                       presence=presence, cv=cv, notes=bubble_notes)
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
@@ -98,5 +110,6 @@ def _subset(ctx: RuleContext, idx: np.ndarray) -> RuleContext:
     return RuleContext(judged=ctx.judged[idx], queued=ctx.queued[idx], late=ctx.late[idx],
                        sync_at_drain=ctx.sync_at_drain[idx], sync_name=ctx.sync_name[idx],
                        sync_end_ns=ctx.sync_end_ns[idx], dispatch=ctx.dispatch[idx],
-                       dispatch_op=ctx.dispatch_op[idx], periodic=ctx.periodic[idx],
+                       dispatch_op=ctx.dispatch_op[idx], api_call_ns=ctx.api_call_ns[idx],
+                       api_call_name=ctx.api_call_name[idx], periodic=ctx.periodic[idx],
                        presence=ctx.presence[idx], cv=ctx.cv[idx], notes=ctx.notes)

@@ -51,6 +51,8 @@ class RuleContext:
     sync_end_ns: np.ndarray  # when it returned (-1 when none)
     dispatch: np.ndarray  # share of the gap the launching thread spent inside the op that launched
     dispatch_op: np.ndarray  # that op's name ('' when unknown)
+    api_call_ns: np.ndarray  # overlap with the gap of the single longest CUDA runtime/driver call (ns)
+    api_call_name: np.ndarray  # that call's name ('' when none)
     periodic: np.ndarray  # the gap recurs at the same phase of most analysed steps (see pipeline_bubble)
     presence: np.ndarray  # fraction of analysed steps with a gap at this phase (NaN: not judged)
     cv: np.ndarray  # coefficient of variation of those gaps' durations (NaN: not judged)
@@ -235,3 +237,37 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
             share[q] = np.clip((lstart[q] - began) / dur[q], 0.0, 1.0)
             names[q] = thread_ops["name"].astype(str).to_numpy()[first]
     return share, names
+
+
+def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray]:
+    """The single CUDA runtime/driver call of the gap's rank that overlaps each gap the longest.
+
+    Returns ``(overlap_ns, name)`` per gap (0 and '' when none). One long call is driver work (lazy
+    module loading on a first launch, context or stream creation, allocation), which the launch-bound
+    rule must not read as dispatch overhead.
+    """
+    n = len(gaps)
+    length = np.zeros(n, dtype=np.int64)
+    names = np.full(n, "", dtype=object)
+    if trace is None or n == 0:
+        return length, names
+    ev = trace.events
+    api = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    if api.empty:
+        return length, names
+    g_rank = col(gaps, "rank").astype(np.int64)
+    g_dev = col(gaps, "device").astype(np.int64)
+    g_start = col(gaps, "start_ns").astype(np.int64)
+    g_end = col(gaps, "end_ns").astype(np.int64)
+    for rank, calls in api.groupby("rank", observed=True, sort=False):  # ranks and devices are few
+        s = calls["start_ns"].to_numpy(np.int64)
+        e = calls["end_ns"].to_numpy(np.int64)
+        call_names = calls["name"].astype(str).to_numpy()
+        for dev in np.unique(g_dev[g_rank == rank]):
+            sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
+            sel = sel[np.argsort(g_start[sel], kind="stable")]  # a device's gaps are disjoint
+            ov, idx = intervals.longest_overlap(g_start[sel], g_end[sel], s, e)
+            length[sel] = ov
+            hit = idx >= 0
+            names[sel[hit]] = call_names[idx[hit]]
+    return length, names

@@ -12,7 +12,10 @@ and the host was dispatching during the gap: runtime/driver calls cover at least
 (Python and framework dispatch between launches counts as launch overhead), or the launching
 thread spent at least ``launch_cpu_cover`` of the gap inside the very operator that launched the
 next kernel (host-side operator overhead: cuDNN planning, autograd bookkeeping). A long quiet host
-stretch with no CUDA calls is other host work, not launch overhead (unattributed).
+stretch with no CUDA calls is other host work, not launch overhead (unattributed); so is a gap held
+for most of its length by one CUDA call longer than ``launch_call_max_ns`` (driver work such as a
+first launch's lazy module load or a ``cudaFree`` that initializes the context: a one-time cost that
+CUDA graphs would not remove).
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     launches = np.maximum(col(gaps, "launch_count").astype(np.int64), 1)
     dense = col(gaps, "dur_ns").astype(np.int64) <= launches * cfg.launch_max_ns_per_launch
     dispatching = ctx.dispatch >= cfg.launch_cpu_cover
-    return ctx.judged & ctx.late & (runtime | dense | dispatching)
+    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    driver_work = (ctx.api_call_ns > cfg.launch_call_max_ns) & (ctx.api_call_ns / dur >= cfg.launch_cpu_cover)
+    return ctx.judged & ctx.late & ~driver_work & (runtime | dense | dispatching)
 
 
 def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
