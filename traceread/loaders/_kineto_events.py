@@ -47,29 +47,26 @@ class Args(Struct, frozen=True, gc=False):
 NO_ARGS = Args()
 
 
-class Event(Struct, gc=False):
+class _EventFields(Struct, gc=False):
+    """The fields a row event carries, shared by the tagged and the untagged struct."""
+
+    cat: str = ""
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    ts: Raw = EMPTY_RAW
+    dur: Raw = EMPTY_RAW
+    args: Args = NO_ARGS
+
+
+class Event(_EventFields, gc=False):
     """One event of any phase, untyped by phase: only for events the tagged decode rejected."""
 
     ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: Id = -1
-    tid: Id = -1
-    ts: Raw = EMPTY_RAW
-    dur: Raw = EMPTY_RAW
-    args: Args = NO_ARGS
 
 
-class Row(Struct, tag_field="ph", tag="X", gc=False):
+class Row(_EventFields, tag_field="ph", tag="X", gc=False):
     """A complete (``X``) event; :class:`Instant` shares its fields."""
-
-    cat: str = ""
-    name: str = ""
-    pid: Id = -1
-    tid: Id = -1
-    ts: Raw = EMPTY_RAW
-    dur: Raw = EMPTY_RAW
-    args: Args = NO_ARGS
 
 
 class Instant(Row, tag="i"):

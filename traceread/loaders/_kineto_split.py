@@ -17,8 +17,6 @@ import pickle
 import signal
 from typing import Any
 
-from traceread.loaders._kineto_decode import decode_framed
-
 SPLIT_MIN = 16 << 20  # JSON bytes; below, forking costs about what it saves (measured)
 
 
@@ -154,21 +152,11 @@ def run_head(stream: Any, src: Any, first: bytes, res: Any, split_at: int,
             buf += block
             continue
         end, nxt = cut
-        sep = buf[end]
-        buf[end] = 93  # "]"
-        out = decode_framed(memoryview(buf)[: end + 1])
-        if out.get("framing_error"):
-            buf[end] = sep
+        if not stream.decode_in_place(buf, end, res):
             return "framing", bytes(memoryview(buf)[1:]), pos
-        res.sink.add(out)
-        del out
         if split is not None and cut[0] == split[0] - pos + 1:
             return "split", bytes(memoryview(buf)[nxt:]), split[1]
-        try:
-            del buf[: nxt - 1]
-        except BufferError:
-            buf = bytearray(memoryview(buf)[nxt - 1:])
-        buf[0] = 91  # "["
+        buf = stream.drop_decoded(buf, nxt)
         pos += nxt - 1
         if bar is not None:  # the child keeps pace: this half's progress is half the whole
             bar.update(min(pos / split_at, 1.0) / 2)

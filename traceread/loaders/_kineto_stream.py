@@ -234,6 +234,41 @@ def _run_halves(src: _Source, first: bytes, res: StreamResult, bar: Progress) ->
     return None
 
 
+def next_cut(buf: bytearray, chunk: int) -> tuple[int, int] | None:
+    """The event boundary nearest after ``chunk`` bytes of ``buf`` (searching further if the usual
+    window holds none), as (end of the last event, start of the next); None when there is none yet."""
+    target = min(chunk, len(buf) - 2 * LOOKAHEAD)
+    cut = find_boundary(buf, target, min(len(buf) - LOOKAHEAD, target + WINDOW))
+    if cut is None:
+        cut = find_boundary(buf, target, len(buf) - LOOKAHEAD)
+    return cut
+
+
+def decode_in_place(buf: bytearray, end: int, res: StreamResult) -> bool:
+    """Decode ``buf[:end + 1]`` (which starts with ``[``) where it lies, closing it with ``]``.
+
+    Adds the columns to ``res``; on a framing error restores the separator and returns False.
+    """
+    sep = buf[end]
+    buf[end] = 93  # "]"
+    out = decode_framed(memoryview(buf)[: end + 1])
+    if out.get("framing_error"):
+        buf[end] = sep
+        return False
+    res.sink.add(out)
+    return True
+
+
+def drop_decoded(buf: bytearray, nxt: int) -> bytearray:
+    """``buf`` without its decoded prefix, starting with ``[`` before the event at ``nxt``."""
+    try:
+        del buf[: nxt - 1]
+    except BufferError:  # a decoded value still views the buffer: copy instead
+        buf = bytearray(memoryview(buf)[nxt - 1:])
+    buf[0] = 91  # "["
+    return buf
+
+
 def _run_serial(src: _Source, first: bytes, res: StreamResult, bar: Progress) -> bytes:
     """No workers: decode each chunk where it lies in the read buffer (no copy of its text).
 
@@ -247,26 +282,13 @@ def _run_serial(src: _Source, first: bytes, res: StreamResult, bar: Progress) ->
     eof = False
     while True:
         while len(buf) >= chunk + LOOKAHEAD or (eof and len(buf) > 2 * LOOKAHEAD):
-            target = min(chunk, len(buf) - 2 * LOOKAHEAD)
-            cut = find_boundary(buf, target, min(len(buf) - LOOKAHEAD, target + WINDOW))
-            if cut is None:
-                cut = find_boundary(buf, target, len(buf) - LOOKAHEAD)
+            cut = next_cut(buf, chunk)
             if cut is None:
                 break
             end, nxt = cut
-            sep = buf[end]
-            buf[end] = 93  # "]"
-            out = decode_framed(memoryview(buf)[: end + 1])
-            if out.get("framing_error"):
-                buf[end] = sep
+            if not decode_in_place(buf, end, res):
                 return bytes(memoryview(buf)[1:])
-            res.sink.add(out)
-            del out
-            try:
-                del buf[: nxt - 1]
-            except BufferError:  # a decoded value still views the buffer: copy instead
-                buf = bytearray(memoryview(buf)[nxt - 1:])
-            buf[0] = 91  # "["
+            buf = drop_decoded(buf, nxt)
             bar.update(src.progress())
         if eof:
             break
@@ -286,10 +308,7 @@ def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworker
     eof = False
     while True:
         while len(buf) >= CHUNK + LOOKAHEAD or (eof and len(buf) > 2 * LOOKAHEAD):
-            target = min(CHUNK, len(buf) - 2 * LOOKAHEAD)
-            cut = find_boundary(buf, target, min(len(buf) - LOOKAHEAD, target + WINDOW))
-            if cut is None:
-                cut = find_boundary(buf, target, len(buf) - LOOKAHEAD)
+            cut = next_cut(buf, CHUNK)
             if cut is None:
                 break
             framed = _framed(buf, cut[0])
