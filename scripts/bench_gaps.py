@@ -11,7 +11,7 @@ Each measurement runs in its own process (peak RSS is per process):
   find_gaps, step_totals and collective_exposure. Loading is excluded.
 * at 1M it also writes the same trace as Kineto JSON (traceread.synth.kineto_writer) and times,
   end to end, ``traceread.load`` + steps + gaps against HTA's ``TraceAnalysis`` load +
-  ``get_idle_time_breakdown`` (HTA runs from its own venv, ``/work/venvs/hta``).
+  ``get_idle_time_breakdown`` (HTA runs from its own venv, ``.venv-hta`` in the repo, or ``HTA_PYTHON``).
 
 Only the standard library is imported at top level: the HTA child process has no traceread.
 """
@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-HTA_PYTHON = os.environ.get("HTA_PYTHON", "/work/venvs/hta/bin/python")
+HTA_PYTHON = os.environ.get("HTA_PYTHON", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-hta", "bin", "python"))
 KERNELS_PER_STEP = 2_000
 
 

@@ -8,8 +8,9 @@ used so pages shared between a parent and its forked workers count once).
     python scripts/bench_load.py                       # (a) 21 MB param_linear trace, (b) 1 GB scaled
     python scripts/bench_load.py --only small --skip-hta
 
-HTA lives in its own virtual environment (``python3 -m venv /work/venvs/hta &&
-/work/venvs/hta/bin/pip install traceinsight``); it is never a traceread dependency.
+HTA lives in its own virtual environment beside the repo (``python3 -m venv .venv-hta &&
+.venv-hta/bin/pip install traceinsight 'pandas<3'``, or set ``HTA_PYTHON``); it is never a traceread
+dependency.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO.parent / "shared" / "traces" / "kineto" / "param_linear_rtx2080ti.json.gz"
 BIG = Path(tempfile.gettempdir()) / "traceread-bench" / "param_linear_1gb.json"
-HTA_PYTHON = "/work/venvs/hta/bin/python"
+HTA_PYTHON = os.environ.get("HTA_PYTHON", str(REPO / ".venv-hta" / "bin" / "python"))
 
 _CPU = """
 import resource as _r

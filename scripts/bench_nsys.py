@@ -8,7 +8,7 @@ Each contender runs in its own process; wall time and peak RSS come from the par
 * The export is written by scripts/gen_nsys.py (real 2026 column layout) under --workdir, once.
 * traceread: ``traceread.load`` + ``steps.find_steps`` + ``gaps.find_gaps`` over every rank and device.
 * nsys-ai: ``nsys-ai skill run gpu_idle_gaps FILE --format json -p device=D`` from its own venv
-  (``python3 -m venv /work/venvs/nsysai && /work/venvs/nsysai/bin/pip install nsys-ai``), on a
+  (``python3 -m venv .venv-nsysai && .venv-nsysai/bin/pip install nsys-ai`` in the repo, or set ``NSYS_AI``), on a
   copy in a scratch folder because it writes indexes into its input and a cache beside it. It
   analyses one device per run, so it runs once per device (the first run cold, the next ones
   reusing its indexes) and the runs are summed for the end-to-end figure.
@@ -32,7 +32,7 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NSYS_AI = "/work/venvs/nsysai/bin/nsys-ai"
+NSYS_AI = os.environ.get("NSYS_AI", os.path.join(REPO, ".venv-nsysai", "bin", "nsys-ai"))
 
 TRACEREAD_CHILD = r"""
 import json, sys, time

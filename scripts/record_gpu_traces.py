@@ -11,7 +11,7 @@ writes the working folder outside $OUT and sends back the archive and the log al
 
 CPU smoke test (CUDA-only workloads are skipped with a note; sizes shrink so it runs in a minute or two):
 
-    /work/venvs/torch/bin/python scripts/record_gpu_traces.py --out /tmp/gpu-dry --device cpu
+    .venv-torch/bin/python scripts/record_gpu_traces.py --out /tmp/gpu-dry --device cpu
 
 Writes DIR/<name>/trace.pt.trace.json.gz, DIR/<name>/workload.json (what ran, the cause it shows, its
 counterpart, parameters, versions, wall times, trace counts), DIR/<name>/log.txt, DIR/env.json,
