@@ -269,6 +269,13 @@ def drop_decoded(buf: bytearray, nxt: int) -> bytearray:
     return buf
 
 
+def _refill(src: _Source, buf: bytearray) -> bool:
+    """Append the next block of the stream to ``buf``; True when the stream has ended."""
+    block = src.read(_READ)
+    buf += block
+    return not block
+
+
 def _run_serial(src: _Source, first: bytes, res: StreamResult, bar: Progress) -> bytes:
     """No workers: decode each chunk where it lies in the read buffer (no copy of its text).
 
@@ -292,10 +299,7 @@ def _run_serial(src: _Source, first: bytes, res: StreamResult, bar: Progress) ->
             bar.update(src.progress())
         if eof:
             break
-        block = src.read(_READ)
-        if not block:
-            eof = True
-        buf += block
+        eof = _refill(src, buf)
     return bytes(memoryview(buf)[1:])
 
 
@@ -321,10 +325,7 @@ def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworker
             bar.update(src.progress())
         if eof:
             break
-        block = src.read(_READ)
-        if not block:
-            eof = True
-        buf += block
+        eof = _refill(src, buf)
     while pending:
         redo = _collect(pending, res)
         if redo is not None:
