@@ -2,8 +2,10 @@
 
 Each contender runs in its own fresh process on the same file; the table gives MB/s of
 uncompressed JSON, wall seconds, CPU seconds (process plus its workers) and peak memory: the
-largest RSS of the tree's processes summed over the tree (sampled every 20 ms from /proc; PSS is
-used so pages shared between a parent and its forked workers count once).
+largest RSS of the tree's processes summed over the tree, sampled every 20 ms from
+``/proc/PID/statm``. Pages a forked worker shares with its parent count once per process, so the
+figure is an upper bound. (PSS from ``smaps_rollup`` would count them once, but reading it takes
+the target's memory-map lock: sampling it slowed traceread's 1 GB load by 0.5 s, measured.)
 
     python scripts/bench_load.py                       # (a) 21 MB param_linear trace, (b) 1 GB scaled
     python scripts/bench_load.py --only small --skip-hta
@@ -85,18 +87,15 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _mem_kb(pid: int) -> tuple[int, int]:
-    rss = pss = 0
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _rss_kb(pid: int) -> int:
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
-            for line in fh:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1])
-    except OSError:
-        pass
-    return rss, pss
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * _PAGE_KB
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def run(python: str, code: str, args: list[str], timeout: float, max_mb: float) -> dict:
@@ -109,9 +108,9 @@ def run(python: str, code: str, args: list[str], timeout: float, max_mb: float) 
     peak_tree = peak_main = 0
     start = time.monotonic()
     while proc.poll() is None:
-        tree = [_mem_kb(p) for p in _tree(proc.pid)]
-        peak_tree = max(peak_tree, sum(pss for _, pss in tree))
-        peak_main = max(peak_main, tree[0][0] if tree else 0)
+        tree = [_rss_kb(p) for p in _tree(proc.pid)]
+        peak_tree = max(peak_tree, sum(tree))
+        peak_main = max(peak_main, tree[0] if tree else 0)
         if time.monotonic() - start > timeout:
             proc.kill()
             return {"error": f"stopped after {timeout:.0f} s (peak {peak_tree / 1024:,.0f} MB so far)"}

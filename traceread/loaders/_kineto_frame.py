@@ -104,7 +104,11 @@ class FrameBuilder:
         self.n += int(keep.sum())
 
     def state(self) -> dict[str, Any]:
-        """Everything added so far, as plain picklable data (for :meth:`extend` in another process)."""
+        """Everything added so far, as plain picklable data (for :meth:`extend` in another process).
+
+        ``columns`` holds the row arrays; a sender may pop them and ship their bytes separately
+        (straight into the receiver's :meth:`spare_rows`), leaving ``columns`` None.
+        """
         return {
             "columns": self.columns.finish(), "cat": list(self.cat_ids), "name": list(self.name_ids),
             "strings": dict(self.string_ids), "kernel": self.kernel, "copy": self.copy,
@@ -113,26 +117,36 @@ class FrameBuilder:
             "float_ts": self.float_ts, "other_events": self.other_events, "n": self.n,
         }
 
+    def spare_rows(self, m: int) -> dict[str, np.ndarray]:
+        """Writable views of the next ``m`` rows of every column (not yet part of the frame)."""
+        return self.columns.spare(m)
+
     def extend(self, st: dict[str, Any]) -> None:
-        """Append another builder's :meth:`state` (the events after this one's, in file order)."""
+        """Append another builder's :meth:`state` (the events after this one's, in file order).
+
+        With ``st["columns"]`` None the rows were already written into :meth:`spare_rows`.
+        """
         off = self.n
         self.notes.update(st["notes"])
         self.meta_rows.extend(st["meta_rows"])
         self.other_events += st["other_events"]
         self.float_ts |= st["float_ts"]
         if st["n"]:
-            cols = st["columns"]
+            rows = self.columns.spare(st["n"])
+            if st["columns"] is not None:
+                for k, v in rows.items():
+                    v[:] = st["columns"][k]
+            # category, name and string ids are per builder: renumber in place
             cat_lut = np.array([self.cat_ids.setdefault(v, len(self.cat_ids)) for v in st["cat"]], np.int32)
             name_lut = np.array([self.name_ids.setdefault(v, len(self.name_ids)) for v in st["name"]], np.int32)
-            cols["cat"] = cat_lut[cols["cat"]]
-            cols["name"] = name_lut[cols["name"]]
+            rows["cat"][:] = cat_lut[rows["cat"]]
+            rows["name"][:] = name_lut[rows["name"]]
             for col in ("pid", "tid"):
-                old = cols[col]
-                new = old.copy() if st["strings"] else old
-                for text, code in st["strings"].items():  # string ids are per builder: renumber
-                    new[old == code] = self._string_id(text)
-                cols[col] = new
-            self.columns.append(cols)
+                if st["strings"]:
+                    old = rows[col].copy()
+                    for text, code in st["strings"].items():
+                        rows[col][old == code] = self._string_id(text)
+            self.columns.commit(st["n"])
         self.kernel += [{**k, "row": k["row"] + off} for k in st["kernel"]]
         self.copy += [{**c, "row": c["row"] + off} for c in st["copy"]]
         self.collective += [(t[0] + off, *t[1:]) for t in st["collective"]]
@@ -272,11 +286,18 @@ class _Columns:
                 self.arrays[k] = new
 
     def append(self, parts: dict[str, np.ndarray]) -> None:
-        m = len(parts["cat"])
+        rows = self.spare(len(parts["cat"]))
+        for k, a in parts.items():
+            rows[k][:] = a
+        self.commit(len(parts["cat"]))
+
+    def spare(self, m: int) -> dict[str, np.ndarray]:
+        """Views of the ``m`` rows after the filled ones (grown when short); :meth:`commit` adds them."""
         if self.n + m > len(self.arrays["cat"]):
             self.reserve(max(self.n + m, int(len(self.arrays["cat"]) * 1.5) + 1024))
-        for k, a in parts.items():
-            self.arrays[k][self.n: self.n + m] = a
+        return {k: a[self.n: self.n + m] for k, a in self.arrays.items()}
+
+    def commit(self, m: int) -> None:
         self.n += m
 
     def finish(self) -> dict[str, np.ndarray]:

@@ -94,8 +94,10 @@ def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> list[Device
 
 def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | None, str | None]:
     """(time base, epoch offset in ns, a note when the epoch could not be known)."""
-    timed = events["lane"].to_numpy() != schema.LANE_INSTANT
-    starts = events["start_ns"].to_numpy()[timed] if timed.any() else events["start_ns"].to_numpy()
+    timed = (events["lane"] != schema.LANE_INSTANT).to_numpy()  # on codes: no string array
+    starts = events["start_ns"].to_numpy()
+    if timed.any() and not timed.all():
+        starts = starts[timed]
     if len(starts) == 0:
         return schema.TIME_RELATIVE, None, None
     first_us = float(starts.min()) / 1000
@@ -145,7 +147,7 @@ def thread_names(meta_rows: list[tuple], string_ids: dict[str, int]) -> dict[str
 
 
 def rank_info(rank: int, source: str, world: int | None, world_source: str, events: pd.DataFrame) -> RankInfo:
-    host = events["lane"].to_numpy() == schema.LANE_CPU_THREAD
+    host = (events["lane"] == schema.LANE_CPU_THREAD).to_numpy()
     pids = events["pid"].to_numpy()[host]
     pids = pids[pids >= 0][:: max(1, int(host.sum()) // 100_000)]  # a sample finds the main process
     pid = None

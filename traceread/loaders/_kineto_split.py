@@ -17,6 +17,7 @@ import pickle
 import signal
 from typing import Any
 
+_PIPE_SIZE = 1 << 20  # Linux's default cap for an unprivileged process (/proc/sys/fs/pipe-max-size)
 SPLIT_MIN = 16 << 20  # JSON bytes; below, forking costs about what it saves (measured)
 
 
@@ -27,6 +28,7 @@ def start_child(stream: Any, path: str, split_at: int) -> tuple[int, int] | None
     """
     try:
         r, w = os.pipe()
+        _widen(w)
         pid = os.fork()
     except (OSError, AttributeError):
         return None
@@ -37,12 +39,28 @@ def start_child(stream: Any, path: str, split_at: int) -> tuple[int, int] | None
     try:  # the child: never returns into the caller's code
         os.close(r)
         msg = _child(stream, path, split_at)
-        with os.fdopen(w, "wb") as out:  # arrays go straight to the pipe: no pickled copy here
+        columns = msg["state"].pop("columns", None) if msg.get("ok") else None
+        if columns is not None:
+            msg["state"]["columns"] = None
+            msg["layout"] = [(k, a.dtype.str, len(a)) for k, a in columns.items()]
+        with os.fdopen(w, "wb") as out:
             pickle.dump(msg, out, protocol=pickle.HIGHEST_PROTOCOL)
+            for a in (columns or {}).values():  # raw bytes, read straight into the frame's rows
+                out.write(memoryview(a).cast("B"))
     except BaseException:  # noqa: BLE001 - any failure: the parent goes on alone
         code = 1
     finally:
         os._exit(code)
+
+
+def _widen(fd: int) -> None:
+    """Grow the pipe's buffer: with the default 64 KB the rows crawl across at ~0.3 GB/s (measured)."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_SIZE)
+    except (ImportError, OSError):
+        pass
 
 
 def _child(stream: Any, path: str, split_at: int) -> dict[str, Any]:
@@ -88,16 +106,39 @@ def _child(stream: Any, path: str, split_at: int) -> dict[str, Any]:
             "json_bytes": src.offset, "gzip_cut": src.gzip_cut}
 
 
-def child_result(child: tuple[int, int]) -> dict[str, Any] | None:
-    """Wait for the child's result (None when it failed)."""
+def child_result(child: tuple[int, int], start: int, spare_rows: Any) -> dict[str, Any] | None:
+    """The child's result when it started at body offset ``start`` (None when it failed).
+
+    Its column bytes are read straight into ``spare_rows(n)`` (the receiving builder's next
+    rows): no unpickled copy, no second copy into the frame.
+    """
     pid, r = child
+    msg = None
     try:
         with os.fdopen(r, "rb") as fh:
             msg = pickle.load(fh)
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError):
+            if msg and msg.get("ok") and msg["start"] == start and msg["state"]["columns"] is None:
+                rows = spare_rows(msg["state"]["n"])
+                for name, dtype, length in msg["layout"]:
+                    view = rows[name]
+                    if view.dtype.str != dtype or len(view) != length or not _read_exact(fh, view):
+                        msg = None
+                        break
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, KeyError):
         msg = None
     os.waitpid(pid, 0)
-    return msg if msg and msg.get("ok") else None
+    return msg if msg and msg.get("ok") and msg["start"] == start else None
+
+
+def _read_exact(fh: Any, array: Any) -> bool:
+    view = memoryview(array).cast("B")
+    got = 0
+    while got < len(view):
+        k = fh.readinto(view[got:])
+        if not k:
+            return False
+        got += k
+    return True
 
 
 def stop_child(child: tuple[int, int]) -> None:

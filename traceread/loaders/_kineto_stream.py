@@ -221,8 +221,8 @@ def _run_halves(src: _Source, first: bytes, res: StreamResult, bar: Progress) ->
     if status != "split":
         split.stop_child(child)
         return _run_serial(src, text, res, bar) if status == "nosplit" else text
-    msg = split.child_result(child)
-    if msg is None or msg["start"] != start:
+    msg = split.child_result(child, start, res.sink.spare_rows)
+    if msg is None:
         return _run_serial(src, text, res, bar)  # go on alone from the boundary
     res.sink.extend(msg["state"])
     for k, v in msg["top"].items():
