@@ -191,7 +191,15 @@ def classify(names: pd.Series | np.ndarray) -> np.ndarray:
 
 def is_communication(names: pd.Series | np.ndarray) -> np.ndarray:
     """Boolean array: which kernel names are communication kernels."""
-    return classify(names) == CLS_COMMUNICATION
+    return _per_unique(names, _is_communication_name).astype(bool)
+
+
+def _is_communication_name(name: str) -> bool:
+    # a communication pattern must match at all before the full ordered classification is
+    # worth running (most names match none of them: one search instead of every pattern)
+    if not any(pat.search(name) for cls, pat in (*_USER_PATTERNS, *_BUILTIN_PATTERNS) if cls == CLS_COMMUNICATION):
+        return False
+    return classify_name(name) == CLS_COMMUNICATION
 
 
 _COLL_PATTERNS: list[tuple[str, re.Pattern[str]]] = [

@@ -181,3 +181,39 @@ def test_two_process_split_of_a_truncated_file(tmp_path: Path, monkeypatch: pyte
     assert par.meta.warnings == serial.meta.warnings
     assert len(par.events) == len(serial.events) == sum(
         1 for e in events[: int(len(ends) * 0.8) + 1] if e.get("ph") in ROW_PHASES and "ts" in e)
+
+
+def test_gzip_source_inflates_the_same_bytes_ahead_on_demand_and_switched(tmp_path: Path) -> None:
+    """On-demand inflation (used while both cores decode) and the read-ahead thread hand out the
+    same text, also when a read switches from one to the other mid-stream, and across members."""
+    from traceread.loaders._kineto_source import Source
+
+    text = read_text(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")
+    path = tmp_path / "two_members.json.gz"
+    half = len(text) // 2
+    path.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]))
+    for ahead, switch in ((True, None), (False, None), (False, 3)):
+        src = Source(str(path), ahead=ahead)
+        parts = []
+        while block := src.read(100_000):
+            parts.append(block)
+            if len(parts) == switch:
+                src.ahead = True
+        src.close()
+        assert b"".join(parts) == text
+        assert src.offset == len(text) and not src.gzip_cut
+
+
+def test_gzip_source_on_demand_reports_bad_data(tmp_path: Path) -> None:
+    from traceread.errors import TraceReadError
+    from traceread.loaders._kineto_source import Source
+
+    data = bytearray(gzip.compress(read_text(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")))
+    data[len(data) // 2: len(data) // 2 + 64] = bytes(64)  # corrupt the deflate stream
+    path = tmp_path / "bad.json.gz"
+    path.write_bytes(bytes(data))
+    src = Source(str(path), ahead=False)
+    with pytest.raises(TraceReadError, match="bad gzip data"):
+        while src.read(1 << 20):
+            pass
+    src.close()

@@ -6,6 +6,7 @@ import os
 import queue
 import threading
 import zlib
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from traceread.errors import TraceReadError
@@ -24,10 +25,12 @@ class Source:
     """Uncompressed bytes of a plain or gzip file, read front to back.
 
     Gzip is inflated ahead in a background thread (isal and zlib release the GIL while
-    inflating), so decompression overlaps with decoding; at most ``_AHEAD`` blocks wait.
+    inflating), so decompression overlaps with decoding; at most ``_AHEAD`` blocks wait. With
+    ``ahead`` False it is inflated on demand in the reading thread: when every core is already
+    decoding, inflating ahead only inflates text this process will never decode.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, ahead: bool = True) -> None:
         self.path = path
         self.fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         self.size = os.fstat(self.fh.fileno()).st_size
@@ -37,11 +40,13 @@ class Source:
             self.fh.seek(self.size - 4)
             self.isize = int.from_bytes(self.fh.read(4), "little")
         self.fh.seek(0)
+        self.ahead = ahead
         self.offset = 0  # uncompressed bytes handed out so far
         self.gzip_cut = False  # compressed stream ended before its end marker
         self.consumed = 0  # compressed bytes inflated so far (progress)
         self._blocks: queue.Queue | None = None
         self._thread: threading.Thread | None = None
+        self._inflated: Iterator[bytes] | None = None
         self._stop = threading.Event()
         self._pending = b""
         self._ended = False
@@ -52,26 +57,40 @@ class Source:
             data = self.fh.read(n)
             self.offset += len(data)
             return data
-        if self._thread is None:
-            self._blocks = queue.Queue(_AHEAD)
-            self._thread = threading.Thread(target=self._inflate, name="traceread-gunzip", daemon=True)
-            self._thread.start()
         out = [self._pending] if self._pending else []
         have = len(self._pending)
         self._pending = b""
         while have < n and not self._ended:
-            item = self._blocks.get()  # type: ignore[union-attr]
+            item = self._next_block()
             if item is None:
                 self._ended = True
                 break
-            if isinstance(item, BaseException):
-                self._ended = True
-                raise item
             out.append(item)
             have += len(item)
         data = out[0] if len(out) == 1 else b"".join(out)
         self.offset += len(data)
         return data
+
+    def _next_block(self) -> bytes | None:
+        if not self.ahead:
+            if self._inflated is None:
+                self._inflated = self._inflate()
+            try:
+                return next(self._inflated)
+            except StopIteration:
+                return None
+            except BaseException:
+                self._ended = True
+                raise
+        if self._thread is None:
+            self._blocks = queue.Queue(_AHEAD)
+            self._thread = threading.Thread(target=self._inflate_ahead, name="traceread-gunzip", daemon=True)
+            self._thread.start()
+        item = self._blocks.get()  # type: ignore[union-attr]
+        if isinstance(item, BaseException):
+            self._ended = True
+            raise item
+        return item
 
     def _put(self, item: Any) -> bool:
         while not self._stop.is_set():
@@ -82,41 +101,46 @@ class Source:
                 continue
         return False
 
-    def _inflate(self) -> None:
-        """Background thread: inflate the file (concatenated members too) into the block queue."""
-        inflater = _zlib.decompressobj(31)
+    def _inflate_ahead(self) -> None:
+        """Background thread: the inflated blocks into the queue, then None (or the error)."""
         try:
-            while not self._stop.is_set():
-                raw = self.fh.read(_GZ_READ)
-                self.consumed += len(raw)
-                if not raw:
-                    if not inflater.eof:
-                        self.gzip_cut = True
-                    try:
-                        tail = inflater.flush()
-                    except _zlib.error:
-                        tail = b""
-                    if tail:
-                        self._put(tail)
-                    break
-                try:
-                    data = inflater.decompress(raw)
-                except _zlib.error as exc:
-                    self._put(TraceReadError(self.path, f"bad gzip data ({exc})"))
+            for block in self._inflated or self._inflate():  # goes on where on-demand reads stopped
+                if not self._put(block):
                     return
-                if data and not self._put(data):
-                    return
-                if inflater.eof:
-                    rest = inflater.unused_data + self.fh.read(2)
-                    self.fh.seek(self.fh.tell() - len(rest))
-                    self.consumed -= len(inflater.unused_data)
-                    if not rest.startswith(GZIP_MAGIC):  # trailing garbage or end: stop here
-                        break
-                    inflater = _zlib.decompressobj(31)  # concatenated gzip members
         except Exception as exc:  # noqa: BLE001 - re-raised in the reading thread
             self._put(exc)
             return
         self._put(None)
+
+    def _inflate(self) -> Iterator[bytes]:
+        """Inflated blocks of the file (concatenated members too); raises on bad gzip data."""
+        inflater = _zlib.decompressobj(31)
+        while not self._stop.is_set():
+            raw = self.fh.read(_GZ_READ)
+            self.consumed += len(raw)
+            if not raw:
+                if not inflater.eof:
+                    self.gzip_cut = True
+                try:
+                    tail = inflater.flush()
+                except _zlib.error:
+                    tail = b""
+                if tail:
+                    yield tail
+                return
+            try:
+                data = inflater.decompress(raw)
+            except _zlib.error as exc:
+                raise TraceReadError(self.path, f"bad gzip data ({exc})") from None
+            if data:
+                yield data
+            if inflater.eof:
+                rest = inflater.unused_data + self.fh.read(2)
+                self.fh.seek(self.fh.tell() - len(rest))
+                self.consumed -= len(inflater.unused_data)
+                if not rest.startswith(GZIP_MAGIC):  # trailing garbage or end: stop here
+                    return
+                inflater = _zlib.decompressobj(31)  # concatenated gzip members
 
     def json_size_estimate(self) -> int:
         """Uncompressed size: gzip's ISIZE trailer (exact below 4 GiB, one member), else a guess."""

@@ -85,6 +85,12 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     """
     src = _Source(path)
     bar = Progress(path, progress and src.json_size_estimate() >= PROGRESS_MIN)
+    nworkers = workers if workers is not None else min(os.cpu_count() or 1, 4)
+    size = src.json_size_estimate()
+    # two cores: two halves beat a pool at every size (no chunk texts or results through
+    # pipes, no pool threads); more cores: a pool of them for large files
+    halves = nworkers > 1 and size >= split.SPLIT_MIN and (nworkers == 2 or size < PARALLEL_MIN)
+    src.ahead = not halves  # both cores decode: this process inflates only the text it decodes
     was_enabled = gc.isenabled()
     gc.disable()
     pool = None
@@ -96,12 +102,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
             res.warnings.append("file ends before the event array: it holds no events")
             res.json_bytes = src.offset
             return res
-        sink.expect(src.json_size_estimate())
-        nworkers = workers if workers is not None else min(os.cpu_count() or 1, 4)
-        size = src.json_size_estimate()
-        # two cores: two halves beat a pool at every size (no chunk texts or results through
-        # pipes, no pool threads); more cores: a pool of them for large files
-        halves = nworkers > 1 and size >= split.SPLIT_MIN and (nworkers == 2 or size < PARALLEL_MIN)
+        sink.expect(size)
         if nworkers > 1 and size >= PARALLEL_MIN and not halves \
                 and not multiprocessing.current_process().daemon:  # daemons may not fork workers
             try:
@@ -216,13 +217,16 @@ def _run_halves(src: _Source, first: bytes, res: StreamResult, bar: Progress) ->
     split_at = max(body // 2, CHUNK)
     child = split.start_child(this, src.path, split_at)
     if child is None:
+        src.ahead = True
         return _run_serial(src, first, res, bar)
     status, text, start = split.run_head(this, src, first, res, split_at, bar)
     if status != "split":
         split.stop_child(child)
+        src.ahead = True  # alone again: inflate ahead in a thread
         return _run_serial(src, text, res, bar) if status == "nosplit" else text
     msg = split.child_result(child, start, res.sink.spare_rows)
     if msg is None:
+        src.ahead = True
         return _run_serial(src, text, res, bar)  # go on alone from the boundary
     res.sink.extend(msg["state"])
     for k, v in msg["top"].items():
