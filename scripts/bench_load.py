@@ -21,6 +21,7 @@ import argparse
 import gzip
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -152,13 +153,36 @@ def hta_version(python: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def bench(path: Path, hta_python: str | None, timeout: float, max_mb: float) -> list[tuple[str, dict]]:
-    rows = [("traceread", run(sys.executable, TRACEREAD, [str(path)], timeout, max_mb))]
-    if hta_python:
-        with tempfile.TemporaryDirectory(prefix="hta-bench-") as d:
-            os.symlink(path.resolve(), Path(d) / path.name)
-            rows.append(("HTA TraceAnalysis", run(hta_python, HTA, [str(path), d], timeout, max_mb)))
-    rows.append(("orjson.loads", run(sys.executable, ORJSON, [str(path)], timeout, max_mb)))
+def bench(path: Path, hta_python: str | None, timeout: float, max_mb: float,
+          repeat: int) -> list[tuple[str, dict]]:
+    """Each contender ``repeat`` times, interleaved (a noisy spell hits all of them alike).
+
+    Seconds and CPU are the medians; ``range`` is the fastest and slowest run; memory the peak.
+    """
+    runs: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="hta-bench-") as d:
+        os.symlink(path.resolve(), Path(d) / path.name)
+        contenders = [("traceread", sys.executable, TRACEREAD, [str(path)])]
+        if hta_python:
+            contenders.append(("HTA TraceAnalysis", hta_python, HTA, [str(path), d]))
+        contenders.append(("orjson.loads", sys.executable, ORJSON, [str(path)]))
+        for _ in range(repeat):
+            for name, python, code, argv in contenders:
+                if runs.get(name) and "error" in runs[name][-1]:
+                    continue
+                runs.setdefault(name, []).append(run(python, code, argv, timeout, max_mb))
+    rows = []
+    for name, results in runs.items():
+        ok = [r for r in results if "error" not in r]
+        if not ok:
+            rows.append((name, results[-1]))
+            continue
+        secs = sorted(r["seconds"] for r in ok)
+        rows.append((name, {
+            "seconds": statistics.median(secs), "range": (secs[0], secs[-1]), "runs": len(ok),
+            "cpu": statistics.median(r["cpu"] for r in ok), "rows": ok[0]["rows"],
+            "peak_tree_mb": max(r["peak_tree_mb"] for r in ok),
+        }))
     return rows
 
 
@@ -172,6 +196,8 @@ def main() -> None:
     ap.add_argument("--hta-python", default=HTA_PYTHON)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--max-mb", type=float, default=12_000, help="stop a contender past this memory")
+    ap.add_argument("--repeat-small", type=int, default=7, help="runs per contender on (a); medians are shown")
+    ap.add_argument("--repeat-big", type=int, default=1, help="runs per contender on (b)")
     args = ap.parse_args()
 
     hta = None if args.skip_hta else args.hta_python
@@ -181,21 +207,22 @@ def main() -> None:
         hta = hta if version else None
     inputs = []
     if args.only != "big":
-        inputs.append(("(a) param_linear", args.small))
+        inputs.append(("(a) param_linear", args.small, args.repeat_small))
     if args.only != "small":
         if not args.big.exists():
             subprocess.run([sys.executable, str(REPO / "scripts" / "scale_trace.py"), str(args.small),
                             str(args.big), "--size-mb", str(args.big_mb)], check=True,
                            env={**os.environ, "PYTHONPATH": str(REPO)})
-        inputs.append(("(b) scaled", args.big))
+        inputs.append(("(b) scaled", args.big, args.repeat_big))
     print(f"cores: {os.cpu_count()}  load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    header = f"{'input':<18} {'JSON MB':>8} {'loader':<18} {'seconds':>8} {'MB/s':>7} {'CPU s':>7} {'peak MB':>8} " \
-             f"{'x JSON':>6} {'rows':>10}"
+    header = f"{'input':<18} {'JSON MB':>8} {'loader':<18} {'seconds':>8} {'range':>13} {'MB/s':>7} {'CPU s':>7} " \
+             f"{'peak MB':>8} {'x JSON':>6} {'rows':>10}"
     print(header)
     print("-" * len(header))
-    for label, path in inputs:
+    print("(seconds and CPU: medians over the runs; range: fastest-slowest; peak: the largest seen)")
+    for label, path, repeat in inputs:
         size = json_size(path)
-        results = bench(path, hta, args.timeout, args.max_mb)
+        results = bench(path, hta, args.timeout, args.max_mb, repeat)
         base = dict(results).get("HTA TraceAnalysis", {}).get("seconds")
         for name, r in results:
             if "error" in r:
@@ -203,7 +230,8 @@ def main() -> None:
                 continue
             speed = size / 1e6 / r["seconds"]
             vs = f"  ({base / r['seconds']:.1f}x HTA)" if base and name == "traceread" else ""
-            print(f"{label:<18} {size / 1e6:8.0f} {name:<18} {r['seconds']:8.2f} {speed:7.0f} "
+            spread = f"{r['range'][0]:.3f}-{r['range'][1]:.3f}" if r["runs"] > 1 else ""
+            print(f"{label:<18} {size / 1e6:8.0f} {name:<18} {r['seconds']:8.3f} {spread:>13} {speed:7.0f} "
                   f"{r['cpu']:7.2f} {r['peak_tree_mb']:8.0f} {r['peak_tree_mb'] * 2**20 / size:6.2f} "
                   f"{r['rows']:10,}{vs}")
 

@@ -68,7 +68,7 @@ def _child(stream: Any, path: str, split_at: int) -> dict[str, Any]:
     from traceread.loaders._kineto_frame import FrameBuilder
     from traceread.loaders._progress import Progress
 
-    src = stream._Source(path)
+    src = stream._Source(path, ahead=False)  # both cores decode: inflate inline, no thread
     top, bare, rest = stream._read_header(src)
     if rest is None:
         return {"ok": False}

@@ -20,7 +20,7 @@ from traceread.errors import TraceReadError
 from traceread.loaders import _kineto_meta as km
 from traceread.loaders._kineto_frame import FrameBuilder, profiler_steps
 from traceread.loaders._kineto_stream import read_stream
-from traceread.loaders._memory import without_hugepage_advice
+from traceread.loaders._memory import load_settings
 from traceread.trace import Trace, TraceMeta
 
 
@@ -32,7 +32,7 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
     cut, with ``meta.truncated`` set and a warning saying where it stopped.
     """
     builder = FrameBuilder()
-    with without_hugepage_advice():
+    with load_settings():
         stream = read_stream(path, builder, progress=progress, workers=workers)
         if builder.n == 0 and stream.bare_list:
             raise TraceReadError(path, "not a trace: the top-level list holds no trace events")
