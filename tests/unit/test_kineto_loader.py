@@ -217,3 +217,18 @@ def test_gzip_source_on_demand_reports_bad_data(tmp_path: Path) -> None:
         while src.read(1 << 20):
             pass
     src.close()
+
+
+def test_split_child_is_stopped_when_the_file_is_not_a_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child is forked before the header is read; a bad file still ends it (no stray process)."""
+    import os
+
+    from traceread.errors import TraceReadError
+
+    _split_small(monkeypatch)
+    path = tmp_path / "notes.json"
+    path.write_bytes(b"hello " * 50_000)
+    with pytest.raises(TraceReadError, match="not JSON"):
+        load_kineto(str(path), workers=2)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left, not even a zombie

@@ -92,7 +92,10 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     halves = nworkers > 1 and size >= split.SPLIT_MIN and (nworkers == 2 or size < PARALLEL_MIN)
     src.ahead = not halves  # both cores decode: this process inflates only the text it decodes
     was_enabled = gc.isenabled()
-    gc.disable()
+    gc.disable()  # decoded events hold no cycles (also in the child: disabled before forking)
+    # the header is small next to the body: half of the file is half of the events
+    split_at = max(size // 2, CHUNK)
+    child = split.start_child(sys.modules[__name__], path, split_at) if halves else None
     pool = None
     try:
         top, bare, rest = _read_header(src)
@@ -109,8 +112,11 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
                 pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
             except (OSError, ValueError):  # no fork (platform, limits): decode in this process
                 pool = None
-        if halves:
-            restart = _run_halves(src, rest, res, bar)
+        if child is not None:
+            restart = _run_halves(src, rest, res, bar, child, split_at)
+        elif halves:  # no fork possible
+            src.ahead = True
+            restart = _run_serial(src, rest, res, bar)
         elif pool is None:
             restart = _run_serial(src, rest, res, bar)
         elif src.gzip:
@@ -129,6 +135,8 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
         bar.update(1.0, force=True)
         return res
     finally:
+        if child is not None:
+            split.stop_child(child)  # not taken: an error or a file that ended early
         if pool is not None:
             pool.terminate()
         bar.done()
@@ -207,19 +215,14 @@ class _Done:
         return self.value
 
 
-def _run_halves(src: _Source, first: bytes, res: StreamResult, bar: Progress) -> bytes | None:
-    """This process decodes the first half, a forked child the second (see ``_kineto_split``).
+def _run_halves(src: _Source, first: bytes, res: StreamResult, bar: Progress, child: split.Child,
+                split_at: int) -> bytes | None:
+    """This process decodes up to body offset ``split_at``, the forked ``child`` the rest (see
+    ``_kineto_split``).
 
     Returns None when the child's rows completed the stream, else the text to go on with.
     """
-    this = sys.modules[__name__]
-    body = src.json_size_estimate() - (src.offset - len(first))
-    split_at = max(body // 2, CHUNK)
-    child = split.start_child(this, src.path, split_at)
-    if child is None:
-        src.ahead = True
-        return _run_serial(src, first, res, bar)
-    status, text, start = split.run_head(this, src, first, res, split_at, bar)
+    status, text, start = split.run_head(sys.modules[__name__], src, first, res, split_at, bar)
     if status != "split":
         split.stop_child(child)
         src.ahead = True  # alone again: inflate ahead in a thread
