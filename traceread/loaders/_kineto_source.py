@@ -71,6 +71,30 @@ class Source:
         self.offset += len(data)
         return data
 
+    def read_into(self, buf: bytearray, n: int) -> int:
+        """Append at least ``n`` bytes (unless the stream ends) to ``buf``; returns how many.
+
+        Inflated blocks go straight into ``buf``: no joined copy in between.
+        """
+        if not self.gzip:
+            data = self.fh.read(n)
+            buf += data
+            self.offset += len(data)
+            return len(data)
+        have = len(self._pending)
+        if self._pending:
+            buf += self._pending
+            self._pending = b""
+        while have < n and not self._ended:
+            item = self._next_block()
+            if item is None:
+                self._ended = True
+                break
+            buf += item
+            have += len(item)
+        self.offset += have
+        return have
+
     def _next_block(self) -> bytes | None:
         if not self.ahead:
             if self._inflated is None:

@@ -93,9 +93,12 @@ def _child(stream: Any, path: str, split_at: int) -> dict[str, Any]:
         src.offset = body_start + split_at
         buf, pos = bytearray(), split_at
     while pos + len(buf) < want:
-        block = src.read(stream._READ)
+        block = src.read(1 if src.gzip else stream._READ)  # gzip: one inflated block, never joined
         if not block:
             break
+        if not buf and pos + len(block) <= split_at:  # wholly before the split: dropped uncopied
+            pos += len(block)
+            continue
         buf += block
         drop = min(split_at - pos, len(buf))
         if drop > 0:
@@ -178,7 +181,7 @@ def stop_child(child: Child) -> None:
     os.waitpid(child.pid, 0)
 
 
-def run_head(stream: Any, src: Any, first: bytes, res: Any, split_at: int,
+def run_head(stream: Any, src: Any, first: bytes | memoryview, res: Any, split_at: int,
              bar: Any = None) -> tuple[str, bytes, int]:
     """Decode the events before the boundary guessed after body offset ``split_at``, in place.
 
@@ -215,9 +218,7 @@ def run_head(stream: Any, src: Any, first: bytes, res: Any, split_at: int,
         if cut is None:
             if eof:
                 return "nosplit", bytes(memoryview(buf)[1:]), pos
-            block = src.read(stream._READ)
-            eof = not block
-            buf += block
+            eof = not src.read_into(buf, stream._READ)
             continue
         end, nxt = cut
         if not stream.decode_in_place(buf, end, res):

@@ -40,6 +40,7 @@ PARALLEL_MIN = 48 << 20  # measured: below ~50 MB a worker pool costs more than 
 HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
 _READ = 4 << 20
 PROGRESS_MIN = 64 << 20  # smaller files load in well under a second: no bar
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 
 
@@ -145,24 +146,25 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
             gc.enable()
 
 
-def _read_header(src: _Source) -> tuple[dict[str, Any], bool, bytes | None]:
+def _read_header(src: _Source) -> tuple[dict[str, Any], bool, memoryview | None]:
     """Top-level keys before the event array, bare-list flag, and the bytes after ``[``.
 
-    The bytes are None when the file ends inside the header (truncated before any event).
+    The bytes (a view: the first block is MBs, not copied) are None when the file ends inside
+    the header (truncated before any event).
     """
     buf = b""
     while True:
         block = src.read(1 << 20)
         buf += block
-        text = buf.lstrip()
-        if not text:
+        start = _NON_SPACE.search(buf)
+        if start is None:
             if block:
                 continue
             raise TraceReadError(src.path, "empty file" if not src.gzip else "empty file (gzip holds no data)")
-        first = text[:1]
-        lead = len(buf) - len(text)
+        lead = start.start()
+        first = buf[lead: lead + 1]
         if first == b"[":
-            return {}, True, buf[lead + 1:]
+            return {}, True, memoryview(buf)[lead + 1:]
         if first != b"{":
             raise TraceReadError(src.path, "not a trace: not JSON (expected '{' or '[')")
         for m in TRACE_EVENTS_KEY.finditer(buf, lead):
@@ -172,7 +174,7 @@ def _read_header(src: _Source) -> tuple[dict[str, Any], bool, bytes | None]:
                     top = orjson.loads(b"{" + head + b"}")
                 except orjson.JSONDecodeError:
                     top = {}
-                return top, False, buf[m.end():]
+                return top, False, memoryview(buf)[m.end():]
         if not block and (src.gzip_cut or b'"schemaVersion"' in buf or b'"deviceProperties"' in buf):
             return {}, False, None  # a Kineto header cut short before the event array
         if not block or len(buf) > HEADER_MAX:
@@ -215,7 +217,7 @@ class _Done:
         return self.value
 
 
-def _run_halves(src: _Source, first: bytes, res: StreamResult, bar: Progress, child: split.Child,
+def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress, child: split.Child,
                 split_at: int) -> bytes | None:
     """This process decodes up to body offset ``split_at``, the forked ``child`` the rest (see
     ``_kineto_split``).
@@ -278,12 +280,10 @@ def drop_decoded(buf: bytearray, nxt: int) -> bytearray:
 
 def _refill(src: _Source, buf: bytearray) -> bool:
     """Append the next block of the stream to ``buf``; True when the stream has ended."""
-    block = src.read(_READ)
-    buf += block
-    return not block
+    return not src.read_into(buf, _READ)
 
 
-def _run_serial(src: _Source, first: bytes, res: StreamResult, bar: Progress) -> bytes:
+def _run_serial(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress) -> bytes:
     """No workers: decode each chunk where it lies in the read buffer (no copy of its text).
 
     The buffer always starts with ``[``; the separator after a chunk's last event is overwritten
@@ -310,7 +310,7 @@ def _run_serial(src: _Source, first: bytes, res: StreamResult, bar: Progress) ->
     return bytes(memoryview(buf)[1:])
 
 
-def _run_bytes(src: _Source, first: bytes, res: StreamResult, pool: Any, nworkers: int,
+def _run_bytes(src: _Source, first: bytes | memoryview, res: StreamResult, pool: Any, nworkers: int,
                bar: Progress) -> bytes | int:
     """Chunk the decompressed stream in this process; returns the bytes left for the exact scan."""
     buf = bytearray(first)
