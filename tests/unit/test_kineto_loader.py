@@ -232,3 +232,29 @@ def test_split_child_is_stopped_when_the_file_is_not_a_trace(tmp_path: Path, mon
         load_kineto(str(path), workers=2)
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # no child left, not even a zombie
+
+
+def test_integer_time_decoder_matches_the_text_decoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Integer ts/dur taken as JSON ints give the same rows and notes as the exact text path,
+    including absent and negative durations, instants, a ts beyond int64 ns, and a float time
+    that turns up after integer ones (the rest of the load then goes the text way)."""
+    from traceread.loaders import _kineto_decode
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 2, "ts": 1_700_000_000_000_000 + i,
+               "dur": (i % 5) - 1, "args": {"External id": i}} for i in range(3000)]
+    events[10].pop("dur")
+    events[20] = {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "pid": 1, "tid": 2, "ts": 5, "s": "t"}
+    events[30]["ts"] = 2**62  # microseconds beyond int64 nanoseconds: not a time
+    events[2500]["ts"] = "FLOAT"  # a float after 2500 integer times (written as text: exact)
+    path = tmp_path / "int_times.json"
+    path.write_text(json.dumps({"traceEvents": events}).replace('"FLOAT"', "1700000000000000.125"))
+    monkeypatch.setattr(_kineto_stream, "SERIAL_CHUNK", 50_000)  # several chunks: int ones, then the float
+    fast = load_kineto(str(path), workers=1)
+    monkeypatch.setattr(_kineto_decode, "guess_int_time", lambda: setattr(_kineto_decode, "_try_int_time", False))
+    monkeypatch.setattr(_kineto_stream, "guess_int_time", _kineto_decode.guess_int_time)
+    text = load_kineto(str(path), workers=1)
+    assert fast.events.drop(columns="trace").equals(text.events.drop(columns="trace"))
+    assert fast.meta.warnings == text.meta.warnings
+    assert len(fast.events) == 2999  # the ts beyond int64 ns is skipped, with a warning
+    assert any("without a numeric ts" in w for w in fast.meta.warnings)
+    assert fast.events["start_ns"].iloc[2499] == 1_700_000_000_000_000_125

@@ -25,7 +25,9 @@ from traceread.loaders import _kineto_categories as cats
 from traceread.loaders._kineto_events import (
     _KIND,
     EMPTY_RAW,
+    NO_TIME,
     AnyEvent,
+    AnyEventIntTime,
     Args,
     Event,
     Instant,
@@ -36,6 +38,8 @@ from traceread.loaders._kineto_events import (
 from traceread.loaders._kineto_text import repair_event, scan_values, us_text_to_ns, us_text_to_ns_flag
 
 _LIST_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
+_INT_TIME_DECODER = msgspec.json.Decoder(list[AnyEventIntTime])  # type: ignore[valid-type]
+_try_int_time = True  # per process and load: cleared by the first chunk with a float (or odd) time
 _ONE_DECODER = msgspec.json.Decoder(AnyEvent)
 _PLAIN_DECODER = msgspec.json.Decoder(Event)
 _GENERIC_DECODER = msgspec.json.Decoder(float_hook=decimal.Decimal)
@@ -49,6 +53,12 @@ _ARG_TYPES: dict[str, tuple[type, ...]] = {}
 for _f in msgspec.structs.fields(Args):
     _t = (str,) if _f.type is str else (Raw,) if _f.type is Raw else (int, str)
     _ARG_TYPES[_f.encode_name] = _t
+
+
+def guess_int_time() -> None:
+    """Start a load by trying integer timestamps (see ``_kineto_events``); call before forking."""
+    global _try_int_time
+    _try_int_time = True
 
 
 def decode_chunk(body: bytes | bytearray | memoryview, final: bool = False) -> dict[str, Any]:
@@ -73,11 +83,23 @@ def decode_framed(framed: bytearray | memoryview) -> dict[str, Any]:
 
 
 def _decode(framed: Any, body: Any, final: bool) -> dict[str, Any]:
+    global _try_int_time
     notes: Counter[str] = Counter()
+    int_time = False
     try:
         if framed is None:
             raise msgspec.DecodeError("final chunk is scanned exactly")
-        events = _LIST_DECODER.decode(framed)
+        events = None
+        if _try_int_time:
+            try:
+                events = _INT_TIME_DECODER.decode(framed)
+                int_time = True
+            except msgspec.ValidationError:  # a float time (or an odd type): text from now on
+                _try_int_time = False
+            except msgspec.DecodeError:  # not a run of values: the text decoder decides below
+                pass
+        if events is None:
+            events = _LIST_DECODER.decode(framed)
         tail_offset = len(body)
         array_end = None
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -87,7 +109,7 @@ def _decode(framed: Any, body: Any, final: bool) -> dict[str, Any]:
             return {"framing_error": True}
         events = _decode_spans(body, spans, notes)
         tail_offset = consumed
-    out = _columns(events, notes)
+    out = _columns(events, notes, int_time)
     out["tail_offset"] = tail_offset
     out["array_end"] = array_end
     return out
@@ -271,8 +293,10 @@ def _pick(seq: Any, idx: list[int]) -> tuple:
     return operator.itemgetter(*idx)(seq)
 
 
-def _columns(events: list[Any], notes: Counter[str]) -> dict[str, Any]:
+def _columns(events: list[Any], notes: Counter[str], int_time: bool = False) -> dict[str, Any]:
     """Column arrays for the row events (X and instants) plus metadata rows and side values.
+
+    ``int_time``: the events came from the integer-time decoder (``ts``/``dur`` are ints).
 
     Per-row work is C-level transposition (``map``/``attrgetter``/``zip``) and numpy; Python
     loops only run over rare subsets (metadata, kernels with collective args, odd values).
@@ -292,11 +316,14 @@ def _columns(events: list[Any], notes: Counter[str]) -> dict[str, Any]:
     args = [e.args for e in rows]
     ext_v = [a.external_id for a in args]
     corr_v = [a.correlation for a in args]
-    ts_ns, ts_ok, float_ts = us_text_to_ns_flag(ts)
     instant = kind[is_row] == 1
-    for i in np.flatnonzero(instant).tolist():  # instants have no dur: keep the fast number path
-        dur[i] = _ZERO
-    dur_ns, dur_ok = us_text_to_ns(dur)
+    if int_time:
+        (ts_ns, ts_ok), (dur_ns, dur_ok), float_ts = _int_us_to_ns(ts), _int_us_to_ns(dur), False
+    else:
+        ts_ns, ts_ok, float_ts = us_text_to_ns_flag(ts)
+        for i in np.flatnonzero(instant).tolist():  # instants have no dur: keep the fast number path
+            dur[i] = _ZERO
+        dur_ns, dur_ok = us_text_to_ns(dur)
     del ts, dur
     if not ts_ok.all():
         notes["skipped: event without a numeric ts"] += int((~ts_ok).sum())
@@ -343,6 +370,19 @@ def _columns(events: list[Any], notes: Counter[str]) -> dict[str, Any]:
     out.update(_side_values(args, cat_codes, cat_values, name_codes, name_values, notes))
     out["notes"] = dict(notes)
     return out
+
+
+_NS_LIMIT = INT64_MAX // 1000  # microseconds beyond this do not fit int64 nanoseconds
+
+
+def _int_us_to_ns(values: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Integer microseconds (``NO_TIME`` where absent) as (ns, ok)."""
+    try:
+        us = np.fromiter(values, np.int64, len(values))
+    except OverflowError:  # beyond int64: such values are not times
+        us = np.fromiter((v if -_NS_LIMIT < v < _NS_LIMIT else NO_TIME for v in values), np.int64, len(values))
+    ok = (us > -_NS_LIMIT) & (us < _NS_LIMIT)
+    return np.where(ok, us * 1000, 0), ok
 
 
 def _side_values(args: tuple, cat_codes: np.ndarray, cat_values: list[str], name_codes: np.ndarray,

@@ -2,6 +2,12 @@
 
 The decoder dispatches on ``ph``: rows (``X``, instants) and metadata get their fields, every
 other phase (flows are a third of a Kineto file) becomes an empty object with its values skipped.
+
+Two families of row structs differ only in how ``ts``/``dur`` arrive. :data:`AnyEvent` keeps them
+as raw number text (exact for any format: float microseconds become ns digit by digit).
+:data:`AnyEventIntTime` takes them as JSON integers, which 2020-24 files write: msgspec builds
+the ints directly (measured 0.45 ms less per MB than text plus parsing); a float anywhere fails
+the chunk's decode, which then goes the text way.
 """
 
 from __future__ import annotations
@@ -77,6 +83,29 @@ class InstantOld(Row, tag="I"):  # the deprecated spelling of an instant
     pass
 
 
+NO_TIME = -(2**63)  # an integer-time field that was absent (no real timestamp is this)
+
+
+class RowIntTime(Struct, tag_field="ph", tag="X", gc=False):
+    """:class:`Row` with ``ts``/``dur`` as JSON integers (microseconds)."""
+
+    cat: str = ""
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    ts: int = NO_TIME
+    dur: int = NO_TIME
+    args: Args = NO_ARGS
+
+
+class InstantIntTime(RowIntTime, tag="i"):
+    pass
+
+
+class InstantOldIntTime(RowIntTime, tag="I"):
+    pass
+
+
 class Meta(Struct, tag_field="ph", tag="M", gc=False):
     name: str = ""
     pid: Id = -1
@@ -91,7 +120,11 @@ class Skipped(Struct, tag_field="ph", tag="", gc=False):
 # every other phase of the Chrome trace event format
 _SKIPPED = [Skipped] + [msgspec.defstruct(f"Skipped_{i}", [], bases=(Skipped,), tag=ph, gc=False)
                         for i, ph in enumerate("BECbnesStTpFfPONDRcVv()")]
-_KIND = {Row: 0, Instant: 1, InstantOld: 1, Meta: 2, **{t: 3 for t in _SKIPPED}}
+_KIND = {Row: 0, Instant: 1, InstantOld: 1, RowIntTime: 0, InstantIntTime: 1, InstantOldIntTime: 1, Meta: 2,
+         **{t: 3 for t in _SKIPPED}}
+INT_TIME_TYPES = (RowIntTime, InstantIntTime, InstantOldIntTime)
 AnyEvent = Row | Instant | InstantOld | Meta
+AnyEventIntTime = RowIntTime | InstantIntTime | InstantOldIntTime | Meta
 for _t in _SKIPPED:
     AnyEvent = AnyEvent | _t  # type: ignore[assignment]
+    AnyEventIntTime = AnyEventIntTime | _t  # type: ignore[assignment]

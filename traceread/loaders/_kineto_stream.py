@@ -26,7 +26,7 @@ import orjson
 
 from traceread.errors import TraceReadError
 from traceread.loaders import _kineto_split as split
-from traceread.loaders._kineto_decode import decode_chunk, decode_framed
+from traceread.loaders._kineto_decode import decode_chunk, decode_framed, guess_int_time
 from traceread.loaders._kineto_source import Source as _Source
 from traceread.loaders._kineto_text import TRACE_EVENTS_KEY, find_boundary, top_level_key_start
 from traceread.loaders._progress import Progress
@@ -92,6 +92,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     # pipes, no pool threads); more cores: a pool of them for large files
     halves = nworkers > 1 and size >= split.SPLIT_MIN and (nworkers == 2 or size < PARALLEL_MIN)
     src.ahead = not halves  # both cores decode: this process inflates only the text it decodes
+    guess_int_time()
     was_enabled = gc.isenabled()
     gc.disable()  # decoded events hold no cycles (also in the child: disabled before forking)
     # the header is small next to the body: half of the file is half of the events
