@@ -13,7 +13,7 @@ import pytest
 from conftest import FIXTURES, needs_shared, shared_kineto
 
 from traceread import schema
-from traceread.loaders import _kineto_split, _kineto_stream
+from traceread.loaders import _kineto_split, _kineto_stream, _kineto_window
 from traceread.loaders.kineto import load_kineto
 
 ROW_PHASES = {"X", "i", "I"}
@@ -147,6 +147,7 @@ def _split_small(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_kineto_stream, "WINDOW", 50_000)
     monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 50_000)
     monkeypatch.setattr(_kineto_split, "SPLIT_MIN", 0)
+    monkeypatch.setattr(_kineto_window, "MAP_MIN", 0)  # plain files: decoded from the file map
 
 
 def test_two_process_split_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -258,3 +259,35 @@ def test_integer_time_decoder_matches_the_text_decoder(tmp_path: Path, monkeypat
     assert len(fast.events) == 2999  # the ts beyond int64 ns is skipped, with a warning
     assert any("without a numeric ts" in w for w in fast.meta.warnings)
     assert fast.events["start_ns"].iloc[2499] == 1_700_000_000_000_000_125
+
+
+@pytest.mark.parametrize("cut_at", [None, 0.37, 0.93])
+def test_mapped_file_decodes_like_the_read_buffer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   cut_at: float | None) -> None:
+    """A plain file decoded from its copy-on-write map gives the rows, warnings and truncation
+    point of the read buffer, and the file keeps every byte (the brackets go to private pages)."""
+    text = read_text(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")
+    if cut_at is not None:
+        text = text[: int(len(text) * cut_at)]
+    path = tmp_path / "t.json"
+    path.write_bytes(text)
+    monkeypatch.setattr(_kineto_stream, "SERIAL_CHUNK", 100_000)
+    monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 30_000)
+    read = load_kineto(str(path), workers=1)
+    monkeypatch.setattr(_kineto_window, "MAP_MIN", 0)
+    monkeypatch.setattr(_kineto_window, "_DROP_STEP", 4096)  # give pages back as it goes
+    opened = []
+    real = _kineto_window.MappedWindow.__init__
+
+    def spy(self, src, start):  # noqa: ANN001
+        opened.append(start)
+        real(self, src, start)
+
+    monkeypatch.setattr(_kineto_window.MappedWindow, "__init__", spy)
+    mapped = load_kineto(str(path), workers=1)
+    assert opened, "the map was not used"
+    assert path.read_bytes() == text
+    cols = [c for c in schema.EVENT_COLUMNS if c != "trace"]
+    assert mapped.events[cols].equals(read.events[cols])
+    assert mapped.meta.warnings == read.meta.warnings
+    assert mapped.meta.truncated == read.meta.truncated == (cut_at is not None)

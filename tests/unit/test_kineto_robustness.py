@@ -44,8 +44,16 @@ def source() -> tuple[bytes, list[dict], list[int]]:
     return text, events, ends
 
 
-def test_truncated_plain_json_keeps_every_complete_event(tmp_path: Path, source) -> None:
+@pytest.mark.parametrize("mapped", [False, True], ids=["read", "mapped"])
+def test_truncated_plain_json_keeps_every_complete_event(tmp_path: Path, source, mapped: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     text, events, ends = source
+    if mapped:  # small chunks decoded from the file map, cut anywhere
+        from traceread.loaders import _kineto_stream, _kineto_window
+
+        monkeypatch.setattr(_kineto_window, "MAP_MIN", 0)
+        monkeypatch.setattr(_kineto_stream, "SERIAL_CHUNK", 40_000)
+        monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 10_000)
     for cut in _cut_offsets(text, ends):
         path = tmp_path / f"cut{cut}.pt.trace.json.tmp"
         path.write_bytes(text[:cut])

@@ -181,51 +181,49 @@ def stop_child(child: Child) -> None:
     os.waitpid(child.pid, 0)
 
 
-def run_head(stream: Any, src: Any, first: bytes | memoryview, res: Any, split_at: int,
-             bar: Any = None) -> tuple[str, bytes, int]:
-    """Decode the events before the boundary guessed after body offset ``split_at``, in place.
+def run_head(stream: Any, window: Any, res: Any, split_at: int, bar: Any = None) -> tuple[str, int]:
+    """Decode the events of ``window`` before the boundary guessed after body offset ``split_at``.
 
-    Returns (status, rest, start): "split" (every chunk up to the boundary decoded; ``rest`` is
-    the text after it, ``start`` its body offset), "nosplit" (no boundary where the child looks:
-    ``rest`` is the undecoded text from an event start) or "framing" (a chunk failed: ``rest``
-    goes to the exact scan).
+    Returns (status, start): "split" (every chunk up to the boundary decoded; the window now
+    starts there, at body offset ``start``), "nosplit" (no boundary where the child looks: the
+    window starts at an event, undecoded) or "framing" (a chunk failed: the window's rest goes
+    to the exact scan). Body offsets count from the window's first byte after ``[``.
     """
-    chunk, window = min(stream.CHUNK, stream.SERIAL_CHUNK), stream.WINDOW
-    buf = bytearray(b"[")
-    buf += first
+    chunk, span = min(stream.CHUNK, stream.SERIAL_CHUNK), stream.WINDOW
+    buf = window.buf
     pos = 0  # body offset of buf[1]
     split: tuple[int, int] | None = None  # body offsets: end of the last event, start of the next
-    eof = False
     while True:
-        if split is None and (pos + len(buf) - 1 >= split_at + window or eof):
+        if split is None and (pos + len(buf) - 1 >= split_at + span or window.eof):
             lo = split_at - pos + 1
-            cut = stream.find_boundary(buf, lo, min(len(buf), split_at + window - pos + 1)) if lo >= 1 else None
+            cut = stream.find_boundary(buf, lo, min(len(buf), split_at + span - pos + 1)) if lo >= 1 else None
             if cut is None:
-                return "nosplit", bytes(memoryview(buf)[1:]), pos
+                return "nosplit", pos
             split = (pos + cut[0] - 1, pos + cut[1] - 1)
         if split is not None:
             end_idx = split[0] - pos + 1
-            if end_idx <= chunk + window:
+            if end_idx <= chunk + span:
                 cut = (end_idx, split[1] - pos + 1)
             else:
-                cut = stream.find_boundary(buf, chunk, min(chunk + window, end_idx))
-        elif len(buf) >= chunk + window:
-            cut = stream.find_boundary(buf, chunk, min(chunk + window, split_at - pos + 1))
+                cut = stream.find_boundary(buf, chunk, min(chunk + span, end_idx))
+        elif len(buf) >= chunk + span:
+            cut = stream.find_boundary(buf, chunk, min(chunk + span, split_at - pos + 1))
         else:
             cut = None
         if cut is None and split is not None:  # no boundary in the usual window: one longer chunk
             cut = (split[0] - pos + 1, split[1] - pos + 1)
         if cut is None:
-            if eof:
-                return "nosplit", bytes(memoryview(buf)[1:]), pos
-            eof = not src.read_into(buf, stream._READ)
+            if window.eof:
+                return "nosplit", pos
+            buf = window.refill()
             continue
         end, nxt = cut
         if not stream.decode_in_place(buf, end, res):
-            return "framing", bytes(memoryview(buf)[1:]), pos
-        if split is not None and cut[0] == split[0] - pos + 1:
-            return "split", bytes(memoryview(buf)[nxt:]), split[1]
-        buf = stream.drop_decoded(buf, nxt)
+            return "framing", pos
+        at_split = split is not None and end == split[0] - pos + 1
+        buf = window.drop(nxt)
         pos += nxt - 1
+        if at_split:
+            return "split", pos
         if bar is not None:  # the child keeps pace: this half's progress is half the whole
             bar.update(min(pos / split_at, 1.0) / 2)

@@ -29,6 +29,7 @@ from traceread.loaders import _kineto_split as split
 from traceread.loaders._kineto_decode import decode_chunk, decode_framed, guess_int_time
 from traceread.loaders._kineto_source import Source as _Source
 from traceread.loaders._kineto_text import TRACE_EVENTS_KEY, find_boundary, top_level_key_start
+from traceread.loaders._kineto_window import MappedWindow, ReadWindow, open_window
 from traceread.loaders._progress import Progress
 
 CHUNK = 4 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
@@ -219,21 +220,26 @@ class _Done:
 
 
 def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress, child: split.Child,
-                split_at: int) -> bytes | None:
+                split_at: int) -> bytes | int | None:
     """This process decodes up to body offset ``split_at``, the forked ``child`` the rest (see
     ``_kineto_split``).
 
-    Returns None when the child's rows completed the stream, else the text to go on with.
+    Returns None when the child's rows completed the stream, else what the exact scan goes on
+    from (see :func:`_run_serial`).
     """
-    status, text, start = split.run_head(sys.modules[__name__], src, first, res, split_at, bar)
-    if status != "split":
-        split.stop_child(child)
-        src.ahead = True  # alone again: inflate ahead in a thread
-        return _run_serial(src, text, res, bar) if status == "nosplit" else text
-    msg = split.child_result(child, start, res.sink.spare_rows)
-    if msg is None:
-        src.ahead = True
-        return _run_serial(src, text, res, bar)  # go on alone from the boundary
+    window = open_window(src, first, _READ)
+    try:
+        status, start = split.run_head(sys.modules[__name__], window, res, split_at, bar)
+        if status != "split":
+            split.stop_child(child)
+            src.ahead = True  # alone again: inflate ahead in a thread
+            return _decode_window(window, res, bar) if status == "nosplit" else window.rest()
+        msg = split.child_result(child, start, res.sink.spare_rows)
+        if msg is None:
+            src.ahead = True
+            return _decode_window(window, res, bar)  # go on alone from the boundary
+    finally:
+        window.close()
     res.sink.extend(msg["state"])
     for k, v in msg["top"].items():
         res.top.setdefault(k, v)
@@ -244,7 +250,7 @@ def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar:
     return None
 
 
-def next_cut(buf: bytearray, chunk: int) -> tuple[int, int] | None:
+def next_cut(buf: bytearray | memoryview, chunk: int) -> tuple[int, int] | None:
     """The event boundary nearest after ``chunk`` bytes of ``buf`` (searching further if the usual
     window holds none), as (end of the last event, start of the next); None when there is none yet."""
     target = min(chunk, len(buf) - 2 * LOOKAHEAD)
@@ -254,7 +260,7 @@ def next_cut(buf: bytearray, chunk: int) -> tuple[int, int] | None:
     return cut
 
 
-def decode_in_place(buf: bytearray, end: int, res: StreamResult) -> bool:
+def decode_in_place(buf: bytearray | memoryview, end: int, res: StreamResult) -> bool:
     """Decode ``buf[:end + 1]`` (which starts with ``[``) where it lies, closing it with ``]``.
 
     Adds the columns to ``res``; on a framing error restores the separator and returns False.
@@ -269,46 +275,45 @@ def decode_in_place(buf: bytearray, end: int, res: StreamResult) -> bool:
     return True
 
 
-def drop_decoded(buf: bytearray, nxt: int) -> bytearray:
-    """``buf`` without its decoded prefix, starting with ``[`` before the event at ``nxt``."""
-    try:
-        del buf[: nxt - 1]
-    except BufferError:  # a decoded value still views the buffer: copy instead
-        buf = bytearray(memoryview(buf)[nxt - 1:])
-    buf[0] = 91  # "["
-    return buf
-
-
 def _refill(src: _Source, buf: bytearray) -> bool:
     """Append the next block of the stream to ``buf``; True when the stream has ended."""
     return not src.read_into(buf, _READ)
 
 
-def _run_serial(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress) -> bytes:
-    """No workers: decode each chunk where it lies in the read buffer (no copy of its text).
+def _run_serial(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress) -> bytes | int:
+    """No workers: decode each chunk where it lies (``_kineto_window``), from ``first`` on.
 
-    The buffer always starts with ``[``; the separator after a chunk's last event is overwritten
-    with ``]`` for its decode, and the one before the next event becomes the next ``[``.
-    Returns the bytes left for the exact scan.
+    Returns what the exact scan goes on from: the bytes left, or the file offset where they start.
     """
-    buf = bytearray(b"[")
-    buf += first
+    window = open_window(src, first, _READ)
+    try:
+        return _decode_window(window, res, bar)
+    finally:
+        window.close()
+
+
+def _decode_window(window: ReadWindow | MappedWindow, res: StreamResult, bar: Progress) -> bytes | int:
+    """Decode chunk after chunk of ``window`` until its last ``2 * LOOKAHEAD`` bytes.
+
+    The separator after a chunk's last event is overwritten with ``]`` for its decode, and the
+    one before the next event becomes the next ``[``.
+    """
     chunk = min(CHUNK, SERIAL_CHUNK)
-    eof = False
+    buf = window.buf
     while True:
-        while len(buf) >= chunk + LOOKAHEAD or (eof and len(buf) > 2 * LOOKAHEAD):
+        while len(buf) >= chunk + LOOKAHEAD or (window.eof and len(buf) > 2 * LOOKAHEAD):
             cut = next_cut(buf, chunk)
             if cut is None:
                 break
             end, nxt = cut
             if not decode_in_place(buf, end, res):
-                return bytes(memoryview(buf)[1:])
-            buf = drop_decoded(buf, nxt)
-            bar.update(src.progress())
-        if eof:
+                return window.rest()
+            buf = window.drop(nxt)
+            bar.update(window.progress())
+        if window.eof:
             break
-        eof = _refill(src, buf)
-    return bytes(memoryview(buf)[1:])
+        buf = window.refill()
+    return window.rest()
 
 
 def _run_bytes(src: _Source, first: bytes | memoryview, res: StreamResult, pool: Any, nworkers: int,
