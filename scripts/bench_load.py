@@ -7,6 +7,10 @@ largest RSS of the tree's processes summed over the tree, sampled every 20 ms fr
 figure is an upper bound. (PSS from ``smaps_rollup`` would count them once, but reading it takes
 the target's memory-map lock: sampling it slowed traceread's 1 GB load by 0.5 s, measured.)
 
+Contenders run interleaved, several times on the small input (medians are shown), each after
+``--settle`` seconds of idle: measured, traceread started right after an HTA run was 40% slower
+(0.16 s against 0.11 s) while the kernel was still busy with the exited process's memory.
+
     python scripts/bench_load.py                       # (a) 21 MB param_linear trace, (b) 1 GB scaled
     python scripts/bench_load.py --only small --skip-hta
 
@@ -154,7 +158,7 @@ def hta_version(python: str) -> str | None:
 
 
 def bench(path: Path, hta_python: str | None, timeout: float, max_mb: float,
-          repeat: int) -> list[tuple[str, dict]]:
+          repeat: int, settle: float) -> list[tuple[str, dict]]:
     """Each contender ``repeat`` times, interleaved (a noisy spell hits all of them alike).
 
     Seconds and CPU are the medians; ``range`` is the fastest and slowest run; memory the peak.
@@ -170,6 +174,7 @@ def bench(path: Path, hta_python: str | None, timeout: float, max_mb: float,
             for name, python, code, argv in contenders:
                 if runs.get(name) and "error" in runs[name][-1]:
                     continue
+                time.sleep(settle)  # the previous process's exit work (freeing, compaction) is done
                 runs.setdefault(name, []).append(run(python, code, argv, timeout, max_mb))
     rows = []
     for name, results in runs.items():
@@ -198,6 +203,7 @@ def main() -> None:
     ap.add_argument("--max-mb", type=float, default=12_000, help="stop a contender past this memory")
     ap.add_argument("--repeat-small", type=int, default=7, help="runs per contender on (a); medians are shown")
     ap.add_argument("--repeat-big", type=int, default=1, help="runs per contender on (b)")
+    ap.add_argument("--settle", type=float, default=2.0, help="seconds of idle before each run")
     args = ap.parse_args()
 
     hta = None if args.skip_hta else args.hta_python
@@ -222,7 +228,7 @@ def main() -> None:
     print("(seconds and CPU: medians over the runs; range: fastest-slowest; peak: the largest seen)")
     for label, path, repeat in inputs:
         size = json_size(path)
-        results = bench(path, hta, args.timeout, args.max_mb, repeat)
+        results = bench(path, hta, args.timeout, args.max_mb, repeat, args.settle)
         base = dict(results).get("HTA TraceAnalysis", {}).get("seconds")
         for name, r in results:
             if "error" in r:
