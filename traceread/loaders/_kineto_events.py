@@ -53,16 +53,17 @@ class Args(Struct, frozen=True, gc=False):
 NO_ARGS = Args()
 
 
-class _EventFields(Struct, gc=False):
-    """The fields a row event carries, shared by the tagged and the untagged struct."""
+NO_TIME = -(2**63)  # an integer-time field that was absent (no real timestamp is this)
 
-    cat: str = ""
-    name: str = ""
-    pid: Id = -1
-    tid: Id = -1
-    ts: Raw = EMPTY_RAW
-    dur: Raw = EMPTY_RAW
-    args: Args = NO_ARGS
+
+def _row_fields(time: type, absent: object) -> list[tuple[str, object, object]]:
+    """The fields a row event carries, with ``ts``/``dur`` of type ``time``."""
+    return [("cat", str, ""), ("name", str, ""), ("pid", Id, -1), ("tid", Id, -1),
+            ("ts", time, absent), ("dur", time, absent), ("args", Args, NO_ARGS)]
+
+
+# shared by the tagged row structs and the untagged :class:`Event`
+_EventFields = msgspec.defstruct("_EventFields", _row_fields(Raw, EMPTY_RAW), gc=False)
 
 
 class Event(_EventFields, gc=False):
@@ -83,19 +84,8 @@ class InstantOld(Row, tag="I"):  # the deprecated spelling of an instant
     pass
 
 
-NO_TIME = -(2**63)  # an integer-time field that was absent (no real timestamp is this)
-
-
-class RowIntTime(Struct, tag_field="ph", tag="X", gc=False):
-    """:class:`Row` with ``ts``/``dur`` as JSON integers (microseconds)."""
-
-    cat: str = ""
-    name: str = ""
-    pid: Id = -1
-    tid: Id = -1
-    ts: int = NO_TIME
-    dur: int = NO_TIME
-    args: Args = NO_ARGS
+# :class:`Row` with ``ts``/``dur`` as JSON integers (microseconds)
+RowIntTime = msgspec.defstruct("RowIntTime", _row_fields(int, NO_TIME), tag_field="ph", tag="X", gc=False)
 
 
 class InstantIntTime(RowIntTime, tag="i"):

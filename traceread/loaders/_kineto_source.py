@@ -48,18 +48,34 @@ class Source:
         self._thread: threading.Thread | None = None
         self._inflated: Iterator[bytes] | None = None
         self._stop = threading.Event()
-        self._pending = b""
         self._ended = False
 
     def read(self, n: int) -> bytes:
         """At least ``n`` bytes unless the stream ends (gzip may return more: whole inflated blocks)."""
         if not self.gzip:
-            data = self.fh.read(n)
-            self.offset += len(data)
-            return data
-        out = [self._pending] if self._pending else []
-        have = len(self._pending)
-        self._pending = b""
+            return self._read_plain(n)
+        blocks = self._take(n)
+        return blocks[0] if len(blocks) == 1 else b"".join(blocks)
+
+    def read_into(self, buf: bytearray, n: int) -> int:
+        """Append at least ``n`` bytes (unless the stream ends) to ``buf``; returns how many.
+
+        Inflated blocks go straight into ``buf``: no joined copy in between.
+        """
+        blocks = [self._read_plain(n)] if not self.gzip else self._take(n)
+        for block in blocks:
+            buf += block
+        return sum(map(len, blocks))
+
+    def _read_plain(self, n: int) -> bytes:
+        data = self.fh.read(n)
+        self.offset += len(data)
+        return data
+
+    def _take(self, n: int) -> list[bytes]:
+        """Inflated blocks adding up to at least ``n`` bytes, unless the stream ends first."""
+        out: list[bytes] = []
+        have = 0
         while have < n and not self._ended:
             item = self._next_block()
             if item is None:
@@ -67,33 +83,8 @@ class Source:
                 break
             out.append(item)
             have += len(item)
-        data = out[0] if len(out) == 1 else b"".join(out)
-        self.offset += len(data)
-        return data
-
-    def read_into(self, buf: bytearray, n: int) -> int:
-        """Append at least ``n`` bytes (unless the stream ends) to ``buf``; returns how many.
-
-        Inflated blocks go straight into ``buf``: no joined copy in between.
-        """
-        if not self.gzip:
-            data = self.fh.read(n)
-            buf += data
-            self.offset += len(data)
-            return len(data)
-        have = len(self._pending)
-        if self._pending:
-            buf += self._pending
-            self._pending = b""
-        while have < n and not self._ended:
-            item = self._next_block()
-            if item is None:
-                self._ended = True
-                break
-            buf += item
-            have += len(item)
         self.offset += have
-        return have
+        return out
 
     def _next_block(self) -> bytes | None:
         if not self.ahead:
