@@ -291,3 +291,15 @@ def test_mapped_file_decodes_like_the_read_buffer(tmp_path: Path, monkeypatch: p
     assert mapped.events[cols].equals(read.events[cols])
     assert mapped.meta.warnings == read.meta.warnings
     assert mapped.meta.truncated == read.meta.truncated == (cut_at is not None)
+
+
+def test_a_tmp_file_is_read_not_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profiler's .json.tmp may still be growing or cut back: it is streamed, never mapped."""
+    monkeypatch.setattr(_kineto_window, "MAP_MIN", 0)
+    text = read_text(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")
+    mapped = []
+    monkeypatch.setattr(_kineto_window.MappedWindow, "__init__", lambda *a: mapped.append(a) or None)
+    path = tmp_path / "rank0.pt.trace.json.tmp"
+    path.write_bytes(text)
+    assert len(load_kineto(str(path), workers=1).events) > 0
+    assert not mapped

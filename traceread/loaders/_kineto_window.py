@@ -73,7 +73,9 @@ class MappedWindow:
 
     @classmethod
     def fits(cls, src: Any, start: int) -> bool:
-        return not src.gzip and src.size >= MAP_MIN and start >= 1 and hasattr(mmap, "ACCESS_COPY")
+        # a profiler's .tmp file may still be written (or cut back): reading a mapped page past a
+        # shrunk end is a fatal signal, reading the stream only ends early
+        return not src.gzip and src.size >= MAP_MIN and start >= 1 and not src.path.endswith(".tmp")
 
     def refill(self) -> memoryview:
         return self.buf
