@@ -1,13 +1,14 @@
-"""Two-process decode for mid-sized files: a forked child decodes the second half of the events.
+"""Two-process decode on two cores: a forked child decodes the second half of the events.
 
-A worker pool pays for itself only on large files (its start-up and the chunk texts it pipes to
-the workers cost too much below ~50 MB). Here nothing but results crosses processes: the child
-reads the file itself (inflating a gzip stream up to the middle, which is cheap next to
-decoding), starts at the first event boundary guessed after the middle, decodes to the end and
-sends back its finished rows (compact arrays). This process decodes up to that same boundary,
-found the same way in the same bytes. The child's rows are used only when this process's last
-chunk, which ends at the boundary, decodes: that proves the guess was a real event boundary
-(a wrong guess makes the chunk fail and this process simply continues alone).
+A worker pool pays for itself only with more cores (its start-up and the chunk texts it pipes
+to the workers cost too much here). In this split nothing but results crosses processes: the
+child, forked before anything is read, reads the file itself (a plain file from the middle, a
+gzip stream inflated up to the middle), starts at the first event boundary guessed after the
+middle, decodes to the end and sends back its finished rows, whose bytes land straight in this
+process's frame. This process decodes up to that same boundary, found the same way in the same
+bytes. The child's rows are used only when this process's last chunk, which ends at the
+boundary, decodes: that proves the guess was a real event boundary (a wrong guess makes the
+chunk fail and this process simply continues alone).
 """
 
 from __future__ import annotations

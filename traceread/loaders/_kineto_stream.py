@@ -1,14 +1,16 @@
-"""Stream a Kineto file's event array in bounded chunks, decoded in parallel worker processes.
+"""Stream a Kineto file's event array in bounded chunks, decoded by one, two or more processes.
 
-The file (plain or gzip, inflated ahead in a thread: :mod:`_kineto_source`) is read once, front
-to back. The header object before ``traceEvents`` is parsed on its own; the event array is cut
-at guessed event boundaries into chunks of about ``CHUNK`` bytes that worker processes decode
-(:mod:`_kineto_decode`); the last stretch of the stream, and anything after a chunk whose
-boundary guess was wrong, is scanned exactly in this process, which also finds the end of the
-array, the trailing keys (``baseTimeNanoseconds`` may sit there) or the place where a truncated
-file stops. Memory stays bounded by the chunks in flight. Without workers each chunk is decoded
-where it lies in the read buffer; files of ``SPLIT_MIN`` to ``PARALLEL_MIN`` bytes are decoded
-in two halves by this process and one forked child (:mod:`_kineto_split`).
+The file (plain or gzip: :mod:`_kineto_source`) is read once, front to back. The header object
+before ``traceEvents`` is parsed on its own; the event array is cut at guessed event boundaries
+into chunks that are decoded (:mod:`_kineto_decode`) where they lie in a window over the text
+(:mod:`_kineto_window`: a read buffer, or a plain file's copy-on-write map). On two cores, and
+for mid-sized files on more, a forked child decodes the second half of the file
+(:mod:`_kineto_split`); with more cores, files from ``PARALLEL_MIN`` bytes go to a worker pool
+in chunks of ``CHUNK`` bytes. The last stretch of
+the stream, and anything after a chunk whose boundary guess was wrong, is scanned exactly in this
+process, which also finds the end of the array, the trailing keys (``baseTimeNanoseconds`` may
+sit there) or the place where a truncated file stops. Memory stays bounded by the chunks in
+flight.
 """
 
 from __future__ import annotations
