@@ -6,11 +6,10 @@ into chunks that are decoded (:mod:`_kineto_decode`) where they lie in a window 
 (:mod:`_kineto_window`: a read buffer, or a plain file's copy-on-write map). On two cores, and
 for mid-sized files on more, a forked child decodes the second half of the file
 (:mod:`_kineto_split`); with more cores, files from ``PARALLEL_MIN`` bytes go to a worker pool
-in chunks of ``CHUNK`` bytes. The last stretch of
-the stream, and anything after a chunk whose boundary guess was wrong, is scanned exactly in this
-process, which also finds the end of the array, the trailing keys (``baseTimeNanoseconds`` may
-sit there) or the place where a truncated file stops. Memory stays bounded by the chunks in
-flight.
+in chunks of ``CHUNK`` bytes. The last stretch of the stream, and anything after a chunk whose
+boundary guess was wrong, is scanned exactly in this process, which also finds the end of the
+array, the trailing keys (``baseTimeNanoseconds`` may sit there) or the place where a truncated
+file stops. Memory stays bounded by the chunks in flight.
 """
 
 from __future__ import annotations
