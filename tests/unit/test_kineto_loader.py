@@ -227,12 +227,16 @@ def test_split_child_is_stopped_when_the_file_is_not_a_trace(tmp_path: Path, mon
     from traceread.errors import TraceReadError
 
     _split_small(monkeypatch)
+    started = []
+    real = _kineto_split.start_child
+    monkeypatch.setattr(_kineto_split, "start_child", lambda *a: started.append(real(*a)) or started[-1])
     path = tmp_path / "notes.json"
     path.write_bytes(b"hello " * 50_000)
     with pytest.raises(TraceReadError, match="not JSON"):
         load_kineto(str(path), workers=2)
+    assert len(started) == 1 and started[0].done
     with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)  # no child left, not even a zombie
+        os.waitpid(started[0].pid, os.WNOHANG)  # stopped and collected: not even a zombie
 
 
 def test_integer_time_decoder_matches_the_text_decoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
