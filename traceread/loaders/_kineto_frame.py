@@ -104,28 +104,27 @@ class FrameBuilder:
         self.n += int(keep.sum())
 
     def state(self) -> dict[str, Any]:
-        """Everything added so far, as plain picklable data (for :meth:`extend` in another process).
-
-        ``columns`` holds the row arrays; a sender may pop them and ship their bytes separately
-        (straight into the receiver's :meth:`spare_rows`), leaving ``columns`` None.
-        """
+        """Everything added so far but the rows, as plain picklable data (for :meth:`extend` in
+        another process, whose :meth:`spare_rows` receive the bytes of :meth:`rows`)."""
         return {
-            "columns": self.columns.finish(), "cat": list(self.cat_ids), "name": list(self.name_ids),
+            "cat": list(self.cat_ids), "name": list(self.name_ids),
             "strings": dict(self.string_ids), "kernel": self.kernel, "copy": self.copy,
             "collective": self.collective, "shape_rows": self.shape_rows, "shape_codes": self.shape_codes,
             "shape_texts": list(self.shape_ids), "meta_rows": self.meta_rows, "notes": dict(self.notes),
             "float_ts": self.float_ts, "other_events": self.other_events, "n": self.n,
         }
 
+    def rows(self) -> dict[str, np.ndarray]:
+        """The row columns added so far (the builder takes no more rows after this)."""
+        return self.columns.finish()
+
     def spare_rows(self, m: int) -> dict[str, np.ndarray]:
         """Writable views of the next ``m`` rows of every column (not yet part of the frame)."""
         return self.columns.spare(m)
 
     def extend(self, st: dict[str, Any]) -> None:
-        """Append another builder's :meth:`state` (the events after this one's, in file order).
-
-        With ``st["columns"]`` None the rows were already written into :meth:`spare_rows`.
-        """
+        """Append another builder's :meth:`state` (the events after this one's, in file order),
+        whose ``st["n"]`` rows were already written into :meth:`spare_rows`."""
         off = self.n
         self.notes.update(st["notes"])
         self.meta_rows.extend(st["meta_rows"])
@@ -133,9 +132,6 @@ class FrameBuilder:
         self.float_ts |= st["float_ts"]
         if st["n"]:
             rows = self.columns.spare(st["n"])
-            if st["columns"] is not None:
-                for k, v in rows.items():
-                    v[:] = st["columns"][k]
             # category, name and string ids are per builder: renumber in place
             cat_lut = np.array([self.cat_ids.setdefault(v, len(self.cat_ids)) for v in st["cat"]], np.int32)
             name_lut = np.array([self.name_ids.setdefault(v, len(self.name_ids)) for v in st["name"]], np.int32)

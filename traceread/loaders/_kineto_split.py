@@ -53,13 +53,11 @@ def start_child(stream: Any, path: str, split_at: int) -> Child | None:
     try:  # the child: never returns into the caller's code
         os.close(r)
         msg = _child(stream, path, split_at)
-        columns = msg["state"].pop("columns", None) if msg.get("ok") else None
-        if columns is not None:
-            msg["state"]["columns"] = None
-            msg["layout"] = [(k, a.dtype.str, len(a)) for k, a in columns.items()]
+        columns = msg.pop("rows", {})
+        msg["layout"] = [(k, a.dtype.str, len(a)) for k, a in columns.items()]
         with os.fdopen(w, "wb") as out:
             pickle.dump(msg, out, protocol=pickle.HIGHEST_PROTOCOL)
-            for a in (columns or {}).values():  # raw bytes, read straight into the frame's rows
+            for a in columns.values():  # raw bytes, read straight into the frame's rows
                 out.write(memoryview(a).cast("B"))
     except BaseException:  # noqa: BLE001 - any failure: the parent goes on alone
         code = 1
@@ -118,7 +116,7 @@ def _child(stream: Any, path: str, split_at: int) -> dict[str, Any]:
     restart = stream._run_serial(src, bytes(memoryview(buf)[cut[1]:]), res, bar)
     del buf
     stream._exact_rest(src, restart, res)
-    return {"ok": True, "start": pos + cut[1], "state": builder.state(), "top": res.top,
+    return {"ok": True, "start": pos + cut[1], "state": builder.state(), "rows": builder.rows(), "top": res.top,
             "truncated": res.truncated, "cut_at": res.cut_at, "warnings": res.warnings,
             "json_bytes": src.offset, "gzip_cut": src.gzip_cut}
 
@@ -134,7 +132,7 @@ def child_result(child: Child, start: int, spare_rows: Any) -> dict[str, Any] | 
     try:
         with os.fdopen(child.fd, "rb") as fh:
             msg = pickle.load(fh)
-            if msg and msg.get("ok") and msg["start"] == start and msg["state"]["columns"] is None:
+            if msg and msg.get("ok") and msg["start"] == start:
                 rows = spare_rows(msg["state"]["n"])
                 for name, dtype, length in msg["layout"]:
                     view = rows[name]

@@ -93,13 +93,13 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     # two cores: two halves beat a pool at every size (no chunk texts or results through
     # pipes, no pool threads); more cores: a pool of them for large files
     halves = nworkers > 1 and size >= split.SPLIT_MIN and (nworkers == 2 or size < PARALLEL_MIN)
-    src.ahead = not halves  # both cores decode: this process inflates only the text it decodes
     guess_int_time()
     was_enabled = gc.isenabled()
     gc.disable()  # decoded events hold no cycles (also in the child: disabled before forking)
     # the header is small next to the body: half of the file is half of the events
     split_at = max(size // 2, CHUNK)
     child = split.start_child(sys.modules[__name__], path, split_at) if halves else None
+    src.ahead = child is None  # both cores decode: this process inflates only the text it decodes
     pool = None
     try:
         top, bare, rest = _read_header(src)
@@ -118,9 +118,6 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
                 pool = None
         if child is not None:
             restart = _run_halves(src, rest, res, bar, child, split_at)
-        elif halves:  # no fork possible
-            src.ahead = True
-            restart = _run_serial(src, rest, res, bar)
         elif pool is None:
             restart = _run_serial(src, rest, res, bar)
         elif src.gzip:
@@ -231,14 +228,14 @@ def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar:
     window = open_window(src, first, _READ)
     try:
         status, start = split.run_head(sys.modules[__name__], window, res, split_at, bar)
-        if status != "split":
+        if status == "split":
+            msg = split.child_result(child, start, res.sink.spare_rows)
+        else:
             split.stop_child(child)
-            src.ahead = True  # alone again: inflate ahead in a thread
-            return _decode_window(window, res, bar) if status == "nosplit" else window.rest()
-        msg = split.child_result(child, start, res.sink.spare_rows)
-        if msg is None:
-            src.ahead = True
-            return _decode_window(window, res, bar)  # go on alone from the boundary
+            msg = None
+        if msg is None:  # alone again (from the boundary, or where no boundary was found)
+            src.ahead = True  # inflate ahead in a thread
+            return window.rest() if status == "framing" else _decode_window(window, res, bar)
     finally:
         window.close()
     res.sink.extend(msg["state"])
@@ -274,11 +271,6 @@ def decode_in_place(buf: bytearray | memoryview, end: int, res: StreamResult) ->
         return False
     res.sink.add(out)
     return True
-
-
-def _refill(src: _Source, buf: bytearray) -> bool:
-    """Append the next block of the stream to ``buf``; True when the stream has ended."""
-    return not src.read_into(buf, _READ)
 
 
 def _run_serial(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress) -> bytes | int:
@@ -339,7 +331,7 @@ def _run_bytes(src: _Source, first: bytes | memoryview, res: StreamResult, pool:
             bar.update(src.progress())
         if eof:
             break
-        eof = _refill(src, buf)
+        eof = not src.read_into(buf, _READ)
     while pending:
         redo = _collect(pending, res)
         if redo is not None:
@@ -391,21 +383,26 @@ def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworker
             run.submit(pending, (_decode_file_range, src.path, start, end), start)
             start = nxt
             while run.ready(pending):
-                job, job_start = pending.popleft()
-                out = job.get()
-                if out.get("framing_error"):
-                    _drain(pending)
-                    return _restart_file(src, job_start)
-                res.sink.add(out)
+                redo = _take_range(pending, res, src)
+                if redo is not None:
+                    return redo
             bar.update(start / src.size)
     while pending:
-        job, job_start = pending.popleft()
-        out = job.get()
-        if out.get("framing_error"):
-            _drain(pending)
-            return _restart_file(src, job_start)
-        res.sink.add(out)
+        redo = _take_range(pending, res, src)
+        if redo is not None:
+            return redo
     return _restart_file(src, start)
+
+
+def _take_range(pending: collections.deque, res: StreamResult, src: _Source) -> int | None:
+    """Add the oldest file range's result; on a framing error, the offset to rescan it from."""
+    job, job_start = pending.popleft()
+    out = job.get()
+    if out.get("framing_error"):
+        _drain(pending)
+        return _restart_file(src, job_start)
+    res.sink.add(out)
+    return None
 
 
 def _drain(pending: collections.deque) -> None:
