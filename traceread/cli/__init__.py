@@ -21,9 +21,19 @@ _debug = {"on": False}
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="traceread")
 @click.option("--debug", is_flag=True, help="On an internal error, print the full traceback.")
-def cli(debug: bool) -> None:
+@click.option("--max-json-size", metavar="SIZE", default=None,
+              help="Largest uncompressed JSON a gzip trace may inflate to (default 64G; env TRACEREAD_MAX_JSON_SIZE).")
+@click.option("--max-gzip-ratio", type=float, default=None,
+              help="Largest inflate ratio of a gzip trace (default 250; env TRACEREAD_MAX_GZIP_RATIO).")
+@click.option("--max-memory", metavar="SIZE", default=None,
+              help="Cap this process's memory: a trace too large fails with a message, not an OOM kill "
+                   "(env TRACEREAD_MAX_MEMORY).")
+def cli(debug: bool, max_json_size: str | None, max_gzip_ratio: float | None, max_memory: str | None) -> None:
     """traceread: why is this GPU training run below its possible MFU?"""
     _debug["on"] = debug or _debug["on"]
+    from traceread.limits import configure
+
+    configure(max_json_size, max_gzip_ratio, max_memory)
 
 
 def _register() -> None:
@@ -56,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE if exc.exit_code not in (0, 1) else exc.exit_code
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        click.echo("traceread: error: out of memory: the input needs more memory than this process may use "
+                   "(--max-memory, or a machine with more memory)", err=True)
+        return EXIT_USAGE
     except Exception as exc:  # a bug: one line and its own exit code, so CI can tell it from a finding
         if _debug["on"]:
             traceback.print_exc()

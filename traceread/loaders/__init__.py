@@ -59,6 +59,8 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
             # SQLite columns are dynamically typed: text or blobs where the export has integers
             # (a damaged or hand-edited file) fail the integer columns here.
             raise TraceReadError(path, f"a table holds values of the wrong type ({exc})") from None
+    except MemoryError:
+        raise TraceReadError(path, "needs more memory than this process may use (see --max-memory)") from None
     except RecursionError:
         # msgspec bounds nesting by the interpreter's recursion limit: a hostile or broken file
         # with thousands of nested lists in an event's args is refused, not a traceback.
