@@ -26,6 +26,10 @@ enum { K_ROW, K_GX, K_GY, K_GZ, K_BX, K_BY, K_BZ, K_REGS, K_SMEM, NKCOLS };
 
 #define MAX_DEPTH 64
 #define NS_LIMIT_US 9223372036854775LL /* INT64_MAX / 1000: larger microseconds do not fit ns */
+/* A value only the fallback can give exactly (a string id in args, an odd launch config). Written
+ * instead of it; the caller falls back when a row that uses the value holds it. No parsed id
+ * can be INT64_MIN (magnitudes past INT64_MAX are refused). */
+#define UNSURE INT64_MIN
 
 typedef struct { const uint8_t *s; Py_ssize_t n; const char *err; } Scan;
 
@@ -160,6 +164,20 @@ static int utf8_len(const Scan *sc, Py_ssize_t i) {
     return 0;
 }
 
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR 1
+/* High bit set in the bytes of w that end a plain run inside a string: '"', '\\', control
+ * characters (< 0x20) and non-ASCII (>= 0x80). Bits above the lowest one may be false positives
+ * (borrows); the lowest is exact, and only it is used. */
+static inline uint64_t special8(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w) | w) & high;
+}
+#else
+#define SWAR 0
+#endif
+
 /* String at s[i] == '"': returns the index after the closing quote (-1: invalid or unterminated).
  * start and len give the bytes between the quotes; *esc is set when they hold an escape.
  * Escapes of surrogates (\uD800-\uDFFF) are refused: lone ones differ between decoders. */
@@ -169,6 +187,18 @@ static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_
     *esc = 0;
     *start = ++i;
     while (i < n) {
+#if SWAR
+        while (i + 8 <= n) { /* eight plain bytes at a time: most of a file is names */
+            uint64_t w, m;
+            memcpy(&w, s + i, 8);
+            if ((m = special8(w)) != 0) {
+                i += __builtin_ctzll(m) >> 3;
+                break;
+            }
+            i += 8;
+        }
+        if (i >= n) break;
+#endif
         uint8_t c = s[i];
         if (c == '"') {
             *len = i - *start;
@@ -218,19 +248,18 @@ typedef struct { int neg, is_int, big, frac_digits; int64_t ival; uint64_t mag, 
 static Py_ssize_t number_at(Scan *sc, Py_ssize_t i, Num *num) {
     const uint8_t *s = sc->s;
     Py_ssize_t n = sc->n;
-    memset(num, 0, sizeof *num);
-    num->is_int = 1;
+    *num = (Num){0, 1, 0, 0, 0, 0, 0};
     if (i < n && s[i] == '-') { num->neg = 1; i++; }
     if (i >= n || s[i] < '0' || s[i] > '9') goto bad;
     if (s[i] == '0') {
         i++;
     } else {
+        Py_ssize_t first = i;
         while (i < n && s[i] >= '0' && s[i] <= '9') {
-            uint64_t d = (uint64_t)(s[i] - '0');
-            if (num->mag > (UINT64_MAX - d) / 10) num->big = 1;
-            else num->mag = num->mag * 10 + d;
+            if (i - first < 19) num->mag = num->mag * 10 + (uint64_t)(s[i] - '0'); /* 19 digits fit */
             i++;
         }
+        if (i - first > 19) num->big = 1;
     }
     if (i < n && s[i] == '.') {
         num->is_int = 0;
@@ -361,26 +390,24 @@ static Py_ssize_t id_at(Scan *sc, Py_ssize_t i, IdVal *out, int allow_string) {
         return i;
     }
     Num num;
-    Py_ssize_t j = skip_value(sc, i, 1);
-    if (j < 0) return -1;
-    if (out->state == V_BAD) return j;
-    if (sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9')) {
-        number_at(sc, i, &num);
-        if (num.is_int && !num.big) { *out = (IdVal){V_OK, num.ival, 0, 0, 0}; return j; }
-    }
+    int dup = out->state == V_BAD;
     out->state = V_BAD;
-    return j;
+    if (i < sc->n && (sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) {
+        if ((i = number_at(sc, i, &num)) < 0) return -1;
+        if (!dup && num.is_int && !num.big) *out = (IdVal){V_OK, num.ival, 0, 0, 0};
+        return i;
+    }
+    return skip_value(sc, i, 1);
 }
 
 /* ts/dur: integer microseconds or up to three decimals, exactly as int64 ns. */
 static Py_ssize_t time_at(Scan *sc, Py_ssize_t i, TimeVal *out) {
     int dup = out->state != V_ABSENT;
-    Py_ssize_t j = skip_value(sc, i, 1);
-    if (j < 0) return -1;
     out->state = V_BAD;
-    if (dup || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return j;
+    if (i >= sc->n || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return skip_value(sc, i, 1);
     Num num;
-    number_at(sc, i, &num);
+    Py_ssize_t j = number_at(sc, i, &num);
+    if (j < 0 || dup) return j;
     if (num.big || num.mag >= (uint64_t)NS_LIMIT_US || num.frac_digits < 0 || num.frac_digits > 3) return j;
     uint64_t frac = num.frac;
     for (int k = num.frac_digits; k < 3; k++) frac *= 10;
@@ -467,8 +494,13 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         default: break;
         }
         if (id_dst) {
-            if ((i = id_at(sc, i, &idv, 0)) < 0) return -1;
-            if (idv.state == V_OK) *id_dst = idv.v; else ev->bad = 1;
+            if (i < sc->n && sc->s[i] == '"') { /* a string id: valid, but its value is Python's */
+                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                *id_dst = UNSURE;
+            } else {
+                if ((i = id_at(sc, i, &idv, 0)) < 0) return -1;
+                if (idv.state == V_OK) *id_dst = idv.v; else ev->bad = 1;
+            }
         } else {
             if ((i = skip_value(sc, i, 1)) < 0) return -1;
             if (bit == 20) ev->collective = 1; /* msgspec decodes this row's args */
@@ -563,8 +595,6 @@ static const char *row_problem(const Ev *ev) {
     if (ev->pid.state == V_BAD || ev->tid.state == V_BAD) return "pid or tid not an exact id";
     if (ev->ts.state != V_OK) return "ts absent or not exact";
     if (ev->ph == 'X' && (ev->dur.state != V_OK || ev->dur.ns < 0)) return "dur absent, negative or not exact";
-    if (ev->grid.present && (!ev->grid.ok || !ev->block.present || !ev->block.ok)) return "odd launch config";
-    if (!ev->grid.present && ev->block.present && !ev->block.ok) return "odd launch config";
     return NULL;
 }
 
@@ -577,7 +607,7 @@ typedef struct {
     Table cats, names, shapes;
     Vec extra;   /* msgspec events: start, end, row (-1: metadata) */
     Vec strings; /* string ids: column (0 pid, 1 tid), row, offset, length */
-    int64_t other;
+    int64_t other, unsure; /* unsure: values written as UNSURE */
     int float_ts;
 } Chunk;
 
@@ -597,7 +627,9 @@ static const char *take_row(Chunk *ch, const Ev *ev, Py_ssize_t start, Py_ssize_
     c[C_END * cap + r] = (int64_t)((uint64_t)ev->ts.ns + (uint64_t)dur); /* wraps as numpy's add */
     c[C_PID * cap + r] = ev->pid.state ? ev->pid.v : -1;
     c[C_TID * cap + r] = ev->tid.state ? ev->tid.v : -1;
-    c[C_EXT * cap + r] = ev->ext != -1 ? ev->ext : ev->ext_old; /* Kineto <= 2022-04 spelling */
+    c[C_EXT * cap + r] = ev->ext != -1 ? ev->ext : ev->ext_old;
+    ch->unsure += ev->ext == UNSURE || ev->ext_old == UNSURE || ev->corr == UNSURE || ev->device == UNSURE
+                  || ev->stream == UNSURE || ev->nbytes == UNSURE || ev->regs == UNSURE || ev->smem == UNSURE; /* Kineto <= 2022-04 spelling */
     c[C_CORR * cap + r] = ev->corr;
     c[C_DEVICE * cap + r] = ev->device;
     c[C_STREAM * cap + r] = ev->stream;
@@ -623,8 +655,10 @@ static const char *take_row(Chunk *ch, const Ev *ev, Py_ssize_t start, Py_ssize_
     if (ev->grid.present) {
         Py_ssize_t q = ch->nkern++;
         int64_t *kc = ch->kern;
-        int64_t vals[NKCOLS] = {r, ev->grid.v[0], ev->grid.v[1], ev->grid.v[2], ev->block.v[0], ev->block.v[1],
-                                ev->block.v[2], ev->regs, ev->smem};
+        int ok = ev->grid.ok && ev->block.present && ev->block.ok; /* else: only msgspec's _triples knows */
+        int64_t vals[NKCOLS] = {r, ok ? ev->grid.v[0] : UNSURE, ev->grid.v[1], ev->grid.v[2], ev->block.v[0],
+                                ev->block.v[1], ev->block.v[2], ev->regs, ev->smem};
+        if (!ok) ch->unsure++;
         for (int j = 0; j < NKCOLS; j++) kc[j * cap + q] = vals[j];
     }
     if (ev->collective) {
@@ -728,8 +762,8 @@ static PyObject *result(Chunk *ch) {
             PyList_SET_ITEM(extra_rows, j, row);
         }
     }
-    return Py_BuildValue("(nnLiNNNNNN)", ch->rows, ch->nkern, (long long)ch->other, ch->float_ts, cats, names,
-                         shapes, strings, extra, extra_rows);
+    return Py_BuildValue("(nnLiNNNNNNL)", ch->rows, ch->nkern, (long long)ch->other, ch->float_ts, cats, names,
+                         shapes, strings, extra, extra_rows, (long long)ch->unsure);
 fail:
     Py_XDECREF(cats);
     Py_XDECREF(names);
@@ -755,7 +789,7 @@ PyDoc_STRVAR(scan_doc,
 "Scan one chunk of a Kineto event array (events separated by commas, no brackets).\n"
 "cols: writable int64 buffer of 13 * cap values, kern: 9 * cap (column-major, see the C source).\n"
 "Returns (rows, kernels, other_events, float_ts, cat_values, name_values, shape_texts, string_ids,\n"
-"extra_json, extra_rows), or a reason string when the chunk must be decoded the exact msgspec way.");
+"extra_json, extra_rows, unsure), or a reason string when the chunk must be decoded the exact msgspec way.");
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *body_obj, *cols_obj, *kern_obj;

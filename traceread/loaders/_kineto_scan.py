@@ -38,6 +38,7 @@ DISABLE_ENV = "TRACEREAD_NO_SCANNER"
 (C_START, C_END, C_PID, C_TID, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_CAT, C_NAME, C_INSTANT, C_BYTES,
  C_SHAPE) = range(13)
 NCOLS, NKCOLS = 13, 9
+UNSURE = np.iinfo(np.int64).min  # the C's mark for a value only the fallback gives exactly
 _MIN_EVENT = 16  # bytes: no row event is shorter ({"ph":"i","ts":1} is 17), so rows <= len / 16
 
 _LIST_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
@@ -68,7 +69,7 @@ def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
     res = _kineto_cscan.scan(body, cols, kern, cap)
     if isinstance(res, str):
         return None, res
-    n, nk, other, float_ts, cat_raw, name_raw, shape_texts, strings, extra, extra_rows = res
+    n, nk, other, float_ts, cat_raw, name_raw, shape_texts, strings, extra, extra_rows, unsure = res
     try:
         cat_values, name_values = _texts(cat_raw), _texts(name_raw)
         decoded = _LIST_DECODER.decode(extra) if extra is not None else []
@@ -102,8 +103,17 @@ def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
     k = kern[:, :nk][:, ksel]
     copy_rows = np.flatnonzero(_lut(cat_values, cats.is_copy)[cat_codes])
     shape = c[C_SHAPE]
-    s_rows = np.flatnonzero((shape >= 0) & _lut(cat_values, cats.is_cpu_op)[cat_codes])
-    s_codes, s_texts = _first_seen(shape[s_rows], shape_texts)
+    has_shape = shape >= 0
+    s_rows = np.flatnonzero(has_shape & _lut(cat_values, cats.is_cpu_op)[cat_codes])
+    if len(s_rows) == int(has_shape.sum()):  # all kept: the C's codes are already in first-seen order
+        s_codes, s_texts = shape[s_rows].astype(np.int32), shape_texts
+    else:
+        s_codes, s_texts = _first_seen(shape[s_rows], shape_texts)
+    device = np.where(on_gpu, c[C_DEVICE], -1)
+    stream = np.where(on_gpu, c[C_STREAM], -1)
+    nbytes = c[C_BYTES][copy_rows]
+    if unsure and any((a == UNSURE).any() for a in (c[C_EXT], c[C_CORR], device, stream, nbytes, k[1:])):
+        return None, "a string id or odd launch config where the frame uses it"
     out: dict[str, Any] = {
         "n": n,
         "keep": np.ones(n, bool),
@@ -115,13 +125,13 @@ def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
         "start_ns": c[C_START], "end_ns": c[C_END],
         "external_id": c[C_EXT],
         "correlation": c[C_CORR],
-        "device": np.where(on_gpu, c[C_DEVICE], -1),
-        "stream": np.where(on_gpu, c[C_STREAM], -1),
+        "device": device,
+        "stream": stream,
         "meta_rows": meta,
         "other_events": other,
         "kernel": {"row": k[0].copy(), "grid": np.ascontiguousarray(k[1:4].T),
                    "block": np.ascontiguousarray(k[4:7].T), "registers": k[7].copy(), "shared_mem": k[8].copy()},
-        "copy": {"row": copy_rows.astype(np.int64), "bytes": c[C_BYTES][copy_rows]},
+        "copy": {"row": copy_rows.astype(np.int64), "bytes": nbytes},
         "collective": collective_rows(coll_rows, coll_args),
         "shapes": {"row": s_rows.astype(np.int64), "codes": s_codes, "texts": s_texts},
         "notes": {},
