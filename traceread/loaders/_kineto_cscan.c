@@ -174,6 +174,7 @@ static inline uint64_t special8(uint64_t w) {
     uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
     return (((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w) | w) & high;
 }
+
 #else
 #define SWAR 0
 #endif
@@ -248,39 +249,38 @@ typedef struct { int neg, is_int, big, frac_digits; int64_t ival; uint64_t mag, 
 static Py_ssize_t number_at(Scan *sc, Py_ssize_t i, Num *num) {
     const uint8_t *s = sc->s;
     Py_ssize_t n = sc->n;
-    *num = (Num){0, 1, 0, 0, 0, 0, 0};
-    if (i < n && s[i] == '-') { num->neg = 1; i++; }
+    uint64_t mag = 0, frac = 0; /* locals, not num's fields: kept in registers in the digit loops */
+    int neg = 0, is_int = 1, big = 0, frac_digits = 0;
+    if (i < n && s[i] == '-') { neg = 1; i++; }
     if (i >= n || s[i] < '0' || s[i] > '9') goto bad;
     if (s[i] == '0') {
         i++;
     } else {
-        Py_ssize_t first = i;
-        while (i < n && s[i] >= '0' && s[i] <= '9') {
-            if (i - first < 19) num->mag = num->mag * 10 + (uint64_t)(s[i] - '0'); /* 19 digits fit */
-            i++;
-        }
-        if (i - first > 19) num->big = 1;
+        Py_ssize_t first = i, stop = n - i > 19 ? i + 19 : n; /* 19 digits always fit in uint64 */
+        while (i < stop && (uint8_t)(s[i] - '0') <= 9) mag = mag * 10 + (uint64_t)(s[i++] - '0');
+        while (i < n && (uint8_t)(s[i] - '0') <= 9) i++;
+        big = i - first > 19;
     }
     if (i < n && s[i] == '.') {
-        num->is_int = 0;
+        is_int = 0;
         i++;
         if (i >= n || s[i] < '0' || s[i] > '9') goto bad;
-        while (i < n && s[i] >= '0' && s[i] <= '9') {
-            if (num->frac_digits < 18) num->frac = num->frac * 10 + (uint64_t)(s[i] - '0');
-            num->frac_digits++;
+        while (i < n && (uint8_t)(s[i] - '0') <= 9) {
+            if (frac_digits < 18) frac = frac * 10 + (uint64_t)(s[i] - '0');
+            frac_digits++;
             i++;
         }
     }
     if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        num->is_int = 0;
-        num->frac_digits = -1;
+        is_int = 0;
+        frac_digits = -1;
         i++;
         if (i < n && (s[i] == '+' || s[i] == '-')) i++;
         if (i >= n || s[i] < '0' || s[i] > '9') goto bad;
-        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+        while (i < n && (uint8_t)(s[i] - '0') <= 9) i++;
     }
-    if (num->mag > (uint64_t)INT64_MAX) num->big = 1;
-    if (!num->big) num->ival = num->neg ? -(int64_t)num->mag : (int64_t)num->mag;
+    if (mag > (uint64_t)INT64_MAX) big = 1;
+    *num = (Num){neg, is_int, big, frac_digits, big ? 0 : (neg ? -(int64_t)mag : (int64_t)mag), mag, frac};
     return i;
 bad:
     sc->err = "bad number";
