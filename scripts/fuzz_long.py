@@ -3,7 +3,8 @@
     python scripts/fuzz_long.py --minutes 30 --failures fuzz-failures/ [--seed N]
 
 Each input runs through ``analyze``, ``gaps``, ``kernels`` or ``info`` in a watched worker process
-(60 s hang watchdog). An input that gives anything but a result or a one-line exit-2 error naming the
+(60 s hang watchdog); each Kineto input is also loaded by the compiled scanner and by the msgspec
+fallback, which must agree. An input that gives anything but a result or a one-line exit-2 error naming the
 file is copied into ``--failures`` with a ``.txt`` beside it saying what was done and what happened.
 Needs the test extras (``pip install -e '.[test]'``); reads ../shared/traces when present.
 """
@@ -35,6 +36,8 @@ from fuzz_mutations import (  # noqa: E402
     write_json_case,
 )
 
+from traceread.loaders._kineto_scan import BUILT as SCANNER_BUILT  # noqa: E402
+
 
 @click.command()
 @click.option("--minutes", type=float, default=10.0, show_default=True, help="How long to fuzz.")
@@ -56,7 +59,8 @@ def main(minutes: float, failures_dir: str, seed: int | None) -> None:
                 case = tmp / f"case{runs}"
                 case.mkdir()
                 command = rnd.choice(COMMANDS)
-                if rnd.random() < 0.6:
+                is_json = rnd.random() < 0.6
+                if is_json:
                     base = rnd.choice(sorted(jb))
                     kind = rnd.choice(JSON_MUTATIONS)
                     data, how = mutate_json(rnd, jb[base], kind)
@@ -68,6 +72,8 @@ def main(minutes: float, failures_dir: str, seed: int | None) -> None:
                     shutil.copyfile(nb[base], path)
                     how = mutate_sqlite(rnd, path, kind)
                 why = check_case(worker, str(path), command, str(case))
+                if not why and is_json and SCANNER_BUILT:  # the compiled scanner must match the fallback
+                    why = worker.compare_decoders(str(path))
                 runs += 1
                 if why:
                     bad += 1

@@ -39,10 +39,20 @@ class Worker:
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
 
     def run(self, argv: list[str]) -> Outcome:
+        return self._ask({"argv": argv})
+
+    def compare_decoders(self, path: str) -> str | None:
+        """Why the compiled scanner and the msgspec fallback disagree on Kineto ``path`` (None: they agree)."""
+        out = self._ask({"compare": path})
+        if out.rc is None:
+            return out.why
+        return out.err or None if out.rc else None
+
+    def _ask(self, req: dict) -> Outcome:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps({"argv": argv}) + "\n")
+        self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         sel = selectors.DefaultSelector()
         sel.register(self.proc.stdout, selectors.EVENT_READ)

@@ -1,6 +1,8 @@
 """A long-lived process that runs ``traceread`` commands for the fuzz tests, one JSON request a line.
 
-Request: ``{"argv": [...]}``; reply: ``{"rc": int, "out": str, "err": str}``. The fuzz tests talk to
+Request: ``{"argv": [...]}``; reply: ``{"rc": int, "out": str, "err": str}``. Or
+``{"compare": PATH}``: load a Kineto file with the compiled scanner and with the msgspec fallback;
+reply ``{"rc": 0}`` when both fail or both give the same trace, else ``{"rc": 1, "err": why}``. The fuzz tests talk to
 it through :class:`fuzz_harness.Worker`, which kills and replaces it when an input hangs or kills it,
 so one bad input never takes the test process down with it.
 """
@@ -10,7 +12,40 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
+
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [_TESTS, os.path.join(_TESTS, "unit")]  # conftest and the scanner tests' frame comparison
+
+
+def _load_both(path: str) -> str | None:
+    """None when scanner and fallback agree on ``path`` (both fail, or the same trace), else why not."""
+    from test_kineto_scanner import assert_same_trace
+
+    from traceread.errors import TracereadError
+    from traceread.loaders import _kineto_scan, load
+
+    got = []
+    for disable in ("", "1"):
+        os.environ[_kineto_scan.DISABLE_ENV] = disable
+        try:
+            got.append(load(path))
+        except TracereadError as exc:
+            got.append(exc)
+        except Exception as exc:  # noqa: BLE001 - an escaped error is a finding, reported, not a dead worker
+            got.append(RuntimeError(f"unhandled {type(exc).__name__}: {exc}"))
+    os.environ.pop(_kineto_scan.DISABLE_ENV, None)
+    fast, slow = got
+    if isinstance(fast, Exception) or isinstance(slow, Exception):
+        if isinstance(fast, TracereadError) and isinstance(slow, TracereadError):
+            return None
+        return f"scanner gave {fast!r:.300}, fallback gave {slow!r:.300}"
+    try:
+        assert_same_trace(fast, slow)
+    except AssertionError as exc:
+        return f"scanner and fallback frames differ: {str(exc)[:1500]}"
+    return None
 
 
 def main() -> None:
@@ -19,6 +54,11 @@ def main() -> None:
     proto = sys.stdout
     for line in sys.stdin:
         req = json.loads(line)
+        if "compare" in req:
+            why = _load_both(req["compare"])
+            proto.write(json.dumps({"rc": 0 if why is None else 1, "out": "", "err": why or ""}) + "\n")
+            proto.flush()
+            continue
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:

@@ -27,6 +27,9 @@ from fuzz_mutations import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from traceread.loaders import _kineto_scan
+
+SCANNER_BUILT = _kineto_scan.BUILT
 EXAMPLES = int(os.environ.get("TRACEREAD_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -72,6 +75,9 @@ def test_mutated_kineto_json(worker, bases, tmp_path_factory, data) -> None:
     note = f"{base_name}: {how}"
     try:
         _check(worker, str(path), command, d)
+        if SCANNER_BUILT:  # the compiled scanner must give the msgspec fallback's frame on every input
+            why = worker.compare_decoders(str(path))
+            assert why is None, why
     except AssertionError as exc:
         raise AssertionError(f"{note}\n{exc}") from None
 
