@@ -87,6 +87,28 @@ class Thresholds:
     roofline_heavy_share: float = _t(
         0.01, "fraction of op kernel time", "the roofline calls an op heavy from ~1% of matmul/attention time")
 
+    # --- diff (traceread diff BEFORE AFTER) ---
+    diff_min_steps: int = _t(
+        5, "steady steps per side", "a rank test on fewer steps cannot tell a change from run-to-run noise")
+    diff_alpha: float = _t(
+        0.05, "p-value", "the usual 5% false-alarm rate of the Mann-Whitney U test on per-step times")
+    diff_confidence: float = _t(
+        0.95, "fraction", "confidence of the block-bootstrap interval of the ratio of medians")
+    diff_bootstrap_samples: int = _t(
+        2000, "resamples", "enough for stable 2.5/97.5 percentiles; seeded, so a diff is reproducible")
+    diff_min_change: float = _t(
+        0.02, "fraction of step time", "two runs of the same code differ by ~1-2% (placement, clocks); a "
+        "smaller significant change is not called a change")
+    diff_offset_min_shift: float = _t(
+        0.05, "fraction of step time", "offsetting changes: a part moving this much while the total does "
+        "not is worth saying")
+    diff_shape_top_ops: int = _t(
+        5, "op signatures", "the work-per-step check compares the recorded shapes of the heaviest matmul/"
+        "attention ops")
+    diff_straggler_min: float = _t(
+        0.05, "fraction of step time", "a rank busy this much longer per step than the median rank is the "
+        "one the others wait for")
+
     def with_overrides(self, overrides: dict[str, Any]) -> Thresholds:
         """A copy with ``overrides`` applied; values are coerced to each field's type."""
         fields = {f.name: f for f in dataclasses.fields(self)}
