@@ -166,7 +166,7 @@ def _md_kernels(d: Diff) -> list[str]:
     rows = []
     for r in k.head(TOP_KERNELS).itertuples(index=False):
         by = "" if r.matched_by in ("name", "") else f" (matched by {r.matched_by})"
-        rows.append([md_name(r.name, 70) + by, r.status, f"{_cnt(r.count_before)} -> {_cnt(r.count_after)}",
+        rows.append([md_name(r.name, 110) + by, r.status, f"{_cnt(r.count_before)} -> {_cnt(r.count_after)}",
                      f"{dur(r.mean_ns_before) if r.count_before else '-'} -> "
                      f"{dur(r.mean_ns_after) if r.count_after else '-'}",
                      _delta(r.delta_ns_per_step), _delta(r.delta_from_count_ns), _delta(r.delta_from_duration_ns)])
