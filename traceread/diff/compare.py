@@ -229,6 +229,8 @@ def compare(b: SideFacts, a: SideFacts, cfg: Thresholds) -> Diff:
 
 def _first_fix(a: SideFacts) -> str:
     cause = a.dominant_cause
+    if cause == "healthy":
+        return f"healthy: {FIRST_RESPONSE['healthy']}."
     return f"{cause}: {MEANING.get(cause, '')}; {FIRST_RESPONSE.get(cause, '')}."
 
 

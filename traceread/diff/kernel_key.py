@@ -23,6 +23,7 @@ _CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bo
 _INT_SUFFIX = re.compile(r"(?<![\w.])(-?\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
 _NSYS_LAMBDA = re.compile(r"\[lambda\(([^()]*)\)\s*\(instance (\d+)\)\]")
 _KINETO_LAMBDA = re.compile(r"\{lambda\(([^()]*)\)#(\d+)\}")
+_VOID = re.compile(r"\bvoid\s+")
 _ANON = re.compile(r"\(anonymous namespace\)|<unnamed>")
 
 
@@ -42,9 +43,7 @@ def _drop_parens(text: str) -> str:
 
 def kernel_key(name: str) -> str:
     """The spelling-neutral key of a kernel name (module doc); equal keys mean the same kernel."""
-    s = name.strip()
-    if s.startswith("void "):
-        s = s[5:]
+    s = _VOID.sub("", name.strip())  # nsys also writes it inside template arguments (function types)
     s = _ANON.sub("anon", s)
     # Lambdas keep their parameter types (in brackets, so that dropping parameter lists spares them).
     s = _NSYS_LAMBDA.sub(lambda m: "{lambda[" + m.group(1) + "]#" + m.group(2) + "}", s)

@@ -190,7 +190,7 @@ def _tokens(job: Any, analyses: list[Analysis], cfg: Thresholds, notes: list[str
     except TracereadError as exc:
         notes.append(f"tokens per step: {exc}")
         return float(tokens), how
-    factor = timing.profiler_step_ns / timing.step_time_ns if timing.step_time_ns else 1.0
+    factor = timing.optimizer_steps_per_profiler_step or 1.0  # no Optimizer.step# markers: one per step
     if abs(factor - 1.0) > 1e-9:
         how += f" x {factor:.3g} optimizer steps per profiler step"
     return float(tokens) * factor, how
