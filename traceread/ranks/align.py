@@ -8,7 +8,8 @@ minus the reference rank's end time; the uncertainty is the robust spread of tho
 itself, the error of any single collective's aligned times (what a lateness must exceed).
 
 Matching, per process group: by the recorded sequence number where both ranks have one; else by
-order within the group: the index shift (windows may start a few collectives apart) whose pairs
+step number (``ProfilerStep#N`` is the same N on every rank) and order within the step, checked by
+collective type and size; else by order within the group: the index shift (windows may start a few collectives apart) whose pairs
 agree on collective type and size and whose end differences are most consistent; among equally
 consistent shifts (periodic steps repeat every collective) the one giving the smallest offset when
 both ranks have epoch time (NTP keeps clocks within a step), else the smallest shift.
@@ -25,6 +26,7 @@ import numpy as np
 from traceread.ranks.summary import RankSummary
 
 METHOD_SEQ = "collective end times, matched by recorded sequence number"
+METHOD_STEP = "collective end times, matched by step number and order within the step (type and size checked)"
 METHOD_ORDER = "collective end times, matched by order within the process group (type and size checked)"
 METHOD_SHARED = "shared clock (one nsys export)"
 METHOD_REFERENCE = "reference rank"
@@ -102,6 +104,11 @@ def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndar
         if by_seq is not None:
             out[pg] = (ia[by_seq[0]], ib[by_seq[1]])
             continue
+        by_step = _pairs_by_step(a, b, ia, ib)
+        if by_step is not None:
+            method = METHOD_STEP if method != METHOD_ORDER else method
+            out[pg] = by_step
+            continue
         method = METHOD_ORDER
         best = _best_shift(a, b, ia, ib, epoch_shift(ref), epoch_shift(other), both_epoch)
         if best is None:
@@ -109,6 +116,41 @@ def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndar
         used_shift, pa, pb = best
         out[pg] = (pa, pb)
     return out, method, used_shift
+
+
+def _within(steps: np.ndarray) -> np.ndarray:
+    """Order of each call within its step (calls already in start order)."""
+    out = np.zeros(len(steps), dtype=np.int64)
+    for st in np.unique(steps):
+        m = np.flatnonzero(steps == st)
+        out[m] = np.arange(len(m))
+    return out
+
+
+def _agree(a: dict, b: dict, pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
+    same = a["collective"][pa] == b["collective"][pb]
+    ba, bb = a["bytes"][pa], b["bytes"][pb]
+    return same & ((ba < 0) | (bb < 0) | (ba == bb))
+
+
+def _pairs_by_step(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Pairs by (step number, order within the step): step numbers (ProfilerStep#N) are the same on
+    every rank, so this holds even when clock offsets exceed the time between collectives."""
+    sa, sb = a["step"][ia], b["step"][ib]
+    ka, kb = ia[sa >= 0], ib[sb >= 0]
+    if len(ka) < max(1, len(ia) // 2) or len(kb) < max(1, len(ib) // 2):
+        return None
+    wa, wb = _within(a["step"][ka]), _within(b["step"][kb])
+    key_a = a["step"][ka] * (1 << 20) + wa
+    key_b = b["step"][kb] * (1 << 20) + wb
+    _, xa, xb = np.intersect1d(key_a, key_b, return_indices=True)
+    if len(xa) == 0:
+        return None
+    pa, pb = ka[xa], kb[xb]
+    same = _agree(a, b, pa, pb)
+    if same.mean() < _MIN_AGREE:
+        return None
+    return pa[same], pb[same]
 
 
 def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: int,
@@ -120,9 +162,7 @@ def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: i
         if hi - lo < max(1, min(len(ia), len(ib)) // 2):
             continue
         pa, pb = ia[lo:hi], ib[lo + s:hi + s]
-        same = a["collective"][pa] == b["collective"][pb]
-        ba, bb = a["bytes"][pa], b["bytes"][pb]
-        same &= (ba < 0) | (bb < 0) | (ba == bb)
+        same = _agree(a, b, pa, pb)
         if same.mean() < _MIN_AGREE:
             continue
         pa, pb = pa[same], pb[same]

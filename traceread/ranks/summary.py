@@ -25,7 +25,7 @@ from traceread.ranks.identity import RankIdentity
 from traceread.trace import Trace
 
 GAP_CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "unattributed")
-COLLECTIVE_COLUMNS = ("device", "pg", "pg_desc", "seq", "collective", "bytes", "start_ns", "end_ns",
+COLLECTIVE_COLUMNS = ("device", "pg", "pg_desc", "seq", "step", "collective", "bytes", "start_ns", "end_ns",
                       "lead_start_ns", "lead_busy_ns") + tuple(f"lead_{c.replace('-', '_')}_ns" for c in GAP_CLASSES)
 STEP_COLUMNS = ("device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier") + \
     tuple(f"{c.replace('-', '_')}_ns" for c in GAP_CLASSES)
@@ -40,8 +40,9 @@ def lead_col(cls: str) -> str:
 class RankSummary:
     """Plain columns (dict of numpy arrays) per table; :meth:`table` gives a DataFrame view.
 
-    * ``collectives``: ``COLLECTIVE_COLUMNS``; ``seq`` is -1 where the trace records none, ``bytes``
-      -1 where unknown, ``pg`` '' where the process group is not recorded.
+    * ``collectives``: ``COLLECTIVE_COLUMNS``; ``seq`` is -1 where the trace records none, ``step``
+      the number of the step (on its device) it starts in, -1 outside every step, ``bytes`` -1 where
+      unknown, ``pg`` '' where the process group is not recorded.
     * ``steps``: ``STEP_COLUMNS`` (the analysis' per-step rows of this rank).
     * ``gaps``: ``GAP_COLUMNS`` (every classified compute-idle gap of this rank).
     """
@@ -89,7 +90,7 @@ def summarize(source: Any, identity: RankIdentity, cfg: Thresholds = Thresholds(
         {c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS}
     gap_cols = _columns(gaps.reset_index(drop=True), GAP_COLUMNS) if len(gaps) else \
         {c: np.zeros(0, dtype=object if c == "class" else np.int64) for c in GAP_COLUMNS}
-    return RankSummary(identity=identity, collectives=_collectives(trace, rank, gap_cols),
+    return RankSummary(identity=identity, collectives=_collectives(trace, rank, gap_cols, step_cols),
                        steps=step_cols, gaps=gap_cols, step_source=analysis.traces[index].step_source)
 
 
@@ -110,7 +111,8 @@ def _args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     return a.assign(seq=seq)
 
 
-def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
+                 steps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     from traceread.metrics.mfu import TORCH_DTYPES
 
     ev = trace.events
@@ -137,7 +139,7 @@ def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray]) -> dict[s
     lead_start, busy, idle = _leads(trace, rank, dev, start, end, gaps)
     out = {"device": dev, "pg": a["group_name"].fillna("").astype(str).to_numpy(dtype=object),
            "pg_desc": a["group_desc"].fillna("").astype(str).to_numpy(dtype=object),
-           "seq": a["seq"].to_numpy(np.int64), "collective": np.asarray(typ, dtype=object), "bytes": nbytes,
+           "seq": a["seq"].to_numpy(np.int64), "step": _step_of(dev, start, steps), "collective": np.asarray(typ, dtype=object), "bytes": nbytes,
            "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64), "lead_start_ns": lead_start,
            "lead_busy_ns": busy}
     out.update({lead_col(c): idle[c] for c in GAP_CLASSES})
@@ -172,3 +174,20 @@ def _leads(trace: Trace, rank: int, dev: np.ndarray, start: np.ndarray, end: np.
                 gs, ge = intervals.union(gaps["start_ns"][m], gaps["end_ns"][m])
                 idle[cls][idx] = intervals.overlap_with_union(ls, start[idx], gs, ge)
     return lead_start, busy, idle
+
+
+def _step_of(dev: np.ndarray, start: np.ndarray, steps: dict[str, np.ndarray]) -> np.ndarray:
+    """Per collective: the number of the step on its device whose window holds its start, else -1."""
+    out = np.full(len(start), -1, dtype=np.int64)
+    for d in np.unique(dev):
+        m = steps["device"] == d
+        if not m.any():
+            continue
+        order = np.argsort(steps["start_ns"][m], kind="stable")
+        ss, se = steps["start_ns"][m][order], steps["end_ns"][m][order]
+        num = steps["step"][m][order]
+        idx = np.flatnonzero(dev == d)
+        j = np.searchsorted(ss, start[idx], side="right") - 1
+        ok = (j >= 0) & (start[idx] < se[np.maximum(j, 0)])
+        out[idx[ok]] = num[j[ok]]
+    return out
