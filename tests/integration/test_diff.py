@@ -219,3 +219,36 @@ def test_real_hta_compare_pair(tmp_path: Path) -> None:
     assert (row["count_before"] * steps, row["count_after"] * steps) == (3, 2)
     assert row["delta_from_duration_ns"] == 0  # fewer calls, not slower ones
     check_golden("diff_real_hta_compare", md)
+
+
+def _write_runs(directory: Path, spec: PlantSpec, runs: int, seed0: int) -> None:
+    """``runs`` captures of one 2-rank job in ``directory``, 1000 s apart (repeated runs)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for r in range(runs):
+        sc = plant(PlantSpec(**{**spec.__dict__, "seed": seed0 + r})).scenario
+        sc.origin_epoch_ns += r * 1_000_000_000_000
+        write_kineto(sc, str(directory / f"run{r}.rank{{rank}}.pt.trace.json"), generation="int-us")
+
+
+def test_directory_sides_pool_repeated_runs_of_a_job(tmp_path: Path) -> None:
+    base = PlantSpec(ranks=2, steps=6, weights=_only(launch_bound=3.0))
+    _write_runs(tmp_path / "before", base, 2, 40)
+    _write_runs(tmp_path / "after", PlantSpec(**{**base.__dict__, "launch_fused": True}), 2, 50)
+    rc, d, md = _diff(tmp_path, tmp_path / "before", tmp_path / "after", "--fail-on-regression", "5")
+    assert rc == 0 and d["verdict"] == "improved", d["reason"]
+    for side in ("before", "after"):
+        assert d[side]["captures"] == 2 and len(d[side]["paths"]) == 4 and d[side]["world_size"] == 2
+        steps = d[side]["all_steps"]
+        assert {s["capture"] for s in steps} == {0, 1}
+        assert d[side]["steady_steps"] == sum(s["steady"] for s in steps)
+    assert {r["rank"] for r in d["ranks"]} == {0, 1}
+    assert "## Ranks" in md
+
+
+def test_directory_with_two_jobs_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mixed = tmp_path / "mixed"
+    _write_runs(mixed, PlantSpec(ranks=2, steps=4, weights=_only(launch_bound=1.0)), 1, 60)
+    one = plant(PlantSpec(seed=61, ranks=1, steps=4, weights=_only(launch_bound=1.0))).scenario
+    write_kineto(one, str(mixed / "other_job.pt.trace.json"))
+    assert main(["diff", str(mixed), str(mixed)]) == 2
+    assert "different jobs" in capsys.readouterr().err
