@@ -119,9 +119,6 @@ class Thresholds:
     diff_shape_top_ops: int = _t(
         5, "op signatures", "the work-per-step check compares the recorded shapes of the heaviest matmul/"
         "attention ops")
-    diff_straggler_min: float = _t(
-        0.05, "fraction of step time", "a rank busy this much longer per step than the median rank is the "
-        "one the others wait for")
 
     def with_overrides(self, overrides: dict[str, Any]) -> Thresholds:
         """A copy with ``overrides`` applied; values are coerced to each field's type."""

@@ -252,3 +252,59 @@ def test_directory_with_two_jobs_is_a_usage_error(tmp_path: Path, capsys: pytest
     write_kineto(one, str(mixed / "other_job.pt.trace.json"))
     assert main(["diff", str(mixed), str(mixed)]) == 2
     assert "different jobs" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def noop_side(traces: dict[str, Path]):
+    from traceread.analysis import analyze
+    from traceread.config import Thresholds
+    from traceread.diff import summarize_side
+    from traceread.loaders import load
+
+    cfg = Thresholds()
+    return summarize_side("before", [analyze([load(str(traces["noop_a"]))], cfg=cfg)], None, cfg), cfg
+
+
+def test_offsetting_changes_are_said(noop_side) -> None:
+    import dataclasses
+
+    from traceread.diff import compare
+
+    b, cfg = noop_side
+    moved = 0.2 * b.step_ns_per_step
+    parts = dict(b.parts_per_step)
+    parts["data-starved"] -= moved
+    parts["launch-bound"] += moved
+    a = dataclasses.replace(b, label="after", parts_per_step=parts)
+    d = compare(b, a, cfg)
+    assert d.verdict == "no significant change"
+    assert "offset" in d.reason and "launch-bound rose" in d.offsetting and "data-starved fell" in d.offsetting
+
+
+def test_other_gpu_model_or_world_size_is_not_comparable(noop_side) -> None:
+    import dataclasses
+
+    from traceread.diff import compare, gate
+
+    b, cfg = noop_side
+    d = compare(b, dataclasses.replace(b, label="after", gpu_models=("NVIDIA A100-SXM4-80GB",)), cfg)
+    assert d.verdict == "not comparable" and "GPU models" in d.reason and gate(d, 5)[0]
+    d = compare(b, dataclasses.replace(b, label="after", world_size=8), cfg)
+    assert d.verdict == "not comparable" and "world sizes" in d.reason
+
+
+def test_straggler_that_went_away(tmp_path: Path) -> None:
+    from traceread.synth.stragglers import StragglerSpec, make_job, write_job
+
+    for side in ("before", "after"):
+        (tmp_path / side).mkdir()
+    write_job(make_job(StragglerSpec(straggler=2, mechanism="data", seed=1)), str(tmp_path / "before"))
+    write_job(make_job(StragglerSpec(straggler=None, seed=2)), str(tmp_path / "after"))
+    rc, d, md = _diff(tmp_path, tmp_path / "before", tmp_path / "after")
+    assert rc == 0 and d["verdict"] == "improved", d["reason"]
+    ranks = {r["rank"]: r for r in d["ranks"]}
+    assert set(ranks) == {0, 1, 2, 3}
+    assert ranks[2]["straggler_before"] and not ranks[2]["straggler_after"]
+    assert ranks[2]["straggler_cause_before"] == "data-starved"
+    assert not any(r["straggler_before"] or r["straggler_after"] for k, r in ranks.items() if k != 2)
+    assert "straggler gone" in md

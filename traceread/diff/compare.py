@@ -125,6 +125,9 @@ def comparability(b: SideFacts, a: SideFacts, cfg: Thresholds) -> tuple[dict[str
         blocking = blocking or f"different world sizes ({b.world_size} before, {a.world_size} after)"
     elif not (b.world_size and a.world_size):
         warnings.append("the world size is not recorded on both sides; the same job size is assumed")
+    for s in (b, a):
+        if "gpu-span" in s.step_sources:
+            warnings.append(f"no step markers on the {s.label} side: its whole capture counts as one step")
     if set(b.step_sources) != set(a.step_sources):
         warnings.append(f"steps were found differently ({', '.join(b.step_sources)} before, "
                         f"{', '.join(a.step_sources)} after): a step may not mean the same work")
@@ -223,7 +226,7 @@ def compare(b: SideFacts, a: SideFacts, cfg: Thresholds) -> Diff:
                 shift=shift_sentence(b, a), first_fix=_first_fix(a), offsetting=offsetting, comparability=comp,
                 attribution=attr, kernels=tables.kernel_table(b, a), host_ops=tables.host_op_table(b, a),
                 collectives=tables.collective_table(b, a),
-                ranks=tables.rank_table(b, a, cfg.diff_straggler_min), cfg=cfg,
+                ranks=tables.rank_table(b, a), cfg=cfg,
                 notes=tuple(dict.fromkeys(b.notes + a.notes)))
 
 

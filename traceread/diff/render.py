@@ -209,11 +209,13 @@ def _md_ranks(d: Diff) -> list[str]:
         return []
     rows = []
     for x in r.itertuples(index=False):
-        flag = {(True, False): "straggler gone", (False, True): "straggler appeared",
-                (True, True): "straggler"}.get((bool(x.straggler_before), bool(x.straggler_after)), "")
+        flag = {(True, False): f"straggler gone (was: {x.straggler_cause_before})",
+                (False, True): f"straggler appeared ({x.straggler_cause_after})",
+                (True, True): f"straggler ({x.straggler_cause_before} -> {x.straggler_cause_after})"}.get(
+            (bool(x.straggler_before), bool(x.straggler_after)), "")
         rows.append([str(int(x.rank)), dur(x.step_ns_before) if pd.notna(x.step_ns_before) else "-",
                      dur(x.step_ns_after) if pd.notna(x.step_ns_after) else "-",
-                     _delta(x.delta_busy_ns) if pd.notna(x.delta_busy_ns) else "-", flag])
+                     _delta(x.delta_busy_ns) if pd.notna(x.delta_busy_ns) else "-", md_text(flag)])
     return ["## Ranks (mean per step)", "", table(["rank", "step before", "step after", "busy delta", ""], rows,
                                                   "rrrrl"), ""]
 

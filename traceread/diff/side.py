@@ -54,6 +54,7 @@ class SideFacts:
     host_ops: pd.DataFrame  # name, count, total_ns
     collectives: pd.DataFrame  # collective, count, total_ns, exposed_ns
     per_rank: pd.DataFrame  # rank, step_ns, busy_ns, idle_ns, top_idle_class, top_idle_ns (per step)
+    stragglers: tuple[dict[str, Any], ...]  # traceread.ranks' stragglers of each multi-rank capture (+ capture)
     shapes: pd.DataFrame  # op, input_dims, calls, kernel_ns, flops (heaviest first)
     flops_per_step: float | None  # recorded matmul/attention FLOPs per step (None: no shapes)
     tokens_per_step: float | None  # tokens per profiler step from the job inputs
@@ -152,6 +153,25 @@ def _per_rank(analyses: list[Analysis]) -> pd.DataFrame:
     return out
 
 
+def _stragglers(analyses: list[Analysis], cfg: Thresholds, notes: list[str]) -> tuple[dict[str, Any], ...]:
+    """The stragglers :func:`traceread.ranks.analyze_job` names in each capture of several ranks."""
+    out: list[dict[str, Any]] = []
+    for ci, a in enumerate(analyses):
+        if len({r for t in a.traces for r in t.ranks}) < 2:
+            continue
+        from traceread.ranks import analyze_job, identify, summarize
+
+        idents = [i for t in a.inputs for i in identify(t)]
+        try:
+            report = analyze_job([summarize(a, i, cfg) for i in idents], cfg)
+        except (TracereadError, ValueError) as exc:
+            notes.append(f"capture {ci}: stragglers not judged ({exc})")
+            continue
+        out += [{"capture": ci, "rank": s.get("rank"), "cause": s.get("cause"), "reason": s.get("reason"),
+                 "waited_on_ns": s.get("waited_on_ns")} for s in report.stragglers]
+    return tuple(out)
+
+
 def _shapes(analyses: list[Analysis], cfg: Thresholds, notes: list[str]) -> pd.DataFrame:
     """Recorded matmul/attention op signatures (op, input dims) with calls, kernel time and FLOPs per call."""
     from traceread.metrics.roofline import roofline
@@ -234,6 +254,7 @@ def summarize_side(label: str, analyses: list[Analysis], job: Any, cfg: Threshol
         parts_per_step=per_step, step_ns_per_step=step_ns, shares=shares,
         kernels=_merge_counts([a.kernels for a in analyses], "name"),
         host_ops=_merge_counts([host_ops(a) for a in analyses], "name"),
-        collectives=_collectives(analyses), per_rank=_per_rank(analyses), shapes=shapes, flops_per_step=flops,
+        collectives=_collectives(analyses), per_rank=_per_rank(analyses),
+        stragglers=_stragglers(analyses, cfg, notes), shapes=shapes, flops_per_step=flops,
         tokens_per_step=tokens, tokens_source=how, throughput_values=tput, mfu=mfu,
         mfu_hint=analyses[0].mfu_hint, notes=tuple(notes))

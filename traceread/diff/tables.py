@@ -135,24 +135,19 @@ def collective_table(b: SideFacts, a: SideFacts) -> pd.DataFrame:
                          "exposed_ns_per_step_after": m["exposed_ns_a"] / na})[cols]
 
 
-def stragglers(per_rank: pd.DataFrame, min_excess: float) -> set[int]:
-    """Ranks busy at least ``min_excess`` of step time longer per step than the median rank."""
-    if per_rank.empty:
-        return set()
-    busy = per_rank["busy_ns"].to_numpy(np.float64)
-    step = float(np.median(per_rank["step_ns"].to_numpy(np.float64))) or 1.0
-    excess = (busy - np.median(busy)) / step
-    return {int(r) for r, e in zip(per_rank["rank"], excess, strict=True) if e >= min_excess}
+def rank_table(b: SideFacts, a: SideFacts) -> pd.DataFrame:
+    """Per rank (jobs only): step, busy and idle time per step before and after, and straggler flags.
 
-
-def rank_table(b: SideFacts, a: SideFacts, min_excess: float) -> pd.DataFrame:
-    """Per rank (jobs only): step, busy and idle time per step before and after, and straggler flags."""
+    A rank is a straggler on a side when :func:`traceread.ranks.analyze_job` names it in any capture
+    (the others waited on it at collectives); ``straggler_cause_*`` says why.
+    """
     if b.per_rank.empty and a.per_rank.empty:
         return pd.DataFrame()
     m = b.per_rank.merge(a.per_rank, on="rank", how="outer", suffixes=("_before", "_after"))
-    sb, sa = stragglers(b.per_rank, min_excess), stragglers(a.per_rank, min_excess)
-    m["straggler_before"] = m["rank"].isin(sb)
-    m["straggler_after"] = m["rank"].isin(sa)
+    for side, facts in (("before", b), ("after", a)):
+        causes = {int(s["rank"]): str(s.get("cause") or "") for s in facts.stragglers if s.get("rank") is not None}
+        m[f"straggler_{side}"] = m["rank"].isin(list(causes))
+        m[f"straggler_cause_{side}"] = [causes.get(int(r), "") for r in m["rank"]]
     for c in ("step_ns", "busy_ns", "idle_ns"):
         m[f"delta_{c}"] = m[f"{c}_after"] - m[f"{c}_before"]
     return m.sort_values("rank").reset_index(drop=True)
