@@ -77,15 +77,16 @@ def make_job(spec: StragglerSpec) -> StragglerJob:
     waited = np.zeros(n, dtype=np.int64)
     last_counts = np.zeros(n, dtype=np.int64)
 
-    def emit(r: int, name: str, stream: int, start: int, end: int, op: str) -> None:
+    def emit(r: int, name: str, stream: int, start: int, end: int, op: str, launch: int | None = None) -> None:
         o = _offset(spec, r)
         ext[r] += 1
         corr[r] += 1
-        launch = start - 40_000
+        launch = start - 40_000 if launch is None else launch
         ranks[r].host_ranges.append(HostRange(MAIN, op, launch - 6_000 + o, launch + 6_000 + o, True, ext[r]))
         ranks[r].host_calls.append(HostCall(MAIN, "cudaLaunchKernel", launch + o, launch + 4_000 + o, corr[r], ext[r]))
         ranks[r].kernels.append(Kernel(0, stream, name, start + o, end + o, corr[r], external_id=ext[r]))
 
+    queued = np.full(n, -1, dtype=np.int64)  # host launch time of the first kernel after a collective
     for step in range(spec.steps):
         step_start = ready.copy()
         for _c in range(spec.collectives):
@@ -101,7 +102,10 @@ def make_job(spec: StragglerSpec) -> StragglerJob:
                             d = d + spec.delay_ns
                         else:
                             t = _data_stall(ranks[r], _offset(spec, r), t, spec.delay_ns, corr, ext, r)
-                    emit(r, _GEMM, COMPUTE, t, t + int(d), "aten::mm")
+                    # the first kernel after a collective was queued long before (the host runs ahead,
+                    # the stream waits for the all-reduce): the wait for a late rank is comm-bound
+                    first = k == 0 and queued[r] >= 0
+                    emit(r, _GEMM, COMPUTE, t, t + int(d), "aten::mm", int(queued[r]) if first else None)
                     t += int(d) + 1_000
                 arrive[r] = t + 1_000
             end = int(arrive.max()) + spec.collective_ns
@@ -110,6 +114,7 @@ def make_job(spec: StragglerSpec) -> StragglerJob:
             waited[last] += int((arrive[last] - arrive).sum())
             for r in range(n):
                 emit(r, _ALLREDUCE, COMM, int(arrive[r]), end + int(rng.integers(0, 2_000)), "record_param_comms")
+                queued[r] = int(arrive[r]) - 25_000
                 ready[r] = end + 3_000
             arrivals.append(arrive.tolist())
             ends.append(end)
