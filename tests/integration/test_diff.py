@@ -258,11 +258,12 @@ def test_directory_with_two_jobs_is_a_usage_error(tmp_path: Path, capsys: pytest
 def noop_side(traces: dict[str, Path]):
     from traceread.analysis import analyze
     from traceread.config import Thresholds
-    from traceread.diff import summarize_side
+    from traceread.diff import capture_from_analysis, summarize_side
     from traceread.loaders import load
 
     cfg = Thresholds()
-    return summarize_side("before", [analyze([load(str(traces["noop_a"]))], cfg=cfg)], None, cfg), cfg
+    cap = capture_from_analysis(analyze([load(str(traces["noop_a"]))], cfg=cfg), cfg, [])
+    return summarize_side("before", [cap], None, cfg), cfg
 
 
 def test_offsetting_changes_are_said(noop_side) -> None:

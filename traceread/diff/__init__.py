@@ -12,10 +12,11 @@ from typing import Any
 
 from traceread.config import Thresholds
 from traceread.diff.compare import DIFF_SCHEMA_VERSION, VERDICTS, Diff, compare, gate
-from traceread.diff.side import SideFacts, summarize_side
+from traceread.diff.side import Capture, SideFacts, capture_from_analysis, summarize_side
 from traceread.trace import Trace
 
-__all__ = ["diff", "Diff", "SideFacts", "compare", "gate", "summarize_side", "VERDICTS", "DIFF_SCHEMA_VERSION"]
+__all__ = ["diff", "Diff", "Capture", "SideFacts", "compare", "gate", "summarize_side", "capture_from_analysis",
+           "VERDICTS", "DIFF_SCHEMA_VERSION"]
 
 
 def diff(before: list[list[Trace]], after: list[list[Trace]], job_before: Any = None, job_after: Any = None,
@@ -26,6 +27,8 @@ def diff(before: list[list[Trace]], after: list[list[Trace]], job_before: Any = 
 
     sides = []
     for label, captures, job in (("before", before, job_before), ("after", after, job_after)):
-        analyses = [analyze(c, job=job, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range) for c in captures]
-        sides.append(summarize_side(label, analyses, job, cfg))
+        notes: list[str] = []
+        caps = [capture_from_analysis(analyze(c, job=job, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range),
+                                      cfg, notes) for c in captures]
+        sides.append(summarize_side(label, caps, job, cfg, notes))
     return compare(sides[0], sides[1], cfg)

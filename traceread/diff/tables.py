@@ -100,6 +100,8 @@ def kernel_table(b: SideFacts, a: SideFacts) -> pd.DataFrame:
 
 def host_op_table(b: SideFacts, a: SideFacts) -> pd.DataFrame:
     """Host ops and annotations added, removed and changed (count, total time), as HTA's TraceDiff lists them."""
+    if b.host_ops is None or a.host_ops is None:  # not recorded on a side (scan reports)
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in HOST_COLUMNS})
     m = b.host_ops.merge(a.host_ops, on="name", how="outer", suffixes=("_b", "_a"))
     if m.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in HOST_COLUMNS})
