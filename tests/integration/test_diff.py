@@ -309,3 +309,45 @@ def test_straggler_that_went_away(tmp_path: Path) -> None:
     assert ranks[2]["straggler_cause_before"] == "data-starved"
     assert not any(r["straggler_before"] or r["straggler_after"] for k, r in ranks.items() if k != 2)
     assert "straggler gone" in md
+
+
+def _fake_scan(out: Path, jobs: dict[str, list[Path]]) -> None:
+    """A scan output as `traceread scan` lays it out: traces/<id>.json is each trace's analyze JSON report."""
+    (out / "jobs").mkdir(parents=True)
+    (out / "traces").mkdir()
+    (out / "index.json").write_text(json.dumps({"schema_version": "1.0", "jobs": list(jobs)}))
+    for j, (name, paths) in enumerate(jobs.items()):
+        members = []
+        for i, p in enumerate(paths):
+            tid = f"t{j}_{i}"
+            assert main(["analyze", str(p), "--json", str(out / "traces" / f"{tid}.json"), "-o",
+                         str(out / "traces" / f"{tid}.md")]) == 0
+            members.append({"trace_id": tid, "path": p.name, "ranks": [0]})
+        (out / "jobs" / f"job{j}.json").write_text(json.dumps({"schema_version": "1.0", "job": name,
+                                                               "traces": members}))
+
+
+def test_scan_outputs_are_diffed_job_by_job(traces: dict[str, Path], tmp_path: Path) -> None:
+    _fake_scan(tmp_path / "scan_before", {"train": [traces["launch"]], "eval": [traces["noop_a"]],
+                                          "old": [traces["noop_b"]]})
+    _fake_scan(tmp_path / "scan_after", {"train": [traces["launch_fused"]], "eval": [traces["noop_b"]]})
+    js = tmp_path / "scan_diff.json"
+    rc = main(["diff", str(tmp_path / "scan_before"), str(tmp_path / "scan_after"), "--json", str(js), "-o",
+               str(tmp_path / "scan_diff.md"), "--fail-on-regression", "5"])
+    doc = json.loads(js.read_text())
+    jsonschema.validate(doc, schema())
+    jobs = {j["job"]: j for j in doc["jobs"]}
+    assert set(jobs) == {"train", "eval"} and doc["only_before"] == ["old"] and doc["only_after"] == []
+    # The same verdicts and step-time ratios as diffing the traces themselves.
+    _, direct, _ = _diff(tmp_path, traces["launch"], traces["launch_fused"])
+    assert jobs["train"]["verdict"] == direct["verdict"] == "improved"
+    assert jobs["train"]["step_time_ratio"] == pytest.approx(direct["step_time_ratio"])
+    assert {k["name"]: k["delta_ns_per_step"] for k in jobs["train"]["kernels"]} == \
+        pytest.approx({k["name"]: k["delta_ns_per_step"] for k in direct["kernels"]})
+    assert jobs["train"]["host_ops"] == []  # not in scan reports: said in the notes
+    assert any("host ops are not in the scan reports" in n for n in jobs["train"]["notes"])
+    assert jobs["eval"]["verdict"] == "no significant change"
+    assert doc["verdict"] == "no significant change" and rc == 0
+    md = (tmp_path / "scan_diff.md").read_text()
+    assert "# Job train" in md and "Only in the before scan: old." in md
+    assert main(["diff", str(tmp_path / "scan_before"), str(traces["noop_a"])]) == 2

@@ -33,7 +33,7 @@ def _job(path: str | None):
 def command(before, after, md_path, json_path, job_path, job_before_path, job_after_path, fail_pct, set_items,
             config_path, warmup_steps, step_range) -> int:
     """Compare two runs: did the fix move the step time (or tokens/s), and where did the bottleneck go?"""
-    from traceread.diff import diff, gate
+    from traceread.diff import diff
     from traceread.diff.inputs import load_side
     from traceread.diff.render import render_json, render_markdown
 
@@ -42,6 +42,10 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
     cfg = _thresholds(config_path, set_items)
     job_b = _job(job_before_path or job_path)
     job_a = _job(job_after_path or job_path)
+    from traceread.diff.scan_sides import is_scan_output
+
+    if is_scan_output(before) and is_scan_output(after):
+        return _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct)
     sides = []
     for path in (before, after):
         try:
@@ -57,9 +61,35 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
     if md_path and not (json_path == "-" and md_path == "-"):
         with atomic_open(md_path, "w") as fh:
             render_markdown(result, fh)
+    return _gate([("", result)], fail_pct)
+
+
+def _gate(diffs, fail_pct: float | None) -> int:
+    from traceread.diff import gate
+
     if fail_pct is None:
         return EXIT_OK
-    tripped, why = gate(result, fail_pct)
-    if tripped:
-        click.echo(f"traceread: --fail-on-regression {fail_pct:g} tripped: {why}", err=True)
+    tripped = False
+    for name, d in diffs:
+        hit, why = gate(d, fail_pct)
+        if hit:
+            click.echo(f"traceread: --fail-on-regression {fail_pct:g} tripped: {name + ': ' if name else ''}{why}",
+                       err=True)
+        tripped |= hit
     return EXIT_GATE if tripped else EXIT_OK
+
+
+def _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct) -> int:
+    """Two scan output directories, diffed job by job."""
+    from traceread.cli.output import dumps
+    from traceread.diff.render import render_scan_markdown, scan_to_json
+    from traceread.diff.scan_sides import diff_scans
+
+    result = diff_scans(before, after, job_b, job_a, cfg)
+    if json_path:
+        with atomic_open(json_path, "wb") as fh:
+            fh.write(dumps(scan_to_json(result)) + b"\n")
+    if md_path and not (json_path == "-" and md_path == "-"):
+        with atomic_open(md_path, "w") as fh:
+            render_scan_markdown(result, fh)
+    return _gate(list(result.diffs), fail_pct)

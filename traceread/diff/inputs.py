@@ -2,8 +2,9 @@
 
 A directory is grouped as ``scan`` groups it (:func:`traceread.ranks.group_jobs`): the ranks of one
 capture form the job, several captures of the same job (repeated runs) pool their steps, and a
-directory holding several different jobs is a usage error that lists them. A ``scan`` output
-directory (``index.json`` + ``jobs/``) is not read yet: that is a usage error saying so.
+directory holding several different jobs is a usage error that lists them. Two ``scan`` output
+directories are diffed job by job (:mod:`traceread.diff.scan_sides`); a scan output against
+anything else is a usage error.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import os
 from traceread.errors import TraceReadError, UsageError
 from traceread.loaders import load, sniff
 from traceread.trace import Trace
-
-SCAN_INDEX = "index.json"
 
 
 def _trace_files(directory: str) -> list[str]:
@@ -38,9 +37,11 @@ def load_side(path: str, step_range: str | None = None) -> list[list[Trace]]:
     """The captures of one side (each a list of traces); raises TraceReadError / UsageError."""
     if not os.path.isdir(path):
         return [[load(path, progress=True, step_range=step_range)]]
-    if os.path.exists(os.path.join(path, SCAN_INDEX)) and os.path.isdir(os.path.join(path, "jobs")):
-        raise UsageError(f"{path}: a `traceread scan` output directory; diffing scan outputs job by job is not "
-                         "supported yet: give the directory of the traces themselves, or one trace file per side")
+    from traceread.diff.scan_sides import is_scan_output
+
+    if is_scan_output(path):
+        raise UsageError(f"{path}: a `traceread scan` output directory; scan outputs are diffed job by job "
+                         "against another scan output only")
     from traceread.ranks import group_jobs, identify
 
     files = _trace_files(path)

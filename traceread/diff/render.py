@@ -220,10 +220,10 @@ def _md_ranks(d: Diff) -> list[str]:
                                                   "rrrrl"), ""]
 
 
-def render_markdown(d: Diff, out: IO[str]) -> None:
+def render_markdown(d: Diff, out: IO[str], title: str = "traceread diff") -> None:
     b, a = d.before, d.after
     names = lambda s: ", ".join(f"`{p.rsplit('/', 1)[-1]}`" for p in s.paths)  # noqa: E731
-    lines = ["# traceread diff", "", f"Before: {names(b)}. After: {names(a)}.", "",
+    lines = [f"# {title}", "", f"Before: {names(b)}. After: {names(a)}.", "",
              f"## Verdict: {d.verdict}", "", md_text(d.reason[0].upper() + d.reason[1:]) + ".", "",
              f"Step time x{d.step_time_ratio:.3f} (median after / before)." if d.step_time_ratio else "", ""]
     if d.throughput_ratio is not None:
@@ -245,3 +245,28 @@ def render_markdown(d: Diff, out: IO[str]) -> None:
               "(template arguments kept)."]
     lines += [f"- {md_text(n)}" for n in d.notes]
     out.write("\n".join(x for x in lines if x is not None).replace("\n\n\n", "\n\n") + "\n")
+
+
+def scan_to_json(j: Any) -> dict[str, Any]:
+    """Two scan outputs diffed job by job (``jobs``: one diff object per job, as for two traces)."""
+    from traceread import __version__
+
+    jobs = [{"job": name, **to_json(d)} for name, d in j.diffs]
+    worst = [x for x in jobs if x["verdict"] == j.verdict]
+    return {"schema_version": DIFF_SCHEMA_VERSION, "tool": {"name": "traceread", "version": __version__},
+            "verdict": j.verdict, "reason": f"the worst verdict of {len(jobs)} job(s): {worst[0]['job']}: "
+                                            f"{worst[0]['reason']}",
+            "jobs": jobs, "only_before": list(j.only_before), "only_after": list(j.only_after)}
+
+
+def render_scan_markdown(j: Any, out: IO[str]) -> None:
+    rows = [[md_text(name), d.verdict, _ratio(d.step_time_ratio), md_text(d.before.dominant_cause),
+             md_text(d.after.dominant_cause)] for name, d in j.diffs]
+    lines = ["# traceread diff: scan outputs, job by job", "", f"Overall: {j.verdict} (the worst job's verdict).", "",
+             table(["job", "verdict", "step time", "dominant before", "dominant after"], rows, "llrll"), ""]
+    for label, names in (("before", j.only_before), ("after", j.only_after)):
+        if names:
+            lines += [f"Only in the {label} scan: " + ", ".join(md_text(n) for n in names) + ".", ""]
+    out.write("\n".join(lines) + "\n")
+    for name, d in j.diffs:
+        render_markdown(d, out, title=f"Job {md_text(name)}")
