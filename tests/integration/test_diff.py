@@ -351,3 +351,18 @@ def test_scan_outputs_are_diffed_job_by_job(traces: dict[str, Path], tmp_path: P
     md = (tmp_path / "scan_diff.md").read_text()
     assert "# Job train" in md and "Only in the before scan: old." in md
     assert main(["diff", str(tmp_path / "scan_before"), str(traces["noop_a"])]) == 2
+
+
+@pytest.mark.parametrize("generation,jitter", [("int-us", 0.05), ("2024", 0.10)])
+def test_loader_fix_under_variation(tmp_path: Path, generation: str, jitter: float) -> None:
+    """The loader fix and a no-op, in the integer-microsecond Kineto generation and with doubled jitter."""
+    paths = {}
+    for name, seed, w in (("starved", 70, _only(data_starved=2.0, launch_bound=0.5)),
+                          ("fixed", 71, _only(launch_bound=0.5)), ("fixed_again", 72, _only(launch_bound=0.5))):
+        paths[name] = tmp_path / f"{name}.pt.trace.json"
+        write_kineto(plant(PlantSpec(seed=seed, ranks=1, steps=STEPS, jitter=jitter, weights=w)).scenario,
+                     str(paths[name]), generation=generation)
+    _, d, _ = _diff(tmp_path, paths["starved"], paths["fixed"])
+    assert d["verdict"] == "improved" and d["before"]["dominant_cause"] == "data-starved", d["reason"]
+    _, d, _ = _diff(tmp_path, paths["fixed"], paths["fixed_again"])
+    assert d["verdict"] == "no significant change", d["reason"]

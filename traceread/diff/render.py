@@ -124,13 +124,13 @@ def _md_steps(d: Diff) -> list[str]:
     for s in (b, a):
         v = s.step_values
         spread = f"{dur(np.percentile(v, 25))} - {dur(np.percentile(v, 75))}" if len(v) else "n/a"
-        mfu = pct((s.mfu or {}).get("mfu")) if s.mfu else "n/a"
+        mfu = f"{pct(s.mfu.get('mfu'))} / {pct(s.mfu.get('hfu'))}" if s.mfu else "n/a"
         tput = f"{np.median(s.throughput_values):,.0f}" if s.throughput_values is not None and len(
             s.throughput_values) else "n/a"
         rows.append([s.label, str(len(v)), dur(s.median_step_ns) if s.median_step_ns else "n/a", spread,
                      tput, mfu, md_text(s.dominant_cause), pct(s.dominant_cost_share, 0)])
     out = ["## Step time", "",
-           table(["side", "steady steps", "median step", "p25 - p75", "tokens/s", "MFU", "dominant cause", "cost"],
+           table(["side", "steady steps", "median step", "p25 - p75", "tokens/s", "MFU / HFU", "dominant cause", "cost"],
                  rows, "lrrrrrlr"), ""]
     for s in (b, a):
         if len(s.step_values):
