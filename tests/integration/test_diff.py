@@ -38,6 +38,7 @@ SPECS = {
     # batch size 8 -> 16 sequences of 512 tokens (recorded aten::mm shapes change)
     "batch8": PlantSpec(seed=29, ranks=1, steps=STEPS, weights=_only(launch_bound=1.0), batch=8),
     "batch16": PlantSpec(seed=30, ranks=1, steps=STEPS, weights=_only(launch_bound=1.0), batch=16),
+    "batch8_again": PlantSpec(seed=31, ranks=1, steps=STEPS, weights=_only(launch_bound=1.0), batch=8),
 }
 # nsys's spelling of the generator's elementwise kernel (as nsys writes CUDAFunctor_add<float> and
 # <c10::Half> in nsysai_h100_2gpu_window_2026.sqlite and nvfuser_h100_2024.sqlite)
@@ -142,6 +143,12 @@ def test_batch_size_change_without_job_inputs_is_not_comparable(traces: dict[str
     fb, fa = (d[s]["recorded_flops_per_step"] for s in ("before", "after"))
     assert fb > 0 and fa > 0
     assert rc == 1
+    # The same batch size in another run: the same shapes, so the step times are compared.
+    _, same, _ = _diff(tmp_path, traces["batch8"], traces["batch8_again"])
+    assert same["comparability"]["work_per_step"]["shapes"] == "same"
+    assert same["verdict"] == "no significant change", same["reason"]
+    assert same["before"]["recorded_flops_per_step"] == pytest.approx(same["after"]["recorded_flops_per_step"],
+                                                                      rel=0.25)
 
 
 def test_batch_size_change_with_job_inputs_compares_throughput(traces: dict[str, Path], tmp_path: Path) -> None:

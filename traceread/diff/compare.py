@@ -87,22 +87,29 @@ def shift_sentence(b: SideFacts, a: SideFacts) -> str:
 
 
 def _work_check(b: SideFacts, a: SideFacts, cfg: Thresholds) -> tuple[str, str]:
-    """("same"|"differs"|"unknown", why) from the recorded shapes of the heaviest matmul/attention ops."""
+    """("same"|"differs"|"unknown", why) from the recorded shapes of the heaviest matmul/attention ops.
+
+    For every op name recorded on both sides, each of the ``diff_shape_top_ops`` heaviest signatures
+    (op, input dims) of one side must be recorded on the other side at all: a batch or sequence change
+    changes every shape, while noise only reorders the heavy ones.
+    """
     if b.shapes.empty or a.shapes.empty:
         missing = " and ".join(s.label for s in (b, a) if s.shapes.empty)
         return "unknown", f"no recorded matmul/attention shapes on the {missing} side (record_shapes=True)"
-    top_b = b.shapes.head(cfg.diff_shape_top_ops)
-    top_a = a.shapes.head(cfg.diff_shape_top_ops)
-    common = [op for op in dict.fromkeys(top_b["op"]) if op in set(top_a["op"])]
+    common = set(b.shapes["op"]) & set(a.shapes["op"])
     if not common:
-        return "unknown", "the heaviest recorded ops differ by name, so their shapes cannot be compared"
-    for op in common:
-        sb = list(dict.fromkeys(top_b.loc[top_b["op"] == op, "input_dims"]))
-        sa = list(dict.fromkeys(top_a.loc[top_a["op"] == op, "input_dims"]))
-        if set(sb) != set(sa):
-            return "differs", (f"the recorded input shapes of {op} differ ({', '.join(sb[:2])} before, "
-                               f"{', '.join(sa[:2])} after)")
-    return "same", f"the heaviest recorded ops ({', '.join(common)}) have the same input shapes"
+        return "unknown", "the recorded matmul/attention ops differ by name, so their shapes cannot be compared"
+    sig = {s.label: set(zip(s.shapes["op"], s.shapes["input_dims"], strict=True)) for s in (b, a)}
+    for this, other in ((b, a), (a, b)):
+        top = this.shapes[this.shapes["op"].isin(common)].head(cfg.diff_shape_top_ops)
+        for op, dims in zip(top["op"], top["input_dims"], strict=True):
+            if (op, dims) not in sig[other.label]:
+                seen = list(dict.fromkeys(other.shapes.loc[other.shapes["op"] == op, "input_dims"]))[:2]
+                shapes = {this.label: dims, other.label: ", ".join(seen)}
+                return "differs", (f"the recorded input shapes of {op} differ ({shapes['before']} before, "
+                                   f"{shapes['after']} after)")
+    heavy = ", ".join(sorted(common))
+    return "same", f"the heaviest recorded ops ({heavy}) have the same input shapes on both sides"
 
 
 def comparability(b: SideFacts, a: SideFacts, cfg: Thresholds) -> tuple[dict[str, Any], list[str], str]:
