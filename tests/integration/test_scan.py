@@ -136,13 +136,13 @@ def test_changed_file_is_analysed_again_and_old_report_removed(tree, tmp_path):
     out = tmp_path / "o"
     from traceread.scan import ScanOptions, scan
 
-    first = scan(ScanOptions(roots=[str(src)], out=str(out), workers=2, progress=False))
-    assert first.analysed == 2
+    first = scan(ScanOptions(roots=[str(src)], out=str(out), workers=2, progress=False, use_cache=False))
+    assert first.analysed == 2 and first.reused == 0
     f = src / "jobK" / "train.rank0.pt.trace.json"
     st = f.stat()
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched, same content: hash matches
     touched = scan(ScanOptions(roots=[str(src)], out=str(out), workers=2, progress=False))
-    assert touched.reused == 2
+    assert touched.reused == 2  # --no-cache analysed everything but still recorded the results
     ids = sorted(p.name for p in (out / "traces").iterdir())
     f.write_bytes(f.read_bytes().replace(b'"schemaVersion": 1', b'"schemaVersion": 1 ', 1))  # new content
     again = scan(ScanOptions(roots=[str(src)], out=str(out), workers=2, progress=False))

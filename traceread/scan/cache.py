@@ -33,14 +33,16 @@ def result_key(settings_key: str, job: dict[str, Any] | None) -> str:
 
 
 class Cache:
-    def __init__(self, outdir: str, enabled: bool = True) -> None:
+    def __init__(self, outdir: str, reuse: bool = True) -> None:
+        """``reuse=False`` (``--no-cache``): analyse everything again, but still record the results."""
         self.dir = os.path.join(outdir, DIRNAME)
-        self.enabled = enabled
         self.entries: dict[str, dict[str, Any]] = {}  # rel -> last entry
-        if enabled:
-            os.makedirs(self.dir, exist_ok=True)
+        os.makedirs(self.dir, exist_ok=True)
+        if reuse:
             self._read()
-        self._log = open(os.path.join(self.dir, LOG), "a", encoding="utf-8") if enabled else None  # noqa: SIM115
+        else:  # start a new log: earlier entries must not come back on the next run
+            open(os.path.join(self.dir, LOG), "w").close()
+        self._log = open(os.path.join(self.dir, LOG), "a", encoding="utf-8")  # noqa: SIM115
 
     def _read(self) -> None:
         try:
@@ -90,8 +92,6 @@ class Cache:
 
     def store(self, c: Candidate, key: str, o: Outcome) -> None:
         """Record a finished result (its report files are already written)."""
-        if not self.enabled:
-            return
         if o.status == "ok":
             with atomic_open(self.blob_path(o.trace_id), "wb") as fh:
                 pickle.dump((o.row, o.identities, o.summaries), fh, protocol=pickle.HIGHEST_PROTOCOL)
@@ -104,8 +104,6 @@ class Cache:
 
     def compact(self, keep: set[str]) -> None:
         """Rewrite the log with one entry per path still in the tree; drop blobs nobody uses."""
-        if not self.enabled:
-            return
         assert self._log is not None
         self._log.close()
         self.entries = {r: e for r, e in self.entries.items() if r in keep}

@@ -70,7 +70,7 @@ def scan(opt: ScanOptions) -> ScanResult:
     found = discover(opt.roots, exclude=[opt.out])
     os.makedirs(os.path.join(opt.out, "traces"), exist_ok=True)
     os.makedirs(os.path.join(opt.out, "jobs"), exist_ok=True)
-    cache = Cache(opt.out, enabled=opt.use_cache)
+    cache = Cache(opt.out, reuse=opt.use_cache)
     finder = opt.jobs or JobInputsFinder()
     settings_key = opt.settings.key()
     done: list[Outcome] = []
