@@ -71,6 +71,20 @@ class Thresholds:
     report_second_min_share: float = _t(
         0.10, "fraction of step", "a second cause under ~10% of step time is not worth a reader's next move")
 
+    # --- jobs and stragglers (traceread.ranks) ---
+    capture_window_slack_ns: int = _t(
+        2_000_000_000, "ns", "ranks of one capture start their profilers within a second or so of each other "
+        "(plus NTP skew of tens of ms); windows further apart are separate captures")
+    straggler_min_wait_share: float = _t(
+        0.02, "fraction of others' time", "a rank is a straggler only when the others' waiting for it costs "
+        "at least ~2% of their window: less is noise a balanced job has too")
+    straggler_min_excess: float = _t(
+        2.0, "x median rank", "the wait caused must be at least twice that caused by the median other rank: in "
+        "a balanced job every rank is last now and then")
+    straggler_min_uncertainty_factor: float = _t(
+        3.0, "x alignment uncertainty", "a lateness within 3x the clock alignment's uncertainty could be the "
+        "alignment's own error")
+
     # --- scoreboard (MFU, kernel table, roofline) ---
     mfu_min_steady_steps: int = _t(
         3, "steps", "a median of fewer steady steps cannot tell a stall from the steady state")

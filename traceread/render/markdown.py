@@ -1,7 +1,7 @@
 """The Markdown diagnosis report: ``render(analysis, out)``.
 
 Sections, in this order: header, verdict, scoreboard, where the step time goes, what removing the
-dominant cause buys, largest gaps, kernels/collectives/launches, per-step table, what to do next,
+dominant cause buys, the job (grouping, alignment, stragglers; several ranks only), largest gaps, kernels/collectives/launches, per-step table, what to do next,
 method notes. Names are shortened and escaped (see :mod:`traceread.render.names`); nothing from the
 trace other than device names, kernel/op names and path-scrubbed Python frames is shown.
 """
@@ -15,7 +15,7 @@ import pandas as pd
 
 from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
-from traceread.render import advice
+from traceread.render import advice, jobsection
 from traceread.render.fmt import bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import md_code, md_name, md_text
 
@@ -30,8 +30,8 @@ def render(analysis: Analysis, out: IO[str]) -> None:
 
 
 def to_markdown(a: Analysis) -> str:
-    sections = [_header(a), _verdict(a), _scoreboard(a), _where(a), _removal(a), _gaps(a),
-                _kernels(a), _per_step(a), _next(a), _method(a)]
+    sections = [_header(a), _verdict(a), _scoreboard(a), _where(a), _removal(a), jobsection.section(a.job),
+                _gaps(a), _kernels(a), _per_step(a), _next(a), _method(a)]
     return "\n\n".join(s.rstrip() for s in sections if s) + "\n"
 
 
