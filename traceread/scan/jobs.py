@@ -63,62 +63,94 @@ def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
             "devices": int(len(units))}
 
 
-def build_jobs(done: list[Outcome], settings: Settings, finder: JobInputsFinder) -> tuple[list[dict[str, Any]],
-                                                                                          dict[str, str]]:
-    """Group the analysed traces into jobs; returns the job documents and trace id -> job name."""
+def job_name(g: Any) -> str:
+    """The job's directory relative to the scan root, then the group's name (capture index included)."""
+    return f"{g.directory}/{g.name}" if g.directory else g.name
+
+
+def build_jobs(done: list[Outcome], settings: Settings, finder: JobInputsFinder
+               ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
+    """Group the analysed traces into jobs (traceread.ranks) and analyse each; returns the job
+    documents (``jobs/<job>.json``), trace id -> job name, and job file -> its Markdown."""
+    from traceread import ranks
+    from traceread.render.jobsection import group_markdown
+
     by_rel = {o.rel: o for o in done}
-    groups = _groups(done, settings)
-    jobs, job_of, used = [], {}, set()
-    for name, rels, extra in groups:
-        members = [by_rel[r] for r in rels if r in by_rel]
-        if not members:
-            continue
-        file = safe_name(name)
+    identities = [i for o in done for i in o.identities]
+    summary_of = {s.identity.key: s for o in done for s in o.summaries}
+    groups = ranks.group_jobs(identities, settings.rank_pattern, settings.cfg)
+    jobs, job_of, used, md = [], {}, set(), {}
+    for g in groups:
+        members = [by_rel[p] for p in g.paths if p in by_rel]
+        name = job_name(g)
+        file = base = safe_name(name)
         n = 1
         while file in used:
             n += 1
-            file = f"{safe_name(name)}-{n}"
+            file = f"{base}-{n}"
         used.add(file)
+        report = ranks.analyze_job([summary_of[m.key] for m in g.members if m.key in summary_of], settings.cfg,
+                                   group=g)
         doc: dict[str, Any] = {"schema_version": JOB_SCHEMA_VERSION, "job": name, "file": file}
         doc["traces"] = [{"trace_id": o.trace_id, "path": o.rel, "link": f"../traces/{o.trace_id}.md",
                           "ranks": o.row.get("ranks", []), "job_inputs": finder.sources.get(o.rel)}
                          for o in members]
         doc.update(_aggregate(members, settings.cfg))
-        doc.update(extra)
+        rep = report.to_dict()
+        rep.pop("name")
+        doc.update(rep)
+        doc["world_size"] = g.world_size
+        if report.step.get("median_job_step_ns"):
+            doc["median_step_ns"] = int(report.step["median_job_step_ns"])  # on aligned windows
         for o in members:
             job_of.setdefault(o.trace_id, name)
         jobs.append(doc)
-    return jobs, job_of
+        md[file] = job_markdown(doc, group_markdown(g, report, level=2))
+    for o in done:  # a trace whose file holds no rank identity (no events) is its own job
+        if o.trace_id not in job_of:
+            job_of[o.trace_id] = o.rel
+    return jobs, job_of, md
 
 
-def _groups(done: list[Outcome], settings: Settings) -> list[tuple[str, list[str], dict[str, Any]]]:
-    """(job name, member rels, job-report fields) per job, from traceread.ranks."""
-    try:
-        from traceread import ranks
-    except ImportError:  # pre-merge: one job per trace until traceread.ranks is in
-        return [(os.path.splitext(o.rel)[0], [o.rel], {"grouping": "one job per trace (traceread.ranks missing)"})
-                for o in done]
-    raise NotImplementedError(ranks)
+_ROW_KEYS = ("job", "file", "world_size", "gpus", "devices", "steps", "median_step_ns", "gpu_ns", "idle_share",
+             "dominant_cause", "dominant_cost_share", "mfu", "lost_ns", "shares", "verdict", "matched_collectives")
 
 
 def job_row(j: dict[str, Any]) -> dict[str, Any]:
-    r = {k: v for k, v in j.items() if k not in ("traces", "schema_version")}
+    """The job's row in index.json: the headline figures, not the per-collective detail."""
+    r = {k: j.get(k) for k in _ROW_KEYS}
+    group = j.get("group") or {}
     ranks = sorted({x for t in j["traces"] for x in t["ranks"]})
-    r.update(link_md=f"jobs/{j['file']}.md", link_json=f"jobs/{j['file']}.json", trace_ids=[t["trace_id"] for t in j["traces"]],
-             ranks_text=_ranks_text(ranks, j.get("world_size")))
+    strag = [{k: s.get(k) for k in ("rank", "waited_on_ns", "last_arrivals", "cause")} for s in j.get("stragglers", [])]
+    r.update(link_md=f"jobs/{j['file']}.md", link_json=f"jobs/{j['file']}.json",
+             trace_ids=[t["trace_id"] for t in j["traces"]], ranks_text=_ranks_text(ranks, j.get("world_size")),
+             missing_ranks=len(group.get("missing_ranks", [])), duplicate_ranks=len(group.get("duplicate_ranks", [])),
+             rule=group.get("rule"), stragglers=strag,
+             stragglers_text="; ".join(f"rank {s['rank']} ({s['waited_on_ns'] / 1e6:,.2f} ms waited on, {s['cause']})"
+                                       for s in strag))
     return r
 
 
-def job_markdown(j: dict[str, Any]) -> str:
+def job_markdown(j: dict[str, Any], section: str) -> str:
+    """``jobs/<job>.md``: where the job's GPU time goes, its grouping, alignment and stragglers, its traces."""
     from traceread.render.names import md_text
 
-    lines = [f"# Job {md_text(j['job'])}", "", f"Dominant cause: **{j['dominant_cause']}**, "
-             f"{100 * j['dominant_cost_share']:.1f}% of step time.", "", "## Traces", ""]
-    lines += [f"- [{md_text(t['path'])}]({t['link']}) ranks {t['ranks']}" for t in j["traces"]]
+    lost = sorted(((v, c) for c, v in j["lost_ns"].items() if v > 0), reverse=True)
+    lines = [f"# Job {md_text(j['job'])}", "",
+             f"{len(j['traces'])} trace(s), {j['devices']} GPU(s). Dominant cause: **{j['dominant_cause']}**, "
+             f"{100 * j['dominant_cost_share']:.1f}% of step time"
+             + (f"; MFU {100 * j['mfu']:.1f}% (lowest of its ranks)" if j.get("mfu") is not None else "") + "."]
+    if lost:
+        lines += ["", "GPU time lost (idle GPU-seconds summed over the job's GPUs): "
+                  + ", ".join(f"{c} {v / 1e9:,.3f} s" for v, c in lost) + "."]
+    lines += ["", section, "", "## Traces", ""]
+    lines += [f"- [{md_text(t['path'])}]({t['link']}): rank(s) {', '.join(map(str, t['ranks'])) or '?'}"
+              + (f"; job inputs from {md_text(t['job_inputs'])}" if t.get("job_inputs") else "")
+              for t in j["traces"]]
     return "\n".join(lines) + "\n"
 
 
-def write_jobs(out: str, jobs: list[dict[str, Any]]) -> None:
+def write_jobs(out: str, jobs: list[dict[str, Any]], md: dict[str, str]) -> None:
     from traceread.cli.output import dumps
 
     for j in jobs:
@@ -126,4 +158,4 @@ def write_jobs(out: str, jobs: list[dict[str, Any]]) -> None:
         with atomic_open(base + ".json", "wb") as fh:
             fh.write(dumps(j) + b"\n")
         with atomic_open(base + ".md", "w") as fh:
-            fh.write(job_markdown(j))
+            fh.write(md[j["file"]])

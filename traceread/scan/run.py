@@ -113,8 +113,8 @@ def scan(opt: ScanOptions) -> ScanResult:
         bar.close()
     from traceread.scan.jobs import build_jobs, write_jobs
 
-    jobs, job_of = build_jobs(done, opt.settings, finder)
-    write_jobs(opt.out, jobs)
+    jobs, job_of, job_md = build_jobs(done, opt.settings, finder)
+    write_jobs(opt.out, jobs, job_md)
     from traceread.scan.tables import write_tables
 
     counts = write_tables(opt.out, [(o.trace_id, job_of.get(o.trace_id, ""), o.row)

@@ -25,7 +25,8 @@ _GAP_TEXT = ("next_kernel_name", "longest_cpu_name", "python_frame")
 def _schemas() -> dict[str, Any]:
     import pyarrow as pa
 
-    key = [("trace_id", pa.string()), ("job", pa.string()), ("rank", pa.int32()), ("device", pa.int32())]
+    key = [("trace_id", pa.string()), ("job", pa.string()), ("rank", pa.int32()), ("device", pa.int32()),
+           ("frame_rank", pa.int32())]
     span = [("start_ns", pa.int64()), ("end_ns", pa.int64()), ("start_epoch_ns", pa.int64()),
             ("end_epoch_ns", pa.int64())]
     gaps = pa.schema(key + [("step", pa.int64())] + span + [("class", pa.string()), ("evidence", pa.string())]
@@ -49,17 +50,26 @@ def _columns(records: list[dict[str, Any]], names: Iterable[str]) -> dict[str, l
     return {n: [r.get(n) for r in records] for n in names}
 
 
-def gap_columns(doc: dict[str, Any], trace_id: str, job: str, offset: int | None) -> dict[str, list]:
-    g = doc.get("gaps") or []
+def _ranks(cols: dict[str, list], rank_of_frame: dict[str, int | None] | None) -> None:
+    """``rank``: the rank the trace claims (None when nothing says); ``frame_rank``: the report's number."""
+    cols["frame_rank"] = cols["rank"]
+    if rank_of_frame is not None:
+        cols["rank"] = [rank_of_frame.get(str(r)) for r in cols["frame_rank"]]
+
+
+def gap_columns(doc: dict[str, Any], trace_id: str, job: str, row: dict[str, Any]) -> dict[str, list]:
+    g, offset = doc.get("gaps") or [], row.get("epoch_offset_ns")
     cols = _columns(g, ("rank", "device", "step", "start_ns", "end_ns", "class", "evidence", "phase") + _GAP_NUM + _GAP_TEXT)
+    _ranks(cols, row.get("rank_of_frame"))
     cols["trace_id"], cols["job"] = [trace_id] * len(g), [job] * len(g)
     cols["start_epoch_ns"], cols["end_epoch_ns"] = _epoch(cols["start_ns"], offset), _epoch(cols["end_ns"], offset)
     return cols
 
 
-def step_columns(doc: dict[str, Any], trace_id: str, job: str, offset: int | None) -> dict[str, list]:
-    s = doc.get("steps") or []
+def step_columns(doc: dict[str, Any], trace_id: str, job: str, row: dict[str, Any]) -> dict[str, list]:
+    s, offset = doc.get("steps") or [], row.get("epoch_offset_ns")
     cols = _columns(s, ("rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"))
+    _ranks(cols, row.get("rank_of_frame"))
     for c in GAP_CLASSES:
         cols[part_col(c)] = [r["idle_by_class"][c] for r in s]
     cols["trace_id"], cols["job"] = [trace_id] * len(s), [job] * len(s)
@@ -72,6 +82,10 @@ def trace_columns(row: dict[str, Any], trace_id: str, job: str) -> dict[str, lis
     n, off = len(units), row.get("epoch_offset_ns")
     cols: dict[str, list] = {"trace_id": [trace_id] * n, "job": [job] * n,
                              "rank": [u["rank"] for u in units], "device": [u["device"] for u in units]}
+    if row.get("units"):
+        _ranks(cols, row.get("rank_of_frame"))
+    else:  # no analysable window: one row for the trace, with the rank it claims
+        cols["frame_rank"] = [None]
     for k, v in (("path", row["path"]), ("format", row["format"]), ("gpu", ", ".join(row["gpus"])),
                  ("time_base", row["time_base"]), ("epoch_offset_ns", off), ("start_ns", row["start_ns"]),
                  ("end_ns", row["end_ns"]), ("steps", row["steps"]), ("median_step_ns", row["median_step_ns"])):
@@ -102,9 +116,8 @@ def write_tables(outdir: str, traces: list[tuple[str, str, dict[str, Any]]]) -> 
             for trace_id, job, row in traces:
                 with open(os.path.join(outdir, "traces", trace_id + ".json"), "rb") as fh:
                     doc = orjson.loads(fh.read())
-                off = row.get("epoch_offset_ns")
-                for name, cols in (("gaps", gap_columns(doc, trace_id, job, off)),
-                                   ("steps", step_columns(doc, trace_id, job, off)),
+                for name, cols in (("gaps", gap_columns(doc, trace_id, job, row)),
+                                   ("steps", step_columns(doc, trace_id, job, row)),
                                    ("traces", trace_columns(row, trace_id, job))):
                     table = pa.table({f.name: pa.array(cols[f.name], type=f.type) for f in schemas[name]},
                                      schema=schemas[name])

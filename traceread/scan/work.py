@@ -181,16 +181,24 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
     out.md = text.getvalue().encode("utf-8")
     out.json = jsonout.dumps(analysis)
     out.row = trace_row(analysis, trace)
-    out.identities, out.summaries = _rank_facts(trace, analysis, task.rel, settings.rank_pattern)
+    out.identities, out.summaries = _rank_facts(trace, analysis, task.rel, settings)
+    # ranks as the trace claims them (metadata, nsys process, file name), never the loader's default 0
+    claimed = {i.frame_rank: i.rank for i in out.identities}
+    out.row["rank_of_frame"] = {str(k): v for k, v in claimed.items()}
+    if out.identities:
+        out.row["ranks"] = sorted({r for r in claimed.values() if r is not None})
+        worlds = [i.world_size for i in out.identities if i.world_size]
+        out.row["world_size"] = max(worlds) if worlds else None
+    if not out.row["gpus"]:  # devices without names in the file: the rank identities' GPU model
+        out.row["gpus"] = sorted({i.gpu_model for i in out.identities if i.gpu_model})
     out.status = "ok"
     del trace, analysis  # frames stay here; only the small results travel
 
 
-def _rank_facts(trace: Any, analysis: Any, path: str, rank_pattern: str | None) -> tuple[list, list]:
-    try:
-        from traceread import ranks
-    except ImportError:  # pre-merge
-        return [], []
-    identities = list(ranks.identify(trace, path, rank_pattern=rank_pattern))
-    summaries = [ranks.summarize(analysis, ident) for ident in identities]
+def _rank_facts(trace: Any, analysis: Any, rel: str, settings: Settings) -> tuple[list, list]:
+    """The trace's rank identities and per-rank summaries (small, picklable) for grouping and alignment."""
+    from traceread import ranks
+
+    identities = list(ranks.identify(trace, rel, rank_pattern=settings.rank_pattern))
+    summaries = [ranks.summarize(analysis, ident, settings.cfg) for ident in identities]
     return identities, summaries
