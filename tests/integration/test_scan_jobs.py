@@ -8,7 +8,9 @@ the same kind of job name in two directories (they stay two jobs).
 from __future__ import annotations
 
 import json
+from importlib import resources
 
+import jsonschema
 import pyarrow.parquet as pq
 import pytest
 
@@ -40,6 +42,11 @@ def _job(jobs, directory):
 def test_ranks_of_one_job_are_grouped(scanned):
     _, index, jobs, _, _ = scanned
     assert len(jobs) == 2
+    schema = json.loads(resources.files("traceread").joinpath("data/job.schema.json").read_text("utf-8"))
+    for j in jobs.values():
+        jsonschema.validate(j, schema)
+    jsonschema.validate(index, json.loads(resources.files("traceread").joinpath("data/index.schema.json")
+                                          .read_text("utf-8")))
     slow = _job(jobs, "team-a/llm")
     assert sorted(t["ranks"][0] for t in slow["traces"]) == [0, 1, 2, 3]
     assert slow["world_size"] == 4 and slow["group"]["missing_ranks"] == []
