@@ -72,7 +72,7 @@ def command(paths, out, workers, trace_timeout, max_rss, dask, resume, no_cache,
     conf = load_config_file(config_path) if config_path else {}
     patterns = tuple(sorted((cls, tuple([rx] if isinstance(rx, str) else rx))
                             for cls, rx in (conf.get("kernel_patterns") or {}).items()))
-    n = workers or os.cpu_count() or 1
+    n = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
     settings = Settings(cfg=cfg, kernel_patterns=patterns, top_gaps=top_gaps, warmup_steps=warmup_steps,
                         step_range=step_range, rank_pattern=rank_pattern)
     opt = ScanOptions(roots=list(paths), out=out, settings=settings, workers=n, trace_timeout_s=trace_timeout,

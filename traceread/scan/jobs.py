@@ -33,6 +33,12 @@ def _ranks_text(ranks: list[int], world: int | None) -> str:
     return f"{shown} of {world}" if world else shown or "?"
 
 
+def _missing_text(group: dict[str, Any]) -> str:
+    missing, dups = len(group.get("missing_ranks", [])), len(group.get("duplicate_ranks", []))
+    parts = ([f"{missing} missing"] if missing else []) + ([f"{dups} claimed twice"] if dups else [])
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def trace_index_row(o: Outcome, job: str) -> dict[str, Any]:
     r = {k: v for k, v in o.row.items() if k != "units"}
     r.update(trace_id=o.trace_id, job=job, link_md=f"traces/{o.trace_id}.md", link_json=f"traces/{o.trace_id}.json",
@@ -125,7 +131,8 @@ def job_row(j: dict[str, Any]) -> dict[str, Any]:
     ranks = sorted({x for t in j["traces"] for x in t["ranks"]})
     strag = [{k: s.get(k) for k in ("rank", "waited_on_ns", "last_arrivals", "cause")} for s in j.get("stragglers", [])]
     r.update(link_md=f"jobs/{j['file']}.md", link_json=f"jobs/{j['file']}.json",
-             trace_ids=[t["trace_id"] for t in j["traces"]], ranks_text=_ranks_text(ranks, j.get("world_size")),
+             trace_ids=[t["trace_id"] for t in j["traces"]],
+             ranks_text=_ranks_text(ranks, j.get("world_size")) + _missing_text(group),
              missing_ranks=len(group.get("missing_ranks", [])), duplicate_ranks=len(group.get("duplicate_ranks", [])),
              rule=group.get("rule"), stragglers=strag,
              stragglers_text="; ".join(f"rank {s['rank']} ({s['waited_on_ns'] / 1e6:,.2f} ms waited on, {s['cause']})"
