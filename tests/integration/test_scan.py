@@ -125,6 +125,16 @@ def test_rescan_reuses_every_result_and_touch_is_matched_by_hash(scanned, tmp_pa
     n_good = len(GOOD) + is_root()
     assert res.analysed == n_good and res.reused == n_good
     assert {p.name: p.read_bytes() for p in (work / "traces").iterdir()} == before
+    from traceread.config import Thresholds
+    from traceread.scan import Settings
+
+    other = Settings(cfg=Thresholds().with_overrides({"healthy_max_idle": 0.5}))
+    changed = scan(ScanOptions(roots=[str(tree)], out=str(work), workers=2, progress=False, settings=other))
+    assert changed.analysed == n_good and changed.reused == 0  # a threshold changes every result
+    report = json.loads((work / "traces" / next(iter(before)).replace(".md", ".json")).read_text())
+    assert report["thresholds"]["healthy_max_idle"] == 0.5
+    res = scan(ScanOptions(roots=[str(tree)], out=str(work), workers=2, progress=False))
+    assert res.reused == 0
     log = (work / DIRNAME / "log.jsonl").read_text().splitlines()
     # every file that reached a worker, fresh or failed: not the ones discovery turned away
     assert len(log) == n_good + 2 + 1  # + corrupt gzip, the .nsys-rep; + settings.json (not a trace)

@@ -38,3 +38,19 @@ def test_dask_local_cluster_equals_local_pool(tmp_path):
     assert any(k.startswith("traces/") for k in pool)
     for k in pool:
         assert pool[k] == dask[k], k
+
+
+def test_existing_cluster_by_address_and_scheduler_file(tmp_path):
+    from distributed import LocalCluster
+
+    tree = make_tree(tmp_path / "runs", seed=6)
+    assert main(["scan", str(tree / "jobK"), "--out", str(tmp_path / "pool"), "--workers", "1"]) == 0
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tcp://")
+        sched = tmp_path / "scheduler.json"
+        sched.write_text(json.dumps({"type": "Scheduler", "address": address}))
+        assert main(["scan", str(tree / "jobK"), "--out", str(tmp_path / "tcp"), "--dask", address]) == 0
+        assert main(["scan", str(tree / "jobK"), "--out", str(tmp_path / "file"), "--dask", str(sched)]) == 0
+    pool = _outputs(tmp_path / "pool")
+    assert pool == _outputs(tmp_path / "tcp") == _outputs(tmp_path / "file")

@@ -9,6 +9,8 @@ long scan). Nothing under the scanned roots is ever written.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -115,16 +117,36 @@ def scan(opt: ScanOptions) -> ScanResult:
 
     jobs, job_of, job_md = build_jobs(done, opt.settings, finder)
     write_jobs(opt.out, jobs, job_md)
-    from traceread.scan.tables import write_tables
-
-    counts = write_tables(opt.out, [(o.trace_id, job_of.get(o.trace_id, ""), o.row)
-                                    for o in sorted(done, key=lambda o: o.trace_id)])
+    counts = _tables(opt.out, cache, [(o.trace_id, job_of.get(o.trace_id, ""), o.row)
+                                      for o in sorted(done, key=lambda o: o.trace_id)],
+                     sorted(keys[o.rel] for o in done))
     index = _write_index(opt, found, done, failures, jobs, job_of, time.monotonic() - t0, counts=counts)
     cache.compact(set(by_rel))
     cache.close()
     _prune(opt.out, {o.trace_id for o in done}, {j["file"] for j in jobs})
     return ScanResult(index=index, jobs=jobs, analysed=len(done), reused=reused, failures=failures,
                       seconds=time.monotonic() - t0)
+
+
+def _tables(out: str, cache: Cache, traces: list[tuple[str, str, dict[str, Any]]],
+            result_keys: list[str]) -> dict[str, int]:
+    """The parquet tables, rebuilt only when the set of reports or their jobs changed since the last
+    scan (a re-scan of an unchanged tree then reads no report)."""
+    from traceread.scan.tables import write_tables
+
+    doc = [[(t, j) for t, j, _ in traces], result_keys]  # ids carry the content; keys the settings
+    key = hashlib.blake2b(json.dumps(doc).encode(), digest_size=16).hexdigest()
+    stamp = os.path.join(cache.dir, "tables.json")
+    names = [os.path.join(out, f"{n}.parquet") for n in ("gaps", "steps", "traces")]
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        with open(stamp, encoding="utf-8") as fh:
+            old = json.load(fh)
+        if old["key"] == key and all(os.path.exists(n) for n in names):
+            return old["counts"]
+    counts = write_tables(out, traces)
+    with atomic_open(stamp, "w") as fh:
+        json.dump({"key": key, "counts": counts}, fh)
+    return counts
 
 
 def _outcomes(opt: ScanOptions, tasks: list[Task]) -> Iterator[Outcome]:
