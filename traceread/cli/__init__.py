@@ -20,7 +20,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    for mod_name in ("analyze", "info", "gaps", "kernels", "diff"):
+    for mod_name in ("analyze", "info", "gaps", "kernels", "scan", "diff"):
         try:
             mod = __import__(f"traceread.cli.{mod_name}", fromlist=["command"])
         except ModuleNotFoundError as exc:  # subcommand not built yet

@@ -101,7 +101,9 @@ def _utc(ns: int | None) -> str:
 
 def _seconds(ns: int) -> str:
     s = ns / 1e9
-    return f"{s:.0f} s" if s >= 10 else f"{s:.2f} s"
+    if s >= 1000:
+        return f"{s:.0f} s ({s / 60:.0f} min)"
+    return f"{s:.1f} s" if s >= 10 else f"{s:.2f} s"
 
 
 def _stem(path: str, rx: re.Pattern[str]) -> str:
@@ -268,7 +270,7 @@ def _evidence(rule: str, members: tuple[RankIdentity, ...], world: int | None, w
     elif ranks:
         ev.append("world size not recorded: missing ranks cannot be named")
     for r, labels in dups:
-        same = len({(m.start_ns, m.end_ns, m.n_events) for m in members if m.rank == r}) == 1
+        same = len({(m.start_ns, m.end_ns) for m in members if m.rank == r}) == 1
         ev.append(f"rank {r} is claimed by {len(labels)} traces ({', '.join(labels)})"
                   + (" with identical timestamps (copies of one trace?)" if same else "")
                   + ": a duplicate, both kept, neither replaces the other; the rank is left out of alignment")

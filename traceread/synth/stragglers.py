@@ -49,6 +49,7 @@ class StragglerSpec:
     mechanism: str = "compute"
     offsets_ns: tuple[int, ...] = (0, 3_200_000, -4_700_000, 6_100_000)  # per rank; cycled when more ranks
     seed: int = 0
+    origin_epoch_ns: int = 1_735_632_360_000_000_000  # when the capture was taken (Unix epoch ns)
 
 
 @dataclass
@@ -71,7 +72,7 @@ def make_job(spec: StragglerSpec) -> StragglerJob:
     ranks = [Rank(rank=r, pid=5000 + r, devices=[0]) for r in range(n)]
     corr = [1 + r * 1_000_000 for r in range(n)]
     ext = [1 + r * 1_000_000 for r in range(n)]
-    base = 20_000_000  # true start; leaves room for negative clock offsets
+    base = 20_000_000 + max((abs(o) for o in spec.offsets_ns), default=0)  # room for negative offsets
     ready = np.full(n, base, dtype=np.int64)  # when each rank's GPU may start its next segment
     arrivals, ends = [], []
     waited = np.zeros(n, dtype=np.int64)
@@ -123,7 +124,7 @@ def make_job(spec: StragglerSpec) -> StragglerJob:
             ranks[r].host_ranges.append(HostRange(MAIN, f"ProfilerStep#{step}", int(step_start[r]) - 60_000 + o,
                                                   int(ready[r]) - 1_000 + o, False))
     world = n
-    scenarios = [Scenario(ranks=[rk], world_size=world) for rk in ranks]
+    scenarios = [Scenario(ranks=[rk], world_size=world, origin_epoch_ns=spec.origin_epoch_ns) for rk in ranks]
     truth = {"offsets_ns": [_offset(spec, r) - _offset(spec, 0) for r in range(n)],
              "arrivals_ns": arrivals, "ends_ns": ends, "waited_on_ns": waited.tolist(),
              "last_arrivals": last_counts.tolist(), "straggler": spec.straggler if spec.delay_ns > 0 else None,
