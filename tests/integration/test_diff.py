@@ -318,33 +318,30 @@ def test_straggler_that_went_away(tmp_path: Path) -> None:
     assert "straggler gone" in md
 
 
-def _fake_scan(out: Path, jobs: dict[str, list[Path]]) -> None:
-    """A scan output as `traceread scan` lays it out: traces/<id>.json is each trace's analyze JSON report."""
-    (out / "jobs").mkdir(parents=True)
-    (out / "traces").mkdir()
-    (out / "index.json").write_text(json.dumps({"schema_version": "1.0", "jobs": list(jobs)}))
-    for j, (name, paths) in enumerate(jobs.items()):
-        members = []
-        for i, p in enumerate(paths):
-            tid = f"t{j}_{i}"
-            assert main(["analyze", str(p), "--json", str(out / "traces" / f"{tid}.json"), "-o",
-                         str(out / "traces" / f"{tid}.md")]) == 0
-            members.append({"trace_id": tid, "path": p.name, "ranks": [0]})
-        (out / "jobs" / f"job{j}.json").write_text(json.dumps({"schema_version": "1.0", "job": name,
-                                                               "traces": members}))
+def _scan(tmp_path: Path, name: str, jobs: dict[str, Path]) -> Path:
+    """Run `traceread scan` on a tree holding one directory per job (rank0.pt.trace.json each)."""
+    import shutil
+
+    tree, out = tmp_path / f"tree_{name}", tmp_path / f"scan_{name}"
+    for job, trace in jobs.items():
+        (tree / job).mkdir(parents=True)
+        shutil.copyfile(trace, tree / job / "rank0.pt.trace.json")
+    assert main(["scan", str(tree), "--out", str(out)]) == 0
+    return out
 
 
 def test_scan_outputs_are_diffed_job_by_job(traces: dict[str, Path], tmp_path: Path) -> None:
-    _fake_scan(tmp_path / "scan_before", {"train": [traces["launch"]], "eval": [traces["noop_a"]],
-                                          "old": [traces["noop_b"]]})
-    _fake_scan(tmp_path / "scan_after", {"train": [traces["launch_fused"]], "eval": [traces["noop_b"]]})
+    before = _scan(tmp_path, "before", {"train": traces["launch"], "eval": traces["noop_a"], "old": traces["noop_b"]})
+    after = _scan(tmp_path, "after", {"train": traces["launch_fused"], "eval": traces["noop_b"]})
     js = tmp_path / "scan_diff.json"
-    rc = main(["diff", str(tmp_path / "scan_before"), str(tmp_path / "scan_after"), "--json", str(js), "-o",
-               str(tmp_path / "scan_diff.md"), "--fail-on-regression", "5"])
+    rc = main(["diff", str(before), str(after), "--json", str(js), "-o", str(tmp_path / "scan_diff.md"),
+               "--fail-on-regression", "5"])
     doc = json.loads(js.read_text())
     jsonschema.validate(doc, schema())
-    jobs = {j["job"]: j for j in doc["jobs"]}
-    assert set(jobs) == {"train", "eval"} and doc["only_before"] == ["old"] and doc["only_after"] == []
+    jobs = {j["job"]: j for j in doc["jobs"]}  # scan names a job by its directory and the ranks' file stem
+    assert set(jobs) == {"train/rank*", "eval/rank*"} and doc["only_before"] == ["old/rank*"]
+    assert doc["only_after"] == []
+    jobs = {k.split("/")[0]: v for k, v in jobs.items()}
     # The same verdicts and step-time ratios as diffing the traces themselves.
     _, direct, _ = _diff(tmp_path, traces["launch"], traces["launch_fused"])
     assert jobs["train"]["verdict"] == direct["verdict"] == "improved"
@@ -356,8 +353,8 @@ def test_scan_outputs_are_diffed_job_by_job(traces: dict[str, Path], tmp_path: P
     assert jobs["eval"]["verdict"] == "no significant change"
     assert doc["verdict"] == "no significant change" and rc == 0
     md = (tmp_path / "scan_diff.md").read_text()
-    assert "# Job train" in md and "Only in the before scan: old." in md
-    assert main(["diff", str(tmp_path / "scan_before"), str(traces["noop_a"])]) == 2
+    assert "# Job train/rank\\*" in md and "Only in the before scan: old/rank\\*." in md
+    assert main(["diff", str(before), str(traces["noop_a"])]) == 2
 
 
 @pytest.mark.parametrize("generation,jitter", [("int-us", 0.05), ("2024", 0.10)])

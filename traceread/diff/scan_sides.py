@@ -2,14 +2,17 @@
 
 A scan output holds ``index.json``, ``jobs/<job>.json`` (the job's name and its member traces by
 ``trace_id``) and ``traces/<trace_id>.json`` (each trace's ``analyze`` JSON report). Jobs are
-matched by their ``job`` name; each matched pair is one :class:`~traceread.diff.compare.Diff` built
-from those reports (no trace is read again). Jobs found on one side only are listed.
+matched by their ``job`` name without the ``~N`` suffix a scan adds to keep names unique (it
+depends on the rest of the scan); job files with one name are captures of one job and pool their
+steps. Each matched job is one :class:`~traceread.diff.compare.Diff` built from those reports (no
+trace is read again). Jobs found on one side only are listed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,9 +50,17 @@ def _job_stragglers(doc: dict[str, Any]) -> tuple[dict[str, Any], ...]:
                  if isinstance(s, dict))
 
 
-def scan_jobs(path: str, cfg: Thresholds) -> dict[str, Capture]:
-    """Each job of a scan output as one capture, by job name."""
-    out: dict[str, Capture] = {}
+_UNIQUE_SUFFIX = re.compile(r"~\d+$")
+
+
+def job_match_name(name: str) -> str:
+    """The job name two scans agree on: without the uniqueness suffix (``train/rank*~3`` -> ``train/rank*``)."""
+    return _UNIQUE_SUFFIX.sub("", name)
+
+
+def scan_jobs(path: str, cfg: Thresholds) -> dict[str, list[Capture]]:
+    """The jobs of a scan output by match name, each a list of captures (one per job file)."""
+    out: dict[str, list[Capture]] = {}
     jobs_dir = os.path.join(path, "jobs")
     for name in sorted(os.listdir(jobs_dir)):
         if not name.endswith(".json"):
@@ -59,7 +70,7 @@ def scan_jobs(path: str, cfg: Thresholds) -> dict[str, Capture]:
         ids = [t["trace_id"] for t in doc.get("traces", []) if isinstance(t, dict) and t.get("trace_id")]
         reports = [_read(os.path.join(path, "traces", f"{i}.json")) for i in ids]
         if reports:
-            out[job] = capture_from_reports(reports, cfg, _job_stragglers(doc))
+            out.setdefault(job_match_name(job), []).append(capture_from_reports(reports, cfg, _job_stragglers(doc)))
     if not out:
         raise UsageError(f"{path}: a scan output with no job reports")
     return out
@@ -86,7 +97,7 @@ def diff_scans(before: str, after: str, job_before: Any, job_after: Any, cfg: Th
     if not common:
         raise UsageError(f"no job name is in both scans ({', '.join(sorted(jb))} before; "
                          f"{', '.join(sorted(ja))} after)")
-    diffs = tuple((j, compare(summarize_side("before", [jb[j]], job_before, cfg),
-                              summarize_side("after", [ja[j]], job_after, cfg), cfg)) for j in common)
+    diffs = tuple((j, compare(summarize_side("before", jb[j], job_before, cfg),
+                              summarize_side("after", ja[j], job_after, cfg), cfg)) for j in common)
     return JobDiffs(diffs=diffs, only_before=tuple(j for j in jb if j not in ja),
                     only_after=tuple(j for j in ja if j not in jb))
