@@ -26,9 +26,10 @@ def _only(**w: float) -> dict[str, float]:
 
 STEPS = 12
 SPECS = {
-    # data-starved fixed by more loader workers: the loader gaps are gone, the rest stays
+    # data-starved fixed by more loader workers: the same batches and GPU work, without the loader waits
     "starved": PlantSpec(seed=21, ranks=1, steps=STEPS, weights=_only(data_starved=2.0, launch_bound=0.5)),
-    "starved_fixed": PlantSpec(seed=22, ranks=1, steps=STEPS, weights=_only(launch_bound=0.5)),
+    "starved_fixed": PlantSpec(seed=22, ranks=1, steps=STEPS, weights=_only(data_starved=2.0, launch_bound=0.5),
+                               loader_fixed=True),
     # launch-bound fixed by fewer, larger kernels doing the same GPU work
     "launch": PlantSpec(seed=23, ranks=1, steps=STEPS, weights=_only(launch_bound=3.0)),
     "launch_fused": PlantSpec(seed=24, ranks=1, steps=STEPS, weights=_only(launch_bound=3.0), launch_fused=True),
@@ -89,8 +90,9 @@ def test_data_starved_fixed_by_loader_workers(traces: dict[str, Path], tmp_path:
     assert d["shift"].startswith("The dominant gap shifted from data-starved")
     assert d["step_time_ratio"] < 1 and d["test"]["p_value"] < 0.05 and d["test"]["interval"][1] < 1
     starved = next(r for r in d["attribution"] if r["part"] == "data-starved")
-    assert starved["ns_per_step_before"] > 0 and starved["ns_per_step_after"] == 0
-    assert starved["relative_delta"] == -1.0
+    assert starved["ns_per_step_after"] < 0.05 * starved["ns_per_step_before"]
+    busy = [r for r in d["attribution"] if r["kind"] == "busy"]  # the same GPU work on both sides
+    assert abs(sum(r["delta_ns_per_step"] for r in busy)) < 0.1 * sum(r["ns_per_step_before"] for r in busy)
     assert "## Verdict: improved" in md
 
 
@@ -361,11 +363,11 @@ def test_scan_outputs_are_diffed_job_by_job(traces: dict[str, Path], tmp_path: P
 def test_loader_fix_under_variation(tmp_path: Path, generation: str, jitter: float) -> None:
     """The loader fix and a no-op, in the integer-microsecond Kineto generation and with doubled jitter."""
     paths = {}
-    for name, seed, w in (("starved", 70, _only(data_starved=2.0, launch_bound=0.5)),
-                          ("fixed", 71, _only(launch_bound=0.5)), ("fixed_again", 72, _only(launch_bound=0.5))):
+    w = _only(data_starved=2.0, launch_bound=0.5)
+    for name, seed, fixed in (("starved", 70, False), ("fixed", 71, True), ("fixed_again", 72, True)):
         paths[name] = tmp_path / f"{name}.pt.trace.json"
-        write_kineto(plant(PlantSpec(seed=seed, ranks=1, steps=STEPS, jitter=jitter, weights=w)).scenario,
-                     str(paths[name]), generation=generation)
+        spec = PlantSpec(seed=seed, ranks=1, steps=STEPS, jitter=jitter, weights=w, loader_fixed=fixed)
+        write_kineto(plant(spec).scenario, str(paths[name]), generation=generation)
     _, d, _ = _diff(tmp_path, paths["starved"], paths["fixed"])
     assert d["verdict"] == "improved" and d["before"]["dominant_cause"] == "data-starved", d["reason"]
     _, d, _ = _diff(tmp_path, paths["fixed"], paths["fixed_again"])

@@ -85,6 +85,9 @@ class PlantSpec:
     # The launch-bound fix: each run of tiny kernels is dispatched as 3 large fused kernels doing
     # the same GPU work (torch.compile / CUDA graph), so the planted launch-bound idle disappears.
     launch_fused: bool = False
+    # The data-loader fix (more workers, prefetch): the same batches arrive in time, so each planted
+    # loader wait becomes a short loader call and a queued pinned copy (the same GPU work, no wait).
+    loader_fixed: bool = False
 
 
 @dataclass
@@ -114,10 +117,10 @@ class _Sim:
     """One rank's host thread and GPU queue (see module docstring)."""
 
     def __init__(self, rank: int, rng: np.random.Generator, jitter: float, noise: bool, batch: int = 0,
-                 launch_fused: bool = False) -> None:
+                 launch_fused: bool = False, loader_fixed: bool = False) -> None:
         self.rk = Rank(rank=rank, pid=4000 + rank, devices=[rank])
         self.dev, self.rng, self.jit, self.noise = rank, rng, jitter, noise
-        self.batch, self.launch_fused = batch, launch_fused
+        self.batch, self.launch_fused, self.loader_fixed = batch, launch_fused, loader_fixed
         self.h = 1_000_000  # host cursor
         self.free = {COMPUTE: 0, COMM: 0, COPY: 0}  # stream free times
         self.last_end: int | None = None  # end of the last compute kernel
@@ -220,7 +223,10 @@ class _Sim:
         variant = self.rng.random()
         self.pending = cls
         if cls == "data-starved":
-            if variant < 0.6:
+            if self.loader_fixed:  # enough workers: the batch is ready, its pinned copy queues ahead
+                self.quiet("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", self.h + 15_000, True)
+                self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
+            elif variant < 0.6:
                 self.quiet("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", g + gap - 60_000, True)
                 self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
             else:
@@ -315,7 +321,7 @@ def plant(spec: PlantSpec) -> Planted:
     w = {c: float(spec.weights.get(c, 0.0)) for c in CLASSES}
     for r in range(spec.ranks):
         sim = _Sim(r, np.random.default_rng(rng.integers(1 << 62)), spec.jitter, spec.noise, spec.batch,
-                   spec.launch_fused)
+                   spec.launch_fused, spec.loader_fixed)
         # One pipeline schedule per rank: its fill and drain bubbles keep their length every step.
         bubbles = (int(rng.uniform(600_000, 1_400_000)), int(rng.uniform(400_000, 1_000_000))) \
             if w["pipeline-bubble"] > 0 else (0, 0)
