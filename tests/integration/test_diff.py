@@ -372,3 +372,20 @@ def test_loader_fix_under_variation(tmp_path: Path, generation: str, jitter: flo
     assert d["verdict"] == "improved" and d["before"]["dominant_cause"] == "data-starved", d["reason"]
     _, d, _ = _diff(tmp_path, paths["fixed"], paths["fixed_again"])
     assert d["verdict"] == "no significant change", d["reason"]
+
+
+def test_capture_without_step_markers(tmp_path: Path) -> None:
+    """No ProfilerStep#: the whole capture is one step (inconclusive) unless steps are inferred."""
+    sc = plant(PlantSpec(seed=80, ranks=1, steps=8, weights=_only(launch_bound=1.0))).scenario
+    for rk in sc.ranks:
+        rk.host_ranges = [r for r in rk.host_ranges if not r.name.startswith("ProfilerStep#")]
+    p = tmp_path / "nomarkers.pt.trace.json"
+    write_kineto(sc, str(p))
+    rc, d, _ = _diff(tmp_path, p, p, "--fail-on-regression", "5")
+    sources = d["before"]["step_source"]
+    if sources == ["gpu-span"]:
+        assert d["verdict"] == "inconclusive" and rc == 1
+        assert any("no step markers" in w for w in d["warnings"])
+    else:  # step inference (issue 12) found the steps
+        assert all(s.startswith("inferred") for s in sources), sources
+        assert d["verdict"] == "no significant change" and rc == 0
