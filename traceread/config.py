@@ -27,6 +27,12 @@ class Thresholds:
         1.5, "x median", "a step 1.5x the median is a stall (checkpoint, allocator), not steady state")
     warmup_min_steps: int = _t(
         4, "steps", "only drop ProfilerStep#0 as warmup when enough steps remain to measure")
+    step_infer_min_steps: int = _t(
+        3, "steps", "with no step markers, a range or kernel pattern must repeat this often to be the step")
+    step_infer_min_cover: float = _t(
+        0.8, "fraction of launches", "a repeating range is the step only if it holds most of the GPU work")
+    step_infer_min_match: float = _t(
+        0.8, "fraction of kernels", "a kernel period is the step only if most kernels recur one period later")
 
     # --- rules (gap classification; docs/rules.md explains each) ---
     min_judged_gap_ns: int = _t(

@@ -17,7 +17,7 @@ from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
 from traceread.render import advice, jobsection
 from traceread.render.fmt import bar, dur, ms, other_lanes, pct, table
-from traceread.render.names import md_code, md_name, md_text
+from traceread.render.names import ShortNames, md_code, md_name, md_text
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
 GOOD_MFU = 0.5  # the lesson's "very good" mark for dense training
@@ -211,7 +211,8 @@ def _kernels(a: Analysis) -> str:
         top = k.nlargest(TOP_KERNELS, total_c, keep="first")
         cls_c, cnt_c = _col(k, "class", "kernel_class", "cls"), _col(k, "count", "calls", "n")
         all_ns = float(k[total_c].sum()) or 1.0
-        rows = [[md_name(r[name_c]), md_text(r[cls_c]) if cls_c else "", f"{int(r[cnt_c]):,}" if cnt_c else "",
+        short = ShortNames(k[name_c].astype(str))  # distinct kernels stay distinct rows
+        rows = [[md_name(r[name_c], short=short), md_text(r[cls_c]) if cls_c else "", f"{int(r[cnt_c]):,}" if cnt_c else "",
                  ms(r[total_c]), dur(r[total_c] / max(int(r[cnt_c]), 1)) if cnt_c else "", pct(r[total_c] / all_ns)]
                 for _, r in top.iterrows()]
         parts.append("### Top kernels by GPU time\n\n" + table(
