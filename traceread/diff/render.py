@@ -18,10 +18,11 @@ import pandas as pd
 from traceread.diff.compare import DIFF_SCHEMA_VERSION, Diff
 from traceread.diff.side import SideFacts
 from traceread.render.fmt import dur, pct, table
-from traceread.render.names import md_code, md_name, md_text, shorten
+from traceread.render.names import ShortNames, md_name, md_text
 
 TOP_KERNELS = 12
 TOP_HOST_OPS = 12
+KERNEL_NAME_LEN = 110
 
 
 def schema() -> dict[str, Any]:
@@ -159,25 +160,16 @@ def _md_attribution(d: Diff) -> list[str]:
             d.shift, "", f"First fix for the new dominant cause: {md_text(d.first_fix)}", ""]
 
 
-def _distinct_names(names: list[str]) -> list[str]:
-    """Short names, lengthened until the kernels of one table read apart (or shown whole)."""
-    for width in (160, 260):
-        short = [shorten(n, width) for n in names]
-        if len(set(short)) == len(set(names)):
-            return short
-    return [shorten(n, 10_000) for n in names]
-
-
 def _md_kernels(d: Diff) -> list[str]:
     k = d.kernels
     if k.empty:
         return ["## Kernels", "", "No kernels on either side.", ""]
     rows = []
     shown = k.head(TOP_KERNELS)
-    labels = _distinct_names(list(shown["name"]))
-    for r, label in zip(shown.itertuples(index=False), labels, strict=True):
+    short = ShortNames(shown["name"], max_len=KERNEL_NAME_LEN)  # distinct kernels read apart
+    for r in shown.itertuples(index=False):
         by = "" if r.matched_by in ("name", "") else f" (matched by {r.matched_by})"
-        rows.append([md_code(label) + by, r.status, f"{_cnt(r.count_before)} -> {_cnt(r.count_after)}",
+        rows.append([md_name(r.name, short=short) + by, r.status, f"{_cnt(r.count_before)} -> {_cnt(r.count_after)}",
                      f"{dur(r.mean_ns_before) if r.count_before else '-'} -> "
                      f"{dur(r.mean_ns_after) if r.count_after else '-'}",
                      _delta(r.delta_ns_per_step), _delta(r.delta_from_count_ns), _delta(r.delta_from_duration_ns)])
