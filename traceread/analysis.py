@@ -12,6 +12,7 @@ call themselves rank 0 stay apart. A *unit* is one (trace, rank, device).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,15 @@ class TraceSummary:
     end_ns: int
     step_source: str
     truncated: bool = False
+    epoch_offset_ns: int | None = None  # add to any start_ns/end_ns of this trace for Unix-epoch ns
+
+    @property
+    def start_epoch_ns(self) -> int | None:
+        return self.start_ns + self.epoch_offset_ns if self.epoch_offset_ns is not None else None
+
+    @property
+    def end_epoch_ns(self) -> int | None:
+        return self.end_ns + self.epoch_offset_ns if self.epoch_offset_ns is not None else None
 
     @property
     def name(self) -> str:
@@ -76,6 +86,8 @@ class Analysis:
     * ``mfu``: ``{"mfu", "hfu", "tflops_per_gpu", "step_time_ns", "inputs", ...}`` or None, with
       ``mfu_hint`` saying why not / which flags add it.
     * ``removal``: the upper bound of removing the dominant cause (see ``_removal``), or None.
+    * ``job``: a ``traceread.ranks.section.JobSection`` when the inputs hold two ranks or more: how
+      they group into jobs/captures (with evidence), and each job's clock alignment and stragglers.
     """
 
     traces: tuple[TraceSummary, ...]
@@ -98,6 +110,7 @@ class Analysis:
     top_gaps: int = 10
     failures: tuple[Failure, ...] = ()
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
+    job: Any = None  # traceread.ranks.section.JobSection or None
 
     @property
     def units(self) -> pd.DataFrame:
@@ -139,11 +152,13 @@ def analyze(
     warmup_steps: int | None = None,
     step_range: str | None = None,
     failures: tuple[Failure, ...] | list[Failure] = (),
+    rank_pattern: str | None = None,
 ) -> Analysis:
     """Run the whole diagnosis on ``traces`` (loaded, one job) and return an :class:`Analysis`.
 
     ``job`` is a ``traceread.job.JobInputs`` (MFU inputs) or None; ``failures`` are inputs the caller
-    could not load, carried through so every report lists them.
+    could not load, carried through so every report lists them. ``rank_pattern`` is the file-name
+    rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``).
     """
     notes: list[str] = []
     unavailable: list[str] = []
@@ -160,10 +175,11 @@ def analyze(
         # GPU cause can be named; the reason is in ``unavailable``.
         dominant, share = NO_GPU_ACTIVITY, 0.0
     mfu, mfu_hint = pipe.run_mfu(job, list(traces), steps, cfg, unavailable)
-    removal = _removal(steps, dominant, mfu)
+    groups = pipe._guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
+    removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
     summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
-    return Analysis(
+    result = Analysis(
         traces=summaries, steps=steps, gaps=gaps, attribution=attribution,
         dominant_cause=dominant, dominant_cost_share=share,
         second_cause=second, second_cost_share=second_share, removal=removal,
@@ -171,13 +187,52 @@ def analyze(
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
     )
+    if groups is None:
+        return result
+    job = pipe._guarded("job section (alignment, stragglers)",
+                        lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
+    for rep in (r for r in (job.reports if job is not None else ()) if r is not None):
+        for s in rep.stragglers:
+            if s["others_comm_bound_waiting_ns"] > 0:
+                notes.append(f"comm-bound: {s['others_comm_bound_waiting_ns'] / 1e6:.3f} ms of the comm-bound time on "
+                             f"the other ranks of {rep.name} is waiting for straggler rank {s['rank']} ({s['cause']}), "
+                             "not slow interconnect (see the job section)")
+    return dataclasses.replace(result, job=job, notes=tuple(dict.fromkeys(notes)),
+                               unavailable=tuple(dict.fromkeys(unavailable)))
 
 
 def _has_gpu_activity(trace: Trace) -> bool:
     return bool(trace.events["lane"].isin(schema.GPU_LANES).any())
 
 
-def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None) -> dict[str, Any] | None:
+def _groups(traces: Any, cfg: Thresholds, rank_pattern: str | None) -> list[Any] | None:
+    """The inputs' ranks grouped into jobs/captures, or None for a single rank."""
+    from traceread.ranks import group_jobs
+    from traceread.ranks.section import identities
+
+    ids = identities(traces, rank_pattern)
+    return group_jobs(ids, rank_pattern, cfg) if len(ids) > 1 else None
+
+
+def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None, groups: list[Any]) -> Any:
+    from traceread.ranks.section import job_section
+
+    return job_section(result, cfg, rank_pattern, groups)
+
+
+def _step_groups(steps: pd.DataFrame, groups: list[Any] | None, traces: Any) -> np.ndarray | None:
+    """Per step row, the index of its job group (None when there is at most one group)."""
+    if not groups or len(groups) < 2 or steps.empty:
+        return None
+    from traceread.ranks.section import group_of_units
+
+    of = group_of_units(groups, [t.meta.path for t in traces])
+    keys = zip(steps["trace"].to_numpy().tolist(), steps["rank"].to_numpy().tolist(), strict=True)
+    return np.array([of.get(k, -1) for k in keys], dtype=np.int64)
+
+
+def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None,
+             group: np.ndarray | None = None) -> dict[str, Any] | None:
     """Upper bound of removing ``cause``'s idle time: median step time with and without it.
 
     Per steady step, step time minus that class's idle (nothing else moves closer: an upper
@@ -188,11 +243,12 @@ def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None) -> dic
     keep = steps[~(steps["warmup"] | steps["outlier"])]
     keep = keep if len(keep) else steps
     # The job's step is its slowest device's step: the max over every rank/GPU of the same step
-    # number (the inputs are ranks of one job, so step numbers line up).
+    # number within one job (``group``: separate jobs/captures are never maxed together).
     step_ns = (keep["end_ns"] - keep["start_ns"]).to_numpy()
     cost = keep[part_col(cause)].to_numpy()
-    frame = pd.DataFrame({"step": keep["step"].to_numpy(), "before": step_ns, "after": step_ns - cost})
-    per_step = frame.groupby("step", sort=True)[["before", "after"]].max()
+    g = group[keep.index.to_numpy()] if group is not None else np.zeros(len(keep), dtype=np.int64)
+    frame = pd.DataFrame({"group": g, "step": keep["step"].to_numpy(), "before": step_ns, "after": step_ns - cost})
+    per_step = frame.groupby(["group", "step"], sort=True)[["before", "after"]].max()
     before = int(np.median(per_step["before"].to_numpy()))
     after = int(np.median(per_step["after"].to_numpy()))
     out: dict[str, Any] = {"cause": cause, "step_time_ns": before, "step_time_without_ns": after,
@@ -215,4 +271,10 @@ def _summarize(index: int, trace: Trace, step_source: str) -> TraceSummary:
         start_ns=int(ev["start_ns"].min()) if len(ev) else 0,
         end_ns=int(ev["end_ns"].max()) if len(ev) else 0,
         step_source=step_source, truncated=bool(trace.meta.truncated),
+        epoch_offset_ns=trace.meta.epoch_offset_ns if trace.meta.time_base == "epoch" else None,
     )
+
+
+def summarize_trace(index: int, trace: Trace, step_source: str) -> TraceSummary:
+    """The header facts of one input (what the JSON ``traces`` entries show)."""
+    return _summarize(index, trace, step_source)

@@ -27,6 +27,12 @@ class Thresholds:
         1.5, "x median", "a step 1.5x the median is a stall (checkpoint, allocator), not steady state")
     warmup_min_steps: int = _t(
         4, "steps", "only drop ProfilerStep#0 as warmup when enough steps remain to measure")
+    step_infer_min_steps: int = _t(
+        3, "steps", "with no step markers, a range or kernel pattern must repeat this often to be the step")
+    step_infer_min_cover: float = _t(
+        0.8, "fraction of launches", "a repeating range is the step only if it holds most of the GPU work")
+    step_infer_min_match: float = _t(
+        0.8, "fraction of kernels", "a kernel period is the step only if most kernels recur one period later")
 
     # --- rules (gap classification; docs/rules.md explains each) ---
     min_judged_gap_ns: int = _t(
@@ -71,6 +77,20 @@ class Thresholds:
     report_second_min_share: float = _t(
         0.10, "fraction of step", "a second cause under ~10% of step time is not worth a reader's next move")
 
+    # --- jobs and stragglers (traceread.ranks) ---
+    capture_window_slack_ns: int = _t(
+        2_000_000_000, "ns", "ranks of one capture start their profilers within a second or so of each other "
+        "(plus NTP skew of tens of ms); windows further apart are separate captures")
+    straggler_min_wait_share: float = _t(
+        0.02, "fraction of others' time", "a rank is a straggler only when the others' waiting for it costs "
+        "at least ~2% of their window: less is noise a balanced job has too")
+    straggler_min_excess: float = _t(
+        2.0, "x median rank", "the wait caused must be at least twice that caused by the median other rank: in "
+        "a balanced job every rank is last now and then")
+    straggler_min_uncertainty_factor: float = _t(
+        3.0, "x alignment uncertainty", "a lateness within 3x the clock alignment's uncertainty could be the "
+        "alignment's own error")
+
     # --- scoreboard (MFU, kernel table, roofline) ---
     mfu_min_steady_steps: int = _t(
         3, "steps", "a median of fewer steady steps cannot tell a stall from the steady state")
@@ -91,6 +111,25 @@ class Thresholds:
     clock_jump_min_ns: int = _t(
         60_000_000_000, "ns", "a minute with no GPU activity inside one capture is a clock jump or two "
         "captures in one file, not a pause of the run")
+
+    # --- diff (traceread diff BEFORE AFTER) ---
+    diff_min_steps: int = _t(
+        5, "steady steps per side", "a rank test on fewer steps cannot tell a change from run-to-run noise")
+    diff_alpha: float = _t(
+        0.05, "p-value", "the usual 5% false-alarm rate of the Mann-Whitney U test on per-step times")
+    diff_confidence: float = _t(
+        0.95, "fraction", "confidence of the block-bootstrap interval of the ratio of medians")
+    diff_bootstrap_samples: int = _t(
+        2000, "resamples", "enough for stable 2.5/97.5 percentiles; seeded, so a diff is reproducible")
+    diff_min_change: float = _t(
+        0.02, "fraction of step time", "two runs of the same code differ by ~1-2% (placement, clocks); a "
+        "smaller significant change is not called a change")
+    diff_offset_min_shift: float = _t(
+        0.05, "fraction of step time", "offsetting changes: a part moving this much while the total does "
+        "not is worth saying")
+    diff_shape_top_ops: int = _t(
+        5, "op signatures", "the work-per-step check compares the recorded shapes of the heaviest matmul/"
+        "attention ops")
 
     def with_overrides(self, overrides: dict[str, Any]) -> Thresholds:
         """A copy with ``overrides`` applied; values are coerced to each field's type."""

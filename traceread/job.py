@@ -246,16 +246,29 @@ def _param_name(flag: str) -> str:
 
 def job_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add the MFU flags and ``--job`` to a click command; the command receives ``job=JobInputs|None``."""
+    def merge(path: str | None, cli_values: dict[str, Any]) -> dict[str, Any]:
+        return {"job": make_job(read_job_file(path) if path else {}, cli_values)}
+
+    return _with_job_flags(fn, merge)
+
+
+def job_flag_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Like :func:`job_options`, but the command receives ``job_file`` (the ``--job`` path or None) and
+    ``job_values`` (the flags given) apart, for commands that find job files of their own (``scan``)."""
+    return _with_job_flags(fn, lambda path, cli_values: {"job_file": path, "job_values": cli_values})
+
+
+def _with_job_flags(fn: Callable[..., Any], finish: Callable[[str | None, dict[str, Any]], dict[str, Any]]
+                    ) -> Callable[..., Any]:
     names = [_param_name(flag) for flag, _ in _OPTIONS]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         values = {n: kwargs.pop(n, None) for n in names}
         path = values.pop("job")
-        file_values = read_job_file(path) if path else {}
         cli_values = {k: (_coerce(k, v, "--") if v is not None and v is not False else v)
                       for k, v in values.items()}
-        kwargs["job"] = make_job(file_values, cli_values)
+        kwargs.update(finish(path, cli_values))
         return fn(*args, **kwargs)
 
     for flag, opts in reversed(_OPTIONS):

@@ -7,7 +7,10 @@ Where steps come from, in order of preference:
    the ``gpu_annotation`` lane are not counted again);
 3. a marker repeating once per iteration: ``Optimizer.step#...`` (ends an iteration), else
    ``enumerate(DataLoader)#...`` (starts one) -- said so in the notes;
-4. the GPU-active span of the rank (first to last GPU op on any of its devices), as one step.
+4. with no marker at all, inferred (:mod:`traceread.step_inference`): a repeating NVTX range /
+   user annotation (``inferred:nvtx:<name>``), else the period of the kernel sequence
+   (``inferred:kernel-period``);
+5. the GPU-active span of the rank (first to last GPU op on any of its devices), as one step.
 
 Each host step is extended onto each device of its rank so GPU lag is not read as idle: step N on
 a device runs from max(host start of N, end of N-1 on that device) to max(host end of N, end of the
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema
+from traceread import intervals, schema, step_inference
 from traceread.config import Thresholds
 from traceread.lanes import HOST_LANES, OP_LANES, EventView, compute_union, event_view, rank_devices, subset
 from traceread.trace import Trace
@@ -126,7 +129,23 @@ def _from_gpu_span(v: EventView) -> pd.DataFrame:
     return _host_frame(spans.index, np.zeros(len(spans)), spans["s"], spans["e"])
 
 
-def _host_steps(trace: Trace, v: EventView, step_range: str | None) -> tuple[pd.DataFrame, str, list[str]]:
+def _host_steps(trace: Trace, v: EventView, step_range: str | None,
+                cfg: Thresholds) -> tuple[pd.DataFrame, str, list[str], bool]:
+    """Host steps, their source, notes, and whether the bounds are GPU times (see ``_extend``)."""
+    df, source, notes = _marked_steps(trace, v, step_range)
+    if source != SOURCE_GPU_SPAN:
+        return df, source, notes, False
+    for infer in (step_inference.from_repeating_range, step_inference.from_kernel_period):
+        found = infer(v, cfg)
+        if found is not None:
+            host = _host_frame(found.host["rank"], found.host["step"], found.host["cpu_start_ns"],
+                               found.host["cpu_end_ns"])
+            return host, found.source, notes + [found.note], found.gpu_time
+    notes.append("No step markers: the GPU-active span of each rank is analysed as one step.")
+    return df, source, notes, False
+
+
+def _marked_steps(trace: Trace, v: EventView, step_range: str | None) -> tuple[pd.DataFrame, str, list[str]]:
     if step_range:
         df = _from_nvtx(v, step_range)
         if len(df):
@@ -144,20 +163,20 @@ def _host_steps(trace: Trace, v: EventView, step_range: str | None) -> tuple[pd.
                          f"training iteration ({len(df)} steps between consecutive calls; activity "
                          "before the first and after the last call is left out).")
             return df, f"inferred:{label}", notes
-    df = _from_gpu_span(v)
-    notes.append("No step markers: the GPU-active span of each rank is analysed as one step.")
-    return df, SOURCE_GPU_SPAN, notes
+    return _from_gpu_span(v), SOURCE_GPU_SPAN, notes
 
 
-def _extend(v: EventView, host: pd.DataFrame, rank: int, device: int) -> pd.DataFrame:
-    """Host steps of ``rank`` stretched onto ``device`` for GPU lag (see module docstring)."""
+def _extend(v: EventView, host: pd.DataFrame, rank: int, device: int, gpu_time: bool = False) -> pd.DataFrame:
+    """Host steps of ``rank`` stretched onto ``device`` for GPU lag (see module docstring).
+
+    With ``gpu_time`` the bounds are already GPU times: GPU work joins the step it starts in."""
     h = host[host["rank"] == rank].sort_values("cpu_start_ns", kind="stable")
     cs, ce = h["cpu_start_ns"].to_numpy(), h["cpu_end_ns"].to_numpy()
     ops = v.rows(OP_LANES, rank=rank, device=device)
     launch = v.launch_of(ops)
     linked = launch >= 0
     ops, launch = subset(ops, linked), subset(launch, linked)
-    ls = v.start[launch]
+    ls = v.start[ops] if gpu_time else v.start[launch]
     idx = np.searchsorted(cs, ls, side="right") - 1
     ok = (idx >= 0) & (ls < ce[np.maximum(idx, 0)])
     last_op = np.full(len(cs), np.iinfo(np.int64).min, dtype=np.int64)
@@ -205,13 +224,13 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
     the device's compute kernels inside the device-extended step; ``idle_ns`` the rest.
     """
     v = event_view(trace)
-    host, source, notes = _host_steps(trace, v, step_range)
+    host, source, notes, gpu_time = _host_steps(trace, v, step_range, cfg)
     unended = (host["cpu_end_ns"] <= host["cpu_start_ns"]).to_numpy()
     if unended.any():  # a step marker with no end or no duration: the run crashed or the file was cut mid-step
         notes.append(f"{int(unended.sum())} step marker(s) without a duration (no end recorded) are left out.")
         host = host[~unended]
     pairs = rank_devices(v)
-    parts = [_extend(v, host, r, d) for r, d in pairs if (host["rank"] == r).any()]
+    parts = [_extend(v, host, r, d, gpu_time) for r, d in pairs if (host["rank"] == r).any()]
     unmarked = sorted({r for r, _ in pairs if not (host["rank"] == r).any()})
     if unmarked:
         notes.append(f"Rank(s) {', '.join(map(str, unmarked))} ran GPU work but carry no step markers; "

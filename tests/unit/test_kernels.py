@@ -181,4 +181,4 @@ def test_table_text_names_the_op_inside_collapsed_templates() -> None:
            "at::TensorIteratorBase&, at::native::BinaryFunctor<c10::BFloat16> const&)::{lambda(int)#1}>(int, T)")
     add = mul.replace("MulFunctor", "AddFunctor")
     text = render_kernel_report(kernel_report(make_trace([kernel(mul, 0, 20), kernel(add, 30, 40)])))
-    assert "(MulFunctor)" in text and "(AddFunctor)" in text and "BFloat16, c10" not in text
+    assert "MulFunctor" in text and "AddFunctor" in text and "BFloat16, c10" not in text

@@ -37,7 +37,7 @@ def cli(debug: bool, max_json_size: str | None, max_gzip_ratio: float | None, ma
 
 
 def _register() -> None:
-    for mod_name in ("analyze", "info", "gaps", "kernels"):
+    for mod_name in ("analyze", "info", "gaps", "kernels", "scan", "diff"):
         try:
             mod = __import__(f"traceread.cli.{mod_name}", fromlist=["command"])
         except ModuleNotFoundError as exc:  # subcommand not built yet

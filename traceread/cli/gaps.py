@@ -6,11 +6,13 @@ import click
 import pandas as pd
 
 from traceread._pipeline import GAP_CLASSES, idle_by_class, part_col
+from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open
 from traceread.cli.output import emit, json_option
 from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import find_gaps, step_totals
 from traceread.loaders import load
+from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.steps import find_steps
 
@@ -55,6 +57,9 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     if csv_path:
         with atomic_open(csv_path, "w") as fh:
             gaps.to_csv(fh, index=False)
-    data = {"steps": step_records,
+    # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
+    # start_ns/end_ns below back to the file and to Unix-epoch time.
+    data = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summarize_trace(0, tr, result.source))],
+            "steps": step_records,
             "gaps": gaps.astype({c: str for c in gaps.select_dtypes("category")}).to_dict("records")}
     emit(_table(totals, gaps, result.source, result.notes, top), data, json_path)

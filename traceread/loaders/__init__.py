@@ -38,11 +38,14 @@ def sniff(path: str) -> str:
     raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export)")
 
 
-def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: str | None = None) -> Trace:
+def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: str | None = None,
+         decoders: int | None = None) -> Trace:
     """Load one trace file into the normalized frame.
 
     ``progress`` shows a progress bar on standard error (multi-GB loads); ``step_range`` names a
-    user NVTX range to use as the step marker in Nsight Systems input.
+    user NVTX range to use as the step marker in Nsight Systems input. ``decoders`` caps the
+    Kineto decoding processes (default: the machine's cores, which may fork a second decoder or a
+    pool); ``traceread scan`` passes 1 because each of its workers is already one of N processes.
     """
     path = os.fspath(path)
     kind = sniff(path)
@@ -50,7 +53,7 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
         if kind == "kineto":
             from traceread.loaders.kineto import load_kineto
 
-            return load_kineto(path, progress=progress)
+            return load_kineto(path, progress=progress, workers=decoders)
         from traceread.loaders.nsys import load_nsys
 
         try:

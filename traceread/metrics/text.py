@@ -13,23 +13,9 @@ from traceread.config import Thresholds
 from traceread.metrics.kernels import KernelReport
 from traceread.metrics.roofline import Roofline
 from traceread.render.fmt import dur
-from traceread.render.names import shorten
+from traceread.render.names import ShortNames, shorten
 
 _EMPTY_TAIL = re.compile(r"(, \[\])+\]$")  # scalar arguments record as [] dims: not worth a column
-
-
-_OP_NAME = re.compile(r"\b(\w+Functor\w*|\w+_kernel_cuda\w*|\w+_kernel_impl\w*|\w+_cuda_kernel\w*)")
-_WRAPPERS = {"BinaryFunctor", "AUnaryFunctor", "BUnaryFunctor", "UnaryFunctor", "gpu_kernel_impl",
-             "gpu_kernel_impl_nocast"}
-
-
-def _label(name: str, width: int = 80) -> str:
-    """A shortened kernel name; when templates were collapsed, the op they carried in brackets."""
-    short = shorten(name, width)
-    if "…" not in short:
-        return short
-    ops = [m for m in _OP_NAME.findall(name) if m not in _WRAPPERS]
-    return f"{short} ({ops[-1]})" if ops else short
 
 
 def fixed_table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> str:
@@ -50,13 +36,9 @@ def render_kernel_report(report: KernelReport, top: int = 20) -> str:
         return "no GPU kernels in this trace"
     out = [f"{int(t['count'].sum())} kernels, {len(t)} distinct names, {dur(t['total_ns'].sum())} of GPU time",
            "", f"top {min(top, len(t))} kernels by GPU time:"]
-    rows = [[f"{r.share:.1%}", dur(r.total_ns), str(r.count), dur(r.mean_ns), r._2, _label(r.name)]
+    short = ShortNames(t["name"])  # long templated names can shorten alike: keep what tells them apart
+    rows = [[f"{r.share:.1%}", dur(r.total_ns), str(r.count), dur(r.mean_ns), r._2, short(r.name)]
             for r in t.head(top).itertuples()]
-    seen: dict[str, int] = {}
-    for row in rows:  # long templated names can shorten alike: number the repeats (JSON has them whole)
-        seen[row[-1]] = seen.get(row[-1], 0) + 1
-        if seen[row[-1]] > 1:
-            row[-1] += f" [{seen[row[-1]]}]"
     out.append(fixed_table(["share", "total", "count", "mean", "class", "name"], rows, "rrrrll"))
     out += ["", "time by class:"]
     rows = [[r._1, f"{r.share:.1%}", dur(r.total_ns), str(r.count)] for r in report.classes.itertuples()]

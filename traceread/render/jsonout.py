@@ -1,7 +1,10 @@
 """The versioned JSON report: ``to_report(analysis) -> dict`` and ``render(analysis, out)``.
 
 The shape is fixed by ``traceread/data/report.schema.json`` (``schema_version``): scripts depend on
-it. Times are int64 ns in each trace's own time base, except ``offset_ms``. Kernel names are full
+it. Times are int64 ns in each trace's own time base, except ``offset_ms``: each ``traces`` entry
+carries ``time_base`` and ``epoch_offset_ns`` (add it to any ``start_ns``/``end_ns`` of that trace
+for Unix-epoch ns; null when the time base is not epoch). The ``job`` object's times are aligned ns
+on its reference rank's clock (see ``traceread.ranks.job``). Kernel names are full
 (not shortened); Python frames and host-call names are path-scrubbed like everywhere else.
 """
 
@@ -15,7 +18,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from traceread.analysis import GAP_CLASSES, PARTS, SCHEMA_VERSION, Analysis, part_col
+from traceread.analysis import GAP_CLASSES, PARTS, SCHEMA_VERSION, Analysis, TraceSummary, part_col
 from traceread.render.names import scrub_paths
 
 # Gap fields beyond the fixed ones that help a script (overlap measurements, in the engine's names).
@@ -102,6 +105,16 @@ def _plain(obj: Any) -> Any:
     return str(obj)
 
 
+def trace_entry(t: TraceSummary) -> dict[str, Any]:
+    """One ``traces`` entry (shared by ``analyze --json`` and ``gaps --json``)."""
+    return {"index": t.index, "path": t.path, "format": t.format, "generation": t.generation,
+            "time_base": t.time_base, "epoch_offset_ns": t.epoch_offset_ns,
+            "devices": [_plain(d) for d in t.devices], "ranks": list(t.ranks),
+            "world_size": t.world_size, "start_ns": t.start_ns, "end_ns": t.end_ns,
+            "start_epoch_ns": t.start_epoch_ns, "end_epoch_ns": t.end_epoch_ns,
+            "step_source": t.step_source, "truncated": t.truncated}
+
+
 def to_report(a: Analysis) -> dict[str, Any]:
     """The whole report as plain JSON data (see the schema for every field)."""
     import traceread
@@ -109,10 +122,7 @@ def to_report(a: Analysis) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "traceread", "version": traceread.__version__},
-        "traces": [{"index": t.index, "path": t.path, "format": t.format, "generation": t.generation,
-                    "time_base": t.time_base, "devices": [_plain(d) for d in t.devices], "ranks": list(t.ranks),
-                    "world_size": t.world_size, "start_ns": t.start_ns, "end_ns": t.end_ns,
-                    "step_source": t.step_source, "truncated": t.truncated} for t in a.traces],
+        "traces": [trace_entry(t) for t in a.traces],
         "failures": [{"path": f.path, "problem": f.problem} for f in a.failures],
         "steps": _steps(a),
         "gaps": _gaps(a),
@@ -130,6 +140,7 @@ def to_report(a: Analysis) -> dict[str, Any]:
         "notes": [scrub_paths(n) for n in a.notes],
         "unavailable": list(a.unavailable),
         "thresholds": _plain(a.cfg.to_dict()),
+        "job": _plain(a.job.to_dict()) if a.job is not None else None,
     }
 
 

@@ -1,7 +1,7 @@
 """The Markdown diagnosis report: ``render(analysis, out)``.
 
 Sections, in this order: header, verdict, scoreboard, where the step time goes, what removing the
-dominant cause buys, largest gaps, kernels/collectives/launches, per-step table, what to do next,
+dominant cause buys, the job (grouping, alignment, stragglers; several ranks only), largest gaps, kernels/collectives/launches, per-step table, what to do next,
 method notes. Names are shortened and escaped (see :mod:`traceread.render.names`); nothing from the
 trace other than device names, kernel/op names and path-scrubbed Python frames is shown.
 """
@@ -15,9 +15,9 @@ import pandas as pd
 
 from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
-from traceread.render import advice
+from traceread.render import advice, jobsection
 from traceread.render.fmt import bar, dur, ms, other_lanes, pct, table
-from traceread.render.names import md_code, md_name, md_text
+from traceread.render.names import ShortNames, md_code, md_name, md_text
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
 GOOD_MFU = 0.5  # the lesson's "very good" mark for dense training
@@ -30,8 +30,8 @@ def render(analysis: Analysis, out: IO[str]) -> None:
 
 
 def to_markdown(a: Analysis) -> str:
-    sections = [_header(a), _verdict(a), _scoreboard(a), _where(a), _removal(a), _gaps(a),
-                _kernels(a), _per_step(a), _next(a), _method(a)]
+    sections = [_header(a), _verdict(a), _scoreboard(a), _where(a), _removal(a), jobsection.section(a.job),
+                _gaps(a), _kernels(a), _per_step(a), _next(a), _method(a)]
     return "\n\n".join(s.rstrip() for s in sections if s) + "\n"
 
 
@@ -214,7 +214,8 @@ def _kernels(a: Analysis) -> str:
         top = k.nlargest(TOP_KERNELS, total_c, keep="first")
         cls_c, cnt_c = _col(k, "class", "kernel_class", "cls"), _col(k, "count", "calls", "n")
         all_ns = float(k[total_c].sum()) or 1.0
-        rows = [[md_name(r[name_c]), md_text(r[cls_c]) if cls_c else "", f"{int(r[cnt_c]):,}" if cnt_c else "",
+        short = ShortNames(k[name_c].astype(str))  # distinct kernels stay distinct rows
+        rows = [[md_name(r[name_c], short=short), md_text(r[cls_c]) if cls_c else "", f"{int(r[cnt_c]):,}" if cnt_c else "",
                  ms(r[total_c]), dur(r[total_c] / max(int(r[cnt_c]), 1)) if cnt_c else "", pct(r[total_c] / all_ns)]
                 for _, r in top.iterrows()]
         parts.append("### Top kernels by GPU time\n\n" + table(

@@ -121,6 +121,8 @@ def _events(sc: Scenario, rk: Rank, gen: str) -> Iterator[str]:
                           "args": {"name": f"thread {t} (python3)"}})
     for r in rk.host_ranges:
         args = {"External id": r.external_id} if r.external_id >= 0 else {}
+        if r.input_dims is not None:
+            args.update({"Input Dims": r.input_dims, "Input type": r.input_types or []})
         yield x("cpu_op" if r.is_op else "user_annotation", r.name, pid, r.tid, r.start_ns, r.end_ns, args)
     launched = {k.correlation for k in rk.kernels} | {c.correlation for c in rk.copies} | \
         {g.correlation for g in rk.graphs}

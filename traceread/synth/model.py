@@ -61,6 +61,8 @@ class HostRange:
     end_ns: int
     is_op: bool = False
     external_id: int = -1
+    input_dims: list | None = None  # recorded shapes (Kineto "Input Dims", record_shapes=True); None: not recorded
+    input_types: list | None = None  # Kineto "Input type"
 
 
 @dataclass

@@ -79,6 +79,15 @@ class PlantSpec:
     jitter: float = 0.05  # relative standard deviation of every duration
     weights: dict[str, float] = field(default_factory=lambda: {c: 1.0 for c in CLASSES})
     noise: bool = True
+    # Work per step: 0 records no shapes; N > 0 records the aten::mm shapes of a [N*512, 1024] x
+    # [1024, 1024] matmul and scales GEMM kernel time by N/8 (batch-size changes for `diff`).
+    batch: int = 0
+    # The launch-bound fix: each run of tiny kernels is dispatched as 3 large fused kernels doing
+    # the same GPU work (torch.compile / CUDA graph), so the planted launch-bound idle disappears.
+    launch_fused: bool = False
+    # The data-loader fix (more workers, prefetch): the same batches arrive in time, so each planted
+    # loader wait becomes a short loader call and a queued pinned copy (the same GPU work, no wait).
+    loader_fixed: bool = False
 
 
 @dataclass
@@ -107,9 +116,11 @@ def read_truth(path: str) -> pd.DataFrame:
 class _Sim:
     """One rank's host thread and GPU queue (see module docstring)."""
 
-    def __init__(self, rank: int, rng: np.random.Generator, jitter: float, noise: bool) -> None:
+    def __init__(self, rank: int, rng: np.random.Generator, jitter: float, noise: bool, batch: int = 0,
+                 launch_fused: bool = False, loader_fixed: bool = False) -> None:
         self.rk = Rank(rank=rank, pid=4000 + rank, devices=[rank])
         self.dev, self.rng, self.jit, self.noise = rank, rng, jitter, noise
+        self.batch, self.launch_fused, self.loader_fixed = batch, launch_fused, loader_fixed
         self.h = 1_000_000  # host cursor
         self.free = {COMPUTE: 0, COMM: 0, COPY: 0}  # stream free times
         self.last_end: int | None = None  # end of the last compute kernel
@@ -126,16 +137,18 @@ class _Sim:
         self.rk.host_calls.append(HostCall(tid, name, start, start + dur, c, ext))
         return c, start + dur
 
-    def op(self, name: str, start: int, end: int, tid: int = MAIN, is_op: bool = True) -> int:
+    def op(self, name: str, start: int, end: int, tid: int = MAIN, is_op: bool = True,
+           dims: list | None = None) -> int:
         self.ext += 1
-        self.rk.host_ranges.append(HostRange(tid, name, start, end, is_op, self.ext))
+        types = ["c10::BFloat16"] * len(dims) if dims is not None else None
+        self.rk.host_ranges.append(HostRange(tid, name, start, end, is_op, self.ext, dims, types))
         return self.ext
 
     def kernel(self, name: str, dur: int, stream: int = COMPUTE, not_before: int = 0, pre: float = 6_000,
-               op: str = "aten::mm", launch: str = "cudaLaunchKernel") -> int:
+               op: str = "aten::mm", launch: str = "cudaLaunchKernel", dims: list | None = None) -> int:
         """Dispatch one kernel from the host (op + launch call); return its end."""
         t0, pre_ns, lat = self.h, self.j(pre), self.j(2_500)
-        ext = self.op(op, t0, t0 + pre_ns + self.j(5_000) + 1_000)
+        ext = self.op(op, t0, t0 + pre_ns + self.j(5_000) + 1_000, dims=dims)
         corr, lend = self.api(launch, t0 + pre_ns, self.j(4_500), ext=ext)
         self.h = t0 + pre_ns + (lend - t0 - pre_ns) + 1_000 + self.j(1_000)
         ready = lend + lat
@@ -189,7 +202,13 @@ class _Sim:
         for _ in range(n):
             fam = self.rng.choice(["gemm", "gemm", "attention", "memory"])
             names = _BIG[str(fam)]
-            self.kernel(names[int(self.rng.integers(len(names)))], self.j(self.rng.uniform(40_000, 250_000)))
+            name = names[int(self.rng.integers(len(names)))]  # draw order kept: seeds give the same runs
+            dur = self.j(self.rng.uniform(40_000, 250_000))
+            dims = None
+            if self.batch and fam == "gemm":
+                dur = int(dur * self.batch / 8)
+                dims = [[self.batch * 512, 1024], [1024, 1024]]
+            self.kernel(name, dur, dims=dims)
             if self.noise and self.rng.random() < 0.04:  # overlapped gradient bucket
                 self.kernel(_COLL[0], self.j(self.rng.uniform(50_000, 300_000)), COMM, op="record_param_comms")
 
@@ -204,7 +223,10 @@ class _Sim:
         variant = self.rng.random()
         self.pending = cls
         if cls == "data-starved":
-            if variant < 0.6:
+            if self.loader_fixed:  # enough workers: the batch is ready, its pinned copy queues ahead
+                self.quiet("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", self.h + 15_000, True)
+                self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
+            elif variant < 0.6:
                 self.quiet("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", g + gap - 60_000, True)
                 self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
             else:
@@ -256,7 +278,12 @@ class _Sim:
             self.pending = None  # each tiny kernel's gap is decided by the queue
             if self.noise and variant < 0.5:  # DDP-like: a bucket all-reduce runs beside the dispatch
                 self._comm(_COLL[0], g, g + int(self.rng.uniform(300_000, 900_000)))
-            for _ in range(int(self.j(60))):
+            n = int(self.j(60))
+            if self.launch_fused:  # the same GPU work in 3 fused kernels, queued ahead of the GPU
+                for _ in range(3):
+                    self.kernel(_SMALL[int(self.rng.integers(len(_SMALL)))], self.j(n * 4_000 / 3), op="aten::add")
+                return
+            for _ in range(n):
                 self.kernel(_SMALL[int(self.rng.integers(len(_SMALL)))], self.j(self.rng.uniform(2_000, 6_000)),
                             pre=self.rng.uniform(6_000, 22_000), op="aten::add")
 
@@ -293,7 +320,8 @@ def plant(spec: PlantSpec) -> Planted:
     ranks, truth = [], []
     w = {c: float(spec.weights.get(c, 0.0)) for c in CLASSES}
     for r in range(spec.ranks):
-        sim = _Sim(r, np.random.default_rng(rng.integers(1 << 62)), spec.jitter, spec.noise)
+        sim = _Sim(r, np.random.default_rng(rng.integers(1 << 62)), spec.jitter, spec.noise, spec.batch,
+                   spec.launch_fused, spec.loader_fixed)
         # One pipeline schedule per rank: its fill and drain bubbles keep their length every step.
         bubbles = (int(rng.uniform(600_000, 1_400_000)), int(rng.uniform(400_000, 1_000_000))) \
             if w["pipeline-bubble"] > 0 else (0, 0)

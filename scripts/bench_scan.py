@@ -1,0 +1,235 @@
+"""Benchmark: ``traceread scan`` on a generated tree, side by side in one run.
+
+    .venv/bin/python scripts/bench_scan.py                       # 500 traces, 0.1-20 MB
+    .venv/bin/python scripts/bench_scan.py --traces 120 --max-mb 8 --workdir /tmp/bench-scan
+
+* The tree (under ``--workdir``, kept between runs; ``--fresh`` rebuilds it) holds ``--traces``
+  trace files of both formats: Kineto JSON (plain and gzipped) and nsys SQLite exports, file sizes
+  log-spaced from 0.1 MB to ``--max-mb``, in jobs of 1, 2 or 4 ranks, plus a few broken files
+  (truncated, corrupt gzip, empty, a JSON that is not a trace, a plain SQLite file). Files are
+  copies of a handful of generated templates (``traceread.synth.planted``: generating every file
+  afresh would take longer than the benchmark), one directory per job.
+* Contenders, each a fresh ``traceread scan --no-cache`` process into its own output directory:
+  ``--workers 1``, ``--workers 2`` and ``--dask local`` (a 2-worker LocalCluster); then the re-scan
+  of the unchanged tree into the ``--workers 2`` output (cache hits only).
+* Baseline for the per-trace overhead: in one process, for every trace file, the work of a
+  single-trace ``traceread analyze`` (load with one decoder, analyse, JSON and Markdown rendered),
+  timed per file and summed. Overhead = ``--workers 1`` wall time / that sum - 1 (it includes the
+  scan's start-up, discovery, hashing, writing reports, jobs, parquet and index).
+* Peak RSS: the whole process tree of each contender (the scan and its workers, summed, sampled
+  every 20 ms with psutil), against the peak of the largest file's ``traceread analyze`` in its own
+  process (the bound is that times the workers plus a small constant for the parent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KINETO_MB_PER_STEP = 0.28  # one planted rank-step of Kineto JSON (measured on the generator)
+NSYS_MB_PER_STEP = 0.047  # the same in an nsys export
+
+
+def _sizes(max_mb: float, n: int = 6) -> list[float]:
+    lo = math.log(0.1)
+    return [round(math.exp(lo + (math.log(max_mb) - lo) * i / (n - 1)), 2) for i in range(n)]
+
+
+def build_tree(root: str, traces: int, max_mb: float, seed: int = 0) -> dict:
+    """Write the tree; returns what it holds."""
+    from traceread.synth.kineto_writer import write_kineto
+    from traceread.synth.nsys_writer import write_nsys
+    from traceread.synth.planted import PlantSpec, plant
+
+    tpl = os.path.join(root, "_templates")
+    os.makedirs(tpl, exist_ok=True)
+    sizes = _sizes(max_mb)
+    kineto: dict[float, list[str]] = {}
+    nsys: dict[float, str] = {}
+    for i, mb in enumerate(sizes):
+        gz = mb < 0.3  # the smallest files: gzipped JSON (a 2-step trace is ~0.6 MB of text)
+        steps = max(2, round((mb * (6 if gz else 1)) / KINETO_MB_PER_STEP))
+        p = plant(PlantSpec(seed=seed + i, ranks=4, steps=steps))
+        files = write_kineto(p.scenario, os.path.join(tpl, f"k{i}.rank{{rank}}.pt.trace.json"))
+        if gz:
+            for f in files:
+                with open(f, "rb") as src, gzip.open(f + ".gz", "wb", compresslevel=6) as dst:
+                    shutil.copyfileobj(src, dst)
+                os.unlink(f)
+            files = [f + ".gz" for f in files]
+        kineto[mb] = files
+        one = plant(PlantSpec(seed=seed + 100 + i, ranks=1, steps=max(2, round(mb / NSYS_MB_PER_STEP))))
+        nsys[mb] = write_nsys(one.scenario, os.path.join(tpl, f"n{i}.sqlite"))
+    tree = os.path.join(root, "tree")
+    os.makedirs(tree)
+    weights = [3, 3, 2, 2, 1, 1][: len(sizes)]
+    pick = [mb for mb, w in zip(sizes, weights, strict=True) for _ in range(w)]
+    made, job, total_bytes = 0, 0, 0
+    while made < traces:
+        mb = pick[job % len(pick)]
+        d = os.path.join(tree, f"cluster{job % 5}", f"job{job:03d}")
+        os.makedirs(d)
+        if job % 3 == 2:  # an nsys export of one rank
+            dst = os.path.join(d, "profile.sqlite")
+            shutil.copyfile(nsys[mb], dst)
+            made += 1
+        else:
+            ranks = min((1, 2, 4)[job % 3 + (job // 3) % 2], traces - made)
+            for r in range(ranks):
+                src = kineto[mb][r]
+                dst = os.path.join(d, os.path.basename(src).replace(f"k{sizes.index(mb)}.", "train."))
+                shutil.copyfile(src, dst)
+            made += ranks
+        job += 1
+    broken = os.path.join(tree, "broken")
+    os.makedirs(broken)
+    good = kineto[sizes[1]][0]
+    with open(good, "rb") as fh:
+        data = fh.read()
+    with open(os.path.join(broken, "crashed.json.tmp"), "wb") as fh:
+        fh.write(data[: len(data) // 2])
+    with open(os.path.join(broken, "corrupt.json.gz"), "wb") as fh:
+        fh.write(b"\x1f\x8b\x08\x00" + os.urandom(4096))
+    open(os.path.join(broken, "empty.pt.trace.json"), "wb").close()
+    with open(os.path.join(broken, "config.json"), "w") as fh:
+        json.dump({"lr": 3e-4}, fh)
+    conn = sqlite3.connect(os.path.join(broken, "metrics.sqlite"))
+    conn.execute("CREATE TABLE loss (step INT, value REAL)")
+    conn.commit()
+    conn.close()
+    files = [os.path.join(d, f) for d, _, fs in os.walk(tree) for f in fs]
+    total_bytes = sum(os.path.getsize(f) for f in files)
+    return {"traces": made, "jobs": job, "files": len(files), "bytes": total_bytes, "sizes_mb": sizes}
+
+
+def _peak_tree_rss(proc) -> int:
+    import psutil
+
+    peak = 0
+    try:
+        ps = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            rss = 0
+            for p in [ps] + ps.children(recursive=True):
+                try:
+                    rss += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak = max(peak, rss)
+            time.sleep(0.02)
+    except psutil.Error:
+        pass
+    return peak
+
+
+def run(cmd: list[str]) -> dict:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = _peak_tree_rss(proc)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "peak_rss": peak, "rc": proc.returncode, "stdout": out.strip(), "stderr": err.strip()[-500:]}
+
+
+BASELINE = r"""
+import io, json, os, sys, time
+from traceread.analysis import analyze
+from traceread.loaders import load
+from traceread.render import jsonout, markdown
+times = {}
+for path in sys.argv[1:]:
+    t0 = time.perf_counter()
+    try:
+        a = analyze([load(path, decoders=1)])
+        jsonout.dumps(a); markdown.render(a, io.StringIO())
+    except Exception as exc:
+        continue
+    times[path] = time.perf_counter() - t0
+print(json.dumps(times))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--traces", type=int, default=500)
+    ap.add_argument("--max-mb", type=float, default=20.0)
+    ap.add_argument("--workdir", default=os.path.join(REPO, "bench-out", "scan"))
+    ap.add_argument("--fresh", action="store_true", help="rebuild the tree")
+    ap.add_argument("--no-dask", action="store_true")
+    ap.add_argument("--json", dest="json_path")
+    args = ap.parse_args()
+    tree = os.path.join(args.workdir, "tree")
+    meta_path = os.path.join(args.workdir, "tree.json")
+    if args.fresh or not os.path.exists(meta_path):
+        shutil.rmtree(args.workdir, ignore_errors=True)
+        t0 = time.perf_counter()
+        meta = build_tree(args.workdir, args.traces, args.max_mb)
+        meta["build_s"] = time.perf_counter() - t0
+        with open(meta_path, "w") as fh:
+            json.dump(meta, fh)
+    with open(meta_path) as fh:
+        meta = json.load(fh)
+    exe = os.path.join(os.path.dirname(sys.executable), "traceread")
+    mb = meta["bytes"] / 1e6
+    print(f"tree: {meta['traces']} traces in {meta['jobs']} jobs + broken files, {meta['files']} files, "
+          f"{mb:,.0f} MB, sizes {meta['sizes_mb']} MB; load average {os.getloadavg()[0]:.2f} on "
+          f"{os.cpu_count()} cores", flush=True)
+    results = {}
+    contenders = [("--workers 1", ["--workers", "1"]), ("--workers 2", ["--workers", "2"])]
+    if not args.no_dask:
+        contenders.append(("--dask local (2 workers)", ["--workers", "2", "--dask", "local"]))
+    for name, extra in contenders:
+        out = os.path.join(args.workdir, "out-" + name.split()[0].strip("-") + extra[1])
+        shutil.rmtree(out, ignore_errors=True)
+        r = run([exe, "scan", tree, "--out", out, "--no-cache", *extra])
+        results[name] = r
+        print(f"{name}: {r['wall_s']:.1f} s, rc {r['rc']}: {r['stdout'] or r['stderr']}", flush=True)
+    r = run([exe, "scan", tree, "--out", os.path.join(args.workdir, "out-workers2"), "--workers", "2"])
+    results["re-scan (unchanged, --workers 2)"] = r
+    print(f"re-scan: {r['wall_s']:.2f} s: {r['stdout']}", flush=True)
+
+    with open(os.path.join(args.workdir, "out-workers2", "index.json")) as fh:
+        index = json.load(fh)
+    paths = [os.path.join(tree, t["path"]) for t in index["traces"]]
+    t0 = time.perf_counter()
+    base = subprocess.run([sys.executable, "-c", BASELINE, *paths], capture_output=True, text=True, check=True)
+    per_file = json.loads(base.stdout)
+    baseline_s = sum(per_file.values())
+    largest = max(paths, key=os.path.getsize)
+    single = run([exe, "analyze", largest, "--json", os.devnull, "-o", os.devnull])
+    w1, w2 = results["--workers 1"]["wall_s"], results["--workers 2"]["wall_s"]
+    n = meta["traces"]
+    print()
+    print("| contender | wall s | traces/s | MB/s | peak RSS MB (process tree) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in results.items():
+        print(f"| {name} | {r['wall_s']:.2f} | {n / r['wall_s']:.1f} | {mb / r['wall_s']:.1f} | "
+              f"{r['peak_rss'] / 2**20:,.0f} |")
+    print(f"| single-trace analyze of each file, summed (one process, one decoder) | {baseline_s:.2f} | "
+          f"{len(per_file) / baseline_s:.1f} | {mb / baseline_s:.1f} | |")
+    print()
+    print(f"--workers 2 / --workers 1 speed-up: {w1 / w2:.2f}x (target >= 1.8x)")
+    print(f"per-trace overhead of --workers 1 over the summed analyses: {100 * (w1 / baseline_s - 1):.1f}% "
+          "(target < 10%)")
+    print(f"re-scan of the unchanged tree: {results['re-scan (unchanged, --workers 2)']['wall_s']:.2f} s "
+          "(target < 3 s)")
+    print(f"peak RSS: largest single analysis ({os.path.getsize(largest) / 1e6:.1f} MB file) "
+          f"{single['peak_rss'] / 2**20:,.0f} MB; --workers 2 tree {results['--workers 2']['peak_rss'] / 2**20:,.0f} MB "
+          f"(bound: 2 x single + parent)")
+    if args.json_path:
+        with open(args.json_path, "w") as fh:
+            json.dump({"tree": meta, "results": results, "baseline_s": baseline_s, "single_peak_rss": single["peak_rss"],
+                       "largest_bytes": os.path.getsize(largest)}, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()

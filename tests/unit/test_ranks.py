@@ -1,0 +1,146 @@
+"""traceread.ranks on hand-built identities and summaries: grouping rules, rank patterns, matching."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from traceread.ranks import RankIdentity, RankSummary, align, analyze_job, group_jobs, ranges, rank_from_name
+from traceread.ranks.align import METHOD_ORDER, METHOD_SEQ
+from traceread.ranks.summary import COLLECTIVE_COLUMNS, GAP_COLUMNS, STEP_COLUMNS
+
+T0 = 1_735_632_360_000_000_000
+MIN = 60 * 10**9
+
+
+def ident(path: str, rank: int | None, source: str | None = "distributedInfo", world: int | None = 4,
+          start: int = T0, dur: int = 10**9, **kw) -> RankIdentity:
+    base = dict(path=path, format="kineto", rank=rank, world_size=world, rank_source=source,
+                frame_rank=rank or 0, member=0, members_in_file=1, devices=(0,), gpu_model="H100",
+                backend="nccl" if source == "distributedInfo" else None, process_groups=(), time_base="epoch",
+                epoch_offset_ns=0, start_ns=start, end_ns=start + dur, n_events=100)
+    base.update(kw)
+    return RankIdentity(**base)
+
+
+@pytest.mark.parametrize("name,rank,world", [("trace_rank-3.json", 3, None), ("x.rank_3.pt.trace.json.gz", 3, None),
+                                             ("worker3.1700000.pt.trace.json", 3, None),
+                                             ("sampled_rank12of128.json.gz", 12, 128), ("RANK7.json", 7, None),
+                                             ("trace.json", None, None), ("ranking.json", None, None)])
+def test_default_rank_pattern(name, rank, world):
+    assert rank_from_name(f"/x/{name}") == (rank, world)
+
+
+def test_custom_rank_pattern_needs_a_rank_group():
+    assert rank_from_name("/x/node2-gpu05.json", r"gpu(?P<rank>\d+)") == (5, None)
+    with pytest.raises(ValueError, match="named group 'rank'"):
+        rank_from_name("/x/a.json", r"gpu(\d+)")
+
+
+def test_one_job_with_missing_and_duplicate_ranks():
+    ids = [ident("/j/a.json", 0), ident("/j/b.json", 1), ident("/j/c.json", 1, start=T0 + 5), ident("/j/d.json", 3)]
+    (g,) = group_jobs(ids)
+    assert g.ranks == (0, 1, 3) and g.missing_ranks == (2,) and g.world_size == 4
+    assert g.duplicate_ranks == ((1, ("b.json", "c.json")),)
+    assert any("1 of 4 ranks have no trace: 2" in e for e in g.evidence)
+    rep = analyze_job([_summary(i) for i in ids], group=g)
+    assert any("rank 1 is claimed by 2 traces" in n for n in rep.notes)
+    assert {a.rank for a in rep.alignment} == {0, 3}  # the duplicate is not aligned, and not replaced
+
+
+def test_windows_apart_are_separate_captures_and_dirs_are_separate_jobs():
+    ids = [ident("/j/a.json", 0), ident("/j/b.json", 1), ident("/j/c.json", 0, start=T0 + 80 * MIN),
+           ident("/j/d.json", 1, start=T0 + 80 * MIN), ident("/k/a.json", 0)]
+    groups = group_jobs(ids)
+    assert [(g.directory, g.capture, g.captures, g.ranks) for g in groups] == [
+        ("/j", 0, 2, (0, 1)), ("/j", 1, 2, (0, 1)), ("/k", 0, 1, (0,))]
+    assert groups[0].job_key == groups[1].job_key != groups[2].job_key
+    assert len({g.name for g in groups}) == 3
+
+
+def test_no_rank_is_never_rank_0_and_filename_ranks_group_by_stem():
+    ids = [ident("/j/plain.json", None, None, None), ident("/j/plain2.json", None, None, None),
+           ident("/j/run.rank0.json", 0, "filename", None), ident("/j/run.rank1.json", 1, "filename", None),
+           ident("/j/other.rank0.json", 0, "filename", None)]
+    groups = group_jobs(ids)
+    by = {tuple(m.path for m in g.members): g for g in groups}
+    assert by[("/j/run.rank0.json", "/j/run.rank1.json")].rule == "filename"
+    assert by[("/j/plain.json",)].ranks == () and by[("/j/plain.json",)].rule == "single"
+    assert len(groups) == 4
+
+
+def test_different_world_sizes_are_different_jobs():
+    groups = group_jobs([ident("/j/a.json", 0, world=2), ident("/j/b.json", 0, world=8)])
+    assert len(groups) == 2 and not any(g.duplicate_ranks for g in groups)
+
+
+def test_ranges():
+    assert ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8" and ranges([]) == ""
+
+
+# --- alignment on hand-built summaries -------------------------------------------------------------
+
+def _summary(i: RankIdentity, starts=(), ends=(), seq=None, step=None, typ="all-reduce") -> RankSummary:
+    n = len(starts)
+    c = {k: np.zeros(n, dtype=np.int64) for k in COLLECTIVE_COLUMNS}
+    c.update(pg=np.array(["0"] * n, dtype=object), pg_desc=np.array([""] * n, dtype=object),
+             collective=np.array([typ] * n, dtype=object), bytes=np.full(n, 1 << 20, dtype=np.int64),
+             seq=np.asarray(seq if seq is not None else [-1] * n, dtype=np.int64),
+             step=np.asarray(step if step is not None else [-1] * n, dtype=np.int64),
+             start_ns=np.asarray(starts, dtype=np.int64), end_ns=np.asarray(ends, dtype=np.int64))
+    c["lead_start_ns"] = c["start_ns"] - 1000
+    steps = {k: np.zeros(0, dtype=np.int64) for k in STEP_COLUMNS}
+    gaps = {k: np.zeros(0, dtype=object if k == "class" else np.int64) for k in GAP_COLUMNS}
+    return RankSummary(identity=i, collectives=c, steps=steps, gaps=gaps)
+
+
+def _irregular(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ends = T0 + np.cumsum(rng.integers(200_000, 3_000_000, n))
+    return ends - 100_000, ends
+
+
+def test_order_matching_finds_the_shift_and_offset_without_steps():
+    starts, ends = _irregular(40, 1)
+    off = 1_700_000
+    a = _summary(ident("/j/a.json", 0), starts[:30], ends[:30])
+    b = _summary(ident("/j/b.json", 1), starts[3:] + off, ends[3:] + off + 700)  # window starts 3 calls later
+    al, _ = align([a, b])
+    assert al[1].method == METHOD_ORDER and al[1].shift == -3 and abs(al[1].offset_ns - off - 700) < 1_000
+    assert al[1].matched == 27
+
+
+def test_sequence_numbers_win_over_order():
+    starts, ends = _irregular(20, 2)
+    seq = np.arange(20)
+    a = _summary(ident("/j/a.json", 0), starts, ends, seq=seq)
+    keep = np.r_[0:5, 7:20]  # rank 1 lost two records: order would be off by two from there on
+    b = _summary(ident("/j/b.json", 1), starts[keep] - 900_000, ends[keep] - 900_000, seq=seq[keep])
+    al, _ = align([a, b])
+    assert al[1].method == METHOD_SEQ and al[1].offset_ns == -900_000 and al[1].matched == 18
+
+
+def test_mismatched_collectives_are_not_matched():
+    starts, ends = _irregular(10, 3)
+    a = _summary(ident("/j/a.json", 0), starts, ends, typ="all-reduce")
+    b = _summary(ident("/j/b.json", 1), starts, ends, typ="all-gather")
+    al, _ = align([a, b])
+    assert al[1].offset_ns is None and al[1].matched == 0
+    rep = analyze_job([a, b])
+    assert rep.stragglers == () and any("not aligned" in n for n in rep.notes)
+
+
+def test_straggler_needs_more_than_the_alignment_error():
+    """Lateness inside the per-collective spread of end times is not evidence of a straggler."""
+    rng = np.random.default_rng(4)
+    starts, ends = _irregular(30, 4)
+    noise = rng.integers(-400_000, 400_000, 30)  # ends scattered: a loose alignment
+    a = _summary(ident("/j/a.json", 0), starts, ends)
+    b = _summary(ident("/j/b.json", 1), starts + 60_000, ends + noise)
+    rep = analyze_job([a, b])
+    assert rep.alignment[1].end_spread_ns > 100_000
+    assert rep.stragglers == ()
+    tight = analyze_job([a, dataclasses.replace(b, collectives={**b.collectives, "end_ns": ends + 5})])
+    assert [s["rank"] for s in tight.stragglers] == [1]

@@ -1,0 +1,58 @@
+"""What a side of ``traceread diff`` is on disk: a trace file, or a directory of one job's traces.
+
+A directory is grouped as ``scan`` groups it (:func:`traceread.ranks.group_jobs`): the ranks of one
+capture form the job, several captures of the same job (repeated runs) pool their steps, and a
+directory holding several different jobs is a usage error that lists them. Two ``scan`` output
+directories are diffed job by job (:mod:`traceread.diff.scan_sides`); a scan output against
+anything else is a usage error.
+"""
+
+from __future__ import annotations
+
+import os
+
+from traceread.errors import TraceReadError, UsageError
+from traceread.loaders import load, sniff
+from traceread.trace import Trace
+
+
+def _trace_files(directory: str) -> list[str]:
+    """Files under ``directory`` that sniff as traces (sorted; hidden files and folders skipped)."""
+    out = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = os.path.join(root, name)
+            try:
+                sniff(path)
+            except TraceReadError:
+                continue  # not a trace (a README, a job file)
+            out.append(path)
+    return out
+
+
+def load_side(path: str, step_range: str | None = None) -> list[list[Trace]]:
+    """The captures of one side (each a list of traces); raises TraceReadError / UsageError."""
+    if not os.path.isdir(path):
+        return [[load(path, progress=True, step_range=step_range)]]
+    from traceread.diff.scan_sides import is_scan_output
+
+    if is_scan_output(path):
+        raise UsageError(f"{path}: a `traceread scan` output directory; scan outputs are diffed job by job "
+                         "against another scan output only")
+    from traceread.ranks import group_jobs, identify
+
+    files = _trace_files(path)
+    if not files:
+        raise UsageError(f"{path}: no trace files in this directory")
+    traces = {f: load(f, progress=True, step_range=step_range) for f in files}
+    identities = [i for f, t in traces.items() for i in identify(t, f)]
+    groups = group_jobs(identities)
+    jobs = list(dict.fromkeys(g.job_key for g in groups))
+    if len(jobs) > 1:
+        listed = "; ".join(f"{g.name} ({len(g.paths)} file(s))" for g in groups)
+        raise UsageError(f"{path}: holds {len(jobs)} different jobs ({listed}); give one job's directory per side")
+    groups = sorted(groups, key=lambda g: g.capture)
+    return [[traces[p] for p in g.paths] for g in groups]

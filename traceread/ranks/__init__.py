@@ -1,0 +1,39 @@
+"""Jobs, ranks and stragglers: which traces belong together, how their clocks align, who is late.
+
+Used by ``traceread analyze`` (several inputs) and ``traceread scan`` (a tree of traces). The data
+flow is one way: a loaded ``Trace`` (and its ``Analysis``) -> :func:`identify` -> :func:`summarize`
+(both in the worker that loaded it) -> :func:`group_jobs` and :func:`analyze_job` (anywhere: they
+read only the small picklable objects).
+
+API (stable; extended, never broken):
+
+* ``identify(trace, path=None, rank_pattern=None) -> list[RankIdentity]``: one identity per rank in
+  the trace (a Kineto file: one; an nsys export: one per process with GPU work). ``RankIdentity``
+  is frozen, picklable and holds no user/host/env value: ``path, format, rank (None when nothing
+  says), world_size, rank_source ('distributedInfo'|'nsys-process'|'filename'|None), frame_rank,
+  member, members_in_file, devices, gpu_model, backend, process_groups ((pg_name, pg_desc, pg_size),
+  ...), time_base, epoch_offset_ns, start_ns, end_ns, n_events`` plus ``start_epoch_ns``,
+  ``end_epoch_ns``, ``key`` (path, member), ``label`` and ``to_dict()``.
+* ``summarize(analysis_or_trace, identity, cfg=Thresholds()) -> RankSummary``: that rank's
+  collectives (pg, seq, collective, bytes, start/end and the lead before each), steps (busy/idle by
+  class) and classified gaps, as plain numpy columns (``RankSummary.table(name)`` for a DataFrame).
+* ``group_jobs(identities, rank_pattern=None, cfg=Thresholds()) -> list[JobGroup]``: each
+  ``JobGroup`` is one capture of one job: ``name`` (stable, unique in the result), ``job_key``,
+  ``directory``, ``rule``, ``capture``/``captures``, ``members``, ``world_size``, ``ranks``,
+  ``missing_ranks``, ``duplicate_ranks`` ((rank, (labels...)), ...), ``unranked``,
+  ``start_epoch_ns``/``end_epoch_ns``, ``evidence`` (sentences) and ``to_dict()``.
+* ``analyze_job(summaries, cfg=Thresholds(), group=None) -> JobReport``: alignment (per rank offset,
+  uncertainty, method), matched collectives (arrival, wait, last rank), per-rank last arrivals and
+  ``waited_on_ns``, ``stragglers`` worst first (``rank, waited_on_ns, last_arrivals, cause, reason,
+  evidence, ...``), job step time on aligned windows, ``verdict``; ``JobReport.to_dict()`` is JSON-able.
+* ``DEFAULT_RANK_PATTERN``: the file-name rank regex (named group ``rank``, optional ``world``).
+"""
+
+from traceread.ranks.align import RankAlignment, align
+from traceread.ranks.grouping import JobGroup, group_jobs, ranges
+from traceread.ranks.identity import DEFAULT_RANK_PATTERN, RankIdentity, identify, rank_from_name
+from traceread.ranks.job import JobReport, analyze_job
+from traceread.ranks.summary import RankSummary, summarize
+
+__all__ = ["DEFAULT_RANK_PATTERN", "JobGroup", "JobReport", "RankAlignment", "RankIdentity", "RankSummary",
+           "align", "analyze_job", "group_jobs", "identify", "rank_from_name", "ranges", "summarize"]

@@ -1,0 +1,212 @@
+"""Clock alignment by collectives: match the same collective across ranks, estimate clock offsets.
+
+Hosts' clocks differ by up to tens of ms (NTP), so raw timestamps of different ranks cannot be
+compared. A collective completes almost together on all its participants (the last arriver
+releases everyone), so each rank's offset is the median, over matched collectives, of its end time
+minus the reference rank's end time; the uncertainty is the robust spread of those differences
+(1.4826 x MAD) over sqrt(n), floored at the timestamp resolution; ``end_spread_ns`` is that spread
+itself, the error of any single collective's aligned times (what a lateness must exceed).
+
+Matching, per process group: by the recorded sequence number where both ranks have one; else by
+step number (``ProfilerStep#N`` is the same N on every rank) and order within the step, checked by
+collective type and size; else by order within the group: the index shift (windows may start a few collectives apart) whose pairs
+agree on collective type and size and whose end differences are most consistent; among equally
+consistent shifts (periodic steps repeat every collective) the one giving the smallest offset when
+both ranks have epoch time (NTP keeps clocks within a step), else the smallest shift.
+
+Ranks of one nsys export share one clock: offset 0 exactly, method ``shared clock``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from traceread.ranks.summary import RankSummary
+
+METHOD_SEQ = "collective end times, matched by recorded sequence number"
+METHOD_STEP = "collective end times, matched by step number and order within the step (type and size checked)"
+METHOD_ORDER = "collective end times, matched by order within the process group (type and size checked)"
+METHOD_SHARED = "shared clock (one nsys export)"
+METHOD_REFERENCE = "reference rank"
+METHOD_NONE = "not aligned: no collective matched with the reference rank"
+_MAX_SHIFT = 64
+_MIN_AGREE = 0.9  # share of paired collectives whose type (and size, where both know it) agree
+
+
+@dataclass(frozen=True)
+class RankAlignment:
+    rank: int
+    offset_ns: int | None  # this rank's clock minus the reference's (aligned = epoch time - offset)
+    uncertainty_ns: int | None
+    method: str
+    matched: int  # collectives matched with the reference rank
+    shift: int = 0  # index shift used for order matching (reference index + shift = this rank's index)
+    end_spread_ns: int | None = None  # robust spread of single end-time differences (per-collective error)
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "offset_ns": self.offset_ns, "uncertainty_ns": self.uncertainty_ns,
+                "end_spread_ns": self.end_spread_ns, "method": self.method, "matched": self.matched,
+                "shift": self.shift}
+
+
+def primary_device(s: RankSummary) -> int:
+    dev = s.collectives["device"]
+    if len(dev) == 0:
+        return -1
+    values, counts = np.unique(dev, return_counts=True)
+    return int(values[counts.argmax()])
+
+
+def epoch_shift(s: RankSummary) -> int:
+    """What to add to the rank's own ns to reach its (unaligned) epoch ns; 0 when not epoch."""
+    return int(s.identity.epoch_offset_ns or 0)
+
+
+def sequences(s: RankSummary) -> dict[str, np.ndarray]:
+    """Per process group: indices into ``s.collectives`` of its primary device's calls, in start order."""
+    c = s.collectives
+    if len(c["start_ns"]) == 0:
+        return {}
+    on = np.flatnonzero(c["device"] == primary_device(s))
+    order = on[np.argsort(c["start_ns"][on], kind="stable")]
+    pgs = c["pg"][order]
+    return {str(p): order[pgs == p] for p in dict.fromkeys(pgs.tolist())}
+
+
+def _resolution(s: RankSummary) -> int:
+    """1 us for integer-microsecond timestamps (every time a multiple of 1000 ns), else 1 ns."""
+    t = s.collectives["end_ns"]
+    return 1000 if len(t) and not (t % 1000).any() else 1
+
+
+def _pairs_by_seq(ra: np.ndarray, rb: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    if len(ra) == 0 or len(rb) == 0 or (ra < 0).any() or (rb < 0).any():
+        return None
+    common, ia, ib = np.intersect1d(ra, rb, return_indices=True)
+    return (ia, ib) if len(common) else None
+
+
+def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], str, int]:
+    """Per shared process group: (reference row indices, other row indices) of matched collectives;
+    the method and the order shift used (0 for sequence matching)."""
+    a, b = ref.collectives, other.collectives
+    sa, sb = sequences(ref), sequences(other)
+    both_epoch = ref.identity.epoch_offset_ns is not None and other.identity.epoch_offset_ns is not None
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    method, used_shift = METHOD_SEQ, 0
+    for pg, ia in sa.items():
+        ib = sb.get(pg)
+        if ib is None or len(ia) == 0 or len(ib) == 0:
+            continue
+        by_seq = _pairs_by_seq(a["seq"][ia], b["seq"][ib])
+        if by_seq is not None:
+            out[pg] = (ia[by_seq[0]], ib[by_seq[1]])
+            continue
+        by_step = _pairs_by_step(a, b, ia, ib)
+        if by_step is not None:
+            method = METHOD_STEP if method != METHOD_ORDER else method
+            out[pg] = by_step
+            continue
+        method = METHOD_ORDER
+        best = _best_shift(a, b, ia, ib, epoch_shift(ref), epoch_shift(other), both_epoch)
+        if best is None:
+            continue
+        used_shift, pa, pb = best
+        out[pg] = (pa, pb)
+    return out, method, used_shift
+
+
+def _within(steps: np.ndarray) -> np.ndarray:
+    """Order of each call within its step (calls already in start order)."""
+    out = np.zeros(len(steps), dtype=np.int64)
+    for st in np.unique(steps):
+        m = np.flatnonzero(steps == st)
+        out[m] = np.arange(len(m))
+    return out
+
+
+def _agree(a: dict, b: dict, pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
+    same = a["collective"][pa] == b["collective"][pb]
+    ba, bb = a["bytes"][pa], b["bytes"][pb]
+    return same & ((ba < 0) | (bb < 0) | (ba == bb))
+
+
+def _pairs_by_step(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Pairs by (step number, order within the step): step numbers (ProfilerStep#N) are the same on
+    every rank, so this holds even when clock offsets exceed the time between collectives."""
+    sa, sb = a["step"][ia], b["step"][ib]
+    ka, kb = ia[sa >= 0], ib[sb >= 0]
+    if len(ka) < max(1, len(ia) // 2) or len(kb) < max(1, len(ib) // 2):
+        return None
+    wa, wb = _within(a["step"][ka]), _within(b["step"][kb])
+    key_a = a["step"][ka] * (1 << 20) + wa
+    key_b = b["step"][kb] * (1 << 20) + wb
+    _, xa, xb = np.intersect1d(key_a, key_b, return_indices=True)
+    if len(xa) == 0:
+        return None
+    pa, pb = ka[xa], kb[xb]
+    same = _agree(a, b, pa, pb)
+    if same.mean() < _MIN_AGREE:
+        return None
+    return pa[same], pb[same]
+
+
+def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: int,
+                both_epoch: bool) -> tuple[int, np.ndarray, np.ndarray] | None:
+    cands = []
+    lim = min(_MAX_SHIFT, max(len(ia), len(ib)) - 1)
+    for s in range(-lim, lim + 1):
+        lo, hi = max(0, -s), min(len(ia), len(ib) - s)
+        if hi - lo < max(1, min(len(ia), len(ib)) // 2):
+            continue
+        pa, pb = ia[lo:hi], ib[lo + s:hi + s]
+        same = _agree(a, b, pa, pb)
+        if same.mean() < _MIN_AGREE:
+            continue
+        pa, pb = pa[same], pb[same]
+        d = (b["end_ns"][pb] + eb) - (a["end_ns"][pa] + ea)
+        med = float(np.median(d))
+        spread = float(np.median(np.abs(d - med))) * 1.4826
+        cands.append((spread, abs(med), abs(s), s, pa, pb))
+    if not cands:
+        return None
+    floor = min(c[0] for c in cands)
+    tol = max(2 * floor, 50_000.0)
+    close = [c for c in cands if c[0] <= tol]
+    pick = min(close, key=lambda c: (c[1], c[2]) if both_epoch else (c[2], c[0]))
+    return pick[3], pick[4], pick[5]
+
+
+def align(summaries: list[RankSummary]) -> tuple[list[RankAlignment], dict[int, dict[str, tuple]]]:
+    """Offsets of every summary's rank against the first (the reference) and the matches used.
+
+    ``summaries`` have distinct ranks, sorted; returns (alignments in the same order, per rank:
+    per process group (reference rows, that rank's rows)).
+    """
+    ref = summaries[0]
+    out = [RankAlignment(int(ref.identity.rank), 0, 0, METHOD_REFERENCE, len(ref.collectives["end_ns"]), 0, 0)]
+    matches: dict[int, dict[str, tuple]] = {}
+    for s in summaries[1:]:
+        rank = int(s.identity.rank)
+        pairs, method, shift = match(ref, s)
+        n = sum(len(p[0]) for p in pairs.values())
+        matches[rank] = pairs
+        shared = s.identity.path == ref.identity.path
+        if n == 0:
+            out.append(RankAlignment(rank, 0 if shared else None, 0 if shared else None,
+                                     METHOD_SHARED if shared else METHOD_NONE, 0))
+            continue
+        pa = np.concatenate([p[0] for p in pairs.values()])
+        pb = np.concatenate([p[1] for p in pairs.values()])
+        d = (s.collectives["end_ns"][pb] + epoch_shift(s)) - (ref.collectives["end_ns"][pa] + epoch_shift(ref))
+        if shared:
+            out.append(RankAlignment(rank, 0, 0, METHOD_SHARED, n, shift, 0))
+            continue
+        med = int(np.median(d))
+        spread = float(np.median(np.abs(d - med))) * 1.4826
+        res = max(_resolution(s), _resolution(ref))
+        unc = int(max(spread / np.sqrt(len(d)), res))
+        out.append(RankAlignment(rank, med, unc, method, n, shift, int(max(spread, res))))
+    return out, matches

@@ -1,0 +1,193 @@
+"""One rank's small, picklable digest for job analysis: :func:`summarize` -> :class:`RankSummary`.
+
+Computed where the trace is loaded (a scan worker, or ``analyze``), so only this travels: the rank's
+communication kernels (process group, sequence number where recorded, collective type, bytes, start,
+end) with what happened on that rank just before each one (its *lead*: from the end of its previous
+collective to this one's start: compute busy time and compute-idle time by gap class), its steps
+with busy/idle by class, and its classified gaps. No frames.
+
+Lead figures are on the rank's own clock (differences of its own times), so they need no alignment:
+they say why a rank reached a collective later than the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceread import intervals, schema
+from traceread import kernel_classes as kc
+from traceread.config import Thresholds
+from traceread.ranks.identity import RankIdentity
+from traceread.trace import Trace
+
+GAP_CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "unattributed")
+COLLECTIVE_COLUMNS = ("device", "pg", "pg_desc", "seq", "step", "collective", "bytes", "start_ns", "end_ns",
+                      "lead_start_ns", "lead_busy_ns") + tuple(f"lead_{c.replace('-', '_')}_ns" for c in GAP_CLASSES)
+STEP_COLUMNS = ("device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier") + \
+    tuple(f"{c.replace('-', '_')}_ns" for c in GAP_CLASSES)
+GAP_COLUMNS = ("device", "step", "start_ns", "end_ns", "class")
+
+
+def lead_col(cls: str) -> str:
+    return f"lead_{cls.replace('-', '_')}_ns"
+
+
+@dataclass(frozen=True, eq=False)
+class RankSummary:
+    """Plain columns (dict of numpy arrays) per table; :meth:`table` gives a DataFrame view.
+
+    * ``collectives``: ``COLLECTIVE_COLUMNS``; ``seq`` is -1 where the trace records none, ``step``
+      the number of the step (on its device) it starts in, -1 outside every step, ``bytes`` -1 where
+      unknown, ``pg`` '' where the process group is not recorded.
+    * ``steps``: ``STEP_COLUMNS`` (the analysis' per-step rows of this rank).
+    * ``gaps``: ``GAP_COLUMNS`` (every classified compute-idle gap of this rank).
+    """
+
+    identity: RankIdentity
+    collectives: dict[str, np.ndarray]
+    steps: dict[str, np.ndarray]
+    gaps: dict[str, np.ndarray]
+    step_source: str = "unknown"
+    notes: tuple[str, ...] = field(default=())
+
+    def table(self, name: str) -> pd.DataFrame:
+        return pd.DataFrame(getattr(self, name))
+
+
+def _columns(df: pd.DataFrame, cols: tuple[str, ...]) -> dict[str, np.ndarray]:
+    out = {}
+    for c in cols:
+        s = df[c] if c in df.columns else pd.Series(np.zeros(len(df), dtype=np.int64))
+        out[c] = s.astype(str).to_numpy(dtype=object) if s.dtype == object or isinstance(
+            s.dtype, pd.CategoricalDtype) else s.to_numpy().copy()
+    return out
+
+
+def summarize(source: Any, identity: RankIdentity, cfg: Thresholds = Thresholds()) -> RankSummary:  # noqa: B008
+    """The summary of ``identity``'s rank from an ``Analysis`` (holding its trace) or a loaded ``Trace``.
+
+    Given a Trace, the analysis pipeline runs on it first (a worker that already ran ``analyze``
+    passes the Analysis instead, so nothing is computed twice).
+    """
+    from traceread.analysis import Analysis, analyze
+
+    analysis = source if isinstance(source, Analysis) else analyze([source], cfg=cfg)
+    index = next((t.index for t in analysis.traces if t.path == identity.path), None)
+    if index is None:
+        raise ValueError(f"{identity.path}: not among the analysed traces")
+    trace: Trace = analysis.inputs[index]
+    rank = identity.frame_rank
+    steps = analysis.steps
+    steps = steps[(steps["trace"] == index) & (steps["rank"] == rank)] if len(steps) else steps
+    gaps = analysis.gaps
+    gaps = gaps[(gaps["trace"] == index) & (gaps["rank"] == rank)] if len(gaps) else gaps
+    st = steps.rename(columns={"dummy": "dummy"})
+    step_cols = _columns(st.reset_index(drop=True), STEP_COLUMNS) if len(st) else \
+        {c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS}
+    gap_cols = _columns(gaps.reset_index(drop=True), GAP_COLUMNS) if len(gaps) else \
+        {c: np.zeros(0, dtype=object if c == "class" else np.int64) for c in GAP_COLUMNS}
+    return RankSummary(identity=identity, collectives=_collectives(trace, rank, gap_cols, step_cols),
+                       steps=step_cols, gaps=gap_cols, step_source=analysis.traces[index].step_source)
+
+
+def _args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
+    """collective_args per comm kernel (own row, else its record_param_comms op), plus ``seq``."""
+    cols = ["collective", "in_nelems", "out_nelems", "dtype", "group_size", "group_name", "group_desc"]
+    try:
+        from traceread.metrics.collectives import _collective_args
+
+        a = _collective_args(trace, comm)
+    except Exception:  # noqa: BLE001 - the table is optional; alignment falls back to order and name
+        a = pd.DataFrame({c: [None] * len(comm) for c in cols}, index=comm.index)
+    args = trace.side_table("collective_args")
+    seq = np.full(len(comm), -1, dtype=np.int64)
+    if "seq" in args.columns and len(args):  # loaders that record Kineto ``Seq`` / NCCL sequence numbers
+        m = comm[["row"]].merge(args[["row", "seq"]], on="row", how="left")
+        seq = pd.to_numeric(m["seq"], errors="coerce").fillna(-1).to_numpy(np.int64)
+    return a.assign(seq=seq)
+
+
+def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
+                 steps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from traceread.metrics.mfu import TORCH_DTYPES
+
+    ev = trace.events
+    sel = ((ev["lane"] == schema.LANE_GPU_COMM) & (ev["rank"] == rank)).to_numpy()
+    comm = ev.loc[sel, ["rank", "device", "name", "start_ns", "end_ns", "external_id"]].assign(
+        row=np.flatnonzero(sel).astype(np.int64)).sort_values(["device", "start_ns"], kind="stable")
+    n = len(comm)
+    if n == 0:
+        return {c: np.zeros(0, dtype=object if c in ("pg", "pg_desc", "collective") else np.int64)
+                for c in COLLECTIVE_COLUMNS}
+    a = _args(trace, comm)
+    typ = kc.collective_type(comm["name"])
+    rec = a["collective"].notna().to_numpy()
+    if rec.any():
+        typ[rec] = kc.collective_type(a["collective"][rec].astype(str).to_numpy())
+    dtype = a["dtype"].fillna("").astype(str).str.lower()
+    elsize = dtype.map({k: v[1] for k, v in TORCH_DTYPES.items()}).fillna(0).to_numpy(np.float64)
+    nel = np.fmax(pd.to_numeric(a["in_nelems"], errors="coerce").to_numpy(dtype=np.float64),
+                  pd.to_numeric(a["out_nelems"], errors="coerce").to_numpy(dtype=np.float64))
+    nbytes = np.where((nel > 0) & (elsize > 0), nel * elsize, -1).astype(np.int64)
+    dev = comm["device"].to_numpy().astype(np.int64)
+    start = comm["start_ns"].to_numpy()
+    end = comm["end_ns"].to_numpy()
+    lead_start, busy, idle = _leads(trace, rank, dev, start, end, gaps)
+    out = {"device": dev, "pg": a["group_name"].fillna("").astype(str).to_numpy(dtype=object),
+           "pg_desc": a["group_desc"].fillna("").astype(str).to_numpy(dtype=object),
+           "seq": a["seq"].to_numpy(np.int64), "step": _step_of(dev, start, steps), "collective": np.asarray(typ, dtype=object), "bytes": nbytes,
+           "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64), "lead_start_ns": lead_start,
+           "lead_busy_ns": busy}
+    out.update({lead_col(c): idle[c] for c in GAP_CLASSES})
+    return out
+
+
+def _leads(trace: Trace, rank: int, dev: np.ndarray, start: np.ndarray, end: np.ndarray,
+           gaps: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Per collective: lead start (its device's previous collective end, else that device's first
+    compute kernel), compute busy ns and compute-idle ns by gap class inside the lead."""
+    ev = trace.events
+    n = len(start)
+    lead_start = np.zeros(n, dtype=np.int64)
+    busy = np.zeros(n, dtype=np.int64)
+    idle = {c: np.zeros(n, dtype=np.int64) for c in GAP_CLASSES}
+    comp = ev[((ev["lane"] == schema.LANE_GPU_COMPUTE) & (ev["rank"] == rank)).to_numpy()]
+    cdev = comp["device"].to_numpy()
+    for d in np.unique(dev):
+        idx = np.flatnonzero(dev == d)  # already in start order
+        c = comp[cdev == d]
+        us, ue = intervals.union(c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
+        prev = np.maximum.accumulate(end[idx])
+        first = int(us[0]) if len(us) else int(start[idx[0]])
+        ls = np.concatenate(([min(first, int(start[idx[0]]))], prev[:-1]))
+        ls = np.minimum(ls, start[idx])
+        lead_start[idx] = ls
+        busy[idx] = intervals.overlap_with_union(ls, start[idx], us, ue)
+        gsel = gaps["device"] == d
+        for cls in GAP_CLASSES:
+            m = gsel & (gaps["class"] == cls)
+            if m.any():
+                gs, ge = intervals.union(gaps["start_ns"][m], gaps["end_ns"][m])
+                idle[cls][idx] = intervals.overlap_with_union(ls, start[idx], gs, ge)
+    return lead_start, busy, idle
+
+
+def _step_of(dev: np.ndarray, start: np.ndarray, steps: dict[str, np.ndarray]) -> np.ndarray:
+    """Per collective: the number of the step on its device whose window holds its start, else -1."""
+    out = np.full(len(start), -1, dtype=np.int64)
+    for d in np.unique(dev):
+        m = steps["device"] == d
+        if not m.any():
+            continue
+        order = np.argsort(steps["start_ns"][m], kind="stable")
+        ss, se = steps["start_ns"][m][order], steps["end_ns"][m][order]
+        num = steps["step"][m][order]
+        idx = np.flatnonzero(dev == d)
+        j = np.searchsorted(ss, start[idx], side="right") - 1
+        ok = (j >= 0) & (start[idx] < se[np.maximum(j, 0)])
+        out[idx[ok]] = num[j[ok]]
+    return out

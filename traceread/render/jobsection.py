@@ -1,0 +1,74 @@
+"""Markdown of the job section (``Analysis.job``): grouping with evidence, alignment, stragglers.
+
+Shared by the ``analyze`` report and the scan's ``jobs/<job>.md`` (``group_markdown``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceread.ranks.grouping import JobGroup, ranges
+from traceread.ranks.job import JobReport
+from traceread.render.fmt import dur, pct, table
+from traceread.render.names import md_code, md_text
+
+
+def _opt_dur(ns: Any) -> str:
+    return "n/a" if ns is None else dur(ns)
+
+
+def section(job: Any) -> str:
+    """The ``## Job`` section of the analyze report, or '' when there is none."""
+    if job is None:
+        return ""
+    lines = ["## Job", "", md_text(job.summary[0].upper() + job.summary[1:]) + "."]
+    if job.separate:
+        rows = [(md_code(g.name), md_text(g.rule), str(len(g.members)), ranges(g.ranks) or "none",
+                 str(g.world_size or "?"), ranges(g.missing_ranks) or "-",
+                 ", ".join(str(r) for r, _ in g.duplicate_ranks) or "-") for g in job.groups]
+        lines += ["", table(["Job / capture", "Rule", "Traces", "Ranks", "World", "Missing", "Duplicate"], rows,
+                            "llrlrll")]
+    for g, rep in zip(job.groups, job.reports, strict=True):
+        lines += ["", group_markdown(g, rep, level=3)]
+    return "\n".join(lines)
+
+
+def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
+    """One job (capture): its grouping evidence, then alignment and stragglers when it has a report."""
+    h = "#" * level
+    lines = [f"{h} {md_code(g.name)}", ""]
+    lines += [f"- {md_text(e)}" for e in g.evidence]
+    if rep is None:
+        return "\n".join(lines)
+    lines += ["", f"**{md_text(rep.verdict[0].upper() + rep.verdict[1:])}.**"]
+    st = rep.step
+    if st.get("median_job_step_ns"):
+        lines += ["", f"Job step time on aligned windows: {dur(st['median_job_step_ns'])} median over "
+                      f"{st['steps']} steps (from raw timestamps: {_opt_dur(st.get('median_unaligned_job_step_ns'))}); "
+                      f"the slowest rank's own step: {_opt_dur(st.get('median_max_rank_step_ns'))}; ranks end "
+                      f"within {_opt_dur(st.get('median_end_spread_ns'))} of each other."]
+    if rep.stragglers:
+        rows = [(str(s["rank"]), dur(s["waited_on_ns"]), pct(s["share_of_others_time"]),
+                 f"{s['last_arrivals']} / {s['matched_collectives']}", dur(s["median_lateness_ns"]),
+                 md_text(s["cause"])) for s in rep.stragglers]
+        lines += ["", f"{h}# Stragglers", "", table(["Rank", "Others waited", "Of their time", "Last arrivals",
+                                                     "Median lateness", "Why"], rows, "rrrrrl")]
+        for s in rep.stragglers:
+            lines += ["", f"Rank {s['rank']}: {md_text(s['reason'])}."]
+            lines += [f"- {md_text(e)}" for e in s["evidence"]]
+    by_rank = {r["rank"]: r for r in rep.ranks}
+    rows = []
+    for a in rep.alignment:
+        r = by_rank.get(a.rank, {})
+        rows.append((str(a.rank), md_code(str(r.get("trace", ""))),
+                     "n/a" if a.offset_ns is None else f"{a.offset_ns / 1e6:+,.3f} ms",
+                     _opt_dur(a.uncertainty_ns), _opt_dur(a.end_spread_ns), str(a.matched),
+                     str(r.get("last_arrivals", "")), _opt_dur(r.get("waited_on_ns")), md_text(a.method)))
+    if rows:
+        lines += ["", f"{h}# Clock alignment and arrivals", "",
+                  f"{rep.matched_collectives} collectives matched across ranks. Offset: the rank's clock minus "
+                  "the reference rank's; spread: the error of one collective's aligned times.", "",
+                  table(["Rank", "Trace", "Offset", "Uncertainty", "Spread", "Matched", "Last", "Others waited",
+                         "Method"], rows, "rlrrrrrrl")]
+    lines += [f"- {md_text(n)}" for n in rep.notes] + [f"- Not computed: {md_text(u)}" for u in rep.unavailable]
+    return "\n".join(lines)

@@ -1,0 +1,215 @@
+"""Find the trace files under the scan roots, and say what was skipped and why.
+
+Kineto by name (``*.json``, ``*.json.gz``, ``*.pt.trace.json(.gz)``, ``*.json.tmp`` of crashed runs),
+Nsight Systems SQLite exports by their tables (opened read-only; other SQLite files are "not
+traces"), ``.nsys-rep`` reports (the loader exports them when ``nsys`` is on PATH). Everything else
+is counted and skipped. Directory symlinks are followed once (a loop is reported, not walked
+forever); a file reached twice through symlinks is analysed once.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import urllib.parse
+from dataclasses import dataclass, field
+
+KINETO_SUFFIXES = (".json", ".json.gz", ".json.tmp")
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file to analyse, with the stat facts the cache keys on."""
+
+    path: str  # absolute path as reached (symlinks kept: the user's name for it)
+    rel: str  # the user's view: relative to its scan root (prefixed with the root's name when several)
+    root: str  # the scan root it was found under (absolute)
+    kind: str  # "kineto", "nsys" or "nsys-rep"
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file that will not be analysed. ``kind``: "failed" (unreadable) or "not-trace"."""
+
+    rel: str
+    problem: str
+    kind: str = "failed"
+
+
+@dataclass
+class Discovery:
+    candidates: list[Candidate] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count (other files, duplicates)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+def trace_kind(name: str) -> str | None:
+    """"kineto", "sqlite" (to be checked), "nsys-rep", or None for a file that is not a trace by name."""
+    low = name.lower()
+    if low.endswith(KINETO_SUFFIXES):
+        return "kineto"
+    if low.endswith(NSYS_REPORT_SUFFIXES):
+        return "nsys-rep"
+    if low.endswith(SQLITE_SUFFIXES):
+        return "sqlite"
+    return None
+
+
+def is_nsys_export(path: str) -> tuple[bool, str]:
+    """Whether the SQLite file at ``path`` is an nsys export (by its tables); the reason when not."""
+    from traceread.loaders._nsys_read import _NSYS_MARKERS
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        return False, f"cannot read ({exc.strerror})"
+    if not head:
+        return False, "empty file"
+    if not head.startswith(SQLITE_MAGIC):
+        return False, "not an SQLite database"
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return False, f"not a readable SQLite database ({exc})"
+    if "StringIds" in tables and any(t in tables for t in _NSYS_MARKERS):
+        return True, ""
+    return False, "SQLite database without Nsight Systems tables"
+
+
+def discover(roots: list[str], exclude: list[str] | None = None) -> Discovery:
+    """Walk ``roots`` (files or directories) and sort every file into candidates, problems and skips.
+
+    ``exclude``: absolute directories not to enter (the output directory when it lies inside).
+    """
+    out = Discovery()
+    seen_files: set[tuple[int, int]] = set()
+    roots = [os.path.abspath(r) for r in roots]
+    labels = _root_labels(roots)
+    skip_dirs = {os.path.realpath(e) for e in exclude or []}
+    for root, label in zip(roots, labels, strict=True):
+        if os.path.isdir(root):
+            _walk(root, label, out, seen_files, skip_dirs)
+        else:
+            _consider(root, root, os.path.basename(root), out, seen_files, explicit=True)
+    out.candidates.sort(key=lambda c: c.rel)
+    out.problems.sort(key=lambda p: p.rel)
+    return out
+
+
+def _root_labels(roots: list[str]) -> list[str]:
+    """Prefix for relative paths: none for one root, else each root's name (made unique)."""
+    if len(roots) == 1:
+        return [""]
+    labels, used = [], set()
+    for r in roots:
+        base = os.path.basename(r.rstrip(os.sep)) or "root"
+        name, n = base, 1
+        while name in used:
+            n += 1
+            name = f"{base}-{n}"
+        used.add(name)
+        labels.append(name)
+    return labels
+
+
+def _walk(root: str, label: str, out: Discovery, seen_files: set, skip_dirs: set[str]) -> None:
+    visited: set[tuple[int, int]] = set()  # directories on every path walked: loop detection
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        rel_d = os.path.relpath(d, root)
+        shown = os.path.normpath(os.path.join(label, rel_d)) if label else rel_d
+        try:
+            st = os.stat(d)
+        except OSError as exc:
+            out.problems.append(Problem(shown, f"cannot enter directory ({exc.strerror})"))
+            continue
+        if (st.st_dev, st.st_ino) in visited:  # a symlink loop, or a second way into a scanned directory
+            real, parent = os.path.realpath(d), os.path.realpath(os.path.dirname(d))
+            out.skip("symbolic link loops (not followed)" if (parent + os.sep).startswith(real + os.sep)
+                     else "directories reached again through a symbolic link")
+            continue
+        visited.add((st.st_dev, st.st_ino))
+        if os.path.realpath(d) in skip_dirs:
+            continue
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            out.problems.append(Problem(shown, f"cannot list directory ({exc.strerror})"))
+            continue
+        subdirs = []
+        for e in entries:
+            try:
+                is_dir = e.is_dir(follow_symlinks=True)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                subdirs.append(e.path)
+            else:
+                rel = os.path.relpath(e.path, root)
+                _consider(e.path, root, os.path.join(label, rel) if label else rel, out, seen_files)
+        stack.extend(reversed(subdirs))
+
+
+def _consider(path: str, root: str, rel: str, out: Discovery, seen_files: set, explicit: bool = False) -> None:
+    kind = trace_kind(os.path.basename(path))
+    if kind is None and not explicit:
+        out.skip("other files")
+        return
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        problem = "broken symbolic link" if os.path.islink(path) else "no such file"
+        out.problems.append(Problem(rel, problem))
+        return
+    except OSError as exc:
+        out.problems.append(Problem(rel, f"cannot read ({exc.strerror})"))
+        return
+    if not stat.S_ISREG(st.st_mode):
+        out.skip("not regular files (sockets, devices, pipes)")
+        return
+    if (st.st_dev, st.st_ino) in seen_files:
+        out.skip("already found through another path (symbolic link)")
+        return
+    seen_files.add((st.st_dev, st.st_ino))
+    if not os.access(path, os.R_OK):
+        out.problems.append(Problem(rel, "permission denied"))
+        return
+    if st.st_size == 0:
+        out.problems.append(Problem(rel, "empty file"))
+        return
+    if kind is None:  # named on the command line: sniff it like analyze does
+        from traceread.errors import TraceReadError
+        from traceread.loaders import sniff
+
+        try:
+            kind = sniff(path)
+        except TraceReadError as exc:
+            out.problems.append(Problem(rel, exc.problem, "not-trace"))
+            return
+    if kind in ("sqlite", "nsys"):
+        ok, why = is_nsys_export(path)
+        if not ok:
+            kind_of = "failed" if why.startswith("cannot read") else "not-trace"
+            out.problems.append(Problem(rel, why, kind_of))
+            return
+        kind = "nsys"
+    out.candidates.append(Candidate(path=os.path.abspath(path), rel=rel, root=root, kind=kind, size=st.st_size,
+                                    mtime_ns=st.st_mtime_ns, inode=st.st_ino))

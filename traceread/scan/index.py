@@ -1,0 +1,101 @@
+"""``index.json`` / ``index.md`` and ``failures.md``: the fleet overview of one scan.
+
+One row per job and one per trace, worst first by the GPU time their dominant cause costs (idle
+GPU-seconds of that class summed over the GPUs), with links to the reports. Plain data in, plain
+data and text out; the caller writes the files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceread.analysis import GAP_CLASSES
+from traceread.render.fmt import table
+from traceread.render.names import md_text
+
+INDEX_SCHEMA_VERSION = "1.0"
+
+
+def dominant_lost_ns(row: dict[str, Any]) -> int:
+    """GPU time the row's dominant cause costs (0 for busy verdicts: healthy, memory-bound)."""
+    return int(row["lost_ns"].get(row["dominant_cause"], 0)) if row.get("dominant_cause") in GAP_CLASSES else 0
+
+
+def worst_first(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: (-dominant_lost_ns(r), -sum(r["lost_ns"].values()), r[name]))
+
+
+def index_doc(*, jobs: list[dict[str, Any]], traces: list[dict[str, Any]], failures: list[dict[str, Any]],
+              scan: dict[str, Any]) -> dict[str, Any]:
+    """The index as plain JSON data (``traceread/data/index.schema.json``)."""
+    import traceread
+
+    for r in jobs + traces:
+        r["dominant_lost_ns"] = dominant_lost_ns(r)
+    return {
+        "schema_version": INDEX_SCHEMA_VERSION,
+        "tool": {"name": "traceread", "version": traceread.__version__},
+        "scan": scan,
+        "jobs": worst_first(jobs, "job"),
+        "traces": worst_first(traces, "trace_id"),
+        "failures": [f for f in failures if f["kind"] != "not-trace"],
+        "not_traces": [f for f in failures if f["kind"] == "not-trace"],
+    }
+
+
+def _s(ns: int | None) -> str:
+    return "" if ns is None else f"{ns / 1e9:,.3f}"
+
+
+def _ms(ns: int | None) -> str:
+    return "" if ns is None else f"{ns / 1e6:,.2f} ms"
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:.1f}%"
+
+
+def _lost(row: dict[str, Any]) -> str:
+    parts = sorted(((v, c) for c, v in row["lost_ns"].items() if v > 0), reverse=True)
+    return ", ".join(f"{c} {v / 1e9:,.3f}" for v, c in parts[:3])
+
+
+def index_markdown(doc: dict[str, Any]) -> str:
+    s = doc["scan"]
+    lines = ["# traceread scan", "",
+             f"{s['traces_ok']} traces analysed in {len(doc['jobs'])} jobs; {len(doc['failures'])} failed, "
+             f"{len(doc['not_traces'])} not traces, {sum(s['skipped'].values())} other files skipped "
+             f"([failures](failures.md)). Sorted by the GPU time the dominant cause costs, worst first; "
+             "GPU time lost = idle GPU-seconds of that class summed over the job's GPUs.", ""]
+    if doc["jobs"]:
+        lines += ["## Jobs", ""]
+        rows = [[f"[{md_text(j['job'])}]({j['link_md']})", j["ranks_text"], md_text(", ".join(j["gpus"])),
+                 str(j["steps"]), _ms(j["median_step_ns"]), _pct(j["idle_share"]),
+                 f"**{j['dominant_cause']}** {_pct(j['dominant_cost_share'])}", _s(j["dominant_lost_ns"]),
+                 _pct(j["mfu"]), md_text(_lost(j)), md_text(j.get("stragglers_text", ""))]
+                for j in doc["jobs"]]
+        lines.append(table(["Job", "Ranks", "GPU", "Steps", "Median step", "Idle", "Dominant cause",
+                            "Lost GPU-s", "MFU", "Lost GPU-s by cause", "Stragglers"], rows,
+                           "lllrrrlrrll"))
+    if doc["traces"]:
+        lines += ["", "## Traces", ""]
+        rows = [[f"[{md_text(t['path'])}]({t['link_md']})", md_text(t["job"]), t["ranks_text"],
+                 md_text(", ".join(t["gpus"])), str(t["steps"]), _ms(t["median_step_ns"]), _pct(t["idle_share"]),
+                 f"**{t['dominant_cause']}** {_pct(t['dominant_cost_share'])}", _s(t["dominant_lost_ns"]),
+                 _pct(t["mfu"])] for t in doc["traces"]]
+        lines.append(table(["Trace", "Job", "Rank/world", "GPU", "Steps", "Median step", "Idle", "Dominant cause",
+                            "Lost GPU-s", "MFU"], rows, "llllrrrlrr"))
+    return "\n".join(lines) + "\n"
+
+
+def failures_markdown(doc: dict[str, Any]) -> str:
+    lines = ["# traceread scan: files not analysed", ""]
+    lines += ["## Failures", ""]
+    lines += [f"- {md_text(f['path'])}: {md_text(f['problem'])}" for f in doc["failures"]] or ["None."]
+    lines += ["", "## Not traces", "",
+              "JSON or SQLite files that turned out not to be traces (no `traceEvents`, no Nsight Systems tables).", ""]
+    lines += [f"- {md_text(f['path'])}: {md_text(f['problem'])}" for f in doc["not_traces"]] or ["None."]
+    skipped = doc["scan"]["skipped"]
+    if skipped:
+        lines += ["", "## Skipped", ""] + [f"- {what}: {n}" for what, n in sorted(skipped.items())]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,160 @@
+"""Long-lived local worker processes with a per-trace time limit and a per-worker memory limit.
+
+``N`` processes are started once and each analyses file after file (no interpreter per file). The
+parent only hands out tasks and collects :class:`~traceread.scan.work.Outcome` objects; it watches
+each busy worker's wall time and resident memory, and a worker past ``--trace-timeout`` or
+``--max-rss`` (or one that dies: the kernel's OOM killer, a crash) is killed and replaced, its file
+listed as a failure, and the scan goes on.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+
+from traceread.scan.work import Outcome, Settings, Task, run_task
+
+POLL_S = 0.1  # how often busy workers' clocks and memory are checked
+
+
+def _serve(conn: Connection, settings: Settings) -> None:
+    """A worker's loop: a task in, an outcome out, until the parent sends None or goes away."""
+    try:
+        while True:
+            task = conn.recv()
+            if task is None:
+                return
+            conn.send(run_task(task, settings))
+    except (EOFError, OSError, KeyboardInterrupt):
+        return
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident set size of ``pid`` (Linux /proc), None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def default_max_rss(workers: int) -> int:
+    """A share of the machine's memory per worker: 80% of it split among the workers (min 512 MiB)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 << 30
+    return max(512 << 20, int(0.8 * total / max(workers, 1)))
+
+
+@dataclass
+class _Worker:
+    proc: multiprocessing.process.BaseProcess
+    conn: Connection
+    task: Task | None = None
+    started: float = 0.0
+    peak_rss: int = 0
+
+
+class WorkerPool:
+    """``run(tasks)`` yields one Outcome per task, in completion order."""
+
+    def __init__(self, workers: int, settings: Settings, trace_timeout_s: float, max_rss: int) -> None:
+        self.n = max(1, workers)
+        self.settings = settings
+        self.timeout = trace_timeout_s
+        self.max_rss = max_rss
+        methods = multiprocessing.get_all_start_methods()
+        # fork: a worker starts in milliseconds with traceread already imported (and the user's
+        # kernel patterns registered); spawn where fork does not exist
+        self.ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self.workers: list[_Worker] = []
+        self.replaced = 0
+
+    def _start(self) -> _Worker:
+        parent, child = self.ctx.Pipe(duplex=True)
+        proc = self.ctx.Process(target=_serve, args=(child, self.settings), name="traceread-scan-worker",
+                                daemon=True)
+        proc.start()
+        child.close()
+        return _Worker(proc, parent)
+
+    def _kill(self, w: _Worker) -> None:
+        if w.proc.is_alive():
+            w.proc.kill()
+        w.proc.join(5)
+        w.conn.close()
+
+    def run(self, tasks: Iterable[Task]) -> Iterator[Outcome]:
+        queue = collections.deque(tasks)
+        self.workers = [self._start() for _ in range(min(self.n, len(queue)))]
+        try:
+            while queue or any(w.task is not None for w in self.workers):
+                for w in self.workers:
+                    if w.task is None and queue:
+                        w.task, w.started, w.peak_rss = queue.popleft(), time.monotonic(), 0
+                        w.conn.send(w.task)
+                busy = {w.conn: w for w in self.workers if w.task is not None}
+                for conn in wait(list(busy), timeout=POLL_S):
+                    w = busy[conn]
+                    try:
+                        outcome = conn.recv()
+                    except (EOFError, OSError):
+                        yield self._replace(w, self._death(w))
+                        continue
+                    w.task = None
+                    yield outcome
+                yield from self._police()
+        finally:
+            self.close()
+
+    def _police(self) -> Iterator[Outcome]:
+        now = time.monotonic()
+        for w in list(self.workers):
+            if w.task is None:
+                continue
+            if now - w.started > self.timeout:
+                yield self._replace(w, f"took longer than --trace-timeout {self.timeout:g} s; its worker was "
+                                       "stopped and replaced")
+                continue
+            rss = rss_bytes(w.proc.pid) if w.proc.pid else None
+            if rss is not None:
+                w.peak_rss = max(w.peak_rss, rss)
+                if rss > self.max_rss:
+                    yield self._replace(w, f"its worker used {rss / 2**20:,.0f} MiB, over --max-rss "
+                                           f"{self.max_rss / 2**20:,.0f} MiB; stopped and replaced")
+                    continue
+            if not w.proc.is_alive():
+                yield self._replace(w, self._death(w))
+
+    def _death(self, w: _Worker) -> str:
+        w.proc.join(1)
+        code = w.proc.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        hint = " (out of memory?)" if code == -9 else ""
+        return f"its worker died while analysing it ({how}{hint}); replaced"
+
+    def _replace(self, w: _Worker, problem: str) -> Outcome:
+        task = w.task
+        assert task is not None
+        self._kill(w)
+        self.replaced += 1
+        self.workers[self.workers.index(w)] = self._start()
+        return Outcome(rel=task.rel, path=task.path, status="failed", problem=problem)
+
+    def close(self) -> None:
+        for w in self.workers:
+            if w.proc.is_alive() and w.task is None:
+                try:
+                    w.conn.send(None)
+                except OSError:
+                    pass
+        for w in self.workers:
+            w.proc.join(2 if w.task is None else 0)
+            self._kill(w)
+        self.workers = []

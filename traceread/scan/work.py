@@ -1,0 +1,204 @@
+"""One trace file -> its report files and small summaries: the function every scan worker runs.
+
+The same :func:`run_task` runs in the local worker processes and on Dask workers, so the two give
+equal results. What it returns is small and picklable: the per-trace report files as bytes, one
+index row of plain numbers, and the ``traceread.ranks`` identities and summaries the parent groups
+into jobs. Frames never leave the worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from traceread.config import Thresholds
+
+HASH_CHARS = 8  # of the content hash in a trace id: enough to tell versions of one path apart
+_READ = 1 << 20
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything besides the file that changes a result (part of the cache key)."""
+
+    cfg: Thresholds = Thresholds()  # noqa: RUF009 - frozen
+    kernel_patterns: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    top_gaps: int = 10
+    warmup_steps: int | None = None
+    step_range: str | None = None
+    rank_pattern: str | None = None
+
+    def key(self) -> str:
+        """A digest of the settings and of the installed traceread code (its version and sources)."""
+        doc = {"cfg": self.cfg.to_dict(), "patterns": self.kernel_patterns, "top_gaps": self.top_gaps,
+               "warmup": self.warmup_steps, "step_range": self.step_range, "rank_pattern": self.rank_pattern,
+               "code": code_digest()}
+        return hashlib.blake2b(json.dumps(doc, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True)
+class Task:
+    """One file to analyse. ``reuse``: content hashes whose finished result the parent already has
+    for this path and key (the file was touched but may be unchanged)."""
+
+    path: str
+    rel: str
+    kind: str
+    size: int
+    mtime_ns: int
+    inode: int
+    job: dict[str, Any] | None = None  # JobInputs fields for this file, or None
+    reuse: tuple[str, ...] = ()
+
+
+@dataclass
+class Outcome:
+    """What came back for one task. ``status``: ok, reused, failed or not-trace."""
+
+    rel: str
+    path: str
+    status: str
+    problem: str = ""
+    content_hash: str = ""
+    trace_id: str = ""
+    md: bytes | None = None
+    json: bytes | None = None
+    row: dict[str, Any] = field(default_factory=dict)  # the trace's index facts (see trace_row)
+    identities: list[Any] = field(default_factory=list)  # traceread.ranks.RankIdentity
+    summaries: list[Any] = field(default_factory=list)  # traceread.ranks.RankSummary
+    seconds: float = 0.0
+
+
+_code_digest: str | None = None
+_registered: tuple | None = None
+
+
+def code_digest() -> str:
+    """traceread's version plus the size and mtime of its sources: an edited checkout is a new version."""
+    global _code_digest
+    if _code_digest is None:
+        import traceread
+
+        base = os.path.dirname(traceread.__file__)
+        h = hashlib.blake2b(traceread.__version__.encode(), digest_size=8)
+        for d, dirs, files in os.walk(base):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith((".py", ".json", ".toml", ".so")):
+                    st = os.stat(os.path.join(d, f))
+                    h.update(f"{os.path.relpath(os.path.join(d, f), base)}:{st.st_size}:{st.st_mtime_ns};".encode())
+        _code_digest = h.hexdigest()
+    return _code_digest
+
+
+def content_hash(path: str) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_READ):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def trace_id(rel: str, digest: str) -> str:
+    """``<relative path made safe>-<short content hash>``: stable, readable, one per file version."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", rel.replace(os.sep, "__").replace("/", "__")).strip("._") or "trace"
+    if len(safe) > 120:  # keep file names well under NAME_MAX with the suffixes
+        safe = safe[:60] + "~" + safe[-59:]
+    return f"{safe}-{digest[:HASH_CHARS]}"
+
+
+def _register_patterns(patterns: tuple) -> None:
+    """User kernel patterns from --config, once per process (Dask workers start without them)."""
+    global _registered
+    if _registered == patterns:
+        return
+    from traceread import kernel_classes
+
+    kernel_classes.clear_user_patterns()
+    kernel_classes.register_patterns_from_config({cls: list(rx) for cls, rx in patterns}, "--config")
+    _registered = patterns
+
+
+def run_task(task: Task, settings: Settings) -> Outcome:
+    """Analyse one file; never raises for a bad file (the problem is the outcome)."""
+    from traceread.errors import TracereadError
+
+    t0 = time.monotonic()
+    out = Outcome(rel=task.rel, path=task.path, status="failed")
+    try:
+        _analyse(task, settings, out)
+    except TracereadError as exc:
+        out.status = "not-trace" if _not_a_trace(str(getattr(exc, "problem", exc))) else "failed"
+        out.problem = str(getattr(exc, "problem", exc))
+    except MemoryError:
+        out.problem = "out of memory while analysing"
+    except OSError as exc:
+        out.problem = f"cannot read ({exc.strerror or exc})"
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        out.problem = f"internal error: {type(exc).__name__}: {first}"[:300]
+    out.seconds = time.monotonic() - t0
+    if out.status != "ok":
+        out.md = out.json = None
+    return out
+
+
+def _not_a_trace(problem: str) -> bool:
+    return problem.startswith(("not a trace", "not a Kineto trace", "SQLite file is not an Nsight"))
+
+
+def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
+    from traceread.analysis import analyze
+    from traceread.job import JobInputs
+    from traceread.loaders import load
+    from traceread.render import jsonout, markdown
+    from traceread.scan.rows import trace_row
+
+    _register_patterns(settings.kernel_patterns)
+    out.content_hash = content_hash(task.path)
+    out.trace_id = trace_id(task.rel, out.content_hash)
+    if out.content_hash in task.reuse:
+        out.status = "reused"
+        return
+    trace = load(task.path, step_range=settings.step_range, decoders=1)
+    st = os.stat(task.path)
+    if (st.st_size, st.st_mtime_ns) != (task.size, task.mtime_ns):
+        out.problem = (f"changed while being read ({task.size:,} -> {st.st_size:,} bytes): still being "
+                       "written? it is scanned again next time")
+        return
+    trace.meta.path = task.rel  # reports name the file as the user sees it under the scan root
+    job = JobInputs(**task.job) if task.job else None
+    analysis = analyze([trace], job=job, cfg=settings.cfg, top_gaps=settings.top_gaps,
+                       warmup_steps=settings.warmup_steps, step_range=settings.step_range)
+    text = io.StringIO()
+    markdown.render(analysis, text)
+    out.md = text.getvalue().encode("utf-8")
+    out.json = jsonout.dumps(analysis)
+    out.row = trace_row(analysis, trace)
+    out.identities, out.summaries = _rank_facts(trace, analysis, task.rel, settings)
+    # ranks as the trace claims them (metadata, nsys process, file name), never the loader's default 0
+    claimed = {i.frame_rank: i.rank for i in out.identities}
+    out.row["rank_of_frame"] = {str(k): v for k, v in claimed.items()}
+    if out.identities:
+        out.row["ranks"] = sorted({r for r in claimed.values() if r is not None})
+        worlds = [i.world_size for i in out.identities if i.world_size]
+        out.row["world_size"] = max(worlds) if worlds else None
+    if not out.row["gpus"]:  # devices without names in the file: the rank identities' GPU model
+        out.row["gpus"] = sorted({i.gpu_model for i in out.identities if i.gpu_model})
+    out.status = "ok"
+    del trace, analysis  # frames stay here; only the small results travel
+
+
+def _rank_facts(trace: Any, analysis: Any, rel: str, settings: Settings) -> tuple[list, list]:
+    """The trace's rank identities and per-rank summaries (small, picklable) for grouping and alignment."""
+    from traceread import ranks
+
+    identities = list(ranks.identify(trace, rel, rank_pattern=settings.rank_pattern))
+    summaries = [ranks.summarize(analysis, ident, settings.cfg) for ident in identities]
+    return identities, summaries
