@@ -24,7 +24,7 @@ from traceread._pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
 from traceread.config import Thresholds
 from traceread.trace import Trace
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 CAUSES: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION"]
@@ -94,6 +94,7 @@ class Analysis:
     cfg: Thresholds
     top_gaps: int = 10
     failures: tuple[Failure, ...] = ()
+    dominant_evidence: str = ""  # the named evidence holding most of the dominant cause (attribution)
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
 
     @property
@@ -151,6 +152,8 @@ def analyze(
     kernels = pipe.concat([p.kernels for p in per], None)
     collectives = pipe.concat([p.collectives for p in per], None)
 
+    from traceread.attribution import dominant_evidence
+
     dominant, share, second, second_share = pipe.overall_dominant(attribution, per, cfg)
     mfu, mfu_hint = pipe.run_mfu(job, list(traces), steps, cfg, unavailable)
     removal = _removal(steps, dominant, mfu)
@@ -163,6 +166,7 @@ def analyze(
         mfu=mfu, mfu_hint=mfu_hint, kernels=kernels, collectives=collectives, launch_stats=launch,
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
+        dominant_evidence=dominant_evidence(gaps, dominant),
     )
 
 
