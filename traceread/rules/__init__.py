@@ -75,13 +75,14 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg)
     periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(gaps, steps, cfg, eligible)
     one_ns, one_kind, one_label, one_count = one_time_cost.cover(gaps, steps, trace, cfg)
-    blocked_ns, alloc_ns, alloc_calls = sync_stall.blocked(gaps, steps, trace, cfg)
+    blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(gaps, steps, trace, cfg)
     return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
                        sync_end_ns=sync_end, dispatch=dispatch, dispatch_op=dispatch_op,
                        api_call_ns=api_call_ns, api_call_name=api_call_name, periodic=periodic,
                        presence=presence, cv=cv, notes=bubble_notes, one_time_ns=one_ns,
                        one_time_kind=one_kind, one_time_label=one_label, one_time_count=one_count,
-                       sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls)
+                       sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls,
+                       sync_block_start_ns=block_start)
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,

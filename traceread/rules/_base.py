@@ -24,7 +24,7 @@ from traceread.trace import Trace
 # friends synchronize the device implicitly; cudaMemcpy without Async is blocking.
 SYNC_CALL = re.compile(
     r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|ThreadSynchronize|"
-    r"Memcpy|Memcpy2D|Memcpy3D|MemcpyPeer|MemcpyFromSymbol|MemcpyToSymbol|Free|FreeHost|FreeArray)"
+    r"Memcpy|Memcpy2D|Memcpy3D|MemcpyPeer|MemcpyFromSymbol|MemcpyToSymbol|MemcpyWithStream|Free|FreeHost|FreeArray)"
     r"(_v\d+)?$|"
     r"^cu(StreamSynchronize|CtxSynchronize|EventSynchronize|MemcpyDtoH|MemcpyHtoD|MemcpyDtoD|"
     r"Memcpy|MemcpyPeer|MemFree|MemFreeHost)(_v\d+)?$")
@@ -67,6 +67,7 @@ class RuleContext:
     sync_blocked_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sync_alloc_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sync_alloc_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_block_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 class Rows:

@@ -101,15 +101,34 @@ def allocator_recurs(alloc_starts: np.ndarray, steps: pd.DataFrame | None, rank:
     return with_calls >= max(2, math.ceil(cfg.allocator_recur_presence * len(ws)))
 
 
-def _runs(s: np.ndarray, e: np.ndarray, tid: np.ndarray, max_gap: int) -> tuple[np.ndarray, np.ndarray]:
-    """Merge calls on the same thread into runs when the next starts within ``max_gap`` of the last end."""
-    rs, re_ = [], []
+def _runs(s: np.ndarray, e: np.ndarray, tid: np.ndarray, names: np.ndarray, launch_s: np.ndarray,
+          launch_tid: np.ndarray, max_gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge calls on the same thread into runs when the next starts within ``max_gap`` of the run's
+    end and no kernel launch on that thread lies between them (a launch means the loading ended).
+    Each run is labelled with its longest call's name and the number of calls in it."""
+    rs, re_, labels = [], [], []
     for t in np.unique(tid):  # loading threads are few
         m = tid == t
-        us, ue = intervals.union(s[m], e[m] + max_gap)  # widen, merge, then take the widening back
-        rs.append(us)
-        re_.append(ue - max_gap)
-    return (np.concatenate(rs), np.concatenate(re_)) if rs else (s[:0], e[:0])
+        o = np.argsort(s[m], kind="stable")
+        ts, te, tn = s[m][o], e[m][o], names[m][o]
+        reach = np.maximum.accumulate(te)
+        launches = np.sort(launch_s[launch_tid == t])
+        new = np.ones(len(ts), dtype=bool)
+        if len(ts) > 1:
+            close = ts[1:] - reach[:-1] <= max_gap
+            quiet = intervals.count_in(reach[:-1], ts[1:], launches) == 0
+            new[1:] = ~(close & quiet)
+        first = np.flatnonzero(new)
+        last = np.append(first[1:] - 1, len(ts) - 1)
+        rs.append(ts[first])
+        re_.append(reach[last])
+        run_of = np.cumsum(new) - 1
+        longest = pd.Series(te - ts).groupby(run_of).idxmax().to_numpy()
+        labels.append(np.array([f"{tn[i]} ... {n} calls" for i, n in zip(longest, last - first + 1, strict=True)],
+                               dtype=object))
+    if not rs:
+        return s[:0], e[:0], np.zeros(0, dtype=object)
+    return np.concatenate(rs), np.concatenate(re_), np.concatenate(labels)
 
 
 def _capture_spans(calls: pd.DataFrame, thread_ends: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -172,10 +191,12 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
         # Module loading and driver initialization: runs of calls.
         mod = calls[_name_mask(calls["name"], _MODULE_RE)]
         if len(mod):
-            s, e = _runs(mod["start_ns"].to_numpy(np.int64), mod["end_ns"].to_numpy(np.int64),
-                         mod["tid"].to_numpy(np.int64), cfg.one_time_run_gap_ns)
-            top = mod["name"].astype(str).value_counts()
-            add(rank, "module-load", s, e, np.full(len(s), f"{top.index[0]} x{int(top.iloc[0])}", dtype=object))
+            launch = calls[_name_mask(calls["name"], _LAUNCH_RE)]
+            s, e, labels = _runs(mod["start_ns"].to_numpy(np.int64), mod["end_ns"].to_numpy(np.int64),
+                                 mod["tid"].to_numpy(np.int64), mod["name"].astype(str).to_numpy(),
+                                 launch["start_ns"].to_numpy(np.int64), launch["tid"].to_numpy(np.int64),
+                                 cfg.one_time_run_gap_ns)
+            add(rank, "module-load", s, e, labels)
         # Graph capture: Begin..End spans and instantiation.
         cs, ce = _capture_spans(calls, thread_ends)
         if len(cs):
@@ -243,7 +264,8 @@ def cover(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, c
             q = q[np.argsort(gs[q], kind="stable")]  # a device's gaps are disjoint
             _, idx = intervals.longest_overlap(gs[q], ge[q], s, e)
             label[q[idx >= 0]] = names[idx[idx >= 0]]
-            count[q] = intervals.count_in(gs[q], ge[q], np.sort(s))
+            # intervals overlapping each gap: started before its end, not ended by its start
+            count[q] = np.searchsorted(np.sort(s), ge[q], side="left") - np.searchsorted(np.sort(e), gs[q], side="right")
     return ns, kind, label, count
 
 
@@ -256,7 +278,7 @@ def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarra
     dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
     what = np.array([KIND_TEXT.get(k, k) for k in ctx.one_time_kind], dtype=object)
     return cat("one-time cost: ", what, " (", ctx.one_time_label, "; ", ctx.one_time_count.astype(str).astype(object),
-               " one-time call(s)/range(s)) covers ", fmt_pct(ctx.one_time_ns / dur), " of the ", fmt_ns(dur),
+               " one-time call(s)/range(s) in the gap) covers ", fmt_pct(ctx.one_time_ns / dur), " of the ", fmt_ns(dur),
                " gap; paid once per process, not every step: profile steady-state steps")
 
 

@@ -34,20 +34,37 @@ from traceread.trace import Trace
 NAME = "sync-stall"
 
 
+def _first_overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per query ``[gs, ge)``: when the earliest interval overlapping it began (clipped to ``gs``; -1: none)."""
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], e[o]
+    out = np.full(len(gs), -1, dtype=np.int64)
+    k = np.searchsorted(s, gs, side="right") - 1
+    reach = np.maximum.accumulate(e)
+    before = (k >= 0) & (reach[np.maximum(k, 0)] > gs)
+    out[before] = gs[before]
+    j = np.searchsorted(s, gs, side="left")
+    inside = ~before & (j < len(s)) & (s[np.minimum(j, len(s) - 1)] < ge)
+    out[inside] = s[j[inside]]
+    return out
+
+
 def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per gap: ``(blocked_ns, alloc_ns, alloc_calls)``: host time inside sync calls or recurring
-    allocator calls (union), the allocator part of it, and how many allocator calls start in the gap."""
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per gap: ``(blocked_ns, alloc_ns, alloc_calls, block_start_ns)``: host time inside sync calls or
+    recurring allocator calls (union), the allocator part of it, how many allocator calls start in
+    the gap, and when the host first blocked in it (-1: never)."""
     n = len(gaps)
     blocked_ns = np.zeros(n, dtype=np.int64)
     alloc_ns = np.zeros(n, dtype=np.int64)
     alloc_calls = np.zeros(n, dtype=np.int64)
+    block_start = np.full(n, -1, dtype=np.int64)
     if trace is None or n == 0:
-        return blocked_ns, alloc_ns, alloc_calls
+        return blocked_ns, alloc_ns, alloc_calls, block_start
     ev = trace.events
     api = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
     if api.empty:
-        return blocked_ns, alloc_ns, alloc_calls
+        return blocked_ns, alloc_ns, alloc_calls, block_start
     is_sync = _name_mask(api["name"], SYNC_CALL)
     is_alloc = _name_mask(api["name"], ALLOCATOR_RE)
     g_rank = col(gaps, "rank").astype(np.int64)
@@ -64,10 +81,11 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
         b = here & (is_sync | a)
         if b.any():
             blocked_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_all[b], e_all[b]))
+            block_start[sel] = _first_overlap(gs[sel], ge[sel], s_all[b], e_all[b])
         if a.any():
             alloc_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_all[a], e_all[a]))
             alloc_calls[sel] = intervals.count_in(gs[sel], ge[sel], np.sort(s_all[a]))
-    return blocked_ns, alloc_ns, alloc_calls
+    return blocked_ns, alloc_ns, alloc_calls, block_start
 
 
 def stall_ns(gaps: pd.DataFrame | object, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -87,7 +105,11 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     structural = ctx.periodic & (frac(gaps, "comm_p2p") >= cfg.comm_cover)
     dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
     held = stall_ns(gaps, ctx, cfg) / dur >= cfg.sync_stall_min_share
-    return ctx.judged & held & ~ctx.queued & ~structural
+    # The next kernel submitted before the host blocked: the GPU had the work and waited on something
+    # else (a dependency the trace does not show), not on the blocked host.
+    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
+    submitted_first = (lend >= 0) & (ctx.sync_block_start_ns >= 0) & (lend <= ctx.sync_block_start_ns)
+    return ctx.judged & held & ~ctx.queued & ~structural & ~submitted_first
 
 
 def kind(gaps: pd.DataFrame | object, ctx: RuleContext) -> np.ndarray:
