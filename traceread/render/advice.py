@@ -33,8 +33,8 @@ FIRST_RESPONSE: dict[str, str] = {
     "data-starved": "add loader workers and prefetch, then re-measure",
     "pipeline-bubble": "switch to an interleaved 1F1B or zero-bubble schedule, then re-measure",
     "sync-stall": "remove the synchronization from the hot loop (keep values on the device), then re-measure",
-    "one-time-cost": "this window is not steady state, so there is nothing to fix yet: re-profile after warmup "
-                     "(a torch.profiler schedule with warmup steps, or nsys --capture-range), then read that report",
+    "one-time-cost": "re-profile after warmup (a torch.profiler schedule with warmup steps, or nsys --capture-range) "
+                     "and read that report: there is nothing to fix in this window",
     "unattributed": "open the largest gaps below in a trace viewer; their evidence says what was seen",
     "memory-bound": "fuse the memory-bound kernels (torch.compile, fused optimizers and norms), then re-measure",
     "healthy": "further gains are inside the kernels: compare MFU with the 50% mark and look at the top GEMMs",
@@ -129,9 +129,9 @@ def levers(cause: str, evidence: str = "") -> tuple[str, ...]:
 def verdict(cause: str, share: float, evidence: str = "") -> str:
     """The one-sentence diagnosis: ``Data-starved: 38% of step time the GPUs wait ...; add ...``."""
     if cause == "one-time-cost":
-        what = f" (mostly {EVIDENCE_TEXT[evidence]})" if evidence in EVIDENCE_TEXT else ""
-        return (f"Not steady state: {share:.0%} of step time {MEANING[cause]}{what}; "
-                f"{first_response(cause, evidence)}.")
+        what = (f"the GPUs wait for one-time work, mostly {EVIDENCE_TEXT[evidence]}" if evidence in EVIDENCE_TEXT
+                else MEANING[cause])
+        return f"Not steady state: {share:.0%} of step time {what}; {first_response(cause, evidence)}."
     if cause == "healthy":
         return (f"Healthy: only {share:.0%} of step time {MEANING['healthy']} and busy time is dominated by "
                 f"compute-bound kernels; {FIRST_RESPONSE['healthy']}.")
