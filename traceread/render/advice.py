@@ -108,7 +108,7 @@ EVIDENCE_LEVERS: dict[tuple[str, str], tuple[str, ...]] = {
     ),
 }
 EVIDENCE_TEXT: dict[str, str] = {
-    "allocator": "recurring allocator calls (cudaFree/hipFree/cudaMalloc synchronize the device)",
+    "allocator": "in recurring allocator calls that synchronize the device (cudaFree, hipFree, cudaMalloc)",
     "sync": "explicit synchronization (.item(), .cpu(), synchronize, blocking copies)",
     "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",
     "module-load": "module loading", "first-launch": "first kernel launches (lazy module loading)",
@@ -135,5 +135,5 @@ def verdict(cause: str, share: float, evidence: str = "") -> str:
     if cause == "healthy":
         return (f"Healthy: only {share:.0%} of step time {MEANING['healthy']} and busy time is dominated by "
                 f"compute-bound kernels; {FIRST_RESPONSE['healthy']}.")
-    held = f" (mostly {EVIDENCE_TEXT[evidence]})" if (cause, evidence) in EVIDENCE_FIRST_RESPONSE else ""
+    held = f", mostly {EVIDENCE_TEXT[evidence]}" if (cause, evidence) in EVIDENCE_FIRST_RESPONSE else ""
     return f"{TITLE[cause]}: {share:.0%} of step time {MEANING[cause]}{held}; {first_response(cause, evidence)}."
