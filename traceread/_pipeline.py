@@ -20,7 +20,8 @@ from traceread.config import Thresholds
 from traceread.errors import TracereadError
 from traceread.trace import Trace
 
-GAP_CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "unattributed")
+GAP_CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "one-time-cost",
+               "unattributed")  # = rules.GAP_CLASSES (kept here so that this module imports no rules)
 BUSY_PARTS = ("compute-bound", "memory-bound")
 PARTS = BUSY_PARTS + GAP_CLASSES
 
@@ -264,6 +265,9 @@ def overall_dominant(attribution: pd.DataFrame, per: list[PerTrace],
         share = shares["memory-bound"] if mem else idle
     else:
         share, dominant = ranked[0] if ranked and ranked[0][0] > 0 else (shares["unattributed"], "unattributed")
+        if dominant == "one-time-cost" and share < cfg.one_time_verdict_share and len(ranked) > 1 \
+                and ranked[1][0] > 0:  # one-time costs dominate only when large (attribution.dominant_idle)
+            share, dominant = ranked[1]
     candidates = [(s, c) for s, c in ranked if c != dominant]
     if dominant not in ("memory-bound", "healthy") and busy and \
             shares["memory-bound"] / busy >= cfg.memory_bound_min_share:

@@ -109,6 +109,7 @@ class Analysis:
     cfg: Thresholds
     top_gaps: int = 10
     failures: tuple[Failure, ...] = ()
+    dominant_evidence: str = ""  # the named evidence holding most of the dominant cause (attribution)
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
     job: Any = None  # traceread.ranks.section.JobSection or None
 
@@ -169,6 +170,8 @@ def analyze(
     kernels = pipe.concat([p.kernels for p in per], None)
     collectives = pipe.concat([p.collectives for p in per], None)
 
+    from traceread.attribution import dominant_evidence
+
     dominant, share, second, second_share = pipe.overall_dominant(attribution, per, cfg)
     if attribution.empty and not any(_has_gpu_activity(t) for t in traces):
         # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
@@ -186,6 +189,7 @@ def analyze(
         mfu=mfu, mfu_hint=mfu_hint, kernels=kernels, collectives=collectives, launch_stats=launch,
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
+        dominant_evidence=dominant_evidence(gaps, dominant),
     )
     if groups is None:
         return result

@@ -14,6 +14,13 @@ split into parts that sum to it exactly, nothing counted twice:
 The verdict: if idle is at most ``healthy_max_idle`` of step time the run is ``memory-bound`` when
 memory-bound kernels take at least ``memory_bound_min_share`` of busy time, else ``healthy``;
 otherwise the largest idle class is the dominant cause, and its cost is its share of step time.
+``one-time-cost`` is dominant only when it also reaches ``one_time_verdict_share`` of step time
+(then the window is not steady state and the verdict says how to re-profile); below that the largest
+steady-state class is named, since one-time costs are not what the run pays every step.
+
+The first response follows the largest piece of evidence inside the dominant class (the gaps'
+``evidence_kind``): a sync-stall held by recurring allocator calls gets the allocator fix, not
+"remove ``.item()``".
 """
 
 from __future__ import annotations
@@ -61,12 +68,14 @@ class Attribution:
     dominant_cost_share: float
     first_response: str
     notes: list[str] = field(default_factory=list)
+    dominant_evidence: str = ""  # the evidence_kind holding most of the dominant class's time
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "dominant_cause": self.dominant_cause,
             "dominant_cost_share": self.dominant_cost_share,
             "first_response": self.first_response,
+            "dominant_evidence": self.dominant_evidence,
             "shares": dict(self.shares),
             "per_device": self.table.to_dict(orient="records"),
             "notes": list(self.notes),
@@ -118,8 +127,26 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     notes.extend(_comm_note(gaps, total_ns, cfg))
     if total_ns == 0:
         notes.append("no analysed steps: nothing to attribute")
+    evidence = dominant_evidence(gaps, dominant)
     return Attribution(table=table, shares=shares, dominant_cause=dominant, dominant_cost_share=cost,
-                       first_response=first_response(dominant), notes=notes)
+                       first_response=first_response(dominant, evidence), notes=notes, dominant_evidence=evidence)
+
+
+def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
+    """Idle ns of the ``cause`` gaps by their named evidence (``evidence_kind``), largest first."""
+    if gaps is None or not len(gaps) or "class" not in gaps.columns or "evidence_kind" not in gaps.columns:
+        return {}
+    g = gaps[gaps["class"].astype(str).to_numpy() == cause]
+    if g.empty:
+        return {}
+    sums = g["dur_ns"].astype(np.int64).groupby(g["evidence_kind"].astype(str).to_numpy()).sum()
+    return {str(k): int(v) for k, v in sums.sort_values(ascending=False, kind="stable").items()}
+
+
+def dominant_evidence(gaps: pd.DataFrame, cause: str) -> str:
+    """The named evidence holding most of ``cause``'s idle time ('' when none is recorded)."""
+    split = evidence_split(gaps, cause)
+    return next(iter(split), "")
 
 
 def _analysed(steps_df: pd.DataFrame) -> pd.DataFrame:
@@ -182,5 +209,14 @@ def _verdict(shares: dict[str, float], cfg: Thresholds) -> tuple[str, float]:
         if busy and shares["memory-bound"] / busy >= cfg.memory_bound_min_share:
             return "memory-bound", shares["memory-bound"]
         return "healthy", idle
+    return dominant_idle(shares, cfg)
+
+
+def dominant_idle(shares: dict[str, float], cfg: Thresholds) -> tuple[str, float]:
+    """The largest idle class; one-time-cost only when it reaches ``one_time_verdict_share`` (module doc)."""
     cls = max(GAP_CLASSES, key=lambda c: shares[c])
+    if cls == "one-time-cost" and shares[cls] < cfg.one_time_verdict_share:
+        steady = max((c for c in GAP_CLASSES if c != cls), key=lambda c: shares[c])
+        if shares[steady] > 0:
+            cls = steady
     return cls, shares[cls]

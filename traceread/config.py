@@ -54,6 +54,24 @@ class Thresholds:
     launch_call_max_ns: int = _t(
         1_000_000, "ns", "a launch costs microseconds; one CUDA call over 1 ms is driver work (lazy module "
         "load, context or stream creation, allocation), not dispatch overhead")
+    one_time_cover: float = _t(
+        0.5, "fraction of gap", "one-time-cost: compilation, graph capture, module loading, first launches, "
+        "context creation or allocator growth cover most of the gap")
+    one_time_run_gap_ns: int = _t(
+        10_000_000, "ns", "module-load / driver-init calls this close together on a thread are one loading "
+        "run (the host time between them is the same initialization)")
+    one_time_verdict_share: float = _t(
+        0.25, "fraction of step", "one-time costs this large make the window not steady state: the verdict "
+        "says how to re-profile instead of naming a fix")
+    allocator_recur_presence: float = _t(
+        0.5, "fraction of steps", "allocator calls in at least half of the steps (and two or more) recur "
+        "every step (thrash); fewer are growth in the first steps (one-time)")
+    sync_stall_min_share: float = _t(
+        0.5, "fraction of gap", "sync-stall: the host was provably blocked in a sync (or a synchronizing "
+        "allocator call) for at least half of the gap")
+    sync_refill_max_ns: int = _t(
+        50_000, "ns", "a next launch this soon after the sync returned is the stall's own refill, not "
+        "other host work")
     bubble_min_steps: int = _t(
         4, "steps", "periodicity cannot be judged from fewer analysed steps")
     bubble_presence: float = _t(

@@ -13,6 +13,8 @@ MEANING: dict[str, str] = {
     "data-starved": "the GPUs wait on the data loader",
     "pipeline-bubble": "the GPUs sit in the same pipeline fill/drain gap every step",
     "sync-stall": "the host blocks in a synchronization call while the GPUs drain",
+    "one-time-cost": "the GPUs wait for one-time work (compilation, graph capture, module loading, first launches, "
+                     "context setup, allocator growth)",
     "unattributed": "the GPUs are idle with no recognizable signature",
     "memory-bound": "the GPUs are busy in memory-bound kernels (elementwise, reductions, normalization)",
     "healthy": "the GPUs are idle",
@@ -20,7 +22,8 @@ MEANING: dict[str, str] = {
 
 TITLE: dict[str, str] = {
     "launch-bound": "Launch-bound", "comm-bound": "Comm-bound", "data-starved": "Data-starved",
-    "pipeline-bubble": "Pipeline bubbles", "sync-stall": "Sync stalls", "unattributed": "Unattributed idle",
+    "pipeline-bubble": "Pipeline bubbles", "sync-stall": "Sync stalls", "one-time-cost": "One-time costs (not steady state)",
+    "unattributed": "Unattributed idle",
     "memory-bound": "Memory-bound", "healthy": "Healthy",
 }
 
@@ -30,6 +33,8 @@ FIRST_RESPONSE: dict[str, str] = {
     "data-starved": "add loader workers and prefetch, then re-measure",
     "pipeline-bubble": "switch to an interleaved 1F1B or zero-bubble schedule, then re-measure",
     "sync-stall": "remove the synchronization from the hot loop (keep values on the device), then re-measure",
+    "one-time-cost": "re-profile after warmup (a torch.profiler schedule with warmup steps, or nsys --capture-range) "
+                     "and read that report: there is nothing to fix in this window",
     "unattributed": "open the largest gaps below in a trace viewer; their evidence says what was seen",
     "memory-bound": "fuse the memory-bound kernels (torch.compile, fused optimizers and norms), then re-measure",
     "healthy": "further gains are inside the kernels: compare MFU with the 50% mark and look at the top GEMMs",
@@ -64,6 +69,14 @@ LEVERS: dict[str, tuple[str, ...]] = {
         "Keep metrics on the device and log them every N steps.",
         "Avoid allocator synchronization: reuse buffers, set `expandable_segments`, avoid `empty_cache()`.",
     ),
+    "one-time-cost": (
+        "Re-profile steady-state steps: `torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=3, "
+        "active=5))`, stepping the profiler every iteration.",
+        "With Nsight Systems, start the capture after warmup: `nsys profile --capture-range=cudaProfilerApi` with "
+        "`torch.cuda.profiler.start()`/`stop()` (or `--capture-range=nvtx` and an NVTX range) around steady-state steps.",
+        "If the one-time cost itself matters (start-up time, serving cold start): cache compiled kernels "
+        "(Inductor/Triton caches, `CUDA_MODULE_LOADING=LAZY`), capture fewer graph sizes, warm the allocator once.",
+    ),
     "unattributed": (
         "Open the largest gaps in ui.perfetto.dev (`--perfetto out.pftrace`) and read the evidence track.",
         "Record more context: `with_stack=True`, NVTX or `record_function` ranges around the suspect code.",
@@ -80,9 +93,47 @@ LEVERS: dict[str, tuple[str, ...]] = {
 }
 
 
-def verdict(cause: str, share: float) -> str:
+# When one named piece of evidence holds most of a class (``evidence_kind``), its own fix and levers.
+EVIDENCE_FIRST_RESPONSE: dict[tuple[str, str], str] = {
+    ("sync-stall", "allocator"): "stop the caching allocator from synchronizing every step (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
+                                 "no empty_cache() in the loop, fewer shape changes), then re-measure",
+}
+EVIDENCE_LEVERS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("sync-stall", "allocator"): (
+        "Configure the caching allocator: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` "
+        "(`PYTORCH_HIP_ALLOC_CONF` on ROCm) so it grows segments instead of freeing and re-allocating.",
+        "Remove `torch.cuda.empty_cache()` (and `gc.collect()` that frees tensors) from the training loop.",
+        "Cut shape changes: pad or bucket sequence lengths so the same blocks are reused every step.",
+        "Then remove remaining `.item()` / `.cpu()` / `torch.cuda.synchronize()` calls from the hot loop.",
+    ),
+}
+EVIDENCE_TEXT: dict[str, str] = {
+    "allocator": "in recurring allocator calls that synchronize the device (cudaFree, hipFree, cudaMalloc)",
+    "sync": "explicit synchronization (.item(), .cpu(), synchronize, blocking copies)",
+    "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",
+    "module-load": "module loading", "first-launch": "first kernel launches (lazy module loading)",
+    "context": "context and stream setup", "allocator-growth": "allocator growth",
+}
+
+
+def first_response(cause: str, evidence: str = "") -> str:
+    """The first response for ``cause``, following its largest named evidence when it has its own fix."""
+    return EVIDENCE_FIRST_RESPONSE.get((cause, evidence)) or FIRST_RESPONSE[cause]
+
+
+def levers(cause: str, evidence: str = "") -> tuple[str, ...]:
+    """The levers for ``cause`` in the order to try them (the evidence's own first when it has some)."""
+    return EVIDENCE_LEVERS.get((cause, evidence)) or LEVERS[cause]
+
+
+def verdict(cause: str, share: float, evidence: str = "") -> str:
     """The one-sentence diagnosis: ``Data-starved: 38% of step time the GPUs wait ...; add ...``."""
+    if cause == "one-time-cost":
+        what = (f"the GPUs wait for one-time work, mostly {EVIDENCE_TEXT[evidence]}" if evidence in EVIDENCE_TEXT
+                else MEANING[cause])
+        return f"Not steady state: {share:.0%} of step time {what}; {first_response(cause, evidence)}."
     if cause == "healthy":
         return (f"Healthy: only {share:.0%} of step time {MEANING['healthy']} and busy time is dominated by "
                 f"compute-bound kernels; {FIRST_RESPONSE['healthy']}.")
-    return f"{TITLE[cause]}: {share:.0%} of step time {MEANING[cause]}; {FIRST_RESPONSE[cause]}."
+    held = f", mostly {EVIDENCE_TEXT[evidence]}" if (cause, evidence) in EVIDENCE_FIRST_RESPONSE else ""
+    return f"{TITLE[cause]}: {share:.0%} of step time {MEANING[cause]}{held}; {first_response(cause, evidence)}."

@@ -23,7 +23,7 @@ from traceread.render.names import scrub_paths
 
 # Gap fields beyond the fixed ones that help a script (overlap measurements, in the engine's names).
 _GAP_EXTRA = ("dur_ns", "phase", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns",
-              "launch_count", "next_kernel_name", "longest_cpu_name", "python_frame")
+              "launch_count", "next_kernel_name", "longest_cpu_name", "python_frame", "evidence_kind")
 _SCRUB = ("next_kernel_name", "longest_cpu_name", "python_frame")
 
 
@@ -129,6 +129,7 @@ def to_report(a: Analysis) -> dict[str, Any]:
         "attribution": _attribution(a),
         "dominant_cause": a.dominant_cause,
         "dominant_cost_share": a.dominant_cost_share,
+        "dominant_evidence": a.dominant_evidence,
         "second_cause": a.second_cause,
         "second_cost_share": a.second_cost_share,
         "removal": _plain(a.removal),

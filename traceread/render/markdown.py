@@ -85,7 +85,7 @@ def _verdict(a: Analysis) -> str:
                 "diagnose on a GPU. Was the capture CPU-only (`ProfilerActivity.CUDA` not enabled)?")
     if a.steps.empty:
         return "## Verdict\n\nNo steps could be analysed; see the method notes."
-    text = advice.verdict(a.dominant_cause, a.dominant_cost_share)
+    text = advice.verdict(a.dominant_cause, a.dominant_cost_share, a.dominant_evidence)
     if a.second_cause and a.second_cost_share >= a.cfg.report_second_min_share:
         text += (f" Next largest: {a.second_cause}, {a.second_cost_share:.0%} of step time "
                  f"({advice.MEANING[a.second_cause]}).")
@@ -300,7 +300,7 @@ def _next(a: Analysis) -> str:
         return ""
     lines = ["## What to do next", "", f"**{advice.TITLE[a.dominant_cause]}** ({pct(a.dominant_cost_share, 0)} "
              "of step time), in this order:", ""]
-    lines += [f"{i}. {lever}" for i, lever in enumerate(advice.LEVERS[a.dominant_cause], 1)]
+    lines += [f"{i}. {lever}" for i, lever in enumerate(advice.levers(a.dominant_cause, a.dominant_evidence), 1)]
     if a.second_cause and a.second_cost_share >= a.cfg.report_second_min_share:
         lines += ["", f"Then **{advice.TITLE[a.second_cause]}** ({pct(a.second_cost_share, 0)} of step time):", ""]
         lines += [f"{i}. {lever}" for i, lever in enumerate(advice.LEVERS[a.second_cause], 1)]

@@ -20,7 +20,7 @@ from traceread.render.names import shorten
 
 CLASS_COLORS = {
     "launch-bound": "#e15759", "comm-bound": "#f28e2b", "data-starved": "#4e79a7",
-    "pipeline-bubble": "#b07aa1", "sync-stall": "#edc948", "unattributed": "#bab0ac",
+    "pipeline-bubble": "#b07aa1", "sync-stall": "#edc948", "one-time-cost": "#9c9ede", "unattributed": "#bab0ac",
 }
 LANE_COLORS = {"runtime": "#59a14f", "host": "#c7d9c2", "compute": "#1f4e79", "comm": "#ff7f0e",
                "copy": "#76b7b2", "annotation": "#9c755f"}

@@ -3,9 +3,11 @@
 ``RULES`` is ordered; the first rule whose mask holds names the gap, anything left is
 ``unattributed``. The order (and why it differs from the suggested one) is in docs/rules.md:
 
+0. ``one-time-cost``: compilation, graph capture, module loading, first launches, context setup or
+   allocator growth over most of the gap (not steady state: re-profile, don't fix).
 1. ``data-starved``: positive loader / host-to-device evidence over most of the gap.
 2. ``comm-bound``: communication over most of the gap while compute waited for it.
-3. ``sync-stall``: the host was blocked in a sync call when the device drained.
+3. ``sync-stall``: the host was blocked in a sync (or a recurring allocator call) for most of the gap.
 4. ``pipeline-bubble``: recurs at the same phase of every step, waiting on p2p or a dependency.
 5. ``launch-bound``: the GPU waited for a host busy dispatching launches.
 
@@ -15,11 +17,21 @@ Python loop runs per gap. First responses per class are data in ``rules.response
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules import comm_bound, data_starved, launch_bound, pipeline_bubble, sync_stall, unattributed
+from traceread.rules import (
+    comm_bound,
+    data_starved,
+    launch_bound,
+    one_time_cost,
+    pipeline_bubble,
+    sync_stall,
+    unattributed,
+)
 from traceread.rules._base import (
     Rows,
     Rule,
@@ -34,10 +46,11 @@ from traceread.rules.responses import FIRST_RESPONSES, first_response
 from traceread.trace import Trace
 
 GAP_CLASSES: tuple[str, ...] = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall",
-                                "unattributed")
+                                "one-time-cost", "unattributed")
 UNATTRIBUTED = unattributed.NAME
 
 RULES: list[Rule] = [
+    one_time_cost.RULE,
     data_starved.RULE,
     comm_bound.RULE,
     sync_stall.RULE,
@@ -61,10 +74,15 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     api_call_ns, api_call_name = longest_api_call(gaps, trace)
     eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg)
     periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(gaps, steps, cfg, eligible)
+    one_ns, one_kind, one_label, one_count = one_time_cost.cover(gaps, steps, trace, cfg)
+    blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(gaps, steps, trace, cfg)
     return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
                        sync_end_ns=sync_end, dispatch=dispatch, dispatch_op=dispatch_op,
                        api_call_ns=api_call_ns, api_call_name=api_call_name, periodic=periodic,
-                       presence=presence, cv=cv, notes=bubble_notes)
+                       presence=presence, cv=cv, notes=bubble_notes, one_time_ns=one_ns,
+                       one_time_kind=one_kind, one_time_label=one_label, one_time_count=one_count,
+                       sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls,
+                       sync_block_start_ns=block_start)
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
@@ -82,6 +100,7 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     ctx = build_context(out, steps_df, trace, cfg)
     cls = np.full(n, UNATTRIBUTED, dtype=object)
     evidence = np.full(n, "", dtype=object)
+    kinds = np.full(n, "", dtype=object)
     free = np.ones(n, dtype=bool)
     for rule in RULES:
         if not free.any():
@@ -90,13 +109,17 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
         if hit.any():
             idx = np.flatnonzero(hit)
             cls[idx] = rule.name
-            evidence[idx] = rule.evidence(Rows(out, idx), _subset(ctx, idx), cfg)
+            rows, sub = Rows(out, idx), _subset(ctx, idx)
+            evidence[idx] = rule.evidence(rows, sub, cfg)
+            kinds[idx] = rule.kind(rows, sub) if rule.kind is not None else rule.name
             free &= ~hit
     if free.any():
         idx = np.flatnonzero(free)
         evidence[idx] = unattributed.evidence(Rows(out, idx), _subset(ctx, idx), cfg)
     out["class"] = pd.Categorical(cls, categories=list(GAP_CLASSES))
     out["evidence"] = pd.Series(evidence, index=out.index, dtype=object)
+    kinds[free] = UNATTRIBUTED
+    out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
     out.attrs["notes"] = list(ctx.notes)
     return out
 
@@ -107,9 +130,6 @@ def notes(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, cfg: Thresholds)
 
 
 def _subset(ctx: RuleContext, idx: np.ndarray) -> RuleContext:
-    return RuleContext(judged=ctx.judged[idx], queued=ctx.queued[idx], late=ctx.late[idx],
-                       sync_at_drain=ctx.sync_at_drain[idx], sync_name=ctx.sync_name[idx],
-                       sync_end_ns=ctx.sync_end_ns[idx], dispatch=ctx.dispatch[idx],
-                       dispatch_op=ctx.dispatch_op[idx], api_call_ns=ctx.api_call_ns[idx],
-                       api_call_name=ctx.api_call_name[idx], periodic=ctx.periodic[idx],
-                       presence=ctx.presence[idx], cv=ctx.cv[idx], notes=ctx.notes)
+    """The context of some rows (per-gap arrays indexed, notes kept)."""
+    return RuleContext(**{f.name: (v[idx] if isinstance(v, np.ndarray) else v)
+                          for f in dataclasses.fields(ctx) for v in (getattr(ctx, f.name),)})

@@ -24,7 +24,7 @@ from traceread.trace import Trace
 # friends synchronize the device implicitly; cudaMemcpy without Async is blocking.
 SYNC_CALL = re.compile(
     r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|ThreadSynchronize|"
-    r"Memcpy|Memcpy2D|Memcpy3D|MemcpyPeer|MemcpyFromSymbol|MemcpyToSymbol|Free|FreeHost|FreeArray)"
+    r"Memcpy|Memcpy2D|Memcpy3D|MemcpyPeer|MemcpyFromSymbol|MemcpyToSymbol|MemcpyWithStream|Free|FreeHost|FreeArray)"
     r"(_v\d+)?$|"
     r"^cu(StreamSynchronize|CtxSynchronize|EventSynchronize|MemcpyDtoH|MemcpyHtoD|MemcpyDtoD|"
     r"Memcpy|MemcpyPeer|MemFree|MemFreeHost)(_v\d+)?$")
@@ -37,6 +37,8 @@ class Rule:
     name: str
     mask: Callable[[pd.DataFrame, RuleContext, Thresholds], np.ndarray]
     evidence: Callable[[pd.DataFrame, RuleContext, Thresholds], np.ndarray]
+    # The named piece of evidence per row (``allocator``, ``compile``...); None: the class itself.
+    kind: Callable[[pd.DataFrame, RuleContext], np.ndarray] | None = None
 
 
 @dataclass
@@ -57,6 +59,15 @@ class RuleContext:
     presence: np.ndarray  # fraction of analysed steps with a gap at this phase (NaN: not judged)
     cv: np.ndarray  # coefficient of variation of those gaps' durations (NaN: not judged)
     notes: list[str] = field(default_factory=list)
+    # one-time-cost (rules.one_time_cost.cover) and sync-stall (rules.sync_stall.blocked) facts
+    one_time_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    one_time_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    one_time_label: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    one_time_count: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_blocked_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_alloc_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_alloc_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sync_block_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 class Rows:

@@ -37,9 +37,9 @@ def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarra
                                "the next launch is not recorded, so who waited cannot be told"))
     driver = (ctx.api_call_ns > cfg.launch_call_max_ns) & (ctx.api_call_ns / np.maximum(dur, 1) >= cfg.launch_cpu_cover)
     reason = np.where(driver, cat("one CUDA call, ", ctx.api_call_name, ", held the host for ",
-                                  fmt_ns(ctx.api_call_ns), ": driver work (lazy module load on a first launch, "
-                                  "context or stream creation, allocation), usually a one-time warmup cost; "
-                                  "profile steady-state steps"), reason)
+                                  fmt_ns(ctx.api_call_ns), ": driver work or a blocking wait, not dispatch, and "
+                                  "no known one-time cost (not a first launch, module load, capture or setup call)"),
+                      reason)
     why = np.where(short, cat("too short to judge (", fmt_ns(dur), " < ", fmt_ns(np.full(len(dur),
                                                                                     cfg.min_judged_gap_ns)), ")"),
                    np.where(~ctx.late & (dur < cfg.turnaround_max_ns),

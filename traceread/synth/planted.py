@@ -13,8 +13,10 @@ is known by construction:
 * ``pipeline-bubble``: fill at the start and drain near the end of every step, of stable length,
   waiting on a p2p recv (kernel queued behind it, or host blocked in a sync on it) or on a
   cross-stream dependency with nothing visible;
-* ``sync-stall``: ``.item()`` / stream, device or event synchronize / blocking DtoH copy while
-  work is queued, then host work before the next launch;
+* ``sync-stall``: ``.item()`` / stream, device or event synchronize while work is queued, then the
+  next launch at once; or a blocking DtoH copy (``.cpu()`` of a large tensor) the host waits in;
+* ``one-time-cost``: JIT compilation, CUDA-graph capture, a module-loading run, a first launch that
+  loads its module (``traceread.synth.one_time``);
 * ``unattributed``: a long host stretch with no CUDA calls (checkpoint, logging), or a queued kernel
   waiting on something invisible, at random phases.
 
@@ -35,7 +37,8 @@ import pandas as pd
 
 from traceread.synth.model import Copy, HostCall, HostRange, Kernel, Rank, Scenario
 
-CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "unattributed")
+CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "one-time-cost",
+           "unattributed")
 MAIN, NOISE = 100, 200  # host thread ids
 COMPUTE, COMM, COPY = 7, 21, 9  # stream ids
 
@@ -65,7 +68,7 @@ _OPT = ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::n
         "TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>>(...)")
 # Mean planted gap per occurrence, ns (launch-bound: one run of tiny kernels).
 _MEAN_GAP = {"comm-bound": 1_500_000, "data-starved": 3_000_000, "pipeline-bubble": 900_000,
-             "sync-stall": 400_000, "unattributed": 1_200_000}
+             "sync-stall": 400_000, "one-time-cost": 2_000_000, "unattributed": 1_200_000}
 
 
 @dataclass(frozen=True)
@@ -145,11 +148,13 @@ class _Sim:
         return self.ext
 
     def kernel(self, name: str, dur: int, stream: int = COMPUTE, not_before: int = 0, pre: float = 6_000,
-               op: str = "aten::mm", launch: str = "cudaLaunchKernel", dims: list | None = None) -> int:
+               op: str = "aten::mm", launch: str = "cudaLaunchKernel", dims: list | None = None,
+               launch_ns: int | None = None) -> int:
         """Dispatch one kernel from the host (op + launch call); return its end."""
         t0, pre_ns, lat = self.h, self.j(pre), self.j(2_500)
-        ext = self.op(op, t0, t0 + pre_ns + self.j(5_000) + 1_000, dims=dims)
-        corr, lend = self.api(launch, t0 + pre_ns, self.j(4_500), ext=ext)
+        # (random draws in the same order as before launch_ns existed: the planted goldens depend on it)
+        ext = self.op(op, t0, t0 + pre_ns + self.j(5_000) + 1_000 + (launch_ns or 0), dims=dims)
+        corr, lend = self.api(launch, t0 + pre_ns, self.j(4_500) if launch_ns is None else launch_ns, ext=ext)
         self.h = t0 + pre_ns + (lend - t0 - pre_ns) + 1_000 + self.j(1_000)
         ready = lend + lat
         turn = int(self.rng.uniform(300, 2_500))
@@ -243,19 +248,23 @@ class _Sim:
                 self.h += 3_000
             self.kernel(_BIG["gemm"][0], self.j(80_000), not_before=cend + 1_000)
         elif cls == "sync-stall":
-            if self.noise and self.rng.random() < 0.3:  # a collective happens to run across the stall
-                self._comm(_COLL[0], g - 20_000, g + int(gap * self.rng.uniform(0.3, 1.0)))
-            ext = self.op("aten::item" if variant < 0.7 else "aten::nonzero", self.h, g + 5_000)
-            if variant < 0.4:
+            # The host is blocked in the sync for the gap (docs/rules.md: host work after a sync is
+            # judged on its own; traceread.synth.one_time plants that case).
+            if self.noise and self.rng.random() < 0.3:  # a collective happens to run across part of it
+                self._comm(_COLL[0], g - 20_000, g + int(gap * self.rng.uniform(0.1, 0.4)))
+            ext = self.op("aten::item" if variant < 0.5 else "aten::_local_scalar_dense", self.h, g + 5_000)
+            if variant < 0.25:  # .item(): the sync returns at the drain, the next launch follows at once
                 self.copy("DtoH", 2_000, COMPUTE, "Device", "cudaMemcpyAsync")
                 _, se = self.api("cudaStreamSynchronize", self.h, g + 4_500 - self.h, ext=ext)
-            elif variant < 0.7:
-                se = self.copy("DtoH", 2_000, COMPUTE, "Device", "cudaMemcpy", blocking=True)
-            else:
+            elif variant < 0.4:
                 _, se = self.api(str(self.rng.choice(["cudaDeviceSynchronize", "cudaEventSynchronize"])),
                                  self.h, g + 3_000 - self.h, ext=ext)
+            elif variant < 0.7:  # .cpu() of a large tensor: blocking DtoH copy
+                se = self.copy("DtoH", gap, COMPUTE, "Device", "cudaMemcpy", blocking=True)
+            else:  # async DtoH copy, then a stream sync on it
+                end = self.copy("DtoH", gap, COMPUTE, "Device", "cudaMemcpyAsync")
+                _, se = self.api("cudaStreamSynchronize", self.h, end + 2_000 - self.h, ext=ext)
             self.h = max(self.h, se) + 1_000
-            self.quiet("aten::is_nonzero", g + gap - 14_000, is_op=True)
             self.busy(1)
         elif cls == "unattributed":
             if variant < 0.7:
@@ -274,6 +283,10 @@ class _Sim:
                 self._comm(_P2P, g, g + gap - 2_000)
             self.api("cudaStreamWaitEvent", self.h, self.j(2_000))
             self.kernel(_BIG["gemm"][2], self.j(80_000), not_before=g + gap)
+        elif cls == "one-time-cost":
+            from traceread.synth.one_time import plant_one_time_cost
+
+            plant_one_time_cost(self, gap)
         elif cls == "launch-bound":
             self.pending = None  # each tiny kernel's gap is decided by the queue
             if self.noise and variant < 0.5:  # DDP-like: a bucket all-reduce runs beside the dispatch

@@ -1,0 +1,208 @@
+"""Planted one-time costs, allocator thrash and host work after a sync (ground truth by construction).
+
+Built on ``planted._Sim`` (same queue physics, same writers, so every scenario exists in both
+formats). Two uses:
+
+* ``plant_one_time_cost(sim, gap)``: one ``one-time-cost`` gap of about ``gap`` ns at the current
+  point, picked at random among JIT compilation (nvFuser/NVRTC or Inductor/Triton ranges), a
+  CUDA-graph capture window, a module-loading run (``cuLibraryLoadData`` calls with host time
+  between them) and a first launch that loads its module; ``planted.plant`` calls it for the
+  ``one-time-cost`` class, so ``scripts/eval_rules.py`` scores it with every other class.
+* ``SCENARIOS``: whole traces of one kind each (``capture``, ``compile``, ``lazy-load``,
+  ``allocator-thrash``, ``sync-host-work``), for ``scripts/eval_one_time.py`` and the tests:
+
+  - ``capture``: step 0 captures the step as a graph (Begin/EndCapture, hundreds of
+    GetCaptureInfo, launches recorded without running, instantiate); later steps are ordinary.
+  - ``compile``: the first steps compile (NVTX/annotation compile ranges around the first use of
+    each fused kernel), and the allocator grows in step 0 (``cudaMalloc`` only then: one-time).
+  - ``lazy-load``: each new kernel's first launch takes 1.3-13 ms (module loaded inside it),
+    preceded by a ``cuLibraryLoadData`` run in step 0; some of them right after a ``.item()`` sync.
+  - ``allocator-thrash``: every step the host frees and re-allocates (``cudaFree``/``cudaMalloc``,
+    which synchronize) while the GPU drains: ``sync-stall`` with ``allocator`` evidence.
+  - ``sync-host-work``: ``.item()`` then long host work: a quiet Python stretch (``unattributed``)
+    or dense operator dispatch (``launch-bound``); the short sync itself is not the cause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from traceread.synth.model import Scenario
+from traceread.synth.planted import _BIG, _SMALL, CLASSES, COMPUTE, Planted, PlantSpec, _Sim
+
+_COMPILE_RANGES = (("KernelExecutor::compileFusion", "executor_utils::Nvrtc::CompileProgram"),
+                   ("compile_fx_inner", "triton.compile"),
+                   ("torch/_inductor compile", "nvrtcCompileProgram"))
+
+
+def _new_kernel(sim: _Sim) -> str:
+    """A kernel name this rank has not run yet (its first launch loads its module)."""
+    return f"triton_poi_fused_add_mul_{sim.rk.rank}_{sim.corr}"
+
+
+def _compile(sim: _Sim, until: int) -> None:
+    outer, inner = _COMPILE_RANGES[int(sim.rng.integers(len(_COMPILE_RANGES)))]
+    t = sim.h
+    sim.op(outer, t, until, is_op=False)
+    sim.op(inner, t + (until - t) // 10, until - (until - t) // 10, is_op=False)
+    sim.h = until
+
+
+def _capture(sim: _Sim, until: int) -> None:
+    """Begin capture, record launches (no kernel runs), many GetCaptureInfo, end, instantiate."""
+    _, sim.h = sim.api("cudaStreamBeginCapture", sim.h, sim.j(5_000))
+    inst = max(int((until - sim.h) * 0.15), 50_000)
+    while sim.h < until - inst:
+        ext = sim.op("aten::mm", sim.h, sim.h + 12_000)
+        sim.api("cudaLaunchKernel", sim.h + 4_000, sim.j(5_000), ext=ext)  # captured: nothing runs
+        sim.api("cudaStreamGetCaptureInfo_v2", sim.h + 10_000, sim.j(1_000))
+        sim.h += sim.j(sim.rng.uniform(20_000, 60_000))
+    _, sim.h = sim.api("cudaStreamEndCapture", sim.h, sim.j(3_000))
+    _, sim.h = sim.api("cudaGraphInstantiate", sim.h, max(until - sim.h, 10_000))
+
+
+def _module_run(sim: _Sim, until: int) -> None:
+    """cuLibraryLoadData calls with untraced host time between them (library initialization)."""
+    while True:
+        _, end = sim.api("cuLibraryLoadData", sim.h, sim.j(sim.rng.uniform(200_000, 900_000)))
+        sim.api("cuLibraryGetKernel", end + 10_000, sim.j(3_000))
+        after = end + sim.j(sim.rng.uniform(300_000, 1_500_000))
+        if after > until:
+            sim.h = end + 20_000
+            return
+        sim.h = after
+
+
+def plant_one_time_cost(sim: _Sim, gap: int, variant: str | None = None) -> None:
+    """One one-time-cost gap of about ``gap`` ns from the current drain (see module doc)."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    sim.pending = "one-time-cost"
+    kinds = ("compile", "capture", "module-load", "first-launch")
+    kind = variant or kinds[int(sim.rng.integers(len(kinds)))]
+    until = g + max(gap, 1_500_000) - 20_000
+    if kind == "compile":
+        _compile(sim, until)
+        sim.kernel(_new_kernel(sim), sim.j(80_000))
+    elif kind == "capture":
+        _capture(sim, until)
+        sim.kernel(_BIG["gemm"][0], sim.j(80_000))
+    elif kind == "module-load":
+        _module_run(sim, until)
+        sim.kernel(_new_kernel(sim), sim.j(80_000))
+    else:  # first launch: the module is loaded inside the launch call
+        sim.kernel(_new_kernel(sim), sim.j(80_000), launch_ns=max(until - sim.h, 1_300_000))
+
+
+def _item_sync(sim: _Sim) -> None:
+    """``.item()``: a tiny DtoH copy and a stream sync that returns at the drain."""
+    g = sim.free[COMPUTE]
+    ext = sim.op("aten::item", sim.h, g + 5_000)
+    sim.copy("DtoH", 2_000, COMPUTE, "Device", "cudaMemcpyAsync")
+    _, se = sim.api("cudaStreamSynchronize", sim.h, max(g + 4_000 - sim.h, 2_000), ext=ext)
+    sim.h = se + 1_000
+
+
+def _allocator_thrash(sim: _Sim, gap: int, growth: bool) -> None:
+    """Free and re-allocate while the GPU drains (cudaFree synchronizes); growth: cudaMalloc only."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    sim.pending = "one-time-cost" if growth else "sync-stall"
+    ext = sim.op("aten::empty", sim.h, g + gap)
+    if not growth:  # the first free blocks until the device drains
+        _, sim.h = sim.api("cudaFree", sim.h, g + sim.j(30_000) - sim.h, ext=ext)
+    while sim.h < g + gap - 60_000:
+        name = "cudaMalloc" if growth or sim.rng.random() < 0.5 else "cudaFree"
+        _, sim.h = sim.api(name, sim.h, sim.j(sim.rng.uniform(40_000, 120_000)), ext=ext)
+        sim.h += sim.j(3_000)
+    sim.busy(1)
+
+
+def _sync_host_work(sim: _Sim, gap: int) -> None:
+    """``.item()`` then long host work: quiet Python (unattributed) or op dispatch (launch-bound)."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    _item_sync(sim)
+    if sim.rng.random() < 0.5:
+        sim.pending = "unattributed"
+        sim.quiet("## log_metrics ##", g + max(gap, 900_000) - 14_000)
+        sim.busy(1)
+    else:  # the next op's dispatch (cuDNN planning, autograd bookkeeping) holds the host
+        sim.pending = "launch-bound"
+        sim.kernel(_SMALL[0], sim.j(4_000), pre=max(gap, 300_000) * 0.9, op="aten::conv2d")
+
+
+def _scenario(seed: int, jitter: float, steps: int, ranks: int, body: Callable[[_Sim, int, int], None],
+              spec: PlantSpec) -> Planted:
+    rng = np.random.default_rng(seed)
+    out, truth = [], []
+    for r in range(ranks):
+        sim = _Sim(r, np.random.default_rng(rng.integers(1 << 62)), jitter, True)
+        for n in range(steps):
+            start = sim.h
+            sim.busy(int(sim.rng.integers(6, 12)))
+            body(sim, n, int(sim.j(sim.rng.uniform(1_500_000, 3_000_000))))
+            sim.busy(int(sim.rng.integers(6, 12)))
+            sim.h += 2_000
+            sim.op(f"ProfilerStep#{n}", start, sim.h, is_op=False)
+        out.append(sim.rk)
+        t = np.array([(s, e) for s, e, _ in sim.truth], dtype=np.int64).reshape(-1, 2)
+        truth.append(pd.DataFrame({"rank": np.int32(r), "device": np.int32(sim.dev), "start_ns": t[:, 0],
+                                   "end_ns": t[:, 1], "class": [c for _, _, c in sim.truth]}))
+    return Planted(Scenario(ranks=out, world_size=ranks), pd.concat(truth, ignore_index=True), spec)
+
+
+def _capture_body(sim: _Sim, n: int, gap: int) -> None:
+    if n == 0:
+        plant_one_time_cost(sim, 3 * gap, "capture")
+    if n == 1:
+        plant_one_time_cost(sim, gap, "capture")
+
+
+def _compile_body(sim: _Sim, n: int, gap: int) -> None:
+    if n == 0:  # the caching allocator grows to its working set in the first step only
+        _allocator_thrash(sim, gap // 2, growth=True)
+    if n < 2:
+        for _ in range(2):
+            plant_one_time_cost(sim, gap, "compile")
+            sim.busy(3)
+
+
+def _lazy_body(sim: _Sim, n: int, gap: int) -> None:
+    if n == 0:
+        plant_one_time_cost(sim, 4 * gap, "module-load")
+    if n < 3:
+        plant_one_time_cost(sim, gap, "first-launch")
+        sim.busy(3)
+        sim.ahead()
+        _item_sync(sim)  # a first launch right after a sync is judged the same way
+        sim.pending = "one-time-cost"
+        sim.kernel(_new_kernel(sim), sim.j(80_000), launch_ns=max(gap, 1_300_000))
+
+
+def _thrash_body(sim: _Sim, n: int, gap: int) -> None:
+    _allocator_thrash(sim, gap // 2, growth=False)
+    sim.busy(4)
+    _allocator_thrash(sim, gap // 3, growth=False)
+
+
+def _host_work_body(sim: _Sim, n: int, gap: int) -> None:
+    _sync_host_work(sim, gap // 2)
+    sim.busy(4)
+    _sync_host_work(sim, gap // 3)
+
+
+SCENARIOS: dict[str, Callable[[_Sim, int, int], None]] = {
+    "capture": _capture_body, "compile": _compile_body, "lazy-load": _lazy_body,
+    "allocator-thrash": _thrash_body, "sync-host-work": _host_work_body,
+}
+
+
+def plant_scenario(name: str, seed: int = 0, jitter: float = 0.05, steps: int = 8, ranks: int = 2) -> Planted:
+    """One named scenario (``SCENARIOS``) as a Scenario and its ground truth."""
+    spec = PlantSpec(seed=seed, ranks=ranks, steps=steps, jitter=jitter,
+                     weights={c: 0.0 for c in CLASSES}, noise=True)
+    return _scenario(seed, jitter, steps, ranks, SCENARIOS[name], spec)
