@@ -153,3 +153,20 @@ def test_rank_pattern_option_groups_files_named_otherwise(tmp_path):
     assert g["rule"] == "filename" and g["ranks"] == [0, 1]
     assert [s["rank"] for s in g["report"]["stragglers"]] == [1]
     assert main(["analyze", *renamed, "--rank-pattern", r"gpu(\d+)"]) == 2
+
+
+def test_one_nsys_export_holding_every_rank(tmp_path):
+    """One export: its processes are the ranks, on one clock (offset 0 exactly, not estimated)."""
+    job = make_job(StragglerSpec(mechanism="sync", straggler=1, offsets_ns=(0,), seed=9))
+    (path,) = write_job(job, str(tmp_path), "nsys-one")
+    trace = load(path)
+    ids = identify(trace)
+    assert [(i.rank, i.rank_source, i.member) for i in ids] == [(r, "nsys-process", r) for r in range(4)]
+    rep = analyze([trace]).job.reports[0]
+    assert all(a.offset_ns == 0 for a in rep.alignment)
+    assert all(a.method.startswith("shared clock") for a in rep.alignment[1:])
+    (s,) = rep.stragglers
+    truth = job.truth["waited_on_ns"][1]
+    assert s["rank"] == 1 and s["cause"] == "sync-stall" and abs(s["waited_on_ns"] - truth) <= 0.05 * truth
+    direct = summarize(trace, ids[1])  # a worker may summarize a Trace it has not analysed
+    assert len(direct.collectives["end_ns"]) == 32 and direct.identity.rank == 1

@@ -24,6 +24,7 @@ the time the others waited for each rank (the analysis must recover these).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -180,11 +181,26 @@ def _host_sync(rk: Rank, o: int, t: int, delay: int, corr: list[int], ext: list[
     return t + delay
 
 
+def one_export(job: StragglerJob) -> Scenario:
+    """All ranks in one scenario, rank r on GPU r (one host: give the spec zero offsets)."""
+    ranks = []
+    for sc in job.scenarios:
+        rk = sc.ranks[0]
+        d = rk.rank
+        ranks.append(dataclasses.replace(
+            rk, devices=[d], kernels=[dataclasses.replace(k, device=d) for k in rk.kernels],
+            copies=[dataclasses.replace(c, device=d) for c in rk.copies]))
+    return Scenario(ranks=ranks, world_size=len(ranks), origin_epoch_ns=job.spec.origin_epoch_ns)
+
+
 def write_job(job: StragglerJob, directory: str, fmt: str = "kineto", stem: str = "job") -> list[str]:
-    """Write one file per rank (``<stem>.rank<N>.json`` or ``.sqlite``); return the paths."""
+    """Write one file per rank (``<stem>.rank<N>.json`` or ``.sqlite``), or with ``fmt="nsys-one"``
+    one nsys export holding every rank (``<stem>.sqlite``); return the paths."""
     from traceread.synth.kineto_writer import write_kineto
     from traceread.synth.nsys_writer import write_nsys
 
+    if fmt == "nsys-one":
+        return [write_nsys(one_export(job), os.path.join(directory, f"{stem}.sqlite"))]
     out = []
     for sc in job.scenarios:
         r = sc.ranks[0].rank
