@@ -111,7 +111,7 @@ def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndar
         if by_seq is not None:
             out[pg] = (ia[by_seq[0]], ib[by_seq[1]])
             continue
-        by_step = _pairs_by_step(a, b, ia, ib)
+        by_step = _pairs_by_step(a, b, ia, ib) if _numbered(ref) and _numbered(other) else None
         if by_step is not None:
             method = METHOD_STEP if method != METHOD_ORDER else method
             out[pg] = by_step
@@ -123,6 +123,13 @@ def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndar
         used_shift, pa, pb = best
         out[pg] = (pa, pb)
     return out, method, used_shift
+
+
+def _numbered(s: RankSummary) -> bool:
+    """Step numbers mean the same step on every rank only when they come from markers
+    (``ProfilerStep#N``, NVTX), not when steps were inferred or are the whole GPU span."""
+    src = s.step_source or ""
+    return not (src.startswith("inferred") or src in ("gpu-span", "unknown", ""))
 
 
 def _within(steps: np.ndarray) -> np.ndarray:

@@ -92,6 +92,11 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
             notes.append(f"rank {r} is claimed by {len(ss)} traces ({', '.join(x.identity.label for x in ss)}): "
                          "left out of the alignment, neither replaces the other")
     ranked = [ss[0] for r, ss in sorted(claims.items()) if len(ss) == 1]
+    # the reference clock: the lowest rank that recorded collectives (one without cannot be aligned to)
+    with_calls = [s for s in ranked if len(s.collectives["end_ns"])]
+    if with_calls and with_calls[0] is not ranked[0]:
+        ranked.remove(with_calls[0])
+        ranked.insert(0, with_calls[0])
     thresholds = {k: getattr(cfg, k) for k in ("straggler_min_wait_share", "straggler_min_excess",
                                                "straggler_min_uncertainty_factor")}
     gdict = group.to_dict() if group is not None else None
