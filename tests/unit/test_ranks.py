@@ -158,3 +158,15 @@ def test_nearest_end_matching_when_records_are_dropped():
     common = len(np.intersect1d(keep_a, keep_b))
     assert al[1].method.startswith("collective end times, matched by nearest end time")
     assert abs(al[1].offset_ns - 2_500_003) < 1_000 and al[1].matched == common
+
+
+def test_arrivals_are_exact_epoch_ns():
+    """Aligned times stay exact int64 ns (epoch ns do not fit a float64 exactly)."""
+    starts, ends = _irregular(12, 6)
+    starts = starts + 7  # odd ns
+    a = _summary(ident("/j/a.json", 0), starts, ends)
+    b = _summary(ident("/j/b.json", 1), starts + 1_000_003, ends + 1_000_000)
+    rep = analyze_job([a, b])
+    assert [c["arrival_ns"][0] for c in rep.collectives] == starts.tolist()
+    assert [c["arrival_ns"][1] for c in rep.collectives] == (starts + 3).tolist()
+    assert [c["wait_ns"][0] for c in rep.collectives] == (ends - starts).tolist()

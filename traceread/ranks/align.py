@@ -39,6 +39,7 @@ METHOD_SHARED = "shared clock (one nsys export)"
 METHOD_REFERENCE = "reference rank"
 METHOD_NONE = "not aligned: no collective matched with the reference rank"
 _MAX_SHIFT = 64
+_SHIFT_SAMPLE = 64  # pairs judged per candidate order shift
 _MIN_AGREE = 0.9  # share of paired collectives whose type (and size, where both know it) agree
 
 
@@ -169,28 +170,35 @@ def _pairs_by_step(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray) -> tuple[np
 
 def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: int,
                 both_epoch: bool) -> tuple[int, np.ndarray, np.ndarray] | None:
-    cands = []
-    lim = min(_MAX_SHIFT, max(len(ia), len(ib)) - 1)
-    for s in range(-lim, lim + 1):
-        lo, hi = max(0, -s), min(len(ia), len(ib) - s)
-        if hi - lo < max(1, min(len(ia), len(ib)) // 2):
-            continue
-        pa, pb = ia[lo:hi], ib[lo + s:hi + s]
-        same = _agree(a, b, pa, pb)
-        if same.mean() < _MIN_AGREE:
-            continue
-        pa, pb = pa[same], pb[same]
-        d = (b["end_ns"][pb] + eb) - (a["end_ns"][pa] + ea)
-        med = float(np.median(d))
-        spread = float(np.median(np.abs(d - med))) * 1.4826
-        cands.append((spread, abs(med), abs(s), s, pa, pb))
-    if not cands:
+    """Every candidate shift at once, each judged on an evenly spaced sample of its pairs
+    (``_SHIFT_SAMPLE``: the spread of end differences is a robust statistic); the chosen one is
+    then paired in full."""
+    na, nb = len(ia), len(ib)
+    lim = min(_MAX_SHIFT, max(na, nb) - 1)
+    shifts = np.arange(-lim, lim + 1)
+    lo, hi = np.maximum(0, -shifts), np.minimum(na, nb - shifts)
+    ok = (hi - lo) >= max(1, min(na, nb) // 2)
+    shifts, lo, hi = shifts[ok], lo[ok], hi[ok]
+    if len(shifts) == 0:
         return None
-    floor = min(c[0] for c in cands)
-    tol = max(2 * floor, 50_000.0)
-    close = [c for c in cands if c[0] <= tol]
-    pick = min(close, key=lambda c: (c[1], c[2]) if both_epoch else (c[2], c[0]))
-    return pick[3], pick[4], pick[5]
+    frac = np.linspace(0.0, 1.0, _SHIFT_SAMPLE)
+    k = lo[:, None] + np.floor((hi - lo - 1)[:, None] * frac[None, :]).astype(np.int64)
+    pa, pb = ia[k], ib[k + shifts[:, None]]
+    same = _agree(a, b, pa, pb)
+    good = same.mean(axis=1) >= _MIN_AGREE
+    if not good.any():
+        return None
+    d = np.where(same, (b["end_ns"][pb] + eb) - (a["end_ns"][pa] + ea), np.nan)[good].astype(np.float64)
+    med = np.nanmedian(d, axis=1)
+    spread = np.nanmedian(np.abs(d - med[:, None]), axis=1) * 1.4826
+    shifts, lo, hi = shifts[good], lo[good], hi[good]
+    close = spread <= max(2 * float(spread.min()), 50_000.0)
+    order = np.lexsort((np.abs(shifts), np.abs(med)) if both_epoch else (spread, np.abs(shifts)))
+    pick = order[close[order]][0]
+    s, lo, hi = int(shifts[pick]), int(lo[pick]), int(hi[pick])
+    pa, pb = ia[lo:hi], ib[lo + s:hi + s]
+    same = _agree(a, b, pa, pb)
+    return s, pa[same], pb[same]
 
 
 def _stats(ref: RankSummary, s: RankSummary, pairs: dict[str, tuple]) -> tuple[int, float, int]:

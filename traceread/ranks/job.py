@@ -125,19 +125,24 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
                      _steps(usable, off), verdict, gdict, tuple(notes), tuple(unavailable), thresholds)
 
 
-def _aligned(s: RankSummary, a: RankAlignment, t: np.ndarray) -> np.ndarray:
-    return t.astype(np.int64) + epoch_shift(s) - int(a.offset_ns or 0)
+def _aligned(s: RankSummary, a: RankAlignment, t: np.ndarray, base: int) -> np.ndarray:
+    """Aligned ns minus ``base`` (small enough for float64 to hold every ns exactly)."""
+    return t.astype(np.int64) + (epoch_shift(s) - int(a.offset_ns or 0) - base)
 
 
 def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], matches: dict) -> dict[str, Any]:
-    """Matrices (ranks x reference collectives) of aligned arrivals/ends and lead components."""
+    """Matrices (ranks x reference collectives) of aligned arrivals/ends and lead components.
+
+    Aligned times are held relative to ``base`` (the reference's first collective start) in float64
+    with NaN for "not matched": exact to the ns for spans under 104 days; absolute epoch ns would
+    lose up to 128 ns in a float64."""
     ref = usable[0]
     k = len(ref.collectives["end_ns"])
+    base = int(ref.collectives["start_ns"].min()) + epoch_shift(ref) if k else 0
     n = len(usable)
     arr = np.full((n, k), np.nan)
     end = np.full((n, k), np.nan)
     comp = {c: np.full((n, k), np.nan) for c in COMPONENTS}
-    rows: list[np.ndarray] = []
     for i, s in enumerate(usable):
         rank = int(s.identity.rank)
         if i == 0:
@@ -146,14 +151,13 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], matches
         else:
             pairs = matches.get(rank, {})
             if not pairs:
-                rows.append(np.zeros(0, dtype=np.int64))
                 continue
             cols = np.concatenate([p[0] for p in pairs.values()])
             own = np.concatenate([p[1] for p in pairs.values()])
         c = s.collectives
         a = off[rank]
-        arr[i, cols] = _aligned(s, a, c["start_ns"][own])
-        end[i, cols] = _aligned(s, a, c["end_ns"][own])
+        arr[i, cols] = _aligned(s, a, c["start_ns"][own], base)
+        end[i, cols] = _aligned(s, a, c["end_ns"][own], base)
         lead = (c["start_ns"][own] - c["lead_start_ns"][own]).astype(np.float64)
         comp["compute"][i, cols] = c["lead_busy_ns"][own]
         idle_sum = np.zeros(len(own))
@@ -161,7 +165,6 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], matches
             comp[cls][i, cols] = c[lead_col(cls)][own]
             idle_sum += c[lead_col(cls)][own]
         comp["short-gaps"][i, cols] = np.maximum(lead - c["lead_busy_ns"][own] - idle_sum, 0)
-        rows.append(own)
     present = ~np.isnan(arr)
     keep = present.sum(axis=0) >= 2
     arr, end = arr[:, keep], end[:, keep]
@@ -173,16 +176,28 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], matches
     rc = ref.collectives
     ref_rows = np.flatnonzero(keep)
     ranks = [int(s.identity.rank) for s in usable]
-    records = []
-    for j, row in enumerate(ref_rows):  # one small dict per matched collective (the report's table)
-        records.append({"pg": str(rc["pg"][row]), "seq": int(rc["seq"][row]), "index": int(j),
-                        "collective": str(rc["collective"][row]), "bytes": int(rc["bytes"][row]),
-                        "last_rank": ranks[int(last[j])],
-                        "arrival_ns": [None if not present[i, j] else int(arr[i, j]) for i in range(len(ranks))],
-                        "wait_ns": [None if not present[i, j] else int(end[i, j] - arr[i, j])
-                                    for i in range(len(ranks))]})
+    records = _records(rc, ref_rows, ranks, last, arr, end, present, base)
     return {"n": int(arr.shape[1]), "arr": arr, "end": end, "comp": comp, "present": present, "last": last,
-            "waits_for_last": waits_for_last, "ranks": ranks, "records": records}
+            "waits_for_last": waits_for_last, "ranks": ranks, "records": records, "base": base}
+
+
+def _records(rc: dict, rows: np.ndarray, ranks: list[int], last: np.ndarray, arr: np.ndarray, end: np.ndarray,
+             present: np.ndarray, base: int) -> list[dict[str, Any]]:
+    """One small dict per matched collective (the report's table), built column-wise."""
+    def cells(values: np.ndarray, add: int = 0) -> list[list[Any]]:
+        obj = (np.where(present, values, 0).astype(np.int64) + add).astype(object)  # int64 math: exact
+        obj[~present] = None
+        return obj.T.tolist()
+
+    arrivals, waits = cells(arr, base), cells(end - arr)
+    cols = {"pg": rc["pg"][rows].tolist(), "seq": rc["seq"][rows].tolist(),
+            "collective": rc["collective"][rows].tolist(), "bytes": rc["bytes"][rows].tolist(),
+            "last_rank": np.asarray(ranks, dtype=np.int64)[last].tolist()}
+    return [{"pg": str(p), "seq": q, "index": j, "collective": str(c), "bytes": b, "last_rank": lr,
+             "arrival_ns": av, "wait_ns": wv}
+            for j, (p, q, c, b, lr, av, wv) in enumerate(zip(cols["pg"], cols["seq"], cols["collective"],
+                                                               cols["bytes"], cols["last_rank"], arrivals, waits,
+                                                               strict=True))]
 
 
 def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any],
@@ -290,7 +305,7 @@ def _others_comm_bound(usable: list[RankSummary], off: dict[int, RankAlignment],
         us, ue = intervals.union(g["start_ns"][sel], g["end_ns"][sel])
         total += float((ue - us).sum())
         ok = m & present[j]
-        shift = int(off[int(s.identity.rank)].offset_ns or 0) - epoch_shift(s)
+        shift = int(off[int(s.identity.rank)].offset_ns or 0) - epoch_shift(s) + int(t["base"])
         qs = (arr[j, ok] + shift).astype(np.int64)
         qe = (arr[i, ok] + shift).astype(np.int64)
         qs, qe = intervals.union(qs, qe)
