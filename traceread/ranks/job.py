@@ -306,8 +306,8 @@ def _others_comm_bound(usable: list[RankSummary], off: dict[int, RankAlignment],
         total += float((ue - us).sum())
         ok = m & present[j]
         shift = int(off[int(s.identity.rank)].offset_ns or 0) - epoch_shift(s) + int(t["base"])
-        qs = (arr[j, ok] + shift).astype(np.int64)
-        qe = (arr[i, ok] + shift).astype(np.int64)
+        qs = arr[j, ok].astype(np.int64) + shift
+        qe = arr[i, ok].astype(np.int64) + shift
         qs, qe = intervals.union(qs, qe)
         inside += float(intervals.overlap_with_union(qs, qe, us, ue).sum())
     return inside, total
