@@ -21,11 +21,14 @@ import numpy as np
 import pandas as pd
 
 from traceread import _pipeline as pipe
+from traceread import schema
 from traceread._pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
 from traceread.config import Thresholds
 from traceread.trace import Trace
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"  # 1.1: no-gpu-activity; 1.2: epoch fields in traces[], the job object
+# dominant_cause of a report whose traces hold no GPU activity at all (schema 1.1).
+NO_GPU_ACTIVITY = "no-gpu-activity"
 CAUSES: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION"]
@@ -167,6 +170,10 @@ def analyze(
     collectives = pipe.concat([p.collectives for p in per], None)
 
     dominant, share, second, second_share = pipe.overall_dominant(attribution, per, cfg)
+    if attribution.empty and not any(_has_gpu_activity(t) for t in traces):
+        # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
+        # GPU cause can be named; the reason is in ``unavailable``.
+        dominant, share = NO_GPU_ACTIVITY, 0.0
     mfu, mfu_hint = pipe.run_mfu(job, list(traces), steps, cfg, unavailable)
     groups = pipe._guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
@@ -218,6 +225,10 @@ def _step_groups(steps: pd.DataFrame, groups: list[Any] | None, traces: Any) -> 
     of = group_of_units(groups, [t.meta.path for t in traces])
     keys = zip(steps["trace"].to_numpy().tolist(), steps["rank"].to_numpy().tolist(), strict=True)
     return np.array([of.get(k, -1) for k in keys], dtype=np.int64)
+
+
+def _has_gpu_activity(trace: Trace) -> bool:
+    return bool(trace.events["lane"].isin(schema.GPU_LANES).any())
 
 
 def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None,
