@@ -6,31 +6,41 @@ unreadable input).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 
 import click
 
 from traceread.errors import EXIT_USAGE, TracereadError
 
+# Subcommands, each in traceread.cli.<name>; a module not built yet is simply not offered.
+COMMANDS = ("analyze", "info", "gaps", "kernels")
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyGroup(click.Group):
+    """A group that imports a subcommand's module only when that subcommand runs (or ``--help``
+    lists it): ``traceread info`` then never imports the rules, metrics or renderers."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | {n for n in COMMANDS if _module(n) is not None})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None and cmd_name in COMMANDS and _module(cmd_name) is not None:
+            cmd = importlib.import_module(f"traceread.cli.{cmd_name}").command
+            self.add_command(cmd, cmd_name)
+        return cmd
+
+
+def _module(name: str) -> object | None:
+    return importlib.util.find_spec(f"traceread.cli.{name}")
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="traceread")
 def cli() -> None:
     """traceread: why is this GPU training run below its possible MFU?"""
-
-
-def _register() -> None:
-    for mod_name in ("analyze", "info", "gaps", "kernels"):
-        try:
-            mod = __import__(f"traceread.cli.{mod_name}", fromlist=["command"])
-        except ModuleNotFoundError as exc:  # subcommand not built yet
-            if exc.name != f"traceread.cli.{mod_name}":
-                raise
-            continue
-        cli.add_command(mod.command)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> int:
