@@ -1,4 +1,5 @@
-"""The nsys loader reads its big tables in row chunks: any chunk size gives the same trace.
+"""The nsys loader reads its big tables in row chunks (any chunk size gives the same trace) and the
+kernels' launch configuration on first use (the same table as an eager read).
 
 Each export is loaded once as one chunk per table (a chunk size above every table) and again with
 a tiny chunk size, serially and with parallel readers, and the two traces must be equal: every
@@ -7,6 +8,9 @@ column of the events frame (category order included), every side table, and the 
 
 from __future__ import annotations
 
+import os
+import pickle
+import shutil
 import subprocess
 import sys
 
@@ -14,7 +18,9 @@ import pandas as pd
 import pytest
 from conftest import REPO, needs_shared, shared_nsys
 
+from traceread.errors import TraceReadError
 from traceread.loaders import _nsys_read
+from traceread.loaders import nsys as N
 from traceread.loaders.nsys import load_nsys
 from traceread.synth._nsys_example import example_scenario
 from traceread.synth.nsys_writer import write_nsys
@@ -85,3 +91,29 @@ def test_chunks_cover_every_row_once(tmp_path, monkeypatch) -> None:
         assert ex.row_bound(table) >= len(want)
     finally:
         ex.conn.close()
+
+
+def test_kernel_launch_config_is_read_on_first_use(tmp_path) -> None:
+    path = write_nsys(example_scenario(n_ranks=2), tmp_path / "example.sqlite")
+    ex = _nsys_read.open_export(str(path))
+    try:
+        eager = N._load(ex, str(path), False, None, lazy_args=False)
+    finally:
+        ex.conn.close()
+    lazy = load_nsys(path)
+    assert list(lazy.side) == list(eager.side) == ["kernel_args", "copy_args"]
+    assert "kernel_args" in lazy.side and not lazy.side.is_read("kernel_args")
+    pd.testing.assert_frame_equal(lazy.side["kernel_args"], eager.side["kernel_args"], check_exact=True)
+    assert lazy.side.is_read("kernel_args")
+    # A pickled trace carries the table (read before pickling), not a way to read it.
+    again = load_nsys(path)
+    copy = pickle.loads(pickle.dumps(again))
+    pd.testing.assert_frame_equal(copy.side["kernel_args"], eager.side["kernel_args"], check_exact=True)
+    # An export changed after the load is not read as if it were the same one.
+    moved = tmp_path / "moved.sqlite"
+    shutil.copyfile(path, moved)
+    stale = load_nsys(moved)
+    st = os.stat(moved)
+    os.utime(moved, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(TraceReadError, match="changed since it was loaded"):
+        stale.side["kernel_args"]

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema as S
+from traceread.errors import TraceReadError
 from traceread.kernel_classes import is_communication
 from traceread.loaders._nsys_read import Export, decode, nvtx_table, split_global, unpack
 
@@ -128,24 +129,42 @@ _GPU_COLS = {"start": "start", "end": "end", "deviceId": "deviceId", "streamId":
              "correlationId": "correlationId", "globalPid": "globalPid"}
 
 
-def kernels(ex: Export) -> Table | None:
+def _kernel_arg_exprs(ex: Export, t: str) -> dict[str, str]:
+    f, pk = ex.first, ex.packed
+    return {"grid": pk(t, (f(t, "gridX"), 31), (f(t, "gridY"), 16), (f(t, "gridZ"), 16)),
+            "block": pk(t, (f(t, "blockX"), 11), (f(t, "blockY"), 11), (f(t, "blockZ"), 11)),
+            "regs_shm": pk(t, (f(t, "registersPerThread"), 16), (f(t, "staticSharedMemory"), 23),
+                           (f(t, "dynamicSharedMemory"), 23))}
+
+
+def _kernel_args(ex: Export, t: str, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Side-table columns of a chunk of kernel rows (all -1 where the export has no launch config)."""
+    if not ex.has(t, "gridX"):
+        return {k: np.full(len(c["grid"]), S.NO_ID) for k in S.SIDE_TABLES["kernel_args"] if k != "row"}
+    gx, gy, gz = unpack(c["grid"], 31, 16, 16)
+    bx, by, bz = unpack(c["block"], 11, 11, 11)
+    regs, ssm, dsm = unpack(c["regs_shm"], 16, 23, 23)
+    return {"grid_x": gx, "grid_y": gy, "grid_z": gz, "block_x": bx, "block_y": by, "block_z": bz,
+            "registers": regs, "shared_mem_bytes": ssm + dsm}
+
+
+def kernels(ex: Export, with_args: bool = True) -> Table | None:
+    """Kernel rows; their launch configuration (side table ``kernel_args``) too when ``with_args``
+    (else :func:`kernel_args` reads it later, on its own)."""
     t = K + "KERNEL"
     if not ex.has(t):
         return None
     f = ex.first
-    # Packed in SQL (8 values per row instead of 17); widths cover CUDA's limits.
+    # Packed in SQL (5 values per row instead of 9, 8 instead of 17 with the launch configuration);
+    # widths cover CUDA's limits.
     pk = ex.packed
     exprs = {
         "start": "start", "end": "end",
         "dev_stream": pk(t, ("streamId", 32), ("deviceId", 31)),
         "pid_corr": pk(t, ("correlationId", 32), ("(globalPid >> 24)", 24, True)),
         "names": pk(t, (f(t, "demangledName"), 31), (f(t, "shortName"), 31)),
-        "grid": pk(t, (f(t, "gridX"), 31), (f(t, "gridY"), 16), (f(t, "gridZ"), 16)),
-        "block": pk(t, (f(t, "blockX"), 11), (f(t, "blockY"), 11), (f(t, "blockZ"), 11)),
-        "regs_shm": pk(t, (f(t, "registersPerThread"), 16), (f(t, "staticSharedMemory"), 23),
-                       (f(t, "dynamicSharedMemory"), 23)),
+        **(_kernel_arg_exprs(ex, t) if with_args else {}),
     }
-    known = ex.has(t, "gridX")
     lanes = np.array([_code(S.LANES, S.LANE_GPU_COMPUTE), _code(S.LANES, S.LANE_GPU_COMM)], dtype=np.int8)
 
     def part(c: dict[str, np.ndarray]) -> Block:
@@ -157,20 +176,33 @@ def kernels(ex: Export) -> Table | None:
         key = np.where((ex.string_of(ud) != "")[dinv], demangled, short)
         uk, kinv = np.unique(key, return_inverse=True)
         comm = is_communication(ex.string_of(uk)) if len(uk) else np.zeros(0, dtype=bool)
-        if known:
-            gx, gy, gz = unpack(c["grid"], 31, 16, 16)
-            bx, by, bz = unpack(c["block"], 11, 11, 11)
-            regs, ssm, dsm = unpack(c["regs_shm"], 16, 23, 23)
-            args = {"grid_x": gx, "grid_y": gy, "grid_z": gz, "block_x": bx, "block_y": by, "block_z": bz,
-                    "registers": regs, "shared_mem_bytes": ssm + dsm}
-        else:
-            args = {k: np.full(len(key), S.NO_ID) for k in S.SIDE_TABLES["kernel_args"] if k != "row"}
         cols = {"start": c["start"], "end": c["end"], "deviceId": device, "streamId": stream, "correlationId": corr,
                 "globalPid": pid << 24}
+        side = {"kernel_args": _kernel_args(ex, t, c)} if with_args else {}
         return _gpu_block(ex, t, cols, _NO_NAMES, key, lanes[comm.astype(np.int8)][kinv],
-                          _code(S.CATEGORIES, S.CAT_KERNEL), {"kernel_args": args})
+                          _code(S.CATEGORIES, S.CAT_KERNEL), side)
 
     return Table(t, (part(c) for c in ex.chunks(t, exprs)), lambda keys: (ex.string_of(keys), np.arange(len(keys))))
+
+
+def kernel_args(ex: Export, rows: int) -> pd.DataFrame:
+    """The ``kernel_args`` side table of the kernel rows, read on its own: the kernels are the
+    frame's first ``rows`` rows, in table order (as :func:`kernels` reads them)."""
+    t = K + "KERNEL"
+    spec = S.SIDE_TABLES["kernel_args"]
+    out = {c: np.empty(rows, dtype=np.int64) for c in spec}
+    out["row"][:] = np.arange(rows, dtype=np.int64)
+    at = 0
+    for c in ex.chunks(t, _kernel_arg_exprs(ex, t)):
+        n = len(c["grid"])
+        if at + n > rows:
+            raise TraceReadError(ex.path, "kernel table has more rows than when it was loaded")
+        for name, v in _kernel_args(ex, t, c).items():
+            out[name][at:at + n] = v
+        at += n
+    if at != rows:
+        raise TraceReadError(ex.path, "kernel table has fewer rows than when it was loaded")
+    return pd.DataFrame(out, copy=False)
 
 
 _NO_NAMES = np.zeros(0, dtype=object)

@@ -39,7 +39,7 @@ from traceread.errors import TraceReadError
 from traceread.loaders import _nsys_blocks as B
 from traceread.loaders._nsys_frame import FrameWriter
 from traceread.loaders._nsys_read import Export, gpu_rows, nvtx_table, open_export
-from traceread.trace import DeviceInfo, RankInfo, Trace, TraceMeta
+from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -76,7 +76,8 @@ def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
             raise TraceReadError(path, f"'nsys export' failed ({why}); try: {hint}")
         ex = open_export(out)
         try:
-            return _load(ex, path, progress, step_range)
+            # The export is deleted with the folder: nothing can be read from it later.
+            return _load(ex, path, progress, step_range, lazy_args=False)
         finally:
             ex.conn.close()
 
@@ -87,7 +88,7 @@ def _say(progress: bool, msg: str) -> None:
         print(f"traceread: {msg}", file=sys.stderr, flush=True)
 
 
-def _load(ex: Export, path: str, progress: bool, step_range: str | None) -> Trace:
+def _load(ex: Export, path: str, progress: bool, step_range: str | None, lazy_args: bool = True) -> Trace:
     _say(progress, f"reading {path}")
     k_bound, rt_bound = ex.row_bound(B.K + "KERNEL"), ex.row_bound(B.K + "RUNTIME")
     bound = k_bound + rt_bound + sum(ex.row_bound(t) for t in (
@@ -95,8 +96,9 @@ def _load(ex: Export, path: str, progress: bool, step_range: str | None) -> Trac
         (ex.row_bound(nvtx_table(ex)) if ex.has("NVTX_EVENTS") else 0)
     out = FrameWriter(bound)
     # Frame order: kernels, runtime calls, syncs (named from their runtime call), copies, graphs,
-    # OS runtime, NVTX. Each table is read and copied in before the next one is read.
-    spans = [(B.K + "KERNEL", out.add(B.kernels(ex), k_bound))]
+    # OS runtime, NVTX. Each table is read and copied in before the next one is read. The kernels'
+    # launch configuration (side table kernel_args, 8 int64 per kernel) is read when first used.
+    spans = [(B.K + "KERNEL", out.add(B.kernels(ex, with_args=not lazy_args), k_bound))]
     rt = out.add(B.runtime(ex), rt_bound)
     spans.append((B.K + "RUNTIME", rt))
     spans.append((B.K + "SYNCHRONIZATION", out.add(B.whole(B.syncs(ex, out.runtime_rows(*rt))))))
@@ -110,8 +112,36 @@ def _load(ex: Export, path: str, progress: bool, step_range: str | None) -> Trac
     used = out.used_pairs()
     ranks, pid_rank = _ranks(out.pids, used)
     events, side = out.finish(path, pid_rank)
+    n_kernels = spans[0][1][1]
+    pending = {"kernel_args": _KernelArgs(ex.path, n_kernels)} if lazy_args and n_kernels else {}
     meta = _meta(ex, path, events, ranks, used, step_range)
-    return Trace(events=events, meta=meta, side=side)
+    # kernel_args keeps its place (first: the kernels are the first rows) while it is pending.
+    return Trace(events=events, meta=meta, side=SideTables({**{k: None for k in pending}, **side}, pending))
+
+
+class _KernelArgs:
+    """Reads the kernel_args side table from the export when first asked for (picklable)."""
+
+    def __init__(self, path: str, rows: int) -> None:
+        self.path, self.rows, self.stamp = path, rows, _stamp(path)
+
+    def __call__(self) -> pd.DataFrame:
+        if _stamp(self.path) != self.stamp:
+            raise TraceReadError(self.path, "changed since it was loaded; load it again to read kernel launch "
+                                            "configurations")
+        ex = open_export(self.path)
+        try:
+            return B.kernel_args(ex, self.rows)
+        finally:
+            ex.conn.close()
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def _ranks(pids: set[int], used: set[tuple[int, int]]) -> tuple[list[RankInfo], dict[int, int]]:
