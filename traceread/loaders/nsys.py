@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -132,6 +133,11 @@ class _KernelArgs:
         ex = open_export(self.path)
         try:
             return B.kernel_args(ex, self.rows)
+        except (ValueError, TypeError, OverflowError) as exc:
+            # SQLite columns are dynamically typed: text where the export has integers.
+            raise TraceReadError(self.path, f"the kernel table holds values of the wrong type ({exc})") from None
+        except sqlite3.Error as exc:
+            raise TraceReadError(self.path, f"not a readable Nsight Systems export ({exc})") from None
         finally:
             ex.conn.close()
 
