@@ -72,6 +72,9 @@ def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
     out = PerTrace()
     label = trace.meta.path.rsplit("/", 1)[-1]
     notes.extend(f"{label}: {w}" for w in trace.meta.warnings)  # the loader's caveats (truncation, epoch)
+    from traceread.sanity import sanity_notes
+
+    notes.extend(f"{label}: {n}" for n in sanity_notes(trace, cfg))
     try:
         from traceread.steps import find_steps
     except ImportError:

@@ -20,11 +20,14 @@ import numpy as np
 import pandas as pd
 
 from traceread import _pipeline as pipe
+from traceread import schema
 from traceread._pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
 from traceread.config import Thresholds
 from traceread.trace import Trace
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
+# dominant_cause of a report whose traces hold no GPU activity at all (schema 1.1).
+NO_GPU_ACTIVITY = "no-gpu-activity"
 CAUSES: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION"]
@@ -152,6 +155,10 @@ def analyze(
     collectives = pipe.concat([p.collectives for p in per], None)
 
     dominant, share, second, second_share = pipe.overall_dominant(attribution, per, cfg)
+    if attribution.empty and not any(_has_gpu_activity(t) for t in traces):
+        # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
+        # GPU cause can be named; the reason is in ``unavailable``.
+        dominant, share = NO_GPU_ACTIVITY, 0.0
     mfu, mfu_hint = pipe.run_mfu(job, list(traces), steps, cfg, unavailable)
     removal = _removal(steps, dominant, mfu)
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
@@ -164,6 +171,10 @@ def analyze(
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
     )
+
+
+def _has_gpu_activity(trace: Trace) -> bool:
+    return bool(trace.events["lane"].isin(schema.GPU_LANES).any())
 
 
 def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -9,6 +9,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import IO
 
+from traceread.errors import OutputError
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -26,13 +28,22 @@ def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
             yield sys.stdout
         return
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".traceread-", suffix=".tmp", dir=directory)
+    if os.path.isdir(path):
+        raise OutputError(path, "it is a folder; give a file name")
+    if not os.path.isdir(directory):
+        raise OutputError(path, f"folder {directory} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".traceread-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise OutputError(path, exc.strerror or str(exc)) from None
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
             yield fh
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+            raise OutputError(path, exc.strerror or str(exc)) from exc
         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_GATE = 1  # analysed, and a --fail-on gate tripped
 EXIT_USAGE = 2  # usage error, or an input that could not be read
+EXIT_INTERNAL = 3  # a bug in traceread: an unexpected exception (traceback only under --debug)
 
 
 class TracereadError(Exception):
@@ -28,3 +29,11 @@ class UsageError(TracereadError):
 
 class MissingInputError(TracereadError):
     """An analysis needs an input the trace does not carry (for example the GPU count for MFU)."""
+
+
+class OutputError(TracereadError):
+    """An output file could not be written (missing folder, no permission, disk full)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: cannot write: {problem}")
+        self.path = path

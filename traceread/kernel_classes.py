@@ -23,6 +23,7 @@ Classes and why they sit where they do:
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -133,10 +134,17 @@ def register_pattern(cls: str, regex: str) -> None:
     if cls not in KERNEL_CLASSES:
         raise ValueError(f"unknown kernel class {cls!r}; choose one of {', '.join(KERNEL_CLASSES)}")
     _USER_PATTERNS.append((cls, re.compile(regex, _I)))
+    classify_name.cache_clear()
 
 
 def clear_user_patterns() -> None:
     _USER_PATTERNS.clear()
+    classify_name.cache_clear()
+
+
+# A kernel's class shows in its first few KB (real names, templates included, stay well under
+# this); a hostile multi-MB name is classified on this prefix instead of every regex scanning it.
+NAME_CLASSIFY_CHARS = 16_384
 
 
 def register_patterns_from_config(table: dict, source: str = "config") -> int:
@@ -162,8 +170,10 @@ def register_patterns_from_config(table: dict, source: str = "config") -> int:
     return added
 
 
+@functools.lru_cache(maxsize=65_536)
 def classify_name(name: str) -> str:
-    """The class of one kernel name."""
+    """The class of one kernel name (cached: the same few names recur in every table)."""
+    name = name[:NAME_CLASSIFY_CHARS]
     for cls, pat in (*_USER_PATTERNS, *_BUILTIN_PATTERNS):
         if pat.search(name):
             return cls
@@ -197,6 +207,7 @@ def is_communication(names: pd.Series | np.ndarray) -> np.ndarray:
 def _is_communication_name(name: str) -> bool:
     # a communication pattern must match at all before the full ordered classification is
     # worth running (most names match none of them: one search instead of every pattern)
+    name = name[:NAME_CLASSIFY_CHARS]
     if not any(pat.search(name) for cls, pat in (*_USER_PATTERNS, *_BUILTIN_PATTERNS) if cls == CLS_COMMUNICATION):
         return False
     return classify_name(name) == CLS_COMMUNICATION
@@ -215,7 +226,7 @@ _COLL_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 def collective_type_name(name: str) -> str:
     """Collective subtype of one communication kernel name (all-reduce, send-recv, ...)."""
-    head = name.split("(", 1)[0]
+    head = name[:NAME_CLASSIFY_CHARS].split("(", 1)[0]
     for typ, pat in _COLL_PATTERNS:
         if pat.search(head):
             return typ

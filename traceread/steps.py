@@ -206,6 +206,10 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
     """
     v = event_view(trace)
     host, source, notes = _host_steps(trace, v, step_range)
+    unended = (host["cpu_end_ns"] <= host["cpu_start_ns"]).to_numpy()
+    if unended.any():  # a step marker with no end or no duration: the run crashed or the file was cut mid-step
+        notes.append(f"{int(unended.sum())} step marker(s) without a duration (no end recorded) are left out.")
+        host = host[~unended]
     pairs = rank_devices(v)
     parts = [_extend(v, host, r, d) for r, d in pairs if (host["rank"] == r).any()]
     unmarked = sorted({r for r, _ in pairs if not (host["rank"] == r).any()})

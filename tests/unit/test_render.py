@@ -18,7 +18,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PfTrace
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
 from traceread import schema
-from traceread.analysis import GAP_CLASSES, PARTS, Analysis, TraceSummary, _removal, part_col
+from traceread.analysis import GAP_CLASSES, PARTS, SCHEMA_VERSION, Analysis, TraceSummary, _removal, part_col
 from traceread.config import Thresholds
 from traceread.render import jsonout, markdown, perfetto, plot, timeline
 from traceread.trace import DeviceInfo, RankInfo, Trace, TraceMeta
@@ -193,7 +193,7 @@ def test_no_private_paths_anywhere(analysis: Analysis, tmp_path) -> None:
 def test_json_validates_and_keeps_full_names(analysis: Analysis) -> None:
     doc = orjson.loads(jsonout.dumps(analysis))
     jsonschema.validate(doc, jsonout.schema())
-    assert doc["schema_version"] == "1.0"
+    assert doc["schema_version"] == SCHEMA_VERSION
     assert doc["kernels"][1]["name"] == NASTY
     assert [s["idle_by_class"]["comm-bound"] for s in doc["steps"]] == [3 * MS] * 3
     assert doc["gaps"][0]["offset_ms"] == pytest.approx(4.0)

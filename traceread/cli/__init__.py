@@ -1,19 +1,23 @@
 """Command-line interface: a thin click group; each subcommand lives in its own module.
 
 ``main(argv) -> int`` turns errors into exit codes in one place (0 ok, 1 gate tripped, 2 usage or
-unreadable input).
+unreadable input, 3 an internal error: a bug, shown as one line, with the traceback under ``--debug``).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
+import traceback
 
 import click
 
-from traceread.errors import EXIT_USAGE, TracereadError
+from traceread.errors import EXIT_INTERNAL, EXIT_USAGE, TracereadError
 
+# Set by the group's --debug flag (or TRACEREAD_DEBUG=1); read by main() when an unexpected error lands.
+_debug = {"on": False}
 # Subcommands, each in traceread.cli.<name>; a module not built yet is simply not offered.
 COMMANDS = ("analyze", "info", "gaps", "kernels")
 
@@ -39,12 +43,25 @@ def _module(name: str) -> object | None:
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="traceread")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help="On an internal error, print the full traceback.")
+@click.option("--max-json-size", metavar="SIZE", default=None,
+              help="Largest uncompressed JSON a gzip trace may inflate to (default 64G; env TRACEREAD_MAX_JSON_SIZE).")
+@click.option("--max-gzip-ratio", type=float, default=None,
+              help="Largest inflate ratio of a gzip trace (default 250; env TRACEREAD_MAX_GZIP_RATIO).")
+@click.option("--max-memory", metavar="SIZE", default=None,
+              help="Cap this process's memory: a trace too large fails with a message, not an OOM kill "
+                   "(env TRACEREAD_MAX_MEMORY).")
+def cli(debug: bool, max_json_size: str | None, max_gzip_ratio: float | None, max_memory: str | None) -> None:
     """traceread: why is this GPU training run below its possible MFU?"""
+    _debug["on"] = debug or _debug["on"]
+    from traceread.limits import configure
+
+    configure(max_json_size, max_gzip_ratio, max_memory)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
+    _debug["on"] = os.environ.get("TRACEREAD_DEBUG", "") not in ("", "0")
     try:
         rv = cli.main(args=argv, prog_name="traceread", standalone_mode=False)
     except TracereadError as exc:
@@ -58,6 +75,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE if exc.exit_code not in (0, 1) else exc.exit_code
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        click.echo("traceread: error: out of memory: the input needs more memory than this process may use "
+                   "(--max-memory, or a machine with more memory)", err=True)
+        return EXIT_USAGE
+    except Exception as exc:  # a bug: one line and its own exit code, so CI can tell it from a finding
+        if _debug["on"]:
+            traceback.print_exc()
+        where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
+        click.echo(f"traceread: internal error: {type(exc).__name__}: {exc}{at} "
+                   "(a bug in traceread; rerun with --debug for the traceback)", err=True)
+        return EXIT_INTERNAL
     return int(rv or 0)
 
 

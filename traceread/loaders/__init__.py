@@ -7,6 +7,7 @@ Every loader returns a :class:`traceread.trace.Trace` whose events frame passes
 from __future__ import annotations
 
 import os
+import sqlite3
 
 from traceread.errors import TraceReadError
 from traceread.trace import Trace
@@ -45,10 +46,26 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
     """
     path = os.fspath(path)
     kind = sniff(path)
-    if kind == "kineto":
-        from traceread.loaders.kineto import load_kineto
+    try:
+        if kind == "kineto":
+            from traceread.loaders.kineto import load_kineto
 
-        return load_kineto(path, progress=progress)
-    from traceread.loaders.nsys import load_nsys
+            return load_kineto(path, progress=progress)
+        from traceread.loaders.nsys import load_nsys
 
-    return load_nsys(path, progress=progress, step_range=step_range)
+        try:
+            return load_nsys(path, progress=progress, step_range=step_range)
+        except (ValueError, TypeError, OverflowError) as exc:
+            # SQLite columns are dynamically typed: text or blobs where the export has integers
+            # (a damaged or hand-edited file) fail the integer columns here.
+            raise TraceReadError(path, f"a table holds values of the wrong type ({exc})") from None
+    except MemoryError:
+        raise TraceReadError(path, "needs more memory than this process may use (see --max-memory)") from None
+    except RecursionError:
+        # msgspec bounds nesting by the interpreter's recursion limit: a hostile or broken file
+        # with thousands of nested lists in an event's args is refused, not a traceback.
+        raise TraceReadError(path, "values nested too deeply inside an event (a hostile or corrupt trace)") from None
+    except sqlite3.Error as exc:
+        # Whatever the SQLite engine refuses (a malformed file, a table or column the export
+        # lacks) is a problem of this input, reported on one line.
+        raise TraceReadError(path, f"not a readable Nsight Systems export ({exc})") from None

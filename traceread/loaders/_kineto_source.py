@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from traceread.errors import TraceReadError
+from traceread.limits import check_inflated
 
 try:  # isal's inflate is about twice as fast as zlib's; same API
     from isal import isal_zlib as _zlib
@@ -44,6 +45,7 @@ class Source:
         self.offset = 0  # uncompressed bytes handed out so far
         self.gzip_cut = False  # compressed stream ended before its end marker
         self.consumed = 0  # compressed bytes inflated so far (progress)
+        self.inflated = 0  # uncompressed bytes produced so far (the gzip-bomb limits)
         self._blocks: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         self._inflated: Iterator[bytes] | None = None
@@ -148,6 +150,8 @@ class Source:
             except _zlib.error as exc:
                 raise TraceReadError(self.path, f"bad gzip data ({exc})") from None
             if data:
+                self.inflated += len(data)
+                check_inflated(self.path, self.inflated, self.consumed)
                 yield data
             if inflater.eof:
                 rest = inflater.unused_data + self.fh.read(2)

@@ -173,6 +173,8 @@ def _owned_ops(trace: Trace) -> pd.DataFrame:
                                          hh["end_ns"].to_numpy())
         hrow[idx[j >= 0]] = hh["hrow"].to_numpy()[j[j >= 0]]
     own = own.assign(hrow=hrow)[hrow >= 0]
+    if own.empty:  # shaped matmul ops exist, but no kernel is owned by one (e.g. ids that match no op)
+        return pd.DataFrame({"row": pd.Series(dtype=np.int64), "kernel_ns": pd.Series(dtype=np.int64)})
     per = own.groupby("hrow")["dur"].sum()
     got = h[h["hrow"].isin(per.index)].sort_values(["rank", "tid", "start_ns", "end_ns"],
                                                      ascending=[True, True, True, False], kind="stable")

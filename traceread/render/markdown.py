@@ -80,6 +80,9 @@ def _header(a: Analysis) -> str:
 
 
 def _verdict(a: Analysis) -> str:
+    if a.dominant_cause == "no-gpu-activity":
+        return ("## Verdict\n\nNo GPU activity in the trace (no kernels, copies or memsets): nothing to "
+                "diagnose on a GPU. Was the capture CPU-only (`ProfilerActivity.CUDA` not enabled)?")
     if a.steps.empty:
         return "## Verdict\n\nNo steps could be analysed; see the method notes."
     text = advice.verdict(a.dominant_cause, a.dominant_cost_share)

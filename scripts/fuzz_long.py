@@ -1,0 +1,94 @@
+"""Fuzz traceread for a chosen time: the test suite's mutations of real and generated traces, at random.
+
+    python scripts/fuzz_long.py --minutes 30 --failures fuzz-failures/ [--seed N]
+
+Each input runs through ``analyze``, ``gaps``, ``kernels`` or ``info`` in a watched worker process
+(60 s hang watchdog). An input that gives anything but a result or a one-line exit-2 error naming the
+file is copied into ``--failures`` with a ``.txt`` beside it saying what was done and what happened.
+Needs the test extras (``pip install -e '.[test]'``); reads ../shared/traces when present.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "fuzz")]
+
+from fuzz_harness import Worker, check_case  # noqa: E402
+from fuzz_mutations import (  # noqa: E402
+    COMMANDS,
+    JSON_MUTATIONS,
+    SQLITE_MUTATIONS,
+    json_bases,
+    mutate_json,
+    mutate_sqlite,
+    nsys_bases,
+    write_json_case,
+)
+
+
+@click.command()
+@click.option("--minutes", type=float, default=10.0, show_default=True, help="How long to fuzz.")
+@click.option("--failures", "failures_dir", default="fuzz-failures", show_default=True,
+              help="Folder for failing inputs and their descriptions.")
+@click.option("--seed", type=int, default=None, help="Seed of the run (default: from the clock).")
+def main(minutes: float, failures_dir: str, seed: int | None) -> None:
+    seed = int(time.time()) if seed is None else seed
+    rnd = random.Random(seed)
+    tty = sys.stderr.isatty()
+    with tempfile.TemporaryDirectory(prefix="traceread-fuzz-") as tmp_s:
+        tmp = Path(tmp_s)
+        jb, nb = json_bases(tmp), nsys_bases(tmp)
+        worker = Worker()
+        deadline = time.monotonic() + minutes * 60
+        start, runs, bad = time.monotonic(), 0, 0
+        try:
+            while time.monotonic() < deadline:
+                case = tmp / f"case{runs}"
+                case.mkdir()
+                command = rnd.choice(COMMANDS)
+                if rnd.random() < 0.6:
+                    base = rnd.choice(sorted(jb))
+                    kind = rnd.choice(JSON_MUTATIONS)
+                    data, how = mutate_json(rnd, jb[base], kind)
+                    path = write_json_case(case, base, data, gz=rnd.random() < 0.5)
+                else:
+                    base = rnd.choice(sorted(nb))
+                    kind = rnd.choice(SQLITE_MUTATIONS)
+                    path = case / f"{base.split('.')[0]}.sqlite"
+                    shutil.copyfile(nb[base], path)
+                    how = mutate_sqlite(rnd, path, kind)
+                why = check_case(worker, str(path), command, str(case))
+                runs += 1
+                if why:
+                    bad += 1
+                    os.makedirs(failures_dir, exist_ok=True)
+                    keep = Path(failures_dir) / f"{seed}-{runs:06d}-{path.name}"
+                    shutil.copyfile(path, keep)
+                    keep.with_name(keep.name + ".txt").write_text(f"base: {base}\nmutation: {how}\n{why}\n")
+                shutil.rmtree(case, ignore_errors=True)
+                if tty:
+                    el = time.monotonic() - start
+                    print(f"\r{runs} inputs, {bad} failing, {el:.0f} s of {minutes * 60:.0f} s", end="",
+                          file=sys.stderr, flush=True)
+        finally:
+            worker.close()
+    if tty:
+        print(file=sys.stderr)
+    el = time.monotonic() - start
+    print(f"fuzz_long: seed {seed}: {runs} inputs in {el:.0f} s, {runs - bad} clean, {bad} failing"
+          + (f" (written to {failures_dir}/)" if bad else ""))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Shared pieces of the fuzz suite: the watchdog worker, base inputs, and what an acceptable result is.
+
+An acceptable result of ``traceread <cmd> FILE`` on any input, however broken: exit 0 (a result) or
+exit 2 with one line on standard error that names the file. Anything else (an internal error, a
+traceback, a crash of the process, no answer within the watchdog) is a finding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import selectors
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WATCHDOG_S = 60.0  # a hang watchdog, not a timing threshold: a healthy tiny input takes well under 1 s
+
+
+@dataclass
+class Outcome:
+    rc: int | None  # None: the worker hung or died
+    err: str
+    why: str = ""
+
+
+class Worker:
+    """One ``fuzz_worker.py`` process, replaced after a hang or a crash."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        return subprocess.Popen([sys.executable, str(HERE / "fuzz_worker.py")], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+
+    def run(self, argv: list[str]) -> Outcome:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps({"argv": argv}) + "\n")
+        self.proc.stdin.flush()
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        ready = sel.select(WATCHDOG_S)
+        sel.close()
+        if not ready:
+            self.close()
+            return Outcome(None, "", f"no answer within {WATCHDOG_S:.0f} s (hang)")
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait()
+            self.proc = None
+            return Outcome(None, "", f"worker died (exit {code})")
+        rep = json.loads(line)
+        return Outcome(rep["rc"], rep["err"])
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+def problem(outcome: Outcome, path: str) -> str | None:
+    """Why ``outcome`` is not acceptable for input ``path``, or None when it is."""
+    if outcome.rc is None:
+        return outcome.why
+    if outcome.rc == 0:
+        return None
+    err = outcome.err.strip()
+    if outcome.rc != 2:
+        return f"exit {outcome.rc}: {err[-600:]}"
+    if "Traceback" in err or err.count("\n") > 0:
+        return f"exit 2 but not one line: {err[-600:]}"
+    if os.path.basename(path) not in err:
+        return f"exit 2 but the message does not name the file: {err}"
+    return None
+
+
+def check_case(worker: Worker, path: str, command: str, out_dir: str) -> str | None:
+    """Run ``traceread COMMAND PATH`` (JSON into ``out_dir``); the problem found, or None when acceptable."""
+    with open(path, "rb") as fh:
+        before = hashlib.sha256(fh.read()).hexdigest()
+    argv = [command, path, "--json", os.path.join(out_dir, "out.json")]
+    why = problem(worker.run(argv), path)
+    with open(path, "rb") as fh:
+        if hashlib.sha256(fh.read()).hexdigest() != before:
+            why = (why + "; " if why else "") + "the input file was modified"
+    return f"traceread {' '.join(argv)}: {why}" if why else None

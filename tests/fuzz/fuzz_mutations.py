@@ -1,0 +1,243 @@
+"""Mutations of Kineto JSON text and nsys SQLite exports.
+
+Each ``mutate_*`` takes a seeded ``random.Random`` and a mutation kind (hypothesis draws both in the
+test suite; ``scripts/fuzz_long.py`` picks them at random) and returns a description of what it
+did, so a failing input says which mutation broke which base input.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import sqlite3
+from pathlib import Path
+
+from conftest import FIXTURES, SHARED_TRACES
+
+COMMANDS = ["analyze", "gaps", "kernels", "info"]
+
+# Small real traces (each well under 1 MB of JSON), from the clone's fixtures and ../shared when present.
+_SHARED_JSON = ["hta_simple_add_tiny_a100.json.gz", "hta_compare_base.json.gz", "hta_event_sync_a100.json.gz",
+                "hta_legacy_categories_rank1.json.gz", "tracelens_compile_triton_mi300x.json.gz",
+                "hta_cpu_only_rank34.pt.trace.json.gz", "hta_triton_a100.json.gz"]
+_FIXTURE_JSON = ["hta_uint64_arg.pt.trace.json.gz", "hta_alexnet_a100.json.gz"]
+_SHARED_NSYS = ["nsysai_tiny_rtx3080_2026.sqlite"]
+
+_WEIRD_VALUES = ['"text"', "[]", "{}", "null", "true", "-1", "0", "1e308", "-1e308", "NaN", "Infinity",
+                 "-Infinity", "1180591620717411303424", "-9223372036854775809", "18446744073709551616",
+                 "1.5", "0.000001", '"12"', '"\\u0000"', '"\\ud800"', "[[[[[[[[1]]]]]]]]"]
+_FIELDS = ["ts", "dur", "pid", "tid", "name", "cat", "ph", "args", "id"]
+_ARG_FIELDS = ["device", "stream", "correlation", "External id", "Input Dims", "grid", "block", "bytes",
+               "Collective name", "In msg nelems"]
+
+
+def _read_json_text(path: Path) -> str:
+    raw = path.read_bytes()
+    return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
+
+
+def json_bases(tmp: Path) -> dict[str, str]:
+    out = {p: _read_json_text(FIXTURES / p) for p in _FIXTURE_JSON}
+    for p in _SHARED_JSON:
+        if (SHARED_TRACES / "kineto" / p).exists():
+            out[p] = _read_json_text(SHARED_TRACES / "kineto" / p)
+    from traceread.synth.kineto_writer import write_kineto
+    from traceread.synth.planted import PlantSpec, plant
+
+    planted = plant(PlantSpec(seed=3, ranks=1, steps=3))
+    for gen in ("2024", "int-us"):
+        [path] = write_kineto(planted.scenario, str(tmp / f"planted-{gen}.pt.trace.json"), generation=gen)
+        out[f"planted-{gen}"] = Path(path).read_text()
+    return out
+
+
+def nsys_bases(tmp: Path) -> dict[str, Path]:
+    from traceread.synth.nsys_writer import write_nsys
+    from traceread.synth.planted import PlantSpec, plant
+
+    planted = plant(PlantSpec(seed=4, ranks=1, steps=3))
+    out = {f"planted-{s}": Path(write_nsys(planted.scenario, tmp / f"planted-{s}.sqlite", schema=s))
+           for s in ("2026", "2022")}
+    for p in _SHARED_NSYS:
+        if (SHARED_TRACES / "nsys" / p).exists():
+            out[p] = SHARED_TRACES / "nsys" / p
+    return out
+
+
+def write_json_case(d: Path, base: str, data: bytes, gz: bool) -> Path:
+    stem = base.split(".")[0]
+    path = d / (f"{stem}.json.gz" if gz else f"{stem}.json")
+    path.write_bytes(gzip.compress(data, mtime=0) if gz else data)
+    return path
+
+
+def _events(text: str) -> tuple[dict | list, list]:
+    doc = json.loads(text)
+    evs = doc if isinstance(doc, list) else doc.setdefault("traceEvents", [])
+    return doc, evs
+
+
+JSON_MUTATIONS = ("flip", "truncate", "dup-delete", "wrong-type", "arg-type", "deep", "huge-string", "bad-utf8",
+                  "shuffle", "splice")
+SQLITE_MUTATIONS = ("drop-table", "drop-column", "nulls", "wrong-type", "dangling-ids", "reorder",
+                    "negative-duration", "corrupt-bytes", "truncate-file", "duplicate-rows")
+
+
+def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
+    """Mutation ``kind`` (one of JSON_MUTATIONS) of ``text``; returns the mutated bytes and what was done."""
+    raw = text.encode("utf-8")
+    if kind == "flip":
+        b = bytearray(raw)
+        n = rnd.randint(1, 8)
+        for _ in range(n):
+            i = rnd.randrange(len(b))
+            b[i] = rnd.choice(b'{}[]",:0123456789-.eE \n\\\x00\xff') if rnd.random() < 0.7 else rnd.randrange(256)
+        return bytes(b), f"{n} byte flips"
+    if kind == "truncate":
+        marks = [i for i, c in enumerate(raw) if c in b'{}[],:"0123456789']
+        at = marks[rnd.randrange(len(marks))] + rnd.choice([0, 1]) if marks else rnd.randrange(len(raw))
+        return raw[:at], f"truncated at byte {at} of {len(raw)} (after {raw[max(0, at - 12):at]!r})"
+    if kind == "splice":  # a chunk of the file repeated somewhere else (half-copied / concatenated files)
+        a, b = sorted(rnd.randrange(len(raw)) for _ in range(2))
+        at = rnd.randrange(len(raw))
+        return raw[:at] + raw[a:b] + raw[at:], f"spliced bytes {a}:{b} at {at}"
+    doc, evs = _events(text)
+    if not evs:
+        return raw + b"garbage", "trailing garbage"
+    if kind == "dup-delete":
+        for _ in range(rnd.randint(1, 20)):
+            i = rnd.randrange(len(evs))
+            if rnd.random() < 0.5:
+                evs.insert(rnd.randrange(len(evs) + 1), evs[i])
+            elif len(evs) > 1:
+                del evs[i]
+        return json.dumps(doc).encode(), "events duplicated and deleted"
+    if kind == "shuffle":
+        rnd.shuffle(evs)
+        return json.dumps(doc).encode(), "events shuffled (time going backwards in the file)"
+    if kind in ("wrong-type", "arg-type"):
+        marker = "\u2603MUT\u2603"
+        done = []
+        for _ in range(rnd.randint(1, 5)):
+            ev = evs[rnd.randrange(len(evs))]
+            if not isinstance(ev, dict):
+                continue
+            value = rnd.choice(_WEIRD_VALUES)
+            if kind == "arg-type":
+                args = ev.get("args")
+                if not isinstance(args, dict):
+                    ev["args"] = args = {}
+                key = rnd.choice(_ARG_FIELDS)
+                args[key] = marker + value
+            else:
+                key = rnd.choice(_FIELDS)
+                ev[key] = marker + value
+            done.append(f"{key}={value}")
+        out = json.dumps(doc)
+        # Put the raw tokens (NaN, huge ints, nested lists) in place of the quoted placeholders.
+        for value in _WEIRD_VALUES:
+            out = out.replace(json.dumps(marker + value), value)
+        return out.encode(), "fields set to " + ", ".join(done)
+    if kind == "deep":
+        depth = rnd.choice([64, 1_000, 20_000])
+        ev = evs[rnd.randrange(len(evs))]
+        marker = "\u2603DEEP\u2603"
+        if isinstance(ev, dict):
+            ev.setdefault("args", {})
+            if isinstance(ev["args"], dict):
+                ev["args"]["nest"] = marker
+        out = json.dumps(doc).replace(json.dumps(marker), "[" * depth + "]" * depth)
+        return out.encode(), f"args nested {depth} deep"
+    if kind == "huge-string":
+        ev = evs[rnd.randrange(len(evs))]
+        if isinstance(ev, dict):
+            ev["name"] = "k" * rnd.choice([70_000, 3_000_000])
+        return json.dumps(doc).encode(), "one name of millions of characters"
+    # bad-utf8: invalid bytes inside a string value
+    b = bytearray(raw)
+    quotes = [i for i, c in enumerate(b) if c == ord('"')]
+    at = quotes[rnd.randrange(len(quotes))] + 1 if quotes else 0
+    b[at:at] = rnd.choice([b"\xff\xfe", b"\xc3", b"\xed\xa0\x80", b"\x80\x80"])
+    return bytes(b), f"invalid UTF-8 inserted at byte {at}"
+
+
+def _tables(db: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
+
+
+_KEY_TABLES = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
+               "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
+               "TARGET_INFO_CUDA_DEVICE", "TARGET_INFO_SESSION_START_TIME", "ThreadNames", "ProcessStreams",
+               "ENUM_NSYS_EVENT_TYPE", "META_DATA_EXPORT", "CUDA_GPU_MEMORY_USAGE_EVENTS"]
+
+
+def _drop_column(db: sqlite3.Connection, table: str, col: str) -> None:
+    keep = [c for c in _columns(db, table) if c != col]
+    cols = ", ".join(f'"{c}"' for c in keep)
+    db.execute(f'CREATE TABLE "_m" AS SELECT {cols} FROM "{table}"')
+    db.execute(f'DROP TABLE "{table}"')
+    db.execute(f'ALTER TABLE "_m" RENAME TO "{table}"')
+
+
+def mutate_sqlite(rnd: random.Random, path: Path, kind: str) -> str:
+    """Mutate the export at ``path`` (a copy) in place by ``kind`` (one of SQLITE_MUTATIONS); returns what was done."""
+    if kind in ("corrupt-bytes", "truncate-file"):
+        b = bytearray(path.read_bytes())
+        if kind == "truncate-file":
+            at = rnd.randrange(len(b))
+            path.write_bytes(bytes(b[:at]))
+            return f"file truncated at byte {at}"
+        for _ in range(rnd.randint(1, 50)):
+            b[rnd.randrange(len(b))] = rnd.randrange(256)
+        path.write_bytes(bytes(b))
+        return "random bytes overwritten"
+    db = sqlite3.connect(path)
+    try:
+        tables = [t for t in _KEY_TABLES if t in _tables(db)]
+        table = tables[rnd.randrange(len(tables))]
+        cols = _columns(db, table)
+        col = cols[rnd.randrange(len(cols))]
+        if kind == "drop-table":
+            db.execute(f'DROP TABLE "{table}"')
+            what = f"table {table} dropped"
+        elif kind == "drop-column":
+            _drop_column(db, table, col)
+            what = f"column {table}.{col} dropped"
+        elif kind == "nulls":
+            db.execute(f'UPDATE "{table}" SET "{col}" = NULL WHERE abs(random()) % 3 = 0')
+            what = f"{table}.{col} NULL in a third of the rows"
+        elif kind == "wrong-type":
+            value = rnd.choice(["'text'", "1.5", "x'00ff'", "9223372036854775807", "-9223372036854775808", "-1"])
+            db.execute(f'UPDATE "{table}" SET "{col}" = {value} WHERE abs(random()) % 2 = 0')
+            what = f"{table}.{col} set to {value} in half the rows"
+        elif kind == "dangling-ids":
+            k = "CUPTI_ACTIVITY_KIND_KERNEL" if "CUPTI_ACTIVITY_KIND_KERNEL" in tables else table
+            kc = [c for c in _columns(db, k) if c in ("shortName", "demangledName", "mangledName", "nameId",
+                                                       "textId", "correlationId")] or [col]
+            c = rnd.choice(kc)
+            db.execute(f'UPDATE "{k}" SET "{c}" = 987654321 WHERE abs(random()) % 2 = 0')
+            what = f"{k}.{c} points nowhere in half the rows"
+        elif kind == "reorder":
+            db.execute(f'CREATE TABLE "_m" AS SELECT * FROM "{table}" ORDER BY random()')
+            db.execute(f'DROP TABLE "{table}"')
+            db.execute(f'ALTER TABLE "_m" RENAME TO "{table}"')
+            what = f"rows of {table} in random order"
+        elif kind == "negative-duration":
+            k = "CUPTI_ACTIVITY_KIND_KERNEL" if "CUPTI_ACTIVITY_KIND_KERNEL" in tables else table
+            if {"start", "end"} <= set(_columns(db, k)):
+                db.execute(f'UPDATE "{k}" SET "end" = "start" - 1000 WHERE abs(random()) % 4 = 0')
+            what = f"end before start in a quarter of {k}"
+        else:  # duplicate-rows
+            db.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE abs(random()) % 5 = 0')
+            what = f"a fifth of {table}'s rows duplicated"
+        db.commit()
+    except sqlite3.Error as exc:  # a mutation sqlite itself refuses (a unique key): keep the copy as is
+        what = f"{kind} refused by sqlite ({exc})"
+    finally:
+        db.close()
+    return what

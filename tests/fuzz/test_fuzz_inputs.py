@@ -1,0 +1,115 @@
+"""Fuzzing: mutated real and generated traces through every command, in a watched subprocess.
+
+Every mutated input must give a result (exit 0) or one line naming the file with exit 2; never an
+internal error, a traceback, a crash or a hang, and the input file must be unchanged afterwards.
+The example budget is bounded for CI (``TRACEREAD_FUZZ_EXAMPLES``, default 40 per test);
+``scripts/fuzz_long.py`` runs the same mutations for as long as asked.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+
+import pytest
+from fuzz_harness import Worker, check_case
+from fuzz_mutations import (
+    COMMANDS,
+    JSON_MUTATIONS,
+    SQLITE_MUTATIONS,
+    json_bases,
+    mutate_json,
+    mutate_sqlite,
+    nsys_bases,
+    write_json_case,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+EXAMPLES = int(os.environ.get("TRACEREAD_FUZZ_EXAMPLES", "40"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                       HealthCheck.data_too_large])
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = Worker()
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzz-bases")
+    return Bases({"json": json_bases(d), "nsys": nsys_bases(d)})
+
+
+class Bases(dict):
+    """The base inputs; a short repr, so a failing example does not print megabytes of JSON."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self['json'])} JSON and {len(self['nsys'])} SQLite base inputs>"
+
+
+def _check(worker: Worker, path: str, command: str, out_dir) -> None:
+    why = check_case(worker, path, command, str(out_dir))
+    assert why is None, why
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_kineto_json(worker, bases, tmp_path_factory, data) -> None:
+    base_name = data.draw(st.sampled_from(sorted(bases["json"])), label="base")
+    text = bases["json"][base_name]
+    kind = data.draw(st.sampled_from(JSON_MUTATIONS), label="mutation")
+    rnd = random.Random(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    mutated, how = mutate_json(rnd, text, kind)
+    d = tmp_path_factory.mktemp("case")
+    path = write_json_case(d, base_name, mutated, gz=data.draw(st.booleans(), label="gzip"))
+    command = data.draw(st.sampled_from(COMMANDS), label="command")
+    note = f"{base_name}: {how}"
+    try:
+        _check(worker, str(path), command, d)
+    except AssertionError as exc:
+        raise AssertionError(f"{note}\n{exc}") from None
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_nsys_sqlite(worker, bases, tmp_path_factory, data) -> None:
+    base_name = data.draw(st.sampled_from(sorted(bases["nsys"])), label="base")
+    base_path = bases["nsys"][base_name]
+    d = tmp_path_factory.mktemp("case")
+    path = d / f"{base_name}.sqlite"
+    path.write_bytes(base_path.read_bytes())
+    kind = data.draw(st.sampled_from(SQLITE_MUTATIONS), label="mutation")
+    how = mutate_sqlite(random.Random(data.draw(st.integers(0, 2**32 - 1), label="seed")), path, kind)
+    command = data.draw(st.sampled_from(COMMANDS), label="command")
+    try:
+        _check(worker, str(path), command, d)
+    except AssertionError as exc:
+        raise AssertionError(f"{base_name}: {how}\n{exc}") from None
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_deep_nesting_in_args(worker, tmp_path, depth) -> None:
+    # The report's own case: 100,000 nested lists in args gave a RecursionError traceback.
+    text = '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":2,"args":' + \
+        "[" * depth + "]" * depth + "}]}"
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    for command in ("analyze", "info"):
+        _check(worker, str(path), command, tmp_path)
+
+
+def test_nsys_kernel_table_without_end_column(worker, bases, tmp_path) -> None:
+    # The report's own case: no `end` column gave sqlite3.OperationalError with a traceback.
+    name, base = sorted(bases["nsys"].items())[0]
+    path = tmp_path / "noend.sqlite"
+    path.write_bytes(base.read_bytes())
+    with sqlite3.connect(path) as db:
+        db.execute('ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN "end"')
+    for command in COMMANDS:
+        _check(worker, str(path), command, tmp_path)

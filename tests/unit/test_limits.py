@@ -1,0 +1,70 @@
+"""Input limits: a gzip bomb, an over-size JSON and a memory cap end in one-line exit-2 errors."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES
+
+from traceread.cli import main
+from traceread.errors import EXIT_USAGE, UsageError
+from traceread.limits import LIMITS, Limits, parse_size
+
+
+@pytest.fixture(autouse=True)
+def _restore_limits():
+    saved = Limits(**vars(LIMITS))
+    yield
+    for k, v in vars(saved).items():
+        setattr(LIMITS, k, v)
+
+
+def _bomb(tmp_path, mb: int):
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents":[' + b" " * (mb << 20) + b"]}", 9, mtime=0))
+    return path
+
+
+def test_parse_size() -> None:
+    assert parse_size("64G") == 64 << 30 and parse_size("512M") == 512 << 20 and parse_size("1000") == 1000
+    assert parse_size("1.5k") == 1536 and parse_size("2GiB") == 2 << 30
+    with pytest.raises(UsageError):
+        parse_size("lots")
+
+
+def test_gzip_bomb_is_refused_by_ratio(tmp_path, capsys) -> None:
+    LIMITS.gzip_ratio_after_bytes = 1 << 20
+    path = _bomb(tmp_path, 24)
+    assert main(["info", str(path)]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert "bomb.json.gz" in err and "gzip bomb" in err and err.count("\n") == 0
+
+
+def test_ratio_limit_can_be_raised(tmp_path) -> None:
+    LIMITS.gzip_ratio_after_bytes = 1 << 20
+    path = _bomb(tmp_path, 24)
+    assert main(["--max-gzip-ratio", "100000", "info", str(path)]) == 0
+
+
+def test_max_json_size(tmp_path, capsys) -> None:
+    path = _bomb(tmp_path, 8)
+    assert main(["--max-json-size", "4M", "info", str(path)]) == EXIT_USAGE
+    assert "more than" in capsys.readouterr().err
+    assert main(["--max-json-size", "64M", "--max-gzip-ratio", "1e9", "info", str(path)]) == 0
+
+
+def test_real_traces_pass_the_default_limits() -> None:
+    for p in FIXTURES.glob("*.gz"):
+        assert main(["info", str(p)]) == 0
+
+
+def test_memory_cap_gives_a_message_not_an_oom_kill() -> None:
+    # In a subprocess: the cap (RLIMIT_AS) applies to the whole process.
+    code = ("import sys; from traceread.cli import main; "
+            f"sys.exit(main(['--max-memory', '150M', 'analyze', {str(FIXTURES / 'kineto2021_resnet50_bare_list.pt.trace.json.gz')!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == EXIT_USAGE, r.stderr
+    assert "memory" in r.stderr and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr

@@ -1,0 +1,76 @@
+"""Input limits that turn hostile or oversized inputs into a clear error instead of a hang or an OOM kill.
+
+Set once per process (the CLI's ``--max-json-size``, ``--max-gzip-ratio`` and ``--max-memory``, or
+the ``TRACEREAD_MAX_*`` environment variables) and read by the loaders; forked decoder processes
+inherit them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from traceread.errors import UsageError
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``"64G"``, ``"512M"``, ``"1.5T"`` or a plain byte count -> bytes."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.I)
+    if not m:
+        raise UsageError(f"{text!r} is not a size (examples: 64G, 512M, 1000000)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+@dataclass
+class Limits:
+    # Uncompressed JSON a single gzip trace may inflate to. Real multi-GB traces stay far below;
+    # a gzip bomb is stopped here with a message instead of filling the disk cache and the CPU.
+    max_json_bytes: int = 64 << 30
+    # Inflated/compressed ratio, judged once 256 MiB are inflated: JSON traces compress 5-40x
+    # (the reference set: 1-26x); a ratio past this is not a trace.
+    max_gzip_ratio: float = 250.0
+    gzip_ratio_after_bytes: int = 256 << 20
+    # Address-space cap (bytes) of this process, None = none: a trace too large for it fails with a
+    # one-line error instead of being killed by the kernel's OOM killer.
+    max_memory_bytes: int | None = None
+
+
+LIMITS = Limits()
+
+
+def configure(max_json_size: str | None = None, max_gzip_ratio: float | None = None,
+              max_memory: str | None = None) -> Limits:
+    """Apply CLI values, falling back to ``TRACEREAD_MAX_JSON_SIZE`` / ``_GZIP_RATIO`` / ``_MEMORY``."""
+    max_json_size = max_json_size or os.environ.get("TRACEREAD_MAX_JSON_SIZE")
+    ratio = max_gzip_ratio if max_gzip_ratio is not None else os.environ.get("TRACEREAD_MAX_GZIP_RATIO")
+    max_memory = max_memory or os.environ.get("TRACEREAD_MAX_MEMORY")
+    if max_json_size:
+        LIMITS.max_json_bytes = parse_size(max_json_size)
+    if ratio is not None:
+        try:
+            LIMITS.max_gzip_ratio = float(ratio)
+        except ValueError:
+            raise UsageError(f"--max-gzip-ratio {ratio!r} is not a number") from None
+    if max_memory:
+        LIMITS.max_memory_bytes = parse_size(max_memory)
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = LIMITS.max_memory_bytes if hard == resource.RLIM_INFINITY else min(hard, LIMITS.max_memory_bytes)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return LIMITS
+
+
+def check_inflated(path: str, inflated: int, compressed: int) -> None:
+    """Raise a TraceReadError when a gzip stream inflates past the limits."""
+    from traceread.errors import TraceReadError
+
+    if inflated > LIMITS.max_json_bytes:
+        raise TraceReadError(path, f"decompresses to more than {LIMITS.max_json_bytes / (1 << 30):.0f} GiB of JSON "
+                             "(a gzip bomb?); raise the limit with --max-json-size if the trace is real")
+    if inflated >= LIMITS.gzip_ratio_after_bytes and compressed and inflated / compressed > LIMITS.max_gzip_ratio:
+        raise TraceReadError(path, f"inflates {inflated / compressed:.0f}x its compressed size (JSON traces: "
+                             f"5-40x): not a trace, or a gzip bomb; --max-gzip-ratio raises the limit")

@@ -1,0 +1,58 @@
+"""Sanity notes on one trace's GPU activity: what a reader should know before trusting the numbers.
+
+Real traces are merged, re-exported and cut; the analysis still runs on them, but the report says
+when the input looks odd: GPU activities recorded twice, kernels that overlap on one stream (a stream
+runs its kernels one after another, so an overlap means skewed clocks or two captures merged), and
+holes in the GPU timeline long enough to be a clock jump. Vectorized over the frame; notes only,
+the frame is never changed (side tables refer to its rows by position).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceread import schema
+from traceread.config import Thresholds
+from traceread.trace import Trace
+
+_KEY = ["rank", "lane", "device", "stream", "start_ns", "end_ns", "name", "correlation"]
+
+
+def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
+    """Notes (one sentence each) about duplicated, overlapping or time-jumping GPU activity."""
+    ev = trace.events
+    gpu = ev[ev["lane"].isin(schema.GPU_LANES)]
+    if gpu.empty:
+        return []
+    notes: list[str] = []
+    dup = int(gpu.duplicated(subset=_KEY).sum())
+    if dup:
+        notes.append(f"{dup} GPU activities appear more than once (same stream, times, name and correlation): "
+                     "the file repeats events, so kernel counts and per-kernel totals include the repeats")
+    k = gpu[(gpu["lane"] == schema.LANE_GPU_COMPUTE)].drop_duplicates(subset=_KEY)
+    if len(k) > 1:
+        k = k.sort_values(["rank", "device", "stream", "start_ns"], kind="stable")
+        start, end = k["start_ns"].to_numpy(), k["end_ns"].to_numpy()
+        same = np.r_[False, (k[["rank", "device", "stream"]].to_numpy()[1:] ==
+                             k[["rank", "device", "stream"]].to_numpy()[:-1]).all(axis=1)]
+        # Running maximum of earlier ends within each stream: a start before it is an overlap.
+        grp = np.cumsum(~same)
+        prev_end = pd.Series(end).groupby(grp).cummax().shift(1).to_numpy()
+        overlap = same & (start < np.nan_to_num(prev_end, nan=np.iinfo(np.int64).min))
+        n = int(overlap.sum())
+        if n:
+            notes.append(f"{n} kernels start before the previous kernel on their stream ended: a stream runs "
+                         "its kernels in order, so clocks were skewed or captures merged; busy time counts "
+                         "the overlap once")
+    t = np.sort(gpu["start_ns"].to_numpy())
+    e = np.maximum.accumulate(gpu["end_ns"].to_numpy()[np.argsort(gpu["start_ns"].to_numpy(), kind="stable")])
+    if len(t) > 1:
+        holes = t[1:] - e[:-1]
+        big = holes >= cfg.clock_jump_min_ns
+        if big.any():
+            worst = float(holes[big].max()) / 1e9
+            notes.append(f"the GPU timeline has {int(big.sum())} hole(s) of at least "
+                         f"{cfg.clock_jump_min_ns / 1e9:.0f} s (longest {worst:.0f} s): a clock jump or several "
+                         "captures in one file; steps across a hole are not steady state")
+    return notes
