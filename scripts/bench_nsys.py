@@ -47,8 +47,9 @@ t1 = time.perf_counter()
 # ru_maxrss only grows: read here it is the peak of import + load alone.
 out = {"events": len(trace.events), "load_s": t1 - t0,
        "load_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-       "trace_mib": (trace.events.memory_usage().sum() + sum(t.memory_usage().sum() for t in trace.side.values()))
-       / 2**20}
+       # side tables not read yet (read on first use) are not read here either
+       "trace_mib": (trace.events.memory_usage().sum() + sum(trace.side[n].memory_usage().sum() for n in trace.side
+                     if getattr(trace.side, "is_read", lambda n: True)(n))) / 2**20}
 try:
     from traceread.config import Thresholds
     from traceread.gaps import find_gaps
