@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, needs_shared, shared_nsys
 
+from traceread import schema as S
 from traceread.errors import TraceReadError
 from traceread.loaders import _nsys_read
 from traceread.loaders import nsys as N
@@ -117,3 +119,18 @@ def test_kernel_launch_config_is_read_on_first_use(tmp_path) -> None:
     os.utime(moved, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     with pytest.raises(TraceReadError, match="changed since it was loaded"):
         stale.side["kernel_args"]
+
+
+def test_export_with_empty_tables_gives_the_canonical_empty_frame(tmp_path) -> None:
+    path = tmp_path / "empty.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    conn.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT NOT NULL, end INT NOT NULL, deviceId INT, "
+                 "streamId INT, correlationId INT, globalPid INT, demangledName INT, shortName INT)")
+    conn.commit()
+    conn.close()
+    tr = load_nsys(path)
+    want = S.empty_events()
+    want["trace"] = pd.Categorical([], categories=[str(path)])
+    pd.testing.assert_frame_equal(tr.events, want)
+    assert dict(tr.side) == {}

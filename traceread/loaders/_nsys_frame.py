@@ -102,6 +102,11 @@ class FrameWriter:
         """The events frame (``schema.EVENT_COLUMNS``) and side tables; ``pid_rank`` maps a pid to
         its rank (unknown pids are rank 0)."""
         n = self.n
+        if n == 0:  # nothing captured: the canonical empty frame
+            ev = S.empty_events()
+            ev["trace"] = pd.Categorical([], categories=[path])
+            self.col, self.side = {}, {}
+            return ev, {}
         c = {k: v[:n] for k, v in self.col.items()}
         keys = np.array(sorted(pid_rank), dtype=np.int64)
         vals = np.array([pid_rank[int(k)] for k in keys] + [0], dtype=np.int32)
