@@ -1,18 +1,26 @@
-"""Kineto load, side by side: traceread's loader, HTA's TraceAnalysis load, bare ``orjson.loads``.
+"""Kineto load, side by side: traceread (compiled scanner, and msgspec fallback forced), HTA's
+TraceAnalysis load, bare ``orjson.loads``, and the whole ``traceread info`` process.
 
-Each contender runs in its own fresh process on the same file; the table gives MB/s of
-uncompressed JSON, wall seconds, CPU seconds (process plus its workers) and peak memory: the
-largest RSS of the tree's processes summed over the tree, sampled every 20 ms from
-``/proc/PID/statm``. Pages a forked worker shares with its parent count once per process, so the
-figure is an upper bound. (PSS from ``smaps_rollup`` would count them once, but reading it takes
-the target's memory-map lock: sampling it slowed traceread's 1 GB load by 0.5 s, measured.)
+Each contender runs in its own fresh process on the same file. The table gives, from inside the
+process after its imports, the load's seconds, MB/s of uncompressed JSON and CPU seconds (process
+plus its workers); from outside, the whole process's wall seconds and CPU seconds (imports
+included: the figure a user waits for); and peak memory: the largest RSS of the tree's processes
+summed over the tree, sampled every 20 ms from ``/proc/PID/statm``. Pages a forked worker shares
+with its parent count once per process, so the figure is an upper bound. (PSS from
+``smaps_rollup`` would count them once, but reading it takes the target's memory-map lock:
+sampling it slowed traceread's 1 GB load by 0.5 s, measured.)
 
-Contenders run interleaved, several times on the small input (medians are shown), each after
-``--settle`` seconds of idle: measured, traceread started right after an HTA run was 40% slower
-(0.16 s against 0.11 s) while the kernel was still busy with the exited process's memory.
+Inputs (made by ``scripts/scale_trace.py`` under ``bench-out/`` when missing; never committed):
+(a) the 2021 ResNet-50 trace (integer microseconds, pretty-printed, string tids) scaled to
+233 MB, (b) a PyTorch 2.4+ trace with decimal microseconds (``hta_nccl_a100_rank0of2``) scaled to
+233 MB, (c) ``param_linear`` scaled to 1 GB, (d) the same gzipped (isal level 1).
 
-    python scripts/bench_load.py                       # (a) 21 MB param_linear trace, (b) 1 GB scaled
-    python scripts/bench_load.py --only small --skip-hta
+Contenders run interleaved, ``--repeat`` times on the 233 MB inputs (medians shown, HTA once), each
+after ``--settle`` seconds of idle: measured, traceread started right after an HTA run was 40%
+slower while the kernel was still busy with the exited process's memory.
+
+    python scripts/bench_load.py                        # all four inputs (HTA skipped on 1 GB)
+    python scripts/bench_load.py --only a b --skip-hta
 
 HTA lives in its own virtual environment beside the repo (``python3 -m venv .venv-hta &&
 .venv-hta/bin/pip install traceinsight 'pandas<3'``, or set ``HTA_PYTHON``); it is never a traceread
@@ -25,6 +33,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,8 +42,15 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = REPO.parent / "shared" / "traces" / "kineto" / "param_linear_rtx2080ti.json.gz"
-BIG = Path(tempfile.gettempdir()) / "traceread-bench" / "param_linear_1gb.json"
+KINETO = REPO.parent / "shared" / "traces" / "kineto"
+OUT = REPO / "bench-out"  # ignored by git
+# key: (label, source trace, JSON MB, gzipped)
+INPUTS = {
+    "a": ("(a) resnet50 int", KINETO / "kineto2021_resnet50_13streams.pt.trace.json.gz", 233, False),
+    "b": ("(b) nccl decimal", KINETO / "hta_nccl_a100_rank0of2.json.gz", 233, False),
+    "c": ("(c) param 1 GB", KINETO / "param_linear_rtx2080ti.json.gz", 1024, False),
+    "d": ("(d) param 1 GB gz", KINETO / "param_linear_rtx2080ti.json.gz", 1024, True),
+}
 HTA_PYTHON = os.environ.get("HTA_PYTHON", str(REPO / ".venv-hta" / "bin" / "python"))
 
 _CPU = """
@@ -50,8 +66,10 @@ t = time.perf_counter()
 c0 = CPU()
 tr = load_kineto(sys.argv[1])
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "rows": len(tr.events), "cpu": CPU() - c0}))
+share = tr.meta.extra["kineto_decoder"]["scanner_share"]
+print(json.dumps({"seconds": dt, "rows": len(tr.events), "cpu": CPU() - c0, "scanner_share": share}))
 """
+INFO = "from traceread.cli import main; main()"  # argv: info PATH (the whole process is timed)
 ORJSON = _CPU + """
 import sys, time, json, gzip
 import orjson
@@ -103,21 +121,24 @@ def _rss_kb(pid: int) -> int:
         return 0
 
 
-def run(python: str, code: str, args: list[str], timeout: float, max_mb: float) -> dict:
-    """Run ``code`` in a fresh process; wall/CPU time from inside, memory sampled from outside.
+def run(python: str, code: str, args: list[str], timeout: float, max_mb: float, env: dict | None = None) -> dict:
+    """Run ``code`` in a fresh process; load time/CPU from inside (when it prints them), the whole
+    process's wall and CPU from outside, memory sampled from outside.
 
     The run is stopped past ``timeout`` seconds or ``max_mb`` of memory (a shared machine).
     """
-    proc = subprocess.Popen([python, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    peak_tree = peak_main = 0
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
+    proc = subprocess.Popen([python, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+    peak_tree = peak_main = 0
     while proc.poll() is None:
         tree = [_rss_kb(p) for p in _tree(proc.pid)]
         peak_tree = max(peak_tree, sum(tree))
         peak_main = max(peak_main, tree[0] if tree else 0)
         if time.monotonic() - start > timeout:
             proc.kill()
+            proc.wait()
             return {"error": f"stopped after {timeout:.0f} s (peak {peak_tree / 1024:,.0f} MB so far)"}
         if peak_tree / 1024 > max_mb:
             for p in _tree(proc.pid):
@@ -130,9 +151,16 @@ def run(python: str, code: str, args: list[str], timeout: float, max_mb: float) 
                              f"(memory cap --max-mb)"}
         time.sleep(0.02)
     out, err = proc.communicate()
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         return {"error": (err.decode().strip().splitlines() or ["failed"])[-1][:120]}
-    res = json.loads(out.decode().strip().splitlines()[-1])
+    try:
+        res = json.loads(out.decode().strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        res = {"seconds": None, "cpu": None, "rows": None}  # a command's own output (traceread info)
+    res["process_s"] = wall
+    res["process_cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     res["peak_tree_mb"] = peak_tree / 1024
     res["peak_main_rss_mb"] = peak_main / 1024
     return res
@@ -158,51 +186,95 @@ def hta_version(python: str) -> str | None:
 
 
 def bench(path: Path, hta_python: str | None, timeout: float, max_mb: float,
-          repeat: int, settle: float) -> list[tuple[str, dict]]:
-    """Each contender ``repeat`` times, interleaved (a noisy spell hits all of them alike).
+          repeat: int, settle: float, info: bool) -> list[tuple[str, dict]]:
+    """Each contender ``repeat`` times (HTA once), interleaved (a noisy spell hits all alike).
 
     Seconds and CPU are the medians; ``range`` is the fastest and slowest run; memory the peak.
     """
     runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="hta-bench-") as d:
         os.symlink(path.resolve(), Path(d) / path.name)
-        contenders = [("traceread", sys.executable, TRACEREAD, [str(path)])]
+        contenders = [("traceread scanner", sys.executable, TRACEREAD, [str(path)], {"TRACEREAD_NO_SCANNER": ""}),
+                      ("traceread msgspec", sys.executable, TRACEREAD, [str(path)], {"TRACEREAD_NO_SCANNER": "1"})]
+        if info:
+            contenders.append(("traceread info", sys.executable, INFO, ["info", str(path)], {}))
         if hta_python:
-            contenders.append(("HTA TraceAnalysis", hta_python, HTA, [str(path), d]))
-        contenders.append(("orjson.loads", sys.executable, ORJSON, [str(path)]))
-        for _ in range(repeat):
-            for name, python, code, argv in contenders:
-                if runs.get(name) and "error" in runs[name][-1]:
+            contenders.append(("HTA TraceAnalysis", hta_python, HTA, [str(path), d], {}))
+        contenders.append(("orjson.loads", sys.executable, ORJSON, [str(path)], {}))
+        for k in range(repeat):
+            for name, python, code, argv, env in contenders:
+                if runs.get(name) and "error" in runs[name][-1] or (name.startswith("HTA") and k):
                     continue
                 time.sleep(settle)  # the previous process's exit work (freeing, compaction) is done
-                runs.setdefault(name, []).append(run(python, code, argv, timeout, max_mb))
+                runs.setdefault(name, []).append(run(python, code, argv, timeout, max_mb, env))
+                print(f"  {name}: {_brief(runs[name][-1])}", file=sys.stderr)
     rows = []
     for name, results in runs.items():
         ok = [r for r in results if "error" not in r]
         if not ok:
             rows.append((name, results[-1]))
             continue
-        secs = sorted(r["seconds"] for r in ok)
+        inner = sorted(r["seconds"] for r in ok if r["seconds"] is not None)
+        outer = sorted(r["process_s"] for r in ok)
         rows.append((name, {
-            "seconds": statistics.median(secs), "range": (secs[0], secs[-1]), "runs": len(ok),
-            "cpu": statistics.median(r["cpu"] for r in ok), "rows": ok[0]["rows"],
+            "seconds": statistics.median(inner) if inner else None, "range": (inner[0], inner[-1]) if inner else (outer[0], outer[-1]),
+            "runs": len(ok), "cpu": statistics.median(r["cpu"] for r in ok) if inner else None,
+            "process_s": statistics.median(outer), "process_range": (outer[0], outer[-1]),
+            "process_cpu": statistics.median(r["process_cpu"] for r in ok), "rows": ok[0]["rows"],
             "peak_tree_mb": max(r["peak_tree_mb"] for r in ok),
         }))
     return rows
 
 
+def _brief(r: dict) -> str:
+    if "error" in r:
+        return r["error"]
+    inner = f"load {r['seconds']:.2f} s, " if r.get("seconds") is not None else ""
+    if "scanner_share" in r:
+        inner += f"scanner took {r['scanner_share']:.0%} of the JSON, "
+    return f"{inner}process {r['process_s']:.2f} s, peak {r['peak_tree_mb']:,.0f} MB"
+
+
+def make_input(key: str) -> Path:
+    """The benchmark input ``key`` (see INPUTS), made under bench-out/ when missing."""
+    _, src, mb, gz = INPUTS[key]
+    stem = src.name.split(".")[0]
+    plain = OUT / f"{stem}_{mb}mb.json"
+    if not plain.exists():
+        if not src.exists():
+            raise SystemExit(f"{src} not found (needs ../shared/traces)")
+        subprocess.run([sys.executable, str(REPO / "scripts" / "scale_trace.py"), str(src), str(plain),
+                        "--size-mb", str(mb)], check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    if not gz:
+        return plain
+    packed = plain.with_suffix(".json.gz")
+    if not packed.exists():
+        from isal import igzip
+
+        tmp = packed.with_suffix(".part")
+        with open(plain, "rb") as fin, igzip.open(tmp, "wb", compresslevel=1) as fout:
+            while block := fin.read(16 << 20):
+                fout.write(block)
+        os.replace(tmp, packed)
+    return packed
+
+
+def machine_state() -> str:
+    with open("/proc/loadavg") as fh:
+        load = " ".join(fh.read().split()[:3])
+    return f"cores: {os.cpu_count()}  load average (1, 5, 15 min): {load}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--small", type=Path, default=SMALL)
-    ap.add_argument("--big", type=Path, default=BIG, help="made by scripts/scale_trace.py if missing")
-    ap.add_argument("--big-mb", type=int, default=1024)
-    ap.add_argument("--only", choices=["small", "big"], default=None)
+    ap.add_argument("--only", nargs="+", choices=sorted(INPUTS), default=sorted(INPUTS))
     ap.add_argument("--skip-hta", action="store_true")
+    ap.add_argument("--hta-big", action="store_true", help="also run HTA on the 1 GB inputs (minutes, ~5 GB)")
     ap.add_argument("--hta-python", default=HTA_PYTHON)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--max-mb", type=float, default=12_000, help="stop a contender past this memory")
-    ap.add_argument("--repeat-small", type=int, default=7, help="runs per contender on (a); medians are shown")
-    ap.add_argument("--repeat-big", type=int, default=1, help="runs per contender on (b)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per contender on the 233 MB inputs")
+    ap.add_argument("--repeat-big", type=int, default=1, help="runs per contender on the 1 GB inputs")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds of idle before each run")
     args = ap.parse_args()
 
@@ -211,35 +283,47 @@ def main() -> None:
         version = hta_version(hta)
         print(f"HTA: traceinsight {version}" if version else f"HTA: not importable with {hta}; skipped")
         hta = hta if version else None
-    inputs = []
-    if args.only != "big":
-        inputs.append(("(a) param_linear", args.small, args.repeat_small))
-    if args.only != "small":
-        if not args.big.exists():
-            subprocess.run([sys.executable, str(REPO / "scripts" / "scale_trace.py"), str(args.small),
-                            str(args.big), "--size-mb", str(args.big_mb)], check=True,
-                           env={**os.environ, "PYTHONPATH": str(REPO)})
-        inputs.append(("(b) scaled", args.big, args.repeat_big))
-    print(f"cores: {os.cpu_count()}  load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    header = f"{'input':<18} {'JSON MB':>8} {'loader':<18} {'seconds':>8} {'range':>13} {'MB/s':>7} {'CPU s':>7} " \
-             f"{'peak MB':>8} {'x JSON':>6} {'rows':>10}"
-    print(header)
-    print("-" * len(header))
-    print("(seconds and CPU: medians over the runs; range: fastest-slowest; peak: the largest seen)")
-    for label, path, repeat in inputs:
+    paths = {key: make_input(key) for key in args.only}
+    print(f"before: {machine_state()}")
+    header = f"{'input':<18} {'JSON MB':>7} {'contender':<18} {'load s':>7} {'range':>11} {'MB/s':>5} " \
+             f"{'CPU s':>6} {'proc s':>7} {'proc CPU':>8} {'peak MB':>7} {'x JSON':>6} {'rows':>10}"
+    lines = [header, "-" * len(header)]
+    notes = []
+    for key in args.only:
+        label, _, mb, _ = INPUTS[key]
+        path = paths[key]
         size = json_size(path)
-        results = bench(path, hta, args.timeout, args.max_mb, repeat, args.settle)
-        base = dict(results).get("HTA TraceAnalysis", {}).get("seconds")
+        big = mb > 500
+        results = bench(path, hta if (not big or args.hta_big) else None, args.timeout, args.max_mb,
+                        args.repeat_big if big else args.repeat, args.settle, info=not big)
+        got = dict(results)
         for name, r in results:
             if "error" in r:
-                print(f"{label:<18} {size / 1e6:8.0f} {name:<18} {r['error']}")
+                lines.append(f"{label:<18} {size / 1e6:7.0f} {name:<18} {r['error']}")
                 continue
-            speed = size / 1e6 / r["seconds"]
-            vs = f"  ({base / r['seconds']:.1f}x HTA)" if base and name == "traceread" else ""
-            spread = f"{r['range'][0]:.3f}-{r['range'][1]:.3f}" if r["runs"] > 1 else ""
-            print(f"{label:<18} {size / 1e6:8.0f} {name:<18} {r['seconds']:8.3f} {spread:>13} {speed:7.0f} "
-                  f"{r['cpu']:7.2f} {r['peak_tree_mb']:8.0f} {r['peak_tree_mb'] * 2**20 / size:6.2f} "
-                  f"{r['rows']:10,}{vs}")
+            load = f"{r['seconds']:7.2f}" if r["seconds"] is not None else f"{'':>7}"
+            speed = f"{size / 1e6 / r['seconds']:5.0f}" if r["seconds"] else f"{'':>5}"
+            cpu = f"{r['cpu']:6.2f}" if r["cpu"] is not None else f"{'':>6}"
+            lo, hi = r["range"][0], r["range"][-1]
+            spread = f"{lo:.2f}-{hi:.2f}" if r["runs"] > 1 else ""
+            lines.append(f"{label:<18} {size / 1e6:7.0f} {name:<18} {load} {spread:>11} {speed} {cpu} "
+                         f"{r['process_s']:7.2f} {r['process_cpu']:8.2f} {r['peak_tree_mb']:7.0f} "
+                         f"{r['peak_tree_mb'] * 2**20 / size:6.2f} {r['rows'] or '':>10}")
+        info = got.get("traceread info", {})
+        if "process_s" in info:
+            for other in ("orjson.loads", "HTA TraceAnalysis"):
+                if "process_s" in got.get(other, {}):
+                    notes.append(f"{label}: whole `traceread info` process {got[other]['process_s'] / info['process_s']:.1f}x "
+                                 f"faster than the {other} process")
+        if hta is not None and not big and "seconds" in got.get("HTA TraceAnalysis", {}):
+            fast = got.get("traceread scanner", {})
+            if fast.get("seconds"):
+                notes.append(f"{label}: traceread load {got['HTA TraceAnalysis']['seconds'] / fast['seconds']:.1f}x HTA's")
+    print("\n".join(lines))
+    print("(load s, CPU s: inside the process after imports, medians; proc s, proc CPU: the whole process "
+          "from outside; peak: the largest seen)")
+    print("\n".join(notes))
+    print(f"after: {machine_state()}")
 
 
 if __name__ == "__main__":

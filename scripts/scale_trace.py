@@ -2,7 +2,9 @@
 
 Each copy keeps the original event text (so the file has the real layout and density) with ``ts``
 moved past the previous copy and fresh ids (flow ``id``, ``External id``, ``correlation``,
-``Ev Idx``), so CPU->GPU links stay unique. Metadata rows are written once.
+``Ev Idx``), so CPU->GPU links stay unique. Metadata rows are written once. Integer and decimal
+microseconds (PyTorch 2.4+ writes ``<us>.<3 digits>`` relative to ``baseTimeNanoseconds``) are
+both shifted exactly, keeping their digits; the last copy stops at ``--size-mb``.
 
     python scripts/scale_trace.py ../shared/traces/kineto/param_linear_rtx2080ti.json.gz \
         /tmp/traceread-bench/param_linear_1gb.json --size-mb 1024
@@ -15,12 +17,13 @@ import gzip
 import os
 import re
 import sys
+from decimal import Decimal
 
 from traceread.loaders._kineto_text import TRACE_EVENTS_KEY, scan_values
 
-_NUMBER_FIELDS = re.compile(rb'"(ts|id|External id|correlation|Ev Idx|Record function id)": (-?\d+)')
-_TS = re.compile(rb'"ts": (-?\d+)')
-_DUR = re.compile(rb'"dur": (-?\d+)')
+_NUMBER_FIELDS = re.compile(rb'"(ts|id|External id|correlation|Ev Idx|Record function id)": (-?\d+(?:\.\d+)?)')
+_TS = re.compile(rb'"ts": (-?\d+(?:\.\d+)?)')
+_DUR = re.compile(rb'"dur": (-?\d+(?:\.\d+)?)')
 
 
 def _read(path: str) -> bytes:
@@ -40,15 +43,15 @@ def scale(src: str, dst: str, size_mb: int) -> int:
     events = [text[m.end() + a: m.end() + b] for a, b in spans]
     meta = [e for e in events if b'"ph": "M"' in e]
     body = [e for e in events if b'"ph": "M"' not in e]
-    if any(re.search(rb'"ts": -?\d+\.', e) for e in body):
-        raise SystemExit("only integer-microsecond sources are supported")
-    ts = [int(x.group(1)) for e in body if (x := _TS.search(e))]
-    ends = [int(t.group(1)) + int(d.group(1)) for e in body if (t := _TS.search(e)) and (d := _DUR.search(e))]
-    shift = max(ends + ts) - min(ts) + 1000  # copies follow each other with a 1 ms pause
-    max_id = max(int(x.group(2)) for e in body for x in _NUMBER_FIELDS.finditer(e) if x.group(1) != b"ts")
-    stride = max_id + 1
+    ts = [float(x.group(1)) for e in body if (x := _TS.search(e))]
+    ends = [float(t.group(1)) + float(d.group(1)) for e in body if (t := _TS.search(e)) and (d := _DUR.search(e))]
+    shift = int(max(ends + ts) - min(ts)) + 1000  # whole microseconds: copies follow with a 1 ms pause
+    ids = [int(x.group(2)) for e in body for x in _NUMBER_FIELDS.finditer(e)
+           if x.group(1) != b"ts" and b"." not in x.group(2)]
+    stride = max(ids, default=0) + 1
     body_bytes = sum(len(e) + 4 for e in body)
-    copies = max(1, -(-size_mb * 1_000_000 // body_bytes))
+    target = size_mb * 1_000_000
+    copies = max(1, -(-target // body_bytes))
     head = text[: m.end()]
     tail = text[m.end() + array_end:]
     os.makedirs(os.path.dirname(os.path.abspath(dst)) or ".", exist_ok=True)
@@ -56,17 +59,37 @@ def scale(src: str, dst: str, size_mb: int) -> int:
     with open(tmp, "wb", buffering=8 << 20) as out:
         out.write(head + b"\n  ")
         out.write(b",\n  ".join(meta))
+        written = 0
         for k in range(copies):
             def bump(x: re.Match, k: int = k) -> bytes:
-                add = k * shift if x.group(1) == b"ts" else k * stride
-                return b'"' + x.group(1) + b'": ' + str(int(x.group(2)) + add).encode()
+                value = x.group(2)
+                if x.group(1) != b"ts":
+                    if b"." in value:  # not an id: left as written
+                        return x.group(0)
+                    return b'"' + x.group(1) + b'": ' + str(int(value) + k * stride).encode()
+                if b"." in value:  # exact, keeping the written decimals
+                    return b'"ts": ' + str(Decimal(value.decode()) + k * shift).encode()
+                return b'"ts": ' + str(int(value) + k * shift).encode()
 
-            out.write(b",\n  " + b",\n  ".join(_NUMBER_FIELDS.sub(bump, e) for e in body))
+            part = body if k < copies - 1 else _prefix(body, target - written)
+            text_k = b",\n  ".join(_NUMBER_FIELDS.sub(bump, e) for e in part)
+            out.write(b",\n  " + text_k)
+            written += len(text_k) + 4
             print(f"\rcopy {k + 1}/{copies}", end="", file=sys.stderr)
         out.write(b"\n  " + tail)
     os.replace(tmp, dst)
     print(file=sys.stderr)
     return copies
+
+
+def _prefix(events: list[bytes], size: int) -> list[bytes]:
+    """The first events whose text adds up to about ``size`` bytes (at least one)."""
+    total = 0
+    for i, e in enumerate(events):
+        total += len(e) + 4
+        if total >= size:
+            return events[: i + 1]
+    return events
 
 
 def main() -> None:

@@ -20,6 +20,20 @@ from traceread.loaders.kineto import load_kineto
 TRUNC_SOURCE = FIXTURES / "hta_alexnet_a100.json.gz"  # 1408 events, 320 KB of JSON
 
 
+@pytest.fixture(autouse=True, params=["scanner", "msgspec"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with the compiled scanner (where built) and with the msgspec fallback."""
+    from traceread.loaders import _kineto_scan
+
+    if request.param == "scanner" and not _kineto_scan.BUILT:
+        pytest.skip("compiled scanner not built")
+    if request.param == "msgspec":
+        monkeypatch.setenv(_kineto_scan.DISABLE_ENV, "1")
+    else:
+        monkeypatch.delenv(_kineto_scan.DISABLE_ENV, raising=False)
+    return request.param
+
+
 def _row_cats(events: list[dict]) -> Counter:
     return Counter(e.get("cat", "") for e in events if e.get("ph") in ROW_PHASES)
 

@@ -9,6 +9,7 @@ import click
 from traceread.cli.output import emit, json_option
 from traceread.loaders import load
 from traceread.summary import TraceSummary, summarize
+from traceread.trace import Trace
 
 
 def _dur(ns: int) -> str:
@@ -36,8 +37,33 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k or '(none)'} {v:,}" for k, v in counts.items()) or "(none)"
 
 
-def _table(s: TraceSummary) -> str:
+def loaded_by(trace: Trace) -> dict | None:
+    """Which decoder read a Kineto file (None for other formats): the compiled scanner, msgspec."""
+    dec = trace.meta.extra.get("kineto_decoder")
+    if dec is None:
+        return None
+    from traceread.loaders import _kineto_scan
+
+    return {**dec, "installation": _kineto_scan.status()}
+
+
+def _decoder_line(dec: dict) -> str:
+    share = dec["scanner_share"]
+    if dec["scanner_chunks"] == 0:
+        reasons = set(dec["fallback_reasons"])
+        if reasons <= {"scanner not built", "scanner switched off"}:
+            return dec["installation"]
+        return f"msgspec (the compiled scanner refused: {', '.join(sorted(reasons))})"
+    if dec["msgspec_chunks"] == 0:
+        return f"compiled scanner ({dec['scanner_chunks']:,} chunks)"
+    return (f"compiled scanner for {share:.1%} of the JSON, msgspec for {dec['msgspec_chunks']:,} chunk(s) "
+            f"({', '.join(sorted(dec['fallback_reasons']))})")
+
+
+def _table(s: TraceSummary, dec: dict | None = None) -> str:
     rows = [("format", f"{s.format}: {s.generation}")]
+    if dec is not None:
+        rows.append(("loaded by", _decoder_line(dec)))
     devs = [_device(d) for d in s.devices_used] or ["(no GPU events)"]
     if s.devices_listed_unused:
         devs.append(f"{s.devices_listed_unused} more listed, unused")
@@ -66,5 +92,10 @@ def _table(s: TraceSummary) -> str:
 @json_option
 def command(traces: tuple[str, ...], json_path: str | None) -> None:
     """Show what each trace holds: format, devices, ranks, time base and span, event counts, steps."""
-    summaries = [summarize(load(path, progress=True)) for path in traces]
-    emit("\n\n".join(_table(s) for s in summaries), {"traces": [s.to_dict() for s in summaries]}, json_path)
+    loaded = [load(path, progress=True) for path in traces]
+    summaries = [summarize(t) for t in loaded]
+    decoders = [loaded_by(t) for t in loaded]
+    del loaded
+    emit("\n\n".join(_table(s, d) for s, d in zip(summaries, decoders, strict=True)),
+         {"traces": [{**s.to_dict(), **({"loaded_by": d} if d is not None else {})}
+                     for s, d in zip(summaries, decoders, strict=True)]}, json_path)

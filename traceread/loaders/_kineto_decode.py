@@ -22,6 +22,7 @@ import numpy as np
 from msgspec import Raw
 
 from traceread.loaders import _kineto_categories as cats
+from traceread.loaders import _kineto_scan as scan
 from traceread.loaders._kineto_events import (
     _KIND,
     EMPTY_RAW,
@@ -34,6 +35,7 @@ from traceread.loaders._kineto_events import (
     Meta,
     Row,
     Skipped,
+    collective_rows,
 )
 from traceread.loaders._kineto_text import repair_event, scan_values, us_text_to_ns, us_text_to_ns_flag
 
@@ -83,6 +85,34 @@ def decode_framed(framed: bytearray | memoryview) -> dict[str, Any]:
 
 
 def _decode(framed: Any, body: Any, final: bool) -> dict[str, Any]:
+    """The compiled scanner's columns where it takes the chunk exactly, else msgspec's."""
+    if scan.enabled():
+        out, reason = _scanned(body, final)
+        if out is not None:
+            out["decoder"] = ("scanner", len(body), "")
+            return out
+    else:
+        reason = "scanner not built" if not scan.BUILT else "scanner switched off"
+    out = _decode_msgspec(framed, body, final)
+    out["decoder"] = ("msgspec", len(body), reason)
+    return out
+
+
+def _scanned(body: Any, final: bool) -> tuple[dict[str, Any] | None, str]:
+    """Scanner columns for a chunk; a final chunk is first cut after its last complete event."""
+    array_end = None
+    tail_offset = len(body)
+    if final:
+        spans, array_end, tail_offset = scan_values(body)
+        body = memoryview(body)[spans[0][0]: tail_offset] if spans else b""
+    out, reason = scan.scan_chunk(body)
+    if out is not None:
+        out["tail_offset"] = tail_offset
+        out["array_end"] = array_end
+    return out, reason
+
+
+def _decode_msgspec(framed: Any, body: Any, final: bool) -> dict[str, Any]:
     global _try_int_time
     notes: Counter[str] = Counter()
     int_time = False
@@ -409,13 +439,7 @@ def _side_values(args: tuple, cat_codes: np.ndarray, cat_values: list[str], name
             "bytes": to_int64([a.nbytes for a in _pick(args, c)], notes, "bytes")}
     comms = [j for j, v in enumerate(name_values) if v == "record_param_comms"]
     cand = sorted(set(kern) | (set(np.flatnonzero(np.isin(name_codes, comms)).tolist()) if comms else set()))
-    coll = [
-        (i, a.collective, a.in_nelems if a.in_nelems != -1 else a.in_size,
-         a.out_nelems if a.out_nelems != -1 else a.out_size, a.dtype, a.group_size,
-         str(a.pg_name if a.pg_name != "" else a.pg_id), a.pg_desc)
-        for i, a in zip(cand, _pick(args, cand), strict=True)
-        if a.collective or a.in_nelems != -1 or a.in_size != -1
-    ]
+    coll = collective_rows(cand, _pick(args, cand))
     ops = _subset(cat_codes, cat_values, cats.is_cpu_op).tolist()
     oargs = _pick(args, ops)
     s: list[int] = []

@@ -12,6 +12,8 @@ the chunk's decode, which then goes the text way.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from msgspec import Raw, Struct, field
 
@@ -118,3 +120,15 @@ AnyEventIntTime = RowIntTime | InstantIntTime | InstantOldIntTime | Meta
 for _t in _SKIPPED:
     AnyEvent = AnyEvent | _t  # type: ignore[assignment]
     AnyEventIntTime = AnyEventIntTime | _t  # type: ignore[assignment]
+
+
+def collective_rows(rows: list[int], args: Any) -> list[tuple]:
+    """Collective-args tuples for the candidate ``rows`` (kernels, ``record_param_comms``) whose
+    ``args`` (one per row) carry any."""
+    return [
+        (i, a.collective, a.in_nelems if a.in_nelems != -1 else a.in_size,
+         a.out_nelems if a.out_nelems != -1 else a.out_size, a.dtype, a.group_size,
+         str(a.pg_name if a.pg_name != "" else a.pg_id), a.pg_desc)
+        for i, a in zip(rows, args, strict=True)
+        if a.collective or a.in_nelems != -1 or a.in_size != -1
+    ]

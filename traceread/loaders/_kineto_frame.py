@@ -44,6 +44,9 @@ class FrameBuilder:
         self.float_ts = False
         self.other_events = 0
         self.n = 0
+        # which decoder took the chunks: {"scanner"|"msgspec": [chunks, JSON bytes]}; why msgspec
+        self.decoders: dict[str, list[int]] = {}
+        self.fallback_reasons: Counter[str] = Counter()
 
     def expect(self, json_bytes: int) -> None:
         """Size hint: reserve rows for a file of this many JSON bytes (untouched pages cost nothing)."""
@@ -52,7 +55,27 @@ class FrameBuilder:
     def _string_id(self, s: str) -> int:
         return self.string_ids.setdefault(s, -2 - len(self.string_ids))
 
+    def _count_decoder(self, decoder: tuple[str, int, str] | None) -> None:
+        if decoder is None:
+            return
+        kind, nbytes, reason = decoder
+        tally = self.decoders.setdefault(kind, [0, 0])
+        tally[0] += 1
+        tally[1] += nbytes
+        if reason:
+            self.fallback_reasons[reason] += 1
+
+    def decoder_summary(self) -> dict[str, Any]:
+        """Which decoder loaded the file, for ``meta.extra["kineto_decoder"]``."""
+        total = sum(b for _, b in self.decoders.values()) or 1
+        scanner = self.decoders.get("scanner", [0, 0])
+        msgspec_ = self.decoders.get("msgspec", [0, 0])
+        return {"scanner_chunks": scanner[0], "scanner_bytes": scanner[1], "msgspec_chunks": msgspec_[0],
+                "msgspec_bytes": msgspec_[1], "scanner_share": round(scanner[1] / total, 4),
+                "fallback_reasons": dict(self.fallback_reasons.most_common())}
+
     def add(self, c: dict[str, Any]) -> None:
+        self._count_decoder(c.get("decoder"))
         self.notes.update(c["notes"])
         self.meta_rows.extend(c["meta_rows"])
         self.other_events += c["other_events"]
@@ -112,6 +135,7 @@ class FrameBuilder:
             "collective": self.collective, "shape_rows": self.shape_rows, "shape_codes": self.shape_codes,
             "shape_texts": list(self.shape_ids), "meta_rows": self.meta_rows, "notes": dict(self.notes),
             "float_ts": self.float_ts, "other_events": self.other_events, "n": self.n,
+            "decoders": self.decoders, "fallback_reasons": dict(self.fallback_reasons),
         }
 
     def rows(self) -> dict[str, np.ndarray]:
@@ -126,6 +150,11 @@ class FrameBuilder:
         """Append another builder's :meth:`state` (the events after this one's, in file order),
         whose ``st["n"]`` rows were already written into :meth:`spare_rows`."""
         off = self.n
+        for kind, (chunks, nbytes) in st["decoders"].items():
+            tally = self.decoders.setdefault(kind, [0, 0])
+            tally[0] += chunks
+            tally[1] += nbytes
+        self.fallback_reasons.update(st["fallback_reasons"])
         self.notes.update(st["notes"])
         self.meta_rows.extend(st["meta_rows"])
         self.other_events += st["other_events"]

@@ -53,6 +53,7 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
         "bare_list": stream.bare_list,
         "json_bytes": stream.json_bytes,
         "non_row_events": builder.other_events,
+        "kineto_decoder": builder.decoder_summary(),
     }
     meta = TraceMeta(
         path=path,

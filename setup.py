@@ -1,0 +1,41 @@
+"""Build script for the optional compiled Kineto scanner (everything else is in pyproject.toml).
+
+The extension is optional, as in PyYAML and msgpack: without a C compiler (or Python headers)
+the build prints a warning and installs the pure-Python package, whose loader then decodes every
+chunk with msgspec (the exact fallback the scanner is checked against).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class OptionalBuildExt(build_ext):
+    """Build extensions when possible; never fail the install because of them."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as e:  # noqa: BLE001 - no compiler, no headers, any platform oddity
+            _skipped(e)
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # noqa: BLE001
+            _skipped(e)
+
+
+def _skipped(e: Exception) -> None:
+    print(f"WARNING: the compiled Kineto scanner was not built ({e}); traceread will load Kineto traces "
+          "with its pure-Python decoder (same results, slower)", file=sys.stderr)
+
+
+setup(
+    ext_modules=[Extension("traceread.loaders._kineto_cscan", ["traceread/loaders/_kineto_cscan.c"],
+                           optional=True, extra_compile_args=["-O2"])],
+    cmdclass={"build_ext": OptionalBuildExt},
+)

@@ -1,0 +1,848 @@
+/* Compiled scanner for one chunk of a Kineto event array (see _kineto_scan.py for the contract).
+ *
+ * The chunk is the text between two event boundaries: JSON objects separated by commas. The
+ * scanner validates the whole chunk as strict JSON (a stricter check than msgspec's is always
+ * safe: whatever it refuses goes to the msgspec decoder, the exact fallback) and, per row event
+ * (ph X, i, I), writes the frame's integer columns straight into caller-owned int64 arrays:
+ * exact nanoseconds from integer or up-to-3-decimal microseconds, ids, category and name codes
+ * (hash tables keyed by the value's bytes, confirmed by byte comparison), kernel launch config,
+ * copy bytes and input-shape codes. Metadata events and rows carrying collective args are not
+ * decoded here: their text is copied into one JSON array for msgspec.
+ *
+ * Anything the scanner cannot take exactly returns a short reason string instead of a result
+ * and the caller decodes the chunk the msgspec way. Every read is bounds-checked against the
+ * buffer's length; no input makes it read outside the buffer or write past the arrays.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* dense per-row columns (int64, column-major: column c of row r at cols[c * cap + r]) */
+enum { C_START, C_END, C_PID, C_TID, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_CAT, C_NAME, C_INSTANT,
+       C_BYTES, C_SHAPE, NCOLS };
+/* kernel records (rows with a grid): row, grid xyz, block xyz, registers, shared memory */
+enum { K_ROW, K_GX, K_GY, K_GZ, K_BX, K_BY, K_BZ, K_REGS, K_SMEM, NKCOLS };
+
+#define MAX_DEPTH 64
+#define NS_LIMIT_US 9223372036854775LL /* INT64_MAX / 1000: larger microseconds do not fit ns */
+/* A value only the fallback can give exactly (a string id in args, an odd launch config). Written
+ * instead of it; the caller falls back when a row that uses the value holds it. No parsed id
+ * can be INT64_MIN (magnitudes past INT64_MAX are refused). */
+#define UNSURE INT64_MIN
+
+typedef struct { const uint8_t *s; Py_ssize_t n; const char *err; } Scan;
+
+/* ---- growable arrays and the interning table ---------------------------------------------- */
+
+typedef struct { int64_t *v; Py_ssize_t len, cap; } Vec;
+
+static int vec_push(Vec *a, const int64_t *items, int k) {
+    if (a->len + k > a->cap) {
+        Py_ssize_t cap = a->cap ? a->cap * 2 : 256;
+        while (cap < a->len + k) cap *= 2;
+        int64_t *v = PyMem_RawRealloc(a->v, (size_t)cap * sizeof(int64_t));
+        if (!v) return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    memcpy(a->v + a->len, items, (size_t)k * sizeof(int64_t));
+    a->len += k;
+    return 0;
+}
+
+/* Key = one or two byte spans of the chunk (two for input shapes: dims and types). */
+typedef struct { uint64_t h; Py_ssize_t o1, l1, o2, l2; int32_t code; uint8_t esc; } Entry;
+typedef struct { Entry *slots; Py_ssize_t mask, used; Vec order; /* slot index per code */ } Table;
+
+static uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n, uint64_t h) {
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    if (n) memcpy(&w, p, (size_t)n);
+    h = (h ^ w ^ ((uint64_t)n << 56)) * 0xC2B2AE3D27D4EB4FULL;
+    return h ^ (h >> 31);
+}
+
+static int table_init(Table *t) {
+    t->mask = 255;
+    t->used = 0;
+    t->order = (Vec){0};
+    t->slots = PyMem_RawCalloc(256, sizeof(Entry));
+    return t->slots ? 0 : -1;
+}
+
+static void table_free(Table *t) {
+    PyMem_RawFree(t->slots);
+    PyMem_RawFree(t->order.v);
+}
+
+static int table_grow(Table *t) {
+    Py_ssize_t ncap = (t->mask + 1) * 2;
+    Entry *ns = PyMem_RawCalloc((size_t)ncap, sizeof(Entry));
+    if (!ns) return -1;
+    for (Py_ssize_t c = 0; c < t->order.len; c++) {
+        Entry *e = &t->slots[t->order.v[c]];
+        Py_ssize_t j = (Py_ssize_t)(e->h & (uint64_t)(ncap - 1));
+        while (ns[j].code != 0) j = (j + 1) & (ncap - 1);
+        ns[j] = *e;
+        t->order.v[c] = j;
+    }
+    PyMem_RawFree(t->slots);
+    t->slots = ns;
+    t->mask = ncap - 1;
+    return 0;
+}
+
+/* Code of the key (o1,l1)+(o2,l2) in first-seen order; -1 when out of memory.
+ * Slots are "empty" when zeroed; a stored entry has code+1 in `code` to tell it apart. */
+static int32_t table_code(Table *t, const uint8_t *s, Py_ssize_t o1, Py_ssize_t l1, Py_ssize_t o2,
+                          Py_ssize_t l2, uint8_t esc) {
+    uint64_t h = hash_bytes(s + o1, l1, 0x1234567ULL);
+    if (l2 >= 0) h = hash_bytes(s + o2, l2, h ^ 0xA5A5A5A5ULL);
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)t->mask);
+    for (;;) {
+        Entry *e = &t->slots[j];
+        if (e->code == 0) break; /* empty */
+        if (e->h == h && e->l1 == l1 && e->l2 == l2 && memcmp(s + e->o1, s + o1, (size_t)l1) == 0
+            && (l2 <= 0 || memcmp(s + e->o2, s + o2, (size_t)l2) == 0))
+            return e->code - 1;
+        j = (j + 1) & t->mask;
+    }
+    int32_t code = (int32_t)t->order.len;
+    Entry *e = &t->slots[j];
+    *e = (Entry){h, o1, l1, o2, l2, code + 1, esc};
+    int64_t slot = j;
+    if (vec_push(&t->order, &slot, 1) < 0) return -1;
+    if (++t->used * 2 > t->mask + 1 && table_grow(t) < 0) return -1;
+    return code;
+}
+
+/* ---- strict JSON lexing --------------------------------------------------------------------- */
+
+static inline Py_ssize_t ws(const Scan *sc, Py_ssize_t i) {
+    while (i < sc->n) {
+        uint8_t c = sc->s[i];
+        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') break;
+        i++;
+    }
+    return i;
+}
+
+static int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Length of the valid UTF-8 sequence at s[i] (a non-ASCII lead byte), 0 when invalid: overlong
+ * forms, surrogates and code points past U+10FFFF are refused, as Python's decoder does. */
+static int utf8_len(const Scan *sc, Py_ssize_t i) {
+    const uint8_t *p = sc->s + i;
+    Py_ssize_t left = sc->n - i;
+    uint8_t c = p[0];
+    if (c >= 0xC2 && c <= 0xDF) return (left >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (left < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && p[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && p[1] >= 0xA0) return 0; /* surrogate */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (left < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && p[1] < 0x90) return 0;
+        if (c == 0xF4 && p[1] >= 0x90) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR 1
+/* High bit set in the bytes of w that end a plain run inside a string: '"', '\\', control
+ * characters (< 0x20) and non-ASCII (>= 0x80). Bits above the lowest one may be false positives
+ * (borrows); the lowest is exact, and only it is used. */
+static inline uint64_t special8(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w) | w) & high;
+}
+
+#else
+#define SWAR 0
+#endif
+
+/* String at s[i] == '"': returns the index after the closing quote (-1: invalid or unterminated).
+ * start and len give the bytes between the quotes; *esc is set when they hold an escape.
+ * Escapes of surrogates (\uD800-\uDFFF) are refused: lone ones differ between decoders. */
+static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *len, int *esc) {
+    const uint8_t *s = sc->s;
+    Py_ssize_t n = sc->n;
+    *esc = 0;
+    *start = ++i;
+    while (i < n) {
+#if SWAR
+        while (i + 8 <= n) { /* eight plain bytes at a time: most of a file is names */
+            uint64_t w, m;
+            memcpy(&w, s + i, 8);
+            if ((m = special8(w)) != 0) {
+                i += __builtin_ctzll(m) >> 3;
+                break;
+            }
+            i += 8;
+        }
+        if (i >= n) break;
+#endif
+        uint8_t c = s[i];
+        if (c == '"') {
+            *len = i - *start;
+            return i + 1;
+        }
+        if (c == '\\') {
+            *esc = 1;
+            if (i + 1 >= n) break;
+            uint8_t e = s[i + 1];
+            if (e == 'u') {
+                if (i + 5 >= n) break;
+                int v = 0;
+                for (int k = 2; k < 6; k++) {
+                    int h = hexval(s[i + k]);
+                    if (h < 0) { sc->err = "bad escape"; return -1; }
+                    v = v * 16 + h;
+                }
+                if (v >= 0xD800 && v <= 0xDFFF) { sc->err = "surrogate escape"; return -1; }
+                i += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r'
+                       || e == 't') {
+                i += 2;
+            } else {
+                sc->err = "bad escape";
+                return -1;
+            }
+        } else if (c < 0x20) {
+            sc->err = "control character in a string";
+            return -1;
+        } else if (c >= 0x80) {
+            int k = utf8_len(sc, i);
+            if (!k) { sc->err = "invalid UTF-8"; return -1; }
+            i += k;
+        } else {
+            i++;
+        }
+    }
+    sc->err = "unterminated string";
+    return -1;
+}
+
+/* A JSON number at s[i]. Returns the index after it (-1: not a number by JSON's grammar).
+ * *is_int: no fraction, no exponent; *ival (when is_int and it fits int64, else *big = 1);
+ * *frac_digits, *frac: the fraction when there is no exponent (-1 digits when exponent). */
+typedef struct { int neg, is_int, big, frac_digits; int64_t ival; uint64_t mag, frac; } Num;
+
+static Py_ssize_t number_at(Scan *sc, Py_ssize_t i, Num *num) {
+    const uint8_t *s = sc->s;
+    Py_ssize_t n = sc->n;
+    uint64_t mag = 0, frac = 0; /* locals, not num's fields: kept in registers in the digit loops */
+    int neg = 0, is_int = 1, big = 0, frac_digits = 0;
+    if (i < n && s[i] == '-') { neg = 1; i++; }
+    if (i >= n || s[i] < '0' || s[i] > '9') goto bad;
+    if (s[i] == '0') {
+        i++;
+    } else {
+        Py_ssize_t first = i, stop = n - i > 19 ? i + 19 : n; /* 19 digits always fit in uint64 */
+        while (i < stop && (uint8_t)(s[i] - '0') <= 9) mag = mag * 10 + (uint64_t)(s[i++] - '0');
+        while (i < n && (uint8_t)(s[i] - '0') <= 9) i++;
+        big = i - first > 19;
+    }
+    if (i < n && s[i] == '.') {
+        is_int = 0;
+        i++;
+        if (i >= n || s[i] < '0' || s[i] > '9') goto bad;
+        while (i < n && (uint8_t)(s[i] - '0') <= 9) {
+            if (frac_digits < 18) frac = frac * 10 + (uint64_t)(s[i] - '0');
+            frac_digits++;
+            i++;
+        }
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        is_int = 0;
+        frac_digits = -1;
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        if (i >= n || s[i] < '0' || s[i] > '9') goto bad;
+        while (i < n && (uint8_t)(s[i] - '0') <= 9) i++;
+    }
+    if (mag > (uint64_t)INT64_MAX) big = 1;
+    *num = (Num){neg, is_int, big, frac_digits, big ? 0 : (neg ? -(int64_t)mag : (int64_t)mag), mag, frac};
+    return i;
+bad:
+    sc->err = "bad number";
+    return -1;
+}
+
+static Py_ssize_t literal_at(Scan *sc, Py_ssize_t i, const char *word, Py_ssize_t len) {
+    if (sc->n - i < len || memcmp(sc->s + i, word, (size_t)len) != 0) {
+        sc->err = "bad literal";
+        return -1;
+    }
+    return i + len;
+}
+
+/* Any JSON value at s[i], validated and skipped; returns the index after it or -1. */
+static Py_ssize_t skip_value(Scan *sc, Py_ssize_t i, int depth) {
+    Py_ssize_t a, b;
+    int esc;
+    Num num;
+    if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
+    switch (sc->s[i]) {
+    case '"':
+        return string_at(sc, i, &a, &b, &esc);
+    case '{':
+    case '[': {
+        int obj = sc->s[i] == '{';
+        uint8_t close = obj ? '}' : ']';
+        if (depth >= MAX_DEPTH) { sc->err = "nested too deep"; return -1; }
+        i = ws(sc, i + 1);
+        if (i < sc->n && sc->s[i] == close) return i + 1;
+        for (;;) {
+            if (obj) {
+                if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
+                if ((i = string_at(sc, i, &a, &b, &esc)) < 0) return -1;
+                i = ws(sc, i);
+                if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
+                i = ws(sc, i + 1);
+            }
+            if ((i = skip_value(sc, i, depth + 1)) < 0) return -1;
+            i = ws(sc, i);
+            if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
+            if (sc->s[i] == close) return i + 1;
+            if (sc->s[i] != ',') { sc->err = "expected ',' or a close"; return -1; }
+            i = ws(sc, i + 1);
+        }
+    }
+    case 't': return literal_at(sc, i, "true", 4);
+    case 'f': return literal_at(sc, i, "false", 5);
+    case 'n': return literal_at(sc, i, "null", 4);
+    default:
+        return number_at(sc, i, &num);
+    }
+}
+
+/* ---- one event ------------------------------------------------------------------------------ */
+
+/* Field state of an event, decided once the whole object is read (ph may come last). */
+enum { V_ABSENT = 0, V_OK, V_BAD };
+typedef struct { int state; int64_t v; Py_ssize_t o, l; int str_id; } IdVal; /* str_id: a name */
+typedef struct { int state, dot; int64_t ns; } TimeVal;
+typedef struct { int state; Py_ssize_t o, l; int esc; } StrVal;
+typedef struct { int present, ok; int64_t v[3]; } Triple;
+
+typedef struct {
+    char ph;  /* 'X', 'i', 'M', 's' (skipped: another known phase), 0 (none), '?' (unknown) */
+    int bad;  /* a row would be wrong here: duplicate key, wrong type, odd value */
+    StrVal cat, name;
+    IdVal pid, tid;
+    TimeVal ts, dur;
+    int64_t ext, ext_old, corr, device, stream, regs, smem, nbytes;
+    Triple grid, block;
+    Py_ssize_t dims_o, dims_l, dims_old_o, dims_old_l, types_o, types_l; /* -1 length: absent */
+    int collective; /* a collective-args key: the row goes to msgspec */
+} Ev;
+
+static int key_is(const uint8_t *k, Py_ssize_t l, const char *word) {
+    Py_ssize_t wl = (Py_ssize_t)strlen(word);
+    return l == wl && memcmp(k, word, (size_t)wl) == 0;
+}
+
+/* An id (pid, tid, args ids): a JSON integer in int64; for pid/tid also an ASCII string: digits
+ * (2021 files write tids so), "stream 7", or a name without any digit ("Spans"). */
+static Py_ssize_t id_at(Scan *sc, Py_ssize_t i, IdVal *out, int allow_string) {
+    if (out->state != V_ABSENT) out->state = V_BAD; /* duplicate key */
+    if (i < sc->n && sc->s[i] == '"') {
+        Py_ssize_t o, l;
+        int esc;
+        if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
+        if (out->state == V_BAD || !allow_string || esc) { out->state = V_BAD; return i; }
+        /* what the fallback's ids_with_strings/_one_int make of an ASCII string: no digit: a
+         * name; digits (after stripping spaces): the number; else the first -?[0-9]+ in it */
+        const uint8_t *p = sc->s + o, *q = sc->s + o + l;
+        Py_ssize_t first = -1, run = 0;
+        for (const uint8_t *c = p; c < q; c++) {
+            if (*c >= 0x80) { out->state = V_BAD; return i; } /* Unicode digits, spaces: Python's */
+            if (first < 0 && *c >= '0' && *c <= '9') first = c - p;
+        }
+        if (first < 0) { *out = (IdVal){V_OK, -1, o, l, 1}; return i; }
+        while (p < q && *p == ' ') p++;
+        if (q - p >= 2 && p[0] == '0' && (p[1] | 0x20) == 'x') { out->state = V_BAD; return i; } /* hex */
+        int64_t v = 0;
+        for (const uint8_t *c = sc->s + o + first; c < q && *c >= '0' && *c <= '9'; c++, run++)
+            if (run < 18) v = v * 10 + (*c - '0');
+        if (run > 18) { out->state = V_BAD; return i; } /* may pass int64: Python decides */
+        if (first > 0 && sc->s[o + first - 1] == '-') v = -v;
+        *out = (IdVal){V_OK, v, 0, 0, 0};
+        return i;
+    }
+    Num num;
+    int dup = out->state == V_BAD;
+    out->state = V_BAD;
+    if (i < sc->n && (sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) {
+        if ((i = number_at(sc, i, &num)) < 0) return -1;
+        if (!dup && num.is_int && !num.big) *out = (IdVal){V_OK, num.ival, 0, 0, 0};
+        return i;
+    }
+    return skip_value(sc, i, 1);
+}
+
+/* ts/dur: integer microseconds or up to three decimals, exactly as int64 ns. */
+static Py_ssize_t time_at(Scan *sc, Py_ssize_t i, TimeVal *out) {
+    int dup = out->state != V_ABSENT;
+    out->state = V_BAD;
+    if (i >= sc->n || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return skip_value(sc, i, 1);
+    Num num;
+    Py_ssize_t j = number_at(sc, i, &num);
+    if (j < 0 || dup) return j;
+    if (num.big || num.mag >= (uint64_t)NS_LIMIT_US || num.frac_digits < 0 || num.frac_digits > 3) return j;
+    uint64_t frac = num.frac;
+    for (int k = num.frac_digits; k < 3; k++) frac *= 10;
+    int64_t ns = (int64_t)(num.mag * 1000 + frac);
+    *out = (TimeVal){V_OK, !num.is_int, num.neg ? -ns : ns};
+    return j;
+}
+
+/* [x, y, z] of three JSON integers (kernel grid and block); anything else is not ok. */
+static void triple_of(Scan *sc, Py_ssize_t i, Py_ssize_t end, Triple *t) {
+    t->ok = 0;
+    if (sc->s[i] != '[') return;
+    i++;
+    for (int k = 0; k < 3; k++) {
+        i = ws(sc, i);
+        Num num;
+        if (i >= end || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return;
+        i = number_at(sc, i, &num);
+        if (i < 0 || !num.is_int || num.big) return;
+        t->v[k] = num.ival;
+        i = ws(sc, i);
+        if (i >= end || sc->s[i] != (k < 2 ? ',' : ']')) return;
+        i++;
+    }
+    t->ok = i == end;
+}
+
+static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
+    Py_ssize_t ko, kl, vo;
+    int esc;
+    if (i >= sc->n || sc->s[i] != '{') {
+        ev->bad = 1; /* args that are not an object */
+        return skip_value(sc, i, 1);
+    }
+    i = ws(sc, i + 1);
+    if (i < sc->n && sc->s[i] == '}') return i + 1;
+    uint32_t seen = 0;
+    for (;;) {
+        if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
+        if ((i = string_at(sc, i, &ko, &kl, &esc)) < 0) return -1;
+        if (esc) { sc->err = "escaped key"; return -1; }
+        i = ws(sc, i);
+        if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
+        vo = i = ws(sc, i + 1);
+        const uint8_t *k = sc->s + ko;
+        int bit = -1;
+        IdVal idv = {0};
+        int64_t *id_dst = NULL;
+        Triple *tri = NULL;
+        Py_ssize_t *raw_o = NULL, *raw_l = NULL;
+        switch (k[0]) { /* the Args keys of _kineto_events; all others are skipped */
+        case 'E': if (key_is(k, kl, "External id")) { bit = 0; id_dst = &ev->ext; } break;
+        case 'c': if (key_is(k, kl, "correlation")) { bit = 1; id_dst = &ev->corr; } break;
+        case 'e': if (key_is(k, kl, "external id")) { bit = 2; id_dst = &ev->ext_old; } break;
+        case 'd':
+            if (key_is(k, kl, "device")) { bit = 3; id_dst = &ev->device; }
+            else if (key_is(k, kl, "dtype")) bit = 20;
+            break;
+        case 's':
+            if (key_is(k, kl, "stream")) { bit = 4; id_dst = &ev->stream; }
+            else if (key_is(k, kl, "shared memory")) { bit = 5; id_dst = &ev->smem; }
+            break;
+        case 'r': if (key_is(k, kl, "registers per thread")) { bit = 6; id_dst = &ev->regs; } break;
+        case 'b':
+            if (key_is(k, kl, "bytes")) { bit = 7; id_dst = &ev->nbytes; }
+            else if (key_is(k, kl, "block")) { bit = 8; tri = &ev->block; }
+            break;
+        case 'g': if (key_is(k, kl, "grid")) { bit = 9; tri = &ev->grid; } break;
+        case 'I':
+            if (key_is(k, kl, "Input Dims")) { bit = 10; raw_o = &ev->dims_o; raw_l = &ev->dims_l; }
+            else if (key_is(k, kl, "Input dims")) { bit = 11; raw_o = &ev->dims_old_o; raw_l = &ev->dims_old_l; }
+            else if (key_is(k, kl, "Input type")) { bit = 12; raw_o = &ev->types_o; raw_l = &ev->types_l; }
+            else if (key_is(k, kl, "In msg nelems") || key_is(k, kl, "In msg size")) bit = 20;
+            break;
+        case 'O': if (key_is(k, kl, "Out msg nelems") || key_is(k, kl, "Out msg size")) bit = 20; break;
+        case 'C': if (key_is(k, kl, "Collective name")) bit = 20; break;
+        case 'G': if (key_is(k, kl, "Group size")) bit = 20; break;
+        case 'P':
+            if (key_is(k, kl, "Process Group Name") || key_is(k, kl, "Process Group ID")
+                || key_is(k, kl, "Process Group Description")) bit = 20;
+            break;
+        case 'n': if (key_is(k, kl, "name")) bit = 13; break;
+        case 'l': if (key_is(k, kl, "labels")) bit = 14; break;
+        default: break;
+        }
+        if (id_dst) {
+            if (i < sc->n && sc->s[i] == '"') { /* a string id: valid, but its value is Python's */
+                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                *id_dst = UNSURE;
+            } else {
+                if ((i = id_at(sc, i, &idv, 0)) < 0) return -1;
+                if (idv.state == V_OK) *id_dst = idv.v; else ev->bad = 1;
+            }
+        } else {
+            if ((i = skip_value(sc, i, 1)) < 0) return -1;
+            if (bit == 20) ev->collective = 1; /* msgspec decodes this row's args */
+            else if (bit == 13 || bit == 14) { if (sc->s[vo] != '"') ev->bad = 1; } /* str fields */
+            else if (tri) { tri->present = 1; triple_of(sc, vo, i, tri); }
+            else if (raw_o) { *raw_o = vo; *raw_l = i - vo; }
+        }
+        if (bit >= 0 && bit < 20) {
+            if (seen & (1u << bit)) ev->bad = 1; /* duplicate: decoders may take either */
+            seen |= 1u << bit;
+        }
+        i = ws(sc, i);
+        if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
+        if (sc->s[i] == '}') return i + 1;
+        if (sc->s[i] != ',') { sc->err = "expected ',' or '}'"; return -1; }
+        i = ws(sc, i + 1);
+    }
+}
+
+static char phase_of(const uint8_t *p, Py_ssize_t l) {
+    if (l == 0) return 's'; /* ph "" is the Skipped struct's own tag */
+    if (l != 1) return '?';
+    switch (p[0]) {
+    case 'X': return 'X';
+    case 'i': case 'I': return 'i';
+    case 'M': return 'M';
+    default: return strchr("BECbnesStTpFfPONDRcVv()", p[0]) && p[0] ? 's' : '?';
+    }
+}
+
+static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
+    Py_ssize_t ko, kl, o, l;
+    int esc;
+    uint32_t seen = 0;
+    memset(ev, 0, sizeof *ev);
+    ev->ext = ev->ext_old = ev->corr = ev->device = ev->stream = ev->regs = ev->smem = ev->nbytes = -1;
+    ev->dims_l = ev->dims_old_l = ev->types_l = -1;
+    i = ws(sc, i + 1); /* past '{' */
+    if (i < sc->n && sc->s[i] == '}') return i + 1;
+    for (;;) {
+        if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
+        if ((i = string_at(sc, i, &ko, &kl, &esc)) < 0) return -1;
+        if (esc) { sc->err = "escaped key"; return -1; }
+        i = ws(sc, i);
+        if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
+        i = ws(sc, i + 1);
+        const uint8_t *k = sc->s + ko;
+        int bit = -1;
+        StrVal *sv = NULL;
+        if (key_is(k, kl, "ph")) {
+            bit = 0;
+            if (i < sc->n && sc->s[i] == '"') {
+                if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
+                ev->ph = esc ? '?' : phase_of(sc->s + o, l);
+            } else {
+                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                ev->ph = '?';
+            }
+        } else if (key_is(k, kl, "cat")) { bit = 1; sv = &ev->cat; }
+        else if (key_is(k, kl, "name")) { bit = 2; sv = &ev->name; }
+        else if (key_is(k, kl, "pid")) { bit = 3; if ((i = id_at(sc, i, &ev->pid, 1)) < 0) return -1; }
+        else if (key_is(k, kl, "tid")) { bit = 4; if ((i = id_at(sc, i, &ev->tid, 1)) < 0) return -1; }
+        else if (key_is(k, kl, "ts")) { bit = 5; if ((i = time_at(sc, i, &ev->ts)) < 0) return -1; }
+        else if (key_is(k, kl, "dur")) { bit = 6; if ((i = time_at(sc, i, &ev->dur)) < 0) return -1; }
+        else if (key_is(k, kl, "args")) { bit = 7; if ((i = args_at(sc, i, ev)) < 0) return -1; }
+        else if ((i = skip_value(sc, i, 1)) < 0) return -1;
+        if (sv) {
+            if (i < sc->n && sc->s[i] == '"') {
+                if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
+                *sv = (StrVal){V_OK, o, l, esc};
+            } else {
+                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                sv->state = V_BAD;
+            }
+        }
+        if (bit >= 0) {
+            if (seen & (1u << bit)) ev->bad = 1;
+            seen |= 1u << bit;
+        }
+        i = ws(sc, i);
+        if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
+        if (sc->s[i] == '}') return i + 1;
+        if (sc->s[i] != ',') { sc->err = "expected ',' or '}'"; return -1; }
+        i = ws(sc, i + 1);
+    }
+}
+
+/* Why a row event cannot be taken exactly here (NULL: it can). */
+static const char *row_problem(const Ev *ev) {
+    if (ev->bad) return "odd row field (duplicate key or unexpected type)";
+    if (ev->cat.state == V_BAD || ev->name.state == V_BAD) return "cat or name not a string";
+    if (ev->pid.state == V_BAD || ev->tid.state == V_BAD) return "pid or tid not an exact id";
+    if (ev->ts.state != V_OK) return "ts absent or not exact";
+    if (ev->ph == 'X' && (ev->dur.state != V_OK || ev->dur.ns < 0)) return "dur absent, negative or not exact";
+    return NULL;
+}
+
+/* ---- the chunk ------------------------------------------------------------------------------ */
+
+typedef struct {
+    Scan sc;
+    int64_t *cols, *kern;
+    Py_ssize_t cap, rows, nkern;
+    Table cats, names, shapes;
+    Vec extra;   /* msgspec events: start, end, row (-1: metadata) */
+    Vec strings; /* string ids: column (0 pid, 1 tid), row, offset, length */
+    int64_t other, unsure; /* unsure: values written as UNSURE */
+    int float_ts;
+} Chunk;
+
+static const char *take_row(Chunk *ch, const Ev *ev, Py_ssize_t start, Py_ssize_t end) {
+    const char *why = row_problem(ev);
+    if (why) return why;
+    Py_ssize_t r = ch->rows, cap = ch->cap;
+    if (r >= cap) return "more rows than the caller's capacity";
+    int64_t *c = ch->cols;
+    const uint8_t *s = ch->sc.s;
+    int32_t cat = table_code(&ch->cats, s, ev->cat.o, ev->cat.state ? ev->cat.l : 0, 0, -1, (uint8_t)ev->cat.esc);
+    int32_t name = table_code(&ch->names, s, ev->name.o, ev->name.state ? ev->name.l : 0, 0, -1,
+                              (uint8_t)ev->name.esc);
+    if (cat < 0 || name < 0) return "out of memory";
+    int64_t dur = ev->ph == 'X' ? ev->dur.ns : 0; /* instants: no duration whatever is written */
+    c[C_START * cap + r] = ev->ts.ns;
+    c[C_END * cap + r] = (int64_t)((uint64_t)ev->ts.ns + (uint64_t)dur); /* wraps as numpy's add */
+    c[C_PID * cap + r] = ev->pid.state ? ev->pid.v : -1;
+    c[C_TID * cap + r] = ev->tid.state ? ev->tid.v : -1;
+    c[C_EXT * cap + r] = ev->ext != -1 ? ev->ext : ev->ext_old;
+    ch->unsure += ev->ext == UNSURE || ev->ext_old == UNSURE || ev->corr == UNSURE || ev->device == UNSURE
+                  || ev->stream == UNSURE || ev->nbytes == UNSURE || ev->regs == UNSURE || ev->smem == UNSURE; /* Kineto <= 2022-04 spelling */
+    c[C_CORR * cap + r] = ev->corr;
+    c[C_DEVICE * cap + r] = ev->device;
+    c[C_STREAM * cap + r] = ev->stream;
+    c[C_CAT * cap + r] = cat;
+    c[C_NAME * cap + r] = name;
+    c[C_INSTANT * cap + r] = ev->ph != 'X';
+    c[C_BYTES * cap + r] = ev->nbytes;
+    int64_t shape = -1;
+    Py_ssize_t dl = ev->dims_l >= 0 ? ev->dims_l : ev->dims_old_l;
+    if (dl >= 0) {
+        Py_ssize_t d_o = ev->dims_l >= 0 ? ev->dims_o : ev->dims_old_o;
+        shape = table_code(&ch->shapes, s, d_o, dl, ev->types_o, ev->types_l >= 0 ? ev->types_l : 0, 0);
+        if (shape < 0) return "out of memory";
+    }
+    c[C_SHAPE * cap + r] = shape;
+    for (int k = 0; k < 2; k++) {
+        const IdVal *id = k ? &ev->tid : &ev->pid;
+        if (id->state && id->str_id) {
+            int64_t rec[4] = {k, r, id->o, id->l};
+            if (vec_push(&ch->strings, rec, 4) < 0) return "out of memory";
+        }
+    }
+    if (ev->grid.present) {
+        Py_ssize_t q = ch->nkern++;
+        int64_t *kc = ch->kern;
+        int ok = ev->grid.ok && ev->block.present && ev->block.ok; /* else: only msgspec's _triples knows */
+        int64_t vals[NKCOLS] = {r, ok ? ev->grid.v[0] : UNSURE, ev->grid.v[1], ev->grid.v[2], ev->block.v[0],
+                                ev->block.v[1], ev->block.v[2], ev->regs, ev->smem};
+        if (!ok) ch->unsure++;
+        for (int j = 0; j < NKCOLS; j++) kc[j * cap + q] = vals[j];
+    }
+    if (ev->collective) {
+        int64_t rec[3] = {start, end, r};
+        if (vec_push(&ch->extra, rec, 3) < 0) return "out of memory";
+    }
+    if (ev->ts.dot) ch->float_ts = 1;
+    ch->rows++;
+    return NULL;
+}
+
+static const char *scan_all(Chunk *ch) {
+    Scan *sc = &ch->sc;
+    Py_ssize_t i = ws(sc, 0);
+    Ev ev;
+    if (i >= sc->n) return NULL;
+    for (;;) {
+        if (sc->s[i] != '{') return "an array element that is not an object";
+        Py_ssize_t start = i;
+        if ((i = event_at(sc, i, &ev)) < 0) return sc->err;
+        if (ev.ph == 'X' || ev.ph == 'i') {
+            const char *why = take_row(ch, &ev, start, i);
+            if (why) return why;
+        } else if (ev.ph == 'M') {
+            int64_t rec[3] = {start, i, -1};
+            if (vec_push(&ch->extra, rec, 3) < 0) return "out of memory";
+        } else if (ev.ph == 's') {
+            ch->other++;
+        } else {
+            return ev.ph ? "unknown phase" : "event without ph";
+        }
+        i = ws(sc, i);
+        if (i >= sc->n) return NULL;
+        if (sc->s[i] != ',') return "expected ',' between events";
+        i = ws(sc, i + 1);
+        if (i >= sc->n) return "trailing comma";
+    }
+}
+
+/* ---- Python interface ----------------------------------------------------------------------- */
+
+static PyObject *values_list(const Chunk *ch, const Table *t, int shapes) {
+    PyObject *out = PyList_New(t->order.len);
+    if (!out) return NULL;
+    const char *s = (const char *)ch->sc.s;
+    for (Py_ssize_t c = 0; c < t->order.len; c++) {
+        const Entry *e = &t->slots[t->order.v[c]];
+        PyObject *v;
+        if (shapes) { /* dims text, NUL, types text: the fallback's key */
+            v = PyBytes_FromStringAndSize(NULL, e->l1 + 1 + e->l2);
+            if (v) {
+                char *p = PyBytes_AS_STRING(v);
+                memcpy(p, s + e->o1, (size_t)e->l1);
+                p[e->l1] = 0;
+                memcpy(p + e->l1 + 1, s + e->o2, (size_t)e->l2);
+            }
+        } else if (e->esc) { /* escaped: decoded by the caller */
+            v = PyBytes_FromStringAndSize(s + e->o1, e->l1);
+        } else {
+            v = PyUnicode_DecodeUTF8(s + e->o1, e->l1, "strict");
+        }
+        if (!v) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, c, v);
+    }
+    return out;
+}
+
+static PyObject *result(Chunk *ch) {
+    const char *s = (const char *)ch->sc.s;
+    PyObject *cats = values_list(ch, &ch->cats, 0), *names = values_list(ch, &ch->names, 0);
+    PyObject *shapes = values_list(ch, &ch->shapes, 1);
+    PyObject *strings = PyList_New(ch->strings.len / 4);
+    PyObject *extra_rows = PyList_New(ch->extra.len / 3);
+    PyObject *extra = Py_None;
+    Py_INCREF(Py_None);
+    if (!cats || !names || !shapes || !strings || !extra_rows) goto fail;
+    for (Py_ssize_t j = 0; j < ch->strings.len / 4; j++) {
+        int64_t *r = ch->strings.v + 4 * j;
+        PyObject *t = Py_BuildValue("(nnN)", (Py_ssize_t)r[0], (Py_ssize_t)r[1],
+                                    PyUnicode_DecodeUTF8(s + r[2], (Py_ssize_t)r[3], "strict"));
+        if (!t) goto fail;
+        PyList_SET_ITEM(strings, j, t);
+    }
+    if (ch->extra.len) { /* "[" + the events' texts joined by "," + "]" */
+        Py_ssize_t total = 1;
+        for (Py_ssize_t j = 0; j < ch->extra.len; j += 3) total += ch->extra.v[j + 1] - ch->extra.v[j] + 1;
+        Py_DECREF(extra);
+        extra = PyBytes_FromStringAndSize(NULL, total);
+        if (!extra) goto fail;
+        char *p = PyBytes_AS_STRING(extra);
+        *p++ = '[';
+        for (Py_ssize_t j = 0; j < ch->extra.len; j += 3) {
+            if (j) *p++ = ',';
+            memcpy(p, s + ch->extra.v[j], (size_t)(ch->extra.v[j + 1] - ch->extra.v[j]));
+            p += ch->extra.v[j + 1] - ch->extra.v[j];
+        }
+        *p = ']';
+        for (Py_ssize_t j = 0; j < ch->extra.len / 3; j++) {
+            PyObject *row = PyLong_FromLongLong(ch->extra.v[3 * j + 2]);
+            if (!row) goto fail;
+            PyList_SET_ITEM(extra_rows, j, row);
+        }
+    }
+    return Py_BuildValue("(nnLiNNNNNNL)", ch->rows, ch->nkern, (long long)ch->other, ch->float_ts, cats, names,
+                         shapes, strings, extra, extra_rows, (long long)ch->unsure);
+fail:
+    Py_XDECREF(cats);
+    Py_XDECREF(names);
+    Py_XDECREF(shapes);
+    Py_XDECREF(strings);
+    Py_XDECREF(extra_rows);
+    Py_XDECREF(extra);
+    return NULL;
+}
+
+static int writable_int64(PyObject *obj, Py_buffer *view, Py_ssize_t need) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->len < need * (Py_ssize_t)sizeof(int64_t)) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "output array too small");
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan(body, cols, kern, cap) -> tuple | str\n\n"
+"Scan one chunk of a Kineto event array (events separated by commas, no brackets).\n"
+"cols: writable int64 buffer of 13 * cap values, kern: 9 * cap (column-major, see the C source).\n"
+"Returns (rows, kernels, other_events, float_ts, cat_values, name_values, shape_texts, string_ids,\n"
+"extra_json, extra_rows, unsure), or a reason string when the chunk must be decoded the exact msgspec way.");
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    PyObject *body_obj, *cols_obj, *kern_obj;
+    Py_ssize_t cap;
+    Py_buffer body, cols, kern;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOn", &body_obj, &cols_obj, &kern_obj, &cap)) return NULL;
+    if (cap < 0) { PyErr_SetString(PyExc_ValueError, "negative capacity"); return NULL; }
+    if (PyObject_GetBuffer(body_obj, &body, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (writable_int64(cols_obj, &cols, NCOLS * cap) < 0) { PyBuffer_Release(&body); return NULL; }
+    if (writable_int64(kern_obj, &kern, NKCOLS * cap) < 0) {
+        PyBuffer_Release(&body);
+        PyBuffer_Release(&cols);
+        return NULL;
+    }
+    Chunk ch;
+    memset(&ch, 0, sizeof ch);
+    ch.sc = (Scan){(const uint8_t *)body.buf, body.len, "invalid JSON"};
+    ch.cols = cols.buf;
+    ch.kern = kern.buf;
+    ch.cap = cap;
+    PyObject *out = NULL;
+    if (table_init(&ch.cats) < 0 || table_init(&ch.names) < 0 || table_init(&ch.shapes) < 0) {
+        out = PyUnicode_FromString("out of memory");
+    } else {
+        const char *why;
+        Py_BEGIN_ALLOW_THREADS /* the buffers are ours for the call: the inflating thread may run */
+        why = scan_all(&ch);
+        Py_END_ALLOW_THREADS
+        out = why ? PyUnicode_FromString(why) : result(&ch);
+        if (!out && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) { /* not expected: validated */
+            PyErr_Clear();
+            out = PyUnicode_FromString("invalid UTF-8");
+        }
+    }
+    table_free(&ch.cats);
+    table_free(&ch.names);
+    table_free(&ch.shapes);
+    PyMem_RawFree(ch.extra.v);
+    PyMem_RawFree(ch.strings.v);
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&cols);
+    PyBuffer_Release(&kern);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, scan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto_cscan",
+                                    "Compiled scanner for Kineto event chunks (optional; see _kineto_scan.py).", -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__kineto_cscan(void) { return PyModule_Create(&module); }
