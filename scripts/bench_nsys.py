@@ -14,6 +14,10 @@ Each contender runs in its own process; wall time and peak RSS come from the par
   reusing its indexes) and the runs are summed for the end-to-end figure.
 * ``--rounds N`` (default 2) alternates the contenders N times and reports each one's best
   round: other jobs on a shared machine otherwise decide the ratio.
+* traceread's line also gives the peak RSS of the load alone (``ru_maxrss`` read in the child
+  right after ``load``), the frame's and side tables' own size, and the gaps frame's size: the
+  end-to-end peak is reached while the gaps frame (one row of 45 columns per gap, however short)
+  is built next to the trace.
 * The gap counts are not the same measure: traceread reports device-level compute-idle gaps
   (no kernel on any stream of the GPU), nsys-ai per-stream gaps (a stream waiting while others run).
 * ``--fetch`` also times ways of getting integer columns out of SQLite (1M kernel rows), the
@@ -35,12 +39,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NSYS_AI = os.environ.get("NSYS_AI", os.path.join(REPO, ".venv-nsysai", "bin", "nsys-ai"))
 
 TRACEREAD_CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 t0 = time.perf_counter()
 from traceread.loaders import load
 trace = load(sys.argv[1])
 t1 = time.perf_counter()
-out = {"events": len(trace.events), "load_s": t1 - t0}
+# ru_maxrss only grows: read here it is the peak of import + load alone.
+out = {"events": len(trace.events), "load_s": t1 - t0,
+       "load_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+       # side tables not read yet (read on first use) are not read here either
+       "trace_mib": (trace.events.memory_usage().sum() + sum(trace.side[n].memory_usage().sum() for n in trace.side
+                     if getattr(trace.side, "is_read", lambda n: True)(n))) / 2**20}
 try:
     from traceread.config import Thresholds
     from traceread.gaps import find_gaps
@@ -52,7 +61,7 @@ else:
     steps = find_steps(trace, cfg)
     gaps = find_gaps(trace, steps.steps, cfg)
     out.update(gaps=len(gaps), gaps_over_1ms=int((gaps["dur_ns"] > 1_000_000).sum()),
-               analysis_s=time.perf_counter() - t1)
+               analysis_s=time.perf_counter() - t1, gaps_mib=gaps.memory_usage().sum() / 2**20)
 print(json.dumps(out))
 """
 
@@ -183,7 +192,10 @@ def traceread_round(export: str, env: dict) -> tuple[float, tuple, str]:
     info = json.loads(out) if rc == 0 else {}
     what = info.get("note", "load + find_steps + find_gaps, all devices")
     row = ("traceread", what, wall, rss, f"{info.get('gaps_over_1ms', '-')} (device idle)")
-    detail = f"load {info.get('load_s', float('nan')):.1f} s, analysis {info.get('analysis_s', float('nan')):.1f} s"
+    nan = float("nan")
+    detail = (f"load {info.get('load_s', nan):.1f} s (peak RSS {info.get('load_peak_mib', nan):,.0f} MiB; "
+              f"frame + side tables {info.get('trace_mib', nan):,.0f} MiB), analysis {info.get('analysis_s', nan):.1f} s "
+              f"({info.get('gaps', '-'):,} gaps, gaps frame {info.get('gaps_mib', nan):,.0f} MiB)")
     return wall, row, detail
 
 

@@ -5,6 +5,7 @@ Loaders return :class:`Trace`; analyses read it and never modify it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,13 +80,72 @@ class TraceMeta:
         return max(sizes) if sizes else None
 
 
+class SideTables(MutableMapping[str, pd.DataFrame]):
+    """Side tables by name, some of them read on first access.
+
+    A loader can register a table as a callable (``pending``) instead of a frame: the table is
+    then read when first asked for (``side[name]``, iteration over items or values) and kept.
+    ``name in side``, ``len`` and key order do not read anything. Pickling reads every pending
+    table first, so a pickled trace carries all of them.
+    """
+
+    def __init__(self, tables: dict[str, pd.DataFrame | None] | None = None,
+                 pending: dict[str, Callable[[], pd.DataFrame]] | None = None) -> None:
+        # Key order is that of ``tables`` (a None value holds a pending table's place), then of
+        # the pending tables it does not name.
+        self._tables: dict[str, pd.DataFrame | None] = dict(tables or {})
+        self._pending = dict(pending or {})
+        for name in self._pending:
+            self._tables.setdefault(name, None)
+        assert all(t is not None or n in self._pending for n, t in self._tables.items()), "table without reader"
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        table = self._tables[name]
+        if table is None:
+            table = self._tables[name] = self._pending.pop(name)()
+        return table
+
+    def __setitem__(self, name: str, table: pd.DataFrame) -> None:
+        self._pending.pop(name, None)
+        self._tables[name] = table
+
+    def __delitem__(self, name: str) -> None:
+        self._pending.pop(name, None)
+        del self._tables[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._tables))
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tables
+
+    def is_read(self, name: str) -> bool:
+        """Whether table ``name`` is in memory (False while it is still pending)."""
+        return self._tables.get(name) is not None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"tables": {name: self[name] for name in self}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._tables, self._pending = dict(state["tables"]), {}
+
+    def __repr__(self) -> str:
+        return f"SideTables({', '.join(n + ('' if self.is_read(n) else ' (pending)') for n in self._tables)})"
+
+
 @dataclass
 class Trace:
-    """Events frame (schema.EVENT_COLUMNS), metadata, and side tables (schema.SIDE_TABLES)."""
+    """Events frame (schema.EVENT_COLUMNS), metadata, and side tables (schema.SIDE_TABLES).
+
+    ``side`` is a dict, or a :class:`SideTables` whose bulky tables are read on first use.
+    """
 
     events: pd.DataFrame
     meta: TraceMeta
-    side: dict[str, pd.DataFrame] = field(default_factory=dict)
+    side: MutableMapping[str, pd.DataFrame] = field(default_factory=dict)
 
     def side_table(self, name: str) -> pd.DataFrame:
         """The side table ``name``, or an empty frame with its columns when the trace has none."""

@@ -6,6 +6,8 @@ unreadable input, 3 an internal error: a bug, shown as one line, with the traceb
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import sys
 import traceback
@@ -16,9 +18,30 @@ from traceread.errors import EXIT_INTERNAL, EXIT_USAGE, TracereadError
 
 # Set by the group's --debug flag (or TRACEREAD_DEBUG=1); read by main() when an unexpected error lands.
 _debug = {"on": False}
+# Subcommands, each in traceread.cli.<name>; a module not built yet is simply not offered.
+COMMANDS = ("analyze", "info", "gaps", "kernels", "scan", "diff")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group that imports a subcommand's module only when that subcommand runs (or ``--help``
+    lists it): ``traceread info`` then never imports the rules, metrics or renderers."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | {n for n in COMMANDS if _module(n) is not None})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None and cmd_name in COMMANDS and _module(cmd_name) is not None:
+            cmd = importlib.import_module(f"traceread.cli.{cmd_name}").command
+            self.add_command(cmd, cmd_name)
+        return cmd
+
+
+def _module(name: str) -> object | None:
+    return importlib.util.find_spec(f"traceread.cli.{name}")
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="traceread")
 @click.option("--debug", is_flag=True, help="On an internal error, print the full traceback.")
 @click.option("--max-json-size", metavar="SIZE", default=None,
@@ -34,20 +57,6 @@ def cli(debug: bool, max_json_size: str | None, max_gzip_ratio: float | None, ma
     from traceread.limits import configure
 
     configure(max_json_size, max_gzip_ratio, max_memory)
-
-
-def _register() -> None:
-    for mod_name in ("analyze", "info", "gaps", "kernels", "scan", "diff"):
-        try:
-            mod = __import__(f"traceread.cli.{mod_name}", fromlist=["command"])
-        except ModuleNotFoundError as exc:  # subcommand not built yet
-            if exc.name != f"traceread.cli.{mod_name}":
-                raise
-            continue
-        cli.add_command(mod.command)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,19 +1,24 @@
-"""One function per nsys table: read it in bulk and return a :class:`Block` of event rows.
+"""One function per nsys table: read it in bulk and return its event rows as a :class:`Table`.
 
-A Block holds whole columns (numpy) for one source table, rows in the export's order; names are
-codes into the block's own ``names`` array, so strings are handled once per distinct value.
+A Table is a source table's rows as a sequence of :class:`Block` parts (numpy columns, rows in the
+export's order) plus how its name keys become names. The two tables that grow with the run
+(kernels, runtime calls) are read in row chunks, one part per chunk, so the loader never holds a
+whole table beside the frame; the others are read whole, as one part. Names travel as integer
+keys (string ids, packed kinds) and are turned into strings once per distinct key.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from traceread import schema as S
+from traceread.errors import TraceReadError
 from traceread.kernel_classes import is_communication
 from traceread.loaders._nsys_read import Export, decode, nvtx_table, split_global, unpack
 
@@ -61,6 +66,37 @@ class Block:
         return len(self.start)
 
 
+# Sorted distinct name keys of a table -> (the table's names, the index into them of each key).
+NameMap = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass
+class Table:
+    """A source table's event rows: ``parts`` (Blocks whose ``name_code`` holds name keys, their
+    ``names`` unused) and ``names``, which maps the keys seen to the table's names."""
+
+    raw: str
+    parts: Iterable[Block]
+    names: NameMap
+
+
+def whole(block: Block | None) -> Table | None:
+    """A table read whole: one part whose name codes index its own names."""
+    if block is None:
+        return None
+    return Table(block.raw, [block], lambda keys: (block.names, keys))
+
+
+@dataclass
+class RuntimeRows:
+    """The runtime calls as the frame holds them (what :func:`syncs` links to)."""
+
+    pid: np.ndarray
+    correlation: np.ndarray
+    name_code: np.ndarray
+    names: np.ndarray
+
+
 def _code(values: tuple[str, ...], v: str) -> int:
     return values.index(v)
 
@@ -93,42 +129,83 @@ _GPU_COLS = {"start": "start", "end": "end", "deviceId": "deviceId", "streamId":
              "correlationId": "correlationId", "globalPid": "globalPid"}
 
 
-def kernels(ex: Export) -> Block | None:
+def _kernel_arg_exprs(ex: Export, t: str) -> dict[str, str]:
+    f, pk = ex.first, ex.packed
+    return {"grid": pk(t, (f(t, "gridX"), 31), (f(t, "gridY"), 16), (f(t, "gridZ"), 16)),
+            "block": pk(t, (f(t, "blockX"), 11), (f(t, "blockY"), 11), (f(t, "blockZ"), 11)),
+            "regs_shm": pk(t, (f(t, "registersPerThread"), 16), (f(t, "staticSharedMemory"), 23),
+                           (f(t, "dynamicSharedMemory"), 23))}
+
+
+def _kernel_args(ex: Export, t: str, c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Side-table columns of a chunk of kernel rows (all -1 where the export has no launch config)."""
+    if not ex.has(t, "gridX"):
+        return {k: np.full(len(c["grid"]), S.NO_ID) for k in S.SIDE_TABLES["kernel_args"] if k != "row"}
+    gx, gy, gz = unpack(c["grid"], 31, 16, 16)
+    bx, by, bz = unpack(c["block"], 11, 11, 11)
+    regs, ssm, dsm = unpack(c["regs_shm"], 16, 23, 23)
+    return {"grid_x": gx, "grid_y": gy, "grid_z": gz, "block_x": bx, "block_y": by, "block_z": bz,
+            "registers": regs, "shared_mem_bytes": ssm + dsm}
+
+
+def kernels(ex: Export, with_args: bool = True) -> Table | None:
+    """Kernel rows; their launch configuration (side table ``kernel_args``) too when ``with_args``
+    (else :func:`kernel_args` reads it later, on its own)."""
     t = K + "KERNEL"
     if not ex.has(t):
         return None
     f = ex.first
-    # Packed in SQL (8 values per row instead of 17); widths cover CUDA's limits.
+    # Packed in SQL (5 values per row instead of 9, 8 instead of 17 with the launch configuration);
+    # widths cover CUDA's limits.
     pk = ex.packed
-    c = ex.ints(t, {
+    exprs = {
         "start": "start", "end": "end",
         "dev_stream": pk(t, ("streamId", 32), ("deviceId", 31)),
         "pid_corr": pk(t, ("correlationId", 32), ("(globalPid >> 24)", 24, True)),
         "names": pk(t, (f(t, "demangledName"), 31), (f(t, "shortName"), 31)),
-        "grid": pk(t, (f(t, "gridX"), 31), (f(t, "gridY"), 16), (f(t, "gridZ"), 16)),
-        "block": pk(t, (f(t, "blockX"), 11), (f(t, "blockY"), 11), (f(t, "blockZ"), 11)),
-        "regs_shm": pk(t, (f(t, "registersPerThread"), 16), (f(t, "staticSharedMemory"), 23),
-                       (f(t, "dynamicSharedMemory"), 23)),
-    })
-    stream, device = unpack(c.pop("dev_stream"), 32, 31)
-    corr, pid = unpack(c.pop("pid_corr"), 32, 24)
-    demangled, short = unpack(c.pop("names"), 31, 31)
-    gx, gy, gz = unpack(c.pop("grid"), 31, 16, 16)
-    bx, by, bz = unpack(c.pop("block"), 11, 11, 11)
-    regs, ssm, dsm = unpack(c.pop("regs_shm"), 16, 23, 23)
-    # Prefer the demangled name (what Kineto shows); fall back to shortName where it is empty.
-    ud, dinv = np.unique(demangled, return_inverse=True)
-    d_ok = (ex.string_of(ud) != "")[dinv]
-    names, code = _names_from_ids(ex, np.where(d_ok, demangled, short))
-    comm = is_communication(names) if len(names) else np.zeros(0, dtype=bool)
-    lane_u = np.where(comm, _code(S.LANES, S.LANE_GPU_COMM), _code(S.LANES, S.LANE_GPU_COMPUTE)).astype(np.int8)
-    known = ex.has(t, "gridX")
-    side = {"kernel_args": {"grid_x": gx, "grid_y": gy, "grid_z": gz, "block_x": bx, "block_y": by, "block_z": bz,
-                            "registers": regs, "shared_mem_bytes": ssm + dsm}}
-    if not known:
-        side = {"kernel_args": {k: np.full(len(gx), S.NO_ID) for k in side["kernel_args"]}}
-    c.update(deviceId=device, streamId=stream, correlationId=corr, globalPid=pid << 24)
-    return _gpu_block(ex, t, c, names, code, lane_u[code], _code(S.CATEGORIES, S.CAT_KERNEL), side)
+        **(_kernel_arg_exprs(ex, t) if with_args else {}),
+    }
+    lanes = np.array([_code(S.LANES, S.LANE_GPU_COMPUTE), _code(S.LANES, S.LANE_GPU_COMM)], dtype=np.int8)
+
+    def part(c: dict[str, np.ndarray]) -> Block:
+        stream, device = unpack(c["dev_stream"], 32, 31)
+        corr, pid = unpack(c["pid_corr"], 32, 24)
+        demangled, short = unpack(c["names"], 31, 31)
+        # Prefer the demangled name (what Kineto shows); fall back to shortName where it is empty.
+        ud, dinv = np.unique(demangled, return_inverse=True)
+        key = np.where((ex.string_of(ud) != "")[dinv], demangled, short)
+        uk, kinv = np.unique(key, return_inverse=True)
+        comm = is_communication(ex.string_of(uk)) if len(uk) else np.zeros(0, dtype=bool)
+        cols = {"start": c["start"], "end": c["end"], "deviceId": device, "streamId": stream, "correlationId": corr,
+                "globalPid": pid << 24}
+        side = {"kernel_args": _kernel_args(ex, t, c)} if with_args else {}
+        return _gpu_block(ex, t, cols, _NO_NAMES, key, lanes[comm.astype(np.int8)][kinv],
+                          _code(S.CATEGORIES, S.CAT_KERNEL), side)
+
+    return Table(t, (part(c) for c in ex.chunks(t, exprs)), lambda keys: (ex.string_of(keys), np.arange(len(keys))))
+
+
+def kernel_args(ex: Export, rows: int) -> pd.DataFrame:
+    """The ``kernel_args`` side table of the kernel rows, read on its own: the kernels are the
+    frame's first ``rows`` rows, in table order (as :func:`kernels` reads them)."""
+    t = K + "KERNEL"
+    spec = S.SIDE_TABLES["kernel_args"]
+    out = {c: np.empty(rows, dtype=np.int64) for c in spec}
+    out["row"][:] = np.arange(rows, dtype=np.int64)
+    at = 0
+    for c in ex.chunks(t, _kernel_arg_exprs(ex, t)):
+        n = len(c["grid"])
+        if at + n > rows:
+            raise TraceReadError(ex.path, "kernel table has more rows than when it was loaded")
+        for name, v in _kernel_args(ex, t, c).items():
+            out[name][at:at + n] = v
+        at += n
+    if at != rows:
+        raise TraceReadError(ex.path, "kernel table has fewer rows than when it was loaded")
+    return pd.DataFrame(out, copy=False)
+
+
+_NO_NAMES = np.zeros(0, dtype=object)
 
 
 def _enum(ex: Export, table: str, column: str) -> dict[int, str]:
@@ -172,46 +249,52 @@ def copies(ex: Export) -> list[Block]:
     return out
 
 
-def runtime(ex: Export) -> Block | None:
+def runtime(ex: Export) -> Table | None:
     t = K + "RUNTIME"
     if not ex.has(t):
         return None
     # eventClass 67 rows duplicate calls that carry a CUDA backtrace (2021 exports): skip them.
-    c = ex.ints(t, {"start": "start", "end": "end",
-                    "cls_pid_name": ex.packed(t, ("nameId", 32), ("(globalTid >> 24)", 24, True), ("eventClass", 1)),
-                    "tid_corr": ex.packed(t, ("correlationId", 32), ("globalTid", 24, True))},
-                where="WHERE eventClass IN (0, 1)")
-    name_id, pid, cls = unpack(c.pop("cls_pid_name"), 32, 24, 1)
-    corr, tid = unpack(c.pop("tid_corr"), 32, 24)
-    c.update(name=name_id, cls=cls, corr=corr)
-    raw_names, code = _names_from_ids(ex, c["name"])
-    stripped = np.array([_API_SUFFIX.sub("", s) for s in raw_names], dtype=object)
-    names, remap = np.unique(stripped, return_inverse=True)
-    n = len(code)
-    cat = np.where(c["cls"] == 1, _code(S.CATEGORIES, S.CAT_DRIVER), _code(S.CATEGORIES, S.CAT_RUNTIME))
-    return Block(raw=t, lane=_full(n, _code(S.LANES, S.LANE_CPU_THREAD), np.int8), category=cat.astype(np.int8),
-                 names=names, name_code=remap[code].astype(np.int64), start=c["start"],
-                 end=np.maximum(c["end"], c["start"]), pid=pid, tid=tid, device=_full(n, S.NO_ID),
-                 stream=_full(n, S.NO_ID), correlation=c["corr"])
+    exprs = {"start": "start", "end": "end",
+             "cls_pid_name": ex.packed(t, ("nameId", 32), ("(globalTid >> 24)", 24, True), ("eventClass", 1)),
+             "tid_corr": ex.packed(t, ("correlationId", 32), ("globalTid", 24, True))}
+    cats = np.array([_code(S.CATEGORIES, S.CAT_RUNTIME), _code(S.CATEGORIES, S.CAT_DRIVER)], dtype=np.int8)
+
+    def part(c: dict[str, np.ndarray]) -> Block:
+        name_id, pid, cls = unpack(c["cls_pid_name"], 32, 24, 1)
+        corr, tid = unpack(c["tid_corr"], 32, 24)
+        n = len(name_id)
+        return Block(raw=t, lane=_full(n, _code(S.LANES, S.LANE_CPU_THREAD), np.int8), category=cats[cls],
+                     names=_NO_NAMES, name_code=name_id, start=c["start"], end=np.maximum(c["end"], c["start"]),
+                     pid=pid, tid=tid, device=_full(n, S.NO_ID), stream=_full(n, S.NO_ID), correlation=corr)
+
+    def names(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        stripped = np.array([_API_SUFFIX.sub("", s) for s in ex.string_of(keys)], dtype=object)
+        uniq, remap = np.unique(stripped, return_inverse=True)
+        return uniq, remap
+
+    return Table(t, (part(c) for c in ex.chunks(t, exprs, where="WHERE eventClass IN (0, 1)")), names)
 
 
-def syncs(ex: Export, rt: Block | None) -> Block | None:
+def syncs(ex: Export, rt: RuntimeRows | None) -> Block | None:
     t = K + "SYNCHRONIZATION"
     if not ex.has(t):
         return None
     c = ex.ints(t, {**_GPU_COLS, "type": ex.first(t, "syncType") or "NULL"})
     label = np.array([SYNC_BY_ENUM.get(int(v), "Sync") for v in range(5)] + ["Sync"], dtype=object)
     names_row = label[np.clip(c["type"], 0, 5)]
-    if rt is not None and len(rt):
-        rt_names = np.array([SYNC_BY_API.get(s, "") for s in rt.names], dtype=object)[rt.name_code]
-        key_rt = (rt.pid << 32) | (rt.correlation & 0xFFFFFFFF)
-        order = np.argsort(key_rt, kind="stable")
-        key_sorted = key_rt[order]
+    if rt is not None and len(rt.pid) and len(names_row):
         key = (_pid(c["globalPid"]) << 32) | (c["correlationId"] & 0xFFFFFFFF)
-        pos = np.clip(np.searchsorted(key_sorted, key), 0, len(key_sorted) - 1)
-        hit = key_sorted[pos] == key
-        api = np.where(hit, rt_names[order[pos]], "")
-        names_row = np.where(api != "", api, names_row)
+        key_rt = (rt.pid << 32) | (rt.correlation & 0xFFFFFFFF)
+        # Only the runtime rows sharing a sync record's key can match: sort those, not all calls.
+        cand = np.flatnonzero(np.isin(key_rt, key))
+        if len(cand):
+            sync_api = np.array([SYNC_BY_API.get(s, "") for s in rt.names], dtype=object)
+            order = cand[np.argsort(key_rt[cand], kind="stable")]
+            key_sorted = key_rt[order]
+            pos = np.clip(np.searchsorted(key_sorted, key), 0, len(key_sorted) - 1)
+            hit = key_sorted[pos] == key
+            api = np.where(hit, sync_api[rt.name_code[order[pos]]], "")
+            names_row = np.where(api != "", api, names_row)
     names, code = np.unique(names_row.astype(str), return_inverse=True)
     return _gpu_block(ex, t, c, names.astype(object), code.astype(np.int64), _code(S.LANES, S.LANE_GPU_SYNC),
                       _code(S.CATEGORIES, S.CAT_SYNC))

@@ -1,7 +1,7 @@
 """Low-level reading of an Nsight Systems SQLite export: open read-only, find tables and columns,
 fetch integer columns in bulk into numpy, decode strings, read version/time/device metadata.
 
-Nothing here loops per row in Python: integer columns come out of SQLite through
+Nothing here loops per row in Python: integer columns come out of SQLite in rowid chunks through
 ``np.fromiter(chain.from_iterable(cursor))``, several small fields packed into one int64 in SQL
 (measured against pandas.read_sql, fetchall into an array, and hex text built by SQLite, which
 was no faster: scripts/bench_nsys.py ``--fetch``); text columns are decoded once per distinct value.
@@ -9,12 +9,15 @@ was no faster: scripts/bench_nsys.py ``--fetch``); text columns are decoded once
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import re
 import sqlite3
+import threading
 import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,7 +26,9 @@ from traceread.errors import TraceReadError
 
 # Parallel reader threads for big tables (more than ~4 gains little: the int conversion holds the GIL).
 READERS = min(4, os.cpu_count() or 1)
-PARALLEL_MIN_ROWS = 200_000
+# Rows per read chunk: the loader's working memory beside the frame is a few chunks of packed
+# int64s (256k rows x 8 values = 16 MiB each), whatever the table's size. Tests set it small.
+CHUNK_ROWS = 1 << 18
 PID_SHIFT = 24
 ID_MASK = 0xFFFFFF  # pids and tids are 24-bit fields of globalTid/globalPid (B.3)
 # Tables whose presence marks a file as an nsys export.
@@ -60,43 +65,89 @@ class Export:
         return next((c for c in candidates if self.has(table, c)), None)
 
     def ints(self, table: str, exprs: dict[str, str], where: str = "") -> dict[str, np.ndarray]:
-        """Integer columns in bulk: ``exprs`` maps output name -> SQL expression (NULL becomes -1).
+        """Integer columns of a whole table: :meth:`chunks` joined (for tables read whole)."""
+        parts = list(self.chunks(table, exprs, where))
+        if not parts:
+            return {name: np.zeros(0, dtype=np.int64) for name in exprs}
+        return {name: np.concatenate([p[name] for p in parts]) for name in exprs}
 
-        Cost grows with each value handed to Python (an int object each), so callers pack several
-        small fields into one int64 in SQL (:meth:`packed`) and split them with :func:`unpack`.
+    def chunks(self, table: str, exprs: dict[str, str], where: str = "") -> Iterator[dict[str, np.ndarray]]:
+        """Integer columns in row chunks of about :data:`CHUNK_ROWS`, in table order.
+
+        ``exprs`` maps output name -> SQL expression (NULL becomes -1). Cost grows with each value
+        handed to Python (an int object each), so callers pack several small fields into one
+        int64 in SQL (:meth:`packed`) and split them with :func:`unpack`. Each chunk is a rowid
+        slice; with several readers the slices are fetched ahead in parallel, one connection per
+        thread (SQLite releases the GIL while it decodes records), at most ``2 * READERS`` chunks
+        in memory at once. Columns are strided views of the chunk's row-major buffer.
         """
         names = list(exprs)
         # COALESCE only where NULL can occur: every extra opcode per row shows at 10M rows.
         safe = self.notnull.get(table, set())
         sel = [e if isinstance(e, Sql) or e in safe else f"COALESCE({e}, -1)" for e in exprs.values()]
-        sql = f"SELECT {', '.join(sel)} FROM {table} {where}"
+        glue = "AND" if where else "WHERE"
+        sql = f"SELECT {', '.join(sel)} FROM {table} {where} {glue} rowid > ? AND rowid <= ?"
+
+        def split(flat: np.ndarray) -> dict[str, np.ndarray]:
+            arr = flat.reshape(-1, len(names))
+            return {name: arr[:, i] for i, name in enumerate(names)}
+
         ranges = self._rowid_ranges(table)
-        if len(ranges) < 2:
-            flat = _fetch(self.conn, sql, ())
-        else:
-            # Rowid slices in parallel, one connection each: SQLite releases the GIL while it
-            # decodes records, so the slices overlap on other cores (rows stay in table order).
-            glue = "AND" if where else "WHERE"
-            part_sql = f"{sql} {glue} rowid > ? AND rowid <= ?"
-            clones = [self.clone() for _ in ranges]
-            try:
-                with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
-                    parts = list(pool.map(lambda cr: _fetch(cr[0].conn, part_sql, cr[1]), zip(clones, ranges,
-                                                                                             strict=True)))
-            finally:
-                for c in clones:
-                    c.conn.close()
-            flat = np.concatenate(parts)
-        arr = flat.reshape(-1, len(names))
-        return {name: np.ascontiguousarray(arr[:, i]) for i, name in enumerate(names)}
+        if len(ranges) < 2 or READERS < 2:
+            for r in ranges:
+                flat = _fetch(self.conn, sql, r)
+                if len(flat):
+                    yield split(flat)
+            return
+        local = threading.local()
+        clones: list[Export] = []
+        _ = self.strings  # read here: a clone shares the string table, and this connection is this thread's
+
+        def fetch(r: tuple[int, int]) -> np.ndarray:
+            if not hasattr(local, "ex"):
+                local.ex = self.clone()
+                clones.append(local.ex)
+            return _fetch(local.ex.conn, sql, r)
+
+        pool = ThreadPoolExecutor(max_workers=READERS)
+        try:
+            pending: collections.deque[Future] = collections.deque()
+            todo = iter(ranges)
+            for r in itertools.islice(todo, 2 * READERS):
+                pending.append(pool.submit(fetch, r))
+            while pending:
+                flat = pending.popleft().result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append(pool.submit(fetch, nxt))
+                if len(flat):
+                    yield split(flat)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for c in clones:
+                c.conn.close()
+
+    def row_bound(self, table: str) -> int:
+        """An upper bound on the rows a read of ``table`` returns: its rowid span (no scan)."""
+        if not self.has(table):
+            return 0
+        lo, hi = self._rowid_span(table)
+        return 0 if lo is None else hi - lo + 1
+
+    def _rowid_span(self, table: str) -> tuple[int | None, int | None]:
+        # Two queries: SQLite answers MIN(rowid) or MAX(rowid) alone from the b-tree's edge, but
+        # both in one SELECT scans the whole table (seconds at 5M rows).
+        lo = self.conn.execute(f"SELECT MIN(rowid) FROM {table}").fetchone()[0]
+        hi = self.conn.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
+        return lo, hi
 
     def _rowid_ranges(self, table: str) -> list[tuple[int, int]]:
-        """(lo, hi] rowid slices for a parallel scan; one slice for small tables."""
-        lo, hi = self.conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
-        if lo is None or hi - lo < PARALLEL_MIN_ROWS or READERS < 2:
-            return [(lo or 0, hi or 0)]
-        edges = np.linspace(lo - 1, hi, READERS + 1).astype(np.int64)
-        return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
+        """(lo, hi] rowid slices of at most CHUNK_ROWS rowids each."""
+        lo, hi = self._rowid_span(table)
+        if lo is None:
+            return []
+        step = max(1, CHUNK_ROWS)
+        return [(a, min(a + step, hi)) for a in range(lo - 1, hi, step)]
 
     def packed(self, table: str, *fields: tuple) -> Sql:
         """SQL packing fields ``(expr, bits[, mask])`` into one int64, first field in the low bits.

@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -37,14 +38,11 @@ import pandas as pd
 from traceread import schema as S
 from traceread.errors import TraceReadError
 from traceread.loaders import _nsys_blocks as B
-from traceread.loaders._nsys_read import Export, gpu_rows, open_export
-from traceread.trace import DeviceInfo, RankInfo, Trace, TraceMeta
+from traceread.loaders._nsys_frame import FrameWriter
+from traceread.loaders._nsys_read import Export, gpu_rows, nvtx_table, open_export
+from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
-# Lanes whose rows say a process ran work on a device (sync records can name another device).
-_WORK_LANES = (S.LANE_GPU_COMPUTE, S.LANE_GPU_COMM, S.LANE_MEMCPY, S.LANE_MEMSET)
-_WORK_CODES = [S.LANES.index(lane) for lane in _WORK_LANES]
-_DEV_SPAN = 1 << 16  # device ids below this pack with the pid into one hash key
 
 
 def load_nsys(path: str | os.PathLike[str], progress: bool = False, step_range: str | None = None) -> Trace:
@@ -79,7 +77,8 @@ def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
             raise TraceReadError(path, f"'nsys export' failed ({why}); try: {hint}")
         ex = open_export(out)
         try:
-            return _load(ex, path, progress, step_range)
+            # The export is deleted with the folder: nothing can be read from it later.
+            return _load(ex, path, progress, step_range, lazy_args=False)
         finally:
             ex.conn.close()
 
@@ -90,33 +89,69 @@ def _say(progress: bool, msg: str) -> None:
         print(f"traceread: {msg}", file=sys.stderr, flush=True)
 
 
-def _load(ex: Export, path: str, progress: bool, step_range: str | None) -> Trace:
+def _load(ex: Export, path: str, progress: bool, step_range: str | None, lazy_args: bool = True) -> Trace:
     _say(progress, f"reading {path}")
-    rt = B.runtime(ex)
-    read = (B.kernels(ex), rt, B.syncs(ex, rt), *B.copies(ex), B.graphs(ex), B.osrt(ex), B.nvtx(ex))
-    blocks: list[B.Block | None] = [b for b in read if b is not None and len(b)]
-    for b in blocks:
-        _say(progress, f"{b.raw}: {len(b):,} rows")
-    used = _used_pairs(blocks)
-    ranks, pid_rank = _ranks(blocks, used)
-    events, side = _assemble(path, blocks, pid_rank)
+    k_bound, rt_bound = ex.row_bound(B.K + "KERNEL"), ex.row_bound(B.K + "RUNTIME")
+    bound = k_bound + rt_bound + sum(ex.row_bound(t) for t in (
+        B.K + "SYNCHRONIZATION", B.K + "MEMCPY", B.K + "MEMSET", B.K + "GRAPH_TRACE", "OSRT_API")) + \
+        (ex.row_bound(nvtx_table(ex)) if ex.has("NVTX_EVENTS") else 0)
+    out = FrameWriter(bound)
+    # Frame order: kernels, runtime calls, syncs (named from their runtime call), copies, graphs,
+    # OS runtime, NVTX. Each table is read and copied in before the next one is read. The kernels'
+    # launch configuration (side table kernel_args, 8 int64 per kernel) is read when first used.
+    spans = [(B.K + "KERNEL", out.add(B.kernels(ex, with_args=not lazy_args), k_bound))]
+    rt = out.add(B.runtime(ex), rt_bound)
+    spans.append((B.K + "RUNTIME", rt))
+    spans.append((B.K + "SYNCHRONIZATION", out.add(B.whole(B.syncs(ex, out.runtime_rows(*rt))))))
+    for block in B.copies(ex):
+        spans.append((block.raw, out.add(B.whole(block))))
+    for raw, read in ((B.K + "GRAPH_TRACE", B.graphs), ("OSRT_API", B.osrt), (nvtx_table(ex), B.nvtx)):
+        spans.append((raw, out.add(B.whole(read(ex)))))
+    for raw, (lo, hi) in spans:
+        if hi > lo:
+            _say(progress, f"{raw}: {hi - lo:,} rows")
+    used = out.used_pairs()
+    ranks, pid_rank = _ranks(out.pids, used)
+    events, side = out.finish(path, pid_rank)
+    n_kernels = spans[0][1][1]
+    pending = {"kernel_args": _KernelArgs(ex.path, n_kernels)} if lazy_args and n_kernels else {}
     meta = _meta(ex, path, events, ranks, used, step_range)
-    return Trace(events=events, meta=meta, side=side)
+    # kernel_args keeps its place (first: the kernels are the first rows) while it is pending.
+    return Trace(events=events, meta=meta, side=SideTables({**{k: None for k in pending}, **side}, pending))
 
 
-def _used_pairs(blocks: list[B.Block]) -> set[tuple[int, int]]:
-    """(pid, device) pairs with GPU work, by hashing (no sort over the 10M-row columns)."""
-    keys = [pd.unique(b.pid[m] * _DEV_SPAN + b.device[m]) for b in blocks
-            if (m := np.isin(b.lane, _WORK_CODES) & (b.pid >= 0) & (b.device >= 0) & (b.device < _DEV_SPAN)).any()]
-    uniq = pd.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
-    return {(int(k // _DEV_SPAN), int(k % _DEV_SPAN)) for k in uniq}
+class _KernelArgs:
+    """Reads the kernel_args side table from the export when first asked for (picklable)."""
+
+    def __init__(self, path: str, rows: int) -> None:
+        self.path, self.rows, self.stamp = path, rows, _stamp(path)
+
+    def __call__(self) -> pd.DataFrame:
+        if _stamp(self.path) != self.stamp:
+            raise TraceReadError(self.path, "changed since it was loaded; load it again to read kernel launch "
+                                            "configurations")
+        ex = open_export(self.path)
+        try:
+            return B.kernel_args(ex, self.rows)
+        except (ValueError, TypeError, OverflowError) as exc:
+            # SQLite columns are dynamically typed: text where the export has integers.
+            raise TraceReadError(self.path, f"the kernel table holds values of the wrong type ({exc})") from None
+        except sqlite3.Error as exc:
+            raise TraceReadError(self.path, f"not a readable Nsight Systems export ({exc})") from None
+        finally:
+            ex.conn.close()
 
 
-def _ranks(blocks: list[B.Block], used: set[tuple[int, int]]) -> tuple[list[RankInfo], dict[int, int]]:
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def _ranks(pids: set[int], used: set[tuple[int, int]]) -> tuple[list[RankInfo], dict[int, int]]:
     """One rank per process with events: ordered by the first CUDA device it used, then pid."""
-    pids = set()
-    for b in blocks:
-        pids.update(int(p) for p in pd.unique(b.pid) if p >= 0)
     first_dev: dict[int, int] = {}
     for p, d in used:
         first_dev[p] = min(first_dev.get(p, d), d)
@@ -125,67 +160,6 @@ def _ranks(blocks: list[B.Block], used: set[tuple[int, int]]) -> tuple[list[Rank
     ranks = [RankInfo(rank=i, rank_source="process order", world_size=None, world_size_source="unknown", pid=p)
              for i, p in enumerate(order)]
     return ranks, {p: i for i, p in enumerate(order)}
-
-
-def _assemble(path: str, blocks: list[B.Block | None], pid_rank: dict[int, int]) -> tuple[
-        pd.DataFrame, dict[str, pd.DataFrame]]:
-    """Concatenate the blocks into the events frame and side tables.
-
-    Output columns are allocated once and filled block by block; each block is released (its
-    list slot set to None) as soon as it is copied, so peak memory stays near the final frame.
-    """
-    if not blocks:
-        ev = S.empty_events()
-        ev["trace"] = pd.Categorical([], categories=[path])
-        return ev, {}
-    sizes = [len(b) for b in blocks]
-    offsets = np.cumsum([0, *sizes])
-    n = int(offsets[-1])
-    # Names: each block's distinct names, offset into one list, then deduplicated across blocks.
-    name_off = np.cumsum([0] + [len(b.names) for b in blocks])
-    ucode, uniq = pd.factorize(np.concatenate([b.names for b in blocks]).astype(object))
-    raws = list(dict.fromkeys(b.raw for b in blocks))
-    keys = np.array(sorted(pid_rank), dtype=np.int64)
-    vals = np.array([pid_rank[int(k)] for k in keys] + [0], dtype=np.int32)  # unknown pid -> rank 0
-    out = {c: np.empty(n, dtype=d) for c, d in (
-        ("rank", np.int32), ("lane", np.int8), ("device", np.int32), ("stream", np.int64), ("pid", np.int64),
-        ("tid", np.int64), ("name", np.int64), ("category", np.int8), ("raw", np.int16), ("start_ns", np.int64),
-        ("end_ns", np.int64), ("correlation", np.int64))}
-    side_parts: dict[str, list[dict[str, np.ndarray]]] = {}
-    for i in range(len(blocks)):
-        b, lo, hi = blocks[i], offsets[i], offsets[i + 1]
-        pos = np.searchsorted(keys, b.pid)
-        known = (pos < len(keys)) & (keys[np.minimum(pos, max(len(keys) - 1, 0))] == b.pid) if len(keys) else \
-            np.zeros(len(b), dtype=bool)
-        out["rank"][lo:hi] = vals[np.where(known, pos, len(keys))]
-        for col, src in (("lane", b.lane), ("device", b.device), ("stream", b.stream), ("pid", b.pid),
-                         ("tid", b.tid), ("category", b.category), ("start_ns", b.start), ("end_ns", b.end),
-                         ("correlation", b.correlation)):
-            out[col][lo:hi] = src
-        out["name"][lo:hi] = ucode[b.name_code + name_off[i]]
-        out["raw"][lo:hi] = raws.index(b.raw)
-        for table, cols in b.side.items():
-            side_parts.setdefault(table, []).append({"row": np.arange(lo, hi, dtype=np.int64), **cols})
-        blocks[i] = None  # release the block's arrays
-    ev = pd.DataFrame({
-        "trace": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[path]),
-        "rank": out["rank"],
-        "lane": pd.Categorical.from_codes(out["lane"], categories=list(S.LANES)),
-        "device": out["device"], "stream": out["stream"], "pid": out["pid"], "tid": out["tid"],
-        "name": pd.Categorical.from_codes(out["name"], categories=pd.Index(uniq, dtype=object)),
-        "category": pd.Categorical.from_codes(out["category"], categories=list(S.CATEGORIES)),
-        "raw_category": pd.Categorical.from_codes(out["raw"], categories=raws),
-        "start_ns": out["start_ns"], "end_ns": out["end_ns"], "correlation": out["correlation"],
-        "external_id": np.full(n, S.NO_ID, dtype=np.int64),
-    }, copy=False)  # columns are fresh arrays: skip pandas' consolidating copy
-    side: dict[str, pd.DataFrame] = {}
-    for table, parts in side_parts.items():
-        spec = S.SIDE_TABLES[table]
-        cols = {c: np.concatenate([p[c] for p in parts]) for c in spec}
-        side_parts[table] = []
-        df = pd.DataFrame(cols, copy=False)
-        side[table] = df.astype({c: d for c, (d, _) in spec.items() if d == "category"})
-    return ev, side
 
 
 def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], used: set[tuple[int, int]],
@@ -240,8 +214,7 @@ def _devices(ex: Export, ranks: list[RankInfo], used: set[tuple[int, int]]) -> l
 
 def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[str]) -> pd.DataFrame | None:
     """Host step ranges: rank, step, name, start_ns, end_ns (ProfilerStep#N, or the ``step_range`` NVTX name)."""
-    ann = events[events["lane"].isin([S.LANE_CPU_ANNOTATION, S.LANE_CPU_THREAD])]
-    names = pd.Series(ann["name"].cat.categories)
+    names = pd.Series(events["name"].cat.categories)
     if step_range:
         pat = re.compile(rf"^{re.escape(step_range)}(?:[#_ ]?(\d+))?$")
     else:
@@ -252,8 +225,10 @@ def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[str]) ->
         if step_range:
             warnings.append(f"no NVTX range named {step_range!r}; steps will be inferred")
         return None
-    code = ann["name"].cat.codes.to_numpy()
-    sel = ann[np.isin(code, list(hits))]
+    # Rows picked by name code first: copying all host rows (millions of runtime calls) to find a
+    # few step ranges would cost more memory than the rest of the load.
+    host = events["lane"].isin([S.LANE_CPU_ANNOTATION, S.LANE_CPU_THREAD]).to_numpy()
+    sel = events.iloc[np.flatnonzero(np.isin(events["name"].cat.codes.to_numpy(), list(hits)) & host)]
     number = np.array([int(hits[c].group(1)) if hits[c].group(1) else -1 for c in range(len(names))
                        if c in hits], dtype=np.int64)
     lookup = np.full(len(names), -1, dtype=np.int64)
