@@ -75,6 +75,9 @@ class Thresholds:
     capture_window_slack_ns: int = _t(
         2_000_000_000, "ns", "ranks of one capture start their profilers within a second or so of each other "
         "(plus NTP skew of tens of ms); windows further apart are separate captures")
+    align_max_end_spread_ns: int = _t(
+        1_000_000, "ns", "a collective completes within microseconds on all its ranks; matched calls whose aligned "
+        "ends still scatter by over 1 ms are probably not the same collectives")
     straggler_min_wait_share: float = _t(
         0.02, "fraction of others' time", "a rank is a straggler only when the others' waiting for it costs "
         "at least ~2% of their window: less is noise a balanced job has too")

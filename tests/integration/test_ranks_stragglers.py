@@ -1,7 +1,8 @@
 """Jobs and stragglers on generated multi-rank jobs with a planted straggler and clock offsets.
 
 The generator (traceread/synth/stragglers.py) records each rank on its own clock (offsets of several
-ms) and delays one rank before every collective, by slower compute or by a data stall; its truth
+ms) and delays one rank before every collective (slower compute, a data stall, launch overhead or a
+host sync); its truth
 holds the exact offsets and the time the other ranks waited. Checked through the whole pipeline
 (write files, load, analyze, summarize, group, align), in both formats.
 """
@@ -39,7 +40,8 @@ def _check_offsets(job, report, tol_ns: int = 50_000) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
-@pytest.mark.parametrize("mechanism,cause", [("compute", "compute"), ("data", "data-starved")])
+@pytest.mark.parametrize("mechanism,cause", [("compute", "compute"), ("data", "data-starved"),
+                                             ("launch", "launch-bound"), ("sync", "sync-stall")])
 def test_planted_straggler_found_with_rank_wait_and_reason(tmp_path, fmt, mechanism, cause):
     spec = StragglerSpec(mechanism=mechanism, straggler=2, delay_ns=400_000, seed=3)
     job, groups, _, rep, _ = _run(spec, tmp_path, fmt)
@@ -127,3 +129,44 @@ def test_two_captures_80_minutes_apart_are_not_blended(tmp_path):
     assert all(any("(80 min) apart" in e and "not blended" in e for e in g["evidence"]) for g in groups)
     assert all(g["report"]["stragglers"] == [] for g in groups)
     assert "separate jobs or captures" in out_md.read_text()
+
+
+def test_rank_pattern_option_groups_files_named_otherwise(tmp_path):
+    """nsys exports with one process each carry no rank: the file name must say it."""
+    import os
+
+    paths = write_job(make_job(StragglerSpec(ranks=2, straggler=1, seed=8)), str(tmp_path), "nsys")
+    renamed = []
+    for p in paths:
+        r = p.rsplit(".rank", 1)[1].split(".")[0]
+        new = os.path.join(str(tmp_path), f"node-gpu{r}.sqlite")
+        os.rename(p, new)
+        renamed.append(new)
+    out = tmp_path / "r.json"
+    assert main(["analyze", *renamed, "--json", str(out), "-o", str(tmp_path / "r.md")]) == 0
+    job = json.loads(out.read_text())["job"]
+    assert job["separate"] and all(g["rule"] == "single" and g["ranks"] == [] for g in job["groups"])
+    assert main(["analyze", *renamed, "--json", str(out), "-o", str(tmp_path / "r.md"),
+                 "--rank-pattern", r"gpu(?P<rank>\d+)"]) == 0
+    job = json.loads(out.read_text())["job"]
+    (g,) = job["groups"]
+    assert g["rule"] == "filename" and g["ranks"] == [0, 1]
+    assert [s["rank"] for s in g["report"]["stragglers"]] == [1]
+    assert main(["analyze", *renamed, "--rank-pattern", r"gpu(\d+)"]) == 2
+
+
+def test_one_nsys_export_holding_every_rank(tmp_path):
+    """One export: its processes are the ranks, on one clock (offset 0 exactly, not estimated)."""
+    job = make_job(StragglerSpec(mechanism="sync", straggler=1, offsets_ns=(0,), seed=9))
+    (path,) = write_job(job, str(tmp_path), "nsys-one")
+    trace = load(path)
+    ids = identify(trace)
+    assert [(i.rank, i.rank_source, i.member) for i in ids] == [(r, "nsys-process", r) for r in range(4)]
+    rep = analyze([trace]).job.reports[0]
+    assert all(a.offset_ns == 0 for a in rep.alignment)
+    assert all(a.method.startswith("shared clock") for a in rep.alignment[1:])
+    (s,) = rep.stragglers
+    truth = job.truth["waited_on_ns"][1]
+    assert s["rank"] == 1 and s["cause"] == "sync-stall" and abs(s["waited_on_ns"] - truth) <= 0.05 * truth
+    direct = summarize(trace, ids[1])  # a worker may summarize a Trace it has not analysed
+    assert len(direct.collectives["end_ns"]) == 32 and direct.identity.rank == 1

@@ -144,3 +144,17 @@ def test_straggler_needs_more_than_the_alignment_error():
     assert rep.stragglers == ()
     tight = analyze_job([a, dataclasses.replace(b, collectives={**b.collectives, "end_ns": ends + 5})])
     assert [s["rank"] for s in tight.stragglers] == [1]
+
+
+def test_nearest_end_matching_when_records_are_dropped():
+    """Sampled traces drop calls on each rank independently: the n-th call is not the n-th elsewhere."""
+    starts, ends = _irregular(60, 5)
+    rng = np.random.default_rng(5)
+    keep_a = np.sort(rng.choice(60, 40, replace=False))
+    keep_b = np.sort(rng.choice(60, 40, replace=False))
+    a = _summary(ident("/j/a.json", 0), starts[keep_a], ends[keep_a])
+    b = _summary(ident("/j/b.json", 1), starts[keep_b] + 2_500_000, ends[keep_b] + 2_500_000 + 3)
+    al, _ = align([a, b])
+    common = len(np.intersect1d(keep_a, keep_b))
+    assert al[1].method.startswith("collective end times, matched by nearest end time")
+    assert abs(al[1].offset_ns - 2_500_003) < 1_000 and al[1].matched == common

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from traceread import kernel_classes
@@ -35,6 +37,17 @@ def _gates(items: tuple[str, ...]) -> list[tuple[str, float]]:
     return gates
 
 
+def _check_rank_pattern(pattern: str | None) -> None:
+    if pattern is None:
+        return
+    from traceread.ranks.identity import compile_rank_pattern
+
+    try:
+        compile_rank_pattern(pattern)
+    except (ValueError, re.error) as exc:
+        raise UsageError(f"--rank-pattern: {exc}") from None
+
+
 @click.command("analyze")
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", "md_path", default="-", metavar="PATH", help="Markdown report file (default: stdout).")
@@ -49,11 +62,14 @@ def _gates(items: tuple[str, ...]) -> list[tuple[str, float]]:
 @click.option("--config", "config_path", metavar="TOML", help="Config file ([thresholds], [kernel_patterns]).")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Treat the first K steps as warmup.")
 @click.option("--step-range", metavar="NAME", default=None, help="NVTX range that marks one step (nsys input).")
+@click.option("--rank-pattern", metavar="REGEX", default=None,
+              help="File-name rank pattern for traces without rank metadata; needs a named group (?P<rank>...).")
 @job_options
 def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps, top_gaps, fail_on,
-            set_items, config_path, warmup_steps, step_range, job) -> int:
+            set_items, config_path, warmup_steps, step_range, rank_pattern, job) -> int:
     """Diagnose why GPU time is lost: dominant cause, evidence, scoreboard and what to do next."""
     cfg, gates = _thresholds(config_path, set_items), _gates(fail_on)
+    _check_rank_pattern(rank_pattern)
     loaded, failures = [], []
     for path in traces:
         try:
@@ -64,7 +80,7 @@ def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps
     if not loaded:
         return EXIT_USAGE
     result = analyze(loaded, job=job, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
-                     step_range=step_range, failures=failures)
+                     step_range=step_range, failures=failures, rank_pattern=rank_pattern)
     md_out = None if (json_path == "-" and md_path == "-") else md_path
     write_outputs(result, md_out, json_path, plot_path, perfetto_path, perfetto_steps)
     if failures:

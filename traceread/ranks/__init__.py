@@ -15,8 +15,10 @@ API (stable; extended, never broken):
   ...), time_base, epoch_offset_ns, start_ns, end_ns, n_events`` plus ``start_epoch_ns``,
   ``end_epoch_ns``, ``key`` (path, member), ``label`` and ``to_dict()``.
 * ``summarize(analysis_or_trace, identity, cfg=Thresholds()) -> RankSummary``: that rank's
-  collectives (pg, seq, collective, bytes, start/end and the lead before each), steps (busy/idle by
-  class) and classified gaps, as plain numpy columns (``RankSummary.table(name)`` for a DataFrame).
+  collectives (``COLLECTIVE_COLUMNS``: device, pg, pg_desc, seq, step, collective, bytes,
+  start_ns, end_ns and the lead before each: lead_start_ns, lead_busy_ns, lead_<class>_ns), steps
+  (``STEP_COLUMNS``, busy/idle by class) and classified gaps (``GAP_COLUMNS``), as plain numpy
+  columns (``RankSummary.table(name)`` for a DataFrame); ``step_source``.
 * ``group_jobs(identities, rank_pattern=None, cfg=Thresholds()) -> list[JobGroup]``: each
   ``JobGroup`` is one capture of one job: ``name`` (stable, unique in the result), ``job_key``,
   ``directory``, ``rule``, ``capture``/``captures``, ``members``, ``world_size``, ``ranks``,
@@ -26,7 +28,15 @@ API (stable; extended, never broken):
   uncertainty, method), matched collectives (arrival, wait, last rank), per-rank last arrivals and
   ``waited_on_ns``, ``stragglers`` worst first (``rank, waited_on_ns, last_arrivals, cause, reason,
   evidence, ...``), job step time on aligned windows, ``verdict``; ``JobReport.to_dict()`` is JSON-able.
+* ``align(summaries, max_spread_ns=1_000_000, max_skew_ns=100_000_000)``: the alignment alone
+  (``RankAlignment``: rank, offset_ns, uncertainty_ns, method, matched, shift, end_spread_ns).
 * ``DEFAULT_RANK_PATTERN``: the file-name rank regex (named group ``rank``, optional ``world``).
+* ``traceread.ranks.section.job_section(analysis, cfg, rank_pattern, groups=None)``: the analyze
+  report's job section (``JobSection``: groups, reports, summary, separate, to_dict());
+  ``traceread.render.jobsection.group_markdown(group, report)`` renders one job as Markdown.
+
+Times: identities and summaries hold each trace's own ns (``epoch_offset_ns`` maps them to epoch);
+a ``JobReport`` holds aligned ns on its reference rank's clock (epoch ns when that is epoch).
 """
 
 from traceread.ranks.align import RankAlignment, align

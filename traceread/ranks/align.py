@@ -14,6 +14,11 @@ agree on collective type and size and whose end differences are most consistent;
 consistent shifts (periodic steps repeat every collective) the one giving the smallest offset when
 both ranks have epoch time (NTP keeps clocks within a step), else the smallest shift.
 
+When that leaves the aligned ends scattered (records sampled or dropped: the n-th call on one
+rank is not the n-th on another) and both ranks have epoch time, calls are paired by nearest end
+time instead: the offset most same-type pairs agree on (within the NTP skew bound), then each call
+with its nearest partner.
+
 Ranks of one nsys export share one clock: offset 0 exactly, method ``shared clock``.
 """
 
@@ -28,6 +33,8 @@ from traceread.ranks.summary import RankSummary
 METHOD_SEQ = "collective end times, matched by recorded sequence number"
 METHOD_STEP = "collective end times, matched by step number and order within the step (type and size checked)"
 METHOD_ORDER = "collective end times, matched by order within the process group (type and size checked)"
+METHOD_NEAREST = ("collective end times, matched by nearest end time (records incomplete: the offset most "
+                  "same-type calls agree on)")
 METHOD_SHARED = "shared clock (one nsys export)"
 METHOD_REFERENCE = "reference rank"
 METHOD_NONE = "not aligned: no collective matched with the reference rank"
@@ -104,7 +111,7 @@ def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndar
         if by_seq is not None:
             out[pg] = (ia[by_seq[0]], ib[by_seq[1]])
             continue
-        by_step = _pairs_by_step(a, b, ia, ib)
+        by_step = _pairs_by_step(a, b, ia, ib) if _numbered(ref) and _numbered(other) else None
         if by_step is not None:
             method = METHOD_STEP if method != METHOD_ORDER else method
             out[pg] = by_step
@@ -116,6 +123,13 @@ def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndar
         used_shift, pa, pb = best
         out[pg] = (pa, pb)
     return out, method, used_shift
+
+
+def _numbered(s: RankSummary) -> bool:
+    """Step numbers mean the same step on every rank only when they come from markers
+    (``ProfilerStep#N``, NVTX), not when steps were inferred or are the whole GPU span."""
+    src = s.step_source or ""
+    return not (src.startswith("inferred") or src in ("gpu-span", "unknown", ""))
 
 
 def _within(steps: np.ndarray) -> np.ndarray:
@@ -179,11 +193,55 @@ def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: i
     return pick[3], pick[4], pick[5]
 
 
-def align(summaries: list[RankSummary]) -> tuple[list[RankAlignment], dict[int, dict[str, tuple]]]:
+def _stats(ref: RankSummary, s: RankSummary, pairs: dict[str, tuple]) -> tuple[int, float, int]:
+    """(median end difference, robust spread, pairs) of a matching."""
+    pa = np.concatenate([p[0] for p in pairs.values()])
+    pb = np.concatenate([p[1] for p in pairs.values()])
+    d = (s.collectives["end_ns"][pb] + epoch_shift(s)) - (ref.collectives["end_ns"][pa] + epoch_shift(ref))
+    med = int(np.median(d))
+    return med, float(np.median(np.abs(d - med))) * 1.4826, len(d)
+
+
+def _nearest(ref: RankSummary, s: RankSummary, max_skew_ns: int,
+             tol_ns: int) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """Pairs by end time when the records are not complete (sampled or dropped): the offset that the
+    most same-type pairs agree on within ``tol_ns`` (searched within +-``max_skew_ns``, the most NTP
+    lets clocks differ), then each reference call paired with the nearest call within ``tol_ns``."""
+    a, b = ref.collectives, s.collectives
+    sa, sb = sequences(ref), sequences(s)
+    out = {}
+    for pg, ia in sa.items():
+        ib = sb.get(pg)
+        if ib is None or len(ia) * len(ib) == 0 or len(ia) * len(ib) > 4_000_000:
+            continue
+        ea = a["end_ns"][ia] + epoch_shift(ref)
+        eb = b["end_ns"][ib] + epoch_shift(s)
+        d = eb[None, :] - ea[:, None]
+        ok = (np.abs(d) <= max_skew_ns) & (a["collective"][ia][:, None] == b["collective"][ib][None, :])
+        cand = np.sort(d[ok])
+        if len(cand) < 3:
+            continue
+        hi = np.searchsorted(cand, cand + tol_ns, side="right")
+        k = int(np.argmax(hi - np.arange(len(cand))))
+        offset = int(np.median(cand[k:hi[k]]))
+        resid = np.where(ok, np.abs(d - offset), np.iinfo(np.int64).max)
+        j = resid.argmin(axis=1)
+        good = resid[np.arange(len(ia)), j] <= tol_ns
+        pa, pb = ia[good], ib[j[good]]
+        _, first = np.unique(pb, return_index=True)  # one partner per call
+        if len(first) >= 3:
+            out[pg] = (pa[first], pb[first])
+    return out or None
+
+
+def align(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
+          max_skew_ns: int = 100_000_000) -> tuple[list[RankAlignment], dict[int, dict[str, tuple]]]:
     """Offsets of every summary's rank against the first (the reference) and the matches used.
 
     ``summaries`` have distinct ranks, sorted; returns (alignments in the same order, per rank:
-    per process group (reference rows, that rank's rows)).
+    per process group (reference rows, that rank's rows)). When a matching leaves the aligned ends
+    scattered by more than ``max_spread_ns`` and both ranks have epoch time, matching by nearest end
+    time (:func:`_nearest`) is tried and kept when it agrees better.
     """
     ref = summaries[0]
     out = [RankAlignment(int(ref.identity.rank), 0, 0, METHOD_REFERENCE, len(ref.collectives["end_ns"]), 0, 0)]
@@ -191,22 +249,23 @@ def align(summaries: list[RankSummary]) -> tuple[list[RankAlignment], dict[int, 
     for s in summaries[1:]:
         rank = int(s.identity.rank)
         pairs, method, shift = match(ref, s)
-        n = sum(len(p[0]) for p in pairs.values())
-        matches[rank] = pairs
         shared = s.identity.path == ref.identity.path
-        if n == 0:
-            out.append(RankAlignment(rank, 0 if shared else None, 0 if shared else None,
-                                     METHOD_SHARED if shared else METHOD_NONE, 0))
-            continue
-        pa = np.concatenate([p[0] for p in pairs.values()])
-        pb = np.concatenate([p[1] for p in pairs.values()])
-        d = (s.collectives["end_ns"][pb] + epoch_shift(s)) - (ref.collectives["end_ns"][pa] + epoch_shift(ref))
         if shared:
-            out.append(RankAlignment(rank, 0, 0, METHOD_SHARED, n, shift, 0))
+            matches[rank] = pairs
+            out.append(RankAlignment(rank, 0, 0, METHOD_SHARED, sum(len(p[0]) for p in pairs.values()), 0, 0))
             continue
-        med = int(np.median(d))
-        spread = float(np.median(np.abs(d - med))) * 1.4826
+        stats = _stats(ref, s, pairs) if pairs else None
+        epoch = ref.identity.epoch_offset_ns is not None and s.identity.epoch_offset_ns is not None
+        if epoch and (stats is None or stats[1] > max_spread_ns):
+            near = _nearest(ref, s, max_skew_ns, max(max_spread_ns // 10, 1_000))
+            if near is not None and (stats is None or _stats(ref, s, near)[1] < stats[1]):
+                pairs, method, shift, stats = near, METHOD_NEAREST, 0, _stats(ref, s, near)
+        matches[rank] = pairs
+        if stats is None:
+            out.append(RankAlignment(rank, None, None, METHOD_NONE, 0))
+            continue
+        med, spread, n = stats
         res = max(_resolution(s), _resolution(ref))
-        unc = int(max(spread / np.sqrt(len(d)), res))
+        unc = int(max(spread / np.sqrt(n), res))
         out.append(RankAlignment(rank, med, unc, method, n, shift, int(max(spread, res))))
     return out, matches

@@ -107,6 +107,7 @@ def _seconds(ns: int) -> str:
 
 
 def _stem(path: str, rx: re.Pattern[str]) -> str:
+    """The file name without trace extensions, its rank digits replaced by ``*``."""
     base = os.path.basename(path)
     for ext in (".gz", ".json", ".tmp", ".sqlite", ".trace", ".pt"):
         base = base[: -len(ext)] if base.endswith(ext) else base
@@ -116,8 +117,6 @@ def _stem(path: str, rx: re.Pattern[str]) -> str:
     if m:
         a, b = m.span("rank")
         base = base[:a] + "*" + base[b:]
-        if m.groupdict().get("world") is not None:
-            pass
     return base
 
 

@@ -41,6 +41,8 @@ REASONS = {
     "comm-bound": "waiting on other communication before the collective",
     "pipeline-bubble": "a pipeline bubble before the collective",
     "short-gaps": "many short idle gaps between its kernels (turnaround below the judged gap size)",
+    "earlier-delay": "a delay before the interval its trace shows: its lead to the collective is no longer than "
+                     "the others', so it reached the previous collective's end late already (or calls are missing)",
 }
 
 
@@ -90,6 +92,11 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
             notes.append(f"rank {r} is claimed by {len(ss)} traces ({', '.join(x.identity.label for x in ss)}): "
                          "left out of the alignment, neither replaces the other")
     ranked = [ss[0] for r, ss in sorted(claims.items()) if len(ss) == 1]
+    # the reference clock: the lowest rank that recorded collectives (one without cannot be aligned to)
+    with_calls = [s for s in ranked if len(s.collectives["end_ns"])]
+    if with_calls and with_calls[0] is not ranked[0]:
+        ranked.remove(with_calls[0])
+        ranked.insert(0, with_calls[0])
     thresholds = {k: getattr(cfg, k) for k in ("straggler_min_wait_share", "straggler_min_excess",
                                                "straggler_min_uncertainty_factor")}
     gdict = group.to_dict() if group is not None else None
@@ -100,11 +107,16 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
         unavailable.append("alignment and stragglers: fewer than two distinct ranks")
         return JobReport(name, base_ranks, (), 0, (), (), _steps(ranked, {}), "not judged: fewer than two ranks",
                          gdict, tuple(notes), tuple(unavailable), thresholds)
-    alignments, matches = align(ranked)
+    alignments, matches = align(ranked, cfg.align_max_end_spread_ns)
     off = {a.rank: a for a in alignments}
     for a in alignments:
         if a.offset_ns is None:
             notes.append(f"rank {a.rank}: {METHOD_NONE}; its arrivals are not compared")
+        elif (a.end_spread_ns or 0) > cfg.align_max_end_spread_ns:
+            notes.append(f"rank {a.rank}: matched collectives' end times still disagree by {_fmt_ms(a.end_spread_ns)} "
+                         "(robust spread) after alignment, where one collective ends within microseconds on every "
+                         "rank: the matched calls may not be the same collectives (no sequence number or process "
+                         "group recorded); its offset and waits are unreliable")
     usable = [s for s in ranked if off[int(s.identity.rank)].offset_ns is not None]
     table = _instances(usable, off, matches)
     per_rank, strag, verdict = _stragglers(usable, off, table, cfg)
@@ -190,7 +202,8 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
     per_rank = {r: {"last_arrivals": int(count[i]), "waited_on_ns": int(caused[i]),
                     "mean_wait_ns": int(np.nanmean(waits[i])) if present[i].any() else None,
                     "collectives_matched": int(present[i].sum())} for i, r in enumerate(ranks)}
-    out = []
+    out: list[dict[str, Any]] = []
+    loose: list[tuple[int, float, float, float]] = []
     best_share = 0.0
     for i, r in enumerate(ranks):
         others = np.delete(caused, i)
@@ -205,8 +218,10 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         lateness = float(np.median(late))
         unc = max(float(off[r].end_spread_ns or 0), float(off[ranks[0]].end_spread_ns or 0),
                   float(off[r].uncertainty_ns or 0), 1.0)
-        if share < cfg.straggler_min_wait_share or caused[i] < cfg.straggler_min_excess * med_other or \
-                lateness <= cfg.straggler_min_uncertainty_factor * unc:
+        if share < cfg.straggler_min_wait_share or caused[i] < cfg.straggler_min_excess * med_other:
+            continue
+        if lateness <= cfg.straggler_min_uncertainty_factor * unc:
+            loose.append((r, share, lateness, unc))
             continue
         out.append(_entry(usable, off, t, i, r, m, caused[i], share, lateness, unc))
     out.sort(key=lambda e: -e["waited_on_ns"])
@@ -214,6 +229,11 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         s = out[0]
         verdict = (f"rank {s['rank']} holds the job back: the other ranks waited {_fmt_ms(s['waited_on_ns'])} for it "
                    f"({s['share_of_others_time']:.1%} of their time); cause: {s['cause']}")
+    elif loose:
+        r, share, lateness, unc = max(loose, key=lambda x: x[1])
+        verdict = (f"not judged: rank {r} would cost the others {share:.1%} of their time, but its median lateness "
+                   f"({_fmt_ms(lateness)}) is within {cfg.straggler_min_uncertainty_factor:g}x the alignment's "
+                   f"per-collective error ({_fmt_ms(unc)}): the clocks are not aligned well enough to name it")
     else:
         verdict = (f"balanced: no rank causes a significant wait (the largest, {best_share:.2%} of the others' time, "
                    f"is under the {cfg.straggler_min_wait_share:.0%} threshold or not above the median rank's)")
@@ -229,8 +249,10 @@ def _entry(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str
         v = t["comp"][c][:, m]
         med = np.nanmedian(np.where(t["present"][:, m], v, np.nan)[others], axis=0)
         delta[c] = float(np.nanmean(v[i] - med))
-    cause = max(delta, key=lambda c: delta[c])
     lead_delta = sum(delta.values())
+    cause = max(delta, key=lambda c: delta[c])
+    if lead_delta < 0.5 * lateness:  # its lead does not explain the lateness: the delay came before it
+        cause = "earlier-delay"
     ev = [f"arrived last at {int(m.sum())} of {t['n']} matched collectives; the other ranks waited "
           f"{_fmt_ms(caused)} for it in all (median lateness {_fmt_ms(lateness)} per collective, alignment "
           f"uncertainty {_fmt_ms(unc)})",
@@ -238,9 +260,9 @@ def _entry(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str
           "longer than the median rank's: " + ", ".join(f"{c} {'+' if v >= 0 else ''}{_fmt_ms(v)}"
                                                          for c, v in sorted(delta.items(), key=lambda kv: -kv[1])
                                                          if abs(v) >= 1000)]
-    if delta[cause] < 0.5 * lateness:
-        ev.append("the lead difference explains less than half of its lateness: it also started the interval late "
-                  "(an earlier delay carried over)")
+    if cause == "earlier-delay":
+        ev.append("the lead difference explains less than half of its lateness: the delay lies before its previous "
+                  "collective's end (an earlier delay carried over, or calls between are missing from the trace)")
     cb, cb_total = _others_comm_bound(usable, off, t, i, m)
     entry = {"rank": r, "waited_on_ns": int(caused), "last_arrivals": int(m.sum()), "matched_collectives": t["n"],
              "median_lateness_ns": int(lateness), "share_of_others_time": float(share), "cause": cause,

@@ -67,7 +67,8 @@ def job_section(analysis: Any, cfg: Thresholds = Thresholds(),  # noqa: B008 - f
         summary = (f"the input{'s' if len(analysis.inputs) > 1 else ''} hold{'' if len(analysis.inputs) > 1 else 's'} "
                    f"{len(ids)} ranks of one job ({g.rule} rule), world size {g.world_size or 'unknown'}")
     else:
+        listed = "; ".join(f"{g.name}: {len(g.members)} trace(s)" for g in groups[:6])
+        more = f"; and {len(groups) - 6} more" if len(groups) > 6 else ""
         summary = (f"the inputs are {len(groups)} separate jobs or captures, not one job: each is grouped and "
-                   "aligned on its own, never blended ("
-                   + "; ".join(f"{g.name}: {len(g.members)} rank(s)" for g in groups) + ")")
+                   f"aligned on its own, never blended ({listed}{more})")
     return JobSection(tuple(groups), tuple(reports), summary)

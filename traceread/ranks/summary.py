@@ -62,7 +62,7 @@ def _columns(df: pd.DataFrame, cols: tuple[str, ...]) -> dict[str, np.ndarray]:
     out = {}
     for c in cols:
         s = df[c] if c in df.columns else pd.Series(np.zeros(len(df), dtype=np.int64))
-        out[c] = s.astype(str).to_numpy(dtype=object) if s.dtype == object or isinstance(
+        out[c] = s.astype(str).to_numpy(dtype=str) if s.dtype == object or isinstance(
             s.dtype, pd.CategoricalDtype) else s.to_numpy().copy()
     return out
 
@@ -89,7 +89,7 @@ def summarize(source: Any, identity: RankIdentity, cfg: Thresholds = Thresholds(
     step_cols = _columns(st.reset_index(drop=True), STEP_COLUMNS) if len(st) else \
         {c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS}
     gap_cols = _columns(gaps.reset_index(drop=True), GAP_COLUMNS) if len(gaps) else \
-        {c: np.zeros(0, dtype=object if c == "class" else np.int64) for c in GAP_COLUMNS}
+        {c: np.zeros(0, dtype=str if c == "class" else np.int64) for c in GAP_COLUMNS}
     return RankSummary(identity=identity, collectives=_collectives(trace, rank, gap_cols, step_cols),
                        steps=step_cols, gaps=gap_cols, step_source=analysis.traces[index].step_source)
 
@@ -121,7 +121,7 @@ def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
         row=np.flatnonzero(sel).astype(np.int64)).sort_values(["device", "start_ns"], kind="stable")
     n = len(comm)
     if n == 0:
-        return {c: np.zeros(0, dtype=object if c in ("pg", "pg_desc", "collective") else np.int64)
+        return {c: np.zeros(0, dtype=str if c in ("pg", "pg_desc", "collective") else np.int64)
                 for c in COLLECTIVE_COLUMNS}
     a = _args(trace, comm)
     typ = kc.collective_type(comm["name"])
@@ -137,9 +137,9 @@ def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
     start = comm["start_ns"].to_numpy()
     end = comm["end_ns"].to_numpy()
     lead_start, busy, idle = _leads(trace, rank, dev, start, end, gaps)
-    out = {"device": dev, "pg": a["group_name"].fillna("").astype(str).to_numpy(dtype=object),
-           "pg_desc": a["group_desc"].fillna("").astype(str).to_numpy(dtype=object),
-           "seq": a["seq"].to_numpy(np.int64), "step": _step_of(dev, start, steps), "collective": np.asarray(typ, dtype=object), "bytes": nbytes,
+    out = {"device": dev, "pg": a["group_name"].fillna("").astype(str).to_numpy(dtype=str),
+           "pg_desc": a["group_desc"].fillna("").astype(str).to_numpy(dtype=str),
+           "seq": a["seq"].to_numpy(np.int64), "step": _step_of(dev, start, steps), "collective": np.asarray(typ, dtype=str), "bytes": nbytes,
            "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64), "lead_start_ns": lead_start,
            "lead_busy_ns": busy}
     out.update({lead_col(c): idle[c] for c in GAP_CLASSES})

@@ -11,7 +11,11 @@ The straggler rank is delayed by ``delay_ns`` before each collective, by one of 
 * ``compute``: its last kernel before the collective runs ``delay_ns`` longer (a slower GPU or more
   work);
 * ``data``: a data stall: its host sits in ``enumerate(DataLoader)`` and then copies the batch to
-  the GPU (H2D) while the GPU idles ``delay_ns`` before its last kernel.
+  the GPU (H2D) while the GPU idles ``delay_ns`` before its last kernel;
+* ``launch``: launch overhead: before its last kernel it runs a string of tiny kernels whose host
+  dispatch (op + launch call, 12 us each) outlasts them (3 us each), ``delay_ns`` in all;
+* ``sync``: a host sync: ``.item()`` blocks in ``cudaStreamSynchronize`` until the GPU drains, then
+  host work runs before the last kernel is launched, ``delay_ns`` after the drain.
 
 Each rank's recorded times are its true times plus its clock offset (``offsets_ns``), as hosts
 with NTP-disciplined clocks record them. ``StragglerJob.truth`` has the true arrivals, offsets and
@@ -20,6 +24,7 @@ the time the others waited for each rank (the analysis must recover these).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -32,7 +37,9 @@ COMPUTE, COMM, COPY = 7, 21, 9
 _GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel"
 _ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 _LOADER = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
-MECHANISMS = ("compute", "data")
+_TINY = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+         "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)")
+MECHANISMS = ("compute", "data", "launch", "sync")
 
 
 @dataclass(frozen=True)
@@ -101,8 +108,12 @@ def make_job(spec: StragglerSpec) -> StragglerJob:
                     if late and k == len(durs) - 1:
                         if spec.mechanism == "compute":
                             d = d + spec.delay_ns
-                        else:
+                        elif spec.mechanism == "data":
                             t = _data_stall(ranks[r], _offset(spec, r), t, spec.delay_ns, corr, ext, r)
+                        elif spec.mechanism == "launch":
+                            t = _tiny_kernels(ranks[r], _offset(spec, r), t, spec.delay_ns, corr, ext, r)
+                        else:
+                            t = _host_sync(ranks[r], _offset(spec, r), t, spec.delay_ns, corr, ext, r)
                     # the first kernel after a collective was queued long before (the host runs ahead,
                     # the stream waits for the all-reduce): the wait for a late rank is comm-bound
                     first = k == 0 and queued[r] >= 0
@@ -144,11 +155,52 @@ def _data_stall(rk: Rank, o: int, t: int, delay: int, corr: list[int], ext: list
     return t + delay
 
 
+def _tiny_kernels(rk: Rank, o: int, t: int, delay: int, corr: list[int], ext: list[int], r: int) -> int:
+    """Eager dispatch of tiny ops: the GPU idles between 3 us kernels while the host launches the next."""
+    n = max(delay // 12_000, 1)
+    h = t - 14_000  # the host reaches the run just before the GPU drains
+    for _ in range(n):
+        ext[r] += 1
+        corr[r] += 1
+        rk.host_ranges.append(HostRange(MAIN, "aten::add", h + o, h + 11_500 + o, True, ext[r]))
+        rk.host_calls.append(HostCall(MAIN, "cudaLaunchKernel", h + 4_000 + o, h + 11_000 + o, corr[r], ext[r]))
+        ks = h + 13_000
+        rk.kernels.append(Kernel(0, COMPUTE, _TINY, ks + o, ks + 3_000 + o, corr[r], external_id=ext[r]))
+        h += 12_000
+    return t + n * 12_000 + 2_000
+
+
+def _host_sync(rk: Rank, o: int, t: int, delay: int, corr: list[int], ext: list[int], r: int) -> int:
+    """``.item()``: the host blocks until the GPU drains at ``t``, then works on the CPU before launching."""
+    ext[r] += 1
+    corr[r] += 1
+    rk.host_ranges.append(HostRange(MAIN, "aten::item", t - 30_000 + o, t + 5_000 + o, True, ext[r]))
+    rk.host_calls.append(HostCall(MAIN, "cudaStreamSynchronize", t - 28_000 + o, t + 2_000 + o, corr[r], ext[r]))
+    ext[r] += 1
+    rk.host_ranges.append(HostRange(MAIN, "aten::is_nonzero", t + 6_000 + o, t + delay - 50_000 + o, True, ext[r]))
+    return t + delay
+
+
+def one_export(job: StragglerJob) -> Scenario:
+    """All ranks in one scenario, rank r on GPU r (one host: give the spec zero offsets)."""
+    ranks = []
+    for sc in job.scenarios:
+        rk = sc.ranks[0]
+        d = rk.rank
+        ranks.append(dataclasses.replace(
+            rk, devices=[d], kernels=[dataclasses.replace(k, device=d) for k in rk.kernels],
+            copies=[dataclasses.replace(c, device=d) for c in rk.copies]))
+    return Scenario(ranks=ranks, world_size=len(ranks), origin_epoch_ns=job.spec.origin_epoch_ns)
+
+
 def write_job(job: StragglerJob, directory: str, fmt: str = "kineto", stem: str = "job") -> list[str]:
-    """Write one file per rank (``<stem>.rank<N>.json`` or ``.sqlite``); return the paths."""
+    """Write one file per rank (``<stem>.rank<N>.json`` or ``.sqlite``), or with ``fmt="nsys-one"``
+    one nsys export holding every rank (``<stem>.sqlite``); return the paths."""
     from traceread.synth.kineto_writer import write_kineto
     from traceread.synth.nsys_writer import write_nsys
 
+    if fmt == "nsys-one":
+        return [write_nsys(one_export(job), os.path.join(directory, f"{stem}.sqlite"))]
     out = []
     for sc in job.scenarios:
         r = sc.ranks[0].rank
