@@ -46,7 +46,7 @@ class TraceSummary:
     devices: tuple[dict[str, Any], ...]  # DeviceInfo.to_dict() of the devices the trace used or listed
     ranks: tuple[int, ...]
     world_size: int | None
-    start_ns: int  # first event: "ms from the trace start" is measured from here
+    start_ns: int  # first event: Kineto reports show "ms from the trace's first event" from here
     end_ns: int
     step_source: str
     truncated: bool = False

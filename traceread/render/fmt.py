@@ -16,6 +16,34 @@ def ms(ns: float) -> str:
     return f"{ns / 1e6:,.3f} ms"
 
 
+class ViewerClock:
+    """Times of one trace as its own viewer shows them (the JSON keeps raw ns in the trace's time base).
+
+    * nsys exports: seconds since the session start, as the Nsight Systems timeline shows them. The
+      export's timestamps are already session ns (t = 0 at the session start,
+      ``TARGET_INFO_SESSION_START_TIME``; ``ANALYSIS_DETAILS`` holds the session's duration), so
+      the origin is 0.
+    * Kineto traces: ms from the trace's first event, as Perfetto (and chrome://tracing) show them:
+      their timeline starts at the smallest timestamp of the file's events, which is the loaded
+      frame's first ``start_ns``.
+    """
+
+    def __init__(self, trace_format: str, first_event_ns: int) -> None:
+        self.session = trace_format == "nsys"
+        self.origin = 0 if self.session else int(first_event_ns)
+
+    def __call__(self, ns: float) -> str:
+        t = float(ns) - self.origin
+        return f"{t / 1e9:,.6f} s" if self.session else ms(t)
+
+    @property
+    def meaning(self) -> str:
+        """What the shown times are, for the report's reader."""
+        if self.session:
+            return "seconds since the session start, as the Nsight Systems timeline shows them"
+        return "ms from the trace's first event, as Perfetto shows them"
+
+
 def dur(ns: float) -> str:
     """A duration in the unit that reads best: ``850 ns``, ``12.3 us``, ``4.56 ms``, ``1.23 s``."""
     ns = float(ns)

@@ -16,7 +16,7 @@ import pandas as pd
 from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
 from traceread.render import advice, jobsection
-from traceread.render.fmt import bar, dur, ms, other_lanes, pct, table
+from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
@@ -68,15 +68,20 @@ def _header(a: Analysis) -> str:
             ts = s[s["trace"] == t.index]
             if len(ts):
                 lo, hi = int(ts["start_ns"].min()), int(ts["end_ns"].max())
+                clock = _clock(t)
                 lines.append(f"- Window{(' of ' + md_code(t.name)) if len(a.traces) > 1 else ''}: "
-                             f"{ms(lo - t.start_ns)} to {ms(hi - t.start_ns)} from the trace start "
-                             f"({ms(hi - lo)}; times in the {t.time_base} time base).")
+                             f"{clock(lo)} to {clock(hi)} ({ms(hi - lo)}); times here are {clock.meaning} "
+                             f"(the JSON keeps ns in the {t.time_base} time base).")
     for t in a.traces:
         if t.truncated:
             lines.append(f"- **Truncated**: {md_code(t.name)} ended early; the events before the cut were analysed.")
     for f in a.failures:
         lines.append(f"- **Not analysed**: {md_code(f.path.rsplit('/', 1)[-1])}: {md_text(f.problem)}")
     return "\n".join(lines)
+
+
+def _clock(t) -> ViewerClock:
+    return ViewerClock(t.format, t.start_ns)
 
 
 def _verdict(a: Analysis) -> str:
@@ -190,14 +195,15 @@ def _gaps(a: Analysis) -> str:
     if g.empty:
         return ""
     top = g.nlargest(a.top_gaps, "dur_ns", keep="first")
-    starts = {t.index: t.start_ns for t in a.traces}
+    clocks = {t.index: _clock(t) for t in a.traces}
     rows = []
     for _, r in top.iterrows():
-        t0 = starts.get(int(r["trace"]), 0)
-        rows.append([ms(r["start_ns"] - t0), dur(r["dur_ns"]), md_text(_label(a, r)), str(int(r["step"])),
+        clock = clocks.get(int(r["trace"]), ViewerClock("kineto", 0))
+        rows.append([clock(r["start_ns"]), dur(r["dur_ns"]), md_text(_label(a, r)), str(int(r["step"])),
                      f"**{r['class']}**", md_text(str(r["evidence"])), other_lanes(r)])
-    return (f"## Largest gaps\n\nThe {len(top)} longest of {len(g):,} compute-idle gaps; start is ms from the "
-            "trace start, as trace viewers show it.\n\n"
+    meanings = sorted({c.meaning for c in clocks.values()})
+    where = meanings[0] if len(meanings) == 1 else "as each trace's viewer shows it (" + "; ".join(meanings) + ")"
+    return (f"## Largest gaps\n\nThe {len(top)} longest of {len(g):,} compute-idle gaps; start is {where}.\n\n"
             + table(["Start", "Duration", "Rank / GPU", "Step", "Class", "Evidence", "Other lanes"], rows,
                     "rrlrlll"))
 

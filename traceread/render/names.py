@@ -312,6 +312,7 @@ def shorten(name: str, max_len: int = DEFAULT_MAX_LEN) -> str:
 
 
 _TOKEN = re.compile(r"[A-Za-z]+|\d+|\s+|.")
+_FULL_COMPARE, _NEIGHBOURS = 24, 6  # family size compared all against all; else neighbours each side
 
 
 def _diff_spans(mine: list[tuple[int, int, str]], theirs: list[str]) -> list[tuple[int, int]]:
@@ -341,9 +342,15 @@ def _telling_chars(texts: list[str]) -> list[list[bool]]:
     """
     tokens = [[(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(t)] for t in texts]
     words = [[w for _, _, w in tk] for tk in tokens]
+    # A large family is compared with its neighbours in name order only (the alignment is quadratic);
+    # what still reads alike comes back as a smaller clash on the next pass.
+    order = sorted(range(len(texts)), key=texts.__getitem__)
+    rank = {i: k for k, i in enumerate(order)}
+    reach = len(texts) if len(texts) <= _FULL_COMPARE else _NEIGHBOURS
     out = []
     for i, text in enumerate(texts):
-        diffs = {j: _diff_spans(tokens[i], words[j]) for j in range(len(texts)) if j != i and tokens[i]}
+        near = order[max(rank[i] - reach, 0):rank[i] + reach + 1]
+        diffs = {j: _diff_spans(tokens[i], words[j]) for j in near if j != i and tokens[i]}
         todo = {j for j, sp in diffs.items() if sp}
         candidates = sorted({sp for sps in diffs.values() for sp in sps})
         keep = [False] * len(text)
