@@ -242,8 +242,10 @@ def _ext_key(v: EventView, ext: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def step_p2p_counts(trace: Trace, steps_df: pd.DataFrame) -> np.ndarray:
-    """Per row of ``steps_df``: point-to-point comm kernels (by identity) starting inside that step
-    on its (rank, device): the evidence of pipeline parallelism."""
+    """Per row of ``steps_df``: point-to-point comm kernels (by identity) of that step on its (rank,
+    device), the evidence of pipeline parallelism: those starting inside its device window, or
+    launched inside its host window (a host running ahead launches step N's sends while the GPU is
+    still in step N-1), whichever count is larger."""
     out = np.zeros(len(steps_df), dtype=np.int64)
     v = event_view(trace)
     ident = identify(trace)
@@ -251,12 +253,19 @@ def step_p2p_counts(trace: Trace, steps_df: pd.DataFrame) -> np.ndarray:
     if len(p2p) == 0 or len(steps_df) == 0:
         return out
     ranks, devs = steps_df["rank"].to_numpy(), steps_df["device"].to_numpy()
-    ws, we = steps_df["start_ns"].to_numpy(np.int64), steps_df["end_ns"].to_numpy(np.int64)
+    windows = [(steps_df["start_ns"].to_numpy(np.int64), steps_df["end_ns"].to_numpy(np.int64))]
+    if "cpu_start_ns" in steps_df.columns:
+        windows.append((steps_df["cpu_start_ns"].to_numpy(np.int64), steps_df["cpu_end_ns"].to_numpy(np.int64)))
+    launch = v.launch_of(p2p)
     for r, d in set(zip(ranks.tolist(), devs.tolist(), strict=True)):  # devices are few
-        mine = p2p[(v.rank[p2p] == r) & (v.device[p2p] == d)]
-        if len(mine) == 0:
+        here = (v.rank[p2p] == r) & (v.device[p2p] == d)
+        if not here.any():
             continue
-        t = np.sort(v.start[mine])
         sel = np.flatnonzero((ranks == r) & (devs == d))
-        out[sel] = np.searchsorted(t, we[sel], side="left") - np.searchsorted(t, ws[sel], side="left")
+        times = [np.sort(v.start[p2p[here]])]
+        lh = launch[here]
+        times.append(np.sort(v.start[lh[lh >= 0]]))
+        for (ws, we), t in zip(windows, times, strict=False):
+            n = np.searchsorted(t, we[sel], side="left") - np.searchsorted(t, ws[sel], side="left")
+            out[sel] = np.maximum(out[sel], n)
     return out

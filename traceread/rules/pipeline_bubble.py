@@ -1,26 +1,44 @@
-"""pipeline-bubble: the same gap at the same phase of every step, waiting on p2p or on nothing.
+"""pipeline-bubble: a stage of a pipeline-parallel job waits for its neighbour.
 
 ::
 
-    step k     |==fwd==fwd==fwd=|.......bubble.......|==bwd==bwd==|
-    step k+1   |==fwd==fwd==fwd=|.......bubble.......|==bwd==bwd==|
-    comm       |                |<--- p2p recv ----->|            |   (or nothing at all)
-    host                 launches already queued ^ (the GPU waits on a dependency, not the host)
+    step k     |.fill.|==F==F==F==F=|....drain....|==B==B==B==B==|      (one stage of 1F1B/GPipe)
+    comm       |recv->|             |<-- recv ---->|               |      p2p recv posted early, runs
+    host           launches already queued ^ (the GPU waits on a dependency, not the host)  until the peer sends
 
-Periodicity (vectorized, no loop per gap): phases are cut into bins of half the phase tolerance
-and durations into log-scale bins; every candidate gap (long enough, in an analysed step) is
-counted in the windows of the bins around it (phase within the tolerance, with wrap-around at the
-step boundary; duration within about 1.4x). For each (rank, device, window) we count the
-distinct analysed steps with a candidate there and the coefficient of variation of the
-duration of each step's candidate nearest the window's centre. A gap is periodic when its
-window holds gaps in at least ``bubble_presence`` of the analysed steps with a CV of at most
-``bubble_max_cv``. Only gaps with the bubble's own waiting signature (below) are compared, so
-that a loader stall or an exposed all-reduce at the same phase does not count as the same gap.
-It is judged on analysed steps and applied to every long gap (warmup and outlier steps too). Fewer than ``bubble_min_steps`` analysed steps: not judged (a note says so).
+Evidence of pipeline parallelism comes first: a point-to-point transfer in the gap's step, by
+collective identity (``step_p2p_count``: ``c10d::send``/``recv``, ``nccl:send``/``nccl:recv``,
+``batch_isend_irecv``, or a SendRecv kernel no collective op encloses; an all-to-all made of
+SendRecv kernels is a collective and is no evidence), or a point-to-point transfer over the gap
+itself. Without it nothing is a bubble: a periodic wait on an all-to-all or all-reduce is comm-bound,
+a periodic queued wait on nothing visible stays unattributed.
 
-Signature: periodic, at least ``bubble_min_gap_ns``, and either a point-to-point transfer covers
-most of the gap or the next kernel was already queued (the stream waited on a dependency). A
-periodic gap the host caused (next kernel submitted late) is not a bubble: no schedule fixes it.
+With the evidence, a gap of at least ``bubble_min_gap_ns`` is a bubble when
+
+* a point-to-point transfer covers most of it (``comm_cover``) and compute waited for it (the next
+  kernel was already queued or its launch is unknown, or it was submitted with most of the gap
+  still ahead, or the host sat in a sync for most of the gap): the stage waited on its neighbour, whether that is the schedule's
+  fill/drain (periodic) or stage imbalance (not); or
+* nothing visible covers it, the next kernel was already queued, and the gap is periodic (below):
+  the same wait in nearly every step is the schedule, a one-off is not.
+
+Periodicity ("the same gap" in every analysed step), vectorized, two ways; either suffices:
+
+1. Phase windows: phases are cut into bins of half ``bubble_phase_tolerance`` and durations into
+   log-scale bins; a gap is periodic when the window around it holds gaps in at least
+   ``bubble_presence`` of the analysed steps with a duration CV of at most ``bubble_max_cv``.
+2. Order: among a step's long gaps with the bubble's waiting signature, its rank counted from the
+   start and from the end of the step (the fill is the first, the drain the last). A gap is periodic
+   when, for either count, at least ``bubble_presence`` of the analysed steps hold a gap of that
+   rank within ``bubble_duration_tolerance`` of the rank's median duration and
+   ``bubble_order_phase_tolerance`` of its median phase, and so does it. This holds when the step
+   length varies (a drain's phase moves with the step) and with jitter on every duration.
+
+Only gaps with the bubble's waiting signature are compared, so a loader stall or an exposed
+all-reduce at the same phase does not count as the same gap. Judged on analysed steps, applied to
+every long gap (warmup and outlier steps too). Fewer than ``bubble_min_steps`` analysed steps: not
+judged (a note says so). A periodic gap the host caused (next kernel submitted late) is not a
+bubble: no schedule fixes it.
 """
 
 from __future__ import annotations
@@ -32,6 +50,32 @@ from traceread.config import Thresholds
 from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 
 NAME = "pipeline-bubble"
+
+
+def pipeline_evidence(gaps: pd.DataFrame) -> np.ndarray:
+    """Bool per gap: its step holds a point-to-point transfer (by identity), or one overlaps the gap."""
+    return (col(gaps, "step_p2p_count") > 0) | (col(gaps, "comm_p2p_ns") > 0)
+
+
+def waits_on_p2p(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """Bool per gap: a point-to-point transfer covers most of it and compute waited for it (the
+    next kernel was queued or its launch is unknown, it was submitted with most of the gap still
+    ahead, or the host sat in a sync for most of the gap)."""
+    p2p = frac(gaps, "comm_p2p") >= cfg.comm_cover
+    # Submitted a little after the GPU went idle but then still waiting for most of the gap: the
+    # transfer, not the host, held the kernel back.
+    dur = col(gaps, "dur_ns").astype(np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
+    held_after_submit = (lend >= 0) & (col(gaps, "end_ns").astype(np.int64) - lend >= cfg.comm_cover * dur)
+    return p2p & (~ctx.late | held_after_submit | (frac(gaps, "sync") >= cfg.comm_cover))
+
+
+def takes(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """The gaps this rule claims (``mask`` without the judged-length condition); comm-bound and
+    sync-stall leave these to it."""
+    hidden = ctx.periodic & ctx.queued & waits_like_a_bubble(gaps, ctx.queued, cfg)
+    return pipeline_evidence(gaps) & (col(gaps, "dur_ns") >= cfg.bubble_min_gap_ns) & \
+        (waits_on_p2p(gaps, ctx, cfg) | hidden)
 
 
 def waits_like_a_bubble(gaps: pd.DataFrame, queued: np.ndarray, cfg: Thresholds) -> np.ndarray:
@@ -117,24 +161,70 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame, cfg: Thresholds, eligib
     presence[cand] = size / n_steps
     cv[cand] = np.where(mean > 0, std / np.maximum(mean, 1.0), np.inf)
     periodic[cand] = (presence[cand] >= cfg.bubble_presence) & (cv[cand] <= cfg.bubble_max_cv)
+    _by_order(gaps, g_unit, in_step, long_enough, units.to_numpy(), cfg, periodic, presence, cv)
     return periodic, presence, cv, notes
 
 
+def _by_order(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long_enough: np.ndarray,
+              unit_steps: np.ndarray, cfg: Thresholds, periodic: np.ndarray, presence: np.ndarray,
+              cv: np.ndarray) -> None:
+    """Periodicity by order among the step's long gaps of the same waiting signature (module
+    docstring, 2.); updates ``periodic``, ``presence`` and ``cv`` in place where it holds."""
+    idx = np.flatnonzero(long_enough)
+    if len(idx) == 0:
+        return
+    df = pd.DataFrame({"unit": g_unit[idx], "step": col(gaps, "step", -1).astype(np.int64)[idx],
+                       "start": col(gaps, "start_ns").astype(np.int64)[idx],
+                       "phase": np.nan_to_num(col(gaps, "phase", 0.0).astype(np.float64))[idx],
+                       "dur": col(gaps, "dur_ns").astype(np.float64)[idx], "analysed": in_step[idx], "i": idx})
+    df = df.sort_values(["unit", "step", "start"], kind="stable", ignore_index=True)
+    by_step = df.groupby(["unit", "step"], sort=False)
+    df["first"] = by_step.cumcount()
+    df["last"] = by_step.cumcount(ascending=False)
+    n_steps = unit_steps[df["unit"].to_numpy()].astype(np.float64)
+    dur, phase = df["dur"].to_numpy(), df["phase"].to_numpy()
+    for rank in ("first", "last"):
+        keys = ["unit", rank]
+        at = pd.MultiIndex.from_frame(df[keys])
+        ref = df[df["analysed"]].groupby(keys)[["dur", "phase"]].median().reindex(at)
+        dphase = np.abs(phase - ref["phase"].to_numpy())  # no wrap: a fill is first, a drain last
+        with np.errstate(invalid="ignore"):
+            ok = (np.abs(dur / ref["dur"].to_numpy() - 1.0) <= cfg.bubble_duration_tolerance) & \
+                (dphase <= cfg.bubble_order_phase_tolerance)
+        g = df[ok & df["analysed"].to_numpy()].groupby(keys)
+        st = pd.DataFrame({"n": g["step"].nunique(), "mean": g["dur"].mean(),
+                           "std": g["dur"].std(ddof=0)}).reindex(at)
+        p = st["n"].fillna(0).to_numpy() / n_steps
+        c = (st["std"] / st["mean"].clip(lower=1.0)).to_numpy()
+        hit = ok & (p >= cfg.bubble_presence)
+        rows = df["i"].to_numpy()[hit]
+        better = ~periodic[rows] | (p[hit] > np.nan_to_num(presence[rows]))
+        periodic[rows] = True
+        presence[rows[better]] = p[hit][better]
+        cv[rows[better]] = c[hit][better]
+
+
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    p2p = frac(gaps, "comm_p2p") >= cfg.comm_cover
-    waiting = p2p | ctx.queued
-    return ctx.judged & ctx.periodic & waiting & (col(gaps, "dur_ns") >= cfg.bubble_min_gap_ns)
+    return ctx.judged & takes(gaps, ctx, cfg)
+
+
+def _two(x: np.ndarray) -> np.ndarray:
+    """Numbers with two decimals as strings ('nan' where missing)."""
+    return np.char.mod("%.2f", np.asarray(x, dtype=np.float64)).astype(object)
 
 
 def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     p2p = frac(gaps, "comm_p2p")
     waits_on = np.where(p2p >= cfg.comm_cover,
-                        cat("point-to-point transfer covers ", fmt_pct(p2p), " of it"),
+                        cat("waits on a point-to-point transfer covering ", fmt_pct(p2p), " of it"),
                         "next kernel was already queued (waiting on a dependency, not the host)")
-    return cat("recurs at phase ", pd.Series(col(gaps, "phase", 0.0)).round(2).astype(str).to_numpy(object),
-               " of the step in ", fmt_pct(ctx.presence), " of analysed steps, duration CV ",
-               pd.Series(ctx.cv).round(2).astype(str).to_numpy(object), "; ", fmt_ns(col(gaps, "dur_ns")),
-               " gap; ", waits_on)
+    recurs = np.where(ctx.periodic,
+                      cat("recurs at phase ", _two(col(gaps, "phase", 0.0)), " of the step in ",
+                          fmt_pct(ctx.presence), " of analysed steps, duration CV ", _two(ctx.cv)),
+                      "does not recur every step (stage imbalance)")
+    steps_p2p = col(gaps, "step_p2p_count").astype(np.int64)
+    return cat(fmt_ns(col(gaps, "dur_ns")), " gap; ", waits_on, "; ", recurs, "; ",
+               steps_p2p.astype(str).astype(object), " point-to-point transfers in the step")
 
 
 RULE = Rule(NAME, mask, evidence)
