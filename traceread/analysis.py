@@ -24,7 +24,7 @@ from traceread._pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
 from traceread.config import Thresholds
 from traceread.trace import Trace
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 CAUSES: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION"]

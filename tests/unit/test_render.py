@@ -193,7 +193,7 @@ def test_no_private_paths_anywhere(analysis: Analysis, tmp_path) -> None:
 def test_json_validates_and_keeps_full_names(analysis: Analysis) -> None:
     doc = orjson.loads(jsonout.dumps(analysis))
     jsonschema.validate(doc, jsonout.schema())
-    assert doc["schema_version"] == "1.0"
+    assert doc["schema_version"] == "1.1"
     assert doc["kernels"][1]["name"] == NASTY
     assert [s["idle_by_class"]["comm-bound"] for s in doc["steps"]] == [3 * MS] * 3
     assert doc["gaps"][0]["offset_ms"] == pytest.approx(4.0)
