@@ -24,7 +24,8 @@ Sources, strongest last (a stronger one overrides a weaker one):
    ``_c10d_functional::*``, ``nccl:*``, ``record_param_comms`` with a ``Collective name``,
    ``batch_isend_irecv``) enclosing the launch on its thread.
 4. ``host-op``: the host op whose External id the kernel carries, when it names a collective
-   (Kineto: ``record_param_comms`` with a ``Collective name``, or the op itself).
+   (Kineto: ``record_param_comms`` with a ``Collective name``, or the op itself) and was running
+   when the kernel was launched.
 5. ``host-args``: the ``Collective name`` recorded on the kernel row itself (Kineto copies
    ``record_param_comms``' args onto the kernel in recent PyTorch).
 
@@ -214,6 +215,11 @@ def _identify(trace: Trace, v: EventView) -> Identity:
         if len(key_h):
             k = np.minimum(np.searchsorted(key_h, key_k), len(key_h) - 1)
             hit = (key_h[k] == key_k) & (ext[comm] != schema.NO_ID)
+            # The op must have been running when the kernel was launched (an External id that
+            # collides with an unrelated op's, as a correlation id written in its place can, is no link).
+            cand_op = named_ok[k]
+            lt = v.start[np.maximum(launch, 0)]
+            hit &= (launch < 0) | ((v.start[cand_op] <= lt) & (lt <= v.end[cand_op]))
             hrow = named_ok[k[hit]]
             pos = np.searchsorted(hrows, hrow)
             typ[hit] = h_typ[pos]

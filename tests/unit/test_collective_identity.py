@@ -65,11 +65,15 @@ def test_kineto_like_containment_external_id_and_args():
         dict(op("c10d::alltoall_base_", 3_000, 3_400), external_id=30),
         api("cudaLaunchKernel", 3_100, 3_120, corr=8, tid=2),
         comm(3_200, 3_900, SENDRECV, corr=8),
-        # External id beats containment: the op it names says all-to-all (recorded args).
+        # The External id names record_param_comms, whose recorded args say all-to-all.
         dict(op("c10d::broadcast_", 4_000, 4_400), external_id=40),
-        dict(op("record_param_comms", 5_000, 5_100), external_id=41),
+        dict(op("record_param_comms", 4_050, 4_350), external_id=41),
         dict(api("cudaLaunchKernel", 4_100, 4_120, corr=9), external_id=41),
         dict(comm(4_200, 4_900, SENDRECV, corr=9), external_id=41),
+        # An External id that collides with an unrelated op's (not running at the launch) is no link.
+        dict(op("c10d::allreduce_", 7_000, 7_100), external_id=70),
+        api("cudaLaunchKernel", 8_100, 8_120, corr=11),
+        dict(comm(8_200, 8_900, SENDRECV, corr=11), external_id=70),
         # Kernel's own recorded Collective name beats everything.
         dict(op("c10d::send", 6_000, 6_300), external_id=60),
         api("cudaLaunchKernel", 6_100, 6_120, corr=10),
@@ -92,6 +96,7 @@ def test_kineto_like_containment_external_id_and_args():
     assert got[8] == ("send-recv", "kernel-name")
     assert got[9] == ("all-to-all", "host-op")
     assert got[10] == ("all-reduce", "host-args")
+    assert got[11] == ("send-recv", "kernel-name")
 
 
 def test_nsys_like_nvtx_ranges():
