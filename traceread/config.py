@@ -80,6 +80,12 @@ class Thresholds:
         0.05, "fraction of step", "same phase: within 5% of the step length")
     bubble_max_cv: float = _t(
         0.2, "coefficient of variation", "bubble durations are stable; stochastic stalls are not")
+    bubble_duration_tolerance: float = _t(
+        0.35, "fraction of median", "the same gap by order in the step: +-20% jitter on a bubble stays within "
+        "25% of its median; a 3x longer stall at that place is not the same gap")
+    bubble_order_phase_tolerance: float = _t(
+        0.05, "fraction of step", "the same gap by order: a fill stays at the start and a drain at the end; a "
+        "wait elsewhere that happens to share the order (a one-off before the drain) is not it")
     bubble_min_gap_ns: int = _t(
         20_000, "ns", "launch jitter gaps (a few us) recur too; a bubble is a real pause")
 

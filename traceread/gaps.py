@@ -13,6 +13,12 @@ last kernel to step end. Each gap is measured against everything else that was b
 
 All ``X_ns`` overlaps are lengths (ns) of the union of X's intervals inside the gap, so they never
 exceed ``dur_ns``; ``X_frac = X_ns / dur_ns``.
+
+Communication is split by collective identity (:mod:`traceread.collective_identity`, from the host
+op that launched each kernel): ``comm_p2p`` is point-to-point (send, recv, send-recv), and
+``comm_collective`` everything else, so an all-to-all made of SendRecv kernels counts as a
+collective. ``comm_type`` is the type covering most of the gap; ``step_p2p_count`` the number of
+point-to-point kernels in the gap's step (the evidence of pipeline parallelism).
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, kernel_classes, schema
+from traceread import intervals, schema
+from traceread.collective_identity import identify, step_p2p_counts
 from traceread.config import Thresholds
+from traceread.kernel_classes import P2P_TYPES
 from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view, subset
 from traceread.trace import Trace
 
@@ -37,8 +45,10 @@ GAP_COLUMNS: tuple[str, ...] = (
     *[c for k in OVERLAP_KINDS for c in (f"{k}_ns", f"{k}_frac")],
     "launch_count", "longest_cpu_ns", "longest_cpu_name", "python_frame", "next_kernel_name",
     "next_launch_start_ns", "next_launch_end_ns", "launch_after_gap_start", "queue_depth",
+    "comm_type", "step_p2p_count",
 )
-_STR_COLUMNS = ("longest_cpu_name", "python_frame", "next_kernel_name")
+_STR_COLUMNS = ("longest_cpu_name", "python_frame", "next_kernel_name")  # event-name codes
+_TYPE_COLUMNS = ("comm_type",)  # plain strings
 _LONGEST_CATS = (schema.CAT_RUNTIME, schema.CAT_DRIVER, schema.CAT_CPU_OP, schema.CAT_OS_RUNTIME)
 _API_CATS = (schema.CAT_RUNTIME, schema.CAT_DRIVER)
 _COPY_KIND_RE = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH)\b")
@@ -51,7 +61,7 @@ def _gap_dtypes() -> dict[str, str]:
     for c in GAP_COLUMNS:
         if c.endswith("_frac"):
             out[c] = "float64"
-        elif c in _STR_COLUMNS:
+        elif c in _STR_COLUMNS or c in _TYPE_COLUMNS:
             out[c] = "category"
         else:
             out.setdefault(c, "int64")
@@ -144,6 +154,7 @@ class _RankHost:
 def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device: int,
                  st: pd.DataFrame) -> dict[str, np.ndarray] | None:
     ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+    step_p2p = step_p2p_counts(trace, st)
     crow = compute_rows(v, rank, device)
     us, ue = compute_union(v, rank, device)
     w, gs, ge = intervals.complement_in_windows(us, ue, ws, we)
@@ -158,10 +169,15 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     }
     ns: dict[str, np.ndarray] = {}
     comm = v.rows((schema.LANE_GPU_COMM,), rank=rank, device=device)
-    p2p = np.isin(v.map_names(comm, kernel_classes.collective_type), list(kernel_classes.P2P_TYPES))
+    # What each transfer is comes from the host op that launched it (an all-to-all built from
+    # SendRecv kernels is a collective, not point-to-point): see traceread.collective_identity.
+    ctype = identify(trace).of(comm)[0]
+    p2p = np.isin(ctype, list(P2P_TYPES))
     ns["comm"] = _covered(v, comm, gs, ge)
     ns["comm_collective"] = _covered(v, comm[~p2p], gs, ge)
     ns["comm_p2p"] = _covered(v, comm[p2p], gs, ge)
+    cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge)
+    cols["step_p2p_count"] = step_p2p[w]
     copies = v.rows((schema.LANE_MEMCPY,), rank=rank, device=device)
     for key, mask in _copy_flags(trace, v, copies).items():
         ns[key] = _covered(v, copies[mask], gs, ge)
@@ -205,6 +221,20 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     cols["python_frame"] = _python_frames(v, host, gs, np.where(nl >= 0, v.tid[nl], main_tid))
 
     return cols
+
+
+def _dominant_type(v: EventView, comm: np.ndarray, ctype: np.ndarray, gs: np.ndarray, ge: np.ndarray
+                   ) -> np.ndarray:
+    """The collective type that covers most of each gap ('' when no comm overlaps it)."""
+    out = np.full(len(gs), "", dtype=object)
+    types = sorted(set(ctype.tolist())) if len(comm) else []
+    if not types:
+        return out
+    cover = np.stack([_covered(v, comm[ctype == t], gs, ge) for t in types])  # types are few
+    best = np.argmax(cover, axis=0)
+    has = cover.max(axis=0) > 0
+    out[has] = np.array(types, dtype=object)[best[has]]
+    return out
 
 
 def _busiest(tids: np.ndarray) -> int:
@@ -279,7 +309,12 @@ def _assemble(v: EventView, parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
     for c in GAP_COLUMNS:
         # pop: each part's array is freed as soon as the frame holds its copy (halves the peak)
         arr = parts[0].pop(c) if len(parts) == 1 else np.concatenate([p.pop(c) for p in parts])
-        out[c] = v.categorical(arr) if c in _STR_COLUMNS else arr.astype(dtypes[c], copy=False)
+        if c in _STR_COLUMNS:
+            out[c] = v.categorical(arr)
+        elif c in _TYPE_COLUMNS:
+            out[c] = pd.Categorical(arr)
+        else:
+            out[c] = arr.astype(dtypes[c], copy=False)
         del arr
     return out
 
@@ -304,6 +339,7 @@ def collective_exposure(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
     """Per rank, device and collective type: ``count`` and ``total_ns`` of the communication
     kernels starting inside a step, and ``exposed_ns``, the part of them no compute overlapped."""
     v = event_view(trace)
+    ident = identify(trace)
     parts = []
     for (r, d), idx in sorted(steps_df.groupby(["rank", "device"]).indices.items()):
         st = steps_df.iloc[idx].sort_values("start_ns")
@@ -316,7 +352,7 @@ def collective_exposure(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
         us, ue = compute_union(v, int(r), int(d))
         parts.append(pd.DataFrame({
             "rank": np.int32(r), "device": np.int32(d),
-            "collective": v.map_names(comm, kernel_classes.collective_type),
+            "collective": ident.of(comm)[0],
             "dur": e - s, "exposed": (e - s) - intervals.overlap_with_union(s, e, us, ue)}))
     cols = ["rank", "device", "collective", "count", "total_ns", "exposed_ns"]
     if not parts:

@@ -66,7 +66,9 @@ COLL_REDUCE_SCATTER = "reduce-scatter"
 COLL_ALL_TO_ALL = "all-to-all"
 COLL_BROADCAST = "broadcast"
 COLL_REDUCE = "reduce"
-COLL_SEND_RECV = "send-recv"  # point-to-point
+COLL_SEND_RECV = "send-recv"  # point-to-point, direction unknown (a SendRecv kernel, batch_isend_irecv)
+COLL_SEND = "send"  # point-to-point, named by the host (c10d::send, nccl:send)
+COLL_RECV = "recv"
 COLL_OTHER = "other-comm"
 COLLECTIVE_TYPES: tuple[str, ...] = (
     COLL_ALL_REDUCE,
@@ -76,9 +78,11 @@ COLLECTIVE_TYPES: tuple[str, ...] = (
     COLL_BROADCAST,
     COLL_REDUCE,
     COLL_SEND_RECV,
+    COLL_SEND,
+    COLL_RECV,
     COLL_OTHER,
 )
-P2P_TYPES: frozenset[str] = frozenset({COLL_SEND_RECV})
+P2P_TYPES: frozenset[str] = frozenset({COLL_SEND_RECV, COLL_SEND, COLL_RECV})
 
 _I = re.IGNORECASE
 

@@ -51,7 +51,7 @@ def make_events(rows: list[dict], *, side: dict | None = None, meta_steps: pd.Da
     """A Trace whose events frame holds ``rows`` (schema columns and dtypes, validated)."""
     cols: dict[str, list] = {c: [] for c in schema.EVENT_COLUMNS}
     for r in rows:
-        full = dict(trace="t.json", raw_category=r["category"], external_id=-1, **r)
+        full = {"trace": "t.json", "raw_category": r["category"], "external_id": -1, **r}
         for c in schema.EVENT_COLUMNS:
             cols[c].append(full[c])
     df = pd.DataFrame({c: pd.Series(cols[c], dtype=d if d != "category" else object)

@@ -264,22 +264,45 @@ def test_host_blocked_on_a_recurring_p2p_recv_is_a_bubble_not_a_sync_stall():
     assert (out["class"] == "pipeline-bubble").all()
 
 
-def test_periodic_wait_on_nothing_visible_is_a_bubble():
+def test_periodic_wait_on_nothing_visible_is_a_bubble_in_a_pipeline_step():
+    steps = _steps(5)
+    out = classify(_bubbles(steps, [500 * US] * 5, p2p=False, step_p2p_count=6), steps, None, CFG)
+    assert (out["class"] == "pipeline-bubble").all()
+    assert "6 point-to-point transfers in the step" in out["evidence"][0]
+
+
+def test_periodic_queued_wait_without_pipeline_evidence_is_not_a_bubble():
+    """The same queued wait every step, but no point-to-point transfer in the step (a data-parallel
+    or TorchRec job): nothing says it is a pipeline schedule."""
     steps = _steps(5)
     out = classify(_bubbles(steps, [500 * US] * 5, p2p=False), steps, None, CFG)
-    assert (out["class"] == "pipeline-bubble").all()
+    assert (out["class"] == "unattributed").all()
 
 
-def test_unstable_durations_are_not_a_bubble():
+def test_periodic_wait_on_an_all_to_all_is_comm_bound():
+    """TorchRec: the compute waits on the embedding all-to-all (SendRecv kernels, identified as an
+    all-to-all by the host) at the same place every step: exposed communication, not a bubble."""
+    steps = _steps(6)
+    rows = _bubbles(steps, [800 * US] * 6, p2p=False, comm_ns=795 * US, comm_collective_ns=795 * US,
+                    comm_type="all-to-all")
+    out = classify(rows, steps, None, CFG)
+    assert (out["class"] == "comm-bound").all()
+    assert out["evidence"][0].startswith("all-to-all collective on the communication lane covers")
+
+
+def test_unstable_p2p_waits_in_a_pipeline_are_bubbles():
+    """A stage queued behind a recv that does not recur with the same length (stage imbalance under
+    jitter) still waits on its neighbour: the p2p transfer over the gap is the evidence."""
     steps = _steps(6)
     out = classify(_bubbles(steps, [300 * US, 800 * US, 400 * US, 1_100 * US, 500 * US, 900 * US]), steps, None,
                    CFG)
-    assert (out["class"] == "comm-bound").all()  # a p2p wait that does not recur: exposed communication
+    assert (out["class"] == "pipeline-bubble").all()
+    assert "does not recur every step" in out["evidence"][0]
 
 
 def test_bubble_present_in_too_few_steps_is_not_periodic():
     steps = _steps(8)
-    gaps = _bubbles(steps.iloc[[1, 3, 5, 7]], [800 * US] * 4)  # half the analysed steps
+    gaps = _bubbles(steps.iloc[[1, 3, 5, 7]], [800 * US] * 4, p2p=False, step_p2p_count=4)  # half the steps
     assert (classify(gaps, steps, None, CFG)["class"] != "pipeline-bubble").all()
 
 
@@ -296,7 +319,7 @@ def test_periodic_gap_the_host_caused_is_not_a_bubble():
 
 def test_fewer_steps_than_needed_says_bubbles_cannot_be_judged():
     steps = _steps(3, warmup_first=False)
-    out = classify(_bubbles(steps, [800 * US] * 3), steps, None, CFG)
+    out = classify(_bubbles(steps, [800 * US] * 3, p2p=False, step_p2p_count=4), steps, None, CFG)
     assert (out["class"] != "pipeline-bubble").all()
     assert any("cannot be judged" in n and "only 3" in n for n in out.attrs["notes"])
     assert rules.notes(out, steps, CFG) == out.attrs["notes"]
@@ -304,7 +327,8 @@ def test_fewer_steps_than_needed_says_bubbles_cannot_be_judged():
 
 def test_phase_wraps_at_the_step_boundary():
     steps = _steps(6)
-    out = classify(_bubbles(steps, [600 * US] * 6, phase=0.0).assign(
+    steps[["start_ns", "end_ns", "cpu_start_ns", "cpu_end_ns"]] += 1_000 * US  # launches before step 0
+    out = classify(_bubbles(steps, [600 * US] * 6, phase=0.0, p2p=False, step_p2p_count=3).assign(
         phase=[0.995, 0.002, 0.998, 0.001, 0.0, 0.996]), steps, None, CFG)
     assert (out["class"] == "pipeline-bubble").all()
 

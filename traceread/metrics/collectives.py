@@ -5,7 +5,9 @@ Bandwidths follow the nccl-tests conventions: the message size S is the larger o
 (the whole gathered/scattered buffer), algorithm bandwidth = S / time, bus bandwidth = algbw x the
 ring factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; others 1.
 Message sizes, dtypes and groups come from the ``collective_args`` side table, recorded either on the
-kernel itself or on its ``record_param_comms`` op (joined through (rank, External id)).
+kernel itself or on its ``record_param_comms`` op (joined through (rank, External id)). The collective
+type is the kernel's identity (:mod:`traceread.collective_identity`: the host op that launched it, the
+kernel name only when there is none); ``identified_by`` says which source decided it.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
+from traceread.collective_identity import identify
 from traceread.metrics.mfu import TORCH_DTYPES
 from traceread.trace import Trace
 
 COLUMNS = ["collective", "group", "group_desc", "group_size", "count", "total_ns", "mean_ns", "exposed_ns",
-           "exposed_frac", "msg_bytes", "dtype", "algbw_gbps", "busbw_gbps", "bus_factor"]
+           "exposed_frac", "msg_bytes", "dtype", "algbw_gbps", "busbw_gbps", "bus_factor", "identified_by"]
 
 
 def bus_factor(collective: str, n: int | float) -> float:
@@ -99,10 +102,7 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
         hidden = intervals.overlap_with_union(q["start_ns"].to_numpy(), q["end_ns"].to_numpy(), us, ue)
         exposed[idx] = q["dur_ns"].to_numpy() - hidden
     a = _collective_args(trace, comm)
-    typ = kc.collective_type(comm["name"])
-    rec = a["collective"].notna().to_numpy()
-    if rec.any():
-        typ[rec] = kc.collective_type(a["collective"][rec].astype(str).to_numpy())
+    typ, source = identify(trace).of(comm["row"].to_numpy())
     gname = a["group_name"].fillna("").astype(str)
     gdesc = a["group_desc"].fillna("").astype(str)
     dtype = a["dtype"].fillna("").astype(str)
@@ -113,7 +113,7 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
     f = pd.DataFrame({"collective": typ, "group": gname.to_numpy(), "group_desc": gdesc.to_numpy(),
                       "group_size": _group_sizes(trace, gname, gdesc, a["group_size"]),
                       "dur_ns": comm["dur_ns"].to_numpy(), "exposed_ns": exposed, "bytes": nbytes,
-                      "dtype": dtype.to_numpy()})
+                      "dtype": dtype.to_numpy(), "source": source})
     f["bw_ns"] = np.where(np.isnan(nbytes) | (f["dur_ns"] <= 0), 0, f["dur_ns"])
     f["bw_bytes"] = np.where(f["bw_ns"] > 0, nbytes, 0.0)
     g = f.groupby(["collective", "group"], sort=False)
@@ -121,7 +121,8 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
         "group_desc": g["group_desc"].first(), "group_size": g["group_size"].max(), "count": g.size(),
         "total_ns": g["dur_ns"].sum(), "exposed_ns": g["exposed_ns"].sum(), "msg_bytes": g["bytes"].median(),
         "dtype": g["dtype"].agg(lambda s: ",".join(sorted({x for x in s if x}))),
-        "bw_bytes": g["bw_bytes"].sum(), "bw_ns": g["bw_ns"].sum()}).reset_index()
+        "bw_bytes": g["bw_bytes"].sum(), "bw_ns": g["bw_ns"].sum(),
+        "identified_by": g["source"].agg(lambda s: ",".join(sorted(set(s))))}).reset_index()
     out["mean_ns"] = out["total_ns"] / out["count"]
     out["exposed_frac"] = np.where(out["total_ns"] > 0, out["exposed_ns"] / out["total_ns"].clip(lower=1), 0.0)
     out["algbw_gbps"] = np.where(out["bw_ns"] > 0, out["bw_bytes"] / out["bw_ns"].clip(lower=1), np.nan)

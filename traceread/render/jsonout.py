@@ -23,7 +23,8 @@ from traceread.render.names import scrub_paths
 
 # Gap fields beyond the fixed ones that help a script (overlap measurements, in the engine's names).
 _GAP_EXTRA = ("dur_ns", "phase", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns",
-              "launch_count", "next_kernel_name", "longest_cpu_name", "python_frame", "evidence_kind")
+              "launch_count", "next_kernel_name", "longest_cpu_name", "python_frame", "evidence_kind",
+              "comm_collective_ns", "comm_p2p_ns", "comm_type", "step_p2p_count")
 _SCRUB = ("next_kernel_name", "longest_cpu_name", "python_frame")
 
 

@@ -10,7 +10,9 @@ Signature: communication kernels cover at least ``comm_cover`` of the gap, and c
 for them: the next kernel was already queued (or its launch is unknown), or the host sat in a sync
 call for at least ``comm_cover`` of the gap. When the host was still submitting the next kernel and not waiting on the
 device, the collective merely ran alongside a host-bound gap (launch-bound or unattributed).
-Point-to-point transfers that recur at the same phase of every step are left to pipeline-bubble.
+A wait on a point-to-point transfer in a pipeline-parallel step is left to pipeline-bubble (the
+stage waits on its neighbour); the collective type comes from collective identity, so an
+all-to-all built from SendRecv kernels stays here.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
+from traceread.rules import pipeline_bubble
 from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 
 NAME = "comm-bound"
@@ -29,14 +32,15 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     # The host sat in a sync for most of the gap (a device sync returning at the drain does not).
     waited = ~ctx.late | (frac(gaps, "sync") >= cfg.comm_cover)
     p2p_dominant = frac(gaps, "comm_p2p") > frac(gaps, "comm_collective")
-    structural = ctx.periodic & p2p_dominant
+    structural = p2p_dominant & pipeline_bubble.takes(gaps, ctx, cfg)
     return ctx.judged & covered & waited & ~structural
 
 
 def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     coll = frac(gaps, "comm_collective")
     p2p = frac(gaps, "comm_p2p")
-    what = np.where(coll >= p2p, "collective", "point-to-point transfer (not periodic)")
+    typ = col(gaps, "comm_type", "").astype(str).astype(object)
+    what = np.where(coll >= p2p, np.where(typ != "", typ + " collective", "collective"), "point-to-point transfer")
     how = np.where(ctx.queued, "next kernel was already queued behind it",
                    np.where(ctx.late, cat("host blocked in a sync for ", fmt_pct(frac(gaps, "sync")), " of it"),
                             "next kernel's launch not recorded"))

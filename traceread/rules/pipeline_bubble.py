@@ -1,26 +1,51 @@
-"""pipeline-bubble: the same gap at the same phase of every step, waiting on p2p or on nothing.
+"""pipeline-bubble: a stage of a pipeline-parallel job waits for its neighbour.
 
 ::
 
-    step k     |==fwd==fwd==fwd=|.......bubble.......|==bwd==bwd==|
-    step k+1   |==fwd==fwd==fwd=|.......bubble.......|==bwd==bwd==|
-    comm       |                |<--- p2p recv ----->|            |   (or nothing at all)
-    host                 launches already queued ^ (the GPU waits on a dependency, not the host)
+    step k     |.fill.|==F==F==F==F=|....drain....|==B==B==B==B==|      (one stage of 1F1B/GPipe)
+    comm       |recv->|             |<-- recv ---->|               |      p2p recv posted early, runs
+    host           launches already queued ^ (the GPU waits on a dependency, not the host)  until the peer sends
 
-Periodicity (vectorized, no loop per gap): phases are cut into bins of half the phase tolerance
-and durations into log-scale bins; every candidate gap (long enough, in an analysed step) is
-counted in the windows of the bins around it (phase within the tolerance, with wrap-around at the
-step boundary; duration within about 1.4x). For each (rank, device, window) we count the
-distinct analysed steps with a candidate there and the coefficient of variation of the
-duration of each step's candidate nearest the window's centre. A gap is periodic when its
-window holds gaps in at least ``bubble_presence`` of the analysed steps with a CV of at most
-``bubble_max_cv``. Only gaps with the bubble's own waiting signature (below) are compared, so
-that a loader stall or an exposed all-reduce at the same phase does not count as the same gap.
-It is judged on analysed steps and applied to every long gap (warmup and outlier steps too). Fewer than ``bubble_min_steps`` analysed steps: not judged (a note says so).
+Evidence of pipeline parallelism comes first: a point-to-point transfer in the gap's step, by
+collective identity (``step_p2p_count``: ``c10d::send``/``recv``, ``nccl:send``/``nccl:recv``,
+``batch_isend_irecv``, or a SendRecv kernel no collective op encloses; an all-to-all made of
+SendRecv kernels is a collective and is no evidence), or a point-to-point transfer over the gap
+itself. Without it nothing is a bubble: a periodic wait on an all-to-all or all-reduce is comm-bound,
+a periodic queued wait on nothing visible stays unattributed.
 
-Signature: periodic, at least ``bubble_min_gap_ns``, and either a point-to-point transfer covers
-most of the gap or the next kernel was already queued (the stream waited on a dependency). A
-periodic gap the host caused (next kernel submitted late) is not a bubble: no schedule fixes it.
+With the evidence, a gap of at least ``bubble_min_gap_ns`` is a bubble when
+
+* a point-to-point transfer covers most of it (``comm_cover``) and compute waited for it (the next
+  kernel was already queued or its launch is unknown, or it was submitted with most of the gap
+  still ahead, or the host sat in a sync for most of the gap): the stage waited on its neighbour, whether that is the schedule's
+  fill/drain (periodic) or stage imbalance (not); or
+* nothing visible covers it, the next kernel was already queued, and the gap is periodic (below):
+  the same wait in nearly every step is the schedule, a one-off is not.
+
+Periodicity ("the same gap" in every analysed step), vectorized, several ways; any suffices:
+
+1. Place windows: the gap's place in the step, as (a) its phase, (b) its offset from the step
+   start and (c) its distance to the step end (both over the median step length; a drain keeps
+   its distance to the end when the step's length changes, and a wait after a fixed amount of work
+   its offset from the start; each gap is read from the nearer end of its step), is cut into bins
+   of half ``bubble_phase_tolerance`` and durations
+   into log-scale bins; a gap is periodic when the window around it holds gaps in at least
+   ``bubble_presence`` of the analysed steps with a duration CV of at most ``bubble_max_cv``.
+2. Order: among a step's long gaps with the bubble's waiting signature, its rank counted from the
+   start (gaps in the first half of the step) or from the end (second half; the fill is the first,
+   the drain the last). A gap is periodic
+   when, for either count, at least ``bubble_presence`` of the analysed steps hold a gap of that
+   rank within ``bubble_duration_tolerance`` of the rank's median duration and at the same place
+   (its offset from the step start, or its distance to the step end, for a rank counted from the
+   end, within ``bubble_order_phase_tolerance`` of the median step length), and so does it. This
+   holds when the step length varies (a gap's phase moves with the step; its place relative to the
+   end it is counted from does not) and with jitter on every duration.
+
+Only gaps with the bubble's waiting signature are compared, so a loader stall or an exposed
+all-reduce at the same phase does not count as the same gap. Judged on analysed steps, applied to
+every long gap (warmup and outlier steps too). Fewer than ``bubble_min_steps`` analysed steps: not
+judged (a note says so). A periodic gap the host caused (next kernel submitted late) is not a
+bubble: no schedule fixes it.
 """
 
 from __future__ import annotations
@@ -32,6 +57,32 @@ from traceread.config import Thresholds
 from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 
 NAME = "pipeline-bubble"
+
+
+def pipeline_evidence(gaps: pd.DataFrame) -> np.ndarray:
+    """Bool per gap: its step holds a point-to-point transfer (by identity), or one overlaps the gap."""
+    return (col(gaps, "step_p2p_count") > 0) | (col(gaps, "comm_p2p_ns") > 0)
+
+
+def waits_on_p2p(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """Bool per gap: a point-to-point transfer covers most of it and compute waited for it (the
+    next kernel was queued or its launch is unknown, it was submitted with most of the gap still
+    ahead, or the host sat in a sync for most of the gap)."""
+    p2p = frac(gaps, "comm_p2p") >= cfg.comm_cover
+    # Submitted a little after the GPU went idle but then still waiting for most of the gap: the
+    # transfer, not the host, held the kernel back.
+    dur = col(gaps, "dur_ns").astype(np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
+    held_after_submit = (lend >= 0) & (col(gaps, "end_ns").astype(np.int64) - lend >= cfg.comm_cover * dur)
+    return p2p & (~ctx.late | held_after_submit | (frac(gaps, "sync") >= cfg.comm_cover))
+
+
+def takes(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """The gaps this rule claims (``mask`` without the judged-length condition); comm-bound and
+    sync-stall leave these to it."""
+    hidden = ctx.periodic & ctx.queued & waits_like_a_bubble(gaps, ctx.queued, cfg)
+    return pipeline_evidence(gaps) & (col(gaps, "dur_ns") >= cfg.bubble_min_gap_ns) & \
+        (waits_on_p2p(gaps, ctx, cfg) | hidden)
 
 
 def waits_like_a_bubble(gaps: pd.DataFrame, queued: np.ndarray, cfg: Thresholds) -> np.ndarray:
@@ -74,30 +125,64 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame, cfg: Thresholds, eligib
         [col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64),
          col(gaps, "step", -1).astype(np.int64)])) >= 0
     dur = col(gaps, "dur_ns").astype(np.int64)
-    phase = np.clip(np.nan_to_num(col(gaps, "phase", 0.0).astype(np.float64)), 0.0, 1.0 - 1e-12)
-    width = cfg.bubble_phase_tolerance / 2.0
-    nbins = max(int(np.ceil(1.0 / width)), 1)
-    gbin = np.minimum((phase / width).astype(np.int64), nbins - 1)
     long_enough = (g_unit >= 0) & (dur >= cfg.bubble_min_gap_ns)
     if eligible is not None:
         long_enough &= eligible
+    if not (long_enough & in_step).any():
+        return periodic, presence, cv, notes
+    lengths = (steps["end_ns"] - steps["start_ns"]).to_numpy(np.int64)
+    at = pd.MultiIndex.from_frame(steps[["rank", "device", "step"]].astype("int64")).get_indexer(
+        pd.MultiIndex.from_arrays([col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64),
+                                   col(gaps, "step", -1).astype(np.int64)]))
+    step_len = np.where(at >= 0, lengths[np.maximum(at, 0)], -1).astype(np.float64)
+    # The unit's median analysed step length turns a place in the step into a fraction of a step.
+    med = pd.Series(step_len[in_step]).groupby(g_unit[in_step]).median()
+    unit_len = np.maximum(med.reindex(np.maximum(g_unit, 0)).to_numpy(), 1.0)
+    offset = col(gaps, "offset_ns").astype(np.float64)
+    phase = np.clip(np.nan_to_num(col(gaps, "phase", 0.0).astype(np.float64)), 0.0, 1.0 - 1e-12)
+    places = [(phase, True),  # 1a. phase (the step boundary wraps)
+              (np.clip(offset / unit_len, 0.0, 1.0 - 1e-12), False),  # 1b. from the step start
+              (np.clip((step_len - offset) / unit_len, 0.0, 1.0 - 1e-12), False)]  # 1c. to the step end
+    n_steps = units.to_numpy()
+    # A gap's place is read from the nearer end of its step: from the start in the first half,
+    # to the end in the second (a fill's distance to the end is the whole, varying, step).
+    first_half = offset < step_len / 2.0
+    known = long_enough & (step_len > 0)
+    for (place, wrap), ok in zip(places, (long_enough, known & first_half, known & ~first_half), strict=True):
+        _by_window(gaps, g_unit, in_step, ok, place, wrap, n_steps, cfg, periodic, presence, cv)
+    _by_order(gaps, g_unit, in_step, known, first_half, n_steps, step_len, cfg, periodic, presence, cv)
+    return periodic, presence, cv, notes
+
+
+def _by_window(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long_enough: np.ndarray,
+               place: np.ndarray, wrap: bool, unit_steps: np.ndarray, cfg: Thresholds, periodic: np.ndarray,
+               presence: np.ndarray, cv: np.ndarray) -> None:
+    """Periodicity by windows of place in the step (a fraction in [0, 1)) and duration (module
+    docstring, 1.); updates ``periodic``, ``presence`` and ``cv`` in place where it holds."""
     cand = np.flatnonzero(long_enough & in_step)  # the evidence: gaps of analysed steps
     if len(cand) == 0:
-        return periodic, presence, cv, notes
-    # Duration bins (log scale) keep a 3 ms stall that happens to share the phase from being
+        return
+    dur = col(gaps, "dur_ns").astype(np.int64)
+    width = cfg.bubble_phase_tolerance / 2.0
+    nbins = max(int(np.ceil(1.0 / width)), 1)
+    gbin = np.minimum((place / width).astype(np.int64), nbins - 1)
+    # Duration bins (log scale) keep a 3 ms stall that happens to share the place from being
     # compared with a 0.8 ms bubble; per step, the gap nearest the window's centre stands for it.
     dwidth = np.log1p(2.0 * cfg.bubble_max_cv) / 2.0
     logd = np.log(np.maximum(dur, 1).astype(np.float64))
     dbin = np.floor(logd / dwidth).astype(np.int64)
-    reach = 2  # bins on each side: phase within the tolerance, duration within ~1.4x
+    reach = 2  # bins on each side: place within the tolerance, duration within ~1.4x
     ps, ds = np.meshgrid(np.arange(-reach, reach + 1), np.arange(-reach, reach + 1))
     ps, ds = ps.ravel(), ds.ravel()
     rep = np.repeat(cand, len(ps))
-    win = (gbin[rep] + np.tile(ps, len(cand))) % nbins
+    win = gbin[rep] + np.tile(ps, len(cand))
+    if wrap:
+        win %= nbins
     dwin = dbin[rep] + np.tile(ds, len(cand))
-    dphase = np.abs(phase[rep] - (win + 0.5) * width)
-    dphase = np.minimum(dphase, 1.0 - dphase)  # the step boundary wraps
-    dist = (dphase / width) ** 2 + ((logd[rep] - (dwin + 0.5) * dwidth) / dwidth) ** 2
+    dplace = np.abs(place[rep] - (win + 0.5) * width)
+    if wrap:
+        dplace = np.minimum(dplace, 1.0 - dplace)  # the step boundary wraps
+    dist = (dplace / width) ** 2 + ((logd[rep] - (dwin + 0.5) * dwidth) / dwidth) ** 2
     df = pd.DataFrame({"unit": g_unit[rep], "win": win, "dwin": dwin,
                        "step": col(gaps, "step").astype(np.int64)[rep], "dur": dur[rep].astype(np.float64),
                        "dist": dist})
@@ -110,31 +195,85 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame, cfg: Thresholds, eligib
     pos = stats.index.get_indexer(pd.MultiIndex.from_arrays([g_unit[cand], gbin[cand], dbin[cand]]))
     found = pos >= 0
     cand, pos = cand[found], pos[found]
-    size = stats["size"].to_numpy()[pos].astype(np.float64)
+    p = stats["size"].to_numpy()[pos].astype(np.float64) / unit_steps[g_unit[cand]].astype(np.float64)
     mean = stats["mean"].to_numpy()[pos]
-    std = stats["std"].to_numpy()[pos]
-    n_steps = units.to_numpy()[g_unit[cand]].astype(np.float64)
-    presence[cand] = size / n_steps
-    cv[cand] = np.where(mean > 0, std / np.maximum(mean, 1.0), np.inf)
-    periodic[cand] = (presence[cand] >= cfg.bubble_presence) & (cv[cand] <= cfg.bubble_max_cv)
-    return periodic, presence, cv, notes
+    c = np.where(mean > 0, stats["std"].to_numpy()[pos] / np.maximum(mean, 1.0), np.inf)
+    hit = (p >= cfg.bubble_presence) & (c <= cfg.bubble_max_cv)
+    # Keep the best reading per gap: a periodic one first, then the higher presence.
+    better = (hit & ~periodic[cand]) | ((hit == periodic[cand]) & (p > np.nan_to_num(presence[cand], nan=-1.0)))
+    presence[cand[better]] = p[better]
+    cv[cand[better]] = c[better]
+    periodic[cand[hit]] = True
+
+
+def _by_order(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long_enough: np.ndarray,
+              first_half: np.ndarray, unit_steps: np.ndarray, step_len: np.ndarray, cfg: Thresholds,
+              periodic: np.ndarray, presence: np.ndarray, cv: np.ndarray) -> None:
+    """Periodicity by order among the step's long gaps of the same waiting signature (module
+    docstring, 2.); updates ``periodic``, ``presence`` and ``cv`` in place where it holds."""
+    idx = np.flatnonzero(long_enough)
+    if len(idx) == 0:
+        return
+    df = pd.DataFrame({"unit": g_unit[idx], "step": col(gaps, "step", -1).astype(np.int64)[idx],
+                       "start": col(gaps, "start_ns").astype(np.int64)[idx],
+                       "offset": col(gaps, "offset_ns").astype(np.float64)[idx],
+                       "length": step_len[idx].astype(np.float64),
+                       "dur": col(gaps, "dur_ns").astype(np.float64)[idx], "analysed": in_step[idx], "i": idx,
+                       "early": first_half[idx]})
+    df = df.sort_values(["unit", "step", "start"], kind="stable", ignore_index=True)
+    by_step = df.groupby(["unit", "step"], sort=False)
+    df["first"] = by_step.cumcount()
+    df["last"] = by_step.cumcount(ascending=False)
+    n_steps = unit_steps[df["unit"].to_numpy()].astype(np.float64)
+    dur = df["dur"].to_numpy()
+    # Where the gap sits, from the end it is counted from: a gap counted from the start keeps its
+    # offset from the step start, one counted from the end its distance to the step end, whatever
+    # the step's length does in between.
+    df["from_first"] = df["offset"]
+    df["from_last"] = df["length"] - df["offset"]
+    for rank in ("first", "last"):
+        keys = ["unit", rank]
+        at = pd.MultiIndex.from_frame(df[keys])
+        ref = df[df["analysed"]].groupby(keys)[["dur", f"from_{rank}", "length"]].median().reindex(at)
+        moved = np.abs(df[f"from_{rank}"].to_numpy() - ref[f"from_{rank}"].to_numpy())
+        with np.errstate(invalid="ignore"):
+            ok = (np.abs(dur / ref["dur"].to_numpy() - 1.0) <= cfg.bubble_duration_tolerance) & \
+                (moved <= cfg.bubble_order_phase_tolerance * ref["length"].to_numpy())
+        ok &= df["early"].to_numpy() == (rank == "first")  # counted from the nearer end
+        g = df[ok & df["analysed"].to_numpy()].groupby(keys)
+        st = pd.DataFrame({"n": g["step"].nunique(), "mean": g["dur"].mean(),
+                           "std": g["dur"].std(ddof=0)}).reindex(at)
+        p = st["n"].fillna(0).to_numpy() / n_steps
+        c = (st["std"] / st["mean"].clip(lower=1.0)).to_numpy()
+        hit = ok & (p >= cfg.bubble_presence)
+        rows = df["i"].to_numpy()[hit]
+        better = ~periodic[rows] | (p[hit] > np.nan_to_num(presence[rows]))
+        periodic[rows] = True
+        presence[rows[better]] = p[hit][better]
+        cv[rows[better]] = c[hit][better]
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    p2p = frac(gaps, "comm_p2p") >= cfg.comm_cover
-    waiting = p2p | ctx.queued
-    return ctx.judged & ctx.periodic & waiting & (col(gaps, "dur_ns") >= cfg.bubble_min_gap_ns)
+    return ctx.judged & takes(gaps, ctx, cfg)
+
+
+def _two(x: np.ndarray) -> np.ndarray:
+    """Numbers with two decimals as strings ('nan' where missing)."""
+    return np.char.mod("%.2f", np.asarray(x, dtype=np.float64)).astype(object)
 
 
 def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     p2p = frac(gaps, "comm_p2p")
     waits_on = np.where(p2p >= cfg.comm_cover,
-                        cat("point-to-point transfer covers ", fmt_pct(p2p), " of it"),
+                        cat("waits on a point-to-point transfer covering ", fmt_pct(p2p), " of it"),
                         "next kernel was already queued (waiting on a dependency, not the host)")
-    return cat("recurs at phase ", pd.Series(col(gaps, "phase", 0.0)).round(2).astype(str).to_numpy(object),
-               " of the step in ", fmt_pct(ctx.presence), " of analysed steps, duration CV ",
-               pd.Series(ctx.cv).round(2).astype(str).to_numpy(object), "; ", fmt_ns(col(gaps, "dur_ns")),
-               " gap; ", waits_on)
+    recurs = np.where(ctx.periodic,
+                      cat("recurs at phase ", _two(col(gaps, "phase", 0.0)), " of the step in ",
+                          fmt_pct(ctx.presence), " of analysed steps, duration CV ", _two(ctx.cv)),
+                      "does not recur every step (stage imbalance)")
+    steps_p2p = col(gaps, "step_p2p_count").astype(np.int64)
+    return cat(fmt_ns(col(gaps, "dur_ns")), " gap; ", waits_on, "; ", recurs, "; ",
+               steps_p2p.astype(str).astype(object), " point-to-point transfers in the step")
 
 
 RULE = Rule(NAME, mask, evidence)

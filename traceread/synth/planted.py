@@ -79,7 +79,8 @@ class PlantSpec:
     seed: int = 0
     ranks: int = 2
     steps: int = 8
-    jitter: float = 0.05  # relative standard deviation of every duration
+    jitter: float = 0.05  # relative standard deviation of every duration ("normal"), or half-width ("uniform")
+    jitter_dist: str = "normal"  # "uniform": every duration uniform in [1 - jitter, 1 + jitter] x its mean
     weights: dict[str, float] = field(default_factory=lambda: {c: 1.0 for c in CLASSES})
     noise: bool = True
     # Work per step: 0 records no shapes; N > 0 records the aten::mm shapes of a [N*512, 1024] x
@@ -120,8 +121,9 @@ class _Sim:
     """One rank's host thread and GPU queue (see module docstring)."""
 
     def __init__(self, rank: int, rng: np.random.Generator, jitter: float, noise: bool, batch: int = 0,
-                 launch_fused: bool = False, loader_fixed: bool = False) -> None:
+                 launch_fused: bool = False, loader_fixed: bool = False, uniform: bool = False) -> None:
         self.rk = Rank(rank=rank, pid=4000 + rank, devices=[rank])
+        self.uniform = uniform
         self.dev, self.rng, self.jit, self.noise = rank, rng, jitter, noise
         self.batch, self.launch_fused, self.loader_fixed = batch, launch_fused, loader_fixed
         self.h = 1_000_000  # host cursor
@@ -132,6 +134,8 @@ class _Sim:
         self.truth: list[tuple[int, int, str]] = []
 
     def j(self, ns: float) -> int:
+        if self.uniform:
+            return max(int(ns * (1.0 + self.rng.uniform(-self.jit, self.jit))), 200)
         return max(int(ns * (1.0 + self.jit * self.rng.standard_normal())), 200)
 
     def api(self, name: str, start: int, dur: int, tid: int = MAIN, ext: int = -1) -> tuple[int, int]:
@@ -308,6 +312,12 @@ class _Sim:
             self.plant("pipeline-bubble", self.j(bubble_gap[0]))
         order = [c for c, k in counts.items() for _ in range(k)]
         self.rng.shuffle(order)
+        if bubble_gap[0]:
+            # A pipeline stage sends its activations on every step: a p2p transfer overlapped
+            # with compute (the host is ahead, so it runs beside queued kernels).
+            self.busy(int(self.rng.integers(3, 6)))
+            self.ahead()
+            self.kernel(_P2P, self.j(40_000), COMM, op="record_param_comms")
         for cls in order:
             self.busy(int(self.rng.integers(6, 14)))
             gap = 0 if cls == "launch-bound" else self.j(_MEAN_GAP[cls] * self.rng.uniform(0.6, 1.4))
@@ -334,7 +344,7 @@ def plant(spec: PlantSpec) -> Planted:
     w = {c: float(spec.weights.get(c, 0.0)) for c in CLASSES}
     for r in range(spec.ranks):
         sim = _Sim(r, np.random.default_rng(rng.integers(1 << 62)), spec.jitter, spec.noise, spec.batch,
-                   spec.launch_fused, spec.loader_fixed)
+                   spec.launch_fused, spec.loader_fixed, spec.jitter_dist == "uniform")
         # One pipeline schedule per rank: its fill and drain bubbles keep their length every step.
         bubbles = (int(rng.uniform(600_000, 1_400_000)), int(rng.uniform(400_000, 1_000_000))) \
             if w["pipeline-bubble"] > 0 else (0, 0)
