@@ -81,6 +81,12 @@ def shift_sentence(b: SideFacts, a: SideFacts) -> str:
         return (f"The dominant gap shifted from {_share_text(b.dominant_cause, b.dominant_cost_share)} to "
                 f"compute: the run is healthy, compute-bound kernels take {busy:.0%} of step time and "
                 f"{a.dominant_cost_share:.0%} is idle.")
+    if a.dominant_cause == "memory-bound" and b.dominant_cause in GAP_CLASSES:
+        # memory-bound is a busy verdict (little idle, most busy time in memory-bound kernels): the
+        # bottleneck moved out of the idle gaps into the kernels themselves.
+        return (f"The dominant gap shifted from {_share_text(b.dominant_cause, b.dominant_cost_share)} to "
+                f"compute: the GPUs are busy, memory-bound kernels take {a.dominant_cost_share:.0%} of step "
+                "time (fusion is the next lever).")
     word = "gap" if b.dominant_cause in GAP_CLASSES else "cause"
     return (f"The dominant {word} shifted from {_share_text(b.dominant_cause, b.dominant_cost_share)} to "
             f"{_share_text(a.dominant_cause, a.dominant_cost_share)}.")

@@ -14,8 +14,9 @@ The straggler rank is delayed by ``delay_ns`` before each collective, by one of 
   the GPU (H2D) while the GPU idles ``delay_ns`` before its last kernel;
 * ``launch``: launch overhead: before its last kernel it runs a string of tiny kernels whose host
   dispatch (op + launch call, 12 us each) outlasts them (3 us each), ``delay_ns`` in all;
-* ``sync``: a host sync: ``.item()`` blocks in ``cudaStreamSynchronize`` until the GPU drains, then
-  host work runs before the last kernel is launched, ``delay_ns`` after the drain.
+* ``sync``: a host sync: ``.item()`` of a large pageable tensor blocks the host in a synchronous DtoH
+  ``cudaMemcpy`` while the GPU's compute idles, ``delay_ns`` after the drain (host work after a
+  short sync is not a sync stall: the rules judge it as what it is).
 
 Each rank's recorded times are its true times plus its clock offset (``offsets_ns``), as hosts
 with NTP-disciplined clocks record them. ``StragglerJob.truth`` has the true arrivals, offsets and
@@ -171,13 +172,14 @@ def _tiny_kernels(rk: Rank, o: int, t: int, delay: int, corr: list[int], ext: li
 
 
 def _host_sync(rk: Rank, o: int, t: int, delay: int, corr: list[int], ext: list[int], r: int) -> int:
-    """``.item()``: the host blocks until the GPU drains at ``t``, then works on the CPU before launching."""
+    """``.item()``/``.cpu()`` of a large pageable tensor: the host is blocked in a synchronous DtoH
+    ``cudaMemcpy`` from before the GPU drains at ``t`` until the copy lands, then launches on."""
     ext[r] += 1
     corr[r] += 1
-    rk.host_ranges.append(HostRange(MAIN, "aten::item", t - 30_000 + o, t + 5_000 + o, True, ext[r]))
-    rk.host_calls.append(HostCall(MAIN, "cudaStreamSynchronize", t - 28_000 + o, t + 2_000 + o, corr[r], ext[r]))
-    ext[r] += 1
-    rk.host_ranges.append(HostRange(MAIN, "aten::is_nonzero", t + 6_000 + o, t + delay - 50_000 + o, True, ext[r]))
+    rk.host_ranges.append(HostRange(MAIN, "aten::item", t - 30_000 + o, t + delay - 36_000 + o, True, ext[r]))
+    rk.host_calls.append(HostCall(MAIN, "cudaMemcpy", t - 28_000 + o, t + delay - 38_000 + o, corr[r], ext[r]))
+    rk.copies.append(Copy(0, COPY, "DtoH", t + 1_000 + o, t + delay - 40_000 + o, corr[r], 256 << 20,
+                          "Device", "Pageable"))
     return t + delay
 
 
