@@ -199,14 +199,16 @@ def why_mtia_busy(p):
 
 
 def why_all_to_all(p):
-    """TorchRec-style embedding exchange: ten SendRecv (all-to-all) kernels of 396 ms run during a third
-    of the idle (the largest single waits); the rest are queued waits with nothing visible (likely on the
-    all-to-all's cross-stream events). Expected comm-bound once all-to-all is identified as a collective."""
+    """TorchRec-style embedding exchange: ten SendRecv kernels (all-to-all, all-reduce, all-gather by
+    their host ranges: no pipeline) run during a quarter to a half of the idle, which the rules call
+    comm-bound (the runner-up); the larger rest are queued waits with nothing visible in this sampled
+    trace (no event, no copy, no host call covers them), so the dominant cause is unattributed, not a
+    pipeline bubble."""
     ev = kineto(p)
     gaps = kernel_gaps(ev)
     comm = [span(e) for e in cat(ev, "kernel") if "SendRecv" in str(e["name"])]
     assert len(comm) >= 8
-    assert covered(gaps, comm) >= 0.25 * length(gaps)
+    assert 0.25 * length(gaps) <= covered(gaps, comm) < 0.5 * length(gaps)
 
 
 def why_clear_cache(p):
@@ -368,10 +370,8 @@ EXPECTED: dict[str, tuple[tuple[str, ...], Callable[[Path], None], str | None]] 
     "kineto/hta_nccl_a100_rank0of2.json.gz": (("launch-bound",), why_dense_launches, None),
     "kineto/hta_no_device_properties.json.gz": (("none",), why_no_gpu, None),
     "kineto/hta_rocm_mi250_train.json.gz": (("one-time-cost",), why_first_launch, None),
-    "kineto/hta_sampled_rank0of128.json.gz": (("comm-bound",), why_all_to_all,
-                                              "all-to-all identity and its exposed waits belong to the commid branch"),
-    "kineto/hta_sampled_rank1of128.json.gz": (("comm-bound",), why_all_to_all,
-                                              "all-to-all identity and its exposed waits belong to the commid branch"),
+    "kineto/hta_sampled_rank0of128.json.gz": (("unattributed",), why_all_to_all, None),
+    "kineto/hta_sampled_rank1of128.json.gz": (("unattributed",), why_all_to_all, None),
     "kineto/hta_simple_add_tiny_a100.json.gz": (("unattributed",), why_clear_cache, None),
     "kineto/hta_triton_a100.json.gz": (("unattributed",), why_after_window, None),
     "kineto/hta_uint64_arg.pt.trace.json.gz": (("comm-bound",), why_only_nccl, None),
