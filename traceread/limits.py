@@ -1,6 +1,7 @@
 """Input limits that turn hostile or oversized inputs into a clear error instead of a hang or an OOM kill.
 
-Set once per process (the CLI's ``--max-json-size``, ``--max-gzip-ratio`` and ``--max-memory``, or
+Set once per process (the CLI's ``--max-json-size``, ``--max-gzip-ratio``, ``--max-memory`` and
+``--max-events``, or
 the ``TRACEREAD_MAX_*`` environment variables) and read by the loaders; forked decoder processes
 inherit them.
 """
@@ -36,14 +37,44 @@ class Limits:
     # Address-space cap (bytes) of this process, None = none: a trace too large for it fails with a
     # one-line error instead of being killed by the kernel's OOM killer.
     max_memory_bytes: int | None = None
+    # Events one trace may hold, checked as rows are added (Kineto) or before the columns are
+    # allocated (nsys, from the tables' row spans). Default: what fits this machine's memory at
+    # about 100 bytes per event in the frame, so the limit trips before the kernel's OOM killer.
+    max_events: int = 0  # 0: the default for this machine (see default_max_events)
+
+
+class TooManyEvents(Exception):
+    """A trace holds more events than ``--max-events`` allows (the loader adds the file name)."""
+
+
+def default_max_events() -> int:
+    try:
+        return max(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 100, 1_000_000)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 500_000_000
+
+
+def check_events(n: int) -> None:
+    """Raise TooManyEvents when a trace reaches more than the event cap."""
+    cap = LIMITS.max_events or default_max_events()
+    if n > cap:
+        raise TooManyEvents(f"holds more than {cap:,} events (--max-events; default: what this machine's "
+                            "memory holds)")
 
 
 LIMITS = Limits()
 
 
 def configure(max_json_size: str | None = None, max_gzip_ratio: float | None = None,
-              max_memory: str | None = None) -> Limits:
-    """Apply CLI values, falling back to ``TRACEREAD_MAX_JSON_SIZE`` / ``_GZIP_RATIO`` / ``_MEMORY``."""
+              max_memory: str | None = None, max_events: int | None = None) -> Limits:
+    """Apply CLI values, falling back to ``TRACEREAD_MAX_JSON_SIZE`` / ``_GZIP_RATIO`` / ``_MEMORY`` / ``_EVENTS``."""
+    if max_events is None and os.environ.get("TRACEREAD_MAX_EVENTS"):
+        try:
+            max_events = int(os.environ["TRACEREAD_MAX_EVENTS"])
+        except ValueError:
+            raise UsageError("TRACEREAD_MAX_EVENTS is not an integer") from None
+    if max_events is not None:
+        LIMITS.max_events = max_events
     max_json_size = max_json_size or os.environ.get("TRACEREAD_MAX_JSON_SIZE")
     ratio = max_gzip_ratio if max_gzip_ratio is not None else os.environ.get("TRACEREAD_MAX_GZIP_RATIO")
     max_memory = max_memory or os.environ.get("TRACEREAD_MAX_MEMORY")

@@ -68,3 +68,23 @@ def test_memory_cap_gives_a_message_not_an_oom_kill() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == EXIT_USAGE, r.stderr
     assert "memory" in r.stderr and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("decoder", ["", "1"], ids=["scanner", "msgspec"])
+def test_event_cap_kineto(decoder, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("TRACEREAD_NO_SCANNER", decoder)
+    path = str(FIXTURES / "kineto2021_resnet50_bare_list.pt.trace.json.gz")  # 63,167 events
+    assert main(["--max-events", "10000", "info", path]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert "more than 10,000 events" in err and "kineto2021_resnet50" in err and err.count("\n") == 0
+    assert main(["--max-events", "100000", "info", path]) == 0
+
+
+def test_event_cap_nsys_before_allocating(tmp_path, capsys) -> None:
+    from traceread.synth.nsys_writer import write_nsys
+    from traceread.synth.planted import PlantSpec, plant
+
+    path = write_nsys(plant(PlantSpec(seed=1, ranks=1, steps=3)).scenario, tmp_path / "n.sqlite")
+    assert main(["--max-events", "100", "info", str(path)]) == EXIT_USAGE
+    assert "more than 100 events" in capsys.readouterr().err
+    assert main(["info", str(path)]) == 0

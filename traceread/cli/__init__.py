@@ -51,12 +51,15 @@ def _module(name: str) -> object | None:
 @click.option("--max-memory", metavar="SIZE", default=None,
               help="Cap this process's memory: a trace too large fails with a message, not an OOM kill "
                    "(env TRACEREAD_MAX_MEMORY).")
-def cli(debug: bool, max_json_size: str | None, max_gzip_ratio: float | None, max_memory: str | None) -> None:
+@click.option("--max-events", type=int, default=None,
+              help="Most events one trace may hold (default: what this machine's memory holds; env TRACEREAD_MAX_EVENTS).")
+def cli(debug: bool, max_json_size: str | None, max_gzip_ratio: float | None, max_memory: str | None,
+        max_events: int | None) -> None:
     """traceread: why is this GPU training run below its possible MFU?"""
     _debug["on"] = debug or _debug["on"]
     from traceread.limits import configure
 
-    configure(max_json_size, max_gzip_ratio, max_memory)
+    configure(max_json_size, max_gzip_ratio, max_memory, max_events)
 
 
 def main(argv: list[str] | None = None) -> int:

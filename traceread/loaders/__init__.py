@@ -10,6 +10,7 @@ import os
 import sqlite3
 
 from traceread.errors import TraceReadError
+from traceread.limits import TooManyEvents
 from traceread.trace import Trace
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -62,6 +63,8 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
             # SQLite columns are dynamically typed: text or blobs where the export has integers
             # (a damaged or hand-edited file) fail the integer columns here.
             raise TraceReadError(path, f"a table holds values of the wrong type ({exc})") from None
+    except TooManyEvents as exc:
+        raise TraceReadError(path, str(exc)) from None
     except MemoryError:
         raise TraceReadError(path, "needs more memory than this process may use (see --max-memory)") from None
     except RecursionError:

@@ -15,6 +15,7 @@ import orjson
 import pandas as pd
 
 from traceread import kernel_classes, schema
+from traceread.limits import check_events
 from traceread.loaders import _kineto_categories as cats
 from traceread.loaders._kineto_decode import INT64_MAX, INT64_MIN
 
@@ -324,6 +325,7 @@ class _Columns:
 
     def commit(self, m: int) -> None:
         self.n += m
+        check_events(self.n)  # per chunk: a trace past --max-events stops here, not in the OOM killer
 
     def finish(self) -> dict[str, np.ndarray]:
         out = {k: a[: self.n] for k, a in self.arrays.items()}

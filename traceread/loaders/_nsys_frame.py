@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema as S
+from traceread.limits import check_events
 from traceread.loaders._nsys_blocks import Block, RuntimeRows, Table
 
 # Lanes whose rows say a process ran work on a device (sync records can name another device).
@@ -33,6 +34,7 @@ class FrameWriter:
     """Columns of the events frame and side tables, filled table by table (see module doc)."""
 
     def __init__(self, capacity: int) -> None:
+        check_events(capacity)  # before allocating: the tables' row spans bound the rows
         self.col = {c: np.empty(capacity, dtype=d) for c, d in _COLUMNS}
         self.n = 0
         self.names: dict[str, int] = {}  # name -> code, in first-seen order
