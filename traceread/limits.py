@@ -67,7 +67,13 @@ LIMITS = Limits()
 
 def configure(max_json_size: str | None = None, max_gzip_ratio: float | None = None,
               max_memory: str | None = None, max_events: int | None = None) -> Limits:
-    """Apply CLI values, falling back to ``TRACEREAD_MAX_JSON_SIZE`` / ``_GZIP_RATIO`` / ``_MEMORY`` / ``_EVENTS``."""
+    """Apply CLI values, falling back to ``TRACEREAD_MAX_JSON_SIZE`` / ``_GZIP_RATIO`` / ``_MEMORY`` / ``_EVENTS``.
+
+    Each call starts from the defaults of the flag-set limits (one CLI invocation's flags never
+    carry into the next)."""
+    fresh = Limits()
+    for name in ("max_json_bytes", "max_gzip_ratio", "max_memory_bytes", "max_events"):
+        setattr(LIMITS, name, getattr(fresh, name))
     if max_events is None and os.environ.get("TRACEREAD_MAX_EVENTS"):
         try:
             max_events = int(os.environ["TRACEREAD_MAX_EVENTS"])
