@@ -85,19 +85,32 @@ def problem(outcome: Outcome, path: str) -> str | None:
     err = outcome.err.strip()
     if outcome.rc != 2:
         return f"exit {outcome.rc}: {err[-600:]}"
-    if "Traceback" in err or err.count("\n") > 0:
-        return f"exit 2 but not one line: {err[-600:]}"
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    # One line per unreadable input (diff with two bad sides reports both), each a traceread error.
+    if "Traceback" in err or not lines or not all(ln.startswith("traceread: ") for ln in lines) or len(lines) > 2:
+        return f"exit 2 but not one line per bad input: {err[-600:]}"
     if os.path.basename(path) not in err:
         return f"exit 2 but the message does not name the file: {err}"
     return None
 
 
-def check_case(worker: Worker, path: str, command: str, out_dir: str) -> str | None:
-    """Run ``traceread COMMAND PATH`` (JSON into ``out_dir``); the problem found, or None when acceptable."""
+def check_case(worker: Worker, path: str, command: str, out_dir: str, base: str | None = None) -> str | None:
+    """Run ``traceread COMMAND PATH`` (JSON into ``out_dir``); the problem found, or None when acceptable.
+
+    ``scan`` scans the folder holding only ``path`` (a bad file is listed as a failure, exit 0, or
+    nothing is readable, exit 2); ``diff`` compares the unmutated ``base`` with ``path``."""
     with open(path, "rb") as fh:
         before = hashlib.sha256(fh.read()).hexdigest()
-    argv = [command, path, "--json", os.path.join(out_dir, "out.json")]
-    why = problem(worker.run(argv), path)
+    named = path
+    if command == "scan":
+        named = os.path.dirname(path)
+        argv = ["scan", named, "--out", os.path.join(os.path.dirname(named), "scan-out-" + os.path.basename(named)),
+                "--workers", "1", "--no-cache"]
+    elif command == "diff":
+        argv = ["diff", base or path, path, "--json", os.path.join(out_dir, "diff.json")]
+    else:
+        argv = [command, path, "--json", os.path.join(out_dir, "out.json")]
+    why = problem(worker.run(argv), named)
     with open(path, "rb") as fh:
         if hashlib.sha256(fh.read()).hexdigest() != before:
             why = (why + "; " if why else "") + "the input file was modified"

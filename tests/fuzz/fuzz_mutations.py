@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import FIXTURES, SHARED_TRACES
 
-COMMANDS = ["analyze", "gaps", "kernels", "info"]
+COMMANDS = ["analyze", "gaps", "kernels", "info", "scan", "diff"]
 
 # Small real traces (each well under 1 MB of JSON), from the clone's fixtures and ../shared when present.
 _SHARED_JSON = ["hta_simple_add_tiny_a100.json.gz", "hta_compare_base.json.gz", "hta_event_sync_a100.json.gz",
@@ -66,6 +66,7 @@ def nsys_bases(tmp: Path) -> dict[str, Path]:
 
 
 def write_json_case(d: Path, base: str, data: bytes, gz: bool) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
     stem = base.split(".")[0]
     path = d / (f"{stem}.json.gz" if gz else f"{stem}.json")
     path.write_bytes(gzip.compress(data, mtime=0) if gz else data)

@@ -56,8 +56,8 @@ class Bases(dict):
         return f"<{len(self['json'])} JSON and {len(self['nsys'])} SQLite base inputs>"
 
 
-def _check(worker: Worker, path: str, command: str, out_dir) -> None:
-    why = check_case(worker, path, command, str(out_dir))
+def _check(worker: Worker, path: str, command: str, out_dir, base: str | None = None) -> None:
+    why = check_case(worker, path, command, str(out_dir), base)
     assert why is None, why
 
 
@@ -70,11 +70,12 @@ def test_mutated_kineto_json(worker, bases, tmp_path_factory, data) -> None:
     rnd = random.Random(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     mutated, how = mutate_json(rnd, text, kind)
     d = tmp_path_factory.mktemp("case")
-    path = write_json_case(d, base_name, mutated, gz=data.draw(st.booleans(), label="gzip"))
+    path = write_json_case(d / "in", base_name, mutated, gz=data.draw(st.booleans(), label="gzip"))
+    base = write_json_case(d, "base-" + base_name, text.encode("utf-8"), gz=False)
     command = data.draw(st.sampled_from(COMMANDS), label="command")
     note = f"{base_name}: {how}"
     try:
-        _check(worker, str(path), command, d)
+        _check(worker, str(path), command, d, str(base))
         if SCANNER_BUILT:  # the compiled scanner must give the msgspec fallback's frame on every input
             why = worker.compare_decoders(str(path))
             assert why is None, why
@@ -88,13 +89,14 @@ def test_mutated_nsys_sqlite(worker, bases, tmp_path_factory, data) -> None:
     base_name = data.draw(st.sampled_from(sorted(bases["nsys"])), label="base")
     base_path = bases["nsys"][base_name]
     d = tmp_path_factory.mktemp("case")
-    path = d / f"{base_name}.sqlite"
+    (d / "in").mkdir()
+    path = d / "in" / f"{base_name}.sqlite"
     path.write_bytes(base_path.read_bytes())
     kind = data.draw(st.sampled_from(SQLITE_MUTATIONS), label="mutation")
     how = mutate_sqlite(random.Random(data.draw(st.integers(0, 2**32 - 1), label="seed")), path, kind)
     command = data.draw(st.sampled_from(COMMANDS), label="command")
     try:
-        _check(worker, str(path), command, d)
+        _check(worker, str(path), command, d, str(base_path))
     except AssertionError as exc:
         raise AssertionError(f"{base_name}: {how}\n{exc}") from None
 
