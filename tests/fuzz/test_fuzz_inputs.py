@@ -121,3 +121,17 @@ def test_nsys_kernel_table_without_end_column(worker, bases, tmp_path) -> None:
         db.execute('ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN "end"')
     for command in COMMANDS:
         _check(worker, str(path), command, tmp_path)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_regression_damaged_sqlite_schema(worker, tmp_path, command) -> None:
+    # Found by scripts/fuzz_long.py (seed 20261201): random bytes over a generated export left table
+    # names that are not UTF-8; SQLite's error text quoting them raised UnicodeDecodeError in scan.
+    import gzip
+    from pathlib import Path
+
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "in" / "damaged.sqlite"
+    src = Path(__file__).parent / "regressions" / "damaged_schema_names.sqlite.gz"
+    path.write_bytes(gzip.decompress(src.read_bytes()))
+    _check(worker, str(path), command, tmp_path)

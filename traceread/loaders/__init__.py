@@ -59,6 +59,8 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
 
         try:
             return load_nsys(path, progress=progress, step_range=step_range)
+        except UnicodeDecodeError:  # SQLite's own error text quoting a damaged schema
+            raise TraceReadError(path, "not a readable Nsight Systems export (damaged schema)") from None
         except (ValueError, TypeError, OverflowError) as exc:
             # SQLite columns are dynamically typed: text or blobs where the export has integers
             # (a damaged or hand-edited file) fail the integer columns here.

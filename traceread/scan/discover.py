@@ -81,12 +81,17 @@ def is_nsys_export(path: str) -> tuple[bool, str]:
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True)
+        # A damaged file can hold table names that are not UTF-8: read them as bytes.
+        conn.text_factory = bytes
         try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            tables = {r[0].decode("utf-8", "replace") if isinstance(r[0], bytes) else str(r[0])
+                      for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         return False, f"not a readable SQLite database ({exc})"
+    except UnicodeDecodeError:  # SQLite's error text quoting a damaged schema is not UTF-8
+        return False, "not a readable SQLite database (damaged schema)"
     if "StringIds" in tables and any(t in tables for t in _NSYS_MARKERS):
         return True, ""
     return False, "SQLite database without Nsight Systems tables"
