@@ -109,3 +109,26 @@ def test_hostile_kernel_name_round_trips(tmp_path) -> None:
         while not table_head.startswith("| ---"):
             table_head = md.splitlines()[md.splitlines().index(table_head) - 1]
         assert len(re.findall(r"(?<!\\)\|", row)) == table_head.count("|")
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_planted_values_reach_no_scan_or_diff_output(tmp_path, fmt, capsys) -> None:
+    import pyarrow.parquet as pq
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    src = _kineto(tree) if fmt == "kineto" else _nsys(tree)
+    out = tmp_path / "scan-out"
+    assert main(["scan", str(tree), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["diff", str(src), str(src), "-o", str(tmp_path / "d.md"), "--json", str(tmp_path / "d.json")]) in (0, 1)
+    assert SECRET not in capsys.readouterr().out
+    files = [p for p in out.rglob("*") if p.is_file() and ".traceread-cache" not in p.parts]
+    files += [tmp_path / "d.md", tmp_path / "d.json"]
+    assert any(p.suffix == ".parquet" for p in files)
+    for f in files:
+        if f.suffix == ".parquet":  # compressed columns: read the values back
+            table = pq.read_table(f)
+            for col in table.column_names:
+                assert not any(SECRET in str(v) for v in table.column(col).to_pylist()), (f.name, col)
+        else:
+            assert SECRET.encode() not in f.read_bytes(), f.name

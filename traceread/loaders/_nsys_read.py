@@ -170,8 +170,7 @@ class Export:
 
     def clone(self) -> Export:
         """Another read-only connection to the same file (one per reader thread), strings shared."""
-        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        conn = sqlite3.connect(read_only_uri(self.path), uri=True, check_same_thread=False)
         conn.text_factory = bytes
         return Export(path=self.path, conn=conn, columns=self.columns, notnull=self.notnull,
                       _strings=self.strings)
@@ -222,11 +221,19 @@ def unpack(v: np.ndarray, *bits: int) -> list[np.ndarray]:
     return out
 
 
+def read_only_uri(path: str) -> str:
+    """SQLite URI opening ``path`` read-only; also ``immutable`` (no locks, no -shm or journal file
+    created beside the input) unless a -wal or -journal beside it says a writer may be active."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    if not any(os.path.exists(path + sfx) for sfx in ("-wal", "-journal")):
+        uri += "&immutable=1"
+    return uri
+
+
 def open_export(path: str) -> Export:
     """Open ``path`` read-only and check it is an nsys export; one-line TraceReadError otherwise."""
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True)
+        conn = sqlite3.connect(read_only_uri(path), uri=True)
         conn.text_factory = bytes  # decode ourselves, with replacement, once per distinct string
         tables = [decode(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     except sqlite3.DatabaseError as exc:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-import urllib.parse
 from dataclasses import dataclass, field
 
 KINETO_SUFFIXES = (".json", ".json.gz", ".json.tmp")
@@ -67,7 +66,7 @@ def trace_kind(name: str) -> str | None:
 
 def is_nsys_export(path: str) -> tuple[bool, str]:
     """Whether the SQLite file at ``path`` is an nsys export (by its tables); the reason when not."""
-    from traceread.loaders._nsys_read import _NSYS_MARKERS
+    from traceread.loaders._nsys_read import _NSYS_MARKERS, read_only_uri
 
     try:
         with open(path, "rb") as fh:
@@ -78,9 +77,8 @@ def is_nsys_export(path: str) -> tuple[bool, str]:
         return False, "empty file"
     if not head.startswith(SQLITE_MAGIC):
         return False, "not an SQLite database"
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True)
+        conn = sqlite3.connect(read_only_uri(path), uri=True)
         # A damaged file can hold table names that are not UTF-8: read them as bytes.
         conn.text_factory = bytes
         try:
