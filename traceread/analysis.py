@@ -24,7 +24,7 @@ from traceread import _pipeline as pipe
 from traceread import schema
 from traceread._pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
 from traceread.config import Thresholds
-from traceread.trace import Trace
+from traceread.trace import EpochWindow, Trace
 
 SCHEMA_VERSION = "1.1"
 # dominant_cause of a report whose traces hold no GPU activity at all (schema 1.1).
@@ -35,7 +35,7 @@ __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUS
 
 
 @dataclass(frozen=True)
-class TraceSummary:
+class TraceSummary(EpochWindow):
     """One input as the report header and JSON ``traces`` show it (no host or user names)."""
 
     index: int
@@ -51,14 +51,6 @@ class TraceSummary:
     step_source: str
     truncated: bool = False
     epoch_offset_ns: int | None = None  # add to any start_ns/end_ns of this trace for Unix-epoch ns
-
-    @property
-    def start_epoch_ns(self) -> int | None:
-        return self.start_ns + self.epoch_offset_ns if self.epoch_offset_ns is not None else None
-
-    @property
-    def end_epoch_ns(self) -> int | None:
-        return self.end_ns + self.epoch_offset_ns if self.epoch_offset_ns is not None else None
 
     @property
     def name(self) -> str:
@@ -275,7 +267,7 @@ def _summarize(index: int, trace: Trace, step_source: str) -> TraceSummary:
         start_ns=int(ev["start_ns"].min()) if len(ev) else 0,
         end_ns=int(ev["end_ns"].max()) if len(ev) else 0,
         step_source=step_source, truncated=bool(trace.meta.truncated),
-        epoch_offset_ns=trace.meta.epoch_offset_ns if trace.meta.time_base == "epoch" else None,
+        epoch_offset_ns=trace.meta.epoch_offset_if_epoch,
     )
 
 

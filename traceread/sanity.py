@@ -34,8 +34,8 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
     if len(k) > 1:
         k = k.sort_values(["rank", "device", "stream", "start_ns"], kind="stable")
         start, end = k["start_ns"].to_numpy(), k["end_ns"].to_numpy()
-        same = np.r_[False, (k[["rank", "device", "stream"]].to_numpy()[1:] ==
-                             k[["rank", "device", "stream"]].to_numpy()[:-1]).all(axis=1)]
+        key = k[["rank", "device", "stream"]].to_numpy()
+        same = np.r_[False, (key[1:] == key[:-1]).all(axis=1)]
         # Running maximum of earlier ends within each stream: a start before it is an overlap.
         grp = np.cumsum(~same)
         prev_end = pd.Series(end).groupby(grp).cummax().shift(1).to_numpy()
@@ -45,8 +45,9 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
             notes.append(f"{n} kernels start before the previous kernel on their stream ended: a stream runs "
                          "its kernels in order, so clocks were skewed or captures merged; busy time counts "
                          "the overlap once")
-    t = np.sort(gpu["start_ns"].to_numpy())
-    e = np.maximum.accumulate(gpu["end_ns"].to_numpy()[np.argsort(gpu["start_ns"].to_numpy(), kind="stable")])
+    order = np.argsort(gpu["start_ns"].to_numpy(), kind="stable")
+    t = gpu["start_ns"].to_numpy()[order]
+    e = np.maximum.accumulate(gpu["end_ns"].to_numpy()[order])  # latest end so far, in start order
     if len(t) > 1:
         holes = t[1:] - e[:-1]
         big = holes >= cfg.clock_jump_min_ns

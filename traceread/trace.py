@@ -11,6 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from traceread.schema import TIME_EPOCH
+
 
 @dataclass(frozen=True)
 class DeviceInfo:
@@ -78,6 +80,28 @@ class TraceMeta:
     def world_size(self) -> int | None:
         sizes = {r.world_size for r in self.ranks if r.world_size}
         return max(sizes) if sizes else None
+
+    @property
+    def epoch_offset_if_epoch(self) -> int | None:
+        """The offset to Unix-epoch ns, or None when the time base is not the epoch (the JSON contract)."""
+        return self.epoch_offset_ns if self.time_base == TIME_EPOCH else None
+
+
+class EpochWindow:
+    """For records with ``start_ns``, ``end_ns`` and ``epoch_offset_ns``: the window in Unix-epoch ns
+    (None when the trace's time base is not the epoch)."""
+
+    start_ns: int
+    end_ns: int
+    epoch_offset_ns: int | None
+
+    @property
+    def start_epoch_ns(self) -> int | None:
+        return None if self.epoch_offset_ns is None else self.start_ns + self.epoch_offset_ns
+
+    @property
+    def end_epoch_ns(self) -> int | None:
+        return None if self.epoch_offset_ns is None else self.end_ns + self.epoch_offset_ns
 
 
 class SideTables(MutableMapping[str, pd.DataFrame]):

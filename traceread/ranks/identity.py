@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceread import schema
-from traceread.trace import Trace
+from traceread.trace import EpochWindow, Trace
 
 # rank-3, rank_3, rank3, worker3, worker-3 (the digits after the word); a user's --rank-pattern
 # replaces it and must have a named group ``rank`` (``world`` optional).
@@ -33,7 +33,7 @@ SOURCE_FILENAME = "filename"
 
 
 @dataclass(frozen=True)
-class RankIdentity:
+class RankIdentity(EpochWindow):
     """One rank as a trace records it. Times are ns in the trace's own time base.
 
     ``start_epoch_ns``/``end_epoch_ns`` are None when the time base is not ``epoch``.
@@ -61,14 +61,6 @@ class RankIdentity:
     start_ns: int
     end_ns: int
     n_events: int
-
-    @property
-    def start_epoch_ns(self) -> int | None:
-        return self.start_ns + self.epoch_offset_ns if self.epoch_offset_ns is not None else None
-
-    @property
-    def end_epoch_ns(self) -> int | None:
-        return self.end_ns + self.epoch_offset_ns if self.epoch_offset_ns is not None else None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -138,8 +130,8 @@ def identify(trace: Trace, path: str | None = None, rank_pattern: str | None = N
             path=path, format=meta.format, rank=rank, world_size=world, rank_source=source, frame_rank=fr,
             member=member, members_in_file=len(frame_ranks), devices=devs,
             gpu_model=models[0] if models else "", backend=backend, process_groups=pgs,
-            time_base=meta.time_base, epoch_offset_ns=meta.epoch_offset_ns if meta.time_base == schema.TIME_EPOCH
-            else None, start_ns=start, end_ns=end, n_events=int(sel.sum())))
+            time_base=meta.time_base, epoch_offset_ns=meta.epoch_offset_if_epoch, start_ns=start, end_ns=end,
+            n_events=int(sel.sum())))
     return out
 
 
