@@ -12,7 +12,10 @@ last kernel to step end. Each gap is measured against everything else that was b
     host     ..cudaLaunchKernel.. ▌         -> cpu_runtime_ns, launch_count, next_launch_*_ns
 
 All ``X_ns`` overlaps are lengths (ns) of the union of X's intervals inside the gap, so they never
-exceed ``dur_ns``; ``X_frac = X_ns / dur_ns``.
+exceed ``dur_ns``; ``X_frac = X_ns / dur_ns``. The frame holds only the ``X_ns`` (a trace can have
+millions of gaps, and 16 float64 fractions beside 16 int64 lengths were 40% of the frame); outputs
+that show fractions add them with :func:`with_fractions` for the rows they write, rules compute
+them with ``rules._base.frac``.
 
 Communication is split by collective identity (:mod:`traceread.collective_identity`, from the host
 op that launched each kernel): ``comm_p2p`` is point-to-point (send, recv, send-recv), and
@@ -24,11 +27,12 @@ point-to-point kernels in the gap's step (the evidence of pipeline parallelism).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema
+from traceread import heap, intervals, schema
 from traceread.collective_identity import identify, step_p2p_counts
 from traceread.config import Thresholds
 from traceread.kernel_classes import P2P_TYPES
@@ -47,6 +51,10 @@ GAP_COLUMNS: tuple[str, ...] = (
     "next_launch_start_ns", "next_launch_end_ns", "launch_after_gap_start", "queue_depth",
     "comm_type", "step_p2p_count",
 )
+FRACTION_COLUMNS: tuple[str, ...] = tuple(f"{k}_frac" for k in OVERLAP_KINDS)  # derived: not in the frame
+FRAME_COLUMNS: tuple[str, ...] = tuple(c for c in GAP_COLUMNS if c not in FRACTION_COLUMNS)
+_SPARSE_NS = pd.SparseDtype(np.int64, 0)  # X_ns overlaps: see _sparse
+_INT32_COLUMNS = ("launch_count", "queue_depth", "step_p2p_count")  # counts: int32 halves them
 _STR_COLUMNS = ("longest_cpu_name", "python_frame", "next_kernel_name")  # event-name codes
 _TYPE_COLUMNS = ("comm_type",)  # plain strings
 _LONGEST_CATS = (schema.CAT_RUNTIME, schema.CAT_DRIVER, schema.CAT_CPU_OP, schema.CAT_OS_RUNTIME)
@@ -55,13 +63,18 @@ _COPY_KIND_RE = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH)\b")
 _COPY_DIRS = {"HtoD": "memcpy_htod", "DtoH": "memcpy_dtoh", "DtoD": "memcpy_dtod", "PtoP": "memcpy_ptop"}
 
 
-def _gap_dtypes() -> dict[str, str]:
-    out: dict[str, str] = {"rank": "int32", "device": "int32", "phase": "float64",
-                           "launch_after_gap_start": "bool"}
-    for c in GAP_COLUMNS:
-        if c.endswith("_frac"):
-            out[c] = "float64"
-        elif c in _STR_COLUMNS or c in _TYPE_COLUMNS:
+def _sparse(a: np.ndarray) -> pd.arrays.SparseArray:
+    """An overlap column stored sparse (zeros not held): of a launch-bound trace's millions of
+    gaps, 0-17% overlap a comm kernel or a runtime call and none a copy, sync or allocation."""
+    return pd.arrays.SparseArray(a, fill_value=0, dtype=_SPARSE_NS)
+
+
+def _gap_dtypes() -> dict[str, Any]:
+    out: dict[str, Any] = {"rank": "int32", "device": "int32", "phase": "float64",
+                           "launch_after_gap_start": "bool", **{c: "int32" for c in _INT32_COLUMNS},
+                           **{f"{k}_ns": _SPARSE_NS for k in OVERLAP_KINDS}}
+    for c in FRAME_COLUMNS:
+        if c in _STR_COLUMNS or c in _TYPE_COLUMNS:
             out[c] = "category"
         else:
             out.setdefault(c, "int64")
@@ -69,8 +82,21 @@ def _gap_dtypes() -> dict[str, str]:
 
 
 def empty_gaps() -> pd.DataFrame:
-    """A gaps frame with no rows and the full column set."""
-    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in _gap_dtypes().items()})[list(GAP_COLUMNS)]
+    """A gaps frame with no rows and the full column set of :func:`find_gaps`."""
+    return pd.DataFrame({c: pd.Series(dtype=d) for c, d in _gap_dtypes().items()})[list(FRAME_COLUMNS)]
+
+
+def with_fractions(gaps: pd.DataFrame) -> pd.DataFrame:
+    """``gaps`` (or a selection of its rows) with every ``X_frac = X_ns / dur_ns`` column added,
+    in ``GAP_COLUMNS`` order; other columns (a class, evidence) follow. For outputs: call it on the
+    rows being written, not on a whole multi-million-row frame kept in memory."""
+    out = gaps.copy()
+    dur = out["dur_ns"].to_numpy(dtype=np.float64) if "dur_ns" in out.columns else np.ones(len(out))
+    for kind, fc in zip(OVERLAP_KINDS, FRACTION_COLUMNS, strict=True):
+        if f"{kind}_ns" in out.columns and fc not in out.columns:
+            out[fc] = out[f"{kind}_ns"].to_numpy(dtype=np.float64) / dur
+    order = [c for c in GAP_COLUMNS if c in out.columns]
+    return out[order + [c for c in out.columns if c not in order]]
 
 
 def _covered(v: EventView, rows: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
@@ -167,21 +193,21 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
         "step": st["step"].to_numpy()[w], "start_ns": gs, "end_ns": ge, "dur_ns": dur,
         "offset_ns": gs - ws[w], "phase": (gs - ws[w]) / np.maximum(we[w] - ws[w], 1),
     }
-    ns: dict[str, np.ndarray] = {}
+    ns: dict[str, pd.arrays.SparseArray] = {}  # sparse as soon as measured: most gaps overlap nothing of most kinds
     comm = v.rows((schema.LANE_GPU_COMM,), rank=rank, device=device)
     # What each transfer is comes from the host op that launched it (an all-to-all built from
     # SendRecv kernels is a collective, not point-to-point): see traceread.collective_identity.
     ctype = identify(trace).of(comm)[0]
     p2p = np.isin(ctype, list(P2P_TYPES))
-    ns["comm"] = _covered(v, comm, gs, ge)
-    ns["comm_collective"] = _covered(v, comm[~p2p], gs, ge)
-    ns["comm_p2p"] = _covered(v, comm[p2p], gs, ge)
+    ns["comm"] = _sparse(_covered(v, comm, gs, ge))
+    ns["comm_collective"] = _sparse(_covered(v, comm[~p2p], gs, ge))
+    ns["comm_p2p"] = _sparse(_covered(v, comm[p2p], gs, ge))
     cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge)
     cols["step_p2p_count"] = step_p2p[w]
     copies = v.rows((schema.LANE_MEMCPY,), rank=rank, device=device)
     for key, mask in _copy_flags(trace, v, copies).items():
-        ns[key] = _covered(v, copies[mask], gs, ge)
-    ns["memset"] = _covered(v, v.rows((schema.LANE_MEMSET,), rank=rank, device=device), gs, ge)
+        ns[key] = _sparse(_covered(v, copies[mask], gs, ge))
+    ns["memset"] = _sparse(_covered(v, v.rows((schema.LANE_MEMSET,), rank=rank, device=device), gs, ge))
 
     # The launching threads of this device: those whose calls launched its GPU ops.
     ops = v.rows(OP_LANES, rank=rank, device=device)
@@ -193,12 +219,11 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs)
     del ops, linked_ops, launch
     api = host.on_threads(v, host.api, tids)
-    ns["cpu_runtime"] = _covered(v, api, gs, ge)
+    ns["cpu_runtime"] = _sparse(_covered(v, api, gs, ge))
     for key in ("dataloader", "sync", "alloc", "optimizer"):
-        ns[key] = _covered(v, host.flagged[key], gs, ge)
+        ns[key] = _sparse(_covered(v, host.flagged[key], gs, ge))
     for key in OVERLAP_KINDS:
-        cols[f"{key}_ns"] = ns[key]
-        cols[f"{key}_frac"] = ns[key] / dur
+        cols[f"{key}_ns"] = ns.pop(key)
 
     lrows = host.flagged["launch"]
     mine = (host.launch_device == device) | (host.launch_device < 0)
@@ -282,8 +307,9 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds) -> pd.DataF
 
     In: ``steps_df`` from :func:`traceread.steps.find_steps` (device-extended windows; any
     subset of its rows works, but the steps of one device must not overlap).
-    Out: one row per gap, columns ``GAP_COLUMNS``, sorted by rank, device, start. Times in ns
-    (int64); ``X_frac`` in [0, 1]; ``phase`` = offset_ns / step length; string columns are
+    Out: one row per gap, columns ``FRAME_COLUMNS`` (``GAP_COLUMNS`` without the ``X_frac``
+    fractions: :func:`with_fractions` adds them), sorted by rank, device, start. Times in ns
+    (int64); ``phase`` = offset_ns / step length; string columns are
     categorical ('' when unknown); ``next_launch_*_ns`` are -1 when the launch is unknown.
     """
     del cfg  # no thresholds apply: every gap is reported, however short
@@ -297,26 +323,34 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds) -> pd.DataF
         part = _device_gaps(trace, v, hosts[int(r)], int(r), int(d), st)
         if part is not None:
             parts.append(part)
+        heap.trim()  # the device's temporaries are freed: their pages go back before the next
     if not parts:
         return empty_gaps()
     return _assemble(v, parts)
 
 
-def _assemble(v: EventView, parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
-    """One frame from per-device column dicts, column by column (no block copies)."""
+def _assemble(v: EventView, parts: list[dict[str, Any]]) -> pd.DataFrame:
+    """One frame from per-device column dicts, column by column: each part's array is popped (and
+    freed) once its column exists, and the frame takes the columns without copying them again."""
     dtypes = _gap_dtypes()
-    out = pd.DataFrame(index=pd.RangeIndex(sum(len(p["start_ns"]) for p in parts)))
-    for c in GAP_COLUMNS:
-        # pop: each part's array is freed as soon as the frame holds its copy (halves the peak)
-        arr = parts[0].pop(c) if len(parts) == 1 else np.concatenate([p.pop(c) for p in parts])
-        if c in _STR_COLUMNS:
-            out[c] = v.categorical(arr)
-        elif c in _TYPE_COLUMNS:
-            out[c] = pd.Categorical(arr)
+    data: dict[str, Any] = {}
+    for c in FRAME_COLUMNS:
+        pieces = [p.pop(c) for p in parts]
+        if isinstance(pieces[0], pd.arrays.SparseArray):
+            data[c] = pieces[0] if len(pieces) == 1 else pd.arrays.SparseArray._concat_same_type(pieces)
         else:
-            out[c] = arr.astype(dtypes[c], copy=False)
-        del arr
-    return out
+            arr = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            del pieces
+            if c in _STR_COLUMNS:
+                data[c] = v.categorical(arr)
+            elif c in _TYPE_COLUMNS:
+                data[c] = pd.Categorical(arr)
+            else:
+                data[c] = arr.astype(dtypes[c], copy=False)
+            del arr
+        if len(parts) > 1:
+            heap.trim()  # the popped pieces came from the heap: without this they stay resident
+    return pd.DataFrame(data, copy=False)
 
 
 def step_totals(trace: Trace, steps_df: pd.DataFrame, gaps_df: pd.DataFrame) -> pd.DataFrame:

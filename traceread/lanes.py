@@ -78,7 +78,7 @@ class EventView:
         """Row indices of one lane (cached)."""
         if lane not in self._lane_rows:
             code = self.lane_codes.get(lane, -99)
-            self._lane_rows[lane] = np.flatnonzero(self.lane == code)
+            self._lane_rows[lane] = row_indices(np.flatnonzero(self.lane == code), len(self.lane))
         return self._lane_rows[lane]
 
     def rows(self, lanes, cats=None, rank=None, device=None) -> np.ndarray:
@@ -147,6 +147,12 @@ class EventView:
             return self.link_host
         k = np.minimum(np.searchsorted(self.link_gpu, rows), len(self.link_gpu) - 1)
         return np.where(self.link_gpu[k] == rows, self.link_host[k], -1)
+
+
+def row_indices(rows: np.ndarray, n: int) -> np.ndarray:
+    """Row numbers of a frame of ``n`` rows as int32 when they fit: the view caches many
+    selections of a multi-million-row frame, and int64 doubled them (numpy indexes with either)."""
+    return rows.astype(np.int32) if n < (1 << 31) else rows
 
 
 def _codes(series: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -218,7 +224,7 @@ def _link_rank(v: EventView, h: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, 
 def _link(v: EventView) -> None:
     """Fill ``v.link_gpu``/``v.link_host``: GPU op row -> launching runtime/driver row."""
     api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
-    host = np.flatnonzero(np.isin(v.cat, api_codes) & (v.corr >= 0))
+    host = row_indices(np.flatnonzero(np.isin(v.cat, api_codes) & (v.corr >= 0)), len(v.cat))
     gpu = v.rows(OP_LANES)
     gpu = subset(gpu, v.corr[gpu] >= 0)
     if len(host) == 0 or len(gpu) == 0:

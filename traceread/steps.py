@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema, step_inference
+from traceread import heap, intervals, schema, step_inference
 from traceread.config import Thresholds
 from traceread.lanes import HOST_LANES, OP_LANES, EventView, compute_union, event_view, rank_devices, subset
 from traceread.trace import Trace
@@ -249,4 +249,5 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
     steps["idle_ns"] = steps["end_ns"] - steps["start_ns"] - busy
     _flag(steps, source, cfg, warmup_steps, notes)
     steps = steps[list(schema.STEP_COLUMNS)].astype({k: v[0] for k, v in schema.STEP_COLUMNS.items()})
+    heap.trim()  # building the event view freed large temporaries: return their pages
     return StepResult(steps.reset_index(drop=True), source, notes)

@@ -7,7 +7,16 @@ import pandas as pd
 from _frames import annotation, api, comm, copy, kernel, make_events, memset, op
 
 from traceread.config import Thresholds
-from traceread.gaps import GAP_COLUMNS, OVERLAP_KINDS, collective_exposure, find_gaps, step_totals
+from traceread.gaps import (
+    FRACTION_COLUMNS,
+    FRAME_COLUMNS,
+    GAP_COLUMNS,
+    OVERLAP_KINDS,
+    collective_exposure,
+    find_gaps,
+    step_totals,
+    with_fractions,
+)
 from traceread.steps import find_steps
 
 CFG = Thresholds()
@@ -23,10 +32,13 @@ def run(rows, **kw):
 
 def check_gaps(trace, steps, gaps):
     """Invariants every gaps frame keeps (called after each find_gaps)."""
-    assert list(gaps.columns) == list(GAP_COLUMNS)
+    assert list(gaps.columns) == list(FRAME_COLUMNS)
+    assert not set(FRACTION_COLUMNS) & set(gaps.columns)  # derived on output, not held
+    assert list(with_fractions(gaps).columns) == list(GAP_COLUMNS)
     assert (gaps["dur_ns"] > 0).all() and (gaps["dur_ns"] == gaps["end_ns"] - gaps["start_ns"]).all()
+    full = with_fractions(gaps)
     for k in OVERLAP_KINDS:
-        frac = gaps[f"{k}_frac"]
+        frac = full[f"{k}_frac"]
         assert ((frac >= 0) & (frac <= 1)).all(), k
         assert np.allclose(frac, gaps[f"{k}_ns"] / gaps["dur_ns"])
     totals = step_totals(trace, steps, gaps)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traceread.config import Thresholds
-from traceread.gaps import OVERLAP_KINDS, find_gaps, step_totals
+from traceread.gaps import OVERLAP_KINDS, find_gaps, step_totals, with_fractions
 from traceread.steps import find_steps
 
 CFG = Thresholds()
@@ -60,8 +60,9 @@ def test_gaps_equal_reference(k7, k8, cm, calls, cuts):
         assert g.cpu_runtime_ns == len(gap & cpu_pts)
         assert g.launch_count == sum(g.start_ns <= s < g.end_ns for s, _ in calls)
         assert g.longest_cpu_ns == max([len(gap & set(range(s, e))) for s, e in calls], default=0)
+    full = with_fractions(gaps)
     for k in OVERLAP_KINDS:
-        assert ((gaps[f"{k}_frac"] >= 0) & (gaps[f"{k}_frac"] <= 1)).all()
+        assert ((full[f"{k}_frac"] >= 0) & (full[f"{k}_frac"] <= 1)).all()
     totals = step_totals(trace, steps, gaps)
     assert (totals["busy_ns"] + totals["idle_ns"] == totals["step_ns"]).all()
     for t in totals.itertuples():

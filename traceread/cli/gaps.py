@@ -10,7 +10,7 @@ from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open
 from traceread.cli.output import emit, json_option
 from traceread.config import Thresholds, parse_set_options
-from traceread.gaps import find_gaps, step_totals
+from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.loaders import load
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
@@ -26,7 +26,7 @@ def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[st
     st = totals[["rank", "device", "step", "step_ns", "busy_ns", "idle_ns", "gap_count"]].copy()
     st.insert(6, "idle_%", (100 * st["idle_ns"] / st["step_ns"].clip(lower=1)).round(1))
     lines = [f"steps (source: {source})", *notes, "", st.to_string(index=False), ""]
-    longest = gaps.nlargest(top, "dur_ns")[_TOP_GAP_COLS].astype({"next_kernel_name": str})
+    longest = with_fractions(gaps.nlargest(top, "dur_ns"))[_TOP_GAP_COLS].astype({"next_kernel_name": str})
     longest["next_kernel_name"] = longest["next_kernel_name"].str.slice(0, _NAME_WIDTH)
     lines += [f"{len(gaps)} gaps; the {len(longest)} longest:",
               longest.to_string(index=False) if len(longest) else "(none)"]
@@ -54,12 +54,13 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     step_records = steps[_STEP_FIELDS].to_dict("records")
     for rec, row in zip(step_records, by_class.tolist(), strict=True):
         rec["idle_by_class"] = dict(zip(GAP_CLASSES, row, strict=True))
+    full = with_fractions(gaps)  # the output's columns: every X_ns with its X_frac
     if csv_path:
         with atomic_open(csv_path, "w") as fh:
-            gaps.to_csv(fh, index=False)
+            full.to_csv(fh, index=False)
     # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
     # start_ns/end_ns below back to the file and to Unix-epoch time.
     data = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summarize_trace(0, tr, result.source))],
             "steps": step_records,
-            "gaps": gaps.astype({c: str for c in gaps.select_dtypes("category")}).to_dict("records")}
+            "gaps": full.astype({c: str for c in full.select_dtypes("category")}).to_dict("records")}
     emit(_table(totals, gaps, result.source, result.notes, top), data, json_path)

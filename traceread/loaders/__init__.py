@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
+from traceread import heap
 from traceread.errors import TraceReadError
 from traceread.limits import TooManyEvents
 from traceread.trace import Trace
@@ -50,6 +51,13 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
     """
     path = os.fspath(path)
     kind = sniff(path)
+    try:
+        return _load(path, kind, progress, step_range, decoders)
+    finally:
+        heap.trim()  # a load frees its read buffers and chunk arrays: give their pages back
+
+
+def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
     try:
         if kind == "kineto":
             from traceread.loaders.kineto import load_kineto

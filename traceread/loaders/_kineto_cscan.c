@@ -17,6 +17,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h> /* part of every x86-64 CPU: 16 string bytes per step */
+#endif
 
 /* dense per-row columns (int64, column-major: column c of row r at cols[c * cap + r]) */
 enum { C_START, C_END, C_PID, C_TID, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_CAT, C_NAME, C_INSTANT,
@@ -126,9 +129,30 @@ static int32_t table_code(Table *t, const uint8_t *s, Py_ssize_t o1, Py_ssize_t 
 
 /* ---- strict JSON lexing --------------------------------------------------------------------- */
 
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR 1
+#else
+#define SWAR 0
+#endif
+
+/* Index of the first non-whitespace byte from i. Most calls stop at once (one compare: every JSON
+ * whitespace byte is <= ' '); pretty-printed files indent with runs of spaces, skipped 8 at a time. */
 static inline Py_ssize_t ws(const Scan *sc, Py_ssize_t i) {
-    while (i < sc->n) {
-        uint8_t c = sc->s[i];
+    const uint8_t *s = sc->s;
+    Py_ssize_t n = sc->n;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c > ' ') break;
+#if SWAR
+        if (c == ' ' && i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            uint64_t x = w ^ 0x2020202020202020ULL; /* zero bytes: spaces */
+            if (x == 0) { i += 8; continue; }
+            i += __builtin_ctzll(x) >> 3;
+            continue;
+        }
+#endif
         if (c != ' ' && c != '\n' && c != '\r' && c != '\t') break;
         i++;
     }
@@ -164,8 +188,7 @@ static int utf8_len(const Scan *sc, Py_ssize_t i) {
     return 0;
 }
 
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define SWAR 1
+#if SWAR
 /* High bit set in the bytes of w that end a plain run inside a string: '"', '\\', control
  * characters (< 0x20) and non-ASCII (>= 0x80). Bits above the lowest one may be false positives
  * (borrows); the lowest is exact, and only it is used. */
@@ -175,8 +198,18 @@ static inline uint64_t special8(uint64_t w) {
     return (((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w) | w) & high;
 }
 
-#else
-#define SWAR 0
+/* Eight ASCII digits in w (little-endian load)? And their value (Lemire's SWAR digit parse). */
+static inline int eight_digits(uint64_t w) {
+    return ((w & 0xF0F0F0F0F0F0F0F0ULL) | (((w + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4))
+           == 0x3333333333333333ULL;
+}
+
+static inline uint64_t eight_digits_value(uint64_t w) {
+    w -= 0x3030303030303030ULL;
+    w = (w * 10) + (w >> 8);
+    return (((w & 0x000000FF000000FFULL) * 0x000F424000000064ULL)
+            + (((w >> 16) & 0x000000FF000000FFULL) * 0x0000271000000001ULL)) >> 32;
+}
 #endif
 
 /* String at s[i] == '"': returns the index after the closing quote (-1: invalid or unterminated).
@@ -188,8 +221,23 @@ static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_
     *esc = 0;
     *start = ++i;
     while (i < n) {
+#if defined(__SSE2__)
+        while (i + 16 <= n) { /* sixteen plain bytes at a time: most of a file is keys and names */
+            __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+            /* signed compare: below 0x20 are control characters, negative are non-ASCII bytes */
+            __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                       _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
+            int m = _mm_movemask_epi8(hit);
+            if (m) {
+                i += __builtin_ctz((unsigned)m);
+                goto special;
+            }
+            i += 16;
+        }
+#endif
 #if SWAR
-        while (i + 8 <= n) { /* eight plain bytes at a time: most of a file is names */
+        while (i + 8 <= n) { /* eight plain bytes at a time */
             uint64_t w, m;
             memcpy(&w, s + i, 8);
             if ((m = special8(w)) != 0) {
@@ -200,6 +248,10 @@ static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_
         }
         if (i >= n) break;
 #endif
+#if defined(__SSE2__)
+    special:
+#endif
+        ;
         uint8_t c = s[i];
         if (c == '"') {
             *len = i - *start;
@@ -257,6 +309,15 @@ static Py_ssize_t number_at(Scan *sc, Py_ssize_t i, Num *num) {
         i++;
     } else {
         Py_ssize_t first = i, stop = n - i > 19 ? i + 19 : n; /* 19 digits always fit in uint64 */
+#if SWAR
+        while (i + 8 <= stop) { /* timestamps have 16 digits: two steps of eight */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!eight_digits(w)) break;
+            mag = mag * 100000000ULL + eight_digits_value(w);
+            i += 8;
+        }
+#endif
         while (i < stop && (uint8_t)(s[i] - '0') <= 9) mag = mag * 10 + (uint64_t)(s[i++] - '0');
         while (i < n && (uint8_t)(s[i] - '0') <= 9) i++;
         big = i - first > 19;
@@ -550,7 +611,26 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         const uint8_t *k = sc->s + ko;
         int bit = -1;
         StrVal *sv = NULL;
-        if (key_is(k, kl, "ph")) {
+        /* dispatch on the key's length first: most keys are none of these and cost one switch */
+        int which = -1; /* 0 ph, 1 cat, 2 name, 3 pid, 4 tid, 5 ts, 6 dur, 7 args */
+        switch (kl) {
+        case 2:
+            if (k[0] == 'p' && k[1] == 'h') which = 0;
+            else if (k[0] == 't' && k[1] == 's') which = 5;
+            break;
+        case 3:
+            if (!memcmp(k, "cat", 3)) which = 1;
+            else if (!memcmp(k, "pid", 3)) which = 3;
+            else if (!memcmp(k, "tid", 3)) which = 4;
+            else if (!memcmp(k, "dur", 3)) which = 6;
+            break;
+        case 4:
+            if (!memcmp(k, "name", 4)) which = 2;
+            else if (!memcmp(k, "args", 4)) which = 7;
+            break;
+        default: break;
+        }
+        if (which == 0) {
             bit = 0;
             if (i < sc->n && sc->s[i] == '"') {
                 if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
@@ -559,13 +639,13 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
                 if ((i = skip_value(sc, i, 1)) < 0) return -1;
                 ev->ph = '?';
             }
-        } else if (key_is(k, kl, "cat")) { bit = 1; sv = &ev->cat; }
-        else if (key_is(k, kl, "name")) { bit = 2; sv = &ev->name; }
-        else if (key_is(k, kl, "pid")) { bit = 3; if ((i = id_at(sc, i, &ev->pid, 1)) < 0) return -1; }
-        else if (key_is(k, kl, "tid")) { bit = 4; if ((i = id_at(sc, i, &ev->tid, 1)) < 0) return -1; }
-        else if (key_is(k, kl, "ts")) { bit = 5; if ((i = time_at(sc, i, &ev->ts)) < 0) return -1; }
-        else if (key_is(k, kl, "dur")) { bit = 6; if ((i = time_at(sc, i, &ev->dur)) < 0) return -1; }
-        else if (key_is(k, kl, "args")) { bit = 7; if ((i = args_at(sc, i, ev)) < 0) return -1; }
+        } else if (which == 1) { bit = 1; sv = &ev->cat; }
+        else if (which == 2) { bit = 2; sv = &ev->name; }
+        else if (which == 3) { bit = 3; if ((i = id_at(sc, i, &ev->pid, 1)) < 0) return -1; }
+        else if (which == 4) { bit = 4; if ((i = id_at(sc, i, &ev->tid, 1)) < 0) return -1; }
+        else if (which == 5) { bit = 5; if ((i = time_at(sc, i, &ev->ts)) < 0) return -1; }
+        else if (which == 6) { bit = 6; if ((i = time_at(sc, i, &ev->dur)) < 0) return -1; }
+        else if (which == 7) { bit = 7; if ((i = args_at(sc, i, ev)) < 0) return -1; }
         else if ((i = skip_value(sc, i, 1)) < 0) return -1;
         if (sv) {
             if (i < sc->n && sc->s[i] == '"') {

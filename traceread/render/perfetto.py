@@ -20,6 +20,7 @@ from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
 from traceread import schema
 from traceread.analysis import Analysis
+from traceread.gaps import with_fractions
 from traceread.render import timeline
 from traceread.render.names import scrub_paths
 
@@ -111,6 +112,7 @@ class _Writer:
 
 
 def _gap_args(g: pd.DataFrame) -> list[dict]:
+    g = with_fractions(g)
     cols = ["evidence"] + [c for c in _GAP_ANNOTATIONS if c in g.columns]
     data = {c: g[c].tolist() for c in cols}
     out = []
