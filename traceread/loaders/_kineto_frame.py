@@ -6,6 +6,7 @@ everything per row is numpy on whole columns.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from typing import Any
@@ -18,6 +19,7 @@ from traceread import kernel_classes, schema
 from traceread.limits import check_events
 from traceread.loaders import _kineto_categories as cats
 from traceread.loaders._kineto_decode import INT64_MAX, INT64_MIN
+from traceread.trace import SideTables
 
 _INT_COLUMNS = ("pid", "tid", "start_ns", "end_ns", "external_id", "correlation", "device", "stream")
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -182,7 +184,7 @@ class FrameBuilder:
             self.shape_codes += [lut[c] for c in st["shape_codes"]]
         self.n += st["n"]
 
-    def build(self, path: str, rank: int) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    def build(self, path: str, rank: int) -> tuple[pd.DataFrame, SideTables]:
         """The events frame (rows in file order) and the side tables."""
         col = self.columns.finish()
         cat_codes, name_codes, instant = col.pop("cat"), col.pop("name"), col.pop("instant")
@@ -242,8 +244,9 @@ class FrameBuilder:
         return events, side
 
     def _side_tables(self, name_values: list[str], name_codes: np.ndarray,
-                     kernel_rows: np.ndarray | None) -> dict[str, pd.DataFrame]:
-        side: dict[str, pd.DataFrame] = {}
+                     kernel_rows: np.ndarray | None) -> SideTables:
+        side: dict[str, pd.DataFrame | None] = {}
+        pending = {}
         k = _merge(self.kernel)
         if k is not None and kernel_rows is not None:
             keep = kernel_rows[k["row"]]
@@ -280,16 +283,12 @@ class FrameBuilder:
                 "group_desc": pd.Categorical([str(x) for x in t[7]]),
             })
         if self.shape_rows:
-            decoded = [_decode_shape(t) for t in self.shape_ids]
-            codes = np.concatenate(self.shape_codes)
-            dims = np.empty(len(decoded), object)
-            types = np.empty(len(decoded), object)
-            for i, (d, ty) in enumerate(decoded):
-                dims[i], types[i] = d, ty
-            side["op_shapes"] = _sorted_table({
-                "row": np.concatenate(self.shape_rows), "input_dims": dims[codes], "input_types": types[codes],
-            })
-        return side
+            # read on first use (roofline, MFU from shapes, diff): one Python object per op row
+            # otherwise costs every load, `traceread info` included, ~10% of its time
+            side["op_shapes"] = None
+            pending["op_shapes"] = functools.partial(_op_shapes, list(self.shape_ids),
+                                                     np.concatenate(self.shape_rows), np.concatenate(self.shape_codes))
+        return SideTables(side, pending)
 
 
 class _Columns:
@@ -370,6 +369,16 @@ def _int(v: Any) -> int:
     if isinstance(v, str) and v.strip().lstrip("-").isdigit():
         return _int(int(v))
     return -1
+
+
+def _op_shapes(texts: list[bytes], rows: np.ndarray, codes: np.ndarray) -> pd.DataFrame:
+    """The ``op_shapes`` side table: input dims and types per op row, from the distinct texts."""
+    decoded = [_decode_shape(t) for t in texts]
+    dims = np.empty(len(decoded), object)
+    types = np.empty(len(decoded), object)
+    for i, (d, ty) in enumerate(decoded):
+        dims[i], types[i] = d, ty
+    return _sorted_table({"row": rows, "input_dims": dims[codes], "input_types": types[codes]})
 
 
 def _decode_shape(text: bytes) -> tuple[Any, Any]:

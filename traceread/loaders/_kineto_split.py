@@ -188,7 +188,7 @@ def run_head(stream: Any, window: Any, res: Any, split_at: int, bar: Any = None)
     window starts at an event, undecoded) or "framing" (a chunk failed: the window's rest goes
     to the exact scan). Body offsets count from the window's first byte after ``[``.
     """
-    chunk, span = min(stream.CHUNK, stream.SERIAL_CHUNK), stream.WINDOW
+    chunk, span = stream.serial_chunk(), stream.WINDOW
     buf = window.buf
     pos = 0  # body offset of buf[1]
     split: tuple[int, int] | None = None  # body offsets: end of the last event, start of the next
