@@ -18,8 +18,8 @@ def _outputs(out):
              and ".traceread-cache" not in p.parts}
     docs = {}
     for rel, p in files.items():
-        if rel.endswith(".parquet"):
-            docs[rel] = pq.read_table(p).to_pylist()
+        if rel.endswith(".parquet"):  # row groups come in the order directories finish: compare as sets
+            docs[rel] = sorted(pq.read_table(p).to_pylist(), key=lambda r: json.dumps(r, sort_keys=True, default=str))
         elif rel == "index.json":
             d = json.loads(p.read_text())
             d["scan"].pop("seconds")

@@ -3,7 +3,8 @@
 Kept in ``OUTDIR/.traceread-cache/``: ``log.jsonl`` gets one line per finished file as it
 completes (so an interrupted scan continues where it stopped; the last line for a path wins) and is
 compacted at the end; ``<trace id>.pkl`` holds that file's small results (index row, rank
-identities and summaries). An entry is reused when the file's path, size, mtime and inode and the
+identities and summaries) and ``<trace id>.rows.pkl`` its gap and step rows for the parquet tables
+(read only when the tables are rebuilt). An entry is reused when the file's path, size, mtime and inode and the
 result key (traceread's code, thresholds and config, the file's job inputs) are unchanged; when only
 the stat facts changed, the worker hashes the content and reuses the entry if the hash matches.
 Timeouts, memory kills and files that changed while being read are never cached: they are retried.
@@ -24,7 +25,7 @@ from traceread.scan.work import Outcome
 
 DIRNAME = ".traceread-cache"
 LOG = "log.jsonl"
-FORMAT = 1  # bump when the entry layout changes: older caches are ignored
+FORMAT = 2  # bump when the entry layout changes: older caches are ignored
 
 
 def result_key(settings_key: str, job: dict[str, Any] | None) -> str:
@@ -74,12 +75,20 @@ class Cache:
         if e["status"] != "ok":
             return True
         base = os.path.dirname(self.dir)
-        return all(os.path.exists(p) for p in (self.blob_path(e["trace_id"]),
+        return all(os.path.exists(p) for p in (self.blob_path(e["trace_id"]), self.rows_path(e["trace_id"]),
                                                 os.path.join(base, "traces", e["trace_id"] + ".json"),
                                                 os.path.join(base, "traces", e["trace_id"] + ".md")))
 
     def blob_path(self, trace_id: str) -> str:
         return os.path.join(self.dir, trace_id + ".pkl")
+
+    def rows_path(self, trace_id: str) -> str:
+        return os.path.join(self.dir, trace_id + ".rows.pkl")
+
+    def table_rows(self, trace_id: str) -> dict[str, dict[str, list]]:
+        """The gap and step columns of a stored trace (``tables.report_columns``)."""
+        with open(self.rows_path(trace_id), "rb") as fh:
+            return pickle.load(fh)
 
     def load(self, e: dict[str, Any]) -> Outcome:
         """The cached outcome of entry ``e`` (report bytes stay on disk)."""
@@ -91,10 +100,15 @@ class Cache:
         return out
 
     def store(self, c: Candidate, key: str, o: Outcome) -> None:
-        """Record a finished result (its report files are already written)."""
+        """Record a finished result (its report files are already written). Its table rows, when it
+        brings them, are written to disk and dropped from the outcome (read back by :meth:`table_rows`)."""
         if o.status == "ok":
             with atomic_open(self.blob_path(o.trace_id), "wb") as fh:
                 pickle.dump((o.row, o.identities, o.summaries), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            if o.tables is not None:
+                with atomic_open(self.rows_path(o.trace_id), "wb") as fh:
+                    pickle.dump(o.tables, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                o.tables = None
         e = {"format": FORMAT, "rel": c.rel, "size": c.size, "mtime_ns": c.mtime_ns, "inode": c.inode, "key": key,
              "hash": o.content_hash, "trace_id": o.trace_id, "status": o.status, "problem": o.problem}
         self.entries[c.rel] = e
@@ -110,7 +124,7 @@ class Cache:
         with atomic_open(os.path.join(self.dir, LOG), "w") as fh:
             for e in self.entries.values():
                 fh.write(json.dumps(e) + "\n")
-        used = {e["trace_id"] + ".pkl" for e in self.entries.values() if e["status"] == "ok"}
+        used = {e["trace_id"] + x for e in self.entries.values() if e["status"] == "ok" for x in (".pkl", ".rows.pkl")}
         for name in os.listdir(self.dir):
             if name.endswith(".pkl") and name not in used:
                 with contextlib.suppress(OSError):
