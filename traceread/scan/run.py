@@ -131,7 +131,8 @@ def _outcomes(opt: ScanOptions, tasks: list[Task]) -> Iterator[Outcome]:
     if opt.dask:
         from traceread.scan.dask_run import run_on_dask
 
-        return run_on_dask(opt.dask, tasks, opt.settings, workers=opt.workers, max_rss=opt.max_rss)
+        return run_on_dask(opt.dask, tasks, opt.settings, workers=opt.workers, max_rss=opt.max_rss,
+                           trace_timeout_s=opt.trace_timeout_s)
     from traceread.scan.pool import WorkerPool
 
     return WorkerPool(opt.workers, opt.settings, opt.trace_timeout_s, opt.max_rss).run(tasks)
