@@ -117,3 +117,35 @@ def test_job_file_names_are_unique_without_counting_other_directories():
     assert job_file("my run/x", "my run", set()) != job_file("my_run/x", "my_run", set())
     used: set[str] = set()  # two stems of one directory that differ only in odd characters
     assert [job_file(n, "d", used) for n in ("d/x*y", "d/x?y")] == ["d__x_y", "d__x_y-2"]
+
+
+def test_rescan_rebuilds_only_the_jobs_of_changed_directories(tree, tmp_path, monkeypatch):
+    from traceread.scan import jobs as scan_jobs
+
+    src = tmp_path / "src"
+    shutil.copytree(tree, src)
+    out = tmp_path / "out"
+    assert main(["scan", str(src), "--out", str(out), "--workers", "2"]) == 0
+    first = {p.name: p.read_bytes() for p in (out / "jobs").iterdir()}
+    built: list[str] = []
+    real = scan_jobs.build_directory_jobs
+
+    def counting(done, settings, finder):
+        built.append(os.path.dirname(done[0].rel))
+        return real(done, settings, finder)
+
+    monkeypatch.setattr(scan_jobs, "build_directory_jobs", counting)
+    assert main(["scan", str(src), "--out", str(out), "--workers", "2"]) == 0
+    assert built == []  # nothing changed: no job rebuilt, no rank summary read
+    assert {p.name: p.read_bytes() for p in (out / "jobs").iterdir()} == first
+    index = _json(out / "index.json")
+    assert len(index["jobs"]) == 2 and {t["job"] for t in index["traces"]} == {j["job"] for j in index["jobs"]}
+    (src / "nsys" / "run.sqlite").unlink()  # one directory changes: only its jobs are built again
+    shutil.copyfile(tree / "jobK" / "train.rank0.pt.trace.json", src / "nsys" / "extra.pt.trace.json")
+    assert main(["scan", str(src), "--out", str(out), "--workers", "2"]) == 0
+    assert built == ["nsys"]
+    index = _json(out / "index.json")
+    assert sorted(t["path"] for t in index["traces"]) == ["jobK/train.rank0.pt.trace.json",
+                                                         "jobK/train.rank1.pt.trace.json.gz",
+                                                         "nsys/extra.pt.trace.json"]
+    assert len(pq.read_table(out / "traces.parquet")) == index["scan"]["tables"]["traces"]

@@ -12,7 +12,9 @@
   wrote, nothing is rebuilt (a re-scan of an unchanged tree then reads no rows at all).
 
 After a directory's jobs are built its outcomes keep only their index rows: the parent holds the
-rank identities and summaries of unfinished directories only, and never a frame.
+rank identities and summaries of unfinished directories only, and never a frame. A directory
+whose traces (versions, result keys, job input files) are those of the last scan keeps its job
+files as they are (the cache has their documents): a re-scan of an unchanged tree builds no job.
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ class ScanOutputs:
 
     def __init__(self, *, out: str, roots: list[str], found: Discovery, settings: Settings, cache: Cache,
                  finder: JobInputsFinder, failures: list[dict[str, Any]], pending_rels: list[str],
-                 write_tables: bool, t0: float) -> None:
-        self.out, self.roots, self.found, self.settings = out, roots, found, settings
+                 keys: dict[str, str], write_tables: bool, t0: float) -> None:
+        self.out, self.roots, self.found, self.settings, self.keys = out, roots, found, settings, keys
         self.cache, self.finder, self.t0 = cache, finder, t0
         self.failures = failures
         self.done: list[Outcome] = []
@@ -92,12 +94,21 @@ class ScanOutputs:
             self.write_index(partial=True)
 
     def _finish_directory(self, d: str) -> None:
-        from traceread.scan.jobs import build_directory_jobs, write_jobs
-
         members = sorted(self.waiting.pop(d, []), key=lambda o: o.trace_id)
         if members:
-            jobs, job_of, md = build_directory_jobs(members, self.settings, self.finder)
-            write_jobs(self.out, jobs, md)
+            key = hashlib.blake2b(json.dumps([(o.trace_id, self.keys[o.rel], self.finder.sources.get(o.rel))
+                                              for o in members]).encode(), digest_size=16).hexdigest()
+            cached = self.cache.job_docs(d, key)
+            if cached is not None:  # the same traces as last time: their jobs are on disk as they were
+                jobs, job_of = cached
+            else:
+                from traceread.scan.jobs import build_directory_jobs, write_jobs
+
+                for o in members:
+                    self.cache.load_ranks(o)
+                jobs, job_of, md = build_directory_jobs(members, self.settings, self.finder)
+                write_jobs(self.out, jobs, md)
+                self.cache.store_job_docs(d, key, jobs, job_of)
             self.jobs += jobs
             self.job_of.update(job_of)
             if self.tables is not None:
@@ -128,12 +139,12 @@ class ScanOutputs:
         self.last_index = time.monotonic()
         return doc
 
-    def finish(self, keys: dict[str, str]) -> tuple[dict[str, Any], dict[str, int]]:
+    def finish(self) -> tuple[dict[str, Any], dict[str, int]]:
         """After the last outcome: the tables into place (or the unchanged ones kept), the final index."""
         for d in list(self.pending):  # cannot happen unless an outcome went missing: never lose the rest
             del self.pending[d]
             self._finish_directory(d)
-        key = tables_key(self.done, keys)
+        key = tables_key(self.done, self.keys)
         if self.tables is not None:
             counts = self.tables.commit()
             self.tables = None

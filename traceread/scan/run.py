@@ -92,7 +92,7 @@ def scan(opt: ScanOptions) -> ScanResult:
     unchanged = not tasks and stamped_counts(opt.out, cache, tables_key(
         [o for o in known if o.status == "ok"], keys)) is not None
     outputs = ScanOutputs(out=opt.out, roots=opt.roots, found=found, settings=opt.settings, cache=cache,
-                          finder=finder, failures=failures, pending_rels=list(by_rel), write_tables=not unchanged,
+                          finder=finder, failures=failures, pending_rels=list(by_rel), keys=keys, write_tables=not unchanged,
                           t0=t0)
     reused = sum(o.status == "ok" for o in known)
     bar = ScanProgress(total=len(found.candidates), done=len(known), failed=sum(o.status == "failed" for o in known),
@@ -112,7 +112,7 @@ def scan(opt: ScanOptions) -> ScanResult:
             o.tables = None
             outputs.add(o)
             bar.update(done=1, failed=o.status == "failed")
-        index, _ = outputs.finish(keys)
+        index, _ = outputs.finish()
     except BaseException:
         outputs.abort()
         raise

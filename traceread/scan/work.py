@@ -71,8 +71,9 @@ class Outcome:
     json: bytes | None = None
     row: dict[str, Any] = field(default_factory=dict)  # the trace's index facts (see trace_row)
     tables: dict[str, dict[str, list]] | None = None  # its gap and step rows (tables.report_columns)
-    identities: list[Any] = field(default_factory=list)  # traceread.ranks.RankIdentity
-    summaries: list[Any] = field(default_factory=list)  # traceread.ranks.RankSummary
+    # traceread.ranks.RankIdentity / RankSummary; None: in the cache, not read (Cache.load_ranks)
+    identities: list[Any] | None = field(default_factory=list)
+    summaries: list[Any] | None = field(default_factory=list)
     seconds: float = 0.0
 
 
