@@ -30,7 +30,7 @@ DIRNAME = ".traceread-cache"
 LOG = "log.jsonl"
 JOBS = "jobs.pkl"
 BLOBS = ("row", "ranks", "rows")  # <trace id>.<part>.pkl: index row; rank identities+summaries; table rows
-FORMAT = 2  # bump when the entry layout changes: older caches are ignored
+FORMAT = 3  # bump when the entry layout changes: older caches are ignored
 
 
 def result_key(settings_key: str, job: dict[str, Any] | None) -> str:
@@ -97,8 +97,8 @@ class Cache:
         with atomic_open(self.blob_path(trace_id, part), "wb") as fh:
             pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def table_rows(self, trace_id: str) -> dict[str, dict[str, list]]:
-        """The gap and step columns of a stored trace (``tables.report_columns``)."""
+    def table_rows(self, trace_id: str) -> dict[str, bytes]:
+        """The gap and step rows of a stored trace (``tables.report_tables``)."""
         return self._read_blob(trace_id, "rows")
 
     def load(self, e: dict[str, Any]) -> Outcome:

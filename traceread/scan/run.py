@@ -88,6 +88,7 @@ def scan(opt: ScanOptions) -> ScanResult:
         tasks.append(Task(path=c.path, rel=c.rel, kind=c.kind, size=c.size, mtime_ns=c.mtime_ns, inode=c.inode,
                           job=job, reuse=cache.hashes(c, key)))
     by_rel = {c.rel: c for c in found.candidates}
+    tasks.sort(key=lambda t: -t.size)  # largest first: no big file left for the end while other workers idle
     # nothing to analyse and the same traces as the last scan: its parquet tables stand as they are
     unchanged = not tasks and stamped_counts(opt.out, cache, tables_key(
         [o for o in known if o.status == "ok"], keys)) is not None

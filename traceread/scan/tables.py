@@ -1,8 +1,8 @@
 """``gaps.parquet``, ``steps.parquet`` and ``traces.parquet``: every gap, step and trace unit of the scan.
 
-The gap and step rows are the per-trace JSON report's own rows, turned into columns by the worker
-from the report it has just built (:func:`report_columns`; the parent never parses a report) and
-kept in the cache, so a re-scan rebuilds the tables without reading any trace or report.
+The gap and step rows are the per-trace JSON report's own rows, turned into Arrow tables by the
+worker from the report it has just built (:func:`report_tables`; the parent never parses a
+report) and kept in the cache, so a re-scan rebuilds the tables without reading any trace or report.
 
 Written as the scan goes (:class:`TableWriter`): when a directory's jobs are final, its traces'
 rows are appended, one row group per trace with a fixed schema, so the parent holds one trace's
@@ -84,10 +84,28 @@ def step_columns(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, list]:
     return cols
 
 
-def report_columns(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, dict[str, list]]:
-    """The gap and step rows of one per-trace report (``doc``, as written) as columns, without the
-    ``trace_id``/``job`` columns (the job is known only once the directory is grouped)."""
-    return {"gaps": gap_columns(doc, row), "steps": step_columns(doc, row)}
+def _table(schema: Any, cols: dict[str, list]) -> Any:
+    import pyarrow as pa
+
+    return pa.table({f.name: pa.array(cols[f.name], type=f.type) for f in schema}, schema=schema)
+
+
+def report_tables(doc: dict[str, Any], row: dict[str, Any], trace_id: str) -> dict[str, bytes]:
+    """Worker side: the gap and step rows of one per-trace report (``doc``, as written) as Arrow IPC
+    streams with the tables' schemas, their ``job`` column blank (the job is known only once the
+    directory is grouped). Bytes travel, cache and are read back far cheaper than Python lists."""
+    import pyarrow as pa
+
+    schemas = _schemas()
+    out = {}
+    for name, cols in (("gaps", gap_columns(doc, row)), ("steps", step_columns(doc, row))):
+        n = len(cols["rank"])
+        table = _table(schemas[name], {**cols, "trace_id": [trace_id] * n, "job": [""] * n})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, schemas[name]) as w:
+            w.write_table(table)
+        out[name] = sink.getvalue().to_pybytes()
+    return out
 
 
 def trace_columns(row: dict[str, Any], trace_id: str, job: str) -> dict[str, list]:
@@ -130,20 +148,22 @@ class TableWriter:
             self.abort()
             raise
 
-    def add(self, trace_id: str, job: str, row: dict[str, Any], columns: dict[str, dict[str, list]]) -> None:
-        """Append one trace's rows: ``row`` its index row, ``columns`` its :func:`report_columns`."""
+    def add(self, trace_id: str, job: str, row: dict[str, Any], streams: dict[str, bytes]) -> None:
+        """Append one trace's rows: ``row`` its index row, ``streams`` its :func:`report_tables`."""
         import pyarrow as pa
 
-        for name, cols in (("gaps", columns["gaps"]), ("steps", columns["steps"]),
-                           ("traces", trace_columns(row, trace_id, job))):
-            n = len(cols["rank"])
-            if not n:
-                continue
-            cols = {**cols, "trace_id": [trace_id] * n, "job": [job] * n}
-            schema = self.schemas[name]
-            table = pa.table({f.name: pa.array(cols[f.name], type=f.type) for f in schema}, schema=schema)
+        for name in ("gaps", "steps"):
+            table = pa.ipc.open_stream(streams[name]).read_all()
+            if table.num_rows:
+                i = table.schema.get_field_index("job")
+                table = table.set_column(i, table.schema.field(i), pa.array([job] * table.num_rows, pa.string()))
+                self._write(name, table)
+        self._write("traces", _table(self.schemas["traces"], trace_columns(row, trace_id, job)))
+
+    def _write(self, name: str, table: Any) -> None:
+        if table.num_rows:
             self.writers[name].write_table(table)
-            self.counts[name] += n
+            self.counts[name] += table.num_rows
 
     def commit(self) -> dict[str, int]:
         """Close the files and rename them over ``gaps/steps/traces.parquet``; returns the row counts."""

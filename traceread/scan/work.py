@@ -70,7 +70,7 @@ class Outcome:
     md: bytes | None = None
     json: bytes | None = None
     row: dict[str, Any] = field(default_factory=dict)  # the trace's index facts (see trace_row)
-    tables: dict[str, dict[str, list]] | None = None  # its gap and step rows (tables.report_columns)
+    tables: dict[str, bytes] | None = None  # its gap and step rows (tables.report_tables)
     # traceread.ranks.RankIdentity / RankSummary; None: in the cache, not read (Cache.load_ranks)
     identities: list[Any] | None = field(default_factory=list)
     summaries: list[Any] | None = field(default_factory=list)
@@ -161,7 +161,7 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
     from traceread.loaders import load
     from traceread.render import jsonout, markdown
     from traceread.scan.rows import trace_row
-    from traceread.scan.tables import report_columns
+    from traceread.scan.tables import report_tables
 
     _register_patterns(settings.kernel_patterns)
     out.content_hash = content_hash(task.path)
@@ -195,7 +195,7 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
         out.row["world_size"] = max(worlds) if worlds else None
     if not out.row["gpus"]:  # devices without names in the file: the rank identities' GPU model
         out.row["gpus"] = sorted({i.gpu_model for i in out.identities if i.gpu_model})
-    out.tables = report_columns(report, out.row)
+    out.tables = report_tables(report, out.row, out.trace_id)
     out.status = "ok"
     del trace, analysis  # frames stay here; only the small results travel
 
