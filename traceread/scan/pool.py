@@ -97,8 +97,7 @@ class WorkerPool:
             while queue or any(w.task is not None for w in self.workers):
                 for w in self.workers:
                     if w.task is None and queue:
-                        w.task, w.started, w.peak_rss = queue.popleft(), time.monotonic(), 0
-                        w.conn.send(w.task)
+                        self._hand_out(w, queue)
                 busy = {w.conn: w for w in self.workers if w.task is not None}
                 for conn in wait(list(busy), timeout=POLL_S):
                     w = busy[conn]
@@ -108,10 +107,16 @@ class WorkerPool:
                         yield self._replace(w, self._death(w))
                         continue
                     w.task = None
+                    if queue:  # the next file first: the worker analyses while the parent writes this result
+                        self._hand_out(w, queue)
                     yield outcome
                 yield from self._police()
         finally:
             self.close()
+
+    def _hand_out(self, w: _Worker, queue: collections.deque) -> None:
+        w.task, w.started, w.peak_rss = queue.popleft(), time.monotonic(), 0
+        w.conn.send(w.task)
 
     def _police(self) -> Iterator[Outcome]:
         now = time.monotonic()
