@@ -16,8 +16,9 @@
   single-trace ``traceread analyze`` (load with one decoder, analyse, JSON and Markdown rendered),
   timed per file and summed. Overhead = ``--workers 1`` wall time / that sum - 1 (it includes the
   scan's start-up, discovery, hashing, writing reports, jobs, parquet and index).
-* Peak RSS: the whole process tree of each contender (the scan and its workers, summed, sampled
-  every 20 ms with psutil), against the bound: the peak of the largest file's ``traceread analyze``
+* Peak RSS: the whole process tree of each contender (the scan and its workers, their PSS summed
+  so that pages a forked worker shares with the parent count once; sampled every 20 ms with
+  psutil), against the bound: the peak of the largest file's ``traceread analyze``
   in its own process times the workers, plus the parent (the re-scan's peak: the scan process with
   every index row and no worker).
 * Load average (1/5/15 min) at the start and the end: on a shared machine the figures are only
@@ -115,9 +116,18 @@ def build_tree(root: str, traces: int, max_mb: float, seed: int = 0) -> dict:
     return {"traces": made, "jobs": job, "files": len(files), "bytes": total_bytes, "sizes_mb": sizes}
 
 
+def _memory(p) -> int:  # noqa: ANN001 - a psutil.Process
+    """PSS where the kernel gives it (pages shared by forked workers and their parent counted once,
+    split between them), else RSS (which would count the shared imports once per process)."""
+    try:
+        return p.memory_full_info().pss
+    except (AttributeError, OSError):
+        return p.memory_info().rss
+
+
 def run(cmd: list[str]) -> dict:
     """Run ``cmd``; wall time, CPU seconds of its whole tree (rusage of the child, which includes the
-    workers it reaped) and the peak RSS of the process tree (summed, sampled every 20 ms)."""
+    workers it reaped) and the peak memory of the process tree (PSS summed, sampled every 20 ms)."""
     import psutil
 
     t0 = time.perf_counter()
@@ -131,7 +141,7 @@ def run(cmd: list[str]) -> dict:
         try:
             for p in [ps] + ps.children(recursive=True):
                 try:
-                    rss += p.memory_info().rss
+                    rss += _memory(p)
                 except psutil.Error:
                     pass
         except psutil.Error:

@@ -51,24 +51,25 @@ def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
     """The job's lost GPU time per cause, its dominant cause and share (the analyze verdict over its units)."""
     from traceread._pipeline import overall_dominant
 
-    units = pd.DataFrame([u for o in members for u in o.row.get("units", [])],
-                         columns=["rank", "device", "step_ns"] + [part_col(p) for p in PARTS])
-    lost = {c: int(units[part_col(c)].sum()) for c in GAP_CLASSES}
-    total = int(units["step_ns"].sum())
+    rows = [u for o in members for u in o.row.get("units", [])]
+    sums = {p: sum(u.get(part_col(p), 0) for u in rows) for p in PARTS}  # plain sums: most jobs have one trace
+    lost = {c: int(sums[c]) for c in GAP_CLASSES}
+    total = int(sum(u["step_ns"] for u in rows))
     if len(members) == 1:
         dom, share = members[0].row["dominant_cause"], members[0].row["dominant_cost_share"]
     else:
+        units = pd.DataFrame(rows, columns=["rank", "device", "step_ns"] + [part_col(p) for p in PARTS])
         dom, share, _, _ = overall_dominant(units, [], cfg)
     medians = [o.row["median_step_ns"] for o in members if o.row.get("median_step_ns") is not None]
     mfus = [o.row["mfu"] for o in members if o.row.get("mfu") is not None]
-    shares = {p: (float(units[part_col(p)].sum()) / total) if total else 0.0 for p in PARTS}
+    shares = {p: (float(sums[p]) / total) if total else 0.0 for p in PARTS}
     return {"lost_ns": lost, "gpu_ns": total, "shares": shares, "idle_share": (sum(lost.values()) / total) if total else None,
             "dominant_cause": dom, "dominant_cost_share": float(share),
             "median_step_ns": max(medians) if medians else None,
             "steps": max((o.row.get("steps", 0) for o in members), default=0),
             "mfu": min(mfus) if mfus else None,
             "gpus": sorted({g for o in members for g in o.row.get("gpus", [])}),
-            "devices": int(len(units))}
+            "devices": len(rows)}
 
 
 def job_name(g: Any) -> str:
