@@ -16,9 +16,14 @@
   single-trace ``traceread analyze`` (load with one decoder, analyse, JSON and Markdown rendered),
   timed per file and summed. Overhead = ``--workers 1`` wall time / that sum - 1 (it includes the
   scan's start-up, discovery, hashing, writing reports, jobs, parquet and index).
-* Peak RSS: the whole process tree of each contender (the scan and its workers, summed, sampled
-  every 20 ms with psutil), against the peak of the largest file's ``traceread analyze`` in its own
-  process (the bound is that times the workers plus a small constant for the parent).
+* Peak RSS: the whole process tree of each contender (the scan and its workers, their PSS summed
+  so that pages a forked worker shares with the parent count once; sampled every 20 ms with
+  psutil), against the bound: the peak of the largest file's ``traceread analyze``
+  in its own process times the workers, plus the parent (the ``--workers 2`` scan process's own
+  peak; it holds index rows and one result at a time, never a frame).
+* Load average (1/5/15 min) at the start and the end: on a shared machine the figures are only
+  comparable within one run. ``--json PATH`` writes every figure (``summary``: speed-up, overhead,
+  re-scan wall and in-process time, RSS against its bound, load; ``table``: the contenders' rows).
 """
 
 from __future__ import annotations
@@ -111,14 +116,23 @@ def build_tree(root: str, traces: int, max_mb: float, seed: int = 0) -> dict:
     return {"traces": made, "jobs": job, "files": len(files), "bytes": total_bytes, "sizes_mb": sizes}
 
 
+def _memory(p) -> int:  # noqa: ANN001 - a psutil.Process
+    """PSS where the kernel gives it (pages shared by forked workers and their parent counted once,
+    split between them), else RSS (which would count the shared imports once per process)."""
+    try:
+        return p.memory_full_info().pss
+    except (AttributeError, OSError):
+        return p.memory_info().rss
+
+
 def run(cmd: list[str]) -> dict:
     """Run ``cmd``; wall time, CPU seconds of its whole tree (rusage of the child, which includes the
-    workers it reaped) and the peak RSS of the process tree (summed, sampled every 20 ms)."""
+    workers it reaped) and the peak memory of the process tree (PSS summed, sampled every 20 ms)."""
     import psutil
 
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak, ps = 0, psutil.Process(proc.pid)
+    peak, own, ps = 0, 0, psutil.Process(proc.pid)
     while True:
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
         if pid:
@@ -127,9 +141,12 @@ def run(cmd: list[str]) -> dict:
         try:
             for p in [ps] + ps.children(recursive=True):
                 try:
-                    rss += p.memory_info().rss
+                    m = _memory(p)
                 except psutil.Error:
-                    pass
+                    continue
+                rss += m
+                if p.pid == ps.pid:
+                    own = max(own, m)
         except psutil.Error:
             pass
         peak = max(peak, rss)
@@ -137,7 +154,8 @@ def run(cmd: list[str]) -> dict:
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     out, err = proc.stdout.read(), proc.stderr.read()
-    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss": peak, "rc": proc.returncode,
+    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss": peak, "parent_peak_rss": own,
+            "rc": proc.returncode,
             "stdout": out.strip(), "stderr": err.strip()[-500:]}
 
 
@@ -181,8 +199,9 @@ def main() -> None:
         meta = json.load(fh)
     exe = os.path.join(os.path.dirname(sys.executable), "traceread")
     mb = meta["bytes"] / 1e6
+    load_start = os.getloadavg()
     print(f"tree: {meta['traces']} traces in {meta['jobs']} jobs + broken files, {meta['files']} files, "
-          f"{mb:,.0f} MB, sizes {meta['sizes_mb']} MB; load average {os.getloadavg()[0]:.2f} on "
+          f"{mb:,.0f} MB, sizes {meta['sizes_mb']} MB; load average {_load(load_start)} on "
           f"{os.cpu_count()} cores", flush=True)
     results = {}
     contenders = [("--workers 1", ["--workers", "1"]), ("--workers 2", ["--workers", "2"])]
@@ -194,12 +213,14 @@ def main() -> None:
         r = run([exe, "scan", tree, "--out", out, "--no-cache", *extra])
         results[name] = r
         print(f"{name}: {r['wall_s']:.1f} s, rc {r['rc']}: {r['stdout'] or r['stderr']}", flush=True)
-    r = run([exe, "scan", tree, "--out", os.path.join(args.workdir, "out-workers2"), "--workers", "2"])
+    rescan_out = os.path.join(args.workdir, "out-workers2")
+    r = run([exe, "scan", tree, "--out", rescan_out, "--workers", "2"])
     results["re-scan (unchanged, --workers 2)"] = r
+    with open(os.path.join(rescan_out, "index.json")) as fh:
+        index = json.load(fh)
+    rescan_inside = index["scan"]["seconds"]
     print(f"re-scan: {r['wall_s']:.2f} s: {r['stdout']}", flush=True)
 
-    with open(os.path.join(args.workdir, "out-workers2", "index.json")) as fh:
-        index = json.load(fh)
     paths = [os.path.join(tree, t["path"]) for t in index["traces"]]
     base = run([sys.executable, "-c", BASELINE, *paths])
     per_file = json.loads(base["stdout"])
@@ -208,31 +229,52 @@ def main() -> None:
     single = run([exe, "analyze", largest, "--json", os.devnull, "-o", os.devnull])
     w1, w2 = results["--workers 1"]["wall_s"], results["--workers 2"]["wall_s"]
     n = meta["traces"]
+    rows = []
     print()
     print("| contender | wall s | CPU s (process tree) | traces/s | MB/s | peak RSS MB (process tree) |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name, r in results.items():
-        print(f"| {name} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {n / r['wall_s']:.1f} | {mb / r['wall_s']:.1f} | "
-              f"{r['peak_rss'] / 2**20:,.0f} |")
-    print(f"| single-trace analysis of each file (one process, one decoder; wall = sum of per-file times) | "
-          f"{baseline_s:.2f} | {baseline_cpu:.2f} | {len(per_file) / baseline_s:.1f} | {mb / baseline_s:.1f} | "
-          f"{base['peak_rss'] / 2**20:,.0f} |")
-    print()
-    print(f"--workers 2 / --workers 1 speed-up: {w1 / w2:.2f}x (target >= 1.8x)")
+    for name, r in list(results.items()) + [("single-trace analysis of each file (one process, one decoder; "
+                                             "wall = sum of per-file times)", {**base, "wall_s": baseline_s})]:
+        row = {"contender": name, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "traces_per_s": n / r["wall_s"],
+               "mb_per_s": mb / r["wall_s"], "peak_rss_mb": r["peak_rss"] / 2**20}
+        rows.append(row)
+        print(f"| {name} | {row['wall_s']:.2f} | {row['cpu_s']:.2f} | {row['traces_per_s']:.1f} | "
+              f"{row['mb_per_s']:.1f} | {row['peak_rss_mb']:,.0f} |")
     c1 = results["--workers 1"]["cpu_s"]
-    print(f"per-trace overhead of --workers 1 over the analyses alone: wall {100 * (w1 / baseline_s - 1):.1f}%, "
-          f"CPU {100 * (c1 / baseline_cpu - 1):.1f}% (both processes import traceread once; target < 10%)")
-    print(f"re-scan of the unchanged tree: {results['re-scan (unchanged, --workers 2)']['wall_s']:.2f} s "
-          "(target < 3 s)")
-    print(f"peak RSS: largest single analysis ({os.path.getsize(largest) / 1e6:.1f} MB file) "
-          f"{single['peak_rss'] / 2**20:,.0f} MB; --workers 2 tree {results['--workers 2']['peak_rss'] / 2**20:,.0f} MB "
-          f"(bound: 2 x single + parent)")
-    print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    # the parent alone: the --workers 2 scan process itself (its workers not counted)
+    parent_rss = results["--workers 2"]["parent_peak_rss"]
+    bound = 2 * single["peak_rss"] + parent_rss
+    summary = {
+        "speedup_workers2": w1 / w2, "speedup_target": 1.8,
+        "overhead_wall": w1 / baseline_s - 1, "overhead_cpu": c1 / baseline_cpu - 1, "overhead_target": 0.10,
+        "rescan_wall_s": results["re-scan (unchanged, --workers 2)"]["wall_s"], "rescan_inside_s": rescan_inside,
+        "rescan_target_s": 3.0,
+        "largest_bytes": os.path.getsize(largest), "single_peak_rss_mb": single["peak_rss"] / 2**20,
+        "parent_peak_rss_mb": parent_rss / 2**20, "workers2_peak_rss_mb": results["--workers 2"]["peak_rss"] / 2**20,
+        "rss_bound_mb": bound / 2**20, "load_start": load_start, "load_end": os.getloadavg(),
+        "cores": os.cpu_count(),
+    }
+    print()
+    print(f"--workers 2 / --workers 1 speed-up: {summary['speedup_workers2']:.2f}x (target >= 1.8x)")
+    print(f"per-trace overhead of --workers 1 over the analyses alone: wall {100 * summary['overhead_wall']:.1f}%, "
+          f"CPU {100 * summary['overhead_cpu']:.1f}% (both processes import traceread once; target < 10%)")
+    print(f"re-scan of the unchanged tree: {summary['rescan_wall_s']:.2f} s wall, {rescan_inside:.2f} s inside the "
+          "scan (the rest is the interpreter and imports; target < 3 s)")
+    print(f"peak RSS: largest single analysis ({summary['largest_bytes'] / 1e6:.1f} MB file) "
+          f"{summary['single_peak_rss_mb']:,.0f} MB; --workers 2 tree {summary['workers2_peak_rss_mb']:,.0f} MB; "
+          f"bound 2 x single + parent ({summary['parent_peak_rss_mb']:,.0f} MB, the scan process alone) = "
+          f"{summary['rss_bound_mb']:,.0f} MB: {'within' if summary['workers2_peak_rss_mb'] <= summary['rss_bound_mb'] else 'OVER'}")
+    print(f"load average: {_load(load_start)} at the start, {_load(summary['load_end'])} at the end, "
+          f"on {os.cpu_count()} cores")
     if args.json_path:
         with open(args.json_path, "w") as fh:
-            json.dump({"tree": meta, "results": results, "baseline_s": baseline_s, "baseline_cpu_s": baseline_cpu,
-                       "single_peak_rss": single["peak_rss"],
+            json.dump({"tree": meta, "results": results, "table": rows, "summary": summary,
+                       "baseline_s": baseline_s, "baseline_cpu_s": baseline_cpu, "single_peak_rss": single["peak_rss"],
                        "largest_bytes": os.path.getsize(largest)}, fh, indent=2)
+
+
+def _load(avg: tuple[float, float, float]) -> str:
+    return "/".join(f"{x:.2f}" for x in avg) + " (1/5/15 min)"
 
 
 if __name__ == "__main__":

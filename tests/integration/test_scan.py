@@ -227,3 +227,41 @@ def test_job_file_in_tree_gives_mfu_and_cli_job_wins(tree, tmp_path):
     rows = {t["path"]: t for t in _index(out)["traces"]}
     assert rows["jobK/train.rank0.pt.trace.json"]["mfu"] == pytest.approx(2 * mfu_tree)  # 6N with N doubled
     assert rows["nsys/run.sqlite"]["mfu"] is not None
+
+
+_KILLED_PARENT = r"""
+import json, os, signal, sys
+from traceread.scan.pool import WorkerPool
+from traceread.scan.work import Settings, Task
+st = os.stat(sys.argv[1])
+task = Task(path=sys.argv[1], rel="a.json", kind="kineto", size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
+pool = WorkerPool(2, Settings(), 600.0, 1 << 40)
+outcomes = pool.run([task] * 8)
+assert next(outcomes).status == "ok"
+print(json.dumps([w.proc.pid for w in pool.workers]), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no cleanup at all: the workers must notice by themselves
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_workers_of_a_killed_scan_exit_by_themselves(tree):
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.run([sys.executable, "-c", _KILLED_PARENT, str(tree / "jobK" / "train.rank0.pt.trace.json")],
+                          capture_output=True, text=True, timeout=300)
+    pids = json.loads(proc.stdout)
+    assert len(pids) == 2
+    deadline = time.monotonic() + 120  # each finishes the file it has, then finds its parent gone
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids), "workers outlived their killed parent"

@@ -147,7 +147,12 @@ def to_report(a: Analysis) -> dict[str, Any]:
 
 
 def dumps(a: Analysis) -> bytes:
-    return orjson.dumps(to_report(a), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    return encode(to_report(a))
+
+
+def encode(report: dict[str, Any]) -> bytes:
+    """The bytes of ``analyze --json`` for a :func:`to_report` document."""
+    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
 def render(analysis: Analysis, out: IO[bytes]) -> None:

@@ -2,8 +2,12 @@
 
 Kept in ``OUTDIR/.traceread-cache/``: ``log.jsonl`` gets one line per finished file as it
 completes (so an interrupted scan continues where it stopped; the last line for a path wins) and is
-compacted at the end; ``<trace id>.pkl`` holds that file's small results (index row, rank
-identities and summaries). An entry is reused when the file's path, size, mtime and inode and the
+compacted at the end; ``<trace id>.row.pkl`` holds that file's index row, ``<trace id>.ranks.pkl``
+its rank identities and summaries (read only when its directory's jobs are rebuilt) and
+``<trace id>.rows.pkl`` its gap and step rows (read only when the parquet tables are rebuilt).
+``jobs.pkl`` keeps each directory's job documents with the key they were built for (its traces'
+versions and result keys, their job input files), so an unchanged directory's jobs are not
+rebuilt. An entry is reused when the file's path, size, mtime and inode and the
 result key (traceread's code, thresholds and config, the file's job inputs) are unchanged; when only
 the stat facts changed, the worker hashes the content and reuses the entry if the hash matches.
 Timeouts, memory kills and files that changed while being read are never cached: they are retried.
@@ -24,7 +28,9 @@ from traceread.scan.work import Outcome
 
 DIRNAME = ".traceread-cache"
 LOG = "log.jsonl"
-FORMAT = 1  # bump when the entry layout changes: older caches are ignored
+JOBS = "jobs.pkl"
+BLOBS = ("row", "ranks", "rows")  # <trace id>.<part>.pkl: index row; rank identities+summaries; table rows
+FORMAT = 3  # bump when the entry layout changes: older caches are ignored
 
 
 def result_key(settings_key: str, job: dict[str, Any] | None) -> str:
@@ -37,6 +43,9 @@ class Cache:
         """``reuse=False`` (``--no-cache``): analyse everything again, but still record the results."""
         self.dir = os.path.join(outdir, DIRNAME)
         self.entries: dict[str, dict[str, Any]] = {}  # rel -> last entry
+        self.reuse = reuse
+        self.jobs: dict[str, tuple] | None = None  # directory -> (key, job docs, trace id -> job); read lazily
+        self.jobs_changed = False
         os.makedirs(self.dir, exist_ok=True)
         if reuse:
             self._read()
@@ -74,33 +83,79 @@ class Cache:
         if e["status"] != "ok":
             return True
         base = os.path.dirname(self.dir)
-        return all(os.path.exists(p) for p in (self.blob_path(e["trace_id"]),
-                                                os.path.join(base, "traces", e["trace_id"] + ".json"),
-                                                os.path.join(base, "traces", e["trace_id"] + ".md")))
+        return all(os.path.exists(p) for p in [self.blob_path(e["trace_id"], part) for part in BLOBS]
+                   + [os.path.join(base, "traces", e["trace_id"] + x) for x in (".json", ".md")])
 
-    def blob_path(self, trace_id: str) -> str:
-        return os.path.join(self.dir, trace_id + ".pkl")
+    def blob_path(self, trace_id: str, part: str = "row") -> str:
+        return os.path.join(self.dir, f"{trace_id}.{part}.pkl")
+
+    def _read_blob(self, trace_id: str, part: str) -> Any:
+        with open(self.blob_path(trace_id, part), "rb") as fh:
+            return pickle.load(fh)
+
+    def _write_blob(self, trace_id: str, part: str, value: Any) -> None:
+        with atomic_open(self.blob_path(trace_id, part), "wb") as fh:
+            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def table_rows(self, trace_id: str) -> dict[str, bytes]:
+        """The gap and step rows of a stored trace (``tables.report_tables``)."""
+        return self._read_blob(trace_id, "rows")
 
     def load(self, e: dict[str, Any]) -> Outcome:
-        """The cached outcome of entry ``e`` (report bytes stay on disk)."""
+        """The cached outcome of entry ``e`` with its index row; report bytes stay on disk, and the rank
+        identities and summaries are read only if its directory's jobs are rebuilt (:meth:`load_ranks`)."""
         out = Outcome(rel=e["rel"], path="", status=e["status"], problem=e.get("problem", ""),
-                      content_hash=e.get("hash", ""), trace_id=e.get("trace_id", ""))
+                      content_hash=e.get("hash", ""), trace_id=e.get("trace_id", ""), identities=None, summaries=None)
         if e["status"] == "ok":
-            with open(self.blob_path(e["trace_id"]), "rb") as fh:
-                out.row, out.identities, out.summaries = pickle.load(fh)
+            out.row = self._read_blob(e["trace_id"], "row")
         return out
 
+    def load_ranks(self, o: Outcome) -> None:
+        if o.identities is None or o.summaries is None:
+            o.identities, o.summaries = self._read_blob(o.trace_id, "ranks")
+
     def store(self, c: Candidate, key: str, o: Outcome) -> None:
-        """Record a finished result (its report files are already written)."""
+        """Record a finished result (its report files are already written). Its table rows, when it
+        brings them, are written to disk and dropped from the outcome (read back by :meth:`table_rows`)."""
         if o.status == "ok":
-            with atomic_open(self.blob_path(o.trace_id), "wb") as fh:
-                pickle.dump((o.row, o.identities, o.summaries), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            self._write_blob(o.trace_id, "row", o.row)
+            if o.identities is not None and o.summaries is not None:
+                self._write_blob(o.trace_id, "ranks", (o.identities, o.summaries))
+            if o.tables is not None:
+                self._write_blob(o.trace_id, "rows", o.tables)
+                o.tables = None
         e = {"format": FORMAT, "rel": c.rel, "size": c.size, "mtime_ns": c.mtime_ns, "inode": c.inode, "key": key,
              "hash": o.content_hash, "trace_id": o.trace_id, "status": o.status, "problem": o.problem}
         self.entries[c.rel] = e
         assert self._log is not None
         self._log.write(json.dumps(e) + "\n")
         self._log.flush()
+
+    def job_docs(self, directory: str, key: str) -> tuple[list[dict[str, Any]], dict[str, str]] | None:
+        """The job documents and trace -> job map of ``directory`` from the last scan, if built for
+        ``key`` (its traces' versions, result keys and job input files) and still on disk."""
+        e = self._jobs().get(directory)
+        if e is None or e[0] != key:
+            return None
+        jobs_dir = os.path.join(os.path.dirname(self.dir), "jobs")
+        if not all(os.path.exists(os.path.join(jobs_dir, j["file"] + x)) for j in e[1] for x in (".json", ".md")):
+            return None
+        return e[1], e[2]
+
+    def store_job_docs(self, directory: str, key: str, docs: list[dict[str, Any]], job_of: dict[str, str]) -> None:
+        self._jobs()[directory] = (key, docs, job_of)
+        self.jobs_changed = True
+
+    def _jobs(self) -> dict[str, tuple]:
+        if self.jobs is None:
+            self.jobs = {}
+            if self.reuse:
+                with contextlib.suppress(OSError, ValueError, EOFError, pickle.UnpicklingError, TypeError):
+                    with open(os.path.join(self.dir, JOBS), "rb") as fh:
+                        doc = pickle.load(fh)
+                    if doc.get("format") == FORMAT:
+                        self.jobs = doc["dirs"]
+        return self.jobs
 
     def compact(self, keep: set[str]) -> None:
         """Rewrite the log with one entry per path still in the tree; drop blobs nobody uses."""
@@ -110,7 +165,14 @@ class Cache:
         with atomic_open(os.path.join(self.dir, LOG), "w") as fh:
             for e in self.entries.values():
                 fh.write(json.dumps(e) + "\n")
-        used = {e["trace_id"] + ".pkl" for e in self.entries.values() if e["status"] == "ok"}
+        used = {f"{e['trace_id']}.{part}.pkl" for e in self.entries.values() if e["status"] == "ok" for part in BLOBS}
+        used.add(JOBS)
+        dirs = {os.path.dirname(r) for r in keep}
+        if self.jobs is not None and (self.jobs_changed or set(self.jobs) - dirs):
+            with atomic_open(os.path.join(self.dir, JOBS), "wb") as fh:
+                pickle.dump({"format": FORMAT, "dirs": {d: e for d, e in self.jobs.items() if d in dirs}}, fh,
+                            protocol=pickle.HIGHEST_PROTOCOL)
+            self.jobs_changed = False
         for name in os.listdir(self.dir):
             if name.endswith(".pkl") and name not in used:
                 with contextlib.suppress(OSError):

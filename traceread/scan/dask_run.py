@@ -5,12 +5,16 @@ trace from the path it was given (a shared filesystem on a real cluster), so onl
 small outcome and the per-trace report bytes cross the network: never a frame. ``local`` starts a
 ``LocalCluster`` of ``--workers`` single-threaded processes with ``--max-rss`` as each worker's
 memory limit (Dask's nanny restarts a worker past it; the file is then listed as a failure).
-On a cluster the workers' limits are the cluster's own settings.
+On a cluster the workers' memory limits are the cluster's own settings. ``--trace-timeout`` is
+enforced from the client on any cluster (see :func:`run_on_dask`); stopping a late task needs
+workers started with a nanny (the default of ``dask worker`` and of LocalCluster).
 """
 
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from collections.abc import Iterator
 
 from traceread.errors import UsageError
@@ -34,24 +38,86 @@ def _client(address: str, workers: int, max_rss: int):  # noqa: ANN202 - distrib
         raise UsageError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
 
 
-def run_on_dask(address: str, tasks: list[Task], settings: Settings, workers: int, max_rss: int) -> Iterator[Outcome]:
-    from distributed import as_completed
+def _executing(dask_worker) -> list[str]:  # noqa: ANN001 - runs on a worker (Client.run passes it)
+    """Keys the worker is computing right now (not those merely queued on it)."""
+    return [str(ts.key) for ts in dask_worker.state.executing]
+
+
+def _poll_s(timeout_s: float) -> float:
+    """How often the client asks the workers what they run: a twentieth of the limit, 0.05-1 s."""
+    return min(1.0, max(0.05, timeout_s / 20))
+
+
+def run_on_dask(address: str, tasks: list[Task], settings: Settings, workers: int, max_rss: int,
+                trace_timeout_s: float = 1800.0) -> Iterator[Outcome]:
+    """Outcomes in completion order. ``trace_timeout_s`` is enforced from the client: it asks the
+    workers which tasks they are executing (``Client.run``), notes when each was first seen running,
+    and past the limit cancels the task and restarts its worker (``Client.restart_workers``, through
+    the worker's nanny; Dask reschedules the tasks queued there), listing the file as failed."""
+    from distributed import wait
 
     client, cluster = _client(address, workers, max_rss)
     try:
-        futures = client.map(run_task, tasks, settings=settings, pure=False, key=[f"traceread-{i}" for i in
-                                                                                range(len(tasks))])
-        index = {f.key: t for f, t in zip(futures, tasks, strict=True)}
-        for fut in as_completed(futures):
-            task = index[fut.key]
+        run = uuid.uuid4().hex[:8]  # keys unique per scan: two scans may share a cluster
+        futures = client.map(run_task, tasks, settings=settings, pure=False,
+                             key=[f"traceread-{run}-{i}" for i in range(len(tasks))])
+        by_key = {f.key: (f, t) for f, t in zip(futures, tasks, strict=True)}
+        pending = set(futures)
+        started: dict[str, float] = {}
+        poll = _poll_s(trace_timeout_s)
+        while pending:
             try:
-                yield fut.result()
-            except Exception as exc:  # noqa: BLE001 - a killed worker (memory) fails this file only
-                first = (str(exc).splitlines() or [""])[0]
-                yield Outcome(rel=task.rel, path=task.path, status="failed",
-                              problem=f"Dask task failed: {type(exc).__name__}: {first}"[:300])
-            fut.release()
+                done = wait(list(pending), timeout=poll, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                done = set()
+            for fut in done:
+                pending.discard(fut)
+                yield _outcome(fut, by_key[fut.key][1])
+                fut.release()
+            if pending:
+                yield from _police(client, by_key, pending, started, trace_timeout_s)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _outcome(fut, task: Task) -> Outcome:  # noqa: ANN001
+    try:
+        return fut.result()
+    except Exception as exc:  # noqa: BLE001 - a killed worker (memory) fails this file only
+        first = (str(exc).splitlines() or [""])[0]
+        return Outcome(rel=task.rel, path=task.path, status="failed",
+                       problem=f"Dask task failed: {type(exc).__name__}: {first}"[:300])
+
+
+def _police(client, by_key: dict, pending: set, started: dict[str, float], timeout_s: float  # noqa: ANN001
+            ) -> Iterator[Outcome]:
+    """Fail, cancel and stop the tasks that have been executing longer than ``timeout_s``."""
+    try:
+        running = client.run(_executing, on_error="ignore")
+    except (OSError, TimeoutError):
+        return  # the cluster is busy restarting a worker: ask again next time
+    now = time.monotonic()
+    live = {k for keys in running.values() for k in keys}
+    for k in list(started):
+        if k not in live:
+            del started[k]  # finished, or rescheduled after a restart: its clock starts again
+    late = []
+    for addr, keys in running.items():
+        for k in keys:
+            if k in by_key and by_key[k][0] in pending:
+                if now - started.setdefault(k, now) > timeout_s:
+                    late.append((addr, k))
+    for addr, k in late:
+        fut, task = by_key[k]
+        client.cancel([fut])  # first, so the restart does not reschedule it
+        pending.discard(fut)
+        started.pop(k, None)
+        problem = f"took longer than --trace-timeout {timeout_s:g} s; its worker was stopped and replaced"
+        try:
+            client.restart_workers([addr], raise_for_error=True)
+        except Exception as exc:  # noqa: BLE001 - no nanny: the worker cannot be restarted from here
+            problem = (f"took longer than --trace-timeout {timeout_s:g} s; its task was cancelled but its worker "
+                       f"could not be restarted ({type(exc).__name__}) and may finish it in the background")
+        yield Outcome(rel=task.rel, path=task.path, status="failed", problem=problem)

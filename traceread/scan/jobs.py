@@ -8,6 +8,7 @@ sum of the member traces' figures.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from typing import Any
@@ -50,24 +51,25 @@ def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
     """The job's lost GPU time per cause, its dominant cause and share (the analyze verdict over its units)."""
     from traceread._pipeline import overall_dominant
 
-    units = pd.DataFrame([u for o in members for u in o.row.get("units", [])],
-                         columns=["rank", "device", "step_ns"] + [part_col(p) for p in PARTS])
-    lost = {c: int(units[part_col(c)].sum()) for c in GAP_CLASSES}
-    total = int(units["step_ns"].sum())
+    rows = [u for o in members for u in o.row.get("units", [])]
+    sums = {p: sum(u.get(part_col(p), 0) for u in rows) for p in PARTS}  # plain sums: most jobs have one trace
+    lost = {c: int(sums[c]) for c in GAP_CLASSES}
+    total = int(sum(u["step_ns"] for u in rows))
     if len(members) == 1:
         dom, share = members[0].row["dominant_cause"], members[0].row["dominant_cost_share"]
     else:
+        units = pd.DataFrame(rows, columns=["rank", "device", "step_ns"] + [part_col(p) for p in PARTS])
         dom, share, _, _ = overall_dominant(units, [], cfg)
     medians = [o.row["median_step_ns"] for o in members if o.row.get("median_step_ns") is not None]
     mfus = [o.row["mfu"] for o in members if o.row.get("mfu") is not None]
-    shares = {p: (float(units[part_col(p)].sum()) / total) if total else 0.0 for p in PARTS}
+    shares = {p: (float(sums[p]) / total) if total else 0.0 for p in PARTS}
     return {"lost_ns": lost, "gpu_ns": total, "shares": shares, "idle_share": (sum(lost.values()) / total) if total else None,
             "dominant_cause": dom, "dominant_cost_share": float(share),
             "median_step_ns": max(medians) if medians else None,
             "steps": max((o.row.get("steps", 0) for o in members), default=0),
             "mfu": min(mfus) if mfus else None,
             "gpus": sorted({g for o in members for g in o.row.get("gpus", [])}),
-            "devices": int(len(units))}
+            "devices": len(rows)}
 
 
 def job_name(g: Any) -> str:
@@ -75,10 +77,50 @@ def job_name(g: Any) -> str:
     return f"{g.directory}/{g.name}" if g.directory else g.name
 
 
+def job_file(name: str, directory: str, used: set[str]) -> str:
+    """``jobs/<file>.json`` stem of job ``name``, the same whichever other directories the scan holds.
+
+    The safe name alone (``/`` -> ``__``, other odd characters -> ``_``) could map jobs of two
+    directories to one file; where it is lossy (a ``__`` of its own, or a directory with odd
+    characters) a short hash of the exact job name is appended instead of a counter that would
+    depend on which other jobs exist. ``used``: the files of this directory's jobs so far (two
+    stems of one directory that differ only in odd characters get ``-2``, ``-3`` in group order).
+    """
+    base = safe_name(name)
+    leaf = name[len(directory) + 1:] if directory else name
+    if "__" in name or "__" in safe_name(leaf) or (directory and safe_name(directory) != directory.replace("/", "__")):
+        base += "-" + hashlib.blake2b(name.encode(), digest_size=3).hexdigest()
+    file, n = base, 1
+    while file in used:
+        n += 1
+        file = f"{base}-{n}"
+    used.add(file)
+    return file
+
+
 def build_jobs(done: list[Outcome], settings: Settings, finder: JobInputsFinder
                ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
-    """Group the analysed traces into jobs (traceread.ranks) and analyse each; returns the job
-    documents (``jobs/<job>.json``), trace id -> job name, and job file -> its Markdown."""
+    """Group analysed traces into jobs and analyse each, one directory at a time (every grouping key
+    holds the directory, so a directory's jobs need nothing from other directories: the scan builds
+    them as soon as its files are done). Returns the job documents (``jobs/<job>.json``), trace id ->
+    job name, and job file -> its Markdown."""
+    by_dir: dict[str, list[Outcome]] = {}
+    for o in done:
+        by_dir.setdefault(os.path.dirname(o.rel), []).append(o)
+    jobs: list[dict[str, Any]] = []
+    job_of: dict[str, str] = {}
+    md: dict[str, str] = {}
+    for d in sorted(by_dir):
+        j, of, m = build_directory_jobs(by_dir[d], settings, finder)
+        jobs += j
+        job_of.update(of)
+        md.update(m)
+    return jobs, job_of, md
+
+
+def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInputsFinder
+                         ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
+    """:func:`build_jobs` for the analysed traces of one directory."""
     from traceread import ranks
     from traceread.render.jobsection import group_markdown
 
@@ -90,12 +132,7 @@ def build_jobs(done: list[Outcome], settings: Settings, finder: JobInputsFinder
     for g in groups:
         members = [by_rel[p] for p in g.paths if p in by_rel]
         name = job_name(g)
-        file = base = safe_name(name)
-        n = 1
-        while file in used:
-            n += 1
-            file = f"{base}-{n}"
-        used.add(file)
+        file = job_file(name, g.directory, used)
         report = ranks.analyze_job([summary_of[m.key] for m in g.members if m.key in summary_of], settings.cfg,
                                    group=g)
         doc: dict[str, Any] = {"schema_version": JOB_SCHEMA_VERSION,

@@ -22,8 +22,10 @@ from traceread.scan.work import Outcome, Settings, Task, run_task
 POLL_S = 0.1  # how often busy workers' clocks and memory are checked
 
 
-def _serve(conn: Connection, settings: Settings) -> None:
+def _serve(conn: Connection, settings: Settings, inherited: tuple[Connection, ...] = ()) -> None:
     """A worker's loop: a task in, an outcome out, until the parent sends None or goes away."""
+    for c in inherited:  # forked copies of the parent's pipe ends: with them open, a killed parent would
+        c.close()  # never give this worker EOF (it would wait, or block sending, forever)
     try:
         while True:
             task = conn.recv()
@@ -78,7 +80,8 @@ class WorkerPool:
 
     def _start(self) -> _Worker:
         parent, child = self.ctx.Pipe(duplex=True)
-        proc = self.ctx.Process(target=_serve, args=(child, self.settings), name="traceread-scan-worker",
+        inherited = (parent, *(w.conn for w in self.workers)) if self.ctx.get_start_method() == "fork" else ()
+        proc = self.ctx.Process(target=_serve, args=(child, self.settings, inherited), name="traceread-scan-worker",
                                 daemon=True)
         proc.start()
         child.close()
@@ -97,8 +100,7 @@ class WorkerPool:
             while queue or any(w.task is not None for w in self.workers):
                 for w in self.workers:
                     if w.task is None and queue:
-                        w.task, w.started, w.peak_rss = queue.popleft(), time.monotonic(), 0
-                        w.conn.send(w.task)
+                        self._hand_out(w, queue)
                 busy = {w.conn: w for w in self.workers if w.task is not None}
                 for conn in wait(list(busy), timeout=POLL_S):
                     w = busy[conn]
@@ -108,10 +110,16 @@ class WorkerPool:
                         yield self._replace(w, self._death(w))
                         continue
                     w.task = None
+                    if queue:  # the next file first: the worker analyses while the parent writes this result
+                        self._hand_out(w, queue)
                     yield outcome
                 yield from self._police()
         finally:
             self.close()
+
+    def _hand_out(self, w: _Worker, queue: collections.deque) -> None:
+        w.task, w.started, w.peak_rss = queue.popleft(), time.monotonic(), 0
+        w.conn.send(w.task)
 
     def _police(self) -> Iterator[Outcome]:
         now = time.monotonic()

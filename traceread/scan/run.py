@@ -1,16 +1,14 @@
 """``scan(options) -> ScanResult``: discovery, cache, workers, and every output, in that order.
 
 Per-trace reports are written (atomically) as each result arrives, and the cache records it at
-once, so an interrupted scan keeps everything finished. Jobs, the parquet tables, the index and
-failures.md need every trace and are written at the end (the index is also refreshed during a
-long scan). Nothing under the scanned roots is ever written.
+once, so an interrupted scan keeps everything finished. Jobs, the table rows, the index and
+failures.md follow as they become final (:mod:`traceread.scan.outputs`). Nothing under the scanned
+roots is ever written.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -20,12 +18,11 @@ from typing import Any
 from traceread.atomic import atomic_open
 from traceread.errors import UsageError
 from traceread.scan.cache import Cache, result_key
-from traceread.scan.discover import Candidate, Discovery, discover
+from traceread.scan.discover import discover
 from traceread.scan.jobinputs import JobInputsFinder
+from traceread.scan.outputs import ScanOutputs, stamped_counts, tables_key
 from traceread.scan.progress import ScanProgress
 from traceread.scan.work import Outcome, Settings, Task
-
-INDEX_REFRESH_S = 10.0  # a long scan rewrites index.json/md this often with the traces done so far
 
 
 @dataclass
@@ -75,78 +72,58 @@ def scan(opt: ScanOptions) -> ScanResult:
     cache = Cache(opt.out, reuse=opt.use_cache)
     finder = opt.jobs or JobInputsFinder()
     settings_key = opt.settings.key()
-    done: list[Outcome] = []
     failures = [{"path": p.rel, "problem": p.problem, "kind": p.kind} for p in found.problems]
-    tasks, keys = [], {}
+    tasks, keys, known = [], {}, []
     for c in found.candidates:
         try:
             job = finder.for_file(c)
         except UsageError as exc:
-            failures.append({"path": c.rel, "problem": str(exc), "kind": "failed"})
+            known.append(Outcome(rel=c.rel, path=c.path, status="failed", problem=str(exc)))
             continue
         keys[c.rel] = key = result_key(settings_key, job)
         hit = cache.lookup(c, key)
         if hit is not None:
-            _record(cache.load(hit), failures, done)
+            known.append(cache.load(hit))
             continue
         tasks.append(Task(path=c.path, rel=c.rel, kind=c.kind, size=c.size, mtime_ns=c.mtime_ns, inode=c.inode,
                           job=job, reuse=cache.hashes(c, key)))
     by_rel = {c.rel: c for c in found.candidates}
-    reused = len(done)
-    bar = ScanProgress(total=len(found.candidates), done=len(done) + sum(f["path"] in by_rel for f in failures),
-                       failed=sum(f["kind"] == "failed" for f in failures), enabled=opt.progress)
-    last_index = time.monotonic()
+    tasks.sort(key=lambda t: -t.size)  # largest first: no big file left for the end while other workers idle
+    # nothing to analyse and the same traces as the last scan: its parquet tables stand as they are
+    unchanged = not tasks and stamped_counts(opt.out, cache, tables_key(
+        [o for o in known if o.status == "ok"], keys)) is not None
+    outputs = ScanOutputs(out=opt.out, roots=opt.roots, found=found, settings=opt.settings, cache=cache,
+                          finder=finder, failures=failures, pending_rels=list(by_rel), keys=keys, write_tables=not unchanged,
+                          t0=t0)
+    reused = sum(o.status == "ok" for o in known)
+    bar = ScanProgress(total=len(found.candidates), done=len(known), failed=sum(o.status == "failed" for o in known),
+                       enabled=opt.progress)
     try:
+        for o in known:
+            outputs.add(o)
         for o in _outcomes(opt, tasks):
             c = by_rel[o.rel]
             if o.status == "reused":  # touched but unchanged: the worker matched the content hash
-                o = _refreshed(cache, c, o)
+                o = cache.load(cache.entries[c.rel])
                 reused += 1
             elif o.status == "ok":
                 _write_trace_files(opt.out, o)
             if _cacheable(o):
                 cache.store(c, keys[c.rel], o)
-            _record(o, failures, done)
+            o.tables = None
+            outputs.add(o)
             bar.update(done=1, failed=o.status == "failed")
-            if time.monotonic() - last_index > INDEX_REFRESH_S:
-                _write_index(opt, found, done, failures, [], {}, time.monotonic() - t0, partial=True)
-                last_index = time.monotonic()
+        index, _ = outputs.finish()
+    except BaseException:
+        outputs.abort()
+        raise
     finally:
         bar.close()
-    from traceread.scan.jobs import build_jobs, write_jobs
-
-    jobs, job_of, job_md = build_jobs(done, opt.settings, finder)
-    write_jobs(opt.out, jobs, job_md)
-    counts = _tables(opt.out, cache, [(o.trace_id, job_of.get(o.trace_id, ""), o.row)
-                                      for o in sorted(done, key=lambda o: o.trace_id)],
-                     sorted(keys[o.rel] for o in done))
-    index = _write_index(opt, found, done, failures, jobs, job_of, time.monotonic() - t0, counts=counts)
     cache.compact(set(by_rel))
     cache.close()
-    _prune(opt.out, {o.trace_id for o in done}, {j["file"] for j in jobs})
-    return ScanResult(index=index, jobs=jobs, analysed=len(done), reused=reused, failures=failures,
-                      seconds=time.monotonic() - t0)
-
-
-def _tables(out: str, cache: Cache, traces: list[tuple[str, str, dict[str, Any]]],
-            result_keys: list[str]) -> dict[str, int]:
-    """The parquet tables, rebuilt only when the set of reports or their jobs changed since the last
-    scan (a re-scan of an unchanged tree then reads no report)."""
-    from traceread.scan.tables import write_tables
-
-    doc = [[(t, j) for t, j, _ in traces], result_keys]  # ids carry the content; keys the settings
-    key = hashlib.blake2b(json.dumps(doc).encode(), digest_size=16).hexdigest()
-    stamp = os.path.join(cache.dir, "tables.json")
-    names = [os.path.join(out, f"{n}.parquet") for n in ("gaps", "steps", "traces")]
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        with open(stamp, encoding="utf-8") as fh:
-            old = json.load(fh)
-        if old["key"] == key and all(os.path.exists(n) for n in names):
-            return old["counts"]
-    counts = write_tables(out, traces)
-    with atomic_open(stamp, "w") as fh:
-        json.dump({"key": key, "counts": counts}, fh)
-    return counts
+    _prune(opt.out, {o.trace_id for o in outputs.done}, {j["file"] for j in outputs.jobs})
+    return ScanResult(index=index, jobs=outputs.jobs, analysed=len(outputs.done), reused=reused,
+                      failures=outputs.failures, seconds=time.monotonic() - t0)
 
 
 def _outcomes(opt: ScanOptions, tasks: list[Task]) -> Iterator[Outcome]:
@@ -155,7 +132,8 @@ def _outcomes(opt: ScanOptions, tasks: list[Task]) -> Iterator[Outcome]:
     if opt.dask:
         from traceread.scan.dask_run import run_on_dask
 
-        return run_on_dask(opt.dask, tasks, opt.settings, workers=opt.workers, max_rss=opt.max_rss)
+        return run_on_dask(opt.dask, tasks, opt.settings, workers=opt.workers, max_rss=opt.max_rss,
+                           trace_timeout_s=opt.trace_timeout_s)
     from traceread.scan.pool import WorkerPool
 
     return WorkerPool(opt.workers, opt.settings, opt.trace_timeout_s, opt.max_rss).run(tasks)
@@ -167,19 +145,6 @@ def _cacheable(o: Outcome) -> bool:
                                                and not o.problem.startswith("changed while being read"))
 
 
-def _refreshed(cache: Cache, c: Candidate, o: Outcome) -> Outcome:
-    e = cache.entries[c.rel]
-    return cache.load(e)
-
-
-def _record(o: Outcome, failures: list[dict[str, Any]], done: list[Outcome]) -> None:
-    if o.status in ("ok", "reused"):
-        done.append(o)
-    else:
-        failures.append({"path": o.rel, "problem": o.problem, "kind": "not-trace" if o.status == "not-trace"
-                         else "failed"})
-
-
 def _write_trace_files(out: str, o: Outcome) -> None:
     assert o.md is not None and o.json is not None
     base = os.path.join(out, "traces", o.trace_id)
@@ -188,29 +153,6 @@ def _write_trace_files(out: str, o: Outcome) -> None:
     with atomic_open(base + ".md", "wb") as fh:
         fh.write(o.md)
     o.md = o.json = None  # written: the parent keeps only the small row
-
-
-def _write_index(opt: ScanOptions, found: Discovery, done: list[Outcome], failures: list[dict[str, Any]],
-                 jobs: list[dict[str, Any]], job_of: dict[str, str], seconds: float, partial: bool = False,
-                 counts: dict[str, int] | None = None) -> dict[str, Any]:
-    from traceread.scan.index import failures_markdown, index_doc, index_markdown
-    from traceread.scan.jobs import job_row, trace_index_row
-
-    traces = [trace_index_row(o, job_of.get(o.trace_id, "")) for o in done]
-    doc = index_doc(jobs=[job_row(j) for j in jobs], traces=traces, failures=sorted(failures, key=lambda f: f["path"]),
-                    scan={"roots": [os.path.basename(os.path.abspath(r).rstrip(os.sep)) or r for r in opt.roots],
-                          "complete": not partial, "files_found": len(found.candidates),
-                          "traces_ok": len(done), "skipped": dict(found.skipped), "seconds": round(seconds, 3),
-                          "settings_key": opt.settings.key(), "tables": counts or {}})
-    from traceread.cli.output import dumps
-
-    with atomic_open(os.path.join(opt.out, "index.json"), "wb") as fh:
-        fh.write(dumps(doc) + b"\n")
-    with atomic_open(os.path.join(opt.out, "index.md"), "w") as fh:
-        fh.write(index_markdown(doc))
-    with atomic_open(os.path.join(opt.out, "failures.md"), "w") as fh:
-        fh.write(failures_markdown(doc))
-    return doc
 
 
 def _prune(out: str, trace_ids: set[str], job_files: set[str]) -> None:

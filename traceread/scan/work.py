@@ -70,8 +70,10 @@ class Outcome:
     md: bytes | None = None
     json: bytes | None = None
     row: dict[str, Any] = field(default_factory=dict)  # the trace's index facts (see trace_row)
-    identities: list[Any] = field(default_factory=list)  # traceread.ranks.RankIdentity
-    summaries: list[Any] = field(default_factory=list)  # traceread.ranks.RankSummary
+    tables: dict[str, bytes] | None = None  # its gap and step rows (tables.report_tables)
+    # traceread.ranks.RankIdentity / RankSummary; None: in the cache, not read (Cache.load_ranks)
+    identities: list[Any] | None = field(default_factory=list)
+    summaries: list[Any] | None = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -145,7 +147,7 @@ def run_task(task: Task, settings: Settings) -> Outcome:
         out.problem = f"internal error: {type(exc).__name__}: {first}"[:300]
     out.seconds = time.monotonic() - t0
     if out.status != "ok":
-        out.md = out.json = None
+        out.md = out.json = out.tables = None
     return out
 
 
@@ -159,6 +161,7 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
     from traceread.loaders import load
     from traceread.render import jsonout, markdown
     from traceread.scan.rows import trace_row
+    from traceread.scan.tables import report_tables
 
     _register_patterns(settings.kernel_patterns)
     out.content_hash = content_hash(task.path)
@@ -179,7 +182,8 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
     text = io.StringIO()
     markdown.render(analysis, text)
     out.md = text.getvalue().encode("utf-8")
-    out.json = jsonout.dumps(analysis)
+    report = jsonout.to_report(analysis)
+    out.json = jsonout.encode(report)
     out.row = trace_row(analysis, trace)
     out.identities, out.summaries = _rank_facts(trace, analysis, task.rel, settings)
     # ranks as the trace claims them (metadata, nsys process, file name), never the loader's default 0
@@ -191,6 +195,7 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
         out.row["world_size"] = max(worlds) if worlds else None
     if not out.row["gpus"]:  # devices without names in the file: the rank identities' GPU model
         out.row["gpus"] = sorted({i.gpu_model for i in out.identities if i.gpu_model})
+    out.tables = report_tables(report, out.row, out.trace_id)
     out.status = "ok"
     del trace, analysis  # frames stay here; only the small results travel
 

@@ -1,0 +1,161 @@
+"""Every output of a scan except the per-trace reports, written as the results arrive.
+
+* ``jobs/<job>.md/.json``: every grouping key of :mod:`traceread.ranks` holds the file's directory,
+  so once every candidate file of a directory has an outcome (analysed, reused, failed, not a
+  trace) that directory's jobs are final: they are built and written then, and the directory's
+  table rows are appended (:class:`~traceread.scan.tables.TableWriter`).
+* ``index.json``/``index.md``/``failures.md``: rewritten at most every :data:`INDEX_REFRESH_S`
+  while results arrive (``scan.complete`` false, traces of unfinished directories without a job),
+  and once more at the end.
+* The parquet tables are renamed into place at the end (a parquet file cannot be read
+  half-written); when the set of analysed traces and their result keys is the one the last scan
+  wrote, nothing is rebuilt (a re-scan of an unchanged tree then reads no rows at all).
+
+After a directory's jobs are built its outcomes keep only their index rows: the parent holds the
+rank identities and summaries of unfinished directories only, and never a frame. A directory
+whose traces (versions, result keys, job input files) are those of the last scan keeps its job
+files as they are (the cache has their documents): a re-scan of an unchanged tree builds no job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections import Counter
+from typing import Any
+
+from traceread.atomic import atomic_open
+from traceread.scan.cache import Cache
+from traceread.scan.discover import Discovery
+from traceread.scan.jobinputs import JobInputsFinder
+from traceread.scan.work import Outcome, Settings
+
+INDEX_REFRESH_S = 1.0  # index.json/md and failures.md are rewritten at most this often during a scan
+TABLE_NAMES = ("gaps", "steps", "traces")
+
+
+def tables_key(done: list[Outcome], keys: dict[str, str]) -> str:
+    """What the parquet tables depend on: the analysed trace versions (ids carry the content hash)
+    and their result keys (settings, code, job inputs). Job names follow from these (grouping is
+    per directory and deterministic)."""
+    doc = sorted((o.trace_id, keys[o.rel]) for o in done)
+    return hashlib.blake2b(json.dumps(doc).encode(), digest_size=16).hexdigest()
+
+
+def stamped_counts(out: str, cache: Cache, key: str) -> dict[str, int] | None:
+    """The row counts of the tables in ``out`` if the last scan wrote them for ``key``, else None."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        with open(os.path.join(cache.dir, "tables.json"), encoding="utf-8") as fh:
+            old = json.load(fh)
+        if old["key"] == key and all(os.path.exists(os.path.join(out, f"{n}.parquet")) for n in TABLE_NAMES):
+            return old["counts"]
+    return None
+
+
+class ScanOutputs:
+    """Collects outcomes (``add``) and writes jobs, tables and the index as they become final."""
+
+    def __init__(self, *, out: str, roots: list[str], found: Discovery, settings: Settings, cache: Cache,
+                 finder: JobInputsFinder, failures: list[dict[str, Any]], pending_rels: list[str],
+                 keys: dict[str, str], write_tables: bool, t0: float) -> None:
+        self.out, self.roots, self.found, self.settings, self.keys = out, roots, found, settings, keys
+        self.cache, self.finder, self.t0 = cache, finder, t0
+        self.failures = failures
+        self.done: list[Outcome] = []
+        self.jobs: list[dict[str, Any]] = []
+        self.job_of: dict[str, str] = {}
+        self.pending = Counter(os.path.dirname(r) for r in pending_rels)
+        self.waiting: dict[str, list[Outcome]] = {}  # directory -> its analysed traces, until it is final
+        self.finished_dirs: list[str] = []  # in the order their jobs were written (tests watch this)
+        self.last_index = time.monotonic()
+        self.tables = None
+        if write_tables:
+            from traceread.scan.tables import TableWriter
+
+            self.tables = TableWriter(out)
+
+    def add(self, o: Outcome) -> None:
+        """One candidate's final outcome (ok, reused, failed, not-trace)."""
+        d = os.path.dirname(o.rel)
+        if o.status in ("ok", "reused"):
+            self.done.append(o)
+            self.waiting.setdefault(d, []).append(o)
+        else:
+            self.failures.append({"path": o.rel, "problem": o.problem,
+                                  "kind": "not-trace" if o.status == "not-trace" else "failed"})
+        self.pending[d] -= 1
+        if self.pending[d] <= 0:
+            del self.pending[d]
+            self._finish_directory(d)
+        if time.monotonic() - self.last_index >= INDEX_REFRESH_S:
+            self.write_index(partial=True)
+
+    def _finish_directory(self, d: str) -> None:
+        members = sorted(self.waiting.pop(d, []), key=lambda o: o.trace_id)
+        if members:
+            key = hashlib.blake2b(json.dumps([(o.trace_id, self.keys[o.rel], self.finder.sources.get(o.rel))
+                                              for o in members]).encode(), digest_size=16).hexdigest()
+            cached = self.cache.job_docs(d, key)
+            if cached is not None:  # the same traces as last time: their jobs are on disk as they were
+                jobs, job_of = cached
+            else:
+                from traceread.scan.jobs import build_directory_jobs, write_jobs
+
+                for o in members:
+                    self.cache.load_ranks(o)
+                jobs, job_of, md = build_directory_jobs(members, self.settings, self.finder)
+                write_jobs(self.out, jobs, md)
+                self.cache.store_job_docs(d, key, jobs, job_of)
+            self.jobs += jobs
+            self.job_of.update(job_of)
+            if self.tables is not None:
+                for o in members:
+                    self.tables.add(o.trace_id, job_of[o.trace_id], o.row, self.cache.table_rows(o.trace_id))
+            for o in members:  # grouped: only the index row is needed from here on
+                o.identities, o.summaries = [], []
+        self.finished_dirs.append(d)
+
+    def write_index(self, partial: bool, counts: dict[str, int] | None = None) -> dict[str, Any]:
+        from traceread.cli.output import dumps
+        from traceread.scan.index import failures_markdown, index_doc, index_markdown
+        from traceread.scan.jobs import job_row, trace_index_row
+
+        traces = [trace_index_row(o, self.job_of.get(o.trace_id, "")) for o in self.done]
+        scan = {"roots": [os.path.basename(os.path.abspath(r).rstrip(os.sep)) or r for r in self.roots],
+                "complete": not partial, "files_found": len(self.found.candidates), "traces_ok": len(self.done),
+                "skipped": dict(self.found.skipped), "seconds": round(time.monotonic() - self.t0, 3),
+                "settings_key": self.settings.key(), "tables": counts or {}}
+        doc = index_doc(jobs=[job_row(j) for j in self.jobs], traces=traces,
+                        failures=sorted(self.failures, key=lambda f: f["path"]), scan=scan)
+        with atomic_open(os.path.join(self.out, "index.json"), "wb") as fh:
+            fh.write(dumps(doc) + b"\n")
+        with atomic_open(os.path.join(self.out, "index.md"), "w") as fh:
+            fh.write(index_markdown(doc))
+        with atomic_open(os.path.join(self.out, "failures.md"), "w") as fh:
+            fh.write(failures_markdown(doc))
+        self.last_index = time.monotonic()
+        return doc
+
+    def finish(self) -> tuple[dict[str, Any], dict[str, int]]:
+        """After the last outcome: the tables into place (or the unchanged ones kept), the final index."""
+        for d in list(self.pending):  # cannot happen unless an outcome went missing: never lose the rest
+            del self.pending[d]
+            self._finish_directory(d)
+        key = tables_key(self.done, self.keys)
+        if self.tables is not None:
+            counts = self.tables.commit()
+            self.tables = None
+            with atomic_open(os.path.join(self.cache.dir, "tables.json"), "w") as fh:
+                json.dump({"key": key, "counts": counts}, fh)
+        else:
+            counts = stamped_counts(self.out, self.cache, key) or {}
+        self.jobs.sort(key=lambda j: j["job"])
+        return self.write_index(partial=False, counts=counts), counts
+
+    def abort(self) -> None:
+        if self.tables is not None:
+            self.tables.abort()
+            self.tables = None
