@@ -91,7 +91,9 @@ def with_fractions(gaps: pd.DataFrame) -> pd.DataFrame:
     in ``GAP_COLUMNS`` order; other columns (a class, evidence) follow. For outputs: call it on the
     rows being written, not on a whole multi-million-row frame kept in memory."""
     out = gaps.copy()
-    dur = out["dur_ns"].to_numpy(dtype=np.float64) if "dur_ns" in out.columns else np.ones(len(out))
+    if "dur_ns" not in out.columns:  # nothing to divide by: no fractions to add
+        return out
+    dur = out["dur_ns"].to_numpy(dtype=np.float64)
     for kind, fc in zip(OVERLAP_KINDS, FRACTION_COLUMNS, strict=True):
         if f"{kind}_ns" in out.columns and fc not in out.columns:
             out[fc] = out[f"{kind}_ns"].to_numpy(dtype=np.float64) / dur

@@ -496,6 +496,17 @@ static void triple_of(Scan *sc, Py_ssize_t i, Py_ssize_t end, Triple *t) {
     t->ok = i == end;
 }
 
+/* After an object member's value at s[i]: past the ',' to the next key (*closed = 0) or past the
+ * closing '}' (*closed = 1); -1 when neither follows. */
+static inline Py_ssize_t next_member(Scan *sc, Py_ssize_t i, int *closed) {
+    i = ws(sc, i);
+    if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
+    *closed = sc->s[i] == '}';
+    if (*closed) return i + 1;
+    if (sc->s[i] != ',') { sc->err = "expected ',' or '}'"; return -1; }
+    return ws(sc, i + 1);
+}
+
 static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
     Py_ssize_t ko, kl, vo;
     int esc;
@@ -573,11 +584,8 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
             if (seen & (1u << bit)) ev->bad = 1; /* duplicate: decoders may take either */
             seen |= 1u << bit;
         }
-        i = ws(sc, i);
-        if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
-        if (sc->s[i] == '}') return i + 1;
-        if (sc->s[i] != ',') { sc->err = "expected ',' or '}'"; return -1; }
-        i = ws(sc, i + 1);
+        int closed;
+        if ((i = next_member(sc, i, &closed)) < 0 || closed) return i;
     }
 }
 
@@ -660,11 +668,8 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
             if (seen & (1u << bit)) ev->bad = 1;
             seen |= 1u << bit;
         }
-        i = ws(sc, i);
-        if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
-        if (sc->s[i] == '}') return i + 1;
-        if (sc->s[i] != ',') { sc->err = "expected ',' or '}'"; return -1; }
-        i = ws(sc, i + 1);
+        int closed;
+        if ((i = next_member(sc, i, &closed)) < 0 || closed) return i;
     }
 }
 

@@ -41,7 +41,6 @@ SCANNER_CHUNK = 4 << 20  # compiled-scanner chunks: the per-chunk Python work (v
 WINDOW = 1 << 20  # how far past a chunk's target size to look for an event boundary
 _PEEK = 64 << 10  # looked at first: events are rarely longer
 LOOKAHEAD = 256 << 10  # the stream's last bytes are always scanned exactly (array end, trailer)
-PARENT_SHARE = 0.5  # of the body this process decodes before the child's start (see read_stream)
 PARALLEL_MIN = 48 << 20  # measured: below ~50 MB a worker pool costs more than it saves
 HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
 _READ = 4 << 20
@@ -108,7 +107,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     was_enabled = gc.isenabled()
     gc.disable()  # decoded events hold no cycles (also in the child: disabled before forking)
     # the header is small next to the body: half of the file is half of the events
-    split_at = max(int(size * PARENT_SHARE), CHUNK)
+    split_at = max(size // 2, CHUNK)
     child = split.start_child(sys.modules[__name__], path, split_at) if halves else None
     src.ahead = child is None  # both cores decode: this process inflates only the text it decodes
     pool = None

@@ -101,8 +101,6 @@ def other_lanes(gap: pd.Series | dict) -> str:
     parts: list[str] = []
     for col, label in _OVERLAPS:
         frac = gap.get(col)
-        if frac is None and gap.get(col[: -len("_frac")] + "_ns") is not None:  # the frame holds lengths only
-            frac = int(gap[col[: -len("_frac")] + "_ns"]) / max(int(gap.get("dur_ns", 1) or 1), 1)
         if frac is not None and not pd.isna(frac) and float(frac) >= MIN_SHOWN_FRAC:
             extra = ""
             if col == "cpu_runtime_frac" and int(gap.get("launch_count", 0) or 0):

@@ -15,6 +15,7 @@ import pandas as pd
 
 from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
+from traceread.gaps import with_fractions
 from traceread.render import advice, jobsection
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
@@ -194,7 +195,7 @@ def _gaps(a: Analysis) -> str:
     g = a.gaps
     if g.empty:
         return ""
-    top = g.nlargest(a.top_gaps, "dur_ns", keep="first")
+    top = with_fractions(g.nlargest(a.top_gaps, "dur_ns", keep="first"))  # "Other lanes" shows X_frac
     clocks = {t.index: _clock(t) for t in a.traces}
     rows = []
     for _, r in top.iterrows():
