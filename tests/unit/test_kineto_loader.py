@@ -150,13 +150,23 @@ def _split_small(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_kineto_window, "MAP_MIN", 0)  # plain files: decoded from the file map
 
 
-def test_two_process_split_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The child's half (rows, side tables, names) joins this process's half as if read serially."""
+HALF_KINDS = ["default", "process"]  # default: a thread with the compiled scanner, else a forked child
+
+
+def _half_kind(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    if kind == "process":
+        monkeypatch.setattr(_kineto_split, "start_half", _kineto_split.start_child)
+
+
+@pytest.mark.parametrize("kind", HALF_KINDS)
+def test_two_process_split_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """The second half's rows, side tables and names join this process's half as if read serially."""
     src = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
     plain = tmp_path / "t.json"
     plain.write_bytes(read_text(src))
     serial = load_kineto(str(src), workers=1)
     _split_small(monkeypatch)
+    _half_kind(monkeypatch, kind)
     for path in (plain, src):
         par = load_kineto(str(path), workers=2)
         cols = [c for c in schema.EVENT_COLUMNS if c != "trace"]
@@ -168,8 +178,9 @@ def test_two_process_split_matches_serial(tmp_path: Path, monkeypatch: pytest.Mo
         assert par.meta.extra["json_bytes"] == serial.meta.extra["json_bytes"]
 
 
-def test_two_process_split_of_a_truncated_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cut in the child's half: every complete event kept, the warning counts both halves."""
+@pytest.mark.parametrize("kind", HALF_KINDS)
+def test_two_process_split_of_a_truncated_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Cut in the second half: every complete event kept, the warning counts both halves."""
     text = read_text(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")
     events, ends = event_spans(text)
     cut = ends[int(len(ends) * 0.8)] + 5
@@ -177,6 +188,7 @@ def test_two_process_split_of_a_truncated_file(tmp_path: Path, monkeypatch: pyte
     path.write_bytes(text[:cut])
     serial = load_kineto(str(path), workers=1)
     _split_small(monkeypatch)
+    _half_kind(monkeypatch, kind)
     par = load_kineto(str(path), workers=2)
     assert par.meta.truncated and serial.meta.truncated
     assert par.meta.warnings == serial.meta.warnings
@@ -229,7 +241,7 @@ def test_split_child_is_stopped_when_the_file_is_not_a_trace(tmp_path: Path, mon
     _split_small(monkeypatch)
     started = []
     real = _kineto_split.start_child
-    monkeypatch.setattr(_kineto_split, "start_child", lambda *a: started.append(real(*a)) or started[-1])
+    monkeypatch.setattr(_kineto_split, "start_half", lambda *a: started.append(real(*a)) or started[-1])
     path = tmp_path / "notes.json"
     path.write_bytes(b"hello " * 50_000)
     with pytest.raises(TraceReadError, match="not JSON"):
@@ -237,6 +249,30 @@ def test_split_child_is_stopped_when_the_file_is_not_a_trace(tmp_path: Path, mon
     assert len(started) == 1 and started[0].done
     with pytest.raises(ChildProcessError):
         os.waitpid(started[0].pid, os.WNOHANG)  # stopped and collected: not even a zombie
+
+
+def test_split_thread_is_stopped_when_this_half_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad file, and a wrong boundary guess in this process's half, end the decoding thread
+    (no thread left running), and the second case still loads every event alone."""
+    from traceread.errors import TraceReadError
+
+    _split_small(monkeypatch)
+    started = []
+    monkeypatch.setattr(_kineto_split, "start_half",
+                        lambda *a: started.append(_kineto_split.Half(*a)) or started[-1])
+    path = tmp_path / "notes.json"
+    path.write_bytes(b"hello " * 50_000)
+    with pytest.raises(TraceReadError, match="not JSON"):
+        load_kineto(str(path), workers=2)
+    assert len(started) == 1 and started[0].done and not started[0].thread.is_alive()
+    # args holding lists of objects: '}, {' guesses inside events make this half's chunks fail
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 1000 + i, "dur": 1,
+               "args": {"x": [{"a": j} for j in range(40)]}} for i in range(4000)]
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    ev = load_kineto(str(path), workers=2).events
+    assert list(ev["name"].astype(str)) == [f"op{i}" for i in range(4000)]
+    assert len(started) == 2 and started[1].done and not started[1].thread.is_alive()
 
 
 def test_integer_time_decoder_matches_the_text_decoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -70,16 +70,21 @@ def test_scanner_frame_equals_fallback_frame_on_real_traces(path: Path, monkeypa
 
 @needs_shared
 @needs_scanner
-def test_scanner_in_the_two_process_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("kind", ["thread", "process"])
+def test_scanner_in_the_two_process_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     from traceread.loaders import _kineto_split
 
     monkeypatch.setattr(_kineto_split, "SPLIT_MIN", 0)
+    halves = []
+    start = _kineto_split.Half if kind == "thread" else _kineto_split.start_child
+    monkeypatch.setattr(_kineto_split, "start_half", lambda *a: halves.append(start(*a)) or halves[-1])
     path = tmp_path / "resnet.json"
     path.write_bytes(read_text(next(p for p in shared_kineto() if "resnet50_13streams" in p.name)))
     fast = _load(path, monkeypatch, True, workers=2)
     slow = _load(path, monkeypatch, False, workers=1)
     assert_same_trace(fast, slow)
     assert fast.meta.extra["kineto_decoder"]["scanner_chunks"] > 1
+    assert len(halves) == 1 and halves[0].done
 
 
 def test_switch_forces_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,9 @@
-"""Two-process decode on two cores: a forked child decodes the second half of the events.
+"""Two-way decode on two cores: a second decoder, thread or forked child, takes the second half.
+
+With the compiled scanner, which releases the GIL while it scans, the second decoder is a
+thread (:class:`Half`): both halves' rows stay in this process, so none cross a pipe and
+neither half pays its own page faults for a private copy. With the msgspec path, which holds
+the GIL, it is a forked child, as described next.
 
 A worker pool pays for itself only with more cores (its start-up and the chunk texts it pipes
 to the workers cost too much here). In this split nothing but results crosses processes: the
@@ -31,6 +36,58 @@ class Child:
     pid: int
     fd: int
     done: bool = False  # its result was taken or it was stopped
+
+
+class _Stopped(Exception):
+    """Raised inside a :class:`Half`'s decoding when this process no longer wants its rows."""
+
+
+class Half:
+    """The second half decoded by a thread of this process (the compiled scanner's GIL-free path)."""
+
+    def __init__(self, stream: Any, path: str, split_at: int) -> None:
+        self.stop = threading.Event()
+        self.msg: dict[str, Any] | None = None
+        self.done = False
+        self.thread = threading.Thread(target=self._run, args=(stream, path, split_at), name="traceread-half",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self, stream: Any, path: str, split_at: int) -> None:
+        try:
+            self.msg = _child(stream, path, split_at, self.stop)
+        except BaseException:  # noqa: BLE001 - any failure (or a stop): this process goes on alone
+            self.msg = None
+
+    def result(self, start: int, spare_rows: Any) -> dict[str, Any] | None:
+        """Wait for the thread; its rows are copied into ``spare_rows(n)`` when it began at ``start``."""
+        self.done = True
+        self.thread.join()
+        msg, self.msg = self.msg, None
+        if not msg or not msg.get("ok") or msg["start"] != start:
+            return None
+        columns = msg.pop("rows")
+        rows = spare_rows(msg["state"]["n"])
+        for name, a in columns.items():
+            rows[name][:] = a
+        return msg
+
+    def cancel(self) -> None:
+        if not self.done:
+            self.done = True
+            self.stop.set()
+            self.thread.join()
+            self.msg = None
+
+
+def start_half(stream: Any, path: str, split_at: int) -> Child | Half | None:
+    """The second decoder for the events from body offset ``split_at``: a thread where chunks go
+    to the compiled scanner, else a forked child (None when forking is not possible)."""
+    from traceread.loaders import _kineto_scan
+
+    if _kineto_scan.enabled():
+        return Half(stream, path, split_at)
+    return start_child(stream, path, split_at)
 
 
 def start_child(stream: Any, path: str, split_at: int) -> Child | None:
@@ -75,7 +132,7 @@ def _widen(fd: int) -> None:
         pass
 
 
-def _child(stream: Any, path: str, split_at: int) -> dict[str, Any]:
+def _child(stream: Any, path: str, split_at: int, stop: threading.Event | None = None) -> dict[str, Any]:
     from traceread.loaders._kineto_frame import FrameBuilder
     from traceread.loaders._progress import Progress
 
@@ -109,7 +166,7 @@ def _child(stream: Any, path: str, split_at: int) -> dict[str, Any]:
     cut = stream.find_boundary(buf, lo, min(len(buf), want - pos))
     if cut is None:
         return {"ok": False}
-    builder = FrameBuilder()
+    builder = FrameBuilder() if stop is None else _stoppable_builder(stop)
     builder.expect(max(src.json_size_estimate() - src.offset + len(buf), 0))
     res = stream.StreamResult(top={}, bare_list=bare, sink=builder)
     bar = Progress(path, False)
@@ -119,6 +176,33 @@ def _child(stream: Any, path: str, split_at: int) -> dict[str, Any]:
     return {"ok": True, "start": pos + cut[1], "state": builder.state(), "rows": builder.rows(), "top": res.top,
             "truncated": res.truncated, "cut_at": res.cut_at, "warnings": res.warnings,
             "json_bytes": src.offset, "gzip_cut": src.gzip_cut}
+
+
+def _stoppable_builder(stop: threading.Event) -> Any:
+    """A frame builder whose ``add`` raises once ``stop`` is set (ends a :class:`Half` early)."""
+    from traceread.loaders._kineto_frame import FrameBuilder
+
+    class Builder(FrameBuilder):
+        def add(self, c: dict[str, Any]) -> None:
+            if stop.is_set():
+                raise _Stopped
+            super().add(c)
+
+    return Builder()
+
+
+def half_result(half: Child | Half, start: int, spare_rows: Any) -> dict[str, Any] | None:
+    """The second decoder's result when it started at body offset ``start`` (None when it failed)."""
+    if isinstance(half, Half):
+        return half.result(start, spare_rows)
+    return child_result(half, start, spare_rows)
+
+
+def stop_half(half: Child | Half) -> None:
+    if isinstance(half, Half):
+        half.cancel()
+    else:
+        stop_child(half)
 
 
 def child_result(child: Child, start: int, spare_rows: Any) -> dict[str, Any] | None:

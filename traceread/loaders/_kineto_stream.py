@@ -108,7 +108,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     gc.disable()  # decoded events hold no cycles (also in the child: disabled before forking)
     # the header is small next to the body: half of the file is half of the events
     split_at = max(size // 2, CHUNK)
-    child = split.start_child(sys.modules[__name__], path, split_at) if halves else None
+    child = split.start_half(sys.modules[__name__], path, split_at) if halves else None
     src.ahead = child is None  # both cores decode: this process inflates only the text it decodes
     pool = None
     try:
@@ -147,7 +147,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
         return res
     finally:
         if child is not None:
-            split.stop_child(child)  # not taken: an error or a file that ended early
+            split.stop_half(child)  # not taken: an error or a file that ended early
         if pool is not None:
             pool.terminate()
         bar.done()
@@ -227,7 +227,8 @@ class _Done:
         return self.value
 
 
-def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress, child: split.Child,
+def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress,
+                child: split.Child | split.Half,
                 split_at: int) -> bytes | int | None:
     """This process decodes up to body offset ``split_at``, the forked ``child`` the rest (see
     ``_kineto_split``).
@@ -239,9 +240,9 @@ def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar:
     try:
         status, start = split.run_head(sys.modules[__name__], window, res, split_at, bar)
         if status == "split":
-            msg = split.child_result(child, start, res.sink.spare_rows)
+            msg = split.half_result(child, start, res.sink.spare_rows)
         else:
-            split.stop_child(child)
+            split.stop_half(child)
             msg = None
         if msg is None:  # alone again (from the boundary, or where no boundary was found)
             src.ahead = True  # inflate ahead in a thread
