@@ -69,7 +69,7 @@ dt = time.perf_counter() - t
 share = tr.meta.extra["kineto_decoder"]["scanner_share"]
 print(json.dumps({"seconds": dt, "rows": len(tr.events), "cpu": CPU() - c0, "scanner_share": share}))
 """
-INFO = "from traceread.cli import main; main()"  # argv: info PATH (the whole process is timed)
+INFO = "from traceread.cli import run; run()"  # what the traceread command runs; argv: info PATH (whole process timed)
 ORJSON = _CPU + """
 import sys, time, json, gzip
 import orjson
