@@ -195,6 +195,37 @@ def test_decimal_microseconds_are_exact_ns(tmp_path: Path, monkeypatch: pytest.M
     assert (tr.events["end_ns"] - tr.events["start_ns"]).tolist() == [1, 12250, 0, 7100]
 
 
+@needs_scanner
+def test_numbers_of_every_length_same_frame_either_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Integer parts of 1-21 digits and 0-9 decimals, in every field the scanner reads as a number,
+    also as the chunk's last bytes (where fewer than 8 bytes remain): the scanner's word-at-a-time
+    digit steps give what msgspec gives, or leave the chunk to it."""
+    rng = np.random.default_rng(7)
+
+    def num(digits: int, decimals: int) -> bytes:
+        head = str(int(rng.integers(1, 10))) + "".join(str(int(d)) for d in rng.integers(0, 10, digits - 1))
+        tail = "".join(str(int(d)) for d in rng.integers(0, 10, decimals))
+        return (head + ("." + tail if decimals else "")).encode()
+
+    evs = []
+    for digits in range(1, 22):
+        for decimals in (0, 1, 2, 3, 4, 7, 9):
+            evs.append(b'{"ph": "X", "cat": "kernel", "name": "k", "pid": %s, "tid": %s, "ts": %s, "dur": %s, '
+                       b'"args": {"External id": %s, "correlation": %s, "device": 0, "stream": 7}}'
+                       % (num(min(digits, 9), 0), num(min(digits, 6), 0), num(digits, decimals),
+                          num(max(digits - 10, 1), decimals), num(digits, 0), num(min(digits, 18), 0)))
+    for tail in (b"7", b"1234567", b"12345678", b"1.5", b"123.456"):  # numbers 2-9 bytes before the end
+        body = b'{"ph": "i", "cat": "cpu_instant_event", "name": "m", "pid": 1, "tid": 1, "ts": %s}' % tail
+        fast, _ = _kineto_decode._scanned(body, False)
+        slow = _kineto_decode._decode_msgspec(b"[" + body + b"]", body, False)
+        assert fast is not None
+        _same_chunk(fast, slow)
+    path = tmp_path / "numbers.json"
+    for group in range(0, len(evs), 7):  # one trace per integer length: a refused event refuses only its own
+        path.write_bytes(_trace([_OK, *evs[group: group + 7], _OK]))
+        assert_same_trace(_load(path, monkeypatch, True), _load(path, monkeypatch, False))
+
+
 # --- hostile chunks: the scanner refuses or agrees, never reads outside the buffer ------------------
 
 def _frame(chunk: dict):

@@ -136,10 +136,27 @@ static int32_t table_code(Table *t, const uint8_t *s, Py_ssize_t o1, Py_ssize_t 
 #endif
 
 /* Index of the first non-whitespace byte from i. Most calls stop at once (one compare: every JSON
- * whitespace byte is <= ' '); pretty-printed files indent with runs of spaces, skipped 8 at a time. */
+ * whitespace byte is <= ' '); pretty-printed files indent with runs of newlines and spaces,
+ * skipped 16 bytes per step (SSE2) or 8 spaces per step (SWAR). */
 static inline Py_ssize_t ws(const Scan *sc, Py_ssize_t i) {
     const uint8_t *s = sc->s;
     Py_ssize_t n = sc->n;
+    if (i < n && s[i] > ' ') return i;
+    if (i + 1 < n && s[i] == ' ' && s[i + 1] > ' ') return i + 1; /* the space after ':' or ',' */
+#if defined(__SSE2__)
+    {
+        const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
+                      tb = _mm_set1_epi8('\t');
+        while (i + 16 <= n) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+            __m128i w = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, sp), _mm_cmpeq_epi8(v, nl)),
+                                     _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, tb)));
+            unsigned m = ~(unsigned)_mm_movemask_epi8(w) & 0xFFFFu; /* bytes that are not whitespace */
+            if (m) return i + __builtin_ctz(m);
+            i += 16;
+        }
+    }
+#endif
     while (i < n) {
         uint8_t c = s[i];
         if (c > ' ') break;
@@ -209,6 +226,25 @@ static inline uint64_t eight_digits_value(uint64_t w) {
     w = (w * 10) + (w >> 8);
     return (((w & 0x000000FF000000FFULL) * 0x000F424000000064ULL)
             + (((w >> 16) & 0x000000FF000000FFULL) * 0x0000271000000001ULL)) >> 32;
+}
+
+static const uint64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* How many of the 8 bytes at p are leading ASCII digits (0-8), and in *value the number they
+ * spell: the digits moved to the end of a word of '0's and parsed as eight. Replaces the last
+ * digit-by-digit loop of a number (a timestamp's tail, its decimals, a duration). */
+static inline int leading_digits8(const uint8_t *p, uint64_t *value) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t x = w ^ 0x3030303030303030ULL; /* digits become 0-9 */
+    uint64_t nd = (((x & 0x7F7F7F7F7F7F7F7FULL) + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+    int k = nd ? __builtin_ctzll(nd) >> 3 : 8;
+    if (k == 0) {
+        *value = 0;
+        return 0;
+    }
+    *value = eight_digits_value(k == 8 ? w : (w << (8 * (8 - k))) | (0x3030303030303030ULL >> (8 * k)));
+    return k;
 }
 #endif
 
@@ -317,6 +353,14 @@ static Py_ssize_t number_at(Scan *sc, Py_ssize_t i, Num *num) {
             mag = mag * 100000000ULL + eight_digits_value(w);
             i += 8;
         }
+        if (i + 8 <= n) { /* the last 1-7 digits in one step (within the 19-digit cap) */
+            uint64_t v;
+            int k = leading_digits8(s + i, &v);
+            if (k < 8 && k <= stop - i) {
+                mag = mag * POW10[k] + v;
+                i += k;
+            }
+        }
 #endif
         while (i < stop && (uint8_t)(s[i] - '0') <= 9) mag = mag * 10 + (uint64_t)(s[i++] - '0');
         while (i < n && (uint8_t)(s[i] - '0') <= 9) i++;
@@ -326,6 +370,17 @@ static Py_ssize_t number_at(Scan *sc, Py_ssize_t i, Num *num) {
         is_int = 0;
         i++;
         if (i >= n || s[i] < '0' || s[i] > '9') goto bad;
+#if SWAR
+        if (i + 8 <= n) { /* up to 7 decimals in one step; more go on digit by digit */
+            uint64_t v;
+            int k = leading_digits8(s + i, &v);
+            if (k < 8) {
+                frac = v;
+                frac_digits = k;
+                i += k;
+            }
+        }
+#endif
         while (i < n && (uint8_t)(s[i] - '0') <= 9) {
             if (frac_digits < 18) frac = frac * 10 + (uint64_t)(s[i] - '0');
             frac_digits++;

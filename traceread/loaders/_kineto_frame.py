@@ -19,6 +19,7 @@ from traceread import kernel_classes, schema
 from traceread.limits import check_events
 from traceread.loaders import _kineto_categories as cats
 from traceread.loaders._kineto_decode import INT64_MAX, INT64_MIN
+from traceread.loaders._kineto_scan import codes_in
 from traceread.trace import SideTables
 
 _INT_COLUMNS = ("pid", "tid", "start_ns", "end_ns", "external_id", "correlation", "device", "stream")
@@ -95,7 +96,7 @@ class FrameBuilder:
         cat_lut = np.array([self.cat_ids.setdefault(v, len(self.cat_ids)) for v in c["cat_values"]], np.int32)
         name_lut = np.array([self.name_ids.setdefault(v, len(self.name_ids)) for v in c["name_values"]],
                             np.int32)
-        out = {"cat": take(cat_lut[c["cat_codes"]]), "name": take(name_lut[c["name_codes"]]),
+        out = {"cat": take(np.take(cat_lut, c["cat_codes"])), "name": take(np.take(name_lut, c["name_codes"])),
                "instant": take(c["instant"])}
         for col in ("pid", "tid"):
             arr = c[col]
@@ -167,8 +168,8 @@ class FrameBuilder:
             # category, name and string ids are per builder: renumber in place
             cat_lut = np.array([self.cat_ids.setdefault(v, len(self.cat_ids)) for v in st["cat"]], np.int32)
             name_lut = np.array([self.name_ids.setdefault(v, len(self.name_ids)) for v in st["name"]], np.int32)
-            rows["cat"][:] = cat_lut[rows["cat"]]
-            rows["name"][:] = name_lut[rows["name"]]
+            rows["cat"][:] = np.take(cat_lut, rows["cat"])
+            rows["name"][:] = np.take(name_lut, rows["name"])
             for col in ("pid", "tid"):
                 if st["strings"]:
                     old = rows[col].copy()
@@ -194,25 +195,25 @@ class FrameBuilder:
         lanes = list(schema.LANES)
         categories = list(schema.CATEGORIES)
         per_cat = [cats.lookup(v) for v in cat_values]
-        lane = np.array([lanes.index(lc[0]) for lc in per_cat], np.int8)[cat_codes] if per_cat \
+        lane = np.take(np.array([lanes.index(lc[0]) for lc in per_cat], np.int8), cat_codes) if per_cat \
             else np.zeros(0, np.int8)
-        norm = np.array([categories.index(lc[1]) for lc in per_cat], np.int8)[cat_codes] if per_cat \
+        norm = np.take(np.array([categories.index(lc[1]) for lc in per_cat], np.int8), cat_codes) if per_cat \
             else np.zeros(0, np.int8)
         # ProfilerStep#N is a step annotation even where 2021 files write cat Operator/cpu_op
         step_names = [i for i, v in enumerate(name_values) if _STEP_RE.match(v)]
         if step_names:
-            is_step = np.isin(name_codes, step_names) & (lane == lanes.index(schema.LANE_CPU_THREAD))
+            is_step = codes_in(name_codes, step_names, len(name_values)) & (lane == lanes.index(schema.LANE_CPU_THREAD))
             lane[is_step] = lanes.index(schema.LANE_CPU_ANNOTATION)
             norm[is_step] = categories.index(schema.CAT_USER_ANNOTATION)
         kernel_rows = norm == categories.index(schema.CAT_KERNEL)
         if kernel_rows.any():
             used = np.unique(name_codes[kernel_rows])
             comm = used[kernel_classes.is_communication(np.array([name_values[i] for i in used], object))]
-            lane[kernel_rows & np.isin(name_codes, comm)] = lanes.index(schema.LANE_GPU_COMM)
+            lane[kernel_rows & codes_in(name_codes, comm, len(name_values))] = lanes.index(schema.LANE_GPU_COMM)
         lane[instant] = lanes.index(schema.LANE_INSTANT)
         norm[instant] = categories.index(schema.CAT_INSTANT)
         gpu_lanes = [lanes.index(x) for x in cats.GPU_LANES]
-        on_gpu = np.isin(lane, gpu_lanes)
+        on_gpu = codes_in(lane, gpu_lanes, len(lanes))
         for name, fallback in (("device", "pid"), ("stream", "tid")):  # in place: no column copies
             arr = col[name]
             unset = on_gpu & (arr == -1)
@@ -401,7 +402,7 @@ def profiler_steps(events: pd.DataFrame, rank: int) -> pd.DataFrame:
     if not step_codes:
         return pd.DataFrame(cols)
     codes = events["name"].cat.codes.to_numpy()
-    mask = np.isin(codes, list(step_codes)) & (events["lane"] == schema.LANE_CPU_ANNOTATION).to_numpy()
+    mask = codes_in(codes, list(step_codes), len(names)) & (events["lane"] == schema.LANE_CPU_ANNOTATION).to_numpy()
     sub = events.loc[mask, ["name", "start_ns", "end_ns"]]
     out = pd.DataFrame({
         "rank": np.full(len(sub), rank, np.int32),

@@ -15,6 +15,7 @@ import pandas as pd
 
 from traceread import schema
 from traceread.loaders import _kineto_categories as cats
+from traceread.loaders._kineto_scan import codes_in
 from traceread.trace import DeviceInfo, RankInfo
 
 PROFILER_OPTIONS = ("record_shapes", "profile_memory", "with_stack", "with_modules", "with_flops")
@@ -69,7 +70,9 @@ def versions(top: dict[str, Any]) -> dict[str, Any]:
 
 def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> list[DeviceInfo]:
     """Devices the trace lists (deviceProperties / 2021 computeProperties) plus any it used."""
-    on_gpu = events["lane"].isin(list(cats.GPU_LANES)).to_numpy()
+    lane = events["lane"].cat
+    on_gpu = codes_in(lane.codes.to_numpy(), [lane.categories.get_loc(x) for x in cats.GPU_LANES if x in lane.categories],
+                      len(lane.categories))
     used = set(np.unique(events["device"].to_numpy()[on_gpu]).tolist()) - {-1}
     props = top.get("deviceProperties") or top.get("computeProperties") or []
     out: dict[int, DeviceInfo] = {}
