@@ -4,8 +4,8 @@ The file (plain or gzip: :mod:`_kineto_source`) is read once, front to back. The
 before ``traceEvents`` is parsed on its own; the event array is cut at guessed event boundaries
 into chunks that are decoded (:mod:`_kineto_decode`) where they lie in a window over the text
 (:mod:`_kineto_window`: a read buffer, or a plain file's copy-on-write map). On two cores, and
-for mid-sized files on more, a forked child decodes the second half of the file
-(:mod:`_kineto_split`); with more cores, files from ``PARALLEL_MIN`` bytes go to a worker pool
+for mid-sized files on more, a second decoder (a thread with the compiled scanner, else a forked
+child) decodes the second half of the file (:mod:`_kineto_split`); with more cores, files from ``PARALLEL_MIN`` bytes go to a worker pool
 in chunks of ``CHUNK`` bytes. The last stretch of the stream, and anything after a chunk whose
 boundary guess was wrong, is scanned exactly in this process, which also finds the end of the
 array, the trailing keys (``baseTimeNanoseconds`` may sit there) or the place where a truncated
@@ -230,7 +230,7 @@ class _Done:
 def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress,
                 child: split.Child | split.Half,
                 split_at: int) -> bytes | int | None:
-    """This process decodes up to body offset ``split_at``, the forked ``child`` the rest (see
+    """This process decodes up to body offset ``split_at``, the second decoder ``child`` the rest (see
     ``_kineto_split``).
 
     Returns None when the child's rows completed the stream, else what the exact scan goes on
