@@ -5,8 +5,8 @@ before ``traceEvents`` is parsed on its own; the event array is cut at guessed e
 into chunks that are decoded (:mod:`_kineto_decode`) where they lie in a window over the text
 (:mod:`_kineto_window`: a read buffer, or a plain file's copy-on-write map). On two cores, and
 for mid-sized files on more, a second decoder (a thread with the compiled scanner, else a forked
-child) decodes the second half of the file (:mod:`_kineto_split`); with more cores, files from ``PARALLEL_MIN`` bytes go to a worker pool
-in chunks of ``CHUNK`` bytes. The last stretch of the stream, and anything after a chunk whose
+child) decodes the second half of the file (:mod:`_kineto_split`); with more cores, files from
+``PARALLEL_MIN`` bytes go to a worker pool in chunks of ``CHUNK`` bytes. The last stretch of the stream, and anything after a chunk whose
 boundary guess was wrong, is scanned exactly in this process, which also finds the end of the
 array, the trailing keys (``baseTimeNanoseconds`` may sit there) or the place where a truncated
 file stops. Memory stays bounded by the chunks in flight.
