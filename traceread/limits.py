@@ -93,7 +93,14 @@ def configure(max_json_size: str | None = None, max_gzip_ratio: float | None = N
             raise UsageError(f"--max-gzip-ratio {ratio!r} is not a number") from None
     if max_memory:
         LIMITS.max_memory_bytes = parse_size(max_memory)
+        import importlib
         import resource
+
+        # the cap is for the trace's data, not for code: the loaders and their compiled modules
+        # (msgspec, the scanner) are mapped first, since a shared object that cannot be mapped
+        # under the cap fails as an ImportError rather than as a MemoryError
+        for name in ("traceread.loaders.kineto", "traceread.loaders.nsys"):
+            importlib.import_module(name)
 
         _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         cap = LIMITS.max_memory_bytes if hard == resource.RLIM_INFINITY else min(hard, LIMITS.max_memory_bytes)

@@ -62,6 +62,18 @@ def cli(debug: bool, max_json_size: str | None, max_gzip_ratio: float | None, ma
     configure(max_json_size, max_gzip_ratio, max_memory, max_events)
 
 
+_OUT_OF_MEMORY = ("traceread: error: out of memory: the input needs more memory than this process may use "
+                  "(--max-memory, or a machine with more memory)")
+
+
+def _mapped_under_cap(exc: ImportError) -> bool:
+    """A module first loaded under --max-memory whose shared object could not be mapped: out of
+    memory, not a bug (the loaders are imported before the cap is set; a renderer may not be)."""
+    from traceread.limits import LIMITS
+
+    return bool(LIMITS.max_memory_bytes) and "map" in str(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
     _debug["on"] = os.environ.get("TRACEREAD_DEBUG", "") not in ("", "0")
@@ -79,10 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except MemoryError:
-        click.echo("traceread: error: out of memory: the input needs more memory than this process may use "
-                   "(--max-memory, or a machine with more memory)", err=True)
+        click.echo(_OUT_OF_MEMORY, err=True)
         return EXIT_USAGE
     except Exception as exc:  # a bug: one line and its own exit code, so CI can tell it from a finding
+        if isinstance(exc, ImportError) and _mapped_under_cap(exc):
+            click.echo(_OUT_OF_MEMORY, err=True)
+            return EXIT_USAGE
         if _debug["on"]:
             traceback.print_exc()
         where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None

@@ -89,6 +89,15 @@ class Source:
         return out
 
     def _next_block(self) -> bytes | None:
+        if self.ahead and self._thread is None:
+            blocks: queue.Queue = queue.Queue(_AHEAD)
+            thread = threading.Thread(target=self._inflate_ahead, name="traceread-gunzip", daemon=True)
+            self._blocks = blocks
+            try:
+                thread.start()
+                self._thread = thread
+            except RuntimeError:  # no thread (its stack does not fit under --max-memory): inline
+                self.ahead = False
         if not self.ahead:
             if self._inflated is None:
                 self._inflated = self._inflate()
@@ -99,10 +108,6 @@ class Source:
             except BaseException:
                 self._ended = True
                 raise
-        if self._thread is None:
-            self._blocks = queue.Queue(_AHEAD)
-            self._thread = threading.Thread(target=self._inflate_ahead, name="traceread-gunzip", daemon=True)
-            self._thread.start()
         item = self._blocks.get()  # type: ignore[union-attr]
         if isinstance(item, BaseException):
             self._ended = True

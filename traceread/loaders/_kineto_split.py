@@ -82,11 +82,14 @@ class Half:
 
 def start_half(stream: Any, path: str, split_at: int) -> Child | Half | None:
     """The second decoder for the events from body offset ``split_at``: a thread where chunks go
-    to the compiled scanner, else a forked child (None when forking is not possible)."""
+    to the compiled scanner, else a forked child (None when neither can be started)."""
     from traceread.loaders import _kineto_scan
 
     if _kineto_scan.enabled():
-        return Half(stream, path, split_at)
+        try:
+            return Half(stream, path, split_at)
+        except RuntimeError:  # no thread (its stack does not fit under --max-memory): decode alone
+            return None
     return start_child(stream, path, split_at)
 
 
