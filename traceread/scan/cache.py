@@ -106,7 +106,7 @@ class Cache:
     def _write_blob(self, trace_id: str, part: str, value: Any) -> None:
         write_blob(os.path.dirname(self.dir), trace_id, part, value)
 
-    def table_rows(self, trace_id: str) -> dict[str, bytes]:
+    def table_rows(self, trace_id: str) -> dict[str, Any]:
         """The gap and step rows of a stored trace (``tables.report_tables``)."""
         return self._read_blob(trace_id, "rows")
 

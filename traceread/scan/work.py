@@ -70,7 +70,7 @@ class Outcome:
     md: bytes | None = None
     json: bytes | None = None
     row: dict[str, Any] = field(default_factory=dict)  # the trace's index facts (see trace_row)
-    tables: dict[str, bytes] | None = None  # its gap and step rows (tables.report_tables)
+    tables: dict[str, Any] | None = None  # its gap and step rows (tables.report_tables: Arrow buffers)
     # traceread.ranks.RankIdentity / RankSummary; None: in the cache, not read (Cache.load_ranks)
     identities: list[Any] | None = field(default_factory=list)
     summaries: list[Any] | None = field(default_factory=list)
@@ -141,7 +141,7 @@ def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outco
     t0 = time.monotonic()
     out = Outcome(rel=task.rel, path=task.path, status="failed")
     try:
-        _analyse(task, settings, out)
+        _analyse(task, settings, out, outdir)
     except TracereadError as exc:
         out.status = "not-trace" if _not_a_trace(str(getattr(exc, "problem", exc))) else "failed"
         out.problem = str(getattr(exc, "problem", exc))
@@ -174,10 +174,9 @@ def write_report_files(outdir: str, o: Outcome) -> None:
 
 
 def _write_parts(outdir: str, o: Outcome) -> None:
-    """Worker side of ``outdir``: the report files and the cache parts the parent would write."""
+    """Worker side of ``outdir``: the cache parts the parent would write (the report files are written)."""
     from traceread.scan.cache import write_blob
 
-    write_report_files(outdir, o)
     write_blob(outdir, o.trace_id, "rows", o.tables)
     write_blob(outdir, o.trace_id, "ranks", (o.identities, o.summaries))
     o.tables = o.identities = o.summaries = None  # on disk: the parent reads them when it needs them
@@ -188,7 +187,7 @@ def _not_a_trace(problem: str) -> bool:
     return problem.startswith(("not a trace", "not a Kineto trace", "SQLite file is not an Nsight"))
 
 
-def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
+def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = None) -> None:
     from traceread.analysis import analyze
     from traceread.job import JobInputs
     from traceread.loaders import load
@@ -215,8 +214,6 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
     text = io.StringIO()
     markdown.render(analysis, text)
     out.md = text.getvalue().encode("utf-8")
-    report = jsonout.to_report(analysis)
-    out.json = jsonout.encode(report)
     out.row = trace_row(analysis, trace)
     out.identities, out.summaries = _rank_facts(trace, analysis, task.rel, settings)
     # ranks as the trace claims them (metadata, nsys process, file name), never the loader's default 0
@@ -228,9 +225,16 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
         out.row["world_size"] = max(worlds) if worlds else None
     if not out.row["gpus"]:  # devices without names in the file: the rank identities' GPU model
         out.row["gpus"] = sorted({i.gpu_model for i in out.identities if i.gpu_model})
+    report = jsonout.to_report(analysis)
+    # the frames go before the report's bytes and table rows are made, and the bytes (with outdir) go to
+    # disk before the rows are made: none of the three coexist (a 28 MB trace: 127 MB of JSON, 70 MB of rows)
+    del trace, analysis
+    out.json = jsonout.encode(report)
+    if outdir is not None:
+        write_report_files(outdir, out)
     out.tables = report_tables(report, out.row, out.trace_id)
+    del report
     out.status = "ok"
-    del trace, analysis  # frames stay here; only the small results travel
 
 
 def _rank_facts(trace: Any, analysis: Any, rel: str, settings: Settings) -> tuple[list, list]:
