@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from traceread.errors import UsageError
-from traceread.scan.cache import Cache, result_key
+from traceread.scan.cache import DIRNAME, Cache, result_key
 from traceread.scan.discover import discover
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.outputs import ScanOutputs, stamped_counts, tables_key
@@ -145,11 +145,13 @@ def _cacheable(o: Outcome) -> bool:
 
 
 def _prune(out: str, trace_ids: set[str], job_files: set[str]) -> None:
-    """Remove reports of files no longer in the tree (or of their older contents)."""
-    for sub, keep in (("traces", trace_ids), ("jobs", job_files)):
+    """Remove reports of files no longer in the tree (or of their older contents), and the temporary
+    files of writes that never finished (a worker killed for its time or memory while writing)."""
+    for sub, keep in (("traces", trace_ids), ("jobs", job_files), (DIRNAME, None)):
         d = os.path.join(out, sub)
         for name in os.listdir(d):
             stem = name.rsplit(".", 1)[0]
-            if name.endswith((".md", ".json")) and stem not in keep:
+            if (keep is not None and name.endswith((".md", ".json")) and stem not in keep) or \
+                    (name.startswith(".traceread-") and name.endswith(".tmp")):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(d, name))

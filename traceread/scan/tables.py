@@ -168,6 +168,15 @@ def trace_columns(row: dict[str, Any], trace_id: str, job: str) -> dict[str, lis
     return cols
 
 
+def _dictionary_columns(schema: Any) -> list[str]:
+    """Columns worth parquet's dictionary encoding: text and the few-valued keys. By default every column
+    is tried, and the unique ns times (nearly all of the rows) make it fall back after the work: the
+    45-trace bench subset's gaps wrote in 0.41 instead of 0.63 CPU s, 12.1 instead of 16.0 MB."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if pa.types.is_string(f.type) or f.name in ("rank", "device", "frame_rank", "step")]
+
+
 class TableWriter:
     """The three tables of one scan, appended to trace by trace and renamed into place by :meth:`commit`."""
 
@@ -183,7 +192,8 @@ class TableWriter:
             for name, schema in self.schemas.items():
                 fd, self.tmp[name] = tempfile.mkstemp(prefix=f".{name}.parquet-", suffix=".tmp", dir=outdir)
                 os.close(fd)
-                self.writers[name] = pq.ParquetWriter(self.tmp[name], schema, compression="zstd")
+                self.writers[name] = pq.ParquetWriter(self.tmp[name], schema, compression="zstd",
+                                                      use_dictionary=_dictionary_columns(schema))
         except BaseException:
             self.abort()
             raise
