@@ -90,20 +90,47 @@ def _table(schema: Any, cols: dict[str, list]) -> Any:
     return pa.table({f.name: pa.array(cols[f.name], type=f.type) for f in schema}, schema=schema)
 
 
-def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str) -> Any:
+_GAP_NUMBERS = ("rank", "device", "step", "start_ns", "end_ns", "phase") + _GAP_NUM
+
+
+def gap_numbers(gaps: Any) -> dict[str, Any] | None:
+    """The numeric gap columns of an Analysis' ``gaps`` frame, copied (the frame can then go), for
+    :func:`gap_table`: the report writes these same columns' values (``to_numpy().tolist()``). None
+    where a column is not of the table's kind (the report's values are then converted instead)."""
+    import numpy as np
+
+    out = {}
+    for c in _GAP_NUMBERS:
+        if c not in gaps.columns:
+            continue
+        dt = gaps[c].dtype
+        dt = getattr(dt, "subtype", dt)  # the engine's sparse overlap columns: their dense values
+        if not isinstance(dt, np.dtype) or dt.kind not in ("fiu" if c == "phase" else "iu"):
+            return None
+        out[c] = np.array(gaps[c].to_numpy(), dtype=dt)  # a copy: no view keeps the frame's block alive
+    return out
+
+
+def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str, numbers: dict[str, Any] | None = None) -> Any:
     """The gaps table of one report: what ``_table(gaps schema, gap_columns(...))`` gives, converted
-    by Arrow itself (the report's gap dicts as one struct array: a real trace has hundreds of
-    thousands of gaps, and a Python list per column cost more than the rest of the scan's own work)."""
+    by Arrow itself (a real trace has hundreds of thousands of gaps, and a Python list per column cost
+    more than the rest of the scan's own work): the report's gap dicts as one struct array, the numeric
+    columns from ``numbers`` (:func:`gap_numbers` of the frame the report was made from) where given."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     schema = _schemas()["gaps"]
     g = doc.get("gaps") or []
     names = ("rank", "device", "step", "start_ns", "end_ns", "class", "evidence", "phase") + _GAP_NUM + _GAP_TEXT
+    if numbers is not None and g and all(len(v) == len(g) for v in numbers.values()):
+        names = tuple(c for c in names if c not in numbers)
+    else:
+        numbers = {}
     fields = [schema.field(n) for n in names]
     struct = pa.array(g, type=pa.struct(fields)) if g else pa.array([], type=pa.struct(fields))
     cols = dict(zip(names, struct.flatten(), strict=True))
     n, offset, rank_of_frame = len(struct), row.get("epoch_offset_ns"), row.get("rank_of_frame")
+    cols.update({c: pa.array(v, type=schema.field(c).type) for c, v in numbers.items()})
     cols["frame_rank"] = cols["rank"]
     if rank_of_frame is not None:  # the rank each frame number claims; null where the trace says none
         keys = pa.array([int(k) for k in rank_of_frame], pa.int32())
@@ -119,15 +146,16 @@ def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str) -> Any:
     return pa.table([cols[f.name] for f in schema], schema=schema)
 
 
-def report_tables(doc: dict[str, Any], row: dict[str, Any], trace_id: str) -> dict[str, Any]:
+def report_tables(doc: dict[str, Any], row: dict[str, Any], trace_id: str,
+                  numbers: dict[str, Any] | None = None) -> dict[str, Any]:
     """Worker side: the gap and step rows of one per-trace report (``doc``, as written) as Arrow IPC
     streams with the tables' schemas, their ``job`` column blank (the job is known only once the
-    directory is grouped), each a ``pyarrow.Buffer`` (pickled as its bytes). Bytes travel, cache and are
+    directory is grouped; ``numbers``: see :func:`gap_table`), each a ``pyarrow.Buffer`` (pickled as its bytes). Bytes travel, cache and are
     read back far cheaper than Python lists."""
     schemas = _schemas()
     cols = step_columns(doc, row)
     n = len(cols["rank"])
-    tables = {"gaps": gap_table(doc, row, trace_id),
+    tables = {"gaps": gap_table(doc, row, trace_id, numbers),
               "steps": _table(schemas["steps"], {**cols, "trace_id": [trace_id] * n, "job": [""] * n})}
     return {name: _ipc(table) for name, table in tables.items()}
 

@@ -193,7 +193,7 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
     from traceread.loaders import load
     from traceread.render import jsonout, markdown
     from traceread.scan.rows import trace_row
-    from traceread.scan.tables import report_tables
+    from traceread.scan.tables import gap_numbers, report_tables
 
     _register_patterns(settings.kernel_patterns)
     out.content_hash = content_hash(task.path)
@@ -226,13 +226,14 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
     if not out.row["gpus"]:  # devices without names in the file: the rank identities' GPU model
         out.row["gpus"] = sorted({i.gpu_model for i in out.identities if i.gpu_model})
     report = jsonout.to_report(analysis)
+    numbers = gap_numbers(analysis.gaps)
     # the frames go before the report's bytes and table rows are made, and the bytes (with outdir) go to
     # disk before the rows are made: none of the three coexist (a 28 MB trace: 127 MB of JSON, 70 MB of rows)
     del trace, analysis
     out.json = jsonout.encode(report)
     if outdir is not None:
         write_report_files(outdir, out)
-    out.tables = report_tables(report, out.row, out.trace_id)
+    out.tables = report_tables(report, out.row, out.trace_id, numbers)
     del report
     out.status = "ok"
 
