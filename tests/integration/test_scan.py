@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -159,6 +160,37 @@ def test_changed_file_is_analysed_again_and_old_report_removed(tree, tmp_path):
     assert again.reused == 1 and again.analysed == 2
     now = sorted(p.name for p in (out / "traces").iterdir())
     assert len(now) == len(ids) and now != ids  # the old version's id is gone, the new one is there
+
+
+def test_workers_write_reports_and_cache_parts_and_leftover_temporaries_are_removed(tree, tmp_path):
+    src = tmp_path / "t"
+    shutil.copytree(tree / "jobK", src / "jobK")
+    out = tmp_path / "o"
+    from traceread.scan import ScanOptions, scan
+    from traceread.scan.work import Settings, Task, run_task
+
+    scan(ScanOptions(roots=[str(src)], out=str(out), workers=2, progress=False))
+    # what a worker killed while writing leaves behind (atomic_open's temporaries): gone after the next scan
+    for d in (out / "traces", out / DIRNAME):
+        (d / ".traceread-abc123.tmp").write_bytes(b"half")
+    scan(ScanOptions(roots=[str(src)], out=str(out), workers=2, progress=False))
+    assert not list(out.rglob(".traceread-*.tmp"))
+    # a worker given the output folder writes the files itself and sends back only the index row;
+    # without it (Dask) the same bytes travel in the outcome
+    path = src / "jobK" / "train.rank0.pt.trace.json"
+    st = path.stat()
+    task = Task(path=str(path), rel="jobK/train.rank0.pt.trace.json", kind="kineto", size=st.st_size,
+                mtime_ns=st.st_mtime_ns, inode=st.st_ino)
+    (tmp_path / "w" / "traces").mkdir(parents=True)
+    (tmp_path / "w" / DIRNAME).mkdir()
+    local, travelled = run_task(task, Settings(), str(tmp_path / "w")), run_task(task, Settings())
+    assert local.written and not travelled.written and local.row == travelled.row
+    assert local.md is local.json is local.tables is local.identities is None
+    assert (tmp_path / "w" / "traces" / (local.trace_id + ".json")).read_bytes() == travelled.json
+    assert (tmp_path / "w" / "traces" / (local.trace_id + ".md")).read_bytes() == travelled.md
+    with open(tmp_path / "w" / DIRNAME / f"{local.trace_id}.rows.pkl", "rb") as fh:
+        rows = pickle.load(fh)
+    assert {k: bytes(v) for k, v in rows.items()} == {k: bytes(v) for k, v in travelled.tables.items()}
 
 
 def test_exit_codes(tree, tmp_path):

@@ -64,10 +64,10 @@ def _slow_down(rel: str, seconds: float) -> None:
 
     original = work._analyse
 
-    def slow(task, settings, out):
+    def slow(task, settings, out, *rest):
         if task.rel == rel:
             time.sleep(seconds)
-        return original(task, settings, out)
+        return original(task, settings, out, *rest)
 
     work._analyse = slow
 

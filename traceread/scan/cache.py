@@ -38,6 +38,16 @@ def result_key(settings_key: str, job: dict[str, Any] | None) -> str:
     return hashlib.blake2b(doc.encode(), digest_size=12).hexdigest()
 
 
+def blob_path(outdir: str, trace_id: str, part: str = "row") -> str:
+    return os.path.join(outdir, DIRNAME, f"{trace_id}.{part}.pkl")
+
+
+def write_blob(outdir: str, trace_id: str, part: str, value: Any) -> None:
+    """One cache part of a trace (also written by the local workers themselves, see ``run_task``)."""
+    with atomic_open(blob_path(outdir, trace_id, part), "wb") as fh:
+        pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class Cache:
     def __init__(self, outdir: str, reuse: bool = True) -> None:
         """``reuse=False`` (``--no-cache``): analyse everything again, but still record the results."""
@@ -87,17 +97,16 @@ class Cache:
                    + [os.path.join(base, "traces", e["trace_id"] + x) for x in (".json", ".md")])
 
     def blob_path(self, trace_id: str, part: str = "row") -> str:
-        return os.path.join(self.dir, f"{trace_id}.{part}.pkl")
+        return blob_path(os.path.dirname(self.dir), trace_id, part)
 
     def _read_blob(self, trace_id: str, part: str) -> Any:
         with open(self.blob_path(trace_id, part), "rb") as fh:
             return pickle.load(fh)
 
     def _write_blob(self, trace_id: str, part: str, value: Any) -> None:
-        with atomic_open(self.blob_path(trace_id, part), "wb") as fh:
-            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        write_blob(os.path.dirname(self.dir), trace_id, part, value)
 
-    def table_rows(self, trace_id: str) -> dict[str, bytes]:
+    def table_rows(self, trace_id: str) -> dict[str, Any]:
         """The gap and step rows of a stored trace (``tables.report_tables``)."""
         return self._read_blob(trace_id, "rows")
 
@@ -116,7 +125,8 @@ class Cache:
 
     def store(self, c: Candidate, key: str, o: Outcome) -> None:
         """Record a finished result (its report files are already written). Its table rows, when it
-        brings them, are written to disk and dropped from the outcome (read back by :meth:`table_rows`)."""
+        brings them, are written to disk and dropped from the outcome (read back by :meth:`table_rows`);
+        an outcome whose worker wrote its parts (``written``) brings neither those nor its ranks."""
         if o.status == "ok":
             self._write_blob(o.trace_id, "row", o.row)
             if o.identities is not None and o.summaries is not None:

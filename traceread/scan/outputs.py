@@ -5,8 +5,8 @@
   trace) that directory's jobs are final: they are built and written then, and the directory's
   table rows are appended (:class:`~traceread.scan.tables.TableWriter`).
 * ``index.json``/``index.md``/``failures.md``: rewritten at most every :data:`INDEX_REFRESH_S`
-  while results arrive (``scan.complete`` false, traces of unfinished directories without a job),
-  and once more at the end.
+  while results arrive, and less often on a big scan (at most :data:`INDEX_SHARE` of its time)
+  (``scan.complete`` false, traces of unfinished directories without a job), and once more at the end.
 * The parquet tables are renamed into place at the end (a parquet file cannot be read
   half-written); when the set of analysed traces and their result keys is the one the last scan
   wrote, nothing is rebuilt (a re-scan of an unchanged tree then reads no rows at all).
@@ -33,7 +33,10 @@ from traceread.scan.discover import Discovery
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.work import Outcome, Settings
 
-INDEX_REFRESH_S = 1.0  # index.json/md and failures.md are rewritten at most this often during a scan
+INDEX_REFRESH_S = 1.0  # index.json/md and failures.md are rewritten at most this often during a scan (0: always)
+# ... and at most this share of the scan's time: a rewrite is O(all rows so far), so at a fixed period a
+# big scan's rewrites would grow quadratically (500 traces: ~35 ms each, ~1 s apart)
+INDEX_SHARE = 0.01
 TABLE_NAMES = ("gaps", "steps", "traces")
 
 
@@ -71,6 +74,7 @@ class ScanOutputs:
         self.waiting: dict[str, list[Outcome]] = {}  # directory -> its analysed traces, until it is final
         self.finished_dirs: list[str] = []  # in the order their jobs were written (tests watch this)
         self.last_index = time.monotonic()
+        self.index_cost = 0.0  # seconds the last index rewrite took
         self.tables = None
         if write_tables:
             from traceread.scan.tables import TableWriter
@@ -90,8 +94,11 @@ class ScanOutputs:
         if self.pending[d] <= 0:
             del self.pending[d]
             self._finish_directory(d)
-        if time.monotonic() - self.last_index >= INDEX_REFRESH_S:
+        if time.monotonic() - self.last_index >= self._index_wait():
             self.write_index(partial=True)
+
+    def _index_wait(self) -> float:
+        return max(INDEX_REFRESH_S, self.index_cost / INDEX_SHARE) if INDEX_REFRESH_S > 0 else 0.0
 
     def _finish_directory(self, d: str) -> None:
         members = sorted(self.waiting.pop(d, []), key=lambda o: o.trace_id)
@@ -119,6 +126,7 @@ class ScanOutputs:
         self.finished_dirs.append(d)
 
     def write_index(self, partial: bool, counts: dict[str, int] | None = None) -> dict[str, Any]:
+        t0 = time.monotonic()
         from traceread.cli.output import dumps
         from traceread.scan.index import failures_markdown, index_doc, index_markdown
         from traceread.scan.jobs import job_row, trace_index_row
@@ -137,6 +145,7 @@ class ScanOutputs:
         with atomic_open(os.path.join(self.out, "failures.md"), "w") as fh:
             fh.write(failures_markdown(doc))
         self.last_index = time.monotonic()
+        self.index_cost = self.last_index - t0
         return doc
 
     def finish(self) -> tuple[dict[str, Any], dict[str, int]]:

@@ -22,8 +22,11 @@ from traceread.scan.work import Outcome, Settings, Task, run_task
 POLL_S = 0.1  # how often busy workers' clocks and memory are checked
 
 
-def _serve(conn: Connection, settings: Settings, inherited: tuple[Connection, ...] = ()) -> None:
+def _serve(conn: Connection, settings: Settings, inherited: tuple[Connection, ...] = (),
+           outdir: str | None = None) -> None:
     """A worker's loop: a task in, an outcome out, until the parent sends None or goes away."""
+    from traceread.heap import trim
+
     for c in inherited:  # forked copies of the parent's pipe ends: with them open, a killed parent would
         c.close()  # never give this worker EOF (it would wait, or block sending, forever)
     try:
@@ -31,9 +34,23 @@ def _serve(conn: Connection, settings: Settings, inherited: tuple[Connection, ..
             task = conn.recv()
             if task is None:
                 return
-            conn.send(run_task(task, settings))
+            outcome = run_task(task, settings, outdir)
+            trim()  # the freed frames of this file go back to the OS, not into the next file's peak
+            conn.send(outcome)
     except (EOFError, OSError, KeyboardInterrupt):
         return
+
+
+def _preimport() -> None:
+    """Import what every task imports before forking: each worker then shares the parent's copy of
+    the modules instead of importing them again after the fork (the CLI imports lazily)."""
+    import traceread.analysis
+    import traceread.loaders
+    import traceread.ranks
+    import traceread.render.jsonout
+    import traceread.render.markdown
+    import traceread.scan.rows
+    import traceread.scan.tables  # noqa: F401
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -66,8 +83,12 @@ class _Worker:
 class WorkerPool:
     """``run(tasks)`` yields one Outcome per task, in completion order."""
 
-    def __init__(self, workers: int, settings: Settings, trace_timeout_s: float, max_rss: int) -> None:
+    def __init__(self, workers: int, settings: Settings, trace_timeout_s: float, max_rss: int,
+                 outdir: str | None = None) -> None:
+        """``outdir``: the scan's output directory, where workers write each trace's report files and
+        cache parts themselves (see :func:`~traceread.scan.work.run_task`); None: they travel back."""
         self.n = max(1, workers)
+        self.outdir = outdir
         self.settings = settings
         self.timeout = trace_timeout_s
         self.max_rss = max_rss
@@ -75,14 +96,16 @@ class WorkerPool:
         # fork: a worker starts in milliseconds with traceread already imported (and the user's
         # kernel patterns registered); spawn where fork does not exist
         self.ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        if self.ctx.get_start_method() == "fork":
+            _preimport()
         self.workers: list[_Worker] = []
         self.replaced = 0
 
     def _start(self) -> _Worker:
         parent, child = self.ctx.Pipe(duplex=True)
         inherited = (parent, *(w.conn for w in self.workers)) if self.ctx.get_start_method() == "fork" else ()
-        proc = self.ctx.Process(target=_serve, args=(child, self.settings, inherited), name="traceread-scan-worker",
-                                daemon=True)
+        proc = self.ctx.Process(target=_serve, args=(child, self.settings, inherited, self.outdir),
+                                name="traceread-scan-worker", daemon=True)
         proc.start()
         child.close()
         return _Worker(proc, parent)

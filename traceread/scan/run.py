@@ -15,14 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from traceread.atomic import atomic_open
 from traceread.errors import UsageError
-from traceread.scan.cache import Cache, result_key
+from traceread.scan.cache import DIRNAME, Cache, result_key
 from traceread.scan.discover import discover
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.outputs import ScanOutputs, stamped_counts, tables_key
 from traceread.scan.progress import ScanProgress
-from traceread.scan.work import Outcome, Settings, Task
+from traceread.scan.work import Outcome, Settings, Task, write_report_files
 
 
 @dataclass
@@ -106,8 +105,8 @@ def scan(opt: ScanOptions) -> ScanResult:
             if o.status == "reused":  # touched but unchanged: the worker matched the content hash
                 o = cache.load(cache.entries[c.rel])
                 reused += 1
-            elif o.status == "ok":
-                _write_trace_files(opt.out, o)
+            elif o.status == "ok" and not o.written:
+                write_report_files(opt.out, o)
             if _cacheable(o):
                 cache.store(c, keys[c.rel], o)
             o.tables = None
@@ -136,7 +135,7 @@ def _outcomes(opt: ScanOptions, tasks: list[Task]) -> Iterator[Outcome]:
                            trace_timeout_s=opt.trace_timeout_s)
     from traceread.scan.pool import WorkerPool
 
-    return WorkerPool(opt.workers, opt.settings, opt.trace_timeout_s, opt.max_rss).run(tasks)
+    return WorkerPool(opt.workers, opt.settings, opt.trace_timeout_s, opt.max_rss, outdir=opt.out).run(tasks)
 
 
 def _cacheable(o: Outcome) -> bool:
@@ -145,22 +144,14 @@ def _cacheable(o: Outcome) -> bool:
                                                and not o.problem.startswith("changed while being read"))
 
 
-def _write_trace_files(out: str, o: Outcome) -> None:
-    assert o.md is not None and o.json is not None
-    base = os.path.join(out, "traces", o.trace_id)
-    with atomic_open(base + ".json", "wb") as fh:
-        fh.write(o.json)
-    with atomic_open(base + ".md", "wb") as fh:
-        fh.write(o.md)
-    o.md = o.json = None  # written: the parent keeps only the small row
-
-
 def _prune(out: str, trace_ids: set[str], job_files: set[str]) -> None:
-    """Remove reports of files no longer in the tree (or of their older contents)."""
-    for sub, keep in (("traces", trace_ids), ("jobs", job_files)):
+    """Remove reports of files no longer in the tree (or of their older contents), and the temporary
+    files of writes that never finished (a worker killed for its time or memory while writing)."""
+    for sub, keep in (("traces", trace_ids), ("jobs", job_files), (DIRNAME, None)):
         d = os.path.join(out, sub)
         for name in os.listdir(d):
             stem = name.rsplit(".", 1)[0]
-            if name.endswith((".md", ".json")) and stem not in keep:
+            if (keep is not None and name.endswith((".md", ".json")) and stem not in keep) or \
+                    (name.startswith(".traceread-") and name.endswith(".tmp")):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(d, name))

@@ -70,11 +70,12 @@ class Outcome:
     md: bytes | None = None
     json: bytes | None = None
     row: dict[str, Any] = field(default_factory=dict)  # the trace's index facts (see trace_row)
-    tables: dict[str, bytes] | None = None  # its gap and step rows (tables.report_tables)
+    tables: dict[str, Any] | None = None  # its gap and step rows (tables.report_tables: Arrow buffers)
     # traceread.ranks.RankIdentity / RankSummary; None: in the cache, not read (Cache.load_ranks)
     identities: list[Any] | None = field(default_factory=list)
     summaries: list[Any] | None = field(default_factory=list)
     seconds: float = 0.0
+    written: bool = False  # report files and cache parts already on disk (run_task's outdir)
 
 
 _code_digest: str | None = None
@@ -127,14 +128,20 @@ def _register_patterns(patterns: tuple) -> None:
     _registered = patterns
 
 
-def run_task(task: Task, settings: Settings) -> Outcome:
-    """Analyse one file; never raises for a bad file (the problem is the outcome)."""
+def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outcome:
+    """Analyse one file; never raises for a bad file (the problem is the outcome).
+
+    ``outdir`` (the local pool, which shares the scan's filesystem): the worker writes the trace's
+    report files and its cache parts (table rows, rank identities and summaries) there itself, and
+    the outcome comes back without them (``written``): a 28 MB trace's report is 127 MB of JSON and
+    70 MB of table rows, which would otherwise be pickled, piped, unpickled and written again by the
+    parent. Without it (Dask) the bytes travel in the outcome."""
     from traceread.errors import TracereadError
 
     t0 = time.monotonic()
     out = Outcome(rel=task.rel, path=task.path, status="failed")
     try:
-        _analyse(task, settings, out)
+        _analyse(task, settings, out, outdir)
     except TracereadError as exc:
         out.status = "not-trace" if _not_a_trace(str(getattr(exc, "problem", exc))) else "failed"
         out.problem = str(getattr(exc, "problem", exc))
@@ -145,23 +152,48 @@ def run_task(task: Task, settings: Settings) -> Outcome:
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
         first = str(exc).splitlines()[0] if str(exc) else ""
         out.problem = f"internal error: {type(exc).__name__}: {first}"[:300]
-    out.seconds = time.monotonic() - t0
     if out.status != "ok":
         out.md = out.json = out.tables = None
+    elif outdir is not None:
+        _write_parts(outdir, out)
+    out.seconds = time.monotonic() - t0
     return out
+
+
+def write_report_files(outdir: str, o: Outcome) -> None:
+    """``traces/<id>.json`` and ``.md`` of an ok outcome, atomically; the outcome keeps only its row."""
+    from traceread.atomic import atomic_open
+
+    assert o.md is not None and o.json is not None
+    base = os.path.join(outdir, "traces", o.trace_id)
+    with atomic_open(base + ".json", "wb") as fh:
+        fh.write(o.json)
+    with atomic_open(base + ".md", "wb") as fh:
+        fh.write(o.md)
+    o.md = o.json = None
+
+
+def _write_parts(outdir: str, o: Outcome) -> None:
+    """Worker side of ``outdir``: the cache parts the parent would write (the report files are written)."""
+    from traceread.scan.cache import write_blob
+
+    write_blob(outdir, o.trace_id, "rows", o.tables)
+    write_blob(outdir, o.trace_id, "ranks", (o.identities, o.summaries))
+    o.tables = o.identities = o.summaries = None  # on disk: the parent reads them when it needs them
+    o.written = True
 
 
 def _not_a_trace(problem: str) -> bool:
     return problem.startswith(("not a trace", "not a Kineto trace", "SQLite file is not an Nsight"))
 
 
-def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
+def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = None) -> None:
     from traceread.analysis import analyze
     from traceread.job import JobInputs
     from traceread.loaders import load
     from traceread.render import jsonout, markdown
     from traceread.scan.rows import trace_row
-    from traceread.scan.tables import report_tables
+    from traceread.scan.tables import gap_numbers, report_tables
 
     _register_patterns(settings.kernel_patterns)
     out.content_hash = content_hash(task.path)
@@ -182,8 +214,6 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
     text = io.StringIO()
     markdown.render(analysis, text)
     out.md = text.getvalue().encode("utf-8")
-    report = jsonout.to_report(analysis)
-    out.json = jsonout.encode(report)
     out.row = trace_row(analysis, trace)
     out.identities, out.summaries = _rank_facts(trace, analysis, task.rel, settings)
     # ranks as the trace claims them (metadata, nsys process, file name), never the loader's default 0
@@ -195,9 +225,17 @@ def _analyse(task: Task, settings: Settings, out: Outcome) -> None:
         out.row["world_size"] = max(worlds) if worlds else None
     if not out.row["gpus"]:  # devices without names in the file: the rank identities' GPU model
         out.row["gpus"] = sorted({i.gpu_model for i in out.identities if i.gpu_model})
-    out.tables = report_tables(report, out.row, out.trace_id)
+    report = jsonout.to_report(analysis)
+    numbers = gap_numbers(analysis.gaps)
+    # the frames go before the report's bytes and table rows are made, and the bytes (with outdir) go to
+    # disk before the rows are made: none of the three coexist (a 28 MB trace: 127 MB of JSON, 70 MB of rows)
+    del trace, analysis
+    out.json = jsonout.encode(report)
+    if outdir is not None:
+        write_report_files(outdir, out)
+    out.tables = report_tables(report, out.row, out.trace_id, numbers)
+    del report
     out.status = "ok"
-    del trace, analysis  # frames stay here; only the small results travel
 
 
 def _rank_facts(trace: Any, analysis: Any, rel: str, settings: Settings) -> tuple[list, list]:
