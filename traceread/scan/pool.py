@@ -14,12 +14,15 @@ import multiprocessing
 import os
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
 from traceread.scan.work import Outcome, Settings, Task, run_task
 
 POLL_S = 0.1  # how often busy workers' clocks and memory are checked
+# files in flight per worker: the one it analyses and the next, already in its pipe, so that it
+# never waits while this process writes jobs and the index (small files come last: largest first)
+IN_FLIGHT = 2
 
 
 def _serve(conn: Connection, settings: Settings, inherited: tuple[Connection, ...] = (),
@@ -75,9 +78,13 @@ def default_max_rss(workers: int) -> int:
 class _Worker:
     proc: multiprocessing.process.BaseProcess
     conn: Connection
-    task: Task | None = None
-    started: float = 0.0
+    tasks: collections.deque = field(default_factory=collections.deque)  # sent, oldest (being analysed) first
+    started: float = 0.0  # when tasks[0] began (about: when the result before it arrived)
     peak_rss: int = 0
+
+    @property
+    def task(self) -> Task | None:
+        return self.tasks[0] if self.tasks else None
 
 
 class WorkerPool:
@@ -120,48 +127,53 @@ class WorkerPool:
         queue = collections.deque(tasks)
         self.workers = [self._start() for _ in range(min(self.n, len(queue)))]
         try:
-            while queue or any(w.task is not None for w in self.workers):
-                for w in self.workers:
-                    if w.task is None and queue:
-                        self._hand_out(w, queue)
-                busy = {w.conn: w for w in self.workers if w.task is not None}
+            while queue or any(w.tasks for w in self.workers):
+                self._fill(queue)
+                busy = {w.conn: w for w in self.workers if w.tasks}
                 for conn in wait(list(busy), timeout=POLL_S):
                     w = busy[conn]
                     try:
                         outcome = conn.recv()
                     except (EOFError, OSError):
-                        yield self._replace(w, self._death(w))
+                        yield self._replace(w, self._death(w), queue)
                         continue
-                    w.task = None
-                    if queue:  # the next file first: the worker analyses while the parent writes this result
-                        self._hand_out(w, queue)
+                    w.tasks.popleft()
+                    w.started, w.peak_rss = time.monotonic(), 0  # its next file is under way
+                    self._fill(queue)  # before this result is written: the worker never waits
                     yield outcome
-                yield from self._police()
+                yield from self._police(queue)
         finally:
             self.close()
 
-    def _hand_out(self, w: _Worker, queue: collections.deque) -> None:
-        w.task, w.started, w.peak_rss = queue.popleft(), time.monotonic(), 0
-        w.conn.send(w.task)
+    def _fill(self, queue: collections.deque) -> None:
+        """Send files until every worker has ``IN_FLIGHT``: level by level, so that an idle worker
+        gets the next file before a busy one gets its second."""
+        for depth in range(1, IN_FLIGHT + 1):
+            for w in self.workers:
+                if queue and len(w.tasks) < depth:
+                    if not w.tasks:
+                        w.started, w.peak_rss = time.monotonic(), 0
+                    w.tasks.append(queue.popleft())
+                    w.conn.send(w.tasks[-1])
 
-    def _police(self) -> Iterator[Outcome]:
+    def _police(self, queue: collections.deque) -> Iterator[Outcome]:
         now = time.monotonic()
         for w in list(self.workers):
-            if w.task is None:
+            if not w.tasks:
                 continue
             if now - w.started > self.timeout:
                 yield self._replace(w, f"took longer than --trace-timeout {self.timeout:g} s; its worker was "
-                                       "stopped and replaced")
+                                       "stopped and replaced", queue)
                 continue
             rss = rss_bytes(w.proc.pid) if w.proc.pid else None
             if rss is not None:
                 w.peak_rss = max(w.peak_rss, rss)
                 if rss > self.max_rss:
                     yield self._replace(w, f"its worker used {rss / 2**20:,.0f} MiB, over --max-rss "
-                                           f"{self.max_rss / 2**20:,.0f} MiB; stopped and replaced")
+                                           f"{self.max_rss / 2**20:,.0f} MiB; stopped and replaced", queue)
                     continue
             if not w.proc.is_alive():
-                yield self._replace(w, self._death(w))
+                yield self._replace(w, self._death(w), queue)
 
     def _death(self, w: _Worker) -> str:
         w.proc.join(1)
@@ -170,9 +182,11 @@ class WorkerPool:
         hint = " (out of memory?)" if code == -9 else ""
         return f"its worker died while analysing it ({how}{hint}); replaced"
 
-    def _replace(self, w: _Worker, problem: str) -> Outcome:
-        task = w.task
-        assert task is not None
+    def _replace(self, w: _Worker, problem: str, queue: collections.deque) -> Outcome:
+        """Fail the file ``w`` was analysing, give back the ones waiting in its pipe, start a new worker."""
+        task = w.tasks.popleft()
+        queue.extendleft(reversed(w.tasks))  # not started: the next worker takes them first
+        w.tasks.clear()
         self._kill(w)
         self.replaced += 1
         self.workers[self.workers.index(w)] = self._start()
@@ -180,12 +194,12 @@ class WorkerPool:
 
     def close(self) -> None:
         for w in self.workers:
-            if w.proc.is_alive() and w.task is None:
+            if w.proc.is_alive() and not w.tasks:
                 try:
                     w.conn.send(None)
                 except OSError:
                     pass
         for w in self.workers:
-            w.proc.join(2 if w.task is None else 0)
+            w.proc.join(2 if not w.tasks else 0)
             self._kill(w)
         self.workers = []
