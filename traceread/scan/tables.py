@@ -17,7 +17,6 @@ where the trace's time base is the Unix epoch, ``start_epoch_ns``/``end_epoch_ns
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -64,16 +63,6 @@ def _ranks(cols: dict[str, list], rank_of_frame: dict[str, int | None] | None) -
         cols["rank"] = [rank_of_frame.get(str(r)) for r in cols["frame_rank"]]
 
 
-def gap_columns(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, list]:
-    g, offset = doc.get("gaps") or [], row.get("epoch_offset_ns")
-    cols = _columns(g, ("rank", "device", "step", "start_ns", "end_ns", "class", "evidence", "phase") + _GAP_NUM + _GAP_TEXT)
-    _ranks(cols, row.get("rank_of_frame"))
-    # the JSON report writes a non-finite number as null: so does the table
-    cols["phase"] = [v if v is None or math.isfinite(v) else None for v in cols["phase"]]
-    cols["start_epoch_ns"], cols["end_epoch_ns"] = _epoch(cols["start_ns"], offset), _epoch(cols["end_ns"], offset)
-    return cols
-
-
 def step_columns(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, list]:
     s, offset = doc.get("steps") or [], row.get("epoch_offset_ns")
     cols = _columns(s, ("rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"))
@@ -112,9 +101,10 @@ def gap_numbers(gaps: Any) -> dict[str, Any] | None:
 
 
 def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str, numbers: dict[str, Any] | None = None) -> Any:
-    """The gaps table of one report: what ``_table(gaps schema, gap_columns(...))`` gives, converted
-    by Arrow itself (a real trace has hundreds of thousands of gaps, and a Python list per column cost
-    more than the rest of the scan's own work): the report's gap dicts as one struct array, the numeric
+    """The gaps table of one report (its gap dicts' columns, ``rank`` the rank the trace claims,
+    ``frame_rank`` the report's number, epoch times where the offset is known), converted by Arrow
+    itself (a real trace has hundreds of thousands of gaps, and a Python list per column cost more
+    than the rest of the scan's own work): the report's gap dicts as one struct array, the numeric
     columns from ``numbers`` (:func:`gap_numbers` of the frame the report was made from) where given."""
     import pyarrow as pa
     import pyarrow.compute as pc
