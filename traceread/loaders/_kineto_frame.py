@@ -246,50 +246,72 @@ class FrameBuilder:
 
     def _side_tables(self, name_values: list[str], name_codes: np.ndarray,
                      kernel_rows: np.ndarray | None) -> SideTables:
+        # Every table is read on first use (kernels, roofline, MFU from shapes, diff): `traceread
+        # info` and a bare load need none of them, and building them all was 25-45 ms of a
+        # 233 MB load's serial tail (merging the chunks' parts, the tables' frames, one Python
+        # object per op row for shapes). Which tables exist is known now, without reading.
         side: dict[str, pd.DataFrame | None] = {}
         pending = {}
-        k = _merge(self.kernel)
-        if k is not None and kernel_rows is not None:
-            keep = kernel_rows[k["row"]]
-            grid, block = k["grid"][keep], k["block"][keep]
-            side["kernel_args"] = _sorted_table({
-                "row": k["row"][keep],
-                "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
-                "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
-                "registers": k["registers"][keep], "shared_mem_bytes": k["shared_mem"][keep],
-            })
-        c = _merge(self.copy)
-        if c is not None and len(c["row"]):
-            codes = name_codes[c["row"]]
-            used = np.unique(codes)
-            kinds = {i: _copy_kinds(name_values[i]) for i in used.tolist()}
-            cols = {"row": c["row"], "bytes": c["bytes"]}
-            for j, key in enumerate(("copy_kind", "src_kind", "dst_kind")):
-                values = [kinds[i][j] for i in used.tolist()]
-                lut = np.zeros(len(name_values), np.int32)
-                uniq = sorted(set(values))
-                lut[used] = [uniq.index(v) for v in values]
-                cols[key] = pd.Categorical.from_codes(lut[codes], categories=uniq)
-            side["copy_args"] = _sorted_table(cols)
+        kernel = [p for p in self.kernel if len(p["row"])]
+        if kernel and kernel_rows is not None:
+            side["kernel_args"] = None
+            pending["kernel_args"] = functools.partial(_kernel_args, kernel, kernel_rows)
+        copy = [p for p in self.copy if len(p["row"])]
+        if copy:
+            side["copy_args"] = None
+            pending["copy_args"] = functools.partial(_copy_args, copy, name_values, name_codes)
         if self.collective:
-            t = list(zip(*self.collective, strict=True))
-            side["collective_args"] = _sorted_table({
-                "row": np.array(t[0], np.int64),
-                "collective": pd.Categorical([str(x) for x in t[1]]),
-                "in_nelems": np.array([_int(x) for x in t[2]], np.int64),
-                "out_nelems": np.array([_int(x) for x in t[3]], np.int64),
-                "dtype": pd.Categorical([str(x) for x in t[4]]),
-                "group_size": np.array([_int(x) for x in t[5]], np.int64),
-                "group_name": pd.Categorical([str(x) for x in t[6]]),
-                "group_desc": pd.Categorical([str(x) for x in t[7]]),
-            })
+            side["collective_args"] = None
+            pending["collective_args"] = functools.partial(_collective_args, self.collective)
         if self.shape_rows:
-            # read on first use (roofline, MFU from shapes, diff): one Python object per op row
-            # otherwise costs every load, `traceread info` included, ~10% of its time
             side["op_shapes"] = None
-            pending["op_shapes"] = functools.partial(_op_shapes, list(self.shape_ids),
-                                                     np.concatenate(self.shape_rows), np.concatenate(self.shape_codes))
+            pending["op_shapes"] = functools.partial(_op_shapes, list(self.shape_ids), list(self.shape_rows),
+                                                     list(self.shape_codes))
         return SideTables(side, pending)
+
+
+def _kernel_args(parts: list[dict[str, np.ndarray]], kernel_rows: np.ndarray) -> pd.DataFrame:
+    """The ``kernel_args`` side table: launch configuration of the rows that are kernels."""
+    k = _merge(parts)
+    keep = kernel_rows[k["row"]]
+    grid, block = k["grid"][keep], k["block"][keep]
+    return _sorted_table({
+        "row": k["row"][keep],
+        "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
+        "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
+        "registers": k["registers"][keep], "shared_mem_bytes": k["shared_mem"][keep],
+    })
+
+
+def _copy_args(parts: list[dict[str, np.ndarray]], name_values: list[str], name_codes: np.ndarray) -> pd.DataFrame:
+    """The ``copy_args`` side table: bytes and copy kinds (from the row's name) of memcpy/memset rows."""
+    c = _merge(parts)
+    codes = name_codes[c["row"]]
+    used = np.unique(codes)
+    kinds = {i: _copy_kinds(name_values[i]) for i in used.tolist()}
+    cols = {"row": c["row"], "bytes": c["bytes"]}
+    for j, key in enumerate(("copy_kind", "src_kind", "dst_kind")):
+        values = [kinds[i][j] for i in used.tolist()]
+        lut = np.zeros(len(name_values), np.int32)
+        uniq = sorted(set(values))
+        lut[used] = [uniq.index(v) for v in values]
+        cols[key] = pd.Categorical.from_codes(lut[codes], categories=uniq)
+    return _sorted_table(cols)
+
+
+def _collective_args(collective: list[tuple]) -> pd.DataFrame:
+    """The ``collective_args`` side table: one row per NCCL kernel or ``record_param_comms`` row."""
+    t = list(zip(*collective, strict=True))
+    return _sorted_table({
+        "row": np.array(t[0], np.int64),
+        "collective": pd.Categorical([str(x) for x in t[1]]),
+        "in_nelems": np.array([_int(x) for x in t[2]], np.int64),
+        "out_nelems": np.array([_int(x) for x in t[3]], np.int64),
+        "dtype": pd.Categorical([str(x) for x in t[4]]),
+        "group_size": np.array([_int(x) for x in t[5]], np.int64),
+        "group_name": pd.Categorical([str(x) for x in t[6]]),
+        "group_desc": pd.Categorical([str(x) for x in t[7]]),
+    })
 
 
 class _Columns:
@@ -372,8 +394,9 @@ def _int(v: Any) -> int:
     return -1
 
 
-def _op_shapes(texts: list[bytes], rows: np.ndarray, codes: np.ndarray) -> pd.DataFrame:
+def _op_shapes(texts: list[bytes], row_parts: list[np.ndarray], code_parts: list[np.ndarray]) -> pd.DataFrame:
     """The ``op_shapes`` side table: input dims and types per op row, from the distinct texts."""
+    rows, codes = np.concatenate(row_parts), np.concatenate(code_parts)
     decoded = [_decode_shape(t) for t in texts]
     dims = np.empty(len(decoded), object)
     types = np.empty(len(decoded), object)
