@@ -186,11 +186,12 @@ def classify_name(name: str) -> str:
 
 def _per_unique(names: pd.Series | np.ndarray, fn) -> np.ndarray:
     """Apply ``fn`` once per distinct name and broadcast back (names are few, kernels many)."""
-    cat = pd.Categorical(names) if not isinstance(getattr(names, "dtype", None), pd.CategoricalDtype) \
-        else names.array if isinstance(names, pd.Series) else names
-    cats = np.asarray(cat.categories, dtype=object)
+    if isinstance(getattr(names, "dtype", None), pd.CategoricalDtype):
+        cat = names.array if isinstance(names, pd.Series) else names
+        cats, codes = np.asarray(cat.categories, dtype=object), np.asarray(cat.codes)
+    else:  # factorize on objects: a Categorical of plain names would convert them to Arrow strings first
+        codes, cats = pd.factorize(np.asarray(names, dtype=object))
     mapped = np.array([fn(str(c)) for c in cats], dtype=object)
-    codes = np.asarray(cat.codes)
     out = np.empty(len(codes), dtype=object)
     valid = codes >= 0
     out[valid] = mapped[codes[valid]] if len(mapped) else None

@@ -182,6 +182,15 @@ def validate(events: pd.DataFrame) -> None:
     assert isinstance(events.index, pd.RangeIndex) and events.index.start == 0, "index must be 0..n-1"
 
 
+def lane_is(events: pd.DataFrame, lane: str) -> np.ndarray:
+    """Boolean per row: whether it is on ``lane``. Compares the category codes: comparing the
+    column with a string makes pandas 3 build an Arrow string array of the categories first
+    (about 2 ms a call on a 0.5M-row frame)."""
+    col = events["lane"].cat
+    code = col.categories.get_loc(lane) if lane in col.categories else -2
+    return col.codes.to_numpy() == code
+
+
 def int_ids(values: np.ndarray) -> np.ndarray:
     """Integer array with NO_ID where missing; accepts float arrays with NaN."""
     arr = np.asarray(values)

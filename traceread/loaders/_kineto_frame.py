@@ -425,7 +425,7 @@ def profiler_steps(events: pd.DataFrame, rank: int) -> pd.DataFrame:
     if not step_codes:
         return pd.DataFrame(cols)
     codes = events["name"].cat.codes.to_numpy()
-    mask = codes_in(codes, list(step_codes), len(names)) & (events["lane"] == schema.LANE_CPU_ANNOTATION).to_numpy()
+    mask = codes_in(codes, list(step_codes), len(names)) & schema.lane_is(events, schema.LANE_CPU_ANNOTATION)
     sub = events.loc[mask, ["name", "start_ns", "end_ns"]]
     out = pd.DataFrame({
         "rank": np.full(len(sub), rank, np.int32),

@@ -97,13 +97,11 @@ def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> list[Device
 
 def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | None, str | None]:
     """(time base, epoch offset in ns, a note when the epoch could not be known)."""
-    timed = (events["lane"] != schema.LANE_INSTANT).to_numpy()  # on codes: no string array
-    starts = events["start_ns"].to_numpy()
-    if timed.any() and not timed.all():
-        starts = starts[timed]
-    if len(starts) == 0:
+    if not len(events):
         return schema.TIME_RELATIVE, None, None
-    first_us = float(starts.min()) / 1000
+    timed = ~schema.lane_is(events, schema.LANE_INSTANT)  # instants only: all rows count
+    where = timed if timed.any() else True
+    first_us = float(np.min(events["start_ns"].to_numpy(), where=where, initial=np.iinfo(np.int64).max)) / 1000
     if EPOCH_US_MIN <= first_us <= EPOCH_US_MAX:
         return schema.TIME_EPOCH, 0, None
     base = top.get("baseTimeNanoseconds")
@@ -150,9 +148,10 @@ def thread_names(meta_rows: list[tuple], string_ids: dict[str, int]) -> dict[str
 
 
 def rank_info(rank: int, source: str, world: int | None, world_source: str, events: pd.DataFrame) -> RankInfo:
-    host = (events["lane"] == schema.LANE_CPU_THREAD).to_numpy()
-    pids = events["pid"].to_numpy()[host]
-    pids = pids[pids >= 0][:: max(1, int(host.sum()) // 100_000)]  # a sample finds the main process
+    host = schema.lane_is(events, schema.LANE_CPU_THREAD)
+    step = max(1, len(host) // 100_000)  # a sample of the rows finds the main process
+    pids = events["pid"].to_numpy()[::step][host[::step]]
+    pids = pids[pids >= 0]
     pid = None
     if len(pids):
         values, counts = np.unique(pids, return_counts=True)
