@@ -17,8 +17,23 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__SSE2__)
+/* Word-at-a-time paths: SSE2 (every x86-64 CPU) and 64-bit SWAR (little-endian GCC/Clang). Each
+ * has a plain C path beside it giving the same results; CSCAN_NO_SSE2 / CSCAN_PLAIN force those
+ * (the tests' way to check them on an x86-64 machine). */
+#if defined(__SSE2__) && !defined(CSCAN_NO_SSE2) && !defined(CSCAN_PLAIN)
+#define SSE2 1
 #include <emmintrin.h> /* part of every x86-64 CPU: 16 string bytes per step */
+#else
+#define SSE2 0
+#endif
+#if defined(__GNUC__)
+#define HOT static inline __attribute__((always_inline))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define HOT static inline
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
 #endif
 
 /* dense per-row columns (int64, column-major: column c of row r at cols[c * cap + r]) */
@@ -129,7 +144,8 @@ static int32_t table_code(Table *t, const uint8_t *s, Py_ssize_t o1, Py_ssize_t 
 
 /* ---- strict JSON lexing --------------------------------------------------------------------- */
 
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ \
+    && !defined(CSCAN_PLAIN)
 #define SWAR 1
 #else
 #define SWAR 0
@@ -143,7 +159,7 @@ static inline Py_ssize_t ws(const Scan *sc, Py_ssize_t i) {
     Py_ssize_t n = sc->n;
     if (i < n && s[i] > ' ') return i;
     if (i + 1 < n && s[i] == ' ' && s[i + 1] > ' ') return i + 1; /* the space after ':' or ',' */
-#if defined(__SSE2__)
+#if SSE2
     {
         const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
                       tb = _mm_set1_epi8('\t');
@@ -205,6 +221,8 @@ static int utf8_len(const Scan *sc, Py_ssize_t i) {
     return 0;
 }
 
+static const uint64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
 #if SWAR
 /* High bit set in the bytes of w that end a plain run inside a string: '"', '\\', control
  * characters (< 0x20) and non-ASCII (>= 0x80). Bits above the lowest one may be false positives
@@ -227,8 +245,6 @@ static inline uint64_t eight_digits_value(uint64_t w) {
     return (((w & 0x000000FF000000FFULL) * 0x000F424000000064ULL)
             + (((w >> 16) & 0x000000FF000000FFULL) * 0x0000271000000001ULL)) >> 32;
 }
-
-static const uint64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
 
 /* How many of the 8 bytes at p are leading ASCII digits (0-8), and in *value the number they
  * spell: the digits moved to the end of a word of '0's and parsed as eight. Replaces the last
@@ -257,7 +273,7 @@ static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_
     *esc = 0;
     *start = ++i;
     while (i < n) {
-#if defined(__SSE2__)
+#if SSE2
         while (i + 16 <= n) { /* sixteen plain bytes at a time: most of a file is keys and names */
             __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
             /* signed compare: below 0x20 are control characters, negative are non-ASCII bytes */
@@ -284,7 +300,7 @@ static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_
         }
         if (i >= n) break;
 #endif
-#if defined(__SSE2__)
+#if SSE2
     special:
 #endif
         ;
@@ -403,12 +419,159 @@ bad:
     return -1;
 }
 
+/* ---- fast paths ------------------------------------------------------------------------------
+ * The common shapes (short plain keys and strings, numbers of up to 16 digits and 7 decimals,
+ * empty arrays) in one or two word steps, inlined with their results in registers. Anything else
+ * goes to the general functions above from the same index, so every result and every refusal
+ * reason is theirs; a fast path only ever agrees with them sooner. */
+
+/* A string at s[i] == '"' whose closing quote comes within 16 bytes (8 without SSE2) with no
+ * escape, control or non-ASCII byte before it: most keys, phases and categories. */
+HOT Py_ssize_t str_fast(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *len, int *esc) {
+#if SSE2
+    if (LIKELY(i + 17 <= sc->n)) {
+        const uint8_t *p = sc->s + i + 1;
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                   _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (LIKELY(m)) {
+            unsigned k = (unsigned)__builtin_ctz(m);
+            if (LIKELY(p[k] == '"')) {
+                *start = i + 1;
+                *len = k;
+                *esc = 0;
+                return i + 2 + k;
+            }
+        }
+    }
+#elif SWAR
+    if (LIKELY(i + 9 <= sc->n)) {
+        const uint8_t *p = sc->s + i + 1;
+        uint64_t w, m;
+        memcpy(&w, p, 8);
+        if ((m = special8(w)) != 0) {
+            unsigned k = (unsigned)__builtin_ctzll(m) >> 3;
+            if (p[k] == '"') {
+                *start = i + 1;
+                *len = k;
+                *esc = 0;
+                return i + 2 + k;
+            }
+        }
+    }
+#endif
+    return string_at(sc, i, start, len, esc);
+}
+
+#if SWAR
+/* How many of the 8 bytes of w (little-endian load) are leading ASCII digits (0-8). */
+HOT int digits8(uint64_t w) {
+    uint64_t x = w ^ 0x3030303030303030ULL; /* digits become 0-9 */
+    uint64_t nd = (((x & 0x7F7F7F7F7F7F7F7FULL) + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+    return nd ? __builtin_ctzll(nd) >> 3 : 8;
+}
+
+/* How many of the 16 bytes at p are leading ASCII digits (0-16). */
+HOT int digits16(const uint8_t *p) {
+#if SSE2
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i d = _mm_sub_epi8(v, _mm_set1_epi8('0'));
+    __m128i is_digit = _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d); /* d <= 9 unsigned */
+    return __builtin_ctz(~(unsigned)_mm_movemask_epi8(is_digit)); /* bit 16 and up: set */
+#else
+    uint64_t w;
+    memcpy(&w, p, 8);
+    int k = digits8(w);
+    if (k < 8) return k;
+    memcpy(&w, p + 8, 8);
+    return 8 + digits8(w);
+#endif
+}
+
+/* The k leading digits (1-8) of w as one eight-digit word: shifted up, '0's in front. */
+HOT uint64_t digits_word(uint64_t w, int k) {
+    return k == 8 ? w : (w << (8 * (8 - k))) | (0x3030303030303030ULL >> (8 * k));
+}
+
+/* Value of the k ASCII digits (1-16) at p; 16 bytes readable. */
+HOT uint64_t digits_value(const uint8_t *p, int k) {
+    uint64_t w0, w1;
+    memcpy(&w0, p, 8);
+    if (k <= 8) return eight_digits_value(digits_word(w0, k));
+    memcpy(&w1, p + 8, 8);
+    return eight_digits_value(w0) * POW10[k - 8] + eight_digits_value(digits_word(w1, k - 8));
+}
+#endif
+
+/* The common numbers at s[i] (i < n): '-'?, 1-16 integer digits without a leading zero (or one
+ * 0), then '.' and 1-7 decimals or nothing, no exponent, with 16 bytes readable from the first
+ * digit (8 after a '.'). Sets the sign, magnitude and decimals (fd = 0: an integer) and returns
+ * the index after the number, or -2: number_at decides (a slow shape, or not a number at all). */
+HOT Py_ssize_t num_fast(const Scan *sc, Py_ssize_t i, int *neg, uint64_t *mag, int *fd, uint64_t *frac) {
+#if SWAR
+    const uint8_t *s = sc->s;
+    Py_ssize_t n = sc->n;
+    int ng = s[i] == '-';
+    i += ng;
+    if (UNLIKELY(i + 16 > n)) return -2;
+    int k = digits16(s + i);
+    if (UNLIKELY(k == 0 || k == 16 || (s[i] == '0' && k > 1))) return -2;
+    uint64_t m = digits_value(s + i, k);
+    i += k; /* < n: fewer than 16 digits */
+    int f = 0;
+    uint64_t fr = 0;
+    if (s[i] == '.') {
+        if (UNLIKELY(i + 9 > n)) return -2;
+        uint64_t w;
+        memcpy(&w, s + i + 1, 8);
+        f = digits8(w);
+        if (UNLIKELY(f == 0 || f == 8)) return -2;
+        fr = eight_digits_value(digits_word(w, f));
+        i += 1 + f; /* < n: at most 8 past the '.' */
+    }
+    if (UNLIKELY((s[i] | 0x20) == 'e')) return -2;
+    *neg = ng;
+    *mag = m;
+    *fd = f;
+    *frac = fr;
+    return i;
+#else
+    (void)sc; (void)i; (void)neg; (void)mag; (void)fd; (void)frac;
+    return -2;
+#endif
+}
+
 static Py_ssize_t literal_at(Scan *sc, Py_ssize_t i, const char *word, Py_ssize_t len) {
     if (sc->n - i < len || memcmp(sc->s + i, word, (size_t)len) != 0) {
         sc->err = "bad literal";
         return -1;
     }
     return i + len;
+}
+
+static Py_ssize_t skip_value(Scan *sc, Py_ssize_t i, int depth);
+
+/* skip_value with its common leaves inline: short strings, numbers, empty arrays. */
+HOT Py_ssize_t skip_fast(Scan *sc, Py_ssize_t i, int depth) {
+    if (LIKELY(i < sc->n)) {
+        uint8_t c = sc->s[i];
+        if (c == '"') {
+            Py_ssize_t a, b;
+            int esc;
+            return str_fast(sc, i, &a, &b, &esc);
+        }
+        if (c == '-' || (uint8_t)(c - '0') <= 9) {
+            int neg, fd;
+            uint64_t mag, frac;
+            Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+            if (LIKELY(j >= 0)) return j;
+        } else if (c == '[' && i + 1 < sc->n && sc->s[i + 1] == ']' && depth < MAX_DEPTH) {
+            return i + 2;
+        }
+    }
+    return skip_value(sc, i, depth);
 }
 
 /* Any JSON value at s[i], validated and skipped; returns the index after it or -1. */
@@ -430,12 +593,12 @@ static Py_ssize_t skip_value(Scan *sc, Py_ssize_t i, int depth) {
         for (;;) {
             if (obj) {
                 if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
-                if ((i = string_at(sc, i, &a, &b, &esc)) < 0) return -1;
+                if ((i = str_fast(sc, i, &a, &b, &esc)) < 0) return -1;
                 i = ws(sc, i);
                 if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
                 i = ws(sc, i + 1);
             }
-            if ((i = skip_value(sc, i, depth + 1)) < 0) return -1;
+            if ((i = skip_fast(sc, i, depth + 1)) < 0) return -1;
             i = ws(sc, i);
             if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
             if (sc->s[i] == close) return i + 1;
@@ -484,8 +647,14 @@ static Py_ssize_t id_at(Scan *sc, Py_ssize_t i, IdVal *out, int allow_string) {
     if (i < sc->n && sc->s[i] == '"') {
         Py_ssize_t o, l;
         int esc;
-        if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
+        if ((i = str_fast(sc, i, &o, &l, &esc)) < 0) return -1;
         if (out->state == V_BAD || !allow_string || esc) { out->state = V_BAD; return i; }
+#if SWAR
+        if (LIKELY(l >= 1 && l <= 16 && o + 16 <= sc->n) && digits16(sc->s + o) >= l) { /* "1441273664" */
+            *out = (IdVal){V_OK, (int64_t)digits_value(sc->s + o, (int)l), 0, 0, 0};
+            return i;
+        }
+#endif
         /* what the fallback's ids_with_strings/_one_int make of an ASCII string: no digit: a
          * name; digits (after stripping spaces): the number; else the first -?[0-9]+ in it */
         const uint8_t *p = sc->s + o, *q = sc->s + o + l;
@@ -509,23 +678,39 @@ static Py_ssize_t id_at(Scan *sc, Py_ssize_t i, IdVal *out, int allow_string) {
     int dup = out->state == V_BAD;
     out->state = V_BAD;
     if (i < sc->n && (sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) {
+        int neg, fd;
+        uint64_t mag, frac;
+        Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+        if (LIKELY(j >= 0)) {
+            if (!dup && fd == 0) *out = (IdVal){V_OK, neg ? -(int64_t)mag : (int64_t)mag, 0, 0, 0};
+            return j;
+        }
         if ((i = number_at(sc, i, &num)) < 0) return -1;
         if (!dup && num.is_int && !num.big) *out = (IdVal){V_OK, num.ival, 0, 0, 0};
         return i;
     }
-    return skip_value(sc, i, 1);
+    return skip_fast(sc, i, 1);
 }
 
 /* ts/dur: integer microseconds or up to three decimals, exactly as int64 ns. */
 static Py_ssize_t time_at(Scan *sc, Py_ssize_t i, TimeVal *out) {
     int dup = out->state != V_ABSENT;
     out->state = V_BAD;
-    if (i >= sc->n || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return skip_value(sc, i, 1);
+    if (i >= sc->n || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return skip_fast(sc, i, 1);
+    int neg, fd;
+    uint64_t mag, frac;
+    Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+    if (LIKELY(j >= 0)) {
+        if (dup || mag >= (uint64_t)NS_LIMIT_US || fd > 3) return j;
+        int64_t ns = (int64_t)(mag * 1000 + frac * POW10[3 - fd]);
+        *out = (TimeVal){V_OK, fd != 0, neg ? -ns : ns};
+        return j;
+    }
     Num num;
-    Py_ssize_t j = number_at(sc, i, &num);
+    j = number_at(sc, i, &num);
     if (j < 0 || dup) return j;
     if (num.big || num.mag >= (uint64_t)NS_LIMIT_US || num.frac_digits < 0 || num.frac_digits > 3) return j;
-    uint64_t frac = num.frac;
+    frac = num.frac;
     for (int k = num.frac_digits; k < 3; k++) frac *= 10;
     int64_t ns = (int64_t)(num.mag * 1000 + frac);
     *out = (TimeVal){V_OK, !num.is_int, num.neg ? -ns : ns};
@@ -541,9 +726,18 @@ static void triple_of(Scan *sc, Py_ssize_t i, Py_ssize_t end, Triple *t) {
         i = ws(sc, i);
         Num num;
         if (i >= end || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return;
-        i = number_at(sc, i, &num);
-        if (i < 0 || !num.is_int || num.big) return;
-        t->v[k] = num.ival;
+        int neg, fd;
+        uint64_t mag, frac;
+        Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+        if (LIKELY(j >= 0)) {
+            if (fd) return;
+            t->v[k] = neg ? -(int64_t)mag : (int64_t)mag;
+            i = j;
+        } else {
+            i = number_at(sc, i, &num);
+            if (i < 0 || !num.is_int || num.big) return;
+            t->v[k] = num.ival;
+        }
         i = ws(sc, i);
         if (i >= end || sc->s[i] != (k < 2 ? ',' : ']')) return;
         i++;
@@ -567,14 +761,14 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
     int esc;
     if (i >= sc->n || sc->s[i] != '{') {
         ev->bad = 1; /* args that are not an object */
-        return skip_value(sc, i, 1);
+        return skip_fast(sc, i, 1);
     }
     i = ws(sc, i + 1);
     if (i < sc->n && sc->s[i] == '}') return i + 1;
     uint32_t seen = 0;
     for (;;) {
         if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
-        if ((i = string_at(sc, i, &ko, &kl, &esc)) < 0) return -1;
+        if ((i = str_fast(sc, i, &ko, &kl, &esc)) < 0) return -1;
         if (esc) { sc->err = "escaped key"; return -1; }
         i = ws(sc, i);
         if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
@@ -622,14 +816,14 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         }
         if (id_dst) {
             if (i < sc->n && sc->s[i] == '"') { /* a string id: valid, but its value is Python's */
-                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                if ((i = skip_fast(sc, i, 1)) < 0) return -1;
                 *id_dst = UNSURE;
             } else {
                 if ((i = id_at(sc, i, &idv, 0)) < 0) return -1;
                 if (idv.state == V_OK) *id_dst = idv.v; else ev->bad = 1;
             }
         } else {
-            if ((i = skip_value(sc, i, 1)) < 0) return -1;
+            if ((i = skip_fast(sc, i, 1)) < 0) return -1;
             if (bit == 20) ev->collective = 1; /* msgspec decodes this row's args */
             else if (bit == 13 || bit == 14) { if (sc->s[vo] != '"') ev->bad = 1; } /* str fields */
             else if (tri) { tri->present = 1; triple_of(sc, vo, i, tri); }
@@ -666,7 +860,7 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
     if (i < sc->n && sc->s[i] == '}') return i + 1;
     for (;;) {
         if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
-        if ((i = string_at(sc, i, &ko, &kl, &esc)) < 0) return -1;
+        if ((i = str_fast(sc, i, &ko, &kl, &esc)) < 0) return -1;
         if (esc) { sc->err = "escaped key"; return -1; }
         i = ws(sc, i);
         if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
@@ -696,10 +890,10 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         if (which == 0) {
             bit = 0;
             if (i < sc->n && sc->s[i] == '"') {
-                if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
+                if ((i = str_fast(sc, i, &o, &l, &esc)) < 0) return -1;
                 ev->ph = esc ? '?' : phase_of(sc->s + o, l);
             } else {
-                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                if ((i = skip_fast(sc, i, 1)) < 0) return -1;
                 ev->ph = '?';
             }
         } else if (which == 1) { bit = 1; sv = &ev->cat; }
@@ -709,13 +903,13 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         else if (which == 5) { bit = 5; if ((i = time_at(sc, i, &ev->ts)) < 0) return -1; }
         else if (which == 6) { bit = 6; if ((i = time_at(sc, i, &ev->dur)) < 0) return -1; }
         else if (which == 7) { bit = 7; if ((i = args_at(sc, i, ev)) < 0) return -1; }
-        else if ((i = skip_value(sc, i, 1)) < 0) return -1;
+        else if ((i = skip_fast(sc, i, 1)) < 0) return -1;
         if (sv) {
             if (i < sc->n && sc->s[i] == '"') {
-                if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
+                if ((i = str_fast(sc, i, &o, &l, &esc)) < 0) return -1;
                 *sv = (StrVal){V_OK, o, l, esc};
             } else {
-                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                if ((i = skip_fast(sc, i, 1)) < 0) return -1;
                 sv->state = V_BAD;
             }
         }
