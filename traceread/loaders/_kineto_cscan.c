@@ -543,6 +543,19 @@ HOT Py_ssize_t num_fast(const Scan *sc, Py_ssize_t i, int *neg, uint64_t *mag, i
 #endif
 }
 
+/* After a key's closing quote at s[i]: past the ':' and whitespace to the value (-1: no ':').
+ * One compare pair for the usual ": " and ":" before ws's general loop. */
+HOT Py_ssize_t colon_at(Scan *sc, Py_ssize_t i) {
+    const uint8_t *s = sc->s;
+    if (LIKELY(i + 2 < sc->n && s[i] == ':')) {
+        if (s[i + 1] > ' ') return i + 1;
+        if (s[i + 1] == ' ' && s[i + 2] > ' ') return i + 2;
+    }
+    i = ws(sc, i);
+    if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
+    return ws(sc, i + 1);
+}
+
 static Py_ssize_t literal_at(Scan *sc, Py_ssize_t i, const char *word, Py_ssize_t len) {
     if (sc->n - i < len || memcmp(sc->s + i, word, (size_t)len) != 0) {
         sc->err = "bad literal";
@@ -594,11 +607,13 @@ static Py_ssize_t skip_value(Scan *sc, Py_ssize_t i, int depth) {
             if (obj) {
                 if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
                 if ((i = str_fast(sc, i, &a, &b, &esc)) < 0) return -1;
-                i = ws(sc, i);
-                if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
-                i = ws(sc, i + 1);
+                if ((i = colon_at(sc, i)) < 0) return -1;
             }
             if ((i = skip_fast(sc, i, depth + 1)) < 0) return -1;
+            if (LIKELY(i + 2 < sc->n && sc->s[i] == ',')) { /* the usual ", " or "," */
+                if (sc->s[i + 1] > ' ') { i++; continue; }
+                if (sc->s[i + 1] == ' ' && sc->s[i + 2] > ' ') { i += 2; continue; }
+            }
             i = ws(sc, i);
             if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
             if (sc->s[i] == close) return i + 1;
@@ -692,6 +707,24 @@ static Py_ssize_t id_at(Scan *sc, Py_ssize_t i, IdVal *out, int allow_string) {
     return skip_fast(sc, i, 1);
 }
 
+/* id_at with its common case inline: a first integer of up to 16 digits. */
+HOT Py_ssize_t id_fast(Scan *sc, Py_ssize_t i, IdVal *out, int allow_string) {
+    if (LIKELY(i < sc->n && out->state == V_ABSENT)) {
+        uint8_t c = sc->s[i];
+        if (c == '-' || (uint8_t)(c - '0') <= 9) {
+            int neg, fd;
+            uint64_t mag, frac;
+            Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+            if (LIKELY(j >= 0)) {
+                if (LIKELY(fd == 0)) *out = (IdVal){V_OK, neg ? -(int64_t)mag : (int64_t)mag, 0, 0, 0};
+                else out->state = V_BAD;
+                return j;
+            }
+        }
+    }
+    return id_at(sc, i, out, allow_string);
+}
+
 /* ts/dur: integer microseconds or up to three decimals, exactly as int64 ns. */
 static Py_ssize_t time_at(Scan *sc, Py_ssize_t i, TimeVal *out) {
     int dup = out->state != V_ABSENT;
@@ -747,7 +780,14 @@ static void triple_of(Scan *sc, Py_ssize_t i, Py_ssize_t end, Triple *t) {
 
 /* After an object member's value at s[i]: past the ',' to the next key (*closed = 0) or past the
  * closing '}' (*closed = 1); -1 when neither follows. */
-static inline Py_ssize_t next_member(Scan *sc, Py_ssize_t i, int *closed) {
+HOT Py_ssize_t next_member(Scan *sc, Py_ssize_t i, int *closed) {
+    const uint8_t *s = sc->s;
+    if (LIKELY(i + 2 < sc->n && s[i] == ',')) { /* the usual ", " or "," before the next key */
+        *closed = 0;
+        if (s[i + 1] > ' ') return i + 1;
+        if (s[i + 1] == ' ' && s[i + 2] > ' ') return i + 2;
+        return ws(sc, i + 1);
+    }
     i = ws(sc, i);
     if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
     *closed = sc->s[i] == '}';
@@ -770,9 +810,7 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
         if ((i = str_fast(sc, i, &ko, &kl, &esc)) < 0) return -1;
         if (esc) { sc->err = "escaped key"; return -1; }
-        i = ws(sc, i);
-        if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
-        vo = i = ws(sc, i + 1);
+        if ((vo = i = colon_at(sc, i)) < 0) return -1;
         const uint8_t *k = sc->s + ko;
         int bit = -1;
         IdVal idv = {0};
@@ -819,7 +857,7 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
                 if ((i = skip_fast(sc, i, 1)) < 0) return -1;
                 *id_dst = UNSURE;
             } else {
-                if ((i = id_at(sc, i, &idv, 0)) < 0) return -1;
+                if ((i = id_fast(sc, i, &idv, 0)) < 0) return -1;
                 if (idv.state == V_OK) *id_dst = idv.v; else ev->bad = 1;
             }
         } else {
@@ -862,9 +900,7 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
         if ((i = str_fast(sc, i, &ko, &kl, &esc)) < 0) return -1;
         if (esc) { sc->err = "escaped key"; return -1; }
-        i = ws(sc, i);
-        if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
-        i = ws(sc, i + 1);
+        if ((i = colon_at(sc, i)) < 0) return -1;
         const uint8_t *k = sc->s + ko;
         int bit = -1;
         StrVal *sv = NULL;
@@ -898,8 +934,8 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
             }
         } else if (which == 1) { bit = 1; sv = &ev->cat; }
         else if (which == 2) { bit = 2; sv = &ev->name; }
-        else if (which == 3) { bit = 3; if ((i = id_at(sc, i, &ev->pid, 1)) < 0) return -1; }
-        else if (which == 4) { bit = 4; if ((i = id_at(sc, i, &ev->tid, 1)) < 0) return -1; }
+        else if (which == 3) { bit = 3; if ((i = id_fast(sc, i, &ev->pid, 1)) < 0) return -1; }
+        else if (which == 4) { bit = 4; if ((i = id_fast(sc, i, &ev->tid, 1)) < 0) return -1; }
         else if (which == 5) { bit = 5; if ((i = time_at(sc, i, &ev->ts)) < 0) return -1; }
         else if (which == 6) { bit = 6; if ((i = time_at(sc, i, &ev->dur)) < 0) return -1; }
         else if (which == 7) { bit = 7; if ((i = args_at(sc, i, ev)) < 0) return -1; }
