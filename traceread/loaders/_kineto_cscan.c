@@ -506,8 +506,8 @@ HOT uint64_t digits_value(const uint8_t *p, int k) {
 #endif
 
 /* The common numbers at s[i] (i < n): '-'?, 1-16 integer digits without a leading zero (or one
- * 0), then '.' and 1-7 decimals or nothing, no exponent, with 16 bytes readable from the first
- * digit (8 after a '.'). Sets the sign, magnitude and decimals (fd = 0: an integer) and returns
+ * 0), then '.' and 1-7 decimals or nothing, no exponent, with 17 bytes readable from the first
+ * digit (9 from a '.'; 16 suffice for up to 15 digits). Sets the sign, magnitude and decimals (fd = 0: an integer) and returns
  * the index after the number, or -2: number_at decides (a slow shape, or not a number at all). */
 HOT Py_ssize_t num_fast(const Scan *sc, Py_ssize_t i, int *neg, uint64_t *mag, int *fd, uint64_t *frac) {
 #if SWAR
@@ -517,9 +517,10 @@ HOT Py_ssize_t num_fast(const Scan *sc, Py_ssize_t i, int *neg, uint64_t *mag, i
     i += ng;
     if (UNLIKELY(i + 16 > n)) return -2;
     int k = digits16(s + i);
-    if (UNLIKELY(k == 0 || k == 16 || (s[i] == '0' && k > 1))) return -2;
+    if (UNLIKELY(k == 0 || (s[i] == '0' && k > 1))) return -2;
+    if (k == 16 && (i + 16 >= n || (uint8_t)(s[i + 16] - '0') <= 9)) return -2; /* 17 digits or more */
     uint64_t m = digits_value(s + i, k);
-    i += k; /* < n: fewer than 16 digits */
+    i += k; /* < n */
     int f = 0;
     uint64_t fr = 0;
     if (s[i] == '.') {
