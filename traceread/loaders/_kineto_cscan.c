@@ -9,6 +9,11 @@
  * copy bytes and input-shape codes. Metadata events and rows carrying collective args are not
  * decoded here: their text is copied into one JSON array for msgspec.
  *
+ * The common shapes (short plain keys and strings, numbers of up to 16 digits and 7 decimals,
+ * ": " and ", " separators, empty arrays) take inline word-at-a-time fast paths; anything else
+ * goes to the general functions from the same index, so the fast paths change no result and no
+ * refusal reason (tests/unit/test_kineto_cscan_paths.py compares against a build without them).
+ *
  * Anything the scanner cannot take exactly returns a short reason string instead of a result
  * and the caller decodes the chunk the msgspec way. Every read is bounds-checked against the
  * buffer's length; no input makes it read outside the buffer or write past the arrays.
