@@ -36,6 +36,7 @@ def _skipped(e: Exception) -> None:
 
 setup(
     ext_modules=[Extension("traceread.loaders._kineto_cscan", ["traceread/loaders/_kineto_cscan.c"],
-                           optional=True, extra_compile_args=["-O2"])],
+                           # -O3: 2% fewer instructions than -O2 on the scanner (callgrind, both benchmark shapes)
+                           optional=True, extra_compile_args=["-O3"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

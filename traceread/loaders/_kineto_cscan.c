@@ -9,6 +9,11 @@
  * copy bytes and input-shape codes. Metadata events and rows carrying collective args are not
  * decoded here: their text is copied into one JSON array for msgspec.
  *
+ * The common shapes (short plain keys and strings, numbers of up to 16 digits and 7 decimals,
+ * ": " and ", " separators, empty arrays) take inline word-at-a-time fast paths; anything else
+ * goes to the general functions from the same index, so the fast paths change no result and no
+ * refusal reason (tests/unit/test_kineto_cscan_paths.py compares against a build without them).
+ *
  * Anything the scanner cannot take exactly returns a short reason string instead of a result
  * and the caller decodes the chunk the msgspec way. Every read is bounds-checked against the
  * buffer's length; no input makes it read outside the buffer or write past the arrays.
@@ -17,8 +22,23 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__SSE2__)
+/* Word-at-a-time paths: SSE2 (every x86-64 CPU) and 64-bit SWAR (little-endian GCC/Clang). Each
+ * has a plain C path beside it giving the same results; CSCAN_NO_SSE2 / CSCAN_PLAIN force those
+ * (the tests' way to check them on an x86-64 machine). */
+#if defined(__SSE2__) && !defined(CSCAN_NO_SSE2) && !defined(CSCAN_PLAIN)
+#define SSE2 1
 #include <emmintrin.h> /* part of every x86-64 CPU: 16 string bytes per step */
+#else
+#define SSE2 0
+#endif
+#if defined(__GNUC__)
+#define HOT static inline __attribute__((always_inline))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define HOT static inline
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
 #endif
 
 /* dense per-row columns (int64, column-major: column c of row r at cols[c * cap + r]) */
@@ -56,7 +76,13 @@ static int vec_push(Vec *a, const int64_t *items, int k) {
 
 /* Key = one or two byte spans of the chunk (two for input shapes: dims and types). */
 typedef struct { uint64_t h; Py_ssize_t o1, l1, o2, l2; int32_t code; uint8_t esc; } Entry;
-typedef struct { Entry *slots; Py_ssize_t mask, used; Vec order; /* slot index per code */ } Table;
+typedef struct {
+    Entry *slots;
+    Py_ssize_t mask, used;
+    Vec order; /* slot index per code */
+    Py_ssize_t recent_o[2], recent_l[2]; /* the last two values looked up (categories and names repeat) */
+    int32_t recent_code[2];
+} Table;
 
 static uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n, uint64_t h) {
     while (n >= 8) {
@@ -77,6 +103,7 @@ static int table_init(Table *t) {
     t->mask = 255;
     t->used = 0;
     t->order = (Vec){0};
+    t->recent_l[0] = t->recent_l[1] = -1;
     t->slots = PyMem_RawCalloc(256, sizeof(Entry));
     return t->slots ? 0 : -1;
 }
@@ -127,9 +154,33 @@ static int32_t table_code(Table *t, const uint8_t *s, Py_ssize_t o1, Py_ssize_t 
     return code;
 }
 
+/* table_code of one span, first asking the two values looked up last (most rows repeat one).
+ * Not inlined: inlined, GCC stops inlining event_at into the chunk loop (4% more instructions). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int32_t text_code(Table *t, const uint8_t *s, Py_ssize_t o, Py_ssize_t l, uint8_t esc) {
+    if (t->recent_l[0] == l && memcmp(s + t->recent_o[0], s + o, (size_t)l) == 0) return t->recent_code[0];
+    int32_t code;
+    if (t->recent_l[1] == l && memcmp(s + t->recent_o[1], s + o, (size_t)l) == 0) {
+        code = t->recent_code[1];
+    } else {
+        code = table_code(t, s, o, l, 0, -1, esc);
+        if (code < 0) return code;
+    }
+    t->recent_o[1] = t->recent_o[0];
+    t->recent_l[1] = t->recent_l[0];
+    t->recent_code[1] = t->recent_code[0];
+    t->recent_o[0] = o;
+    t->recent_l[0] = l;
+    t->recent_code[0] = code;
+    return code;
+}
+
 /* ---- strict JSON lexing --------------------------------------------------------------------- */
 
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ \
+    && !defined(CSCAN_PLAIN)
 #define SWAR 1
 #else
 #define SWAR 0
@@ -143,7 +194,7 @@ static inline Py_ssize_t ws(const Scan *sc, Py_ssize_t i) {
     Py_ssize_t n = sc->n;
     if (i < n && s[i] > ' ') return i;
     if (i + 1 < n && s[i] == ' ' && s[i + 1] > ' ') return i + 1; /* the space after ':' or ',' */
-#if defined(__SSE2__)
+#if SSE2
     {
         const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
                       tb = _mm_set1_epi8('\t');
@@ -205,6 +256,8 @@ static int utf8_len(const Scan *sc, Py_ssize_t i) {
     return 0;
 }
 
+static const uint64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
 #if SWAR
 /* High bit set in the bytes of w that end a plain run inside a string: '"', '\\', control
  * characters (< 0x20) and non-ASCII (>= 0x80). Bits above the lowest one may be false positives
@@ -228,8 +281,6 @@ static inline uint64_t eight_digits_value(uint64_t w) {
             + (((w >> 16) & 0x000000FF000000FFULL) * 0x0000271000000001ULL)) >> 32;
 }
 
-static const uint64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
-
 /* How many of the 8 bytes at p are leading ASCII digits (0-8), and in *value the number they
  * spell: the digits moved to the end of a word of '0's and parsed as eight. Replaces the last
  * digit-by-digit loop of a number (a timestamp's tail, its decimals, a duration). */
@@ -248,16 +299,19 @@ static inline int leading_digits8(const uint8_t *p, uint64_t *value) {
 }
 #endif
 
-/* String at s[i] == '"': returns the index after the closing quote (-1: invalid or unterminated).
+/* String at s[i] == '"' (string_at), or from the byte after it (`from`) with the bytes up to i
+ * already known to be plain (string_from): returns the index after the closing quote (-1:
+ * invalid or unterminated).
  * start and len give the bytes between the quotes; *esc is set when they hold an escape.
  * Escapes of surrogates (\uD800-\uDFFF) are refused: lone ones differ between decoders. */
-static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *len, int *esc) {
+static Py_ssize_t string_from(Scan *sc, Py_ssize_t from, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *len,
+                              int *esc) {
     const uint8_t *s = sc->s;
     Py_ssize_t n = sc->n;
     *esc = 0;
-    *start = ++i;
+    *start = from;
     while (i < n) {
-#if defined(__SSE2__)
+#if SSE2
         while (i + 16 <= n) { /* sixteen plain bytes at a time: most of a file is keys and names */
             __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
             /* signed compare: below 0x20 are control characters, negative are non-ASCII bytes */
@@ -284,7 +338,7 @@ static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_
         }
         if (i >= n) break;
 #endif
-#if defined(__SSE2__)
+#if SSE2
     special:
 #endif
         ;
@@ -327,6 +381,10 @@ static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_
     }
     sc->err = "unterminated string";
     return -1;
+}
+
+static Py_ssize_t string_at(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *len, int *esc) {
+    return string_from(sc, i + 1, i + 1, start, len, esc);
 }
 
 /* A JSON number at s[i]. Returns the index after it (-1: not a number by JSON's grammar).
@@ -403,12 +461,177 @@ bad:
     return -1;
 }
 
+/* ---- fast paths ------------------------------------------------------------------------------
+ * The common shapes (short plain keys and strings, numbers of up to 16 digits and 7 decimals,
+ * empty arrays) in one or two word steps, inlined with their results in registers. Anything else
+ * goes to the general functions above from the same index, so every result and every refusal
+ * reason is theirs; a fast path only ever agrees with them sooner. */
+
+/* A string at s[i] == '"' whose closing quote comes within 16 bytes (8 without SSE2) with no
+ * escape, control or non-ASCII byte before it: most keys, phases and categories. */
+HOT Py_ssize_t str_fast(Scan *sc, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *len, int *esc) {
+#if SSE2
+    if (LIKELY(i + 17 <= sc->n)) {
+        const uint8_t *p = sc->s + i + 1;
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                   _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (LIKELY(m)) {
+            unsigned k = (unsigned)__builtin_ctz(m);
+            if (LIKELY(p[k] == '"')) {
+                *start = i + 1;
+                *len = k;
+                *esc = 0;
+                return i + 2 + k;
+            }
+            return string_from(sc, i + 1, i + 1 + k, start, len, esc); /* at the escape or odd byte */
+        }
+        return string_from(sc, i + 1, i + 17, start, len, esc); /* past 16 plain bytes */
+    }
+#elif SWAR
+    if (LIKELY(i + 9 <= sc->n)) {
+        const uint8_t *p = sc->s + i + 1;
+        uint64_t w, m;
+        memcpy(&w, p, 8);
+        if ((m = special8(w)) != 0) {
+            unsigned k = (unsigned)__builtin_ctzll(m) >> 3;
+            if (p[k] == '"') {
+                *start = i + 1;
+                *len = k;
+                *esc = 0;
+                return i + 2 + k;
+            }
+            return string_from(sc, i + 1, i + 1 + k, start, len, esc);
+        }
+        return string_from(sc, i + 1, i + 9, start, len, esc);
+    }
+#endif
+    return string_at(sc, i, start, len, esc);
+}
+
+#if SWAR
+/* How many of the 8 bytes of w (little-endian load) are leading ASCII digits (0-8). */
+HOT int digits8(uint64_t w) {
+    uint64_t x = w ^ 0x3030303030303030ULL; /* digits become 0-9 */
+    uint64_t nd = (((x & 0x7F7F7F7F7F7F7F7FULL) + 0x7676767676767676ULL) | x) & 0x8080808080808080ULL;
+    return nd ? __builtin_ctzll(nd) >> 3 : 8;
+}
+
+/* How many of the 16 bytes at p are leading ASCII digits (0-16). */
+HOT int digits16(const uint8_t *p) {
+#if SSE2
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i d = _mm_sub_epi8(v, _mm_set1_epi8('0'));
+    __m128i is_digit = _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d); /* d <= 9 unsigned */
+    return __builtin_ctz(~(unsigned)_mm_movemask_epi8(is_digit)); /* bit 16 and up: set */
+#else
+    uint64_t w;
+    memcpy(&w, p, 8);
+    int k = digits8(w);
+    if (k < 8) return k;
+    memcpy(&w, p + 8, 8);
+    return 8 + digits8(w);
+#endif
+}
+
+/* The k leading digits (1-8) of w as one eight-digit word: shifted up, '0's in front. */
+HOT uint64_t digits_word(uint64_t w, int k) {
+    return k == 8 ? w : (w << (8 * (8 - k))) | (0x3030303030303030ULL >> (8 * k));
+}
+
+/* Value of the k ASCII digits (1-16) at p; 16 bytes readable. */
+HOT uint64_t digits_value(const uint8_t *p, int k) {
+    uint64_t w0, w1;
+    memcpy(&w0, p, 8);
+    if (k <= 8) return eight_digits_value(digits_word(w0, k));
+    memcpy(&w1, p + 8, 8);
+    return eight_digits_value(w0) * POW10[k - 8] + eight_digits_value(digits_word(w1, k - 8));
+}
+#endif
+
+/* The common numbers at s[i] (i < n): '-'?, 1-16 integer digits without a leading zero (or one
+ * 0), then '.' and 1-7 decimals or nothing, no exponent, with 17 bytes readable from the first
+ * digit (9 from a '.'; 16 suffice for up to 15 digits). Sets the sign, magnitude and decimals (fd = 0: an integer) and returns
+ * the index after the number, or -2: number_at decides (a slow shape, or not a number at all). */
+HOT Py_ssize_t num_fast(const Scan *sc, Py_ssize_t i, int *neg, uint64_t *mag, int *fd, uint64_t *frac) {
+#if SWAR
+    const uint8_t *s = sc->s;
+    Py_ssize_t n = sc->n;
+    int ng = s[i] == '-';
+    i += ng;
+    if (UNLIKELY(i + 16 > n)) return -2;
+    int k = digits16(s + i);
+    if (UNLIKELY(k == 0 || (s[i] == '0' && k > 1))) return -2;
+    if (k == 16 && (i + 16 >= n || (uint8_t)(s[i + 16] - '0') <= 9)) return -2; /* 17 digits or more */
+    uint64_t m = digits_value(s + i, k);
+    i += k; /* < n */
+    int f = 0;
+    uint64_t fr = 0;
+    if (s[i] == '.') {
+        if (UNLIKELY(i + 9 > n)) return -2;
+        uint64_t w;
+        memcpy(&w, s + i + 1, 8);
+        f = digits8(w);
+        if (UNLIKELY(f == 0 || f == 8)) return -2;
+        fr = eight_digits_value(digits_word(w, f));
+        i += 1 + f; /* < n: at most 8 past the '.' */
+    }
+    if (UNLIKELY((s[i] | 0x20) == 'e')) return -2;
+    *neg = ng;
+    *mag = m;
+    *fd = f;
+    *frac = fr;
+    return i;
+#else
+    (void)sc; (void)i; (void)neg; (void)mag; (void)fd; (void)frac;
+    return -2;
+#endif
+}
+
+/* After a key's closing quote at s[i]: past the ':' and whitespace to the value (-1: no ':').
+ * One compare pair for the usual ": " and ":" before ws's general loop. */
+HOT Py_ssize_t colon_at(Scan *sc, Py_ssize_t i) {
+    const uint8_t *s = sc->s;
+    if (LIKELY(i + 2 < sc->n && s[i] == ':')) {
+        if (s[i + 1] > ' ') return i + 1;
+        if (s[i + 1] == ' ' && s[i + 2] > ' ') return i + 2;
+    }
+    i = ws(sc, i);
+    if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
+    return ws(sc, i + 1);
+}
+
 static Py_ssize_t literal_at(Scan *sc, Py_ssize_t i, const char *word, Py_ssize_t len) {
     if (sc->n - i < len || memcmp(sc->s + i, word, (size_t)len) != 0) {
         sc->err = "bad literal";
         return -1;
     }
     return i + len;
+}
+
+static Py_ssize_t skip_value(Scan *sc, Py_ssize_t i, int depth);
+
+/* skip_value with its common leaves inline: short strings, numbers, empty arrays. */
+HOT Py_ssize_t skip_fast(Scan *sc, Py_ssize_t i, int depth) {
+    if (LIKELY(i < sc->n)) {
+        uint8_t c = sc->s[i];
+        if (c == '"') {
+            Py_ssize_t a, b;
+            int esc;
+            return str_fast(sc, i, &a, &b, &esc);
+        }
+        if (c == '-' || (uint8_t)(c - '0') <= 9) {
+            int neg, fd;
+            uint64_t mag, frac;
+            Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+            if (LIKELY(j >= 0)) return j;
+        } else if (c == '[' && i + 1 < sc->n && sc->s[i + 1] == ']' && depth < MAX_DEPTH) {
+            return i + 2;
+        }
+    }
+    return skip_value(sc, i, depth);
 }
 
 /* Any JSON value at s[i], validated and skipped; returns the index after it or -1. */
@@ -430,12 +653,14 @@ static Py_ssize_t skip_value(Scan *sc, Py_ssize_t i, int depth) {
         for (;;) {
             if (obj) {
                 if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
-                if ((i = string_at(sc, i, &a, &b, &esc)) < 0) return -1;
-                i = ws(sc, i);
-                if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
-                i = ws(sc, i + 1);
+                if ((i = str_fast(sc, i, &a, &b, &esc)) < 0) return -1;
+                if ((i = colon_at(sc, i)) < 0) return -1;
             }
-            if ((i = skip_value(sc, i, depth + 1)) < 0) return -1;
+            if ((i = skip_fast(sc, i, depth + 1)) < 0) return -1;
+            if (LIKELY(i + 2 < sc->n && sc->s[i] == ',')) { /* the usual ", " or "," */
+                if (sc->s[i + 1] > ' ') { i++; continue; }
+                if (sc->s[i + 1] == ' ' && sc->s[i + 2] > ' ') { i += 2; continue; }
+            }
             i = ws(sc, i);
             if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
             if (sc->s[i] == close) return i + 1;
@@ -484,8 +709,14 @@ static Py_ssize_t id_at(Scan *sc, Py_ssize_t i, IdVal *out, int allow_string) {
     if (i < sc->n && sc->s[i] == '"') {
         Py_ssize_t o, l;
         int esc;
-        if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
+        if ((i = str_fast(sc, i, &o, &l, &esc)) < 0) return -1;
         if (out->state == V_BAD || !allow_string || esc) { out->state = V_BAD; return i; }
+#if SWAR
+        if (LIKELY(l >= 1 && l <= 16 && o + 16 <= sc->n) && digits16(sc->s + o) >= l) { /* "1441273664" */
+            *out = (IdVal){V_OK, (int64_t)digits_value(sc->s + o, (int)l), 0, 0, 0};
+            return i;
+        }
+#endif
         /* what the fallback's ids_with_strings/_one_int make of an ASCII string: no digit: a
          * name; digits (after stripping spaces): the number; else the first -?[0-9]+ in it */
         const uint8_t *p = sc->s + o, *q = sc->s + o + l;
@@ -509,23 +740,57 @@ static Py_ssize_t id_at(Scan *sc, Py_ssize_t i, IdVal *out, int allow_string) {
     int dup = out->state == V_BAD;
     out->state = V_BAD;
     if (i < sc->n && (sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) {
+        int neg, fd;
+        uint64_t mag, frac;
+        Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+        if (LIKELY(j >= 0)) {
+            if (!dup && fd == 0) *out = (IdVal){V_OK, neg ? -(int64_t)mag : (int64_t)mag, 0, 0, 0};
+            return j;
+        }
         if ((i = number_at(sc, i, &num)) < 0) return -1;
         if (!dup && num.is_int && !num.big) *out = (IdVal){V_OK, num.ival, 0, 0, 0};
         return i;
     }
-    return skip_value(sc, i, 1);
+    return skip_fast(sc, i, 1);
+}
+
+/* id_at with its common case inline: a first integer of up to 16 digits. */
+HOT Py_ssize_t id_fast(Scan *sc, Py_ssize_t i, IdVal *out, int allow_string) {
+    if (LIKELY(i < sc->n && out->state == V_ABSENT)) {
+        uint8_t c = sc->s[i];
+        if (c == '-' || (uint8_t)(c - '0') <= 9) {
+            int neg, fd;
+            uint64_t mag, frac;
+            Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+            if (LIKELY(j >= 0)) {
+                if (LIKELY(fd == 0)) *out = (IdVal){V_OK, neg ? -(int64_t)mag : (int64_t)mag, 0, 0, 0};
+                else out->state = V_BAD;
+                return j;
+            }
+        }
+    }
+    return id_at(sc, i, out, allow_string);
 }
 
 /* ts/dur: integer microseconds or up to three decimals, exactly as int64 ns. */
 static Py_ssize_t time_at(Scan *sc, Py_ssize_t i, TimeVal *out) {
     int dup = out->state != V_ABSENT;
     out->state = V_BAD;
-    if (i >= sc->n || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return skip_value(sc, i, 1);
+    if (i >= sc->n || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return skip_fast(sc, i, 1);
+    int neg, fd;
+    uint64_t mag, frac;
+    Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+    if (LIKELY(j >= 0)) {
+        if (dup || mag >= (uint64_t)NS_LIMIT_US || fd > 3) return j;
+        int64_t ns = (int64_t)(mag * 1000 + frac * POW10[3 - fd]);
+        *out = (TimeVal){V_OK, fd != 0, neg ? -ns : ns};
+        return j;
+    }
     Num num;
-    Py_ssize_t j = number_at(sc, i, &num);
+    j = number_at(sc, i, &num);
     if (j < 0 || dup) return j;
     if (num.big || num.mag >= (uint64_t)NS_LIMIT_US || num.frac_digits < 0 || num.frac_digits > 3) return j;
-    uint64_t frac = num.frac;
+    frac = num.frac;
     for (int k = num.frac_digits; k < 3; k++) frac *= 10;
     int64_t ns = (int64_t)(num.mag * 1000 + frac);
     *out = (TimeVal){V_OK, !num.is_int, num.neg ? -ns : ns};
@@ -541,9 +806,18 @@ static void triple_of(Scan *sc, Py_ssize_t i, Py_ssize_t end, Triple *t) {
         i = ws(sc, i);
         Num num;
         if (i >= end || !(sc->s[i] == '-' || (sc->s[i] >= '0' && sc->s[i] <= '9'))) return;
-        i = number_at(sc, i, &num);
-        if (i < 0 || !num.is_int || num.big) return;
-        t->v[k] = num.ival;
+        int neg, fd;
+        uint64_t mag, frac;
+        Py_ssize_t j = num_fast(sc, i, &neg, &mag, &fd, &frac);
+        if (LIKELY(j >= 0)) {
+            if (fd) return;
+            t->v[k] = neg ? -(int64_t)mag : (int64_t)mag;
+            i = j;
+        } else {
+            i = number_at(sc, i, &num);
+            if (i < 0 || !num.is_int || num.big) return;
+            t->v[k] = num.ival;
+        }
         i = ws(sc, i);
         if (i >= end || sc->s[i] != (k < 2 ? ',' : ']')) return;
         i++;
@@ -553,7 +827,14 @@ static void triple_of(Scan *sc, Py_ssize_t i, Py_ssize_t end, Triple *t) {
 
 /* After an object member's value at s[i]: past the ',' to the next key (*closed = 0) or past the
  * closing '}' (*closed = 1); -1 when neither follows. */
-static inline Py_ssize_t next_member(Scan *sc, Py_ssize_t i, int *closed) {
+HOT Py_ssize_t next_member(Scan *sc, Py_ssize_t i, int *closed) {
+    const uint8_t *s = sc->s;
+    if (LIKELY(i + 2 < sc->n && s[i] == ',')) { /* the usual ", " or "," before the next key */
+        *closed = 0;
+        if (s[i + 1] > ' ') return i + 1;
+        if (s[i + 1] == ' ' && s[i + 2] > ' ') return i + 2;
+        return ws(sc, i + 1);
+    }
     i = ws(sc, i);
     if (i >= sc->n) { sc->err = "unexpected end"; return -1; }
     *closed = sc->s[i] == '}';
@@ -567,18 +848,16 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
     int esc;
     if (i >= sc->n || sc->s[i] != '{') {
         ev->bad = 1; /* args that are not an object */
-        return skip_value(sc, i, 1);
+        return skip_fast(sc, i, 1);
     }
     i = ws(sc, i + 1);
     if (i < sc->n && sc->s[i] == '}') return i + 1;
     uint32_t seen = 0;
     for (;;) {
         if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
-        if ((i = string_at(sc, i, &ko, &kl, &esc)) < 0) return -1;
+        if ((i = str_fast(sc, i, &ko, &kl, &esc)) < 0) return -1;
         if (esc) { sc->err = "escaped key"; return -1; }
-        i = ws(sc, i);
-        if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
-        vo = i = ws(sc, i + 1);
+        if ((vo = i = colon_at(sc, i)) < 0) return -1;
         const uint8_t *k = sc->s + ko;
         int bit = -1;
         IdVal idv = {0};
@@ -622,14 +901,14 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         }
         if (id_dst) {
             if (i < sc->n && sc->s[i] == '"') { /* a string id: valid, but its value is Python's */
-                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                if ((i = skip_fast(sc, i, 1)) < 0) return -1;
                 *id_dst = UNSURE;
             } else {
-                if ((i = id_at(sc, i, &idv, 0)) < 0) return -1;
+                if ((i = id_fast(sc, i, &idv, 0)) < 0) return -1;
                 if (idv.state == V_OK) *id_dst = idv.v; else ev->bad = 1;
             }
         } else {
-            if ((i = skip_value(sc, i, 1)) < 0) return -1;
+            if ((i = skip_fast(sc, i, 1)) < 0) return -1;
             if (bit == 20) ev->collective = 1; /* msgspec decodes this row's args */
             else if (bit == 13 || bit == 14) { if (sc->s[vo] != '"') ev->bad = 1; } /* str fields */
             else if (tri) { tri->present = 1; triple_of(sc, vo, i, tri); }
@@ -666,11 +945,9 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
     if (i < sc->n && sc->s[i] == '}') return i + 1;
     for (;;) {
         if (i >= sc->n || sc->s[i] != '"') { sc->err = "expected a key"; return -1; }
-        if ((i = string_at(sc, i, &ko, &kl, &esc)) < 0) return -1;
+        if ((i = str_fast(sc, i, &ko, &kl, &esc)) < 0) return -1;
         if (esc) { sc->err = "escaped key"; return -1; }
-        i = ws(sc, i);
-        if (i >= sc->n || sc->s[i] != ':') { sc->err = "expected ':'"; return -1; }
-        i = ws(sc, i + 1);
+        if ((i = colon_at(sc, i)) < 0) return -1;
         const uint8_t *k = sc->s + ko;
         int bit = -1;
         StrVal *sv = NULL;
@@ -696,26 +973,26 @@ static Py_ssize_t event_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         if (which == 0) {
             bit = 0;
             if (i < sc->n && sc->s[i] == '"') {
-                if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
+                if ((i = str_fast(sc, i, &o, &l, &esc)) < 0) return -1;
                 ev->ph = esc ? '?' : phase_of(sc->s + o, l);
             } else {
-                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                if ((i = skip_fast(sc, i, 1)) < 0) return -1;
                 ev->ph = '?';
             }
         } else if (which == 1) { bit = 1; sv = &ev->cat; }
         else if (which == 2) { bit = 2; sv = &ev->name; }
-        else if (which == 3) { bit = 3; if ((i = id_at(sc, i, &ev->pid, 1)) < 0) return -1; }
-        else if (which == 4) { bit = 4; if ((i = id_at(sc, i, &ev->tid, 1)) < 0) return -1; }
+        else if (which == 3) { bit = 3; if ((i = id_fast(sc, i, &ev->pid, 1)) < 0) return -1; }
+        else if (which == 4) { bit = 4; if ((i = id_fast(sc, i, &ev->tid, 1)) < 0) return -1; }
         else if (which == 5) { bit = 5; if ((i = time_at(sc, i, &ev->ts)) < 0) return -1; }
         else if (which == 6) { bit = 6; if ((i = time_at(sc, i, &ev->dur)) < 0) return -1; }
         else if (which == 7) { bit = 7; if ((i = args_at(sc, i, ev)) < 0) return -1; }
-        else if ((i = skip_value(sc, i, 1)) < 0) return -1;
+        else if ((i = skip_fast(sc, i, 1)) < 0) return -1;
         if (sv) {
             if (i < sc->n && sc->s[i] == '"') {
-                if ((i = string_at(sc, i, &o, &l, &esc)) < 0) return -1;
+                if ((i = str_fast(sc, i, &o, &l, &esc)) < 0) return -1;
                 *sv = (StrVal){V_OK, o, l, esc};
             } else {
-                if ((i = skip_value(sc, i, 1)) < 0) return -1;
+                if ((i = skip_fast(sc, i, 1)) < 0) return -1;
                 sv->state = V_BAD;
             }
         }
@@ -758,9 +1035,8 @@ static const char *take_row(Chunk *ch, const Ev *ev, Py_ssize_t start, Py_ssize_
     if (r >= cap) return "more rows than the caller's capacity";
     int64_t *c = ch->cols;
     const uint8_t *s = ch->sc.s;
-    int32_t cat = table_code(&ch->cats, s, ev->cat.o, ev->cat.state ? ev->cat.l : 0, 0, -1, (uint8_t)ev->cat.esc);
-    int32_t name = table_code(&ch->names, s, ev->name.o, ev->name.state ? ev->name.l : 0, 0, -1,
-                              (uint8_t)ev->name.esc);
+    int32_t cat = text_code(&ch->cats, s, ev->cat.o, ev->cat.state ? ev->cat.l : 0, (uint8_t)ev->cat.esc);
+    int32_t name = text_code(&ch->names, s, ev->name.o, ev->name.state ? ev->name.l : 0, (uint8_t)ev->name.esc);
     if (cat < 0 || name < 0) return "out of memory";
     int64_t dur = ev->ph == 'X' ? ev->dur.ns : 0; /* instants: no duration whatever is written */
     c[C_START * cap + r] = ev->ts.ns;
