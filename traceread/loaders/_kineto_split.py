@@ -152,7 +152,9 @@ def _child(stream: Any, path: str, split_at: int, stop: threading.Event | None =
         src.offset = body_start + split_at
         buf, pos = bytearray(), split_at
     while pos + len(buf) < want:
-        block = src.read(1 if src.gzip else stream._READ)  # gzip: one inflated block, never joined
+        # gzip: one inflated block, never joined; a plain file: the boundary search's window (the
+        # chunks themselves come from the file map, so more read here is only copied)
+        block = src.read(1 if src.gzip else stream.WINDOW)
         if not block:
             break
         if not buf and pos + len(block) <= split_at:  # wholly before the split: dropped uncopied
