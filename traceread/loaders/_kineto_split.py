@@ -27,6 +27,7 @@ from typing import Any
 
 _PIPE_SIZE = 1 << 20  # Linux's default cap for an unprivileged process (/proc/sys/fs/pipe-max-size)
 SPLIT_MIN = 16 << 20  # JSON bytes; below, forking costs about what it saves (measured)
+_COPY_SPLIT_MIN = 4 << 20  # bytes per thread below which a second copying thread is not worth starting
 
 
 @dataclass
@@ -67,9 +68,7 @@ class Half:
         if not msg or not msg.get("ok") or msg["start"] != start:
             return None
         columns = msg.pop("rows")
-        rows = spare_rows(msg["state"]["n"])
-        for name, a in columns.items():
-            rows[name][:] = a
+        copy_columns(spare_rows(msg["state"]["n"]), columns)
         return msg
 
     def cancel(self) -> None:
@@ -78,6 +77,46 @@ class Half:
             self.stop.set()
             self.thread.join()
             self.msg = None
+
+
+def copy_columns(dst: dict[str, Any], src: dict[str, Any]) -> None:
+    """``dst[name][:] = src[name]`` for every column, on two threads when there is much to copy.
+
+    The rows land on fresh pages, whose first-touch faults are most of the copy's cost, and numpy
+    releases the GIL while it copies: the 1 GB trace's 1.5M second-half rows (110 MB) took about
+    0.1 s on one thread, 0.06-0.08 s split by bytes over two (measured).
+    """
+    a: list[str] = []
+    b: list[str] = []
+    size_a = size_b = 0
+    for name in sorted(src, key=lambda k: -src[k].nbytes):  # two groups of about equal bytes
+        if size_a <= size_b:
+            a.append(name)
+            size_a += src[name].nbytes
+        else:
+            b.append(name)
+            size_b += src[name].nbytes
+    failed: list[BaseException] = []
+
+    def copy(names: list[str]) -> None:
+        try:
+            for name in names:
+                dst[name][:] = src[name]
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread below
+            failed.append(exc)
+
+    helper = threading.Thread(target=copy, args=(b,), name="traceread-copy", daemon=True) \
+        if size_b >= _COPY_SPLIT_MIN else None
+    try:
+        if helper is not None:
+            helper.start()
+    except RuntimeError:  # no thread (its stack does not fit under --max-memory): copy here
+        helper = None
+    copy(a if helper is not None else a + b)
+    if helper is not None:
+        helper.join()
+    if failed:
+        raise failed[0]
 
 
 def start_half(stream: Any, path: str, split_at: int) -> Child | Half | None:
