@@ -99,8 +99,8 @@ def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | Non
     """(time base, epoch offset in ns, a note when the epoch could not be known)."""
     if not len(events):
         return schema.TIME_RELATIVE, None, None
-    timed = ~schema.lane_is(events, schema.LANE_INSTANT)  # instants only: all rows count
-    where = timed if timed.any() else True
+    timed = ~schema.lane_is(events, schema.LANE_INSTANT)
+    where = timed if timed.any() else True  # instants only: all rows count
     first_us = float(np.min(events["start_ns"].to_numpy(), where=where, initial=np.iinfo(np.int64).max)) / 1000
     if EPOCH_US_MIN <= first_us <= EPOCH_US_MAX:
         return schema.TIME_EPOCH, 0, None

@@ -105,13 +105,13 @@ def copy_columns(dst: dict[str, Any], src: dict[str, Any]) -> None:
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread below
             failed.append(exc)
 
-    helper = threading.Thread(target=copy, args=(b,), name="traceread-copy", daemon=True) \
-        if size_b >= _COPY_SPLIT_MIN else None
-    try:
-        if helper is not None:
+    helper = None
+    if size_b >= _COPY_SPLIT_MIN:
+        helper = threading.Thread(target=copy, args=(b,), name="traceread-copy", daemon=True)
+        try:
             helper.start()
-    except RuntimeError:  # no thread (its stack does not fit under --max-memory): copy here
-        helper = None
+        except RuntimeError:  # no thread (its stack does not fit under --max-memory): copy here
+            helper = None
     copy(a if helper is not None else a + b)
     if helper is not None:
         helper.join()
