@@ -356,6 +356,88 @@ def why_mpi_host(p):
     assert covered(gaps, nsys_nvtx(db, r"^MPI_")) > 0
 
 
+def why_work_before_capture(p):
+    """vLLM forward by graph launches: every runtime call ends more than 100 ms before the first GPU op
+    starts, on a single stream, with no sync in between that the GPU could be waiting for (the GPU was busy
+    with work issued before the capture began); from its first op to its last the GPU is idle under 1%."""
+    ev = kineto(p)
+    calls = cat(ev, *RUNTIME)
+    gpu = cat(ev, "kernel", "gpu_memcpy", "gpu_memset")
+    assert min(float(e["ts"]) for e in gpu) - max(span(e)[1] for e in calls) > 100_000
+    assert len({(e.get("pid"), e.get("tid")) for e in gpu}) == 1
+    why_low_idle(p, 0.01)
+
+
+def why_inline_preprocessing(p):
+    """One gap of over 200 ms holds almost all of the idle; in it the launching thread runs the pipeline's
+    ``preprocess`` (``read_video_pyav`` decoding, numpy normalization) for over 90% of the gap. There is no
+    DataLoader: the host produces the batch itself."""
+    ev = kineto(p)
+    gaps = kernel_gaps(ev)
+    big = max(gaps, key=lambda g: g[1] - g[0])
+    assert big[1] - big[0] > 200_000 and big[1] - big[0] >= 0.9 * length(gaps)
+    launcher = {e.get("tid") for e in named(cat(ev, *RUNTIME), r"Launch")}
+    frames = [span(e) for e in named(cat(ev, "python_function"), r"preprocess|read_video")
+              if e.get("tid") in launcher]
+    assert covered([big], frames) >= 0.9 * (big[1] - big[0])
+    assert not named(ev, r"DataLoader")
+
+
+def _last_step_empty_tail(ev: list[dict]) -> float:
+    """us between the last recorded host op or GPU op inside the last ProfilerStep and its end."""
+    last = max(named(ev, r"^ProfilerStep#"), key=lambda e: float(e["ts"]))
+    s, e = span(last)
+    kinds = ("kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "operator", "user_annotation", *RUNTIME)
+    inside = [span(x)[1] for x in cat(ev, *kinds) if x is not last and s <= float(x["ts"]) < e]
+    return e - max(inside)
+
+
+def why_shutdown_tail_then_dispatch(p):
+    """4 loader workers: the last ProfilerStep ends in a stretch of over 70 ms with no host op and no kernel
+    (the profiler shutting down). The rest of the idle is eager dispatch (a launch call for every ~110 us
+    of idle, host operators around them); the loader covers under 2% of it."""
+    ev = kineto(p)
+    tail = _last_step_empty_tail(ev)
+    assert tail > 70_000
+    last_end = max(span(e)[1] for e in named(ev, r"^ProfilerStep#"))
+    gaps = [g for g in kernel_gaps(ev) if g[1] <= last_end - tail]
+    launches = [e for e in named(cat(ev, *RUNTIME), r"Launch") if any(s <= float(e["ts"]) < g for s, g in gaps)]
+    assert len(launches) * 200 >= length(gaps)
+    assert covered(gaps, [span(e) for e in cat(ev, "operator", "cpu_op")]) >= 0.9 * length(gaps)
+    assert covered(gaps, [span(e) for e in named(ev, r"^enumerate\(DataLoader\)#")]) < 0.05 * length(gaps)
+
+
+def why_kernel_records_lost(p):
+    """Hundreds of cudaLaunchKernel calls and their flow events, but not one kernel record: the GPU
+    activity was lost (the profiler stopped before its buffers were flushed), not a CPU-only capture."""
+    doc_events = kineto(p)
+    assert len(named(cat(doc_events, *RUNTIME), r"^cudaLaunchKernel$")) >= 200
+    assert not cat(doc_events, "kernel", "gpu_memcpy", "gpu_memset")
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt") as fh:
+        raw = json.load(fh)
+    events = raw if isinstance(raw, list) else raw.get("traceEvents", [])
+    assert sum(1 for e in events if e.get("ph") in ("s", "f")) >= 200
+
+
+def why_setup_teardown(p):
+    """CUDA concurrency test: one 295 ms gap is nearly all of the idle; pinned and device memory
+    allocation and frees (cudaHostAlloc, cudaFreeHost, cudaMalloc, cudaFree) hold the host for about 70% of
+    it, inside NVTX ``init_data``/``clean_up``/``wait`` ranges; the kernels ran on device 0, which
+    TARGET_INFO_GPU names the GTX 1060 (the table also lists an Intel GPU and a render driver)."""
+    db = nsys(p)
+    gaps = nsys_gaps(db)
+    big = max(gaps, key=lambda g: g[1] - g[0])
+    assert 290 * MS <= big[1] - big[0] <= 300 * MS and big[1] - big[0] >= 0.95 * length(gaps)
+    alloc = [(s, e) for s, e, n in nsys_runtime(db, "cuda%")
+             if re.match(r"cuda(HostAlloc|FreeHost|Malloc|Free)(_v\d+)?$", n)]
+    assert 0.65 <= covered([big], alloc) / (big[1] - big[0]) <= 0.75
+    assert covered([big], nsys_nvtx(db, r"(init_data|clean_up)$")) >= 0.5 * (big[1] - big[0])
+    (dev,), = db.execute("SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    (gpu,), = db.execute("SELECT name FROM TARGET_INFO_GPU WHERE id = ?", (dev,)).fetchall()
+    assert "GTX 1060" in gpu
+
+
 # trace -> (expected dominant cause(s), why, xfail reason or None)
 EXPECTED: dict[str, tuple[tuple[str, ...], Callable[[Path], None], str | None]] = {
     "kineto/hta_alexnet_a100.json.gz": (("one-time-cost",), why_alexnet, None),
@@ -391,6 +473,21 @@ EXPECTED: dict[str, tuple[tuple[str, ...], Callable[[Path], None], str | None]] 
     "nsys/nsysai_tiny_rtx3080_2026.sqlite": (("one-time-cost",), why_tiny_first_launches, None),
     "nsys/nvfuser_h100_2024.sqlite": (("one-time-cost",), why_nvfuser_compile, None),
     "nsys/pipit_saxpy_mpi_a100_2022.sqlite": (("unattributed",), why_mpi_host, None),
+    "kineto/kineto2021_resnet50_workers0_run2.pt.trace.json.gz": (("data-starved",),
+                                                                  lambda p: why_loader(p, 0.15, 0.35), None),
+    "kineto/kineto2021_resnet50_workers4_run2.pt.trace.json.gz": (
+        ("launch-bound",), why_shutdown_tail_then_dispatch,
+        "issue 24: the profiler-shutdown tail of the last step is read as unattributed idle"),
+    "kineto/tracelens_timesformer_h100.json.gz": (
+        ("data-starved",), why_inline_preprocessing,
+        "issue 24: host-side input work on the training thread is left unattributed"),
+    "kineto/tracelens_vllm_piecewise_exec_mi300x.json.gz": (
+        ("healthy", "memory-bound"), why_work_before_capture,
+        "issue 24: idle before the first GPU op, explained by work issued before the capture, is read as idle"),
+    "kineto/zoology_a100_no_kernel_records.json": (("none",), why_kernel_records_lost, None),
+    "nsys/extrap_concurrent16_gtx1060_2022.sqlite": (
+        ("one-time-cost",), why_setup_teardown,
+        "issue 24: set-up and teardown (pinned alloc/free, init/clean-up ranges) is read as launch overhead"),
 }
 
 
@@ -403,6 +500,12 @@ def _cases():
 def test_every_shared_trace_has_an_expectation():
     present = {f"{p.parent.name}/{p.name}" for p in SHARED_TRACES.glob("*/*") if p.suffix != ".md"}
     assert present == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED), ids=lambda n: n.split("/")[-1])
+def test_the_hand_read_reason_holds_in_the_raw_file(name):
+    """Never xfail: an expectation whose mechanism has not landed yet still has its reason re-measured."""
+    EXPECTED[name][1](SHARED_TRACES / name)
 
 
 @pytest.mark.parametrize(("name", "want", "why"), list(_cases()))
@@ -443,3 +546,16 @@ def test_a_long_first_launch_is_judged_the_same_in_every_trace():
         assert len(launch) and (launch["class"] == "one-time-cost").all()
         seen += len(launch)
     assert seen >= 10
+
+
+@pytest.mark.xfail(strict=False, reason="issue 24: refusals say what is missing (kernel records lost)")
+def test_lost_kernel_records_are_named_not_a_cpu_only_capture():
+    import io
+
+    from traceread.render.markdown import render
+
+    a = analyze([load(SHARED_TRACES / "kineto/zoology_a100_no_kernel_records.json")], cfg=Thresholds())
+    out = io.StringIO()
+    render(a, out)
+    verdict = out.getvalue().split("## Verdict", 1)[1].split("##", 1)[0]
+    assert "kernel records" in verdict and "CPU-only" not in verdict

@@ -108,7 +108,7 @@ def test_real_multi_process_export_is_two_ranks():
 
 @needs_shared
 def test_real_2022_export_reads_old_metadata_table():
-    path = next(p for p in shared_nsys() if "2022" in p.name)
+    path = next(p for p in shared_nsys() if p.name.startswith("pipit_") and "2022" in p.name)
     tr = load_nsys(path)
     assert "2.9.1" in tr.meta.generation
     names = set(tr.events.loc[tr.events["category"] == S.CAT_RUNTIME, "name"].astype(str))
@@ -299,3 +299,14 @@ def test_nsys_rep_with_nsys_on_path_is_exported_to_a_temp_file(tmp_path, monkeyp
     with pytest.raises(TraceReadError, match="nsys export' failed \\(cannot open report\\)"):
         load(str(rep))
     assert shutil.which("nsys") == str(fake)
+
+
+@needs_shared
+def test_the_device_named_is_the_one_the_kernels_ran_on():
+    """TARGET_INFO_GPU of a Windows export lists three rows with cuDevice 0 (the GTX 1060, the integrated
+    Intel GPU, the Microsoft Basic Render Driver): the kernels' device 0 is the CUDA-capable one."""
+    path = next(p for p in shared_nsys() if p.name.startswith("extrap_"))
+    tr = load_nsys(path)
+    used = [d for d in tr.meta.devices if d.used]
+    assert [d.name for d in used] == ["GeForce GTX 1060 with Max-Q Design"]
+    assert used[0].sm_count == 10

@@ -39,7 +39,7 @@ from traceread import schema as S
 from traceread.errors import TraceReadError
 from traceread.loaders import _nsys_blocks as B
 from traceread.loaders._nsys_frame import FrameWriter
-from traceread.loaders._nsys_read import Export, gpu_rows, nvtx_table, open_export
+from traceread.loaders._nsys_read import Export, GpuRow, gpu_rows, nvtx_table, open_export
 from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -194,7 +194,13 @@ def _devices(ex: Export, ranks: list[RankInfo], used: set[tuple[int, int]]) -> l
     """Devices per rank: those it ran GPU work on (used) plus those listed for its pid."""
     rows, cuda_map = gpu_rows(ex)
     by_gpu = {r.gpu_id: r for r in rows if r.pid is None}
-    by_cuda = {r.cuda_id: r for r in rows if r.pid is None}
+    # Several rows can carry the same cuDevice (a Windows export also lists the integrated GPU and the
+    # "Microsoft Basic Render Driver" with cuDevice 0): the kernels' device is the CUDA-capable row (one
+    # with SMs), the one whose own id is that device id first; the last row listed must not win.
+    by_cuda: dict[int, GpuRow] = {}
+    for r in sorted((r for r in rows if r.pid is None),
+                    key=lambda r: (not r.sm_count, r.gpu_id != r.cuda_id), reverse=True):
+        by_cuda[r.cuda_id] = r
     per_pid = {(r.pid, r.cuda_id): r for r in rows if r.pid is not None}
     out: list[DeviceInfo] = []
     for rk in ranks:
