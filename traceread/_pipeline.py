@@ -142,6 +142,7 @@ def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thr
     except ImportError:
         unavailable.append("busy-time split: traceread.attribution is not installed; compute-bound and "
                            "memory-bound busy time estimated from each kernel class's share of kernel time")
+        assert out.steps is not None  # set by the caller just before
         return _with_trace(_fallback_attribution(trace, out.steps), index)
     attr = attribute(trace, steps, gaps, cfg)
     out.dominant = getattr(attr, "dominant_cause", None)
@@ -197,7 +198,7 @@ def _fallback_attribution(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
         total = dur[sel].sum()
         frac = float(dur[sel & compute].sum() / total) if total else 0.0
         busy = int(g["busy_ns"].sum())
-        row = {"rank": rank, "device": device, "step_ns": int((g["end_ns"] - g["start_ns"]).sum()),
+        row: dict[str, Any] = {"rank": rank, "device": device, "step_ns": int((g["end_ns"] - g["start_ns"]).sum()),
                part_col("compute-bound"): int(round(busy * frac))}
         row[part_col("memory-bound")] = busy - row[part_col("compute-bound")]
         for cls in GAP_CLASSES:
@@ -304,7 +305,7 @@ def mfu_dict(res: Any) -> dict[str, Any]:
     """An MfuResult as a dict with at least ``mfu, hfu, tflops_per_gpu, step_time_ns, inputs``."""
     if hasattr(res, "to_dict"):
         d = dict(res.to_dict())
-    elif dataclasses.is_dataclass(res):
+    elif dataclasses.is_dataclass(res) and not isinstance(res, type):
         d = dataclasses.asdict(res)
     else:
         d = dict(res)

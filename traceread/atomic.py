@@ -37,7 +37,7 @@ def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
     except OSError as exc:
         raise OutputError(path, exc.strerror or str(exc)) from None
     try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as fh:
             yield fh
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, path)

@@ -26,7 +26,7 @@ The first response follows the largest piece of evidence inside the dominant cla
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -95,7 +95,8 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     rows = []
     graph_ns = 0
     gaps = classified_gaps if classified_gaps is not None else pd.DataFrame()
-    for (rank, device), st in steps.groupby(["rank", "device"], sort=True):
+    for key, st in steps.groupby(["rank", "device"], sort=True):
+        rank, device = cast("tuple[int, int]", key)
         ws, we = intervals.union(st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64))
         window = intervals.total_length(ws, we)
         sel = ((kern["device"] == device) & (kern["rank"] == rank)).to_numpy() if len(kern) else np.zeros(0, bool)
@@ -120,9 +121,9 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     if total_ns and graph_ns / total_ns >= cfg.note_min_share:
         notes.append(f"{graph_ns / total_ns:.0%} of step time runs inside CUDA graphs whose kernels are not traced; "
                      "it is counted as compute-bound busy time")
-    busy = shares["compute-bound"] + shares["memory-bound"]
-    if dominant in GAP_CLASSES and busy and shares["memory-bound"] / busy >= cfg.memory_bound_min_share:
-        notes.append(f"memory-bound kernels take {shares['memory-bound'] / busy:.0%} of busy time: once the idle "
+    busy_share = shares["compute-bound"] + shares["memory-bound"]
+    if dominant in GAP_CLASSES and busy_share and shares["memory-bound"] / busy_share >= cfg.memory_bound_min_share:
+        notes.append(f"memory-bound kernels take {shares['memory-bound'] / busy_share:.0%} of busy time: once the idle "
                      "time is removed, fusion is the next lever")
     notes.extend(_comm_note(gaps, total_ns, cfg))
     if total_ns == 0:
@@ -182,7 +183,7 @@ def _idle_by_class(gaps: pd.DataFrame, rank: int, device: int, ws: np.ndarray, w
         notes.append(f"rank {rank} device {device}: classified gaps exceed idle time by {found - idle} ns; "
                      "scaled to the idle time")
         scaled = {k: int(v * idle // found) for k, v in out.items()}
-        big = max(scaled, key=scaled.get)
+        big = max(scaled, key=scaled.__getitem__)
         scaled[big] += idle - sum(scaled.values())
         out = scaled
     else:

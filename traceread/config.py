@@ -8,6 +8,7 @@ the two agree.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,10 +198,10 @@ def parse_set_options(items: tuple[str, ...] | list[str]) -> dict[str, str]:
 
 def load_config_file(path: str) -> dict[str, Any]:
     """Read a TOML config file (``[thresholds]``, ``[kernel_patterns]``, ``[job]`` tables)."""
-    try:
-        import tomllib  # type: ignore[import-not-found]
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10
+        import tomli as tomllib
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)

@@ -180,7 +180,7 @@ class _RankHost:
 
 
 def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device: int,
-                 st: pd.DataFrame) -> dict[str, np.ndarray] | None:
+                 st: pd.DataFrame) -> dict[str, np.ndarray | pd.arrays.SparseArray] | None:
     ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
     step_p2p = step_p2p_counts(trace, st)
     crow = compute_rows(v, rank, device)
@@ -190,7 +190,7 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
         return None
     n = len(gs)
     dur = ge - gs
-    cols: dict[str, np.ndarray] = {
+    cols: dict[str, np.ndarray | pd.arrays.SparseArray] = {
         "rank": np.full(n, rank, np.int32), "device": np.full(n, device, np.int32),
         "step": st["step"].to_numpy()[w], "start_ns": gs, "end_ns": ge, "dur_ns": dur,
         "offset_ns": gs - ws[w], "phase": (gs - ws[w]) / np.maximum(we[w] - ws[w], 1),
@@ -318,7 +318,7 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds) -> pd.DataF
     v = event_view(trace)
     parts = []
     hosts: dict[int, _RankHost] = {}
-    for (r, d), idx in sorted(steps_df.groupby(["rank", "device"]).indices.items()):
+    for (r, d), idx in sorted(schema.rank_device_rows(steps_df).items()):
         st = steps_df.iloc[idx].sort_values("start_ns", kind="stable")
         if int(r) not in hosts:
             hosts[int(r)] = _RankHost(v, int(r))
@@ -339,7 +339,7 @@ def _assemble(v: EventView, parts: list[dict[str, Any]]) -> pd.DataFrame:
     for c in FRAME_COLUMNS:
         pieces = [p.pop(c) for p in parts]
         if isinstance(pieces[0], pd.arrays.SparseArray):
-            data[c] = pieces[0] if len(pieces) == 1 else pd.arrays.SparseArray._concat_same_type(pieces)
+            data[c] = pieces[0] if len(pieces) == 1 else pd.arrays.SparseArray._concat_same_type(pieces)  # type: ignore[attr-defined]  # pandas' own one-dtype concat (extension-array API), absent from the stubs
         else:
             arr = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
             del pieces
@@ -377,7 +377,7 @@ def collective_exposure(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
     v = event_view(trace)
     ident = identify(trace)
     parts = []
-    for (r, d), idx in sorted(steps_df.groupby(["rank", "device"]).indices.items()):
+    for (r, d), idx in sorted(schema.rank_device_rows(steps_df).items()):
         st = steps_df.iloc[idx].sort_values("start_ns")
         ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
         comm = v.rows((schema.LANE_GPU_COMM,), rank=int(r), device=int(d))

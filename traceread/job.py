@@ -117,8 +117,8 @@ class JobInputs:
         if any(p is not None for p in parts) and not all(p is not None for p in parts):
             raise UsageError("--micro-batch, --grad-accum and --dp go together (tokens per optimizer "
                              "step = micro-batch x grad-accum x dp x seq-len)")
-        if all(p is not None for p in parts):
-            mb, ga, dp = parts  # type: ignore[misc]
+        mb, ga, dp = parts
+        if mb is not None and ga is not None and dp is not None:
             if self.global_batch is not None and self.global_batch != mb * ga * dp:
                 raise UsageError(f"--global-batch {self.global_batch} != --micro-batch {mb} x "
                                  f"--grad-accum {ga} x --dp {dp} = {mb * ga * dp}")
@@ -151,7 +151,7 @@ class JobInputs:
         if not self.attention_flops:
             return None
         k = 12 if self.mode == "train" else 4
-        return float(k * self.layers * self.hidden * self.seq_len)  # type: ignore[operator]
+        return float(k * self.layers * self.hidden * self.seq_len)  # type: ignore[operator]  # validate() demands all three with attention_flops
 
     def recompute_multiplier(self) -> tuple[float, str]:
         """Executed / useful FLOPs, and why."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -187,7 +188,8 @@ def classify_name(name: str) -> str:
 def _per_unique(names: pd.Series | np.ndarray, fn) -> np.ndarray:
     """Apply ``fn`` once per distinct name and broadcast back (names are few, kernels many)."""
     if isinstance(getattr(names, "dtype", None), pd.CategoricalDtype):
-        cat = names.array if isinstance(names, pd.Series) else names
+        # a categorical dtype means a Categorical, bare or under a Series
+        cat = cast(pd.Categorical, names.array if isinstance(names, pd.Series) else names)
         cats, codes = np.asarray(cat.categories, dtype=object), np.asarray(cat.codes)
     else:  # factorize on objects: a Categorical of plain names would convert them to Arrow strings first
         codes, cats = pd.factorize(np.asarray(names, dtype=object))

@@ -14,6 +14,8 @@ epoch ns when the time base is ``epoch``.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pandas as pd
 
@@ -180,6 +182,11 @@ def validate(events: pd.DataFrame) -> None:
         cats = set(events["category"].cat.categories)
         assert cats <= set(CATEGORIES), f"unknown categories {cats - set(CATEGORIES)}"
     assert isinstance(events.index, pd.RangeIndex) and events.index.start == 0, "index must be 0..n-1"
+
+
+def rank_device_rows(events: pd.DataFrame, **groupby: Any) -> dict[tuple[Any, Any], np.ndarray]:
+    """Row positions per (rank, device): ``groupby(["rank", "device"]).indices`` with its key type."""
+    return cast("dict[tuple[Any, Any], np.ndarray]", events.groupby(["rank", "device"], **groupby).indices)
 
 
 def lane_is(events: pd.DataFrame, lane: str) -> np.ndarray:

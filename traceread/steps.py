@@ -241,7 +241,7 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
         steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in
                               ("rank", "device", "step", "start_ns", "end_ns", "cpu_start_ns", "cpu_end_ns")})
     busy = np.zeros(len(steps), dtype=np.int64)
-    for (r, d), grp in steps.groupby(["rank", "device"]).indices.items():
+    for (r, d), grp in schema.rank_device_rows(steps).items():
         us, ue = compute_union(v, int(r), int(d))
         busy[grp] = intervals.overlap_with_union(steps["start_ns"].to_numpy()[grp],
                                                  steps["end_ns"].to_numpy()[grp], us, ue)

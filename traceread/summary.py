@@ -68,7 +68,7 @@ def summarize(trace: Trace) -> TraceSummary:
     steps = meta.steps
     n_steps = 0 if steps is None else len(steps)
     step_range = None
-    if n_steps:
+    if steps is not None and n_steps:
         step_range = (int(steps["step"].min()), int(steps["step"].max()))
     used = [d for d in meta.devices if d.used]
     return TraceSummary(

@@ -184,15 +184,16 @@ def _offsetting(attr: pd.DataFrame, b: SideFacts, cfg: Thresholds) -> str:
 def compare(b: SideFacts, a: SideFacts, cfg: Thresholds) -> Diff:
     """Compare two sides (module doc for the order of judgement)."""
     comp, warnings, blocking = comparability(b, a, cfg)
-    tokens = b.throughput_values is not None and a.throughput_values is not None
+    if b.throughput_values is not None and a.throughput_values is not None:
+        tokens, xb, xa = True, b.throughput_values, a.throughput_values
+    else:
+        tokens, xb, xa = False, b.step_values, a.step_values
     metric = "tokens/s" if tokens else "step time"
-    xb = b.throughput_values if tokens else b.step_values
-    xa = a.throughput_values if tokens else a.step_values
     mb, ma = b.median_step_ns, a.median_step_ns
     ratio = ma / mb if mb and ma is not None else None
     tput_ratio = float(np.median(xa) / np.median(xb)) if tokens and len(xb) and len(xa) else None
     attr = tables.attribution_table(b, a)
-    test = None
+    test: dict[str, Any] | None = None
     change = None
     if len(xb) and len(xa):
         u = stats.mann_whitney_u(xb, xa)
@@ -203,6 +204,7 @@ def compare(b: SideFacts, a: SideFacts, cfg: Thresholds) -> Diff:
                                                                     stats.block_length(len(xa))],
                 "samples": cfg.diff_bootstrap_samples, "seed": 0, "n_before": int(len(xb)), "n_after": int(len(xa))}
         r = tput_ratio if tokens else ratio
+        assert r is not None  # both sides have values (ratio: and a non-zero median step)
         change = (1.0 - r) * 100.0 if tokens else (r - 1.0) * 100.0  # worse is positive
     offsetting = ""
     n_min = min(len(b.step_values), len(a.step_values))

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from importlib import resources
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -149,7 +150,7 @@ def _md_steps(d: Diff) -> list[str]:
 
 def _md_attribution(d: Diff) -> list[str]:
     rows = []
-    for r in d.attribution.itertuples(index=False):
+    for r in cast("Iterable[Any]", d.attribution.itertuples(index=False)):  # columns untyped
         if not (r.ns_per_step_before or r.ns_per_step_after):
             continue
         rel = "new" if r.relative_delta is None and r.ns_per_step_after else pct(r.relative_delta, 0)
@@ -202,7 +203,7 @@ def _md_collectives(d: Diff) -> list[str]:
     rows = [[md_text(r.collective), f"{_cnt(r.count_per_step_before)} -> {_cnt(r.count_per_step_after)}",
              f"{dur(r.ns_per_step_before)} -> {dur(r.ns_per_step_after)}",
              f"{dur(r.exposed_ns_per_step_before)} -> {dur(r.exposed_ns_per_step_after)}"]
-            for r in c.itertuples(index=False)]
+            for r in cast("Iterable[Any]", c.itertuples(index=False))]
     return ["## Collectives (per step)", "", table(["collective", "calls", "time", "exposed"], rows, "lrrr"), ""]
 
 
@@ -211,7 +212,7 @@ def _md_ranks(d: Diff) -> list[str]:
     if r is None or r.empty:
         return []
     rows = []
-    for x in r.itertuples(index=False):
+    for x in cast("Iterable[Any]", r.itertuples(index=False)):
         flag = {(True, False): f"straggler gone (was: {x.straggler_cause_before})",
                 (False, True): f"straggler appeared ({x.straggler_cause_after})",
                 (True, True): f"straggler ({x.straggler_cause_before} -> {x.straggler_cause_after})"}.get(

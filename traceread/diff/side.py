@@ -223,7 +223,7 @@ def _per_step(c: Capture, capture: int) -> pd.DataFrame:
                          "dur_ns": per["dur_ns"].to_numpy(np.int64), "steady": steady})
 
 
-def _merge(frames: list[pd.DataFrame], key: str, cols: list[str]) -> pd.DataFrame:
+def _merge(frames: list[pd.DataFrame | None], key: str, cols: list[str]) -> pd.DataFrame:
     """Tables keyed by ``key`` with the numeric ``cols``, summed by ``key``."""
     frames = [f[[key] + cols].assign(**{key: f[key].astype(str)}) for f in frames if f is not None and len(f)]
     if not frames:

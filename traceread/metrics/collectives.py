@@ -95,7 +95,7 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
     comm = comm.assign(dur_ns=(comm["end_ns"] - comm["start_ns"]).astype(np.int64))
     comp = ev[(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy()]
     exposed = np.zeros(len(comm), dtype=np.int64)
-    for (rank, dev), idx in comm.groupby(["rank", "device"], observed=True).indices.items():
+    for (rank, dev), idx in schema.rank_device_rows(comm, observed=True).items():
         c = comp[(comp["rank"].to_numpy() == rank) & (comp["device"].to_numpy() == dev)]
         q = comm.iloc[idx]
         us, ue = intervals.union(c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
@@ -135,7 +135,7 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
 def _in_steps(comm: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     """Mask: kernel starts inside one of the steps of its (rank, device)."""
     keep = np.zeros(len(comm), dtype=bool)
-    for (rank, dev), idx in comm.groupby(["rank", "device"], observed=True).indices.items():
+    for (rank, dev), idx in schema.rank_device_rows(comm, observed=True).items():
         st = steps[(steps["rank"] == rank) & (steps["device"] == dev)].sort_values("start_ns")
         if st.empty:
             continue

@@ -222,8 +222,7 @@ def resolve_peak(
         if row is None:
             raise UsageError(f"--gpu {gpu!r} is not in the peak table; known: {', '.join(table_keys())}")
     else:
-        rows = {match_gpu(n) for n in names if n}
-        rows.discard(None)
+        rows = {r for n in names if n and (r := match_gpu(n)) is not None}
         if len(rows) > 1:
             raise MissingInputError(
                 f"the trace lists several GPU models ({', '.join(sorted(r.key for r in rows))}); "

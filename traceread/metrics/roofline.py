@@ -119,11 +119,11 @@ def _op_cost(name: str, d: list[list[int]], t: list[str]) -> tuple[float, float,
         q, k_, v = d[1:4] if bwd else d[0:3]
         prec, es = _es(t[1] if bwd else t[0])
         if name in _FA_BLHE or name in _FA_BLHE_BWD:  # [B, L, H, E] layout
-            (b, lq, h, e), (_, s, _, _), ev_ = q, k_, v[3]
+            (bsz, lq, h, e), (_, s, _, _), ev_ = q, k_, v[3]
         else:  # [B, H, L, E]
-            (b, h, lq, e), s, ev_ = q, k_[-2], v[-1]
-        fwd = 2.0 * b * h * lq * s * (e + ev_)
-        io = float((_prod(q) + _prod(k_) + _prod(v) + b * h * lq * ev_) * es)
+            (bsz, h, lq, e), s, ev_ = q, k_[-2], v[-1]
+        fwd = 2.0 * bsz * h * lq * s * (e + ev_)
+        io = float((_prod(q) + _prod(k_) + _prod(v) + bsz * h * lq * ev_) * es)
         # Backward: 5 matmul-sized products (S recomputed, dV, dP, dQ, dK) vs 2 forward; reads and writes twice.
         return (2.5 * fwd, 2 * io, prec) if bwd else (fwd, io, prec)
     return None
@@ -220,12 +220,12 @@ def roofline(trace: Trace, cfg: Thresholds = Thresholds(),  # noqa: B008 - froze
     cost = [op_cost(o, d, t) for o, d, t in zip(agg["op"], dims, types, strict=True)]
     ok = np.array([c is not None for c in cost], dtype=bool)
     agg = agg[ok].reset_index(drop=True)
-    cost = [c for c in cost if c is not None]
+    known = [c for c in cost if c is not None]
     if agg.empty:
         return empty
-    agg["flops"] = [c[0] for c in cost]
-    agg["bytes"] = [c[1] for c in cost]
-    prec = [(fp32_as if c[2] == "fp32" else c[2]) or "" for c in cost]
+    agg["flops"] = [c[0] for c in known]
+    agg["bytes"] = [c[1] for c in known]
+    prec = [(fp32_as if c[2] == "fp32" else c[2]) or "" for c in known]
     agg["dtype"] = prec
     agg["intensity"] = agg["flops"] / agg["bytes"]
     agg["tflops"] = np.where(agg["kernel_ns"] > 0, agg["flops"] * agg["calls"] / agg["kernel_ns"].clip(lower=1) / 1e3,
@@ -240,5 +240,5 @@ def roofline(trace: Trace, cfg: Thresholds = Thresholds(),  # noqa: B008 - froze
     total = agg["kernel_ns"].sum()
     agg["share"] = agg["kernel_ns"] / total if total > 0 else 0.0
     agg = agg.sort_values("kernel_ns", ascending=False, kind="stable").reset_index(drop=True)
-    ridges = {p: row_gpu.ridge(p) for p in sorted(set(prec)) if row_gpu and row_gpu.ridge(p)}
+    ridges = {p: r for p in sorted(set(prec)) if row_gpu and (r := row_gpu.ridge(p))}
     return Roofline(agg[COLUMNS], row_gpu.key if row_gpu else None, ridges, tuple(notes))

@@ -7,7 +7,8 @@ names are shortened and path-scrubbed (the JSON keeps them whole).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 from traceread.config import Thresholds
 from traceread.metrics.kernels import KernelReport
@@ -41,7 +42,7 @@ def render_kernel_report(report: KernelReport, top: int = 20) -> str:
             for r in t.head(top).itertuples()]
     out.append(fixed_table(["share", "total", "count", "mean", "class", "name"], rows, "rrrrll"))
     out += ["", "time by class:"]
-    rows = [[r._1, f"{r.share:.1%}", dur(r.total_ns), str(r.count)] for r in report.classes.itertuples()]
+    rows = [[r._1, f"{r.share:.1%}", dur(r.total_ns), str(r.count)] for r in cast("Iterable[Any]", report.classes.itertuples())]
     out.append(fixed_table(["class", "share", "total", "count"], rows, "lrrr"))
     if report.unknown:
         shown = ", ".join(shorten(n, 60) for n in report.unknown[:5])

@@ -13,7 +13,8 @@ API (stable; extended, never broken):
   says), world_size, rank_source ('distributedInfo'|'nsys-process'|'filename'|None), frame_rank,
   member, members_in_file, devices, gpu_model, backend, process_groups ((pg_name, pg_desc, pg_size),
   ...), time_base, epoch_offset_ns, start_ns, end_ns, n_events`` plus ``start_epoch_ns``,
-  ``end_epoch_ns``, ``key`` (path, member), ``label`` and ``to_dict()``.
+  ``end_epoch_ns``, ``key`` (path, member), ``label``, ``claimed_rank`` (``rank``, known to be
+  claimed) and ``to_dict()``.
 * ``summarize(analysis_or_trace, identity, cfg=Thresholds()) -> RankSummary``: that rank's
   collectives (``COLLECTIVE_COLUMNS``: device, pg, pg_desc, seq, step, collective, bytes,
   start_ns, end_ns and the lead before each: lead_start_ns, lead_busy_ns, lead_<class>_ns), steps

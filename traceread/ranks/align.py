@@ -195,8 +195,8 @@ def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: i
     close = spread <= max(2 * float(spread.min()), 50_000.0)
     order = np.lexsort((np.abs(shifts), np.abs(med)) if both_epoch else (spread, np.abs(shifts)))
     pick = order[close[order]][0]
-    s, lo, hi = int(shifts[pick]), int(lo[pick]), int(hi[pick])
-    pa, pb = ia[lo:hi], ib[lo + s:hi + s]
+    s, first, stop = int(shifts[pick]), int(lo[pick]), int(hi[pick])
+    pa, pb = ia[first:stop], ib[first + s:stop + s]
     same = _agree(a, b, pa, pb)
     return s, pa[same], pb[same]
 
@@ -252,10 +252,10 @@ def align(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
     time (:func:`_nearest`) is tried and kept when it agrees better.
     """
     ref = summaries[0]
-    out = [RankAlignment(int(ref.identity.rank), 0, 0, METHOD_REFERENCE, len(ref.collectives["end_ns"]), 0, 0)]
+    out = [RankAlignment(ref.identity.claimed_rank, 0, 0, METHOD_REFERENCE, len(ref.collectives["end_ns"]), 0, 0)]
     matches: dict[int, dict[str, tuple]] = {}
     for s in summaries[1:]:
-        rank = int(s.identity.rank)
+        rank = s.identity.claimed_rank
         pairs, method, shift = match(ref, s)
         shared = s.identity.path == ref.identity.path
         if shared:

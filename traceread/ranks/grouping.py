@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from traceread.config import Thresholds
 from traceread.ranks.identity import (
@@ -96,7 +96,7 @@ def ranges(values: tuple[int, ...] | list[int]) -> str:
 def _utc(ns: int | None) -> str:
     if ns is None:
         return "?"
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _seconds(ns: int) -> str:
@@ -146,12 +146,14 @@ def _split_captures(items: list[RankIdentity], slack_ns: int) -> tuple[list[list
     caps: list[list[RankIdentity]] = []
     end = None
     for i in sorted(timed, key=lambda x: (x.start_epoch_ns, x.path, x.member)):
-        if caps and end is not None and i.start_epoch_ns <= end + slack_ns:
+        s, e = i.start_epoch_ns, i.end_epoch_ns
+        assert s is not None and e is not None  # timed: both ends are on the epoch
+        if caps and end is not None and s <= end + slack_ns:
             caps[-1].append(i)
-            end = max(end, i.end_epoch_ns)
+            end = max(end, e)
         else:
             caps.append([i])
-            end = i.end_epoch_ns
+            end = e
     if untimed:
         caps.append(untimed)
     return caps, not untimed
@@ -254,12 +256,12 @@ def _evidence(rule: str, members: tuple[RankIdentity, ...], world: int | None, w
         ev.append("no rank recorded (no distributedInfo, no rank in the file name): a job of its own")
     if len(worlds) > 1:
         ev.append(f"members disagree on the world size ({', '.join(map(str, worlds))}); the largest is used")
-    if start is not None and n > 1 and comparable:
+    if start is not None and end is not None and n > 1 and comparable:
         ev.append(f"recorded windows overlap: {_utc(start)}, {_seconds(end - start)} in all")
     elif not comparable and n > 1:
         ev.append("time base is not epoch for some traces: their windows cannot be compared, so separate "
                   "captures of this job cannot be told apart")
-    elif start is not None:
+    elif start is not None and end is not None:
         ev.append(f"recorded window: {_utc(start)}, {_seconds(end - start)}")
     if world:
         if missing:

@@ -68,6 +68,13 @@ class RankIdentity(EpochWindow):
         return (self.path, self.member)
 
     @property
+    def claimed_rank(self) -> int:
+        """``rank`` for a trace known to claim one (the ranks a job aligns); ValueError otherwise."""
+        if self.rank is None:
+            raise ValueError(f"{self.label} claims no rank")
+        return int(self.rank)
+
+    @property
     def label(self) -> str:
         base = os.path.basename(self.path)
         return f"{base}[{self.member}]" if self.members_in_file > 1 else base

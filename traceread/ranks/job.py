@@ -100,7 +100,7 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     thresholds = {k: getattr(cfg, k) for k in ("straggler_min_wait_share", "straggler_min_excess",
                                                "straggler_min_uncertainty_factor")}
     gdict = group.to_dict() if group is not None else None
-    base_ranks = tuple({"rank": int(s.identity.rank), "trace": s.identity.label, "path": s.identity.path,
+    base_ranks: tuple[dict[str, Any], ...] = tuple({"rank": s.identity.claimed_rank, "trace": s.identity.label, "path": s.identity.path,
                         "device": primary_device(s), "collectives": int(len(s.collectives["end_ns"]))}
                        for s in ranked)
     if len(ranked) < 2:
@@ -112,12 +112,12 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     for a in alignments:
         if a.offset_ns is None:
             notes.append(f"rank {a.rank}: {METHOD_NONE}; its arrivals are not compared")
-        elif (a.end_spread_ns or 0) > cfg.align_max_end_spread_ns:
+        elif a.end_spread_ns is not None and a.end_spread_ns > cfg.align_max_end_spread_ns:
             notes.append(f"rank {a.rank}: matched collectives' end times still disagree by {_fmt_ms(a.end_spread_ns)} "
                          "(robust spread) after alignment, where one collective ends within microseconds on every "
                          "rank: the matched calls may not be the same collectives (no sequence number or process "
                          "group recorded); its offset and waits are unreliable")
-    usable = [s for s in ranked if off[int(s.identity.rank)].offset_ns is not None]
+    usable = [s for s in ranked if off[s.identity.claimed_rank].offset_ns is not None]
     table = _instances(usable, off, matches)
     per_rank, strag, verdict = _stragglers(usable, off, table, cfg)
     ranks = tuple({**b, **per_rank.get(b["rank"], {}), **off[b["rank"]].to_dict()} for b in base_ranks)
@@ -144,7 +144,7 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], matches
     end = np.full((n, k), np.nan)
     comp = {c: np.full((n, k), np.nan) for c in COMPONENTS}
     for i, s in enumerate(usable):
-        rank = int(s.identity.rank)
+        rank = s.identity.claimed_rank
         if i == 0:
             cols = np.arange(k)
             own = np.arange(k)
@@ -175,7 +175,7 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], matches
     waits_for_last = np.where(present, last_arr[None, :] - arr, 0.0)
     rc = ref.collectives
     ref_rows = np.flatnonzero(keep)
-    ranks = [int(s.identity.rank) for s in usable]
+    ranks = [s.identity.claimed_rank for s in usable]
     records = _records(rc, ref_rows, ranks, last, arr, end, present, base)
     return {"n": int(arr.shape[1]), "arr": arr, "end": end, "comp": comp, "present": present, "last": last,
             "waits_for_last": waits_for_last, "ranks": ranks, "records": records, "base": base}
@@ -305,7 +305,7 @@ def _others_comm_bound(usable: list[RankSummary], off: dict[int, RankAlignment],
         us, ue = intervals.union(g["start_ns"][sel], g["end_ns"][sel])
         total += float((ue - us).sum())
         ok = m & present[j]
-        shift = int(off[int(s.identity.rank)].offset_ns or 0) - epoch_shift(s) + int(t["base"])
+        shift = int(off[s.identity.claimed_rank].offset_ns or 0) - epoch_shift(s) + int(t["base"])
         qs = arr[j, ok].astype(np.int64) + shift
         qe = arr[i, ok].astype(np.int64) + shift
         qs, qe = intervals.union(qs, qe)

@@ -48,7 +48,7 @@ def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
                       f"the slowest rank's own step: {_opt_dur(st.get('median_max_rank_step_ns'))}; ranks end "
                       f"within {_opt_dur(st.get('median_end_spread_ns'))} of each other."]
     if rep.stragglers:
-        rows = [(str(s["rank"]), dur(s["waited_on_ns"]), pct(s["share_of_others_time"]),
+        rows: list[tuple[str, ...]] = [(str(s["rank"]), dur(s["waited_on_ns"]), pct(s["share_of_others_time"]),
                  f"{s['last_arrivals']} / {s['matched_collectives']}", dur(s["median_lateness_ns"]),
                  md_text(s["cause"])) for s in rep.stragglers]
         lines += ["", f"{h}# Stragglers", "", table(["Rank", "Others waited", "Of their time", "Last arrivals",

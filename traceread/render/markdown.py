@@ -8,7 +8,7 @@ trace other than device names, kernel/op names and path-scrubbed Python frames i
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -164,7 +164,7 @@ def _where(a: Analysis) -> str:
             step_ns = float(r["step_ns"]) or 1.0
             busy = (r[part_col("compute-bound")] + r[part_col("memory-bound")]) / step_ns
             shares = {c: r[part_col(c)] / step_ns for c in GAP_CLASSES}
-            top = max(shares, key=shares.get)
+            top = max(shares, key=shares.__getitem__)
             rows.append([md_text(_label(a, r)), ms(med), pct(busy), pct(1 - busy)]
                         + [pct(shares[c]) for c in GAP_CLASSES] + [f"{top} {bar(shares[top], 10)}"])
         lines.append(table(headers, rows, "lrrr" + "r" * len(GAP_CLASSES) + "l"))
@@ -248,7 +248,7 @@ def _kernels(a: Analysis) -> str:
     return "## Kernels, collectives and launches\n\n" + "\n\n".join(parts) if parts else ""
 
 
-def _stat(key: str, v: object) -> str:
+def _stat(key: str, v: Any) -> str:
     if key.endswith("_ns"):
         return dur(float(v))
     if key.endswith("_share"):
@@ -256,7 +256,7 @@ def _stat(key: str, v: object) -> str:
     return f"{v:,}" if isinstance(v, (int, np.integer)) else md_text(str(v))
 
 
-def _cell(col: str, v: object) -> str:
+def _cell(col: str, v: Any) -> str:
     if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and np.isnan(v)):
         return ""
     if col.endswith("_ns"):
@@ -275,7 +275,7 @@ def _per_step(a: Analysis) -> str:
     if s["step"].nunique() < 2 if len(s) else True:
         return ""
     lines = ["## Per step"]
-    groups = list(s.groupby(["trace", "rank", "device"], sort=True))
+    groups = cast("list[tuple[tuple[int, int, int], pd.DataFrame]]", list(s.groupby(["trace", "rank", "device"], sort=True)))
     if len(groups) > MAX_STEP_SECTIONS:
         # Many ranks: show the ones that lose the most time; the JSON has every step.
         groups.sort(key=lambda kv: -float(kv[1]["idle_ns"].sum()) / max(float((kv[1]["end_ns"] - kv[1][
@@ -289,7 +289,7 @@ def _per_step(a: Analysis) -> str:
         for _, r in g.head(MAX_STEP_ROWS).iterrows():
             step_ns = int(r["end_ns"] - r["start_ns"])
             idle = {c: int(r[part_col(c)]) for c in GAP_CLASSES}
-            top = max(idle, key=idle.get)
+            top = max(idle, key=idle.__getitem__)
             flag = "warmup" if r["warmup"] else ("outlier" if r["outlier"] else "")
             cause = f"{top} ({pct(idle[top] / step_ns if step_ns else 0, 0)})" if idle[top] else "none"
             rows.append([str(int(r["step"])), ms(step_ns), pct(r["busy_ns"] / step_ns if step_ns else 0),

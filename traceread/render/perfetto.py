@@ -11,7 +11,7 @@ Timestamps are the trace's own ns (Perfetto needs them non-negative: shifted whe
 from __future__ import annotations
 
 import zlib
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 import pandas as pd
@@ -143,7 +143,8 @@ def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, wins: pd.Da
         w.slices_on(diag, g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), g["class"].astype(str).tolist(),
                     _gap_args(g))
     for gpu in timeline.window_events(a, t, rank, dev, wins, timeline.DEVICE_LANES):
-        for (lane, stream), e in gpu.groupby([gpu["lane"].astype(str), "stream"], sort=True):
+        for (lane_key, stream), e in gpu.groupby([gpu["lane"].astype(str), "stream"], sort=True):
+            lane = str(lane_key)  # grouped by the lane as text
             kind = {schema.LANE_GPU_COMPUTE: "stream", schema.LANE_GPU_COMM: "comm stream"}.get(lane, lane)
             trk = w.track(_uuid("gpu", t, rank, dev, lane, stream), f"GPU {dev} {kind} {stream}", proc,
                           order=110 + 10 * dev + list(timeline.DEVICE_LANES).index(lane))
@@ -154,7 +155,7 @@ def _emit_host(w: _Writer, a: Analysis, t: int, rank: int, wins: pd.DataFrame) -
     proc = _uuid("rank", t, rank)
     for host in timeline.window_events(a, t, rank, None, wins, timeline.HOST_LANES):
         for tid, e in host.groupby("tid", sort=True):
-            trk = w.track(_uuid("cpu", t, rank, tid), f"CPU thread {tid}", proc, order=int(tid) % 100)
+            trk = w.track(_uuid("cpu", t, rank, tid), f"CPU thread {tid}", proc, order=int(cast(int, tid)) % 100)
             names = [scrub_paths(n) for n in e["name"].astype(str).tolist()]
             w.slices_on(trk, e["start_ns"].to_numpy(), e["end_ns"].to_numpy(), names)
 
@@ -164,8 +165,10 @@ def render(a: Analysis, out: IO[bytes], steps: str = "key") -> None:
     wins = timeline.windows(a, steps)
     lo = min([0] + [int(x) for x in wins["start_ns"]])
     w = _Writer(out, shift=-lo if lo < 0 else 0)
-    for (t, rank, dev), g in wins.groupby(["trace", "rank", "device"], sort=True):
+    for key, g in wins.groupby(["trace", "rank", "device"], sort=True):
+        t, rank, dev = cast("tuple[int, int, int]", key)
         _emit_unit(w, a, int(t), int(rank), int(dev), g)
     # Host threads once per rank (several GPUs share them), over the union of that rank's windows.
-    for (t, rank), g in wins.groupby(["trace", "rank"], sort=True):
+    for key, g in wins.groupby(["trace", "rank"], sort=True):
+        t, rank = cast("tuple[int, int]", key)
         _emit_host(w, a, int(t), int(rank), g)

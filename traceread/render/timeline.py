@@ -42,7 +42,7 @@ def _key_rows(g: pd.DataFrame) -> list[list]:
     median = steady.iloc[med_i]
     candidates = g[~g["warmup"]] if (~g["warmup"]).any() else g
     worst = candidates.iloc[int(np.argmax(candidates["idle_ns"].to_numpy()))]
-    rows = []
+    rows: list[list] = []
     for r, label in ((median, "median step"), (worst, "worst step")):
         if rows and rows[0][3] == int(r["step"]):
             rows[0][6] = "median and worst step"

@@ -36,9 +36,9 @@ class Rule:
 
     name: str
     mask: Callable[[pd.DataFrame, RuleContext, Thresholds], np.ndarray]
-    evidence: Callable[[pd.DataFrame, RuleContext, Thresholds], np.ndarray]
+    evidence: Callable[[pd.DataFrame | Rows, RuleContext, Thresholds], np.ndarray]
     # The named piece of evidence per row (``allocator``, ``compile``...); None: the class itself.
-    kind: Callable[[pd.DataFrame, RuleContext], np.ndarray] | None = None
+    kind: Callable[[pd.DataFrame | Rows, RuleContext], np.ndarray] | None = None
 
 
 @dataclass

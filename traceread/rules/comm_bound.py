@@ -22,7 +22,7 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import pipeline_bubble
-from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 
 NAME = "comm-bound"
 
@@ -36,7 +36,7 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.judged & covered & waited & ~structural
 
 
-def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     coll = frac(gaps, "comm_collective")
     p2p = frac(gaps, "comm_p2p")
     typ = col(gaps, "comm_type", "").astype(str).astype(object)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 
 NAME = "launch-bound"
 
@@ -39,7 +39,7 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.judged & ctx.late & ~driver_work & (runtime | dense | dispatching)
 
 
-def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     start = col(gaps, "start_ns").astype(np.int64)
     lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
     issued = np.where(lstart >= start, cat("next kernel launched ", fmt_ns(lstart - start), " after the GPU went idle"),

@@ -42,7 +42,7 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
-from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct
+from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct
 from traceread.trace import Trace
 
 NAME = "one-time-cost"
@@ -163,14 +163,13 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
     ev = trace.events
     parts: list[pd.DataFrame] = []
 
-    def add(rows: pd.DataFrame, kind: str, s=None, e=None, label=None) -> None:
-        if len(rows) if s is None else len(s):
-            parts.append(pd.DataFrame({
-                "rank": rows["rank"].to_numpy(np.int64) if s is None else np.full(len(s), int(rows), np.int64),
-                "start_ns": rows["start_ns"].to_numpy(np.int64) if s is None else s,
-                "end_ns": rows["end_ns"].to_numpy(np.int64) if e is None else e,
-                "kind": kind,
-                "label": rows["name"].astype(str).to_numpy() if label is None else label}))
+    def add(rows: pd.DataFrame, kind: str) -> None:
+        add_spans(rows["rank"].to_numpy(np.int64), rows["start_ns"].to_numpy(np.int64),
+                  rows["end_ns"].to_numpy(np.int64), kind, rows["name"].astype(str).to_numpy())
+
+    def add_spans(rank: np.ndarray, s: np.ndarray, e: np.ndarray, kind: str, label: np.ndarray) -> None:
+        if len(s):
+            parts.append(pd.DataFrame({"rank": rank, "start_ns": s, "end_ns": e, "kind": kind, "label": label}))
 
     host = ev[ev["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])]
     ranges = host[~host["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER, schema.CAT_PYTHON])]
@@ -196,11 +195,12 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
                                  mod["tid"].to_numpy(np.int64), mod["name"].astype(str).to_numpy(),
                                  launch["start_ns"].to_numpy(np.int64), launch["tid"].to_numpy(np.int64),
                                  cfg.one_time_run_gap_ns)
-            add(rank, "module-load", s, e, labels)
+            add_spans(np.full(len(s), int(rank), np.int64), s, e, "module-load", labels)
         # Graph capture: Begin..End spans and instantiation.
         cs, ce = _capture_spans(calls, thread_ends)
         if len(cs):
-            add(rank, "graph-capture", cs, ce, np.full(len(cs), "stream capture", dtype=object))
+            add_spans(np.full(len(cs), int(rank), np.int64), cs, ce, "graph-capture",
+                      np.full(len(cs), "stream capture", dtype=object))
         add(calls[_name_mask(calls["name"], _CAPTURE_CALL_RE)], "graph-capture")
         # Long context / stream / pinned-memory setup calls.
         add(calls[long_here & _name_mask(calls["name"], _CONTEXT_RE)], "context")
@@ -274,7 +274,7 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.judged & ~ctx.queued & (ctx.one_time_ns / dur >= cfg.one_time_cover)
 
 
-def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
     what = np.array([KIND_TEXT.get(k, k) for k in ctx.one_time_kind], dtype=object)
     return cat("one-time cost: ", what, " (", ctx.one_time_label, "; ", ctx.one_time_count.astype(str).astype(object),

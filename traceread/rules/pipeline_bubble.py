@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 
 NAME = "pipeline-bubble"
 
@@ -92,7 +92,7 @@ def waits_like_a_bubble(gaps: pd.DataFrame, queued: np.ndarray, cfg: Thresholds)
     return (p2p | queued) & ~other
 
 
-def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame, cfg: Thresholds, eligible: np.ndarray | None = None
+def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame | None, cfg: Thresholds, eligible: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """``(periodic, presence, cv, notes)`` per gap (see module docstring).
 
@@ -172,8 +172,8 @@ def _by_window(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long
     logd = np.log(np.maximum(dur, 1).astype(np.float64))
     dbin = np.floor(logd / dwidth).astype(np.int64)
     reach = 2  # bins on each side: place within the tolerance, duration within ~1.4x
-    ps, ds = np.meshgrid(np.arange(-reach, reach + 1), np.arange(-reach, reach + 1))
-    ps, ds = ps.ravel(), ds.ravel()
+    grid = np.meshgrid(np.arange(-reach, reach + 1), np.arange(-reach, reach + 1))
+    ps, ds = grid[0].ravel(), grid[1].ravel()
     rep = np.repeat(cand, len(ps))
     win = gbin[rep] + np.tile(ps, len(cand))
     if wrap:
@@ -262,7 +262,7 @@ def _two(x: np.ndarray) -> np.ndarray:
     return np.char.mod("%.2f", np.asarray(x, dtype=np.float64)).astype(object)
 
 
-def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     p2p = frac(gaps, "comm_p2p")
     waits_on = np.where(p2p >= cfg.comm_cover,
                         cat("waits on a point-to-point transfer covering ", fmt_pct(p2p), " of it"),

@@ -27,7 +27,7 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
-from traceread.rules._base import SYNC_CALL, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import SYNC_CALL, Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 from traceread.rules.one_time_cost import ALLOCATOR_RE, _name_mask, allocator_recurs
 from traceread.trace import Trace
 
@@ -88,7 +88,7 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
     return blocked_ns, alloc_ns, alloc_calls, block_start
 
 
-def stall_ns(gaps: pd.DataFrame | object, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Host-blocked time of each gap plus the refill right after the sync (see module doc)."""
     start = col(gaps, "start_ns").astype(np.int64)
     end = col(gaps, "end_ns").astype(np.int64)
@@ -112,13 +112,13 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.judged & held & ~ctx.queued & ~structural & ~submitted_first
 
 
-def kind(gaps: pd.DataFrame | object, ctx: RuleContext) -> np.ndarray:
+def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
     """``allocator`` where allocator calls hold more of the gap than the other syncs, else ``sync``."""
     other = ctx.sync_blocked_ns - ctx.sync_alloc_ns
     return np.where(ctx.sync_alloc_ns >= np.maximum(other, 1), "allocator", "sync").astype(object)
 
 
-def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
     share = fmt_pct(stall_ns(gaps, ctx, cfg) / dur)
     alloc = kind(gaps, ctx) == "allocator"

@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import Rows, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 
 NAME = "unattributed"
 
 
-def evidence(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = col(gaps, "dur_ns").astype(np.int64)
     short = dur < cfg.min_judged_gap_ns
     launch = np.where(ctx.queued, "next kernel was already queued",

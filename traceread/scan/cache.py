@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import pickle
-from typing import Any
+from typing import IO, Any
 
 from traceread.atomic import atomic_open
 from traceread.scan.discover import Candidate
@@ -61,7 +61,7 @@ class Cache:
             self._read()
         else:  # start a new log: earlier entries must not come back on the next run
             open(os.path.join(self.dir, LOG), "w").close()
-        self._log = open(os.path.join(self.dir, LOG), "a", encoding="utf-8")  # noqa: SIM115
+        self._log: IO[str] | None = open(os.path.join(self.dir, LOG), "a", encoding="utf-8")  # noqa: SIM115
 
     def _read(self) -> None:
         try:

@@ -125,10 +125,17 @@ def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInp
     from traceread.render.jobsection import group_markdown
 
     by_rel = {o.rel: o for o in done}
-    identities = [i for o in done for i in o.identities]
-    summary_of = {s.identity.key: s for o in done for s in o.summaries}
+    identities: list[ranks.RankIdentity] = []
+    summary_of: dict[tuple[str, int], ranks.RankSummary] = {}
+    for o in done:
+        assert o.identities is not None and o.summaries is not None  # read first: Cache.load_ranks
+        identities += o.identities
+        summary_of.update((s.identity.key, s) for s in o.summaries)
     groups = ranks.group_jobs(identities, settings.rank_pattern, settings.cfg)
-    jobs, job_of, used, md = [], {}, set(), {}
+    jobs: list[dict[str, Any]] = []
+    job_of: dict[str, str] = {}
+    used: set[str] = set()
+    md: dict[str, str] = {}
     for g in groups:
         members = [by_rel[p] for p in g.paths if p in by_rel]
         name = job_name(g)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from typing import cast
 
 from traceread.scan.work import Outcome, Settings, Task, run_task
 
@@ -102,7 +103,7 @@ class WorkerPool:
         methods = multiprocessing.get_all_start_methods()
         # fork: a worker starts in milliseconds with traceread already imported (and the user's
         # kernel patterns registered); spawn where fork does not exist
-        self.ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self.ctx = multiprocessing.get_context("fork") if "fork" in methods else multiprocessing.get_context("spawn")
         if self.ctx.get_start_method() == "fork":
             _preimport()
         self.workers: list[_Worker] = []
@@ -130,7 +131,7 @@ class WorkerPool:
             while queue or any(w.tasks for w in self.workers):
                 self._fill(queue)
                 busy = {w.conn: w for w in self.workers if w.tasks}
-                for conn in wait(list(busy), timeout=POLL_S):
+                for conn in cast("list[Connection]", wait(list(busy), timeout=POLL_S)):  # of those given
                     w = busy[conn]
                     try:
                         outcome = conn.recv()

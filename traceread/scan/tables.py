@@ -111,7 +111,7 @@ def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str, numbers: 
 
     schema = _schemas()["gaps"]
     g = doc.get("gaps") or []
-    names = ("rank", "device", "step", "start_ns", "end_ns", "class", "evidence", "phase") + _GAP_NUM + _GAP_TEXT
+    names: tuple[str, ...] = ("rank", "device", "step", "start_ns", "end_ns", "class", "evidence", "phase") + _GAP_NUM + _GAP_TEXT
     if numbers is not None and g and all(len(v) == len(g) for v in numbers.values()):
         names = tuple(c for c in names if c not in numbers)
     else:
