@@ -15,11 +15,11 @@ import numpy as np
 import orjson
 import pandas as pd
 
+import traceread.loaders.kineto.categories as cats
 from traceread import kernel_classes, schema
 from traceread.limits import check_events
-from traceread.loaders import _kineto_categories as cats
-from traceread.loaders._kineto_decode import INT64_MAX, INT64_MIN
-from traceread.loaders._kineto_scan import codes_in
+from traceread.loaders.kineto.decode import INT64_MAX, INT64_MIN
+from traceread.loaders.kineto.scan import codes_in
 from traceread.trace import SideTables
 
 _INT_COLUMNS = ("pid", "tid", "start_ns", "end_ns", "external_id", "correlation", "device", "stream")

@@ -1,15 +1,16 @@
 """Stream a Kineto file's event array in bounded chunks, decoded by one, two or more processes.
 
-The file (plain or gzip: :mod:`_kineto_source`) is read once, front to back. The header object
+The file (plain or gzip: :mod:`source`) is read once, front to back. The header object
 before ``traceEvents`` is parsed on its own; the event array is cut at guessed event boundaries
-into chunks that are decoded (:mod:`_kineto_decode`) where they lie in a window over the text
-(:mod:`_kineto_window`: a read buffer, or a plain file's copy-on-write map). On two cores, and
-for mid-sized files on more, a second decoder (a thread with the compiled scanner, else a forked
-child) decodes the second half of the file (:mod:`_kineto_split`); with more cores, files from
-``PARALLEL_MIN`` bytes go to a worker pool in chunks of ``CHUNK`` bytes. The last stretch of the stream, and anything after a chunk whose
-boundary guess was wrong, is scanned exactly in this process, which also finds the end of the
-array, the trailing keys (``baseTimeNanoseconds`` may sit there) or the place where a truncated
-file stops. Memory stays bounded by the chunks in flight.
+into chunks that are decoded (:mod:`decode`) where they lie in a window over the text
+(:mod:`window`: a read buffer, or a plain file's copy-on-write map); :mod:`chunks` holds that
+one-decoder loop. On two cores, and for mid-sized files on more, a second decoder (a thread
+with the compiled scanner, else a forked child) decodes the second half of the file
+(:mod:`split`); with more cores, files from ``PARALLEL_MIN`` bytes go to a worker pool in
+chunks of ``chunks.CHUNK`` bytes. The last stretch of the stream, and anything after a chunk
+whose boundary guess was wrong, is scanned exactly in this process, which also finds the end
+of the array, the trailing keys (``baseTimeNanoseconds`` may sit there) or the place where a
+truncated file stops. Memory stays bounded by the chunks in flight.
 """
 
 from __future__ import annotations
@@ -18,55 +19,27 @@ import collections
 import gc
 import multiprocessing
 import os
-import re
-import sys
-from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+import traceread.loaders.kineto.chunks as chunks
+import traceread.loaders.kineto.split as split
+from traceread.loaders.kineto.chunks import (
+    StreamResult,
+    decode_window,
+    exact_rest,
+    next_cut,
+    read_header,
+    run_serial,
+)
+from traceread.loaders.kineto.decode import decode_framed, guess_int_time
+from traceread.loaders.kineto.source import Source
+from traceread.loaders.kineto.text import find_boundary
+from traceread.loaders.kineto.window import open_window
+from traceread.loaders.progress import Progress
 
-from traceread.errors import TraceReadError
-from traceread.loaders import _kineto_split as split
-from traceread.loaders._kineto_decode import decode_chunk, decode_framed, guess_int_time
-from traceread.loaders._kineto_source import Source as _Source
-from traceread.loaders._kineto_text import TRACE_EVENTS_KEY, find_boundary, top_level_key_start
-from traceread.loaders._kineto_window import MappedWindow, ReadWindow, open_window
-from traceread.loaders._progress import Progress
-
-CHUNK = 4 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
-SERIAL_CHUNK: int | None = None  # in-process chunk bytes; None: by decoder (serial_chunk), tests set it
-MSGSPEC_CHUNK = 1 << 20  # msgspec chunks: measured faster than larger ones (fewer fresh pages, warm caches)
-SCANNER_CHUNK = 4 << 20  # compiled-scanner chunks: the per-chunk Python work (value tables, merging)
-# is amortized over 4x the rows; measured on the 233 MB ResNet trace: 10-15% less CPU than 1 MB
-WINDOW = 1 << 20  # how far past a chunk's target size to look for an event boundary
 _PEEK = 64 << 10  # looked at first: events are rarely longer
-LOOKAHEAD = 256 << 10  # the stream's last bytes are always scanned exactly (array end, trailer)
 PARALLEL_MIN = 48 << 20  # measured: below ~50 MB a worker pool costs more than it saves
-HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
-_READ = 4 << 20
 PROGRESS_MIN = 64 << 20  # smaller files load in well under a second: no bar
-_NON_SPACE = re.compile(rb"[^ \t\r\n]")
-_BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
-
-
-@dataclass
-class StreamResult:
-    """What the stream held: top-level keys, decoded chunks (in file order), how it ended."""
-
-    top: dict[str, Any]
-    bare_list: bool
-    sink: Any = None  # receives each decoded chunk in file order: sink.add(chunk); sink.n = rows so far
-    truncated: bool = False
-    warnings: list[str] = field(default_factory=list)
-    json_bytes: int = 0  # uncompressed bytes read
-    cut_at: int | None = None  # where a truncated event array stops (uncompressed offset)
-
-
-def serial_chunk() -> int:
-    """Bytes per in-process chunk: larger for the compiled scanner, whose per-row cost is small."""
-    from traceread.loaders import _kineto_scan
-
-    return min(CHUNK, SERIAL_CHUNK or (SCANNER_CHUNK if _kineto_scan.enabled() else MSGSPEC_CHUNK))
 
 
 def _worker_init() -> None:
@@ -96,7 +69,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     with the workers' decoding and each chunk's arrays are freed once merged; ``sink.expect``
     gets the expected JSON size first.
     """
-    src = _Source(path)
+    src = Source(path)
     bar = Progress(path, progress and src.json_size_estimate() >= PROGRESS_MIN)
     nworkers = workers if workers is not None else min(os.cpu_count() or 1, 4)
     size = src.json_size_estimate()
@@ -107,12 +80,12 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     was_enabled = gc.isenabled()
     gc.disable()  # decoded events hold no cycles (also in the child: disabled before forking)
     # the header is small next to the body: half of the file is half of the events
-    split_at = max(size // 2, CHUNK)
-    child = split.start_half(sys.modules[__name__], path, split_at) if halves else None
+    split_at = max(size // 2, chunks.CHUNK)
+    child = split.start_half(path, split_at) if halves else None
     src.ahead = child is None  # both cores decode: this process inflates only the text it decodes
     pool = None
     try:
-        top, bare, rest = _read_header(src)
+        top, bare, rest = read_header(src)
         res = StreamResult(top=top, bare_list=bare, sink=sink)
         if rest is None:
             res.truncated = True
@@ -129,13 +102,13 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
         if child is not None:
             restart = _run_halves(src, rest, res, bar, child, split_at)
         elif pool is None:
-            restart = _run_serial(src, rest, res, bar)
+            restart = run_serial(src, rest, res, bar)
         elif src.gzip:
             restart = _run_bytes(src, rest, res, pool, nworkers, bar)
         else:
             restart = _run_file(src, len(rest), res, pool, nworkers, bar)
         if restart is not None:
-            _exact_rest(src, restart, res)
+            exact_rest(src, restart, res)
             if src.gzip and src.gzip_cut:
                 res.truncated = True
             res.json_bytes = src.offset
@@ -154,41 +127,6 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
         src.close()
         if was_enabled:
             gc.enable()
-
-
-def _read_header(src: _Source) -> tuple[dict[str, Any], bool, memoryview | None]:
-    """Top-level keys before the event array, bare-list flag, and the bytes after ``[``.
-
-    The bytes (a view: the first block is MBs, not copied) are None when the file ends inside
-    the header (truncated before any event).
-    """
-    buf = b""
-    while True:
-        block = src.read(1 << 20)
-        buf += block
-        start = _NON_SPACE.search(buf)
-        if start is None:
-            if block:
-                continue
-            raise TraceReadError(src.path, "empty file" if not src.gzip else "empty file (gzip holds no data)")
-        lead = start.start()
-        first = buf[lead: lead + 1]
-        if first == b"[":
-            return {}, True, memoryview(buf)[lead + 1:]
-        if first != b"{":
-            raise TraceReadError(src.path, "not a trace: not JSON (expected '{' or '[')")
-        for m in TRACE_EVENTS_KEY.finditer(buf, lead):
-            if top_level_key_start(buf, lead, m.start()):
-                head = buf[lead + 1: m.start()].rstrip().rstrip(b",")
-                try:
-                    top = orjson.loads(b"{" + head + b"}")
-                except orjson.JSONDecodeError:
-                    top = {}
-                return top, False, memoryview(buf)[m.end():]
-        if not block and (src.gzip_cut or b'"schemaVersion"' in buf or b'"deviceProperties"' in buf):
-            return {}, False, None  # a Kineto header cut short before the event array
-        if not block or len(buf) > HEADER_MAX:
-            raise TraceReadError(src.path, "not a Kineto trace: no traceEvents array")
 
 
 class _Dispatch:
@@ -227,18 +165,18 @@ class _Done:
         return self.value
 
 
-def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress,
+def _run_halves(src: Source, first: bytes | memoryview, res: StreamResult, bar: Progress,
                 child: split.Child | split.Half,
                 split_at: int) -> bytes | int | None:
     """This process decodes up to body offset ``split_at``, the second decoder ``child`` the rest (see
-    ``_kineto_split``).
+    ``split``).
 
     Returns None when the child's rows completed the stream, else what the exact scan goes on
-    from (see :func:`_run_serial`).
+    from (see :func:`run_serial`).
     """
-    window = open_window(src, first, _READ)
+    window = open_window(src, first, chunks.READ)
     try:
-        status, start = split.run_head(sys.modules[__name__], window, res, split_at, bar)
+        status, start = split.run_head(window, res, split_at, bar)
         if status == "split":
             msg = split.half_result(child, start, res.sink.spare_rows)
         else:
@@ -246,7 +184,7 @@ def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar:
             msg = None
         if msg is None:  # alone again (from the boundary, or where no boundary was found)
             src.ahead = True  # inflate ahead in a thread
-            return window.rest() if status == "framing" else _decode_window(window, res, bar)
+            return window.rest() if status == "framing" else decode_window(window, res, bar)
     finally:
         window.close()
     res.sink.extend(msg["state"])
@@ -259,68 +197,7 @@ def _run_halves(src: _Source, first: bytes | memoryview, res: StreamResult, bar:
     return None
 
 
-def next_cut(buf: bytearray | memoryview, chunk: int) -> tuple[int, int] | None:
-    """The event boundary nearest after ``chunk`` bytes of ``buf`` (searching further if the usual
-    window holds none), as (end of the last event, start of the next); None when there is none yet."""
-    target = min(chunk, len(buf) - 2 * LOOKAHEAD)
-    cut = find_boundary(buf, target, min(len(buf) - LOOKAHEAD, target + WINDOW))
-    if cut is None:
-        cut = find_boundary(buf, target, len(buf) - LOOKAHEAD)
-    return cut
-
-
-def decode_in_place(buf: bytearray | memoryview, end: int, res: StreamResult) -> bool:
-    """Decode ``buf[:end + 1]`` (which starts with ``[``) where it lies, closing it with ``]``.
-
-    Adds the columns to ``res``; on a framing error restores the separator and returns False.
-    """
-    sep = buf[end]
-    buf[end] = 93  # "]"
-    out = decode_framed(memoryview(buf)[: end + 1])
-    if out.get("framing_error"):
-        buf[end] = sep
-        return False
-    res.sink.add(out)
-    return True
-
-
-def _run_serial(src: _Source, first: bytes | memoryview, res: StreamResult, bar: Progress) -> bytes | int:
-    """No workers: decode each chunk where it lies (``_kineto_window``), from ``first`` on.
-
-    Returns what the exact scan goes on from: the bytes left, or the file offset where they start.
-    """
-    window = open_window(src, first, _READ)
-    try:
-        return _decode_window(window, res, bar)
-    finally:
-        window.close()
-
-
-def _decode_window(window: ReadWindow | MappedWindow, res: StreamResult, bar: Progress) -> bytes | int:
-    """Decode chunk after chunk of ``window`` until its last ``2 * LOOKAHEAD`` bytes.
-
-    The separator after a chunk's last event is overwritten with ``]`` for its decode, and the
-    one before the next event becomes the next ``[``.
-    """
-    chunk = serial_chunk()
-    buf = window.buf
-    while True:
-        while len(buf) >= chunk + LOOKAHEAD or (window.eof and len(buf) > 2 * LOOKAHEAD):
-            cut = next_cut(buf, chunk)
-            if cut is None:
-                break
-            end, nxt = cut
-            if not decode_in_place(buf, end, res):
-                return window.rest()
-            buf = window.drop(nxt)
-            bar.update(window.progress())
-        if window.eof:
-            break
-        buf = window.refill()
-    return window.rest()
-
-
-def _run_bytes(src: _Source, first: bytes | memoryview, res: StreamResult, pool: Any, nworkers: int,
+def _run_bytes(src: Source, first: bytes | memoryview, res: StreamResult, pool: Any, nworkers: int,
                bar: Progress) -> bytes | int:
     """Chunk the decompressed stream in this process; returns the bytes left for the exact scan."""
     buf = bytearray(first)
@@ -328,8 +205,8 @@ def _run_bytes(src: _Source, first: bytes | memoryview, res: StreamResult, pool:
     run = _Dispatch(pool, nworkers)
     eof = False
     while True:
-        while len(buf) >= CHUNK + LOOKAHEAD or (eof and len(buf) > 2 * LOOKAHEAD):
-            cut = next_cut(buf, CHUNK)
+        while len(buf) >= chunks.CHUNK + chunks.LOOKAHEAD or (eof and len(buf) > 2 * chunks.LOOKAHEAD):
+            cut = next_cut(buf, chunks.CHUNK)
             if cut is None:
                 break
             framed = _framed(buf, cut[0])
@@ -342,7 +219,7 @@ def _run_bytes(src: _Source, first: bytes | memoryview, res: StreamResult, pool:
             bar.update(src.progress())
         if eof:
             break
-        eof = not src.read_into(buf, _READ)
+        eof = not src.read_into(buf, chunks.READ)
     while pending:
         redo = _collect(pending, res)
         if redo is not None:
@@ -373,20 +250,20 @@ def _framed(buf: bytearray, end: int) -> bytearray:
     return framed
 
 
-def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworkers: int,
+def _run_file(src: Source, head_len: int, res: StreamResult, pool: Any, nworkers: int,
               bar: Progress) -> int:
     """Plain file: workers read their own byte ranges; returns the offset for the exact scan."""
     start = src.offset - head_len  # file offset of the first event's text
     pending: collections.deque[tuple[Any, int]] = collections.deque()
     run = _Dispatch(pool, nworkers)
     with open(src.path, "rb") as fh:
-        while src.size - start > 2 * LOOKAHEAD:
-            target = start + min(CHUNK, src.size - start - 2 * LOOKAHEAD)
+        while src.size - start > 2 * chunks.LOOKAHEAD:
+            target = start + min(chunks.CHUNK, src.size - start - 2 * chunks.LOOKAHEAD)
             fh.seek(target)
-            window = fh.read(min(_PEEK, src.size - LOOKAHEAD - target))
+            window = fh.read(min(_PEEK, src.size - chunks.LOOKAHEAD - target))
             cut = find_boundary(window, 0, len(window))
             if cut is None:  # events longer than the peek: look further
-                window += fh.read(min(WINDOW, src.size - LOOKAHEAD - target) - len(window))
+                window += fh.read(min(chunks.WINDOW, src.size - chunks.LOOKAHEAD - target) - len(window))
                 cut = find_boundary(window, 0, len(window))
             if cut is None:
                 break
@@ -405,7 +282,7 @@ def _run_file(src: _Source, head_len: int, res: StreamResult, pool: Any, nworker
     return _restart_file(src, start)
 
 
-def _take_range(pending: collections.deque, res: StreamResult, src: _Source) -> int | None:
+def _take_range(pending: collections.deque, res: StreamResult, src: Source) -> int | None:
     """Add the oldest file range's result; on a framing error, the offset to rescan it from."""
     job, job_start = pending.popleft()
     out = job.get()
@@ -421,59 +298,9 @@ def _drain(pending: collections.deque) -> None:
         pending.popleft()[0].get()
 
 
-def _restart_file(src: _Source, offset: int) -> int:
+def _restart_file(src: Source, offset: int) -> int:
     src.fh.seek(offset)
     src.offset = offset
     return offset
 
 
-def _exact_rest(src: _Source, restart: bytes | int, res: StreamResult) -> None:
-    """Scan the rest of the stream exactly: last events, the array's end, trailing keys."""
-    buf = b"" if isinstance(restart, int) else restart
-    base = (restart if isinstance(restart, int) else src.offset - len(buf))
-    while True:
-        block = src.read(CHUNK)
-        buf += block
-        if block and len(buf) < CHUNK:
-            continue
-        out = decode_chunk(buf, final=True)
-        if out["n"] or out["meta_rows"] or out["notes"]:
-            res.sink.add(out)
-        if out["array_end"] is not None:
-            trailer = buf[out["array_end"] + 1:] + _read_all(src)
-            if not res.bare_list:
-                _parse_trailer(trailer, res)
-            return
-        if not block:
-            res.truncated = True
-            res.cut_at = base + out["tail_offset"]  # the warning is written once all rows are counted
-            return
-        base += out["tail_offset"]
-        buf = buf[out["tail_offset"]:]
-
-
-def _read_all(src: _Source) -> bytes:
-    parts = []
-    while True:
-        block = src.read(_READ)
-        if not block:
-            return b"".join(parts)
-        parts.append(block)
-
-
-def _parse_trailer(trailer: bytes, res: StreamResult) -> None:
-    """Keys after the event array (traceName, baseTimeNanoseconds in 2024-25 files, logs)."""
-    text = trailer.strip()
-    if not text or text == b"}":
-        return
-    body = text[1:] if text.startswith(b",") else text
-    try:
-        extra = orjson.loads(b"{" + body) if body.rstrip().endswith(b"}") else None
-    except orjson.JSONDecodeError:
-        extra = None
-    if not isinstance(extra, dict):
-        res.warnings.append("the keys after the event array are incomplete or not valid JSON")
-        m = _BASE_TIME.search(body)
-        extra = {"baseTimeNanoseconds": int(m.group(1))} if m else {}
-    for k, v in extra.items():
-        res.top.setdefault(k, v)

@@ -19,6 +19,10 @@ Each process with events is a rank, in process order (by the first CUDA device i
 Times are the export's int64 session ns; time base ``epoch`` with ``epoch_offset_ns`` =
 ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` when present, else ``session``. Rows are grouped by
 source table, each group in the export's row order (nsys writes them in time order). The file is opened read-only and nothing is written beside it.
+
+The pipeline, one module per stage: ``read`` (the export opened read-only, tables read in row
+chunks by reader threads) -> ``blocks`` (each activity table as the frame's columns) -> ``frame``
+(the blocks written into one preallocated frame, ranks and side tables).
 """
 
 from __future__ import annotations
@@ -35,11 +39,11 @@ import tempfile
 import numpy as np
 import pandas as pd
 
+import traceread.loaders.nsys.blocks as B
 from traceread import schema as S
 from traceread.errors import TraceReadError
-from traceread.loaders import _nsys_blocks as B
-from traceread.loaders._nsys_frame import FrameWriter
-from traceread.loaders._nsys_read import Export, gpu_rows, nvtx_table, open_export
+from traceread.loaders.nsys.frame import FrameWriter
+from traceread.loaders.nsys.read import Export, gpu_rows, nvtx_table, open_export
 from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -56,7 +60,7 @@ def load_nsys(path: str | os.PathLike[str], progress: bool = False, step_range: 
         return _load_report(path, progress, step_range)
     ex = open_export(path)
     try:
-        return _load(ex, path, progress, step_range)
+        return load_export(ex, path, progress, step_range)
     finally:
         ex.conn.close()
 
@@ -78,7 +82,7 @@ def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
         ex = open_export(out)
         try:
             # The export is deleted with the folder: nothing can be read from it later.
-            return _load(ex, path, progress, step_range, lazy_args=False)
+            return load_export(ex, path, progress, step_range, lazy_args=False)
         finally:
             ex.conn.close()
 
@@ -89,7 +93,9 @@ def _say(progress: bool, msg: str) -> None:
         print(f"traceread: {msg}", file=sys.stderr, flush=True)
 
 
-def _load(ex: Export, path: str, progress: bool, step_range: str | None, lazy_args: bool = True) -> Trace:
+def load_export(ex: Export, path: str, progress: bool, step_range: str | None, lazy_args: bool = True) -> Trace:
+    """Read the open export ``ex`` (of the file ``path``) into a Trace; ``lazy_args=False`` reads the
+    kernels' launch configuration now instead of on first use."""
     _say(progress, f"reading {path}")
     k_bound, rt_bound = ex.row_bound(B.K + "KERNEL"), ex.row_bound(B.K + "RUNTIME")
     bound = k_bound + rt_bound + sum(ex.row_bound(t) for t in (

@@ -32,7 +32,7 @@ CHUNK_ROWS = 1 << 18
 PID_SHIFT = 24
 ID_MASK = 0xFFFFFF  # pids and tids are 24-bit fields of globalTid/globalPid (B.3)
 # Tables whose presence marks a file as an nsys export.
-_NSYS_MARKERS = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME",
+NSYS_MARKERS = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME",
                  "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API",
                  "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "PROCESSES", "ThreadNames")
 
@@ -238,7 +238,7 @@ def open_export(path: str) -> Export:
         tables = [decode(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     except sqlite3.DatabaseError as exc:
         raise TraceReadError(path, f"not a readable SQLite database ({exc})") from None
-    if "StringIds" not in tables or not any(t in tables for t in _NSYS_MARKERS):
+    if "StringIds" not in tables or not any(t in tables for t in NSYS_MARKERS):
         conn.close()
         raise TraceReadError(path, "SQLite file is not an Nsight Systems export (no StringIds or nsys tables)")
     ex = Export(path=path, conn=conn)
