@@ -180,7 +180,7 @@ def exact_rest(src: Source, restart: bytes | int, res: StreamResult) -> None:
 
 
 def _read_all(src: Source) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         block = src.read(READ)
         if not block:

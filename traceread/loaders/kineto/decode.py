@@ -26,9 +26,10 @@ import traceread.loaders.kineto.scan as scan
 from traceread.loaders.kineto.events import (
     _KIND,
     EMPTY_RAW,
+    EVENT_LIST,
+    EVENT_LIST_INT_TIME,
     NO_TIME,
     AnyEvent,
-    AnyEventIntTime,
     Args,
     Event,
     Instant,
@@ -39,8 +40,8 @@ from traceread.loaders.kineto.events import (
 )
 from traceread.loaders.kineto.text import repair_event, scan_values, us_text_to_ns, us_text_to_ns_flag
 
-_LIST_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
-_INT_TIME_DECODER = msgspec.json.Decoder(list[AnyEventIntTime])  # type: ignore[valid-type]
+_LIST_DECODER = msgspec.json.Decoder(EVENT_LIST)
+_INT_TIME_DECODER = msgspec.json.Decoder(EVENT_LIST_INT_TIME)
 _try_int_time = True  # per process and load: cleared by the first chunk with a float (or odd) time
 _ONE_DECODER = msgspec.json.Decoder(AnyEvent)
 _PLAIN_DECODER = msgspec.json.Decoder(Event)
@@ -418,7 +419,7 @@ def _int_us_to_ns(values: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return np.where(ok, us * 1000, 0), ok
 
 
-def _side_values(args: tuple, cat_codes: np.ndarray, cat_values: list[str], name_codes: np.ndarray,
+def _side_values(args: list[Args], cat_codes: np.ndarray, cat_values: list[str], name_codes: np.ndarray,
                  name_values: list[str], notes: Counter[str]) -> dict[str, Any]:
     """Rare or bulky args, by chunk row index: kernel launch config, copy bytes, collectives, shapes."""
     kern = _subset(cat_codes, cat_values, cats.is_kernel).tolist()

@@ -26,7 +26,7 @@ import msgspec
 import numpy as np
 
 import traceread.loaders.kineto.categories as cats
-from traceread.loaders.kineto.events import AnyEvent, Instant, InstantOld, Meta, Row, collective_rows
+from traceread.loaders.kineto.events import EVENT_LIST, Instant, InstantOld, Meta, Row, collective_rows
 
 
 def _compiled() -> ModuleType | None:
@@ -49,7 +49,7 @@ _MIN_EVENT = 16  # bytes: no row event is shorter ({"ph":"i","ts":1} is 17), so 
 _TYPICAL_EVENT = 64  # bytes: real traces' rows are 100-500 bytes; a chunk with more rows is rescanned
 _NO_ROOM = "more rows than the caller's capacity"  # the C scanner's reason when cap was too small
 
-_LIST_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
+_LIST_DECODER = msgspec.json.Decoder(EVENT_LIST)
 _STR_DECODER = msgspec.json.Decoder(str)
 _ROW_TYPES = (Row, Instant, InstantOld)
 

@@ -35,6 +35,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -120,7 +121,8 @@ def load_export(ex: Export, path: str, progress: bool, step_range: str | None, l
     ranks, pid_rank = _ranks(out.pids, used)
     events, side = out.finish(path, pid_rank)
     n_kernels = spans[0][1][1]
-    pending = {"kernel_args": _KernelArgs(ex.path, n_kernels)} if lazy_args and n_kernels else {}
+    pending: dict[str, Callable[[], pd.DataFrame]] = \
+        {"kernel_args": _KernelArgs(ex.path, n_kernels)} if lazy_args and n_kernels else {}
     meta = _meta(ex, path, events, ranks, used, step_range)
     # kernel_args keeps its place (first: the kernels are the first rows) while it is pending.
     return Trace(events=events, meta=meta, side=SideTables({**{k: None for k in pending}, **side}, pending))
@@ -204,17 +206,20 @@ def _devices(ex: Export, ranks: list[RankInfo], used: set[tuple[int, int]]) -> l
     per_pid = {(r.pid, r.cuda_id): r for r in rows if r.pid is not None}
     out: list[DeviceInfo] = []
     for rk in ranks:
-        listed = {cuda for (p, cuda) in cuda_map if p == rk.pid} | {c for (p, c) in per_pid if p == rk.pid}
-        for dev in sorted({d for (p, d) in used if p == rk.pid} | listed):
-            info = per_pid.get((rk.pid, dev))
-            if info is None and (rk.pid, dev) in cuda_map:
-                info = by_gpu.get(cuda_map[(rk.pid, dev)])
+        pid = rk.pid
+        if pid is None:  # every nsys rank is a process; without a pid nothing below would match
+            continue
+        listed = {cuda for (p, cuda) in cuda_map if p == pid} | {c for (p, c) in per_pid if p == pid}
+        for dev in sorted({d for (p, d) in used if p == pid} | listed):
+            info = per_pid.get((pid, dev))
+            if info is None and (pid, dev) in cuda_map:
+                info = by_gpu.get(cuda_map[(pid, dev)])
             if info is None:
                 info = by_cuda.get(dev)
             out.append(DeviceInfo(rank=rk.rank, id=int(dev), name=info.name if info else "",
                                   sm_count=int(info.sm_count) if info and info.sm_count else None,
                                   memory_bytes=int(info.memory_bytes) if info and info.memory_bytes else None,
-                                  compute_capability=info.cc if info else None, used=(rk.pid, dev) in used))
+                                  compute_capability=info.cc if info else None, used=(pid, dev) in used))
     return out
 
 
@@ -225,8 +230,7 @@ def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[str]) ->
         pat = re.compile(rf"^{re.escape(step_range)}(?:[#_ ]?(\d+))?$")
     else:
         pat = _STEP
-    hits = {i: pat.match(str(nm)) for i, nm in names.items()}
-    hits = {i: m for i, m in hits.items() if m}
+    hits = {i: m for i, nm in names.items() if (m := pat.match(str(nm)))}
     if not hits:
         if step_range:
             warnings.append(f"no NVTX range named {step_range!r}; steps will be inferred")

@@ -131,21 +131,23 @@ class Export:
         """An upper bound on the rows a read of ``table`` returns: its rowid span (no scan)."""
         if not self.has(table):
             return 0
-        lo, hi = self._rowid_span(table)
-        return 0 if lo is None else hi - lo + 1
+        span = self._rowid_span(table)
+        return 0 if span is None else span[1] - span[0] + 1
 
-    def _rowid_span(self, table: str) -> tuple[int | None, int | None]:
+    def _rowid_span(self, table: str) -> tuple[int, int] | None:
+        """The table's (MIN(rowid), MAX(rowid)); None when it holds no rows (both are NULL)."""
         # Two queries: SQLite answers MIN(rowid) or MAX(rowid) alone from the b-tree's edge, but
         # both in one SELECT scans the whole table (seconds at 5M rows).
         lo = self.conn.execute(f"SELECT MIN(rowid) FROM {table}").fetchone()[0]
         hi = self.conn.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
-        return lo, hi
+        return None if lo is None or hi is None else (lo, hi)
 
     def _rowid_ranges(self, table: str) -> list[tuple[int, int]]:
         """(lo, hi] rowid slices of at most CHUNK_ROWS rowids each."""
-        lo, hi = self._rowid_span(table)
-        if lo is None:
+        span = self._rowid_span(table)
+        if span is None:
             return []
+        lo, hi = span
         step = max(1, CHUNK_ROWS)
         return [(a, min(a + step, hi)) for a in range(lo - 1, hi, step)]
 
@@ -282,7 +284,7 @@ def gpu_rows(ex: Export) -> tuple[list[GpuRow], dict[tuple[int, int], int]]:
     rows: list[GpuRow] = []
     if ex.has("TARGET_INFO_GPU"):
         cols = ex.columns["TARGET_INFO_GPU"]
-        want = [c for c in ("id", "name", "cuDevice", "smCount", "totalMemory", "computeMajor", "computeMinor")
+        want: list[str] = [c for c in ("id", "name", "cuDevice", "smCount", "totalMemory", "computeMajor", "computeMinor")
                 if c in cols]
         for r in ex.conn.execute(f"SELECT {', '.join(want)} FROM TARGET_INFO_GPU"):
             d = dict(zip(want, r, strict=True))
