@@ -35,7 +35,7 @@ def _skipped(e: Exception) -> None:
 
 
 setup(
-    ext_modules=[Extension("traceread.loaders._kineto_cscan", ["traceread/loaders/_kineto_cscan.c"],
+    ext_modules=[Extension("traceread.loaders.kineto._cscan", ["traceread/loaders/kineto/_cscan.c"],
                            # -O3: 2% fewer instructions than -O2 on the scanner (callgrind, both benchmark shapes)
                            optional=True, extra_compile_args=["-O3"])],
     cmdclass={"build_ext": OptionalBuildExt},

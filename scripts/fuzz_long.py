@@ -36,7 +36,7 @@ from fuzz_mutations import (  # noqa: E402
     write_json_case,
 )
 
-from traceread.loaders._kineto_scan import BUILT as SCANNER_BUILT  # noqa: E402
+from traceread.loaders.kineto.scan import BUILT as SCANNER_BUILT  # noqa: E402
 
 
 @click.command()

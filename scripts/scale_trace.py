@@ -19,7 +19,7 @@ import re
 import sys
 from decimal import Decimal
 
-from traceread.loaders._kineto_text import TRACE_EVENTS_KEY, scan_values
+from traceread.loaders.kineto.text import TRACE_EVENTS_KEY, scan_values
 
 _NUMBER_FIELDS = re.compile(rb'"(ts|id|External id|correlation|Ev Idx|Record function id)": (-?\d+(?:\.\d+)?)')
 _TS = re.compile(rb'"ts": (-?\d+(?:\.\d+)?)')

@@ -24,18 +24,19 @@ def _load_both(path: str) -> str | None:
     from test_kineto_scanner import assert_same_trace
 
     from traceread.errors import TracereadError
-    from traceread.loaders import _kineto_scan, load
+    from traceread.loaders import load
+    from traceread.loaders.kineto import scan
 
     got = []
     for disable in ("", "1"):
-        os.environ[_kineto_scan.DISABLE_ENV] = disable
+        os.environ[scan.DISABLE_ENV] = disable
         try:
             got.append(load(path))
         except TracereadError as exc:
             got.append(exc)
         except Exception as exc:  # noqa: BLE001 - an escaped error is a finding, reported, not a dead worker
             got.append(RuntimeError(f"unhandled {type(exc).__name__}: {exc}"))
-    os.environ.pop(_kineto_scan.DISABLE_ENV, None)
+    os.environ.pop(scan.DISABLE_ENV, None)
     fast, slow = got
     if isinstance(fast, Exception) or isinstance(slow, Exception):
         if isinstance(fast, TracereadError) and isinstance(slow, TracereadError):

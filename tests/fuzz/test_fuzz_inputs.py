@@ -27,9 +27,9 @@ from fuzz_mutations import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceread.loaders import _kineto_scan
+from traceread.loaders.kineto import scan
 
-SCANNER_BUILT = _kineto_scan.BUILT
+SCANNER_BUILT = scan.BUILT
 EXAMPLES = int(os.environ.get("TRACEREAD_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,

@@ -88,18 +88,18 @@ def test_privacy_no_host_or_user_names(tmp_path: Path, capsys) -> None:
 
 
 def test_info_says_which_decoder_loaded_the_file(capsys, monkeypatch) -> None:
-    from traceread.loaders import _kineto_scan
+    from traceread.loaders.kineto import scan
 
-    monkeypatch.setenv(_kineto_scan.DISABLE_ENV, "1")
+    monkeypatch.setenv(scan.DISABLE_ENV, "1")
     assert main(["info", "--json", "-", str(MODERN)]) == 0
     off = json.loads(capsys.readouterr().out)["traces"][0]["loaded_by"]
     assert off["scanner_chunks"] == 0 and off["msgspec_bytes"] > 0
     assert main(["info", str(MODERN)]) == 0
     assert "loaded by       msgspec (" in capsys.readouterr().out
-    monkeypatch.delenv(_kineto_scan.DISABLE_ENV)
+    monkeypatch.delenv(scan.DISABLE_ENV)
     assert main(["info", "--json", "-", str(MODERN)]) == 0
     on = json.loads(capsys.readouterr().out)["traces"][0]["loaded_by"]
-    if _kineto_scan.BUILT:
+    if scan.BUILT:
         assert on["scanner_share"] == 1.0 and on["installation"] == "compiled scanner"
     else:
         assert on["scanner_chunks"] == 0 and "not built" in on["installation"]

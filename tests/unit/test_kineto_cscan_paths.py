@@ -29,9 +29,9 @@ import pytest
 from conftest import FIXTURES, REPO
 from test_kineto_scanner import _chunk_of, _same_chunk, needs_scanner
 
-from traceread.loaders import _kineto_decode, _kineto_scan
+from traceread.loaders.kineto import decode, scan
 
-SOURCE = REPO / "traceread" / "loaders" / "_kineto_cscan.c"
+SOURCE = REPO / "traceread" / "loaders" / "kineto" / "_cscan.c"
 _EV = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 4, "ts": 5, "dur": 1%s}'
 
 
@@ -115,7 +115,7 @@ def test_fast_path_shapes_same_as_msgspec() -> None:
     bodies = _bodies(rng, range(0, 18, 17))  # right at the end, and with room for every word load
     for j in rng.choice(len(bodies), 1000, replace=False):
         body = bodies[j]
-        fast, _ = _kineto_decode._scanned(body, False)
+        fast, _ = decode.decode_scanned(body, False)
         try:
             msgspec.json.decode(b"[" + body + b"]")
         except msgspec.DecodeError:
@@ -123,7 +123,7 @@ def test_fast_path_shapes_same_as_msgspec() -> None:
             continue
         if fast is None:
             continue
-        _same_chunk(fast, _kineto_decode._decode_msgspec(b"[" + body + b"]", body, False))
+        _same_chunk(fast, decode.decode_msgspec(b"[" + body + b"]", body, False))
         taken += 1
     assert taken > 150
     # the shapes the fast paths are for are taken, whatever their distance to the end
@@ -137,21 +137,21 @@ def test_fast_path_shapes_same_as_msgspec() -> None:
                   _EV % (b', "%s": 1' % (b"k" * 17)), _EV % b', "x": 9999999999999999.1234567']
         for body in shapes:
             body += b" " * pad
-            fast, reason = _kineto_decode._scanned(body, False)
+            fast, reason = decode.decode_scanned(body, False)
             assert fast is not None, (pad, body, reason)
-            _same_chunk(fast, _kineto_decode._decode_msgspec(b"[" + body + b"]", body, False))
+            _same_chunk(fast, decode.decode_msgspec(b"[" + body + b"]", body, False))
 
 
 def _build(tmp: Path, define: str) -> object:
     cc = sysconfig.get_config_var("LDSHARED") or "cc -shared"
-    out = tmp / f"_kineto_cscan_{define.lower()}.so"
+    out = tmp / f"_cscan_{define.lower()}.so"
     cmd = [*shlex.split(cc), "-fPIC", "-O2", f"-I{sysconfig.get_paths()['include']}", f"-D{define}", str(SOURCE),
            "-o", str(out)]
     try:
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     except (OSError, subprocess.SubprocessError) as e:
         pytest.skip(f"no C compiler to build the {define} variant: {e}")
-    spec = importlib.util.spec_from_file_location("_kineto_cscan", out)
+    spec = importlib.util.spec_from_file_location("_cscan", out)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -159,7 +159,7 @@ def _build(tmp: Path, define: str) -> object:
 
 @pytest.fixture(scope="module")
 def general_builds(tmp_path_factory: pytest.TempPathFactory) -> list:
-    if not _kineto_scan.BUILT:
+    if not scan.BUILT:
         pytest.skip("compiled scanner not built")
     tmp = tmp_path_factory.mktemp("cscan")
     return [_build(tmp, "CSCAN_PLAIN"), _build(tmp, "CSCAN_NO_SSE2")]
@@ -167,15 +167,15 @@ def general_builds(tmp_path_factory: pytest.TempPathFactory) -> list:
 
 def _raw(mod, body: bytes) -> tuple:
     cap = len(body) // 16 + 64
-    cols = np.zeros((_kineto_scan.NCOLS, cap), np.int64)
-    kern = np.zeros((_kineto_scan.NKCOLS, cap), np.int64)
+    cols = np.zeros((scan.NCOLS, cap), np.int64)
+    kern = np.zeros((scan.NKCOLS, cap), np.int64)
     return mod.scan(body, cols, kern, cap), cols, kern
 
 
 def _assert_same_raw(mods: list, body: bytes) -> None:
-    from traceread.loaders import _kineto_cscan
+    from traceread.loaders.kineto import scan
 
-    r0, c0, k0 = _raw(_kineto_cscan, body)
+    r0, c0, k0 = _raw(scan.COMPILED, body)
     for mod in mods:
         r, c, k = _raw(mod, body)
         assert r == r0, body[:400]

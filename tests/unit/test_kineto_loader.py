@@ -13,8 +13,7 @@ import pytest
 from conftest import FIXTURES, needs_shared, shared_kineto
 
 from traceread import schema
-from traceread.loaders import _kineto_split, _kineto_stream, _kineto_window
-from traceread.loaders.kineto import load_kineto
+from traceread.loaders.kineto import chunks, load_kineto, split, stream, window
 
 ROW_PHASES = {"X", "i", "I"}
 
@@ -109,10 +108,10 @@ def test_parallel_chunks_match_serial(tmp_path: Path, monkeypatch: pytest.Monkey
     plain = tmp_path / "t.json"
     plain.write_bytes(read_text(src))
     serial = load_kineto(str(src), workers=1).events
-    monkeypatch.setattr(_kineto_stream, "CHUNK", 200_000)
-    monkeypatch.setattr(_kineto_stream, "WINDOW", 50_000)
-    monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 50_000)
-    monkeypatch.setattr(_kineto_stream, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(chunks, "CHUNK", 200_000)
+    monkeypatch.setattr(chunks, "WINDOW", 50_000)
+    monkeypatch.setattr(chunks, "LOOKAHEAD", 50_000)
+    monkeypatch.setattr(stream, "PARALLEL_MIN", 0)
     for path in (plain, src):
         par = load_kineto(str(path), workers=2).events
         cols = [c for c in schema.EVENT_COLUMNS if c != "trace"]
@@ -126,10 +125,10 @@ def test_wrong_boundary_guesses_are_rescanned(tmp_path: Path, monkeypatch: pytes
     text = json.dumps({"traceEvents": events}).encode()
     path = tmp_path / "nested.json"
     path.write_bytes(text)
-    monkeypatch.setattr(_kineto_stream, "CHUNK", 20_000)
-    monkeypatch.setattr(_kineto_stream, "WINDOW", 5_000)
-    monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 5_000)
-    monkeypatch.setattr(_kineto_stream, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(chunks, "CHUNK", 20_000)
+    monkeypatch.setattr(chunks, "WINDOW", 5_000)
+    monkeypatch.setattr(chunks, "LOOKAHEAD", 5_000)
+    monkeypatch.setattr(stream, "PARALLEL_MIN", 0)
     for p in (path, _gzip(path, tmp_path / "nested.json.gz")):
         for workers in (1, 2):  # in-place serial decode and worker tasks
             ev = load_kineto(str(p), workers=workers).events
@@ -142,12 +141,12 @@ def _gzip(src: Path, dst: Path) -> Path:
 
 
 def _split_small(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the two-process split (``_kineto_split``) run on a small fixture."""
-    monkeypatch.setattr(_kineto_stream, "CHUNK", 200_000)
-    monkeypatch.setattr(_kineto_stream, "WINDOW", 50_000)
-    monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 50_000)
-    monkeypatch.setattr(_kineto_split, "SPLIT_MIN", 0)
-    monkeypatch.setattr(_kineto_window, "MAP_MIN", 0)  # plain files: decoded from the file map
+    """Make the two-process split (``kineto.split``) run on a small fixture."""
+    monkeypatch.setattr(chunks, "CHUNK", 200_000)
+    monkeypatch.setattr(chunks, "WINDOW", 50_000)
+    monkeypatch.setattr(chunks, "LOOKAHEAD", 50_000)
+    monkeypatch.setattr(split, "SPLIT_MIN", 0)
+    monkeypatch.setattr(window, "MAP_MIN", 0)  # plain files: decoded from the file map
 
 
 HALF_KINDS = ["default", "process"]  # default: a thread with the compiled scanner, else a forked child
@@ -155,7 +154,7 @@ HALF_KINDS = ["default", "process"]  # default: a thread with the compiled scann
 
 def _half_kind(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     if kind == "process":
-        monkeypatch.setattr(_kineto_split, "start_half", _kineto_split.start_child)
+        monkeypatch.setattr(split, "start_half", split.start_child)
 
 
 @pytest.mark.parametrize("kind", HALF_KINDS)
@@ -199,7 +198,7 @@ def test_two_process_split_of_a_truncated_file(tmp_path: Path, monkeypatch: pyte
 def test_gzip_source_inflates_the_same_bytes_ahead_on_demand_and_switched(tmp_path: Path) -> None:
     """On-demand inflation (used while both cores decode) and the read-ahead thread hand out the
     same text, also when a read switches from one to the other mid-stream, and across members."""
-    from traceread.loaders._kineto_source import Source
+    from traceread.loaders.kineto.source import Source
 
     text = read_text(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")
     path = tmp_path / "two_members.json.gz"
@@ -219,7 +218,7 @@ def test_gzip_source_inflates_the_same_bytes_ahead_on_demand_and_switched(tmp_pa
 
 def test_gzip_source_on_demand_reports_bad_data(tmp_path: Path) -> None:
     from traceread.errors import TraceReadError
-    from traceread.loaders._kineto_source import Source
+    from traceread.loaders.kineto.source import Source
 
     data = bytearray(gzip.compress(read_text(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")))
     data[len(data) // 2: len(data) // 2 + 64] = bytes(64)  # corrupt the deflate stream
@@ -240,8 +239,8 @@ def test_split_child_is_stopped_when_the_file_is_not_a_trace(tmp_path: Path, mon
 
     _split_small(monkeypatch)
     started = []
-    real = _kineto_split.start_child
-    monkeypatch.setattr(_kineto_split, "start_half", lambda *a: started.append(real(*a)) or started[-1])
+    real = split.start_child
+    monkeypatch.setattr(split, "start_half", lambda *a: started.append(real(*a)) or started[-1])
     path = tmp_path / "notes.json"
     path.write_bytes(b"hello " * 50_000)
     with pytest.raises(TraceReadError, match="not JSON"):
@@ -258,8 +257,8 @@ def test_split_thread_is_stopped_when_this_half_fails(tmp_path: Path, monkeypatc
 
     _split_small(monkeypatch)
     started = []
-    monkeypatch.setattr(_kineto_split, "start_half",
-                        lambda *a: started.append(_kineto_split.Half(*a)) or started[-1])
+    monkeypatch.setattr(split, "start_half",
+                        lambda *a: started.append(split.Half(*a)) or started[-1])
     path = tmp_path / "notes.json"
     path.write_bytes(b"hello " * 50_000)
     with pytest.raises(TraceReadError, match="not JSON"):
@@ -279,7 +278,7 @@ def test_integer_time_decoder_matches_the_text_decoder(tmp_path: Path, monkeypat
     """Integer ts/dur taken as JSON ints give the same rows and notes as the exact text path,
     including absent and negative durations, instants, a ts beyond int64 ns, and a float time
     that turns up after integer ones (the rest of the load then goes the text way)."""
-    from traceread.loaders import _kineto_decode
+    from traceread.loaders.kineto import decode
 
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 7}", "pid": 1, "tid": 2, "ts": 1_700_000_000_000_000 + i,
                "dur": (i % 5) - 1, "args": {"External id": i}} for i in range(3000)]
@@ -289,10 +288,9 @@ def test_integer_time_decoder_matches_the_text_decoder(tmp_path: Path, monkeypat
     events[2500]["ts"] = "FLOAT"  # a float after 2500 integer times (written as text: exact)
     path = tmp_path / "int_times.json"
     path.write_text(json.dumps({"traceEvents": events}).replace('"FLOAT"', "1700000000000000.125"))
-    monkeypatch.setattr(_kineto_stream, "SERIAL_CHUNK", 50_000)  # several chunks: int ones, then the float
+    monkeypatch.setattr(chunks, "SERIAL_CHUNK", 50_000)  # several chunks: int ones, then the float
     fast = load_kineto(str(path), workers=1)
-    monkeypatch.setattr(_kineto_decode, "guess_int_time", lambda: setattr(_kineto_decode, "_try_int_time", False))
-    monkeypatch.setattr(_kineto_stream, "guess_int_time", _kineto_decode.guess_int_time)
+    monkeypatch.setattr(stream, "guess_int_time", lambda: decode.guess_int_time(False))  # text decoder first
     text = load_kineto(str(path), workers=1)
     assert fast.events.drop(columns="trace").equals(text.events.drop(columns="trace"))
     assert fast.meta.warnings == text.meta.warnings
@@ -311,19 +309,19 @@ def test_mapped_file_decodes_like_the_read_buffer(tmp_path: Path, monkeypatch: p
         text = text[: int(len(text) * cut_at)]
     path = tmp_path / "t.json"
     path.write_bytes(text)
-    monkeypatch.setattr(_kineto_stream, "SERIAL_CHUNK", 100_000)
-    monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 30_000)
+    monkeypatch.setattr(chunks, "SERIAL_CHUNK", 100_000)
+    monkeypatch.setattr(chunks, "LOOKAHEAD", 30_000)
     read = load_kineto(str(path), workers=1)
-    monkeypatch.setattr(_kineto_window, "MAP_MIN", 0)
-    monkeypatch.setattr(_kineto_window, "_DROP_STEP", 4096)  # give pages back as it goes
+    monkeypatch.setattr(window, "MAP_MIN", 0)
+    monkeypatch.setattr(window, "DROP_STEP", 4096)  # give pages back as it goes
     opened = []
-    real = _kineto_window.MappedWindow.__init__
+    real = window.MappedWindow.__init__
 
     def spy(self, src, start):  # noqa: ANN001
         opened.append(start)
         real(self, src, start)
 
-    monkeypatch.setattr(_kineto_window.MappedWindow, "__init__", spy)
+    monkeypatch.setattr(window.MappedWindow, "__init__", spy)
     mapped = load_kineto(str(path), workers=1)
     assert opened, "the map was not used"
     assert path.read_bytes() == text
@@ -335,10 +333,10 @@ def test_mapped_file_decodes_like_the_read_buffer(tmp_path: Path, monkeypatch: p
 
 def test_a_tmp_file_is_read_not_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A profiler's .json.tmp may still be growing or cut back: it is streamed, never mapped."""
-    monkeypatch.setattr(_kineto_window, "MAP_MIN", 0)
+    monkeypatch.setattr(window, "MAP_MIN", 0)
     text = read_text(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")
     mapped = []
-    monkeypatch.setattr(_kineto_window.MappedWindow, "__init__", lambda *a: mapped.append(a) or None)
+    monkeypatch.setattr(window.MappedWindow, "__init__", lambda *a: mapped.append(a) or None)
     path = tmp_path / "rank0.pt.trace.json.tmp"
     path.write_bytes(text)
     assert len(load_kineto(str(path), workers=1).events) > 0

@@ -23,14 +23,14 @@ TRUNC_SOURCE = FIXTURES / "hta_alexnet_a100.json.gz"  # 1408 events, 320 KB of J
 @pytest.fixture(autouse=True, params=["scanner", "msgspec"])
 def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test here runs with the compiled scanner (where built) and with the msgspec fallback."""
-    from traceread.loaders import _kineto_scan
+    from traceread.loaders.kineto import scan
 
-    if request.param == "scanner" and not _kineto_scan.BUILT:
+    if request.param == "scanner" and not scan.BUILT:
         pytest.skip("compiled scanner not built")
     if request.param == "msgspec":
-        monkeypatch.setenv(_kineto_scan.DISABLE_ENV, "1")
+        monkeypatch.setenv(scan.DISABLE_ENV, "1")
     else:
-        monkeypatch.delenv(_kineto_scan.DISABLE_ENV, raising=False)
+        monkeypatch.delenv(scan.DISABLE_ENV, raising=False)
     return request.param
 
 
@@ -63,11 +63,11 @@ def test_truncated_plain_json_keeps_every_complete_event(tmp_path: Path, source,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     text, events, ends = source
     if mapped:  # small chunks decoded from the file map, cut anywhere
-        from traceread.loaders import _kineto_stream, _kineto_window
+        from traceread.loaders.kineto import chunks, window
 
-        monkeypatch.setattr(_kineto_window, "MAP_MIN", 0)
-        monkeypatch.setattr(_kineto_stream, "SERIAL_CHUNK", 40_000)
-        monkeypatch.setattr(_kineto_stream, "LOOKAHEAD", 10_000)
+        monkeypatch.setattr(window, "MAP_MIN", 0)
+        monkeypatch.setattr(chunks, "SERIAL_CHUNK", 40_000)
+        monkeypatch.setattr(chunks, "LOOKAHEAD", 10_000)
     for cut in _cut_offsets(text, ends):
         # a .tmp file (maybe still being written) is never mapped
         path = tmp_path / (f"cut{cut}.pt.trace.json" if mapped else f"cut{cut}.pt.trace.json.tmp")

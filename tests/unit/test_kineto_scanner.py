@@ -14,19 +14,18 @@ import pytest
 from conftest import FIXTURES, needs_shared, shared_kineto
 from test_kineto_loader import read_text
 
-from traceread.loaders import _kineto_decode, _kineto_scan
-from traceread.loaders._kineto_frame import FrameBuilder
-from traceread.loaders._kineto_text import TRACE_EVENTS_KEY, scan_values
-from traceread.loaders.kineto import load_kineto
+from traceread.loaders.kineto import decode, load_kineto, scan
+from traceread.loaders.kineto.frame import FrameBuilder
+from traceread.loaders.kineto.text import TRACE_EVENTS_KEY, scan_values
 
-needs_scanner = pytest.mark.skipif(not _kineto_scan.BUILT, reason="compiled scanner not built")
+needs_scanner = pytest.mark.skipif(not scan.BUILT, reason="compiled scanner not built")
 
 
 def _load(path: Path, monkeypatch: pytest.MonkeyPatch, scanner: bool, **kw):
     if scanner:
-        monkeypatch.delenv(_kineto_scan.DISABLE_ENV, raising=False)
+        monkeypatch.delenv(scan.DISABLE_ENV, raising=False)
     else:
-        monkeypatch.setenv(_kineto_scan.DISABLE_ENV, "1")
+        monkeypatch.setenv(scan.DISABLE_ENV, "1")
     return load_kineto(str(path), **kw)
 
 
@@ -72,12 +71,12 @@ def test_scanner_frame_equals_fallback_frame_on_real_traces(path: Path, monkeypa
 @needs_scanner
 @pytest.mark.parametrize("kind", ["thread", "process"])
 def test_scanner_in_the_two_process_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
-    from traceread.loaders import _kineto_split
+    from traceread.loaders.kineto import split
 
-    monkeypatch.setattr(_kineto_split, "SPLIT_MIN", 0)
+    monkeypatch.setattr(split, "SPLIT_MIN", 0)
     halves = []
-    start = _kineto_split.Half if kind == "thread" else _kineto_split.start_child
-    monkeypatch.setattr(_kineto_split, "start_half", lambda *a: halves.append(start(*a)) or halves[-1])
+    start = split.Half if kind == "thread" else split.start_child
+    monkeypatch.setattr(split, "start_half", lambda *a: halves.append(start(*a)) or halves[-1])
     path = tmp_path / "resnet.json"
     path.write_bytes(read_text(next(p for p in shared_kineto() if "resnet50_13streams" in p.name)))
     fast = _load(path, monkeypatch, True, workers=2)
@@ -93,8 +92,8 @@ def test_switch_forces_the_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     dec = tr.meta.extra["kineto_decoder"]
     assert dec["scanner_chunks"] == 0 and dec["msgspec_chunks"] >= 1
     assert set(dec["fallback_reasons"]) <= {"scanner switched off", "scanner not built"}
-    if _kineto_scan.BUILT:
-        assert "switched off" in _kineto_scan.status()
+    if scan.BUILT:
+        assert "switched off" in scan.status()
 
 
 # --- crafted events: what the scanner takes, what it leaves to msgspec, same result either way ----
@@ -216,8 +215,8 @@ def test_numbers_of_every_length_same_frame_either_way(tmp_path: Path, monkeypat
                           num(max(digits - 10, 1), decimals), num(digits, 0), num(min(digits, 18), 0)))
     for tail in (b"7", b"1234567", b"12345678", b"1.5", b"123.456"):  # numbers 2-9 bytes before the end
         body = b'{"ph": "i", "cat": "cpu_instant_event", "name": "m", "pid": 1, "tid": 1, "ts": %s}' % tail
-        fast, _ = _kineto_decode._scanned(body, False)
-        slow = _kineto_decode._decode_msgspec(b"[" + body + b"]", body, False)
+        fast, _ = decode.decode_scanned(body, False)
+        slow = decode.decode_msgspec(b"[" + body + b"]", body, False)
         assert fast is not None
         _same_chunk(fast, slow)
     path = tmp_path / "numbers.json"
@@ -277,11 +276,11 @@ def test_mutated_chunks_never_disagree(name: str) -> None:
                 text = text[:at]
         body = bytes(text)
         for final in (False, True):
-            fast, _ = _kineto_decode._scanned(body, final)
+            fast, _ = decode.decode_scanned(body, final)
             if fast is None:
                 refused += 1
                 continue
-            slow = _kineto_decode._decode_msgspec(None if final else b"[" + body + b"]", body, final)
+            slow = decode.decode_msgspec(None if final else b"[" + body + b"]", body, final)
             assert not slow.get("framing_error"), (trial, final)
             _same_chunk(fast, slow)
             if final:
@@ -292,18 +291,18 @@ def test_mutated_chunks_never_disagree(name: str) -> None:
 
 @needs_scanner
 def test_scanner_rejects_bad_arguments_without_crashing() -> None:
-    from traceread.loaders import _kineto_cscan
+    from traceread.loaders.kineto import scan
 
-    cols = np.empty((_kineto_scan.NCOLS, 4), np.int64)
-    kern = np.empty((_kineto_scan.NKCOLS, 4), np.int64)
+    cols = np.empty((scan.NCOLS, 4), np.int64)
+    kern = np.empty((scan.NKCOLS, 4), np.int64)
     with pytest.raises(ValueError):
-        _kineto_cscan.scan(_OK, cols, kern, 100)  # arrays smaller than the capacity claimed
+        scan.COMPILED.scan(_OK, cols, kern, 100)  # arrays smaller than the capacity claimed
     with pytest.raises((ValueError, BufferError, TypeError)):
-        _kineto_cscan.scan(_OK, cols[:, ::2], kern, 2)  # not contiguous
-    ro = np.zeros((_kineto_scan.NCOLS, 4), np.int64)
+        scan.COMPILED.scan(_OK, cols[:, ::2], kern, 2)  # not contiguous
+    ro = np.zeros((scan.NCOLS, 4), np.int64)
     ro.flags.writeable = False
     with pytest.raises((ValueError, BufferError, TypeError)):
-        _kineto_cscan.scan(_OK, ro, kern, 4)
-    assert _kineto_cscan.scan(b",".join([_OK] * 5), cols, kern, 4) == "more rows than the caller's capacity"
-    assert isinstance(_kineto_cscan.scan(b"", cols, kern, 4), tuple)
-    assert _kineto_cscan.scan(b'{"a": ' + b"[" * 100_000, cols, kern, 4) == "nested too deep"
+        scan.COMPILED.scan(_OK, ro, kern, 4)
+    assert scan.COMPILED.scan(b",".join([_OK] * 5), cols, kern, 4) == "more rows than the caller's capacity"
+    assert isinstance(scan.COMPILED.scan(b"", cols, kern, 4), tuple)
+    assert scan.COMPILED.scan(b'{"a": ' + b"[" * 100_000, cols, kern, 4) == "nested too deep"

@@ -9,7 +9,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceread.loaders._kineto_text import repair_event, scan_values, us_text_to_ns
+from traceread.loaders.kineto.text import repair_event, scan_values, us_text_to_ns
 
 _us_int = st.integers(min_value=0, max_value=4 * 10**15).map(str)
 _us_3dp = st.tuples(st.integers(0, 9 * 10**12), st.integers(0, 999)).map(lambda t: f"{t[0]}.{t[1]:03d}")

@@ -21,9 +21,9 @@ from conftest import REPO, needs_shared, shared_nsys
 
 from traceread import schema as S
 from traceread.errors import TraceReadError
-from traceread.loaders import _nsys_read
 from traceread.loaders import nsys as N
 from traceread.loaders.nsys import load_nsys
+from traceread.loaders.nsys import read as nsys_read
 from traceread.synth._nsys_example import example_scenario
 from traceread.synth.nsys_writer import write_nsys
 
@@ -31,8 +31,8 @@ WHOLE = 1 << 40  # more rows than any table: one chunk each
 
 
 def _load(path, chunk: int, readers: int, monkeypatch):
-    monkeypatch.setattr(_nsys_read, "CHUNK_ROWS", chunk)
-    monkeypatch.setattr(_nsys_read, "READERS", readers)
+    monkeypatch.setattr(nsys_read, "CHUNK_ROWS", chunk)
+    monkeypatch.setattr(nsys_read, "READERS", readers)
     return load_nsys(path)
 
 
@@ -80,12 +80,12 @@ def test_generated_large_layout_chunked_equals_whole(tmp_path, monkeypatch) -> N
 
 def test_chunks_cover_every_row_once(tmp_path, monkeypatch) -> None:
     path = write_nsys(example_scenario(n_ranks=2), tmp_path / "example.sqlite")
-    ex = _nsys_read.open_export(str(path))
+    ex = nsys_read.open_export(str(path))
     try:
         table = "CUPTI_ACTIVITY_KIND_KERNEL"
         want = [r[0] for r in ex.conn.execute(f"SELECT start FROM {table}")]
         for chunk in (1, 5, WHOLE):
-            monkeypatch.setattr(_nsys_read, "CHUNK_ROWS", chunk)
+            monkeypatch.setattr(nsys_read, "CHUNK_ROWS", chunk)
             parts = list(ex.chunks(table, {"start": "start"}))
             got = [int(v) for p in parts for v in p["start"]]
             assert got == want
@@ -97,9 +97,9 @@ def test_chunks_cover_every_row_once(tmp_path, monkeypatch) -> None:
 
 def test_kernel_launch_config_is_read_on_first_use(tmp_path) -> None:
     path = write_nsys(example_scenario(n_ranks=2), tmp_path / "example.sqlite")
-    ex = _nsys_read.open_export(str(path))
+    ex = nsys_read.open_export(str(path))
     try:
-        eager = N._load(ex, str(path), False, None, lazy_args=False)
+        eager = N.load_export(ex, str(path), False, None, lazy_args=False)
     finally:
         ex.conn.close()
     lazy = load_nsys(path)

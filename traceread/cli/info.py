@@ -42,9 +42,9 @@ def loaded_by(trace: Trace) -> dict | None:
     dec = trace.meta.extra.get("kineto_decoder")
     if dec is None:
         return None
-    from traceread.loaders import _kineto_scan
+    from traceread.loaders.kineto import scan
 
-    return {**dec, "installation": _kineto_scan.status()}
+    return {**dec, "installation": scan.status()}
 
 
 def _decoder_line(dec: dict) -> str:

@@ -19,6 +19,10 @@ Each process with events is a rank, in process order (by the first CUDA device i
 Times are the export's int64 session ns; time base ``epoch`` with ``epoch_offset_ns`` =
 ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` when present, else ``session``. Rows are grouped by
 source table, each group in the export's row order (nsys writes them in time order). The file is opened read-only and nothing is written beside it.
+
+The pipeline, one module per stage: ``read`` (the export opened read-only, tables read in row
+chunks by reader threads) -> ``blocks`` (each activity table as the frame's columns) -> ``frame``
+(the blocks written into one preallocated frame, ranks and side tables).
 """
 
 from __future__ import annotations
@@ -31,15 +35,16 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
+import traceread.loaders.nsys.blocks as B
 from traceread import schema as S
 from traceread.errors import TraceReadError
-from traceread.loaders import _nsys_blocks as B
-from traceread.loaders._nsys_frame import FrameWriter
-from traceread.loaders._nsys_read import Export, GpuRow, gpu_rows, nvtx_table, open_export
+from traceread.loaders.nsys.frame import FrameWriter
+from traceread.loaders.nsys.read import Export, GpuRow, gpu_rows, nvtx_table, open_export
 from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -56,7 +61,7 @@ def load_nsys(path: str | os.PathLike[str], progress: bool = False, step_range: 
         return _load_report(path, progress, step_range)
     ex = open_export(path)
     try:
-        return _load(ex, path, progress, step_range)
+        return load_export(ex, path, progress, step_range)
     finally:
         ex.conn.close()
 
@@ -78,7 +83,7 @@ def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
         ex = open_export(out)
         try:
             # The export is deleted with the folder: nothing can be read from it later.
-            return _load(ex, path, progress, step_range, lazy_args=False)
+            return load_export(ex, path, progress, step_range, lazy_args=False)
         finally:
             ex.conn.close()
 
@@ -89,7 +94,9 @@ def _say(progress: bool, msg: str) -> None:
         print(f"traceread: {msg}", file=sys.stderr, flush=True)
 
 
-def _load(ex: Export, path: str, progress: bool, step_range: str | None, lazy_args: bool = True) -> Trace:
+def load_export(ex: Export, path: str, progress: bool, step_range: str | None, lazy_args: bool = True) -> Trace:
+    """Read the open export ``ex`` (of the file ``path``) into a Trace; ``lazy_args=False`` reads the
+    kernels' launch configuration now instead of on first use."""
     _say(progress, f"reading {path}")
     k_bound, rt_bound = ex.row_bound(B.K + "KERNEL"), ex.row_bound(B.K + "RUNTIME")
     bound = k_bound + rt_bound + sum(ex.row_bound(t) for t in (
@@ -114,7 +121,8 @@ def _load(ex: Export, path: str, progress: bool, step_range: str | None, lazy_ar
     ranks, pid_rank = _ranks(out.pids, used)
     events, side = out.finish(path, pid_rank)
     n_kernels = spans[0][1][1]
-    pending = {"kernel_args": _KernelArgs(ex.path, n_kernels)} if lazy_args and n_kernels else {}
+    pending: dict[str, Callable[[], pd.DataFrame]] = \
+        {"kernel_args": _KernelArgs(ex.path, n_kernels)} if lazy_args and n_kernels else {}
     meta = _meta(ex, path, events, ranks, used, step_range)
     # kernel_args keeps its place (first: the kernels are the first rows) while it is pending.
     return Trace(events=events, meta=meta, side=SideTables({**{k: None for k in pending}, **side}, pending))
@@ -204,17 +212,20 @@ def _devices(ex: Export, ranks: list[RankInfo], used: set[tuple[int, int]]) -> l
     per_pid = {(r.pid, r.cuda_id): r for r in rows if r.pid is not None}
     out: list[DeviceInfo] = []
     for rk in ranks:
-        listed = {cuda for (p, cuda) in cuda_map if p == rk.pid} | {c for (p, c) in per_pid if p == rk.pid}
-        for dev in sorted({d for (p, d) in used if p == rk.pid} | listed):
-            info = per_pid.get((rk.pid, dev))
-            if info is None and (rk.pid, dev) in cuda_map:
-                info = by_gpu.get(cuda_map[(rk.pid, dev)])
+        pid = rk.pid
+        if pid is None:  # every nsys rank is a process; without a pid nothing below would match
+            continue
+        listed = {cuda for (p, cuda) in cuda_map if p == pid} | {c for (p, c) in per_pid if p == pid}
+        for dev in sorted({d for (p, d) in used if p == pid} | listed):
+            info = per_pid.get((pid, dev))
+            if info is None and (pid, dev) in cuda_map:
+                info = by_gpu.get(cuda_map[(pid, dev)])
             if info is None:
                 info = by_cuda.get(dev)
             out.append(DeviceInfo(rank=rk.rank, id=int(dev), name=info.name if info else "",
                                   sm_count=int(info.sm_count) if info and info.sm_count else None,
                                   memory_bytes=int(info.memory_bytes) if info and info.memory_bytes else None,
-                                  compute_capability=info.cc if info else None, used=(rk.pid, dev) in used))
+                                  compute_capability=info.cc if info else None, used=(pid, dev) in used))
     return out
 
 
@@ -225,8 +236,7 @@ def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[str]) ->
         pat = re.compile(rf"^{re.escape(step_range)}(?:[#_ ]?(\d+))?$")
     else:
         pat = _STEP
-    hits = {i: pat.match(str(nm)) for i, nm in names.items()}
-    hits = {i: m for i, m in hits.items() if m}
+    hits = {i: m for i, nm in names.items() if (m := pat.match(str(nm)))}
     if not hits:
         if step_range:
             warnings.append(f"no NVTX range named {step_range!r}; steps will be inferred")

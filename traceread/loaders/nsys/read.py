@@ -32,7 +32,7 @@ CHUNK_ROWS = 1 << 18
 PID_SHIFT = 24
 ID_MASK = 0xFFFFFF  # pids and tids are 24-bit fields of globalTid/globalPid (B.3)
 # Tables whose presence marks a file as an nsys export.
-_NSYS_MARKERS = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME",
+NSYS_MARKERS = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME",
                  "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API",
                  "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "PROCESSES", "ThreadNames")
 
@@ -131,21 +131,23 @@ class Export:
         """An upper bound on the rows a read of ``table`` returns: its rowid span (no scan)."""
         if not self.has(table):
             return 0
-        lo, hi = self._rowid_span(table)
-        return 0 if lo is None else hi - lo + 1
+        span = self._rowid_span(table)
+        return 0 if span is None else span[1] - span[0] + 1
 
-    def _rowid_span(self, table: str) -> tuple[int | None, int | None]:
+    def _rowid_span(self, table: str) -> tuple[int, int] | None:
+        """The table's (MIN(rowid), MAX(rowid)); None when it holds no rows (both are NULL)."""
         # Two queries: SQLite answers MIN(rowid) or MAX(rowid) alone from the b-tree's edge, but
         # both in one SELECT scans the whole table (seconds at 5M rows).
         lo = self.conn.execute(f"SELECT MIN(rowid) FROM {table}").fetchone()[0]
         hi = self.conn.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
-        return lo, hi
+        return None if lo is None or hi is None else (lo, hi)
 
     def _rowid_ranges(self, table: str) -> list[tuple[int, int]]:
         """(lo, hi] rowid slices of at most CHUNK_ROWS rowids each."""
-        lo, hi = self._rowid_span(table)
-        if lo is None:
+        span = self._rowid_span(table)
+        if span is None:
             return []
+        lo, hi = span
         step = max(1, CHUNK_ROWS)
         return [(a, min(a + step, hi)) for a in range(lo - 1, hi, step)]
 
@@ -238,7 +240,7 @@ def open_export(path: str) -> Export:
         tables = [decode(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     except sqlite3.DatabaseError as exc:
         raise TraceReadError(path, f"not a readable SQLite database ({exc})") from None
-    if "StringIds" not in tables or not any(t in tables for t in _NSYS_MARKERS):
+    if "StringIds" not in tables or not any(t in tables for t in NSYS_MARKERS):
         conn.close()
         raise TraceReadError(path, "SQLite file is not an Nsight Systems export (no StringIds or nsys tables)")
     ex = Export(path=path, conn=conn)
@@ -282,7 +284,7 @@ def gpu_rows(ex: Export) -> tuple[list[GpuRow], dict[tuple[int, int], int]]:
     rows: list[GpuRow] = []
     if ex.has("TARGET_INFO_GPU"):
         cols = ex.columns["TARGET_INFO_GPU"]
-        want = [c for c in ("id", "name", "cuDevice", "smCount", "totalMemory", "computeMajor", "computeMinor")
+        want: list[str] = [c for c in ("id", "name", "cuDevice", "smCount", "totalMemory", "computeMajor", "computeMinor")
                 if c in cols]
         for r in ex.conn.execute(f"SELECT {', '.join(want)} FROM TARGET_INFO_GPU"):
             d = dict(zip(want, r, strict=True))

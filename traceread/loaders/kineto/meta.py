@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import traceread.loaders.kineto.categories as cats
 from traceread import schema
-from traceread.loaders import _kineto_categories as cats
-from traceread.loaders._kineto_scan import codes_in
+from traceread.loaders.kineto.scan import codes_in
 from traceread.trace import DeviceInfo, RankInfo
 
 PROFILER_OPTIONS = ("record_shapes", "profile_memory", "with_stack", "with_modules", "with_flops")

@@ -7,7 +7,7 @@ import queue
 import threading
 import zlib
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from traceread.errors import TraceReadError
 from traceread.limits import check_inflated
@@ -15,7 +15,9 @@ from traceread.limits import check_inflated
 try:  # isal's inflate is about twice as fast as zlib's; same API
     from isal import isal_zlib as _zlib
 except ImportError:  # pragma: no cover - isal is optional
-    _zlib = zlib  # type: ignore[misc]
+    _zlib = zlib  # type: ignore[misc]  # zlib stands in for isal_zlib: the same API, another module
+# isal's stub declares ``error`` as an exception instance; it is the exception class
+_INFLATE_ERROR = cast("type[Exception]", _zlib.error)
 
 GZIP_MAGIC = b"\x1f\x8b"
 _GZ_READ = 128 << 10  # compressed bytes per inflate call: about 1-3 MB of JSON
@@ -145,14 +147,14 @@ class Source:
                     self.gzip_cut = True
                 try:
                     tail = inflater.flush()
-                except _zlib.error:
+                except _INFLATE_ERROR:
                     tail = b""
                 if tail:
                     yield tail
                 return
             try:
                 data = inflater.decompress(raw)
-            except _zlib.error as exc:
+            except _INFLATE_ERROR as exc:
                 raise TraceReadError(self.path, f"bad gzip data ({exc})") from None
             if data:
                 self.inflated += len(data)

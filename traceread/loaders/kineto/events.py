@@ -12,6 +12,9 @@ the chunk's decode, which then goes the text way.
 
 from __future__ import annotations
 
+import functools
+import operator
+import types
 from typing import Any
 
 import msgspec
@@ -58,14 +61,19 @@ NO_ARGS = Args()
 NO_TIME = -(2**63)  # an integer-time field that was absent (no real timestamp is this)
 
 
-def _row_fields(time: type, absent: object) -> list[tuple[str, object, object]]:
-    """The fields a row event carries, with ``ts``/``dur`` of type ``time``."""
-    return [("cat", str, ""), ("name", str, ""), ("pid", Id, -1), ("tid", Id, -1),
-            ("ts", time, absent), ("dur", time, absent), ("args", Args, NO_ARGS)]
+# The fields a row event carries, in this order, twice: here with ``ts``/``dur`` as raw number
+# text, and in :class:`RowIntTime` as JSON integers. Written out as class bodies (not built by
+# msgspec.defstruct) so that type checkers see the structs; keep the two lists alike.
+class _EventFields(Struct, gc=False):
+    """The row fields shared by the tagged row structs and the untagged :class:`Event`."""
 
-
-# shared by the tagged row structs and the untagged :class:`Event`
-_EventFields = msgspec.defstruct("_EventFields", _row_fields(Raw, EMPTY_RAW), gc=False)
+    cat: str = ""
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    ts: Raw = EMPTY_RAW
+    dur: Raw = EMPTY_RAW
+    args: Args = NO_ARGS
 
 
 class Event(_EventFields, gc=False):
@@ -86,8 +94,16 @@ class InstantOld(Row, tag="I"):  # the deprecated spelling of an instant
     pass
 
 
-# :class:`Row` with ``ts``/``dur`` as JSON integers (microseconds)
-RowIntTime = msgspec.defstruct("RowIntTime", _row_fields(int, NO_TIME), tag_field="ph", tag="X", gc=False)
+class RowIntTime(Struct, tag_field="ph", tag="X", gc=False):
+    """:class:`Row` with ``ts``/``dur`` as JSON integers (microseconds), absent ones ``NO_TIME``."""
+
+    cat: str = ""
+    name: str = ""
+    pid: Id = -1
+    tid: Id = -1
+    ts: int = NO_TIME
+    dur: int = NO_TIME
+    args: Args = NO_ARGS
 
 
 class InstantIntTime(RowIntTime, tag="i"):
@@ -112,14 +128,15 @@ class Skipped(Struct, tag_field="ph", tag="", gc=False):
 # every other phase of the Chrome trace event format
 _SKIPPED = [Skipped] + [msgspec.defstruct(f"Skipped_{i}", [], bases=(Skipped,), tag=ph, gc=False)
                         for i, ph in enumerate("BECbnesStTpFfPONDRcVv()")]
-_KIND = {Row: 0, Instant: 1, InstantOld: 1, RowIntTime: 0, InstantIntTime: 1, InstantOldIntTime: 1, Meta: 2,
+_KIND: dict[type, int] = {Row: 0, Instant: 1, InstantOld: 1, RowIntTime: 0, InstantIntTime: 1, InstantOldIntTime: 1, Meta: 2,
          **{t: 3 for t in _SKIPPED}}
 INT_TIME_TYPES = (RowIntTime, InstantIntTime, InstantOldIntTime)
-AnyEvent = Row | Instant | InstantOld | Meta
-AnyEventIntTime = RowIntTime | InstantIntTime | InstantOldIntTime | Meta
-for _t in _SKIPPED:
-    AnyEvent = AnyEvent | _t  # type: ignore[assignment]
-    AnyEventIntTime = AnyEventIntTime | _t  # type: ignore[assignment]
+# The unions the decoders take (runtime values: the skipped phases' structs are built above).
+AnyEvent: Any = functools.reduce(operator.or_, [Row, Instant, InstantOld, Meta, *_SKIPPED])
+AnyEventIntTime: Any = functools.reduce(operator.or_, [RowIntTime, InstantIntTime, InstantOldIntTime, Meta,
+                                                        *_SKIPPED])
+EVENT_LIST: Any = types.GenericAlias(list, (AnyEvent,))  # list[AnyEvent], which a type checker reads as a type
+EVENT_LIST_INT_TIME: Any = types.GenericAlias(list, (AnyEventIntTime,))
 
 
 def collective_rows(rows: list[int], args: Any) -> list[tuple]:

@@ -21,14 +21,15 @@ import msgspec
 import numpy as np
 from msgspec import Raw
 
-from traceread.loaders import _kineto_categories as cats
-from traceread.loaders import _kineto_scan as scan
-from traceread.loaders._kineto_events import (
+import traceread.loaders.kineto.categories as cats
+import traceread.loaders.kineto.scan as scan
+from traceread.loaders.kineto.events import (
     _KIND,
     EMPTY_RAW,
+    EVENT_LIST,
+    EVENT_LIST_INT_TIME,
     NO_TIME,
     AnyEvent,
-    AnyEventIntTime,
     Args,
     Event,
     Instant,
@@ -37,10 +38,10 @@ from traceread.loaders._kineto_events import (
     Skipped,
     collective_rows,
 )
-from traceread.loaders._kineto_text import repair_event, scan_values, us_text_to_ns, us_text_to_ns_flag
+from traceread.loaders.kineto.text import repair_event, scan_values, us_text_to_ns, us_text_to_ns_flag
 
-_LIST_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
-_INT_TIME_DECODER = msgspec.json.Decoder(list[AnyEventIntTime])  # type: ignore[valid-type]
+_LIST_DECODER = msgspec.json.Decoder(EVENT_LIST)
+_INT_TIME_DECODER = msgspec.json.Decoder(EVENT_LIST_INT_TIME)
 _try_int_time = True  # per process and load: cleared by the first chunk with a float (or odd) time
 _ONE_DECODER = msgspec.json.Decoder(AnyEvent)
 _PLAIN_DECODER = msgspec.json.Decoder(Event)
@@ -57,10 +58,13 @@ for _f in msgspec.structs.fields(Args):
     _ARG_TYPES[_f.encode_name] = _t
 
 
-def guess_int_time() -> None:
-    """Start a load by trying integer timestamps (see ``_kineto_events``); call before forking."""
+def guess_int_time(first: bool = True) -> None:
+    """Start a load by trying integer timestamps (see ``events``); call before forking.
+
+    ``first=False`` starts with the exact text decoder instead (tests compare the two).
+    """
     global _try_int_time
-    _try_int_time = True
+    _try_int_time = first
 
 
 def decode_chunk(body: bytes | bytearray | memoryview, final: bool = False) -> dict[str, Any]:
@@ -87,18 +91,18 @@ def decode_framed(framed: bytearray | memoryview) -> dict[str, Any]:
 def _decode(framed: Any, body: Any, final: bool) -> dict[str, Any]:
     """The compiled scanner's columns where it takes the chunk exactly, else msgspec's."""
     if scan.enabled():
-        out, reason = _scanned(body, final)
+        out, reason = decode_scanned(body, final)
         if out is not None:
             out["decoder"] = ("scanner", len(body), "")
             return out
     else:
         reason = "scanner not built" if not scan.BUILT else "scanner switched off"
-    out = _decode_msgspec(framed, body, final)
+    out = decode_msgspec(framed, body, final)
     out["decoder"] = ("msgspec", len(body), reason)
     return out
 
 
-def _scanned(body: Any, final: bool) -> tuple[dict[str, Any] | None, str]:
+def decode_scanned(body: Any, final: bool) -> tuple[dict[str, Any] | None, str]:
     """Scanner columns for a chunk; a final chunk is first cut after its last complete event."""
     array_end = None
     tail_offset = len(body)
@@ -112,7 +116,7 @@ def _scanned(body: Any, final: bool) -> tuple[dict[str, Any] | None, str]:
     return out, reason
 
 
-def _decode_msgspec(framed: Any, body: Any, final: bool) -> dict[str, Any]:
+def decode_msgspec(framed: Any, body: Any, final: bool) -> dict[str, Any]:
     global _try_int_time
     notes: Counter[str] = Counter()
     int_time = False
@@ -415,7 +419,7 @@ def _int_us_to_ns(values: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return np.where(ok, us * 1000, 0), ok
 
 
-def _side_values(args: tuple, cat_codes: np.ndarray, cat_values: list[str], name_codes: np.ndarray,
+def _side_values(args: list[Args], cat_codes: np.ndarray, cat_values: list[str], name_codes: np.ndarray,
                  name_values: list[str], notes: Counter[str]) -> dict[str, Any]:
     """Rare or bulky args, by chunk row index: kernel launch config, copy bytes, collectives, shapes."""
     kern = _subset(cat_codes, cat_values, cats.is_kernel).tolist()

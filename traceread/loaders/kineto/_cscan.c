@@ -1,4 +1,4 @@
-/* Compiled scanner for one chunk of a Kineto event array (see _kineto_scan.py for the contract).
+/* Compiled scanner for one chunk of a Kineto event array (see scan.py for the contract).
  *
  * The chunk is the text between two event boundaries: JSON objects separated by commas. The
  * scanner validates the whole chunk as strict JSON (a stricter check than msgspec's is always
@@ -864,7 +864,7 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         int64_t *id_dst = NULL;
         Triple *tri = NULL;
         Py_ssize_t *raw_o = NULL, *raw_l = NULL;
-        switch (k[0]) { /* the Args keys of _kineto_events; all others are skipped */
+        switch (k[0]) { /* the Args keys of events.py; all others are skipped */
         case 'E': if (key_is(k, kl, "External id")) { bit = 0; id_dst = &ev->ext; } break;
         case 'c': if (key_is(k, kl, "correlation")) { bit = 1; id_dst = &ev->corr; } break;
         case 'e': if (key_is(k, kl, "external id")) { bit = 2; id_dst = &ev->ext_old; } break;
@@ -1263,8 +1263,8 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto_cscan",
-                                    "Compiled scanner for Kineto event chunks (optional; see _kineto_scan.py).", -1,
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cscan",
+                                    "Compiled scanner for Kineto event chunks (optional; see scan.py).", -1,
                                     methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__kineto_cscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__cscan(void) { return PyModule_Create(&module); }

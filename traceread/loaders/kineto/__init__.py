@@ -1,9 +1,9 @@
 """PyTorch profiler (Kineto) Chrome-trace JSON -> the normalized events frame.
 
 Accepts ``.json``/``.json.gz``/``.pt.trace.json(.gz)``/``.json.tmp``, the object and the 2021 bare
-list forms, every category generation 2020-2026 (see ``_kineto_categories``), ROCm and MTIA
+list forms, every category generation 2020-2026 (see ``categories``), ROCm and MTIA
 traces, string or int pid/tid, int or float timestamps. The file is streamed in bounded chunks and
-decoded in parallel (``_kineto_stream``); timestamps become exact int64 ns without float64.
+decoded in parallel (``stream``); timestamps become exact int64 ns without float64.
 
 Rows: every ``X`` (complete) and ``i`` (instant) event; flows (``s``/``f``), counters and metadata
 (``M``) are not rows (thread/process names from ``M`` rows go to ``meta.extra``). Rows keep the
@@ -11,16 +11,22 @@ file's order (Kineto groups them by producer: CPU ops, then GPU activity); sort 
 where order matters. Side tables (``schema.SIDE_TABLES``) hold kernel launch
 configuration, copy sizes, collective args (NCCL kernels and ``record_param_comms``) and input
 shapes.
+
+The pipeline, one module per stage: ``source`` (plain or gzip bytes) -> ``stream`` (one, two or
+more decoders; ``split`` runs the second half on a thread or a forked child, ``chunks`` is one
+decoder's loop over a ``window`` of the text) -> ``scan`` (the compiled scanner, ``_cscan.c``) or
+``decode`` (msgspec over the ``events`` structs; ``text`` does the exact byte-level work) ->
+``frame`` (the rows and side tables, with ``categories``) -> ``meta`` (ranks, devices, time base).
 """
 
 from __future__ import annotations
 
+import traceread.loaders.kineto.meta as km
 from traceread import schema
 from traceread.errors import TraceReadError
-from traceread.loaders import _kineto_meta as km
-from traceread.loaders._kineto_frame import FrameBuilder, profiler_steps
-from traceread.loaders._kineto_stream import read_stream
-from traceread.loaders._memory import load_settings
+from traceread.loaders.kineto.frame import FrameBuilder, profiler_steps
+from traceread.loaders.kineto.stream import read_stream
+from traceread.loaders.memory import load_settings
 from traceread.trace import Trace, TraceMeta
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from traceread import schema as S
 from traceread.errors import TraceReadError
 from traceread.kernel_classes import is_communication
-from traceread.loaders._nsys_read import Export, decode, nvtx_table, split_global, unpack
+from traceread.loaders.nsys.read import Export, decode, nvtx_table, split_global, unpack
 
 K = "CUPTI_ACTIVITY_KIND_"
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND = 34, 59, 60

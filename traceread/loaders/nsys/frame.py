@@ -18,7 +18,7 @@ import pandas as pd
 
 from traceread import schema as S
 from traceread.limits import check_events
-from traceread.loaders._nsys_blocks import Block, RuntimeRows, Table
+from traceread.loaders.nsys.blocks import Block, RuntimeRows, Table
 
 # Lanes whose rows say a process ran work on a device (sync records can name another device).
 _WORK_LANES = (S.LANE_GPU_COMPUTE, S.LANE_GPU_COMM, S.LANE_MEMCPY, S.LANE_MEMSET)
@@ -92,7 +92,7 @@ class FrameWriter:
         side.append(lo, hi, cols)
 
     def runtime_rows(self, lo: int, hi: int) -> RuntimeRows:
-        """The frame's rows ``lo:hi`` (the runtime table) as :func:`_nsys_blocks.syncs` reads them."""
+        """The frame's rows ``lo:hi`` (the runtime table) as :func:`blocks.syncs` reads them."""
         return RuntimeRows(pid=self.col["pid"][lo:hi], correlation=self.col["correlation"][lo:hi],
                            name_code=self.col["name"][lo:hi], names=np.array(list(self.names), dtype=object))
 

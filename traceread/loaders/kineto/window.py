@@ -19,7 +19,7 @@ import mmap
 from typing import Any
 
 MAP_MIN = 8 << 20  # plain files from this size are mapped; below, reading costs next to nothing
-_DROP_STEP = 8 << 20  # decoded pages are given back in steps of this much
+DROP_STEP = 8 << 20  # decoded pages are given back in steps of this much
 
 
 class ReadWindow:
@@ -86,7 +86,7 @@ class MappedWindow:
         self.mm[self.base] = 91
         self.buf = memoryview(self.mm)[self.base:]
         done = self.base - self.base % mmap.PAGESIZE
-        if done - self.dropped >= _DROP_STEP and hasattr(self.mm, "madvise"):
+        if done - self.dropped >= DROP_STEP and hasattr(self.mm, "madvise"):
             self.mm.madvise(mmap.MADV_DONTNEED, self.dropped, done - self.dropped)
             self.dropped = done
         return self.buf

@@ -25,6 +25,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import traceread.loaders.kineto.chunks as chunks
+import traceread.loaders.kineto.scan as scan
+from traceread.loaders.kineto.chunks import StreamResult, exact_rest, read_header, run_serial
+from traceread.loaders.kineto.frame import FrameBuilder
+from traceread.loaders.kineto.source import Source
+from traceread.loaders.kineto.text import find_boundary
+from traceread.loaders.kineto.window import MappedWindow, ReadWindow
+from traceread.loaders.progress import Progress
+
 _PIPE_SIZE = 1 << 20  # Linux's default cap for an unprivileged process (/proc/sys/fs/pipe-max-size)
 SPLIT_MIN = 16 << 20  # JSON bytes; below, forking costs about what it saves (measured)
 _COPY_SPLIT_MIN = 4 << 20  # bytes per thread below which a second copying thread is not worth starting
@@ -46,17 +55,17 @@ class _Stopped(Exception):
 class Half:
     """The second half decoded by a thread of this process (the compiled scanner's GIL-free path)."""
 
-    def __init__(self, stream: Any, path: str, split_at: int) -> None:
+    def __init__(self, path: str, split_at: int) -> None:
         self.stop = threading.Event()
         self.msg: dict[str, Any] | None = None
         self.done = False
-        self.thread = threading.Thread(target=self._run, args=(stream, path, split_at), name="traceread-half",
+        self.thread = threading.Thread(target=self._run, args=(path, split_at), name="traceread-half",
                                        daemon=True)
         self.thread.start()
 
-    def _run(self, stream: Any, path: str, split_at: int) -> None:
+    def _run(self, path: str, split_at: int) -> None:
         try:
-            self.msg = _child(stream, path, split_at, self.stop)
+            self.msg = _child(path, split_at, self.stop)
         except BaseException:  # noqa: BLE001 - any failure (or a stop): this process goes on alone
             self.msg = None
 
@@ -119,20 +128,18 @@ def copy_columns(dst: dict[str, Any], src: dict[str, Any]) -> None:
         raise failed[0]
 
 
-def start_half(stream: Any, path: str, split_at: int) -> Child | Half | None:
+def start_half(path: str, split_at: int) -> Child | Half | None:
     """The second decoder for the events from body offset ``split_at``: a thread where chunks go
     to the compiled scanner, else a forked child (None when neither can be started)."""
-    from traceread.loaders import _kineto_scan
-
-    if _kineto_scan.enabled():
+    if scan.enabled():
         try:
-            return Half(stream, path, split_at)
+            return Half(path, split_at)
         except RuntimeError:  # no thread (its stack does not fit under --max-memory): decode alone
             return None
-    return start_child(stream, path, split_at)
+    return start_child(path, split_at)
 
 
-def start_child(stream: Any, path: str, split_at: int) -> Child | None:
+def start_child(path: str, split_at: int) -> Child | None:
     """Fork the child that decodes from the first boundary after body offset ``split_at``.
 
     Called before this process reads anything: the less memory the two share when forking, the
@@ -151,7 +158,7 @@ def start_child(stream: Any, path: str, split_at: int) -> Child | None:
     code = 0
     try:  # the child: never returns into the caller's code
         os.close(r)
-        msg = _child(stream, path, split_at)
+        msg = _child(path, split_at)
         columns = msg.pop("rows", {})
         msg["layout"] = [(k, a.dtype.str, len(a)) for k, a in columns.items()]
         with os.fdopen(w, "wb") as out:
@@ -174,17 +181,14 @@ def _widen(fd: int) -> None:
         pass
 
 
-def _child(stream: Any, path: str, split_at: int, stop: threading.Event | None = None) -> dict[str, Any]:
-    from traceread.loaders._kineto_frame import FrameBuilder
-    from traceread.loaders._progress import Progress
-
-    src = stream._Source(path, ahead=False)  # both cores decode: inflate inline, no thread
-    top, bare, rest = stream._read_header(src)
+def _child(path: str, split_at: int, stop: threading.Event | None = None) -> dict[str, Any]:
+    src = Source(path, ahead=False)  # both cores decode: inflate inline, no thread
+    top, bare, rest = read_header(src)
     if rest is None:
         return {"ok": False}
     buf = bytearray(rest)
     pos = 0  # body offset of buf[0]
-    want = split_at + stream.WINDOW
+    want = split_at + chunks.WINDOW
     if not src.gzip and split_at > len(buf):  # a plain file: jump straight to the middle
         body_start = src.offset - len(buf)
         src.fh.seek(body_start + split_at)
@@ -193,7 +197,7 @@ def _child(stream: Any, path: str, split_at: int, stop: threading.Event | None =
     while pos + len(buf) < want:
         # gzip: one inflated block, never joined; a plain file: the boundary search's window (the
         # chunks themselves come from the file map, so more read here is only copied)
-        block = src.read(1 if src.gzip else stream.WINDOW)
+        block = src.read(1 if src.gzip else chunks.WINDOW)
         if not block:
             break
         if not buf and pos + len(block) <= split_at:  # wholly before the split: dropped uncopied
@@ -207,16 +211,16 @@ def _child(stream: Any, path: str, split_at: int, stop: threading.Event | None =
     lo = split_at - pos
     if lo < 0:
         return {"ok": False}
-    cut = stream.find_boundary(buf, lo, min(len(buf), want - pos))
+    cut = find_boundary(buf, lo, min(len(buf), want - pos))
     if cut is None:
         return {"ok": False}
     builder = FrameBuilder() if stop is None else _stoppable_builder(stop)
     builder.expect(max(src.json_size_estimate() - src.offset + len(buf), 0))
-    res = stream.StreamResult(top={}, bare_list=bare, sink=builder)
+    res = StreamResult(top={}, bare_list=bare, sink=builder)
     bar = Progress(path, False)
-    restart = stream._run_serial(src, bytes(memoryview(buf)[cut[1]:]), res, bar)
+    restart = run_serial(src, bytes(memoryview(buf)[cut[1]:]), res, bar)
     del buf
-    stream._exact_rest(src, restart, res)
+    exact_rest(src, restart, res)
     return {"ok": True, "start": pos + cut[1], "state": builder.state(), "rows": builder.rows(), "top": res.top,
             "truncated": res.truncated, "cut_at": res.cut_at, "warnings": res.warnings,
             "json_bytes": src.offset, "gzip_cut": src.gzip_cut}
@@ -224,8 +228,6 @@ def _child(stream: Any, path: str, split_at: int, stop: threading.Event | None =
 
 def _stoppable_builder(stop: threading.Event) -> Any:
     """A frame builder whose ``add`` raises once ``stop`` is set (ends a :class:`Half` early)."""
-    from traceread.loaders._kineto_frame import FrameBuilder
-
     class Builder(FrameBuilder):
         def add(self, c: dict[str, Any]) -> None:
             if stop.is_set():
@@ -308,7 +310,7 @@ def stop_child(child: Child) -> None:
     os.waitpid(child.pid, 0)
 
 
-def run_head(stream: Any, window: Any, res: Any, split_at: int, bar: Any = None) -> tuple[str, int]:
+def run_head(window: ReadWindow | MappedWindow, res: StreamResult, split_at: int, bar: Progress | None = None) -> tuple[str, int]:
     """Decode the events of ``window`` before the boundary guessed after body offset ``split_at``.
 
     Returns (status, start): "split" (every chunk up to the boundary decoded; the window now
@@ -316,14 +318,14 @@ def run_head(stream: Any, window: Any, res: Any, split_at: int, bar: Any = None)
     window starts at an event, undecoded) or "framing" (a chunk failed: the window's rest goes
     to the exact scan). Body offsets count from the window's first byte after ``[``.
     """
-    chunk, span = stream.serial_chunk(), stream.WINDOW
+    chunk, span = chunks.serial_chunk(), chunks.WINDOW
     buf = window.buf
     pos = 0  # body offset of buf[1]
     split: tuple[int, int] | None = None  # body offsets: end of the last event, start of the next
     while True:
         if split is None and (pos + len(buf) - 1 >= split_at + span or window.eof):
             lo = split_at - pos + 1
-            cut = stream.find_boundary(buf, lo, min(len(buf), split_at + span - pos + 1)) if lo >= 1 else None
+            cut = find_boundary(buf, lo, min(len(buf), split_at + span - pos + 1)) if lo >= 1 else None
             if cut is None:
                 return "nosplit", pos
             split = (pos + cut[0] - 1, pos + cut[1] - 1)
@@ -332,9 +334,9 @@ def run_head(stream: Any, window: Any, res: Any, split_at: int, bar: Any = None)
             if end_idx <= chunk + span:
                 cut = (end_idx, split[1] - pos + 1)
             else:
-                cut = stream.find_boundary(buf, chunk, min(chunk + span, end_idx))
+                cut = find_boundary(buf, chunk, min(chunk + span, end_idx))
         elif len(buf) >= chunk + span:
-            cut = stream.find_boundary(buf, chunk, min(chunk + span, split_at - pos + 1))
+            cut = find_boundary(buf, chunk, min(chunk + span, split_at - pos + 1))
         else:
             cut = None
         if cut is None and split is not None:  # no boundary in the usual window: one longer chunk
@@ -345,7 +347,7 @@ def run_head(stream: Any, window: Any, res: Any, split_at: int, bar: Any = None)
             buf = window.refill()
             continue
         end, nxt = cut
-        if not stream.decode_in_place(buf, end, res):
+        if not chunks.decode_in_place(buf, end, res):
             return "framing", pos
         at_split = split is not None and end == split[0] - pos + 1
         buf = window.drop(nxt)

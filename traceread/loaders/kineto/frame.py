@@ -9,17 +9,18 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import orjson
 import pandas as pd
 
+import traceread.loaders.kineto.categories as cats
 from traceread import kernel_classes, schema
 from traceread.limits import check_events
-from traceread.loaders import _kineto_categories as cats
-from traceread.loaders._kineto_decode import INT64_MAX, INT64_MIN
-from traceread.loaders._kineto_scan import codes_in
+from traceread.loaders.kineto.decode import INT64_MAX, INT64_MIN
+from traceread.loaders.kineto.scan import codes_in
 from traceread.trace import SideTables
 
 _INT_COLUMNS = ("pid", "tid", "start_ns", "end_ns", "external_id", "correlation", "device", "stream")
@@ -251,7 +252,7 @@ class FrameBuilder:
         # 233 MB load's serial tail (merging the chunks' parts, the tables' frames, one Python
         # object per op row for shapes). Which tables exist is known now, without reading.
         side: dict[str, pd.DataFrame | None] = {}
-        pending = {}
+        pending: dict[str, Callable[[], pd.DataFrame]] = {}
         kernel = [p for p in self.kernel if len(p["row"])]
         if kernel and kernel_rows is not None:
             side["kernel_args"] = None
@@ -359,10 +360,9 @@ def _unique_index(values: list[str]) -> pd.Index:
     return pd.Index(values, dtype=object) if values else pd.Index([], dtype=object)
 
 
-def _merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray] | None:
+def _merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The parts' columns joined (the callers pass at least one part with rows)."""
     parts = [p for p in parts if len(p["row"])]
-    if not parts:
-        return None
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 

@@ -1,4 +1,4 @@
-"""The compiled chunk scanner (``_kineto_cscan.c``): one chunk of events -> the decoder's columns.
+"""The compiled chunk scanner (``_cscan.c``, private to this package): one chunk of events -> the decoder's columns.
 
 The C scanner reads a chunk (complete events separated by commas) once and writes the integer
 columns straight into arrays allocated here: exact int64 ns from integer or ``<us>.<3 digits>``
@@ -6,7 +6,7 @@ microseconds, pid/tid, ids, category and name codes (per-chunk hash tables over 
 bytes, confirmed by byte comparison), kernel launch configuration, copy sizes and input-shape
 codes. Metadata events and rows with collective args (rare) come back as one JSON array that
 msgspec decodes, so those keep the msgspec path's exact semantics. This module turns the result
-into the same dict as ``_kineto_decode._columns``: per row, only numpy on whole columns; Python
+into the same dict as ``decode._columns``: per row, only numpy on whole columns; Python
 touches distinct values and the rare msgspec rows.
 
 Whatever the scanner cannot take exactly (string ids other than plain digits or names, escaped
@@ -17,24 +17,30 @@ every chunk when the extension is not built, or when ``TRACEREAD_NO_SCANNER=1``.
 
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from traceread.loaders import _kineto_categories as cats
-from traceread.loaders._kineto_events import AnyEvent, Instant, InstantOld, Meta, Row, collective_rows
+import traceread.loaders.kineto.categories as cats
+from traceread.loaders.kineto.events import EVENT_LIST, Instant, InstantOld, Meta, Row, collective_rows
 
-try:
-    from traceread.loaders import _kineto_cscan  # type: ignore[attr-defined]
-except ImportError:  # built without a compiler: every chunk takes the msgspec path
-    _kineto_cscan = None
 
-BUILT = _kineto_cscan is not None
+def _compiled() -> ModuleType | None:
+    try:
+        return importlib.import_module("traceread.loaders.kineto._cscan")
+    except ImportError:  # built without a compiler: every chunk takes the msgspec path
+        return None
+
+
+COMPILED = _compiled()  # the extension module itself (its ``scan``), None when it was not built
+BUILT = COMPILED is not None
 DISABLE_ENV = "TRACEREAD_NO_SCANNER"
 
-# column order of the C scanner's outputs (see the enums in _kineto_cscan.c)
+# column order of the C scanner's outputs (see the enums in _cscan.c)
 (C_START, C_END, C_PID, C_TID, C_EXT, C_CORR, C_DEVICE, C_STREAM, C_CAT, C_NAME, C_INSTANT, C_BYTES,
  C_SHAPE) = range(13)
 NCOLS, NKCOLS = 13, 9
@@ -43,7 +49,7 @@ _MIN_EVENT = 16  # bytes: no row event is shorter ({"ph":"i","ts":1} is 17), so 
 _TYPICAL_EVENT = 64  # bytes: real traces' rows are 100-500 bytes; a chunk with more rows is rescanned
 _NO_ROOM = "more rows than the caller's capacity"  # the C scanner's reason when cap was too small
 
-_LIST_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
+_LIST_DECODER = msgspec.json.Decoder(EVENT_LIST)
 _STR_DECODER = msgspec.json.Decoder(str)
 _ROW_TYPES = (Row, Instant, InstantOld)
 
@@ -63,8 +69,10 @@ def status() -> str:
 
 
 def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
-    """Columns of the events in ``body`` as ``_kineto_decode._columns`` gives them, or
+    """Columns of the events in ``body`` as ``decode._columns`` gives them, or
     (None, reason) when the chunk must be decoded by msgspec."""
+    if COMPILED is None:
+        return None, "scanner not built"
     # Sized for typical events first: under the loader's 8 MB malloc threshold the arrays come
     # from the reused heap, whose pages are already mapped (fresh worst-case-sized arrays for
     # every 4 MB chunk were 14k page faults per 233 MB). A chunk of tinier events is scanned
@@ -72,7 +80,7 @@ def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
     for cap in (len(body) // _TYPICAL_EVENT + 1024, len(body) // _MIN_EVENT + 64):
         cols = np.empty((NCOLS, cap), np.int64)
         kern = np.empty((NKCOLS, cap), np.int64)
-        res = _kineto_cscan.scan(body, cols, kern, cap)
+        res = COMPILED.scan(body, cols, kern, cap)
         if res != _NO_ROOM:
             break
     if isinstance(res, str):
