@@ -225,15 +225,15 @@ class FrameBuilder:
 
         n = len(cat_codes)
         frame = {
-            "trace": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=[path]),
+            "trace": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([path])),
             "rank": np.full(n, rank, np.int32),
-            "lane": pd.Categorical.from_codes(lane, categories=lanes),
+            "lane": pd.Categorical.from_codes(lane, categories=pd.Index(lanes)),
             "device": col.pop("device").astype(np.int32),
             "stream": col.pop("stream"),
             "pid": col.pop("pid"),
             "tid": col.pop("tid"),
             "name": pd.Categorical.from_codes(name_codes, categories=_unique_index(name_values)),
-            "category": pd.Categorical.from_codes(norm, categories=categories),
+            "category": pd.Categorical.from_codes(norm, categories=pd.Index(categories)),
             "raw_category": pd.Categorical.from_codes(cat_codes, categories=_unique_index(cat_values)),
             "start_ns": col.pop("start_ns"),
             "end_ns": col.pop("end_ns"),
@@ -290,13 +290,13 @@ def _copy_args(parts: list[dict[str, np.ndarray]], name_values: list[str], name_
     codes = name_codes[c["row"]]
     used = np.unique(codes)
     kinds = {i: _copy_kinds(name_values[i]) for i in used.tolist()}
-    cols = {"row": c["row"], "bytes": c["bytes"]}
+    cols: dict[str, np.ndarray | pd.Categorical] = {"row": c["row"], "bytes": c["bytes"]}
     for j, key in enumerate(("copy_kind", "src_kind", "dst_kind")):
         values = [kinds[i][j] for i in used.tolist()]
         lut = np.zeros(len(name_values), np.int32)
         uniq = sorted(set(values))
         lut[used] = [uniq.index(v) for v in values]
-        cols[key] = pd.Categorical.from_codes(lut[codes], categories=uniq)
+        cols[key] = pd.Categorical.from_codes(lut[codes], categories=pd.Index(uniq))
     return _sorted_table(cols)
 
 

@@ -106,7 +106,7 @@ class FrameWriter:
         n = self.n
         if n == 0:  # nothing captured: the canonical empty frame
             ev = S.empty_events()
-            ev["trace"] = pd.Categorical([], categories=[path])
+            ev["trace"] = pd.Categorical([], categories=pd.Index([path]))
             self.col, self.side = {}, {}
             return ev, {}
         c = {k: v[:n] for k, v in self.col.items()}
@@ -120,13 +120,13 @@ class FrameWriter:
                 np.zeros(b - a, dtype=bool)
             c["rank"][a:b] = vals[np.where(known, pos, len(keys))]
         ev = pd.DataFrame({
-            "trace": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[path]),
+            "trace": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([path])),
             "rank": c["rank"],
-            "lane": pd.Categorical.from_codes(c["lane"], categories=list(S.LANES)),
+            "lane": pd.Categorical.from_codes(c["lane"], categories=pd.Index(list(S.LANES))),
             "device": c["device"], "stream": c["stream"], "pid": c["pid"], "tid": c["tid"],
             "name": pd.Categorical.from_codes(c["name"], categories=pd.Index(list(self.names), dtype=object)),
-            "category": pd.Categorical.from_codes(c["category"], categories=list(S.CATEGORIES)),
-            "raw_category": pd.Categorical.from_codes(c["raw"], categories=self.raws),
+            "category": pd.Categorical.from_codes(c["category"], categories=pd.Index(list(S.CATEGORIES))),
+            "raw_category": pd.Categorical.from_codes(c["raw"], categories=pd.Index(self.raws)),
             "start_ns": c["start_ns"], "end_ns": c["end_ns"], "correlation": c["correlation"],
             "external_id": np.full(n, S.NO_ID, dtype=np.int64),
         }, copy=False)  # columns are fresh arrays: skip pandas' consolidating copy
