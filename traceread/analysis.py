@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,12 +26,16 @@ from traceread._pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
 from traceread.config import Thresholds
 from traceread.trace import EpochWindow, Trace
 
+if TYPE_CHECKING:
+    from traceread.ranks.identity import RankIdentity
+    from traceread.ranks.summary import RankSummary
+
 SCHEMA_VERSION = "1.1"
 # dominant_cause of a report whose traces hold no GPU activity at all (schema 1.1).
 NO_GPU_ACTIVITY = "no-gpu-activity"
 CAUSES: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
-           "part_col", "SCHEMA_VERSION"]
+           "part_col", "SCHEMA_VERSION", "rank_summary"]
 
 
 @dataclass(frozen=True)
@@ -117,12 +121,6 @@ class Analysis:
             label = f"{self.traces[trace].name}: {label}"
         return label
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON report as plain data (``traceread/data/report.schema.json``)."""
-        from traceread.render.jsonout import to_report
-
-        return to_report(self)
-
     def shares(self) -> dict[str, float]:
         """Each part's share of total step time over every unit (sums to 1 when there are steps)."""
         if self.attribution.empty:
@@ -185,15 +183,15 @@ def analyze(
     )
     if groups is None:
         return result
-    job = pipe._guarded("job section (alignment, stragglers)",
-                        lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
-    for rep in (r for r in (job.reports if job is not None else ()) if r is not None):
+    section = pipe._guarded("job section (alignment, stragglers)",
+                            lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
+    for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
         for s in rep.stragglers:
             if s["others_comm_bound_waiting_ns"] > 0:
                 notes.append(f"comm-bound: {s['others_comm_bound_waiting_ns'] / 1e6:.3f} ms of the comm-bound time on "
                              f"the other ranks of {rep.name} is waiting for straggler rank {s['rank']} ({s['cause']}), "
                              "not slow interconnect (see the job section)")
-    return dataclasses.replace(result, job=job, notes=tuple(dict.fromkeys(notes)),
+    return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
                                unavailable=tuple(dict.fromkeys(unavailable)))
 
 
@@ -213,7 +211,20 @@ def _groups(traces: Any, cfg: Thresholds, rank_pattern: str | None) -> list[Any]
 def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None, groups: list[Any]) -> Any:
     from traceread.ranks.section import job_section
 
-    return job_section(result, cfg, rank_pattern, groups)
+    return job_section(result.inputs, lambda identity: rank_summary(result, identity), cfg, rank_pattern, groups)
+
+
+def rank_summary(result: Analysis, identity: RankIdentity) -> RankSummary:
+    """``identity``'s rank digest (:func:`traceread.ranks.summarize`) from the analysis of its trace."""
+    from traceread.ranks.summary import summarize
+
+    index = next((t.index for t in result.traces if t.path == identity.path), None)
+    if index is None:
+        raise ValueError(f"{identity.path}: not among the analysed traces")
+    steps, gaps = result.steps, result.gaps
+    steps = steps[steps["trace"] == index] if len(steps) else steps
+    gaps = gaps[gaps["trace"] == index] if len(gaps) else gaps
+    return summarize(result.inputs[index], identity, steps, gaps, result.traces[index].step_source)
 
 
 def _step_groups(steps: pd.DataFrame, groups: list[Any] | None, traces: Any) -> np.ndarray | None:

@@ -241,7 +241,8 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
 def _rank_facts(trace: Any, analysis: Any, rel: str, settings: Settings) -> tuple[list, list]:
     """The trace's rank identities and per-rank summaries (small, picklable) for grouping and alignment."""
     from traceread import ranks
+    from traceread.analysis import rank_summary
 
     identities = list(ranks.identify(trace, rel, rank_pattern=settings.rank_pattern))
-    summaries = [ranks.summarize(analysis, ident, settings.cfg) for ident in identities]
+    summaries = [rank_summary(analysis, ident) for ident in identities]
     return identities, summaries
