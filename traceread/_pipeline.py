@@ -278,12 +278,12 @@ def overall_dominant(attribution: pd.DataFrame, per: list[PerTrace],
     return dominant, float(share), second, float(second_share)
 
 
-def run_mfu(job: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,
+def run_mfu(workload: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,
             unavailable: list[str]) -> tuple[dict[str, Any] | None, str]:
     """MFU as a plain dict, or None and the sentence saying how to get it."""
     hint = ("MFU not computed: give the model size and tokens per step (--params N --tokens-per-step T, "
             "or --global-batch B --seq-len S), or --job job.toml")
-    if job is None or steps.empty:
+    if workload is None or steps.empty:
         return None, hint
     try:
         from traceread.metrics.mfu import compute_mfu
@@ -291,7 +291,7 @@ def run_mfu(job: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,
         unavailable.append("MFU: traceread.metrics.mfu is not installed")
         return None, "MFU not computed: the MFU module is not available in this build"
     try:
-        res = compute_mfu(job, traces, steps, cfg)
+        res = compute_mfu(workload, traces, steps, cfg)
     except TracereadError as exc:
         return None, f"MFU not computed: {exc}"
     except Exception as exc:  # noqa: BLE001 - report the rest even if MFU has a bug

@@ -1,6 +1,6 @@
 """The diagnosis pipeline: steps -> gaps -> rules -> attribution -> kernels/collectives/MFU.
 
-``analyze(traces, job, cfg) -> Analysis`` reads loaded traces and returns plain data (a frozen
+``analyze(traces, workload, cfg) -> Analysis`` reads loaded traces and returns plain data (a frozen
 dataclass of DataFrames, dicts and strings); it does no I/O. Every renderer (Markdown, JSON, the
 timeline picture, Perfetto) reads an :class:`Analysis` and nothing else. Whatever could not be
 computed is listed in ``Analysis.unavailable`` with the reason, never silently skipped.
@@ -27,6 +27,7 @@ from traceread.config import Thresholds
 from traceread.trace import EpochWindow, Trace
 
 if TYPE_CHECKING:
+    from traceread.metrics.workload import Workload
     from traceread.ranks.identity import RankIdentity
     from traceread.ranks.summary import RankSummary
 
@@ -137,7 +138,7 @@ class Analysis:
 
 def analyze(
     traces: list[Trace] | tuple[Trace, ...],
-    job: Any = None,
+    workload: Workload | None = None,
     cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen, never mutated
     top_gaps: int = 10,
     warmup_steps: int | None = None,
@@ -147,7 +148,7 @@ def analyze(
 ) -> Analysis:
     """Run the whole diagnosis on ``traces`` (loaded, one job) and return an :class:`Analysis`.
 
-    ``job`` is a ``traceread.job.JobInputs`` (MFU inputs) or None; ``failures`` are inputs the caller
+    ``workload`` holds the MFU inputs (:class:`~traceread.metrics.workload.Workload`) or is None; ``failures`` are inputs the caller
     could not load, carried through so every report lists them. ``rank_pattern`` is the file-name
     rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``).
     """
@@ -167,7 +168,7 @@ def analyze(
         # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
         # GPU cause can be named; the reason is in ``unavailable``.
         dominant, share = NO_GPU_ACTIVITY, 0.0
-    mfu, mfu_hint = pipe.run_mfu(job, list(traces), steps, cfg, unavailable)
+    mfu, mfu_hint = pipe.run_mfu(workload, list(traces), steps, cfg, unavailable)
     groups = pipe._guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)

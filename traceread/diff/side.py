@@ -269,9 +269,9 @@ def _heaviest_shapes(captures: list[Capture]) -> pd.DataFrame:
     return g.sort_values(["kernel_ns", "op"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def _tokens(job: Any, captures: list[Capture]) -> tuple[float | None, str]:
-    """Tokens per *profiler* step: the job's tokens per optimizer step x Optimizer.step# markers per step."""
-    tok = job.tokens() if job is not None else None
+def _tokens(workload: Any, captures: list[Capture]) -> tuple[float | None, str]:
+    """Tokens per *profiler* step: the workload's tokens per optimizer step x Optimizer.step# markers per step."""
+    tok = workload.tokens() if workload is not None else None
     if tok is None:
         return None, ""
     tokens, how = tok
@@ -292,7 +292,7 @@ def _pooled_mfu(captures: list[Capture]) -> dict[str, Any] | None:
             if all(m.get(k) is not None for m in got)}
 
 
-def summarize_side(label: str, captures: list[Capture], job: Any, cfg: Thresholds,
+def summarize_side(label: str, captures: list[Capture], workload: Any, cfg: Thresholds,
                    notes: list[str] | None = None) -> SideFacts:
     """The facts of one side (module doc): its captures pooled."""
     notes = list(notes or [])
@@ -315,7 +315,7 @@ def summarize_side(label: str, captures: list[Capture], job: Any, cfg: Threshold
     shapes = _heaviest_shapes(captures)
     n_steps = int(len(steps))
     flops = float((shapes["flops"] * shapes["calls"]).sum()) / n_steps if len(shapes) and n_steps else None
-    tokens, how = _tokens(job, captures)
+    tokens, how = _tokens(workload, captures)
     tput = tokens / (values / 1e9) if tokens is not None and len(values) else None
     traces = [t for c in captures for t in c.traces]
     models = tuple(sorted({str(d.get("name") or "") for t in traces for d in (t.get("devices") or [])} - {""}))

@@ -53,7 +53,7 @@ class Task:
     size: int
     mtime_ns: int
     inode: int
-    job: dict[str, Any] | None = None  # JobInputs fields for this file, or None
+    job: dict[str, Any] | None = None  # Workload fields (MFU inputs) for this file, or None
     reuse: tuple[str, ...] = ()
 
 
@@ -189,8 +189,8 @@ def _not_a_trace(problem: str) -> bool:
 
 def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = None) -> None:
     from traceread.analysis import analyze
-    from traceread.job import JobInputs
     from traceread.loaders import load
+    from traceread.metrics.workload import Workload
     from traceread.render import jsonout, markdown
     from traceread.scan.rows import trace_row
     from traceread.scan.tables import gap_numbers, report_tables
@@ -208,8 +208,8 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
                        "written? it is scanned again next time")
         return
     trace.meta.path = task.rel  # reports name the file as the user sees it under the scan root
-    job = JobInputs(**task.job) if task.job else None
-    analysis = analyze([trace], job=job, cfg=settings.cfg, top_gaps=settings.top_gaps,
+    workload = Workload(**task.job) if task.job else None
+    analysis = analyze([trace], workload=workload, cfg=settings.cfg, top_gaps=settings.top_gaps,
                        warmup_steps=settings.warmup_steps, step_range=settings.step_range)
     text = io.StringIO()
     markdown.render(analysis, text)
