@@ -18,7 +18,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.collective_identity import identify
-from traceread.metrics.mfu import TORCH_DTYPES
+from traceread.metrics.precision import TORCH_DTYPES
 from traceread.trace import Trace
 
 COLUMNS = ["collective", "group", "group_desc", "group_size", "count", "total_ns", "mean_ns", "exposed_ns",

@@ -103,7 +103,7 @@ def _args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
 
 def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
                  steps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from traceread.metrics.mfu import TORCH_DTYPES
+    from traceread.metrics.precision import TORCH_DTYPES
 
     ev = trace.events
     sel = ((ev["lane"] == schema.LANE_GPU_COMM) & (ev["rank"] == rank)).to_numpy()
