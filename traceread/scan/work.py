@@ -175,7 +175,7 @@ def write_report_files(outdir: str, o: Outcome) -> None:
 
 def _write_parts(outdir: str, o: Outcome) -> None:
     """Worker side of ``outdir``: the cache parts the parent would write (the report files are written)."""
-    from traceread.scan.cache import write_blob
+    from traceread.scan.blobs import write_blob
 
     write_blob(outdir, o.trace_id, "rows", o.tables)
     write_blob(outdir, o.trace_id, "ranks", (o.identities, o.summaries))
