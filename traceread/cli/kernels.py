@@ -10,8 +10,8 @@ from traceread.config import Thresholds, load_config_file, parse_set_options
 from traceread.loaders import load
 from traceread.metrics.kernels import kernel_report
 from traceread.metrics.roofline import roofline
-from traceread.render.kernels import render_kernel_report, render_roofline
 from traceread.metrics.workload import DTYPES
+from traceread.render.kernels import render_kernel_report, render_roofline
 
 
 @click.command("kernels")
