@@ -88,9 +88,9 @@ def _args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     """collective_args per comm kernel (own row, else its record_param_comms op), plus ``seq``."""
     cols = ["collective", "in_nelems", "out_nelems", "dtype", "group_size", "group_name", "group_desc"]
     try:
-        from traceread.metrics.collectives import _collective_args
+        from traceread.metrics.collectives import collective_args
 
-        a = _collective_args(trace, comm)
+        a = collective_args(trace, comm)
     except Exception:  # noqa: BLE001 - the table is optional; alignment falls back to order and name
         a = pd.DataFrame({c: [None] * len(comm) for c in cols}, index=comm.index)
     args = trace.side_table("collective_args")

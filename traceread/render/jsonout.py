@@ -118,11 +118,11 @@ def trace_entry(t: TraceSummary) -> dict[str, Any]:
 
 def to_report(a: Analysis) -> dict[str, Any]:
     """The whole report as plain JSON data (see the schema for every field)."""
-    import traceread
+    from traceread import __version__
 
     return {
         "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "traceread", "version": traceread.__version__},
+        "tool": {"name": "traceread", "version": __version__},
         "traces": [trace_entry(t) for t in a.traces],
         "failures": [{"path": f.path, "problem": f.problem} for f in a.failures],
         "steps": _steps(a),

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-import traceread
+from traceread import __version__
 from traceread.analysis import GAP_CLASSES, PARTS, part_col
 from traceread.atomic import atomic_open
 from traceread.scan.jobinputs import JobInputsFinder
@@ -136,7 +136,7 @@ def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInp
         report = ranks.analyze_job([summary_of[m.key] for m in g.members if m.key in summary_of], settings.cfg,
                                    group=g)
         doc: dict[str, Any] = {"schema_version": JOB_SCHEMA_VERSION,
-                               "tool": {"name": "traceread", "version": traceread.__version__}, "job": name, "file": file}
+                               "tool": {"name": "traceread", "version": __version__}, "job": name, "file": file}
         doc["traces"] = [{"trace_id": o.trace_id, "path": o.rel, "link": f"../traces/{o.trace_id}.md",
                           "ranks": o.row.get("ranks", []), "job_inputs": finder.sources.get(o.rel)}
                          for o in members]

@@ -86,10 +86,10 @@ def code_digest() -> str:
     """traceread's version plus the size and mtime of its sources: an edited checkout is a new version."""
     global _code_digest
     if _code_digest is None:
-        import traceread
+        from traceread import __version__
 
-        base = os.path.dirname(traceread.__file__)
-        h = hashlib.blake2b(traceread.__version__.encode(), digest_size=8)
+        base = os.path.dirname(os.path.dirname(__file__))  # the traceread package
+        h = hashlib.blake2b(__version__.encode(), digest_size=8)
         for d, dirs, files in os.walk(base):
             dirs.sort()
             for f in sorted(files):
