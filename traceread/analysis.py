@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceread import _pipeline as pipe
+from traceread import pipeline as pipe
 from traceread import schema
-from traceread._pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
 from traceread.config import Thresholds
+from traceread.pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
 from traceread.trace import EpochWindow, Trace
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def analyze(
         # GPU cause can be named; the reason is in ``unavailable``.
         dominant, share = NO_GPU_ACTIVITY, 0.0
     mfu, mfu_hint = pipe.run_mfu(workload, list(traces), steps, cfg, unavailable)
-    groups = pipe._guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
+    groups = pipe.guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
     summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
@@ -184,8 +184,8 @@ def analyze(
     )
     if groups is None:
         return result
-    section = pipe._guarded("job section (alignment, stragglers)",
-                            lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
+    section = pipe.guarded("job section (alignment, stragglers)",
+                           lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
     for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
         for s in rep.stragglers:
             if s["others_comm_bound_waiting_ns"] > 0:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from traceread._pipeline import GAP_CLASSES, idle_by_class, part_col
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open
 from traceread.cli.output import emit, json_option
 from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.loaders import load
+from traceread.pipeline import GAP_CLASSES, idle_by_class, part_col
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.steps import find_steps

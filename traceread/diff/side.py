@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema
-from traceread._pipeline import overall_dominant
 from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
 from traceread.errors import TracereadError
+from traceread.pipeline import overall_dominant
 
 STEP_MARKER_PREFIX = "ProfilerStep#"
 _COUNT_COLUMNS = {"count": "int64", "total_ns": "int64"}

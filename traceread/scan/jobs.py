@@ -49,7 +49,7 @@ def trace_index_row(o: Outcome, job: str) -> dict[str, Any]:
 
 def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
     """The job's lost GPU time per cause, its dominant cause and share (the analyze verdict over its units)."""
-    from traceread._pipeline import overall_dominant
+    from traceread.pipeline import overall_dominant
 
     rows = [u for o in members for u in o.row.get("units", [])]
     sums = {p: sum(u.get(part_col(p), 0) for u in rows) for p in PARTS}  # plain sums: most jobs have one trace
