@@ -98,29 +98,12 @@ def job_file(name: str, directory: str, used: set[str]) -> str:
     return file
 
 
-def build_jobs(done: list[Outcome], settings: Settings, finder: JobInputsFinder
-               ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
-    """Group analysed traces into jobs and analyse each, one directory at a time (every grouping key
-    holds the directory, so a directory's jobs need nothing from other directories: the scan builds
-    them as soon as its files are done). Returns the job documents (``jobs/<job>.json``), trace id ->
-    job name, and job file -> its Markdown."""
-    by_dir: dict[str, list[Outcome]] = {}
-    for o in done:
-        by_dir.setdefault(os.path.dirname(o.rel), []).append(o)
-    jobs: list[dict[str, Any]] = []
-    job_of: dict[str, str] = {}
-    md: dict[str, str] = {}
-    for d in sorted(by_dir):
-        j, of, m = build_directory_jobs(by_dir[d], settings, finder)
-        jobs += j
-        job_of.update(of)
-        md.update(m)
-    return jobs, job_of, md
-
-
 def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInputsFinder
                          ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
-    """:func:`build_jobs` for the analysed traces of one directory."""
+    """Group the analysed traces of one directory into jobs and analyse each (every grouping key holds the
+    directory, so a directory's jobs need nothing from other directories: the scan builds them as soon
+    as its files are done). Returns the job documents (``jobs/<job>.json``), trace id -> job name, and
+    job file -> its Markdown."""
     from traceread import ranks
     from traceread.render.jobsection import group_markdown
 
