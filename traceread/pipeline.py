@@ -6,7 +6,7 @@ scoreboard tables (:mod:`traceread.metrics`), each result carrying a ``trace`` c
 joins them over the traces. Over the job: :func:`overall_dominant` (the verdict and the runner-up),
 :func:`run_mfu` and :func:`launch_stats`.
 
-A table that fails on an input (a :class:`~traceread.errors.TracereadError` or a bug in that table)
+A table that fails on an input (a :class:`~traceread.errors.UserFacingError` or a bug in that table)
 is listed in ``unavailable`` with the reason by :func:`guarded`, and the rest of the report is still
 produced. A module of traceread that cannot be imported is never such a failure: it is a broken
 install and raises. The pieces are imported where they run, so that importing the analysis (as
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.errors import TracereadError
+from traceread.errors import UserFacingError
 from traceread.trace import Trace
 
 T = TypeVar("T")
@@ -152,7 +152,7 @@ def guarded(what: str, fn: Callable[[], T], unavailable: list[str]) -> T | None:
         return fn()
     except ImportError:
         raise
-    except TracereadError as exc:
+    except UserFacingError as exc:
         unavailable.append(f"{what}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a bug in one table must not cost the whole report
         unavailable.append(f"{what}: failed ({type(exc).__name__}: {exc})")
@@ -218,7 +218,7 @@ def run_mfu(workload: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresh
 
     try:
         res = compute_mfu(workload, traces, steps, cfg)
-    except TracereadError as exc:
+    except UserFacingError as exc:
         return None, f"MFU not computed: {exc}"
     except Exception as exc:  # noqa: BLE001 - report the rest even if MFU has a bug
         unavailable.append(f"MFU: failed ({type(exc).__name__}: {exc})")

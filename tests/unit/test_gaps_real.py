@@ -7,7 +7,7 @@ from conftest import needs_shared, shared_kineto, shared_nsys
 
 import traceread
 from traceread.config import Thresholds
-from traceread.errors import TracereadError
+from traceread.errors import UserFacingError
 from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.steps import find_steps
 
@@ -30,7 +30,7 @@ def plain_busy(kernels: list[tuple[int, int]], lo: int, hi: int) -> int:
 def test_idle_per_device_matches_a_plain_count(path):
     try:
         trace = traceread.load(path)
-    except TracereadError as exc:
+    except UserFacingError as exc:
         pytest.skip(f"not loadable: {exc}")
     steps = find_steps(trace, CFG).steps
     gaps = find_gaps(trace, steps)

@@ -13,7 +13,7 @@ import traceback
 
 import click
 
-from traceread.errors import EXIT_INTERNAL, EXIT_USAGE, TracereadError
+from traceread.errors import EXIT_INTERNAL, EXIT_USAGE, UserFacingError
 
 # Set by the group's --debug flag (or TRACEREAD_DEBUG=1); read by main() when an unexpected error lands.
 _debug = {"on": False}
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     _debug["on"] = os.environ.get("TRACEREAD_DEBUG", "") not in ("", "0")
     try:
         rv = cli.main(args=argv, prog_name="traceread", standalone_mode=False)
-    except TracereadError as exc:
+    except UserFacingError as exc:
         click.echo(f"traceread: error: {exc}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:

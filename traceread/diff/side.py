@@ -26,7 +26,7 @@ import pandas as pd
 from traceread import schema
 from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
-from traceread.errors import TracereadError
+from traceread.errors import UserFacingError
 from traceread.pipeline import overall_dominant
 
 STEP_MARKER_PREFIX = "ProfilerStep#"
@@ -122,7 +122,7 @@ def _shapes(a: Analysis, cfg: Thresholds, notes: list[str]) -> pd.DataFrame:
     for t in a.inputs:
         try:
             r = roofline(t, cfg)
-        except TracereadError as exc:
+        except UserFacingError as exc:
             notes.append(f"{t.meta.path}: recorded shapes not read ({exc})")
             continue
         if len(r.table):
@@ -146,7 +146,7 @@ def _optimizer_steps(a: Analysis, cfg: Thresholds, notes: list[str]) -> float | 
 
     try:
         return step_timing(list(a.inputs), a.steps, cfg).optimizer_steps_per_profiler_step
-    except TracereadError as exc:
+    except UserFacingError as exc:
         notes.append(f"optimizer steps per profiler step: {exc}")
         return None
 

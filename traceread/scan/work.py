@@ -136,13 +136,13 @@ def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outco
     the outcome comes back without them (``written``): a 28 MB trace's report is 127 MB of JSON and
     70 MB of table rows, which would otherwise be pickled, piped, unpickled and written again by the
     parent. Without it (Dask) the bytes travel in the outcome."""
-    from traceread.errors import TracereadError
+    from traceread.errors import UserFacingError
 
     t0 = time.monotonic()
     out = Outcome(rel=task.rel, path=task.path, status="failed")
     try:
         _analyse(task, settings, out, outdir)
-    except TracereadError as exc:
+    except UserFacingError as exc:
         out.status = "not-trace" if _not_a_trace(str(getattr(exc, "problem", exc))) else "failed"
         out.problem = str(getattr(exc, "problem", exc))
     except MemoryError:
