@@ -23,10 +23,11 @@ import pandas as pd
 from traceread import pipeline as pipe
 from traceread import schema
 from traceread.config import Thresholds
-from traceread.pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
+from traceread.pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, LaunchStats, part_col
 from traceread.trace import EpochWindow, Trace
 
 if TYPE_CHECKING:
+    from traceread.metrics.mfu import MfuResult
     from traceread.metrics.workload import Workload
     from traceread.ranks.identity import RankIdentity
     from traceread.ranks.summary import RankSummary
@@ -36,7 +37,7 @@ SCHEMA_VERSION = "1.1"
 NO_GPU_ACTIVITY = "no-gpu-activity"
 CAUSES: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
-           "part_col", "SCHEMA_VERSION", "rank_summary"]
+           "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,19 @@ class TraceSummary(EpochWindow):
 
 
 @dataclass(frozen=True)
+class Removal:
+    """The upper bound of removing the dominant cause's idle time (see ``_removal``): median step time
+    with and without it, and MFU before and at most after when MFU is known."""
+
+    cause: str
+    step_time_ns: int
+    step_time_without_ns: int
+    speedup: float | None  # None when nothing would be left of the step
+    mfu: float | None = None
+    mfu_without: float | None = None
+
+
+@dataclass(frozen=True)
 class Failure:
     """An input that could not be read: its path and the one-line problem."""
 
@@ -80,9 +94,10 @@ class Analysis:
     * ``attribution``: one row per unit: ``trace, rank, device, step_ns`` and ``<part>_ns`` for every
       part in ``PARTS``; the parts sum to ``step_ns``.
     * ``kernels`` / ``collectives``: the scoreboard tables with a ``trace`` column.
-    * ``mfu``: ``{"mfu", "hfu", "tflops_per_gpu", "step_time_ns", "inputs", ...}`` or None, with
-      ``mfu_hint`` saying why not / which flags add it.
-    * ``removal``: the upper bound of removing the dominant cause (see ``_removal``), or None.
+    * ``mfu``: a ``traceread.metrics.mfu.MfuResult`` or None, with ``mfu_hint`` saying why not / which
+      flags add it.
+    * ``removal``: the upper bound of removing the dominant cause (:class:`Removal`), or None.
+    * ``launch_stats``: :class:`~traceread.pipeline.LaunchStats` when launch-bound matters, or None.
     * ``job``: a ``traceread.ranks.section.JobSection`` when the inputs hold two ranks or more: how
       they group into jobs/captures (with evidence), and each job's clock alignment and stragglers.
     """
@@ -95,12 +110,12 @@ class Analysis:
     dominant_cost_share: float
     second_cause: str | None
     second_cost_share: float
-    removal: dict[str, Any] | None
-    mfu: dict[str, Any] | None
+    removal: Removal | None
+    mfu: MfuResult | None
     mfu_hint: str
     kernels: pd.DataFrame
     collectives: pd.DataFrame
-    launch_stats: dict[str, Any] | None
+    launch_stats: LaunchStats | None
     notes: tuple[str, ...]
     unavailable: tuple[str, ...]
     cfg: Thresholds
@@ -239,8 +254,8 @@ def _step_groups(steps: pd.DataFrame, groups: list[Any] | None, traces: Any) -> 
     return np.array([of.get(k, -1) for k in keys], dtype=np.int64)
 
 
-def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None,
-             group: np.ndarray | None = None) -> dict[str, Any] | None:
+def _removal(steps: pd.DataFrame, cause: str, mfu: MfuResult | None,
+             group: np.ndarray | None = None) -> Removal | None:
     """Upper bound of removing ``cause``'s idle time: median step time with and without it.
 
     Per steady step, step time minus that class's idle (nothing else moves closer: an upper
@@ -259,12 +274,10 @@ def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None,
     per_step = frame.groupby(["group", "step"], sort=True)[["before", "after"]].max()
     before = int(np.median(per_step["before"].to_numpy()))
     after = int(np.median(per_step["after"].to_numpy()))
-    out: dict[str, Any] = {"cause": cause, "step_time_ns": before, "step_time_without_ns": after,
-                           "speedup": (before / after) if after > 0 else None}
-    if mfu and mfu.get("mfu") is not None and after > 0:
-        out["mfu"] = float(mfu["mfu"])
-        out["mfu_without"] = float(mfu["mfu"]) * before / after
-    return out
+    speedup = (before / after) if after > 0 else None
+    if mfu is None or after <= 0:
+        return Removal(cause, before, after, speedup)
+    return Removal(cause, before, after, speedup, mfu=float(mfu.mfu), mfu_without=float(mfu.mfu) * before / after)
 
 
 def _summarize(index: int, trace: Trace, step_source: str) -> TraceSummary:

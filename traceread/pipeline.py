@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,9 @@ import pandas as pd
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
 from traceread.trace import Trace
+
+if TYPE_CHECKING:
+    from traceread.metrics.mfu import MfuResult
 
 T = TypeVar("T")
 
@@ -44,6 +47,29 @@ STEP_OUT_COLUMNS = ["trace", "rank", "device", "step", "start_ns", "end_ns", "cp
 GAP_MIN_COLUMNS = ["trace", "rank", "device", "step", "start_ns", "end_ns", "dur_ns", "offset_ns", "phase",
                    "class", "evidence"]
 ATTR_COLUMNS = UNIT + ["step_ns"] + [part_col(p) for p in PARTS]
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    """Launch figures of a run where launch-bound is the dominant or a large second cause.
+
+    The launch-bound gaps (count, total, median; launch calls inside them when the engine counted
+    them), then the kernel table's launch statistics of the first trace that has kernels (None where
+    that trace could not say): kernels shorter than their launch call, launch-to-start latency.
+    """
+
+    launch_bound_gaps: int
+    launch_bound_idle_ns: int
+    median_launch_bound_gap_ns: int
+    launch_calls_in_those_gaps: int | None = None
+    kernels: int | None = None
+    shorter_than_launch: int | None = None
+    shorter_than_launch_share: float | None = None
+    median_kernel_ns: int | None = None
+    median_launch_call_ns: int | None = None
+    launch_to_start_p50_ns: int | None = None
+    launch_to_start_p90_ns: int | None = None
+    launch_to_start_p99_ns: int | None = None
 
 
 @dataclass
@@ -208,8 +234,8 @@ def overall_dominant(attribution: pd.DataFrame, per: list[PerTrace],
 
 
 def run_mfu(workload: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,
-            unavailable: list[str]) -> tuple[dict[str, Any] | None, str]:
-    """MFU as a plain dict, or None and the sentence saying how to get it."""
+            unavailable: list[str]) -> tuple[MfuResult | None, str]:
+    """The MFU result, or None and the sentence saying how to get it."""
     hint = ("MFU not computed: give the model size and tokens per step (--params N --tokens-per-step T, "
             "or --global-batch B --seq-len S), or --job job.toml")
     if workload is None or steps.empty:
@@ -223,22 +249,18 @@ def run_mfu(workload: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresh
     except Exception as exc:  # noqa: BLE001 - report the rest even if MFU has a bug
         unavailable.append(f"MFU: failed ({type(exc).__name__}: {exc})")
         return None, "MFU not computed: the MFU computation failed (see the method notes)"
-    return res.to_dict(), ""
+    return res, ""
 
 
 def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second: str | None,
-                 second_share: float, cfg: Thresholds, unavailable: list[str]) -> dict[str, Any] | None:
-    """Launch figures when launch-bound is the dominant or a large second cause (flat: name -> number).
-
-    The launch-bound gaps (count, total, median), then the scoreboard's launch statistics of the
-    first trace that has kernels: kernels shorter than their launch call, launch-to-start latency.
-    """
+                 second_share: float, cfg: Thresholds, unavailable: list[str]) -> LaunchStats | None:
+    """:class:`LaunchStats` when launch-bound is the dominant or a large second cause, else None."""
     matters = dominant == "launch-bound" or (second == "launch-bound" and second_share >= cfg.report_second_min_share)
     if not matters or gaps.empty:
         return None
     lb = gaps[gaps["class"] == "launch-bound"]
     dur = lb["dur_ns"].to_numpy()
-    out: dict[str, Any] = {
+    out: dict[str, Any] = {  # LaunchStats' fields
         "launch_bound_gaps": int(len(lb)),
         "launch_bound_idle_ns": int(dur.sum()),
         "median_launch_bound_gap_ns": int(np.median(dur)) if len(dur) else 0,
@@ -259,4 +281,4 @@ def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second:
             if q in ("p50", "p90", "p99") and v is not None:
                 out[f"launch_to_start_{q}_ns"] = v
         break
-    return out
+    return LaunchStats(**out)

@@ -35,10 +35,9 @@ def test_hand_computed_training_mfu() -> None:
     assert res.tokens_per_s == pytest.approx(512 * 2048 / 2.0)
     assert res.headroom_to_50 == pytest.approx(0.5 - expected)
     assert res.step_time_ns == 2_000_000_000
-    d = res.to_dict()
-    assert d["inputs"]["num_gpus"] == {"value": 64, "source": "trace world size (distributedInfo)"}
-    assert d["inputs"]["tokens_per_optimizer_step"]["value"] == 512 * 2048
-    assert "989.5 TFLOP/s dense bf16" in d["formula"] and f"{expected:.2%}" in d["formula"]
+    assert res.inputs["num_gpus"] == {"value": 64, "source": "trace world size (distributedInfo)"}
+    assert res.inputs["tokens_per_optimizer_step"]["value"] == 512 * 2048
+    assert "989.5 TFLOP/s dense bf16" in res.formula and f"{expected:.2%}" in res.formula
 
 
 def test_gradient_accumulation_and_data_parallel_tokens() -> None:

@@ -28,6 +28,7 @@ from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
 from traceread.pipeline import overall_dominant
+from traceread.render.jsonout import mfu_record
 
 STEP_MARKER_PREFIX = "ProfilerStep#"
 _COUNT_COLUMNS = {"count": "int64", "total_ns": "int64"}
@@ -162,7 +163,8 @@ def capture_from_analysis(a: Analysis, cfg: Thresholds, notes: list[str]) -> Cap
         _empty({"collective": "object", "count": "int64", "total_ns": "int64", "exposed_ns": "int64"})
     return Capture(traces=traces, steps=a.steps, attribution=a.attribution, kernels=kernels, collectives=coll,
                    host_ops=host_ops(a), shapes=_shapes(a, cfg, notes), dominant_cause=a.dominant_cause,
-                   dominant_cost_share=a.dominant_cost_share, mfu=a.mfu, mfu_hint=a.mfu_hint,
+                   dominant_cost_share=a.dominant_cost_share,
+                   mfu=mfu_record(a.mfu) if a.mfu is not None else None, mfu_hint=a.mfu_hint,
                    stragglers=_stragglers_of(a), optimizer_steps_per_step=_optimizer_steps(a, cfg, notes))
 
 

@@ -74,11 +74,6 @@ class MfuResult:
     warnings: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
 
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["warnings"], d["notes"] = list(self.warnings), list(self.notes)
-        return d
-
 
 def _num_gpus(workload: Workload, traces: list[Trace], warnings: list[str]) -> tuple[int, str]:
     sizes = [t.meta.world_size for t in traces if t.meta.world_size]
