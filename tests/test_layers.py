@@ -111,6 +111,17 @@ def _layer(module: str) -> int:
                          "its job belongs to")
 
 
+def _resolve(dotted: str) -> tuple[str, str | None]:
+    """``a.b.c`` -> (the longest prefix that is a module of the package, the next name or None): a
+    name imported from a module, or a compiled extension module, counts as its package's name."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        module = ".".join(parts[:n])
+        if module in MODULES:
+            return module, parts[n] if n < len(parts) else None
+    return dotted, None
+
+
 def _imports(path: Path, importer: str, package: str) -> Iterator[Import]:
     """Every import of a traceread module in one file; ``package`` resolves relative imports."""
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -118,7 +129,7 @@ def _imports(path: Path, importer: str, package: str) -> Iterator[Import]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
-                    yield Import(importer, alias.name, None, node.lineno)
+                    yield Import(importer, *_resolve(alias.name), node.lineno)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -128,11 +139,7 @@ def _imports(path: Path, importer: str, package: str) -> Iterator[Import]:
             if not (base == PACKAGE or base.startswith(PACKAGE + ".")):
                 continue
             for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                if sub in MODULES:
-                    yield Import(importer, sub, None, node.lineno)
-                else:
-                    yield Import(importer, base, alias.name, node.lineno)
+                yield Import(importer, *_resolve(f"{base}.{alias.name}"), node.lineno)
 
 
 def _all_imports() -> list[Import]:
@@ -278,3 +285,4 @@ def test_the_checker_sees_what_it_checks() -> None:
     assert _layer("traceread.loaders.kineto.split") == LAYER_INDEX["traceread.loaders"]
     assert _layer("traceread.render.jsonout") > _layer("traceread.analysis") > _layer("traceread.rules")
     assert _strongly_connected({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert _resolve("traceread.loaders._no_such_extension") == ("traceread.loaders", "_no_such_extension")
