@@ -26,7 +26,8 @@ def emit(table_text: str, data: Any, json_path: str | None) -> None:
 
 
 def _dumps(data: Any) -> bytes:
-    # Imported only when JSON is asked for: the render layer imports the report model.
-    from traceread.render.jsonout import dumps_data
+    # The one JSON encoder lives in render; imported only when JSON is written, so a plain ``info``
+    # loads no renderer.
+    from traceread.render.json_text import dumps
 
-    return dumps_data(data)
+    return dumps(data)

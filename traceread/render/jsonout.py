@@ -176,12 +176,6 @@ def dumps(a: Analysis) -> bytes:
     return encode(to_report(a))
 
 
-def dumps_data(obj: Any) -> bytes:
-    """Plain data (dicts, lists, numpy scalars, non-string keys) as indented JSON, no final newline: the
-    encoding of every ``--json`` output other than the analyze report (:func:`encode`)."""
-    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
-
-
 def encode(report: dict[str, Any]) -> bytes:
     """The bytes of ``analyze --json`` for a :func:`to_report` document."""
     return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
