@@ -8,7 +8,7 @@ Each measurement runs in its own process (peak RSS is per process):
 * engine: builds, in process, a frame of N GPU kernels with one ``cudaLaunchKernel`` each
   (a launch-bound-ish single-GPU run: kernels queue behind their launches, about a quarter of
   kernel boundaries leave a gap, one ProfilerStep per 2,000 kernels), then times find_steps,
-  find_gaps, step_totals and collective_exposure. Loading is excluded.
+  find_gaps and step_totals. Loading is excluded.
 * at 1M it also writes the same trace as Kineto JSON (traceread.synth.kineto_writer) and times,
   end to end, ``traceread.load`` + steps + gaps against HTA's ``TraceAnalysis`` load +
   ``get_idle_time_breakdown`` (HTA runs from its own venv, ``.venv-hta`` in the repo, or ``HTA_PYTHON``).
@@ -131,7 +131,7 @@ def build_trace(n: int):
 
 def run_engine(n: int) -> dict:
     from traceread.config import Thresholds
-    from traceread.gaps import collective_exposure, find_gaps, step_totals
+    from traceread.gaps import find_gaps, step_totals
     from traceread.steps import find_steps
 
     t0 = time.perf_counter()
@@ -143,10 +143,9 @@ def run_engine(n: int) -> dict:
     t0 = time.perf_counter()
     steps = find_steps(trace, cfg).steps
     t1 = time.perf_counter()
-    gaps = find_gaps(trace, steps, cfg)
+    gaps = find_gaps(trace, steps)
     t2 = time.perf_counter()
-    step_totals(trace, steps, gaps)
-    collective_exposure(trace, steps)
+    step_totals(steps, gaps)
     t3 = time.perf_counter()
     return dict(n=n, rows=len(trace.events), build_s=build_s, steps_s=t1 - t0, gaps_s=t2 - t1,
                 totals_s=t3 - t2, engine_s=t3 - t0, engine_cpu_s=_cpu_s() - c0, n_steps=len(steps), n_gaps=len(gaps),
@@ -180,7 +179,7 @@ def run_traceread_e2e(path: str) -> dict:
     trace = traceread.load(path)
     t1 = time.perf_counter()
     steps = find_steps(trace, Thresholds()).steps
-    gaps = find_gaps(trace, steps, Thresholds())
+    gaps = find_gaps(trace, steps)
     t2 = time.perf_counter()
     return dict(load_s=t1 - t0, analyse_s=t2 - t1, total_s=t2 - t0, cpu_s=_cpu_s() - c0, n_gaps=len(gaps),
                 idle_ns=int(steps["idle_ns"].sum()), rss_peak_gb=_rss_gb())

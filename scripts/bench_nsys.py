@@ -59,7 +59,7 @@ except ImportError:
 else:
     cfg = Thresholds()
     steps = find_steps(trace, cfg)
-    gaps = find_gaps(trace, steps.steps, cfg)
+    gaps = find_gaps(trace, steps.steps)
     out.update(gaps=len(gaps), gaps_over_1ms=int((gaps["dur_ns"] > 1_000_000).sum()),
                analysis_s=time.perf_counter() - t1, gaps_mib=gaps.memory_usage().sum() / 2**20)
 print(json.dumps(out))

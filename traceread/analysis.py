@@ -1,6 +1,6 @@
 """The diagnosis pipeline: steps -> gaps -> rules -> attribution -> kernels/collectives/MFU.
 
-``analyze(traces, job, cfg) -> Analysis`` reads loaded traces and returns plain data (a frozen
+``analyze(traces, workload, cfg) -> Analysis`` reads loaded traces and returns plain data (a frozen
 dataclass of DataFrames, dicts and strings); it does no I/O. Every renderer (Markdown, JSON, the
 timeline picture, Perfetto) reads an :class:`Analysis` and nothing else. Whatever could not be
 computed is listed in ``Analysis.unavailable`` with the reason, never silently skipped.
@@ -15,23 +15,29 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from traceread import _pipeline as pipe
+from traceread import pipeline as pipe
 from traceread import schema
-from traceread._pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
 from traceread.config import Thresholds
+from traceread.pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, LaunchStats, part_col
 from traceread.trace import EpochWindow, Trace
+
+if TYPE_CHECKING:
+    from traceread.metrics.mfu import MfuResult
+    from traceread.metrics.workload import Workload
+    from traceread.ranks.identity import RankIdentity
+    from traceread.ranks.summary import RankSummary
 
 SCHEMA_VERSION = "1.1"
 # dominant_cause of a report whose traces hold no GPU activity at all (schema 1.1).
 NO_GPU_ACTIVITY = "no-gpu-activity"
 CAUSES: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
-           "part_col", "SCHEMA_VERSION"]
+           "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,19 @@ class TraceSummary(EpochWindow):
 
 
 @dataclass(frozen=True)
+class Removal:
+    """The upper bound of removing the dominant cause's idle time (see ``_removal``): median step time
+    with and without it, and MFU before and at most after when MFU is known."""
+
+    cause: str
+    step_time_ns: int
+    step_time_without_ns: int
+    speedup: float | None  # None when nothing would be left of the step
+    mfu: float | None = None
+    mfu_without: float | None = None
+
+
+@dataclass(frozen=True)
 class Failure:
     """An input that could not be read: its path and the one-line problem."""
 
@@ -75,9 +94,10 @@ class Analysis:
     * ``attribution``: one row per unit: ``trace, rank, device, step_ns`` and ``<part>_ns`` for every
       part in ``PARTS``; the parts sum to ``step_ns``.
     * ``kernels`` / ``collectives``: the scoreboard tables with a ``trace`` column.
-    * ``mfu``: ``{"mfu", "hfu", "tflops_per_gpu", "step_time_ns", "inputs", ...}`` or None, with
-      ``mfu_hint`` saying why not / which flags add it.
-    * ``removal``: the upper bound of removing the dominant cause (see ``_removal``), or None.
+    * ``mfu``: a ``traceread.metrics.mfu.MfuResult`` or None, with ``mfu_hint`` saying why not / which
+      flags add it.
+    * ``removal``: the upper bound of removing the dominant cause (:class:`Removal`), or None.
+    * ``launch_stats``: :class:`~traceread.pipeline.LaunchStats` when launch-bound matters, or None.
     * ``job``: a ``traceread.ranks.section.JobSection`` when the inputs hold two ranks or more: how
       they group into jobs/captures (with evidence), and each job's clock alignment and stragglers.
     """
@@ -90,12 +110,12 @@ class Analysis:
     dominant_cost_share: float
     second_cause: str | None
     second_cost_share: float
-    removal: dict[str, Any] | None
-    mfu: dict[str, Any] | None
+    removal: Removal | None
+    mfu: MfuResult | None
     mfu_hint: str
     kernels: pd.DataFrame
     collectives: pd.DataFrame
-    launch_stats: dict[str, Any] | None
+    launch_stats: LaunchStats | None
     notes: tuple[str, ...]
     unavailable: tuple[str, ...]
     cfg: Thresholds
@@ -117,12 +137,6 @@ class Analysis:
             label = f"{self.traces[trace].name}: {label}"
         return label
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON report as plain data (``traceread/data/report.schema.json``)."""
-        from traceread.render.jsonout import to_report
-
-        return to_report(self)
-
     def shares(self) -> dict[str, float]:
         """Each part's share of total step time over every unit (sums to 1 when there are steps)."""
         if self.attribution.empty:
@@ -139,7 +153,7 @@ class Analysis:
 
 def analyze(
     traces: list[Trace] | tuple[Trace, ...],
-    job: Any = None,
+    workload: Workload | None = None,
     cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen, never mutated
     top_gaps: int = 10,
     warmup_steps: int | None = None,
@@ -149,7 +163,7 @@ def analyze(
 ) -> Analysis:
     """Run the whole diagnosis on ``traces`` (loaded, one job) and return an :class:`Analysis`.
 
-    ``job`` is a ``traceread.job.JobInputs`` (MFU inputs) or None; ``failures`` are inputs the caller
+    ``workload`` holds the MFU inputs (:class:`~traceread.metrics.workload.Workload`) or is None; ``failures`` are inputs the caller
     could not load, carried through so every report lists them. ``rank_pattern`` is the file-name
     rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``).
     """
@@ -169,8 +183,8 @@ def analyze(
         # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
         # GPU cause can be named; the reason is in ``unavailable``.
         dominant, share = NO_GPU_ACTIVITY, 0.0
-    mfu, mfu_hint = pipe.run_mfu(job, list(traces), steps, cfg, unavailable)
-    groups = pipe._guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
+    mfu, mfu_hint = pipe.run_mfu(workload, list(traces), steps, cfg, unavailable)
+    groups = pipe.guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
     summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
@@ -185,15 +199,15 @@ def analyze(
     )
     if groups is None:
         return result
-    job = pipe._guarded("job section (alignment, stragglers)",
-                        lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
-    for rep in (r for r in (job.reports if job is not None else ()) if r is not None):
+    section = pipe.guarded("job section (alignment, stragglers)",
+                           lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
+    for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
         for s in rep.stragglers:
             if s["others_comm_bound_waiting_ns"] > 0:
                 notes.append(f"comm-bound: {s['others_comm_bound_waiting_ns'] / 1e6:.3f} ms of the comm-bound time on "
                              f"the other ranks of {rep.name} is waiting for straggler rank {s['rank']} ({s['cause']}), "
                              "not slow interconnect (see the job section)")
-    return dataclasses.replace(result, job=job, notes=tuple(dict.fromkeys(notes)),
+    return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
                                unavailable=tuple(dict.fromkeys(unavailable)))
 
 
@@ -213,7 +227,20 @@ def _groups(traces: Any, cfg: Thresholds, rank_pattern: str | None) -> list[Any]
 def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None, groups: list[Any]) -> Any:
     from traceread.ranks.section import job_section
 
-    return job_section(result, cfg, rank_pattern, groups)
+    return job_section(result.inputs, lambda identity: rank_summary(result, identity), cfg, rank_pattern, groups)
+
+
+def rank_summary(result: Analysis, identity: RankIdentity) -> RankSummary:
+    """``identity``'s rank digest (:func:`traceread.ranks.summarize`) from the analysis of its trace."""
+    from traceread.ranks.summary import summarize
+
+    index = next((t.index for t in result.traces if t.path == identity.path), None)
+    if index is None:
+        raise ValueError(f"{identity.path}: not among the analysed traces")
+    steps, gaps = result.steps, result.gaps
+    steps = steps[steps["trace"] == index] if len(steps) else steps
+    gaps = gaps[gaps["trace"] == index] if len(gaps) else gaps
+    return summarize(result.inputs[index], identity, steps, gaps, result.traces[index].step_source)
 
 
 def _step_groups(steps: pd.DataFrame, groups: list[Any] | None, traces: Any) -> np.ndarray | None:
@@ -227,8 +254,8 @@ def _step_groups(steps: pd.DataFrame, groups: list[Any] | None, traces: Any) -> 
     return np.array([of.get(k, -1) for k in keys], dtype=np.int64)
 
 
-def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None,
-             group: np.ndarray | None = None) -> dict[str, Any] | None:
+def _removal(steps: pd.DataFrame, cause: str, mfu: MfuResult | None,
+             group: np.ndarray | None = None) -> Removal | None:
     """Upper bound of removing ``cause``'s idle time: median step time with and without it.
 
     Per steady step, step time minus that class's idle (nothing else moves closer: an upper
@@ -247,12 +274,10 @@ def _removal(steps: pd.DataFrame, cause: str, mfu: dict[str, Any] | None,
     per_step = frame.groupby(["group", "step"], sort=True)[["before", "after"]].max()
     before = int(np.median(per_step["before"].to_numpy()))
     after = int(np.median(per_step["after"].to_numpy()))
-    out: dict[str, Any] = {"cause": cause, "step_time_ns": before, "step_time_without_ns": after,
-                           "speedup": (before / after) if after > 0 else None}
-    if mfu and mfu.get("mfu") is not None and after > 0:
-        out["mfu"] = float(mfu["mfu"])
-        out["mfu_without"] = float(mfu["mfu"]) * before / after
-    return out
+    speedup = (before / after) if after > 0 else None
+    if mfu is None or after <= 0:
+        return Removal(cause, before, after, speedup)
+    return Removal(cause, before, after, speedup, mfu=float(mfu.mfu), mfu_without=float(mfu.mfu) * before / after)
 
 
 def _summarize(index: int, trace: Trace, step_source: str) -> TraceSummary:

@@ -12,7 +12,8 @@ from typing import IO
 from traceread.errors import OutputError
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process umask (read by setting it and putting it back: there is no getter)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -39,7 +40,7 @@ def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as fh:
             yield fh
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):

@@ -8,13 +8,13 @@ EXIT_USAGE = 2  # usage error, or an input that could not be read
 EXIT_INTERNAL = 3  # a bug in traceread: an unexpected exception (traceback only under --debug)
 
 
-class TracereadError(Exception):
-    """Base class: ``str(err)`` is the one line shown to the user."""
+class UserFacingError(Exception):
+    """Base class of the errors meant for the user (not bugs): ``str(err)`` is the one line shown."""
 
     exit_code = EXIT_USAGE
 
 
-class TraceReadError(TracereadError):
+class TraceReadError(UserFacingError):
     """An input file could not be read as a trace. The message names the file and the problem."""
 
     def __init__(self, path: str, problem: str) -> None:
@@ -23,15 +23,15 @@ class TraceReadError(TracereadError):
         self.problem = problem
 
 
-class UsageError(TracereadError):
+class UsageError(UserFacingError):
     """Bad or inconsistent command-line / job-file inputs."""
 
 
-class MissingInputError(TracereadError):
+class MissingInputError(UserFacingError):
     """An analysis needs an input the trace does not carry (for example the GPU count for MFU)."""
 
 
-class OutputError(TracereadError):
+class OutputError(UserFacingError):
     """An output file could not be written (missing folder, no permission, disk full)."""
 
     def __init__(self, path: str, problem: str) -> None:

@@ -34,7 +34,6 @@ import pandas as pd
 
 from traceread import heap, intervals, schema
 from traceread.collective_identity import identify, step_p2p_counts
-from traceread.config import Thresholds
 from traceread.kernel_classes import P2P_TYPES
 from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view, subset
 from traceread.trace import Trace
@@ -304,7 +303,7 @@ def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.nd
     return out
 
 
-def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
+def find_gaps(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
     """Every compute-idle gap inside every step of every device, with its overlap measurements.
 
     In: ``steps_df`` from :func:`traceread.steps.find_steps` (device-extended windows; any
@@ -314,7 +313,6 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds) -> pd.DataF
     (int64); ``phase`` = offset_ns / step length; string columns are
     categorical ('' when unknown); ``next_launch_*_ns`` are -1 when the launch is unknown.
     """
-    del cfg  # no thresholds apply: every gap is reported, however short
     v = event_view(trace)
     parts = []
     hosts: dict[int, _RankHost] = {}
@@ -355,11 +353,10 @@ def _assemble(v: EventView, parts: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(data, copy=False)
 
 
-def step_totals(trace: Trace, steps_df: pd.DataFrame, gaps_df: pd.DataFrame) -> pd.DataFrame:
+def step_totals(steps_df: pd.DataFrame, gaps_df: pd.DataFrame) -> pd.DataFrame:
     """Per rank/device/step: ``step_ns``, ``busy_ns``, ``idle_ns``, ``gap_count``, and for each
     overlap kind X the idle time it overlapped, ``X_ns`` (sum over the step's gaps), plus
     ``launch_count``. One row per row of ``steps_df``, same order."""
-    del trace  # totals derive from the two frames alone
     keys = ["rank", "device", "step"]
     sums = [f"{k}_ns" for k in OVERLAP_KINDS] + ["launch_count"]
     agg = gaps_df.groupby(keys, observed=True)[sums].sum()
@@ -369,31 +366,3 @@ def step_totals(trace: Trace, steps_df: pd.DataFrame, gaps_df: pd.DataFrame) -> 
     out = out.merge(agg.reset_index(), on=keys, how="left")
     out[sums + ["gap_count"]] = out[sums + ["gap_count"]].fillna(0).astype("int64")
     return out
-
-
-def collective_exposure(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
-    """Per rank, device and collective type: ``count`` and ``total_ns`` of the communication
-    kernels starting inside a step, and ``exposed_ns``, the part of them no compute overlapped."""
-    v = event_view(trace)
-    ident = identify(trace)
-    parts = []
-    for (r, d), idx in sorted(schema.rank_device_rows(steps_df).items()):
-        st = steps_df.iloc[idx].sort_values("start_ns")
-        ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
-        comm = v.rows((schema.LANE_GPU_COMM,), rank=int(r), device=int(d))
-        s, e = v.start[comm], v.end[comm]
-        w = np.searchsorted(ws, s, side="right") - 1
-        inside = (w >= 0) & (s < we[np.maximum(w, 0)])
-        comm, s, e = comm[inside], s[inside], e[inside]
-        us, ue = compute_union(v, int(r), int(d))
-        parts.append(pd.DataFrame({
-            "rank": np.int32(r), "device": np.int32(d),
-            "collective": ident.of(comm)[0],
-            "dur": e - s, "exposed": (e - s) - intervals.overlap_with_union(s, e, us, ue)}))
-    cols = ["rank", "device", "collective", "count", "total_ns", "exposed_ns"]
-    if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
-    df = pd.concat(parts, ignore_index=True)
-    out = df.groupby(["rank", "device", "collective"], as_index=False).agg(
-        count=("dur", "size"), total_ns=("dur", "sum"), exposed_ns=("exposed", "sum"))
-    return out[cols].astype({"count": "int64", "total_ns": "int64", "exposed_ns": "int64"})

@@ -248,3 +248,12 @@ def collective_type(names: pd.Series | np.ndarray) -> np.ndarray:
 def is_compute_bound_class(classes: np.ndarray) -> np.ndarray:
     """Boolean array: which kernel classes count as compute-bound busy time."""
     return np.isin(classes, list(COMPUTE_BOUND_CLASSES))
+
+
+def name_mask(names: pd.Series, pattern: str) -> np.ndarray:
+    """Boolean array: which names match ``pattern`` (case-insensitive), evaluated once per distinct name."""
+    cat = names.astype("category")
+    rx = re.compile(pattern, re.IGNORECASE)
+    hit = np.array([bool(rx.search(str(c))) for c in cat.cat.categories], dtype=bool)
+    codes = cat.cat.codes.to_numpy()
+    return np.where(codes >= 0, hit[np.maximum(codes, 0)] if len(hit) else False, False)

@@ -196,12 +196,3 @@ def lane_is(events: pd.DataFrame, lane: str) -> np.ndarray:
     col = events["lane"].cat
     code = col.categories.get_loc(lane) if lane in col.categories else -2
     return col.codes.to_numpy() == code
-
-
-def int_ids(values: np.ndarray) -> np.ndarray:
-    """Integer array with NO_ID where missing; accepts float arrays with NaN."""
-    arr = np.asarray(values)
-    if arr.dtype.kind == "f":
-        out = np.where(np.isnan(arr), NO_ID, arr)
-        return out.astype(np.int64)
-    return arr.astype(np.int64)

@@ -23,7 +23,7 @@ def _load_both(path: str) -> str | None:
     """None when scanner and fallback agree on ``path`` (both fail, or the same trace), else why not."""
     from test_kineto_scanner import assert_same_trace
 
-    from traceread.errors import TracereadError
+    from traceread.errors import UserFacingError
     from traceread.loaders import load
     from traceread.loaders.kineto import scan
 
@@ -32,14 +32,14 @@ def _load_both(path: str) -> str | None:
         os.environ[scan.DISABLE_ENV] = disable
         try:
             got.append(load(path))
-        except TracereadError as exc:
+        except UserFacingError as exc:
             got.append(exc)
         except Exception as exc:  # noqa: BLE001 - an escaped error is a finding, reported, not a dead worker
             got.append(RuntimeError(f"unhandled {type(exc).__name__}: {exc}"))
     os.environ.pop(scan.DISABLE_ENV, None)
     fast, slow = got
     if isinstance(fast, Exception) or isinstance(slow, Exception):
-        if isinstance(fast, TracereadError) and isinstance(slow, TracereadError):
+        if isinstance(fast, UserFacingError) and isinstance(slow, UserFacingError):
             return None
         return f"scanner gave {fast!r:.300}, fallback gave {slow!r:.300}"
     try:

@@ -13,7 +13,7 @@ import pytest
 from traceread import load
 from traceread.analysis import analyze
 from traceread.config import Thresholds
-from traceread.render import markdown
+from traceread.render import jsonout, markdown
 from traceread.synth.kineto_writer import write_kineto
 from traceread.synth.nsys_writer import write_nsys
 from traceread.synth.one_time import SCENARIOS, plant_scenario
@@ -59,7 +59,7 @@ def test_allocator_thrash_gets_the_allocator_fix_first(fmt, tmp_path):
     assert "expandable_segments" in verdict and ".item()" not in verdict
     levers = text.split("## What to do next", 1)[1]
     assert levers.index("expandable_segments") < levers.index(".item()")
-    assert a.to_dict()["dominant_evidence"] == "allocator"
+    assert jsonout.to_report(a)["dominant_evidence"] == "allocator"
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])

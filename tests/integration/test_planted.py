@@ -42,7 +42,7 @@ def _run(paths):
     for path in paths:
         trace = load(path)
         steps = find_steps(trace, CFG).steps
-        gaps = classify(find_gaps(trace, steps, CFG), steps, trace, CFG)
+        gaps = classify(find_gaps(trace, steps), steps, trace, CFG)
         out.append((trace, steps, gaps))
     return out
 

@@ -59,7 +59,7 @@ def _overlap(a, b):
 def _pipeline(path):
     trace = load(path)
     steps = find_steps(trace, CFG).steps
-    gaps = classify(find_gaps(trace, steps, CFG), steps, trace, CFG)
+    gaps = classify(find_gaps(trace, steps), steps, trace, CFG)
     return trace, steps, gaps, attribute(trace, steps, gaps, CFG)
 
 

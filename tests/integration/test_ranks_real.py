@@ -94,13 +94,13 @@ def test_every_input_in_exactly_one_group(groups):
 def test_sampled_pair_aligns_by_nearest_end_time():
     """The sampled pair's records are incomplete (calls dropped on each rank): matched by end time;
     read by hand: end times 1682725898187835 us and ...899182485/...899182493 us agree across ranks."""
-    from traceread.analysis import analyze
-    from traceread.ranks import analyze_job, summarize
+    from traceread.analysis import analyze, rank_summary
+    from traceread.ranks import analyze_job
 
     traces = [load(str(K / f)) for f in FILES[:2]]
     a = analyze(traces)
     ids = [i for t in traces for i in identify(t)]
-    rep = analyze_job([summarize(a, i) for i in ids], group=group_jobs(ids)[0])
+    rep = analyze_job([rank_summary(a, i) for i in ids], group=group_jobs(ids)[0])
     al = rep.alignment[1]
     assert "nearest end time" in al.method and al.matched >= 3
     assert abs(al.offset_ns) < 100_000 and al.end_spread_ns < 100_000

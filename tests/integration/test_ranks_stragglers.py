@@ -16,9 +16,9 @@ import pickle
 import pytest
 
 from traceread import load
-from traceread.analysis import analyze
+from traceread.analysis import analyze, rank_summary
 from traceread.cli import main
-from traceread.ranks import analyze_job, group_jobs, identify, summarize
+from traceread.ranks import analyze_job, group_jobs, identify
 from traceread.synth.stragglers import StragglerSpec, make_job, write_job
 
 
@@ -29,7 +29,7 @@ def _run(spec: StragglerSpec, tmp_path, fmt: str = "kineto"):
     analysis = analyze(traces)
     ids = [i for t in traces for i in identify(t)]
     groups = group_jobs(ids)
-    summaries = [summarize(analysis, i) for i in ids]
+    summaries = [rank_summary(analysis, i) for i in ids]
     return job, groups, summaries, analyze_job(summaries, group=groups[0]), analysis
 
 
@@ -162,11 +162,12 @@ def test_one_nsys_export_holding_every_rank(tmp_path):
     trace = load(path)
     ids = identify(trace)
     assert [(i.rank, i.rank_source, i.member) for i in ids] == [(r, "nsys-process", r) for r in range(4)]
-    rep = analyze([trace]).job.reports[0]
+    analysis = analyze([trace])
+    rep = analysis.job.reports[0]
     assert all(a.offset_ns == 0 for a in rep.alignment)
     assert all(a.method.startswith("shared clock") for a in rep.alignment[1:])
     (s,) = rep.stragglers
     truth = job.truth["waited_on_ns"][1]
     assert s["rank"] == 1 and s["cause"] == "sync-stall" and abs(s["waited_on_ns"] - truth) <= 0.05 * truth
-    direct = summarize(trace, ids[1])  # a worker may summarize a Trace it has not analysed
+    direct = rank_summary(analysis, ids[1])  # what a scan worker computes for one rank
     assert len(direct.collectives["end_ns"]) == 32 and direct.identity.rank == 1

@@ -9,7 +9,6 @@ import pytest
 from tests.unit._frames import annotation, api, comm, kernel, make_events, op
 from traceread import kernel_classes as kc
 from traceread.collective_identity import host_name_type, identify, step_p2p_counts
-from traceread.config import Thresholds
 from traceread.gaps import find_gaps, with_fractions
 
 SENDRECV = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
@@ -141,7 +140,7 @@ def test_gaps_count_all_to_all_as_collective_and_p2p_per_step():
                           "start_ns": [0, 300_000], "end_ns": [201_000, 501_000],
                           "warmup": [False, False], "outlier": [False, False]})
     assert step_p2p_counts(tr, steps).tolist() == [0, 1]
-    g = with_fractions(find_gaps(tr, steps, Thresholds())).set_index("step")
+    g = with_fractions(find_gaps(tr, steps)).set_index("step")
     assert g.loc[0, "comm_collective_frac"] == pytest.approx(198_000 / 199_000)
     assert g.loc[0, "comm_p2p_ns"] == 0
     assert g.loc[0, "comm_type"] == kc.COLL_ALL_TO_ALL

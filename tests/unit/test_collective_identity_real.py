@@ -57,7 +57,7 @@ def test_torchrec_all_to_all_is_not_point_to_point(rank):
     table = collective_table(tr, None).set_index("collective")
     assert table["count"].to_dict() == dict(raw)
     steps = find_steps(tr, Thresholds()).steps
-    gaps = find_gaps(tr, steps, Thresholds())
+    gaps = find_gaps(tr, steps)
     assert gaps["comm_p2p_ns"].sum() == 0 and gaps["comm_collective_ns"].sum() > 0
     assert gaps["step_p2p_count"].sum() == 0
     # No pipeline stages here: the periodic waits on the embedding all-to-all are not bubbles.

@@ -1,4 +1,4 @@
-"""find_gaps / step_totals / collective_exposure on hand-built micro-traces with known answers."""
+"""find_gaps / step_totals on hand-built micro-traces with known answers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from traceread.gaps import (
     FRAME_COLUMNS,
     GAP_COLUMNS,
     OVERLAP_KINDS,
-    collective_exposure,
     find_gaps,
     step_totals,
     with_fractions,
@@ -25,7 +24,7 @@ CFG = Thresholds()
 def run(rows, **kw):
     trace = make_events(rows, **kw)
     steps = find_steps(trace, CFG).steps
-    gaps = find_gaps(trace, steps, CFG)
+    gaps = find_gaps(trace, steps)
     check_gaps(trace, steps, gaps)
     return trace, steps, gaps
 
@@ -41,7 +40,7 @@ def check_gaps(trace, steps, gaps):
         frac = full[f"{k}_frac"]
         assert ((frac >= 0) & (frac <= 1)).all(), k
         assert np.allclose(frac, gaps[f"{k}_ns"] / gaps["dur_ns"])
-    totals = step_totals(trace, steps, gaps)
+    totals = step_totals(steps, gaps)
     idle = gaps.groupby(["rank", "device", "step"])["dur_ns"].sum()
     merged = totals.set_index(["rank", "device", "step"]).join(idle.rename("gap_sum")).fillna(0)
     assert (merged["idle_ns"] == merged["gap_sum"]).all()
@@ -88,16 +87,13 @@ def test_zero_length_and_identical_kernels():
     assert gaps["next_launch_start_ns"].tolist()[0] in (5, -1)
 
 
-def test_comm_partly_overlapping_compute_and_exposure():
+def test_comm_partly_overlapping_compute():
     rows = [annotation("ProfilerStep#1", 0, 100), kernel(0, 40), kernel(70, 100),
             comm(30, 60), comm(65, 90, name="ncclDevKernel_SendRecv(x)")]
-    trace, steps, gaps = run(rows)
+    _, _, gaps = run(rows)
     assert spans(gaps) == [(40, 70)]
     g = gaps.iloc[0]
     assert g["comm_ns"] == 25 and g["comm_collective_ns"] == 20 and g["comm_p2p_ns"] == 5
-    exp = collective_exposure(trace, steps).set_index("collective")
-    assert exp.loc["all-reduce", "total_ns"] == 30 and exp.loc["all-reduce", "exposed_ns"] == 20
-    assert exp.loc["send-recv", "total_ns"] == 25 and exp.loc["send-recv", "exposed_ns"] == 5
 
 
 def test_gap_with_no_cpu_activity():

@@ -45,7 +45,7 @@ def test_gaps_equal_reference(k7, k8, cm, calls, cuts):
         rows.append(kernel(0, 0))  # the device must exist
     trace = make_events(rows)
     steps = find_steps(trace, CFG).steps
-    gaps = find_gaps(trace, steps, CFG)
+    gaps = find_gaps(trace, steps)
     busy = points(k7 + k8)
     want = []
     for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
@@ -63,7 +63,7 @@ def test_gaps_equal_reference(k7, k8, cm, calls, cuts):
     full = with_fractions(gaps)
     for k in OVERLAP_KINDS:
         assert ((full[f"{k}_frac"] >= 0) & (full[f"{k}_frac"] <= 1)).all()
-    totals = step_totals(trace, steps, gaps)
+    totals = step_totals(steps, gaps)
     assert (totals["busy_ns"] + totals["idle_ns"] == totals["step_ns"]).all()
     for t in totals.itertuples():
         a, b = bounds[t.step - 1], bounds[t.step]

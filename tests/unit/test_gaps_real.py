@@ -7,7 +7,7 @@ from conftest import needs_shared, shared_kineto, shared_nsys
 
 import traceread
 from traceread.config import Thresholds
-from traceread.errors import TracereadError
+from traceread.errors import UserFacingError
 from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.steps import find_steps
 
@@ -30,10 +30,10 @@ def plain_busy(kernels: list[tuple[int, int]], lo: int, hi: int) -> int:
 def test_idle_per_device_matches_a_plain_count(path):
     try:
         trace = traceread.load(path)
-    except TracereadError as exc:
+    except UserFacingError as exc:
         pytest.skip(f"not loadable: {exc}")
     steps = find_steps(trace, CFG).steps
-    gaps = find_gaps(trace, steps, CFG)
+    gaps = find_gaps(trace, steps)
     ev = trace.events
     compute = ev[(ev["lane"] == "gpu_compute") & ev["category"].isin(["kernel", "cuda_graph"])]
     by_dev = {k: list(zip(g["start_ns"].tolist(), g["end_ns"].tolist(), strict=True))
@@ -45,7 +45,7 @@ def test_idle_per_device_matches_a_plain_count(path):
         assert st.busy_ns == busy
         assert st.idle_ns == (st.end_ns - st.start_ns) - busy
         assert gap_sum.get((st.rank, st.device, st.step), 0) == st.idle_ns
-    totals = step_totals(trace, steps, gaps)
+    totals = step_totals(steps, gaps)
     assert (totals["busy_ns"] + totals["idle_ns"] == totals["step_ns"]).all()
     full = with_fractions(gaps)
     for k in [c for c in full.columns if c.endswith("_frac")]:

@@ -174,7 +174,7 @@ def test_empty_trace() -> None:
 
 
 def test_table_text_names_the_op_inside_collapsed_templates() -> None:
-    from traceread.metrics.text import render_kernel_report
+    from traceread.render.kernels import render_kernel_report
 
     mul = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<"
            "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> > >("

@@ -1,4 +1,4 @@
-"""Job inputs: flags, the TOML file, and the inconsistent combinations that must be refused."""
+"""MFU inputs (Workload): flags, the TOML file, and the inconsistent combinations that must be refused."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from traceread.cli.options import workload_options
 from traceread.errors import UsageError
-from traceread.job import JobInputs, job_options, parse_count, read_job_file
+from traceread.metrics.workload import Workload, parse_count, read_workload_file
 
 
 @pytest.mark.parametrize(("text", "value"), [("7e9", 7e9), ("7B", 7e9), ("1.3m", 1.3e6), ("4096", 4096.0),
@@ -25,17 +26,17 @@ def test_bad_counts(text) -> None:
 
 
 def test_token_routes_agree_or_are_refused() -> None:
-    assert JobInputs(global_batch=512, seq_len=2048).tokens()[0] == 512 * 2048
-    assert JobInputs(micro_batch=4, grad_accum=8, dp=16, seq_len=2048).tokens()[0] == 512 * 2048
-    assert JobInputs(tokens_per_step=2**20, global_batch=512, seq_len=2048).tokens()[0] == 2**20
+    assert Workload(global_batch=512, seq_len=2048).tokens()[0] == 512 * 2048
+    assert Workload(micro_batch=4, grad_accum=8, dp=16, seq_len=2048).tokens()[0] == 512 * 2048
+    assert Workload(tokens_per_step=2**20, global_batch=512, seq_len=2048).tokens()[0] == 2**20
     with pytest.raises(UsageError, match="disagree"):
-        JobInputs(tokens_per_step=2**20, global_batch=256, seq_len=2048)
+        Workload(tokens_per_step=2**20, global_batch=256, seq_len=2048)
     with pytest.raises(UsageError, match="global-batch"):
-        JobInputs(global_batch=256, micro_batch=4, grad_accum=8, dp=16, seq_len=2048)
+        Workload(global_batch=256, micro_batch=4, grad_accum=8, dp=16, seq_len=2048)
     with pytest.raises(UsageError, match="go together"):
-        JobInputs(micro_batch=4, seq_len=2048)
+        Workload(micro_batch=4, seq_len=2048)
     with pytest.raises(UsageError, match="seq-len"):
-        JobInputs(global_batch=512)
+        Workload(global_batch=512)
 
 
 @pytest.mark.parametrize("kw", [
@@ -51,31 +52,31 @@ def test_token_routes_agree_or_are_refused() -> None:
 ])
 def test_inconsistent_combinations(kw) -> None:
     with pytest.raises(UsageError):
-        JobInputs(**kw)
+        Workload(**kw)
 
 
 def test_flops_per_token_by_mode() -> None:
-    assert JobInputs(params=1e9).flops_per_token_model()[0] == 6e9
-    assert JobInputs(params=1e9, mode="inference").flops_per_token_model()[0] == 2e9
-    assert JobInputs(flops_per_token=5e9).flops_per_token_model()[0] == 5e9
-    assert JobInputs(recompute_factor=1.25).recompute_multiplier()[0] == 1.25  # implies selective
+    assert Workload(params=1e9).flops_per_token_model()[0] == 6e9
+    assert Workload(params=1e9, mode="inference").flops_per_token_model()[0] == 2e9
+    assert Workload(flops_per_token=5e9).flops_per_token_model()[0] == 5e9
+    assert Workload(recompute_factor=1.25).recompute_multiplier()[0] == 1.25  # implies selective
 
 
 def test_toml_file(tmp_path) -> None:
     p = tmp_path / "job.toml"
     p.write_text('[job]\nparams = "7B"\nglobal-batch = 512\nseq_len = 2048\ndtype = "BF16"\nrecompute = "full"\n')
-    vals = read_job_file(str(p))
+    vals = read_workload_file(str(p))
     assert vals == {"params": 7e9, "global_batch": 512, "seq_len": 2048, "dtype": "bf16", "recompute": "full"}
     top = tmp_path / "top.toml"
     top.write_text("params = 1e9\nunknown_key = 3\n")
     with pytest.raises(UsageError, match="unknown job key"):
-        read_job_file(str(top))
+        read_workload_file(str(top))
 
 
 @click.command()
-@job_options
-def _cmd(job: JobInputs | None) -> None:
-    click.echo("none" if job is None else json.dumps(job.to_dict()))
+@workload_options
+def _cmd(workload: Workload | None) -> None:
+    click.echo("none" if workload is None else json.dumps(workload.to_dict()))
 
 
 def test_click_decorator_merges_file_and_flags(tmp_path) -> None:

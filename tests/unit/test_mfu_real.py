@@ -13,8 +13,8 @@ from conftest import SHARED_TRACES, needs_shared
 import traceread
 from traceread.config import Thresholds
 from traceread.errors import MissingInputError
-from traceread.job import JobInputs
 from traceread.metrics.mfu import compute_mfu
+from traceread.metrics.workload import Workload
 from traceread.steps import find_steps
 
 
@@ -29,8 +29,8 @@ def test_nccl_a100_trace() -> None:
     steps = find_steps(tr, Thresholds()).steps
     # The matmuls take fp32: fp32 or tf32 is the user's call, never guessed.
     with pytest.raises(MissingInputError, match="tf32"):
-        compute_mfu(JobInputs(params=25.6e6, tokens_per_step=512), [tr], steps)
-    res = compute_mfu(JobInputs(params=25.6e6, tokens_per_step=512, dtype="tf32"), [tr], steps)
+        compute_mfu(Workload(params=25.6e6, tokens_per_step=512), [tr], steps)
+    res = compute_mfu(Workload(params=25.6e6, tokens_per_step=512, dtype="tf32"), [tr], steps)
     assert res.inputs["num_gpus"]["value"] == 2  # distributedInfo.world_size
     assert res.peak["gpu"] == "A100-SXM4-40GB" and res.peak["device_name"] == "NVIDIA A100-PG509-200"
     assert res.step_time_ns == step_ns
@@ -43,6 +43,6 @@ def test_single_rank_trace_without_world_size_is_refused() -> None:
     tr = traceread.load(SHARED_TRACES / "kineto" / "tracelens_qwen_0p5b_h100.json.gz")
     steps = find_steps(tr, Thresholds()).steps
     with pytest.raises(MissingInputError, match="--gpus"):
-        compute_mfu(JobInputs(params=0.5e9, tokens_per_step=8944, mode="inference"), [tr], steps)
-    res = compute_mfu(JobInputs(params=0.5e9, tokens_per_step=8944, mode="inference", gpus=1), [tr], steps)
+        compute_mfu(Workload(params=0.5e9, tokens_per_step=8944, mode="inference"), [tr], steps)
+    res = compute_mfu(Workload(params=0.5e9, tokens_per_step=8944, mode="inference", gpus=1), [tr], steps)
     assert res.inputs["dtype"]["value"] == "bf16" and any("only 1 steady step" in w for w in res.warnings)

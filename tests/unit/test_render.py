@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+from types import SimpleNamespace
 
 import jsonschema
 import numpy as np
@@ -141,7 +142,7 @@ def test_verdict_removal_and_levers(analysis: Analysis) -> None:
     verdict = text.split("## Verdict\n\n")[1].split("\n")[0]
     assert verdict.startswith("Comm-bound: 30% of step time")
     # steady steps 1 and 2 are 10 ms with 3 ms comm-bound idle each -> 7 ms without
-    assert analysis.removal["step_time_ns"] == 10 * MS and analysis.removal["step_time_without_ns"] == 7 * MS
+    assert analysis.removal.step_time_ns == 10 * MS and analysis.removal.step_time_without_ns == 7 * MS
     assert "from 10.000 ms to 7.000 ms (1.43x faster)" in text
     # second cause is 5% < report_second_min_share (10%): no second lever list
     assert "Then **" not in text
@@ -286,7 +287,7 @@ def test_every_renderer_writes_through_write_outputs(analysis: Analysis, tmp_pat
     assert path.stat().st_size > 0
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
     if fmt == "json":
-        assert orjson.loads(path.read_bytes()) == orjson.loads(orjson.dumps(analysis.to_dict()))
+        assert orjson.loads(path.read_bytes()) == orjson.loads(orjson.dumps(jsonout.to_report(analysis)))
 
 
 def test_per_step_table_is_capped(analysis: Analysis, monkeypatch) -> None:
@@ -306,8 +307,8 @@ def test_removal_takes_the_slowest_rank_per_step() -> None:
             row.update({part_col(c): 0 for c in GAP_CLASSES})
             row[part_col("data-starved")] = cost * MS
             rows.append(row)
-    r = _removal(pd.DataFrame(rows), "data-starved", {"mfu": 0.3})
+    r = _removal(pd.DataFrame(rows), "data-starved", SimpleNamespace(mfu=0.3))  # an MfuResult's mfu
     # before: max(10, 12) = 12 ms; after: max(10 - 4, 12 - 1) = 11 ms
-    assert (r["step_time_ns"], r["step_time_without_ns"]) == (12 * MS, 11 * MS)
-    assert r["mfu_without"] == pytest.approx(0.3 * 12 / 11)
+    assert (r.step_time_ns, r.step_time_without_ns) == (12 * MS, 11 * MS)
+    assert r.mfu_without == pytest.approx(0.3 * 12 / 11)
     assert _removal(pd.DataFrame(rows), "memory-bound", None) is None

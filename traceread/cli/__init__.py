@@ -7,18 +7,17 @@ unreadable input, 3 an internal error: a bug, shown as one line, with the traceb
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 import traceback
 
 import click
 
-from traceread.errors import EXIT_INTERNAL, EXIT_USAGE, TracereadError
+from traceread.errors import EXIT_INTERNAL, EXIT_USAGE, UserFacingError
 
 # Set by the group's --debug flag (or TRACEREAD_DEBUG=1); read by main() when an unexpected error lands.
 _debug = {"on": False}
-# Subcommands, each in traceread.cli.<name>; a module not built yet is simply not offered.
+# Subcommands, each in traceread.cli.<name> (its ``command``), imported when it runs or --help lists it.
 COMMANDS = ("analyze", "info", "gaps", "kernels", "scan", "diff")
 
 
@@ -27,18 +26,14 @@ class _LazyGroup(click.Group):
     lists it): ``traceread info`` then never imports the rules, metrics or renderers."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | {n for n in COMMANDS if _module(n) is not None})
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         cmd = super().get_command(ctx, cmd_name)
-        if cmd is None and cmd_name in COMMANDS and _module(cmd_name) is not None:
+        if cmd is None and cmd_name in COMMANDS:
             cmd = importlib.import_module(f"traceread.cli.{cmd_name}").command
             self.add_command(cmd, cmd_name)
         return cmd
-
-
-def _module(name: str) -> object | None:
-    return importlib.util.find_spec(f"traceread.cli.{name}")
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -79,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     _debug["on"] = os.environ.get("TRACEREAD_DEBUG", "") not in ("", "0")
     try:
         rv = cli.main(args=argv, prog_name="traceread", standalone_mode=False)
-    except TracereadError as exc:
+    except UserFacingError as exc:
         click.echo(f"traceread: error: {exc}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import click
 
 from traceread.atomic import atomic_open
-from traceread.cli.analyze import _thresholds
+from traceread.cli.options import thresholds
 from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
-from traceread.job import make_job, read_job_file
+from traceread.metrics.workload import Workload, make_workload, read_workload_file
 
 
-def _job(path: str | None):
-    return make_job(read_job_file(path), {}) if path else None
+def _workload(path: str | None) -> Workload | None:
+    return make_workload(read_workload_file(path), {}) if path else None
 
 
 @click.command("diff")
@@ -39,9 +39,9 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
 
     if job_path and (job_before_path or job_after_path):
         raise UsageError("give --job for both sides, or --job-before/--job-after, not both")
-    cfg = _thresholds(config_path, set_items)
-    job_b = _job(job_before_path or job_path)
-    job_a = _job(job_after_path or job_path)
+    cfg = thresholds(config_path, set_items)
+    job_b = _workload(job_before_path or job_path)
+    job_a = _workload(job_after_path or job_path)
     from traceread.diff.scan_sides import is_scan_output
 
     if is_scan_output(before) and is_scan_output(after):
@@ -81,9 +81,9 @@ def _gate(diffs, fail_pct: float | None) -> int:
 
 def _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct) -> int:
     """Two scan output directories, diffed job by job."""
-    from traceread.cli.output import dumps
     from traceread.diff.render import render_scan_markdown, scan_to_json
     from traceread.diff.scan_sides import diff_scans
+    from traceread.render.json_text import dumps
 
     result = diff_scans(before, after, job_b, job_a, cfg)
     if json_path:

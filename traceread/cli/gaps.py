@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from traceread._pipeline import GAP_CLASSES, idle_by_class, part_col
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open
 from traceread.cli.output import emit, json_option
 from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.loaders import load
+from traceread.pipeline import GAP_CLASSES, idle_by_class, part_col
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.steps import find_steps
@@ -47,8 +47,8 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     cfg = Thresholds().with_overrides(parse_set_options(sets))
     tr = load(trace, progress=True, step_range=step_range)
     result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
-    gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg)
-    totals = step_totals(tr, result.steps, gaps)
+    gaps = classify(find_gaps(tr, result.steps), result.steps, tr, cfg)
+    totals = step_totals(result.steps, gaps)
     steps = idle_by_class(result.steps, gaps)
     by_class = steps[[part_col(c) for c in GAP_CLASSES]].to_numpy()
     step_records = steps[_STEP_FIELDS].to_dict("records")

@@ -7,18 +7,18 @@ import click
 from traceread import kernel_classes
 from traceread.cli.output import emit, json_option
 from traceread.config import Thresholds, load_config_file, parse_set_options
-from traceread.job import JOB_DTYPES
 from traceread.loaders import load
 from traceread.metrics.kernels import kernel_report
 from traceread.metrics.roofline import roofline
-from traceread.metrics.text import render_kernel_report, render_roofline
+from traceread.metrics.workload import DTYPES
+from traceread.render.kernels import render_kernel_report, render_roofline
 
 
 @click.command("kernels")
 @click.argument("trace", type=click.Path(dir_okay=False))
 @json_option
 @click.option("--top", type=int, default=20, show_default=True, help="Kernels shown in the table (the JSON lists all).")
-@click.option("--dtype", type=click.Choice(JOB_DTYPES), default=None,
+@click.option("--dtype", type=click.Choice(DTYPES), default=None,
               help="Run precision for the fp32-GEMM hint (default: read from recorded shapes).")
 @click.option("--gpu", default=None, help="Peak-table GPU (e.g. H100-SXM) for the roofline, overriding the trace.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,

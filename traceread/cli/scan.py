@@ -7,10 +7,9 @@ import re
 
 import click
 
-from traceread.cli.analyze import _gates, _thresholds
+from traceread.cli.options import gates, thresholds, workload_flag_options
 from traceread.config import load_config_file
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, UsageError
-from traceread.job import job_flag_options
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)i?b?\s*$", re.I)
 
@@ -47,7 +46,7 @@ def parse_size(text: str) -> int:
 @click.option("--config", "config_path", metavar="TOML", help="Config file for the whole scan.")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Treat the first K steps as warmup.")
 @click.option("--step-range", metavar="NAME", default=None, help="NVTX range that marks one step (nsys input).")
-@job_flag_options
+@workload_flag_options
 def command(paths, out, workers, trace_timeout, max_rss, dask, resume, no_cache, allow_out_inside, rank_pattern,
             fail_on, strict, top_gaps, set_items, config_path, warmup_steps, step_range, job_file,
             job_values) -> int:
@@ -68,7 +67,7 @@ def command(paths, out, workers, trace_timeout, max_rss, dask, resume, no_cache,
             raise UsageError(f"--rank-pattern: bad regex ({exc})") from None
     if resume and no_cache:
         raise UsageError("--resume and --no-cache contradict each other")
-    cfg, gates = _thresholds(config_path, set_items), _gates(fail_on)
+    cfg, fail_gates = thresholds(config_path, set_items), gates(fail_on)
     conf = load_config_file(config_path) if config_path else {}
     patterns = tuple(sorted((cls, tuple([rx] if isinstance(rx, str) else rx))
                             for cls, rx in (conf.get("kernel_patterns") or {}).items()))
@@ -90,7 +89,7 @@ def command(paths, out, workers, trace_timeout, max_rss, dask, resume, no_cache,
                                                                   if res.failures else " (no trace files found)"),
                    err=True)
         return EXIT_USAGE
-    tripped = [(j["job"], c, p, j["shares"].get(c, 0.0)) for j in res.jobs for c, p in gates
+    tripped = [(j["job"], c, p, j["shares"].get(c, 0.0)) for j in res.jobs for c, p in fail_gates
                if 100 * j["shares"].get(c, 0.0) >= p]
     for job, cls, pct, share in tripped:
         click.echo(f"traceread: --fail-on {cls}:{pct:g} tripped: job {job}: {cls} is {100 * share:.1f}% of step time",

@@ -26,9 +26,9 @@ def diff(before: list[list[Trace]], after: list[list[Trace]], job_before: Any = 
     from traceread.analysis import analyze
 
     sides = []
-    for label, captures, job in (("before", before, job_before), ("after", after, job_after)):
+    for label, captures, workload in (("before", before, job_before), ("after", after, job_after)):
         notes: list[str] = []
-        caps = [capture_from_analysis(analyze(c, job=job, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range),
+        caps = [capture_from_analysis(analyze(c, workload=workload, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range),
                                       cfg, notes) for c in captures]
-        sides.append(summarize_side(label, caps, job, cfg, notes))
+        sides.append(summarize_side(label, caps, workload, cfg, notes))
     return compare(sides[0], sides[1], cfg)

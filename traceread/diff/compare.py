@@ -35,7 +35,7 @@ VERDICTS = ("improved", "regressed", "no significant change", "inconclusive", "n
 
 @dataclass(frozen=True, eq=False)
 class Diff:
-    """A diff as plain data (rendered by :mod:`traceread.diff.render`, JSON by :meth:`to_dict`)."""
+    """A diff as plain data (rendered by :mod:`traceread.diff.render`, JSON by :func:`traceread.diff.render.to_json`)."""
 
     before: SideFacts
     after: SideFacts
@@ -58,11 +58,6 @@ class Diff:
     ranks: pd.DataFrame
     cfg: Thresholds
     notes: tuple[str, ...] = field(default=())
-
-    def to_dict(self) -> dict[str, Any]:
-        from traceread.diff.render import to_json
-
-        return to_json(self)
 
 
 def _share_text(cause: str, share: float) -> str:

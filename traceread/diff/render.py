@@ -103,7 +103,7 @@ def to_json(d: Diff) -> dict[str, Any]:
 
 
 def render_json(d: Diff, out: IO[bytes]) -> None:
-    from traceread.cli.output import dumps
+    from traceread.render.json_text import dumps
 
     out.write(dumps(to_json(d)) + b"\n")
 

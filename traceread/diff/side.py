@@ -24,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema
-from traceread._pipeline import overall_dominant
 from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
-from traceread.errors import TracereadError
+from traceread.errors import UserFacingError
+from traceread.pipeline import overall_dominant
+from traceread.render.jsonout import mfu_record
 
 STEP_MARKER_PREFIX = "ProfilerStep#"
 _COUNT_COLUMNS = {"count": "int64", "total_ns": "int64"}
@@ -122,7 +123,7 @@ def _shapes(a: Analysis, cfg: Thresholds, notes: list[str]) -> pd.DataFrame:
     for t in a.inputs:
         try:
             r = roofline(t, cfg)
-        except TracereadError as exc:
+        except UserFacingError as exc:
             notes.append(f"{t.meta.path}: recorded shapes not read ({exc})")
             continue
         if len(r.table):
@@ -146,7 +147,7 @@ def _optimizer_steps(a: Analysis, cfg: Thresholds, notes: list[str]) -> float | 
 
     try:
         return step_timing(list(a.inputs), a.steps, cfg).optimizer_steps_per_profiler_step
-    except TracereadError as exc:
+    except UserFacingError as exc:
         notes.append(f"optimizer steps per profiler step: {exc}")
         return None
 
@@ -162,7 +163,8 @@ def capture_from_analysis(a: Analysis, cfg: Thresholds, notes: list[str]) -> Cap
         _empty({"collective": "object", "count": "int64", "total_ns": "int64", "exposed_ns": "int64"})
     return Capture(traces=traces, steps=a.steps, attribution=a.attribution, kernels=kernels, collectives=coll,
                    host_ops=host_ops(a), shapes=_shapes(a, cfg, notes), dominant_cause=a.dominant_cause,
-                   dominant_cost_share=a.dominant_cost_share, mfu=a.mfu, mfu_hint=a.mfu_hint,
+                   dominant_cost_share=a.dominant_cost_share,
+                   mfu=mfu_record(a.mfu) if a.mfu is not None else None, mfu_hint=a.mfu_hint,
                    stragglers=_stragglers_of(a), optimizer_steps_per_step=_optimizer_steps(a, cfg, notes))
 
 
@@ -269,9 +271,9 @@ def _heaviest_shapes(captures: list[Capture]) -> pd.DataFrame:
     return g.sort_values(["kernel_ns", "op"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def _tokens(job: Any, captures: list[Capture]) -> tuple[float | None, str]:
-    """Tokens per *profiler* step: the job's tokens per optimizer step x Optimizer.step# markers per step."""
-    tok = job.tokens() if job is not None else None
+def _tokens(workload: Any, captures: list[Capture]) -> tuple[float | None, str]:
+    """Tokens per *profiler* step: the workload's tokens per optimizer step x Optimizer.step# markers per step."""
+    tok = workload.tokens() if workload is not None else None
     if tok is None:
         return None, ""
     tokens, how = tok
@@ -292,7 +294,7 @@ def _pooled_mfu(captures: list[Capture]) -> dict[str, Any] | None:
             if all(m.get(k) is not None for m in got)}
 
 
-def summarize_side(label: str, captures: list[Capture], job: Any, cfg: Thresholds,
+def summarize_side(label: str, captures: list[Capture], workload: Any, cfg: Thresholds,
                    notes: list[str] | None = None) -> SideFacts:
     """The facts of one side (module doc): its captures pooled."""
     notes = list(notes or [])
@@ -315,7 +317,7 @@ def summarize_side(label: str, captures: list[Capture], job: Any, cfg: Threshold
     shapes = _heaviest_shapes(captures)
     n_steps = int(len(steps))
     flops = float((shapes["flops"] * shapes["calls"]).sum()) / n_steps if len(shapes) and n_steps else None
-    tokens, how = _tokens(job, captures)
+    tokens, how = _tokens(workload, captures)
     tput = tokens / (values / 1e9) if tokens is not None and len(values) else None
     traces = [t for c in captures for t in c.traces]
     models = tuple(sorted({str(d.get("name") or "") for t in traces for d in (t.get("devices") or [])} - {""}))

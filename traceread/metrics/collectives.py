@@ -18,7 +18,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.collective_identity import identify
-from traceread.metrics.mfu import TORCH_DTYPES
+from traceread.metrics.precision import TORCH_DTYPES
 from traceread.trace import Trace
 
 COLUMNS = ["collective", "group", "group_desc", "group_size", "count", "total_ns", "mean_ns", "exposed_ns",
@@ -36,7 +36,7 @@ def bus_factor(collective: str, n: int | float) -> float:
     return 1.0
 
 
-def _collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
+def collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     """Per comm kernel: its collective_args (own row first, else its record_param_comms op's)."""
     args = trace.side_table("collective_args")
     cols = ["collective", "in_nelems", "out_nelems", "dtype", "group_size", "group_name", "group_desc"]
@@ -101,7 +101,7 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
         us, ue = intervals.union(c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
         hidden = intervals.overlap_with_union(q["start_ns"].to_numpy(), q["end_ns"].to_numpy(), us, ue)
         exposed[idx] = q["dur_ns"].to_numpy() - hidden
-    a = _collective_args(trace, comm)
+    a = collective_args(trace, comm)
     typ, source = identify(trace).of(comm["row"].to_numpy())
     gname = a["group_name"].fillna("").astype(str)
     gdesc = a["group_desc"].fillna("").astype(str)

@@ -24,7 +24,9 @@ import pandas as pd
 from traceread import kernel_classes as kc
 from traceread import schema
 from traceread.config import Thresholds
+from traceread.kernel_classes import name_mask
 from traceread.lanes import event_view
+from traceread.metrics.precision import matmul_precisions
 from traceread.trace import Trace
 
 TABLE_COLUMNS = ["name", "class", "count", "total_ns", "mean_ns", "median_ns", "max_ns", "share"]
@@ -33,15 +35,6 @@ TABLE_COLUMNS = ["name", "class", "count", "total_ns", "mean_ns", "median_ns", "
 FP32_GEMM = r"sgemm|TensorStridedBatched<float const>|xmma_gemm_f32f32_f32f32_f32(?!.*tf32)"
 _HALF_GEMM = r"bf16|f16|fp16|half|hgemm|h1688|h16816|h884|s16816gemm_bf16|bf16gemm"
 _ROCM = re.compile(r"AMD|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
-
-
-def name_mask(names: pd.Series, pattern: str) -> np.ndarray:
-    """Boolean array: which names match ``pattern`` (case-insensitive), evaluated once per distinct name."""
-    cat = names.astype("category")
-    rx = re.compile(pattern, re.IGNORECASE)
-    hit = np.array([bool(rx.search(str(c))) for c in cat.cat.categories], dtype=bool)
-    codes = cat.cat.codes.to_numpy()
-    return np.where(codes >= 0, hit[np.maximum(codes, 0)] if len(hit) else False, False)
 
 
 def kernels_frame(trace: Trace) -> pd.DataFrame:
@@ -155,8 +148,6 @@ def run_precision(trace: Trace, dtype: str | None) -> str | None:
     """The run's GEMM precision: the job's, else the recorded matmul inputs, else half-precision GEMM names."""
     if dtype:
         return dtype
-    from traceread.metrics.mfu import matmul_precisions
-
     ev = matmul_precisions([trace])
     counts = {k: v for k, v in ev.items() if k in ("bf16", "fp16", "fp32", "fp8")}
     if counts:

@@ -10,7 +10,7 @@ separate, labelled number (PaLM convention), never mixed into 6ND. For ``--mode 
 memory-bandwidth utilization (MBU) is reported as well: bytes read per step over step time and
 peak bandwidth.
 
-Inputs the trace cannot give (N, tokens) come from :class:`~traceread.job.JobInputs`; the GPU model,
+Inputs the trace cannot give (N, tokens) come from :class:`~traceread.metrics.workload.Workload`; the GPU model,
 GPU count (world size) and step time come from the traces. A missing GPU count, unknown GPU name or
 missing precision is a :class:`~traceread.errors.MissingInputError`, never a guess.
 """
@@ -20,60 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from traceread import kernel_classes, schema
 from traceread.config import Thresholds
 from traceread.errors import MissingInputError
-from traceread.job import JobInputs
 from traceread.metrics.peaks import PeakChoice, resolve_peak
+from traceread.metrics.precision import DTYPE_BYTES, matmul_precisions
 from traceread.metrics.steptime import StepTiming, step_timing
+from traceread.metrics.workload import Workload
 from traceread.trace import Trace
-
-# Recorded element types (Kineto "Input type", collective "dtype") -> job precision and bytes.
-TORCH_DTYPES: dict[str, tuple[str | None, int]] = {
-    "float": ("fp32", 4), "float32": ("fp32", 4), "bfloat16": ("bf16", 2), "c10::bfloat16": ("bf16", 2),
-    "half": ("fp16", 2), "c10::half": ("fp16", 2), "float16": ("fp16", 2), "double": (None, 8),
-    "float8_e4m3fn": ("fp8", 1), "float8_e5m2": ("fp8", 1), "float8_e4m3fnuz": ("fp8", 1),
-    "float8_e5m2fnuz": ("fp8", 1), "c10::float8_e4m3fn": ("fp8", 1), "c10::float8_e5m2": ("fp8", 1),
-    "long": (None, 8), "int64": (None, 8), "int": (None, 4), "int32": (None, 4), "short": (None, 2),
-    "char": (None, 1), "byte": (None, 1), "unsigned char": (None, 1), "bool": (None, 1), "int8": (None, 1),
-    "uint8": (None, 1),
-}
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-MATMUL_OPS: frozenset[str] = frozenset({
-    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
-    "aten::_scaled_mm", "aten::addmv", "aten::mv"})
-_FP8_KERNEL = r"e4m3|e5m2|fp8|f8f8"
-_PRECISION_SAMPLE = 20_000  # matmul ops read for the precision evidence
-_MATMUL_RE = "^(?:" + "|".join(sorted(MATMUL_OPS)) + ")$"
-
-
-def matmul_precisions(traces: list[Trace]) -> dict[str, int]:
-    """Evidence of the run's GEMM precision: matmul ops per precision (recorded shapes) and fp8 GEMM kernels."""
-    from traceread.metrics.kernels import name_mask
-
-    out: dict[str, int] = {}
-    for trace in traces:
-        ev = trace.events
-        shapes = trace.side_table("op_shapes")
-        if len(shapes):
-            rows = shapes["row"].to_numpy()
-            keep = np.flatnonzero(name_mask(ev["name"].iloc[rows], _MATMUL_RE))
-            # Evidence, not an inventory: an evenly strided sample bounds the per-op work.
-            keep = keep[::max(1, len(keep) // _PRECISION_SAMPLE)]
-            first = pd.Series(shapes["input_types"].to_numpy()[keep], dtype=object).str[0]
-            for typ, n in first.value_counts().items():
-                prec = TORCH_DTYPES.get(str(typ).lower(), (None, 0))[0]
-                if prec:
-                    out[prec] = out.get(prec, 0) + int(n)
-        kern = ev["name"][(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy()]
-        if len(kern):
-            fp8 = name_mask(kern, _FP8_KERNEL) & (kernel_classes.classify(kern) == kernel_classes.CLS_GEMM)
-            if fp8.any():
-                out["fp8-kernels"] = int(fp8.sum())
-    return out
 
 
 def _infer_dtype(evidence: dict[str, int]) -> tuple[str, str]:
@@ -119,19 +74,14 @@ class MfuResult:
     warnings: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
 
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["warnings"], d["notes"] = list(self.warnings), list(self.notes)
-        return d
 
-
-def _num_gpus(job: JobInputs, traces: list[Trace], warnings: list[str]) -> tuple[int, str]:
+def _num_gpus(workload: Workload, traces: list[Trace], warnings: list[str]) -> tuple[int, str]:
     sizes = [t.meta.world_size for t in traces if t.meta.world_size]
     world = max(sizes) if sizes else None
-    if job.gpus is not None:
-        if world is not None and world != job.gpus:
-            warnings.append(f"--gpus {job.gpus} differs from the trace's world size {world}; using --gpus")
-        return job.gpus, "--gpus"
+    if workload.gpus is not None:
+        if world is not None and world != workload.gpus:
+            warnings.append(f"--gpus {workload.gpus} differs from the trace's world size {world}; using --gpus")
+        return workload.gpus, "--gpus"
     if world is not None:
         return world, "trace world size (distributedInfo)"
     raise MissingInputError("the trace does not say how many GPUs the job used (no world size); pass "
@@ -144,54 +94,54 @@ def _device_names(traces: list[Trace]) -> list[str]:
     return [d.name for d in (used or devs)]
 
 
-def _check_grad_accum(job: JobInputs, timing: StepTiming, warnings: list[str], notes: list[str]) -> None:
+def _check_grad_accum(workload: Workload, timing: StepTiming, warnings: list[str], notes: list[str]) -> None:
     m = timing.micro_batches_per_optimizer_step
     if m is None:
         return
     seen = int(round(m))
     if seen > 1:
         notes.append(f"the trace shows {m:.3g} micro-batches per optimizer step (data-loader / forward markers)")
-    if job.grad_accum is not None and seen != job.grad_accum:
-        warnings.append(f"token count and step time disagree: --grad-accum {job.grad_accum} but the trace "
+    if workload.grad_accum is not None and seen != workload.grad_accum:
+        warnings.append(f"token count and step time disagree: --grad-accum {workload.grad_accum} but the trace "
                         f"shows {m:.3g} micro-batches per optimizer step")
-    elif job.grad_accum is None and seen > 1:
+    elif workload.grad_accum is None and seen > 1:
         warnings.append(f"the trace shows {m:.3g} micro-batches per optimizer step: the token count must "
                         "cover all of them (and every data-parallel rank), not one micro-batch")
 
 
-def compute_mfu(job: JobInputs, traces: list[Trace], steps_df: pd.DataFrame,
+def compute_mfu(workload: Workload, traces: list[Trace], steps_df: pd.DataFrame,
                 cfg: Thresholds = Thresholds()) -> MfuResult:  # noqa: B008 - frozen
     """MFU/HFU of the job that produced ``traces`` (one job; several ranks allowed).
 
     ``steps_df`` is the steps frame (``schema.STEP_COLUMNS``, optional ``trace`` column: index into
-    ``traces``). Raises MissingInputError for inputs neither the trace nor ``job`` gives.
+    ``traces``). Raises MissingInputError for inputs neither the trace nor ``workload`` gives.
     """
     warnings: list[str] = []
     notes: list[str] = []
-    fpt = job.flops_per_token_model()
+    fpt = workload.flops_per_token_model()
     if fpt is None:
         raise MissingInputError("MFU needs the model size: pass --params N or --flops-per-token")
-    tok = job.tokens()
+    tok = workload.tokens()
     if tok is None:
         raise MissingInputError("MFU needs tokens per optimizer step: --tokens-per-step, or --global-batch "
                                 "with --seq-len, or --micro-batch, --grad-accum, --dp and --seq-len")
     evidence = matmul_precisions(traces)
-    if job.dtype:
-        dtype, dtype_src = job.dtype, "--dtype"
+    if workload.dtype:
+        dtype, dtype_src = workload.dtype, "--dtype"
         warnings += _precision_warnings(dtype, evidence)
     else:
         dtype, dtype_src = _infer_dtype(evidence)
-    gpus, gpus_src = _num_gpus(job, traces, warnings)
-    if job.dp is not None and job.dp > gpus:
-        warnings.append(f"--dp {job.dp} exceeds the job's {gpus} GPUs: the token count is too large")
-    peak: PeakChoice = resolve_peak(_device_names(traces), dtype, job.gpu, job.peak_tflops,
-                                    job.peak_bandwidth, cfg.peak_match_tolerance)
+    gpus, gpus_src = _num_gpus(workload, traces, warnings)
+    if workload.dp is not None and workload.dp > gpus:
+        warnings.append(f"--dp {workload.dp} exceeds the job's {gpus} GPUs: the token count is too large")
+    peak: PeakChoice = resolve_peak(_device_names(traces), dtype, workload.gpu, workload.peak_tflops,
+                                    workload.peak_bandwidth, cfg.peak_match_tolerance)
     warnings += peak.warnings
-    timing = step_timing(traces, steps_df, cfg, training=job.mode == "train")
+    timing = step_timing(traces, steps_df, cfg, training=workload.mode == "train")
     warnings += timing.warnings
     notes += timing.notes
-    if job.mode == "train":
-        _check_grad_accum(job, timing, warnings, notes)
+    if workload.mode == "train":
+        _check_grad_accum(workload, timing, warnings, notes)
 
     flops_tok, fpt_how = fpt
     tokens, tok_how = tok
@@ -199,21 +149,21 @@ def compute_mfu(job: JobInputs, traces: list[Trace], steps_df: pd.DataFrame,
     useful = flops_tok * tokens
     per_gpu = useful / t_s / gpus
     mfu = per_gpu / peak.peak_flops
-    mult, mult_how = job.recompute_multiplier()
+    mult, mult_how = workload.recompute_multiplier()
     hfu = mfu * mult
     if mfu > 1:
         warnings.append(f"MFU {mfu:.0%} exceeds 100%: an input is wrong (tokens per step, GPU count, "
                         "or the peak)")
-    attn = job.attention_flops_per_token()
+    attn = workload.attention_flops_per_token()
     mfu_attn = (flops_tok + attn) * tokens / t_s / gpus / peak.peak_flops if attn else None
     mbu = None
-    if job.mode == "inference":
-        mbu = _mbu(job, dtype, t_s, gpus, peak, warnings, notes)
+    if workload.mode == "inference":
+        mbu = _mbu(workload, dtype, t_s, gpus, peak, warnings, notes)
     formula = (f"MFU = {flops_tok:.4g} FLOP/token x {tokens} tokens / ({timing.step_time_ns / 1e6:.4g} ms "
                f"x {gpus} GPUs x {peak.peak_flops / 1e12:.4g} TFLOP/s dense {dtype}) = {mfu:.2%}; "
                f"HFU = MFU x {mult:.4g} = {hfu:.2%}")
     inputs = {
-        "mode": job.mode,
+        "mode": workload.mode,
         "flops_per_token": {"value": flops_tok, "source": fpt_how},
         "tokens_per_optimizer_step": {"value": tokens, "source": tok_how},
         "num_gpus": {"value": gpus, "source": gpus_src},
@@ -222,7 +172,7 @@ def compute_mfu(job: JobInputs, traces: list[Trace], steps_df: pd.DataFrame,
         "step_time_ns": {"value": timing.step_time_ns, "source": "median of steady optimizer steps"},
         "recompute_multiplier": {"value": mult, "source": mult_how},
         "attention_flops_per_token": {"value": attn, "source": "12·L·d·T (PaLM)" if attn else "not asked"},
-        "job": {k: v for k, v in job.to_dict().items() if v is not None and v is not False},
+        "job": {k: v for k, v in workload.to_dict().items() if v is not None and v is not False},
     }
     return MfuResult(
         mfu=mfu, hfu=hfu, tflops_per_gpu=per_gpu / 1e12, hfu_tflops_per_gpu=per_gpu * mult / 1e12,
@@ -232,16 +182,16 @@ def compute_mfu(job: JobInputs, traces: list[Trace], steps_df: pd.DataFrame,
         warnings=tuple(dict.fromkeys(warnings)), notes=tuple(dict.fromkeys(notes)))
 
 
-def _mbu(job: JobInputs, dtype: str, t_s: float, gpus: int, peak: PeakChoice,
+def _mbu(workload: Workload, dtype: str, t_s: float, gpus: int, peak: PeakChoice,
          warnings: list[str], notes: list[str]) -> float | None:
     """Memory-bandwidth utilization: bytes read per step / (step time x GPUs x peak bandwidth)."""
     if peak.bandwidth_bytes_per_s is None:
         warnings.append("no peak bandwidth for this GPU: pass --peak-bandwidth for MBU")
         return None
-    if job.bytes_per_step is not None:
-        nbytes = job.bytes_per_step
-    elif job.params is not None:
-        nbytes = job.params * DTYPE_BYTES[dtype]
+    if workload.bytes_per_step is not None:
+        nbytes = workload.bytes_per_step
+    elif workload.params is not None:
+        nbytes = workload.params * DTYPE_BYTES[dtype]
         notes.append(f"MBU estimates bytes per step as N x {DTYPE_BYTES[dtype]} B (weights read once; KV "
                      "cache and replicas not counted: pass --bytes-per-step to include them)")
     else:

@@ -25,8 +25,8 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.errors import UsageError
-from traceread.metrics.mfu import TORCH_DTYPES
 from traceread.metrics.peaks import GpuPeak, match_gpu, table_keys
+from traceread.metrics.precision import TORCH_DTYPES
 from traceread.trace import Trace
 
 COLUMNS = ["op", "input_dims", "dtype", "calls", "flops", "bytes", "intensity", "kernel_ns", "tflops",

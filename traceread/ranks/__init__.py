@@ -1,7 +1,7 @@
 """Jobs, ranks and stragglers: which traces belong together, how their clocks align, who is late.
 
 Used by ``traceread analyze`` (several inputs) and ``traceread scan`` (a tree of traces). The data
-flow is one way: a loaded ``Trace`` (and its ``Analysis``) -> :func:`identify` -> :func:`summarize`
+flow is one way: a loaded ``Trace`` (and its analysed tables) -> :func:`identify` -> :func:`summarize`
 (both in the worker that loaded it) -> :func:`group_jobs` and :func:`analyze_job` (anywhere: they
 read only the small picklable objects).
 
@@ -15,7 +15,9 @@ API (stable; extended, never broken):
   ...), time_base, epoch_offset_ns, start_ns, end_ns, n_events`` plus ``start_epoch_ns``,
   ``end_epoch_ns``, ``key`` (path, member), ``label``, ``claimed_rank`` (``rank``, known to be
   claimed) and ``to_dict()``.
-* ``summarize(analysis_or_trace, identity, cfg=Thresholds()) -> RankSummary``: that rank's
+* ``summarize(trace, identity, steps, gaps, step_source) -> RankSummary`` (``steps``/``gaps``: the
+  analysis' rows of that trace; ``traceread.analysis.rank_summary(analysis, identity)`` does it from
+  an ``Analysis``): that rank's
   collectives (``COLLECTIVE_COLUMNS``: device, pg, pg_desc, seq, step, collective, bytes,
   start_ns, end_ns and the lead before each: lead_start_ns, lead_busy_ns, lead_<class>_ns), steps
   (``STEP_COLUMNS``, busy/idle by class) and classified gaps (``GAP_COLUMNS``), as plain numpy
@@ -32,7 +34,7 @@ API (stable; extended, never broken):
 * ``align(summaries, max_spread_ns=1_000_000, max_skew_ns=100_000_000)``: the alignment alone
   (``RankAlignment``: rank, offset_ns, uncertainty_ns, method, matched, shift, end_spread_ns).
 * ``DEFAULT_RANK_PATTERN``: the file-name rank regex (named group ``rank``, optional ``world``).
-* ``traceread.ranks.section.job_section(analysis, cfg, rank_pattern, groups=None)``: the analyze
+* ``traceread.ranks.section.job_section(traces, summary_of, cfg, rank_pattern, groups=None)``: the analyze
   report's job section (``JobSection``: groups, reports, summary, separate, to_dict());
   ``traceread.render.jobsection.group_markdown(group, report)`` renders one job as Markdown.
 

@@ -1,10 +1,12 @@
 """The job section of an ``analyze`` report: how the inputs group into jobs, and each job's alignment
-and stragglers. ``job_section(analysis, cfg, rank_pattern) -> JobSection | None`` (None for a
-single rank: there is no job to speak of).
+and stragglers. ``job_section(traces, summary_of, cfg, rank_pattern) -> JobSection | None`` (None for
+a single rank: there is no job to speak of). The analysis layer calls it with a function that gives a
+rank's :class:`~traceread.ranks.summary.RankSummary` from the tables it computed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +14,7 @@ from traceread.config import Thresholds
 from traceread.ranks.grouping import JobGroup, group_jobs
 from traceread.ranks.identity import RankIdentity, identify
 from traceread.ranks.job import JobReport, analyze_job
-from traceread.ranks.summary import summarize
+from traceread.ranks.summary import RankSummary
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,11 +50,16 @@ def group_of_units(groups: list[JobGroup] | tuple[JobGroup, ...], paths: list[st
     return out
 
 
-def job_section(analysis: Any, cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen
+def job_section(traces: list[Any] | tuple[Any, ...], summary_of: Callable[[RankIdentity], RankSummary],
+                cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen
                 rank_pattern: str | None = None,
                 groups: list[JobGroup] | None = None) -> JobSection | None:
-    """Group the analysis' inputs and analyse every group holding two ranks or more."""
-    ids = identities(analysis.inputs, rank_pattern)
+    """Group the inputs' ranks and analyse every group holding two ranks or more.
+
+    ``summary_of(identity)`` is that rank's summary (:func:`traceread.ranks.summary.summarize` over
+    the analysed tables of its trace).
+    """
+    ids = identities(traces, rank_pattern)
     if len(ids) < 2:
         return None
     groups = groups if groups is not None else group_jobs(ids, rank_pattern, cfg)
@@ -61,10 +68,10 @@ def job_section(analysis: Any, cfg: Thresholds = Thresholds(),  # noqa: B008 - f
         if len(g.members) < 2:
             reports.append(None)
             continue
-        reports.append(analyze_job([summarize(analysis, m, cfg) for m in g.members], cfg, group=g))
+        reports.append(analyze_job([summary_of(m) for m in g.members], cfg, group=g))
     if len(groups) == 1:
         g = groups[0]
-        summary = (f"the input{'s' if len(analysis.inputs) > 1 else ''} hold{'' if len(analysis.inputs) > 1 else 's'} "
+        summary = (f"the input{'s' if len(traces) > 1 else ''} hold{'' if len(traces) > 1 else 's'} "
                    f"{len(ids)} ranks of one job ({g.rule} rule), world size {g.world_size or 'unknown'}")
     else:
         listed = "; ".join(f"{g.name}: {len(g.members)} trace(s)" for g in groups[:6])

@@ -13,14 +13,12 @@ they say why a rank reached a collective later than the others.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
-from traceread.config import Thresholds
 from traceread.ranks.identity import RankIdentity
 from traceread.trace import Trace
 
@@ -67,40 +65,32 @@ def _columns(df: pd.DataFrame, cols: tuple[str, ...]) -> dict[str, np.ndarray]:
     return out
 
 
-def summarize(source: Any, identity: RankIdentity, cfg: Thresholds = Thresholds()) -> RankSummary:  # noqa: B008
-    """The summary of ``identity``'s rank from an ``Analysis`` (holding its trace) or a loaded ``Trace``.
+def summarize(trace: Trace, identity: RankIdentity, steps: pd.DataFrame, gaps: pd.DataFrame,
+              step_source: str = "unknown") -> RankSummary:
+    """The summary of ``identity``'s rank of ``trace``.
 
-    Given a Trace, the analysis pipeline runs on it first (a worker that already ran ``analyze``
-    passes the Analysis instead, so nothing is computed twice).
+    ``steps`` and ``gaps`` are the analysis' step and classified-gap rows of this trace (any rank: this
+    rank's rows are taken here); the caller that ran the analysis passes them, so nothing is computed
+    twice and this layer never runs the analysis itself.
     """
-    from traceread.analysis import Analysis, analyze
-
-    analysis = source if isinstance(source, Analysis) else analyze([source], cfg=cfg)
-    index = next((t.index for t in analysis.traces if t.path == identity.path), None)
-    if index is None:
-        raise ValueError(f"{identity.path}: not among the analysed traces")
-    trace: Trace = analysis.inputs[index]
     rank = identity.frame_rank
-    steps = analysis.steps
-    steps = steps[(steps["trace"] == index) & (steps["rank"] == rank)] if len(steps) else steps
-    gaps = analysis.gaps
-    gaps = gaps[(gaps["trace"] == index) & (gaps["rank"] == rank)] if len(gaps) else gaps
-    st = steps.rename(columns={"dummy": "dummy"})
-    step_cols = _columns(st.reset_index(drop=True), STEP_COLUMNS) if len(st) else \
+    steps = steps[steps["rank"] == rank] if len(steps) else steps
+    gaps = gaps[gaps["rank"] == rank] if len(gaps) else gaps
+    step_cols = _columns(steps.reset_index(drop=True), STEP_COLUMNS) if len(steps) else \
         {c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS}
     gap_cols = _columns(gaps.reset_index(drop=True), GAP_COLUMNS) if len(gaps) else \
         {c: np.zeros(0, dtype=str if c == "class" else np.int64) for c in GAP_COLUMNS}
     return RankSummary(identity=identity, collectives=_collectives(trace, rank, gap_cols, step_cols),
-                       steps=step_cols, gaps=gap_cols, step_source=analysis.traces[index].step_source)
+                       steps=step_cols, gaps=gap_cols, step_source=step_source)
 
 
 def _args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     """collective_args per comm kernel (own row, else its record_param_comms op), plus ``seq``."""
     cols = ["collective", "in_nelems", "out_nelems", "dtype", "group_size", "group_name", "group_desc"]
     try:
-        from traceread.metrics.collectives import _collective_args
+        from traceread.metrics.collectives import collective_args
 
-        a = _collective_args(trace, comm)
+        a = collective_args(trace, comm)
     except Exception:  # noqa: BLE001 - the table is optional; alignment falls back to order and name
         a = pd.DataFrame({c: [None] * len(comm) for c in cols}, index=comm.index)
     args = trace.side_table("collective_args")
@@ -113,7 +103,7 @@ def _args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
 
 def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
                  steps: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from traceread.metrics.mfu import TORCH_DTYPES
+    from traceread.metrics.precision import TORCH_DTYPES
 
     ev = trace.events
     sel = ((ev["lane"] == schema.LANE_GPU_COMM) & (ev["rank"] == rank)).to_numpy()

@@ -10,9 +10,10 @@ on its reference rank's clock (see ``traceread.ranks.job``). Kernel names are fu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib import resources
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -20,6 +21,10 @@ import pandas as pd
 
 from traceread.analysis import GAP_CLASSES, PARTS, SCHEMA_VERSION, Analysis, TraceSummary, part_col
 from traceread.render.names import scrub_paths
+
+if TYPE_CHECKING:
+    from traceread.analysis import LaunchStats, Removal
+    from traceread.metrics.mfu import MfuResult
 
 # Gap fields beyond the fixed ones that help a script (overlap measurements, in the engine's names).
 _GAP_EXTRA = ("dur_ns", "phase", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns",
@@ -106,6 +111,27 @@ def _plain(obj: Any) -> Any:
     return str(obj)
 
 
+def mfu_record(m: MfuResult) -> dict[str, Any]:
+    """The report's ``mfu`` object: every field of the result, in order (tuples as lists)."""
+    d = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
+    d["warnings"], d["notes"] = list(m.warnings), list(m.notes)
+    return d
+
+
+def removal_record(r: Removal) -> dict[str, Any]:
+    """The report's ``removal`` object; ``mfu``/``mfu_without`` only when MFU is known."""
+    d: dict[str, Any] = {"cause": r.cause, "step_time_ns": r.step_time_ns,
+                         "step_time_without_ns": r.step_time_without_ns, "speedup": r.speedup}
+    if r.mfu is not None:
+        d["mfu"], d["mfu_without"] = r.mfu, r.mfu_without
+    return d
+
+
+def launch_stats_record(s: LaunchStats) -> dict[str, Any]:
+    """The report's ``launch_stats`` object: name -> number, the figures the run could give, in order."""
+    return {f.name: v for f in dataclasses.fields(s) if (v := getattr(s, f.name)) is not None}
+
+
 def trace_entry(t: TraceSummary) -> dict[str, Any]:
     """One ``traces`` entry (shared by ``analyze --json`` and ``gaps --json``)."""
     return {"index": t.index, "path": t.path, "format": t.format, "generation": t.generation,
@@ -118,11 +144,11 @@ def trace_entry(t: TraceSummary) -> dict[str, Any]:
 
 def to_report(a: Analysis) -> dict[str, Any]:
     """The whole report as plain JSON data (see the schema for every field)."""
-    import traceread
+    from traceread import __version__
 
     return {
         "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "traceread", "version": traceread.__version__},
+        "tool": {"name": "traceread", "version": __version__},
         "traces": [trace_entry(t) for t in a.traces],
         "failures": [{"path": f.path, "problem": f.problem} for f in a.failures],
         "steps": _steps(a),
@@ -133,12 +159,12 @@ def to_report(a: Analysis) -> dict[str, Any]:
         "dominant_evidence": a.dominant_evidence,
         "second_cause": a.second_cause,
         "second_cost_share": a.second_cost_share,
-        "removal": _plain(a.removal),
-        "mfu": _plain(a.mfu),
+        "removal": _plain(removal_record(a.removal)) if a.removal is not None else None,
+        "mfu": _plain(mfu_record(a.mfu)) if a.mfu is not None else None,
         "mfu_hint": a.mfu_hint or None,
         "kernels": _table(a.kernels) if len(a.kernels.columns) > 1 else [],
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
-        "launch_stats": _plain(a.launch_stats),
+        "launch_stats": _plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
         "notes": [scrub_paths(n) for n in a.notes],
         "unavailable": list(a.unavailable),
         "thresholds": _plain(a.cfg.to_dict()),

@@ -16,12 +16,12 @@ import pandas as pd
 from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
 from traceread.gaps import with_fractions
-from traceread.render import advice, jobsection
+from traceread.render import advice, jobsection, jsonout
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
-GOOD_MFU = 0.5  # the lesson's "very good" mark for dense training
+MFU_CONVENTION = "6·N·tokens per optimizer step / (step time · GPUs · dense peak)"
 MAX_STEP_ROWS = 30  # per-step rows per rank/GPU before the table stops being read
 MAX_STEP_SECTIONS = 8  # rank/GPU pairs given a per-step table
 
@@ -101,22 +101,19 @@ def _verdict(a: Analysis) -> str:
 def _scoreboard(a: Analysis) -> str:
     head = "## Scoreboard\n\n"
     m = a.mfu
-    if not m or m.get("mfu") is None:
+    if m is None:
         return head + md_text(a.mfu_hint or "MFU not computed.")
-    head_room = m.get("headroom_to_50")
-    if head_room is None:
-        head_room = max(GOOD_MFU - float(m["mfu"]), 0.0)
-    rows = [["MFU", pct(m["mfu"])], ["HFU", pct(m.get("hfu"))],
-            ["Achieved TFLOP/s per GPU", f"{m['tflops_per_gpu']:.1f}" if m.get("tflops_per_gpu") else "n/a"],
-            ["Headroom to 50% MFU", f"{100 * float(head_room):.1f} points"],
-            ["Optimizer-step time (median)", ms(m["step_time_ns"]) if m.get("step_time_ns") else "n/a"]]
-    if m.get("tokens_per_s"):
-        rows.append(["Tokens/s", f"{float(m['tokens_per_s']):,.0f}"])
-    if m.get("mfu_with_attention") is not None:
-        rows.append(["MFU incl. attention FLOPs (PaLM convention)", pct(m["mfu_with_attention"])])
-    if m.get("mbu") is not None:
-        rows.append(["Memory-bandwidth utilization", pct(m["mbu"])])
-    for key, v in (m.get("inputs") or {}).items():
+    rows = [["MFU", pct(m.mfu)], ["HFU", pct(m.hfu)],
+            ["Achieved TFLOP/s per GPU", f"{m.tflops_per_gpu:.1f}" if m.tflops_per_gpu else "n/a"],
+            ["Headroom to 50% MFU", f"{100 * float(m.headroom_to_50):.1f} points"],
+            ["Optimizer-step time (median)", ms(m.step_time_ns) if m.step_time_ns else "n/a"]]
+    if m.tokens_per_s:
+        rows.append(["Tokens/s", f"{float(m.tokens_per_s):,.0f}"])
+    if m.mfu_with_attention is not None:
+        rows.append(["MFU incl. attention FLOPs (PaLM convention)", pct(m.mfu_with_attention)])
+    if m.mbu is not None:
+        rows.append(["Memory-bandwidth utilization", pct(m.mbu)])
+    for key, v in m.inputs.items():
         if isinstance(v, dict):
             if v.get("value") is None:
                 continue
@@ -127,9 +124,9 @@ def _scoreboard(a: Analysis) -> str:
             text = str(v)
         rows.append([md_text("input: " + key.replace("_", " ")), md_text(text)])
     out = head + table(["", ""], rows, "lr")
-    if m.get("formula"):
-        out += "\n\n" + md_text(str(m["formula"]))
-    for w in m.get("warnings") or []:
+    if m.formula:
+        out += "\n\n" + md_text(m.formula)
+    for w in m.warnings:
         out += f"\n\n- **Warning**: {md_text(w)}"
     return out
 
@@ -181,13 +178,13 @@ def _removal(a: Analysis) -> str:
         if a.dominant_cause == "healthy":
             return head + "Idle time is already small; the remaining headroom is inside the kernels."
         return ""
-    text = (f"Without its {r['cause']} idle time the median step would drop from {ms(r['step_time_ns'])} to "
-            f"{ms(r['step_time_without_ns'])}")
-    if r.get("speedup"):
-        text += f" ({r['speedup']:.2f}x faster)"
+    text = (f"Without its {r.cause} idle time the median step would drop from {ms(r.step_time_ns)} to "
+            f"{ms(r.step_time_without_ns)}")
+    if r.speedup:
+        text += f" ({r.speedup:.2f}x faster)"
     text += ", an upper bound: nothing else moves closer."
-    if r.get("mfu_without") is not None:
-        text += f" MFU would rise from {pct(r['mfu'])} to at most {pct(r['mfu_without'])}."
+    if r.mfu_without is not None:
+        text += f" MFU would rise from {pct(r.mfu)} to at most {pct(r.mfu_without)}."
     return head + md_text(text)
 
 
@@ -240,10 +237,10 @@ def _kernels(a: Analysis) -> str:
             for row, (_, r) in zip(rows, c.iterrows(), strict=True):
                 row.insert(0, md_code(a.traces[int(r["trace"])].name))
         parts.append("### Collectives\n\n" + table(headers, rows))
-    if a.launch_stats:
+    if a.launch_stats is not None:
         rows = [[md_text(key.removesuffix("_ns").replace("launch_bound", "launch-bound").replace("_", " ")),
                  _stat(key, v)]
-                for key, v in a.launch_stats.items()]
+                for key, v in jsonout.launch_stats_record(a.launch_stats).items()]
         parts.append("### Launch statistics\n\n" + table(["", ""], rows, "lr"))
     return "## Kernels, collectives and launches\n\n" + "\n\n".join(parts) if parts else ""
 
@@ -324,9 +321,8 @@ def _method(a: Analysis) -> str:
     lines.append("- Step time is split into busy time (the union of compute kernels, compute-bound: GEMM, "
                  "attention, convolution; memory-bound: everything else) and idle gaps of compute, each gap "
                  "classified by what ran beside it; the parts sum to 100%.")
-    if a.mfu and a.mfu.get("mfu") is not None:
-        conv = a.mfu.get("convention") or "6·N·tokens per optimizer step / (step time · GPUs · dense peak)"
-        lines.append(f"- MFU convention: {md_text(str(conv))}.")
+    if a.mfu is not None:
+        lines.append(f"- MFU convention: {md_text(MFU_CONVENTION)}.")
     else:
         lines.append(f"- {md_text(a.mfu_hint)}.".replace("..", "."))
     lines += [f"- {md_text(n)}" for n in a.notes]

@@ -23,29 +23,18 @@ import pickle
 from typing import IO, Any
 
 from traceread.atomic import atomic_open
+from traceread.scan.blobs import BLOBS, DIRNAME, blob_path, write_blob
 from traceread.scan.discover import Candidate
 from traceread.scan.work import Outcome
 
-DIRNAME = ".traceread-cache"
 LOG = "log.jsonl"
 JOBS = "jobs.pkl"
-BLOBS = ("row", "ranks", "rows")  # <trace id>.<part>.pkl: index row; rank identities+summaries; table rows
 FORMAT = 3  # bump when the entry layout changes: older caches are ignored
 
 
 def result_key(settings_key: str, job: dict[str, Any] | None) -> str:
     doc = json.dumps({"settings": settings_key, "job": job, "format": FORMAT}, sort_keys=True, default=str)
     return hashlib.blake2b(doc.encode(), digest_size=12).hexdigest()
-
-
-def blob_path(outdir: str, trace_id: str, part: str = "row") -> str:
-    return os.path.join(outdir, DIRNAME, f"{trace_id}.{part}.pkl")
-
-
-def write_blob(outdir: str, trace_id: str, part: str, value: Any) -> None:
-    """One cache part of a trace (also written by the local workers themselves, see ``run_task``)."""
-    with atomic_open(blob_path(outdir, trace_id, part), "wb") as fh:
-        pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class Cache:

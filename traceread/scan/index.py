@@ -28,13 +28,13 @@ def worst_first(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 def index_doc(*, jobs: list[dict[str, Any]], traces: list[dict[str, Any]], failures: list[dict[str, Any]],
               scan: dict[str, Any]) -> dict[str, Any]:
     """The index as plain JSON data (``traceread/data/index.schema.json``)."""
-    import traceread
+    from traceread import __version__
 
     for r in jobs + traces:
         r["dominant_lost_ns"] = dominant_lost_ns(r)
     return {
         "schema_version": INDEX_SCHEMA_VERSION,
-        "tool": {"name": "traceread", "version": traceread.__version__},
+        "tool": {"name": "traceread", "version": __version__},
         "scan": scan,
         "jobs": worst_first(jobs, "job"),
         "traces": worst_first(traces, "trace_id"),

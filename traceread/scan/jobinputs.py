@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from traceread.job import make_job, read_job_file
+from traceread.metrics.workload import make_workload, read_workload_file
 from traceread.scan.discover import Candidate
 
 JOB_FILE = "traceread-job.toml"
@@ -18,7 +18,7 @@ JOB_FILE = "traceread-job.toml"
 
 class JobInputsFinder:
     def __init__(self, cli_file: str | None = None, cli_values: dict[str, Any] | None = None) -> None:
-        self.cli_file_values = read_job_file(cli_file) if cli_file else None
+        self.cli_file_values = read_workload_file(cli_file) if cli_file else None
         self.cli_file = cli_file
         self.cli_values = cli_values or {}
         self._files: dict[str, dict[str, Any] | None] = {}  # job-file path -> values (None: absent)
@@ -30,7 +30,7 @@ class JobInputsFinder:
         while True:
             p = os.path.join(d, JOB_FILE)
             if p not in self._files:
-                self._files[p] = read_job_file(p) if os.path.isfile(p) else None
+                self._files[p] = read_workload_file(p) if os.path.isfile(p) else None
             if self._files[p] is not None:
                 return p, self._files[p]  # type: ignore[return-value]
             if d == root or not d.startswith(root) or os.path.dirname(d) == d:
@@ -38,16 +38,16 @@ class JobInputsFinder:
             d = os.path.dirname(d)
 
     def for_file(self, c: Candidate) -> dict[str, Any] | None:
-        """The JobInputs fields for ``c`` (None when no input applies); UsageError on a bad job file."""
+        """The Workload fields for ``c`` (None when no input applies); UsageError on a bad job file."""
         if self.cli_file_values is not None:
             src, values = self.cli_file, self.cli_file_values
         else:
             src, values = self._tree_file(c)
             if src is not None:
                 src = os.path.relpath(src, _root_dir(c))
-        job = make_job(values, self.cli_values)
+        workload = make_workload(values, self.cli_values)
         self.sources[c.rel] = src
-        return job.to_dict() if job is not None else None
+        return workload.to_dict() if workload is not None else None
 
 
 def _root_dir(c: Candidate) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-import traceread
+from traceread import __version__
 from traceread.analysis import GAP_CLASSES, PARTS, part_col
 from traceread.atomic import atomic_open
 from traceread.scan.jobinputs import JobInputsFinder
@@ -49,7 +49,7 @@ def trace_index_row(o: Outcome, job: str) -> dict[str, Any]:
 
 def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
     """The job's lost GPU time per cause, its dominant cause and share (the analyze verdict over its units)."""
-    from traceread._pipeline import overall_dominant
+    from traceread.pipeline import overall_dominant
 
     rows = [u for o in members for u in o.row.get("units", [])]
     sums = {p: sum(u.get(part_col(p), 0) for u in rows) for p in PARTS}  # plain sums: most jobs have one trace
@@ -98,29 +98,12 @@ def job_file(name: str, directory: str, used: set[str]) -> str:
     return file
 
 
-def build_jobs(done: list[Outcome], settings: Settings, finder: JobInputsFinder
-               ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
-    """Group analysed traces into jobs and analyse each, one directory at a time (every grouping key
-    holds the directory, so a directory's jobs need nothing from other directories: the scan builds
-    them as soon as its files are done). Returns the job documents (``jobs/<job>.json``), trace id ->
-    job name, and job file -> its Markdown."""
-    by_dir: dict[str, list[Outcome]] = {}
-    for o in done:
-        by_dir.setdefault(os.path.dirname(o.rel), []).append(o)
-    jobs: list[dict[str, Any]] = []
-    job_of: dict[str, str] = {}
-    md: dict[str, str] = {}
-    for d in sorted(by_dir):
-        j, of, m = build_directory_jobs(by_dir[d], settings, finder)
-        jobs += j
-        job_of.update(of)
-        md.update(m)
-    return jobs, job_of, md
-
-
 def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInputsFinder
                          ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
-    """:func:`build_jobs` for the analysed traces of one directory."""
+    """Group the analysed traces of one directory into jobs and analyse each (every grouping key holds the
+    directory, so a directory's jobs need nothing from other directories: the scan builds them as soon
+    as its files are done). Returns the job documents (``jobs/<job>.json``), trace id -> job name, and
+    job file -> its Markdown."""
     from traceread import ranks
     from traceread.render.jobsection import group_markdown
 
@@ -143,7 +126,7 @@ def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInp
         report = ranks.analyze_job([summary_of[m.key] for m in g.members if m.key in summary_of], settings.cfg,
                                    group=g)
         doc: dict[str, Any] = {"schema_version": JOB_SCHEMA_VERSION,
-                               "tool": {"name": "traceread", "version": traceread.__version__}, "job": name, "file": file}
+                               "tool": {"name": "traceread", "version": __version__}, "job": name, "file": file}
         doc["traces"] = [{"trace_id": o.trace_id, "path": o.rel, "link": f"../traces/{o.trace_id}.md",
                           "ranks": o.row.get("ranks", []), "job_inputs": finder.sources.get(o.rel)}
                          for o in members]
@@ -204,7 +187,7 @@ def job_markdown(j: dict[str, Any], section: str) -> str:
 
 
 def write_jobs(out: str, jobs: list[dict[str, Any]], md: dict[str, str]) -> None:
-    from traceread.cli.output import dumps
+    from traceread.render.json_text import dumps
 
     for j in jobs:
         base = os.path.join(out, "jobs", j["file"])

@@ -29,7 +29,7 @@ def trace_row(a: Analysis, trace: Trace) -> dict[str, Any]:
         steps = int(a.steps["step"].nunique())
     else:
         median_step, steps = None, 0
-    mfu = a.mfu.get("mfu") if a.mfu else None
+    mfu = a.mfu.mfu if a.mfu is not None else None
     return {
         "path": t.path,
         "format": t.format,

@@ -235,13 +235,13 @@ class TableWriter:
 
     def commit(self) -> dict[str, int]:
         """Close the files and rename them over ``gaps/steps/traces.parquet``; returns the row counts."""
-        from traceread.atomic import _umask
+        from traceread.atomic import current_umask
 
         for w in self.writers.values():
             w.close()
         self.writers = {}
         for name, tmp in self.tmp.items():
-            os.chmod(tmp, 0o666 & ~_umask())
+            os.chmod(tmp, 0o666 & ~current_umask())
             os.replace(tmp, os.path.join(self.outdir, f"{name}.parquet"))
         self.tmp = {}
         return dict(self.counts)

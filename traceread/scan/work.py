@@ -53,7 +53,7 @@ class Task:
     size: int
     mtime_ns: int
     inode: int
-    job: dict[str, Any] | None = None  # JobInputs fields for this file, or None
+    job: dict[str, Any] | None = None  # Workload fields (MFU inputs) for this file, or None
     reuse: tuple[str, ...] = ()
 
 
@@ -86,10 +86,10 @@ def code_digest() -> str:
     """traceread's version plus the size and mtime of its sources: an edited checkout is a new version."""
     global _code_digest
     if _code_digest is None:
-        import traceread
+        from traceread import __version__
 
-        base = os.path.dirname(traceread.__file__)
-        h = hashlib.blake2b(traceread.__version__.encode(), digest_size=8)
+        base = os.path.dirname(os.path.dirname(__file__))  # the traceread package
+        h = hashlib.blake2b(__version__.encode(), digest_size=8)
         for d, dirs, files in os.walk(base):
             dirs.sort()
             for f in sorted(files):
@@ -136,13 +136,13 @@ def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outco
     the outcome comes back without them (``written``): a 28 MB trace's report is 127 MB of JSON and
     70 MB of table rows, which would otherwise be pickled, piped, unpickled and written again by the
     parent. Without it (Dask) the bytes travel in the outcome."""
-    from traceread.errors import TracereadError
+    from traceread.errors import UserFacingError
 
     t0 = time.monotonic()
     out = Outcome(rel=task.rel, path=task.path, status="failed")
     try:
         _analyse(task, settings, out, outdir)
-    except TracereadError as exc:
+    except UserFacingError as exc:
         out.status = "not-trace" if _not_a_trace(str(getattr(exc, "problem", exc))) else "failed"
         out.problem = str(getattr(exc, "problem", exc))
     except MemoryError:
@@ -175,7 +175,7 @@ def write_report_files(outdir: str, o: Outcome) -> None:
 
 def _write_parts(outdir: str, o: Outcome) -> None:
     """Worker side of ``outdir``: the cache parts the parent would write (the report files are written)."""
-    from traceread.scan.cache import write_blob
+    from traceread.scan.blobs import write_blob
 
     write_blob(outdir, o.trace_id, "rows", o.tables)
     write_blob(outdir, o.trace_id, "ranks", (o.identities, o.summaries))
@@ -189,8 +189,8 @@ def _not_a_trace(problem: str) -> bool:
 
 def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = None) -> None:
     from traceread.analysis import analyze
-    from traceread.job import JobInputs
     from traceread.loaders import load
+    from traceread.metrics.workload import Workload
     from traceread.render import jsonout, markdown
     from traceread.scan.rows import trace_row
     from traceread.scan.tables import gap_numbers, report_tables
@@ -208,8 +208,8 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
                        "written? it is scanned again next time")
         return
     trace.meta.path = task.rel  # reports name the file as the user sees it under the scan root
-    job = JobInputs(**task.job) if task.job else None
-    analysis = analyze([trace], job=job, cfg=settings.cfg, top_gaps=settings.top_gaps,
+    workload = Workload(**task.job) if task.job else None
+    analysis = analyze([trace], workload=workload, cfg=settings.cfg, top_gaps=settings.top_gaps,
                        warmup_steps=settings.warmup_steps, step_range=settings.step_range)
     text = io.StringIO()
     markdown.render(analysis, text)
@@ -241,7 +241,8 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
 def _rank_facts(trace: Any, analysis: Any, rel: str, settings: Settings) -> tuple[list, list]:
     """The trace's rank identities and per-rank summaries (small, picklable) for grouping and alignment."""
     from traceread import ranks
+    from traceread.analysis import rank_summary
 
     identities = list(ranks.identify(trace, rel, rank_pattern=settings.rank_pattern))
-    summaries = [ranks.summarize(analysis, ident, settings.cfg) for ident in identities]
+    summaries = [rank_summary(analysis, ident) for ident in identities]
     return identities, summaries

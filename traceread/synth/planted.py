@@ -406,7 +406,7 @@ def classify_file(path: str, cfg) -> pd.DataFrame:
 
     trace = load(path)
     steps = find_steps(trace, cfg).steps
-    out = classify(find_gaps(trace, steps, cfg), steps, trace, cfg)
+    out = classify(find_gaps(trace, steps), steps, trace, cfg)
     out.attrs["epoch_offset_ns"] = trace.meta.epoch_offset_ns or 0
     return out
 

@@ -1,8 +1,8 @@
-"""What the user knows about the job and the trace cannot say: model size, tokens, precision.
+"""What the user knows about the workload and the trace cannot say: model size, tokens, precision.
 
-:class:`JobInputs` holds the MFU inputs a user gives once, on the command line (``job_options``
-adds the flags to a click command) or in a small TOML file (``--job job.toml``; keys as the flags
-without dashes, at the top level or in a ``[job]`` table). Command-line flags override the file.
+:class:`Workload` holds the MFU inputs a user gives once, on the command line (the flags of
+``traceread.cli.options.workload_options``) or in a small TOML file (``--job job.toml``; keys as the
+flags without dashes, at the top level or in a ``[job]`` table). Command-line flags override the file.
 Inconsistent combinations (two token counts that disagree, ``--recompute full`` with a factor,
 attention FLOPs without the model shape) are a :class:`~traceread.errors.UsageError`.
 """
@@ -10,19 +10,15 @@ attention FLOPs without the model shape) are a :class:`~traceread.errors.UsageEr
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import click
 
 from traceread.errors import UsageError
 
 MODES: tuple[str, ...] = ("train", "inference")
 RECOMPUTE: tuple[str, ...] = ("none", "full", "selective")
-JOB_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "tf32", "fp32")
+DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "tf32", "fp32")
 FULL_RECOMPUTE_FACTOR = 8 / 6  # one extra forward (2N) on top of forward+backward (6N)
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -51,7 +47,7 @@ def _int(value: Any, what: str) -> int:
 
 
 @dataclass(frozen=True)
-class JobInputs:
+class Workload:
     """MFU inputs. Counts are plain numbers; ``peak_bandwidth`` is TB/s, ``peak_tflops`` TFLOP/s."""
 
     params: float | None = None  # parameter count N
@@ -83,8 +79,8 @@ class JobInputs:
         """Raise UsageError on an impossible or inconsistent combination."""
         if self.mode not in MODES:
             raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.dtype is not None and self.dtype not in JOB_DTYPES:
-            raise UsageError(f"--dtype must be one of {', '.join(JOB_DTYPES)}, got {self.dtype!r}")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             raise UsageError(f"--recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         if self.params is not None and self.flops_per_token is not None:
@@ -165,18 +161,19 @@ class JobInputs:
         return dataclasses.asdict(self)
 
     def is_empty(self) -> bool:
-        return self == JobInputs()
+        return self == Workload()
 
 
-# --- TOML and click ------------------------------------------------------------------------------
-_FIELDS = {f.name: f for f in dataclasses.fields(JobInputs)}
+# --- TOML and flags ------------------------------------------------------------------------------
+_FIELDS = {f.name: f for f in dataclasses.fields(Workload)}
 _INT_FIELDS = {"tokens_per_step", "global_batch", "seq_len", "micro_batch", "grad_accum", "dp", "layers",
                "hidden", "gpus"}
 _FLOAT_FIELDS = {"params", "flops_per_token", "recompute_factor", "peak_tflops", "peak_bandwidth",
                  "bytes_per_step"}
 
 
-def _coerce(key: str, value: Any, where: str) -> Any:
+def coerce_field(key: str, value: Any, where: str) -> Any:
+    """One input's value as its field holds it; ``where`` prefixes the name in errors (``--``, a file)."""
     what = f"{where}{key.replace('_', '-')}"
     if key in _INT_FIELDS:
         return _int(value, what)
@@ -189,8 +186,8 @@ def _coerce(key: str, value: Any, where: str) -> Any:
     return str(value).lower() if key in ("mode", "dtype", "recompute") else str(value)
 
 
-def read_job_file(path: str) -> dict[str, Any]:
-    """Job inputs from a TOML file: top-level keys or a ``[job]`` table, named like the flags."""
+def read_workload_file(path: str) -> dict[str, Any]:
+    """Workload inputs from a TOML file: top-level keys or a ``[job]`` table, named like the flags."""
     from traceread.config import load_config_file
 
     raw = load_config_file(path)
@@ -201,78 +198,15 @@ def read_job_file(path: str) -> dict[str, Any]:
         if name not in _FIELDS:
             raise UsageError(f"{path}: unknown job key {key!r}; known: "
                              f"{', '.join(k.replace('_', '-') for k in _FIELDS)}")
-        out[name] = _coerce(name, value, f"{path}: ")
+        out[name] = coerce_field(name, value, f"{path}: ")
     return out
 
 
-def make_job(file_values: dict[str, Any], cli_values: dict[str, Any]) -> JobInputs | None:
-    """JobInputs from a job file's values overridden by command-line values; None when both are empty."""
+def make_workload(file_values: dict[str, Any], cli_values: dict[str, Any]) -> Workload | None:
+    """A Workload from a job file's values overridden by command-line values; None when both are empty."""
     merged = dict(file_values)
     merged.update({k: v for k, v in cli_values.items() if v is not None and v is not False})
     if not merged:
         return None
-    return JobInputs(**merged)
+    return Workload(**merged)
 
-
-_OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--params", {"help": "Model parameter count N (7e9, 7B)."}),
-    ("--flops-per-token", {"help": "Useful model FLOPs per token, instead of 6N (train) / 2N (inference)."}),
-    ("--tokens-per-step", {"help": "Tokens per optimizer step across all data-parallel ranks."}),
-    ("--global-batch", {"help": "Sequences per optimizer step across all data-parallel ranks."}),
-    ("--seq-len", {"help": "Sequence length in tokens."}),
-    ("--micro-batch", {"help": "Sequences per micro-batch per data-parallel rank."}),
-    ("--grad-accum", {"help": "Micro-batches per optimizer step (gradient accumulation)."}),
-    ("--dp", {"help": "Data-parallel degree."}),
-    ("--dtype", {"type": click.Choice(JOB_DTYPES), "help": "Training/serving precision (picks the peak)."}),
-    ("--recompute", {"type": click.Choice(RECOMPUTE), "help": "Activation recompute (HFU = MFU x 8/6 for full)."}),
-    ("--recompute-factor", {"help": "Executed/useful FLOPs for selective recompute (no default)."}),
-    ("--attention-flops", {"is_flag": True, "default": False,
-                           "help": "Also report MFU including attention FLOPs (needs --layers, --hidden)."}),
-    ("--layers", {"help": "Transformer layers (for --attention-flops)."}),
-    ("--hidden", {"help": "Hidden size (for --attention-flops)."}),
-    ("--mode", {"type": click.Choice(MODES), "help": "train (6N per token) or inference (2N, plus MBU)."}),
-    ("--gpus", {"help": "Total GPUs of the job, when the trace has no world size."}),
-    ("--gpu", {"help": "GPU model from the peak table (e.g. H100-SXM), overriding the trace's name."}),
-    ("--peak-tflops", {"help": "Dense peak TFLOP/s per GPU for --dtype (never the sparse figure)."}),
-    ("--peak-bandwidth", {"help": "Peak memory bandwidth per GPU, TB/s."}),
-    ("--bytes-per-step", {"help": "Inference: bytes read from GPU memory per step (default: N x dtype size)."}),
-    ("--job", {"type": click.Path(dir_okay=False), "help": "TOML file with any of these inputs."}),
-]
-
-
-def _param_name(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
-
-
-def job_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the MFU flags and ``--job`` to a click command; the command receives ``job=JobInputs|None``."""
-    def merge(path: str | None, cli_values: dict[str, Any]) -> dict[str, Any]:
-        return {"job": make_job(read_job_file(path) if path else {}, cli_values)}
-
-    return _with_job_flags(fn, merge)
-
-
-def job_flag_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Like :func:`job_options`, but the command receives ``job_file`` (the ``--job`` path or None) and
-    ``job_values`` (the flags given) apart, for commands that find job files of their own (``scan``)."""
-    return _with_job_flags(fn, lambda path, cli_values: {"job_file": path, "job_values": cli_values})
-
-
-def _with_job_flags(fn: Callable[..., Any], finish: Callable[[str | None, dict[str, Any]], dict[str, Any]]
-                    ) -> Callable[..., Any]:
-    names = [_param_name(flag) for flag, _ in _OPTIONS]
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        values = {n: kwargs.pop(n, None) for n in names}
-        path = values.pop("job")
-        cli_values = {k: (_coerce(k, v, "--") if v is not None and v is not False else v)
-                      for k, v in values.items()}
-        kwargs.update(finish(path, cli_values))
-        return fn(*args, **kwargs)
-
-    for flag, opts in reversed(_OPTIONS):
-        opts = dict(opts)
-        opts.setdefault("default", None)
-        wrapper = click.option(flag, _param_name(flag), **opts)(wrapper)
-    return wrapper

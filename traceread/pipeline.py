@@ -1,24 +1,36 @@
-"""Private helpers of :mod:`traceread.analysis`: run each piece on one trace and normalize its output.
+"""The steps of :func:`traceread.analysis.analyze`: each piece run on one trace, and the job-level figures.
 
-Each piece (engine, rules, attribution, scoreboard) is called through its pinned interface; when a
-piece is missing or fails on an input, the analysis degrades: the part is listed as unavailable with
-the reason, and the rest of the report is still produced.
+Per trace, :func:`run_one` finds the steps (:mod:`traceread.steps`), the gaps (:mod:`traceread.gaps`)
+and their classes (:mod:`traceread.rules`), the attribution (:mod:`traceread.attribution`) and the
+scoreboard tables (:mod:`traceread.metrics`), each result carrying a ``trace`` column; ``concat``
+joins them over the traces. Over the job: :func:`overall_dominant` (the verdict and the runner-up),
+:func:`run_mfu` and :func:`launch_stats`.
+
+A table that fails on an input (a :class:`~traceread.errors.UserFacingError` or a bug in that table)
+is listed in ``unavailable`` with the reason by :func:`guarded`, and the rest of the report is still
+produced. A module of traceread that cannot be imported is never such a failure: it is a broken
+install and raises. The pieces are imported where they run, so that importing the analysis (as
+every renderer does) costs nothing until a trace is analysed.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from traceread import kernel_classes as kc
-from traceread import schema
 from traceread.config import Thresholds
-from traceread.errors import TracereadError
+from traceread.errors import UserFacingError
 from traceread.trace import Trace
+
+if TYPE_CHECKING:
+    from traceread.metrics.mfu import MfuResult
+
+T = TypeVar("T")
 
 GAP_CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "one-time-cost",
                "unattributed")  # = rules.GAP_CLASSES (kept here so that this module imports no rules)
@@ -36,6 +48,29 @@ STEP_OUT_COLUMNS = ["trace", "rank", "device", "step", "start_ns", "end_ns", "cp
 GAP_MIN_COLUMNS = ["trace", "rank", "device", "step", "start_ns", "end_ns", "dur_ns", "offset_ns", "phase",
                    "class", "evidence"]
 ATTR_COLUMNS = UNIT + ["step_ns"] + [part_col(p) for p in PARTS]
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    """Launch figures of a run where launch-bound is the dominant or a large second cause.
+
+    The launch-bound gaps (count, total, median; launch calls inside them when the engine counted
+    them), then the kernel table's launch statistics of the first trace that has kernels (None where
+    that trace could not say): kernels shorter than their launch call, launch-to-start latency.
+    """
+
+    launch_bound_gaps: int
+    launch_bound_idle_ns: int
+    median_launch_bound_gap_ns: int
+    launch_calls_in_those_gaps: int | None = None
+    kernels: int | None = None
+    shorter_than_launch: int | None = None
+    shorter_than_launch_share: float | None = None
+    median_kernel_ns: int | None = None
+    median_launch_call_ns: int | None = None
+    launch_to_start_p50_ns: int | None = None
+    launch_to_start_p90_ns: int | None = None
+    launch_to_start_p99_ns: int | None = None
 
 
 @dataclass
@@ -74,13 +109,9 @@ def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
     label = trace.meta.path.rsplit("/", 1)[-1]
     notes.extend(f"{label}: {w}" for w in trace.meta.warnings)  # the loader's caveats (truncation, epoch)
     from traceread.sanity import sanity_notes
+    from traceread.steps import find_steps
 
     notes.extend(f"{label}: {n}" for n in sanity_notes(trace, cfg))
-    try:
-        from traceread.steps import find_steps
-    except ImportError:
-        unavailable.append("steps, gaps and attribution: the interval engine (traceread.steps) is not installed")
-        return _tables(index, trace, None, out, unavailable)
     res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range)
     steps = res.steps.reset_index(drop=True)
     out.step_source = res.source
@@ -89,27 +120,18 @@ def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
         unavailable.append(f"{label}: no steps and no GPU activity, so there is no window to analyse")
         return _tables(index, trace, steps, out, unavailable)
 
-    gaps = _classified_gaps(trace, steps, cfg, notes, unavailable)
+    gaps = _classified_gaps(trace, steps, cfg, notes)
     out.steps = _with_trace(idle_by_class(steps, gaps), index)
     out.gaps = _with_trace(gaps, index)
-    out.attribution = _attribution(trace, steps, gaps, cfg, index, out, notes, unavailable)
+    out.attribution = _attribution(trace, steps, gaps, cfg, index, out, notes)
     return _tables(index, trace, steps, out, unavailable)
 
 
-def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str],
-                     unavailable: list[str]) -> pd.DataFrame:
+def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str]) -> pd.DataFrame:
     from traceread.gaps import find_gaps
+    from traceread.rules import classify
 
-    gaps = find_gaps(trace, steps, cfg)
-    try:
-        from traceread.rules import classify
-    except ImportError:
-        unavailable.append("gap classes: the rules (traceread.rules) are not installed; every gap is unattributed")
-        gaps = gaps.copy()
-        gaps["class"] = "unattributed"
-        gaps["evidence"] = "not classified: rules unavailable"
-        return gaps
-    out = classify(gaps, steps, trace, cfg)
+    out = classify(find_gaps(trace, steps), steps, trace, cfg)
     notes.extend(out.attrs.get("notes", []))  # what the rules could not judge (bubbles with few steps)
     return out.reset_index(drop=True)
 
@@ -136,109 +158,42 @@ def idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
 
 
 def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds, index: int,
-                 out: PerTrace, notes: list[str], unavailable: list[str]) -> pd.DataFrame:
-    try:
-        from traceread.attribution import attribute
-    except ImportError:
-        unavailable.append("busy-time split: traceread.attribution is not installed; compute-bound and "
-                           "memory-bound busy time estimated from each kernel class's share of kernel time")
-        assert out.steps is not None  # set by the caller just before
-        return _with_trace(_fallback_attribution(trace, out.steps), index)
+                 out: PerTrace, notes: list[str]) -> pd.DataFrame:
+    from traceread.attribution import attribute
+
     attr = attribute(trace, steps, gaps, cfg)
-    out.dominant = getattr(attr, "dominant_cause", None)
-    share = getattr(attr, "dominant_cost_share", None)
-    out.dominant_share = float(share) if share is not None else None
-    notes.extend(getattr(attr, "notes", []) or [])
-    frame = _find_frame(attr)
-    return _with_trace(normalize_attribution(frame), index)
+    out.dominant = attr.dominant_cause
+    out.dominant_share = float(attr.dominant_cost_share)
+    notes.extend(attr.notes)
+    # The attribution's table also holds per-unit shares and verdicts; the analysis keeps the ns parts.
+    frame = attr.table[["rank", "device", "step_ns"] + [part_col(p) for p in PARTS]]
+    return _with_trace(frame.astype({"rank": "int32", "device": "int32"}), index)
 
 
-def _find_frame(attr: Any) -> pd.DataFrame:
-    if isinstance(attr, pd.DataFrame):
-        return attr
-    for name in ("table", "per_device", "frame", "by_device", "df", "parts"):
-        val = getattr(attr, name, None)
-        if isinstance(val, pd.DataFrame):
-            return val
-    for f in dataclasses.fields(attr):
-        val = getattr(attr, f.name)
-        if isinstance(val, pd.DataFrame):
-            return val
-    raise TypeError("attribution result carries no DataFrame")
+def guarded(what: str, fn: Callable[[], T], unavailable: list[str]) -> T | None:
+    """Run one table of the report; its failure is listed as unavailable (with the reason), never a crash.
 
-
-def normalize_attribution(frame: pd.DataFrame) -> pd.DataFrame:
-    """Map the attribution table (wide ``<part>_ns`` or long part/ns rows) onto ``ATTR_COLUMNS``."""
-    df = frame.reset_index() if not {"rank", "device"} <= set(frame.columns) else frame
-    long_key = next((c for c in ("part", "component", "cause", "class", "kind") if c in df.columns), None)
-    if long_key is not None and "ns" in df.columns:
-        df = (df.pivot_table(index=["rank", "device"], columns=long_key, values="ns", aggfunc="sum",
-                             fill_value=0, observed=True).reset_index())
-        df.columns = [str(c) for c in df.columns]
-    res = pd.DataFrame({"rank": df["rank"].astype("int32"), "device": df["device"].astype("int32")})
-    for part in PARTS:
-        cands = [f"{part}_ns", part_col(part), part, part.replace("-", "_")]
-        col = next((c for c in cands if c in df.columns), None)
-        res[part_col(part)] = df[col].fillna(0).astype("int64").to_numpy() if col else 0
-    parts_sum = res[[part_col(p) for p in PARTS]].sum(axis=1)
-    res["step_ns"] = df["step_ns"].astype("int64").to_numpy() if "step_ns" in df.columns else parts_sum
-    return res[["rank", "device", "step_ns"] + [part_col(p) for p in PARTS]]
-
-
-def _fallback_attribution(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
-    """Idle by class from the gaps (exact); busy split by kernel-class share of kernel time (estimate)."""
-    ev = trace.events
-    kern = ev[ev["lane"] == schema.LANE_GPU_COMPUTE]
-    compute = kc.is_compute_bound_class(kc.classify(kern["name"]))
-    dur = (kern["end_ns"] - kern["start_ns"]).to_numpy()
-    dev = kern["device"].to_numpy()
-    rows = []
-    for (rank, device), g in steps.groupby(["rank", "device"], sort=True):
-        sel = dev == device
-        total = dur[sel].sum()
-        frac = float(dur[sel & compute].sum() / total) if total else 0.0
-        busy = int(g["busy_ns"].sum())
-        row: dict[str, Any] = {"rank": rank, "device": device, "step_ns": int((g["end_ns"] - g["start_ns"]).sum()),
-               part_col("compute-bound"): int(round(busy * frac))}
-        row[part_col("memory-bound")] = busy - row[part_col("compute-bound")]
-        for cls in GAP_CLASSES:
-            row[part_col(cls)] = int(g[part_col(cls)].sum())
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _guarded(what: str, fn, unavailable: list[str]):
-    """Run an optional piece; a failure is reported as unavailable (with its reason), never a crash."""
+    An ImportError is not caught: a module of traceread that is missing is a broken install.
+    """
     try:
         return fn()
     except ImportError:
-        unavailable.append(f"{what}: its module is not installed")
-    except TracereadError as exc:
+        raise
+    except UserFacingError as exc:
         unavailable.append(f"{what}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a bug in one table must not cost the whole report
         unavailable.append(f"{what}: failed ({type(exc).__name__}: {exc})")
     return None
 
 
-def _kernel_table(trace: Trace) -> pd.DataFrame:
+def _tables(index: int, trace: Trace, steps: pd.DataFrame, out: PerTrace, unavailable: list[str]) -> PerTrace:
+    from traceread.metrics.collectives import collective_table
     from traceread.metrics.kernels import kernel_table
 
-    return kernel_table(trace)
-
-
-def _collective_table(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
-    from traceread.metrics.collectives import collective_table
-
-    return collective_table(trace, steps)
-
-
-def _tables(index: int, trace: Trace, steps: pd.DataFrame | None, out: PerTrace,
-            unavailable: list[str]) -> PerTrace:
-    k = _guarded("kernel table", lambda: _kernel_table(trace), unavailable)
+    k = guarded("kernel table", lambda: kernel_table(trace), unavailable)
     out.kernels = _with_trace(k, index) if k is not None else None
-    if steps is not None:
-        c = _guarded("collective table", lambda: _collective_table(trace, steps), unavailable)
-        out.collectives = _with_trace(c, index) if c is not None and len(c) else None
+    c = guarded("collective table", lambda: collective_table(trace, steps), unavailable)
+    out.collectives = _with_trace(c, index) if c is not None and len(c) else None
     return out
 
 
@@ -279,68 +234,44 @@ def overall_dominant(attribution: pd.DataFrame, per: list[PerTrace],
     return dominant, float(share), second, float(second_share)
 
 
-def run_mfu(job: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,
-            unavailable: list[str]) -> tuple[dict[str, Any] | None, str]:
-    """MFU as a plain dict, or None and the sentence saying how to get it."""
+def run_mfu(workload: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,
+            unavailable: list[str]) -> tuple[MfuResult | None, str]:
+    """The MFU result, or None and the sentence saying how to get it."""
     hint = ("MFU not computed: give the model size and tokens per step (--params N --tokens-per-step T, "
             "or --global-batch B --seq-len S), or --job job.toml")
-    if job is None or steps.empty:
+    if workload is None or steps.empty:
         return None, hint
+    from traceread.metrics.mfu import compute_mfu
+
     try:
-        from traceread.metrics.mfu import compute_mfu
-    except ImportError:
-        unavailable.append("MFU: traceread.metrics.mfu is not installed")
-        return None, "MFU not computed: the MFU module is not available in this build"
-    try:
-        res = compute_mfu(job, traces, steps, cfg)
-    except TracereadError as exc:
+        res = compute_mfu(workload, traces, steps, cfg)
+    except UserFacingError as exc:
         return None, f"MFU not computed: {exc}"
     except Exception as exc:  # noqa: BLE001 - report the rest even if MFU has a bug
         unavailable.append(f"MFU: failed ({type(exc).__name__}: {exc})")
         return None, "MFU not computed: the MFU computation failed (see the method notes)"
-    return mfu_dict(res), ""
-
-
-def mfu_dict(res: Any) -> dict[str, Any]:
-    """An MfuResult as a dict with at least ``mfu, hfu, tflops_per_gpu, step_time_ns, inputs``."""
-    if hasattr(res, "to_dict"):
-        d = dict(res.to_dict())
-    elif dataclasses.is_dataclass(res) and not isinstance(res, type):
-        d = dataclasses.asdict(res)
-    else:
-        d = dict(res)
-    d.setdefault("inputs", {})
-    for key in ("mfu", "hfu", "tflops_per_gpu", "step_time_ns"):
-        d.setdefault(key, None)
-    return d
+    return res, ""
 
 
 def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second: str | None,
-                 second_share: float, cfg: Thresholds, unavailable: list[str]) -> dict[str, Any] | None:
-    """Launch figures when launch-bound is the dominant or a large second cause (flat: name -> number).
-
-    The launch-bound gaps (count, total, median), then the scoreboard's launch statistics of the
-    first trace that has kernels: kernels shorter than their launch call, launch-to-start latency.
-    """
+                 second_share: float, cfg: Thresholds, unavailable: list[str]) -> LaunchStats | None:
+    """:class:`LaunchStats` when launch-bound is the dominant or a large second cause, else None."""
     matters = dominant == "launch-bound" or (second == "launch-bound" and second_share >= cfg.report_second_min_share)
     if not matters or gaps.empty:
         return None
     lb = gaps[gaps["class"] == "launch-bound"]
     dur = lb["dur_ns"].to_numpy()
-    out: dict[str, Any] = {
+    out: dict[str, Any] = {  # LaunchStats' fields
         "launch_bound_gaps": int(len(lb)),
         "launch_bound_idle_ns": int(dur.sum()),
         "median_launch_bound_gap_ns": int(np.median(dur)) if len(dur) else 0,
     }
     if "launch_count" in lb.columns and len(lb):
         out["launch_calls_in_those_gaps"] = int(lb["launch_count"].sum())
-    try:
-        from traceread.metrics.kernels import launch_stats as kernel_launch_stats
-    except ImportError:
-        unavailable.append("launch statistics: traceread.metrics.kernels is not installed")
-        return out
+    from traceread.metrics.kernels import launch_stats as kernel_launch_stats
+
     for trace in traces:
-        st = _guarded("launch statistics", lambda t=trace: kernel_launch_stats(t), unavailable) or {}
+        st = guarded("launch statistics", functools.partial(kernel_launch_stats, trace), unavailable) or {}
         if not st.get("kernels"):
             continue
         for key in ("kernels", "shorter_than_launch", "shorter_than_launch_share", "median_kernel_ns",
@@ -351,4 +282,4 @@ def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second:
             if q in ("p50", "p90", "p99") and v is not None:
                 out[f"launch_to_start_{q}_ns"] = v
         break
-    return out
+    return LaunchStats(**out)

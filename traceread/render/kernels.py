@@ -1,4 +1,5 @@
-"""Plain-text rendering of the scoreboard for the terminal (``traceread kernels``).
+"""Plain-text rendering of the scoreboard for the terminal (``traceread kernels``): a renderer of the
+metrics layer's kernel report and roofline.
 
 Only renders: every number comes from :class:`~traceread.metrics.kernels.KernelReport`. Kernel
 names are shortened and path-scrubbed (the JSON keeps them whole).

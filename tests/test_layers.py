@@ -1,0 +1,288 @@
+"""Imports go one way: every module of ``traceread/`` sits in one layer and imports only its own layer
+or lower ones, no import cycle crosses a package boundary, and no module reaches into another package's
+private names. ``scripts/`` use the public names of traceread only.
+
+Imports are read with ``ast`` from the source, every ``import`` statement counts wherever it sits
+(module level, inside a function, under ``if TYPE_CHECKING``): a function-level import is still a
+dependency, only a later one.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGE = "traceread"
+
+# The layer order, lowest first: a module may import its own layer and the layers above it in this
+# list, never one below. Entries are module prefixes: an entry names a module and everything under it
+# (``traceread.loaders`` covers ``traceread.loaders.kineto.split``); the longest matching entry wins.
+# A module no entry covers fails the test: put a new module where its job belongs.
+LAYERS: list[tuple[str, list[str]]] = [
+    # Definitions every layer shares: errors, thresholds, the frame's schema and the Trace container,
+    # names and patterns (kernel classes, gap classes, host calls), input limits, output primitives,
+    # pure interval arithmetic. Knows nothing of how a trace is read or analysed.
+    ("base", [
+        "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace",
+        "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.vocabulary",
+        "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals",
+    ]),
+    # Readers of the two input formats; they produce a Trace.
+    ("loaders", ["traceread.loaders"]),
+    # Facts about one loaded frame before any analysis: the ``info`` summary, sanity notes.
+    ("frame", ["traceread.frame", "traceread.summary", "traceread.sanity"]),
+    # The engine: row selections, steps, gaps, collective identity.
+    ("engine", [
+        "traceread.lanes", "traceread.steps", "traceread.step_inference", "traceread.gaps",
+        "traceread.collective_identity",
+    ]),
+    # Rules classify the engine's gaps.
+    ("rules", ["traceread.rules"]),
+    # Where the time went (attribution, verdict) and the tables read from kernels (MFU, roofline).
+    ("attribution/metrics", ["traceread.attribution", "traceread.metrics"]),
+    # Several ranks: grouping into jobs, alignment, stragglers. Take frames or plain data.
+    ("ranks", ["traceread.ranks"]),
+    # The what-if replay (reserved: not built yet).
+    ("whatif", ["traceread.whatif"]),
+    # The analysis: runs the pieces above and returns an Analysis.
+    ("analysis", ["traceread.analysis", "traceread.pipeline"]),
+    # Renderers read an Analysis (Markdown, JSON, pictures, Perfetto); serialization lives here.
+    ("render", ["traceread.render"]),
+    # Many analyses: scanning a tree of traces, comparing two runs.
+    ("scan/diff", ["traceread.scan", "traceread.diff"]),
+    # The command line only wires the layers below.
+    ("cli", ["traceread.cli"]),
+    # ``import traceread``: the package's public face (``load``, ``analyze``), exact match only.
+    ("facade", ["traceread"]),
+    # The synthetic-trace generator uses the facade; it is leaving the package (issue 23) for
+    # ``tests/tracesynth``, and nothing in traceread may import it.
+    ("synth", ["traceread.synth"]),
+]
+
+LAYER_INDEX = {prefix: i for i, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # the importing module, or a script's file name
+    target: str  # the traceread module imported
+    name: str | None  # the attribute imported from it (``from target import name``), if not a module
+    line: int
+
+    def where(self) -> str:
+        what = f"{self.target}.{self.name}" if self.name else self.target
+        return f"{self.importer}:{self.line} imports {what}"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted((REPO / PACKAGE).rglob("*.py"))}
+
+
+MODULES = _modules()
+
+
+def _is_package(module: str) -> bool:
+    return MODULES[module].name == "__init__.py"
+
+
+def _package_of(module: str) -> str:
+    """The package a module belongs to: itself for a package's ``__init__``, else its parent."""
+    return module if _is_package(module) else module.rpartition(".")[0]
+
+
+def _layer(module: str) -> int:
+    if module == PACKAGE:
+        return LAYER_INDEX[PACKAGE]
+    parts = module.split(".")
+    for n in range(len(parts), 1, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in LAYER_INDEX:
+            return LAYER_INDEX[prefix]
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/test_layers.py, in the layer "
+                         "its job belongs to")
+
+
+def _resolve(dotted: str) -> tuple[str, str | None]:
+    """``a.b.c`` -> (the longest prefix that is a module of the package, the next name or None): a
+    name imported from a module, or a compiled extension module, counts as its package's name."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        module = ".".join(parts[:n])
+        if module in MODULES:
+            return module, parts[n] if n < len(parts) else None
+    return dotted, None
+
+
+def _imports(path: Path, importer: str, package: str) -> Iterator[Import]:
+    """Every import of a traceread module in one file; ``package`` resolves relative imports."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
+                    yield Import(importer, *_resolve(alias.name), node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            if not (base == PACKAGE or base.startswith(PACKAGE + ".")):
+                continue
+            for alias in node.names:
+                yield Import(importer, *_resolve(f"{base}.{alias.name}"), node.lineno)
+
+
+def _all_imports() -> list[Import]:
+    return [imp for module, path in MODULES.items() for imp in _imports(path, module, _package_of(module))]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_owner(imp: Import) -> str | None:
+    """The package whose private name ``imp`` uses, or None when it uses public names only.
+
+    A private module ``P._m`` belongs to package ``P``; a private attribute belongs to the package of
+    the module that defines it.
+    """
+    parts = imp.target.split(".")
+    for i, part in enumerate(parts):
+        if _private(part):
+            return ".".join(parts[:i])
+    if imp.name is not None and _private(imp.name):
+        return _package_of(imp.target) if imp.target in MODULES else imp.target.rpartition(".")[0]
+    return None
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = []
+    for module in MODULES:
+        try:
+            _layer(module)
+        except AssertionError as err:
+            missing.append(str(err))
+    assert not missing, "\n".join(missing)
+
+
+def _target_layer(imp: Import) -> int:
+    """The layer ``imp`` reaches. The root package's metadata (``from traceread import __version__``)
+    is base: every module's import runs the root package first anyway; its other names are the facade."""
+    if imp.target == PACKAGE and imp.name is not None and imp.name.startswith("__"):
+        return 0
+    return _layer(imp.target)
+
+
+def test_imports_only_go_down() -> None:
+    bad = []
+    for imp in _all_imports():
+        assert imp.target in MODULES, f"{imp.where()}, which does not exist"
+        low, high = _target_layer(imp), _layer(imp.importer)
+        if low > high:
+            bad.append(f"{imp.where()}: layer {LAYERS[high][0]} imports layer {LAYERS[low][0]}")
+    assert not bad, "imports from a lower layer to a higher one:\n" + "\n".join(bad)
+
+
+def test_no_private_names_across_packages() -> None:
+    """A package's private names are its own and its subpackages'; the root package's are its own only
+    (its subpackages are separate layers)."""
+    bad = []
+    for imp in _all_imports():
+        owner = _private_owner(imp)
+        if owner is None:
+            continue
+        mine = _package_of(imp.importer)
+        if mine == owner or (owner != PACKAGE and mine.startswith(owner + ".")):
+            continue
+        bad.append(f"{imp.where()}: a private name of {owner}")
+    assert not bad, "private names imported from another package:\n" + "\n".join(bad)
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative; returns the components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_cycles_across_packages() -> None:
+    graph: dict[str, set[str]] = {module: set() for module in MODULES}
+    for imp in _all_imports():
+        if imp.target != imp.importer:
+            graph[imp.importer].add(imp.target)
+    bad = []
+    for component in _strongly_connected(graph):
+        packages = sorted({_package_of(m) for m in component})
+        if len(packages) > 1:
+            members = set(component)
+            edges = [f"  {a} -> {b}" for a in component for b in sorted(graph[a] & members)]
+            bad.append(f"cycle through {', '.join(packages)}:\n" + "\n".join(edges))
+    assert not bad, "import cycles between packages:\n" + "\n".join(bad)
+
+
+def test_scripts_use_public_names() -> None:
+    bad = []
+    for path in sorted((REPO / "scripts").glob("*.py")):
+        for imp in _imports(path, f"scripts/{path.name}", "scripts"):
+            if imp.target not in MODULES:
+                bad.append(f"{imp.where()}, which does not exist")
+            elif _private_owner(imp) is not None:
+                bad.append(f"{imp.where()}: a private name")
+    assert not bad, "scripts import private names of traceread:\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_what_it_checks() -> None:
+    """The layer table and the import reader agree with the tree: a guard against a test that passes
+    because it reads nothing."""
+    assert "traceread.analysis" in MODULES and "traceread.loaders" in MODULES
+    edges = {(imp.importer, imp.target) for imp in _all_imports()}
+    assert ("traceread.cli", "traceread.errors") in edges or any(a.startswith("traceread.cli") for a, _ in edges)
+    assert _layer("traceread.loaders.kineto.split") == LAYER_INDEX["traceread.loaders"]
+    assert _layer("traceread.render.jsonout") > _layer("traceread.analysis") > _layer("traceread.rules")
+    assert _strongly_connected({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert _resolve("traceread.loaders._no_such_extension") == ("traceread.loaders", "_no_such_extension")
