@@ -19,16 +19,7 @@ from traceread import schema
 from traceread.config import Thresholds
 from traceread.errors import TracereadError
 from traceread.trace import Trace
-
-GAP_CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "one-time-cost",
-               "unattributed")  # = rules.GAP_CLASSES (kept here so that this module imports no rules)
-BUSY_PARTS = ("compute-bound", "memory-bound")
-PARTS = BUSY_PARTS + GAP_CLASSES
-
-
-def part_col(part: str) -> str:
-    return part.replace("-", "_") + "_ns"
-
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 UNIT = ["trace", "rank", "device"]
 STEP_OUT_COLUMNS = ["trace", "rank", "device", "step", "start_ns", "end_ns", "cpu_start_ns", "cpu_end_ns",

@@ -22,14 +22,13 @@ import pandas as pd
 
 from traceread import _pipeline as pipe
 from traceread import schema
-from traceread._pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, part_col
+from traceread._pipeline import UNIT
 from traceread.config import Thresholds
 from traceread.trace import EpochWindow, Trace
+from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, NO_GPU_ACTIVITY, PARTS, part_col
+from traceread.vocabulary import VERDICTS as CAUSES
 
 SCHEMA_VERSION = "1.1"
-# dominant_cause of a report whose traces hold no GPU activity at all (schema 1.1).
-NO_GPU_ACTIVITY = "no-gpu-activity"
-CAUSES: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION"]
 

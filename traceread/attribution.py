@@ -34,22 +34,12 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.config import Thresholds
-from traceread.rules import GAP_CLASSES
 from traceread.rules.responses import first_response
 from traceread.trace import Trace
+from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, PARTS, VERDICTS, part_col, share_col
 
-BUSY_PARTS: tuple[str, ...] = ("compute-bound", "memory-bound")
-PARTS: tuple[str, ...] = BUSY_PARTS + GAP_CLASSES
-VERDICTS: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
-
-
-def part_col(part: str) -> str:
-    """Column name of a part's nanoseconds (``memory-bound`` -> ``memory_bound_ns``)."""
-    return part.replace("-", "_") + "_ns"
-
-
-def share_col(part: str) -> str:
-    return part.replace("-", "_") + "_share"
+__all__ = ["Attribution", "attribute", "evidence_split", "dominant_evidence", "dominant_idle", "BUSY_PARTS", "PARTS",
+           "VERDICTS", "part_col", "share_col"]
 
 
 @dataclass(frozen=True)

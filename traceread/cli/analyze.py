@@ -7,13 +7,14 @@ import re
 import click
 
 from traceread import kernel_classes
-from traceread.analysis import PARTS, Failure, analyze
+from traceread.analysis import Failure, analyze
 from traceread.cli.output import json_option
 from traceread.config import Thresholds, load_config_file, parse_set_options
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.job import job_options
 from traceread.loaders import load
 from traceread.render import write_outputs
+from traceread.vocabulary import PARTS
 
 
 def _thresholds(config_path: str | None, set_items: tuple[str, ...]) -> Thresholds:

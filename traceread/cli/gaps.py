@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from traceread._pipeline import GAP_CLASSES, idle_by_class, part_col
+from traceread._pipeline import idle_by_class
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open
 from traceread.cli.output import emit, json_option
@@ -15,6 +15,7 @@ from traceread.loaders import load
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.steps import find_steps
+from traceread.vocabulary import GAP_CLASSES, part_col
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceread.analysis import GAP_CLASSES, PARTS
 from traceread.config import Thresholds
 from traceread.diff import stats, tables
 from traceread.diff.side import SideFacts
 from traceread.render.advice import FIRST_RESPONSE, MEANING
+from traceread.vocabulary import GAP_CLASSES, PARTS
 
 DIFF_SCHEMA_VERSION = "1.0"
 VERDICTS = ("improved", "regressed", "no significant change", "inconclusive", "not comparable")

@@ -25,9 +25,10 @@ import pandas as pd
 
 from traceread import schema
 from traceread._pipeline import overall_dominant
-from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
+from traceread.analysis import Analysis
 from traceread.config import Thresholds
 from traceread.errors import TracereadError
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col, part_of_col
 
 STEP_MARKER_PREFIX = "ProfilerStep#"
 _COUNT_COLUMNS = {"count": "int64", "total_ns": "int64"}
@@ -253,7 +254,7 @@ def _per_rank(captures: list[Capture]) -> pd.DataFrame:
     g = s.groupby("rank", sort=True)[["step_ns", "busy_ns", "idle_ns"] + cls_cols].mean()
     top = g[cls_cols].idxmax(axis=1)
     out = g[["step_ns", "busy_ns", "idle_ns"]].reset_index()
-    out["top_idle_class"] = [c[:-3].replace("_", "-") for c in top.to_numpy()]
+    out["top_idle_class"] = [part_of_col(c) for c in top.to_numpy()]
     out["top_idle_ns"] = [float(g.loc[r, c]) for r, c in zip(g.index, top.to_numpy(), strict=True)]
     return out
 

@@ -18,8 +18,9 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from traceread.analysis import GAP_CLASSES, PARTS, SCHEMA_VERSION, Analysis, TraceSummary, part_col
+from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.render.names import scrub_paths
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 # Gap fields beyond the fixed ones that help a script (overlap measurements, in the engine's names).
 _GAP_EXTRA = ("dur_ns", "phase", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns",

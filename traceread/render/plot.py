@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema
-from traceread.analysis import GAP_CLASSES, Analysis
+from traceread.analysis import Analysis
 from traceread.atomic import atomic_open
 from traceread.render import timeline
 from traceread.render.names import shorten
+from traceread.vocabulary import GAP_CLASSES
 
 CLASS_COLORS = {
     "launch-bound": "#e15759", "comm-bound": "#f28e2b", "data-starved": "#4e79a7",

@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 
 import traceread
-from traceread.analysis import GAP_CLASSES, PARTS, part_col
 from traceread.atomic import atomic_open
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.work import Outcome, Settings
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 JOB_SCHEMA_VERSION = "1.0"
 
