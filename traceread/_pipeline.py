@@ -39,8 +39,6 @@ class PerTrace:
     kernels: pd.DataFrame | None = None
     collectives: pd.DataFrame | None = None
     step_source: str = "unknown"
-    dominant: str | None = None
-    dominant_share: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -135,9 +133,6 @@ def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thr
                            "memory-bound busy time estimated from each kernel class's share of kernel time")
         return _with_trace(_fallback_attribution(trace, out.steps), index)
     attr = attribute(trace, steps, gaps, cfg)
-    out.dominant = getattr(attr, "dominant_cause", None)
-    share = getattr(attr, "dominant_cost_share", None)
-    out.dominant_share = float(share) if share is not None else None
     notes.extend(getattr(attr, "notes", []) or [])
     frame = _find_frame(attr)
     return _with_trace(normalize_attribution(frame), index)
@@ -230,43 +225,6 @@ def _tables(index: int, trace: Trace, steps: pd.DataFrame | None, out: PerTrace,
         c = _guarded("collective table", lambda: _collective_table(trace, steps), unavailable)
         out.collectives = _with_trace(c, index) if c is not None and len(c) else None
     return out
-
-
-def overall_dominant(attribution: pd.DataFrame, per: list[PerTrace],
-                     cfg: Thresholds) -> tuple[str, float, str | None, float]:
-    """The job's dominant cause and its share of step time, and the runner-up.
-
-    One trace: the attribution's own verdict. Several: summed over every unit, the largest idle
-    class; when idle is small, memory-bound or healthy by the same thresholds the rules use.
-    """
-    if attribution.empty:
-        return "unattributed", 0.0, None, 0.0
-    total = attribution[[part_col(p) for p in PARTS]].sum()
-    step_ns = float(attribution["step_ns"].sum()) or 1.0
-    shares = {p: float(total[part_col(p)]) / step_ns for p in PARTS}
-    idle = sum(shares[c] for c in GAP_CLASSES)
-    busy = shares["compute-bound"] + shares["memory-bound"]
-    ranked = sorted(((shares[c], c) for c in GAP_CLASSES if c != "unattributed"), reverse=True)
-    if len(per) == 1 and per[0].dominant is not None:
-        dominant = per[0].dominant
-        share = per[0].dominant_share if per[0].dominant_share is not None else shares.get(dominant, 0.0)
-    elif idle < cfg.healthy_max_idle:
-        mem = busy and shares["memory-bound"] / busy >= cfg.memory_bound_min_share
-        dominant = "memory-bound" if mem else "healthy"
-        share = shares["memory-bound"] if mem else idle
-    else:
-        share, dominant = ranked[0] if ranked and ranked[0][0] > 0 else (shares["unattributed"], "unattributed")
-        if dominant == "one-time-cost" and share < cfg.one_time_verdict_share and len(ranked) > 1 \
-                and ranked[1][0] > 0:  # one-time costs dominate only when large (attribution.dominant_idle)
-            share, dominant = ranked[1]
-    candidates = [(s, c) for s, c in ranked if c != dominant]
-    if dominant not in ("memory-bound", "healthy") and busy and \
-            shares["memory-bound"] / busy >= cfg.memory_bound_min_share:
-        candidates.append((shares["memory-bound"], "memory-bound"))
-    candidates.sort(reverse=True)
-    second, second_share = (candidates[0][1], candidates[0][0]) if candidates and candidates[0][0] > 0 \
-        else (None, 0.0)
-    return dominant, float(share), second, float(second_share)
 
 
 def run_mfu(job: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,

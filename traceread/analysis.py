@@ -161,9 +161,11 @@ def analyze(
     kernels = pipe.concat([p.kernels for p in per], None)
     collectives = pipe.concat([p.collectives for p in per], None)
 
-    from traceread.attribution import dominant_evidence
+    from traceread.attribution import dominant_evidence, table_verdict
 
-    dominant, share, second, second_share = pipe.overall_dominant(attribution, per, cfg)
+    # One verdict function for one trace or several (summed over every unit), scan jobs and diff sides.
+    run = table_verdict(attribution, cfg)
+    dominant, share, second, second_share = run.cause, run.share, run.second, run.second_share
     if attribution.empty and not any(_has_gpu_activity(t) for t in traces):
         # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
         # GPU cause can be named; the reason is in ``unavailable``.

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema
-from traceread._pipeline import overall_dominant
 from traceread.analysis import Analysis
+from traceread.attribution import table_verdict
 from traceread.config import Thresholds
 from traceread.errors import TracereadError
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col, part_of_col
@@ -195,7 +195,8 @@ def capture_from_reports(reports: list[dict[str, Any]], cfg: Thresholds,
     if len(reports) == 1:
         dominant, share = reports[0].get("dominant_cause", "unattributed"), reports[0].get("dominant_cost_share", 0.0)
     else:
-        dominant, share, _, _ = overall_dominant(attribution, [], cfg)
+        run = table_verdict(attribution, cfg)  # the verdict analyze gives the same units
+        dominant, share = run.cause, run.share
     mfus = [d["mfu"] for d in reports if d.get("mfu")]
     opt = mfus[0].get("timing", {}).get("optimizer_steps_per_profiler_step") if mfus else None
     step_cols = ["trace", "rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
@@ -308,7 +309,8 @@ def summarize_side(label: str, captures: list[Capture], job: Any, cfg: Threshold
     if len(captures) == 1:
         dominant, share = captures[0].dominant_cause, captures[0].dominant_cost_share
     else:
-        dominant, share, _, _ = overall_dominant(attribution, [], cfg)
+        run = table_verdict(attribution, cfg)  # the verdict analyze gives the same units
+        dominant, share = run.cause, run.share
     analysed = sum(_unit_steps(c) for c in captures)  # per-step parts are means per device and step
     total = float(attribution["step_ns"].sum()) if len(attribution) else 0.0
     per_step = {p: (float(attribution[part_col(p)].sum()) / analysed if analysed else 0.0) for p in PARTS}
