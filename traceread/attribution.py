@@ -21,9 +21,9 @@ how to re-profile); below that the largest steady-state class is named, since on
 not what the run pays every step. The runner-up is the largest other named idle class (or
 memory-bound when memory-bound kernels dominate busy time), never ``unattributed``.
 
-The first response follows the largest piece of evidence inside the dominant class (the gaps'
-``evidence_kind``): a sync-stall held by recurring allocator calls gets the allocator fix, not
-"remove ``.item()``".
+The first response (``rules.responses.first_response``, read by the renderers) follows the largest
+piece of evidence inside the dominant class (``dominant_evidence``: the gaps' ``evidence_kind``): a
+sync-stall held by recurring allocator calls gets the allocator fix, not "remove ``.item()``".
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.config import Thresholds
-from traceread.rules.responses import first_response
 from traceread.trace import Trace
 from traceread.vocabulary import (
     BUSY_PARTS,
@@ -82,7 +81,6 @@ class Attribution:
     shares: dict[str, float]
     dominant_cause: str
     dominant_cost_share: float
-    first_response: str
     notes: list[str] = field(default_factory=list)
     dominant_evidence: str = ""  # the evidence_kind holding most of the dominant class's time
 
@@ -90,7 +88,6 @@ class Attribution:
         return {
             "dominant_cause": self.dominant_cause,
             "dominant_cost_share": self.dominant_cost_share,
-            "first_response": self.first_response,
             "dominant_evidence": self.dominant_evidence,
             "shares": dict(self.shares),
             "per_device": self.table.to_dict(orient="records"),
@@ -146,7 +143,7 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
         notes.append("no analysed steps: nothing to attribute")
     evidence = dominant_evidence(gaps, dominant)
     return Attribution(table=table, shares=shares, dominant_cause=dominant, dominant_cost_share=cost,
-                       first_response=first_response(dominant, evidence), notes=notes, dominant_evidence=evidence)
+                       notes=notes, dominant_evidence=evidence)
 
 
 def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
