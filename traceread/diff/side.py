@@ -28,9 +28,9 @@ from traceread.analysis import Analysis
 from traceread.attribution import table_verdict
 from traceread.config import Thresholds
 from traceread.errors import TracereadError
+from traceread.host_calls import PROFILER_STEP_PREFIX
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col, part_of_col
 
-STEP_MARKER_PREFIX = "ProfilerStep#"
 _COUNT_COLUMNS = {"count": "int64", "total_ns": "int64"}
 
 
@@ -107,7 +107,7 @@ def host_ops(a: Analysis) -> pd.DataFrame:
                (ev["lane"] == schema.LANE_CPU_ANNOTATION).to_numpy())
         h = ev.loc[sel, ["name", "start_ns", "end_ns"]]
         names = h["name"].astype(str)
-        keep = ~names.str.startswith(STEP_MARKER_PREFIX).to_numpy()
+        keep = ~names.str.startswith(PROFILER_STEP_PREFIX).to_numpy()
         frames.append(pd.DataFrame({"name": names.to_numpy()[keep],
                                     "total_ns": (h["end_ns"] - h["start_ns"]).to_numpy(np.int64)[keep]}))
     f = pd.concat(frames, ignore_index=True) if frames else _empty({"name": "object", "total_ns": "int64"})

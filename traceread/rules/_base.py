@@ -9,7 +9,6 @@ so that the rules themselves read only columns.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,16 +17,8 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
+from traceread.host_calls import SYNC, calls_matching
 from traceread.trace import Trace
-
-# Host calls that block until the device (or a stream/event on it) has drained. cudaFree and
-# friends synchronize the device implicitly; cudaMemcpy without Async is blocking.
-SYNC_CALL = re.compile(
-    r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|ThreadSynchronize|"
-    r"Memcpy|Memcpy2D|Memcpy3D|MemcpyPeer|MemcpyFromSymbol|MemcpyToSymbol|MemcpyWithStream|Free|FreeHost|FreeArray)"
-    r"(_v\d+)?$|"
-    r"^cu(StreamSynchronize|CtxSynchronize|EventSynchronize|MemcpyDtoH|MemcpyHtoD|MemcpyDtoD|"
-    r"Memcpy|MemcpyPeer|MemFree|MemFreeHost)(_v\d+)?$")
 
 
 @dataclass(frozen=True)
@@ -156,7 +147,7 @@ def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Was a host sync call (``SYNC_CALL``) of the gap's rank in progress when the gap began?
+    """Was a host sync call (``host_calls.SYNC``) of the gap's rank in progress when the gap began?
 
     Returns ``(held, name, end_ns)`` per gap. A call counts when it started before the gap start
     and returned no earlier than ``cfg.sync_drain_tolerance_ns`` before it (clock skew).
@@ -172,10 +163,7 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
               & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
     if host.empty:
         return held, names, ends
-    name_cat = host["name"].astype("category")
-    is_sync = np.array([bool(SYNC_CALL.match(str(c))) for c in name_cat.cat.categories], dtype=bool)
-    codes = name_cat.cat.codes.to_numpy()
-    host = host[(codes >= 0) & is_sync[np.maximum(codes, 0)]]
+    host = host[calls_matching(host["name"], SYNC)]
     if host.empty:
         return held, names, ends
     tol = cfg.sync_drain_tolerance_ns
