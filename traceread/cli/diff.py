@@ -81,9 +81,9 @@ def _gate(diffs, fail_pct: float | None) -> int:
 
 def _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct) -> int:
     """Two scan output directories, diffed job by job."""
-    from traceread.cli.output import dumps
     from traceread.diff.render import render_scan_markdown, scan_to_json
     from traceread.diff.scan_sides import diff_scans
+    from traceread.render.json_text import dumps
 
     result = diff_scans(before, after, job_b, job_a, cfg)
     if json_path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-import orjson
 
 from traceread.atomic import atomic_open
 
@@ -15,16 +14,20 @@ json_option = click.option(
 )
 
 
-def dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
-
-
 def emit(table_text: str, data: Any, json_path: str | None) -> None:
     """Print ``table_text`` unless JSON goes to stdout; write ``data`` as JSON when asked."""
     if json_path == "-":
-        click.echo(dumps(data).decode())
+        click.echo(_dumps(data).decode())
         return
     click.echo(table_text, nl=not table_text.endswith("\n"))
     if json_path:
         with atomic_open(json_path, "wb") as fh:
-            fh.write(dumps(data) + b"\n")
+            fh.write(_dumps(data) + b"\n")
+
+
+def _dumps(data: Any) -> bytes:
+    # The one JSON encoder lives in render; imported only when JSON is written, so a plain ``info``
+    # loads no renderer.
+    from traceread.render.json_text import dumps
+
+    return dumps(data)

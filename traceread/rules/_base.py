@@ -18,6 +18,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import SYNC, calls_matching
+from traceread.lanes import API_CATS
 from traceread.trace import Trace
 
 
@@ -72,6 +73,11 @@ class Rows:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.frame[name].to_numpy()[self.idx]
+
+
+def api_calls(events: pd.DataFrame) -> pd.DataFrame:
+    """The CUDA/HIP runtime and driver calls on host threads (rows of an events frame)."""
+    return events[(events["lane"] == schema.LANE_CPU_THREAD) & events["category"].isin(API_CATS)]
 
 
 def col(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str = 0) -> np.ndarray:
@@ -158,9 +164,7 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
     ends = np.full(n, -1, dtype=np.int64)
     if trace is None or n == 0:
         return held, names, ends
-    ev = trace.events
-    host = ev[(ev["lane"] == schema.LANE_CPU_THREAD)
-              & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    host = api_calls(trace.events)
     if host.empty:
         return held, names, ends
     host = host[calls_matching(host["name"], SYNC)]
@@ -204,7 +208,7 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
         return share, names
     ev = trace.events
     host = ev[ev["lane"] == schema.LANE_CPU_THREAD]
-    api = host[host["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    api = api_calls(ev)
     ops = host[host["category"] == schema.CAT_CPU_OP]
     if api.empty or ops.empty:
         return share, names
@@ -250,8 +254,7 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarra
     names = np.full(n, "", dtype=object)
     if trace is None or n == 0:
         return length, names
-    ev = trace.events
-    api = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    api = api_calls(trace.events)
     if api.empty:
         return length, names
     g_rank = col(gaps, "rank").astype(np.int64)

@@ -53,7 +53,7 @@ from traceread.host_calls import (
     MODULE_LOAD,
     calls_matching,
 )
-from traceread.rules._base import Rule, RuleContext, cat, col, fmt_ns, fmt_pct
+from traceread.rules._base import Rule, RuleContext, api_calls, cat, col, fmt_ns, fmt_pct
 from traceread.trace import Trace
 
 NAME = "one-time-cost"
@@ -160,7 +160,7 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
     add(ranges[autotune], "autotune")
     add(ranges[~autotune & calls_matching(ranges["name"], COMPILE_RANGE)], "compile")
 
-    api = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    api = api_calls(ev)
     if api.empty:
         return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
     dur = (api["end_ns"] - api["start_ns"]).to_numpy(np.int64)

@@ -198,7 +198,7 @@ def job_markdown(j: dict[str, Any], section: str) -> str:
 
 
 def write_jobs(out: str, jobs: list[dict[str, Any]], md: dict[str, str]) -> None:
-    from traceread.cli.output import dumps
+    from traceread.render.json_text import dumps
 
     for j in jobs:
         base = os.path.join(out, "jobs", j["file"])

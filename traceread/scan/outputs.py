@@ -127,7 +127,7 @@ class ScanOutputs:
 
     def write_index(self, partial: bool, counts: dict[str, int] | None = None) -> dict[str, Any]:
         t0 = time.monotonic()
-        from traceread.cli.output import dumps
+        from traceread.render.json_text import dumps
         from traceread.scan.index import failures_markdown, index_doc, index_markdown
         from traceread.scan.jobs import job_row, trace_index_row
 
