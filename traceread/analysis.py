@@ -23,8 +23,10 @@ import pandas as pd
 from traceread import pipeline as pipe
 from traceread import schema
 from traceread.config import Thresholds
-from traceread.pipeline import BUSY_PARTS, GAP_CLASSES, PARTS, UNIT, LaunchStats, part_col
+from traceread.pipeline import UNIT, LaunchStats
 from traceread.trace import EpochWindow, Trace
+from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, NO_GPU_ACTIVITY, PARTS, part_col
+from traceread.vocabulary import VERDICTS as CAUSES
 
 if TYPE_CHECKING:
     from traceread.metrics.mfu import MfuResult
@@ -33,9 +35,6 @@ if TYPE_CHECKING:
     from traceread.ranks.summary import RankSummary
 
 SCHEMA_VERSION = "1.1"
-# dominant_cause of a report whose traces hold no GPU activity at all (schema 1.1).
-NO_GPU_ACTIVITY = "no-gpu-activity"
-CAUSES: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 
@@ -176,9 +175,11 @@ def analyze(
     kernels = pipe.concat([p.kernels for p in per], None)
     collectives = pipe.concat([p.collectives for p in per], None)
 
-    from traceread.attribution import dominant_evidence
+    from traceread.attribution import dominant_evidence, table_verdict
 
-    dominant, share, second, second_share = pipe.overall_dominant(attribution, per, cfg)
+    # One verdict function for one trace or several (summed over every unit), scan jobs and diff sides.
+    run = table_verdict(attribution, cfg)
+    dominant, share, second, second_share = run.cause, run.share, run.second, run.second_share
     if attribution.empty and not any(_has_gpu_activity(t) for t in traces):
         # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
         # GPU cause can be named; the reason is in ``unavailable``.

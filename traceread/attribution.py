@@ -11,20 +11,24 @@ split into parts that sum to it exactly, nothing counted twice:
 * one part per gap class: compute-idle time, summed from the classified gaps (clipped to the window).
   Idle time no gap covers (the engine's minimum gap size) is added to ``unattributed``.
 
-The verdict: if idle is at most ``healthy_max_idle`` of step time the run is ``memory-bound`` when
-memory-bound kernels take at least ``memory_bound_min_share`` of busy time, else ``healthy``;
-otherwise the largest idle class is the dominant cause, and its cost is its share of step time.
-``one-time-cost`` is dominant only when it also reaches ``one_time_verdict_share`` of step time
-(then the window is not steady state and the verdict says how to re-profile); below that the largest
-steady-state class is named, since one-time costs are not what the run pays every step.
+The verdict (:func:`verdict`, the only one: analyze of one trace or several, scan jobs and diff sides
+all call it on their summed split): if idle is at most ``healthy_max_idle`` of step time the run is
+``memory-bound`` when memory-bound kernels take at least ``memory_bound_min_share`` of busy time, else
+``healthy``; otherwise the largest idle class, ``unattributed`` included, is the dominant cause, and
+its cost is its share of step time. ``one-time-cost`` is dominant only when it also reaches
+``one_time_verdict_share`` of step time (then the window is not steady state and the verdict says
+how to re-profile); below that the largest steady-state class is named, since one-time costs are
+not what the run pays every step. The runner-up is the largest other named idle class (or
+memory-bound when memory-bound kernels dominate busy time), never ``unattributed``.
 
-The first response follows the largest piece of evidence inside the dominant class (the gaps'
-``evidence_kind``): a sync-stall held by recurring allocator calls gets the allocator fix, not
-"remove ``.item()``".
+The first response (``rules.responses.first_response``, read by the renderers) follows the largest
+piece of evidence inside the dominant class (``dominant_evidence``: the gaps' ``evidence_kind``): a
+sync-stall held by recurring allocator calls gets the allocator fix, not "remove ``.item()``".
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -34,22 +38,33 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.config import Thresholds
-from traceread.rules import GAP_CLASSES
-from traceread.rules.responses import first_response
 from traceread.trace import Trace
+from traceread.vocabulary import (
+    BUSY_PARTS,
+    COMPUTE_BOUND,
+    GAP_CLASSES,
+    HEALTHY,
+    MEMORY_BOUND,
+    ONE_TIME_COST,
+    PARTS,
+    UNATTRIBUTED,
+    VERDICTS,
+    part_col,
+    share_col,
+)
 
-BUSY_PARTS: tuple[str, ...] = ("compute-bound", "memory-bound")
-PARTS: tuple[str, ...] = BUSY_PARTS + GAP_CLASSES
-VERDICTS: tuple[str, ...] = GAP_CLASSES + ("memory-bound", "healthy")
+__all__ = ["Attribution", "Verdict", "attribute", "verdict", "table_verdict", "shares_of", "evidence_split",
+           "dominant_evidence", "dominant_idle", "BUSY_PARTS", "PARTS", "VERDICTS", "part_col", "share_col"]
 
 
-def part_col(part: str) -> str:
-    """Column name of a part's nanoseconds (``memory-bound`` -> ``memory_bound_ns``)."""
-    return part.replace("-", "_") + "_ns"
+@dataclass(frozen=True)
+class Verdict:
+    """A run's dominant cause (one of ``VERDICTS``) and its share of step time, and the runner-up."""
 
-
-def share_col(part: str) -> str:
-    return part.replace("-", "_") + "_share"
+    cause: str
+    share: float
+    second: str | None = None  # None when no other cause costs any time
+    second_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -66,7 +81,6 @@ class Attribution:
     shares: dict[str, float]
     dominant_cause: str
     dominant_cost_share: float
-    first_response: str
     notes: list[str] = field(default_factory=list)
     dominant_evidence: str = ""  # the evidence_kind holding most of the dominant class's time
 
@@ -74,7 +88,6 @@ class Attribution:
         return {
             "dominant_cause": self.dominant_cause,
             "dominant_cost_share": self.dominant_cost_share,
-            "first_response": self.first_response,
             "dominant_evidence": self.dominant_evidence,
             "shares": dict(self.shares),
             "per_device": self.table.to_dict(orient="records"),
@@ -115,9 +128,10 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     denom = table["step_ns"].replace(0, 1).astype(np.float64)
     for p in PARTS:
         table[share_col(p)] = table[part_col(p)] / denom
-    table["verdict"] = [_verdict({p: float(r[share_col(p)]) for p in PARTS}, cfg)[0] for _, r in table.iterrows()]
-    shares = {p: (float(table[part_col(p)].sum()) / total_ns if total_ns else 0.0) for p in PARTS}
-    dominant, cost = _verdict(shares, cfg) if total_ns else ("unattributed", 0.0)
+    table["verdict"] = [verdict({p: float(r[share_col(p)]) for p in PARTS}, cfg).cause for _, r in table.iterrows()]
+    shares = shares_of(table) or {p: 0.0 for p in PARTS}
+    run = table_verdict(table, cfg)
+    dominant, cost = run.cause, run.share
     if total_ns and graph_ns / total_ns >= cfg.note_min_share:
         notes.append(f"{graph_ns / total_ns:.0%} of step time runs inside CUDA graphs whose kernels are not traced; "
                      "it is counted as compute-bound busy time")
@@ -130,7 +144,7 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
         notes.append("no analysed steps: nothing to attribute")
     evidence = dominant_evidence(gaps, dominant)
     return Attribution(table=table, shares=shares, dominant_cause=dominant, dominant_cost_share=cost,
-                       first_response=first_response(dominant, evidence), notes=notes, dominant_evidence=evidence)
+                       notes=notes, dominant_evidence=evidence)
 
 
 def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
@@ -203,20 +217,49 @@ def _comm_note(gaps: pd.DataFrame, total_ns: int, cfg: Thresholds) -> list[str]:
             "reason (the next kernel was not waiting for it); it is counted under that reason, not comm-bound"]
 
 
-def _verdict(shares: dict[str, float], cfg: Thresholds) -> tuple[str, float]:
+def verdict(shares: Mapping[str, float], cfg: Thresholds) -> Verdict:
+    """The verdict of a split of step time (module doc; docs/rules.md "Run level").
+
+    ``shares``: every part of ``PARTS`` as a fraction of step time (summing to 1). Healthy when idle
+    is at most ``healthy_max_idle`` (``<=``), else the largest idle class, unattributed included.
+    """
     idle = sum(shares[c] for c in GAP_CLASSES)
-    busy = shares["compute-bound"] + shares["memory-bound"]
+    busy = shares[COMPUTE_BOUND] + shares[MEMORY_BOUND]
+    memory_heavy = bool(busy) and shares[MEMORY_BOUND] / busy >= cfg.memory_bound_min_share
     if idle <= cfg.healthy_max_idle:
-        if busy and shares["memory-bound"] / busy >= cfg.memory_bound_min_share:
-            return "memory-bound", shares["memory-bound"]
-        return "healthy", idle
-    return dominant_idle(shares, cfg)
+        cause, share = (MEMORY_BOUND, shares[MEMORY_BOUND]) if memory_heavy else (HEALTHY, idle)
+    else:
+        cause, share = dominant_idle(shares, cfg)
+    # The runner-up names a fix too, so never unattributed (it has none).
+    others = [(shares[c], c) for c in GAP_CLASSES if c not in (UNATTRIBUTED, cause)]
+    if cause in GAP_CLASSES and memory_heavy:
+        others.append((shares[MEMORY_BOUND], MEMORY_BOUND))
+    second_share, second = max(others, default=(0.0, None))
+    if second_share <= 0:
+        return Verdict(cause, float(share))
+    return Verdict(cause, float(share), second, float(second_share))
 
 
-def dominant_idle(shares: dict[str, float], cfg: Thresholds) -> tuple[str, float]:
+def shares_of(table: pd.DataFrame) -> dict[str, float] | None:
+    """Each part's share of the step time summed over the table's units (``<part>_ns`` and
+    ``step_ns`` columns, one row per unit); None when the table holds no step time."""
+    total_ns = int(table["step_ns"].sum()) if len(table) else 0
+    if not total_ns:
+        return None
+    return {p: float(table[part_col(p)].sum()) / total_ns for p in PARTS}
+
+
+def table_verdict(table: pd.DataFrame, cfg: Thresholds) -> Verdict:
+    """The :func:`verdict` of a table of units (one trace's, a job's or a diff side's), summed over
+    them; ``unattributed`` at 0% when there is no step time."""
+    shares = shares_of(table)
+    return verdict(shares, cfg) if shares is not None else Verdict(UNATTRIBUTED, 0.0)
+
+
+def dominant_idle(shares: Mapping[str, float], cfg: Thresholds) -> tuple[str, float]:
     """The largest idle class; one-time-cost only when it reaches ``one_time_verdict_share`` (module doc)."""
     cls = max(GAP_CLASSES, key=lambda c: shares[c])
-    if cls == "one-time-cost" and shares[cls] < cfg.one_time_verdict_share:
+    if cls == ONE_TIME_COST and shares[cls] < cfg.one_time_verdict_share:
         steady = max((c for c in GAP_CLASSES if c != cls), key=lambda c: shares[c])
         if shares[steady] > 0:
             cls = steady

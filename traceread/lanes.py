@@ -10,7 +10,6 @@ the rank has a single launching process, that process is used.
 
 from __future__ import annotations
 
-import re
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,35 +18,14 @@ import numpy as np
 import pandas as pd
 
 from traceread import intervals, schema
+from traceread.host_calls import DATALOADER_PREFIX, LAUNCH, MEMORY, OPTIMIZER_PREFIX, PROFILER_STEP_RE, SYNC
 from traceread.trace import Trace
-
-_API_SUFFIX = re.compile(r"_v\d+$")  # nsys: cudaLaunchKernel_v7000
-LAUNCH_RE = re.compile(
-    r"^(cuda|hip)(Launch(Cooperative)?Kernel\w*|GraphLaunch|ExtModuleLaunchKernel|ModuleLaunchKernel|"
-    r"ExtLaunchKernel\w*|Memcpy\w*Async|Memset\w*Async|MemcpyWithStream)$"
-    r"|^cu(Launch(Cooperative)?Kernel\w*|GraphLaunch|Memcpy\w*Async(_v2)?|MemsetD\w*Async)$")
-SYNC_RE = re.compile(
-    r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|ThreadSynchronize|"
-    r"Memcpy|Memcpy[23]D|MemcpyToSymbol|MemcpyFromSymbol|MemcpyDtoH|MemcpyHtoD|MemcpyPeer)$"
-    r"|^cu(StreamSynchronize|CtxSynchronize|EventSynchronize|Memcpy|MemcpyHtoD|MemcpyDtoH|MemcpyDtoD|"
-    r"MemcpyPeer)(_v2)?$")
-ALLOC_RE = re.compile(
-    r"^(cuda|hip)(Malloc\w*|Free\w*|HostAlloc|HostRegister|HostUnregister|ExtMallocWithFlags)$"
-    r"|^cuMem(Alloc|Free|Create|Release|Map|Unmap|AddressReserve|AddressFree|HostAlloc|HostRegister)\w*$")
-DATALOADER_PREFIX = "enumerate(DataLoader)#"
-OPTIMIZER_PREFIX = "Optimizer.step#"
-PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
 HOST_LANES = (schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION)
 OP_LANES = (schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM, schema.LANE_MEMCPY, schema.LANE_MEMSET)
 COMPUTE_CATS = (schema.CAT_KERNEL, schema.CAT_GRAPH)
 API_CATS = (schema.CAT_RUNTIME, schema.CAT_DRIVER)
 _PID_SHIFT = 40  # correlation ids are 32-bit (CUPTI, roctracer, nsys)
-
-
-def api_name(name: str) -> str:
-    """A runtime/driver API name without nsys's version suffix."""
-    return _API_SUFFIX.sub("", name)
 
 
 @dataclass
@@ -163,11 +141,11 @@ def _codes(series: pd.Series) -> tuple[np.ndarray, list[str]]:
 
 
 def _name_flags(names: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    api = [api_name(n) for n in names]
+    # The patterns of traceread.host_calls, shared with the rules (so a sync is one for both).
     flags = {
-        "launch": np.array([bool(LAUNCH_RE.match(a)) for a in api], dtype=bool),
-        "sync": np.array([bool(SYNC_RE.match(a)) for a in api], dtype=bool),
-        "alloc": np.array([bool(ALLOC_RE.match(a)) for a in api], dtype=bool),
+        "launch": np.array([bool(LAUNCH.match(n)) for n in names], dtype=bool),
+        "sync": np.array([bool(SYNC.match(n)) for n in names], dtype=bool),
+        "alloc": np.array([bool(MEMORY.match(n)) for n in names], dtype=bool),
         "dataloader": np.array([n.startswith(DATALOADER_PREFIX) for n in names], dtype=bool),
         "optimizer": np.array([n.startswith(OPTIMIZER_PREFIX) for n in names], dtype=bool),
     }

@@ -26,20 +26,12 @@ import pandas as pd
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
 from traceread.trace import Trace
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 if TYPE_CHECKING:
     from traceread.metrics.mfu import MfuResult
 
 T = TypeVar("T")
-
-GAP_CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "one-time-cost",
-               "unattributed")  # = rules.GAP_CLASSES (kept here so that this module imports no rules)
-BUSY_PARTS = ("compute-bound", "memory-bound")
-PARTS = BUSY_PARTS + GAP_CLASSES
-
-
-def part_col(part: str) -> str:
-    return part.replace("-", "_") + "_ns"
 
 
 UNIT = ["trace", "rank", "device"]
@@ -83,8 +75,6 @@ class PerTrace:
     kernels: pd.DataFrame | None = None
     collectives: pd.DataFrame | None = None
     step_source: str = "unknown"
-    dominant: str | None = None
-    dominant_share: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -162,8 +152,6 @@ def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thr
     from traceread.attribution import attribute
 
     attr = attribute(trace, steps, gaps, cfg)
-    out.dominant = attr.dominant_cause
-    out.dominant_share = float(attr.dominant_cost_share)
     notes.extend(attr.notes)
     # The attribution's table also holds per-unit shares and verdicts; the analysis keeps the ns parts.
     frame = attr.table[["rank", "device", "step_ns"] + [part_col(p) for p in PARTS]]
@@ -195,43 +183,6 @@ def _tables(index: int, trace: Trace, steps: pd.DataFrame, out: PerTrace, unavai
     c = guarded("collective table", lambda: collective_table(trace, steps), unavailable)
     out.collectives = _with_trace(c, index) if c is not None and len(c) else None
     return out
-
-
-def overall_dominant(attribution: pd.DataFrame, per: list[PerTrace],
-                     cfg: Thresholds) -> tuple[str, float, str | None, float]:
-    """The job's dominant cause and its share of step time, and the runner-up.
-
-    One trace: the attribution's own verdict. Several: summed over every unit, the largest idle
-    class; when idle is small, memory-bound or healthy by the same thresholds the rules use.
-    """
-    if attribution.empty:
-        return "unattributed", 0.0, None, 0.0
-    total = attribution[[part_col(p) for p in PARTS]].sum()
-    step_ns = float(attribution["step_ns"].sum()) or 1.0
-    shares = {p: float(total[part_col(p)]) / step_ns for p in PARTS}
-    idle = sum(shares[c] for c in GAP_CLASSES)
-    busy = shares["compute-bound"] + shares["memory-bound"]
-    ranked = sorted(((shares[c], c) for c in GAP_CLASSES if c != "unattributed"), reverse=True)
-    if len(per) == 1 and per[0].dominant is not None:
-        dominant = per[0].dominant
-        share = per[0].dominant_share if per[0].dominant_share is not None else shares.get(dominant, 0.0)
-    elif idle < cfg.healthy_max_idle:
-        mem = busy and shares["memory-bound"] / busy >= cfg.memory_bound_min_share
-        dominant = "memory-bound" if mem else "healthy"
-        share = shares["memory-bound"] if mem else idle
-    else:
-        share, dominant = ranked[0] if ranked and ranked[0][0] > 0 else (shares["unattributed"], "unattributed")
-        if dominant == "one-time-cost" and share < cfg.one_time_verdict_share and len(ranked) > 1 \
-                and ranked[1][0] > 0:  # one-time costs dominate only when large (attribution.dominant_idle)
-            share, dominant = ranked[1]
-    candidates = [(s, c) for s, c in ranked if c != dominant]
-    if dominant not in ("memory-bound", "healthy") and busy and \
-            shares["memory-bound"] / busy >= cfg.memory_bound_min_share:
-        candidates.append((shares["memory-bound"], "memory-bound"))
-    candidates.sort(reverse=True)
-    second, second_share = (candidates[0][1], candidates[0][0]) if candidates and candidates[0][0] > 0 \
-        else (None, 0.0)
-    return dominant, float(share), second, float(second_share)
 
 
 def run_mfu(workload: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,

@@ -27,6 +27,7 @@ import pandas as pd
 
 from traceread import heap, intervals, schema, step_inference
 from traceread.config import Thresholds
+from traceread.host_calls import PROFILER_STEP_RE
 from traceread.lanes import HOST_LANES, OP_LANES, EventView, compute_union, event_view, rank_devices, subset
 from traceread.trace import Trace
 
@@ -84,7 +85,7 @@ def _from_profiler_steps(trace: Trace, v: EventView) -> tuple[pd.DataFrame, str]
     meta_steps = trace.meta.steps
     if meta_steps is not None and len(meta_steps):
         names = meta_steps["name"].astype(str) if "name" in meta_steps else pd.Series(dtype=str)
-        nvtx = trace.meta.format == "nsys" and not names.str.match(r"ProfilerStep#\d+$").all()
+        nvtx = trace.meta.format == "nsys" and not names.str.match(PROFILER_STEP_RE.pattern).all()
         df = _host_frame(meta_steps["rank"], meta_steps["step"], meta_steps["start_ns"], meta_steps["end_ns"])
         return df, SOURCE_NVTX if nvtx else SOURCE_PROFILER_STEP
     host = v.rows(HOST_LANES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from _frames import annotation, api, comm, copy, kernel, make_events, memset, op
 
 from traceread.config import Thresholds
@@ -16,6 +17,7 @@ from traceread.gaps import (
     step_totals,
     with_fractions,
 )
+from traceread.rules import build_context
 from traceread.steps import find_steps
 
 CFG = Thresholds()
@@ -142,6 +144,21 @@ def test_host_side_measures():
     assert g["next_kernel_name"] == "next_one"
     assert (g["next_launch_start_ns"], g["next_launch_end_ns"]) == (500, 520)  # the runtime call, not the driver
     assert g["launch_after_gap_start"]
+
+
+@pytest.mark.parametrize("name,sync", [("cudaFree", True), ("hipFree", True), ("cuMemFree_v2", True),
+                                       ("cudaFreeHost", True), ("cudaStreamSynchronize", True), ("cudaMemcpy", True),
+                                       ("hipMemcpyWithStream", True), ("cudaMalloc", False),
+                                       ("cudaFreeAsync", False), ("cudaMemcpyAsync", False)])
+def test_the_gap_engine_and_the_rules_agree_on_what_is_a_sync(name, sync):
+    """One table of host calls (traceread.host_calls): cudaFree synchronizes the device, so it is in
+    the engine's sync_ns as it is a sync at the drain for the rules (the engine once left it out)."""
+    trace, steps, gaps = run([annotation("ProfilerStep#1", 0, 1000), kernel(0, 100), api(name, 50, 400),
+                              api("cudaLaunchKernel", 500, 520, corr=1), kernel(600, 1000, corr=1)])
+    g = gaps.iloc[0]
+    assert (g["start_ns"], g["end_ns"]) == (100, 600)
+    held = build_context(gaps, steps, trace, CFG).sync_at_drain  # the rules: a sync in progress at the drain
+    assert (g["sync_ns"] == 300) == sync and bool(held[0]) == sync
 
 
 def test_memcpy_direction_and_kind_from_copy_args_and_names():

@@ -9,7 +9,8 @@ import pytest
 
 from traceread.ranks import RankIdentity, RankSummary, align, analyze_job, group_jobs, ranges, rank_from_name
 from traceread.ranks.align import METHOD_ORDER, METHOD_SEQ
-from traceread.ranks.summary import COLLECTIVE_COLUMNS, GAP_COLUMNS, STEP_COLUMNS
+from traceread.ranks.job import COMPONENTS, REASONS
+from traceread.ranks.summary import COLLECTIVE_COLUMNS, GAP_COLUMNS, STEP_COLUMNS, lead_col
 
 T0 = 1_735_632_360_000_000_000
 MIN = 60 * 10**9
@@ -170,3 +171,19 @@ def test_arrivals_are_exact_epoch_ns():
     assert [c["arrival_ns"][0] for c in rep.collectives] == starts.tolist()
     assert [c["arrival_ns"][1] for c in rep.collectives] == (starts + 3).tolist()
     assert [c["wait_ns"][0] for c in rep.collectives] == (ends - starts).tolist()
+
+
+def test_a_stragglers_one_time_cost_is_named_not_short_gaps():
+    """The lead's one-time-cost idle is its own component (the ranks once had no one-time-cost and
+    reported a straggler's compile time as "short-gaps")."""
+    starts, ends = _irregular(30, 7)
+    a = _summary(ident("/j/a.json", 0), starts, ends)
+    b = _summary(ident("/j/b.json", 1), starts + 60_000, ends + 5)
+    cb = dict(b.collectives)
+    cb["lead_start_ns"] = cb["start_ns"] - 61_000  # 60 us longer lead than rank 0's, all of it one-time work
+    cb[lead_col("one-time-cost")] = np.full(30, 60_000, dtype=np.int64)
+    rep = analyze_job([a, dataclasses.replace(b, collectives=cb)])
+    (s,) = rep.stragglers
+    assert s["rank"] == 1 and s["cause"] == "one-time-cost" and s["reason"] == REASONS["one-time-cost"]
+    assert s["lead_excess_ns"]["one-time-cost"] == 60_000 and s["lead_excess_ns"]["short-gaps"] == 0
+    assert set(REASONS) >= set(COMPONENTS)

@@ -21,7 +21,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 from traceread import schema
 from traceread.analysis import GAP_CLASSES, PARTS, SCHEMA_VERSION, Analysis, TraceSummary, _removal, part_col
 from traceread.config import Thresholds
-from traceread.render import jsonout, markdown, perfetto, plot, timeline
+from traceread.render import json_text, jsonout, markdown, perfetto, plot, timeline
 from traceread.trace import DeviceInfo, RankInfo, Trace, TraceMeta
 
 T0 = 1_700_000_000_000_000_000  # epoch-like trace start
@@ -312,3 +312,11 @@ def test_removal_takes_the_slowest_rank_per_step() -> None:
     assert (r.step_time_ns, r.step_time_without_ns) == (12 * MS, 11 * MS)
     assert r.mfu_without == pytest.approx(0.3 * 12 / 11)
     assert _removal(pd.DataFrame(rows), "memory-bound", None) is None
+
+
+def test_one_json_encoder_and_one_sanitizer():
+    """render.json_text: every JSON file's bytes (reports, scan, diff, --json) and plain values."""
+    doc = {"a": np.int64(3), "b": [np.float64("nan"), float("inf"), 0.5], "c": (True, None), 1: "int key"}
+    assert json_text.plain(doc) == {"a": 3, "b": [None, None, 0.5], "c": [True, None], "1": "int key"}
+    assert orjson.loads(json_text.dumps({1: np.arange(2)})) == {"1": [0, 1]}
+    assert json_text.dumps({"x": 1}) == b'{\n  "x": 1\n}'

@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 
 from traceread import rules
 from traceread.config import Thresholds
-from traceread.rules import GAP_CLASSES, RULES, classify
+from traceread.render import advice
+from traceread.rules import GAP_CLASSES, RULES, classify, responses
 from traceread.rules.responses import FIRST_RESPONSES
+from traceread.vocabulary import VERDICTS
 
 CFG = Thresholds()
 US = 1_000
@@ -59,6 +61,14 @@ def test_classes_rules_and_responses_agree():
                                                          "pipeline-bubble", "launch-bound", "unattributed"]
     assert set(GAP_CLASSES) == {r.name for r in RULES} | {"unattributed"}
     assert set(GAP_CLASSES) | {"memory-bound", "healthy"} == set(FIRST_RESPONSES)
+
+
+def test_one_advice_table_covers_every_verdict():
+    """The renderers read the advice of rules.responses; none words it again."""
+    for table in (responses.MEANING, responses.TITLE, responses.FIRST_RESPONSES, responses.LEVERS):
+        assert set(table) == set(VERDICTS)
+    assert advice.FIRST_RESPONSES is responses.FIRST_RESPONSES and advice.LEVERS is responses.LEVERS
+    assert advice.first_response is responses.first_response
 
 
 @pytest.mark.parametrize("module", [rules.data_starved, rules.comm_bound, rules.sync_stall,

@@ -8,6 +8,7 @@ from _frames import kernel, make_events
 
 from traceread.attribution import PARTS, Attribution, attribute, part_col
 from traceread.config import Thresholds
+from traceread.rules.responses import first_response
 
 CFG = Thresholds()
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
@@ -47,7 +48,7 @@ def test_parts_sum_to_step_time_and_overlap_counts_once():
     assert sum(r[part_col(p)] for p in PARTS) == r["step_ns"] == 400
     assert abs(sum(a.shares.values()) - 1.0) < 1e-12
     assert a.dominant_cause == "data-starved" and a.dominant_cost_share == 0.25
-    assert "DataLoader workers" in a.first_response
+    assert "loader workers" in first_response(a.dominant_cause, a.dominant_evidence)
 
 
 def test_idle_without_a_gap_row_goes_to_unattributed():
@@ -76,7 +77,7 @@ def test_packed_memory_bound_run_is_memory_bound():
     a = attribute(trace, steps((0, 1000)), gaps((380, 385, "unattributed")), CFG)
     assert a.dominant_cause == "memory-bound"
     assert a.dominant_cost_share == (1000 - 80 - 5) / 1000
-    assert "fuse" in a.first_response
+    assert "fuse" in first_response(a.dominant_cause, a.dominant_evidence)
 
 
 def test_packed_compute_bound_run_is_healthy():

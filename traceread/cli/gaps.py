@@ -11,10 +11,11 @@ from traceread.cli.output import emit, json_option
 from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.loaders import load
-from traceread.pipeline import GAP_CLASSES, idle_by_class, part_col
+from traceread.pipeline import idle_by_class
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.steps import find_steps
+from traceread.vocabulary import GAP_CLASSES, part_col
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceread.analysis import GAP_CLASSES, PARTS
 from traceread.config import Thresholds
 from traceread.diff import stats, tables
 from traceread.diff.side import SideFacts
-from traceread.render.advice import FIRST_RESPONSE, MEANING
+from traceread.rules.responses import FIRST_RESPONSES, MEANING
+from traceread.vocabulary import GAP_CLASSES, PARTS
 
 DIFF_SCHEMA_VERSION = "1.0"
 VERDICTS = ("improved", "regressed", "no significant change", "inconclusive", "not comparable")
@@ -243,8 +243,8 @@ def compare(b: SideFacts, a: SideFacts, cfg: Thresholds) -> Diff:
 def _first_fix(a: SideFacts) -> str:
     cause = a.dominant_cause
     if cause == "healthy":
-        return f"healthy: {FIRST_RESPONSE['healthy']}."
-    return f"{cause}: {MEANING.get(cause, '')}; {FIRST_RESPONSE.get(cause, '')}."
+        return f"healthy: {FIRST_RESPONSES['healthy']}."
+    return f"{cause}: {MEANING.get(cause, '')}; {FIRST_RESPONSES.get(cause, '')}."
 
 
 def gate(d: Diff, pct: float) -> tuple[bool, str]:

@@ -19,6 +19,7 @@ import pandas as pd
 from traceread.diff.compare import DIFF_SCHEMA_VERSION, Diff
 from traceread.diff.side import SideFacts
 from traceread.render.fmt import dur, pct, table
+from traceread.render.json_text import plain
 from traceread.render.names import ShortNames, md_name, md_text
 
 TOP_KERNELS = 12
@@ -31,24 +32,11 @@ def schema() -> dict[str, Any]:
     return json.loads(resources.files("traceread").joinpath("data/diff.schema.json").read_text("utf-8"))
 
 
-def _num(x: Any) -> Any:
-    """Plain JSON number: NaN/inf become None, numpy scalars become Python ones."""
-    if x is None:
-        return None
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return None if not math.isfinite(float(x)) else float(x)
-    return x
-
-
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     if df is None or df.empty:
         return []
     cols = list(df.columns)
-    return [{c: (_num(v) if not isinstance(v, str) else v) for c, v in zip(cols, row, strict=True)}
+    return [{c: plain(v) for c, v in zip(cols, row, strict=True)}
             for row in df.itertuples(index=False, name=None)]
 
 
@@ -59,19 +47,19 @@ def _side(s: SideFacts) -> dict[str, Any]:
         "paths": list(s.paths), "formats": list(s.formats), "captures": s.captures, "gpu_models": list(s.gpu_models),
         "world_size": s.world_size, "step_source": list(s.step_sources),
         "dominant_cause": s.dominant_cause, "dominant_cost_share": s.dominant_cost_share,
-        "median_step_ns": _num(s.median_step_ns),
-        "spread": {"min_ns": _num(v.min()) if len(v) else None, "p25_ns": _num(np.percentile(v, 25)) if len(v) else None,
-                   "p75_ns": _num(np.percentile(v, 75)) if len(v) else None, "max_ns": _num(v.max()) if len(v) else None,
-                   "cv": _num(float(np.std(v) / np.mean(v))) if len(v) > 1 and np.mean(v) > 0 else None},
+        "median_step_ns": plain(s.median_step_ns),
+        "spread": {"min_ns": plain(v.min()) if len(v) else None, "p25_ns": plain(np.percentile(v, 25)) if len(v) else None,
+                   "p75_ns": plain(np.percentile(v, 75)) if len(v) else None, "max_ns": plain(v.max()) if len(v) else None,
+                   "cv": plain(float(np.std(v) / np.mean(v))) if len(v) > 1 and np.mean(v) > 0 else None},
         "steps": [int(x) for x in v],
         "steady_steps": int(len(v)), "profiled_steps": s.steps_total,
         "all_steps": _records(s.all_steps),
-        "shares": {k: _num(x) for k, x in s.shares.items()},
-        "mfu": _num(mfu.get("mfu")), "hfu": _num(mfu.get("hfu")),
-        "tokens_per_step": _num(s.tokens_per_step),
-        "tokens_per_s": _num(float(np.median(s.throughput_values))) if s.throughput_values is not None
+        "shares": {k: plain(x) for k, x in s.shares.items()},
+        "mfu": plain(mfu.get("mfu")), "hfu": plain(mfu.get("hfu")),
+        "tokens_per_step": plain(s.tokens_per_step),
+        "tokens_per_s": plain(float(np.median(s.throughput_values))) if s.throughput_values is not None
         and len(s.throughput_values) else None,
-        "recorded_flops_per_step": _num(s.flops_per_step),
+        "recorded_flops_per_step": plain(s.flops_per_step),
     }
 
 
@@ -86,9 +74,9 @@ def to_json(d: Diff) -> dict[str, Any]:
         "verdict": d.verdict, "reason": d.reason, "warnings": list(d.warnings),
         "metric": d.metric,
         "before": _side(d.before), "after": _side(d.after),
-        "step_time_ratio": _num(d.step_time_ratio), "throughput_ratio": _num(d.throughput_ratio),
-        "change_pct": _num(d.change_pct),
-        "test": None if t is None else {k: ([_num(x) for x in v] if isinstance(v, list) else _num(v))
+        "step_time_ratio": plain(d.step_time_ratio), "throughput_ratio": plain(d.throughput_ratio),
+        "change_pct": plain(d.change_pct),
+        "test": None if t is None else {k: ([plain(x) for x in v] if isinstance(v, list) else plain(v))
                                         for k, v in t.items()},
         "shift": d.shift, "first_fix": d.first_fix, "offsetting": d.offsetting,
         "comparability": d.comparability,

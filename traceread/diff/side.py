@@ -24,13 +24,14 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema
-from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
+from traceread.analysis import Analysis
+from traceread.attribution import table_verdict
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
-from traceread.pipeline import overall_dominant
+from traceread.host_calls import PROFILER_STEP_PREFIX
 from traceread.render.jsonout import mfu_record
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col, part_of_col
 
-STEP_MARKER_PREFIX = "ProfilerStep#"
 _COUNT_COLUMNS = {"count": "int64", "total_ns": "int64"}
 
 
@@ -107,7 +108,7 @@ def host_ops(a: Analysis) -> pd.DataFrame:
                (ev["lane"] == schema.LANE_CPU_ANNOTATION).to_numpy())
         h = ev.loc[sel, ["name", "start_ns", "end_ns"]]
         names = h["name"].astype(str)
-        keep = ~names.str.startswith(STEP_MARKER_PREFIX).to_numpy()
+        keep = ~names.str.startswith(PROFILER_STEP_PREFIX).to_numpy()
         frames.append(pd.DataFrame({"name": names.to_numpy()[keep],
                                     "total_ns": (h["end_ns"] - h["start_ns"]).to_numpy(np.int64)[keep]}))
     f = pd.concat(frames, ignore_index=True) if frames else _empty({"name": "object", "total_ns": "int64"})
@@ -196,7 +197,8 @@ def capture_from_reports(reports: list[dict[str, Any]], cfg: Thresholds,
     if len(reports) == 1:
         dominant, share = reports[0].get("dominant_cause", "unattributed"), reports[0].get("dominant_cost_share", 0.0)
     else:
-        dominant, share, _, _ = overall_dominant(attribution, [], cfg)
+        run = table_verdict(attribution, cfg)  # the verdict analyze gives the same units
+        dominant, share = run.cause, run.share
     mfus = [d["mfu"] for d in reports if d.get("mfu")]
     opt = mfus[0].get("timing", {}).get("optimizer_steps_per_profiler_step") if mfus else None
     step_cols = ["trace", "rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
@@ -255,7 +257,7 @@ def _per_rank(captures: list[Capture]) -> pd.DataFrame:
     g = s.groupby("rank", sort=True)[["step_ns", "busy_ns", "idle_ns"] + cls_cols].mean()
     top = g[cls_cols].idxmax(axis=1)
     out = g[["step_ns", "busy_ns", "idle_ns"]].reset_index()
-    out["top_idle_class"] = [c[:-3].replace("_", "-") for c in top.to_numpy()]
+    out["top_idle_class"] = [part_of_col(c) for c in top.to_numpy()]
     out["top_idle_ns"] = [float(g.loc[r, c]) for r, c in zip(g.index, top.to_numpy(), strict=True)]
     return out
 
@@ -309,7 +311,8 @@ def summarize_side(label: str, captures: list[Capture], workload: Any, cfg: Thre
     if len(captures) == 1:
         dominant, share = captures[0].dominant_cause, captures[0].dominant_cost_share
     else:
-        dominant, share, _, _ = overall_dominant(attribution, [], cfg)
+        run = table_verdict(attribution, cfg)  # the verdict analyze gives the same units
+        dominant, share = run.cause, run.share
     analysed = sum(_unit_steps(c) for c in captures)  # per-step parts are means per device and step
     total = float(attribution["step_ns"].sum()) if len(attribution) else 0.0
     per_step = {p: (float(attribution[part_col(p)].sum()) / analysed if analysed else 0.0) for p in PARTS}

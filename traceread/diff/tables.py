@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceread.analysis import PARTS
 from traceread.diff.kernel_key import kernel_key
 from traceread.diff.side import SideFacts
+from traceread.vocabulary import BUSY_PARTS, PARTS
 
 KERNEL_COLUMNS = ["name", "name_after", "matched_by", "status", "count_before", "count_after", "mean_ns_before",
                   "mean_ns_after", "ns_per_step_before", "ns_per_step_after", "delta_ns_per_step",
@@ -33,7 +33,7 @@ def attribution_table(b: SideFacts, a: SideFacts) -> pd.DataFrame:
     rows = []
     for p in PARTS:
         x, y = b.parts_per_step.get(p, 0.0), a.parts_per_step.get(p, 0.0)
-        rows.append({"part": p, "kind": "busy" if p in ("compute-bound", "memory-bound") else "idle",
+        rows.append({"part": p, "kind": "busy" if p in BUSY_PARTS else "idle",
                      "ns_per_step_before": x, "ns_per_step_after": y, "delta_ns_per_step": y - x,
                      "relative_delta": _rel(x, y), "share_before": b.shares.get(p, 0.0),
                      "share_after": a.shares.get(p, 0.0)})

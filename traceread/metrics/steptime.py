@@ -18,10 +18,10 @@ import pandas as pd
 from traceread import schema
 from traceread.config import Thresholds
 from traceread.errors import MissingInputError
+from traceread.host_calls import DATALOADER_PREFIX, OPTIMIZER_PREFIX
 from traceread.trace import Trace
 
-OPTIMIZER_PREFIX = "Optimizer.step#"
-MICROBATCH_PREFIXES: tuple[str, ...] = ("enumerate(DataLoader)#",)
+MICROBATCH_PREFIXES: tuple[str, ...] = (DATALOADER_PREFIX,)
 FORWARD_NAMES: tuple[str, ...] = ("DistributedDataParallel.forward", "FullyShardedDataParallel.forward")
 _HOST_LANES = (schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION)
 

@@ -28,7 +28,8 @@ from traceread import intervals
 from traceread.config import Thresholds
 from traceread.ranks.align import METHOD_NONE, RankAlignment, align, epoch_shift, primary_device
 from traceread.ranks.grouping import JobGroup
-from traceread.ranks.summary import GAP_CLASSES, RankSummary, lead_col
+from traceread.ranks.summary import RankSummary, lead_col
+from traceread.vocabulary import GAP_CLASSES
 
 COMPONENTS = ("compute",) + GAP_CLASSES + ("short-gaps",)
 REASONS = {
@@ -40,6 +41,8 @@ REASONS = {
     "unattributed": "host work with no GPU activity (unattributed idle) before the collective",
     "comm-bound": "waiting on other communication before the collective",
     "pipeline-bubble": "a pipeline bubble before the collective",
+    "one-time-cost": "one-time work (compilation, graph capture, module loading, first launches, context setup, "
+                     "allocator growth) before the collective",
     "short-gaps": "many short idle gaps between its kernels (turnaround below the judged gap size)",
     "earlier-delay": "a delay before the interval its trace shows: its lead to the collective is no longer than "
                      "the others', so it reached the previous collective's end late already (or calls are missing)",

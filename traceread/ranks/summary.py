@@ -21,17 +21,19 @@ from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.ranks.identity import RankIdentity
 from traceread.trace import Trace
-
-GAP_CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "unattributed")
-COLLECTIVE_COLUMNS = ("device", "pg", "pg_desc", "seq", "step", "collective", "bytes", "start_ns", "end_ns",
-                      "lead_start_ns", "lead_busy_ns") + tuple(f"lead_{c.replace('-', '_')}_ns" for c in GAP_CLASSES)
-STEP_COLUMNS = ("device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier") + \
-    tuple(f"{c.replace('-', '_')}_ns" for c in GAP_CLASSES)
-GAP_COLUMNS = ("device", "step", "start_ns", "end_ns", "class")
+from traceread.vocabulary import GAP_CLASSES, part_col
 
 
 def lead_col(cls: str) -> str:
-    return f"lead_{cls.replace('-', '_')}_ns"
+    """Column of a collective's compute-idle ns of gap class ``cls`` in its lead."""
+    return "lead_" + part_col(cls)
+
+
+COLLECTIVE_COLUMNS = ("device", "pg", "pg_desc", "seq", "step", "collective", "bytes", "start_ns", "end_ns",
+                      "lead_start_ns", "lead_busy_ns") + tuple(lead_col(c) for c in GAP_CLASSES)
+STEP_COLUMNS = ("device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier") + \
+    tuple(part_col(c) for c in GAP_CLASSES)
+GAP_COLUMNS = ("device", "step", "start_ns", "end_ns", "class")
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,8 +7,12 @@ atomically.
 
 from __future__ import annotations
 
-from traceread.analysis import Analysis
+from typing import TYPE_CHECKING
+
 from traceread.atomic import atomic_open
+
+if TYPE_CHECKING:  # the JSON encoder (render.json_text) is used without the analysis stack
+    from traceread.analysis import Analysis
 
 
 def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: str | None = None,

@@ -1,129 +1,23 @@
-"""What each cause means in a sentence, its first response, and its levers in the order to try them.
-
-The wording follows ../shared/reference/lesson-profiling-mfu-bottlenecks.txt: every signature has one
-first response; fix the dominant gap, re-measure, repeat.
+"""The one-sentence diagnosis of a cause; what each cause means, its first response and its levers
+live in :mod:`traceread.rules.responses` (one table, read here and by the other renderers).
 """
 
 from __future__ import annotations
 
-# What the time of each cause is, completing "N% of step time ...".
-MEANING: dict[str, str] = {
-    "launch-bound": "the GPUs wait for the CPU to launch the next kernel",
-    "comm-bound": "compute waits for communication to finish",
-    "data-starved": "the GPUs wait on the data loader",
-    "pipeline-bubble": "the GPUs sit in the same pipeline fill/drain gap every step",
-    "sync-stall": "the host blocks in a synchronization call while the GPUs drain",
-    "one-time-cost": "the GPUs wait for one-time work (compilation, graph capture, module loading, first launches, "
-                     "context setup, allocator growth)",
-    "unattributed": "the GPUs are idle with no recognizable signature",
-    "memory-bound": "the GPUs are busy in memory-bound kernels (elementwise, reductions, normalization)",
-    "healthy": "the GPUs are idle",
-}
+from traceread.rules.responses import (
+    EVIDENCE_FIRST_RESPONSE,
+    EVIDENCE_LEVERS,
+    EVIDENCE_TEXT,
+    FIRST_RESPONSES,
+    LEVERS,
+    MEANING,
+    TITLE,
+    first_response,
+    levers,
+)
 
-TITLE: dict[str, str] = {
-    "launch-bound": "Launch-bound", "comm-bound": "Comm-bound", "data-starved": "Data-starved",
-    "pipeline-bubble": "Pipeline bubbles", "sync-stall": "Sync stalls", "one-time-cost": "One-time costs (not steady state)",
-    "unattributed": "Unattributed idle",
-    "memory-bound": "Memory-bound", "healthy": "Healthy",
-}
-
-FIRST_RESPONSE: dict[str, str] = {
-    "launch-bound": "capture the step as a CUDA graph or let torch.compile cut the launch count, then re-measure",
-    "comm-bound": "overlap the collective with compute (prefetch earlier, resize buckets), then re-measure",
-    "data-starved": "add loader workers and prefetch, then re-measure",
-    "pipeline-bubble": "switch to an interleaved 1F1B or zero-bubble schedule, then re-measure",
-    "sync-stall": "remove the synchronization from the hot loop (keep values on the device), then re-measure",
-    "one-time-cost": "re-profile after warmup (a torch.profiler schedule with warmup steps, or nsys --capture-range) "
-                     "and read that report: there is nothing to fix in this window",
-    "unattributed": "open the largest gaps below in a trace viewer; their evidence says what was seen",
-    "memory-bound": "fuse the memory-bound kernels (torch.compile, fused optimizers and norms), then re-measure",
-    "healthy": "further gains are inside the kernels: compare MFU with the 50% mark and look at the top GEMMs",
-}
-
-LEVERS: dict[str, tuple[str, ...]] = {
-    "launch-bound": (
-        "Capture the steady-state step as a CUDA graph (`torch.cuda.graphs`, or `torch.compile(mode=\"reduce-overhead\")`).",
-        "Let `torch.compile` fuse small ops so fewer kernels are launched.",
-        "Remove Python work between ops in the hot loop (logging, shape checks, list building).",
-        "Raise the work per kernel: larger micro-batch or sequence length where memory allows.",
-    ),
-    "comm-bound": (
-        "Overlap the collective with compute: prefetch FSDP all-gathers earlier, let DDP buckets start during backward.",
-        "Size buckets so each collective is bandwidth-bound rather than latency-bound.",
-        "Keep heavy collectives intra-node (NVLink) and the parallelism that crosses nodes light.",
-        "Check the collective table for exposed time by type and process group.",
-    ),
-    "data-starved": (
-        "Add data-loader workers (`num_workers`) and prefetch (`prefetch_factor`).",
-        "Pin host memory (`pin_memory=True`) and copy with `non_blocking=True`.",
-        "Move CPU-bound decode/augmentation off the hot path (preprocess offline, or decode on the GPU).",
-        "Keep workers alive between epochs (`persistent_workers=True`).",
-    ),
-    "pipeline-bubble": (
-        "Use an interleaved 1F1B schedule (virtual pipeline stages).",
-        "Try a zero-bubble schedule where the framework offers one.",
-        "Raise the number of micro-batches per step relative to pipeline stages.",
-    ),
-    "sync-stall": (
-        "Remove `.item()`, `.cpu()`, `print(tensor)` and `torch.cuda.synchronize()` from the hot loop.",
-        "Keep metrics on the device and log them every N steps.",
-        "Avoid allocator synchronization: reuse buffers, set `expandable_segments`, avoid `empty_cache()`.",
-    ),
-    "one-time-cost": (
-        "Re-profile steady-state steps: `torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=3, "
-        "active=5))`, stepping the profiler every iteration.",
-        "With Nsight Systems, start the capture after warmup: `nsys profile --capture-range=cudaProfilerApi` with "
-        "`torch.cuda.profiler.start()`/`stop()` (or `--capture-range=nvtx` and an NVTX range) around steady-state steps.",
-        "If the one-time cost itself matters (start-up time, serving cold start): cache compiled kernels "
-        "(Inductor/Triton caches, `CUDA_MODULE_LOADING=LAZY`), capture fewer graph sizes, warm the allocator once.",
-    ),
-    "unattributed": (
-        "Open the largest gaps in ui.perfetto.dev (`--perfetto out.pftrace`) and read the evidence track.",
-        "Record more context: `with_stack=True`, NVTX or `record_function` ranges around the suspect code.",
-    ),
-    "memory-bound": (
-        "Fuse elementwise, normalization and activation kernels (`torch.compile`, fused kernels).",
-        "Use fused optimizers (`fused=True` / `foreach=True`).",
-        "Check for fp32 kernels in a low-precision run and for skinny matmuls (small batch).",
-    ),
-    "healthy": (
-        "Compare MFU with the 50% mark; the remaining headroom is inside the kernels.",
-        "Look at the top GEMM/attention kernels: tile shapes, precision, and partial waves.",
-    ),
-}
-
-
-# When one named piece of evidence holds most of a class (``evidence_kind``), its own fix and levers.
-EVIDENCE_FIRST_RESPONSE: dict[tuple[str, str], str] = {
-    ("sync-stall", "allocator"): "stop the caching allocator from synchronizing every step (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
-                                 "no empty_cache() in the loop, fewer shape changes), then re-measure",
-}
-EVIDENCE_LEVERS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("sync-stall", "allocator"): (
-        "Configure the caching allocator: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` "
-        "(`PYTORCH_HIP_ALLOC_CONF` on ROCm) so it grows segments instead of freeing and re-allocating.",
-        "Remove `torch.cuda.empty_cache()` (and `gc.collect()` that frees tensors) from the training loop.",
-        "Cut shape changes: pad or bucket sequence lengths so the same blocks are reused every step.",
-        "Then remove remaining `.item()` / `.cpu()` / `torch.cuda.synchronize()` calls from the hot loop.",
-    ),
-}
-EVIDENCE_TEXT: dict[str, str] = {
-    "allocator": "in recurring allocator calls that synchronize the device (cudaFree, hipFree, cudaMalloc)",
-    "sync": "explicit synchronization (.item(), .cpu(), synchronize, blocking copies)",
-    "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",
-    "module-load": "module loading", "first-launch": "first kernel launches (lazy module loading)",
-    "context": "context and stream setup", "allocator-growth": "allocator growth",
-}
-
-
-def first_response(cause: str, evidence: str = "") -> str:
-    """The first response for ``cause``, following its largest named evidence when it has its own fix."""
-    return EVIDENCE_FIRST_RESPONSE.get((cause, evidence)) or FIRST_RESPONSE[cause]
-
-
-def levers(cause: str, evidence: str = "") -> tuple[str, ...]:
-    """The levers for ``cause`` in the order to try them (the evidence's own first when it has some)."""
-    return EVIDENCE_LEVERS.get((cause, evidence)) or LEVERS[cause]
+__all__ = ["EVIDENCE_FIRST_RESPONSE", "EVIDENCE_LEVERS", "EVIDENCE_TEXT", "FIRST_RESPONSES", "LEVERS", "MEANING",
+           "TITLE", "first_response", "levers", "verdict"]
 
 
 def verdict(cause: str, share: float, evidence: str = "") -> str:
@@ -134,6 +28,6 @@ def verdict(cause: str, share: float, evidence: str = "") -> str:
         return f"Not steady state: {share:.0%} of step time {what}; {first_response(cause, evidence)}."
     if cause == "healthy":
         return (f"Healthy: only {share:.0%} of step time {MEANING['healthy']} and busy time is dominated by "
-                f"compute-bound kernels; {FIRST_RESPONSE['healthy']}.")
+                f"compute-bound kernels; {FIRST_RESPONSES['healthy']}.")
     held = f", mostly {EVIDENCE_TEXT[evidence]}" if (cause, evidence) in EVIDENCE_FIRST_RESPONSE else ""
     return f"{TITLE[cause]}: {share:.0%} of step time {MEANING[cause]}{held}; {first_response(cause, evidence)}."

@@ -16,11 +16,13 @@ from importlib import resources
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
-from traceread.analysis import GAP_CLASSES, PARTS, SCHEMA_VERSION, Analysis, TraceSummary, part_col
+from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
+from traceread.render import json_text
+from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 if TYPE_CHECKING:
     from traceread.analysis import LaunchStats, Removal
@@ -88,27 +90,7 @@ def _attribution(a: Analysis) -> list[dict[str, Any]]:
 
 
 def _table(df: pd.DataFrame) -> list[dict[str, Any]]:
-    recs = _records(df, list(df.columns))
-    for r in recs:
-        for k, v in r.items():
-            if isinstance(v, float) and not np.isfinite(v):
-                r[k] = None
-    return recs
-
-
-def _plain(obj: Any) -> Any:
-    """Make MFU dicts JSON-safe (numpy scalars, nested dataclass dicts, non-finite floats)."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    return str(obj)
+    return plain(_records(df, list(df.columns)))
 
 
 def mfu_record(m: MfuResult) -> dict[str, Any]:
@@ -136,7 +118,7 @@ def trace_entry(t: TraceSummary) -> dict[str, Any]:
     """One ``traces`` entry (shared by ``analyze --json`` and ``gaps --json``)."""
     return {"index": t.index, "path": t.path, "format": t.format, "generation": t.generation,
             "time_base": t.time_base, "epoch_offset_ns": t.epoch_offset_ns,
-            "devices": [_plain(d) for d in t.devices], "ranks": list(t.ranks),
+            "devices": [plain(d) for d in t.devices], "ranks": list(t.ranks),
             "world_size": t.world_size, "start_ns": t.start_ns, "end_ns": t.end_ns,
             "start_epoch_ns": t.start_epoch_ns, "end_epoch_ns": t.end_epoch_ns,
             "step_source": t.step_source, "truncated": t.truncated}
@@ -159,16 +141,16 @@ def to_report(a: Analysis) -> dict[str, Any]:
         "dominant_evidence": a.dominant_evidence,
         "second_cause": a.second_cause,
         "second_cost_share": a.second_cost_share,
-        "removal": _plain(removal_record(a.removal)) if a.removal is not None else None,
-        "mfu": _plain(mfu_record(a.mfu)) if a.mfu is not None else None,
+        "removal": plain(removal_record(a.removal)) if a.removal is not None else None,
+        "mfu": plain(mfu_record(a.mfu)) if a.mfu is not None else None,
         "mfu_hint": a.mfu_hint or None,
         "kernels": _table(a.kernels) if len(a.kernels.columns) > 1 else [],
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
-        "launch_stats": _plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
+        "launch_stats": plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
         "notes": [scrub_paths(n) for n in a.notes],
         "unavailable": list(a.unavailable),
-        "thresholds": _plain(a.cfg.to_dict()),
-        "job": _plain(a.job.to_dict()) if a.job is not None else None,
+        "thresholds": plain(a.cfg.to_dict()),
+        "job": plain(a.job.to_dict()) if a.job is not None else None,
     }
 
 
@@ -178,7 +160,7 @@ def dumps(a: Analysis) -> bytes:
 
 def encode(report: dict[str, Any]) -> bytes:
     """The bytes of ``analyze --json`` for a :func:`to_report` document."""
-    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    return json_text.dumps(report) + b"\n"
 
 
 def render(analysis: Analysis, out: IO[bytes]) -> None:

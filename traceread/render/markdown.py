@@ -13,12 +13,13 @@ from typing import IO, Any, cast
 import numpy as np
 import pandas as pd
 
-from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
+from traceread.analysis import Analysis
 from traceread.config import Thresholds
 from traceread.gaps import with_fractions
 from traceread.render import advice, jobsection, jsonout
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
 MFU_CONVENTION = "6·N·tokens per optimizer step / (step time · GPUs · dense peak)"

@@ -13,10 +13,12 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema
-from traceread.analysis import GAP_CLASSES, Analysis
+from traceread.analysis import Analysis
 from traceread.atomic import atomic_open
+from traceread.host_calls import PROFILER_STEP_PREFIX
 from traceread.render import timeline
 from traceread.render.names import shorten
+from traceread.vocabulary import GAP_CLASSES
 
 CLASS_COLORS = {
     "launch-bound": "#e15759", "comm-bound": "#f28e2b", "data-starved": "#4e79a7",
@@ -58,7 +60,7 @@ def _rows(a: Analysis, w: pd.Series) -> list[tuple[str, str, pd.DataFrame]]:
     host = timeline.events_in(a, t, rank, None, lo, hi, (schema.LANE_CPU_THREAD,))
     gpu = timeline.events_in(a, t, rank, dev, lo, hi, timeline.DEVICE_LANES)
     ann = timeline.events_in(a, t, rank, None, lo, hi, (schema.LANE_CPU_ANNOTATION,))
-    ann = ann[~ann["name"].astype(str).str.startswith("ProfilerStep#")
+    ann = ann[~ann["name"].astype(str).str.startswith(PROFILER_STEP_PREFIX)
               & (ann["category"] != schema.CAT_TRACE_SPAN).to_numpy()]
     rows: list[tuple[str, str, pd.DataFrame]] = []
     if len(ann):

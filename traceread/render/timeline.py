@@ -52,13 +52,19 @@ def _key_rows(g: pd.DataFrame) -> list[list]:
     return rows
 
 
+def _unit_mask(ev: pd.DataFrame, rank: int, device: int | None, lanes: tuple[str, ...]) -> np.ndarray:
+    """Rows of ``lanes`` for ``rank`` (and ``device`` unless None)."""
+    mask = (ev["rank"].to_numpy() == rank) & ev["lane"].isin(lanes).to_numpy()
+    if device is not None:
+        mask &= ev["device"].to_numpy() == device
+    return mask
+
+
 def events_in(a: Analysis, trace: int, rank: int, device: int | None, start_ns: int, end_ns: int,
               lanes: tuple[str, ...]) -> pd.DataFrame:
     """Events of ``lanes`` for ``rank`` (and ``device`` for GPU lanes) overlapping [start_ns, end_ns)."""
     ev = a.inputs[trace].events
-    mask = (ev["rank"].to_numpy() == rank) & ev["lane"].isin(lanes).to_numpy()
-    if device is not None:
-        mask &= ev["device"].to_numpy() == device
+    mask = _unit_mask(ev, rank, device, lanes)
     mask &= (ev["start_ns"].to_numpy() < end_ns) & (ev["end_ns"].to_numpy() > start_ns)
     return ev[mask]
 
@@ -72,10 +78,7 @@ def window_events(a: Analysis, trace: int, rank: int, device: int | None, wins: 
     O(n x steps), and only one window's events are materialized at a time.
     """
     ev = a.inputs[trace].events
-    mask = (ev["rank"].to_numpy() == rank) & ev["lane"].isin(lanes).to_numpy()
-    if device is not None:
-        mask &= ev["device"].to_numpy() == device
-    rows = np.flatnonzero(mask)
+    rows = np.flatnonzero(_unit_mask(ev, rank, device, lanes))
     starts = ev["start_ns"].to_numpy()[rows]
     order = np.argsort(starts, kind="stable")
     rows, starts = rows[order], starts[order]

@@ -44,10 +44,7 @@ from traceread.rules._base import (
 )
 from traceread.rules.responses import FIRST_RESPONSES, first_response
 from traceread.trace import Trace
-
-GAP_CLASSES: tuple[str, ...] = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall",
-                                "one-time-cost", "unattributed")
-UNATTRIBUTED = unattributed.NAME
+from traceread.vocabulary import GAP_CLASSES, UNATTRIBUTED
 
 RULES: list[Rule] = [
     one_time_cost.RULE,

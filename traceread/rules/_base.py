@@ -9,7 +9,6 @@ so that the rules themselves read only columns.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,16 +17,9 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
+from traceread.host_calls import SYNC, calls_matching
+from traceread.lanes import API_CATS
 from traceread.trace import Trace
-
-# Host calls that block until the device (or a stream/event on it) has drained. cudaFree and
-# friends synchronize the device implicitly; cudaMemcpy without Async is blocking.
-SYNC_CALL = re.compile(
-    r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|ThreadSynchronize|"
-    r"Memcpy|Memcpy2D|Memcpy3D|MemcpyPeer|MemcpyFromSymbol|MemcpyToSymbol|MemcpyWithStream|Free|FreeHost|FreeArray)"
-    r"(_v\d+)?$|"
-    r"^cu(StreamSynchronize|CtxSynchronize|EventSynchronize|MemcpyDtoH|MemcpyHtoD|MemcpyDtoD|"
-    r"Memcpy|MemcpyPeer|MemFree|MemFreeHost)(_v\d+)?$")
 
 
 @dataclass(frozen=True)
@@ -81,6 +73,11 @@ class Rows:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.frame[name].to_numpy()[self.idx]
+
+
+def api_calls(events: pd.DataFrame) -> pd.DataFrame:
+    """The CUDA/HIP runtime and driver calls on host threads (rows of an events frame)."""
+    return events[(events["lane"] == schema.LANE_CPU_THREAD) & events["category"].isin(API_CATS)]
 
 
 def col(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str = 0) -> np.ndarray:
@@ -156,7 +153,7 @@ def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Was a host sync call (``SYNC_CALL``) of the gap's rank in progress when the gap began?
+    """Was a host sync call (``host_calls.SYNC``) of the gap's rank in progress when the gap began?
 
     Returns ``(held, name, end_ns)`` per gap. A call counts when it started before the gap start
     and returned no earlier than ``cfg.sync_drain_tolerance_ns`` before it (clock skew).
@@ -167,15 +164,10 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
     ends = np.full(n, -1, dtype=np.int64)
     if trace is None or n == 0:
         return held, names, ends
-    ev = trace.events
-    host = ev[(ev["lane"] == schema.LANE_CPU_THREAD)
-              & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    host = api_calls(trace.events)
     if host.empty:
         return held, names, ends
-    name_cat = host["name"].astype("category")
-    is_sync = np.array([bool(SYNC_CALL.match(str(c))) for c in name_cat.cat.categories], dtype=bool)
-    codes = name_cat.cat.codes.to_numpy()
-    host = host[(codes >= 0) & is_sync[np.maximum(codes, 0)]]
+    host = host[calls_matching(host["name"], SYNC)]
     if host.empty:
         return held, names, ends
     tol = cfg.sync_drain_tolerance_ns
@@ -216,7 +208,7 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
         return share, names
     ev = trace.events
     host = ev[ev["lane"] == schema.LANE_CPU_THREAD]
-    api = host[host["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    api = api_calls(ev)
     ops = host[host["category"] == schema.CAT_CPU_OP]
     if api.empty or ops.empty:
         return share, names
@@ -262,8 +254,7 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarra
     names = np.full(n, "", dtype=object)
     if trace is None or n == 0:
         return length, names
-    ev = trace.events
-    api = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    api = api_calls(trace.events)
     if api.empty:
         return length, names
     g_rank = col(gaps, "rank").astype(np.int64)

@@ -35,14 +35,25 @@ schedule with warmup steps, or ``nsys --capture-range``).
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct
+from traceread.host_calls import (
+    AUTOTUNE_RANGE,
+    CAPTURE,
+    CAPTURE_BEGIN,
+    CAPTURE_END,
+    COMPILE_RANGE,
+    CONTEXT_SETUP,
+    DEVICE_ALLOCATOR,
+    KERNEL_LAUNCH,
+    MODULE_LOAD,
+    calls_matching,
+)
+from traceread.rules._base import Rows, Rule, RuleContext, api_calls, cat, col, fmt_ns, fmt_pct
 from traceread.trace import Trace
 
 NAME = "one-time-cost"
@@ -53,35 +64,6 @@ KIND_TEXT: dict[str, str] = {
     "module-load": "module loading / driver initialization", "first-launch": "a first kernel launch (lazy module load)",
     "context": "context / stream setup", "allocator-growth": "allocator growth",
 }
-
-_AUTOTUNE_RE = re.compile(r"(?i)autotun|benchmark_all_configs|cudnnFind|precompil")
-_COMPILE_RE = re.compile(r"(?i)compil(e(?!d)|ing|ation)|nvrtc|nvjitlink|ptxas")
-_MODULE_RE = re.compile(r"^(cu(Library|Module)Load\w*|hipModuleLoad\w*|cuLink(Create|AddData|AddFile|Complete)\w*|"
-                        r"cuInit|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetLoadingMode|"
-                        r"nvrtc\w+|nvJitLink\w+|__(cuda|hip)RegisterFatBinary\w*)$")
-_CAPTURE_CALL_RE = re.compile(r"^(cuda|hip|cu)(Graph(Exec)?Instantiate\w*|GraphUpload\w*|StreamBeginCapture\w*|"
-                              r"StreamEndCapture\w*)$")
-_BEGIN_RE = re.compile(r"^(cuda|hip|cu)StreamBeginCapture\w*$")
-_END_RE = re.compile(r"^(cuda|hip|cu)StreamEndCapture\w*$")
-_CONTEXT_RE = re.compile(r"^(cuda|hip)(SetDevice\w*|GetDeviceCount|DeviceGetStreamPriorityRange|StreamGetPriority|"
-                         r"StreamCreate\w*|EventCreate\w*|GetDeviceProperties\w*|DeviceGetAttribute|InitDevice|"
-                         r"DeviceReset|DriverGetVersion|RuntimeGetVersion|HostRegister|HostAlloc|MallocHost|"
-                         r"HostMalloc)$|^cu(CtxCreate\w*|DevicePrimaryCtx\w*|StreamCreate\w*|EventCreate\w*|"
-                         r"MemHostAlloc\w*|MemHostRegister\w*)$")
-_LAUNCH_RE = re.compile(r"^(cuda|hip)(LaunchKernel\w*|ExtLaunchKernel\w*|ModuleLaunchKernel\w*|ExtModuleLaunchKernel"
-                        r"\w*|LaunchCooperativeKernel\w*)$|^cuLaunch(Cooperative)?Kernel\w*$")
-# Device-memory allocator calls (the caching allocator's growth, or its thrash when they recur).
-ALLOCATOR_RE = re.compile(r"^(cuda|hip)(Malloc|MallocAsync|MallocManaged|ExtMallocWithFlags|Free|FreeAsync)$"
-                          r"|^cuMem(Alloc|Free|Create|Release|Map|Unmap)\w*$")
-
-
-def _name_mask(names: pd.Series, rx: re.Pattern) -> np.ndarray:
-    """``rx`` matched once per distinct name, spread to the rows (no regex per event)."""
-    c = names.astype("category")
-    hit = np.array([bool(rx.search(str(x))) for x in c.cat.categories], dtype=bool)
-    codes = c.cat.codes.to_numpy()
-    return (codes >= 0) & hit[np.maximum(codes, 0)]
-
 
 def _step_windows(steps: pd.DataFrame | None, rank: int) -> tuple[np.ndarray, np.ndarray]:
     """One window per step number of ``rank`` (its devices' steps merged), sorted."""
@@ -134,12 +116,12 @@ def _runs(s: np.ndarray, e: np.ndarray, tid: np.ndarray, names: np.ndarray, laun
 def _capture_spans(calls: pd.DataFrame, thread_ends: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """BeginCapture .. EndCapture per thread (a capture cut by the trace edge runs to that edge)."""
     ss, ee = [], []
-    begin = _name_mask(calls["name"], _BEGIN_RE)
-    end = _name_mask(calls["name"], _END_RE)
+    begin = calls_matching(calls["name"], CAPTURE_BEGIN)
+    end = calls_matching(calls["name"], CAPTURE_END)
     marks = calls[begin | end]
     for tid, m in marks.groupby("tid", sort=False):  # capturing threads are few
         m = m.sort_values("start_ns", kind="stable")
-        is_begin = _name_mask(m["name"], _BEGIN_RE)
+        is_begin = calls_matching(m["name"], CAPTURE_BEGIN)
         lo, hi = thread_ends[int(tid)]
         open_at = None
         for b, s, e in zip(is_begin, m["start_ns"].to_numpy(np.int64), m["end_ns"].to_numpy(np.int64), strict=True):
@@ -173,24 +155,25 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
 
     host = ev[ev["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])]
     ranges = host[~host["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER, schema.CAT_PYTHON])]
-    autotune = _name_mask(ranges["name"], _AUTOTUNE_RE)
+    autotune = calls_matching(ranges["name"], AUTOTUNE_RANGE)
     add(ranges[autotune], "autotune")
-    add(ranges[~autotune & _name_mask(ranges["name"], _COMPILE_RE)], "compile")
+    add(ranges[~autotune & calls_matching(ranges["name"], COMPILE_RANGE)], "compile")
 
-    api = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    api = api_calls(ev)
     if api.empty:
         return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
     dur = (api["end_ns"] - api["start_ns"]).to_numpy(np.int64)
     long_call = dur > cfg.launch_call_max_ns
     thread_ends = {int(t): (int(a), int(b)) for t, a, b in
                    ev.groupby("tid", sort=False).agg(a=("start_ns", "min"), b=("end_ns", "max")).itertuples()}
-    for rank, calls in api.groupby("rank", observed=True, sort=False):  # ranks are few
+    for _, calls in api.groupby("rank", observed=True, sort=False):  # ranks are few
+        rank = int(calls["rank"].iloc[0])  # the group's key, typed
         sel = (api["rank"] == rank).to_numpy()
         long_here = long_call[sel]
         # Module loading and driver initialization: runs of calls.
-        mod = calls[_name_mask(calls["name"], _MODULE_RE)]
+        mod = calls[calls_matching(calls["name"], MODULE_LOAD)]
         if len(mod):
-            launch = calls[_name_mask(calls["name"], _LAUNCH_RE)]
+            launch = calls[calls_matching(calls["name"], KERNEL_LAUNCH)]
             s, e, labels = _runs(mod["start_ns"].to_numpy(np.int64), mod["end_ns"].to_numpy(np.int64),
                                  mod["tid"].to_numpy(np.int64), mod["name"].astype(str).to_numpy(),
                                  launch["start_ns"].to_numpy(np.int64), launch["tid"].to_numpy(np.int64),
@@ -201,15 +184,15 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
         if len(cs):
             add_spans(np.full(len(cs), int(rank), np.int64), cs, ce, "graph-capture",
                       np.full(len(cs), "stream capture", dtype=object))
-        add(calls[_name_mask(calls["name"], _CAPTURE_CALL_RE)], "graph-capture")
+        add(calls[calls_matching(calls["name"], CAPTURE)], "graph-capture")
         # Long context / stream / pinned-memory setup calls.
-        add(calls[long_here & _name_mask(calls["name"], _CONTEXT_RE)], "context")
+        add(calls[long_here & calls_matching(calls["name"], CONTEXT_SETUP)], "context")
         # A kernel's first launch that takes milliseconds: lazy module loading inside the launch.
-        launches = calls[long_here & _name_mask(calls["name"], _LAUNCH_RE)]
+        launches = calls[long_here & calls_matching(calls["name"], KERNEL_LAUNCH)]
         if len(launches):
             add(launches[_first_launch(ev, launches, int(rank))], "first-launch")
         # Allocator calls that do not recur every step: growth.
-        alloc = calls[_name_mask(calls["name"], ALLOCATOR_RE)]
+        alloc = calls[calls_matching(calls["name"], DEVICE_ALLOCATOR)]
         if len(alloc) and not allocator_recurs(alloc["start_ns"].to_numpy(np.int64), steps, int(rank), cfg):
             add(alloc, "allocator-growth")
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)

@@ -25,10 +25,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema
+from traceread import intervals
 from traceread.config import Thresholds
-from traceread.rules._base import SYNC_CALL, Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
-from traceread.rules.one_time_cost import ALLOCATOR_RE, _name_mask, allocator_recurs
+from traceread.host_calls import DEVICE_ALLOCATOR, SYNC, calls_matching
+from traceread.rules._base import Rows, Rule, RuleContext, api_calls, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules.one_time_cost import allocator_recurs
 from traceread.trace import Trace
 
 NAME = "sync-stall"
@@ -62,11 +63,11 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
     if trace is None or n == 0:
         return blocked_ns, alloc_ns, alloc_calls, block_start
     ev = trace.events
-    api = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])]
+    api = api_calls(ev)
     if api.empty:
         return blocked_ns, alloc_ns, alloc_calls, block_start
-    is_sync = _name_mask(api["name"], SYNC_CALL)
-    is_alloc = _name_mask(api["name"], ALLOCATOR_RE)
+    is_sync = calls_matching(api["name"], SYNC)
+    is_alloc = calls_matching(api["name"], DEVICE_ALLOCATOR)
     g_rank = col(gaps, "rank").astype(np.int64)
     gs = col(gaps, "start_ns").astype(np.int64)
     ge = col(gaps, "end_ns").astype(np.int64)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceread.analysis import GAP_CLASSES
 from traceread.render.fmt import table
 from traceread.render.names import md_text
+from traceread.vocabulary import GAP_CLASSES
 
 INDEX_SCHEMA_VERSION = "1.0"
 

@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 
 from traceread import __version__
-from traceread.analysis import GAP_CLASSES, PARTS, part_col
 from traceread.atomic import atomic_open
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.work import Outcome, Settings
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 JOB_SCHEMA_VERSION = "1.0"
 
@@ -49,7 +49,7 @@ def trace_index_row(o: Outcome, job: str) -> dict[str, Any]:
 
 def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
     """The job's lost GPU time per cause, its dominant cause and share (the analyze verdict over its units)."""
-    from traceread.pipeline import overall_dominant
+    from traceread.attribution import table_verdict
 
     rows = [u for o in members for u in o.row.get("units", [])]
     sums = {p: sum(u.get(part_col(p), 0) for u in rows) for p in PARTS}  # plain sums: most jobs have one trace
@@ -59,7 +59,8 @@ def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
         dom, share = members[0].row["dominant_cause"], members[0].row["dominant_cost_share"]
     else:
         units = pd.DataFrame(rows, columns=["rank", "device", "step_ns"] + [part_col(p) for p in PARTS])
-        dom, share, _, _ = overall_dominant(units, [], cfg)
+        run = table_verdict(units, cfg)  # the verdict analyze gives the same units
+        dom, share = run.cause, run.share
     medians = [o.row["median_step_ns"] for o in members if o.row.get("median_step_ns") is not None]
     mfus = [o.row["mfu"] for o in members if o.row.get("mfu") is not None]
     shares = {p: (float(sums[p]) / total) if total else 0.0 for p in PARTS}

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
+from traceread.analysis import Analysis
 from traceread.trace import Trace
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 
 def trace_row(a: Analysis, trace: Trace) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
-from traceread.analysis import GAP_CLASSES, PARTS, part_col
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 _GAP_NUM = ("dur_ns", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns", "launch_count")
 _GAP_TEXT = ("next_kernel_name", "longest_cpu_name", "python_frame")

@@ -36,9 +36,8 @@ import numpy as np
 import pandas as pd
 
 from traceread.synth.model import Copy, HostCall, HostRange, Kernel, Rank, Scenario
+from traceread.vocabulary import GAP_CLASSES as CLASSES
 
-CLASSES = ("launch-bound", "comm-bound", "data-starved", "pipeline-bubble", "sync-stall", "one-time-cost",
-           "unattributed")
 MAIN, NOISE = 100, 200  # host thread ids
 COMPUTE, COMM, COPY = 7, 21, 9  # stream ids
 

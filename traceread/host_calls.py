@@ -1,0 +1,94 @@
+"""Which host calls and markers are what: one table for the gap engine and the rules.
+
+The CUDA/HIP runtime and driver calls the diagnosis recognises (launch, sync, allocator, copy,
+graph capture, module loading, context setup) and the framework markers (data loader, optimizer,
+profiler step), each defined once. ``traceread.lanes`` flags every distinct name with them for the
+gap engine (``launch_count``, ``sync_ns``, ``alloc_ns``...), and the rules test the same patterns,
+so a call is a sync for both or for neither. Imports nothing of traceread.
+
+Every call pattern matches a whole name, with or without nsys's version suffix
+(``cudaLaunchKernel_v7000``).
+
+Drift decided here: ``cudaFree``/``hipFree`` (and ``cudaFreeHost``, ``cudaFreeArray``, ``cuMemFree``,
+``cuMemFreeHost``) synchronize the device implicitly, so they are syncs for both the gap engine and
+the rules (the engine's copy once lacked them, so ``sync_ns`` left out time the rules called a sync).
+``hipMemcpyWithStream`` enqueues a copy and waits for it: both a launch and a sync.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+
+def _calls(*alternatives: str) -> re.Pattern[str]:
+    """A pattern matching a whole call name (optionally version-suffixed) against any alternative."""
+    return re.compile(r"^(?:" + "|".join(alternatives) + r")(?:_v\d+)?$")
+
+
+# --- launches: host calls that submit work to a GPU stream -------------------------------------------
+_KERNEL_LAUNCH = (r"(cuda|hip)(Launch(Cooperative)?Kernel\w*|ExtLaunchKernel\w*|ModuleLaunchKernel\w*|"
+                  r"ExtModuleLaunchKernel\w*)",
+                  r"cuLaunch(Cooperative)?Kernel\w*")
+_GRAPH_LAUNCH = (r"(cuda|hip|cu)GraphLaunch",)
+# Copies and memsets queued on a stream (the host does not wait for them).
+_ASYNC_COPY = (r"(cuda|hip)(Memcpy\w*Async|Memset\w*Async|MemcpyWithStream)",
+               r"cu(Memcpy\w*Async|MemsetD\w*Async)")
+KERNEL_LAUNCH = _calls(*_KERNEL_LAUNCH)
+ASYNC_COPY = _calls(*_ASYNC_COPY)
+LAUNCH = _calls(*_KERNEL_LAUNCH, *_GRAPH_LAUNCH, *_ASYNC_COPY)
+
+# --- syncs: host calls that block until the device (or a stream or event on it) has drained -------------
+_EXPLICIT_SYNC = (r"(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|ThreadSynchronize)",
+                  r"cu(StreamSynchronize|CtxSynchronize|EventSynchronize)")
+# Copies without Async return when the copy is done.
+_BLOCKING_COPY = (r"(cuda|hip)(Memcpy|Memcpy2D|Memcpy3D|MemcpyPeer|MemcpyToSymbol|MemcpyFromSymbol|MemcpyDtoH|"
+                  r"MemcpyHtoD|MemcpyWithStream)",
+                  r"cu(Memcpy|MemcpyHtoD|MemcpyDtoH|MemcpyDtoD|MemcpyPeer)")
+# Freeing device or pinned memory synchronizes the device implicitly.
+_SYNCING_FREE = (r"(cuda|hip)(Free|FreeHost|FreeArray)", r"cu(MemFree|MemFreeHost)")
+BLOCKING_COPY = _calls(*_BLOCKING_COPY)
+SYNC = _calls(*_EXPLICIT_SYNC, *_BLOCKING_COPY, *_SYNCING_FREE)
+
+# --- memory: the device allocator, and every allocation / registration call ---------------------------
+# Device-memory allocator calls: the caching allocator's growth, or its thrash when they recur.
+_DEVICE_ALLOCATOR = (r"(cuda|hip)(Malloc|MallocAsync|MallocManaged|ExtMallocWithFlags|Free|FreeAsync)",
+                     r"cuMem(Alloc|Free|Create|Release|Map|Unmap)\w*")
+DEVICE_ALLOCATOR = _calls(*_DEVICE_ALLOCATOR)
+# Any memory management call (device allocator, pitched/array/pinned host memory, registration):
+# what the gap engine measures as ``alloc_ns``.
+MEMORY = _calls(*_DEVICE_ALLOCATOR, r"(cuda|hip)(Malloc\w*|Free\w*|HostAlloc|HostRegister|HostUnregister)",
+                r"cuMem(AddressReserve|AddressFree|HostAlloc|HostRegister)\w*")
+
+# --- one-time work: graph capture, module loading, context setup, compilation ---------------------------
+CAPTURE = _calls(r"(cuda|hip|cu)(Graph(Exec)?Instantiate\w*|GraphUpload\w*|StreamBeginCapture\w*|StreamEndCapture\w*)")
+CAPTURE_BEGIN = _calls(r"(cuda|hip|cu)StreamBeginCapture\w*")
+CAPTURE_END = _calls(r"(cuda|hip|cu)StreamEndCapture\w*")
+MODULE_LOAD = _calls(r"cu(Library|Module)Load\w*", r"hipModuleLoad\w*", r"cuLink(Create|AddData|AddFile|Complete)\w*",
+                     r"cuInit", r"cuGetProcAddress\w*", r"cudaGetDriverEntryPoint\w*", r"cuModuleGetLoadingMode",
+                     r"nvrtc\w+", r"nvJitLink\w+", r"__(cuda|hip)RegisterFatBinary\w*")
+CONTEXT_SETUP = _calls(r"(cuda|hip)(SetDevice\w*|GetDeviceCount|DeviceGetStreamPriorityRange|StreamGetPriority|"
+                       r"StreamCreate\w*|EventCreate\w*|GetDeviceProperties\w*|DeviceGetAttribute|InitDevice|"
+                       r"DeviceReset|DriverGetVersion|RuntimeGetVersion|HostRegister|HostAlloc|MallocHost|HostMalloc)",
+                       r"cu(CtxCreate\w*|DevicePrimaryCtx\w*|StreamCreate\w*|EventCreate\w*|MemHostAlloc\w*|"
+                       r"MemHostRegister\w*)")
+# Ranges (NVTX, record_function) around compilation and autotuning: searched anywhere in the name.
+COMPILE_RANGE = re.compile(r"(?i)compil(e(?!d)|ing|ation)|nvrtc|nvjitlink|ptxas")
+AUTOTUNE_RANGE = re.compile(r"(?i)autotun|benchmark_all_configs|cudnnFind|precompil")
+
+# --- framework markers ---------------------------------------------------------------------------------
+DATALOADER_PREFIX = "enumerate(DataLoader)#"
+OPTIMIZER_PREFIX = "Optimizer.step#"
+PROFILER_STEP_PREFIX = "ProfilerStep#"
+PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def calls_matching(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
+    """Rows whose name ``rx`` finds (``search``: anchored patterns match whole names), tested once
+    per distinct name and spread to the rows (no regex per event)."""
+    c = names.astype("category")
+    hit = np.array([bool(rx.search(str(x))) for x in c.cat.categories], dtype=bool)
+    codes = c.cat.codes.to_numpy()
+    return (codes >= 0) & hit[np.maximum(codes, 0)]

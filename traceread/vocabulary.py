@@ -1,0 +1,56 @@
+"""The names every layer shares: gap classes, busy parts, verdicts, and their column names.
+
+One home for the words of the diagnosis, so that the engine, the rules, attribution, the job
+analysis, the renderers, scan and diff cannot drift apart (a copy without ``one-time-cost`` once
+reported a straggler's compile time as "short-gaps"). This module imports nothing of traceread.
+
+* ``GAP_CLASSES``: what a compute-idle gap is classified as (``traceread.rules``), in report order;
+  ``unattributed`` last.
+* ``BUSY_PARTS``: the two parts of busy time (``traceread.attribution``).
+* ``PARTS``: busy parts then gap classes: the split of step time, summing to it.
+* ``VERDICTS``: what a run's dominant cause can be: an idle class, or ``memory-bound`` /
+  ``healthy`` when idle time is small (``NO_GPU_ACTIVITY`` when nothing ran on a GPU).
+"""
+
+from __future__ import annotations
+
+LAUNCH_BOUND = "launch-bound"
+COMM_BOUND = "comm-bound"
+DATA_STARVED = "data-starved"
+PIPELINE_BUBBLE = "pipeline-bubble"
+SYNC_STALL = "sync-stall"
+ONE_TIME_COST = "one-time-cost"
+UNATTRIBUTED = "unattributed"
+
+GAP_CLASSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE_BUBBLE, SYNC_STALL, ONE_TIME_COST,
+                                UNATTRIBUTED)
+
+COMPUTE_BOUND = "compute-bound"
+MEMORY_BOUND = "memory-bound"
+BUSY_PARTS: tuple[str, ...] = (COMPUTE_BOUND, MEMORY_BOUND)
+PARTS: tuple[str, ...] = BUSY_PARTS + GAP_CLASSES
+
+HEALTHY = "healthy"
+VERDICTS: tuple[str, ...] = GAP_CLASSES + (MEMORY_BOUND, HEALTHY)
+# dominant_cause of a report whose traces hold no GPU activity at all (report schema 1.1).
+NO_GPU_ACTIVITY = "no-gpu-activity"
+
+
+def part_col(part: str) -> str:
+    """Column name of a part's nanoseconds (``memory-bound`` -> ``memory_bound_ns``)."""
+    return part.replace("-", "_") + "_ns"
+
+
+def share_col(part: str) -> str:
+    """Column name of a part's share of step time (``memory-bound`` -> ``memory_bound_share``)."""
+    return part.replace("-", "_") + "_share"
+
+
+def part_of_col(column: str) -> str:
+    """The part a ``part_col`` column holds (``memory_bound_ns`` -> ``memory-bound``)."""
+    return column.removesuffix("_ns").replace("_", "-")
+
+
+__all__ = ["GAP_CLASSES", "BUSY_PARTS", "PARTS", "VERDICTS", "NO_GPU_ACTIVITY", "LAUNCH_BOUND", "COMM_BOUND",
+           "DATA_STARVED", "PIPELINE_BUBBLE", "SYNC_STALL", "ONE_TIME_COST", "UNATTRIBUTED", "COMPUTE_BOUND",
+           "MEMORY_BOUND", "HEALTHY", "part_col", "share_col", "part_of_col"]
