@@ -17,7 +17,7 @@ from typing import Any
 
 from traceread.errors import UsageError
 from traceread.scan.cache import DIRNAME, Cache, result_key
-from traceread.scan.discover import discover
+from traceread.scan.discover import Candidate, discover
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.outputs import ScanOutputs, stamped_counts, tables_key
 from traceread.scan.progress import ScanProgress
@@ -93,7 +93,7 @@ def scan(opt: ScanOptions) -> ScanResult:
         [o for o in known if o.status == "ok"], keys)) is not None
     outputs = ScanOutputs(out=opt.out, roots=opt.roots, found=found, settings=opt.settings, cache=cache,
                           finder=finder, failures=failures, pending_rels=list(by_rel), keys=keys, write_tables=not unchanged,
-                          t0=t0)
+                          t0=t0, reanalyse=lambda o: _reanalyse(opt, cache, finder, by_rel[o.rel], keys[o.rel]))
     reused = sum(o.status == "ok" for o in known)
     bar = ScanProgress(total=len(found.candidates), done=len(known), failed=sum(o.status == "failed" for o in known),
                        enabled=opt.progress)
@@ -136,6 +136,22 @@ def _outcomes(opt: ScanOptions, tasks: list[Task]) -> Iterator[Outcome]:
     from traceread.scan.pool import WorkerPool
 
     return WorkerPool(opt.workers, opt.settings, opt.trace_timeout_s, opt.max_rss, outdir=opt.out).run(tasks)
+
+
+def _reanalyse(opt: ScanOptions, cache: Cache, finder: JobInputsFinder, c: Candidate, key: str) -> Outcome:
+    """A file whose cached parts did not read back (damaged, cut or planted), analysed again by one local
+    worker (its time and memory limits hold) and recorded in the cache again."""
+    from traceread.scan.pool import WorkerPool
+
+    task = Task(path=c.path, rel=c.rel, kind=c.kind, size=c.size, mtime_ns=c.mtime_ns, inode=c.inode,
+                job=finder.for_file(c))
+    (o,) = WorkerPool(1, opt.settings, opt.trace_timeout_s, opt.max_rss, outdir=opt.out).run([task])
+    if o.status == "ok" and not o.written:
+        write_report_files(opt.out, o)
+    if _cacheable(o):
+        cache.store(c, key, o)
+    o.tables = None
+    return o
 
 
 def _cacheable(o: Outcome) -> bool:

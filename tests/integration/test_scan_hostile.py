@@ -1,0 +1,97 @@
+"""Issue 26 (scan side): what an independent attack found in ``scan``, each kept as a regression.
+
+Every case ends in exit 0 with a result or exit 2 with one line naming the file and the problem,
+never exit 3, and leaves the scanned tree unchanged (hashed before and after).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from scan_tree import make_tree, snapshot
+
+from traceread.cli import main
+from traceread.scan.cache import DIRNAME
+
+
+@pytest.fixture(scope="module")
+def job_tree(tmp_path_factory) -> Path:
+    full = make_tree(tmp_path_factory.mktemp("tree") / "full", seed=5)
+    root = tmp_path_factory.mktemp("jobk") / "runs"
+    shutil.copytree(full / "jobK", root / "jobK")
+    return root
+
+
+def _index(out: Path) -> dict:
+    return json.loads((out / "index.json").read_text())
+
+
+def _stable(doc: dict) -> dict:
+    """An index without what differs from run to run (timing, reuse)."""
+    doc = json.loads(json.dumps(doc))
+    doc["scan"].pop("seconds")
+    return doc
+
+
+def _scan(tree: Path, out: Path, *extra: str, capsys=None) -> int:
+    before = snapshot(tree)
+    code = main(["scan", str(tree), "--out", str(out), "--workers", "1", *extra])
+    assert snapshot(tree) == before
+    return code
+
+
+class _WritesAFile:
+    """A pickle that, when loaded, writes ``path``: the cache must never load one."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(self.path), "pwned"))
+
+
+def test_planted_pickles_never_run_and_damaged_entries_are_analysed_again(job_tree, tmp_path):
+    out = tmp_path / "out"
+    assert _scan(job_tree, out) == 0
+    fresh = _stable(_index(out))
+    cache = out / DIRNAME
+    marker = tmp_path / "ran"
+    evil = pickle.dumps(_WritesAFile(str(marker)))
+    # the names older versions read (jobs.pkl, <id>.row.pkl ...) and the names this one reads
+    for name in ["jobs.pkl", "jobs.msgpack"] + [p.name.replace(".msgpack", ".pkl") for p in cache.glob("*.msgpack")]:
+        (cache / name).write_bytes(evil)
+    assert _scan(job_tree, out) == 0
+    assert not marker.exists()
+    assert _stable(_index(out)) == fresh
+    assert not list(cache.glob("*.pkl"))  # an older version's pickles are removed, never read
+    # every kind of cache part damaged: cut, replaced by a pickle, by other valid MessagePack
+    parts = sorted(cache.glob("*.msgpack"))
+    assert {p.name.split(".")[-2] for p in parts} == {"row", "ranks", "rows", "jobs"}
+    for i, p in enumerate(parts):
+        data = p.read_bytes()
+        p.write_bytes([data[: len(data) // 2], evil, b"\x82\xa1a\x01\xa1b\xc0"][i % 3])
+    assert _scan(job_tree, out) == 0
+    assert not marker.exists()
+    assert _stable(_index(out)) == fresh
+    tables = {n: pq.read_table(out / f"{n}.parquet").num_rows for n in ("gaps", "steps", "traces")}
+    assert tables == fresh["scan"]["tables"]
+
+
+def test_planted_log_lines_are_ignored(job_tree, tmp_path):
+    out = tmp_path / "out"
+    assert _scan(job_tree, out) == 0
+    fresh = _stable(_index(out))
+    log = out / DIRNAME / "log.jsonl"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    planted = [dict(e, trace_id="../../../escape") for e in lines] + [dict(e, size="1") for e in lines]
+    log.write_bytes(b"\xff\xfe not utf-8\n" + "".join(json.dumps(e) + "\n" for e in planted).encode())
+    assert _scan(job_tree, out) == 0
+    assert _stable(_index(out)) == fresh
+    assert not (tmp_path / "escape.json").exists()
+    assert os.path.isdir(out / DIRNAME)
