@@ -95,3 +95,30 @@ def test_planted_log_lines_are_ignored(job_tree, tmp_path):
     assert _stable(_index(out)) == fresh
     assert not (tmp_path / "escape.json").exists()
     assert os.path.isdir(out / DIRNAME)
+
+
+def _tiny_rank(path: Path, rank: int, world: int) -> None:
+    """A 1 KB Kineto trace of rank ``rank`` claiming a world of ``world`` ranks."""
+    doc = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world},
+           "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
+           "traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1000 + 10 * i,
+                            "dur": 5, "args": {"device": 0, "stream": 7}} for i in range(5)]}
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("world", [10**7, 10**9, 2**63 - 1])
+def test_world_size_from_a_file_never_sizes_a_list(tmp_path, world):
+    tree = tmp_path / "runs"
+    (tree / "job").mkdir(parents=True)
+    for r in (0, 1):
+        _tiny_rank(tree / "job" / f"trace.rank{r}.json", r, world)
+    out = tmp_path / "out"
+    assert _scan(tree, out) == 0
+    (job,) = [json.loads(p.read_text()) for p in (out / "jobs").glob("*.json")]
+    assert job["group"]["missing_rank_count"] == world - 2 and len(job["group"]["missing_ranks"]) == 1024
+    assert f"and {world - 2 - 1024:,} more" in job["group"]["missing_ranks_text"]
+    assert _index(out)["jobs"][0]["missing_ranks"] == world - 2
+    assert all(p.stat().st_size < 1 << 20 for p in out.rglob("*") if p.is_file())
+    paths = [str(tree / "job" / f"trace.rank{r}.json") for r in (0, 1)]
+    assert main(["analyze", *paths, "--json", str(tmp_path / "a.json"), "-o", str(tmp_path / "a.md")]) == 0
+    assert (tmp_path / "a.json").stat().st_size < 1 << 20

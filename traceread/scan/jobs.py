@@ -35,8 +35,9 @@ def _ranks_text(ranks: list[int], world: int | None) -> str:
 
 
 def _missing_text(group: dict[str, Any]) -> str:
-    missing, dups = len(group.get("missing_ranks", [])), len(group.get("duplicate_ranks", []))
-    parts = ([f"{missing} missing"] if missing else []) + ([f"{dups} claimed twice"] if dups else [])
+    missing = group.get("missing_rank_count", len(group.get("missing_ranks", [])))
+    dups = len(group.get("duplicate_ranks", []))
+    parts = ([f"{missing:,} missing"] if missing else []) + ([f"{dups} claimed twice"] if dups else [])
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -177,7 +178,7 @@ def job_row(j: dict[str, Any]) -> dict[str, Any]:
     r.update(link_md=f"jobs/{j['file']}.md", link_json=f"jobs/{j['file']}.json",
              trace_ids=[t["trace_id"] for t in j["traces"]],
              ranks_text=_ranks_text(ranks, j.get("world_size")) + _missing_text(group),
-             missing_ranks=len(group.get("missing_ranks", [])), duplicate_ranks=len(group.get("duplicate_ranks", [])),
+             missing_ranks=group.get("missing_rank_count", len(group.get("missing_ranks", []))), duplicate_ranks=len(group.get("duplicate_ranks", [])),
              rule=group.get("rule"), stragglers=strag,
              stragglers_text="; ".join(f"rank {s['rank']} ({s['waited_on_ns'] / 1e6:,.2f} ms waited on, {s['cause']})"
                                        for s in strag))
