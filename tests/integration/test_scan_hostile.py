@@ -25,6 +25,7 @@ def job_tree(tmp_path_factory) -> Path:
     full = make_tree(tmp_path_factory.mktemp("tree") / "full", seed=5)
     root = tmp_path_factory.mktemp("jobk") / "runs"
     shutil.copytree(full / "jobK", root / "jobK")
+    shutil.copy(full / "nsys" / "run.sqlite", root.parent / "run.sqlite")  # an nsys export, kept out of the tree
     return root
 
 
@@ -122,3 +123,58 @@ def test_world_size_from_a_file_never_sizes_a_list(tmp_path, world):
     paths = [str(tree / "job" / f"trace.rank{r}.json") for r in (0, 1)]
     assert main(["analyze", *paths, "--json", str(tmp_path / "a.json"), "-o", str(tmp_path / "a.md")]) == 0
     assert (tmp_path / "a.json").stat().st_size < 1 << 20
+
+
+def _a_trace(job_tree: Path) -> bytes:
+    return (job_tree / "jobK" / "train.rank0.pt.trace.json").read_bytes()
+
+
+def test_names_equal_once_made_safe_keep_their_own_ids_jobs_and_rows(job_tree, tmp_path):
+    tree = tmp_path / "runs"
+    dirs = ["run 1", "run_1", "run&1"]
+    for d in dirs:
+        (tree / d).mkdir(parents=True)
+        (tree / d / "trace.json").write_bytes(_a_trace(job_tree))  # the same content three times
+    out = tmp_path / "out"
+    assert _scan(tree, out) == 0
+    doc = _index(out)
+    assert sorted(t["path"] for t in doc["traces"]) == sorted(f"{d}/trace.json" for d in dirs)
+    assert len({t["trace_id"] for t in doc["traces"]}) == 3
+    assert sorted(t["job"] for t in doc["traces"]) == sorted(f"{d}/trace" for d in dirs)
+    assert len({j["file"] for j in doc["jobs"]}) == 3 and len(list((out / "traces").glob("*.json"))) == 3
+    traces = pq.read_table(out / "traces.parquet").to_pandas()
+    assert sorted(traces.groupby("trace_id")["path"].first()) == sorted(f"{d}/trace.json" for d in dirs)
+
+
+def test_names_of_any_bytes_and_deep_trees(job_tree, tmp_path, capsys):
+    tree = tmp_path / "runs"
+    odd = os.path.join(os.fsencode(tree), b"run\xff", b"tr\xfeace.json")
+    os.makedirs(os.path.dirname(odd))
+    Path(os.fsdecode(odd)).write_bytes(_a_trace(job_tree))
+    literal = tree / "run\\xff" / "tr\\xfeace.json"  # spells the escaped name: must stay apart
+    literal.parent.mkdir()
+    literal.write_bytes(_a_trace(job_tree))
+    shutil.copy(job_tree.parent / "run.sqlite", os.fsdecode(os.path.join(os.path.dirname(odd), b"ns\xffys.sqlite")))
+    deep = tree.joinpath(*["d" * 90] * 4)  # ~370 characters of folders: jobs/<name> was too long a name
+    deep.mkdir(parents=True)
+    (deep / "train.rank0.json").write_bytes(_a_trace(job_tree))
+    out = tmp_path / "out"
+    assert _scan(tree, out) == 0
+    doc = _index(out)
+    assert doc["scan"]["complete"] and len(doc["traces"]) == 4 and not doc["failures"]
+    paths = sorted(t["path"] for t in doc["traces"])
+    # the escaped names collide with the literal one: each escaped part gets a hash of its bytes
+    assert len(set(paths)) == 4 and "run\\xff/tr\\xfeace.json" in paths
+    assert any(p.startswith("run\\xff~") and "/ns\\xffys.sqlite~" in p for p in paths)
+    assert len({t["job"] for t in doc["traces"]}) == 4
+    assert all(len(p.name) < 255 for p in out.rglob("*"))
+    pq.read_table(out / "gaps.parquet")
+    # every command takes the name as the OS gives it, and shows it escaped
+    name = os.fsdecode(odd)
+    for cmd in (["analyze", name], ["kernels", name], ["gaps", name], ["diff", name, str(literal)], ["info", name]):
+        capsys.readouterr()
+        assert main(cmd) == 0, cmd
+    assert "run\\xff" in capsys.readouterr().out
+    assert main(["analyze", name, "--json", str(tmp_path / "a.json"), "-o", str(tmp_path / "a.md")]) == 0
+    assert json.loads((tmp_path / "a.json").read_text())["traces"][0]["path"] == name.encode(
+        "utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

@@ -12,7 +12,7 @@ import sqlite3
 from traceread import heap
 from traceread.errors import TraceReadError
 from traceread.limits import TooManyEvents
-from traceread.trace import Trace
+from traceread.trace import Trace, shown_path
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -52,7 +52,9 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
     path = os.fspath(path)
     kind = sniff(path)
     try:
-        return _load(path, kind, progress, step_range, decoders)
+        trace = _load(path, kind, progress, step_range, decoders)
+        trace.meta.path = shown_path(trace.meta.path)  # a name of any bytes: reports are UTF-8
+        return trace
     finally:
         heap.trim()  # a load frees its read buffers and chunk arrays: give their pages back
 

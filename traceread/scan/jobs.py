@@ -19,7 +19,7 @@ import traceread
 from traceread.analysis import GAP_CLASSES, PARTS, part_col
 from traceread.atomic import atomic_open
 from traceread.scan.jobinputs import JobInputsFinder
-from traceread.scan.work import Outcome, Settings
+from traceread.scan.work import SAFE_CHARS, Outcome, Settings
 
 JOB_SCHEMA_VERSION = "1.0"
 
@@ -89,8 +89,11 @@ def job_file(name: str, directory: str, used: set[str]) -> str:
     """
     base = safe_name(name)
     leaf = name[len(directory) + 1:] if directory else name
-    if "__" in name or "__" in safe_name(leaf) or (directory and safe_name(directory) != directory.replace("/", "__")):
-        base += "-" + hashlib.blake2b(name.encode(), digest_size=3).hexdigest()
+    if "__" in name or "__" in safe_name(leaf) or (directory and safe_name(directory) != directory.replace("/", "__")) \
+            or len(base) > SAFE_CHARS:
+        if len(base) > SAFE_CHARS:  # a deep tree: jobs/<name> must stay a valid file name (NAME_MAX)
+            base = base[:SAFE_CHARS // 2] + "~" + base[-(SAFE_CHARS // 2 - 1):]
+        base += "-" + hashlib.blake2b(name.encode("utf-8", "surrogateescape"), digest_size=3).hexdigest()
     file, n = base, 1
     while file in used:
         n += 1

@@ -20,6 +20,7 @@ from typing import Any
 from traceread.config import Thresholds
 
 HASH_CHARS = 8  # of the content hash in a trace id: enough to tell versions of one path apart
+SAFE_CHARS = 112  # of the path in a trace id or a job file name: with the suffixes, well under NAME_MAX (255)
 _READ = 1 << 20
 
 
@@ -109,10 +110,17 @@ def content_hash(path: str) -> str:
 
 
 def trace_id(rel: str, digest: str) -> str:
-    """``<relative path made safe>-<short content hash>``: stable, readable, one per file version."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", rel.replace(os.sep, "__").replace("/", "__")).strip("._") or "trace"
-    if len(safe) > 120:  # keep file names well under NAME_MAX with the suffixes
-        safe = safe[:60] + "~" + safe[-59:]
+    """``<relative path made safe>-<short content hash>``: stable, readable, one per file version.
+
+    Where making the path safe loses something (``run 1/``, ``run_1/`` and ``run&1/`` are all
+    ``run_1``; ``a__b/c`` and ``a/b__c`` are both ``a__b__c``; a long path is shortened), a short
+    hash of the exact path follows it: distinct files never share an id, even with equal contents."""
+    flat = rel.replace(os.sep, "__").replace("/", "__")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", flat).strip("._") or "trace"
+    if safe != flat or "__" in rel or len(safe) > SAFE_CHARS:
+        if len(safe) > SAFE_CHARS:  # keep file names well under NAME_MAX with the suffixes
+            safe = safe[:SAFE_CHARS // 2] + "~" + safe[-(SAFE_CHARS // 2 - 1):]
+        safe += "~" + hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=3).hexdigest()
     return f"{safe}-{digest[:HASH_CHARS]}"
 
 
