@@ -21,6 +21,7 @@ from traceread.scan.discover import Candidate, discover
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.outputs import ScanOutputs, stamped_counts, tables_key
 from traceread.scan.progress import ScanProgress
+from traceread.scan.tables import remove_stale_tables
 from traceread.scan.work import Outcome, Settings, Task, write_report_files
 
 
@@ -68,6 +69,7 @@ def scan(opt: ScanOptions) -> ScanResult:
     found = discover(opt.roots, exclude=[opt.out])
     os.makedirs(os.path.join(opt.out, "traces"), exist_ok=True)
     os.makedirs(os.path.join(opt.out, "jobs"), exist_ok=True)
+    remove_stale_tables(opt.out)  # of a scan killed while writing them
     cache = Cache(opt.out, reuse=opt.use_cache)
     finder = opt.jobs or JobInputsFinder()
     settings_key = opt.settings.key()
@@ -155,9 +157,11 @@ def _reanalyse(opt: ScanOptions, cache: Cache, finder: JobInputsFinder, c: Candi
 
 
 def _cacheable(o: Outcome) -> bool:
-    """Results that would come out the same next time: not time/memory kills, not a file in flux."""
-    return o.status in ("ok", "not-trace") or (o.status == "failed" and bool(o.content_hash)
-                                               and not o.problem.startswith("changed while being read"))
+    """Results that would come out the same next time: not time/memory kills, not a file in flux, not a
+    failure of the environment (the output folder full or not writable: once space is freed, the file
+    is analysed again without --no-cache)."""
+    return not o.environment and (o.status in ("ok", "not-trace") or (
+        o.status == "failed" and bool(o.content_hash) and not o.problem.startswith("changed while being read")))
 
 
 def _prune(out: str, trace_ids: set[str], job_files: set[str]) -> None:

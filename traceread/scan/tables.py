@@ -17,6 +17,7 @@ where the trace's time base is the Unix epoch, ``start_epoch_ns``/``end_epoch_ns
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
 from collections.abc import Iterable
@@ -205,11 +206,13 @@ class TableWriter:
         self.schemas = _schemas()
         self.counts = dict.fromkeys(self.schemas, 0)
         self.tmp: dict[str, str] = {}
+        self.locks: list[int] = []  # the temporary files' descriptors, locked while this scan writes them
         self.writers: dict[str, Any] = {}
         try:
             for name, schema in self.schemas.items():
                 fd, self.tmp[name] = tempfile.mkstemp(prefix=f".{name}.parquet-", suffix=".tmp", dir=outdir)
-                os.close(fd)
+                self.locks.append(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: nobody else holds it
                 self.writers[name] = pq.ParquetWriter(self.tmp[name], schema, compression="zstd",
                                                       use_dictionary=_dictionary_columns(schema))
         except BaseException:
@@ -244,7 +247,14 @@ class TableWriter:
             os.chmod(tmp, 0o666 & ~_umask())
             os.replace(tmp, os.path.join(self.outdir, f"{name}.parquet"))
         self.tmp = {}
+        self._unlock()
         return dict(self.counts)
+
+    def _unlock(self) -> None:
+        for fd in self.locks:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.locks = []
 
     def abort(self) -> None:
         """Drop the unfinished files (the previous tables stay)."""
@@ -255,3 +265,28 @@ class TableWriter:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         self.writers, self.tmp = {}, {}
+        self._unlock()
+
+
+def remove_stale_tables(outdir: str) -> None:
+    """Remove the table files of a scan that was killed while writing them (SIGKILL, a power cut: its
+    ``.gaps.parquet-*.tmp`` ...). A file still locked belongs to a scan running now, and is left."""
+    try:
+        names = os.listdir(outdir)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(tuple(f".{t}.parquet-" for t in ("gaps", "steps", "traces"))) and name.endswith(".tmp")):
+            continue
+        path = os.path.join(outdir, name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # only when no living scan holds it
+            os.unlink(path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)

@@ -8,6 +8,7 @@ into jobs. Frames never leave the worker.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -22,6 +23,8 @@ from traceread.config import Thresholds
 HASH_CHARS = 8  # of the content hash in a trace id: enough to tell versions of one path apart
 SAFE_CHARS = 112  # of the path in a trace id or a job file name: with the suffixes, well under NAME_MAX (255)
 _READ = 1 << 20
+# an OSError with one of these is this machine's state (space, quota, memory, open files), not the file's
+_ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOMEM, errno.EMFILE, errno.ENFILE})
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class Outcome:
     summaries: list[Any] | None = field(default_factory=list)
     seconds: float = 0.0
     written: bool = False  # report files and cache parts already on disk (run_task's outdir)
+    environment: bool = False  # failed for the environment (disk full, output not writable): never cached
 
 
 _code_digest: str | None = None
@@ -144,12 +148,16 @@ def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outco
     the outcome comes back without them (``written``): a 28 MB trace's report is 127 MB of JSON and
     70 MB of table rows, which would otherwise be pickled, piped, unpickled and written again by the
     parent. Without it (Dask) the bytes travel in the outcome."""
-    from traceread.errors import TracereadError
+    from traceread.errors import OutputError, TracereadError
 
     t0 = time.monotonic()
     out = Outcome(rel=task.rel, path=task.path, status="failed")
     try:
         _analyse(task, settings, out, outdir)
+        if out.status == "ok" and outdir is not None:
+            _write_parts(outdir, out)
+    except OutputError as exc:  # the output folder, not the file
+        out.status, out.problem, out.environment = "failed", str(exc), True
     except TracereadError as exc:
         out.status = "not-trace" if _not_a_trace(str(getattr(exc, "problem", exc))) else "failed"
         out.problem = str(getattr(exc, "problem", exc))
@@ -157,13 +165,13 @@ def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outco
         out.problem = "out of memory while analysing"
     except OSError as exc:
         out.problem = f"cannot read ({exc.strerror or exc})"
+        out.environment = exc.errno in _ENVIRONMENT_ERRNOS
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
         first = str(exc).splitlines()[0] if str(exc) else ""
         out.problem = f"internal error: {type(exc).__name__}: {first}"[:300]
     if out.status != "ok":
         out.md = out.json = out.tables = None
-    elif outdir is not None:
-        _write_parts(outdir, out)
+        out.written = False
     out.seconds = time.monotonic() - t0
     return out
 
