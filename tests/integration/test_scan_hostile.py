@@ -178,3 +178,60 @@ def test_names_of_any_bytes_and_deep_trees(job_tree, tmp_path, capsys):
     assert main(["analyze", name, "--json", str(tmp_path / "a.json"), "-o", str(tmp_path / "a.md")]) == 0
     assert json.loads((tmp_path / "a.json").read_text())["traces"][0]["path"] == name.encode(
         "utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def test_a_full_disk_is_not_cached_as_the_files_outcome(job_tree, tmp_path, monkeypatch):
+    from traceread.errors import OutputError
+    from traceread.scan import work
+
+    real = work.write_report_files
+
+    def full(outdir, o):  # what a full output disk gives (the workers are forked: they see this too)
+        raise OutputError(os.path.join(outdir, "traces", o.trace_id + ".json"), "No space left on device")
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(work, "write_report_files", full)
+    assert _scan(job_tree, out) == 2
+    assert all("No space left on device" in f["problem"] for f in _index(out)["failures"])
+    monkeypatch.setattr(work, "write_report_files", real)
+    assert _scan(job_tree, out) == 0  # space freed: analysed now, without --no-cache
+    assert len(_index(out)["traces"]) == 2 and not _index(out)["failures"]
+
+
+def test_an_interrupted_scans_table_files_are_removed_by_the_next(job_tree, tmp_path):
+    import fcntl
+
+    out = tmp_path / "out"
+    assert _scan(job_tree, out) == 0
+    left = [out / f".{n}.parquet-k1ll3d.tmp" for n in ("gaps", "steps", "traces")]  # SIGKILL while writing
+    for p in left:
+        p.write_bytes(b"PAR1 half")
+    running = out / ".gaps.parquet-running.tmp"  # a scan writing now holds its lock: left alone
+    running.write_bytes(b"PAR1")
+    with open(running, "rb") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        assert _scan(job_tree, out) == 0
+        assert not any(p.exists() for p in left) and running.exists()
+    assert _scan(job_tree, out) == 0
+    assert not list(out.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("flag", ["-o", "--json", "--plot", "--perfetto"])
+def test_an_output_never_replaces_an_input(job_tree, tmp_path, capsys, flag):
+    src = job_tree / "jobK" / "train.rank0.pt.trace.json"
+    trace = tmp_path / "v.json"
+    trace.write_bytes(src.read_bytes())
+    (tmp_path / "link.json").symlink_to(trace)
+    job = tmp_path / "job.toml"
+    job.write_text("gpus = 8\n")
+    before = snapshot(tmp_path)
+    for target in (trace, tmp_path / "link.json", job):
+        capsys.readouterr()
+        assert main(["analyze", str(trace), "--job", str(job), flag, str(target)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(target) in err[0] and "input" in err[0]
+    assert main(["diff", str(trace), str(src), flag if flag in ("-o", "--json") else "-o", str(trace)]) == 2
+    assert main(["kernels", str(trace), "--json", str(trace)]) == 2
+    assert main(["gaps", str(trace), "--csv", str(tmp_path / "link.json")]) == 2
+    assert main(["info", str(trace), "--json", str(trace)]) == 2
+    assert snapshot(tmp_path) == before

@@ -10,6 +10,7 @@ import os
 import sqlite3
 
 from traceread import heap
+from traceread.atomic import note_input
 from traceread.errors import TraceReadError
 from traceread.limits import TooManyEvents
 from traceread.trace import Trace, shown_path
@@ -50,6 +51,7 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
     pool); ``traceread scan`` passes 1 because each of its workers is already one of N processes.
     """
     path = os.fspath(path)
+    note_input(path)  # an output of this command never replaces it (atomic.check_not_input)
     kind = sniff(path)
     try:
         trace = _load(path, kind, progress, step_range, decoders)

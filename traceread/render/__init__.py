@@ -8,13 +8,16 @@ atomically.
 from __future__ import annotations
 
 from traceread.analysis import Analysis
-from traceread.atomic import atomic_open
+from traceread.atomic import atomic_open, check_not_input
 
 
 def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: str | None = None,
                   plot_path: str | None = None, perfetto_path: str | None = None,
                   perfetto_steps: str = "key") -> None:
     """Write each requested output (``-`` is standard output for Markdown and JSON)."""
+    for path in (markdown, json_path, plot_path, perfetto_path):  # before any is written
+        if path:
+            check_not_input(path)
     if markdown:
         from traceread.render import markdown as md
 
