@@ -235,3 +235,58 @@ def test_an_output_never_replaces_an_input(job_tree, tmp_path, capsys, flag):
     assert main(["gaps", str(trace), "--csv", str(tmp_path / "link.json")]) == 2
     assert main(["info", str(trace), "--json", str(trace)]) == 2
     assert snapshot(tmp_path) == before
+
+
+def test_scan_out_that_cannot_be_written_is_one_line_exit_2(job_tree, tmp_path, capsys, monkeypatch):
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    for out in (a_file, a_file / "sub"):  # an existing file; a folder under a file (as a read-only disk, refused)
+        capsys.readouterr()
+        assert _scan(job_tree, out) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(a_file) in err[0] and "cannot write" in err[0]
+    import errno
+
+    real = os.makedirs
+    for code in (errno.EROFS, errno.EACCES, errno.ENOSPC):  # tests run as root: chmod would not stop them
+
+        def refused(path, *a, code=code, **k):
+            if str(tmp_path / "ro") in os.fsdecode(path):
+                raise OSError(code, os.strerror(code), path)
+            return real(path, *a, **k)
+
+        monkeypatch.setattr(os, "makedirs", refused)
+        capsys.readouterr()
+        assert _scan(job_tree, tmp_path / "ro" / "out") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and os.strerror(code) in err[0]
+    assert a_file.read_text() == "x"
+
+
+def test_an_epoch_offset_near_int64_max_scans_as_analyze_does(job_tree, tmp_path):
+    tree = tmp_path / "runs"
+    (tree / "job").mkdir(parents=True)
+    for r in (0, 1):
+        doc = json.loads((job_tree / "jobK" / "train.rank0.pt.trace.json").read_text())
+        doc["baseTimeNanoseconds"] = 2**63 - 1000
+        doc["distributedInfo"]["rank"] = r
+        (tree / "job" / f"t{r}.json").write_text(json.dumps(doc))
+    paths = [str(p) for p in sorted((tree / "job").iterdir())]
+    assert main(["analyze", *paths, "-o", str(tmp_path / "a.md")]) == 0
+    out = tmp_path / "out"
+    assert _scan(tree, out) == 0
+    doc = _index(out)
+    assert len(doc["traces"]) == 2 and not doc["failures"]
+    gaps = pq.read_table(out / "gaps.parquet")
+    assert gaps.num_rows > 0 and gaps.column("start_epoch_ns").null_count == gaps.num_rows  # unknown, not wrapped
+
+
+def test_diff_of_a_job_against_one_trace(job_tree, tmp_path, capsys):
+    one = str(job_tree / "jobK" / "train.rank0.pt.trace.json")
+    job = str(job_tree / "jobK")
+    nsys = str(job_tree.parent / "run.sqlite")  # one export holding two processes
+    for before, after in ((job, one), (one, job), (nsys, one), (one, nsys)):
+        capsys.readouterr()
+        assert main(["diff", before, after, "--json", str(tmp_path / "d.json"), "-o", str(tmp_path / "d.md")]) == 0
+        ranks = json.loads((tmp_path / "d.json").read_text())
+        assert ranks and "## Ranks" in (tmp_path / "d.md").read_text()

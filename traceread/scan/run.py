@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from traceread.errors import UsageError
+from traceread.errors import OutputError, UsageError
 from traceread.scan.cache import DIRNAME, Cache, result_key
 from traceread.scan.discover import Candidate, discover
 from traceread.scan.jobinputs import JobInputsFinder
@@ -64,6 +64,18 @@ def check_out(roots: list[str], out: str, allow_inside: bool) -> None:
 
 
 def scan(opt: ScanOptions) -> ScanResult:
+    """Scan; an OSError here is the output folder's (workers read the inputs, their problems are outcomes;
+    discovery lists unreadable ones): one line, exit 2 (read-only, not writable, a file, disk full)."""
+    try:
+        return _scan(opt)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        where = os.fsdecode(exc.filename) if isinstance(exc.filename, (str, bytes)) else opt.out
+        raise OutputError(where, exc.strerror or str(exc)) from None
+
+
+def _scan(opt: ScanOptions) -> ScanResult:
     t0 = time.monotonic()
     check_out(opt.roots, opt.out, opt.allow_out_inside)
     found = discover(opt.roots, exclude=[opt.out])
