@@ -169,6 +169,9 @@ def test_names_of_any_bytes_and_deep_trees(job_tree, tmp_path, capsys):
     assert len({t["job"] for t in doc["traces"]}) == 4
     assert all(len(p.name) < 255 for p in out.rglob("*"))
     pq.read_table(out / "gaps.parquet")
+    odd_root = Path(os.fsdecode(os.path.dirname(odd)))  # a scan root of such a name, with another root
+    assert _scan(odd_root, tmp_path / "out2", str(deep)) == 0
+    assert "run\\xff" in _index(tmp_path / "out2")["scan"]["roots"]
     # every command takes the name as the OS gives it, and shows it escaped
     name = os.fsdecode(odd)
     for cmd in (["analyze", name], ["kernels", name], ["gaps", name], ["diff", name, str(literal)], ["info", name]):

@@ -34,6 +34,7 @@ from traceread.scan.cachecodec import Damaged
 from traceread.scan.discover import Discovery
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.work import Outcome, Settings
+from traceread.trace import shown_path
 
 INDEX_REFRESH_S = 1.0  # index.json/md and failures.md are rewritten at most this often during a scan (0: always)
 # ... and at most this share of the scan's time: a rewrite is O(all rows so far), so at a fixed period a
@@ -157,7 +158,7 @@ class ScanOutputs:
         from traceread.scan.jobs import job_row, trace_index_row
 
         traces = [trace_index_row(o, self.job_of.get(o.trace_id, "")) for o in self.done]
-        scan = {"roots": [os.path.basename(os.path.abspath(r).rstrip(os.sep)) or r for r in self.roots],
+        scan = {"roots": [shown_path(os.path.basename(os.path.abspath(r).rstrip(os.sep)) or r) for r in self.roots],
                 "complete": not partial, "files_found": len(self.found.candidates), "traces_ok": len(self.done),
                 "skipped": dict(self.found.skipped), "seconds": round(time.monotonic() - self.t0, 3),
                 "settings_key": self.settings.key(), "tables": counts or {}}
