@@ -57,7 +57,7 @@ def _epoch(values: list[int], offset: int | None) -> list[int | None]:
     near 2^63 from the file: the trace's own times stay, its epoch times are unknown)."""
     if offset is None:
         return [None] * len(values)
-    out = [v + offset if v is not None else None for v in values]
+    out: list[int | None] = [v + offset if v is not None else None for v in values]
     return [None] * len(values) if any(v is not None and not _INT64[0] <= v <= _INT64[1] for v in out) else out
 
 
