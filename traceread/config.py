@@ -202,6 +202,9 @@ def load_config_file(path: str) -> dict[str, Any]:
         import tomllib
     else:  # Python 3.10
         import tomli as tomllib
+    from traceread.atomic import note_input
+
+    note_input(path)  # an output of this command never replaces it
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)

@@ -14,6 +14,20 @@ import pandas as pd
 from traceread.schema import TIME_EPOCH
 
 
+def shown_path(path: str) -> str:
+    """``path`` as reports and tables show it: a name that is not valid UTF-8 (Python holds its bytes as
+    surrogates) with those bytes escaped (``\\xff``), every other name unchanged."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        pass
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """One GPU/accelerator as the trace describes it."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 from pathlib import Path
 
@@ -188,8 +187,9 @@ def test_workers_write_reports_and_cache_parts_and_leftover_temporaries_are_remo
     assert local.md is local.json is local.tables is local.identities is None
     assert (tmp_path / "w" / "traces" / (local.trace_id + ".json")).read_bytes() == travelled.json
     assert (tmp_path / "w" / "traces" / (local.trace_id + ".md")).read_bytes() == travelled.md
-    with open(tmp_path / "w" / DIRNAME / f"{local.trace_id}.rows.pkl", "rb") as fh:
-        rows = pickle.load(fh)
+    from traceread.scan.cachecodec import decode_tables
+
+    rows = decode_tables((tmp_path / "w" / DIRNAME / f"{local.trace_id}.rows.msgpack").read_bytes())
     assert {k: bytes(v) for k, v in rows.items()} == {k: bytes(v) for k, v in travelled.tables.items()}
 
 

@@ -14,8 +14,14 @@ from traceread.scan.work import trace_id
 
 
 def test_trace_id_is_readable_safe_and_versioned():
+    assert trace_id("cluster/job7/rank0.pt.trace.json.gz", "0123456789abcdef") == \
+        "cluster__job7__rank0.pt.trace.json.gz-01234567"
     a = trace_id("cluster 1/job#7/rank0.pt.trace.json.gz", "0123456789abcdef")
-    assert a == "cluster_1__job_7__rank0.pt.trace.json.gz-01234567"
+    assert a.startswith("cluster_1__job_7__rank0.pt.trace.json.gz~") and a.endswith("-01234567")
+    # names that are equal once made safe stay apart (issue 26: one report for three traces)
+    same = ["run 1/trace.json", "run_1/trace.json", "run&1/trace.json", "run/1/trace.json", "run__1/trace.json"]
+    assert len({trace_id(r, "ab" * 8) for r in same}) == len(same)
+    assert trace_id("x/" + "a" * 300 + ".json", "ff" * 8) != trace_id("x/" + "a" * 301 + ".json", "ff" * 8)
     assert trace_id("x/" + "a" * 300 + ".json", "ff" * 8).startswith("x__aaa")
     assert len(trace_id("x/" + "a" * 300 + ".json", "ff" * 8)) <= 130
 

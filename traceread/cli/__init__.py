@@ -72,6 +72,9 @@ def _mapped_under_cap(exc: ImportError) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
     _debug["on"] = os.environ.get("TRACEREAD_DEBUG", "") not in ("", "0")
+    from traceread.atomic import guard_inputs
+
+    guard_inputs()  # this command's inputs, from here on: no output of it replaces one
     try:
         rv = cli.main(args=argv, prog_name="traceread", standalone_mode=False)
     except UserFacingError as exc:

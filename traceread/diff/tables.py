@@ -145,7 +145,10 @@ def rank_table(b: SideFacts, a: SideFacts) -> pd.DataFrame:
     """
     if b.per_rank.empty and a.per_rank.empty:
         return pd.DataFrame()
-    m = b.per_rank.merge(a.per_rank, on="rank", how="outer", suffixes=("_before", "_after"))
+    # one side a job, the other one rank (or one process): its side has no per-rank rows, nor columns
+    before = b.per_rank if not b.per_rank.empty else a.per_rank.iloc[0:0]
+    after = a.per_rank if not a.per_rank.empty else b.per_rank.iloc[0:0]
+    m = before.merge(after, on="rank", how="outer", suffixes=("_before", "_after"))
     for side, facts in (("before", b), ("after", a)):
         causes = {int(s["rank"]): str(s.get("cause") or "") for s in facts.stragglers if s.get("rank") is not None}
         m[f"straggler_{side}"] = m["rank"].isin(list(causes))

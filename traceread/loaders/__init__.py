@@ -10,9 +10,10 @@ import os
 import sqlite3
 
 from traceread import heap
+from traceread.atomic import note_input
 from traceread.errors import TraceReadError
 from traceread.limits import TooManyEvents
-from traceread.trace import Trace
+from traceread.trace import Trace, shown_path
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -50,9 +51,12 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
     pool); ``traceread scan`` passes 1 because each of its workers is already one of N processes.
     """
     path = os.fspath(path)
+    note_input(path)  # an output of this command never replaces it (atomic.check_not_input)
     kind = sniff(path)
     try:
-        return _load(path, kind, progress, step_range, decoders)
+        trace = _load(path, kind, progress, step_range, decoders)
+        trace.meta.path = shown_path(trace.meta.path)  # a name of any bytes: reports are UTF-8
+        return trace
     finally:
         heap.trim()  # a load frees its read buffers and chunk arrays: give their pages back
 

@@ -68,8 +68,13 @@ def primary_device(s: RankSummary) -> int:
 
 
 def epoch_shift(s: RankSummary) -> int:
-    """What to add to the rank's own ns to reach its (unaligned) epoch ns; 0 when not epoch."""
-    return int(s.identity.epoch_offset_ns or 0)
+    """What to add to the rank's own ns to reach its (unaligned) epoch ns; 0 when not epoch, or when the
+    offset (from the file) would carry the rank's times past int64 (an offset near 2^63: no place on
+    the epoch can be computed, so the rank stays on its own clock)."""
+    off = int(s.identity.epoch_offset_ns or 0)
+    if not (-(1 << 63) <= int(s.identity.start_ns) + off and int(s.identity.end_ns) + off < (1 << 63)):
+        return 0
+    return off
 
 
 def sequences(s: RankSummary) -> dict[str, np.ndarray]:

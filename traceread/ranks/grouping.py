@@ -37,6 +37,9 @@ RULE_NSYS_EXPORT = "nsys-export"
 RULE_FILENAME = "filename"
 RULE_SINGLE = "single"
 RULE_METADATA_RANK_ONLY = "metadata-rank-only"
+# missing ranks named one by one in a job; past this many they are counted ("and N more"): the world size
+# comes from the file, and a list of 10^7 missing ranks made a 149 MB job report
+MISSING_LISTED = 1024
 
 
 @dataclass(frozen=True)
@@ -57,12 +60,13 @@ class JobGroup:
     members: tuple[RankIdentity, ...]
     world_size: int | None
     ranks: tuple[int, ...]
-    missing_ranks: tuple[int, ...]
+    missing_ranks: tuple[int, ...]  # the first MISSING_LISTED of them; missing_count: all of them
     duplicate_ranks: tuple[tuple[int, tuple[str, ...]], ...]
     unranked: tuple[str, ...]
     start_epoch_ns: int | None
     end_epoch_ns: int | None
     evidence: tuple[str, ...]
+    missing_count: int = 0
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -73,7 +77,8 @@ class JobGroup:
                 "capture": self.capture, "captures": self.captures,
                 "members": [m.to_dict() for m in self.members], "world_size": self.world_size,
                 "ranks": list(self.ranks), "missing_ranks": list(self.missing_ranks),
-                "missing_ranks_text": ranges(self.missing_ranks),
+                "missing_ranks_text": missing_text(self.missing_ranks, self.missing_count),
+                "missing_rank_count": self.missing_count,
                 "duplicate_ranks": [{"rank": r, "traces": list(t)} for r, t in self.duplicate_ranks],
                 "unranked": list(self.unranked), "start_epoch_ns": self.start_epoch_ns,
                 "end_epoch_ns": self.end_epoch_ns, "evidence": list(self.evidence)}
@@ -91,6 +96,25 @@ def ranges(values: tuple[int, ...] | list[int]) -> str:
         out.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
         i = j + 1
     return ", ".join(out)
+
+
+def missing_text(listed: tuple[int, ...] | list[int], count: int) -> str:
+    """:func:`ranges` of the missing ranks listed, and how many more are missing past the listing cap."""
+    more = count - len(listed)
+    return ranges(listed) + (f" and {more:,} more" if more > 0 else "")
+
+
+def _missing(world: int, claimed: dict[int, list[str]]) -> tuple[tuple[int, ...], int]:
+    """The first :data:`MISSING_LISTED` ranks of ``range(world)`` that no member claims, and how many are
+    missing in all. The world size comes from the file: it never sizes a list (a 1 KB trace may claim
+    10^9 ranks); the loop runs at most MISSING_LISTED + len(claimed) times."""
+    listed: list[int] = []
+    r = 0
+    while r < world and len(listed) < MISSING_LISTED:
+        if r not in claimed:
+            listed.append(r)
+        r += 1
+    return tuple(listed), world - sum(1 for c in claimed if 0 <= c < world)
 
 
 def _utc(ns: int | None) -> str:
@@ -195,11 +219,11 @@ def _group(rule: str, job_key: str, ci: int, caps: list[list[RankIdentity]], com
     unranked = tuple(m.label for m in members if m.rank is None)
     if world is None and rule == RULE_NSYS_EXPORT:
         world = len(members)
-    missing = tuple(r for r in range(world) if r not in claimed) if world else ()
+    missing, n_missing = _missing(world, claimed) if world else ((), 0)
     starts = [m.start_epoch_ns for m in members if m.start_epoch_ns is not None]
     ends = [m.end_epoch_ns for m in members if m.end_epoch_ns is not None]
     start, end = (min(starts), max(ends)) if starts else (None, None)
-    ev = _evidence(rule, members, world, worlds, ranks, missing, dups, unranked, start, end, comparable)
+    ev = _evidence(rule, members, world, worlds, ranks, missing, dups, unranked, start, end, comparable, n_missing)
     if len(caps) > 1:
         others = [f"capture {j} at {_utc(min((m.start_epoch_ns or 0) for m in c))}"
                   for j, c in enumerate(caps) if j != ci]
@@ -212,7 +236,7 @@ def _group(rule: str, job_key: str, ci: int, caps: list[list[RankIdentity]], com
     return JobGroup(name=name, job_key=job_key, directory=os.path.dirname(members[0].path), rule=rule, capture=ci,
                     captures=len(caps), members=members, world_size=world, ranks=ranks, missing_ranks=missing,
                     duplicate_ranks=dups, unranked=unranked, start_epoch_ns=start, end_epoch_ns=end,
-                    evidence=tuple(ev))
+                    evidence=tuple(ev), missing_count=n_missing)
 
 
 def _nearest_gap(cap: list[RankIdentity], caps: list[list[RankIdentity]], ci: int) -> str:
@@ -236,7 +260,7 @@ def _nearest_gap(cap: list[RankIdentity], caps: list[list[RankIdentity]], ci: in
 
 def _evidence(rule: str, members: tuple[RankIdentity, ...], world: int | None, worlds: list[int],
               ranks: tuple[int, ...], missing: tuple[int, ...], dups: tuple, unranked: tuple[str, ...],
-              start: int | None, end: int | None, comparable: bool) -> list[str]:
+              start: int | None, end: int | None, comparable: bool, n_missing: int = 0) -> list[str]:
     n = len({m.path for m in members})
     ev: list[str] = []
     if rule == RULE_METADATA:
@@ -265,7 +289,7 @@ def _evidence(rule: str, members: tuple[RankIdentity, ...], world: int | None, w
         ev.append(f"recorded window: {_utc(start)}, {_seconds(end - start)}")
     if world:
         if missing:
-            ev.append(f"{len(missing)} of {world} ranks have no trace: {ranges(missing)}")
+            ev.append(f"{n_missing:,} of {world:,} ranks have no trace: {missing_text(missing, n_missing)}")
         else:
             ev.append(f"all {world} ranks present")
     elif ranks:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from traceread.atomic import atomic_open
+from traceread.atomic import atomic_open, check_not_input
 
 if TYPE_CHECKING:  # the JSON encoder (render.json_text) is used without the analysis stack
     from traceread.analysis import Analysis
@@ -19,6 +19,9 @@ def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: st
                   plot_path: str | None = None, perfetto_path: str | None = None,
                   perfetto_steps: str = "key") -> None:
     """Write each requested output (``-`` is standard output for Markdown and JSON)."""
+    for path in (markdown, json_path, plot_path, perfetto_path):  # before any is written
+        if path:
+            check_not_input(path)
     if markdown:
         from traceread.render import markdown as md
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceread.ranks.grouping import JobGroup, ranges
+from traceread.ranks.grouping import JobGroup, missing_text, ranges
 from traceread.ranks.job import JobReport
 from traceread.render.fmt import dur, pct, table
 from traceread.render.names import md_code, md_text
@@ -24,7 +24,7 @@ def section(job: Any) -> str:
     lines = ["## Job", "", md_text(job.summary[0].upper() + job.summary[1:]) + "."]
     if job.separate:
         rows = [(md_code(g.name), md_text(g.rule), str(len(g.members)), ranges(g.ranks) or "none",
-                 str(g.world_size or "?"), ranges(g.missing_ranks) or "-",
+                 str(g.world_size or "?"), missing_text(g.missing_ranks, g.missing_count) or "-",
                  ", ".join(str(r) for r, _ in g.duplicate_ranks) or "-") for g in job.groups]
         lines += ["", table(["Job / capture", "Rule", "Traces", "Ranks", "World", "Missing", "Duplicate"], rows,
                             "llrlrll")]

@@ -2,15 +2,20 @@
 
 Kept in ``OUTDIR/.traceread-cache/``: ``log.jsonl`` gets one line per finished file as it
 completes (so an interrupted scan continues where it stopped; the last line for a path wins) and is
-compacted at the end; ``<trace id>.row.pkl`` holds that file's index row, ``<trace id>.ranks.pkl``
+compacted at the end; ``<trace id>.row.msgpack`` holds that file's index row, ``<trace id>.ranks.msgpack``
 its rank identities and summaries (read only when its directory's jobs are rebuilt) and
-``<trace id>.rows.pkl`` its gap and step rows (read only when the parquet tables are rebuilt).
-``jobs.pkl`` keeps each directory's job documents with the key they were built for (its traces'
+``<trace id>.rows.msgpack`` its gap and step rows (read only when the parquet tables are rebuilt).
+``jobs.msgpack`` keeps each directory's job documents with the key they were built for (its traces'
 versions and result keys, their job input files), so an unchanged directory's jobs are not
 rebuilt. An entry is reused when the file's path, size, mtime and inode and the
 result key (traceread's code, thresholds and config, the file's job inputs) are unchanged; when only
 the stat facts changed, the worker hashes the content and reuses the entry if the hash matches.
-Timeouts, memory kills and files that changed while being read are never cached: they are retried.
+Timeouts, memory kills, files that changed while being read and failures of the environment (the
+output folder full or not writable) are never cached: they are retried.
+
+The parts are data, never code (:mod:`traceread.scan.cachecodec`: MessagePack and Arrow IPC, checked
+as they are read): a part that is damaged, cut or planted is a miss and its file is analysed again.
+Pickles of older versions are never read, only removed.
 """
 
 from __future__ import annotations
@@ -19,22 +24,35 @@ import contextlib
 import hashlib
 import json
 import os
-import pickle
 from typing import IO, Any
 
 from traceread.atomic import atomic_open
-from traceread.scan.blobs import BLOBS, DIRNAME, blob_path, write_blob
+from traceread.scan import cachecodec
+from traceread.scan.blobs import BLOBS, DIRNAME, SUFFIX, blob_path, write_blob
+from traceread.scan.cachecodec import SAFE_STEM, Damaged
 from traceread.scan.discover import Candidate
 from traceread.scan.work import Outcome
 
 LOG = "log.jsonl"
-JOBS = "jobs.pkl"
-FORMAT = 3  # bump when the entry layout changes: older caches are ignored
+JOBS = "jobs.msgpack"
+FORMAT = 4  # bump when the entry layout changes: older caches are ignored (4: no more pickles)
+_STATUSES = ("ok", "not-trace", "failed")
 
 
 def result_key(settings_key: str, job: dict[str, Any] | None) -> str:
     doc = json.dumps({"settings": settings_key, "job": job, "format": FORMAT}, sort_keys=True, default=str)
     return hashlib.blake2b(doc.encode(), digest_size=12).hexdigest()
+
+
+def _valid_entry(e: Any) -> bool:
+    """A log line of this format with every field of its type (a planted or damaged line is skipped)."""
+    if not isinstance(e, dict) or e.get("format") != FORMAT:
+        return False
+    types = {"rel": str, "size": int, "mtime_ns": int, "inode": int, "key": str, "hash": str, "trace_id": str,
+             "status": str, "problem": str}
+    if not all(isinstance(e.get(k), t) and not isinstance(e.get(k), bool) for k, t in types.items()):
+        return False
+    return e["status"] in _STATUSES and (e["status"] != "ok" or SAFE_STEM.fullmatch(e["trace_id"]) is not None)
 
 
 class Cache:
@@ -45,6 +63,7 @@ class Cache:
         self.reuse = reuse
         self.jobs: dict[str, tuple] | None = None  # directory -> (key, job docs, trace id -> job); read lazily
         self.jobs_changed = False
+        self._rows: dict[str, dict[str, Any]] = {}  # rel -> its index row, read and checked by _complete
         os.makedirs(self.dir, exist_ok=True)
         if reuse:
             self._read()
@@ -54,13 +73,13 @@ class Cache:
 
     def _read(self) -> None:
         try:
-            with open(os.path.join(self.dir, LOG), encoding="utf-8") as fh:
+            with open(os.path.join(self.dir, LOG), encoding="utf-8", errors="replace") as fh:
                 for line in fh:
                     try:
                         e = json.loads(line)
                     except ValueError:  # a line cut by an interrupted write
                         continue
-                    if isinstance(e, dict) and e.get("format") == FORMAT and "rel" in e:
+                    if _valid_entry(e):
                         self.entries[e["rel"]] = e
         except FileNotFoundError:
             pass
@@ -79,38 +98,52 @@ class Cache:
         return (e["hash"],) if e and e["key"] == key and e.get("hash") and self._complete(e) else ()
 
     def _complete(self, e: dict[str, Any]) -> bool:
+        """Every part of an ok entry is on disk, and its index row reads back (kept for :meth:`load`)."""
         if e["status"] != "ok":
             return True
         base = os.path.dirname(self.dir)
-        return all(os.path.exists(p) for p in [self.blob_path(e["trace_id"], part) for part in BLOBS]
-                   + [os.path.join(base, "traces", e["trace_id"] + x) for x in (".json", ".md")])
+        if not all(os.path.exists(p) for p in [self.blob_path(e["trace_id"], part) for part in BLOBS]
+                   + [os.path.join(base, "traces", e["trace_id"] + x) for x in (".json", ".md")]):
+            return False
+        if e["rel"] not in self._rows:
+            try:
+                self._rows[e["rel"]] = cachecodec.decode_row(self._read_blob(e["trace_id"], "row"))
+            except Damaged:
+                return False
+        return True
 
     def blob_path(self, trace_id: str, part: str = "row") -> str:
         return blob_path(os.path.dirname(self.dir), trace_id, part)
 
-    def _read_blob(self, trace_id: str, part: str) -> Any:
-        with open(self.blob_path(trace_id, part), "rb") as fh:
-            return pickle.load(fh)
+    def _read_blob(self, trace_id: str, part: str) -> bytes:
+        try:
+            with open(self.blob_path(trace_id, part), "rb") as fh:
+                return fh.read()
+        except OSError as exc:
+            raise Damaged(f"{part}: {exc.strerror or exc}") from None
 
     def _write_blob(self, trace_id: str, part: str, value: Any) -> None:
         write_blob(os.path.dirname(self.dir), trace_id, part, value)
 
     def table_rows(self, trace_id: str) -> dict[str, Any]:
-        """The gap and step rows of a stored trace (``tables.report_tables``)."""
-        return self._read_blob(trace_id, "rows")
+        """The gap and step rows of a stored trace (``tables.report_tables``); :class:`Damaged` when they
+        do not read back (the caller has the file analysed again)."""
+        return cachecodec.decode_tables(self._read_blob(trace_id, "rows"))
 
     def load(self, e: dict[str, Any]) -> Outcome:
         """The cached outcome of entry ``e`` with its index row; report bytes stay on disk, and the rank
         identities and summaries are read only if its directory's jobs are rebuilt (:meth:`load_ranks`)."""
         out = Outcome(rel=e["rel"], path="", status=e["status"], problem=e.get("problem", ""),
                       content_hash=e.get("hash", ""), trace_id=e.get("trace_id", ""), identities=None, summaries=None)
-        if e["status"] == "ok":
-            out.row = self._read_blob(e["trace_id"], "row")
+        if e["status"] == "ok":  # read and checked by lookup / hashes (_complete)
+            out.row = self._rows.pop(e["rel"]) if e["rel"] in self._rows else \
+                cachecodec.decode_row(self._read_blob(e["trace_id"], "row"))
         return out
 
     def load_ranks(self, o: Outcome) -> None:
+        """The rank identities and summaries of a cached outcome; :class:`Damaged` when they do not read back."""
         if o.identities is None or o.summaries is None:
-            o.identities, o.summaries = self._read_blob(o.trace_id, "ranks")
+            o.identities, o.summaries = cachecodec.decode_ranks(self._read_blob(o.trace_id, "ranks"))
 
     def store(self, c: Candidate, key: str, o: Outcome) -> None:
         """Record a finished result (its report files are already written). Its table rows, when it
@@ -149,11 +182,9 @@ class Cache:
         if self.jobs is None:
             self.jobs = {}
             if self.reuse:
-                with contextlib.suppress(OSError, ValueError, EOFError, pickle.UnpicklingError, TypeError):
+                with contextlib.suppress(OSError, Damaged):
                     with open(os.path.join(self.dir, JOBS), "rb") as fh:
-                        doc = pickle.load(fh)
-                    if doc.get("format") == FORMAT:
-                        self.jobs = doc["dirs"]
+                        self.jobs = cachecodec.decode_jobs(fh.read(), FORMAT)
         return self.jobs
 
     def compact(self, keep: set[str]) -> None:
@@ -164,16 +195,16 @@ class Cache:
         with atomic_open(os.path.join(self.dir, LOG), "w") as fh:
             for e in self.entries.values():
                 fh.write(json.dumps(e) + "\n")
-        used = {f"{e['trace_id']}.{part}.pkl" for e in self.entries.values() if e["status"] == "ok" for part in BLOBS}
+        used = {f"{e['trace_id']}.{part}{SUFFIX}" for e in self.entries.values() if e["status"] == "ok" for part in BLOBS}
         used.add(JOBS)
         dirs = {os.path.dirname(r) for r in keep}
         if self.jobs is not None and (self.jobs_changed or set(self.jobs) - dirs):
+            data = cachecodec.encode({"format": FORMAT, "dirs": {d: e for d, e in self.jobs.items() if d in dirs}})
             with atomic_open(os.path.join(self.dir, JOBS), "wb") as fh:
-                pickle.dump({"format": FORMAT, "dirs": {d: e for d, e in self.jobs.items() if d in dirs}}, fh,
-                            protocol=pickle.HIGHEST_PROTOCOL)
+                fh.write(data)
             self.jobs_changed = False
         for name in os.listdir(self.dir):
-            if name.endswith(".pkl") and name not in used:
+            if name.endswith((SUFFIX, ".pkl")) and name not in used:  # .pkl: an older version's, never read
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(self.dir, name))
         self._log = open(os.path.join(self.dir, LOG), "a", encoding="utf-8")  # noqa: SIM115

@@ -9,10 +9,14 @@ forever); a file reached twice through symlinks is analysed once.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import sqlite3
 import stat
 from dataclasses import dataclass, field
+
+from traceread.trace import shown_path
 
 KINETO_SUFFIXES = (".json", ".json.gz", ".json.tmp")
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -110,9 +114,27 @@ def discover(roots: list[str], exclude: list[str] | None = None) -> Discovery:
             _walk(root, label, out, seen_files, skip_dirs)
         else:
             _consider(root, root, os.path.basename(root), out, seen_files, explicit=True)
+    _distinct_names(out)
     out.candidates.sort(key=lambda c: c.rel)
     out.problems.sort(key=lambda p: p.rel)
     return out
+
+
+def _distinct_names(out: Discovery) -> None:
+    """Names are shown escaped where their bytes are not UTF-8 (``run\\xff``); when that makes two
+    files' names equal (another name spells ``\\xff`` literally), every escaped part of every such
+    name gets a short hash of its bytes, so distinct files and folders never share a name in the outputs."""
+    counts: dict[str, int] = {}
+    for c in out.candidates:
+        counts[c.rel] = counts.get(c.rel, 0) + 1
+    if all(n == 1 for n in counts.values()):
+        return
+    for i, c in enumerate(out.candidates):
+        raw = c.path.split(os.sep)[-len(c.rel.split(os.sep)):]  # rel's parts as the OS gives them
+        if shown_path(c.path) != c.path:
+            parts = [shown_path(p) + (f"~{hashlib.blake2b(os.fsencode(p), digest_size=3).hexdigest()}"
+                                      if shown_path(p) != p else "") for p in raw]
+            out.candidates[i] = dataclasses.replace(c, rel=os.sep.join(parts))
 
 
 def _root_labels(roots: list[str]) -> list[str]:
@@ -137,7 +159,7 @@ def _walk(root: str, label: str, out: Discovery, seen_files: set, skip_dirs: set
     while stack:
         d = stack.pop()
         rel_d = os.path.relpath(d, root)
-        shown = os.path.normpath(os.path.join(label, rel_d)) if label else rel_d
+        shown = shown_path(os.path.normpath(os.path.join(label, rel_d)) if label else rel_d)
         try:
             st = os.stat(d)
         except OSError as exc:
@@ -172,6 +194,7 @@ def _walk(root: str, label: str, out: Discovery, seen_files: set, skip_dirs: set
 
 
 def _consider(path: str, root: str, rel: str, out: Discovery, seen_files: set, explicit: bool = False) -> None:
+    rel = shown_path(rel)  # reports, the index and the tables are UTF-8; ``path`` keeps the name's own bytes
     kind = trace_kind(os.path.basename(path))
     if kind is None and not explicit:
         out.skip("other files")

@@ -18,7 +18,7 @@ import pandas as pd
 from traceread import __version__
 from traceread.atomic import atomic_open
 from traceread.scan.jobinputs import JobInputsFinder
-from traceread.scan.work import Outcome, Settings
+from traceread.scan.work import SAFE_CHARS, Outcome, Settings
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 JOB_SCHEMA_VERSION = "1.0"
@@ -35,8 +35,9 @@ def _ranks_text(ranks: list[int], world: int | None) -> str:
 
 
 def _missing_text(group: dict[str, Any]) -> str:
-    missing, dups = len(group.get("missing_ranks", [])), len(group.get("duplicate_ranks", []))
-    parts = ([f"{missing} missing"] if missing else []) + ([f"{dups} claimed twice"] if dups else [])
+    missing = group.get("missing_rank_count", len(group.get("missing_ranks", [])))
+    dups = len(group.get("duplicate_ranks", []))
+    parts = ([f"{missing:,} missing"] if missing else []) + ([f"{dups} claimed twice"] if dups else [])
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -89,8 +90,11 @@ def job_file(name: str, directory: str, used: set[str]) -> str:
     """
     base = safe_name(name)
     leaf = name[len(directory) + 1:] if directory else name
-    if "__" in name or "__" in safe_name(leaf) or (directory and safe_name(directory) != directory.replace("/", "__")):
-        base += "-" + hashlib.blake2b(name.encode(), digest_size=3).hexdigest()
+    if "__" in name or "__" in safe_name(leaf) or (directory and safe_name(directory) != directory.replace("/", "__")) \
+            or len(base) > SAFE_CHARS:
+        if len(base) > SAFE_CHARS:  # a deep tree: jobs/<name> must stay a valid file name (NAME_MAX)
+            base = base[:SAFE_CHARS // 2] + "~" + base[-(SAFE_CHARS // 2 - 1):]
+        base += "-" + hashlib.blake2b(name.encode("utf-8", "surrogateescape"), digest_size=3).hexdigest()
     file, n = base, 1
     while file in used:
         n += 1
@@ -161,7 +165,7 @@ def job_row(j: dict[str, Any]) -> dict[str, Any]:
     r.update(link_md=f"jobs/{j['file']}.md", link_json=f"jobs/{j['file']}.json",
              trace_ids=[t["trace_id"] for t in j["traces"]],
              ranks_text=_ranks_text(ranks, j.get("world_size")) + _missing_text(group),
-             missing_ranks=len(group.get("missing_ranks", [])), duplicate_ranks=len(group.get("duplicate_ranks", [])),
+             missing_ranks=group.get("missing_rank_count", len(group.get("missing_ranks", []))), duplicate_ranks=len(group.get("duplicate_ranks", [])),
              rule=group.get("rule"), stragglers=strag,
              stragglers_text="; ".join(f"rank {s['rank']} ({s['waited_on_ns'] / 1e6:,.2f} ms waited on, {s['cause']})"
                                        for s in strag))

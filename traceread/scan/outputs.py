@@ -25,13 +25,16 @@ import json
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from traceread.atomic import atomic_open
 from traceread.scan.cache import Cache
+from traceread.scan.cachecodec import Damaged
 from traceread.scan.discover import Discovery
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.work import Outcome, Settings
+from traceread.trace import shown_path
 
 INDEX_REFRESH_S = 1.0  # index.json/md and failures.md are rewritten at most this often during a scan (0: always)
 # ... and at most this share of the scan's time: a rewrite is O(all rows so far), so at a fixed period a
@@ -63,7 +66,11 @@ class ScanOutputs:
 
     def __init__(self, *, out: str, roots: list[str], found: Discovery, settings: Settings, cache: Cache,
                  finder: JobInputsFinder, failures: list[dict[str, Any]], pending_rels: list[str],
-                 keys: dict[str, str], write_tables: bool, t0: float) -> None:
+                 keys: dict[str, str], write_tables: bool, t0: float,
+                 reanalyse: Callable[[Outcome], Outcome] | None = None) -> None:
+        """``reanalyse``: analyses the file of a cached outcome again, when its cached parts (rank
+        identities and summaries, table rows) do not read back: a damaged or planted cache is a miss."""
+        self.reanalyse = reanalyse
         self.out, self.roots, self.found, self.settings, self.keys = out, roots, found, settings, keys
         self.cache, self.finder, self.t0 = cache, finder, t0
         self.failures = failures
@@ -111,8 +118,7 @@ class ScanOutputs:
             else:
                 from traceread.scan.jobs import build_directory_jobs, write_jobs
 
-                for o in members:
-                    self.cache.load_ranks(o)
+                members = [m for m in (self._readable(o, self.cache.load_ranks)[0] for o in members) if m]
                 jobs, job_of, md = build_directory_jobs(members, self.settings, self.finder)
                 write_jobs(self.out, jobs, md)
                 self.cache.store_job_docs(d, key, jobs, job_of)
@@ -120,10 +126,30 @@ class ScanOutputs:
             self.job_of.update(job_of)
             if self.tables is not None:
                 for o in members:
-                    self.tables.add(o.trace_id, job_of[o.trace_id], o.row, self.cache.table_rows(o.trace_id))
+                    r, rows = self._readable(o, lambda o: self.cache.table_rows(o.trace_id))
+                    if r is not None and r.trace_id in job_of:
+                        self.tables.add(r.trace_id, job_of[r.trace_id], r.row, rows)
             for o in members:  # grouped: only the index row is needed from here on
                 o.identities, o.summaries = [], []
         self.finished_dirs.append(d)
+
+    def _readable(self, o: Outcome, read: Callable[[Outcome], Any]) -> tuple[Outcome | None, Any]:
+        """``o`` and ``read(o)`` (its cached parts); when they are damaged, the outcome of its file analysed
+        again and its parts (None when that failed: it is listed as a failure instead)."""
+        try:
+            return o, read(o)
+        except Damaged:
+            if self.reanalyse is None:
+                raise
+        new = self.reanalyse(o)
+        i = next(i for i, d in enumerate(self.done) if d is o)
+        if new.status != "ok":
+            del self.done[i]
+            self.failures.append({"path": new.rel, "problem": new.problem,
+                                  "kind": "not-trace" if new.status == "not-trace" else "failed"})
+            return None, None
+        self.done[i] = new
+        return new, read(new)
 
     def write_index(self, partial: bool, counts: dict[str, int] | None = None) -> dict[str, Any]:
         t0 = time.monotonic()
@@ -132,7 +158,7 @@ class ScanOutputs:
         from traceread.scan.jobs import job_row, trace_index_row
 
         traces = [trace_index_row(o, self.job_of.get(o.trace_id, "")) for o in self.done]
-        scan = {"roots": [os.path.basename(os.path.abspath(r).rstrip(os.sep)) or r for r in self.roots],
+        scan = {"roots": [shown_path(os.path.basename(os.path.abspath(r).rstrip(os.sep)) or r) for r in self.roots],
                 "complete": not partial, "files_found": len(self.found.candidates), "traces_ok": len(self.done),
                 "skipped": dict(self.found.skipped), "seconds": round(time.monotonic() - self.t0, 3),
                 "settings_key": self.settings.key(), "tables": counts or {}}

@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from traceread.errors import UsageError
+from traceread.errors import OutputError, UsageError
 from traceread.scan.cache import DIRNAME, Cache, result_key
-from traceread.scan.discover import discover
+from traceread.scan.discover import Candidate, discover
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.outputs import ScanOutputs, stamped_counts, tables_key
 from traceread.scan.progress import ScanProgress
+from traceread.scan.tables import remove_stale_tables
 from traceread.scan.work import Outcome, Settings, Task, write_report_files
 
 
@@ -63,11 +64,24 @@ def check_out(roots: list[str], out: str, allow_inside: bool) -> None:
 
 
 def scan(opt: ScanOptions) -> ScanResult:
+    """Scan; an OSError here is the output folder's (workers read the inputs, their problems are outcomes;
+    discovery lists unreadable ones): one line, exit 2 (read-only, not writable, a file, disk full)."""
+    try:
+        return _scan(opt)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        where = os.fsdecode(exc.filename) if isinstance(exc.filename, (str, bytes)) else opt.out
+        raise OutputError(where, exc.strerror or str(exc)) from None
+
+
+def _scan(opt: ScanOptions) -> ScanResult:
     t0 = time.monotonic()
     check_out(opt.roots, opt.out, opt.allow_out_inside)
     found = discover(opt.roots, exclude=[opt.out])
     os.makedirs(os.path.join(opt.out, "traces"), exist_ok=True)
     os.makedirs(os.path.join(opt.out, "jobs"), exist_ok=True)
+    remove_stale_tables(opt.out)  # of a scan killed while writing them
     cache = Cache(opt.out, reuse=opt.use_cache)
     finder = opt.jobs or JobInputsFinder()
     settings_key = opt.settings.key()
@@ -93,7 +107,7 @@ def scan(opt: ScanOptions) -> ScanResult:
         [o for o in known if o.status == "ok"], keys)) is not None
     outputs = ScanOutputs(out=opt.out, roots=opt.roots, found=found, settings=opt.settings, cache=cache,
                           finder=finder, failures=failures, pending_rels=list(by_rel), keys=keys, write_tables=not unchanged,
-                          t0=t0)
+                          t0=t0, reanalyse=lambda o: _reanalyse(opt, cache, finder, by_rel[o.rel], keys[o.rel]))
     reused = sum(o.status == "ok" for o in known)
     bar = ScanProgress(total=len(found.candidates), done=len(known), failed=sum(o.status == "failed" for o in known),
                        enabled=opt.progress)
@@ -138,10 +152,28 @@ def _outcomes(opt: ScanOptions, tasks: list[Task]) -> Iterator[Outcome]:
     return WorkerPool(opt.workers, opt.settings, opt.trace_timeout_s, opt.max_rss, outdir=opt.out).run(tasks)
 
 
+def _reanalyse(opt: ScanOptions, cache: Cache, finder: JobInputsFinder, c: Candidate, key: str) -> Outcome:
+    """A file whose cached parts did not read back (damaged, cut or planted), analysed again by one local
+    worker (its time and memory limits hold) and recorded in the cache again."""
+    from traceread.scan.pool import WorkerPool
+
+    task = Task(path=c.path, rel=c.rel, kind=c.kind, size=c.size, mtime_ns=c.mtime_ns, inode=c.inode,
+                job=finder.for_file(c))
+    (o,) = WorkerPool(1, opt.settings, opt.trace_timeout_s, opt.max_rss, outdir=opt.out).run([task])
+    if o.status == "ok" and not o.written:
+        write_report_files(opt.out, o)
+    if _cacheable(o):
+        cache.store(c, key, o)
+    o.tables = None
+    return o
+
+
 def _cacheable(o: Outcome) -> bool:
-    """Results that would come out the same next time: not time/memory kills, not a file in flux."""
-    return o.status in ("ok", "not-trace") or (o.status == "failed" and bool(o.content_hash)
-                                               and not o.problem.startswith("changed while being read"))
+    """Results that would come out the same next time: not time/memory kills, not a file in flux, not a
+    failure of the environment (the output folder full or not writable: once space is freed, the file
+    is analysed again without --no-cache)."""
+    return not o.environment and (o.status in ("ok", "not-trace") or (
+        o.status == "failed" and bool(o.content_hash) and not o.problem.startswith("changed while being read")))
 
 
 def _prune(out: str, trace_ids: set[str], job_files: set[str]) -> None:

@@ -17,6 +17,7 @@ where the trace's time base is the Unix epoch, ``start_epoch_ns``/``end_epoch_ns
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
 from collections.abc import Iterable
@@ -48,8 +49,16 @@ def _schemas() -> dict[str, Any]:
     return {"gaps": gaps, "steps": steps, "traces": traces}
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def _epoch(values: list[int], offset: int | None) -> list[int | None]:
-    return [None] * len(values) if offset is None else [v + offset for v in values]
+    """Epoch ns of ``values``; None where the offset is unknown or the sum leaves int64 (an epoch offset
+    near 2^63 from the file: the trace's own times stay, its epoch times are unknown)."""
+    if offset is None:
+        return [None] * len(values)
+    out: list[int | None] = [v + offset if v is not None else None for v in values]
+    return [None] * len(values) if any(v is not None and not _INT64[0] <= v <= _INT64[1] for v in out) else out
 
 
 def _columns(records: list[dict[str, Any]], names: Iterable[str]) -> dict[str, list]:
@@ -129,8 +138,10 @@ def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str, numbers: 
     phase = cols["phase"]  # the JSON report writes a non-finite number as null: so does the table
     cols["phase"] = pc.if_else(pc.is_finite(phase), phase, pa.scalar(None, pa.float64()))
     for end in ("start", "end"):
-        cols[f"{end}_epoch_ns"] = pa.nulls(n, pa.int64()) if offset is None else \
-            pc.add_checked(cols[f"{end}_ns"], pa.scalar(offset, pa.int64()))
+        cols[f"{end}_epoch_ns"] = pa.nulls(n, pa.int64())
+        if offset is not None and _INT64[0] <= offset <= _INT64[1]:
+            with contextlib.suppress(pa.ArrowInvalid):  # past int64: unknown, as in _epoch
+                cols[f"{end}_epoch_ns"] = pc.add_checked(cols[f"{end}_ns"], pa.scalar(offset, pa.int64()))
     cols["trace_id"] = pa.array([trace_id] * n, pa.string())
     cols["job"] = pa.array([""] * n, pa.string())
     return pa.table([cols[f.name] for f in schema], schema=schema)
@@ -176,7 +187,8 @@ def trace_columns(row: dict[str, Any], trace_id: str, job: str) -> dict[str, lis
     else:  # no analysable window: one row for the trace, with the rank it claims
         cols["frame_rank"] = [None]
     for k, v in (("path", row["path"]), ("format", row["format"]), ("gpu", ", ".join(row["gpus"])),
-                 ("time_base", row["time_base"]), ("epoch_offset_ns", off), ("start_ns", row["start_ns"]),
+                 ("time_base", row["time_base"]),
+                 ("epoch_offset_ns", off if off is None or _INT64[0] <= off <= _INT64[1] else None), ("start_ns", row["start_ns"]),
                  ("end_ns", row["end_ns"]), ("steps", row["steps"]), ("median_step_ns", row["median_step_ns"])):
         cols[k] = [v] * n
     cols["start_epoch_ns"], cols["end_epoch_ns"] = _epoch(cols["start_ns"], off), _epoch(cols["end_ns"], off)
@@ -205,11 +217,13 @@ class TableWriter:
         self.schemas = _schemas()
         self.counts = dict.fromkeys(self.schemas, 0)
         self.tmp: dict[str, str] = {}
+        self.locks: list[int] = []  # the temporary files' descriptors, locked while this scan writes them
         self.writers: dict[str, Any] = {}
         try:
             for name, schema in self.schemas.items():
                 fd, self.tmp[name] = tempfile.mkstemp(prefix=f".{name}.parquet-", suffix=".tmp", dir=outdir)
-                os.close(fd)
+                self.locks.append(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new: nobody else holds it
                 self.writers[name] = pq.ParquetWriter(self.tmp[name], schema, compression="zstd",
                                                       use_dictionary=_dictionary_columns(schema))
         except BaseException:
@@ -244,7 +258,14 @@ class TableWriter:
             os.chmod(tmp, 0o666 & ~current_umask())
             os.replace(tmp, os.path.join(self.outdir, f"{name}.parquet"))
         self.tmp = {}
+        self._unlock()
         return dict(self.counts)
+
+    def _unlock(self) -> None:
+        for fd in self.locks:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.locks = []
 
     def abort(self) -> None:
         """Drop the unfinished files (the previous tables stay)."""
@@ -255,3 +276,28 @@ class TableWriter:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         self.writers, self.tmp = {}, {}
+        self._unlock()
+
+
+def remove_stale_tables(outdir: str) -> None:
+    """Remove the table files of a scan that was killed while writing them (SIGKILL, a power cut: its
+    ``.gaps.parquet-*.tmp`` ...). A file still locked belongs to a scan running now, and is left."""
+    try:
+        names = os.listdir(outdir)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(tuple(f".{t}.parquet-" for t in ("gaps", "steps", "traces"))) and name.endswith(".tmp")):
+            continue
+        path = os.path.join(outdir, name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # only when no living scan holds it
+            os.unlink(path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)

@@ -8,6 +8,7 @@ into jobs. Frames never leave the worker.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -20,7 +21,10 @@ from typing import Any
 from traceread.config import Thresholds
 
 HASH_CHARS = 8  # of the content hash in a trace id: enough to tell versions of one path apart
+SAFE_CHARS = 112  # of the path in a trace id or a job file name: with the suffixes, well under NAME_MAX (255)
 _READ = 1 << 20
+# an OSError with one of these is this machine's state (space, quota, memory, open files), not the file's
+_ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENOMEM, errno.EMFILE, errno.ENFILE})
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class Outcome:
     summaries: list[Any] | None = field(default_factory=list)
     seconds: float = 0.0
     written: bool = False  # report files and cache parts already on disk (run_task's outdir)
+    environment: bool = False  # failed for the environment (disk full, output not writable): never cached
 
 
 _code_digest: str | None = None
@@ -109,10 +114,17 @@ def content_hash(path: str) -> str:
 
 
 def trace_id(rel: str, digest: str) -> str:
-    """``<relative path made safe>-<short content hash>``: stable, readable, one per file version."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", rel.replace(os.sep, "__").replace("/", "__")).strip("._") or "trace"
-    if len(safe) > 120:  # keep file names well under NAME_MAX with the suffixes
-        safe = safe[:60] + "~" + safe[-59:]
+    """``<relative path made safe>-<short content hash>``: stable, readable, one per file version.
+
+    Where making the path safe loses something (``run 1/``, ``run_1/`` and ``run&1/`` are all
+    ``run_1``; ``a__b/c`` and ``a/b__c`` are both ``a__b__c``; a long path is shortened), a short
+    hash of the exact path follows it: distinct files never share an id, even with equal contents."""
+    flat = rel.replace(os.sep, "__").replace("/", "__")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", flat).strip("._") or "trace"
+    if safe != flat or "__" in rel or len(safe) > SAFE_CHARS:
+        if len(safe) > SAFE_CHARS:  # keep file names well under NAME_MAX with the suffixes
+            safe = safe[:SAFE_CHARS // 2] + "~" + safe[-(SAFE_CHARS // 2 - 1):]
+        safe += "~" + hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=3).hexdigest()
     return f"{safe}-{digest[:HASH_CHARS]}"
 
 
@@ -136,12 +148,16 @@ def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outco
     the outcome comes back without them (``written``): a 28 MB trace's report is 127 MB of JSON and
     70 MB of table rows, which would otherwise be pickled, piped, unpickled and written again by the
     parent. Without it (Dask) the bytes travel in the outcome."""
-    from traceread.errors import UserFacingError
+    from traceread.errors import OutputError, UserFacingError
 
     t0 = time.monotonic()
     out = Outcome(rel=task.rel, path=task.path, status="failed")
     try:
         _analyse(task, settings, out, outdir)
+        if out.status == "ok" and outdir is not None:
+            _write_parts(outdir, out)
+    except OutputError as exc:  # the output folder, not the file
+        out.status, out.problem, out.environment = "failed", str(exc), True
     except UserFacingError as exc:
         out.status = "not-trace" if _not_a_trace(str(getattr(exc, "problem", exc))) else "failed"
         out.problem = str(getattr(exc, "problem", exc))
@@ -149,13 +165,13 @@ def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outco
         out.problem = "out of memory while analysing"
     except OSError as exc:
         out.problem = f"cannot read ({exc.strerror or exc})"
+        out.environment = exc.errno in _ENVIRONMENT_ERRNOS
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
         first = str(exc).splitlines()[0] if str(exc) else ""
         out.problem = f"internal error: {type(exc).__name__}: {first}"[:300]
     if out.status != "ok":
         out.md = out.json = out.tables = None
-    elif outdir is not None:
-        _write_parts(outdir, out)
+        out.written = False
     out.seconds = time.monotonic() - t0
     return out
 

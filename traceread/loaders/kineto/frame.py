@@ -21,7 +21,7 @@ from traceread import kernel_classes, schema
 from traceread.limits import check_events
 from traceread.loaders.kineto.decode import INT64_MAX, INT64_MIN
 from traceread.loaders.kineto.scan import codes_in
-from traceread.trace import SideTables
+from traceread.trace import SideTables, shown_path
 
 _INT_COLUMNS = ("pid", "tid", "start_ns", "end_ns", "external_id", "correlation", "device", "stream")
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -225,7 +225,7 @@ class FrameBuilder:
 
         n = len(cat_codes)
         frame = {
-            "trace": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([path])),
+            "trace": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([shown_path(path)])),
             "rank": np.full(n, rank, np.int32),
             "lane": pd.Categorical.from_codes(lane, categories=pd.Index(lanes)),
             "device": col.pop("device").astype(np.int32),

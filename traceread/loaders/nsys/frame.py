@@ -19,6 +19,7 @@ import pandas as pd
 from traceread import schema as S
 from traceread.limits import check_events
 from traceread.loaders.nsys.blocks import Block, RuntimeRows, Table
+from traceread.trace import shown_path
 
 # Lanes whose rows say a process ran work on a device (sync records can name another device).
 _WORK_LANES = (S.LANE_GPU_COMPUTE, S.LANE_GPU_COMM, S.LANE_MEMCPY, S.LANE_MEMSET)
@@ -106,7 +107,7 @@ class FrameWriter:
         n = self.n
         if n == 0:  # nothing captured: the canonical empty frame
             ev = S.empty_events()
-            ev["trace"] = pd.Categorical([], categories=pd.Index([path]))
+            ev["trace"] = pd.Categorical([], categories=pd.Index([shown_path(path)]))
             self.col, self.side = {}, {}
             return ev, {}
         c = {k: v[:n] for k, v in self.col.items()}
@@ -120,7 +121,7 @@ class FrameWriter:
                 np.zeros(b - a, dtype=bool)
             c["rank"][a:b] = vals[np.where(known, pos, len(keys))]
         ev = pd.DataFrame({
-            "trace": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([path])),
+            "trace": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([shown_path(path)])),
             "rank": c["rank"],
             "lane": pd.Categorical.from_codes(c["lane"], categories=pd.Index(list(S.LANES))),
             "device": c["device"], "stream": c["stream"], "pid": c["pid"], "tid": c["tid"],

@@ -226,7 +226,7 @@ def unpack(v: np.ndarray, *bits: int) -> list[np.ndarray]:
 def read_only_uri(path: str) -> str:
     """SQLite URI opening ``path`` read-only; also ``immutable`` (no locks, no -shm or journal file
     created beside the input) unless a -wal or -journal beside it says a writer may be active."""
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"  # a name of any bytes
     if not any(os.path.exists(path + sfx) for sfx in ("-wal", "-journal")):
         uri += "&immutable=1"
     return uri
