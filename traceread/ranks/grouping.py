@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from traceread.config import Thresholds
 from traceread.ranks.identity import (
@@ -96,7 +96,7 @@ def ranges(values: tuple[int, ...] | list[int]) -> str:
 def _utc(ns: int | None) -> str:
     if ns is None:
         return "?"
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _seconds(ns: int) -> str:
