@@ -207,11 +207,15 @@ def _fallback_attribution(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def _guarded(what: str, fn, unavailable: list[str]):
-    """Run an optional piece; a failure is reported as unavailable (with its reason), never a crash."""
+    """Run one piece of the report; its failure is reported as unavailable (with its reason).
+
+    A module of the project that does not import is a broken install, not a missing feature: its
+    ImportError propagates (on Python 3.10 one used to hide job grouping as "not installed").
+    """
     try:
         return fn()
     except ImportError:
-        unavailable.append(f"{what}: its module is not installed")
+        raise
     except TracereadError as exc:
         unavailable.append(f"{what}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a bug in one table must not cost the whole report
