@@ -1,6 +1,6 @@
 """Build the wheel, check what it ships, and run every documented command from it in a fresh venv.
 
-    python scripts/check_wheel.py [--python PYTHON] [--keep DIR]
+    python scripts/check_wheel.py [--keep DIR]
 
 What ``pip install .`` gives a user: the wheel must hold the ``traceread`` package (and its data
 files) and nothing else, the synthetic-trace generator (tests/tracesynth) least of all; then, in a
@@ -56,7 +56,6 @@ def check_content(names: list[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--python", default=sys.executable, help="interpreter of the fresh venv")
     ap.add_argument("--keep", help="build and install under this directory (kept) instead of a temporary one")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,7 +66,7 @@ def main() -> None:
         whl = next(os.path.join(whl_dir, f) for f in os.listdir(whl_dir) if f.endswith(".whl"))
         check_content(wheel_names(whl))
         venv = os.path.join(work, "venv")
-        run([args.python, "-m", "venv", venv])
+        run([sys.executable, "-m", "venv", venv])  # the wheel's tag is this interpreter's
         py = os.path.join(venv, "bin", "python")
         run([py, "-m", "pip", "install", "-q", whl])
         exe = os.path.join(venv, "bin", "traceread")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
+from pathlib import Path
 
 from conftest import REPO
 
@@ -63,5 +64,5 @@ def test_only_traceread_is_installed() -> None:
 def test_the_generator_is_test_side() -> None:
     import tracesynth
 
-    assert os.path.dirname(tracesynth.__file__) == str(REPO / "tests" / "tracesynth")
+    assert Path(tracesynth.__file__).resolve().parent == REPO / "tests" / "tracesynth"
     assert not (REPO / "traceread" / "synth").exists()
