@@ -9,7 +9,7 @@ Each measurement runs in its own process (peak RSS is per process):
   (a launch-bound-ish single-GPU run: kernels queue behind their launches, about a quarter of
   kernel boundaries leave a gap, one ProfilerStep per 2,000 kernels), then times find_steps,
   find_gaps and step_totals. Loading is excluded.
-* at 1M it also writes the same trace as Kineto JSON (traceread.synth.kineto_writer) and times,
+* at 1M it also writes the same trace as Kineto JSON (tracesynth.kineto_writer) and times,
   end to end, ``traceread.load`` + steps + gaps against HTA's ``TraceAnalysis`` load +
   ``get_idle_time_breakdown`` (HTA runs from its own venv, ``.venv-hta`` in the repo, or ``HTA_PYTHON``).
 
@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import tests_on_path  # noqa: F401 - puts tests/ on sys.path for tracesynth
 
 HTA_PYTHON = os.environ.get("HTA_PYTHON", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-hta", "bin", "python"))
 KERNELS_PER_STEP = 2_000
@@ -153,8 +155,8 @@ def run_engine(n: int) -> dict:
 
 
 def write_kineto(n: int, path: str) -> dict:
-    from traceread.synth.kineto_writer import write_kineto as write
-    from traceread.synth.model import HostCall, HostRange, Kernel, Rank, Scenario
+    from tracesynth.kineto_writer import write_kineto as write
+    from tracesynth.model import HostCall, HostRange, Kernel, Rank, Scenario
 
     a = synth_arrays(n)
     rank = Rank(rank=0, pid=4242, devices=[0])

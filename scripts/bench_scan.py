@@ -7,7 +7,7 @@
   trace files of both formats: Kineto JSON (plain and gzipped) and nsys SQLite exports, file sizes
   log-spaced from 0.1 MB to ``--max-mb``, in jobs of 1, 2 or 4 ranks, plus a few broken files
   (truncated, corrupt gzip, empty, a JSON that is not a trace, a plain SQLite file). Files are
-  copies of a handful of generated templates (``traceread.synth.planted``: generating every file
+  copies of a handful of generated templates (``tracesynth.planted``: generating every file
   afresh would take longer than the benchmark), one directory per job.
 * Contenders, each a fresh ``traceread scan --no-cache`` process into its own output directory:
   ``--workers 1``, ``--workers 2`` and ``--dask local`` (a 2-worker LocalCluster); then the re-scan
@@ -39,6 +39,8 @@ import subprocess
 import sys
 import time
 
+import tests_on_path  # noqa: F401 - puts tests/ on sys.path for tracesynth
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINETO_MB_PER_STEP = 0.28  # one planted rank-step of Kineto JSON (measured on the generator)
 NSYS_MB_PER_STEP = 0.047  # the same in an nsys export
@@ -51,9 +53,9 @@ def _sizes(max_mb: float, n: int = 6) -> list[float]:
 
 def build_tree(root: str, traces: int, max_mb: float, seed: int = 0) -> dict:
     """Write the tree; returns what it holds."""
-    from traceread.synth.kineto_writer import write_kineto
-    from traceread.synth.nsys_writer import write_nsys
-    from traceread.synth.planted import PlantSpec, plant
+    from tracesynth.kineto_writer import write_kineto
+    from tracesynth.nsys_writer import write_nsys
+    from tracesynth.planted import PlantSpec, plant
 
     tpl = os.path.join(root, "_templates")
     os.makedirs(tpl, exist_ok=True)

@@ -2,7 +2,7 @@
 
     python scripts/eval_one_time.py [--seeds 4] [--jitter 0.2] [--formats kineto,nsys] [--steps 8]
 
-Each scenario of ``traceread.synth.one_time.SCENARIOS`` (capture window, compile window, lazy
+Each scenario of ``tracesynth.one_time.SCENARIOS`` (capture window, compile window, lazy
 module load, allocator thrash, sync followed by long host work) is planted per seed, written in
 every format, loaded back and run through steps -> gaps -> rules, with scripts/eval_rules.py's
 machinery (``planted.confusion``: idle time compared with the planted intervals ns by ns). Prints
@@ -19,10 +19,11 @@ import tempfile
 import click
 import numpy as np
 import pandas as pd
+import tests_on_path  # noqa: F401 - puts tests/ on sys.path for tracesynth
+from tracesynth.one_time import SCENARIOS, plant_scenario
+from tracesynth.planted import CLASSES, classify_file, confusion, scores, truth_for
 
 from traceread.config import Thresholds
-from traceread.synth.one_time import SCENARIOS, plant_scenario
-from traceread.synth.planted import CLASSES, classify_file, confusion, scores, truth_for
 
 TARGET = 0.95
 
@@ -34,11 +35,11 @@ def score(name: str, seeds: int, jitter: float, fmt: str, steps: int, tmp: str, 
         planted = plant_scenario(name, seed=seed, jitter=jitter, steps=steps)
         prefix = os.path.join(tmp, f"{name}_s{seed}_j{jitter}")
         if fmt == "nsys":
-            from traceread.synth.nsys_writer import write_nsys
+            from tracesynth.nsys_writer import write_nsys
 
             paths = [write_nsys(planted.scenario, prefix + ".sqlite")]
         else:
-            from traceread.synth.kineto_writer import write_kineto
+            from tracesynth.kineto_writer import write_kineto
 
             paths = write_kineto(planted.scenario, prefix + ".rank{rank}.pt.trace.json")
         for path in paths:

@@ -6,9 +6,9 @@
 Jitter is uniform: every duration is drawn in [1 - j, 1 + j] times its mean (0.2: +-20%). Families
 (planted scenarios; each seed draws its own step count between 4 and 16):
 
-* ``mixed``: traceread.synth.planted (scripts/synth.py's generator): every class in one trace, class
+* ``mixed``: tracesynth.planted (scripts/synth.py's generator): every class in one trace, class
   weights drawn per seed between 0.5 and 2 occurrences per step.
-* ``pipeline``: traceread.synth.pipeline_schedules.plant_pipeline: 4 stages running GPipe
+* ``pipeline``: tracesynth.pipeline_schedules.plant_pipeline: 4 stages running GPipe
   (fill/drain), 1F1B or interleaved 1F1B (by seed), 4 or 8 micro-batches, p2p as c10d send/recv
   or coalesced (batch_isend_irecv), bubbles waiting on p2p recvs, sometimes an exposed DP all-reduce.
 * ``all-to-all``: plant_all_to_all: TorchRec-like embedding all-to-alls on SendRecv kernels that the
@@ -31,16 +31,17 @@ import time
 import click
 import numpy as np
 import pandas as pd
-
-from traceread.config import Thresholds
-from traceread.synth.pipeline_schedules import (
+import tests_on_path  # noqa: F401 - puts tests/ on sys.path for tracesynth
+from tracesynth.pipeline_schedules import (
     SCHEDULES,
     AllToAllSpec,
     PipelineSpec,
     plant_all_to_all,
     plant_pipeline,
 )
-from traceread.synth.planted import CLASSES, Planted, PlantSpec, classify_file, confusion, plant, truth_for
+from tracesynth.planted import CLASSES, Planted, PlantSpec, classify_file, confusion, plant, truth_for
+
+from traceread.config import Thresholds
 
 TARGET = 0.95
 
@@ -73,10 +74,10 @@ FAMILIES = ("mixed", "pipeline", "all-to-all")
 
 def _write(planted: Planted, fmt: str, prefix: str) -> list[str]:
     if fmt == "nsys":
-        from traceread.synth.nsys_writer import write_nsys
+        from tracesynth.nsys_writer import write_nsys
 
         return [write_nsys(planted.scenario, prefix + ".sqlite")]
-    from traceread.synth.kineto_writer import write_kineto
+    from tracesynth.kineto_writer import write_kineto
 
     gen = "int-us" if fmt == "kineto-int-us" else "2024"
     return write_kineto(planted.scenario, prefix + f".{fmt}.rank{{rank}}.pt.trace.json", generation=gen)

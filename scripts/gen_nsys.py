@@ -2,7 +2,7 @@
 
 Two modes:
 
-* ``--example``: the planted multi-rank example scenario (traceread.synth._nsys_example: several
+* ``--example``: the planted multi-rank example scenario (tracesynth.nsys_example: several
   GPUs as processes, NCCL on a comm stream, NVTX steps, memcpy/memset, syncs, a whole-graph
   replay, OS runtime calls), written in the chosen schema generation(s).
 * ``--kernels N``: a large export for benchmarks, N kernel rows plus one ``cudaLaunchKernel_v7000``
@@ -20,9 +20,9 @@ import sys
 import time
 
 import numpy as np
-
-from traceread.synth._nsys_example import GEMM, NCCL, example_scenario
-from traceread.synth.nsys_writer import (
+import tests_on_path  # noqa: F401 - puts tests/ on sys.path for tracesynth
+from tracesynth.nsys_example import GEMM, NCCL, example_scenario
+from tracesynth.nsys_writer import (
     GpuSpec,
     StringTable,
     global_pid,

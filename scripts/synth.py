@@ -16,9 +16,10 @@ import json
 import os
 
 import click
+import tests_on_path  # noqa: F401 - puts tests/ on sys.path for tracesynth
+from tracesynth.planted import CLASSES, PlantSpec, plant
 
 from traceread.atomic import atomic_open
-from traceread.synth.planted import CLASSES, PlantSpec, plant
 
 
 def write_planted(prefix: str, spec: PlantSpec, fmt: str = "both", nsys_schema: str = "2026",
@@ -28,12 +29,12 @@ def write_planted(prefix: str, spec: PlantSpec, fmt: str = "both", nsys_schema: 
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     out: dict[str, list[str]] = {"kineto": [], "nsys": []}
     if fmt in ("both", "kineto"):
-        from traceread.synth.kineto_writer import write_kineto
+        from tracesynth.kineto_writer import write_kineto
 
         pattern = prefix + (".rank{rank}.pt.trace.json" if spec.ranks > 1 else ".pt.trace.json")
         out["kineto"] = write_kineto(planted.scenario, pattern, generation=kineto_generation)
     if fmt in ("both", "nsys"):
-        from traceread.synth.nsys_writer import write_nsys
+        from tracesynth.nsys_writer import write_nsys
 
         out["nsys"] = [write_nsys(planted.scenario, prefix + ".sqlite", schema=nsys_schema)]
     with atomic_open(prefix + ".truth.json", "w") as fh:

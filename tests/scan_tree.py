@@ -9,9 +9,9 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.planted import PlantSpec, plant
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import PlantSpec, plant
 
 # rel path -> expected outcome: "ok", "failed", "not-trace" (permission-denied only when not root)
 GOOD = ("jobK/train.rank0.pt.trace.json", "jobK/train.rank1.pt.trace.json.gz", "nsys/run.sqlite",

@@ -42,8 +42,8 @@ def json_bases(tmp: Path) -> dict[str, str]:
     for p in _SHARED_JSON:
         if (SHARED_TRACES / "kineto" / p).exists():
             out[p] = _read_json_text(SHARED_TRACES / "kineto" / p)
-    from traceread.synth.kineto_writer import write_kineto
-    from traceread.synth.planted import PlantSpec, plant
+    from tracesynth.kineto_writer import write_kineto
+    from tracesynth.planted import PlantSpec, plant
 
     planted = plant(PlantSpec(seed=3, ranks=1, steps=3))
     for gen in ("2024", "int-us"):
@@ -53,8 +53,8 @@ def json_bases(tmp: Path) -> dict[str, str]:
 
 
 def nsys_bases(tmp: Path) -> dict[str, Path]:
-    from traceread.synth.nsys_writer import write_nsys
-    from traceread.synth.planted import PlantSpec, plant
+    from tracesynth.nsys_writer import write_nsys
+    from tracesynth.planted import PlantSpec, plant
 
     planted = plant(PlantSpec(seed=4, ranks=1, steps=3))
     out = {f"planted-{s}": Path(write_nsys(planted.scenario, tmp / f"planted-{s}.sqlite", schema=s))

@@ -10,11 +10,11 @@ import pytest
 from conftest import needs_shared
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PfTrace
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import PlantSpec, plant
 
 from traceread.cli import main
 from traceread.render import jsonout
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.planted import PlantSpec, plant
 
 ONLY_DATA = {"data-starved": 1.0, "launch-bound": 0.0, "comm-bound": 0.0, "pipeline-bubble": 0.0,
              "sync-stall": 0.0, "unattributed": 0.0}
@@ -119,7 +119,7 @@ def test_without_mfu_inputs_says_which_flags(planted, capsys) -> None:
 
 
 def test_several_rank_files_of_one_job(tmp_path, capsys) -> None:
-    from traceread.synth.kineto_writer import write_kineto
+    from tracesynth.kineto_writer import write_kineto
 
     p = plant(PlantSpec(seed=5, ranks=2, steps=5, weights=ONLY_DATA))
     files = write_kineto(p.scenario, str(tmp_path / "job.rank{rank}.pt.trace.json"))
@@ -177,6 +177,19 @@ def test_failing_piece_degrades_and_a_missing_module_is_an_error(planted, monkey
     assert "### Top kernels" not in text
     # A module of traceread that cannot be imported is a broken install, never a dropped table.
     monkeypatch.setitem(sys.modules, "traceread.metrics.collectives", None)
+    with pytest.raises(ImportError):
+        analyze([trace])
+
+
+def test_a_module_of_the_project_that_does_not_import_is_an_error(planted, monkeypatch) -> None:
+    """A broken install fails loudly; it never drops a table as "not installed"."""
+    import sys
+
+    from traceread import load
+    from traceread.analysis import analyze
+
+    trace = load(planted[0])
+    monkeypatch.setitem(sys.modules, "traceread.metrics.collectives", None)  # import fails
     with pytest.raises(ImportError):
         analyze([trace])
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, SHARED_TRACES, needs_shared
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import CLASSES, PlantSpec, plant
 
 from traceread.cli import main
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.planted import CLASSES, PlantSpec, plant
 
 GOLDEN = REPO / "tests" / "golden"
 UPDATE = os.environ.get("TRACEREAD_UPDATE_GOLDEN") == "1"

@@ -13,12 +13,12 @@ import importlib.util
 
 import pandas as pd
 import pytest
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_example import example_scenario
+from tracesynth.nsys_writer import write_nsys
 
 from traceread import schema as S
 from traceread.loaders import load
-from traceread.synth._nsys_example import example_scenario
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
 
 HAVE_KINETO = importlib.util.find_spec("traceread.loaders.kineto") is not None
 pytestmark = pytest.mark.xfail(not HAVE_KINETO, reason="Kineto loader (issue 2) not in the tree yet",

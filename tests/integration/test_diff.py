@@ -12,12 +12,12 @@ import jsonschema
 import pytest
 from conftest import SHARED_TRACES, needs_shared
 from test_analyze_golden import check_golden
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import CLASSES, PlantSpec, plant
 
 from traceread.cli import main
 from traceread.diff.render import schema
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.planted import CLASSES, PlantSpec, plant
 
 
 def _only(**w: float) -> dict[str, float]:
@@ -304,7 +304,7 @@ def test_other_gpu_model_or_world_size_is_not_comparable(noop_side) -> None:
 
 
 def test_straggler_that_went_away(tmp_path: Path) -> None:
-    from traceread.synth.stragglers import StragglerSpec, make_job, write_job
+    from tracesynth.stragglers import StragglerSpec, make_job, write_job
 
     for side in ("before", "after"):
         (tmp_path / side).mkdir()

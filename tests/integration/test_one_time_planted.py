@@ -1,4 +1,4 @@
-"""Planted one-time costs, allocator thrash and sync-then-host-work, in both formats (traceread.synth.one_time).
+"""Planted one-time costs, allocator thrash and sync-then-host-work, in both formats (tracesynth.one_time).
 
 Every scenario is written as Kineto and as nsys SQLite, loaded back and classified; idle time is
 compared with the planted truth ns by ns (the machinery of scripts/eval_rules.py), at jitter 0.2.
@@ -9,15 +9,15 @@ from __future__ import annotations
 import io
 
 import pytest
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.one_time import SCENARIOS, plant_scenario
+from tracesynth.planted import classify_file, confusion, scores, truth_for
 
 from traceread import load
 from traceread.analysis import analyze
 from traceread.config import Thresholds
 from traceread.render import jsonout, markdown
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.one_time import SCENARIOS, plant_scenario
-from traceread.synth.planted import classify_file, confusion, scores, truth_for
 
 CFG = Thresholds()
 ABOUT = {"capture": ("one-time-cost",), "compile": ("one-time-cost",), "lazy-load": ("one-time-cost",),

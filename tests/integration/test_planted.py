@@ -13,6 +13,9 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import CLASSES, PlantSpec, confusion, plant, read_truth, scores
 
 from traceread import load
 from traceread.attribution import attribute, part_col
@@ -20,9 +23,6 @@ from traceread.config import Thresholds
 from traceread.gaps import find_gaps
 from traceread.rules import classify
 from traceread.steps import find_steps
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.planted import CLASSES, PlantSpec, confusion, plant, read_truth, scores
 
 CFG = Thresholds()
 SPEC = PlantSpec(seed=11, ranks=2, steps=6, weights={c: 1.0 for c in CLASSES})

@@ -5,13 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
-from traceread import load
-from traceread.collective_identity import identify
-from traceread.config import Thresholds
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.pipeline_schedules import (
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.pipeline_schedules import (
     SCHEDULES,
     AllToAllSpec,
     PipelineSpec,
@@ -19,7 +15,11 @@ from traceread.synth.pipeline_schedules import (
     plant_pipeline,
     stage_order,
 )
-from traceread.synth.planted import classify_file, confusion, scores, truth_for
+from tracesynth.planted import classify_file, confusion, scores, truth_for
+
+from traceread import load
+from traceread.collective_identity import identify
+from traceread.config import Thresholds
 
 CFG = Thresholds()
 

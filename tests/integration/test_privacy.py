@@ -13,11 +13,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import PlantSpec, plant
 
 from traceread.cli import main
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.planted import PlantSpec, plant
 
 SECRET = "s3cr3tUSERhost"
 PLANTED = PlantSpec(seed=11, ranks=1, steps=4)

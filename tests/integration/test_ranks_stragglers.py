@@ -1,6 +1,6 @@
 """Jobs and stragglers on generated multi-rank jobs with a planted straggler and clock offsets.
 
-The generator (traceread/synth/stragglers.py) records each rank on its own clock (offsets of several
+The generator (tests/tracesynth/stragglers.py) records each rank on its own clock (offsets of several
 ms) and delays one rank before every collective (slower compute, a data stall, launch overhead or a
 host sync); its truth
 holds the exact offsets and the time the other ranks waited. Checked through the whole pipeline
@@ -14,12 +14,12 @@ import json
 import pickle
 
 import pytest
+from tracesynth.stragglers import StragglerSpec, make_job, write_job
 
 from traceread import load
 from traceread.analysis import analyze, rank_summary
 from traceread.cli import main
 from traceread.ranks import analyze_job, group_jobs, identify
-from traceread.synth.stragglers import StragglerSpec, make_job, write_job
 
 
 def _run(spec: StragglerSpec, tmp_path, fmt: str = "kineto"):

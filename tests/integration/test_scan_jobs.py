@@ -13,9 +13,9 @@ from importlib import resources
 import jsonschema
 import pyarrow.parquet as pq
 import pytest
+from tracesynth.stragglers import StragglerSpec, make_job, write_job
 
 from traceread.cli import main
-from traceread.synth.stragglers import StragglerSpec, make_job, write_job
 
 
 @pytest.fixture(scope="module")

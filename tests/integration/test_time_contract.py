@@ -9,12 +9,12 @@ import json
 
 import jsonschema
 import pytest
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.model import HostCall, HostRange, Kernel, Rank, Scenario
+from tracesynth.nsys_writer import write_nsys
 
 from traceread.cli import main
 from traceread.render import jsonout
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.model import HostCall, HostRange, Kernel, Rank, Scenario
-from traceread.synth.nsys_writer import write_nsys
 
 US = 1_000
 ORIGIN = 1_735_632_360_000_000_000

@@ -5,9 +5,10 @@ from __future__ import annotations
 import csv
 import json
 
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.model import HostCall, HostRange, Kernel, Rank, Scenario
+
 from traceread.cli import main
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.model import HostCall, HostRange, Kernel, Rank, Scenario
 
 US = 1_000
 

@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pytest
 from scoreboard_frames import ev, kernel, launch, make_trace
+from tracesynth.model import Copy, HostCall, Kernel, Rank, Scenario
+from tracesynth.nsys_writer import write_nsys
 
 from traceread import kernel_classes as kc
 from traceread import schema
 from traceread.cli import main
 from traceread.config import Thresholds
 from traceread.metrics.kernels import class_shares, kernel_report, kernel_table, launch_stats
-from traceread.synth.model import Copy, HostCall, Kernel, Rank, Scenario
-from traceread.synth.nsys_writer import write_nsys
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16> >(int)"

@@ -81,8 +81,8 @@ def test_event_cap_kineto(decoder, monkeypatch, capsys) -> None:
 
 
 def test_event_cap_nsys_before_allocating(tmp_path, capsys) -> None:
-    from traceread.synth.nsys_writer import write_nsys
-    from traceread.synth.planted import PlantSpec, plant
+    from tracesynth.nsys_writer import write_nsys
+    from tracesynth.planted import PlantSpec, plant
 
     path = write_nsys(plant(PlantSpec(seed=1, ranks=1, steps=3)).scenario, tmp_path / "n.sqlite")
     assert main(["--max-events", "100", "info", str(path)]) == EXIT_USAGE

@@ -18,14 +18,14 @@ import sys
 import pandas as pd
 import pytest
 from conftest import REPO, needs_shared, shared_nsys
+from tracesynth.nsys_example import example_scenario
+from tracesynth.nsys_writer import write_nsys
 
 from traceread import schema as S
 from traceread.errors import TraceReadError
 from traceread.loaders import nsys as N
 from traceread.loaders.nsys import load_nsys
 from traceread.loaders.nsys import read as nsys_read
-from traceread.synth._nsys_example import example_scenario
-from traceread.synth.nsys_writer import write_nsys
 
 WHOLE = 1 << 40  # more rows than any table: one chunk each
 

@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import needs_shared, shared_nsys
+from tracesynth.model import HostRange, Kernel, Rank, Scenario
+from tracesynth.nsys_example import COMM_STREAM, NCCL, example_scenario
+from tracesynth.nsys_writer import write_nsys
 
 from traceread import schema as S
 from traceread.errors import TraceReadError
 from traceread.loaders import load
 from traceread.loaders.nsys import load_nsys
-from traceread.synth._nsys_example import COMM_STREAM, NCCL, example_scenario
-from traceread.synth.model import HostRange, Kernel, Rank, Scenario
-from traceread.synth.nsys_writer import write_nsys
 
 K = "CUPTI_ACTIVITY_KIND_"
 

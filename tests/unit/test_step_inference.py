@@ -7,13 +7,13 @@ import dataclasses
 import numpy as np
 import pytest
 from conftest import SHARED_TRACES, needs_shared
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.repeating import loop
 
 from traceread.config import Thresholds
 from traceread.loaders import load
 from traceread.steps import find_steps
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.repeating import loop
 from traceread.trace import Trace
 
 MARKERS = r"^(?:ProfilerStep#\d+|Optimizer\.step#.*|Optimizer\.zero_grad#.*|enumerate\(DataLoader\)#.*)$"
@@ -74,7 +74,7 @@ def test_a_range_holding_part_of_the_work_is_not_the_step(tmp_path) -> None:
     """A range per step around only its first kernels (a 'forward' range) does not make steps."""
     lp = loop(steps=6, seed=5, jitter=0.2, profiler=False)
     rk = lp.scenario.ranks[0]
-    from traceread.synth.model import HostRange
+    from tracesynth.model import HostRange
 
     for s in lp.step_starts[0]:
         rk.host_ranges.append(HostRange(100, "forward", int(s), int(s) + 200_000))

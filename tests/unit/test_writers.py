@@ -9,10 +9,9 @@ import sqlite3
 
 import pytest
 from conftest import SHARED_TRACES, needs_shared
-
-from traceread.synth._nsys_example import example_scenario
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import global_tid, short_name, write_nsys
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_example import example_scenario
+from tracesynth.nsys_writer import global_tid, short_name, write_nsys
 
 # Real exports whose layouts each generation copies (3.25.0 and 3.24.14 for 2026; 2.9.1 for 2022).
 REAL = {"2026": ["nsys/nsysai_h100_2gpu_window_2026.sqlite", "nsys/nsysai_tiny_rtx3080_2026.sqlite"],

@@ -12,6 +12,7 @@ workers started with a nanny (the default of ``dask worker`` and of LocalCluster
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -19,6 +20,9 @@ from collections.abc import Iterator
 
 from traceread.errors import UsageError
 from traceread.scan.work import Outcome, Settings, Task, run_task
+
+# distributed raises asyncio's TimeoutError, which is the builtin one only from Python 3.11 on.
+_TIMEOUTS = (TimeoutError, asyncio.TimeoutError)
 
 
 def _client(address: str, workers: int, max_rss: int):  # noqa: ANN202 - distributed is optional
@@ -34,7 +38,7 @@ def _client(address: str, workers: int, max_rss: int):  # noqa: ANN202 - distrib
         if address.endswith(".json") or os.path.isfile(address):
             return Client(scheduler_file=address, timeout="30s"), None
         return Client(address, timeout="30s"), None
-    except (OSError, TimeoutError, ValueError) as exc:
+    except (OSError, *_TIMEOUTS, ValueError) as exc:
         raise UsageError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
 
 
@@ -68,7 +72,7 @@ def run_on_dask(address: str, tasks: list[Task], settings: Settings, workers: in
         while pending:
             try:
                 done = wait(list(pending), timeout=poll, return_when="FIRST_COMPLETED").done
-            except TimeoutError:
+            except _TIMEOUTS:
                 done = set()
             for fut in done:
                 pending.discard(fut)
@@ -96,7 +100,7 @@ def _police(client, by_key: dict, pending: set, started: dict[str, float], timeo
     """Fail, cancel and stop the tasks that have been executing longer than ``timeout_s``."""
     try:
         running = client.run(_executing, on_error="ignore")
-    except (OSError, TimeoutError):
+    except (OSError, *_TIMEOUTS):
         return  # the cluster is busy restarting a worker: ask again next time
     now = time.monotonic()
     live = {k for keys in running.values() for k in keys}

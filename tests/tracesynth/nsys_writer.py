@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from traceread.synth.model import Scenario
+from tracesynth.model import Scenario
 
 SCHEMAS = ("2026", "2022")
 
@@ -224,7 +224,7 @@ def write_nsys(scenario: Scenario, path: str | os.PathLike[str], schema: str = "
     One process per rank (pid ``rank.pid``); NVTX push/pop ranges (eventType 59) for host ranges,
     with PyTorch's ``, op_id = N`` (and ``, seq = N`` on every other op) on CPU-op ranges.
     """
-    from traceread.synth._nsys_columns import scenario_columns
+    from tracesynth._nsys_columns import scenario_columns
 
     if schema not in DDL:
         raise ValueError(f"unknown nsys schema {schema!r}; choose one of {SCHEMAS}")

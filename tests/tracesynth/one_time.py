@@ -30,8 +30,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from traceread.synth.model import Scenario
-from traceread.synth.planted import _BIG, _SMALL, CLASSES, COMPUTE, Planted, PlantSpec, _Sim
+from tracesynth.model import Scenario
+from tracesynth.planted import _BIG, _SMALL, CLASSES, COMPUTE, Planted, PlantSpec, _Sim
 
 _COMPILE_RANGES = (("KernelExecutor::compileFusion", "executor_utils::Nvrtc::CompileProgram"),
                    ("compile_fx_inner", "triton.compile"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traceread.synth.model import HostCall, HostRange, Kernel, Rank, Scenario
+from tracesynth.model import HostCall, HostRange, Kernel, Rank, Scenario
 
 _GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_kernel__5x_cublas"
 _ATTN = ("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>, "

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from traceread.synth.model import Copy, HostCall, HostRange, Kernel, Rank, Scenario
+from tracesynth.model import Copy, HostCall, HostRange, Kernel, Rank, Scenario
 
 MAIN = 100
 COMPUTE, COMM, COPY = 7, 21, 9
@@ -198,8 +198,8 @@ def one_export(job: StragglerJob) -> Scenario:
 def write_job(job: StragglerJob, directory: str, fmt: str = "kineto", stem: str = "job") -> list[str]:
     """Write one file per rank (``<stem>.rank<N>.json`` or ``.sqlite``), or with ``fmt="nsys-one"``
     one nsys export holding every rank (``<stem>.sqlite``); return the paths."""
-    from traceread.synth.kineto_writer import write_kineto
-    from traceread.synth.nsys_writer import write_nsys
+    from tracesynth.kineto_writer import write_kineto
+    from tracesynth.nsys_writer import write_nsys
 
     if fmt == "nsys-one":
         return [write_nsys(one_export(job), os.path.join(directory, f"{stem}.sqlite"))]

@@ -23,7 +23,7 @@ the dependencies first, then the host is laid out ahead of it):
   (it matches no host op, as in real TorchRec traces), so only containment can name them.
 
 Jitter is uniform: every duration is drawn in ``[1 - jitter, 1 + jitter]`` times its mean. Truth is
-the list of compute-idle intervals per rank/device as in :mod:`traceread.synth.planted`.
+the list of compute-idle intervals per rank/device as in :mod:`tracesynth.planted`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceread.synth.model import HostCall, HostRange, Kernel, Rank, Scenario
-from traceread.synth.planted import _BIG, _COLL, _OPT, _P2P, Planted, PlantSpec
+from tracesynth.model import HostCall, HostRange, Kernel, Rank, Scenario
+from tracesynth.planted import _BIG, _COLL, _OPT, _P2P, Planted, PlantSpec
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 MAIN = 100

@@ -16,7 +16,7 @@ is known by construction:
 * ``sync-stall``: ``.item()`` / stream, device or event synchronize while work is queued, then the
   next launch at once; or a blocking DtoH copy (``.cpu()`` of a large tensor) the host waits in;
 * ``one-time-cost``: JIT compilation, CUDA-graph capture, a module-loading run, a first launch that
-  loads its module (``traceread.synth.one_time``);
+  loads its module (``tracesynth.one_time``);
 * ``unattributed``: a long host stretch with no CUDA calls (checkpoint, logging), or a queued kernel
   waiting on something invisible, at random phases.
 
@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceread.synth.model import Copy, HostCall, HostRange, Kernel, Rank, Scenario
 from traceread.vocabulary import GAP_CLASSES as CLASSES
+from tracesynth.model import Copy, HostCall, HostRange, Kernel, Rank, Scenario
 
 MAIN, NOISE = 100, 200  # host thread ids
 COMPUTE, COMM, COPY = 7, 21, 9  # stream ids
@@ -252,7 +252,7 @@ class _Sim:
             self.kernel(_BIG["gemm"][0], self.j(80_000), not_before=cend + 1_000)
         elif cls == "sync-stall":
             # The host is blocked in the sync for the gap (docs/rules.md: host work after a sync is
-            # judged on its own; traceread.synth.one_time plants that case).
+            # judged on its own; tracesynth.one_time plants that case).
             if self.noise and self.rng.random() < 0.3:  # a collective happens to run across part of it
                 self._comm(_COLL[0], g - 20_000, g + int(gap * self.rng.uniform(0.1, 0.4)))
             ext = self.op("aten::item" if variant < 0.5 else "aten::_local_scalar_dense", self.h, g + 5_000)
@@ -287,7 +287,7 @@ class _Sim:
             self.api("cudaStreamWaitEvent", self.h, self.j(2_000))
             self.kernel(_BIG["gemm"][2], self.j(80_000), not_before=g + gap)
         elif cls == "one-time-cost":
-            from traceread.synth.one_time import plant_one_time_cost
+            from tracesynth.one_time import plant_one_time_cost
 
             plant_one_time_cost(self, gap)
         elif cls == "launch-bound":

@@ -1,4 +1,4 @@
-"""Scenario -> column arrays of the nsys export tables (used by :mod:`traceread.synth.nsys_writer`)."""
+"""Scenario -> column arrays of the nsys export tables (used by :mod:`tracesynth.nsys_writer`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from traceread.synth.model import Scenario
+from tracesynth.model import Scenario
 
 _K = "CUPTI_ACTIVITY_KIND_"
 _NVTX_PUSHPOP = 59
@@ -17,7 +17,7 @@ _SUFFIXED_ANNOTATIONS = ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)")
 
 def scenario_columns(scenario: Scenario, strings, schema: str) -> dict[str, dict[str, Sequence]]:
     """Column-oriented rows of every table the scenario fills (tables without rows are left out)."""
-    from traceread.synth import nsys_writer as w
+    from tracesynth import nsys_writer as w
 
     acc: dict[str, dict[str, list]] = {}
 

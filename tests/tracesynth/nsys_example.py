@@ -10,7 +10,7 @@ any float rounding shows.
 
 from __future__ import annotations
 
-from traceread.synth.model import (
+from tracesynth.model import (
     Copy,
     GraphLaunch,
     HostCall,

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterator
 
 from traceread.atomic import atomic_open
-from traceread.synth.model import Rank, Scenario
+from tracesynth.model import Rank, Scenario
 
 GENERATIONS = ("2024", "int-us")
 SYNC_NAMES = {"stream": "Stream Sync", "event": "Event Sync", "context": "Context Sync",
