@@ -22,6 +22,11 @@ slower while the kernel was still busy with the exited process's memory.
     python scripts/bench_load.py                        # all four inputs (HTA skipped on 1 GB)
     python scripts/bench_load.py --only a b --skip-hta
 
+``--baseline-python PY`` adds the same traceread contenders run by another interpreter whose
+``traceread`` is an earlier commit (e.g. ``git worktree add ../base REV``, a venv there with
+``pip install -e .``: its compiled scanner is built in place), so a refactor is measured side by side
+with what it replaced, in one run.
+
 HTA lives in its own virtual environment beside the repo (``python3 -m venv .venv-hta &&
 .venv-hta/bin/pip install traceinsight 'pandas<3'``, or set ``HTA_PYTHON``); it is never a traceread
 dependency.
@@ -187,7 +192,7 @@ def hta_version(python: str) -> str | None:
 
 
 def bench(path: Path, hta_python: str | None, timeout: float, max_mb: float,
-          repeat: int, settle: float, info: bool) -> list[tuple[str, dict]]:
+          repeat: int, settle: float, info: bool, baseline: str | None = None) -> list[tuple[str, dict]]:
     """Each contender ``repeat`` times (HTA once), interleaved (a noisy spell hits all alike).
 
     Seconds and CPU are the medians; ``range`` is the fastest and slowest run; memory the peak.
@@ -199,6 +204,10 @@ def bench(path: Path, hta_python: str | None, timeout: float, max_mb: float,
                       ("traceread msgspec", sys.executable, TRACEREAD, [str(path)], {"TRACEREAD_NO_SCANNER": "1"})]
         if info:
             contenders.append(("traceread info", sys.executable, INFO, ["info", str(path)], {}))
+        if baseline:  # the same contenders run by the baseline's interpreter (its own traceread)
+            contenders.append(("baseline scanner", baseline, TRACEREAD, [str(path)], {"TRACEREAD_NO_SCANNER": ""}))
+            if info:
+                contenders.append(("baseline info", baseline, INFO, ["info", str(path)], {}))
         if hta_python:
             contenders.append(("HTA TraceAnalysis", hta_python, HTA, [str(path), d], {}))
         contenders.append(("orjson.loads", sys.executable, ORJSON, [str(path)], {}))
@@ -277,7 +286,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per contender on the 233 MB inputs")
     ap.add_argument("--repeat-big", type=int, default=1, help="runs per contender on the 1 GB inputs")
     ap.add_argument("--settle", type=float, default=2.0, help="seconds of idle before each run")
+    ap.add_argument("--baseline-python", help="a Python whose traceread is an earlier commit, run side by side")
     args = ap.parse_args()
+    baseline = args.baseline_python
+    if baseline:
+        where = subprocess.run([baseline, "-c", "import traceread, os; print(os.path.dirname(traceread.__file__))"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        if Path(where).resolve() == (REPO / "traceread").resolve():
+            raise SystemExit(f"--baseline-python {baseline}: imports this checkout's traceread, not a baseline")
+        compileall.compile_dir(where, quiet=1)
+        rev = subprocess.run(["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        print(f"baseline: {where} at {rev.stdout.strip() or '?'}")
 
     hta = None if args.skip_hta else args.hta_python
     if hta:
@@ -300,7 +319,8 @@ def main() -> None:
         size = json_size(path)
         big = mb > 500
         results = bench(path, hta if (not big or args.hta_big) else None, args.timeout, args.max_mb,
-                        args.repeat_big if big else args.repeat, args.settle, info=not big)
+                        args.repeat_big if big else args.repeat, args.settle, info=not big,
+                                baseline=baseline)
         got = dict(results)
         for name, r in results:
             if "error" in r:
@@ -320,6 +340,12 @@ def main() -> None:
                 if "process_s" in got.get(other, {}):
                     notes.append(f"{label}: whole `traceread info` process {got[other]['process_s'] / info['process_s']:.1f}x "
                                  f"faster than the {other} process")
+        for now, then in (("traceread scanner", "baseline scanner"), ("traceread info", "baseline info")):
+            a, b = got.get(now, {}), got.get(then, {})
+            key = "seconds" if a.get("seconds") else "process_s"
+            if a.get(key) and b.get(key):
+                notes.append(f"{label}: {now} {a[key]:.2f} s vs {then} {b[key]:.2f} s ({a[key] / b[key] - 1:+.1%}); "
+                             f"peak {a['peak_tree_mb']:,.0f} vs {b['peak_tree_mb']:,.0f} MB")
         if hta is not None and not big and "seconds" in got.get("HTA TraceAnalysis", {}):
             fast = got.get("traceread scanner", {})
             if fast.get("seconds"):
