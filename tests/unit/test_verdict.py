@@ -2,7 +2,7 @@
 
 analyze of one trace or several, a scan job (``scan.jobs._aggregate``) and a diff side (from the
 scan reports, and pooled captures) all sum their units and call ``attribution.verdict``. The cases
-below are where the former second verdict (``_pipeline.overall_dominant``, used for several traces
+below are where the former second verdict (``pipeline.overall_dominant``, removed, used for several traces
 and for scan jobs and diff sides) disagreed: it tested idle ``<`` the healthy threshold and named
 unattributed only when every other idle class was zero (a 16-rank job was told "launch-bound: 0%
 of step time" while 54% of it was unattributed).
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from _frames import kernel, make_events
 
-from traceread import _pipeline as pipe
+from traceread import pipeline as pipe
 from traceread.analysis import analyze
 from traceread.attribution import Verdict, table_verdict, verdict
 from traceread.config import Thresholds
