@@ -13,14 +13,13 @@ from traceread.config import Thresholds, load_config_file, parse_set_options
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.job import job_options
 from traceread.loaders import load
+from traceread.printable import printable
 from traceread.render import write_outputs
 
 
 def _thresholds(config_path: str | None, set_items: tuple[str, ...]) -> Thresholds:
     conf = load_config_file(config_path) if config_path else {}
-    for cls, patterns in (conf.get("kernel_patterns") or {}).items():
-        for regex in [patterns] if isinstance(patterns, str) else patterns:
-            kernel_classes.register_pattern(cls, regex)
+    kernel_classes.register_patterns_from_config(conf.get("kernel_patterns") or {}, config_path or "--config")
     return Thresholds().with_overrides({**(conf.get("thresholds") or {}), **parse_set_options(set_items)})
 
 
@@ -52,7 +51,8 @@ def _check_rank_pattern(pattern: str | None) -> None:
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", "md_path", default="-", metavar="PATH", help="Markdown report file (default: stdout).")
 @json_option
-@click.option("--plot", "plot_path", metavar="PNG|SVG", help="Timeline picture of the median and worst steps.")
+@click.option("--plot", "plot_path", metavar="PATH",
+              help="Timeline picture of the median and worst steps (.png, .svg, .pdf, .jpg).")
 @click.option("--perfetto", "perfetto_path", metavar="PATH", help="Annotated Perfetto trace (.pftrace).")
 @click.option("--perfetto-steps", type=click.Choice(["key", "all"]), default="key", show_default=True,
               help="key: the median and worst steps; all: every step.")
@@ -70,13 +70,17 @@ def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps
     """Diagnose why GPU time is lost: dominant cause, evidence, scoreboard and what to do next."""
     cfg, gates = _thresholds(config_path, set_items), _gates(fail_on)
     _check_rank_pattern(rank_pattern)
+    if plot_path:
+        from traceread.render.plot import plot_format
+
+        plot_format(plot_path)
     loaded, failures = [], []
     for path in traces:
         try:
             loaded.append(load(path, progress=True, step_range=step_range))
         except TraceReadError as exc:
             failures.append(Failure(path, exc.problem))
-            click.echo(f"traceread: error: {exc}", err=True)
+            click.echo(f"traceread: error: {printable(str(exc))}", err=True)
     if not loaded:
         return EXIT_USAGE
     result = analyze(loaded, job=job, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
