@@ -8,6 +8,7 @@ import click
 import orjson
 
 from traceread.atomic import atomic_open
+from traceread.printable import printable, printable_json
 
 json_option = click.option(
     "--json", "json_path", metavar="PATH", default=None,
@@ -16,7 +17,8 @@ json_option = click.option(
 
 
 def dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    return printable_json(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+                                       | orjson.OPT_NON_STR_KEYS))
 
 
 def emit(table_text: str, data: Any, json_path: str | None) -> None:
@@ -24,7 +26,7 @@ def emit(table_text: str, data: Any, json_path: str | None) -> None:
     if json_path == "-":
         click.echo(dumps(data).decode())
         return
-    click.echo(table_text, nl=not table_text.endswith("\n"))
+    click.echo(printable(table_text, layout=True), nl=not table_text.endswith("\n"))
     if json_path:
         with atomic_open(json_path, "wb") as fh:
             fh.write(dumps(data) + b"\n")

@@ -19,6 +19,7 @@ import orjson
 import pandas as pd
 
 from traceread.analysis import GAP_CLASSES, PARTS, SCHEMA_VERSION, Analysis, TraceSummary, part_col
+from traceread.printable import printable_json
 from traceread.render.names import scrub_paths
 
 # Gap fields beyond the fixed ones that help a script (overlap measurements, in the engine's names).
@@ -152,7 +153,7 @@ def dumps(a: Analysis) -> bytes:
 
 def encode(report: dict[str, Any]) -> bytes:
     """The bytes of ``analyze --json`` for a :func:`to_report` document."""
-    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    return printable_json(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)) + b"\n"
 
 
 def render(analysis: Analysis, out: IO[bytes]) -> None:

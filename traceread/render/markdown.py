@@ -16,6 +16,7 @@ import pandas as pd
 from traceread.analysis import GAP_CLASSES, PARTS, Analysis, part_col
 from traceread.config import Thresholds
 from traceread.gaps import with_fractions
+from traceread.printable import printable
 from traceread.render import advice, jobsection
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
@@ -33,7 +34,8 @@ def render(analysis: Analysis, out: IO[str]) -> None:
 def to_markdown(a: Analysis) -> str:
     sections = [_header(a), _verdict(a), _scoreboard(a), _where(a), _removal(a), jobsection.section(a.job),
                 _gaps(a), _kernels(a), _per_step(a), _next(a), _method(a)]
-    return "\n\n".join(s.rstrip() for s in sections if s) + "\n"
+    # Names are escaped where they are formatted; this catches any other text from the trace.
+    return printable("\n\n".join(s.rstrip() for s in sections if s) + "\n", layout=True)
 
 
 def _label(a: Analysis, row: pd.Series | dict) -> str:
