@@ -158,11 +158,12 @@ def _where(a: Analysis) -> str:
         lines += ["", "Per rank and GPU:", ""]
         headers = ["Rank / GPU", "Median step", "Busy", "Idle"] + list(GAP_CLASSES) + ["Largest idle"]
         steady = a.steady_steps()
+        # Medians of every unit at once (a mask per row would be quadratic in the number of GPUs).
+        medians = (steady["end_ns"] - steady["start_ns"]).astype(np.float64).groupby(
+            [steady["trace"], steady["rank"], steady["device"]]).median().to_dict() if len(steady) else {}
         rows = []
         for _, r in a.attribution.iterrows():
-            st = steady[(steady["trace"] == r["trace"]) & (steady["rank"] == r["rank"])
-                        & (steady["device"] == r["device"])]
-            med = float(np.median((st["end_ns"] - st["start_ns"]).to_numpy())) if len(st) else 0.0
+            med = float(medians.get((r["trace"], r["rank"], r["device"]), 0.0))
             step_ns = float(r["step_ns"]) or 1.0
             busy = (r[part_col("compute-bound")] + r[part_col("memory-bound")]) / step_ns
             shares = {c: r[part_col(c)] / step_ns for c in GAP_CLASSES}
@@ -223,7 +224,7 @@ def _kernels(a: Analysis) -> str:
         top = k.nlargest(TOP_KERNELS, total_c, keep="first")
         cls_c, cnt_c = _col(k, "class", "kernel_class", "cls"), _col(k, "count", "calls", "n")
         all_ns = float(k[total_c].sum()) or 1.0
-        short = ShortNames(k[name_c].astype(str))  # distinct kernels stay distinct rows
+        short = ShortNames(k[name_c].astype(str), shown=top[name_c].astype(str))  # distinct kernels stay distinct rows
         rows = [[md_name(r[name_c], short=short), md_text(r[cls_c]) if cls_c else "", f"{int(r[cnt_c]):,}" if cnt_c else "",
                  ms(r[total_c]), dur(r[total_c] / max(int(r[cnt_c]), 1)) if cnt_c else "", pct(r[total_c] / all_ns)]
                 for _, r in top.iterrows()]

@@ -9,6 +9,7 @@ JSON keeps the full name (path-scrubbed only).
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from collections import Counter
@@ -397,11 +398,18 @@ class ShortNames:
     tell them apart (a functor, the op inside a wrapper, a template argument, a tile size); only when
     even that reads alike (never seen on real traces) is a number ``[2]`` appended. Names outside the
     set get plain :func:`shorten`.
+
+    ``shown``: the names a table shows, when it shows only some. They are kept apart from each other
+    and from their :data:`SHOWN_NEIGHBOURS` neighbours each side in name order among ``names``
+    (names that shorten alike share their start, so sort together); the work is then bounded by
+    the rows shown, not by a trace's thousands of distinct names (each shortening costs ~1 ms).
     """
 
-    def __init__(self, names, max_len: int = DEFAULT_MAX_LEN) -> None:
+    def __init__(self, names, max_len: int = DEFAULT_MAX_LEN, shown=None) -> None:
         self.max_len = max_len
         full = sorted({str(n) for n in names})
+        if shown is not None:
+            full = _with_neighbours(full, {str(n) for n in shown})
         short = {n: shorten(n, max_len) for n in full}
         text: dict[str, str] = {}
         keep: dict[str, list[bool]] = {}
@@ -430,6 +438,18 @@ class ShortNames:
 
     def __len__(self) -> int:
         return len(self._short)
+
+
+SHOWN_NEIGHBOURS = _FULL_COMPARE
+
+
+def _with_neighbours(ordered: list[str], shown: set[str]) -> list[str]:
+    """``shown`` and the names beside each of them in ``ordered`` (sorted), in name order."""
+    pick = set(shown)
+    for name in shown:
+        at = bisect.bisect_left(ordered, name)
+        pick.update(ordered[max(at - SHOWN_NEIGHBOURS, 0):at + SHOWN_NEIGHBOURS + 1])
+    return sorted(pick)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")

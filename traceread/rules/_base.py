@@ -20,6 +20,10 @@ from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.trace import Trace
 
+# Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
+# thousands of GPUs reads one line, not thousands (a display limit, not a threshold).
+MAX_UNIT_NOTES = 3
+
 # Host calls that block until the device (or a stream/event on it) has drained. cudaFree and
 # friends synchronize the device implicitly; cudaMemcpy without Async is blocking.
 SYNC_CALL = re.compile(
