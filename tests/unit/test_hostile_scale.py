@@ -16,7 +16,7 @@ import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PfTrace
 
 from traceread.cli import main
-from traceread.limits import format_size, parse_size
+from traceread.limits import configure, format_size, parse_size
 from traceread.render import names
 from traceread.synth.nsys_writer import write_nsys
 from traceread.synth.planted import PlantSpec, plant
@@ -175,6 +175,9 @@ def test_max_json_size_message_names_the_limit(tmp_path, capsys) -> None:
     src = _kineto(tmp_path / "t.json")
     gz = tmp_path / "t.json.gz"
     gz.write_bytes(gzip.compress(src.read_bytes()))
-    assert main(["--max-json-size", "1.5K", "info", str(gz)]) == 2
+    try:
+        assert main(["--max-json-size", "1.5K", "info", str(gz)]) == 2
+    finally:
+        configure()  # the limits are process-wide: later tests in this process load with the defaults
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(gz) in err and "more than 1.5 KiB of JSON" in err
