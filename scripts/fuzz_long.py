@@ -5,7 +5,11 @@
 Each input runs through ``analyze``, ``gaps``, ``kernels`` or ``info`` in a watched worker process
 (60 s hang watchdog); each Kineto input is also loaded by the compiled scanner and by the msgspec
 fallback, which must agree. An input that gives anything but a result or a one-line exit-2 error naming the
-file is copied into ``--failures`` with a ``.txt`` beside it saying what was done and what happened.
+file (or lets a raw control character from the trace reach the output) is copied into ``--failures``
+with a ``.txt`` beside it saying what was done and what happened. Mutations: the suite's (byte flips,
+truncation, wrong types, control characters and invalid UTF-8 in string fields, integers at 2^31,
+2^53, 2^63, 2^64 and beyond, long stretches without an event boundary, SQLite layouts) plus world
+sizes up to 10^12 (``LONG_JSON_MUTATIONS``); the worker's memory is capped at 8 GiB.
 Needs the test extras (``pip install -e '.[test]'``); reads ../shared/traces when present.
 """
 
@@ -27,8 +31,8 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "fuzz")]
 from fuzz_harness import Worker, check_case  # noqa: E402
 from fuzz_mutations import (  # noqa: E402
     COMMANDS,
-    JSON_MUTATIONS,
-    SQLITE_MUTATIONS,
+    LONG_JSON_MUTATIONS,
+    LONG_SQLITE_MUTATIONS,
     json_bases,
     mutate_json,
     mutate_sqlite,
@@ -62,12 +66,12 @@ def main(minutes: float, failures_dir: str, seed: int | None) -> None:
                 is_json = rnd.random() < 0.6
                 if is_json:
                     base = rnd.choice(sorted(jb))
-                    kind = rnd.choice(JSON_MUTATIONS)
+                    kind = rnd.choice(LONG_JSON_MUTATIONS)
                     data, how = mutate_json(rnd, jb[base], kind)
                     path = write_json_case(case, base, data, gz=rnd.random() < 0.5)
                 else:
                     base = rnd.choice(sorted(nb))
-                    kind = rnd.choice(SQLITE_MUTATIONS)
+                    kind = rnd.choice(LONG_SQLITE_MUTATIONS)
                     path = case / f"{base.split('.')[0]}.sqlite"
                     shutil.copyfile(nb[base], path)
                     how = mutate_sqlite(rnd, path, kind)

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # names and patterns (kernel classes, gap classes, host calls), input limits, output primitives,
     # pure interval arithmetic. Knows nothing of how a trace is read or analysed.
     ("base", [
-        "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace",
+        "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace", "traceread.printable",
         "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.vocabulary",
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals",
     ]),

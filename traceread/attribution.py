@@ -108,18 +108,25 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     rows = []
     graph_ns = 0
     gaps = classified_gaps if classified_gaps is not None else pd.DataFrame()
+    # Each unit's kernels and gaps by row positions found once: a mask over the whole frame per
+    # unit would cost time quadratic in the number of devices.
+    kern_rows = schema.rank_device_rows(kern) if len(kern) else {}
+    gap_rows = schema.rank_device_rows(gaps) if len(gaps) and "class" in gaps.columns else {}
+    none = np.zeros(0, np.intp)
+    k_start, k_end = kern["start_ns"].to_numpy(np.int64), kern["end_ns"].to_numpy(np.int64)
     for key, st in steps.groupby(["rank", "device"], sort=True):
         rank, device = cast("tuple[int, int]", key)
         ws, we = intervals.union(st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64))
         window = intervals.total_length(ws, we)
-        sel = ((kern["device"] == device) & (kern["rank"] == rank)).to_numpy() if len(kern) else np.zeros(0, bool)
-        ks, ke = kern["start_ns"].to_numpy(np.int64)[sel], kern["end_ns"].to_numpy(np.int64)[sel]
+        sel = kern_rows.get((rank, device), none)
+        ks, ke = k_start[sel], k_end[sel]
         busy = _covered(ks, ke, ws, we)
         cb = _covered(ks[bound[sel]], ke[bound[sel]], ws, we)
         graph_ns += _covered(ks[graph[sel]], ke[graph[sel]], ws, we)
         row: dict[str, Any] = {"rank": int(rank), "device": int(device), "steps": int(len(st)), "step_ns": window,
                                part_col("compute-bound"): cb, part_col("memory-bound"): busy - cb}
-        row.update(_idle_by_class(gaps, rank, device, ws, we, window - busy, notes))
+        unit_gaps = gaps.iloc[gap_rows[(rank, device)]] if (rank, device) in gap_rows else gaps.iloc[:0]
+        row.update(_idle_by_class(unit_gaps, rank, device, ws, we, window - busy, notes))
         rows.append(row)
     table = pd.DataFrame(rows, columns=["rank", "device", "steps", "step_ns"] + [part_col(p) for p in PARTS])
     for c in table.columns:
@@ -178,19 +185,17 @@ def _covered(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> in
     return int(intervals.overlap_with_union(ws, we, us, ue).sum()) if len(us) else 0
 
 
-def _idle_by_class(gaps: pd.DataFrame, rank: int, device: int, ws: np.ndarray, we: np.ndarray, idle: int,
+def _idle_by_class(g: pd.DataFrame, rank: int, device: int, ws: np.ndarray, we: np.ndarray, idle: int,
                    notes: list[str]) -> dict[str, int]:
-    """Idle ns per gap class inside the window; the parts sum to ``idle`` exactly."""
+    """Idle ns per gap class inside the window; the parts sum to ``idle`` exactly (``g``: the unit's gaps)."""
     out = {part_col(c): 0 for c in GAP_CLASSES}
-    if len(gaps) and "class" in gaps.columns:
-        g = gaps[(gaps["rank"] == rank) & (gaps["device"] == device)]
-        if len(g):
-            inside = intervals.overlap_with_union(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64),
-                                                  ws, we)
-            sums = pd.Series(inside).groupby(g["class"].astype(str).to_numpy()).sum()
-            for c, v in sums.items():
-                if c in GAP_CLASSES:
-                    out[part_col(c)] = int(v)
+    if len(g) and "class" in g.columns:
+        inside = intervals.overlap_with_union(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64),
+                                              ws, we)
+        sums = pd.Series(inside).groupby(g["class"].astype(str).to_numpy()).sum()
+        for c, v in sums.items():
+            if c in GAP_CLASSES:
+                out[part_col(c)] = int(v)
     found = sum(out.values())
     if found > idle and found:
         # Gaps overlapping each other or busy time would count twice: scale back onto the idle time.

@@ -8,6 +8,7 @@ the two agree.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,11 +167,7 @@ class Thresholds:
         for key, raw in overrides.items():
             if key not in fields:
                 raise UsageError(f"unknown threshold {key!r}; known: {', '.join(sorted(fields))}")
-            typ = type(getattr(self, key))
-            try:
-                coerced[key] = typ(float(raw)) if typ is int else typ(raw)
-            except (TypeError, ValueError):
-                raise UsageError(f"threshold {key}: cannot read {raw!r} as {typ.__name__}") from None
+            coerced[key] = _checked(key, fields[key], type(getattr(self, key)), raw)
         return dataclasses.replace(self, **coerced)
 
     def to_dict(self) -> dict[str, Any]:
@@ -183,6 +180,67 @@ class Thresholds:
             {"name": f.name, "default": f.default, "unit": f.metadata["unit"], "why": f.metadata["why"]}
             for f in dataclasses.fields(Thresholds)
         ]
+
+
+INT64_MAX = 2**63 - 1
+# Allowed values by unit (lowest, highest, whether each end is open); a name in _RANGE_OF overrides.
+# A value outside would crash an analysis (a negative resample count, an infinite time, a
+# confidence above 1) or make it meaningless; each is refused at the command line instead.
+_FRACTION = (0.0, 1.0, False, False)
+_RANGE_OF: dict[str, tuple[float, float, bool, bool]] = {
+    "diff_confidence": (0.0, 1.0, True, True),
+    "diff_alpha": (0.0, 1.0, True, False),
+    "diff_bootstrap_samples": (1, 1_000_000, False, False),  # each resample is a pass over the steps
+    "diff_min_steps": (1, INT64_MAX, False, False),
+    "outlier_step_factor": (1.0, math.inf, False, True),
+    "bubble_duration_tolerance": (0.0, math.inf, False, True),  # a fraction of the median, may pass 1
+}
+
+
+def allowed_range(name: str, typ: type, unit: str) -> tuple[float, float, bool, bool]:
+    """The values threshold ``name`` accepts: (lowest, highest, lowest excluded, highest excluded)."""
+    if name in _RANGE_OF:
+        return _RANGE_OF[name]
+    if typ is float and (unit.startswith("fraction") or unit in ("MFU", "p-value")):
+        return _FRACTION
+    return (0, INT64_MAX, False, False) if typ is int else (0.0, math.inf, False, True)
+
+
+def _range_text(lo: float, hi: float, lo_open: bool, hi_open: bool) -> str:
+    def num(x: float) -> str:
+        return "2^63-1" if x == INT64_MAX else "inf" if x == math.inf else f"{x:g}" if isinstance(x, float) else str(x)
+    return f"{'(' if lo_open else '['}{num(lo)}, {num(hi)}{')' if hi_open else ']'}"
+
+
+def _number(raw: Any, typ: type) -> float | int | None:
+    """``raw`` (a --set string or a TOML value) as a number of type ``typ``; None when it is not one."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        return None
+    if typ is int and not isinstance(raw, float):
+        try:
+            return int(raw)  # exact, however large (float() would round past 2^53)
+        except ValueError:
+            pass
+    try:
+        x = float(raw)  # "1e9", "5.0"
+    except (ValueError, OverflowError):
+        return None
+    if typ is int:
+        return int(x) if x.is_integer() else None  # not 1.5, inf or nan
+    return None if math.isnan(x) else x
+
+
+def _checked(key: str, f: dataclasses.Field, typ: type, raw: Any) -> Any:
+    """``raw`` as the threshold's type, inside its allowed range; a one-line UsageError naming the
+    key and the range otherwise."""
+    lo, hi, lo_open, hi_open = allowed_range(key, typ, f.metadata["unit"])
+    allowed = f"{typ.__name__} in {_range_text(lo, hi, lo_open, hi_open)} ({f.metadata['unit']})"
+    value = _number(raw, typ)
+    if value is None:
+        raise UsageError(f"threshold {key}: cannot read {raw!r}; allowed: {allowed}")
+    if value < lo or value > hi or (lo_open and value == lo) or (hi_open and value == hi):
+        raise UsageError(f"threshold {key}: {raw!r} is out of range; allowed: {allowed}")
+    return typ(value)
 
 
 def parse_set_options(items: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -207,8 +265,14 @@ def load_config_file(path: str) -> dict[str, Any]:
     note_input(path)  # an output of this command never replaces it
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            raw = tomllib.load(fh)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read config file ({exc.strerror})") from None
+        raise UsageError(f"{path}: cannot read config file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:  # tomllib decodes the file as UTF-8 before parsing it
+        raise UsageError(f"{path}: not valid TOML (the file is not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    for table in ("thresholds", "kernel_patterns"):
+        if not isinstance(raw.get(table, {}), dict):
+            raise UsageError(f"{path}: [{table}] must be a table, got {type(raw[table]).__name__}")
+    return raw

@@ -105,19 +105,26 @@ def _covered(v: EventView, rows: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> 
     return intervals.overlap_with_union(gs, ge, us, ue)
 
 
-def _copy_flags(trace: Trace, v: EventView, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """Per memcpy row: direction and memory-kind flags, from ``copy_args`` (else from the name)."""
-    side = trace.side_table("copy_args")
+def _sorted_copy_args(trace: Trace) -> dict[str, np.ndarray]:
+    """The ``copy_args`` side table sorted by row, as arrays: ``row``, ``copy_kind`` and ``kinds``
+    (``src|dst`` memory kinds). Built once per trace: per device it would cost the table's length."""
+    s = trace.side_table("copy_args").sort_values("row")
+    return {"row": s["row"].to_numpy(), "copy_kind": s["copy_kind"].astype(str).to_numpy(dtype=object),
+            "kinds": (s["src_kind"].astype(str) + "|" + s["dst_kind"].astype(str)).to_numpy(dtype=object)}
+
+
+def _copy_flags(s: dict[str, np.ndarray], v: EventView, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Per memcpy row: direction and memory-kind flags, from ``copy_args`` (``s``, see
+    :func:`_sorted_copy_args`; else from the name)."""
     kind = v.map_names(rows, lambda names: np.array(
         [(m.group(1) if (m := _COPY_KIND_RE.search(str(n))) else "") for n in names], dtype=object))
     src = v.map_names(rows, lambda names: np.array(["Pageable" in str(n) for n in names], dtype=bool))
     pinned = v.map_names(rows, lambda names: np.array(["Pinned" in str(n) for n in names], dtype=bool))
-    if len(side) and len(rows):
-        s = side.sort_values("row")
-        pos = np.minimum(np.searchsorted(s["row"].to_numpy(), rows), len(s) - 1)
-        hit = s["row"].to_numpy()[pos] == rows
-        sk = s["copy_kind"].astype(str).to_numpy(dtype=object)[pos]
-        kinds = (s["src_kind"].astype(str) + "|" + s["dst_kind"].astype(str)).to_numpy(dtype=object)[pos]
+    if len(s["row"]) and len(rows):
+        pos = np.minimum(np.searchsorted(s["row"], rows), len(s["row"]) - 1)
+        hit = s["row"][pos] == rows
+        sk = s["copy_kind"][pos]
+        kinds = s["kinds"][pos]
         kind = np.where(hit & (sk != ""), sk, kind)
         has_kinds = hit & (kinds != "|")
         src = np.where(has_kinds, pd.Series(kinds).str.contains("Pageable").to_numpy(), src)
@@ -179,7 +186,7 @@ class _RankHost:
 
 
 def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device: int,
-                 st: pd.DataFrame) -> dict[str, np.ndarray | pd.arrays.SparseArray] | None:
+                 st: pd.DataFrame, copy_args: dict[str, np.ndarray]) -> dict[str, np.ndarray | pd.arrays.SparseArray] | None:
     ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
     step_p2p = step_p2p_counts(trace, st)
     crow = compute_rows(v, rank, device)
@@ -206,7 +213,7 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge)
     cols["step_p2p_count"] = step_p2p[w]
     copies = v.rows((schema.LANE_MEMCPY,), rank=rank, device=device)
-    for key, mask in _copy_flags(trace, v, copies).items():
+    for key, mask in _copy_flags(copy_args, v, copies).items():
         ns[key] = _sparse(_covered(v, copies[mask], gs, ge))
     ns["memset"] = _sparse(_covered(v, v.rows((schema.LANE_MEMSET,), rank=rank, device=device), gs, ge))
 
@@ -316,11 +323,12 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
     v = event_view(trace)
     parts = []
     hosts: dict[int, _RankHost] = {}
+    copy_args = _sorted_copy_args(trace)
     for (r, d), idx in sorted(schema.rank_device_rows(steps_df).items()):
         st = steps_df.iloc[idx].sort_values("start_ns", kind="stable")
         if int(r) not in hosts:
             hosts[int(r)] = _RankHost(v, int(r))
-        part = _device_gaps(trace, v, hosts[int(r)], int(r), int(d), st)
+        part = _device_gaps(trace, v, hosts[int(r)], int(r), int(d), st, copy_args)
         if part is not None:
             parts.append(part)
         heap.trim()  # the device's temporaries are freed: their pages go back before the next

@@ -25,6 +25,15 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
+def format_size(n: int) -> str:
+    """Bytes as a size a reader takes in at once, in the units ``parse_size`` reads: ``512 MiB``,
+    ``64 GiB``, ``1.5 TiB``, ``976.6 KiB``, ``100 bytes``."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}" if n / scale < 10_000 else f"{n / scale:,.0f} {unit}"
+    return f"{n} bytes"
+
+
 @dataclass
 class Limits:
     # Uncompressed JSON a single gzip trace may inflate to. Real multi-GB traces stay far below;
@@ -113,7 +122,7 @@ def check_inflated(path: str, inflated: int, compressed: int) -> None:
     from traceread.errors import TraceReadError
 
     if inflated > LIMITS.max_json_bytes:
-        raise TraceReadError(path, f"decompresses to more than {LIMITS.max_json_bytes / (1 << 30):.0f} GiB of JSON "
+        raise TraceReadError(path, f"decompresses to more than {format_size(LIMITS.max_json_bytes)} of JSON "
                              "(a gzip bomb?); raise the limit with --max-json-size if the trace is real")
     if inflated >= LIMITS.gzip_ratio_after_bytes and compressed and inflated / compressed > LIMITS.max_gzip_ratio:
         raise TraceReadError(path, f"inflates {inflated / compressed:.0f}x its compressed size (JSON traces: "

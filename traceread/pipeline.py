@@ -122,7 +122,9 @@ def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: 
     from traceread.rules import classify
 
     out = classify(find_gaps(trace, steps), steps, trace, cfg)
-    notes.extend(out.attrs.get("notes", []))  # what the rules could not judge (bubbles with few steps)
+    # What the rules could not judge (bubbles with few steps). Popped, not read: pandas deep-copies
+    # attrs into every frame derived from this one, a cost per operation that grows with the notes.
+    notes.extend(out.attrs.pop("notes", []))
     return out.reset_index(drop=True)
 
 

@@ -1,8 +1,9 @@
 """Shared pieces of the fuzz suite: the watchdog worker, base inputs, and what an acceptable result is.
 
 An acceptable result of ``traceread <cmd> FILE`` on any input, however broken: exit 0 (a result) or
-exit 2 with one line on standard error that names the file. Anything else (an internal error, a
-traceback, a crash of the process, no answer within the watchdog) is a finding.
+exit 2 with one line on standard error that names the file, and no raw control character from the
+trace on either stream. Anything else (an internal error, a traceback, a crash of the process, no
+answer within the watchdog, an escape sequence reaching the terminal) is a finding.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Outcome:
     rc: int | None  # None: the worker hung or died
     err: str
     why: str = ""
+    control: str = ""  # where a raw control character reached the output ('' when none did)
 
 
 class Worker:
@@ -67,7 +69,7 @@ class Worker:
             self.proc = None
             return Outcome(None, "", f"worker died (exit {code})")
         rep = json.loads(line)
-        return Outcome(rep["rc"], rep["err"])
+        return Outcome(rep["rc"], rep["err"], control=rep.get("control", ""))
 
     def close(self) -> None:
         if self.proc is not None:
@@ -80,6 +82,8 @@ def problem(outcome: Outcome, path: str) -> str | None:
     """Why ``outcome`` is not acceptable for input ``path``, or None when it is."""
     if outcome.rc is None:
         return outcome.why
+    if outcome.control:
+        return f"a raw control character reached the output: {outcome.control}"
     if outcome.rc == 0:
         return None
     err = outcome.err.strip()

@@ -80,9 +80,29 @@ def _events(text: str) -> tuple[dict | list, list]:
 
 
 JSON_MUTATIONS = ("flip", "truncate", "dup-delete", "wrong-type", "arg-type", "deep", "huge-string", "bad-utf8",
-                  "shuffle", "splice")
+                  "shuffle", "splice", "control-chars", "int-edge", "long-stretch")
 SQLITE_MUTATIONS = ("drop-table", "drop-column", "nulls", "wrong-type", "dangling-ids", "reorder",
-                    "negative-duration", "corrupt-bytes", "truncate-file", "duplicate-rows")
+                    "negative-duration", "corrupt-bytes", "truncate-file", "duplicate-rows", "int-edge",
+                    "control-text")
+# Only in scripts/fuzz_long.py (each run costs seconds or finds what other work still fixes):
+# world sizes up to 10^12 and a rank past int32 in the trace's own metadata.
+LONG_JSON_MUTATIONS = JSON_MUTATIONS + ("world-size",)
+LONG_SQLITE_MUTATIONS = SQLITE_MUTATIONS
+
+# Terminal escape sequences and other controls a hostile name may carry (issue 26): OSC window
+# title and clipboard write, CSI, the one-byte C1 CSI, BEL, DEL, NUL, CR, NEL, a lone ESC.
+CONTROL_TEXTS = ["\x1b]0;pwned\x07", "\x1b]52;c;aGk=\x07", "\x1b[31m", "\x9b31m", "\x07", "\x7f", "\x00",
+                 "\r", "\x85", "\x1b", "\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"]
+# Integer edges: int32, 2^53 (float64 exactness), int64, uint64 and beyond, and past Python's
+# 4,300-digit int-string limit.
+INT_EDGES = [str(v) for v in (2**31 - 1, 2**31, 2**32 + 1, 2**53 + 1, 2**63 - 1, 2**63, 2**64, 2**64 + 1, 10**30,
+                               -(2**31) - 1, -(2**63), -(2**63) - 1)] + ["9" * 5001]
+_INT_FIELDS = ["ts", "dur", "pid", "tid", "id"]
+_INT_ARG_FIELDS = ["device", "stream", "correlation", "External id", "bytes", "grid", "block", "Sequence number",
+                   "In msg nelems", "Group size"]
+_META_INT_FIELDS = [("distributedInfo", "world_size"), ("distributedInfo", "rank"), (None, "baseTimeNanoseconds"),
+                    ("deviceProperties", "id"), ("deviceProperties", "totalGlobalMem"), ("deviceProperties", "numSms")]
+WORLD_SIZES = [str(v) for v in (0, 1, 2**31 - 1, 2**31, 10**9, 10**12, 2**63 - 1, -1)]
 
 
 def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
@@ -103,9 +123,21 @@ def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
         a, b = sorted(rnd.randrange(len(raw)) for _ in range(2))
         at = rnd.randrange(len(raw))
         return raw[:at] + raw[a:b] + raw[at:], f"spliced bytes {a}:{b} at {at}"
+    if kind == "long-stretch":  # a long run with no event boundary: whitespace, or inside one string
+        size = rnd.choice([1, 2, 4]) << 20
+        marks = [i for i in range(len(raw)) if raw[i:i + 1] == b","] or [len(raw) // 2]
+        at = rnd.choice(marks) + 1
+        if rnd.random() < 0.5:
+            return raw[:at] + b" " * size + raw[at:], f"{size >> 20} MiB of spaces at byte {at}"
+        stretch = b'{"ph":"i","name":"' + b"x" * size + b'","pid":1,"tid":1,"ts":1},'
+        return raw[:at] + stretch + raw[at:], f"an event with a {size >> 20} MiB name at byte {at}"
     doc, evs = _events(text)
     if not evs:
         return raw + b"garbage", "trailing garbage"
+    if kind == "control-chars":
+        return _control_chars(rnd, doc, evs)
+    if kind in ("int-edge", "world-size"):
+        return _int_edges(rnd, doc, evs, kind)
     if kind == "dup-delete":
         for _ in range(rnd.randint(1, 20)):
             i = rnd.randrange(len(evs))
@@ -161,6 +193,100 @@ def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
     at = quotes[rnd.randrange(len(quotes))] + 1 if quotes else 0
     b[at:at] = rnd.choice([b"\xff\xfe", b"\xc3", b"\xed\xa0\x80", b"\x80\x80"])
     return bytes(b), f"invalid UTF-8 inserted at byte {at}"
+
+
+def _strings(obj: object, path: tuple = ()) -> list[tuple]:
+    """Paths to every string value in a JSON document (dict keys and list indices)."""
+    if isinstance(obj, str):
+        return [path]
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else []
+    return [p for k, v in items for p in _strings(v, path + (k,))]
+
+
+def _set(doc: object, path: tuple, value: object) -> None:
+    for k in path[:-1]:
+        doc = doc[k]  # type: ignore[index]
+    doc[path[-1]] = value  # type: ignore[index]
+
+
+def _get(doc: object, path: tuple) -> object:
+    for k in path:
+        doc = doc[k]  # type: ignore[index]
+    return doc
+
+
+def _control_chars(rnd: random.Random, doc: dict | list, evs: list) -> tuple[bytes, str]:
+    """Control characters and escape sequences in string fields: names (kernel, op, annotation, GPU),
+    categories, args, metadata. Written JSON-escaped or, sometimes, raw (a writer bug the loader repairs)."""
+    paths = _strings(doc)
+    if not paths:
+        return json.dumps(doc).encode(), "no string field"
+    done = []
+    marker = "\u2603CTL{}\u2603"
+    raw_values = {}
+    for i in range(rnd.randint(1, 12)):
+        path = rnd.choice(paths)
+        text = rnd.choice(CONTROL_TEXTS)
+        where = rnd.choice(["prefix", "suffix", "replace"])
+        old = str(_get(doc, path))
+        new = text + old if where == "prefix" else old + text if where == "suffix" else text
+        if rnd.random() < 0.2:  # raw in the file, not JSON-escaped
+            raw_values[marker.format(i)] = new
+            new = marker.format(i)
+        _set(doc, path, new)
+        done.append(f"{'/'.join(map(str, path[-2:]))}: {where} {text!r}")
+    out = json.dumps(doc)
+    for m, value in raw_values.items():
+        out = out.replace(json.dumps(m)[1:-1], json.dumps(value)[1:-1].encode().decode("unicode_escape"))
+    return out.encode("utf-8", "surrogatepass"), "control characters in " + "; ".join(done)
+
+
+def _int_edges(rnd: random.Random, doc: dict | list, evs: list, kind: str) -> tuple[bytes, str]:
+    """Integers at the edges of int32/int64/uint64 (and past them) in integer fields of events, args
+    and metadata, step numbers (``ProfilerStep#N``) included; ``world-size``: the trace's rank and
+    world size only."""
+    marker = "\u2603INT{}\u2603"
+    tokens, done = {}, []
+    for i in range(rnd.randint(1, 6)):
+        value = rnd.choice(WORLD_SIZES if kind == "world-size" else INT_EDGES)
+        m = marker.format(i)
+        tokens[json.dumps(m)] = str(value)
+        where = "meta" if kind == "world-size" else rnd.choice(["event", "arg", "meta", "step"])
+        if where == "meta" and isinstance(doc, dict):
+            # world sizes size allocations (issue 26): only the world-size mutation sets them
+            table, key = rnd.choice(_META_INT_FIELDS[:2] if kind == "world-size" else _META_INT_FIELDS[2:])
+            if table is None:
+                doc[key] = m
+            elif table == "deviceProperties":
+                for d in doc.get(table) or [{}]:
+                    if isinstance(d, dict):
+                        d[key] = m
+            else:
+                info = doc.setdefault(table, {})
+                if isinstance(info, dict):
+                    info[key] = m
+            done.append(f"{table or ''}.{key}={str(value)[:24]}")
+            continue
+        ev = evs[rnd.randrange(len(evs))]
+        if not isinstance(ev, dict):
+            continue
+        if where == "step":
+            ev.update(name=f"ProfilerStep#{value}", ph="X", cat="user_annotation")
+            done.append(f"step number {str(value)[:24]}")
+        elif where == "arg":
+            args = ev.setdefault("args", {})
+            if isinstance(args, dict):
+                key = rnd.choice(_INT_ARG_FIELDS)
+                args[key] = m
+                done.append(f"args.{key}={str(value)[:24]}")
+        else:
+            key = rnd.choice(_INT_FIELDS)
+            ev[key] = m
+            done.append(f"{key}={str(value)[:24]}")
+    out = json.dumps(doc)
+    for m, value in tokens.items():
+        out = out.replace(m, value)
+    return out.encode(), "integers at edges: " + ", ".join(done)
 
 
 def _tables(db: sqlite3.Connection) -> list[str]:
@@ -228,6 +354,27 @@ def mutate_sqlite(rnd: random.Random, path: Path, kind: str) -> str:
             db.execute(f'DROP TABLE "{table}"')
             db.execute(f'ALTER TABLE "_m" RENAME TO "{table}"')
             what = f"rows of {table} in random order"
+        elif kind == "int-edge":
+            ints = [c for c in cols if db.execute(f'SELECT count(*) FROM "{table}" WHERE typeof("{c}") = '
+                                                  "'integer'").fetchone()[0]] or [col]
+            c = rnd.choice(ints)
+            value = rnd.choice(["2147483647", "2147483648", "4294967297", "9007199254740993",
+                                "9223372036854775807", "-9223372036854775808", "18446744073709551616.0",
+                                "1e30"])
+            db.execute(f'UPDATE "{table}" SET "{c}" = {value} WHERE abs(random()) % 2 = 0')
+            what = f"{table}.{c} set to {value} in half the rows"
+        elif kind == "control-text":
+            texts = [c for c in cols if db.execute(f'SELECT count(*) FROM "{table}" WHERE typeof("{c}") = '
+                                                   "'text'").fetchone()[0]]
+            k, c = (table, rnd.choice(texts)) if texts else ("StringIds", "value")
+            if rnd.random() < 0.3:  # bytes that are not UTF-8 (and an escape), stored as text
+                db.execute(f'UPDATE "{k}" SET "{c}" = CAST(X\'c3ff1b5d303b7807\' AS TEXT) || "{c}" '
+                           "WHERE abs(random()) % 2 = 0")
+                what = f"{k}.{c} starts with invalid UTF-8 and an escape in half the rows"
+            else:
+                text = rnd.choice(CONTROL_TEXTS)
+                db.execute(f'UPDATE "{k}" SET "{c}" = "{c}" || ? WHERE abs(random()) % 2 = 0', (text,))
+                what = f"{k}.{c} ends with {text!r} in half the rows"
         elif kind == "negative-duration":
             k = "CUPTI_ACTIVITY_KIND_KERNEL" if "CUPTI_ACTIVITY_KIND_KERNEL" in tables else table
             if {"start", "end"} <= set(_columns(db, k)):

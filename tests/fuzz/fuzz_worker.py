@@ -1,6 +1,7 @@
 """A long-lived process that runs ``traceread`` commands for the fuzz tests, one JSON request a line.
 
-Request: ``{"argv": [...]}``; reply: ``{"rc": int, "out": str, "err": str}``. Or
+Request: ``{"argv": [...]}``; reply: ``{"rc": int, "out": str, "err": str, "control": str}`` (``control``:
+where a raw control character, other than newline and tab, appeared in the output, else ''). Or
 ``{"compare": PATH}``: load a Kineto file with the compiled scanner and with the msgspec fallback;
 reply ``{"rc": 0}`` when both fail or both give the same trace, else ``{"rc": 1, "err": why}``. The fuzz tests talk to
 it through :class:`fuzz_harness.Worker`, which kills and replaces it when an input hangs or kills it,
@@ -13,6 +14,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import sys
 
 _TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,8 +51,28 @@ def _load_both(path: str) -> str | None:
     return None
 
 
+_RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _control(text: str) -> str:
+    """Where ``text`` holds a raw control character (none may reach a terminal), else ''."""
+    m = _RAW_CONTROL.search(text)
+    return "" if m is None else repr(text[max(m.start() - 60, 0):m.end() + 20])
+
+
+# A hostile input may ask for more memory than the machine has (a world size of 10^12): the worker
+# gets a MemoryError (a one-line exit 2) instead of the machine's OOM killer taking a neighbour.
+MEMORY_CAP = 8 << 30
+
+
 def main() -> None:
+    import resource
+
     from traceread.cli import main as cli_main
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP if hard == resource.RLIM_INFINITY else min(hard, MEMORY_CAP),
+                                            hard))
 
     proto = sys.stdout
     for line in sys.stdin:
@@ -67,7 +89,9 @@ def main() -> None:
             except BaseException as exc:  # noqa: BLE001 - main() must not let anything out: report it
                 rc = -1
                 err.write(f"ESCAPED {type(exc).__name__}: {exc}")
-        proto.write(json.dumps({"rc": rc, "out": out.getvalue()[-2000:], "err": err.getvalue()[-4000:]}) + "\n")
+        control = _control(out.getvalue()) or _control(err.getvalue())
+        proto.write(json.dumps({"rc": rc, "out": out.getvalue()[-2000:], "err": err.getvalue()[-4000:],
+                                "control": control}) + "\n")
         proto.flush()
 
 

@@ -8,6 +8,7 @@ The example budget is bounded for CI (``TRACEREAD_FUZZ_EXAMPLES``, default 40 pe
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sqlite3
@@ -135,3 +136,55 @@ def test_regression_damaged_sqlite_schema(worker, tmp_path, command) -> None:
     src = Path(__file__).parent / "regressions" / "damaged_schema_names.sqlite.gz"
     path.write_bytes(gzip.decompress(src.read_bytes()))
     _check(worker, str(path), command, tmp_path)
+
+
+# Issue 26's classes as fixed cases (the hypothesis draws above sample them too; fuzz_long runs many).
+def _planted_json(bases) -> tuple[str, str]:
+    name = "planted-2024"
+    return name, bases["json"][name]
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_control_characters_in_string_fields(worker, bases, tmp_path, fmt) -> None:
+    """Escape sequences in names, categories, args and metadata: no command shows them raw."""
+    if fmt == "kineto":
+        name, text = _planted_json(bases)
+        data, how = mutate_json(random.Random(7), text, "control-chars")
+        path = write_json_case(tmp_path / "in", name, data, gz=False)
+    else:
+        name = "planted-2026"
+        (tmp_path / "in").mkdir()
+        path = tmp_path / "in" / "c.sqlite"
+        path.write_bytes(bases["nsys"][name].read_bytes())
+        how = mutate_sqlite(random.Random(7), path, "control-text")
+        with sqlite3.connect(path) as db:  # and every kernel name and GPU name
+            db.execute("UPDATE StringIds SET value = value || ?", ("\x1b]0;pwned\x07\x9b31m",))
+            db.execute("UPDATE TARGET_INFO_GPU SET name = name || ?", ("\x1b]52;c;aGk=\x07",))
+    for command in COMMANDS:
+        why = check_case(worker, str(path), command, str(tmp_path), str(path))
+        assert why is None, f"{how}\n{why}"
+
+
+@pytest.mark.parametrize("value", ["9007199254740993", "9223372036854775807", "18446744073709551616",
+                                   "-9223372036854775809", "9" * 5001])
+def test_integer_edges_in_event_fields(worker, bases, tmp_path, value) -> None:
+    """2^53+1, int64 max, 2^64, below int64 and a 5,001-digit number in ts, dur, ids and args."""
+    name, text = _planted_json(bases)
+    doc = json.loads(text)
+    evs = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
+    marker = '"\u2603EDGE\u2603"'
+    for ev, key in zip(evs[::7], ["ts", "dur", "pid", "tid"] * 3, strict=False):
+        ev[key] = json.loads(marker)
+    for ev in evs[3::11][:4]:
+        ev.setdefault("args", {}).update({"device": json.loads(marker), "correlation": json.loads(marker)})
+    path = write_json_case(tmp_path / "in", name, json.dumps(doc).replace(marker, value).encode(), gz=False)
+    for command in ("analyze", "info", "kernels"):
+        _check(worker, str(path), command, tmp_path)
+
+
+def test_long_stretch_without_an_event_boundary(worker, bases, tmp_path) -> None:
+    name, text = _planted_json(bases)
+    at = text.index("[") + 1
+    path = write_json_case(tmp_path / "in", name, (text[:at] + " " * (4 << 20) + text[at:]).encode(), gz=True)
+    for command in ("analyze", "info"):
+        _check(worker, str(path), command, tmp_path)

@@ -14,6 +14,7 @@ import traceback
 import click
 
 from traceread.errors import EXIT_INTERNAL, EXIT_USAGE, UserFacingError
+from traceread.printable import printable
 
 # Set by the group's --debug flag (or TRACEREAD_DEBUG=1); read by main() when an unexpected error lands.
 _debug = {"on": False}
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = cli.main(args=argv, prog_name="traceread", standalone_mode=False)
     except UserFacingError as exc:
-        click.echo(f"traceread: error: {exc}", err=True)
+        click.echo(f"traceread: error: {printable(str(exc))}", err=True)  # it may quote the trace
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("traceread: aborted", err=True)
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
-        click.echo(f"traceread: internal error: {type(exc).__name__}: {exc}{at} "
+        click.echo(f"traceread: internal error: {type(exc).__name__}: {printable(str(exc))}{at} "
                    "(a bug in traceread; rerun with --debug for the traceback)", err=True)
         return EXIT_INTERNAL
     return int(rv or 0)

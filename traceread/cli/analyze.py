@@ -11,6 +11,7 @@ from traceread.cli.options import gates, thresholds, workload_options
 from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.loaders import load
+from traceread.printable import printable
 from traceread.render import write_outputs
 
 
@@ -29,7 +30,8 @@ def _check_rank_pattern(pattern: str | None) -> None:
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", "md_path", default="-", metavar="PATH", help="Markdown report file (default: stdout).")
 @json_option
-@click.option("--plot", "plot_path", metavar="PNG|SVG", help="Timeline picture of the median and worst steps.")
+@click.option("--plot", "plot_path", metavar="PATH",
+              help="Timeline picture of the median and worst steps (.png, .svg, .pdf, .jpg).")
 @click.option("--perfetto", "perfetto_path", metavar="PATH", help="Annotated Perfetto trace (.pftrace).")
 @click.option("--perfetto-steps", type=click.Choice(["key", "all"]), default="key", show_default=True,
               help="key: the median and worst steps; all: every step.")
@@ -47,13 +49,17 @@ def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps
     """Diagnose why GPU time is lost: dominant cause, evidence, scoreboard and what to do next."""
     cfg, fail_gates = thresholds(config_path, set_items), gates(fail_on)
     _check_rank_pattern(rank_pattern)
+    if plot_path:
+        from traceread.render.plot import plot_format
+
+        plot_format(plot_path)
     loaded, failures = [], []
     for path in traces:
         try:
             loaded.append(load(path, progress=True, step_range=step_range))
         except TraceReadError as exc:
             failures.append(Failure(path, exc.problem))
-            click.echo(f"traceread: error: {exc}", err=True)
+            click.echo(f"traceread: error: {printable(str(exc))}", err=True)
     if not loaded:
         return EXIT_USAGE
     result = analyze(loaded, workload=workload, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,

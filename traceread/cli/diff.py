@@ -9,6 +9,7 @@ from traceread.cli.options import thresholds
 from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.metrics.workload import Workload, make_workload, read_workload_file
+from traceread.printable import printable
 
 
 def _workload(path: str | None) -> Workload | None:
@@ -51,7 +52,7 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
         try:
             sides.append(load_side(path, step_range))
         except TraceReadError as exc:
-            click.echo(f"traceread: error: {exc}", err=True)
+            click.echo(f"traceread: error: {printable(str(exc))}", err=True)
     if len(sides) < 2:
         return EXIT_USAGE
     result = diff(sides[0], sides[1], job_b, job_a, cfg, warmup_steps, step_range)

@@ -12,6 +12,7 @@ from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
+from traceread.printable import PrintableWriter
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.steps import find_steps
@@ -49,6 +50,7 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     tr = load(trace, progress=True, step_range=step_range)
     result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
     gaps = classify(find_gaps(tr, result.steps), result.steps, tr, cfg)
+    gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
     totals = step_totals(result.steps, gaps)
     steps = idle_by_class(result.steps, gaps)
     by_class = steps[[part_col(c) for c in GAP_CLASSES]].to_numpy()
@@ -58,7 +60,8 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     full = with_fractions(gaps)  # the output's columns: every X_ns with its X_frac
     if csv_path:
         with atomic_open(csv_path, "w") as fh:
-            full.to_csv(fh, index=False)
+            # (the stubs want a seekable buffer; pandas only calls write() for CSV)
+            full.to_csv(PrintableWriter(fh), index=False)  # type: ignore[call-overload]
     # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
     # start_ns/end_ns below back to the file and to Unix-epoch time.
     data = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summarize_trace(0, tr, result.source))],

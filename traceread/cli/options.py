@@ -30,9 +30,7 @@ from traceread.metrics.workload import (
 def thresholds(config_path: str | None, set_items: tuple[str, ...]) -> Thresholds:
     """The thresholds of ``--config`` (and its ``[kernel_patterns]``, registered here) and ``--set``."""
     conf = load_config_file(config_path) if config_path else {}
-    for cls, patterns in (conf.get("kernel_patterns") or {}).items():
-        for regex in [patterns] if isinstance(patterns, str) else patterns:
-            kernel_classes.register_pattern(cls, regex)
+    kernel_classes.register_patterns_from_config(conf.get("kernel_patterns") or {}, config_path or "--config")
     return Thresholds().with_overrides({**(conf.get("thresholds") or {}), **parse_set_options(set_items)})
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from traceread.atomic import atomic_open
+from traceread.printable import printable
 
 json_option = click.option(
     "--json", "json_path", metavar="PATH", default=None,
@@ -19,7 +20,7 @@ def emit(table_text: str, data: Any, json_path: str | None) -> None:
     if json_path == "-":
         click.echo(_dumps(data).decode())
         return
-    click.echo(table_text, nl=not table_text.endswith("\n"))
+    click.echo(printable(table_text, layout=True), nl=not table_text.endswith("\n"))
     if json_path:
         with atomic_open(json_path, "wb") as fh:
             fh.write(_dumps(data) + b"\n")

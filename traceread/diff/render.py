@@ -18,6 +18,7 @@ import pandas as pd
 
 from traceread.diff.compare import DIFF_SCHEMA_VERSION, Diff
 from traceread.diff.side import SideFacts
+from traceread.printable import printable
 from traceread.render.fmt import dur, pct, table
 from traceread.render.json_text import plain
 from traceread.render.names import ShortNames, md_name, md_text
@@ -226,7 +227,8 @@ def render_markdown(d: Diff, out: IO[str], title: str = "traceread diff") -> Non
         _md_ranks(d)
     w = d.comparability["work_per_step"]
     lines += ["## Method", "",
-              f"- Comparability: GPU {', '.join(b.gpu_models) or 'unknown'} / {', '.join(a.gpu_models) or 'unknown'}; "
+              f"- Comparability: GPU {md_text(', '.join(b.gpu_models) or 'unknown')} / "
+              f"{md_text(', '.join(a.gpu_models) or 'unknown')}; "
               f"world size {b.world_size or 'unknown'} / {a.world_size or 'unknown'}; steps from "
               f"{', '.join(b.step_sources)} / {', '.join(a.step_sources)}; work per step: {md_text(w['why'])}.",
               f"- Verdict rule: significant when p < {d.cfg.diff_alpha:g}, the interval excludes 1 and the median "
@@ -236,7 +238,7 @@ def render_markdown(d: Diff, out: IO[str], title: str = "traceread diff") -> Non
               "matched by full name, then by a key without `void`, parameter lists, casts and whitespace "
               "(template arguments kept)."]
     lines += [f"- {md_text(n)}" for n in d.notes]
-    out.write("\n".join(x for x in lines if x is not None).replace("\n\n\n", "\n\n") + "\n")
+    out.write(printable("\n".join(x for x in lines if x is not None).replace("\n\n\n", "\n\n") + "\n", layout=True))
 
 
 def scan_to_json(j: Any) -> dict[str, Any]:
@@ -259,6 +261,6 @@ def render_scan_markdown(j: Any, out: IO[str]) -> None:
     for label, names in (("before", j.only_before), ("after", j.only_after)):
         if names:
             lines += [f"Only in the {label} scan: " + ", ".join(md_text(n) for n in names) + ".", ""]
-    out.write("\n".join(lines) + "\n")
+    out.write(printable("\n".join(lines) + "\n", layout=True))
     for name, d in j.diffs:
         render_markdown(d, out, title=f"Job {md_text(name)}")

@@ -27,8 +27,11 @@ def sniff(path: str) -> str:
         raise TraceReadError(path, "is a directory, not a trace file")
     if path.endswith(".nsys-rep") or path.endswith(".qdrep"):
         return "nsys-rep"
-    with open(path, "rb") as fh:
-        head = fh.read(16)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:  # no permission, an I/O error: a problem of this input, not a bug
+        raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
     if not head:
         raise TraceReadError(path, "empty file")
     if head.startswith(SQLITE_MAGIC):
@@ -89,3 +92,5 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
         # Whatever the SQLite engine refuses (a malformed file, a table or column the export
         # lacks) is a problem of this input, reported on one line.
         raise TraceReadError(path, f"not a readable Nsight Systems export ({exc})") from None
+    except OSError as exc:  # the file became unreadable after sniff() opened it, or the disk failed
+        raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None

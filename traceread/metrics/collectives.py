@@ -95,8 +95,9 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
     comm = comm.assign(dur_ns=(comm["end_ns"] - comm["start_ns"]).astype(np.int64))
     comp = ev[(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy()]
     exposed = np.zeros(len(comm), dtype=np.int64)
+    comp_rows = schema.rank_device_rows(comp, observed=True)  # once: a mask per unit is quadratic in GPUs
     for (rank, dev), idx in schema.rank_device_rows(comm, observed=True).items():
-        c = comp[(comp["rank"].to_numpy() == rank) & (comp["device"].to_numpy() == dev)]
+        c = comp.iloc[comp_rows.get((rank, dev), np.zeros(0, np.intp))]
         q = comm.iloc[idx]
         us, ue = intervals.union(c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
         hidden = intervals.overlap_with_union(q["start_ns"].to_numpy(), q["end_ns"].to_numpy(), us, ue)
@@ -135,8 +136,9 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
 def _in_steps(comm: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     """Mask: kernel starts inside one of the steps of its (rank, device)."""
     keep = np.zeros(len(comm), dtype=bool)
+    step_rows = schema.rank_device_rows(steps)
     for (rank, dev), idx in schema.rank_device_rows(comm, observed=True).items():
-        st = steps[(steps["rank"] == rank) & (steps["device"] == dev)].sort_values("start_ns")
+        st = steps.iloc[step_rows.get((rank, dev), np.zeros(0, np.intp))].sort_values("start_ns")
         if st.empty:
             continue
         t = comm["start_ns"].to_numpy()[idx]

@@ -13,12 +13,16 @@ from typing import Any
 import numpy as np
 import orjson
 
+from traceread.printable import printable_json
+
 _OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 def dumps(obj: Any) -> bytes:
-    """``obj`` as indented JSON bytes (no trailing newline); numpy arrays and scalars as numbers."""
-    return orjson.dumps(obj, option=_OPTIONS)
+    """``obj`` as indented JSON bytes (no trailing newline); numpy arrays and scalars as numbers; C1
+    controls and DEL \\u-escaped too (orjson escapes only C0), so no raw control character from a trace
+    reaches a terminal that shows the file."""
+    return printable_json(orjson.dumps(obj, option=_OPTIONS))
 
 
 def plain(obj: Any) -> Any:

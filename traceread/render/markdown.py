@@ -16,6 +16,7 @@ import pandas as pd
 from traceread.analysis import Analysis
 from traceread.config import Thresholds
 from traceread.gaps import with_fractions
+from traceread.printable import printable
 from traceread.render import advice, jobsection, jsonout
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
@@ -34,7 +35,8 @@ def render(analysis: Analysis, out: IO[str]) -> None:
 def to_markdown(a: Analysis) -> str:
     sections = [_header(a), _verdict(a), _scoreboard(a), _where(a), _removal(a), jobsection.section(a.job),
                 _gaps(a), _kernels(a), _per_step(a), _next(a), _method(a)]
-    return "\n\n".join(s.rstrip() for s in sections if s) + "\n"
+    # Names are escaped where they are formatted; this catches any other text from the trace.
+    return printable("\n\n".join(s.rstrip() for s in sections if s) + "\n", layout=True)
 
 
 def _label(a: Analysis, row: pd.Series | dict) -> str:
@@ -154,11 +156,12 @@ def _where(a: Analysis) -> str:
         lines += ["", "Per rank and GPU:", ""]
         headers = ["Rank / GPU", "Median step", "Busy", "Idle"] + list(GAP_CLASSES) + ["Largest idle"]
         steady = a.steady_steps()
+        # Medians of every unit at once (a mask per row would be quadratic in the number of GPUs).
+        medians = (steady["end_ns"] - steady["start_ns"]).astype(np.float64).groupby(
+            [steady["trace"], steady["rank"], steady["device"]]).median().to_dict() if len(steady) else {}
         rows = []
         for _, r in a.attribution.iterrows():
-            st = steady[(steady["trace"] == r["trace"]) & (steady["rank"] == r["rank"])
-                        & (steady["device"] == r["device"])]
-            med = float(np.median((st["end_ns"] - st["start_ns"]).to_numpy())) if len(st) else 0.0
+            med = float(medians.get((r["trace"], r["rank"], r["device"]), 0.0))
             step_ns = float(r["step_ns"]) or 1.0
             busy = (r[part_col("compute-bound")] + r[part_col("memory-bound")]) / step_ns
             shares = {c: r[part_col(c)] / step_ns for c in GAP_CLASSES}
@@ -219,7 +222,7 @@ def _kernels(a: Analysis) -> str:
         top = k.nlargest(TOP_KERNELS, total_c, keep="first")
         cls_c, cnt_c = _col(k, "class", "kernel_class", "cls"), _col(k, "count", "calls", "n")
         all_ns = float(k[total_c].sum()) or 1.0
-        short = ShortNames(k[name_c].astype(str))  # distinct kernels stay distinct rows
+        short = ShortNames(k[name_c].astype(str), shown=top[name_c].astype(str))  # distinct kernels stay distinct rows
         rows = [[md_name(r[name_c], short=short), md_text(r[cls_c]) if cls_c else "", f"{int(r[cnt_c]):,}" if cnt_c else "",
                  ms(r[total_c]), dur(r[total_c] / max(int(r[cnt_c]), 1)) if cnt_c else "", pct(r[total_c] / all_ns)]
                 for _, r in top.iterrows()]

@@ -2,15 +2,19 @@
 
 Kernel and op names come straight from the trace: C++ templates hundreds of characters long, pipes,
 backticks and angle brackets that break Markdown tables or turn into HTML. Python frames carry
-absolute paths, which name users (``/home/alice/...``). Every renderer passes names through here;
+absolute paths, which name users (``/home/alice/...``), and hostile ones terminal escape sequences
+(shown as ``\\x1b``, see :mod:`traceread.printable`). Every renderer passes names through here;
 JSON keeps the full name (path-scrubbed only).
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from collections import Counter
+
+from traceread.printable import printable
 
 ELLIPSIS = "…"
 DEFAULT_MAX_LEN = 80
@@ -305,7 +309,7 @@ def shorten(name: str, max_len: int = DEFAULT_MAX_LEN) -> str:
     template arguments, collapse template arguments (innermost and longest first), then cut the middle.
     Distinct names can shorten alike; :class:`ShortNames` keeps a set of names apart.
     """
-    name = _WS.sub(" ", scrub_paths(str(name))).strip()
+    name = printable(_WS.sub(" ", scrub_paths(str(name))).strip())
     if len(name) <= max_len:
         return name
     return _shorten_chars(_Chars(_normalize(name)), max_len)
@@ -370,7 +374,7 @@ def _telling_chars(texts: list[str]) -> list[list[bool]]:
 def _comparable(names: list[str]) -> list[str]:
     """Long names as they are compared: normalized, then without the parameter list and the namespaces
     inside template arguments, each only while the names stay distinct (an FP8 GEMM may differ only there)."""
-    clean = [_WS.sub(" ", scrub_paths(n)).strip() for n in names]
+    clean = [printable(_WS.sub(" ", scrub_paths(n)).strip()) for n in names]
     texts = [_normalize(n) for n in clean]
     count = Counter(texts)
     texts = [t if count[t] == 1 else _normalize(n, lambda_index=True) for n, t in zip(clean, texts, strict=True)]
@@ -394,11 +398,18 @@ class ShortNames:
     tell them apart (a functor, the op inside a wrapper, a template argument, a tile size); only when
     even that reads alike (never seen on real traces) is a number ``[2]`` appended. Names outside the
     set get plain :func:`shorten`.
+
+    ``shown``: the names a table shows, when it shows only some. They are kept apart from each other
+    and from their :data:`SHOWN_NEIGHBOURS` neighbours each side in name order among ``names``
+    (names that shorten alike share their start, so sort together); the work is then bounded by
+    the rows shown, not by a trace's thousands of distinct names (each shortening costs ~1 ms).
     """
 
-    def __init__(self, names, max_len: int = DEFAULT_MAX_LEN) -> None:
+    def __init__(self, names, max_len: int = DEFAULT_MAX_LEN, shown=None) -> None:
         self.max_len = max_len
         full = sorted({str(n) for n in names})
+        if shown is not None:
+            full = _with_neighbours(full, {str(n) for n in shown})
         short = {n: shorten(n, max_len) for n in full}
         text: dict[str, str] = {}
         keep: dict[str, list[bool]] = {}
@@ -429,6 +440,18 @@ class ShortNames:
         return len(self._short)
 
 
+SHOWN_NEIGHBOURS = _FULL_COMPARE
+
+
+def _with_neighbours(ordered: list[str], shown: set[str]) -> list[str]:
+    """``shown`` and the names beside each of them in ``ordered`` (sorted), in name order."""
+    pick = set(shown)
+    for name in shown:
+        at = bisect.bisect_left(ordered, name)
+        pick.update(ordered[max(at - SHOWN_NEIGHBOURS, 0):at + SHOWN_NEIGHBOURS + 1])
+    return sorted(pick)
+
+
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
 
 
@@ -437,7 +460,7 @@ def md_text(text: str) -> str:
 
     Paths are scrubbed too: evidence and notes may quote a Python frame.
     """
-    text = _WS.sub(" ", scrub_paths(str(text)))
+    text = printable(_WS.sub(" ", scrub_paths(str(text))))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", text)
 
@@ -448,7 +471,7 @@ def md_code(text: str) -> str:
     Inside a code span ``<``, ``_`` and ``*`` are literal; backticks need a longer fence and pipes
     need ``\\|`` (GitHub splits table cells before parsing code spans).
     """
-    text = _WS.sub(" ", scrub_paths(str(text))).strip()
+    text = printable(_WS.sub(" ", scrub_paths(str(text))).strip())
     if not text:
         return ""
     runs = [len(m) for m in re.findall(r"`+", text)]

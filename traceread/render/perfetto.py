@@ -6,6 +6,9 @@ copies, a ``steps`` track, and a ``traceread diagnosis`` track whose slices are 
 named by class, with the evidence as debug annotations. Open it in ui.perfetto.dev.
 
 Timestamps are the trace's own ns (Perfetto needs them non-negative: shifted when they are not).
+Every id a trace supplies (rank, device, stream, thread) is only a label here: process ids and
+track order are small sequential numbers, so any trace the analysis accepts can be written
+(Perfetto's pid and sibling order are int32; ranks and nsys device ids can be far larger).
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ class _Writer:
         self.first = True
         self.tracks: set[int] = set()
         self.slices = 0
+        self.pids: dict[tuple[int, int], int] = {}
+
+    def pid(self, trace: int, rank: int) -> int:
+        """A small process id per (trace, rank), in the order they are written."""
+        return self.pids.setdefault((trace, rank), len(self.pids) + 1)
 
     def _packet(self) -> TracePacket:
         p = self.builder.create_packet()
@@ -129,11 +137,11 @@ def _gap_args(g: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, wins: pd.DataFrame) -> None:
-    proc = w.track(_uuid("rank", t, rank), a.unit_label(t, rank, dev).split(" / ")[0],
-                   pid=1 + 1000 * t + rank)
-    steps_track = w.track(_uuid("steps", t, rank, dev), f"GPU {dev} steps", proc, order=100 + 10 * dev)
-    diag = w.track(_uuid("diag", t, rank, dev), f"{DIAGNOSIS_TRACK} GPU {dev}", proc, order=101 + 10 * dev)
+def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, slot: int, wins: pd.DataFrame) -> None:
+    """One GPU's tracks; ``slot`` is the GPU's place among its rank's GPUs (orders its tracks)."""
+    proc = w.track(_uuid("rank", t, rank), a.unit_label(t, rank, dev).split(" / ")[0], pid=w.pid(t, rank))
+    steps_track = w.track(_uuid("steps", t, rank, dev), f"GPU {dev} steps", proc, order=100 + 10 * slot)
+    diag = w.track(_uuid("diag", t, rank, dev), f"{DIAGNOSIS_TRACK} GPU {dev}", proc, order=101 + 10 * slot)
     labels = [f"step {s}" + (f" ({lab})" if lab else "")
               for s, lab in zip(wins["step"], wins["label"], strict=True)]
     w.slices_on(steps_track, wins["start_ns"].to_numpy(), wins["end_ns"].to_numpy(), labels)
@@ -147,7 +155,7 @@ def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, wins: pd.Da
             lane = str(lane_key)  # grouped by the lane as text
             kind = {schema.LANE_GPU_COMPUTE: "stream", schema.LANE_GPU_COMM: "comm stream"}.get(lane, lane)
             trk = w.track(_uuid("gpu", t, rank, dev, lane, stream), f"GPU {dev} {kind} {stream}", proc,
-                          order=110 + 10 * dev + list(timeline.DEVICE_LANES).index(lane))
+                          order=110 + 10 * slot + list(timeline.DEVICE_LANES).index(lane))
             w.slices_on(trk, e["start_ns"].to_numpy(), e["end_ns"].to_numpy(), e["name"].astype(str).tolist())
 
 
@@ -163,11 +171,17 @@ def _emit_host(w: _Writer, a: Analysis, t: int, rank: int, wins: pd.DataFrame) -
 def render(a: Analysis, out: IO[bytes], steps: str = "key") -> None:
     """Stream the annotated trace into ``out`` (binary). ``steps``: ``key`` (median, worst) or ``all``."""
     wins = timeline.windows(a, steps)
-    lo = min([0] + [int(x) for x in wins["start_ns"]])
+    # Events overlapping a window may start before it (a host op a millisecond before the first
+    # kernel of a trace whose time base starts there): the shift covers every event, not the windows.
+    starts = [int(x) for x in wins["start_ns"]] + [int(t.events["start_ns"].min()) for t in a.inputs
+                                                  if len(t.events)]
+    lo = min([0] + starts)
     w = _Writer(out, shift=-lo if lo < 0 else 0)
+    slots: dict[tuple[int, int], int] = {}
     for key, g in wins.groupby(["trace", "rank", "device"], sort=True):
         t, rank, dev = cast("tuple[int, int, int]", key)
-        _emit_unit(w, a, int(t), int(rank), int(dev), g)
+        slot = slots[(int(t), int(rank))] = slots.get((int(t), int(rank)), -1) + 1
+        _emit_unit(w, a, int(t), int(rank), int(dev), slot, g)
     # Host threads once per rank (several GPUs share them), over the union of that rank's windows.
     for key, g in wins.groupby(["trace", "rank"], sort=True):
         t, rank = cast("tuple[int, int]", key)

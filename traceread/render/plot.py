@@ -1,4 +1,4 @@
-"""The timeline picture: ``render(analysis, path)`` writes a PNG or SVG (by extension).
+"""The timeline picture: ``render(analysis, path)`` writes a PNG, SVG, PDF or JPEG (by extension).
 
 For the first rank/GPU, the median step and the worst step, one panel each; rows are the launching
 CPU threads, the compute streams, the communication lane and copies; idle gaps of compute are shaded
@@ -15,6 +15,7 @@ import pandas as pd
 from traceread import schema
 from traceread.analysis import Analysis
 from traceread.atomic import atomic_open
+from traceread.errors import UsageError
 from traceread.host_calls import PROFILER_STEP_PREFIX
 from traceread.render import timeline
 from traceread.render.names import shorten
@@ -26,6 +27,11 @@ CLASS_COLORS = {
 }
 LANE_COLORS = {"runtime": "#59a14f", "host": "#c7d9c2", "compute": "#1f4e79", "comm": "#ff7f0e",
                "copy": "#76b7b2", "annotation": "#9c755f"}
+# Extension -> matplotlib format, with the metadata that keeps the file reproducible (no software
+# version or date); JPEG is written by Pillow (a matplotlib dependency), which takes no metadata.
+PLOT_FORMATS: dict[str, tuple[str, dict | None]] = {
+    "png": ("png", {"Software": None}), "svg": ("svg", {"Date": None}), "pdf": ("pdf", {"Date": None}),
+    "jpg": ("jpeg", None), "jpeg": ("jpeg", None)}
 PIXELS = 2000  # horizontal resolution the bars are merged to
 LABEL_MIN_WIDTH = 0.08  # annotations wider than this fraction of the step get their name written on them
 MAX_CPU_THREADS = 3
@@ -117,6 +123,16 @@ def _panel(ax, a: Analysis, w: pd.Series) -> set[str]:
     return seen
 
 
+def plot_format(path: str) -> str:
+    """The picture format of ``path`` by its extension (none: PNG); a one-line UsageError for one
+    this command does not write (checked before the analysis, so a typo costs no time)."""
+    ext = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    if ext not in PLOT_FORMATS:
+        raise UsageError(f"--plot {path}: unsupported picture format {ext!r}; use one of "
+                         f"{', '.join('.' + e for e in PLOT_FORMATS)}")
+    return ext
+
+
 def render(a: Analysis, path: str) -> None:
     """Draw the median and worst steps of the first rank/GPU into ``path`` (.png or .svg)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -143,6 +159,6 @@ def render(a: Analysis, path: str) -> None:
     handles += [Patch(color=CLASS_COLORS[c], alpha=0.35, label=f"idle: {c}") for c in GAP_CLASSES if c in seen]
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.07 if len(handles) <= 6 else 0.11, 1, 1))
-    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    fmt, metadata = PLOT_FORMATS[plot_format(path)]
     with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format=fmt, metadata={"Software": None} if fmt == "png" else {"Date": None})
+        fig.savefig(fh, format=fmt, metadata=metadata)

@@ -21,6 +21,10 @@ from traceread.host_calls import SYNC, calls_matching
 from traceread.lanes import API_CATS
 from traceread.trace import Trace
 
+# Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
+# thousands of GPUs reads one line, not thousands (a display limit, not a threshold).
+MAX_UNIT_NOTES = 3
+
 
 @dataclass(frozen=True)
 class Rule:

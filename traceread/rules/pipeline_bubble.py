@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import MAX_UNIT_NOTES, Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 
 NAME = "pipeline-bubble"
 
@@ -111,9 +111,12 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame | None, cfg: Thresholds,
     analysed = steps.loc[keep, ["rank", "device", "step"]]
     counts = analysed.groupby(["rank", "device"]).size()
     short = counts[counts < cfg.bubble_min_steps]
-    for (rank, device), k in short.items():
+    for (rank, device), k in list(short.items())[:MAX_UNIT_NOTES]:
         notes.append(f"pipeline bubbles cannot be judged on rank {rank} device {device}: only {k} analysed "
                      f"step(s), periodicity needs at least {cfg.bubble_min_steps}")
+    if len(short) > MAX_UNIT_NOTES:  # one line for the rest: a note per GPU of thousands is not read
+        notes.append(f"pipeline bubbles cannot be judged on {len(short) - MAX_UNIT_NOTES} more rank/device "
+                     f"pairs either: only {int(short.min())}-{int(short.max())} analysed step(s)")
     units = counts[counts >= cfg.bubble_min_steps]
     if units.empty:
         return periodic, presence, cv, notes

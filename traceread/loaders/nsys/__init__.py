@@ -170,11 +170,21 @@ def _ranks(pids: set[int], used: set[tuple[int, int]]) -> tuple[list[RankInfo], 
     return ranks, {p: i for i, p in enumerate(order)}
 
 
+# The export metadata is free text (an export can carry input paths, host names); only the two
+# version numbers reach a report, and only when they read as one ("2024.5.1.113", "3.11.1-beta").
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.+_-]{0,39}")
+
+
+def _version(text: str) -> str:
+    text = text.strip()
+    return text if _VERSION.fullmatch(text) else "unrecognized"
+
+
 def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], used: set[tuple[int, int]],
           step_range: str | None) -> TraceMeta:
     md = ex.meta_rows()
-    product = md.get("EXPORT_PRODUCT_VERSION", "")
-    version = md.get("EXPORT_SCHEMA_VERSION", "")
+    product = _version(md.get("EXPORT_PRODUCT_VERSION", ""))
+    version = _version(md.get("EXPORT_SCHEMA_VERSION", ""))
     generation = f"nsys {product} (export schema {version})" if md else "nsys 2021-era (no export metadata)"
     warnings: list[str] = []
     epoch = None
