@@ -15,9 +15,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from traceread.synth.kineto_writer import write_kineto
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.planted import PlantSpec, plant
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import PlantSpec, plant
 
 from traceread.cli import main
 from traceread.printable import printable, printable_json

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PfTrace
-from traceread.synth.nsys_writer import write_nsys
-from traceread.synth.planted import PlantSpec, plant
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import PlantSpec, plant
 
 from traceread.cli import main
 from traceread.limits import configure, format_size, parse_size
