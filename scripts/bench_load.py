@@ -135,8 +135,10 @@ def run(python: str, code: str, args: list[str], timeout: float, max_mb: float, 
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    # ``python -c`` imports from its working folder first: run where PYTHONPATH points (a baseline's checkout).
     proc = subprocess.Popen([python, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+                            cwd=env["PYTHONPATH"], env=env)
     peak_tree = peak_main = 0
     while proc.poll() is None:
         tree = [_rss_kb(p) for p in _tree(proc.pid)]
@@ -192,7 +194,8 @@ def hta_version(python: str) -> str | None:
 
 
 def bench(path: Path, hta_python: str | None, timeout: float, max_mb: float,
-          repeat: int, settle: float, info: bool, baseline: str | None = None) -> list[tuple[str, dict]]:
+          repeat: int, settle: float, info: bool, baseline: str | None = None,
+          baseline_dir: str = "") -> list[tuple[str, dict]]:
     """Each contender ``repeat`` times (HTA once), interleaved (a noisy spell hits all alike).
 
     Seconds and CPU are the medians; ``range`` is the fastest and slowest run; memory the peak.
@@ -205,9 +208,10 @@ def bench(path: Path, hta_python: str | None, timeout: float, max_mb: float,
         if info:
             contenders.append(("traceread info", sys.executable, INFO, ["info", str(path)], {}))
         if baseline:  # the same contenders run by the baseline's interpreter (its own traceread)
-            contenders.append(("baseline scanner", baseline, TRACEREAD, [str(path)], {"TRACEREAD_NO_SCANNER": ""}))
+            root = {"PYTHONPATH": str(Path(baseline_dir).parent)}
+            contenders.append(("baseline scanner", baseline, TRACEREAD, [str(path)], {**root, "TRACEREAD_NO_SCANNER": ""}))
             if info:
-                contenders.append(("baseline info", baseline, INFO, ["info", str(path)], {}))
+                contenders.append(("baseline info", baseline, INFO, ["info", str(path)], root))
         if hta_python:
             contenders.append(("HTA TraceAnalysis", hta_python, HTA, [str(path), d], {}))
         contenders.append(("orjson.loads", sys.executable, ORJSON, [str(path)], {}))
@@ -289,9 +293,11 @@ def main() -> None:
     ap.add_argument("--baseline-python", help="a Python whose traceread is an earlier commit, run side by side")
     args = ap.parse_args()
     baseline = args.baseline_python
+    where = ""
     if baseline:
         where = subprocess.run([baseline, "-c", "import traceread, os; print(os.path.dirname(traceread.__file__))"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+                               capture_output=True, text=True, check=True, cwd="/",
+                               env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout.strip()
         if Path(where).resolve() == (REPO / "traceread").resolve():
             raise SystemExit(f"--baseline-python {baseline}: imports this checkout's traceread, not a baseline")
         compileall.compile_dir(where, quiet=1)
@@ -320,7 +326,7 @@ def main() -> None:
         big = mb > 500
         results = bench(path, hta if (not big or args.hta_big) else None, args.timeout, args.max_mb,
                         args.repeat_big if big else args.repeat, args.settle, info=not big,
-                                baseline=baseline)
+                                baseline=baseline, baseline_dir=where if baseline else "")
         got = dict(results)
         for name, r in results:
             if "error" in r:
