@@ -58,7 +58,9 @@ def _decode_file_range(path: str, start: int, end: int) -> dict[str, Any]:
     view[0], view[n - 1] = 91, 93  # "[" ... "]"
     with open(path, "rb") as fh:
         fh.seek(start)
-        fh.readinto(view[1:-1])
+        got = fh.readinto(view[1:-1])
+    if got != n - 2:  # the file was cut meanwhile: the exact scan goes on from here, and stops at the cut
+        return {"framing_error": True}
     return decode_framed(view)
 
 
