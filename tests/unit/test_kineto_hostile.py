@@ -70,3 +70,108 @@ def test_long_stretch_without_an_event_boundary_is_scanned_once(tmp_path: Path, 
     assert seen["boundary"] <= 1.5 * len(raw), seen
     assert seen["exact"] <= 2.5 * len(raw), seen
     assert digest(path) == before
+
+
+_CUT_WHILE_READ = """
+import os, sys
+import traceread.loaders.kineto.chunks as chunks
+from traceread.errors import TraceReadError
+from traceread.loaders import load
+
+path, decoders = sys.argv[1], int(sys.argv[2])
+decode = chunks.decode_in_place
+calls = []
+
+def cut_after_first_chunk(buf, end, res):
+    ok = decode(buf, end, res)
+    if not calls:
+        os.truncate(path, os.path.getsize(path) // 3)  # another process would do this
+    calls.append(end)
+    return ok
+
+chunks.decode_in_place = cut_after_first_chunk
+try:
+    trace = load(path, decoders=decoders)
+except TraceReadError as exc:
+    print("error:", exc)
+else:
+    print("loaded:", len(trace.events), trace.meta.truncated)
+"""
+
+
+@pytest.mark.parametrize(("decoders", "scanner"), [(1, "1"), (2, "1"), (2, "0")])
+def test_file_cut_while_mapped_gives_one_line_not_sigbus(tmp_path: Path, decoders: int, scanner: str) -> None:
+    """A plain JSON of 8 MB or more is decoded from a map; cut by another process while read, it
+    killed the process with SIGBUS (exit 135, no message)."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "big.json"
+    path.write_bytes(b'{"traceEvents":[' + b",".join([EVENT] * 200_000) + b"]}")  # 20 MB
+    env = {**os.environ, "TRACEREAD_NO_SCANNER": "" if scanner == "1" else "1"}
+    proc = subprocess.run([sys.executable, "-c", _CUT_WHILE_READ, str(path), str(decoders)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    out = proc.stdout.strip()
+    # the cut is seen (a one-line error), or the events before it load with the truncation noted
+    assert out == f"error: {path}: the file was cut short while it was being read (written or truncated by " \
+                  "another process?); read it again once it is complete" or out.endswith(" True"), out
+
+
+def _cli(*args: str, stdin: Any = None, timeout: float = 60) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", "import sys, traceread.cli; sys.exit(traceread.cli.run())", *args],
+                          input=stdin, capture_output=True, timeout=timeout)
+
+
+def test_fifo_without_a_writer_is_refused_in_one_line_not_a_hang(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "rank-1.json"
+    os.mkfifo(fifo)
+    for command in ("info", "analyze"):
+        proc = _cli(command, str(fifo), timeout=30)  # opening a FIFO blocks until a writer comes
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.decode().strip().splitlines()
+        assert lines[-1] == f"traceread: error: {fifo}: empty (a pipe or FIFO nothing was written to)"
+
+
+def test_a_pipe_is_read_as_a_stream() -> None:
+    """``info <(cat t.json)`` and a pipe into /dev/stdin were exit 3 (not seekable)."""
+    from conftest import FIXTURES
+
+    data = (FIXTURES / "hta_nccl_a100_rank0of2.json.gz").read_bytes()
+    proc = _cli("info", "/dev/stdin", stdin=data)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().startswith("== /dev/stdin\n")
+    proc = _cli("analyze", "--json", "-", "/dev/stdin", stdin=gzip.decompress(data))
+    assert proc.returncode == 0, proc.stderr
+    assert b'"dominant_cause"' in proc.stdout
+
+
+def test_socket_is_refused_and_scan_skips_non_regular_files(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    from conftest import FIXTURES
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "t.json.gz").write_bytes((FIXTURES / "hta_nccl_a100_rank0of2.json.gz").read_bytes())
+    os.mkfifo(tree / "fifo.json")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tree / "s.json"))
+    try:
+        proc = _cli("info", str(tree / "s.json"))
+        assert proc.returncode == 2
+        assert proc.stderr.decode().strip().endswith("s.json: is a device or socket, not a trace file")
+        before = {p.name: p.stat().st_mtime_ns for p in tree.iterdir()}
+        proc = _cli("scan", str(tree), "--out", str(tmp_path / "out"), timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert {p.name: p.stat().st_mtime_ns for p in tree.iterdir()} == before
+        assert "not regular files (sockets, devices, pipes)" in (tmp_path / "out" / "failures.md").read_text()
+    finally:
+        sock.close()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
+import tempfile
 
 from traceread import heap
 from traceread.errors import TraceReadError
@@ -50,11 +52,75 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
     pool); ``traceread scan`` passes 1 because each of its workers is already one of N processes.
     """
     path = os.fspath(path)
-    kind = sniff(path)
     try:
+        if _is_stream(path):
+            return _load_stream(path, progress, step_range, decoders)
+        kind = sniff(path)
         return _load(path, kind, progress, step_range, decoders)
     finally:
         heap.trim()  # a load frees its read buffers and chunk arrays: give their pages back
+
+
+def _is_stream(path: str) -> bool:
+    """Whether ``path`` is a pipe or FIFO (``<(cat t.json)``, ``/dev/stdin`` fed by a pipe).
+
+    Devices and sockets are refused here: reading one could block forever or never end.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # sniff says what is wrong with it
+    if stat.S_ISFIFO(mode):
+        return True
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+        raise TraceReadError(path, "is a device or socket, not a trace file")
+    return False
+
+
+def _load_stream(path: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
+    """A pipe is read once into a private temporary file, which is loaded like any other.
+
+    The loaders need a seekable file (a gzip's size trailer, a plain file's map, the second
+    decoder reading from the middle, SQLite). A FIFO nobody writes to reads as empty instead of
+    blocking the open forever: it is opened non-blocking, then read blocking.
+    """
+    with tempfile.TemporaryDirectory(prefix="traceread-stream-") as tmp:
+        # the same name: a rank in it (rank-3) is read from the copy's name as from the pipe's
+        copy = os.path.join(tmp, os.path.basename(path) or "stream")
+        _spool(path, copy)
+        try:
+            trace = _load(copy, sniff(copy), progress, step_range, decoders)
+            for name in list(trace.side):  # tables read on first use: read now, the copy goes
+                trace.side[name]
+        except TraceReadError as exc:
+            raise TraceReadError(path, exc.problem) from None
+    trace.meta.path = path
+    return trace
+
+
+def _spool(path: str, copy: str) -> None:
+    from traceread.limits import LIMITS
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise TraceReadError(path, f"cannot read ({exc.strerror})") from None
+    try:
+        os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as src, open(copy, "xb") as dst:
+            total = 0
+            while block := src.read(1 << 20):
+                total += len(block)
+                if total > LIMITS.max_json_bytes:
+                    raise TraceReadError(path, f"the stream holds more than {LIMITS.max_json_bytes:,} bytes "
+                                               "(--max-json-size)")
+                dst.write(block)
+    except OSError as exc:
+        raise TraceReadError(path, f"cannot copy the stream to a temporary file ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if not total:
+        raise TraceReadError(path, "empty (a pipe or FIFO nothing was written to)")
 
 
 def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
