@@ -175,3 +175,47 @@ def test_socket_is_refused_and_scan_skips_non_regular_files(tmp_path: Path) -> N
         assert "not regular files (sockets, devices, pipes)" in (tmp_path / "out" / "failures.md").read_text()
     finally:
         sock.close()
+
+
+def _trace(path: Path, top: dict[str, Any] | None = None, events: list[dict] | None = None, tail: str = "") -> Path:
+    import json
+
+    body = json.dumps({**(top or {}), "traceEvents": events or [json.loads(EVENT)]})
+    path.write_text(body[:-1] + tail + "}" if tail else body)
+    return path
+
+
+_STEP = {"ph": "X", "cat": "user_annotation", "pid": 0, "tid": 1, "dur": 500}
+_BIG = "9" * 5001  # past Python's int-string digit limit (4,300)
+
+
+@pytest.mark.parametrize(("name", "top", "events", "tail", "note"), [
+    ("t.json", {"distributedInfo": {"rank": 2**31, "world_size": 2**31 + 1}}, None, "",
+     "distributedInfo.rank 2147483648 is outside 0..2147483647: ignored"),
+    ("t.json", {"distributedInfo": {"rank": 2**64, "world_size": 2**63}}, None, "",
+     "distributedInfo.world_size 9223372036854775808 is outside 1..2147483647: ignored"),
+    ("rank-99999999999.json", None, None, "", "the rank 99999999999 in the file name is outside 0..2147483647"),
+    ("t.json", None, [{**_STEP, "name": "ProfilerStep#99999999999999999999", "ts": 900},
+                      {**_STEP, "name": "ProfilerStep#3", "ts": 1500}], "",
+     "a ProfilerStep# number is past 2^63-1: steps are numbered in time order instead"),
+    ("t.json", None, None, f', "baseTimeNanoseconds": {_BIG}', "baseTimeNanoseconds 99999"),
+    ("t.json", None, None, f', "baseTimeNanoseconds": {_BIG}, "x": [', "baseTimeNanoseconds 99999"),
+    ("t.json", {"baseTimeNanoseconds": int(_BIG[:30])}, None, "", "baseTimeNanoseconds 1e+30 is not"),
+    ("t.json", None, None, f', "baseTimeNanoseconds": {2**63}', "baseTimeNanoseconds 9223372036854775808 is not"),
+    ("t.json", None, [{**json_event, "pid": 2**64, "tid": "²", "args": {"device": 2**40, "stream": "stream " + _BIG,
+                                                                        "correlation": "0x" + "f" * 40}}
+                      for json_event in [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1000, "dur": 5}]], "",
+     "ignored: stream"),
+])
+def test_integers_out_of_range_are_noted_not_internal_errors(tmp_path: Path, name: str, top: Any, events: Any,
+                                                              tail: str, note: str) -> None:
+    """Integer policy (limits.py): each was exit 3 (int32 overflow, int64 overflow, the digit limit)."""
+    from traceread.cli import main
+
+    path = _trace(tmp_path / name, top, events, tail)
+    before = digest(path)
+    trace = load(path)
+    assert any(w.startswith(note) for w in trace.meta.warnings), trace.meta.warnings
+    assert main(["analyze", "--json", str(tmp_path / "out.json"), "-o", str(tmp_path / "out.md"), str(path)]) == 0
+    assert main(["info", str(path)]) == 0
+    assert digest(path) == before

@@ -13,6 +13,7 @@ a truncated file stops. The sizes below are read at call time (tests shrink them
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ import orjson
 
 import traceread.loaders.kineto.scan as scan
 from traceread.errors import TraceReadError
+from traceread.limits import bounded_int
 from traceread.loaders.kineto.decode import decode_chunk, decode_framed
 from traceread.loaders.kineto.source import Source
 from traceread.loaders.kineto.text import (
@@ -46,7 +48,7 @@ READ = 4 << 20  # bytes per read of the stream
 NO_BOUNDARY_MAX = 16 << 20  # undecoded text without an event boundary past this goes to the exact scan
 _OVERLAP = 4 << 10  # a boundary search that found nothing is resumed this far before where it ended
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
-_BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
+_BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*([0-9]+)')
 
 
 @dataclass
@@ -91,10 +93,7 @@ def read_header(src: Source) -> tuple[dict[str, Any], bool, memoryview | None]:
         for m in TRACE_EVENTS_KEY.finditer(buf, lead):
             if top_level_key_start(buf, lead, m.start()):
                 head = buf[lead + 1: m.start()].rstrip().rstrip(b",")
-                try:
-                    top = orjson.loads(b"{" + head + b"}")
-                except orjson.JSONDecodeError:
-                    top = {}
+                top = _loads_object(b"{" + head + b"}") or {}
                 return top, False, memoryview(buf)[m.end():]
         if not block and (src.gzip_cut or b'"schemaVersion"' in buf or b'"deviceProperties"' in buf):
             return {}, False, None  # a Kineto header cut short before the event array
@@ -241,6 +240,19 @@ def _decode_exact(buf: bytearray, end: int, res: StreamResult) -> None:
         res.sink.add(out)
 
 
+def _loads_object(text: bytes) -> dict[str, Any] | None:
+    """A JSON object, or None. An integer past 64 bits (orjson refuses the whole text for one) is
+    kept as its text (``limits.bounded_int``): the other keys still count."""
+    try:
+        out = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            out = json.loads(text, parse_int=bounded_int)
+        except (ValueError, RecursionError):
+            return None
+    return out if isinstance(out, dict) else None
+
+
 def _read_all(src: Source) -> bytes:
     parts: list[bytes] = []
     while True:
@@ -256,13 +268,10 @@ def _parse_trailer(trailer: bytes, res: StreamResult) -> None:
     if not text or text == b"}":
         return
     body = text[1:] if text.startswith(b",") else text
-    try:
-        extra = orjson.loads(b"{" + body) if body.rstrip().endswith(b"}") else None
-    except orjson.JSONDecodeError:
-        extra = None
-    if not isinstance(extra, dict):
+    extra = _loads_object(b"{" + body) if body.rstrip().endswith(b"}") else None
+    if extra is None:
         res.warnings.append("the keys after the event array are incomplete or not valid JSON")
         m = _BASE_TIME.search(body)
-        extra = {"baseTimeNanoseconds": int(m.group(1))} if m else {}
+        extra = {"baseTimeNanoseconds": bounded_int(m.group(1).decode())} if m else {}
     for k, v in extra.items():
         res.top.setdefault(k, v)

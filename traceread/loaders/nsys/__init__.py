@@ -43,6 +43,7 @@ import pandas as pd
 import traceread.loaders.nsys.blocks as B
 from traceread import schema as S
 from traceread.errors import TraceReadError
+from traceread.limits import EPOCH_NS_MAX, int_text
 from traceread.loaders.nsys.frame import FrameWriter
 from traceread.loaders.nsys.read import Export, GpuRow, gpu_rows, nvtx_table, open_export
 from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
@@ -180,7 +181,13 @@ def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], us
     epoch = None
     if ex.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
         row = ex.conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
-        epoch = int(row[0]) if row and row[0] is not None else None
+        epoch = row[0] if row and isinstance(row[0], int) else None
+        if row and isinstance(row[0], float) and abs(row[0]) < 2**63:  # a REAL where the export has INTEGER
+            epoch = int(row[0])
+        if epoch is not None and not 0 < epoch <= EPOCH_NS_MAX:  # see limits: an epoch base is a clock reading
+            warnings.append(f"TARGET_INFO_SESSION_START_TIME.utcEpochNs {epoch} is not a time in 1..{EPOCH_NS_MAX} ns "
+                            "(before 2100): session time base")
+            epoch = None
     shift = md.get("EXPORT_PARAM_TIME_SHIFT", "0") or "0"
     if md.get("EXPORT_PARAM_TIME_NORMALIZE", "false") == "true" or shift not in ("0", ""):
         warnings.append("export was written with a time normalize/shift option; times are as exported")
@@ -245,8 +252,10 @@ def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[str]) ->
     # few step ranges would cost more memory than the rest of the load.
     host = events["lane"].isin([S.LANE_CPU_ANNOTATION, S.LANE_CPU_THREAD]).to_numpy()
     sel = events.iloc[np.flatnonzero(np.isin(events["name"].cat.codes.to_numpy(), list(hits)) & host)]
-    number = np.array([int(hits[c].group(1)) if hits[c].group(1) else -1 for c in range(len(names))
-                       if c in hits], dtype=np.int64)
+    numbers = [int_text(hits[c].group(1), 0) if hits[c].group(1) else -1 for c in range(len(names)) if c in hits]
+    if None in numbers:  # past int64: only a label (see limits)
+        warnings.append("a step number is past 2^63-1: steps are numbered in time order instead")
+    number = np.array([-1 if n is None else n for n in numbers], dtype=np.int64)
     lookup = np.full(len(names), -1, dtype=np.int64)
     lookup[list(hits)] = number
     df = pd.DataFrame({"rank": sel["rank"].to_numpy(), "step": lookup[sel["name"].cat.codes.to_numpy()],
