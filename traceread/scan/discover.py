@@ -78,7 +78,9 @@ def is_nsys_export(path: str) -> tuple[bool, str]:
     if not head.startswith(SQLITE_MAGIC):
         return False, "not an SQLite database"
     try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True)
+        # immutable: a look at the schema creates no -shm beside an export with a -wal, and takes
+        # no lock (a locked export is then found, and reading it is what may fail)
+        conn = sqlite3.connect(read_only_uri(path, immutable=True), uri=True)
         # A damaged file can hold table names that are not UTF-8: read them as bytes.
         conn.text_factory = bytes
         try:

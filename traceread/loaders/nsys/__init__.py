@@ -60,11 +60,16 @@ def load_nsys(path: str | os.PathLike[str], progress: bool = False, step_range: 
     path = os.fspath(path)
     if path.endswith((".nsys-rep", ".qdrep")):
         return _load_report(path, progress, step_range)
+    before = _stamp(path)
     ex = open_export(path)
     try:
-        return load_export(ex, path, progress, step_range)
+        trace = load_export(ex, path, progress, step_range)
     finally:
-        ex.conn.close()
+        ex.close()
+    if _stamp(path) != before:  # read in place without locks (immutable): a rewrite mid-read tears the counts
+        raise TraceReadError(path, "changed while it was being read (written by another process?); read it again "
+                                   "once it is complete")
+    return trace
 
 
 def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
@@ -86,7 +91,7 @@ def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
             # The export is deleted with the folder: nothing can be read from it later.
             return load_export(ex, path, progress, step_range, lazy_args=False)
         finally:
-            ex.conn.close()
+            ex.close()
 
 
 def _say(progress: bool, msg: str) -> None:
@@ -148,15 +153,20 @@ class _KernelArgs:
         except sqlite3.Error as exc:
             raise TraceReadError(self.path, f"not a readable Nsight Systems export ({exc})") from None
         finally:
-            ex.conn.close()
+            ex.close()
 
 
-def _stamp(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime_ns
+def _stamp(path: str) -> tuple[tuple[int, int, int] | None, ...]:
+    """Size, mtime and inode of the export and of a -wal or -journal beside it (None: absent)."""
+    out = []
+    for sfx in ("", "-wal", "-journal"):
+        try:
+            st = os.stat(path + sfx)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(out)
 
 
 def _ranks(pids: set[int], used: set[tuple[int, int]]) -> tuple[list[RankInfo], dict[int, int]]:
