@@ -219,3 +219,22 @@ def test_integers_out_of_range_are_noted_not_internal_errors(tmp_path: Path, nam
     assert main(["analyze", "--json", str(tmp_path / "out.json"), "-o", str(tmp_path / "out.md"), str(path)]) == 0
     assert main(["info", str(path)]) == 0
     assert digest(path) == before
+
+
+@pytest.mark.parametrize("damage", ["crc", "length"])
+def test_gzip_whose_only_damage_is_its_trailer_loads_with_a_warning(tmp_path: Path, damage: str) -> None:
+    """It was refused whole ('bad gzip data') while the same bytes without a trailer loaded."""
+    from traceread.cli import main
+    from traceread.loaders.kineto.source import BAD_CHECK_WARNING
+
+    raw = b'{"traceEvents":[' + b",".join([EVENT] * 5000) + b"]}"
+    good = gzip.compress(raw, 6)
+    at = len(good) - (8 if damage == "crc" else 4)
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(good[:at] + bytes([good[at] ^ 1]) + good[at + 1:])
+    before = digest(path)
+    trace = load(path)
+    assert len(trace.events) == 5000
+    assert BAD_CHECK_WARNING in trace.meta.warnings
+    assert main(["info", str(path)]) == 0
+    assert digest(path) == before

@@ -25,7 +25,7 @@ import traceread.loaders.kineto.scan as scan
 from traceread.errors import TraceReadError
 from traceread.limits import bounded_int
 from traceread.loaders.kineto.decode import decode_chunk, decode_framed
-from traceread.loaders.kineto.source import Source
+from traceread.loaders.kineto.source import BAD_CHECK_WARNING, Source
 from traceread.loaders.kineto.text import (
     TRACE_EVENTS_KEY,
     ArrayScanner,
@@ -206,6 +206,7 @@ def exact_rest(src: Source, restart: bytes | int, res: StreamResult) -> None:
             trailer = bytes(memoryview(buf)[at + array_end + 1:]) + _read_all(src)
             if not res.bare_list:
                 _parse_trailer(trailer, res)
+            _note_bad_check(src, res)
             return
         if end is not None:
             complete, done = at + end, offset + end
@@ -219,6 +220,12 @@ def exact_rest(src: Source, restart: bytes | int, res: StreamResult) -> None:
     _decode_exact(buf, complete, res)
     res.truncated = True
     res.cut_at = done  # the warning is written once all rows are counted
+    _note_bad_check(src, res)
+
+
+def _note_bad_check(src: Source, res: StreamResult) -> None:
+    if src.gzip_bad_check:
+        res.warnings.append(BAD_CHECK_WARNING)
 
 
 def _blocks(src: Source, restart: bytes | int) -> Iterator[bytes | memoryview]:
