@@ -38,8 +38,8 @@ class Limits:
     # one-line error instead of being killed by the kernel's OOM killer.
     max_memory_bytes: int | None = None
     # Events one trace may hold, checked as rows are added (Kineto) or before the columns are
-    # allocated (nsys, from the tables' row spans). Default: what fits this machine's memory at
-    # about 100 bytes per event in the frame, so the limit trips before the kernel's OOM killer.
+    # allocated (nsys, from the tables' row counts). Default: what this machine's memory holds at
+    # ANALYZE_BYTES_PER_EVENT, so the limit trips before the kernel's OOM killer.
     max_events: int = 0  # 0: the default for this machine (see default_max_events)
 
 
@@ -82,9 +82,18 @@ class TooManyEvents(Exception):
     """A trace holds more events than ``--max-events`` allows (the loader adds the file name)."""
 
 
+# Peak memory of ``traceread analyze`` per event of its input: the frame is ~100 B per event, the
+# analysis (lanes, links, intervals, per-step tables) takes the rest. Measured as peak RSS less a
+# tiny trace's, over events: 656 B on param_linear scaled to 400 MB (1.17M events), 672 B on the
+# ResNet-50 trace scaled to 233 MB (0.5M events); rounded up. (The default was memory / 100 B,
+# which let a 35M-event trace be killed by the kernel long before the cap.)
+ANALYZE_BYTES_PER_EVENT = 700
+
+
 def default_max_events() -> int:
     try:
-        return max(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 100, 1_000_000)
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return max(memory // ANALYZE_BYTES_PER_EVENT, 1_000_000)
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
         return 500_000_000
 
@@ -94,7 +103,7 @@ def check_events(n: int) -> None:
     cap = LIMITS.max_events or default_max_events()
     if n > cap:
         raise TooManyEvents(f"holds more than {cap:,} events (--max-events; default: what this machine's "
-                            "memory holds)")
+                            f"memory holds at about {ANALYZE_BYTES_PER_EVENT} bytes per event)")
 
 
 LIMITS = Limits()
@@ -143,12 +152,21 @@ def configure(max_json_size: str | None = None, max_gzip_ratio: float | None = N
     return LIMITS
 
 
+def format_size(n: int) -> str:
+    """Bytes for a message, in the largest unit that keeps a number of at least 1: ``512 MiB``,
+    ``1.5 GiB``, ``64 GiB`` (``--max-json-size 512M`` was reported as "0 GiB")."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:,} bytes"
+
+
 def check_inflated(path: str, inflated: int, compressed: int) -> None:
     """Raise a TraceReadError when a gzip stream inflates past the limits."""
     from traceread.errors import TraceReadError
 
     if inflated > LIMITS.max_json_bytes:
-        raise TraceReadError(path, f"decompresses to more than {LIMITS.max_json_bytes / (1 << 30):.0f} GiB of JSON "
+        raise TraceReadError(path, f"decompresses to more than {format_size(LIMITS.max_json_bytes)} of JSON "
                              "(a gzip bomb?); raise the limit with --max-json-size if the trace is real")
     if inflated >= LIMITS.gzip_ratio_after_bytes and compressed and inflated / compressed > LIMITS.max_gzip_ratio:
         raise TraceReadError(path, f"inflates {inflated / compressed:.0f}x its compressed size (JSON traces: "

@@ -99,7 +99,7 @@ def _load_stream(path: str, progress: bool, step_range: str | None, decoders: in
 
 
 def _spool(path: str, copy: str) -> None:
-    from traceread.limits import LIMITS
+    from traceread.limits import LIMITS, format_size
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -112,7 +112,7 @@ def _spool(path: str, copy: str) -> None:
             while block := src.read(1 << 20):
                 total += len(block)
                 if total > LIMITS.max_json_bytes:
-                    raise TraceReadError(path, f"the stream holds more than {LIMITS.max_json_bytes:,} bytes "
+                    raise TraceReadError(path, f"the stream holds more than {format_size(LIMITS.max_json_bytes)} "
                                                "(--max-json-size)")
                 dst.write(block)
     except OSError as exc:
@@ -142,7 +142,8 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
     except TooManyEvents as exc:
         raise TraceReadError(path, str(exc)) from None
     except MemoryError:
-        raise TraceReadError(path, "needs more memory than this process may use (see --max-memory)") from None
+        raise TraceReadError(path, "out of memory while loading: needs more memory than this process may use "
+                                   "(--max-memory, or a machine with more memory)") from None
     except RecursionError:
         # msgspec bounds nesting by the interpreter's recursion limit: a hostile or broken file
         # with thousands of nested lists in an event's args is refused, not a traceback.
