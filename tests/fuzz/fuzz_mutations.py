@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 import sqlite3
 from pathlib import Path
@@ -80,9 +81,19 @@ def _events(text: str) -> tuple[dict | list, list]:
 
 
 JSON_MUTATIONS = ("flip", "truncate", "dup-delete", "wrong-type", "arg-type", "deep", "huge-string", "bad-utf8",
-                  "shuffle", "splice")
+                  "shuffle", "splice", "int-edge", "long-stretch")
 SQLITE_MUTATIONS = ("drop-table", "drop-column", "nulls", "wrong-type", "dangling-ids", "reorder",
-                    "negative-duration", "corrupt-bytes", "truncate-file", "duplicate-rows")
+                    "negative-duration", "corrupt-bytes", "truncate-file", "duplicate-rows", "int-edge",
+                    "rowid-layout", "wal-leftover")
+
+# Integer edges (issue 26): int32, float64's exact range, int64, uint64 and past; a 5,001-digit one
+# passes Python's int-string digit limit. Set in every integer field, top-level ones included.
+_INT_EDGES = ["2147483647", "2147483648", "-2147483649", "9007199254740993", "9223372036854775807",
+              "9223372036854775808", "-9223372036854775809", "18446744073709551616", "1" + "0" * 30, "9" * 5001]
+_INT_FIELDS = ["ts", "dur", "pid", "tid", "id"]
+_INT_ARGS = ["device", "stream", "correlation", "External id", "bytes", "In msg nelems", "Out msg nelems",
+             "Group size", "registers per thread", "shared memory"]
+_TOP_INTS = [("distributedInfo", "rank"), ("distributedInfo", "world_size"), (None, "baseTimeNanoseconds")]
 
 
 def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
@@ -99,6 +110,12 @@ def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
         marks = [i for i, c in enumerate(raw) if c in b'{}[],:"0123456789']
         at = marks[rnd.randrange(len(marks))] + rnd.choice([0, 1]) if marks else rnd.randrange(len(raw))
         return raw[:at], f"truncated at byte {at} of {len(raw)} (after {raw[max(0, at - 12):at]!r})"
+    if kind == "long-stretch":  # a long run with no event boundary: whitespace between events, or inside one
+        events = [i for i in range(len(raw) - 1) if raw[i:i + 2] in (b"},", b"}]")]
+        at = (events[rnd.randrange(len(events))] + 1) if events else len(raw) // 2
+        size = rnd.choice([300_000, 3_000_000])
+        filler = b" " * size if rnd.random() < 0.5 else b', {"ph": "i", "name": "' + b"s" * size + b'", "ts": 1}'
+        return raw[:at] + filler + raw[at:], f"{len(filler):,} bytes without an event boundary at byte {at}"
     if kind == "splice":  # a chunk of the file repeated somewhere else (half-copied / concatenated files)
         a, b = sorted(rnd.randrange(len(raw)) for _ in range(2))
         at = rnd.randrange(len(raw))
@@ -140,6 +157,36 @@ def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
         for value in _WEIRD_VALUES:
             out = out.replace(json.dumps(marker + value), value)
         return out.encode(), "fields set to " + ", ".join(done)
+    if kind == "int-edge":
+        marker, done = "\u2603INT\u2603", []
+        for _ in range(rnd.randint(1, 4)):
+            value = rnd.choice(_INT_EDGES)
+            ev = evs[rnd.randrange(len(evs))]
+            where = rnd.random()
+            if where < 0.15 and isinstance(doc, dict):
+                outer, key = rnd.choice(_TOP_INTS)
+                holder = doc.setdefault(outer, {}) if outer else doc
+                if isinstance(holder, dict):
+                    holder[key] = marker + value
+                    done.append(f"{outer or ''}.{key}")
+            elif where < 0.25 and isinstance(ev, dict):
+                ev["name"] = "ProfilerStep#" + value.lstrip("-")
+                done.append("ProfilerStep#")
+            elif isinstance(ev, dict):
+                if where < 0.6:
+                    key = rnd.choice(_INT_FIELDS)
+                    ev[key] = marker + value
+                else:
+                    args = ev.setdefault("args", {})
+                    key = rnd.choice(_INT_ARGS)
+                    if isinstance(args, dict):
+                        args[key] = marker + value
+                done.append(key)
+            done[-1:] = [f"{done[-1]}={value[:25]}"] if done else []
+        out = json.dumps(doc)
+        for value in _INT_EDGES:
+            out = out.replace(json.dumps(marker + value), value)
+        return out.encode(), "integer edges: " + ", ".join(done)
     if kind == "deep":
         depth = rnd.choice([64, 1_000, 20_000])
         ev = evs[rnd.randrange(len(evs))]
@@ -233,6 +280,24 @@ def mutate_sqlite(rnd: random.Random, path: Path, kind: str) -> str:
             if {"start", "end"} <= set(_columns(db, k)):
                 db.execute(f'UPDATE "{k}" SET "end" = "start" - 1000 WHERE abs(random()) % 4 = 0')
             what = f"end before start in a quarter of {k}"
+        elif kind == "int-edge":
+            value = rnd.choice(["2147483648", "-2147483649", "9007199254740993", "9223372036854775807",
+                                "-9223372036854775808", "18446744073709551616", "1e30"])
+            db.execute(f'UPDATE "{table}" SET "{col}" = {value} WHERE abs(random()) % 3 = 0')
+            what = f"{table}.{col} set to {value} in a third of the rows"
+        elif kind == "rowid-layout":
+            if rnd.random() < 0.5:
+                big = rnd.choice([2**31, 2**53, 2**62, 2**63 - 1])
+                db.execute(f'UPDATE "{table}" SET rowid = {big} WHERE rowid = (SELECT MAX(rowid) FROM "{table}")')
+                what = f"last rowid of {table} set to {big}"
+            else:
+                db.execute(f'ALTER TABLE "{table}" ADD COLUMN rowid INTEGER')
+                db.execute(f'UPDATE "{table}" SET rowid = 1')
+                what = f"{table} has a column named rowid holding duplicates"
+        elif kind == "wal-leftover":
+            db.commit()
+            db.close()
+            return _wal_leftover(rnd, path)
         else:  # duplicate-rows
             db.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE abs(random()) % 5 = 0')
             what = f"a fifth of {table}'s rows duplicated"
@@ -241,4 +306,31 @@ def mutate_sqlite(rnd: random.Random, path: Path, kind: str) -> str:
         what = f"{kind} refused by sqlite ({exc})"
     finally:
         db.close()
+    return what
+
+
+def _wal_leftover(rnd: random.Random, path: Path) -> str:
+    """The export with a -wal beside it and no -shm (a writer that crashed), some rows only in the -wal."""
+    import shutil
+
+    work = path.with_name("_wal_work.sqlite")
+    shutil.copyfile(path, work)
+    db = sqlite3.connect(work)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA wal_autocheckpoint=0")
+        tables = [t for t in _KEY_TABLES if t in _tables(db)]
+        table = tables[rnd.randrange(len(tables))]
+        db.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE abs(random()) % 4 = 0')
+        db.commit()
+        shutil.copyfile(work, path)
+        shutil.copyfile(str(work) + "-wal", str(path) + "-wal")  # copied while open: the -wal is kept
+        what = f"a -wal beside the export with rows of {table}, no -shm"
+    except sqlite3.Error as exc:
+        what = f"wal-leftover refused by sqlite ({exc})"
+    finally:
+        db.close()
+    for sfx in ("", "-wal", "-shm"):
+        if os.path.exists(str(work) + sfx):
+            os.remove(str(work) + sfx)
     return what
