@@ -40,16 +40,15 @@ def _string_quotes(a: np.ndarray) -> np.ndarray:
     maybe = prev[a[prev - 1] == _BACKSLASH]
     if len(maybe) == 0:
         return q
-    escaped = []
-    for p in maybe.tolist():  # rare: only quotes right after a backslash
-        run = 0
-        i = p - 1
-        while i >= 0 and a[i] == _BACKSLASH:
-            run += 1
-            i -= 1
-        if run % 2 == 1:
-            escaped.append(p)
-    return np.setdiff1d(q, np.asarray(escaped, dtype=q.dtype), assume_unique=True) if escaped else q
+    # the run of backslashes before each such quote, vectorized over the backslashes alone (a
+    # string of millions of \" took a Python step per quote)
+    bs = np.flatnonzero(a == _BACKSLASH)
+    starts = np.ones(len(bs), bool)
+    starts[1:] = bs[1:] != bs[:-1] + 1
+    run_start = np.maximum.accumulate(np.where(starts, np.arange(len(bs)), 0))
+    last = np.searchsorted(bs, maybe - 1)  # index in bs of the backslash right before the quote
+    escaped = maybe[(last - run_start[last] + 1) % 2 == 1]
+    return np.setdiff1d(q, escaped, assume_unique=True) if len(escaped) else q
 
 
 def scan_values(buf: bytes | bytearray | memoryview) -> tuple[list[tuple[int, int]], int | None, int]:

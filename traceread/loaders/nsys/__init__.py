@@ -158,7 +158,7 @@ class _KernelArgs:
 
 def _stamp(path: str) -> tuple[tuple[int, int, int] | None, ...]:
     """Size, mtime and inode of the export and of a -wal or -journal beside it (None: absent)."""
-    out = []
+    out: list[tuple[int, int, int] | None] = []
     for sfx in ("", "-wal", "-journal"):
         try:
             st = os.stat(path + sfx)
