@@ -144,3 +144,26 @@ def test_epoch_and_step_numbers_out_of_range_are_noted(tmp_path: Path) -> None:
     assert tr.meta.steps["step"].tolist() == list(range(len(tr.meta.steps)))
     assert main(["analyze", "--json", str(tmp_path / "o.json"), "-o", str(tmp_path / "o.md"), str(path)]) == 0
     assert os.path.exists(tmp_path / "o.json")
+
+
+@pytest.mark.parametrize("command", ["info", "scan"])
+def test_malformed_schema_quoting_sql_over_lines_is_one_line(tmp_path: Path, command: str, capsys) -> None:
+    """Found by scripts/fuzz_long.py (seed 2612): SQLite's 'malformed database schema' message quotes
+    the damaged SQL, newlines and all, so the error was not one line."""
+    path = _export(tmp_path / "in" / "ex.sqlite") if (tmp_path / "in").mkdir() is None else None
+    assert path is not None
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA writable_schema=ON")
+    conn.execute("UPDATE sqlite_master SET sql = 'CREATE TABLE ENUM_CUDA_MEM_KIND (`name TEXT,\n  -- a\n label TEXT\n)' "
+                 "WHERE name = 'ENUM_CUDA_MEM_KIND'")
+    conn.commit()
+    conn.close()
+    capsys.readouterr()
+    if command == "info":
+        assert main(["info", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "malformed database schema" in err, err
+    else:
+        assert main(["scan", str(path.parent), "--out", str(tmp_path / "out")]) in (0, 2)
+        failures = (tmp_path / "out" / "failures.md").read_text()
+        assert 'unrecognized token: "\\`name TEXT, -- a label TEXT )")\n' in failures, failures  # one line

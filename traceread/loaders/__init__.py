@@ -138,7 +138,7 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
         except (ValueError, TypeError, OverflowError) as exc:
             # SQLite columns are dynamically typed: text or blobs where the export has integers
             # (a damaged or hand-edited file) fail the integer columns here.
-            raise TraceReadError(path, f"a table holds values of the wrong type ({exc})") from None
+            raise TraceReadError(path, f"a table holds values of the wrong type ({' '.join(str(exc).split())})") from None
     except TooManyEvents as exc:
         raise TraceReadError(path, str(exc)) from None
     except MemoryError:
@@ -151,4 +151,6 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
     except sqlite3.Error as exc:
         # Whatever the SQLite engine refuses (a malformed file, a table or column the export
         # lacks) is a problem of this input, reported on one line.
-        raise TraceReadError(path, f"not a readable Nsight Systems export ({exc})") from None
+        from traceread.loaders.nsys.read import one_line
+
+        raise TraceReadError(path, f"not a readable Nsight Systems export ({one_line(exc)})") from None

@@ -66,7 +66,7 @@ def trace_kind(name: str) -> str | None:
 
 def is_nsys_export(path: str) -> tuple[bool, str]:
     """Whether the SQLite file at ``path`` is an nsys export (by its tables); the reason when not."""
-    from traceread.loaders.nsys.read import NSYS_MARKERS, read_only_uri
+    from traceread.loaders.nsys.read import NSYS_MARKERS, one_line, read_only_uri
 
     try:
         with open(path, "rb") as fh:
@@ -89,7 +89,7 @@ def is_nsys_export(path: str) -> tuple[bool, str]:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        return False, f"not a readable SQLite database ({exc})"
+        return False, f"not a readable SQLite database ({one_line(exc)})"
     except UnicodeDecodeError:  # SQLite's error text quoting a damaged schema is not UTF-8
         return False, "not a readable SQLite database (damaged schema)"
     if "StringIds" in tables and any(t in tables for t in NSYS_MARKERS):

@@ -45,7 +45,7 @@ from traceread import schema as S
 from traceread.errors import TraceReadError
 from traceread.limits import EPOCH_NS_MAX, int_text
 from traceread.loaders.nsys.frame import FrameWriter
-from traceread.loaders.nsys.read import Export, GpuRow, gpu_rows, nvtx_table, open_export
+from traceread.loaders.nsys.read import Export, GpuRow, gpu_rows, nvtx_table, one_line, open_export
 from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -151,7 +151,7 @@ class _KernelArgs:
             # SQLite columns are dynamically typed: text where the export has integers.
             raise TraceReadError(self.path, f"the kernel table holds values of the wrong type ({exc})") from None
         except sqlite3.Error as exc:
-            raise TraceReadError(self.path, f"not a readable Nsight Systems export ({exc})") from None
+            raise TraceReadError(self.path, f"not a readable Nsight Systems export ({one_line(exc)})") from None
         finally:
             ex.close()
 

@@ -40,6 +40,12 @@ NSYS_MARKERS = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_STA
                  "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "PROCESSES", "ThreadNames")
 
 
+def one_line(exc: BaseException) -> str:
+    """SQLite's error text on one line: a malformed schema's message quotes its SQL, newlines and all."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
 def decode(b: bytes | str | None) -> str:
     """Text as stored; bytes that are not UTF-8 (Windows exports) decoded with replacement."""
     if b is None:
@@ -329,7 +335,7 @@ def open_export(path: str) -> Export:
     except sqlite3.DatabaseError as exc:
         if copy_dir is not None:
             copy_dir.cleanup()
-        raise TraceReadError(path, f"not a readable SQLite database ({exc})") from None
+        raise TraceReadError(path, f"not a readable SQLite database ({one_line(exc)})") from None
     ex = Export(path=path, conn=conn, source=source, copy_dir=copy_dir)
     if "StringIds" not in tables or not any(t in tables for t in NSYS_MARKERS):
         ex.close()
