@@ -19,6 +19,7 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.host_calls import DATALOADER_PREFIX, LAUNCH, MEMORY, OPTIMIZER_PREFIX, PROFILER_STEP_RE, SYNC
+from traceread.limits import int_text
 from traceread.trace import Trace
 
 HOST_LANES = (schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION)
@@ -152,8 +153,9 @@ def _name_flags(names: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
     steps = np.full(len(names), -1, dtype=np.int64)
     for i, n in enumerate(names):
         m = PROFILER_STEP_RE.match(n)
-        if m:
-            steps[i] = int(m.group(1))
+        if m:  # a number past int64 is no step number (the loader numbers such steps by time)
+            number = int_text(m.group(1), 0)
+            steps[i] = -1 if number is None else number
     # A trailing entry answers for code -1 (missing name), so lookups index with codes directly.
     return {k: np.append(f, False) for k, f in flags.items()}, np.append(steps, -1)
 

@@ -47,18 +47,62 @@ class Limits:
     # one-line error instead of being killed by the kernel's OOM killer.
     max_memory_bytes: int | None = None
     # Events one trace may hold, checked as rows are added (Kineto) or before the columns are
-    # allocated (nsys, from the tables' row spans). Default: what fits this machine's memory at
-    # about 100 bytes per event in the frame, so the limit trips before the kernel's OOM killer.
+    # allocated (nsys, from the tables' row counts). Default: what this machine's memory holds at
+    # ANALYZE_BYTES_PER_EVENT, so the limit trips before the kernel's OOM killer.
     max_events: int = 0  # 0: the default for this machine (see default_max_events)
+
+
+# --- integer policy ---------------------------------------------------------------------------
+# Every integer a loader reads from a file lands in a column of a stated range (schema's dtypes):
+#   rank, world size         0 .. 2^31-1 (int32 ``rank``); a world size is 1 .. 2^31-1
+#   step number              0 .. 2^63-1 (int64 ``step``)
+#   ids, pid/tid, stream,    -2^63 .. 2^63-1 (int64); device: -1 .. 2^31-1 (int32); sizes
+#   correlation, sizes       (bytes, elements, launch dims) int64, -1 where unknown
+#   timestamps               int64 ns after the exact us -> ns parse; an epoch base
+#                            (``baseTimeNanoseconds``, nsys ``utcEpochNs``) 1 .. EPOCH_NS_MAX
+# Outside its range a value that is only a label (a step number, an id, a rank in a file name)
+# is dropped or renumbered with a note; the event's other fields still load. Text is turned into
+# an integer only by :func:`int_text`: ASCII digits, at most 19 of them, so no ValueError from
+# Python's int-string digit limit or from Unicode digits that ``str.isdigit`` accepts.
+RANK_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+EPOCH_NS_MAX = 4_102_444_800 * 10**9  # 2100-01-01 in Unix-epoch ns: later is not a clock reading
+_INT_TEXT = re.compile(r"[+-]?[0-9]{1,19}")
+
+
+def int_text(text: str | bytes, lo: int = -INT64_MAX - 1, hi: int = INT64_MAX) -> int | None:
+    """The decimal integer ``text`` (surrounding whitespace allowed) when ``lo <= value <= hi``, else None."""
+    if isinstance(text, bytes):
+        text = text.decode("ascii", "replace")
+    text = text.strip()
+    if not _INT_TEXT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if lo <= value <= hi else None
+
+
+def bounded_int(text: str) -> int | str:
+    """``json.loads(parse_int=...)``: an integer literal past int64 stays text (a label, never a number)."""
+    value = int_text(text)
+    return text if value is None else value
 
 
 class TooManyEvents(Exception):
     """A trace holds more events than ``--max-events`` allows (the loader adds the file name)."""
 
 
+# Peak memory of ``traceread analyze`` per event of its input: the frame is ~100 B per event, the
+# analysis (lanes, links, intervals, per-step tables) takes the rest. Measured as peak RSS less a
+# tiny trace's, over events: 656 B on param_linear scaled to 400 MB (1.17M events), 672 B on the
+# ResNet-50 trace scaled to 233 MB (0.5M events); rounded up. (The default was memory / 100 B,
+# which let a 35M-event trace be killed by the kernel long before the cap.)
+ANALYZE_BYTES_PER_EVENT = 700
+
+
 def default_max_events() -> int:
     try:
-        return max(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 100, 1_000_000)
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return max(memory // ANALYZE_BYTES_PER_EVENT, 1_000_000)
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
         return 500_000_000
 
@@ -68,7 +112,7 @@ def check_events(n: int) -> None:
     cap = LIMITS.max_events or default_max_events()
     if n > cap:
         raise TooManyEvents(f"holds more than {cap:,} events (--max-events; default: what this machine's "
-                            "memory holds)")
+                            f"memory holds at about {ANALYZE_BYTES_PER_EVENT} bytes per event)")
 
 
 LIMITS = Limits()

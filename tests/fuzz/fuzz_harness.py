@@ -105,6 +105,7 @@ def check_case(worker: Worker, path: str, command: str, out_dir: str, base: str 
     nothing is readable, exit 2); ``diff`` compares the unmutated ``base`` with ``path``."""
     with open(path, "rb") as fh:
         before = hashlib.sha256(fh.read()).hexdigest()
+    beside = _folder_state(path)  # nothing created beside it (an nsys -shm), nothing changed
     named = path
     if command == "scan":
         named = os.path.dirname(path)
@@ -118,4 +119,19 @@ def check_case(worker: Worker, path: str, command: str, out_dir: str, base: str 
     with open(path, "rb") as fh:
         if hashlib.sha256(fh.read()).hexdigest() != before:
             why = (why + "; " if why else "") + "the input file was modified"
+    if _folder_state(path) != beside:
+        why = (why + "; " if why else "") + "a file beside the input was created or changed"
     return f"traceread {' '.join(argv)}: {why}" if why else None
+
+
+def _folder_state(path: str) -> dict[str, str]:
+    """Name -> content hash of ``path`` and the files beside it named after it (``x.sqlite-wal``,
+    ``-shm``, ``-journal``); outputs may share the folder, so other names do not count."""
+    folder, own = os.path.dirname(path), os.path.basename(path)
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        full = os.path.join(folder, name)
+        if name.startswith(own) and os.path.isfile(full):
+            with open(full, "rb") as fh:
+                out[name] = hashlib.sha256(fh.read()).hexdigest()
+    return out

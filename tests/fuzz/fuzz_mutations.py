@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 import sqlite3
 from pathlib import Path
@@ -80,10 +81,10 @@ def _events(text: str) -> tuple[dict | list, list]:
 
 
 JSON_MUTATIONS = ("flip", "truncate", "dup-delete", "wrong-type", "arg-type", "deep", "huge-string", "bad-utf8",
-                  "shuffle", "splice", "control-chars", "int-edge", "long-stretch")
+                  "shuffle", "splice", "control-chars", "int-edge", "long-stretch", "int-edge-all", "long-stretch-mb")
 SQLITE_MUTATIONS = ("drop-table", "drop-column", "nulls", "wrong-type", "dangling-ids", "reorder",
                     "negative-duration", "corrupt-bytes", "truncate-file", "duplicate-rows", "int-edge",
-                    "control-text")
+                    "control-text", "int-edge-column", "rowid-layout", "wal-leftover")
 # Only in scripts/fuzz_long.py (each run costs seconds or finds what other work still fixes):
 # world sizes up to 10^12 and a rank past int32 in the trace's own metadata.
 LONG_JSON_MUTATIONS = JSON_MUTATIONS + ("world-size",)
@@ -103,6 +104,14 @@ _INT_ARG_FIELDS = ["device", "stream", "correlation", "External id", "bytes", "g
 _META_INT_FIELDS = [("distributedInfo", "world_size"), ("distributedInfo", "rank"), (None, "baseTimeNanoseconds"),
                     ("deviceProperties", "id"), ("deviceProperties", "totalGlobalMem"), ("deviceProperties", "numSms")]
 WORLD_SIZES = [str(v) for v in (0, 1, 2**31 - 1, 2**31, 10**9, 10**12, 2**63 - 1, -1)]
+# Integer edges (issue 26): int32, float64's exact range, int64, uint64 and past; a 5,001-digit one
+# passes Python's int-string digit limit. Set in every integer field, top-level ones included.
+_INT_EDGES = ["2147483647", "2147483648", "-2147483649", "9007199254740993", "9223372036854775807",
+              "9223372036854775808", "-9223372036854775809", "18446744073709551616", "1" + "0" * 30, "9" * 5001]
+_INT_FIELDS = ["ts", "dur", "pid", "tid", "id"]
+_INT_ARGS = ["device", "stream", "correlation", "External id", "bytes", "In msg nelems", "Out msg nelems",
+             "Group size", "registers per thread", "shared memory"]
+_TOP_INTS = [("distributedInfo", "rank"), ("distributedInfo", "world_size"), (None, "baseTimeNanoseconds")]
 
 
 def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
@@ -119,11 +128,17 @@ def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
         marks = [i for i, c in enumerate(raw) if c in b'{}[],:"0123456789']
         at = marks[rnd.randrange(len(marks))] + rnd.choice([0, 1]) if marks else rnd.randrange(len(raw))
         return raw[:at], f"truncated at byte {at} of {len(raw)} (after {raw[max(0, at - 12):at]!r})"
+    if kind == "long-stretch":  # a long run with no event boundary: whitespace between events, or inside one
+        events = [i for i in range(len(raw) - 1) if raw[i:i + 2] in (b"},", b"}]")]
+        at = (events[rnd.randrange(len(events))] + 1) if events else len(raw) // 2
+        size = rnd.choice([300_000, 3_000_000])
+        filler = b" " * size if rnd.random() < 0.5 else b', {"ph": "i", "name": "' + b"s" * size + b'", "ts": 1}'
+        return raw[:at] + filler + raw[at:], f"{len(filler):,} bytes without an event boundary at byte {at}"
     if kind == "splice":  # a chunk of the file repeated somewhere else (half-copied / concatenated files)
         a, b = sorted(rnd.randrange(len(raw)) for _ in range(2))
         at = rnd.randrange(len(raw))
         return raw[:at] + raw[a:b] + raw[at:], f"spliced bytes {a}:{b} at {at}"
-    if kind == "long-stretch":  # a long run with no event boundary: whitespace, or inside one string
+    if kind == "long-stretch-mb":  # MiB-long runs with no event boundary: whitespace, or inside one string
         size = rnd.choice([1, 2, 4]) << 20
         marks = [i for i in range(len(raw)) if raw[i:i + 1] == b","] or [len(raw) // 2]
         at = rnd.choice(marks) + 1
@@ -172,6 +187,36 @@ def mutate_json(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
         for value in _WEIRD_VALUES:
             out = out.replace(json.dumps(marker + value), value)
         return out.encode(), "fields set to " + ", ".join(done)
+    if kind == "int-edge-all":  # every integer field, top-level ones and step numbers included
+        marker, done = "\u2603INT\u2603", []
+        for _ in range(rnd.randint(1, 4)):
+            value = rnd.choice(_INT_EDGES)
+            ev = evs[rnd.randrange(len(evs))]
+            where = rnd.random()
+            if where < 0.15 and isinstance(doc, dict):
+                outer, key = rnd.choice(_TOP_INTS)
+                holder = doc.setdefault(outer, {}) if outer else doc
+                if isinstance(holder, dict):
+                    holder[key] = marker + value
+                    done.append(f"{outer or ''}.{key}")
+            elif where < 0.25 and isinstance(ev, dict):
+                ev["name"] = "ProfilerStep#" + value.lstrip("-")
+                done.append("ProfilerStep#")
+            elif isinstance(ev, dict):
+                if where < 0.6:
+                    key = rnd.choice(_INT_FIELDS)
+                    ev[key] = marker + value
+                else:
+                    args = ev.setdefault("args", {})
+                    key = rnd.choice(_INT_ARGS)
+                    if isinstance(args, dict):
+                        args[key] = marker + value
+                done.append(key)
+            done[-1:] = [f"{done[-1]}={value[:25]}"] if done else []
+        out = json.dumps(doc)
+        for value in _INT_EDGES:
+            out = out.replace(json.dumps(marker + value), value)
+        return out.encode(), "integer edges: " + ", ".join(done)
     if kind == "deep":
         depth = rnd.choice([64, 1_000, 20_000])
         ev = evs[rnd.randrange(len(evs))]
@@ -380,6 +425,24 @@ def mutate_sqlite(rnd: random.Random, path: Path, kind: str) -> str:
             if {"start", "end"} <= set(_columns(db, k)):
                 db.execute(f'UPDATE "{k}" SET "end" = "start" - 1000 WHERE abs(random()) % 4 = 0')
             what = f"end before start in a quarter of {k}"
+        elif kind == "int-edge-column":  # the table's first column, a third of the rows
+            value = rnd.choice(["2147483648", "-2147483649", "9007199254740993", "9223372036854775807",
+                                "-9223372036854775808", "18446744073709551616", "1e30"])
+            db.execute(f'UPDATE "{table}" SET "{col}" = {value} WHERE abs(random()) % 3 = 0')
+            what = f"{table}.{col} set to {value} in a third of the rows"
+        elif kind == "rowid-layout":
+            if rnd.random() < 0.5:
+                big = rnd.choice([2**31, 2**53, 2**62, 2**63 - 1])
+                db.execute(f'UPDATE "{table}" SET rowid = {big} WHERE rowid = (SELECT MAX(rowid) FROM "{table}")')
+                what = f"last rowid of {table} set to {big}"
+            else:
+                db.execute(f'ALTER TABLE "{table}" ADD COLUMN rowid INTEGER')
+                db.execute(f'UPDATE "{table}" SET rowid = 1')
+                what = f"{table} has a column named rowid holding duplicates"
+        elif kind == "wal-leftover":
+            db.commit()
+            db.close()
+            return _wal_leftover(rnd, path)
         else:  # duplicate-rows
             db.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE abs(random()) % 5 = 0')
             what = f"a fifth of {table}'s rows duplicated"
@@ -388,4 +451,31 @@ def mutate_sqlite(rnd: random.Random, path: Path, kind: str) -> str:
         what = f"{kind} refused by sqlite ({exc})"
     finally:
         db.close()
+    return what
+
+
+def _wal_leftover(rnd: random.Random, path: Path) -> str:
+    """The export with a -wal beside it and no -shm (a writer that crashed), some rows only in the -wal."""
+    import shutil
+
+    work = path.with_name("_wal_work.sqlite")
+    shutil.copyfile(path, work)
+    db = sqlite3.connect(work)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA wal_autocheckpoint=0")
+        tables = [t for t in _KEY_TABLES if t in _tables(db)]
+        table = tables[rnd.randrange(len(tables))]
+        db.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE abs(random()) % 4 = 0')
+        db.commit()
+        shutil.copyfile(work, path)
+        shutil.copyfile(str(work) + "-wal", str(path) + "-wal")  # copied while open: the -wal is kept
+        what = f"a -wal beside the export with rows of {table}, no -shm"
+    except sqlite3.Error as exc:
+        what = f"wal-leftover refused by sqlite ({exc})"
+    finally:
+        db.close()
+    for sfx in ("", "-wal", "-shm"):
+        if os.path.exists(str(work) + sfx):
+            os.remove(str(work) + sfx)
     return what

@@ -225,9 +225,13 @@ def test_gzip_source_on_demand_reports_bad_data(tmp_path: Path) -> None:
     path = tmp_path / "bad.json.gz"
     path.write_bytes(bytes(data))
     src = Source(str(path), ahead=False)
-    with pytest.raises(TraceReadError, match="bad gzip data"):
+    try:  # zeros may still inflate: then the CRC check says so (a warning, as for a damaged trailer)
         while src.read(1 << 20):
             pass
+    except TraceReadError as exc:
+        assert "bad gzip data" in str(exc)
+    else:
+        assert src.gzip_bad_check
     src.close()
 
 

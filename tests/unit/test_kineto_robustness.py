@@ -158,12 +158,6 @@ def _write(path: Path, text: str | bytes) -> Path:
     return path
 
 
-def _bad_gzip_crc() -> bytes:
-    packed = bytearray(gzip.compress(read_text(TRUNC_SOURCE)))
-    packed[-8] ^= 0xFF  # CRC32 of the member trailer
-    return bytes(packed)
-
-
 @pytest.mark.parametrize("name, content, problem", [
     ("empty.json", b"", "empty file"),
     ("blank.json", b"   \n", "not a trace"),
@@ -171,15 +165,15 @@ def _bad_gzip_crc() -> bytes:
     ("other.json", b'{"foo": [1, 2, 3]}', "no traceEvents"),
     ("list.json", b"[1, 2, 3]", "not a trace"),
     ("bad.json.gz", b"\x1f\x8b\x08\x00garbage-not-deflate-data" * 3, "bad gzip data"),
-    ("crc.json.gz", None, "bad gzip data"),
+    # a gzip whose only damage is its CRC trailer loads with a warning: test_kineto_hostile.py
     ("empty.json.gz", gzip.compress(b"", mtime=0), "empty file"),
 ])
-def test_bad_inputs_give_one_line_errors(tmp_path: Path, name: str, content: bytes | None, problem: str) -> None:
+def test_bad_inputs_give_one_line_errors(tmp_path: Path, name: str, content: bytes, problem: str) -> None:
     from traceread.loaders import load
 
     folder = tmp_path / "in"
     folder.mkdir()
-    path = _write(folder / name, content if content is not None else _bad_gzip_crc())
+    path = _write(folder / name, content)
     before = sorted(os.listdir(folder))
     with pytest.raises(TraceReadError) as info:
         load(str(path))

@@ -9,7 +9,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceread.loaders.kineto.text import repair_event, scan_values, us_text_to_ns
+from traceread.loaders.kineto.text import ArrayScanner, repair_event, scan_values, us_text_to_ns
 
 _us_int = st.integers(min_value=0, max_value=4 * 10**15).map(str)
 _us_3dp = st.tuples(st.integers(0, 9 * 10**12), st.integers(0, 999)).map(lambda t: f"{t[0]}.{t[1]:03d}")
@@ -51,6 +51,36 @@ def test_scan_values_finds_exactly_the_complete_objects(objs: list[dict], cut: i
         ends.append(pos)
     assert [e for _, e in spans] == [e for e in ends if e <= len(body)]
     assert (array_end is not None) == (len(body) > ends[-1] and b"]" in body[ends[-1]:])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["name", "a"]),
+                                st.one_of(st.text(alphabet='ab{}[]"\\, ', max_size=8),
+                                          st.lists(st.integers(), max_size=3)), max_size=3),
+                min_size=1, max_size=6),
+       st.lists(st.integers(1, 40), min_size=1, max_size=30), st.integers(0, 400))
+def test_array_scanner_fed_in_any_blocks_agrees_with_scan_values(objs: list[dict], sizes: list[int],
+                                                                 cut: int) -> None:
+    """The exact scan's incremental form: the same object ends and array end, block splits anywhere
+    (inside strings, between a backslash and what it escapes)."""
+    text = (", ".join(json.dumps(o) for o in objs) + "], \"k\": 1}").encode()
+    body = text[: min(cut, len(text))]
+    spans, array_end, _ = scan_values(body)
+    scanner = ArrayScanner()
+    pos, last, end_at = 0, None, None
+    i = 0
+    while pos < len(body) and end_at is None:
+        block = body[pos: pos + sizes[i % len(sizes)]]
+        end, arr = scanner.feed(block)
+        if end is not None:
+            last = pos + end
+        if arr is not None:
+            end_at = pos + arr
+        pos += len(block)
+        i += 1
+    assert last == (spans[-1][1] if spans else None)
+    assert end_at == array_end
+    assert scanner.scanned == pos  # each byte once
 
 
 def test_repairs_make_the_event_decodable() -> None:

@@ -68,6 +68,29 @@ def test_memory_cap_gives_a_message_not_an_oom_kill() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == EXIT_USAGE, r.stderr
     assert "memory" in r.stderr and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    assert "kineto2021_resnet50_bare_list.pt.trace.json.gz: out of memory while" in r.stderr  # names the file
+
+
+def test_default_event_cap_follows_what_analyze_uses(monkeypatch) -> None:
+    """The default was memory / 100 B while analyze peaks near 680 B per event (measured): a trace
+    could be killed by the kernel long before the cap."""
+    import os
+
+    from traceread import limits
+
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PHYS_PAGES": 4 << 20, "SC_PAGE_SIZE": 4096}[name])  # 16 GiB
+    assert limits.ANALYZE_BYTES_PER_EVENT >= 650
+    assert limits.default_max_events() == (16 << 30) // limits.ANALYZE_BYTES_PER_EVENT
+
+
+def test_max_json_size_is_reported_in_its_own_unit(tmp_path, capsys) -> None:
+    from traceread.limits import format_size
+
+    assert [format_size(n) for n in (512 << 20, 64 << 30, 3 << 29, 1000)] == ["512 MiB", "64 GiB", "1.5 GiB",
+                                                                            "1,000 bytes"]
+    path = _bomb(tmp_path, 8)
+    assert main(["--max-json-size", "1M", "--max-gzip-ratio", "1e9", "info", str(path)]) == EXIT_USAGE
+    assert "decompresses to more than 1 MiB of JSON" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("decoder", ["", "1"], ids=["scanner", "msgspec"])

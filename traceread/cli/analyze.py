@@ -62,8 +62,12 @@ def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps
             click.echo(f"traceread: error: {printable(str(exc))}", err=True)
     if not loaded:
         return EXIT_USAGE
-    result = analyze(loaded, workload=workload, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
-                     step_range=step_range, failures=failures, rank_pattern=rank_pattern)
+    try:
+        result = analyze(loaded, workload=workload, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
+                         step_range=step_range, failures=failures, rank_pattern=rank_pattern)
+    except MemoryError:  # name the input: the process-wide message cannot
+        raise TraceReadError(", ".join(t.meta.path for t in loaded), "out of memory while analysing: needs more "
+                             "memory than this process may use (--max-memory, or a machine with more memory)") from None
     md_out = None if (json_path == "-" and md_path == "-") else md_path
     write_outputs(result, md_out, json_path, plot_path, perfetto_path, perfetto_steps)
     if failures:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
+import tempfile
 
 from traceread import heap
 from traceread.atomic import note_input
@@ -55,13 +57,77 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
     """
     path = os.fspath(path)
     note_input(path)  # an output of this command never replaces it (atomic.check_not_input)
-    kind = sniff(path)
     try:
-        trace = _load(path, kind, progress, step_range, decoders)
+        if _is_stream(path):
+            trace = _load_stream(path, progress, step_range, decoders)
+        else:
+            trace = _load(path, sniff(path), progress, step_range, decoders)
         trace.meta.path = shown_path(trace.meta.path)  # a name of any bytes: reports are UTF-8
         return trace
     finally:
         heap.trim()  # a load frees its read buffers and chunk arrays: give their pages back
+
+
+def _is_stream(path: str) -> bool:
+    """Whether ``path`` is a pipe or FIFO (``<(cat t.json)``, ``/dev/stdin`` fed by a pipe).
+
+    Devices and sockets are refused here: reading one could block forever or never end.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # sniff says what is wrong with it
+    if stat.S_ISFIFO(mode):
+        return True
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+        raise TraceReadError(path, "is a device or socket, not a trace file")
+    return False
+
+
+def _load_stream(path: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
+    """A pipe is read once into a private temporary file, which is loaded like any other.
+
+    The loaders need a seekable file (a gzip's size trailer, a plain file's map, the second
+    decoder reading from the middle, SQLite). A FIFO nobody writes to reads as empty instead of
+    blocking the open forever: it is opened non-blocking, then read blocking.
+    """
+    with tempfile.TemporaryDirectory(prefix="traceread-stream-") as tmp:
+        # the same name: a rank in it (rank-3) is read from the copy's name as from the pipe's
+        copy = os.path.join(tmp, os.path.basename(path) or "stream")
+        _spool(path, copy)
+        try:
+            trace = _load(copy, sniff(copy), progress, step_range, decoders)
+            for name in list(trace.side):  # tables read on first use: read now, the copy goes
+                trace.side[name]
+        except TraceReadError as exc:
+            raise TraceReadError(path, exc.problem) from None
+    trace.meta.path = path
+    return trace
+
+
+def _spool(path: str, copy: str) -> None:
+    from traceread.limits import LIMITS, format_size
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise TraceReadError(path, f"cannot read ({exc.strerror})") from None
+    try:
+        os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as src, open(copy, "xb") as dst:
+            total = 0
+            while block := src.read(1 << 20):
+                total += len(block)
+                if total > LIMITS.max_json_bytes:
+                    raise TraceReadError(path, f"the stream holds more than {format_size(LIMITS.max_json_bytes)} "
+                                               "(--max-json-size)")
+                dst.write(block)
+    except OSError as exc:
+        raise TraceReadError(path, f"cannot copy the stream to a temporary file ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if not total:
+        raise TraceReadError(path, "empty (a pipe or FIFO nothing was written to)")
 
 
 def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
@@ -79,11 +145,12 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
         except (ValueError, TypeError, OverflowError) as exc:
             # SQLite columns are dynamically typed: text or blobs where the export has integers
             # (a damaged or hand-edited file) fail the integer columns here.
-            raise TraceReadError(path, f"a table holds values of the wrong type ({exc})") from None
+            raise TraceReadError(path, f"a table holds values of the wrong type ({' '.join(str(exc).split())})") from None
     except TooManyEvents as exc:
         raise TraceReadError(path, str(exc)) from None
     except MemoryError:
-        raise TraceReadError(path, "needs more memory than this process may use (see --max-memory)") from None
+        raise TraceReadError(path, "out of memory while loading: needs more memory than this process may use "
+                                   "(--max-memory, or a machine with more memory)") from None
     except RecursionError:
         # msgspec bounds nesting by the interpreter's recursion limit: a hostile or broken file
         # with thousands of nested lists in an event's args is refused, not a traceback.
@@ -91,6 +158,8 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
     except sqlite3.Error as exc:
         # Whatever the SQLite engine refuses (a malformed file, a table or column the export
         # lacks) is a problem of this input, reported on one line.
-        raise TraceReadError(path, f"not a readable Nsight Systems export ({exc})") from None
+        from traceread.loaders.nsys.read import one_line
+
+        raise TraceReadError(path, f"not a readable Nsight Systems export ({one_line(exc)})") from None
     except OSError as exc:  # the file became unreadable after sniff() opened it, or the disk failed
         raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None

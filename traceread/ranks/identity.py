@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceread import schema
+from traceread.limits import RANK_MAX, int_text
 from traceread.trace import EpochWindow, Trace
 
 # rank-3, rank_3, rank3, worker3, worker-3 (the digits after the word); a user's --rank-pattern
@@ -104,7 +105,9 @@ def rank_from_name(path: str, pattern: str | re.Pattern[str] | None = None) -> t
     if not m or m.group("rank") is None:
         return None, None
     world = m.groupdict().get("world")
-    return int(m.group("rank")), (int(world) if world else None)
+    # a number outside 0..2^31-1 (the frame's int32 rank; see ``limits``) names no rank
+    rank = int_text(m.group("rank"), 0, RANK_MAX)
+    return rank, (int_text(world, 1, RANK_MAX) if world and rank is not None else None)
 
 
 def identify(trace: Trace, path: str | None = None, rank_pattern: str | None = None) -> list[RankIdentity]:
@@ -119,7 +122,7 @@ def identify(trace: Trace, path: str | None = None, rank_pattern: str | None = N
     frame_ranks = [r.rank for r in infos] or sorted({int(r) for r in np.unique(ranks)}) or [0]
     dist = meta.distributed or {}
     pgs = tuple((str(p.get("pg_name", "")), str(p.get("pg_desc", "")),
-                 p.get("pg_size") if isinstance(p.get("pg_size"), int) else None)
+                 p.get("pg_size") if isinstance(p.get("pg_size"), int) and 0 < p["pg_size"] <= RANK_MAX + 1 else None)
                 for p in dist.get("pg_config", []) or [] if isinstance(p, dict))
     backend = dist.get("backend") if isinstance(dist.get("backend"), str) else None
     name_rank, name_world = rank_from_name(path, rank_pattern)

@@ -70,7 +70,7 @@ def trace_kind(name: str) -> str | None:
 
 def is_nsys_export(path: str) -> tuple[bool, str]:
     """Whether the SQLite file at ``path`` is an nsys export (by its tables); the reason when not."""
-    from traceread.loaders.nsys.read import NSYS_MARKERS, read_only_uri
+    from traceread.loaders.nsys.read import NSYS_MARKERS, one_line, read_only_uri
 
     try:
         with open(path, "rb") as fh:
@@ -82,7 +82,9 @@ def is_nsys_export(path: str) -> tuple[bool, str]:
     if not head.startswith(SQLITE_MAGIC):
         return False, "not an SQLite database"
     try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True)
+        # immutable: a look at the schema creates no -shm beside an export with a -wal, and takes
+        # no lock (a locked export is then found, and reading it is what may fail)
+        conn = sqlite3.connect(read_only_uri(path, immutable=True), uri=True)
         # A damaged file can hold table names that are not UTF-8: read them as bytes.
         conn.text_factory = bytes
         try:
@@ -91,7 +93,7 @@ def is_nsys_export(path: str) -> tuple[bool, str]:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        return False, f"not a readable SQLite database ({exc})"
+        return False, f"not a readable SQLite database ({one_line(exc)})"
     except UnicodeDecodeError:  # SQLite's error text quoting a damaged schema is not UTF-8
         return False, "not a readable SQLite database (damaged schema)"
     if "StringIds" in tables and any(t in tables for t in NSYS_MARKERS):

@@ -42,16 +42,18 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
         stream = read_stream(path, builder, progress=progress, workers=workers)
         if builder.n == 0 and stream.bare_list:
             raise TraceReadError(path, "not a trace: the top-level list holds no trace events")
-        rank, rank_source, world, world_source = km.rank_of(path, stream.top)
+        rank_notes: list[str] = []
+        rank, rank_source, world, world_source = km.rank_of(path, stream.top, rank_notes)
         events, side = builder.build(path, rank)
     schema.validate(events)
     base, offset, base_note = km.time_base(stream.top, events)
-    warnings = list(stream.warnings)
+    warnings = list(stream.warnings) + rank_notes
     warnings += _note_lines(builder.notes)
     if base_note and len(events):
         warnings.append(base_note)
     if not len(events):
         warnings.append("the trace holds no events")
+    steps = profiler_steps(events, rank, warnings)
     extra = {
         **km.thread_names(builder.meta_rows, builder.string_ids),
         "versions": km.versions(stream.top),
@@ -71,7 +73,7 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
         ranks=[km.rank_info(rank, rank_source, world, world_source, events)],
         profiler_options=km.profiler_options(stream.top),
         distributed=km.distributed(stream.top),
-        steps=profiler_steps(events, rank),
+        steps=steps,
         warnings=warnings,
         truncated=stream.truncated,
         extra=extra,

@@ -20,6 +20,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 /* Word-at-a-time paths: SSE2 (every x86-64 CPU) and 64-bit SWAR (little-endian GCC/Clang). Each
@@ -1258,8 +1259,97 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---- Guard for mapped trace files ---------------------------------------------------------------
+ * window.py decodes a plain file straight from a copy-on-write map. If another process truncates
+ * the file meanwhile, touching a page past the new end raises SIGBUS, which kills the process
+ * with no message. The guard's handler replaces such a page of a registered map with a zero page
+ * and counts it; the read then goes on (over zeros, which no JSON value holds) and the loader,
+ * which checks the count after every chunk, stops with a one-line error. A SIGBUS anywhere else
+ * gets the action that was installed before (the default: the process ends as it would have). */
+#if defined(__unix__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+#if defined(__unix__) && defined(SA_SIGINFO) && defined(MAP_ANONYMOUS)
+#define GUARD 1
+#define GUARD_SLOTS 64
+static volatile uintptr_t guard_lo[GUARD_SLOTS], guard_hi[GUARD_SLOTS];
+static volatile sig_atomic_t guard_faults;
+static struct sigaction guard_previous;
+static uintptr_t guard_page = 4096;
+
+static void guard_handler(int sig, siginfo_t *info, void *context) {
+    (void)sig;
+    (void)context;
+    uintptr_t at = (uintptr_t)info->si_addr;
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        if (guard_lo[i] <= at && at < guard_hi[i]) {
+            void *page = (void *)(at & ~(guard_page - 1));
+            if (mmap(page, guard_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+                != MAP_FAILED) {
+                guard_faults++;
+                return; /* the faulting read is retried, on the zero page */
+            }
+        }
+    }
+    sigaction(SIGBUS, &guard_previous, NULL); /* not ours: retried under the previous action */
+}
+
+static PyObject *guard_map(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    uintptr_t lo = (uintptr_t)view.buf, hi = lo + (uintptr_t)view.len;
+    PyBuffer_Release(&view); /* the map stays where it is until it is closed (unguard first) */
+    struct sigaction now;
+    if (sigaction(SIGBUS, NULL, &now) != 0) return PyLong_FromLong(-1);
+    if (!(now.sa_flags & SA_SIGINFO) || now.sa_sigaction != guard_handler) { /* first, or replaced since */
+        struct sigaction act;
+        memset(&act, 0, sizeof act);
+        act.sa_sigaction = guard_handler;
+        act.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigemptyset(&act.sa_mask);
+        long page = sysconf(_SC_PAGESIZE);
+        if (page > 0) guard_page = (uintptr_t)page;
+        if (sigaction(SIGBUS, &act, &guard_previous) != 0) return PyLong_FromLong(-1);
+    }
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        if (guard_hi[i] == 0) {
+            guard_lo[i] = lo;
+            guard_hi[i] = hi;
+            return PyLong_FromLong(i);
+        }
+    }
+    return PyLong_FromLong(-1);
+}
+
+static PyObject *guard_unmap(PyObject *self, PyObject *args) {
+    (void)self;
+    int slot;
+    if (!PyArg_ParseTuple(args, "i", &slot)) return NULL;
+    if (slot >= 0 && slot < GUARD_SLOTS) {
+        guard_hi[slot] = 0;
+        guard_lo[slot] = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *guard_count(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return PyLong_FromLong((long)guard_faults);
+}
+#else
+#define GUARD 0
+#endif
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, scan_doc},
+#if GUARD
+    {"guard_map", guard_map, METH_VARARGS, "guard_map(buffer) -> slot (-1: not guarded): SIGBUS in it reads zeros"},
+    {"guard_unmap", guard_unmap, METH_VARARGS, "guard_unmap(slot): the map is about to be closed"},
+    {"guard_faults", guard_count, METH_NOARGS, "guard_faults() -> pages replaced since the process began"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

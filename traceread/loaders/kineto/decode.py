@@ -23,6 +23,7 @@ from msgspec import Raw
 
 import traceread.loaders.kineto.categories as cats
 import traceread.loaders.kineto.scan as scan
+from traceread.limits import int_text
 from traceread.loaders.kineto.events import (
     _KIND,
     EMPTY_RAW,
@@ -48,7 +49,8 @@ _PLAIN_DECODER = msgspec.json.Decoder(Event)
 _GENERIC_DECODER = msgspec.json.Decoder(float_hook=decimal.Decimal)
 _ENCODER = msgspec.json.Encoder(decimal_format="number")
 
-_STREAM_RE = re.compile(r"-?\d+")
+_STREAM_RE = re.compile(r"-?[0-9]+")  # ASCII digits: int() also takes other scripts' digits
+_HEX = frozenset("0123456789abcdefABCDEF")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # python types each Args field accepts (for sanitizing events the typed decoder rejected)
@@ -266,17 +268,20 @@ def _one_int(v: Any, notes: Counter[str] | None, what: str) -> int:
         return int(v) if v == v and abs(v) < 9e18 else -1
     if isinstance(v, str):
         s = v.strip()
-        if s.isdigit():  # 2021 files write CPU tids as "25738"
-            return int(s) if len(s) < 19 else -1
+        if s.isascii() and s.isdigit():  # 2021 files write CPU tids as "25738"
+            n = int_text(s)
+            return -1 if n is None else n
         if s.lower().startswith("0x"):
-            try:
-                return int(s, 16) if int(s, 16) <= INT64_MAX else -1
-            except ValueError:
+            if len(s) > 18 or not all(c in _HEX for c in s[2:]) or len(s) == 2:  # past int64, or not hex
                 return -1
+            n = int(s, 16)
+            return n if n <= INT64_MAX else -1
         m = _STREAM_RE.search(s)
         if m:
-            n = int(m.group())
-            return n if INT64_MIN <= n <= INT64_MAX else -1
+            n = int_text(m.group())
+            if n is None and notes is not None:
+                notes[f"ignored: {what} beyond int64"] += 1
+            return -1 if n is None else n
     return -1
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 import traceread.loaders.kineto.categories as cats
 from traceread import kernel_classes, schema
-from traceread.limits import check_events
+from traceread.limits import check_events, int_text
 from traceread.loaders.kineto.decode import INT64_MAX, INT64_MIN
 from traceread.loaders.kineto.scan import codes_in
 from traceread.trace import SideTables, shown_path
@@ -389,8 +389,9 @@ def _int(v: Any) -> int:
         return -1
     if isinstance(v, int):
         return v if INT64_MIN <= v <= INT64_MAX else -1
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return _int(int(v))
+    if isinstance(v, str):
+        n = int_text(v)
+        return -1 if n is None else n
     return -1
 
 
@@ -416,10 +417,14 @@ def _decode_shape(text: bytes) -> tuple[Any, Any]:
     return out[0], out[1]
 
 
-def profiler_steps(events: pd.DataFrame, rank: int) -> pd.DataFrame:
-    """ProfilerStep#N spans: rank, step, name, start_ns, end_ns (one row per step, by start)."""
+def profiler_steps(events: pd.DataFrame, rank: int, warnings: list[str] | None = None) -> pd.DataFrame:
+    """ProfilerStep#N spans: rank, step, name, start_ns, end_ns (one row per step, by start).
+
+    A step number past int64 is only a label: the steps are then numbered in time order, with a
+    note in ``warnings``.
+    """
     names = events["name"].cat.categories
-    step_codes = {i: int(m.group(1)) for i, v in enumerate(names) if (m := _STEP_RE.match(str(v)))}
+    step_codes = {i: int_text(m.group(1), 0) for i, v in enumerate(names) if (m := _STEP_RE.match(str(v)))}
     cols = {"rank": pd.Series(dtype="int32"), "step": pd.Series(dtype="int64"), "name": pd.Series(dtype=object),
             "start_ns": pd.Series(dtype="int64"), "end_ns": pd.Series(dtype="int64")}
     if not step_codes:
@@ -433,5 +438,17 @@ def profiler_steps(events: pd.DataFrame, rank: int) -> pd.DataFrame:
         "name": sub["name"].astype(str).to_numpy(dtype=object),
         "start_ns": sub["start_ns"].to_numpy(),
         "end_ns": sub["end_ns"].to_numpy(),
-    })
+    }) if None not in step_codes.values() else _renumbered(sub, rank, warnings)
     return out.sort_values(["start_ns", "step"], kind="stable").reset_index(drop=True)
+
+
+def _renumbered(sub: pd.DataFrame, rank: int, warnings: list[str] | None) -> pd.DataFrame:
+    """Steps numbered 0.. in time order: a ProfilerStep# number is past int64 (see profiler_steps)."""
+    if warnings is not None:
+        warnings.append("a ProfilerStep# number is past 2^63-1: steps are numbered in time order instead")
+    order = np.argsort(sub["start_ns"].to_numpy(), kind="stable")
+    step = np.empty(len(sub), np.int64)
+    step[order] = np.arange(len(sub))
+    return pd.DataFrame({"rank": np.full(len(sub), rank, np.int32), "step": step,
+                         "name": sub["name"].astype(str).to_numpy(dtype=object),
+                         "start_ns": sub["start_ns"].to_numpy(), "end_ns": sub["end_ns"].to_numpy()})

@@ -15,6 +15,7 @@ import pandas as pd
 
 import traceread.loaders.kineto.categories as cats
 from traceread import schema
+from traceread.limits import EPOCH_NS_MAX, RANK_MAX, int_text
 from traceread.loaders.kineto.scan import codes_in
 from traceread.trace import DeviceInfo, RankInfo
 
@@ -23,30 +24,53 @@ VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", 
                 "hip_driver_version", "roctracer_version", "schemaVersion", "displayTimeUnit")
 DISTRIBUTED_KEYS = ("backend", "rank", "world_size", "pg_count", "nccl_version")
 PG_KEYS = ("pg_name", "pg_desc", "backend_config", "pg_size", "ranks")
-_RANK_PATTERNS = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I))
+_RANK_PATTERNS = (re.compile(r"rank[-_]?([0-9]+)", re.I), re.compile(r"worker[-_]?([0-9]+)", re.I))
 # Unix-epoch microseconds between 2001-09 and 2100: integer-us traces (and the rare absolute
 # float ones) in this range are wall-clock times; relative float traces are far below it
 EPOCH_US_MIN, EPOCH_US_MAX = 1.0e15, 4.1e15
 
 
-def rank_of(path: str, top: dict[str, Any]) -> tuple[int, str, int | None, str]:
-    """(rank, where it came from, world size or None, where that came from)."""
+def rank_of(path: str, top: dict[str, Any], notes: list[str] | None = None) -> tuple[int, str, int | None, str]:
+    """(rank, where it came from, world size or None, where that came from).
+
+    A rank or world size outside 0..2^31-1 (the frame's int32 ``rank``; see ``limits``) is not
+    used: the next source decides, and ``notes`` says what was ignored.
+    """
     info = top.get("distributedInfo")
     rank, source = 0, "default"
     world, world_source = None, "unknown"
+    notes = notes if notes is not None else []
     if isinstance(info, dict):
-        if isinstance(info.get("rank"), int) and not isinstance(info.get("rank"), bool):
-            rank, source = info["rank"], "distributedInfo"
-        if isinstance(info.get("world_size"), int) and info["world_size"] > 0:
-            world, world_source = info["world_size"], "distributedInfo"
+        claimed, size = info.get("rank"), info.get("world_size")
+        if isinstance(claimed, int) and not isinstance(claimed, bool):
+            if 0 <= claimed <= RANK_MAX:
+                rank, source = claimed, "distributedInfo"
+            else:
+                notes.append(f"distributedInfo.rank {_shown(claimed)} is outside 0..{RANK_MAX}: ignored")
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            if size <= RANK_MAX:
+                world, world_source = size, "distributedInfo"
+            else:
+                notes.append(f"distributedInfo.world_size {_shown(size)} is outside 1..{RANK_MAX}: ignored")
     if source == "default":
         base = os.path.basename(path)
         for pat in _RANK_PATTERNS:
             m = pat.search(base)
             if m:
-                rank, source = int(m.group(1)), "file name"
+                named = int_text(m.group(1), 0, RANK_MAX)
+                if named is None:
+                    notes.append(f"the rank {_shown(m.group(1))} in the file name is outside 0..{RANK_MAX}: ignored")
+                    continue
+                rank, source = named, "file name"
                 break
     return rank, source, world, world_source
+
+
+def _shown(value: Any) -> str:
+    """A number as a note shows it: at most 40 characters (a hostile one may have thousands of digits)."""
+    text = value if isinstance(value, str) else repr(value) if not isinstance(value, int) or value.bit_length() < 128 \
+        else f"{'-' if value < 0 else ''}2^{value.bit_length() - 1}.."
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def distributed(top: dict[str, Any]) -> dict[str, Any]:
@@ -105,8 +129,11 @@ def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | Non
     if EPOCH_US_MIN <= first_us <= EPOCH_US_MAX:
         return schema.TIME_EPOCH, 0, None
     base = top.get("baseTimeNanoseconds")
-    if isinstance(base, int) and not isinstance(base, bool) and base > 0:
+    if isinstance(base, int) and not isinstance(base, bool) and 0 < base <= EPOCH_NS_MAX:
         return schema.TIME_EPOCH, base, None
+    if base is not None and not isinstance(base, bool) and isinstance(base, (int, float, str)):
+        return schema.TIME_RELATIVE, None, (f"baseTimeNanoseconds {_shown(base)} is not a time in 1..{EPOCH_NS_MAX} "
+                                            "ns (before 2100): relative timestamps, the epoch is unknown")
     return schema.TIME_RELATIVE, None, "relative timestamps and no baseTimeNanoseconds: the epoch is unknown"
 
 

@@ -22,6 +22,9 @@ _INFLATE_ERROR = cast("type[Exception]", _zlib.error)
 GZIP_MAGIC = b"\x1f\x8b"
 _GZ_READ = 128 << 10  # compressed bytes per inflate call: about 1-3 MB of JSON
 _AHEAD = 16  # inflated blocks queued ahead of the decoder
+_TRAILER = 8  # a gzip member's CRC-32 and length
+BAD_CHECK_WARNING = ("the gzip's CRC or length check does not match its data: the file is damaged (a bad "
+                     "copy?) and the events loaded may be incomplete or wrong")
 
 
 class Source:
@@ -46,6 +49,7 @@ class Source:
         self.ahead = ahead
         self.offset = 0  # uncompressed bytes handed out so far
         self.gzip_cut = False  # compressed stream ended before its end marker
+        self.gzip_bad_check = False  # a member's CRC or length trailer does not match its data
         self.consumed = 0  # compressed bytes inflated so far (progress)
         self.inflated = 0  # uncompressed bytes produced so far (the gzip-bomb limits)
         self._blocks: queue.Queue | None = None
@@ -137,14 +141,42 @@ class Source:
         self._put(None)
 
     def _inflate(self) -> Iterator[bytes]:
-        """Inflated blocks of the file (concatenated members too); raises on bad gzip data."""
+        """Inflated blocks of the file (concatenated members too); raises on bad gzip data.
+
+        The last ``_TRAILER`` bytes read are held back until more follow (or the file ends): a
+        member's CRC and length trailer is then checked in a call of its own, so a trailer that
+        does not match loses no data with the error. Such a file loads, with a warning
+        (``gzip_bad_check``), as a gzip cut short does.
+        """
         inflater = _zlib.decompressobj(31)
+        held = b""
         while not self._stop.is_set():
             raw = self.fh.read(_GZ_READ)
             self.consumed += len(raw)
+            feed = held + raw
+            feed, held = (feed[:-_TRAILER], feed[-_TRAILER:]) if raw else (feed, b"")
+            try:
+                data = inflater.decompress(feed) if feed else b""
+            except _INFLATE_ERROR as exc:
+                if "check" not in str(exc).lower():  # zlib: incorrect data/length check; isal: checksum
+                    raise TraceReadError(self.path, f"bad gzip data ({exc})") from None
+                self.gzip_bad_check = True
+                return
+            if data:
+                self.inflated += len(data)
+                check_inflated(self.path, self.inflated, self.consumed)
+                yield data
+            if inflater.eof:
+                rest = inflater.unused_data + held + self.fh.read(2)
+                self.fh.seek(self.fh.tell() - len(rest))
+                self.consumed -= len(inflater.unused_data) + len(held)
+                held = b""
+                if not rest.startswith(GZIP_MAGIC):  # trailing garbage or end: stop here
+                    return
+                inflater = _zlib.decompressobj(31)  # concatenated gzip members
+                continue
             if not raw:
-                if not inflater.eof:
-                    self.gzip_cut = True
+                self.gzip_cut = True
                 try:
                     tail = inflater.flush()
                 except _INFLATE_ERROR:
@@ -152,21 +184,6 @@ class Source:
                 if tail:
                     yield tail
                 return
-            try:
-                data = inflater.decompress(raw)
-            except _INFLATE_ERROR as exc:
-                raise TraceReadError(self.path, f"bad gzip data ({exc})") from None
-            if data:
-                self.inflated += len(data)
-                check_inflated(self.path, self.inflated, self.consumed)
-                yield data
-            if inflater.eof:
-                rest = inflater.unused_data + self.fh.read(2)
-                self.fh.seek(self.fh.tell() - len(rest))
-                self.consumed -= len(inflater.unused_data)
-                if not rest.startswith(GZIP_MAGIC):  # trailing garbage or end: stop here
-                    return
-                inflater = _zlib.decompressobj(31)  # concatenated gzip members
 
     def json_size_estimate(self) -> int:
         """Uncompressed size: gzip's ISIZE trailer (exact below 4 GiB, one member), else a guess."""

@@ -342,7 +342,7 @@ def run_head(window: ReadWindow | MappedWindow, res: StreamResult, split_at: int
         if cut is None and split is not None:  # no boundary in the usual window: one longer chunk
             cut = (split[0] - pos + 1, split[1] - pos + 1)
         if cut is None:
-            if window.eof:
+            if window.eof or (split is None and len(buf) > chunks.NO_BOUNDARY_MAX):  # see decode_window
                 return "nosplit", pos
             buf = window.refill()
             continue

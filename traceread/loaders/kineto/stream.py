@@ -58,7 +58,9 @@ def _decode_file_range(path: str, start: int, end: int) -> dict[str, Any]:
     view[0], view[n - 1] = 91, 93  # "[" ... "]"
     with open(path, "rb") as fh:
         fh.seek(start)
-        fh.readinto(view[1:-1])
+        got = fh.readinto(view[1:-1])
+    if got != n - 2:  # the file was cut meanwhile: the exact scan goes on from here, and stops at the cut
+        return {"framing_error": True}
     return decode_framed(view)
 
 
@@ -204,20 +206,23 @@ def _run_bytes(src: Source, first: bytes | memoryview, res: StreamResult, pool: 
     pending: collections.deque[tuple[Any, bytearray]] = collections.deque()
     run = _Dispatch(pool, nworkers)
     eof = False
+    searched = 0
     while True:
         while len(buf) >= chunks.CHUNK + chunks.LOOKAHEAD or (eof and len(buf) > 2 * chunks.LOOKAHEAD):
-            cut = next_cut(buf, chunks.CHUNK)
+            cut = next_cut(buf, chunks.CHUNK, searched)
             if cut is None:
+                searched = chunks.searched_to(buf)
                 break
             framed = _framed(buf, cut[0])
             del buf[: cut[1]]
+            searched = 0
             run.submit(pending, (decode_framed, framed), framed)
             while run.ready(pending):
                 redo = _collect(pending, res)
                 if redo is not None:
                     return redo + b"," + bytes(buf)
             bar.update(src.progress())
-        if eof:
+        if eof or len(buf) > chunks.NO_BOUNDARY_MAX:  # a long stretch without a boundary: scanned exactly
             break
         eof = not src.read_into(buf, chunks.READ)
     while pending:

@@ -40,16 +40,15 @@ def _string_quotes(a: np.ndarray) -> np.ndarray:
     maybe = prev[a[prev - 1] == _BACKSLASH]
     if len(maybe) == 0:
         return q
-    escaped = []
-    for p in maybe.tolist():  # rare: only quotes right after a backslash
-        run = 0
-        i = p - 1
-        while i >= 0 and a[i] == _BACKSLASH:
-            run += 1
-            i -= 1
-        if run % 2 == 1:
-            escaped.append(p)
-    return np.setdiff1d(q, np.asarray(escaped, dtype=q.dtype), assume_unique=True) if escaped else q
+    # the run of backslashes before each such quote, vectorized over the backslashes alone (a
+    # string of millions of \" took a Python step per quote)
+    bs = np.flatnonzero(a == _BACKSLASH)
+    starts = np.ones(len(bs), bool)
+    starts[1:] = bs[1:] != bs[:-1] + 1
+    run_start = np.maximum.accumulate(np.where(starts, np.arange(len(bs)), 0))
+    last = np.searchsorted(bs, maybe - 1)  # index in bs of the backslash right before the quote
+    escaped = maybe[(last - run_start[last] + 1) % 2 == 1]
+    return np.setdiff1d(q, escaped, assume_unique=True) if len(escaped) else q
 
 
 def scan_values(buf: bytes | bytearray | memoryview) -> tuple[list[tuple[int, int]], int | None, int]:
@@ -81,6 +80,74 @@ def scan_values(buf: bytes | bytearray | memoryview) -> tuple[list[tuple[int, in
     spans = list(zip(starts[:n].tolist(), ends[:n].tolist(), strict=True))
     consumed = spans[-1][1] if spans else 0
     return spans, array_end, consumed
+
+
+class ArrayScanner:
+    """:func:`scan_values` fed block by block: each byte is looked at once, whatever the blocks.
+
+    Scanning a growing buffer again from its start for every block read is quadratic on a long
+    stretch without an event end (a hostile file of GBs of spaces, one huge string); this keeps
+    the structure's state between blocks instead: depth, inside a string, a pending backslash.
+    """
+
+    def __init__(self) -> None:
+        self.depth = 1  # inside the event array, between two values
+        self.in_string = False
+        self.escape = False  # the last block ended inside a string on an odd run of backslashes
+        self.scanned = 0  # bytes fed so far (tests read it: linear time)
+
+    @property
+    def between_values(self) -> bool:
+        """No value is open: whatever was fed since the last complete object carries nothing."""
+        return self.depth == 1 and not self.in_string
+
+    def feed(self, block: bytes | bytearray | memoryview) -> tuple[int | None, int | None]:
+        """Scan ``block``, which follows what was fed before.
+
+        Returns (offset in ``block`` just past the last object it completes at depth 1, or None;
+        offset of the ``]`` that closes the array, or None). After the array's end the scanner
+        must not be fed again.
+        """
+        a = np.frombuffer(block, dtype=np.uint8)
+        self.scanned += len(a)
+        if not len(a):
+            return None, None
+        if self.escape:  # the first byte is escaped: whatever it is, it is not structure
+            a = a.copy()
+            a[0] = 97
+        quotes = _string_quotes(a)
+        brackets = np.flatnonzero((a == 123) | (a == 125) | (a == 91) | (a == 93))
+        if len(quotes) or self.in_string:
+            inside = (np.searchsorted(quotes, brackets, side="right") + int(self.in_string)) % 2 == 1
+            brackets = brackets[~inside]
+        chars = a[brackets]
+        depth_after = self.depth + np.cumsum(np.where((chars == 123) | (chars == 91), 1, -1))
+        closes = np.flatnonzero(depth_after <= 0)
+        array_end = None
+        if len(closes):
+            k = int(closes[0])
+            array_end = int(brackets[k])
+            brackets, chars, depth_after = brackets[:k], chars[:k], depth_after[:k]
+        ends = brackets[(depth_after == 1) & (chars == 125)]
+        if len(depth_after):
+            self.depth = int(depth_after[-1])
+        self.in_string = (int(self.in_string) + len(quotes)) % 2 == 1
+        self.escape = False
+        if self.in_string and a[-1] == _BACKSLASH:
+            plain = np.flatnonzero(a != _BACKSLASH)
+            run = len(a) - 1 - int(plain[-1]) if len(plain) else len(a)
+            self.escape = run % 2 == 1
+        return (int(ends[-1]) + 1 if len(ends) else None), array_end
+
+
+_BLANKS = b" \t\r\n,"
+
+
+def blank(block: bytes | bytearray | memoryview) -> bool:
+    """Only whitespace and commas (between values of the event array they carry nothing)."""
+    if not block or bytes(block[:1]) not in _BLANKS or bytes(block[-1:]) not in _BLANKS:  # most blocks: no copy
+        return False
+    return not bytes(block).translate(None, _BLANKS)
 
 
 def in_string_mask(buf: bytes | bytearray) -> np.ndarray:

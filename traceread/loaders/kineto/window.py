@@ -10,13 +10,22 @@ msgspec decodes where it lies. Two ways to hold the text:
   the page cache, with no read into a fresh block and no copy into the buffer (measured 0.6 ms
   per MB of JSON on the 1 GB trace, ~8% of the load). Pages behind the decoded chunks are
   dropped, so the mapping never holds much of the file; the file itself is never written (the
-  bracket bytes go to private copies of their pages).
+  bracket bytes go to private copies of their pages). A file cut short by another process while
+  mapped would kill the process with SIGBUS on the first page past its new end: the compiled
+  module's guard reads zeros there instead and counts it, and the window, which checks the
+  count after every chunk, stops the load with a one-line error. Without the guard (the
+  extension not built, or no room in its table) files are read, never mapped.
 """
 
 from __future__ import annotations
 
 import mmap
 from typing import Any
+
+from traceread.errors import TraceReadError
+from traceread.loaders.kineto.scan import COMPILED
+
+_GUARD = COMPILED if hasattr(COMPILED, "guard_map") else None  # see the module docstring
 
 MAP_MIN = 8 << 20  # plain files from this size are mapped; below, reading costs next to nothing
 DROP_STEP = 8 << 20  # decoded pages are given back in steps of this much
@@ -66,6 +75,11 @@ class MappedWindow:
     def __init__(self, src: Any, start: int) -> None:
         self.src = src
         self.mm = mmap.mmap(src.fh.fileno(), 0, access=mmap.ACCESS_COPY)
+        self.slot = _GUARD.guard_map(self.mm) if _GUARD is not None else -1
+        if self.slot < 0:
+            self.mm.close()
+            raise OSError("no SIGBUS guard for the map: read the file instead")
+        self.faults = _GUARD.guard_faults()  # type: ignore[union-attr]  # a guarded map has _GUARD
         self.base = start - 1  # file offset of buf[0], the "[" written over the byte before the text
         self.dropped = 0  # pages before this file offset were given back
         self.mm[self.base] = 91
@@ -75,12 +89,20 @@ class MappedWindow:
     def fits(cls, src: Any, start: int) -> bool:
         # a profiler's .tmp file may still be written (or cut back): reading a mapped page past a
         # shrunk end is a fatal signal, reading the stream only ends early
-        return not src.gzip and src.size >= MAP_MIN and start >= 1 and not src.path.endswith(".tmp")
+        return (_GUARD is not None and not src.gzip and src.size >= MAP_MIN and start >= 1
+                and not src.path.endswith(".tmp"))
 
     def refill(self) -> memoryview:
         return self.buf
 
+    def check(self) -> None:
+        """Raise when a page of the map was past the file's end: the file was cut while read."""
+        if _GUARD is not None and _GUARD.guard_faults() != self.faults:
+            raise TraceReadError(self.src.path, "the file was cut short while it was being read (written or "
+                                                "truncated by another process?); read it again once it is complete")
+
     def drop(self, nxt: int) -> memoryview:
+        self.check()  # before anything decoded from the zeros is kept: called after every chunk
         self.buf.release()
         self.base += nxt - 1
         self.mm[self.base] = 91
@@ -93,6 +115,7 @@ class MappedWindow:
 
     def rest(self, k: int = 1) -> bytes | int:
         """The file offset of ``buf[k]``; the stream is positioned there for the exact scan."""
+        self.check()
         offset = self.base + k
         self.src.fh.seek(offset)
         self.src.offset = offset
@@ -106,7 +129,8 @@ class MappedWindow:
         try:
             self.mm.close()
         except BufferError:  # a decoded value still views the map: it closes when collected
-            pass
+            return  # (and keeps its guard: its pages may still be read)
+        _GUARD.guard_unmap(self.slot)  # type: ignore[union-attr]  # a map exists only with a guard
 
 
 def open_window(src: Any, first: bytes | bytearray | memoryview, read_size: int) -> ReadWindow | MappedWindow:

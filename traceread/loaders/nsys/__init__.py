@@ -43,8 +43,9 @@ import pandas as pd
 import traceread.loaders.nsys.blocks as B
 from traceread import schema as S
 from traceread.errors import TraceReadError
+from traceread.limits import EPOCH_NS_MAX, int_text
 from traceread.loaders.nsys.frame import FrameWriter
-from traceread.loaders.nsys.read import Export, GpuRow, gpu_rows, nvtx_table, open_export
+from traceread.loaders.nsys.read import Export, GpuRow, gpu_rows, nvtx_table, one_line, open_export
 from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -59,11 +60,16 @@ def load_nsys(path: str | os.PathLike[str], progress: bool = False, step_range: 
     path = os.fspath(path)
     if path.endswith((".nsys-rep", ".qdrep")):
         return _load_report(path, progress, step_range)
+    before = _stamp(path)
     ex = open_export(path)
     try:
-        return load_export(ex, path, progress, step_range)
+        trace = load_export(ex, path, progress, step_range)
     finally:
-        ex.conn.close()
+        ex.close()
+    if _stamp(path) != before:  # read in place without locks (immutable): a rewrite mid-read tears the counts
+        raise TraceReadError(path, "changed while it was being read (written by another process?); read it again "
+                                   "once it is complete")
+    return trace
 
 
 def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
@@ -85,7 +91,7 @@ def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
             # The export is deleted with the folder: nothing can be read from it later.
             return load_export(ex, path, progress, step_range, lazy_args=False)
         finally:
-            ex.conn.close()
+            ex.close()
 
 
 def _say(progress: bool, msg: str) -> None:
@@ -145,17 +151,22 @@ class _KernelArgs:
             # SQLite columns are dynamically typed: text where the export has integers.
             raise TraceReadError(self.path, f"the kernel table holds values of the wrong type ({exc})") from None
         except sqlite3.Error as exc:
-            raise TraceReadError(self.path, f"not a readable Nsight Systems export ({exc})") from None
+            raise TraceReadError(self.path, f"not a readable Nsight Systems export ({one_line(exc)})") from None
         finally:
-            ex.conn.close()
+            ex.close()
 
 
-def _stamp(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime_ns
+def _stamp(path: str) -> tuple[tuple[int, int, int] | None, ...]:
+    """Size, mtime and inode of the export and of a -wal or -journal beside it (None: absent)."""
+    out: list[tuple[int, int, int] | None] = []
+    for sfx in ("", "-wal", "-journal"):
+        try:
+            st = os.stat(path + sfx)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(out)
 
 
 def _ranks(pids: set[int], used: set[tuple[int, int]]) -> tuple[list[RankInfo], dict[int, int]]:
@@ -190,7 +201,13 @@ def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], us
     epoch = None
     if ex.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
         row = ex.conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
-        epoch = int(row[0]) if row and row[0] is not None else None
+        epoch = row[0] if row and isinstance(row[0], int) else None
+        if row and isinstance(row[0], float) and abs(row[0]) < 2**63:  # a REAL where the export has INTEGER
+            epoch = int(row[0])
+        if epoch is not None and not 0 < epoch <= EPOCH_NS_MAX:  # see limits: an epoch base is a clock reading
+            warnings.append(f"TARGET_INFO_SESSION_START_TIME.utcEpochNs {epoch} is not a time in 1..{EPOCH_NS_MAX} ns "
+                            "(before 2100): session time base")
+            epoch = None
     shift = md.get("EXPORT_PARAM_TIME_SHIFT", "0") or "0"
     if md.get("EXPORT_PARAM_TIME_NORMALIZE", "false") == "true" or shift not in ("0", ""):
         warnings.append("export was written with a time normalize/shift option; times are as exported")
@@ -255,8 +272,10 @@ def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[str]) ->
     # few step ranges would cost more memory than the rest of the load.
     host = events["lane"].isin([S.LANE_CPU_ANNOTATION, S.LANE_CPU_THREAD]).to_numpy()
     sel = events.iloc[np.flatnonzero(np.isin(events["name"].cat.codes.to_numpy(), list(hits)) & host)]
-    number = np.array([int(hits[c].group(1)) if hits[c].group(1) else -1 for c in range(len(names))
-                       if c in hits], dtype=np.int64)
+    numbers = [int_text(hits[c].group(1), 0) if hits[c].group(1) else -1 for c in range(len(names)) if c in hits]
+    if None in numbers:  # past int64: only a label (see limits)
+        warnings.append("a step number is past 2^63-1: steps are numbered in time order instead")
+    number = np.array([-1 if n is None else n for n in numbers], dtype=np.int64)
     lookup = np.full(len(names), -1, dtype=np.int64)
     lookup[list(hits)] = number
     df = pd.DataFrame({"rank": sel["rank"].to_numpy(), "step": lookup[sel["name"].cat.codes.to_numpy()],

@@ -13,7 +13,9 @@ import collections
 import itertools
 import os
 import re
+import shutil
 import sqlite3
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -29,12 +31,19 @@ READERS = min(4, os.cpu_count() or 1)
 # Rows per read chunk: the loader's working memory beside the frame is a few chunks of packed
 # int64s (256k rows x 8 values = 16 MiB each), whatever the table's size. Tests set it small.
 CHUNK_ROWS = 1 << 18
+_SPARSE_CHECK = 1 << 24  # rowid spans wider than this are counted (16M: seconds of reading anyway)
 PID_SHIFT = 24
 ID_MASK = 0xFFFFFF  # pids and tids are 24-bit fields of globalTid/globalPid (B.3)
 # Tables whose presence marks a file as an nsys export.
 NSYS_MARKERS = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME",
                  "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API",
                  "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "PROCESSES", "ThreadNames")
+
+
+def one_line(exc: BaseException) -> str:
+    """SQLite's error text on one line: a malformed schema's message quotes its SQL, newlines and all."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def decode(b: bytes | str | None) -> str:
@@ -55,6 +64,22 @@ class Export:
     columns: dict[str, list[str]] = field(default_factory=dict)
     notnull: dict[str, set[str]] = field(default_factory=dict)  # columns declared NOT NULL
     _strings: tuple[np.ndarray, np.ndarray] | None = None
+    source: str = ""  # the file SQLite reads: ``path``, or a private copy (see open_export)
+    copy_dir: tempfile.TemporaryDirectory | None = None
+    _spans: dict[str, tuple[int, int, int | None] | None] = field(default_factory=dict)
+
+    def close(self) -> None:
+        self.conn.close()
+        if self.copy_dir is not None:
+            self.copy_dir.cleanup()
+
+    def rowid(self, table: str) -> str:
+        """The name that means the table's rowid: a table may have a column called ``rowid``."""
+        cols = {c.lower() for c in self.columns.get(table, [])}
+        name = next((n for n in ("rowid", "_rowid_", "oid") if n not in cols), None)
+        if name is None:
+            raise TraceReadError(self.path, f"table {table} has columns named rowid, _rowid_ and oid: not an export")
+        return name
 
     def has(self, table: str, column: str | None = None) -> bool:
         cols = self.columns.get(table)
@@ -86,7 +111,8 @@ class Export:
         safe = self.notnull.get(table, set())
         sel = [e if isinstance(e, Sql) or e in safe else f"COALESCE({e}, -1)" for e in exprs.values()]
         glue = "AND" if where else "WHERE"
-        sql = f"SELECT {', '.join(sel)} FROM {table} {where} {glue} rowid > ? AND rowid <= ?"
+        rowid = self.rowid(table)
+        sql = f"SELECT {', '.join(sel)} FROM {table} {where} {glue} {rowid} > ? AND {rowid} <= ?"
 
         def split(flat: np.ndarray) -> dict[str, np.ndarray]:
             arr = flat.reshape(-1, len(names))
@@ -128,28 +154,58 @@ class Export:
                 c.conn.close()
 
     def row_bound(self, table: str) -> int:
-        """An upper bound on the rows a read of ``table`` returns: its rowid span (no scan)."""
+        """An upper bound on the rows a read of ``table`` returns: its rowid span (no scan), or
+        its row count where the rowids are sparse (a hostile rowid of 2^62 in a small table)."""
         if not self.has(table):
             return 0
         span = self._rowid_span(table)
-        return 0 if span is None else span[1] - span[0] + 1
+        if span is None:
+            return 0
+        lo, hi, count = span
+        return hi - lo + 1 if count is None else count
 
-    def _rowid_span(self, table: str) -> tuple[int, int] | None:
-        """The table's (MIN(rowid), MAX(rowid)); None when it holds no rows (both are NULL)."""
+    def _rowid_span(self, table: str) -> tuple[int, int, int | None] | None:
+        """The table's (MIN(rowid), MAX(rowid), COUNT(*) where the span is far larger than a few
+        chunks, else None); None when it holds no rows. Cached per table."""
+        if table in self._spans:
+            return self._spans[table]
         # Two queries: SQLite answers MIN(rowid) or MAX(rowid) alone from the b-tree's edge, but
         # both in one SELECT scans the whole table (seconds at 5M rows).
-        lo = self.conn.execute(f"SELECT MIN(rowid) FROM {table}").fetchone()[0]
-        hi = self.conn.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0]
-        return None if lo is None or hi is None else (lo, hi)
+        rowid = self.rowid(table)
+        lo = self.conn.execute(f"SELECT MIN({rowid}) FROM {table}").fetchone()[0]
+        hi = self.conn.execute(f"SELECT MAX({rowid}) FROM {table}").fetchone()[0]
+        span: tuple[int, int, int | None] | None = None
+        if lo is not None and hi is not None:
+            count = None
+            if hi - lo + 1 > _SPARSE_CHECK:  # a count costs a pass over the table: only for wide spans
+                count = self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+            span = (lo, hi, count)
+        self._spans[table] = span
+        return span
 
     def _rowid_ranges(self, table: str) -> list[tuple[int, int]]:
-        """(lo, hi] rowid slices of at most CHUNK_ROWS rowids each."""
+        """(lo, hi] rowid slices of at most CHUNK_ROWS rows each.
+
+        Dense rowids (every export nsys writes) are sliced by arithmetic; sparse ones by walking
+        the rowid b-tree ``CHUNK_ROWS`` rows at a time, so a table of 19 rows whose last rowid is
+        2^62 is one slice, not 2^44.
+        """
         span = self._rowid_span(table)
         if span is None:
             return []
-        lo, hi = span
+        lo, hi, count = span
         step = max(1, CHUNK_ROWS)
-        return [(a, min(a + step, hi)) for a in range(lo - 1, hi, step)]
+        if count is None or hi - lo + 1 <= 2 * count:
+            return [(a, min(a + step, hi)) for a in range(lo - 1, hi, step)]
+        rowid = self.rowid(table)
+        out, a = [], lo - 1
+        while a < hi:
+            row = self.conn.execute(f"SELECT {rowid} FROM {table} WHERE {rowid} > ? ORDER BY {rowid} "
+                                    f"LIMIT 1 OFFSET {step - 1}", (a,)).fetchone()
+            b = hi if row is None else row[0]
+            out.append((a, b))
+            a = b
+        return out
 
     def packed(self, table: str, *fields: tuple) -> Sql:
         """SQL packing fields ``(expr, bits[, mask])`` into one int64, first field in the low bits.
@@ -172,10 +228,10 @@ class Export:
 
     def clone(self) -> Export:
         """Another read-only connection to the same file (one per reader thread), strings shared."""
-        conn = sqlite3.connect(read_only_uri(self.path), uri=True, check_same_thread=False)
+        conn = _connect(self.source or self.path, self.copy_dir is not None, check_same_thread=False)
         conn.text_factory = bytes
         return Export(path=self.path, conn=conn, columns=self.columns, notnull=self.notnull,
-                      _strings=self.strings)
+                      _strings=self.strings, source=self.source, _spans=self._spans)
 
     @property
     def strings(self) -> tuple[np.ndarray, np.ndarray]:
@@ -223,27 +279,67 @@ def unpack(v: np.ndarray, *bits: int) -> list[np.ndarray]:
     return out
 
 
-def read_only_uri(path: str) -> str:
+SIDE_FILES = ("-wal", "-journal")  # beside an export: a writer was active (or crashed)
+
+
+def read_only_uri(path: str, immutable: bool | None = None) -> str:
     """SQLite URI opening ``path`` read-only; also ``immutable`` (no locks, no -shm or journal file
-    created beside the input) unless a -wal or -journal beside it says a writer may be active."""
+    created beside the input) unless a -wal or -journal beside it says a writer may be active
+    (:func:`open_export` then reads a private copy). ``immutable=True`` forces it (a look at the
+    schema only: the tables may then miss what the -wal holds)."""
     uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"  # a name of any bytes
-    if not any(os.path.exists(path + sfx) for sfx in ("-wal", "-journal")):
+    if immutable or (immutable is None and not any(os.path.exists(path + sfx) for sfx in SIDE_FILES)):
         uri += "&immutable=1"
     return uri
 
 
-def open_export(path: str) -> Export:
-    """Open ``path`` read-only and check it is an nsys export; one-line TraceReadError otherwise."""
+def _private_copy(path: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
+    """The file to open for ``path``: itself, or a copy with its -wal/-journal in a temporary folder.
+
+    Read in place, SQLite needs a ``-shm`` beside a -wal and would create one next to the input
+    (or roll a hot journal back into it); the copy is read however SQLite likes.
+    """
+    sides = [sfx for sfx in SIDE_FILES if os.path.exists(path + sfx)]
+    if not sides:
+        return path, None
+    tmp = tempfile.TemporaryDirectory(prefix="traceread-sqlite-")
+    copy = os.path.join(tmp.name, "export.sqlite")
     try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True)
+        for sfx in ("", *sides):
+            shutil.copyfile(path + sfx, copy + sfx)
+    except OSError as exc:
+        tmp.cleanup()
+        raise TraceReadError(path, f"has a {sides[0]} file beside it and could not be copied to read it without "
+                                   f"writing beside it ({exc.strerror})") from None
+    return copy, tmp
+
+
+def _connect(source: str, private: bool, check_same_thread: bool = True) -> sqlite3.Connection:
+    """A connection to ``source``: read-only, or as SQLite likes for a private copy (which may
+    have a hot journal to roll back first)."""
+    if private:
+        return sqlite3.connect(source, check_same_thread=check_same_thread)
+    return sqlite3.connect(read_only_uri(source), uri=True, check_same_thread=check_same_thread)
+
+
+def open_export(path: str) -> Export:
+    """Open ``path`` read-only and check it is an nsys export; one-line TraceReadError otherwise.
+
+    Nothing is created beside ``path``: with a -wal or -journal beside it, a private copy is read.
+    """
+    source, copy_dir = _private_copy(path)
+    try:
+        conn = _connect(source, copy_dir is not None)
         conn.text_factory = bytes  # decode ourselves, with replacement, once per distinct string
         tables = [decode(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     except sqlite3.DatabaseError as exc:
-        raise TraceReadError(path, f"not a readable SQLite database ({exc})") from None
+        if copy_dir is not None:
+            copy_dir.cleanup()
+        raise TraceReadError(path, f"not a readable SQLite database ({one_line(exc)})") from None
+    ex = Export(path=path, conn=conn, source=source, copy_dir=copy_dir)
     if "StringIds" not in tables or not any(t in tables for t in NSYS_MARKERS):
-        conn.close()
+        ex.close()
         raise TraceReadError(path, "SQLite file is not an Nsight Systems export (no StringIds or nsys tables)")
-    ex = Export(path=path, conn=conn)
     for t in tables:
         if re.fullmatch(r"[A-Za-z0-9_]+", t):
             info = conn.execute(f"PRAGMA table_info({t})").fetchall()
