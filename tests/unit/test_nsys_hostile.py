@@ -10,8 +10,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from traceread.synth._nsys_example import example_scenario
-from traceread.synth.nsys_writer import write_nsys
+from tracesynth.nsys_example import example_scenario
+from tracesynth.nsys_writer import write_nsys
 
 import traceread.loaders.nsys.read as R
 from traceread.cli import main
