@@ -83,6 +83,19 @@ DATALOADER_PREFIX = "enumerate(DataLoader)#"
 OPTIMIZER_PREFIX = "Optimizer.step#"
 PROFILER_STEP_PREFIX = "ProfilerStep#"
 PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+# The profiler's own range around the whole capture (Kineto's ``PyTorch Profiler (0)``): never a step.
+PROFILER_RANGE_RE = re.compile(r"^PyTorch Profiler \(\d+\)$")
+# A user range named for an iteration (``step[12]``, ``iteration_3``, ``train_step 7``, ``iter-4``): with
+# its numbers taken out (:func:`numbered_stem`) the occurrences are the loop's steps, one name each.
+ITERATION_RANGE_RE = re.compile(r"(?i)(?<![a-z])(?:step|iter|iteration|batch)(?![a-z])")
+_DIGITS = re.compile(r"\d+")
+
+
+def numbered_stem(name: str) -> str | None:
+    """``name`` with its numbers replaced by ``#`` when it names a numbered iteration, else None."""
+    if not ITERATION_RANGE_RE.search(name) or not _DIGITS.search(name):
+        return None
+    return _DIGITS.sub("#", name)
 
 
 def calls_matching(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:

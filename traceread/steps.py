@@ -136,13 +136,23 @@ def _host_steps(trace: Trace, v: EventView, step_range: str | None,
     df, source, notes = _marked_steps(trace, v, step_range)
     if source != SOURCE_GPU_SPAN:
         return df, source, notes, False
-    for infer in (step_inference.from_repeating_range, step_inference.from_kernel_period):
-        found = infer(v, cfg)
-        if found is not None:
-            host = _host_frame(found.host["rank"], found.host["step"], found.host["cpu_start_ns"],
-                               found.host["cpu_end_ns"])
-            return host, found.source, notes + [found.note], found.gpu_time
+    found = step_inference.from_repeating_range(v, cfg)
+    layers = None
+    if found is None:
+        # A kernel sequence that repeats inside a single range spanning the work repeats layers: the
+        # range is the step. Without repetition a single range (a wrapper around a whole program) is
+        # not taken: the GPU span below is the step.
+        period = step_inference.from_kernel_period(v, cfg)
+        layers = step_inference.repeated_layers(v, cfg)
+        spanning = step_inference.from_repeating_range(v, cfg, single=True) if period or layers else None
+        found = spanning or period
+    if found is not None:
+        host = _host_frame(found.host["rank"], found.host["step"], found.host["cpu_start_ns"],
+                           found.host["cpu_end_ns"])
+        return host, found.source, notes + [found.note], found.gpu_time
     notes.append("No step markers: the GPU-active span of each rank is analysed as one step.")
+    if layers:
+        notes.append(step_inference.layers_note(layers))
     return df, source, notes, False
 
 

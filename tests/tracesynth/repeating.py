@@ -6,7 +6,8 @@ drains. :func:`loop` simulates that for one or more ranks (one host thread and o
 each, launches linked by correlation) with a uniform ``±jitter`` on every duration, and returns the
 scenario with the planted step starts. Markers are optional, so tests can strip them: ``profiler``
 writes ``ProfilerStep#N`` ranges, ``nvtx_name`` a user range around each step's work (NVTX in an
-nsys export, ``user_annotation`` in Kineto).
+nsys export, ``user_annotation`` in Kineto). :func:`forward_passes` simulates inference forwards whose
+transformer layer repeats many times inside each pass: the pass, not the layer, is the step.
 """
 
 from __future__ import annotations
@@ -75,3 +76,45 @@ def loop(steps: int = 8, layers: int = 4, ranks: int = 1, jitter: float = 0.2, s
         out_ranks.append(rk)
         starts[r], ends[r] = np.array(st, dtype=np.int64), np.array(en, dtype=np.int64)
     return Loop(Scenario(ranks=out_ranks, world_size=ranks), starts, ends)
+
+
+_EMBED = "void at::native::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(...)"
+_HEAD = ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_tilesize256x128x64_warpgroupsize2x1x1_execute_kernel__5x_cublas")
+_SAMPLE = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>>>(...)",
+           "void at::native::elementwise_kernel<128, 4, at::native::softmax_warp_forward<float>>(...)")
+
+
+def forward_passes(passes: int = 1, layers: int = 24, jitter: float = 0.2, seed: int = 0,
+                   annotation: str | None = None, host_gap_ns: int = 2_000_000) -> Loop:
+    """``passes`` inference forwards of ``layers`` identical layers each (embedding before, head and
+    sampling after), one rank: the layer repeats far more often than the pass, which is the step.
+
+    ``annotation``: a user range around each pass; ``{n}`` in it is replaced by the pass number
+    (``"step[{n}]"``: uniquely numbered ranges), else every pass carries the same name."""
+    rng = np.random.default_rng(seed)
+    seq = [(_EMBED, 40_000)] + _FWD * layers + [(_NORM, 30_000), (_HEAD, 400_000)] + [(k, 20_000) for k in _SAMPLE]
+    rk = Rank(rank=0, pid=6000, devices=[0])
+
+    def j(ns: float) -> int:
+        return max(int(ns * rng.uniform(1.0 - jitter, 1.0 + jitter)), 100)
+
+    h, free, corr = 1_000_000, 0, 1
+    st, en = [], []
+    for n in range(passes):
+        h += j(host_gap_ns)  # the scheduler between requests: the GPU drains meanwhile
+        start = h
+        for name, mean in seq:
+            launch = j(5_000)
+            rk.host_calls.append(HostCall(100, "cudaLaunchKernel", h, h + launch, corr))
+            k0 = max(h + launch + j(3_000), free + j(1_500))
+            free = k0 + j(mean)
+            rk.kernels.append(Kernel(0, 7, name, k0, free, corr))
+            corr += 1
+            h += launch + j(8_000)
+        h = max(h, free) + j(20_000)  # the sampled tokens copied back: the host waits for the pass
+        if annotation:
+            rk.host_ranges.append(HostRange(100, annotation.format(n=n), start, h))
+        st.append(start)
+        en.append(free)
+    return Loop(Scenario(ranks=[rk], world_size=1), {0: np.array(st, dtype=np.int64)},
+                {0: np.array(en, dtype=np.int64)})

@@ -9,7 +9,7 @@ import pytest
 from conftest import SHARED_TRACES, needs_shared
 from tracesynth.kineto_writer import write_kineto
 from tracesynth.nsys_writer import write_nsys
-from tracesynth.repeating import loop
+from tracesynth.repeating import forward_passes, loop
 
 from traceread.config import Thresholds
 from traceread.loaders import load
@@ -89,6 +89,73 @@ def test_no_repetition_stays_one_window(tmp_path) -> None:
         k.name = f"kernel_{rng.integers(1 << 40)}"
     res = find_steps(_load(lp, "nsys", tmp_path), Thresholds())
     assert res.source == "gpu-span" and len(res.steps) == 1
+
+
+FORMATS_JITTER = [(fmt, jitter, seed) for fmt in ("kineto", "nsys") for jitter, seed in ((0.1, 0), (0.2, 1))]
+
+
+@pytest.mark.parametrize(("fmt", "jitter", "seed"), FORMATS_JITTER)
+def test_one_forward_with_repeated_layers_is_one_step(fmt: str, jitter: float, seed: int, tmp_path) -> None:
+    """No annotation: 24 layers between an embedding and a head are one pass, not 24 steps."""
+    lp = forward_passes(passes=1, layers=24, jitter=jitter, seed=seed)
+    res = find_steps(_load(lp, fmt, tmp_path), Thresholds())
+    assert res.source == "gpu-span" and len(res.steps) == 1
+    assert any("One forward pass with 24 repeated layers: treated as one step" in n for n in res.notes)
+
+
+@pytest.mark.parametrize(("fmt", "jitter", "seed"), FORMATS_JITTER)
+def test_a_single_range_spanning_the_forward_is_the_step(fmt: str, jitter: float, seed: int, tmp_path) -> None:
+    lp = forward_passes(passes=1, layers=24, jitter=jitter, seed=seed, annotation="execute_8192_context_9")
+    res = find_steps(_load(lp, fmt, tmp_path), Thresholds())
+    assert res.source == "inferred:nvtx:execute_8192_context_9" and len(res.steps) == 1
+    assert any("One forward pass with 24 repeated layers" in n for n in res.notes)
+    step = res.steps.iloc[0]
+    assert step["end_ns"] >= lp.step_ends[0][-1]  # the whole pass, its GPU lag included
+
+
+@pytest.mark.parametrize(("fmt", "jitter", "seed"), FORMATS_JITTER)
+@pytest.mark.parametrize("passes", [2, 5])
+def test_uniquely_numbered_ranges_are_the_steps(fmt: str, jitter: float, seed: int, passes: int, tmp_path) -> None:
+    lp = forward_passes(passes=passes, layers=12, jitter=jitter, seed=seed, annotation="step[{n}]")
+    res = find_steps(_load(lp, fmt, tmp_path), Thresholds())
+    assert res.source == "inferred:nvtx:step[#]" and len(res.steps) == passes
+    assert _steady_median(res) == pytest.approx(np.median(_truth(lp)), rel=0.05)
+
+
+@pytest.mark.parametrize(("fmt", "jitter", "seed"), FORMATS_JITTER)
+@pytest.mark.parametrize("passes", [2, 4])
+def test_several_passes_with_repeated_layers_are_steps_of_passes(fmt: str, jitter: float, seed: int, passes: int,
+                                                                  tmp_path) -> None:
+    """No annotation: the pass repeats (only twice, or more) and wins over its layer."""
+    lp = forward_passes(passes=passes, layers=16, jitter=jitter, seed=seed)
+    res = find_steps(_load(lp, fmt, tmp_path), Thresholds())
+    assert res.source == "inferred:kernel-period" and len(res.steps) == passes
+    assert _steady_median(res) == pytest.approx(np.median(_truth(lp)), rel=0.05)
+
+
+def test_the_profilers_own_range_is_never_the_step(tmp_path) -> None:
+    lp = forward_passes(passes=1, layers=24, seed=3)
+    rk = lp.scenario.ranks[0]
+    from tracesynth.model import HostRange
+
+    rk.host_ranges.append(HostRange(100, "PyTorch Profiler (0)", 0, int(lp.step_ends[0][-1]) + 1_000_000))
+    res = find_steps(_load(lp, "kineto", tmp_path), Thresholds())
+    assert res.source == "gpu-span" and len(res.steps) == 1
+
+
+def test_a_training_loop_with_repeated_layers_keeps_its_iterations(tmp_path) -> None:
+    """Several real iterations, each with 8 layers forward and backward: the iteration, not the layer."""
+    lp = loop(steps=5, layers=8, seed=11, jitter=0.2, profiler=False)
+    res = find_steps(_load(lp, "nsys", tmp_path), Thresholds())
+    assert res.source == "inferred:kernel-period" and len(res.steps) == 5
+
+
+@needs_shared
+def test_vllm_forward_is_one_step_not_24_layers() -> None:
+    """One execute_... range around a 24-layer forward (kernels on device 2, no ProfilerStep)."""
+    res = find_steps(load(SHARED_TRACES / "kineto/tracelens_vllm_piecewise_exec_mi300x.json.gz"), Thresholds())
+    assert res.source.startswith("inferred:nvtx:execute_8192") and len(res.steps) == 1
+    assert any("One forward pass with 24 repeated layers: treated as one step" in n for n in res.notes)
 
 
 def _strip(trace: Trace) -> Trace:

@@ -10,6 +10,9 @@ Matching goes by the names traces really carry (Kineto ``deviceProperties[].name
 ``Tesla V100-DGXS-32GB``, ``AMD Instinct MI300X``. A name that matches no row (``AMD Radeon
 Graphics``, ``''``, an accelerator we do not know) is never guessed: :func:`resolve_peak` raises a
 :class:`~traceread.errors.MissingInputError` asking for ``--gpu NAME`` or the two ``--peak-*`` flags.
+The Kineto loader names a ROCm device whose properties entry has no name (or the ``AMD Radeon
+Graphics`` placeholder) from its architecture, compute units and memory when they identify one part
+(``AMD Instinct MI300X (gfx942, 304 compute units, 192 GB; ...)``), so such names match here.
 """
 
 from __future__ import annotations

@@ -48,6 +48,8 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
     schema.validate(events)
     base, offset, base_note = km.time_base(stream.top, events)
     warnings = list(stream.warnings) + rank_notes
+    devices, device_notes = km.devices(stream.top, events, rank)
+    warnings += device_notes
     warnings += _note_lines(builder.notes)
     if base_note and len(events):
         warnings.append(base_note)
@@ -69,7 +71,7 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
         generation=km.generation(stream.top, stream.bare_list, list(builder.cat_ids), builder.float_ts),
         time_base=base,
         epoch_offset_ns=offset,
-        devices=km.devices(stream.top, events, rank),
+        devices=devices,
         ranks=[km.rank_info(rank, rank_source, world, world_source, events)],
         profiler_options=km.profiler_options(stream.top),
         distributed=km.distributed(stream.top),

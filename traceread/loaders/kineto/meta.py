@@ -6,6 +6,7 @@ names and paths (``traceName``) that must never reach a report.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Any
@@ -92,31 +93,87 @@ def versions(top: dict[str, Any]) -> dict[str, Any]:
     return {k: top[k] for k in VERSION_KEYS if k in top and isinstance(top[k], (int, str))}
 
 
-def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> list[DeviceInfo]:
-    """Devices the trace lists (deviceProperties / 2021 computeProperties) plus any it used."""
+# AMD Instinct parts by the properties ROCm Kineto writes when it leaves ``name`` empty: (architecture,
+# compute units, memory GiB) -> product. The architecture is ``gcnArchName``'s gfx id, else ROCm's
+# compute capability (gfx942 reports 9.4, gfx90a 9.0, gfx950 9.5). One PyTorch device each (an MI250X
+# GCD has 110 CUs). MI210 and an MI250 GCD share gfx90a, 104 CUs and 64 GB: never guessed between.
+_AMD_PARTS: dict[tuple[str, int, int], str] = {
+    ("gfx942", 304, 192): "AMD Instinct MI300X",
+    ("gfx942", 304, 256): "AMD Instinct MI325X",
+    ("gfx942", 228, 128): "AMD Instinct MI300A",
+    ("gfx950", 256, 288): "AMD Instinct MI355X",
+    ("gfx90a", 110, 64): "AMD Instinct MI250X",
+}
+_AMD_AMBIGUOUS = {("gfx90a", 104, 64): "MI210 or one MI250 GCD"}
+_ROCM_CC_ARCH = {"9.4": "gfx942", "9.0": "gfx90a", "9.5": "gfx950"}
+# ROCm's placeholder when it cannot name the part: no better than no name.
+_PLACEHOLDER_NAME = re.compile(r"^\s*(AMD Radeon Graphics)?\s*$")
+
+
+def _amd_arch(p: dict[str, Any], cc: str | None) -> str | None:
+    arch = p.get("gcnArchName")
+    if isinstance(arch, str) and (m := re.match(r"gfx\w+", arch)):
+        return m.group(0)
+    amd = p.get("warpSize") == 64  # NVIDIA warps are 32 threads, AMD wavefronts 64 on Instinct
+    return _ROCM_CC_ARCH.get(cc or "") if amd else None
+
+
+def _name_from_properties(dev: DeviceInfo, p: dict[str, Any]) -> tuple[str, str | None]:
+    """A nameless device's name from its architecture, compute units and memory; or '' and why not."""
+    arch = _amd_arch(p, dev.compute_capability)
+    gib = round(dev.memory_bytes / 2**30) if dev.memory_bytes else None
+    what = f"{arch or 'architecture unknown'}, {dev.sm_count or '?'} compute units, {gib or '?'} GB"
+    key = (arch or "", dev.sm_count or 0, gib or 0)
+    if key in _AMD_PARTS:
+        return f"{_AMD_PARTS[key]} ({what}; deviceProperties gives no model name)", None
+    why = (f"fit the {_AMD_AMBIGUOUS[key]} alike" if key in _AMD_AMBIGUOUS else "match no known GPU")
+    return "", (f"GPU {dev.id} has no model name in deviceProperties ({dev.name!r}) and its properties ({what}) {why}: "
+                "pass --gpu NAME for MFU and the roofline")
+
+
+def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> tuple[list[DeviceInfo], list[str]]:
+    """Devices the trace lists (deviceProperties / 2021 computeProperties) plus any it used, and notes
+    on a used device the trace does not name.
+
+    A used device is described by its own properties entry (by id), or by the single entry when only
+    one is listed (ROCm lists id 0 while the kernels run on device 2 or 9); a nameless one is named
+    from its architecture, compute units and memory when they identify the part."""
     lane = events["lane"].cat
     on_gpu = codes_in(lane.codes.to_numpy(), [lane.categories.get_loc(x) for x in cats.GPU_LANES if x in lane.categories],
                       len(lane.categories))
     used = set(np.unique(events["device"].to_numpy()[on_gpu]).tolist()) - {-1}
     props = top.get("deviceProperties") or top.get("computeProperties") or []
+    entries = {p["id"]: p for p in (props if isinstance(props, list) else [])
+               if isinstance(p, dict) and isinstance(p.get("id"), int)}
+    single = next(iter(entries.values())) if len(entries) == 1 else None
     out: dict[int, DeviceInfo] = {}
-    for p in props if isinstance(props, list) else []:
-        if not isinstance(p, dict) or not isinstance(p.get("id"), int):
+    notes: list[str] = []
+    for d in sorted(set(entries) | used):
+        p = entries.get(d, single if d in used else None)
+        if p is None:
+            out[d] = DeviceInfo(rank=rank, id=d, name="", used=True)
+            if entries:  # a file with no properties at all says so elsewhere (the device is "unknown")
+                    notes.append(f"GPU {d} ran the kernels but deviceProperties does not describe it: its model is "
+                             "unknown (pass --gpu NAME for MFU and the roofline)")
             continue
         major = p.get("computeMajor", p.get("major"))
         minor = p.get("computeMinor", p.get("minor"))
         sms = p.get("numSms", p.get("multiProcessorCount", p.get("maxComputeUnits")))
         mem = p.get("totalGlobalMem")
-        out[p["id"]] = DeviceInfo(
-            rank=rank, id=p["id"], name=str(p.get("name", "")),
+        dev = DeviceInfo(
+            rank=rank, id=d, name=str(p.get("name", "")),
             sm_count=sms if isinstance(sms, int) else None,
             memory_bytes=mem if isinstance(mem, int) else None,
             compute_capability=f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None,
-            used=p["id"] in used,
+            used=d in used,
         )
-    for d in sorted(used - set(out)):
-        out[d] = DeviceInfo(rank=rank, id=d, name="", used=True)
-    return [out[k] for k in sorted(out)]
+        if _PLACEHOLDER_NAME.match(dev.name) and dev.used:
+            name, why = _name_from_properties(dev, p)
+            dev = dataclasses.replace(dev, name=name or dev.name)
+            if why:
+                notes.append(why)
+        out[d] = dev
+    return [out[k] for k in sorted(out)], notes
 
 
 def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | None, str | None]:
