@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from tracesynth.nsys_example import example_scenario
 from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import PlantSpec, plant
 
 import traceread.loaders.nsys.read as R
 from traceread.cli import main
@@ -167,3 +168,16 @@ def test_malformed_schema_quoting_sql_over_lines_is_one_line(tmp_path: Path, com
         assert main(["scan", str(path.parent), "--out", str(tmp_path / "out")]) in (0, 2)
         failures = (tmp_path / "out" / "failures.md").read_text()
         assert 'unrecognized token: "\\`name TEXT, -- a label TEXT )")\n' in failures, failures  # one line
+
+
+@pytest.mark.parametrize("device_id", [2**31 - 1, 2**40, 2**63 - 1, -5])
+def test_a_device_id_past_int32_is_a_label_with_a_note_never_another_device(tmp_path, device_id) -> None:
+    """Kernels pack their deviceId into 31 bits: 2^40 used to wrap to device 0 silently."""
+    path = Path(write_nsys(plant(PlantSpec(seed=3, ranks=1, steps=4)).scenario, tmp_path / "d.sqlite"))
+    with sqlite3.connect(path) as db:
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
+            db.execute(f"UPDATE {table} SET deviceId = ?", (device_id,))
+    tr = load(str(path))
+    gpu = tr.events[tr.events["lane"].astype(str).str.startswith("gpu")]
+    assert set(gpu["device"].unique()) == {2**31 - 1}
+    assert any("deviceId outside" in w for w in tr.meta.warnings)

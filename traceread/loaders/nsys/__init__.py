@@ -130,6 +130,9 @@ def load_export(ex: Export, path: str, progress: bool, step_range: str | None, l
     pending: dict[str, Callable[[], pd.DataFrame]] = \
         {"kernel_args": _KernelArgs(ex.path, n_kernels)} if lazy_args and n_kernels else {}
     meta = _meta(ex, path, events, ranks, used, step_range)
+    if out.odd_devices:
+        meta.warnings.append(f"{out.odd_devices:,} GPU rows carry a deviceId outside 0..{B.DEVICE_LABEL - 1}: "
+                             f"shown as device {B.DEVICE_LABEL} (one label for all of them)")
     # kernel_args keeps its place (first: the kernels are the first rows) while it is pending.
     return Trace(events=events, meta=meta, side=SideTables({**{k: None for k in pending}, **side}, pending))
 

@@ -125,6 +125,13 @@ def _gpu_block(ex: Export, table: str, c: dict[str, np.ndarray], names: np.ndarr
                  device=c["deviceId"], stream=stream, correlation=c["correlationId"], side=side or {})
 
 
+# A kernel's deviceId packs into 31 bits: one outside 0..DEVICE_LABEL-1 (a damaged or hostile export)
+# becomes DEVICE_LABEL, never a wrapped id that names another device; the frame writer labels the other
+# tables' out-of-range ids the same way and the loader notes it (limits.py's integer policy).
+DEVICE_LABEL = (1 << 31) - 1
+DEVICE_IN_RANGE = (f"(CASE WHEN deviceId IS NULL THEN 0 WHEN deviceId BETWEEN 0 AND {DEVICE_LABEL - 1} "
+                   f"THEN deviceId ELSE {DEVICE_LABEL} END)")
+
 _GPU_COLS = {"start": "start", "end": "end", "deviceId": "deviceId", "streamId": "streamId",
              "correlationId": "correlationId", "globalPid": "globalPid"}
 
@@ -160,7 +167,7 @@ def kernels(ex: Export, with_args: bool = True) -> Table | None:
     pk = ex.packed
     exprs = {
         "start": "start", "end": "end",
-        "dev_stream": pk(t, ("streamId", 32), ("deviceId", 31)),
+        "dev_stream": pk(t, ("streamId", 32), (DEVICE_IN_RANGE, 31)),
         "pid_corr": pk(t, ("correlationId", 32), ("(globalPid >> 24)", 24, True)),
         "names": pk(t, (f(t, "demangledName"), 31), (f(t, "shortName"), 31)),
         **(_kernel_arg_exprs(ex, t) if with_args else {}),

@@ -18,7 +18,7 @@ import pandas as pd
 
 from traceread import schema as S
 from traceread.limits import check_events
-from traceread.loaders.nsys.blocks import Block, RuntimeRows, Table
+from traceread.loaders.nsys.blocks import DEVICE_LABEL, Block, RuntimeRows, Table
 from traceread.trace import shown_path
 
 # Lanes whose rows say a process ran work on a device (sync records can name another device).
@@ -41,6 +41,7 @@ class FrameWriter:
         self.names: dict[str, int] = {}  # name -> code, in first-seen order
         self.raws: list[str] = []
         self.pids: set[int] = set()
+        self.odd_devices = 0  # rows whose device id was outside 0..2^31-2 (relabelled DEVICE_LABEL)
         self.used_keys: set[int] = set()  # pid * _DEV_SPAN + device of rows with GPU work
         self.side: dict[str, _Side] = {}
 
@@ -74,7 +75,12 @@ class FrameWriter:
         if hi > len(self.col["start_ns"]):
             raise AssertionError("nsys table returned more rows than its rowid span")  # rowids are unique
         c = self.col
-        for col, src in (("lane", b.lane), ("device", b.device), ("stream", b.stream), ("pid", b.pid),
+        device = b.device
+        odd = (device < S.NO_ID) | (device >= DEVICE_LABEL)
+        if odd.any():  # not an int32 device id: one label for all of them, counted for the loader's note
+            self.odd_devices += int(odd.sum())
+            device = np.where(odd, DEVICE_LABEL, device)
+        for col, src in (("lane", b.lane), ("device", device), ("stream", b.stream), ("pid", b.pid),
                          ("tid", b.tid), ("category", b.category), ("start_ns", b.start), ("end_ns", b.end),
                          ("correlation", b.correlation), ("name", b.name_code)):
             c[col][lo:hi] = src
