@@ -11,6 +11,11 @@ Jitter is uniform: every duration is drawn in [1 - j, 1 + j] times its mean (0.2
 * ``pipeline``: tracesynth.pipeline_schedules.plant_pipeline: 4 stages running GPipe
   (fill/drain), 1F1B or interleaved 1F1B (by seed), 4 or 8 micro-batches, p2p as c10d send/recv
   or coalesced (batch_isend_irecv), bubbles waiting on p2p recvs, sometimes an exposed DP all-reduce.
+* ``capture``: the ``mixed`` traces with capture boundaries (tracesynth.capture): at the start the
+  GPU is still busy for 20-200 ms with work issued before the capture (the host queues and the
+  first op waits, a synchronous DtoH copy waits, or a device sync waits: by seed), and the last step
+  ends in a 20-100 ms stretch with nothing issued (the profiler shutting down); truth
+  ``capture-boundary`` for both.
 * ``all-to-all``: plant_all_to_all: TorchRec-like embedding all-to-alls on SendRecv kernels that the
   compute waits on every step (comm-bound, not a pipeline), and periodic waits on an invisible event.
 
@@ -32,6 +37,7 @@ import click
 import numpy as np
 import pandas as pd
 import tests_on_path  # noqa: F401 - puts tests/ on sys.path for tracesynth
+from tracesynth.capture import KINDS as CAPTURE_KINDS
 from tracesynth.pipeline_schedules import (
     SCHEDULES,
     AllToAllSpec,
@@ -60,6 +66,12 @@ def plant_family(family: str, seed: int, jitter: float) -> Planted:
     steps = _steps(family, seed)
     if family == "mixed":
         return plant(PlantSpec(seed=seed, steps=steps, jitter=jitter, jitter_dist="uniform", weights=_weights(seed)))
+    if family == "capture":
+        rng = np.random.default_rng(30_000 + seed)
+        return plant(PlantSpec(seed=seed, steps=steps, jitter=jitter, jitter_dist="uniform", weights=_weights(seed),
+                               capture_lead=CAPTURE_KINDS[seed % len(CAPTURE_KINDS)],
+                               capture_lead_ns=int(rng.uniform(20e6, 200e6)),
+                               capture_tail_ns=int(rng.uniform(20e6, 100e6))))
     if family == "pipeline":
         return plant_pipeline(PipelineSpec(seed=seed, schedule=SCHEDULES[seed % len(SCHEDULES)], steps=steps,
                                            jitter=jitter, microbatches=(4, 8)[(seed // 3) % 2],
@@ -69,7 +81,7 @@ def plant_family(family: str, seed: int, jitter: float) -> Planted:
     raise click.BadParameter(f"unknown family {family!r}")
 
 
-FAMILIES = ("mixed", "pipeline", "all-to-all")
+FAMILIES = ("mixed", "pipeline", "all-to-all", "capture")
 
 
 def _write(planted: Planted, fmt: str, prefix: str) -> list[str]:

@@ -121,7 +121,7 @@ def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: 
     from traceread.gaps import find_gaps
     from traceread.rules import classify
 
-    out = classify(find_gaps(trace, steps), steps, trace, cfg)
+    out = classify(find_gaps(trace, steps, cfg), steps, trace, cfg)
     notes.extend(out.attrs.get("notes", []))  # what the rules could not judge (bubbles with few steps)
     return out.reset_index(drop=True)
 
