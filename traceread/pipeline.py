@@ -107,7 +107,10 @@ def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
     out.step_source = res.source
     notes.extend(f"{label}: {n}" if len(label) else n for n in res.notes)
     if steps.empty:
-        unavailable.append(f"{label}: no steps and no GPU activity, so there is no window to analyse")
+        from traceread.sanity import missing_gpu_activity
+
+        why = missing_gpu_activity(trace) or "no steps could be found"
+        unavailable.append(f"{label}: no GPU activity to analyse: {why}")
         return _tables(index, trace, steps, out, unavailable)
 
     gaps = _classified_gaps(trace, steps, cfg, notes)

@@ -557,7 +557,6 @@ def test_a_long_first_launch_is_judged_the_same_in_every_trace():
     assert seen >= 10
 
 
-@pytest.mark.xfail(strict=False, reason="issue 24: refusals say what is missing (kernel records lost)")
 def test_lost_kernel_records_are_named_not_a_cpu_only_capture():
     import io
 

@@ -12,10 +12,14 @@ unrecorded work for ``wait`` ns (its streams are not free before then) and
 Truth: ``capture-boundary`` from the step's start to the first GPU op, which is one ordinary kernel
 (whatever the step plants next follows it). The shutdown tail is planted
 by ``_Sim.step`` (``tail``): the last step is padded with a stretch where no thread issues anything.
+``lost_kernel_records(scenario)`` drops every GPU activity record of a scenario (the refusal test).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from tracesynth.model import Scenario
 from tracesynth.planted import COMM, COMPUTE, COPY, _Sim
 
 KINDS: tuple[str, ...] = ("queued", "blocking-copy", "sync")
@@ -48,3 +52,11 @@ def lead_boundary(sim: _Sim, kind: str, wait: int) -> None:
         sim.busy(1)
         return
     raise ValueError(f"unknown lead kind {kind!r}")
+
+
+def lost_kernel_records(scenario: Scenario) -> Scenario:
+    """The same capture with every GPU activity record lost (the profiler stopped before its activity
+    buffers were flushed): launch calls, their flow starts and the host side stay, no kernel, copy,
+    memset or sync record does."""
+    ranks = [dataclasses.replace(rk, kernels=[], copies=[], graphs=[], syncs=[]) for rk in scenario.ranks]
+    return dataclasses.replace(scenario, ranks=ranks)

@@ -88,8 +88,9 @@ def _clock(t) -> ViewerClock:
 
 def _verdict(a: Analysis) -> str:
     if a.dominant_cause == "no-gpu-activity":
+        why = a.refusal or "no launch call either: was the capture CPU-only (`ProfilerActivity.CUDA` not enabled)?"
         return ("## Verdict\n\nNo GPU activity in the trace (no kernels, copies or memsets): nothing to "
-                "diagnose on a GPU. Was the capture CPU-only (`ProfilerActivity.CUDA` not enabled)?")
+                "diagnose on a GPU. What is missing: " + md_text(why))
     if a.steps.empty:
         return "## Verdict\n\nNo steps could be analysed; see the method notes."
     text = advice.verdict(a.dominant_cause, a.dominant_cost_share, a.dominant_evidence)
