@@ -54,7 +54,9 @@ TARGET = 0.95
 
 def _weights(seed: int) -> dict[str, float]:
     rng = np.random.default_rng(10_000 + seed)
-    return {c: float(np.round(rng.uniform(0.5, 2.0), 2)) for c in CLASSES}
+    # capture-boundary is planted at the capture's edges (family 'capture'), not per step: no weight (and
+    # the other classes keep the draws they had before it existed).
+    return {c: float(np.round(rng.uniform(0.5, 2.0), 2)) for c in CLASSES if c != "capture-boundary"}
 
 
 def _steps(family: str, seed: int) -> int:

@@ -20,9 +20,15 @@ from __future__ import annotations
 import dataclasses
 
 from tracesynth.model import Scenario
-from tracesynth.planted import COMM, COMPUTE, COPY, _Sim
+from tracesynth.planted import _BIG, COMM, COMPUTE, COPY, _Sim
 
 KINDS: tuple[str, ...] = ("queued", "blocking-copy", "sync")
+
+
+def _first_kernel(sim: _Sim) -> None:
+    """One GEMM after the lead: it closes the lead's truth interval (no overlapped all-reduce is drawn
+    here: queued behind the unrecorded work, it would run across the next planted gap)."""
+    sim.kernel(_BIG["gemm"][0], sim.j(80_000))
 
 
 def lead_boundary(sim: _Sim, kind: str, wait: int) -> None:
@@ -34,7 +40,7 @@ def lead_boundary(sim: _Sim, kind: str, wait: int) -> None:
     if kind == "queued":
         sim.pending = "capture-boundary"
         sim.last_end = start  # the truth runs from the capture's start to the first kernel
-        sim.busy(1)
+        _first_kernel(sim)
         return
     if kind == "blocking-copy":
         sim.copy("DtoH", sim.j(8_000), COMPUTE, "Device", "cudaMemcpy", blocking=True)
@@ -42,14 +48,14 @@ def lead_boundary(sim: _Sim, kind: str, wait: int) -> None:
         # boundary, the copy and the launch after it the sync's own stall (host blocked, then refill).
         sim.truth.append((start, busy_until, "capture-boundary"))
         sim.last_end, sim.pending = busy_until, "sync-stall"
-        sim.busy(1)
+        _first_kernel(sim)
         return
     if kind == "sync":
         _, sim.h = sim.api("cudaDeviceSynchronize", sim.h + 2_000, busy_until + 1_500 - sim.h - 2_000)
         sim.h += 1_000
         sim.pending = "capture-boundary"
         sim.last_end = start
-        sim.busy(1)
+        _first_kernel(sim)
         return
     raise ValueError(f"unknown lead kind {kind!r}")
 

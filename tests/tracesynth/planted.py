@@ -349,7 +349,7 @@ class _Sim:
             while t < quiet_from:
                 d = self.j(self.rng.uniform(20_000, 400_000))
                 self.op(str(self.rng.choice(["aten::empty", "aten::to", "aten::pin_memory"])), t,
-                        min(t + d, quiet_from), NOISE)
+                        min(t + d, quiet_from) if tail else t + d, NOISE)
                 t += d + self.j(self.rng.uniform(50_000, 800_000))
 
 
