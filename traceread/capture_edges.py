@@ -30,6 +30,8 @@ then the kernel starts: a one-time cost, not a boundary).
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pandas as pd
 
@@ -60,24 +62,25 @@ def capture_edges(trace: Trace, steps: pd.DataFrame, cfg: Thresholds) -> pd.Data
         return _empty()
     v = event_view(trace)
     rows = []
-    for (rank, device), st in steps.groupby(["rank", "device"], sort=True):
+    for key, st in steps.groupby(["rank", "device"], sort=True):
+        rank, device = cast("tuple[int, int]", key)
         st = st.sort_values("start_ns", kind="stable")
-        row = {"rank": int(rank), "device": int(device)}
+        row: dict[str, Any] = {"rank": int(rank), "device": int(device)}
         row.update(_lead(v, int(rank), int(device), int(st["start_ns"].iloc[0]), cfg))
         row.update(_tail(v, int(rank), int(device), st, cfg))
         rows.append(row)
     return pd.DataFrame(rows, columns=list(EDGE_COLUMNS))
 
 
-def _lead(v: EventView, rank: int, device: int, w0: int, cfg: Thresholds) -> dict:
-    none = {"lead_start_ns": -1, "lead_end_ns": -1, "lead_kind": "", "lead_wait_ns": 0, "lead_op": "",
+def _lead(v: EventView, rank: int, device: int, w0: int, cfg: Thresholds) -> dict[str, Any]:
+    none: dict[str, Any] = {"lead_start_ns": -1, "lead_end_ns": -1, "lead_kind": "", "lead_wait_ns": 0, "lead_op": "",
             "lead_call": ""}
     ops = v.rows(OP_LANES, rank=rank, device=device)
     if len(ops) == 0:
         return none
     first = ops[np.argmin(v.start[ops])]
     f_start = int(v.start[first])
-    found = dict(none)
+    found: dict[str, Any] = dict(none)
     launch = int(v.launch_of(np.array([first]))[0])
     if launch >= 0:
         ls, le = int(v.start[launch]), int(v.end[launch])
@@ -104,7 +107,7 @@ def _lead(v: EventView, rank: int, device: int, w0: int, cfg: Thresholds) -> dic
     return {**none, **found}
 
 
-def _tail(v: EventView, rank: int, device: int, st: pd.DataFrame, cfg: Thresholds) -> dict:
+def _tail(v: EventView, rank: int, device: int, st: pd.DataFrame, cfg: Thresholds) -> dict[str, Any]:
     none = {"tail_start_ns": -1, "tail_end_ns": -1, "tail_other_ns": 0}
     host = v.rows(HOST_LANES, rank=rank)
     py = v.cat_codes.get(schema.CAT_PYTHON, -99)

@@ -22,6 +22,8 @@ capture. Attribution keeps this time out of the causes' shares and out of the ve
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -33,6 +35,22 @@ from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY
 
 NAME = CAPTURE_BOUNDARY
+
+
+class _Edge:
+    """One row of ``capture_edges`` with typed fields."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.rank, self.device = int(row["rank"]), int(row["device"])
+        self.lead_start_ns, self.lead_end_ns = int(row["lead_start_ns"]), int(row["lead_end_ns"])
+        self.lead_kind, self.lead_op, self.lead_call = str(row["lead_kind"]), str(row["lead_op"]), str(row["lead_call"])
+        self.lead_wait_ns = int(row["lead_wait_ns"])
+        self.tail_start_ns, self.tail_end_ns = int(row["tail_start_ns"]), int(row["tail_end_ns"])
+        self.tail_other_ns = int(row["tail_other_ns"])
+
+
+def _records(edges: pd.DataFrame) -> list[_Edge]:
+    return [_Edge({str(k): v for k, v in r.items()}) for r in edges.to_dict("records")]
 
 
 def edges_of(steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame | None:
@@ -51,7 +69,7 @@ def captured(gaps: pd.DataFrame, steps: pd.DataFrame | None, edges: pd.DataFrame
     if steps is None or edges is None or not ((edges["lead_end_ns"] >= 0) | (edges["tail_start_ns"] >= 0)).any():
         return gaps, steps
     st = steps.copy()
-    for e in edges.itertuples(index=False):
+    for e in _records(edges):
         here = np.flatnonzero(((st["rank"] == e.rank) & (st["device"] == e.device)).to_numpy())
         if len(here) == 0:
             continue
@@ -89,7 +107,7 @@ def cover(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, n
         return kind, text
     g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
     gs, ge = col(gaps, "start_ns").astype(np.int64), col(gaps, "end_ns").astype(np.int64)
-    for e in edges.itertuples(index=False):  # one row per device
+    for e in _records(edges):  # one row per device
         here = (g_rank == e.rank) & (g_dev == e.device)
         if e.lead_end_ns >= 0:
             lead = here & (gs >= e.lead_start_ns) & (ge <= e.lead_end_ns)
