@@ -235,7 +235,8 @@ def _boundary_note(gaps: pd.DataFrame, shares: Mapping[str, float], total_ns: in
             "blocking-call": "a blocking call at the capture's start waiting on earlier GPU work",
             "shutdown": "the profiler shutting down after the last step"}
     parts = ", ".join(f"{what.get(k, k)} {v / 1e6:.2f} ms" for k, v in split.items())
-    return [f"capture boundary: {share:.0%} of step time lies at the capture's edges ({parts}); it is kept out of "
+    whole = "over 99%" if 0.995 <= share < 1 else f"{share:.0%}"  # never "100%" while some time was captured
+    return [f"capture boundary: {whole} of step time lies at the capture's edges ({parts}); it is kept out of "
             "the causes' shares and the verdict, whose shares are of the remaining captured time"]
 
 
