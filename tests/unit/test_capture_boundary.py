@@ -30,11 +30,11 @@ CFG = Thresholds()
 MS = 1_000_000
 
 
-def _write(planted, fmt: str, tmp_path) -> str:
-    if fmt == "nsys":
-        return write_nsys(planted.scenario if hasattr(planted, "scenario") else planted, str(tmp_path / "t.sqlite"))
+def _write(planted, fmt: str, tmp_path, name: str = "t") -> str:
     sc = planted.scenario if hasattr(planted, "scenario") else planted
-    return write_kineto(sc, str(tmp_path / "t.rank{rank}.pt.trace.json"))[0]
+    if fmt == "nsys":
+        return write_nsys(sc, str(tmp_path / f"{name}.sqlite"))
+    return write_kineto(sc, str(tmp_path / (name + ".rank{rank}.pt.trace.json")))[0]
 
 
 def _spec(lead: str, **kw) -> PlantSpec:
@@ -76,7 +76,7 @@ def test_a_trace_without_edges_has_no_capture_boundary(tmp_path):
     # The tail is still planted: only the shutdown stretch is a boundary, the start is not.
     assert set(gaps.loc[gaps["class"] == "capture-boundary", "evidence_kind"]) == {"shutdown"}
     planted = plant(PlantSpec(seed=3, ranks=1, steps=6, jitter=0.2))
-    gaps = classify_file(_write(planted, "kineto", tmp_path), CFG)
+    gaps = classify_file(_write(planted, "kineto", tmp_path, "plain"), CFG)
     assert not (gaps["class"] == "capture-boundary").any()
 
 
