@@ -16,6 +16,8 @@ Jitter is uniform: every duration is drawn in [1 - j, 1 + j] times its mean (0.2
   first op waits, a synchronous DtoH copy waits, or a device sync waits: by seed), and the last step
   ends in a 20-100 ms stretch with nothing issued (the profiler shutting down); truth
   ``capture-boundary`` for both.
+  The same traces with every GPU record dropped (``tracesynth.capture.lost_kernel_records``) must get
+  the refusal that names lost kernel records (counted, part of the target).
 * ``all-to-all``: plant_all_to_all: TorchRec-like embedding all-to-alls on SendRecv kernels that the
   compute waits on every step (comm-bound, not a pipeline), and periodic waits on an invisible event.
 
@@ -116,6 +118,27 @@ def run(seeds: int, jitter: float, fmt: str, families: list[str], tmp: str, cfg:
     return total, uncovered, n
 
 
+def _lost_records_named(seeds: int, fmts: list[str]) -> tuple[int, int]:
+    """How many lost-kernel-record variants of the capture family get the refusal that names them."""
+    from tracesynth.capture import lost_kernel_records
+
+    from traceread import load
+    from traceread.analysis import analyze
+
+    named = total = 0
+    with tempfile.TemporaryDirectory(prefix="traceread-lost-") as tmp:
+        for fmt in fmts:
+            for seed in range(seeds):
+                planted = plant_family("capture", seed, 0.1)
+                lost = Planted(lost_kernel_records(planted.scenario), planted.truth, planted.spec)
+                for path in _write(lost, fmt, os.path.join(tmp, f"lost_s{seed}")):
+                    a = analyze([load(path)], cfg=Thresholds())
+                    named += int(a.dominant_cause == "no-gpu-activity" and "kernel records lost" in a.refusal)
+                    total += 1
+                    os.unlink(path)
+    return named, total
+
+
 def _pr(mat: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     m = mat.to_numpy(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -163,6 +186,11 @@ def main(seeds: int, jitters: str, formats: str, families: str) -> None:
             print(f"| {c} | " + " | ".join(f"{mat.loc[c, k] / 1e6:.2f}" for k in CLASSES) + " |")
         share = unc / max(int(mat.to_numpy().sum()) + unc, 1)
         print(f"\nClassified idle outside every planted interval: {share:.2%}.")
+    if "capture" in fams:
+        named, total = _lost_records_named(seeds, fmts)
+        print(f"\nLost kernel records (the capture family's traces with every GPU record dropped): the refusal names "
+              f"them in {named} of {total} traces.")
+        ok &= named == total
     print(f"\nTarget (precision and recall >= {TARGET} per class, every format and jitter): "
           f"{'met' if ok else 'MISSED'}")
     sys.exit(0 if ok else 1)
