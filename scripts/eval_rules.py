@@ -11,6 +11,13 @@ Jitter is uniform: every duration is drawn in [1 - j, 1 + j] times its mean (0.2
 * ``pipeline``: tracesynth.pipeline_schedules.plant_pipeline: 4 stages running GPipe
   (fill/drain), 1F1B or interleaved 1F1B (by seed), 4 or 8 micro-batches, p2p as c10d send/recv
   or coalesced (batch_isend_irecv), bubbles waiting on p2p recvs, sometimes an exposed DP all-reduce.
+* ``capture``: the ``mixed`` traces with capture boundaries (tracesynth.capture): at the start the
+  GPU is still busy for 20-200 ms with work issued before the capture (the host queues and the
+  first op waits, a synchronous DtoH copy waits, or a device sync waits: by seed), and the last step
+  ends in a 20-100 ms stretch with nothing issued (the profiler shutting down); truth
+  ``capture-boundary`` for both.
+  The same traces with every GPU record dropped (``tracesynth.capture.lost_kernel_records``) must get
+  the refusal that names lost kernel records (counted, part of the target).
 * ``all-to-all``: plant_all_to_all: TorchRec-like embedding all-to-alls on SendRecv kernels that the
   compute waits on every step (comm-bound, not a pipeline), and periodic waits on an invisible event.
 
@@ -32,6 +39,7 @@ import click
 import numpy as np
 import pandas as pd
 import tests_on_path  # noqa: F401 - puts tests/ on sys.path for tracesynth
+from tracesynth.capture import KINDS as CAPTURE_KINDS
 from tracesynth.pipeline_schedules import (
     SCHEDULES,
     AllToAllSpec,
@@ -48,7 +56,9 @@ TARGET = 0.95
 
 def _weights(seed: int) -> dict[str, float]:
     rng = np.random.default_rng(10_000 + seed)
-    return {c: float(np.round(rng.uniform(0.5, 2.0), 2)) for c in CLASSES}
+    # capture-boundary is planted at the capture's edges (family 'capture'), not per step: no weight (and
+    # the other classes keep the draws they had before it existed).
+    return {c: float(np.round(rng.uniform(0.5, 2.0), 2)) for c in CLASSES if c != "capture-boundary"}
 
 
 def _steps(family: str, seed: int) -> int:
@@ -60,6 +70,12 @@ def plant_family(family: str, seed: int, jitter: float) -> Planted:
     steps = _steps(family, seed)
     if family == "mixed":
         return plant(PlantSpec(seed=seed, steps=steps, jitter=jitter, jitter_dist="uniform", weights=_weights(seed)))
+    if family == "capture":
+        rng = np.random.default_rng(30_000 + seed)
+        return plant(PlantSpec(seed=seed, steps=steps, jitter=jitter, jitter_dist="uniform", weights=_weights(seed),
+                               capture_lead=CAPTURE_KINDS[seed % len(CAPTURE_KINDS)],
+                               capture_lead_ns=int(rng.uniform(20e6, 200e6)),
+                               capture_tail_ns=int(rng.uniform(20e6, 100e6))))
     if family == "pipeline":
         return plant_pipeline(PipelineSpec(seed=seed, schedule=SCHEDULES[seed % len(SCHEDULES)], steps=steps,
                                            jitter=jitter, microbatches=(4, 8)[(seed // 3) % 2],
@@ -69,7 +85,7 @@ def plant_family(family: str, seed: int, jitter: float) -> Planted:
     raise click.BadParameter(f"unknown family {family!r}")
 
 
-FAMILIES = ("mixed", "pipeline", "all-to-all")
+FAMILIES = ("mixed", "pipeline", "all-to-all", "capture")
 
 
 def _write(planted: Planted, fmt: str, prefix: str) -> list[str]:
@@ -100,6 +116,27 @@ def run(seeds: int, jitter: float, fmt: str, families: list[str], tmp: str, cfg:
                 n += 1
                 os.unlink(path)
     return total, uncovered, n
+
+
+def _lost_records_named(seeds: int, fmts: list[str]) -> tuple[int, int]:
+    """How many lost-kernel-record variants of the capture family get the refusal that names them."""
+    from tracesynth.capture import lost_kernel_records
+
+    from traceread import load
+    from traceread.analysis import analyze
+
+    named = total = 0
+    with tempfile.TemporaryDirectory(prefix="traceread-lost-") as tmp:
+        for fmt in fmts:
+            for seed in range(seeds):
+                planted = plant_family("capture", seed, 0.1)
+                lost = Planted(lost_kernel_records(planted.scenario), planted.truth, planted.spec)
+                for path in _write(lost, fmt, os.path.join(tmp, f"lost_s{seed}")):
+                    a = analyze([load(path)], cfg=Thresholds())
+                    named += int(a.dominant_cause == "no-gpu-activity" and "kernel records lost" in a.refusal)
+                    total += 1
+                    os.unlink(path)
+    return named, total
 
 
 def _pr(mat: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -149,6 +186,11 @@ def main(seeds: int, jitters: str, formats: str, families: str) -> None:
             print(f"| {c} | " + " | ".join(f"{mat.loc[c, k] / 1e6:.2f}" for k in CLASSES) + " |")
         share = unc / max(int(mat.to_numpy().sum()) + unc, 1)
         print(f"\nClassified idle outside every planted interval: {share:.2%}.")
+    if "capture" in fams:
+        named, total = _lost_records_named(seeds, fmts)
+        print(f"\nLost kernel records (the capture family's traces with every GPU record dropped): the refusal names "
+              f"them in {named} of {total} traces.")
+        ok &= named == total
     print(f"\nTarget (precision and recall >= {TARGET} per class, every format and jitter): "
           f"{'met' if ok else 'MISSED'}")
     sys.exit(0 if ok else 1)

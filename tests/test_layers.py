@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # The engine: row selections, steps, gaps, collective identity.
     ("engine", [
         "traceread.lanes", "traceread.steps", "traceread.step_inference", "traceread.gaps",
-        "traceread.collective_identity",
+        "traceread.collective_identity", "traceread.capture_edges",
     ]),
     # Rules classify the engine's gaps.
     ("rules", ["traceread.rules"]),

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from traceread.ranks.identity import RankIdentity
     from traceread.ranks.summary import RankSummary
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 
@@ -121,6 +121,8 @@ class Analysis:
     top_gaps: int = 10
     failures: tuple[Failure, ...] = ()
     dominant_evidence: str = ""  # the named evidence holding most of the dominant cause (attribution)
+    # no-gpu-activity: what is missing, per trace, from evidence in the file (sanity.missing_gpu_activity)
+    refusal: str = ""
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
     job: Any = None  # traceread.ranks.section.JobSection or None
 
@@ -180,10 +182,15 @@ def analyze(
     # One verdict function for one trace or several (summed over every unit), scan jobs and diff sides.
     run = table_verdict(attribution, cfg)
     dominant, share, second, second_share = run.cause, run.share, run.second, run.second_share
+    refusal = ""
     if attribution.empty and not any(_has_gpu_activity(t) for t in traces):
         # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
         # GPU cause can be named; the reason is in ``unavailable``.
         dominant, share = NO_GPU_ACTIVITY, 0.0
+        from traceread.sanity import missing_gpu_activity
+
+        reasons = [(t.meta.path.rsplit("/", 1)[-1], missing_gpu_activity(t)) for t in traces]
+        refusal = reasons[0][1] if len(reasons) == 1 else "; ".join(f"{n}: {r}" for n, r in reasons)
     mfu, mfu_hint = pipe.run_mfu(workload, list(traces), steps, cfg, unavailable)
     groups = pipe.guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
@@ -196,7 +203,7 @@ def analyze(
         mfu=mfu, mfu_hint=mfu_hint, kernels=kernels, collectives=collectives, launch_stats=launch,
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
-        dominant_evidence=dominant_evidence(gaps, dominant),
+        dominant_evidence=dominant_evidence(gaps, dominant), refusal=refusal,
     )
     if groups is None:
         return result

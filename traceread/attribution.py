@@ -11,6 +11,11 @@ split into parts that sum to it exactly, nothing counted twice:
 * one part per gap class: compute-idle time, summed from the classified gaps (clipped to the window).
   Idle time no gap covers (the engine's minimum gap size) is added to ``unattributed``.
 
+``capture-boundary`` (idle at the capture's edges: work issued before it, the profiler shutting
+down) is a part of step time like the others but not a cause: the verdict is taken on the captured
+time, step time less that part (every other share divided by ``1 - capture-boundary``), and a note
+says how much was left out.
+
 The verdict (:func:`verdict`, the only one: analyze of one trace or several, scan jobs and diff sides
 all call it on their summed split): if idle is at most ``healthy_max_idle`` of step time the run is
 ``memory-bound`` when memory-bound kernels take at least ``memory_bound_min_share`` of busy time, else
@@ -41,9 +46,11 @@ from traceread.config import Thresholds
 from traceread.trace import Trace
 from traceread.vocabulary import (
     BUSY_PARTS,
+    CAPTURE_BOUNDARY,
     COMPUTE_BOUND,
     GAP_CLASSES,
     HEALTHY,
+    IDLE_CAUSES,
     MEMORY_BOUND,
     ONE_TIME_COST,
     PARTS,
@@ -143,10 +150,11 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
         notes.append(f"{graph_ns / total_ns:.0%} of step time runs inside CUDA graphs whose kernels are not traced; "
                      "it is counted as compute-bound busy time")
     busy_share = shares["compute-bound"] + shares["memory-bound"]
-    if dominant in GAP_CLASSES and busy_share and shares["memory-bound"] / busy_share >= cfg.memory_bound_min_share:
+    if dominant in IDLE_CAUSES and busy_share and shares["memory-bound"] / busy_share >= cfg.memory_bound_min_share:
         notes.append(f"memory-bound kernels take {shares['memory-bound'] / busy_share:.0%} of busy time: once the idle "
                      "time is removed, fusion is the next lever")
     notes.extend(_comm_note(gaps, total_ns, cfg))
+    notes.extend(_boundary_note(gaps, shares, total_ns))
     if total_ns == 0:
         notes.append("no analysed steps: nothing to attribute")
     evidence = dominant_evidence(gaps, dominant)
@@ -222,13 +230,34 @@ def _comm_note(gaps: pd.DataFrame, total_ns: int, cfg: Thresholds) -> list[str]:
             "reason (the next kernel was not waiting for it); it is counted under that reason, not comm-bound"]
 
 
+def _boundary_note(gaps: pd.DataFrame, shares: Mapping[str, float], total_ns: int) -> list[str]:
+    """How much step time lies at the capture's edges, and what it was (it is in no cause's share)."""
+    share = shares.get(CAPTURE_BOUNDARY, 0.0)
+    if not total_ns or share <= 0:
+        return []
+    split = evidence_split(gaps, CAPTURE_BOUNDARY)
+    what = {"uncaptured-work": "GPU work issued before the capture began",
+            "blocking-call": "a blocking call at the capture's start waiting on earlier GPU work",
+            "shutdown": "the profiler shutting down after the last step"}
+    parts = ", ".join(f"{what.get(k, k)} {v / 1e6:.2f} ms" for k, v in split.items())
+    whole = "over 99%" if 0.995 <= share < 1 else f"{share:.0%}"  # never "100%" while some time was captured
+    return [f"capture boundary: {whole} of step time lies at the capture's edges ({parts}); it is kept out of "
+            "the causes' shares and the verdict, whose shares are of the remaining captured time"]
+
+
 def verdict(shares: Mapping[str, float], cfg: Thresholds) -> Verdict:
     """The verdict of a split of step time (module doc; docs/rules.md "Run level").
 
-    ``shares``: every part of ``PARTS`` as a fraction of step time (summing to 1). Healthy when idle
-    is at most ``healthy_max_idle`` (``<=``), else the largest idle class, unattributed included.
+    ``shares``: every part of ``PARTS`` as a fraction of step time (summing to 1). The verdict is
+    taken on the captured time (``capture-boundary`` left out, the other shares rescaled to it).
+    Healthy when idle is at most ``healthy_max_idle`` (``<=``), else the largest idle cause,
+    unattributed included.
     """
-    idle = sum(shares[c] for c in GAP_CLASSES)
+    captured = 1.0 - shares.get(CAPTURE_BOUNDARY, 0.0)
+    if captured <= 0:
+        return Verdict(UNATTRIBUTED, 0.0)
+    shares = {p: (0.0 if p == CAPTURE_BOUNDARY else shares[p] / captured) for p in PARTS}
+    idle = sum(shares[c] for c in IDLE_CAUSES)
     busy = shares[COMPUTE_BOUND] + shares[MEMORY_BOUND]
     memory_heavy = bool(busy) and shares[MEMORY_BOUND] / busy >= cfg.memory_bound_min_share
     if idle <= cfg.healthy_max_idle:
@@ -236,8 +265,8 @@ def verdict(shares: Mapping[str, float], cfg: Thresholds) -> Verdict:
     else:
         cause, share = dominant_idle(shares, cfg)
     # The runner-up names a fix too, so never unattributed (it has none).
-    others = [(shares[c], c) for c in GAP_CLASSES if c not in (UNATTRIBUTED, cause)]
-    if cause in GAP_CLASSES and memory_heavy:
+    others = [(shares[c], c) for c in IDLE_CAUSES if c not in (UNATTRIBUTED, cause)]
+    if cause in IDLE_CAUSES and memory_heavy:
         others.append((shares[MEMORY_BOUND], MEMORY_BOUND))
     second_share, second = max(others, default=(0.0, None))
     if second_share <= 0:
@@ -262,10 +291,10 @@ def table_verdict(table: pd.DataFrame, cfg: Thresholds) -> Verdict:
 
 
 def dominant_idle(shares: Mapping[str, float], cfg: Thresholds) -> tuple[str, float]:
-    """The largest idle class; one-time-cost only when it reaches ``one_time_verdict_share`` (module doc)."""
-    cls = max(GAP_CLASSES, key=lambda c: shares[c])
+    """The largest idle cause; one-time-cost only when it reaches ``one_time_verdict_share`` (module doc)."""
+    cls = max(IDLE_CAUSES, key=lambda c: shares[c])
     if cls == ONE_TIME_COST and shares[cls] < cfg.one_time_verdict_share:
-        steady = max((c for c in GAP_CLASSES if c != cls), key=lambda c: shares[c])
+        steady = max((c for c in IDLE_CAUSES if c != cls), key=lambda c: shares[c])
         if shares[steady] > 0:
             cls = steady
     return cls, shares[cls]

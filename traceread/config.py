@@ -74,6 +74,13 @@ class Thresholds:
     sync_refill_max_ns: int = _t(
         50_000, "ns", "a next launch this soon after the sync returned is the stall's own refill, not "
         "other host work")
+    capture_lead_min_ns: int = _t(
+        1_000_000, "ns", "capture-boundary: a device's first recorded GPU op starting this long after its launch "
+        "call returned (or a blocking call at the capture's start held this long) waited on GPU work issued "
+        "before the capture; a launch with nothing ahead of it starts within tens of microseconds")
+    capture_tail_min_ns: int = _t(
+        5_000_000, "ns", "capture-boundary: the last step ending in a stretch this long with no host op and no "
+        "GPU op (and twice the other steps' own empty endings) is the profiler shutting down")
     bubble_min_steps: int = _t(
         4, "steps", "periodicity cannot be judged from fewer analysed steps")
     bubble_presence: float = _t(

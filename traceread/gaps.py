@@ -33,7 +33,9 @@ import numpy as np
 import pandas as pd
 
 from traceread import heap, intervals, schema
+from traceread.capture_edges import capture_edges, split_points
 from traceread.collective_identity import identify, step_p2p_counts
+from traceread.config import Thresholds
 from traceread.kernel_classes import P2P_TYPES
 from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view, subset
 from traceread.trace import Trace
@@ -185,13 +187,27 @@ class _RankHost:
         return rows[np.isin(v.tid[rows], tids)]
 
 
+def _split(w: np.ndarray, gs: np.ndarray, ge: np.ndarray, points: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gaps cut at ``points`` that fall strictly inside one (capture-boundary edges)."""
+    k = np.searchsorted(gs, points, side="right") - 1
+    inside = (k >= 0) & (points < ge[np.maximum(k, 0)]) & (points > gs[np.maximum(k, 0)])
+    if not inside.any():
+        return w, gs, ge
+    pts = points[inside]
+    starts = np.sort(np.concatenate([gs, pts]))
+    ends = np.sort(np.concatenate([ge, pts]))
+    return w[np.searchsorted(gs, starts, side="right") - 1], starts, ends
+
+
 def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device: int,
-                 st: pd.DataFrame, copy_args: dict[str, np.ndarray]) -> dict[str, np.ndarray | pd.arrays.SparseArray] | None:
+                 st: pd.DataFrame, copy_args: dict[str, np.ndarray],
+                 cuts: np.ndarray) -> dict[str, np.ndarray | pd.arrays.SparseArray] | None:
     ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
     step_p2p = step_p2p_counts(trace, st)
     crow = compute_rows(v, rank, device)
     us, ue = compute_union(v, rank, device)
-    w, gs, ge = intervals.complement_in_windows(us, ue, ws, we)
+    w, gs, ge = _split(*intervals.complement_in_windows(us, ue, ws, we), cuts)
     if len(gs) == 0:
         return None
     n = len(gs)
@@ -310,8 +326,11 @@ def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.nd
     return out
 
 
-def find_gaps(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
+def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds | None = None) -> pd.DataFrame:
     """Every compute-idle gap inside every step of every device, with its overlap measurements.
+
+    A gap holding a capture edge (:mod:`traceread.capture_edges`, thresholds from ``cfg``: the
+    defaults when None) is cut there, so the stretch outside the capture is a gap of its own.
 
     In: ``steps_df`` from :func:`traceread.steps.find_steps` (device-extended windows; any
     subset of its rows works, but the steps of one device must not overlap).
@@ -324,11 +343,13 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame) -> pd.DataFrame:
     parts = []
     hosts: dict[int, _RankHost] = {}
     copy_args = _sorted_copy_args(trace)
+    edges = capture_edges(trace, steps_df, cfg or Thresholds())
     for (r, d), idx in sorted(schema.rank_device_rows(steps_df).items()):
         st = steps_df.iloc[idx].sort_values("start_ns", kind="stable")
         if int(r) not in hosts:
             hosts[int(r)] = _RankHost(v, int(r))
-        part = _device_gaps(trace, v, hosts[int(r)], int(r), int(d), st, copy_args)
+        part = _device_gaps(trace, v, hosts[int(r)], int(r), int(d), st, copy_args,
+                            split_points(edges, int(r), int(d)))
         if part is not None:
             parts.append(part)
         heap.trim()  # the device's temporaries are freed: their pages go back before the next

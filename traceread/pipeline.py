@@ -107,7 +107,10 @@ def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
     out.step_source = res.source
     notes.extend(f"{label}: {n}" if len(label) else n for n in res.notes)
     if steps.empty:
-        unavailable.append(f"{label}: no steps and no GPU activity, so there is no window to analyse")
+        from traceread.sanity import missing_gpu_activity
+
+        why = missing_gpu_activity(trace) or "no steps could be found"
+        unavailable.append(f"{label}: no GPU activity to analyse: {why}")
         return _tables(index, trace, steps, out, unavailable)
 
     gaps = _classified_gaps(trace, steps, cfg, notes)
@@ -121,7 +124,7 @@ def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: 
     from traceread.gaps import find_gaps
     from traceread.rules import classify
 
-    out = classify(find_gaps(trace, steps), steps, trace, cfg)
+    out = classify(find_gaps(trace, steps, cfg), steps, trace, cfg)
     # What the rules could not judge (bubbles with few steps). Popped, not read: pandas deep-copies
     # attrs into every frame derived from this one, a cost per operation that grows with the notes.
     notes.extend(out.attrs.pop("notes", []))

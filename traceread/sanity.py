@@ -14,7 +14,11 @@ import pandas as pd
 
 from traceread import schema
 from traceread.config import Thresholds
+from traceread.host_calls import LAUNCH, calls_matching
 from traceread.trace import Trace
+
+# The raw Kineto category of CUPTI range-profiler records (hardware counters per kernel range).
+PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
 
 _KEY = ["rank", "lane", "device", "stream", "start_ns", "end_ns", "name", "correlation"]
 
@@ -57,3 +61,35 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
                          f"{cfg.clock_jump_min_ns / 1e9:.0f} s (longest {worst:.0f} s): a clock jump or several "
                          "captures in one file; steps across a hole are not steady state")
     return notes
+
+
+def missing_gpu_activity(trace: Trace) -> str:
+    """Why a trace with no kernel, copy or memset record has none, from evidence in the file: a
+    counter-only capture (CUPTI range-profiler records), a file cut before its GPU records, kernel
+    records lost (launch calls, and flow events, but no activity records), or a CPU-only capture
+    (no launch call at all). '' when the trace does hold GPU activity."""
+    ev = trace.events
+    if ev["lane"].isin(schema.GPU_LANES).any():
+        return ""
+    api = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin((schema.CAT_RUNTIME, schema.CAT_DRIVER))]
+    launches = int(calls_matching(api["name"], LAUNCH).sum()) if len(api) else 0
+    raw = [str(c).lower() for c in trace.meta.extra.get("raw_categories", ())]
+    ranges = int((ev["category"].astype(str).to_numpy() == schema.CAT_OTHER).sum()) \
+        if PROFILER_RANGE_CATEGORY in raw else 0
+    if ranges:
+        return (f"a counter-only capture: {ranges} CUPTI range-profiler records (`{PROFILER_RANGE_CATEGORY}`, hardware "
+                "counters per range) and no kernel, copy or memset record; the range profiler replaces the "
+                "activity trace, so there are no GPU timings to diagnose: profile again without counters "
+                "(no `profiler_metrics`) for the timeline")
+    flows = int(trace.meta.extra.get("non_row_events", 0) or 0)
+    linked = f" and {flows} flow events linking them to GPU work" if flows else ""
+    if launches and trace.meta.truncated:
+        return (f"the file is truncated: {launches} launch calls{linked} survive but no kernel, copy or memset "
+                "record does (the cut came before the GPU records, which Kineto writes after the host events); "
+                "no GPU timings to diagnose: use a complete file")
+    if launches:
+        return (f"kernel records lost: {launches} launch calls{linked}, but not one kernel, copy or memset record: "
+                "the GPU activity was not written (the profiler stopped before its activity buffers were "
+                "flushed, or they overflowed); profile again, synchronizing before the profiler stops")
+    return ("a CPU-only capture: no kernel, copy or memset record and not one launch call; was "
+            "`ProfilerActivity.CUDA` enabled (or `--trace=cuda` for nsys)?")

@@ -201,6 +201,13 @@ def _extend(v: EventView, host: pd.DataFrame, rank: int, device: int, gpu_time: 
     })
 
 
+def outliers(steps: pd.DataFrame, cfg: Thresholds) -> np.ndarray:
+    """Per step: longer than ``outlier_step_factor`` times its device's median non-warmup step."""
+    length = (steps["end_ns"] - steps["start_ns"]).astype("float64")
+    median = length.where(~steps["warmup"]).groupby([steps["rank"], steps["device"]]).transform("median")
+    return (length > cfg.outlier_step_factor * median).to_numpy()
+
+
 def _flag(steps: pd.DataFrame, source: str, cfg: Thresholds, warmup_steps: int | None,
           notes: list[str]) -> None:
     """Set ``warmup`` and ``outlier`` in place on a frame this module owns."""
@@ -217,9 +224,7 @@ def _flag(steps: pd.DataFrame, source: str, cfg: Thresholds, warmup_steps: int |
         if steps["warmup"].any():
             notes.append("ProfilerStep#0 is marked warmup: the profiler schedule recorded no warmup "
                          "of its own.")
-    length = (steps["end_ns"] - steps["start_ns"]).astype("float64")
-    median = length.where(~steps["warmup"]).groupby([steps["rank"], steps["device"]]).transform("median")
-    steps["outlier"] = (length > cfg.outlier_step_factor * median).to_numpy()
+    steps["outlier"] = outliers(steps, cfg)
     n_out = int(steps["outlier"].sum())
     if n_out:
         notes.append(f"{n_out} step(s) longer than {cfg.outlier_step_factor:g}x the median step are "

@@ -6,6 +6,9 @@ reported a straggler's compile time as "short-gaps"). This module imports nothin
 
 * ``GAP_CLASSES``: what a compute-idle gap is classified as (``traceread.rules``), in report order;
   ``unattributed`` last.
+* ``CAPTURE_BOUNDARY``: the one gap class that is not a cause: idle at the capture's edges (work
+  issued before the capture began, the profiler shutting down). ``IDLE_CAUSES``: the other gap classes,
+  the only ones a verdict can name.
 * ``BUSY_PARTS``: the two parts of busy time (``traceread.attribution``).
 * ``PARTS``: busy parts then gap classes: the split of step time, summing to it.
 * ``VERDICTS``: what a run's dominant cause can be: an idle class, or ``memory-bound`` /
@@ -20,10 +23,13 @@ DATA_STARVED = "data-starved"
 PIPELINE_BUBBLE = "pipeline-bubble"
 SYNC_STALL = "sync-stall"
 ONE_TIME_COST = "one-time-cost"
+CAPTURE_BOUNDARY = "capture-boundary"
 UNATTRIBUTED = "unattributed"
 
 GAP_CLASSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE_BUBBLE, SYNC_STALL, ONE_TIME_COST,
-                                UNATTRIBUTED)
+                                CAPTURE_BOUNDARY, UNATTRIBUTED)
+# Idle classes that are causes (report schema 1.2: capture-boundary is a part of step time, never a cause).
+IDLE_CAUSES: tuple[str, ...] = tuple(c for c in GAP_CLASSES if c != CAPTURE_BOUNDARY)
 
 COMPUTE_BOUND = "compute-bound"
 MEMORY_BOUND = "memory-bound"
@@ -31,7 +37,7 @@ BUSY_PARTS: tuple[str, ...] = (COMPUTE_BOUND, MEMORY_BOUND)
 PARTS: tuple[str, ...] = BUSY_PARTS + GAP_CLASSES
 
 HEALTHY = "healthy"
-VERDICTS: tuple[str, ...] = GAP_CLASSES + (MEMORY_BOUND, HEALTHY)
+VERDICTS: tuple[str, ...] = IDLE_CAUSES + (MEMORY_BOUND, HEALTHY)
 # dominant_cause of a report whose traces hold no GPU activity at all (report schema 1.1).
 NO_GPU_ACTIVITY = "no-gpu-activity"
 
@@ -51,6 +57,7 @@ def part_of_col(column: str) -> str:
     return column.removesuffix("_ns").replace("_", "-")
 
 
-__all__ = ["GAP_CLASSES", "BUSY_PARTS", "PARTS", "VERDICTS", "NO_GPU_ACTIVITY", "LAUNCH_BOUND", "COMM_BOUND",
+__all__ = ["GAP_CLASSES", "IDLE_CAUSES", "CAPTURE_BOUNDARY", "BUSY_PARTS", "PARTS", "VERDICTS", "NO_GPU_ACTIVITY",
+           "LAUNCH_BOUND", "COMM_BOUND",
            "DATA_STARVED", "PIPELINE_BUBBLE", "SYNC_STALL", "ONE_TIME_COST", "UNATTRIBUTED", "COMPUTE_BOUND",
            "MEMORY_BOUND", "HEALTHY", "part_col", "share_col", "part_of_col"]

@@ -53,6 +53,8 @@ def test_every_planted_class_is_found_by_idle_time(planted, fmt):
     classified = pd.concat([g for _, _, g in _run(files[fmt])], ignore_index=True)
     mat, uncovered = confusion(classified, p.truth)
     sc = scores(mat)
+    # capture-boundary is planted at a capture's edges, not per step (tests/unit/test_capture_boundary.py)
+    sc = sc.drop(index="capture-boundary")
     assert (sc["truth_ns"] > 0).all(), "every class must be planted"
     low = sc[(sc["precision"] < 0.95) | (sc["recall"] < 0.95)]
     assert low.empty, f"{fmt}: below target\n{sc}\n{mat}"
@@ -114,7 +116,7 @@ def test_synth_script_writes_trace_and_truth(tmp_path):
 def test_doubled_jitter_still_separates_the_classes(tmp_path):
     p = plant(PlantSpec(seed=5, ranks=1, steps=6, jitter=0.10))
     classified = _run([write_nsys(p.scenario, str(tmp_path / "j.sqlite"))])[0][2]
-    sc = scores(confusion(classified, p.truth)[0])
+    sc = scores(confusion(classified, p.truth)[0]).drop(index="capture-boundary")  # not planted here
     assert (sc[["precision", "recall"]] >= 0.9).all().all(), sc
 
 

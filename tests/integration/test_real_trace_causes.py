@@ -223,11 +223,22 @@ def why_clear_cache(p):
 
 
 def why_after_window(p):
-    """ProfilerStep#1 runs 13 s past the record window's last event: idle with nothing recorded."""
+    """ProfilerStep#1 runs 13 s past the record window's last event: nothing is issued in that stretch
+    (the profiler shutting down), so it is capture-boundary time, outside the verdict (issue 24; this
+    expectation was "unattributed" before). The captured part is one torch.compile'd call: the host spends
+    over 1.3 ms inside ``Torch-Compiled Region`` (guards, dispatch) before the single launch of a ~2 us
+    Triton kernel, which is launch overhead."""
     ev = kineto(p)
     step = named(cat(ev, "user_annotation"), r"^ProfilerStep#")[0]
     last = max(span(e)[1] for e in ev if e is not step)
     assert span(step)[1] - last > 10e6
+    (kernel,) = cat(ev, "kernel")
+    assert float(kernel["dur"]) < 5
+    (launch,) = named(cat(ev, *RUNTIME), r"Launch")
+    before = (span(step)[0], float(kernel["ts"]))
+    assert before[1] - before[0] > 1_300
+    region = [span(e) for e in named(cat(ev, "cpu_op"), r"^Torch-Compiled Region")]
+    assert covered([(before[0], float(launch["ts"]))], region) >= 0.9 * (float(launch["ts"]) - before[0])
 
 
 def why_only_nccl(p):
@@ -455,7 +466,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], Callable[[Path], None], str | None]] 
     "kineto/hta_sampled_rank0of128.json.gz": (("unattributed",), why_all_to_all, None),
     "kineto/hta_sampled_rank1of128.json.gz": (("unattributed",), why_all_to_all, None),
     "kineto/hta_simple_add_tiny_a100.json.gz": (("unattributed",), why_clear_cache, None),
-    "kineto/hta_triton_a100.json.gz": (("unattributed",), why_after_window, None),
+    "kineto/hta_triton_a100.json.gz": (("launch-bound",), why_after_window, None),
     "kineto/hta_uint64_arg.pt.trace.json.gz": (("comm-bound",), why_only_nccl, None),
     "kineto/kineto2021_compute_properties.json": (("launch-bound", "unattributed"), why_host_ops, None),
     "kineto/kineto2021_resnet50_13streams.pt.trace.json.gz": (("data-starved",),
@@ -476,14 +487,12 @@ EXPECTED: dict[str, tuple[tuple[str, ...], Callable[[Path], None], str | None]] 
     "kineto/kineto2021_resnet50_workers0_run2.pt.trace.json.gz": (("data-starved",),
                                                                   lambda p: why_loader(p, 0.15, 0.35), None),
     "kineto/kineto2021_resnet50_workers4_run2.pt.trace.json.gz": (
-        ("launch-bound",), why_shutdown_tail_then_dispatch,
-        "issue 24: the profiler-shutdown tail of the last step is read as unattributed idle"),
+        ("launch-bound",), why_shutdown_tail_then_dispatch, None),
     "kineto/tracelens_timesformer_h100.json.gz": (
         ("data-starved",), why_inline_preprocessing,
         "issue 24: host-side input work on the training thread is left unattributed"),
     "kineto/tracelens_vllm_piecewise_exec_mi300x.json.gz": (
-        ("healthy", "memory-bound"), why_work_before_capture,
-        "issue 24: idle before the first GPU op, explained by work issued before the capture, is read as idle"),
+        ("healthy", "memory-bound"), why_work_before_capture, None),
     "kineto/zoology_a100_no_kernel_records.json": (("none",), why_kernel_records_lost, None),
     "nsys/extrap_concurrent16_gtx1060_2022.sqlite": (
         ("one-time-cost",), why_setup_teardown,
@@ -548,7 +557,6 @@ def test_a_long_first_launch_is_judged_the_same_in_every_trace():
     assert seen >= 10
 
 
-@pytest.mark.xfail(strict=False, reason="issue 24: refusals say what is missing (kernel records lost)")
 def test_lost_kernel_records_are_named_not_a_cpu_only_capture():
     import io
 

@@ -91,6 +91,13 @@ class PlantSpec:
     # The data-loader fix (more workers, prefetch): the same batches arrive in time, so each planted
     # loader wait becomes a short loader call and a queued pinned copy (the same GPU work, no wait).
     loader_fixed: bool = False
+    # Capture boundaries (tracesynth.capture): at the capture's start the GPU is still busy for
+    # ``capture_lead_ns`` with work issued before it ("queued": the host queues, the first op waits;
+    # "blocking-copy": a synchronous DtoH copy waits; "sync": a device sync waits), and the last step
+    # is padded with ``capture_tail_ns`` in which nothing is issued (the profiler shutting down).
+    capture_lead: str = ""
+    capture_lead_ns: int = 0
+    capture_tail_ns: int = 0
 
 
 @dataclass
@@ -303,8 +310,13 @@ class _Sim:
                 self.kernel(_SMALL[int(self.rng.integers(len(_SMALL)))], self.j(self.rng.uniform(2_000, 6_000)),
                             pre=self.rng.uniform(6_000, 22_000), op="aten::add")
 
-    def step(self, n: int, counts: dict[str, int], bubble_gap: tuple[int, int]) -> None:
+    def step(self, n: int, counts: dict[str, int], bubble_gap: tuple[int, int], lead: tuple[str, int] = ("", 0),
+             tail: int = 0) -> None:
         start = self.h
+        if lead[0]:
+            from tracesynth.capture import lead_boundary
+
+            lead_boundary(self, lead[0], lead[1])
         if self.noise:
             self.op("## forward ##", start + 500, start + 1_500, is_op=False)
         if bubble_gap[0]:
@@ -327,12 +339,17 @@ class _Sim:
         for _ in range(4):  # optimizer
             self.kernel(_OPT, self.j(60_000), op="Optimizer.step#AdamW.step")
         self.h += 2_000
+        quiet_from = self.h
+        if tail:  # nothing issued until the profiler stops: the step ends in an empty stretch
+            self.h = max(self.h, self.free[COMPUTE]) + tail
+            self.truth.append((int(self.last_end or quiet_from), self.h, "capture-boundary"))
         self.op(f"ProfilerStep#{n}", start, self.h, is_op=False)
         if self.noise:  # an unrelated host thread doing its own thing
             t = start
-            while t < self.h:
+            while t < quiet_from:
                 d = self.j(self.rng.uniform(20_000, 400_000))
-                self.op(str(self.rng.choice(["aten::empty", "aten::to", "aten::pin_memory"])), t, t + d, NOISE)
+                self.op(str(self.rng.choice(["aten::empty", "aten::to", "aten::pin_memory"])), t,
+                        min(t + d, quiet_from) if tail else t + d, NOISE)
                 t += d + self.j(self.rng.uniform(50_000, 800_000))
 
 
@@ -349,8 +366,9 @@ def plant(spec: PlantSpec) -> Planted:
             if w["pipeline-bubble"] > 0 else (0, 0)
         for n in range(spec.steps):
             counts = {c: int(np.floor(w[c]) + (sim.rng.random() < w[c] % 1.0))
-                      for c in CLASSES if c != "pipeline-bubble"}
-            sim.step(n, counts, bubbles)
+                      for c in CLASSES if c not in ("pipeline-bubble", "capture-boundary")}
+            lead = (spec.capture_lead, spec.capture_lead_ns) if n == 0 else ("", 0)
+            sim.step(n, counts, bubbles, lead, spec.capture_tail_ns if n == spec.steps - 1 else 0)
         ranks.append(sim.rk)
         t = np.array([(s, e) for s, e, _ in sim.truth], dtype=np.int64).reshape(-1, 2)
         truth.append(pd.DataFrame({"rank": np.int32(r), "device": np.int32(sim.dev), "start_ns": t[:, 0],
@@ -405,7 +423,7 @@ def classify_file(path: str, cfg) -> pd.DataFrame:
 
     trace = load(path)
     steps = find_steps(trace, cfg).steps
-    out = classify(find_gaps(trace, steps), steps, trace, cfg)
+    out = classify(find_gaps(trace, steps, cfg), steps, trace, cfg)
     out.attrs["epoch_offset_ns"] = trace.meta.epoch_offset_ns or 0
     return out
 

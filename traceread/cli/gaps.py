@@ -49,7 +49,7 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     cfg = Thresholds().with_overrides(parse_set_options(sets))
     tr = load(trace, progress=True, step_range=step_range)
     result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
-    gaps = classify(find_gaps(tr, result.steps), result.steps, tr, cfg)
+    gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg)
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
     totals = step_totals(result.steps, gaps)
     steps = idle_by_class(result.steps, gaps)

@@ -43,6 +43,8 @@ REASONS = {
     "pipeline-bubble": "a pipeline bubble before the collective",
     "one-time-cost": "one-time work (compilation, graph capture, module loading, first launches, context setup, "
                      "allocator growth) before the collective",
+    "capture-boundary": "the capture's edge: its GPU was busy with work issued before the capture began, or the "
+                        "profiler was shutting down (not a cause)",
     "short-gaps": "many short idle gaps between its kernels (turnaround below the judged gap size)",
     "earlier-delay": "a delay before the interval its trace shows: its lead to the collective is no longer than "
                      "the others', so it reached the previous collective's end late already (or calls are missing)",

@@ -20,7 +20,7 @@ from traceread.printable import printable
 from traceread.render import advice, jobsection, jsonout
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
-from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
+from traceread.vocabulary import CAPTURE_BOUNDARY, GAP_CLASSES, PARTS, part_col
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
 MFU_CONVENTION = "6·N·tokens per optimizer step / (step time · GPUs · dense peak)"
@@ -90,14 +90,21 @@ def _clock(t) -> ViewerClock:
 
 def _verdict(a: Analysis) -> str:
     if a.dominant_cause == "no-gpu-activity":
+        why = a.refusal or "no launch call either: was the capture CPU-only (`ProfilerActivity.CUDA` not enabled)?"
         return ("## Verdict\n\nNo GPU activity in the trace (no kernels, copies or memsets): nothing to "
-                "diagnose on a GPU. Was the capture CPU-only (`ProfilerActivity.CUDA` not enabled)?")
+                "diagnose on a GPU. What is missing: " + md_text(why))
     if a.steps.empty:
         return "## Verdict\n\nNo steps could be analysed; see the method notes."
     text = advice.verdict(a.dominant_cause, a.dominant_cost_share, a.dominant_evidence)
     if a.second_cause and a.second_cost_share >= a.cfg.report_second_min_share:
         text += (f" Next largest: {a.second_cause}, {a.second_cost_share:.0%} of step time "
                  f"({advice.MEANING[a.second_cause]}).")
+    total = int(a.attribution["step_ns"].sum()) if len(a.attribution) else 0
+    edge = int(a.attribution[part_col(CAPTURE_BOUNDARY)].sum()) if total else 0
+    if edge:
+        whole = "over 99%" if 0.995 <= edge / total < 1 else f"{edge / total:.0%}"
+        text += (f" Shares here are of the captured step time: {whole} of step time lies at the "
+                 "capture's edges (capture-boundary, not a cause; see the notes).")
     return "## Verdict\n\n" + md_text(text)
 
 

@@ -3,6 +3,8 @@
 ``RULES`` is ordered; the first rule whose mask holds names the gap, anything left is
 ``unattributed``. The order (and why it differs from the suggested one) is in docs/rules.md:
 
+0. ``capture-boundary``: idle at the capture's edges explained by work issued before it or by the
+   profiler shutting down (not a cause: kept out of the verdict).
 0. ``one-time-cost``: compilation, graph capture, module loading, first launches, context setup or
    allocator growth over most of the gap (not steady state: re-profile, don't fix).
 1. ``data-starved``: positive loader / host-to-device evidence over most of the gap.
@@ -24,6 +26,7 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import (
+    capture_boundary,
     comm_bound,
     data_starved,
     launch_bound,
@@ -47,6 +50,7 @@ from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, UNATTRIBUTED
 
 RULES: list[Rule] = [
+    capture_boundary.RULE,
     one_time_cost.RULE,
     data_starved.RULE,
     comm_bound.RULE,
@@ -69,8 +73,12 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     held, sync_name, sync_end = sync_at_drain(gaps, trace, cfg)
     dispatch, dispatch_op = dispatch_cover(gaps, trace)
     api_call_ns, api_call_name = longest_api_call(gaps, trace)
-    eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg)
-    periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(gaps, steps, cfg, eligible)
+    edges = capture_boundary.edges_of(steps, trace, cfg)
+    capture_kind, capture_text = capture_boundary.cover(gaps, edges)
+    # Periodicity reads places in the captured part of each step, boundary stretches left out.
+    eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg) & (capture_kind == "")
+    periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(*capture_boundary.captured(gaps, steps, edges, cfg),
+                                                                        cfg, eligible)
     one_ns, one_kind, one_label, one_count = one_time_cost.cover(gaps, steps, trace, cfg)
     blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(gaps, steps, trace, cfg)
     return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
@@ -79,7 +87,7 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
                        presence=presence, cv=cv, notes=bubble_notes, one_time_ns=one_ns,
                        one_time_kind=one_kind, one_time_label=one_label, one_time_count=one_count,
                        sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls,
-                       sync_block_start_ns=block_start)
+                       sync_block_start_ns=block_start, capture_kind=capture_kind, capture_text=capture_text)
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,

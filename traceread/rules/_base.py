@@ -64,6 +64,9 @@ class RuleContext:
     sync_alloc_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sync_alloc_calls: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sync_block_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # capture-boundary (rules.capture_boundary.cover): the edge a gap lies in ('' none) and its sentence
+    capture_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    capture_text: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
 
 
 class Rows:

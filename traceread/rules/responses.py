@@ -1,6 +1,6 @@
 """What each cause means, its first response and its levers in the order to try them (data, not logic).
 
-Keys are the seven gap classes and the two run-level verdicts (``traceread.vocabulary.VERDICTS``).
+Keys are the eight gap classes and the two run-level verdicts (``traceread.vocabulary.VERDICTS``).
 The wording follows ../shared/reference/lesson-profiling-mfu-bottlenecks.txt (the decision tree of
 the profiling lesson): every signature has one first response; fix the dominant gap, re-measure,
 repeat. The one table of advice: the renderers (``traceread.render.advice``, the Markdown report,
@@ -18,6 +18,8 @@ MEANING: dict[str, str] = {
     "sync-stall": "the host blocks in a synchronization call while the GPUs drain",
     "one-time-cost": "the GPUs wait for one-time work (compilation, graph capture, module loading, first launches, "
                      "context setup, allocator growth)",
+    "capture-boundary": "the GPUs idle at the capture's edges (work issued before the capture began, the profiler "
+                        "shutting down): not a cause, outside the verdict",
     "unattributed": "the GPUs are idle with no recognizable signature",
     "memory-bound": "the GPUs are busy in memory-bound kernels (elementwise, reductions, normalization)",
     "healthy": "the GPUs are idle",
@@ -26,7 +28,7 @@ MEANING: dict[str, str] = {
 TITLE: dict[str, str] = {
     "launch-bound": "Launch-bound", "comm-bound": "Comm-bound", "data-starved": "Data-starved",
     "pipeline-bubble": "Pipeline bubbles", "sync-stall": "Sync stalls", "one-time-cost": "One-time costs (not steady state)",
-    "unattributed": "Unattributed idle",
+    "capture-boundary": "Capture boundary (not a cause)", "unattributed": "Unattributed idle",
     "memory-bound": "Memory-bound", "healthy": "Healthy",
 }
 
@@ -38,6 +40,8 @@ FIRST_RESPONSES: dict[str, str] = {
     "sync-stall": "remove the synchronization from the hot loop (keep values on the device), then re-measure",
     "one-time-cost": "re-profile after warmup (a torch.profiler schedule with warmup steps, or nsys --capture-range) "
                      "and read that report: there is nothing to fix in this window",
+    "capture-boundary": "nothing to fix: start the capture after the previous step's work has drained and end it after "
+                        "the last step (a torch.profiler schedule stepped every iteration), or ignore this time",
     "unattributed": "open the largest gaps below in a trace viewer; their evidence says what was seen",
     "memory-bound": "fuse the memory-bound kernels (torch.compile, fused optimizers and norms), then re-measure",
     "healthy": "further gains are inside the kernels: compare MFU with the 50% mark and look at the top GEMMs",
@@ -80,6 +84,12 @@ LEVERS: dict[str, tuple[str, ...]] = {
         "If the one-time cost itself matters (start-up time, serving cold start): cache compiled kernels "
         "(Inductor/Triton caches, `CUDA_MODULE_LOADING=LAZY`), capture fewer graph sizes, warm the allocator once.",
     ),
+    "capture-boundary": (
+        "Profile with a `torch.profiler.schedule(wait=..., warmup=..., active=...)` stepped every iteration, so that "
+        "the capture opens and closes on step boundaries.",
+        "With Nsight Systems, bracket steady-state steps with `--capture-range=cudaProfilerApi` and "
+        "`torch.cuda.synchronize()` before `torch.cuda.profiler.start()`.",
+    ),
     "unattributed": (
         "Open the largest gaps in ui.perfetto.dev (`--perfetto out.pftrace`) and read the evidence track.",
         "Record more context: `with_stack=True`, NVTX or `record_function` ranges around the suspect code.",
@@ -116,6 +126,8 @@ EVIDENCE_TEXT: dict[str, str] = {
     "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",
     "module-load": "module loading", "first-launch": "first kernel launches (lazy module loading)",
     "context": "context and stream setup", "allocator-growth": "allocator growth",
+    "uncaptured-work": "GPU work issued before the capture began", "blocking-call": "a blocking call at the "
+    "capture's start waiting on earlier GPU work", "shutdown": "the profiler shutting down after the last step",
 }
 
 

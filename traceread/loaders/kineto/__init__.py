@@ -63,6 +63,7 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
         "bare_list": stream.bare_list,
         "json_bytes": stream.json_bytes,
         "non_row_events": builder.other_events,
+        "raw_categories": list(builder.cat_ids),  # as written (sanity: counter-only captures)
         "kineto_decoder": builder.decoder_summary(),
     }
     meta = TraceMeta(

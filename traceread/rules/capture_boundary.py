@@ -1,0 +1,147 @@
+"""capture-boundary: idle at the capture's edges that the capture does not explain (not a cause).
+
+::
+
+    host     |launch launch ....|                       ...last op|                |
+    compute  |....(busy with unrecorded work)....|==k1==...==kN==|   (nothing)     |
+              ^ lead: the first op waited behind work issued before the capture   ^ tail: shutdown
+
+Signature (found by the engine, :mod:`traceread.capture_edges`, which also cuts the gaps there):
+
+* ``uncaptured-work``: before the device's first recorded GPU op, which started at least
+  ``capture_lead_min_ns`` after its launch call returned, with nothing recorded ahead of it: the GPU
+  was busy with work the profiler did not record;
+* ``blocking-call``: before it, the host was blocked that long in a call at the capture's start (a
+  synchronous copy, a sync) that waited on such work;
+* ``shutdown``: the last step ends in a stretch of at least ``capture_tail_min_ns`` with no host op
+  and no GPU op (the profiler shutting down), longer than twice the other steps' empty endings.
+
+It goes first: whatever else overlaps the stretch, the GPU was not waiting for it inside the
+capture. Attribution keeps this time out of the causes' shares and out of the verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceread.capture_edges import capture_edges
+from traceread.config import Thresholds
+from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns
+from traceread.steps import outliers
+from traceread.trace import Trace
+from traceread.vocabulary import CAPTURE_BOUNDARY
+
+NAME = CAPTURE_BOUNDARY
+
+
+class _Edge:
+    """One row of ``capture_edges`` with typed fields."""
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self.rank, self.device = int(row["rank"]), int(row["device"])
+        self.lead_start_ns, self.lead_end_ns = int(row["lead_start_ns"]), int(row["lead_end_ns"])
+        self.lead_kind, self.lead_op, self.lead_call = str(row["lead_kind"]), str(row["lead_op"]), str(row["lead_call"])
+        self.lead_wait_ns = int(row["lead_wait_ns"])
+        self.tail_start_ns, self.tail_end_ns = int(row["tail_start_ns"]), int(row["tail_end_ns"])
+        self.tail_other_ns = int(row["tail_other_ns"])
+
+
+def _records(edges: pd.DataFrame) -> list[_Edge]:
+    return [_Edge({str(k): v for k, v in r.items()}) for r in edges.to_dict("records")]
+
+
+def edges_of(steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame | None:
+    """The capture edges of every device (None without a trace or steps)."""
+    if trace is None or steps is None or steps.empty:
+        return None
+    return capture_edges(trace, steps, cfg)
+
+
+def captured(gaps: pd.DataFrame, steps: pd.DataFrame | None, edges: pd.DataFrame | None, cfg: Thresholds
+             ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """``gaps`` and ``steps`` with the first and last steps trimmed to the captured time (their
+    ``offset_ns`` and ``phase`` measured from the trimmed start, outliers judged on the trimmed
+    lengths), for periodicity: a bubble keeps its place in a step that the capture opened late or
+    closed late, and such a step is not an outlier. Unchanged when no edge is found."""
+    if steps is None or edges is None or not ((edges["lead_end_ns"] >= 0) | (edges["tail_start_ns"] >= 0)).any():
+        return gaps, steps
+    st = steps.copy()
+    for e in _records(edges):
+        here = np.flatnonzero(((st["rank"] == e.rank) & (st["device"] == e.device)).to_numpy())
+        if len(here) == 0:
+            continue
+        s_, e_ = st["start_ns"].to_numpy(np.int64)[here], st["end_ns"].to_numpy(np.int64)[here]
+        if e.lead_end_ns >= 0:
+            i = here[np.argmin(s_)]
+            st.iloc[i, st.columns.get_loc("start_ns")] = min(max(int(st["start_ns"].iat[i]), e.lead_end_ns),
+                                                             int(st["end_ns"].iat[i]) - 1)
+        if e.tail_start_ns >= 0:
+            i = here[np.argmax(e_)]
+            st.iloc[i, st.columns.get_loc("end_ns")] = max(min(int(st["end_ns"].iat[i]), e.tail_start_ns),
+                                                           int(st["start_ns"].iat[i]) + 1)
+    if "outlier" in st.columns and "warmup" in st.columns:
+        st["outlier"] = outliers(st, cfg)
+    at = pd.MultiIndex.from_frame(st[["rank", "device", "step"]].astype("int64")).get_indexer(
+        pd.MultiIndex.from_arrays([col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64),
+                                   col(gaps, "step", -1).astype(np.int64)]))
+    ok = at >= 0
+    ws = np.where(ok, st["start_ns"].to_numpy(np.int64)[np.maximum(at, 0)], 0)
+    we = np.where(ok, st["end_ns"].to_numpy(np.int64)[np.maximum(at, 0)], 1)
+    g = gaps.copy()
+    gs = col(gaps, "start_ns").astype(np.int64)
+    offset = np.where(ok, np.maximum(gs - ws, 0), col(gaps, "offset_ns").astype(np.int64))
+    g["offset_ns"] = offset
+    g["phase"] = np.where(ok, offset / np.maximum(we - ws, 1), col(gaps, "phase", 0.0).astype(np.float64))
+    return g, st
+
+
+def cover(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap: ``(kind, evidence)``: the boundary the gap lies in ('' when none) and its sentence."""
+    n = len(gaps)
+    kind = np.full(n, "", dtype=object)
+    text = np.full(n, "", dtype=object)
+    if edges is None or n == 0:
+        return kind, text
+    g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
+    gs, ge = col(gaps, "start_ns").astype(np.int64), col(gaps, "end_ns").astype(np.int64)
+    for e in _records(edges):  # one row per device
+        here = (g_rank == e.rank) & (g_dev == e.device)
+        if e.lead_end_ns >= 0:
+            lead = here & (gs >= e.lead_start_ns) & (ge <= e.lead_end_ns)
+            wait = fmt_ns(np.array([e.lead_wait_ns]))[0]
+            if e.lead_kind == "queued":
+                kind[lead] = "uncaptured-work"
+                text[lead] = (f"capture boundary: the device's first recorded GPU op ({e.lead_op}) started {wait} "
+                              f"after its launch call ({e.lead_call}) returned, with nothing recorded ahead of it: "
+                              "the GPU was busy with work issued before the capture began")
+            else:
+                kind[lead] = "blocking-call"
+                text[lead] = (f"capture boundary: at the capture's start the host was blocked {wait} in "
+                              f"{e.lead_call} before anything recorded ran on the device: it waited on GPU work "
+                              "issued before the capture began")
+        if e.tail_start_ns >= 0:
+            tail = here & (gs >= e.tail_start_ns) & (ge <= e.tail_end_ns)
+            kind[tail] = "shutdown"
+            text[tail] = cat("capture boundary: the last step ends in ", fmt_ns(np.full(int(tail.sum()),
+                             e.tail_end_ns - e.tail_start_ns)), " with no host op and no GPU op (the profiler "
+                             "shutting down; the other steps end within ",
+                             fmt_ns(np.full(int(tail.sum()), e.tail_other_ns)), " of their last op)")
+    return kind, text
+
+
+def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    return ctx.capture_kind != ""
+
+
+def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
+    return ctx.capture_kind.astype(object)
+
+
+def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    return ctx.capture_text.astype(object)
+
+
+RULE = Rule(NAME, mask, evidence, kind)
