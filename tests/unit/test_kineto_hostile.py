@@ -238,3 +238,19 @@ def test_gzip_whose_only_damage_is_its_trailer_loads_with_a_warning(tmp_path: Pa
     assert BAD_CHECK_WARNING in trace.meta.warnings
     assert main(["info", str(path)]) == 0
     assert digest(path) == before
+
+
+@pytest.mark.parametrize("dur", [2**53 + 1, 9_000_000_000_000_000])
+def test_a_duration_that_ends_past_int64_is_one_line_exit_2(tmp_path, capsys, dur) -> None:
+    """Found by fuzz_long (seed 2612): ts + dur past int64 ns wrapped to an end before its start (exit 3)."""
+    import json
+
+    from traceread.cli import main
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1_700_000_000_000_000, "dur": d,
+         "args": {"device": 0, "stream": 7}} for d in (5, dur)]}))
+    assert main(["analyze", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "int64" in err[0]

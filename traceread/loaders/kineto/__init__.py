@@ -45,6 +45,10 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
         rank_notes: list[str] = []
         rank, rank_source, world, world_source = km.rank_of(path, stream.top, rank_notes)
         events, side = builder.build(path, rank)
+    wrapped = events["end_ns"].to_numpy() < events["start_ns"].to_numpy()
+    if wrapped.any():  # ts + dur past int64 ns (a duration of 2^53 us on an epoch timestamp): not a time
+        raise TraceReadError(path, f"{int(wrapped.sum()):,} event(s) end past 2^63-1 ns (ts + dur does not fit "
+                                   "int64 nanoseconds): not a time")
     schema.validate(events)
     base, offset, base_note = km.time_base(stream.top, events)
     warnings = list(stream.warnings) + rank_notes
