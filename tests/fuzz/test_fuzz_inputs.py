@@ -188,3 +188,15 @@ def test_long_stretch_without_an_event_boundary(worker, bases, tmp_path) -> None
     path = write_json_case(tmp_path / "in", name, (text[:at] + " " * (4 << 20) + text[at:]).encode(), gz=True)
     for command in ("analyze", "info"):
         _check(worker, str(path), command, tmp_path)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_regression_zero_median_step(worker, tmp_path, command) -> None:
+    # Found by scripts/fuzz_long.py (seed 2612, case 2287): integer edges (ts 2^63, dur 2^31) left steps
+    # of 0 ns; diff asserted a non-zero median step (exit 3). Now: a result, no relative change.
+    from pathlib import Path
+
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "in" / "planted-int-us.json.gz"
+    path.write_bytes((Path(__file__).parent / "regressions" / "zero_median_step_int_edges.json.gz").read_bytes())
+    _check(worker, str(path), command, tmp_path)

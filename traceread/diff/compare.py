@@ -199,8 +199,10 @@ def compare(b: SideFacts, a: SideFacts, cfg: Thresholds) -> Diff:
                                                                     stats.block_length(len(xa))],
                 "samples": cfg.diff_bootstrap_samples, "seed": 0, "n_before": int(len(xb)), "n_after": int(len(xa))}
         r = tput_ratio if tokens else ratio
-        assert r is not None  # both sides have values (ratio: and a non-zero median step)
-        change = (1.0 - r) * 100.0 if tokens else (r - 1.0) * 100.0  # worse is positive
+        if r is None:  # a median step of zero ns (a damaged trace's steps): no relative change to give
+            warnings.append("the median step time is 0 ns on the before side: no relative change")
+        else:
+            change = (1.0 - r) * 100.0 if tokens else (r - 1.0) * 100.0  # worse is positive
     offsetting = ""
     n_min = min(len(b.step_values), len(a.step_values))
     if blocking:
