@@ -6,7 +6,8 @@ reported a straggler's compile time as "short-gaps"). This module imports nothin
 
 * ``GAP_CLASSES``: what a compute-idle gap is classified as (``traceread.rules``), in report order;
   ``unattributed`` last.
-* ``BUSY_PARTS``: the two parts of busy time (``traceread.attribution``).
+* ``BUSY_PARTS``: the parts of busy time (``traceread.attribution``): compute-bound, memory-bound, and
+  unclassified (kernels no pattern names: neither bound is claimed for them, so no lever is drawn).
 * ``PARTS``: busy parts then gap classes: the split of step time, summing to it.
 * ``VERDICTS``: what a run's dominant cause can be: an idle class, or ``memory-bound`` /
   ``healthy`` when idle time is small (``NO_GPU_ACTIVITY`` when nothing ran on a GPU).
@@ -27,7 +28,8 @@ GAP_CLASSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE
 
 COMPUTE_BOUND = "compute-bound"
 MEMORY_BOUND = "memory-bound"
-BUSY_PARTS: tuple[str, ...] = (COMPUTE_BOUND, MEMORY_BOUND)
+UNCLASSIFIED = "unclassified"  # busy in kernels of unknown class (report schema 1.2)
+BUSY_PARTS: tuple[str, ...] = (COMPUTE_BOUND, MEMORY_BOUND, UNCLASSIFIED)
 PARTS: tuple[str, ...] = BUSY_PARTS + GAP_CLASSES
 
 HEALTHY = "healthy"
@@ -53,4 +55,4 @@ def part_of_col(column: str) -> str:
 
 __all__ = ["GAP_CLASSES", "BUSY_PARTS", "PARTS", "VERDICTS", "NO_GPU_ACTIVITY", "LAUNCH_BOUND", "COMM_BOUND",
            "DATA_STARVED", "PIPELINE_BUBBLE", "SYNC_STALL", "ONE_TIME_COST", "UNATTRIBUTED", "COMPUTE_BOUND",
-           "MEMORY_BOUND", "HEALTHY", "part_col", "share_col", "part_of_col"]
+           "MEMORY_BOUND", "UNCLASSIFIED", "HEALTHY", "part_col", "share_col", "part_of_col"]
