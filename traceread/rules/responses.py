@@ -126,6 +126,7 @@ EVIDENCE_TEXT: dict[str, str] = {
     "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",
     "module-load": "module loading", "first-launch": "first kernel launches (lazy module loading)",
     "context": "context and stream setup", "allocator-growth": "allocator growth",
+    "lazy-init": "CUDA / cuDNN / cuBLAS lazy start-up (context initialization, first library handles)",
     "pageable-copy": "in host-to-device batch copies from pageable (unpinned) memory",
 }
 
