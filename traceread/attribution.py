@@ -6,8 +6,11 @@ split into parts that sum to it exactly, nothing counted twice:
 * ``compute-bound``: time some compute kernel of a compute-bound class (GEMM, attention,
   convolution: ``kernel_classes.COMPUTE_BOUND_CLASSES``) was running; whole CUDA graphs count here
   (their kernels are not traced; a note says how much).
-* ``memory-bound``: time only other compute kernels were running (elementwise, reductions,
-  normalization, Triton pointwise, unknown names).
+* ``memory-bound``: time no compute-bound kernel but some classified memory-bound one was running
+  (elementwise, reductions, normalization, Triton pointwise, copies launched as kernels).
+* ``unclassified``: time only kernels of unknown class (``kernel_classes.CLS_OTHER``: custom kernels,
+  generated fusions no pattern names) were running. Neither bound is claimed for them, so no lever
+  is drawn from this time; the kernel table lists their names for ``[kernel_patterns]``.
 * one part per gap class: compute-idle time, summed from the classified gaps (clipped to the window).
   Idle time no gap covers (the engine's minimum gap size) is added to ``unattributed``.
 
@@ -18,13 +21,15 @@ says how much was left out.
 
 The verdict (:func:`verdict`, the only one: analyze of one trace or several, scan jobs and diff sides
 all call it on their summed split): if idle is at most ``healthy_max_idle`` of step time the run is
-``memory-bound`` when memory-bound kernels take at least ``memory_bound_min_share`` of busy time, else
+``memory-bound`` when classified memory-bound kernels take at least ``memory_bound_min_share`` of busy
+time (all of it, unclassified included: unknown kernels never make a run memory-bound), else
 ``healthy``; otherwise the largest idle class, ``unattributed`` included, is the dominant cause, and
 its cost is its share of step time. ``one-time-cost`` is dominant only when it also reaches
 ``one_time_verdict_share`` of step time (then the window is not steady state and the verdict says
 how to re-profile); below that the largest steady-state class is named, since one-time costs are
 not what the run pays every step. The runner-up is the largest other named idle class (or
-memory-bound when memory-bound kernels dominate busy time), never ``unattributed``.
+memory-bound when memory-bound kernels dominate busy time), never ``unattributed`` nor
+``unclassified`` (neither names a fix).
 
 The first response (``rules.responses.first_response``, read by the renderers) follows the largest
 piece of evidence inside the dominant class (``dominant_evidence``: the gaps' ``evidence_kind``): a
@@ -55,6 +60,7 @@ from traceread.vocabulary import (
     ONE_TIME_COST,
     PARTS,
     UNATTRIBUTED,
+    UNCLASSIFIED,
     VERDICTS,
     part_col,
     share_col,
@@ -109,9 +115,11 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     steps = _analysed(steps_df)
     ev = trace.events
     kern = ev[(ev["lane"] == schema.LANE_GPU_COMPUTE)]
-    bound = kc.is_compute_bound_class(kc.classify(kern["name"])) if len(kern) else np.zeros(0, bool)
+    classes = kc.classify(kern["name"]) if len(kern) else np.zeros(0, object)
     graph = (kern["category"] == schema.CAT_GRAPH).to_numpy() if len(kern) else np.zeros(0, bool)
-    bound = bound | graph
+    bound = kc.is_compute_bound_class(classes) | graph
+    # A whole CUDA graph is compute-bound whatever its name; only named kernels can be unknown.
+    unknown = (np.asarray(classes == kc.CLS_OTHER, bool) & ~graph) if len(kern) else np.zeros(0, bool)
     rows = []
     graph_ns = 0
     gaps = classified_gaps if classified_gaps is not None else pd.DataFrame()
@@ -129,9 +137,13 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
         ks, ke = k_start[sel], k_end[sel]
         busy = _covered(ks, ke, ws, we)
         cb = _covered(ks[bound[sel]], ke[bound[sel]], ws, we)
+        # Precedence compute-bound > memory-bound > unclassified: time counts as unclassified only
+        # when no classified kernel ran (the union of the classified kernels is the rest of busy).
+        classified = _covered(ks[~unknown[sel]], ke[~unknown[sel]], ws, we)
         graph_ns += _covered(ks[graph[sel]], ke[graph[sel]], ws, we)
         row: dict[str, Any] = {"rank": int(rank), "device": int(device), "steps": int(len(st)), "step_ns": window,
-                               part_col("compute-bound"): cb, part_col("memory-bound"): busy - cb}
+                               part_col(COMPUTE_BOUND): cb, part_col(MEMORY_BOUND): classified - cb,
+                               part_col(UNCLASSIFIED): busy - classified}
         unit_gaps = gaps.iloc[gap_rows[(rank, device)]] if (rank, device) in gap_rows else gaps.iloc[:0]
         row.update(_idle_by_class(unit_gaps, rank, device, ws, we, window - busy, notes))
         rows.append(row)
@@ -149,10 +161,14 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     if total_ns and graph_ns / total_ns >= cfg.note_min_share:
         notes.append(f"{graph_ns / total_ns:.0%} of step time runs inside CUDA graphs whose kernels are not traced; "
                      "it is counted as compute-bound busy time")
-    busy_share = shares["compute-bound"] + shares["memory-bound"]
-    if dominant in IDLE_CAUSES and busy_share and shares["memory-bound"] / busy_share >= cfg.memory_bound_min_share:
-        notes.append(f"memory-bound kernels take {shares['memory-bound'] / busy_share:.0%} of busy time: once the idle "
+    busy_share = sum(shares[p] for p in BUSY_PARTS)
+    if dominant in IDLE_CAUSES and busy_share and shares[MEMORY_BOUND] / busy_share >= cfg.memory_bound_min_share:
+        notes.append(f"memory-bound kernels take {shares[MEMORY_BOUND] / busy_share:.0%} of busy time: once the idle "
                      "time is removed, fusion is the next lever")
+    if busy_share and shares[UNCLASSIFIED] >= cfg.note_min_share:
+        notes.append(f"kernels of unknown class take {shares[UNCLASSIFIED] / busy_share:.0%} of busy time: counted as "
+                     "unclassified busy time, neither compute- nor memory-bound, and no lever is drawn from them "
+                     "(name them with [kernel_patterns] in a config file; the kernel table lists them)")
     notes.extend(_comm_note(gaps, total_ns, cfg))
     notes.extend(_boundary_note(gaps, shares, total_ns))
     if total_ns == 0:
@@ -256,9 +272,11 @@ def verdict(shares: Mapping[str, float], cfg: Thresholds) -> Verdict:
     captured = 1.0 - shares.get(CAPTURE_BOUNDARY, 0.0)
     if captured <= 0:
         return Verdict(UNATTRIBUTED, 0.0)
-    shares = {p: (0.0 if p == CAPTURE_BOUNDARY else shares[p] / captured) for p in PARTS}
+    shares = {p: (0.0 if p == CAPTURE_BOUNDARY else shares.get(p, 0.0) / captured) for p in PARTS}
     idle = sum(shares[c] for c in IDLE_CAUSES)
-    busy = shares[COMPUTE_BOUND] + shares[MEMORY_BOUND]
+    # Unclassified busy time (splits read from reports before schema 1.2 lack it: 0) counts in busy
+    # time but never towards memory-bound.
+    busy = sum(shares[p] for p in BUSY_PARTS)
     memory_heavy = bool(busy) and shares[MEMORY_BOUND] / busy >= cfg.memory_bound_min_share
     if idle <= cfg.healthy_max_idle:
         cause, share = (MEMORY_BOUND, shares[MEMORY_BOUND]) if memory_heavy else (HEALTHY, idle)

@@ -43,7 +43,7 @@ from traceread.trace import Trace
 OVERLAP_KINDS: tuple[str, ...] = (
     "comm", "comm_collective", "comm_p2p",
     "memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_ptop", "memcpy_pageable", "memcpy_pinned",
-    "memset", "cpu_runtime", "dataloader", "sync", "alloc", "optimizer",
+    "memcpy_htod_pageable", "memset", "cpu_runtime", "dataloader", "sync", "alloc", "optimizer",
 )
 GAP_COLUMNS: tuple[str, ...] = (
     "rank", "device", "step", "start_ns", "end_ns", "dur_ns", "offset_ns", "phase",
@@ -134,6 +134,8 @@ def _copy_flags(s: dict[str, np.ndarray], v: EventView, rows: np.ndarray) -> dic
     flags = {col: kind == k for k, col in _COPY_DIRS.items()}
     flags["memcpy_pageable"] = src.astype(bool)
     flags["memcpy_pinned"] = pinned.astype(bool)
+    # A pageable host-to-device batch copy has its own fix (pin the batch), so it gets its own overlap.
+    flags["memcpy_htod_pageable"] = flags["memcpy_htod"] & flags["memcpy_pageable"]
     return flags
 
 

@@ -67,13 +67,22 @@ CAPTURE = _calls(r"(cuda|hip|cu)(Graph(Exec)?Instantiate\w*|GraphUpload\w*|Strea
 CAPTURE_BEGIN = _calls(r"(cuda|hip|cu)StreamBeginCapture\w*")
 CAPTURE_END = _calls(r"(cuda|hip|cu)StreamEndCapture\w*")
 MODULE_LOAD = _calls(r"cu(Library|Module)Load\w*", r"hipModuleLoad\w*", r"cuLink(Create|AddData|AddFile|Complete)\w*",
-                     r"cuInit", r"cuGetProcAddress\w*", r"cudaGetDriverEntryPoint\w*", r"cuModuleGetLoadingMode",
+                     r"cuGetProcAddress\w*", r"cudaGetDriverEntryPoint\w*", r"cuModuleGetLoadingMode",
                      r"nvrtc\w+", r"nvJitLink\w+", r"__(cuda|hip)RegisterFatBinary\w*")
 CONTEXT_SETUP = _calls(r"(cuda|hip)(SetDevice\w*|GetDeviceCount|DeviceGetStreamPriorityRange|StreamGetPriority|"
                        r"StreamCreate\w*|EventCreate\w*|GetDeviceProperties\w*|DeviceGetAttribute|InitDevice|"
                        r"DeviceReset|DriverGetVersion|RuntimeGetVersion|HostRegister|HostAlloc|MallocHost|HostMalloc)",
                        r"cu(CtxCreate\w*|DevicePrimaryCtx\w*|StreamCreate\w*|EventCreate\w*|MemHostAlloc\w*|"
                        r"MemHostRegister\w*)")
+# CUDA and math-library lazy start-up: driver/runtime initialization and the creation of the first
+# cuDNN/cuBLAS/MIOpen/rocBLAS handle (by name: nsys library tracing, NVTX or record_function ranges).
+LAZY_INIT = _calls(r"cuInit", r"hipInit", r"(cuda|hip)(GetDeviceCount|InitDevice)", r"cuDevicePrimaryCtx\w*",
+                   r"cuCtxCreate\w*", r"cudnnCreate", r"cublas(Lt)?Create\w*", r"cusparseCreate", r"cusolver(Dn|Sp)Create",
+                   r"miopenCreate\w*", r"rocblas_create_handle", r"hipblas(Lt)?Create", r"hipsparseCreate")
+# Host ops that create a math-library handle on their first call in a thread (cuDNN/MIOpen
+# convolutions, cuBLAS GEMMs): in Kineto the creation shows only as the runtime calls inside that
+# first op (``cudaFree(0)``, workspace ``cudaMalloc``, ``cudaStreamCreate``). Searched in op names.
+LIBRARY_OP = re.compile(r"(?i)cudnn|miopen|cublas|hipblas|rocblas|^aten::(addmm|mm|bmm|baddbmm|matmul|linear|_scaled_mm)$")
 # Ranges (NVTX, record_function) around compilation and autotuning: searched anywhere in the name.
 COMPILE_RANGE = re.compile(r"(?i)compil(e(?!d)|ing|ation)|nvrtc|nvjitlink|ptxas")
 AUTOTUNE_RANGE = re.compile(r"(?i)autotun|benchmark_all_configs|cudnnFind|precompil")

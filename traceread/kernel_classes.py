@@ -56,7 +56,8 @@ KERNEL_CLASSES: tuple[str, ...] = (
     CLS_OTHER,
 )
 
-# Busy time of these classes counts as compute-bound (tensor-core shaped work); all other
+# Busy time of these classes counts as compute-bound (tensor-core shaped work); ``other`` (no pattern
+# matched) counts as unclassified busy time, since nothing is known of it; all other
 # non-communication classes count as memory-bound busy time.
 COMPUTE_BOUND_CLASSES: frozenset[str] = frozenset({CLS_GEMM, CLS_ATTENTION, CLS_CONVOLUTION})
 

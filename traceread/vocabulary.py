@@ -9,7 +9,8 @@ reported a straggler's compile time as "short-gaps"). This module imports nothin
 * ``CAPTURE_BOUNDARY``: the one gap class that is not a cause: idle at the capture's edges (work
   issued before the capture began, the profiler shutting down). ``IDLE_CAUSES``: the other gap classes,
   the only ones a verdict can name.
-* ``BUSY_PARTS``: the two parts of busy time (``traceread.attribution``).
+* ``BUSY_PARTS``: the parts of busy time (``traceread.attribution``): compute-bound, memory-bound, and
+  unclassified (kernels no pattern names: neither bound is claimed for them, so no lever is drawn).
 * ``PARTS``: busy parts then gap classes: the split of step time, summing to it.
 * ``VERDICTS``: what a run's dominant cause can be: an idle class, or ``memory-bound`` /
   ``healthy`` when idle time is small (``NO_GPU_ACTIVITY`` when nothing ran on a GPU).
@@ -33,7 +34,8 @@ IDLE_CAUSES: tuple[str, ...] = tuple(c for c in GAP_CLASSES if c != CAPTURE_BOUN
 
 COMPUTE_BOUND = "compute-bound"
 MEMORY_BOUND = "memory-bound"
-BUSY_PARTS: tuple[str, ...] = (COMPUTE_BOUND, MEMORY_BOUND)
+UNCLASSIFIED = "unclassified"  # busy in kernels of unknown class (report schema 1.2)
+BUSY_PARTS: tuple[str, ...] = (COMPUTE_BOUND, MEMORY_BOUND, UNCLASSIFIED)
 PARTS: tuple[str, ...] = BUSY_PARTS + GAP_CLASSES
 
 HEALTHY = "healthy"
@@ -60,4 +62,4 @@ def part_of_col(column: str) -> str:
 __all__ = ["GAP_CLASSES", "IDLE_CAUSES", "CAPTURE_BOUNDARY", "BUSY_PARTS", "PARTS", "VERDICTS", "NO_GPU_ACTIVITY",
            "LAUNCH_BOUND", "COMM_BOUND",
            "DATA_STARVED", "PIPELINE_BUBBLE", "SYNC_STALL", "ONE_TIME_COST", "UNATTRIBUTED", "COMPUTE_BOUND",
-           "MEMORY_BOUND", "HEALTHY", "part_col", "share_col", "part_of_col"]
+           "MEMORY_BOUND", "UNCLASSIFIED", "HEALTHY", "part_col", "share_col", "part_of_col"]

@@ -127,3 +127,28 @@ def test_nothing_planted_is_healthy_and_one_cause_dominates(tmp_path):
         a = attribute(trace, steps, gaps, CFG)
         assert a.dominant_cause == verdict, a.shares
         assert a.shares["compute-bound"] > a.shares["memory-bound"]
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+@pytest.mark.parametrize("jitter", [0.1, 0.2])
+def test_pageable_batch_copies_get_the_pinning_evidence(tmp_path, fmt, jitter):
+    """The planted data-starved gaps are a loader wait then a pinned copy, or a blocking pageable H2D
+    copy: only the second gets the ``pageable-copy`` evidence (first fix: pin_memory, non_blocking),
+    judged against the scenario's own copies (their memory kind as planted), in both formats."""
+    p = plant(PlantSpec(seed=3, ranks=1, steps=8, jitter=jitter,
+                        weights={c: (2.0 if c == "data-starved" else 0.0) for c in CLASSES}))
+    paths = (write_kineto(p.scenario, str(tmp_path / "run.rank{rank}.pt.trace.json")) if fmt == "kineto"
+             else [write_nsys(p.scenario, str(tmp_path / "run.sqlite"))])
+    gaps = pd.concat([g for _, _, g in _run(paths)], ignore_index=True)
+    planted = sorted((c.start_ns, c.end_ns) for r in p.scenario.ranks for c in r.copies
+                     if c.kind == "HtoD" and c.src_kind == "Pageable")
+    starved = gaps[gaps["class"].astype(str) == "data-starved"]
+    kinds = []
+    for s, e, k in zip(starved["start_ns"], starved["end_ns"], starved["evidence_kind"], strict=True):
+        covered = sum(max(0, min(e, ce) - max(s, cs)) for cs, ce in planted)
+        want = "pageable-copy" if covered >= 0.5 * (e - s) else "data-starved"
+        assert k == want, (s, e, covered, k)
+        kinds.append(k)
+    assert {"pageable-copy", "data-starved"} <= set(kinds)
+    a = attribute(load(paths[0]), *_run(paths)[0][1:], CFG)
+    assert a.dominant_cause == "data-starved" and a.dominant_evidence in ("pageable-copy", "data-starved")

@@ -172,6 +172,18 @@ def test_memcpy_direction_and_kind_from_copy_args_and_names():
     assert g["memcpy_htod_ns"] == 20 and g["memcpy_pinned_ns"] == 20
     assert g["memcpy_dtoh_ns"] == 10 and g["memcpy_pageable_ns"] == 10
     assert g["memcpy_ptop_ns"] == 5 and g["memcpy_dtod_ns"] == 0 and g["memset_ns"] == 2
+    assert g["memcpy_htod_pageable_ns"] == 0  # pinned H2D and pageable D2H: no pageable H2D
+
+
+def test_pageable_h2d_from_the_name_or_the_copy_args_kinds():
+    """Kineto names the memory kinds in the copy's name; nsys in copy_args (src_kind): both count."""
+    rows = [annotation("ProfilerStep#1", 0, 100), kernel(0, 10), kernel(90, 100),
+            copy(10, 30, name="Memcpy HtoD (Pageable -> Device)"), copy(40, 70, name="Memcpy HtoD")]
+    side = {"copy_args": pd.DataFrame({"row": [4], "bytes": [8], "copy_kind": ["HtoD"], "src_kind": ["Pageable"],
+                                       "dst_kind": ["Device"]})}
+    _, _, gaps = run(rows, side=side)
+    g = gaps.iloc[0]
+    assert g["memcpy_htod_ns"] == 50 and g["memcpy_htod_pageable_ns"] == 50 and g["memcpy_pinned_ns"] == 0
 
 
 def test_queue_depth_counts_launched_not_started_work():

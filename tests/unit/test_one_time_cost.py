@@ -7,7 +7,7 @@ say what the host was doing meanwhile.
 from __future__ import annotations
 
 import pandas as pd
-from _frames import annotation, api, kernel, make_events
+from _frames import annotation, api, kernel, make_events, op
 from test_rules import CFG, US, gap, one, queued
 
 from traceread.attribution import dominant_idle
@@ -121,6 +121,37 @@ def test_allocator_calls_in_the_first_step_only_are_growth():
     trace = make_events([kernel(0, 100 * US)] + _alloc_rows(1, 3, "cudaMalloc"))
     out = classify(pd.DataFrame([gap(dur=700 * US, step=0)]), steps, trace, CFG)
     assert out["class"][0] == "one-time-cost" and out["evidence_kind"][0] == "allocator-growth"
+
+
+def _cudnn_first_call(first: bool) -> list[dict]:
+    """host [aten::cudnn_convolution [cudaFree 1.2 ms][cudaStreamCreateWithFlags 0.6 ms][cudaMalloc 0.1 ms]]
+    over the gap: the first cuDNN op of the thread creates its handle (Kineto shows only these calls)."""
+    rows = [kernel(0, 100 * US)]
+    if not first:  # an earlier cuDNN op on the same thread already created the handle
+        rows.append(op("aten::cudnn_convolution", 10 * US, 60 * US))
+    rows += [op("aten::cudnn_convolution", 95 * US, 2_100 * US), api("cudaFree", 110 * US, 1_310 * US),
+             api("cudaStreamCreateWithFlags", 1_320 * US, 1_920 * US), api("cudaMalloc", 1_930 * US, 2_030 * US)]
+    return rows
+
+
+def test_library_handle_creation_in_the_first_cudnn_op_is_lazy_start_up_not_allocator_growth():
+    row = gap(dur=2_000 * US, next_launch_start_ns=2_050 * US, next_launch_end_ns=2_060 * US)
+    got = one(row, trace=make_events(_cudnn_first_call(first=True)))
+    assert got["class"] == "one-time-cost" and got["evidence_kind"] == "lazy-init"
+    assert "lazy start-up" in got["evidence"] and "allocator growth" not in got["evidence"]
+    assert "lazy start-up" in advice.verdict("one-time-cost", 0.4, "lazy-init")
+    # The same calls inside a later cuDNN op of the thread: the handle exists, so growth and setup.
+    later = one(row, trace=make_events(_cudnn_first_call(first=False)))
+    assert later["class"] == "one-time-cost" and later["evidence_kind"] == "allocator-growth"
+
+
+def test_cuda_and_library_initialization_by_name_is_lazy_start_up():
+    """host [cuInit 0.9 ms][cudaGetDeviceCount 0.5 ms] ... [cudnnCreate range 0.5 ms] over the gap."""
+    trace = make_events([kernel(0, 100 * US), api("cuInit", 110 * US, 1_010 * US, category="driver"),
+                         api("cudaGetDeviceCount", 1_020 * US, 1_520 * US),
+                         annotation("cudnnCreate", 1_530 * US, 2_030 * US)])
+    got = one(gap(dur=2_000 * US, next_launch_start_ns=2_050 * US, next_launch_end_ns=2_060 * US), trace=trace)
+    assert got["class"] == "one-time-cost" and got["evidence_kind"] == "lazy-init"
 
 
 def test_one_time_cost_is_the_verdict_only_when_large():

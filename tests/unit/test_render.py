@@ -6,6 +6,7 @@ below is known independently of the pipeline.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 from types import SimpleNamespace
@@ -99,7 +100,7 @@ def make_analysis(cfg: Thresholds = Thresholds()) -> Analysis:  # noqa: B008
     for p in PARTS:
         attr[part_col(p)] = 0
     attr[part_col("compute-bound")] = 8 * MS
-    attr[part_col("memory-bound")] = 4 * MS
+    attr[part_col("unclassified")] = 4 * MS  # NASTY's 2 ms per step: a kernel of unknown class
     attr[part_col("comm-bound")] = 6 * MS
     attr[part_col("data-starved")] = MS
     attr[part_col("sync-stall")] = MS
@@ -135,6 +136,15 @@ def test_where_table_sums_to_100_percent(analysis: Analysis) -> None:
     assert len(shares) == len(PARTS)
     assert sum(shares) == pytest.approx(100.0, abs=0.5)
     assert "| idle: comm-bound | 6.000 ms | 30.0% |" in block  # 6 of 20 ms
+    assert "| busy: unclassified kernels | 4.000 ms | 20.0% |" in block
+
+
+def test_where_table_hides_unclassified_when_every_kernel_has_a_class(analysis: Analysis) -> None:
+    attr = analysis.attribution.copy()
+    attr[part_col("memory-bound")], attr[part_col("unclassified")] = attr[part_col("unclassified")], 0
+    text = markdown.to_markdown(dataclasses.replace(analysis, attribution=attr))
+    block = text.split("## Where the step time goes")[1].split("##")[0]
+    assert "unclassified" not in block and "| busy: memory-bound kernels | 4.000 ms | 20.0% |" in block
 
 
 def test_verdict_removal_and_levers(analysis: Analysis) -> None:

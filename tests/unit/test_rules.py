@@ -35,7 +35,7 @@ def gap(start=100 * US, dur=100 * US, **cols) -> dict:
                next_kernel_name="k", next_launch_start_ns=start + dur // 2,
                next_launch_end_ns=start + dur // 2 + 4 * US, launch_after_gap_start=True, queue_depth=0)
     for kind in ("comm", "comm_collective", "comm_p2p", "memcpy_htod", "memcpy_dtoh", "memcpy_pageable",
-                 "cpu_runtime", "dataloader", "sync", "alloc", "optimizer"):
+                 "memcpy_htod_pageable", "cpu_runtime", "dataloader", "sync", "alloc", "optimizer"):
         row[f"{kind}_ns"] = 0
     row.update(cols)
     for k in list(row):
@@ -130,19 +130,36 @@ def test_one_long_driver_call_is_not_launch_overhead():
 
 
 def test_data_loader_annotation_over_most_of_gap():
-    row = one(gap(dur=3_000 * US, dataloader_ns=2_800 * US, memcpy_htod_ns=40 * US, memcpy_pageable_ns=40 * US))
+    row = one(gap(dur=3_000 * US, dataloader_ns=2_800 * US, memcpy_htod_ns=40 * US, memcpy_pageable_ns=40 * US,
+                  memcpy_htod_pageable_ns=40 * US))
     assert row["class"] == "data-starved"
     assert "data loader runs for 93%" in row["evidence"]
+    assert row["evidence_kind"] == "data-starved"  # the loader holds it: its fix (workers), not pinning
 
 
 def test_pageable_h2d_copy_covering_gap_is_data_starved_even_with_blocking_memcpy():
     """memcpy: |=== HtoD pageable ===| host blocked in cudaMemcpy: the batch copy is the cause."""
     trace = make_events([kernel(0, 100 * US), api("cudaMemcpy", 90 * US, 1_095 * US),
                          kernel(1_100 * US, 1_200 * US)])
-    row = one(gap(dur=1_000 * US, memcpy_htod_ns=990 * US, memcpy_pageable_ns=990 * US, sync_ns=995 * US),
-              trace=trace)
+    row = one(gap(dur=1_000 * US, memcpy_htod_ns=990 * US, memcpy_pageable_ns=990 * US,
+                  memcpy_htod_pageable_ns=990 * US, sync_ns=995 * US), trace=trace)
     assert row["class"] == "data-starved"
-    assert "pageable" in row["evidence"]
+    assert "pageable host-to-device copy" in row["evidence"]
+    assert row["evidence_kind"] == "pageable-copy"
+    fix = responses.first_response("data-starved", "pageable-copy")
+    assert "pin_memory=True" in fix and "non_blocking=True" in fix and "workers" not in fix
+    assert "pin_memory=True" in responses.levers("data-starved", "pageable-copy")[0]
+
+
+@pytest.mark.parametrize(("pageable_us", "kind"), [(0, "data-starved"), (300, "data-starved"),
+                                                   (600, "pageable-copy")])
+def test_pinned_h2d_copy_keeps_the_plain_data_starved_evidence(pageable_us, kind):
+    """Only a copy mostly from pageable memory gets the pinning fix; a pinned batch copy (or a pageable
+    device-to-host copy beside it) does not."""
+    row = one(gap(dur=1_000 * US, memcpy_htod_ns=990 * US, memcpy_pinned_ns=(990 - pageable_us) * US,
+                  memcpy_pageable_ns=max(pageable_us, 200) * US, memcpy_htod_pageable_ns=pageable_us * US))
+    assert row["class"] == "data-starved" and row["evidence_kind"] == kind
+    assert ("pageable host-to-device" in row["evidence"]) == (kind == "pageable-copy")
 
 
 def test_loader_running_while_kernel_already_queued_is_not_data_starved():

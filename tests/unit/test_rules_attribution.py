@@ -80,6 +80,49 @@ def test_packed_memory_bound_run_is_memory_bound():
     assert "fuse" in first_response(a.dominant_cause, a.dominant_evidence)
 
 
+CUSTOM = "sage_fwd"  # a custom kernel no pattern names (class "other")
+
+
+def test_unknown_kernels_are_their_own_busy_part_after_the_classified_ones():
+    """custom [0,300) overlaps gemm [100,200) and elementwise [250,400); custom alone [600,900).
+
+    step [0,1000): |cus|gemm|cus|elem/cus|elem|..gap..|custom....|.gap.|
+                   0   100  200  250      300 400     600        900  1000
+    """
+    trace = make_events([kernel(0, 300, CUSTOM), kernel(100, 200, GEMM, stream=8), kernel(250, 400, ELEM, stream=9),
+                         kernel(600, 900, CUSTOM)])
+    a = attribute(trace, steps((0, 1000)), gaps((400, 600, "launch-bound"), (900, 1000, "launch-bound")), CFG)
+    r = row(a)
+    assert r[part_col("compute-bound")] == 100
+    assert r[part_col("memory-bound")] == 150  # [250,400): elementwise ran, so not unclassified
+    assert r[part_col("unclassified")] == 100 + 50 + 300  # [0,100), [200,250), [600,900)
+    assert sum(r[part_col(p)] for p in PARTS) == r["step_ns"] == 1000
+    assert any("unknown class" in n for n in a.notes)
+
+
+def test_unknown_kernels_never_make_a_run_memory_bound_nor_draw_the_fusion_lever():
+    # Packed with custom kernels: little idle, and not memory-bound (nothing is known of them).
+    packed = make_events([kernel(0, 900, CUSTOM), kernel(900, 990, ELEM)])
+    a = attribute(packed, steps((0, 1000)), gaps((990, 1000, "launch-bound")), CFG)
+    assert a.dominant_cause == "healthy" and a.shares["unclassified"] == 0.9
+    # Idle-dominated with custom kernels: no "fusion is the next lever" note, no memory-bound runner-up.
+    idle = make_events([kernel(0, 300, CUSTOM), kernel(300, 350, ELEM)])
+    b = attribute(idle, steps((0, 1000)), gaps((350, 1000, "launch-bound")), CFG)
+    assert b.dominant_cause == "launch-bound"
+    assert not any("fusion" in n for n in b.notes)
+    assert row(b)["verdict"] == "launch-bound"
+    # The same run with classified memory-bound kernels instead keeps the lever.
+    elem = make_events([kernel(0, 300, ELEM), kernel(300, 350, ELEM)])
+    c = attribute(elem, steps((0, 1000)), gaps((350, 1000, "launch-bound")), CFG)
+    assert any("fusion is the next lever" in n for n in c.notes)
+
+
+def test_cuda_graphs_are_compute_bound_whatever_their_name():
+    trace = make_events([kernel(0, 500, "CUDA Graph", category="cuda_graph")])
+    r = row(attribute(trace, steps((0, 1000)), gaps((500, 1000, "launch-bound")), CFG))
+    assert r[part_col("compute-bound")] == 500 and r[part_col("unclassified")] == 0
+
+
 def test_packed_compute_bound_run_is_healthy():
     trace = make_events([kernel(0, 960, GEMM), kernel(960, 990, ELEM)])
     a = attribute(trace, steps((0, 1000)), gaps((990, 1000, "launch-bound")), CFG)

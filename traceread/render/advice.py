@@ -27,7 +27,8 @@ def verdict(cause: str, share: float, evidence: str = "") -> str:
                 else MEANING[cause])
         return f"Not steady state: {share:.0%} of step time {what}; {first_response(cause, evidence)}."
     if cause == "healthy":
-        return (f"Healthy: only {share:.0%} of step time {MEANING['healthy']} and busy time is dominated by "
-                f"compute-bound kernels; {FIRST_RESPONSES['healthy']}.")
+        # Not "dominated by compute-bound kernels": busy time may be mostly unclassified kernels.
+        return (f"Healthy: only {share:.0%} of step time {MEANING['healthy']} and memory-bound kernels do not "
+                f"dominate busy time; {FIRST_RESPONSES['healthy']}.")
     held = f", mostly {EVIDENCE_TEXT[evidence]}" if (cause, evidence) in EVIDENCE_FIRST_RESPONSE else ""
     return f"{TITLE[cause]}: {share:.0%} of step time {MEANING[cause]}{held}; {first_response(cause, evidence)}."

@@ -20,7 +20,7 @@ from traceread.printable import printable
 from traceread.render import advice, jobsection, jsonout
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
-from traceread.vocabulary import CAPTURE_BOUNDARY, GAP_CLASSES, PARTS, part_col
+from traceread.vocabulary import BUSY_PARTS, CAPTURE_BOUNDARY, GAP_CLASSES, PARTS, UNCLASSIFIED, part_col
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
 MFU_CONVENTION = "6·N·tokens per optimizer step / (step time · GPUs · dense peak)"
@@ -147,15 +147,17 @@ def _share_rows(attr: pd.DataFrame) -> list[tuple[str, int, float]]:
     return [(p, int(total[part_col(p)]), float(total[part_col(p)]) / step_ns) for p in PARTS]
 
 
-_PART_LABEL = {"compute-bound": "busy: compute-bound kernels", "memory-bound": "busy: memory-bound kernels"}
+_PART_LABEL = {"compute-bound": "busy: compute-bound kernels", "memory-bound": "busy: memory-bound kernels",
+               "unclassified": "busy: unclassified kernels"}
 
 
 def _where(a: Analysis) -> str:
     if a.attribution.empty:
         return ""
     lines = ["## Where the step time goes", ""]
+    # Unclassified busy time is shown only when some kernel had no class (most traces have none).
     rows = [[md_text(_PART_LABEL.get(p, f"idle: {p}")), ms(ns), pct(sh), bar(sh)]
-            for p, ns, sh in _share_rows(a.attribution)]
+            for p, ns, sh in _share_rows(a.attribution) if ns or p != UNCLASSIFIED]
     total_ns = int(a.attribution["step_ns"].sum())
     rows.append(["**total**", ms(total_ns), pct(1.0 if total_ns else 0.0), ""])
     lines.append(table(["Part of step time", "Time", "Share", ""], rows, "lrrl"))
@@ -170,7 +172,7 @@ def _where(a: Analysis) -> str:
         for _, r in a.attribution.iterrows():
             med = float(medians.get((r["trace"], r["rank"], r["device"]), 0.0))
             step_ns = float(r["step_ns"]) or 1.0
-            busy = (r[part_col("compute-bound")] + r[part_col("memory-bound")]) / step_ns
+            busy = sum(r[part_col(p)] for p in BUSY_PARTS) / step_ns
             shares = {c: r[part_col(c)] / step_ns for c in GAP_CLASSES}
             top = max(shares, key=shares.__getitem__)
             rows.append([md_text(_label(a, r)), ms(med), pct(busy), pct(1 - busy)]
@@ -330,7 +332,9 @@ def _method(a: Analysis) -> str:
                  f"outliers (over {a.cfg.outlier_step_factor}x the median step) are kept in the attribution "
                  "and left out of medians.")
     lines.append("- Step time is split into busy time (the union of compute kernels, compute-bound: GEMM, "
-                 "attention, convolution; memory-bound: everything else) and idle gaps of compute, each gap "
+                 "attention, convolution; memory-bound: elementwise, reductions, normalization, Triton and the other "
+                 "named classes; unclassified: kernels no pattern names, from which no lever is drawn) and idle "
+                 "gaps of compute, each gap "
                  "classified by what ran beside it; the parts sum to 100%.")
     if a.mfu is not None:
         lines.append(f"- MFU convention: {md_text(MFU_CONVENTION)}.")

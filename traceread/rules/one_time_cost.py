@@ -16,11 +16,17 @@ next kernel was not already queued (the GPU waited for the host, not for a depen
   ``cudaStreamEndCapture`` on a thread, with the ``GetCaptureInfo`` calls inside), and
   ``cudaGraphInstantiate``;
 * ``module-load``: lazy module loading and driver initialization (``cuLibraryLoadData``,
-  ``cuModuleLoad*``, ``hipModuleLoad*``, ``cuInit``, ``cuGetProcAddress``), merged into one run when
+  ``cuModuleLoad*``, ``hipModuleLoad*``, ``cuGetProcAddress``), merged into one run when
   consecutive calls are within ``one_time_run_gap_ns`` (the host time between them is the same
   loading);
 * ``first-launch``: a kernel's first launch whose call takes longer than ``launch_call_max_ns``
   (CUDA lazy loading loads the module inside it);
+* ``lazy-init``: CUDA and math-library lazy start-up: driver/runtime initialization and library
+  handle creation by name (``cuInit``, ``cudaGetDeviceCount``, ``cudnnCreate``, ``cublasCreate``...:
+  ``host_calls.LAZY_INIT``), and allocator / context calls longer than ``launch_call_max_ns`` made
+  inside the first call on a thread of an op that creates a library handle (a cuDNN convolution,
+  a cuBLAS GEMM: ``host_calls.LIBRARY_OP``), where Kineto shows the handle's creation only as
+  ``cudaFree(0)``, workspace ``cudaMalloc`` and ``cudaStreamCreate``: not allocator growth;
 * ``context``: context, stream, event and pinned-host-memory setup calls longer than
   ``launch_call_max_ns``;
 * ``allocator-growth``: device allocator calls (``cudaMalloc``/``cudaFree``/``hipMalloc``...) on a
@@ -50,6 +56,8 @@ from traceread.host_calls import (
     CONTEXT_SETUP,
     DEVICE_ALLOCATOR,
     KERNEL_LAUNCH,
+    LAZY_INIT,
+    LIBRARY_OP,
     MODULE_LOAD,
     calls_matching,
 )
@@ -57,12 +65,13 @@ from traceread.rules._base import Rows, Rule, RuleContext, api_calls, cat, col, 
 from traceread.trace import Trace
 
 NAME = "one-time-cost"
-KINDS: tuple[str, ...] = ("compile", "autotune", "graph-capture", "module-load", "first-launch", "context",
-                          "allocator-growth")
+KINDS: tuple[str, ...] = ("compile", "autotune", "graph-capture", "module-load", "first-launch", "lazy-init",
+                          "context", "allocator-growth")
 KIND_TEXT: dict[str, str] = {
     "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",
     "module-load": "module loading / driver initialization", "first-launch": "a first kernel launch (lazy module load)",
     "context": "context / stream setup", "allocator-growth": "allocator growth",
+    "lazy-init": "CUDA / cuDNN / cuBLAS lazy start-up (context init, first library handle)",
 }
 
 def _step_windows(steps: pd.DataFrame | None, rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -137,6 +146,24 @@ def _capture_spans(calls: pd.DataFrame, thread_ends: dict[int, tuple[int, int]])
     return np.asarray(ss, np.int64), np.asarray(ee, np.int64)
 
 
+def _inside_first_library_op(host: pd.DataFrame, calls: pd.DataFrame, rank: int) -> np.ndarray:
+    """Per call: does it start inside the first op (per thread and name) of ``rank`` that creates a
+    math-library handle (``LIBRARY_OP``)?"""
+    out = np.zeros(len(calls), dtype=bool)
+    ops = host[(host["rank"] == rank).to_numpy() & (host["category"] == schema.CAT_CPU_OP).to_numpy()]
+    ops = ops[calls_matching(ops["name"], LIBRARY_OP)]
+    if ops.empty or not len(calls):
+        return out
+    first = ops.sort_values("start_ns", kind="stable").drop_duplicates(["tid", "name"])
+    c_tid, c_start = calls["tid"].to_numpy(np.int64), calls["start_ns"].to_numpy(np.int64)
+    for tid, f in first.groupby("tid", sort=False):  # library-op threads are few
+        us, ue = intervals.union(f["start_ns"].to_numpy(np.int64), f["end_ns"].to_numpy(np.int64))
+        m = c_tid == int(tid)
+        i = np.searchsorted(us, c_start[m], side="right") - 1
+        out[m] = (i >= 0) & (c_start[m] < ue[np.maximum(i, 0)])
+    return out
+
+
 def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thresholds) -> pd.DataFrame:
     """Every one-time-cost interval of the trace: ``rank, start_ns, end_ns, kind, label``."""
     cols = ["rank", "start_ns", "end_ns", "kind", "label"]
@@ -158,6 +185,7 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
     autotune = calls_matching(ranges["name"], AUTOTUNE_RANGE)
     add(ranges[autotune], "autotune")
     add(ranges[~autotune & calls_matching(ranges["name"], COMPILE_RANGE)], "compile")
+    add(ranges[calls_matching(ranges["name"], LAZY_INIT)], "lazy-init")
 
     api = api_calls(ev)
     if api.empty:
@@ -185,16 +213,23 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
             add_spans(np.full(len(cs), int(rank), np.int64), cs, ce, "graph-capture",
                       np.full(len(cs), "stream capture", dtype=object))
         add(calls[calls_matching(calls["name"], CAPTURE)], "graph-capture")
+        # Lazy start-up: initialization / handle creation by name, and the long allocator and context
+        # calls inside a thread's first library-handle op (its handle is created there).
+        alloc_call = calls_matching(calls["name"], DEVICE_ALLOCATOR)
+        context_call = calls_matching(calls["name"], CONTEXT_SETUP)
+        lazy = calls_matching(calls["name"], LAZY_INIT) | (
+            long_here & (alloc_call | context_call) & _inside_first_library_op(host, calls, rank))
+        add(calls[lazy], "lazy-init")
         # Long context / stream / pinned-memory setup calls.
-        add(calls[long_here & calls_matching(calls["name"], CONTEXT_SETUP)], "context")
+        add(calls[long_here & context_call & ~lazy], "context")
         # A kernel's first launch that takes milliseconds: lazy module loading inside the launch.
         launches = calls[long_here & calls_matching(calls["name"], KERNEL_LAUNCH)]
         if len(launches):
             add(launches[_first_launch(ev, launches, int(rank))], "first-launch")
         # Allocator calls that do not recur every step: growth.
-        alloc = calls[calls_matching(calls["name"], DEVICE_ALLOCATOR)]
+        alloc = calls[alloc_call]
         if len(alloc) and not allocator_recurs(alloc["start_ns"].to_numpy(np.int64), steps, int(rank), cfg):
-            add(alloc, "allocator-growth")
+            add(calls[alloc_call & ~lazy], "allocator-growth")
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 

@@ -108,10 +108,20 @@ LEVERS: dict[str, tuple[str, ...]] = {
 
 # When one named piece of evidence holds most of a class (``evidence_kind``), its own fix and levers.
 EVIDENCE_FIRST_RESPONSE: dict[tuple[str, str], str] = {
+    ("data-starved", "pageable-copy"): "pin the batch's host memory (pin_memory=True in the DataLoader) and copy it with "
+                                       "non_blocking=True, then re-measure",
     ("sync-stall", "allocator"): "stop the caching allocator from synchronizing every step (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
                                  "no empty_cache() in the loop, fewer shape changes), then re-measure",
 }
 EVIDENCE_LEVERS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("data-starved", "pageable-copy"): (
+        "Pin the batch: `DataLoader(..., pin_memory=True)` (or `tensor.pin_memory()` on a buffer reused every step): "
+        "pageable copies are staged through a driver bounce buffer at a fraction of the link's rate and block the host.",
+        "Copy with `tensor.to(device, non_blocking=True)` so the transfer overlaps compute; prefetch the next batch "
+        "on a side stream.",
+        "Then, if the copy still shows, shrink it: send compact dtypes (uint8 images, int32 ids) and convert on the GPU.",
+        "Add data-loader workers (`num_workers`) only if the loader itself shows up next.",
+    ),
     ("sync-stall", "allocator"): (
         "Configure the caching allocator: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` "
         "(`PYTORCH_HIP_ALLOC_CONF` on ROCm) so it grows segments instead of freeing and re-allocating.",
@@ -128,6 +138,8 @@ EVIDENCE_TEXT: dict[str, str] = {
     "context": "context and stream setup", "allocator-growth": "allocator growth",
     "uncaptured-work": "GPU work issued before the capture began", "blocking-call": "a blocking call at the "
     "capture's start waiting on earlier GPU work", "shutdown": "the profiler shutting down after the last step",
+    "lazy-init": "CUDA / cuDNN / cuBLAS lazy start-up (context initialization, first library handles)",
+    "pageable-copy": "in host-to-device batch copies from pageable (unpinned) memory",
 }
 
 
