@@ -17,7 +17,7 @@ MEANING: dict[str, str] = {
     "pipeline-bubble": "the GPUs sit in the same pipeline fill/drain gap every step",
     "sync-stall": "the host blocks in a synchronization call while the GPUs drain",
     "one-time-cost": "the GPUs wait for one-time work (compilation, graph capture, module loading, first launches, "
-                     "context setup, allocator growth)",
+                     "context setup, set-up and teardown, allocator growth)",
     "unattributed": "the GPUs are idle with no recognizable signature",
     "memory-bound": "the GPUs are busy in memory-bound kernels (elementwise, reductions, normalization)",
     "healthy": "the GPUs are idle",
@@ -98,10 +98,19 @@ LEVERS: dict[str, tuple[str, ...]] = {
 
 # When one named piece of evidence holds most of a class (``evidence_kind``), its own fix and levers.
 EVIDENCE_FIRST_RESPONSE: dict[tuple[str, str], str] = {
+    ("data-starved", "host-input"): "move the batch preparation (decoding, transforms, collation) off the training "
+                                    "thread into DataLoader workers (num_workers > 0), then re-measure",
     ("sync-stall", "allocator"): "stop the caching allocator from synchronizing every step (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
                                  "no empty_cache() in the loop, fewer shape changes), then re-measure",
 }
 EVIDENCE_LEVERS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("data-starved", "host-input"): (
+        "Move decoding, transforms and collation into a `Dataset`/`DataLoader` with `num_workers > 0`, so the "
+        "next batch is prepared while the GPU runs this one.",
+        "Or prepare the next batch in a background thread/process and prefetch it (`prefetch_factor`).",
+        "Preprocess offline, or decode on the GPU (DALI, torchvision.io GPU decode).",
+        "Pin host memory (`pin_memory=True`) and copy with `non_blocking=True`.",
+    ),
     ("sync-stall", "allocator"): (
         "Configure the caching allocator: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` "
         "(`PYTORCH_HIP_ALLOC_CONF` on ROCm) so it grows segments instead of freeing and re-allocating.",
@@ -116,6 +125,8 @@ EVIDENCE_TEXT: dict[str, str] = {
     "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",
     "module-load": "module loading", "first-launch": "first kernel launches (lazy module loading)",
     "context": "context and stream setup", "allocator-growth": "allocator growth",
+    "setup-teardown": "set-up and teardown (pinned memory, stream teardown, init / clean-up ranges)",
+    "host-input": "host-side input work on the training thread (decoding, preprocessing, no DataLoader)",
 }
 
 
