@@ -21,9 +21,10 @@ formats). Two uses:
     preceded by a ``cuLibraryLoadData`` run in step 0; some of them right after a ``.item()`` sync.
   - ``allocator-thrash``: every step the host frees and re-allocates (``cudaFree``/``cudaMalloc``,
     which synchronize) while the GPU drains: ``sync-stall`` with ``allocator`` evidence.
-  - ``sync-host-work``: ``.item()`` called with work queued (it waits while the GPU drains), then
-    host work: a quiet Python stretch (logging, metrics) or operator dispatch. The sync took away
-    the host's lead: ``sync-stall`` (issue 24; issue 12 had labelled the host work on its own).
+  - ``sync-host-work``: ``.item()`` called with more work queued than the host work that follows
+    (it waits while the GPU drains), then a quiet Python stretch (logging, metrics) or operator
+    dispatch. The sync took away the host's lead: ``sync-stall`` (issue 24; issue 12 had labelled
+    the host work on its own).
   - ``sync-then-evidence``: the same drain-sync followed by host work with stronger evidence of its
     own, which keeps its class: the DataLoader (``data-starved``), recurring allocator frees and
     mallocs (``sync-stall``, allocator), inline batch preparation (``data-starved``), compilation in
@@ -138,8 +139,8 @@ def _allocator_thrash(sim: _Sim, gap: int, growth: bool) -> None:
 
 def _sync_host_work(sim: _Sim, gap: int) -> None:
     """``.item()`` waits while the GPU drains, then host work (quiet Python or op dispatch): the sync
-    took away the host's lead, so the gap is a sync stall."""
-    sim.ahead()
+    took away the host's lead (queued work longer than the host work), so the gap is a sync stall."""
+    sim.ahead(int(max(gap, 900_000) * 1.3))
     g = sim.free[COMPUTE]
     _item_sync(sim)
     sim.pending = "sync-stall"
@@ -179,8 +180,9 @@ def _inline_input(sim: _Sim, gap: int) -> None:
 
 
 def _drain_then(sim: _Sim, gap: int, then: str) -> None:
-    """A drain-sync (``.item()``) followed by host work with evidence of its own (see module doc)."""
-    sim.ahead()
+    """A drain-sync (``.item()``, with a lead that would hide the host work) followed by host work with
+    evidence of its own (see module doc)."""
+    sim.ahead(int(max(gap, 1_500_000) * 1.3))
     g = sim.free[COMPUTE]
     _item_sync(sim)
     if then == "loader":

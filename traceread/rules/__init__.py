@@ -68,7 +68,7 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     # A gap within the GPU's own turnaround is judged only when the host provably submitted late.
     judged = (dur >= cfg.min_judged_gap_ns) & ~(~late & (dur < cfg.turnaround_max_ns))
     held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(gaps, trace, cfg)
-    sync_origin = sync_stall.origin_op(gaps, trace, sync_start, sync_tid)
+    sync_origin = sync_stall.origin_op(gaps, trace, held, sync_start, sync_tid)
     work_ns, work_label = host_work.host_work(gaps, trace, host_work.launching_thread(gaps, trace), cfg)
     dispatch, dispatch_op = dispatch_cover(gaps, trace)
     api_call_ns, api_call_name = longest_api_call(gaps, trace)
@@ -78,7 +78,7 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(gaps, steps, trace, cfg)
     return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
                        sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin,
-                       sync_wait_ns=sync_stall.queued_wait(gaps, np.where(held, sync_start, -1)),
+                       sync_wait_ns=sync_stall.queued_wait(gaps, held, sync_start),
                        dispatch=dispatch, dispatch_op=dispatch_op,
                        api_call_ns=api_call_ns, api_call_name=api_call_name, periodic=periodic,
                        presence=presence, cv=cv, notes=bubble_notes, one_time_ns=one_ns,

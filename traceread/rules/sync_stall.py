@@ -4,17 +4,21 @@
 
     compute  ==queued kernels==|..........gap..........|==next==
     host  [aten::item: cudaStreamSynchronize]|log_metrics / dispatch ....|launch
-           ^ called with work queued: waits   ^ host work the lead would have hidden
+           ^ waits while the GPU runs the queue ^ host work the lead would have hidden
     host     [cudaMemcpy DtoH / cudaStreamSynchronize / cudaFree .........]|launch
                                  ^ the host is provably inside the sync for most of the gap
 
 Two signatures, both requiring that the next kernel had not been queued before the drain:
 
 * **drain-sync** (``.item()``, ``.cpu()``, ``synchronize()``): a sync call in progress at the drain
-  that was called at least ``sync_min_wait_ns`` before it: it waited on queued GPU work and returned
-  as the GPU went idle, so whatever host work follows (logging, metrics, operator dispatch) is
-  exposed: without the sync the host would have done it while the GPU still had work. The whole gap
-  is the stall; the first fix is to remove or defer the sync. Host work with stronger evidence of
+  that waited at least ``sync_min_wait_ns`` while the GPU ran queued work (``queued_wait``) and
+  returned as the GPU went idle, so whatever host work follows (logging, metrics, operator dispatch)
+  is exposed: without the sync the host would have done it while the GPU still ran the work it
+  waited for. That lost lead, ``min(wait, gap)``, is the part of the gap the sync caused; when it is
+  at least ``sync_stall_min_share`` of the gap (the host work would mostly have been hidden), the
+  gap is a sync stall; the first fix is to remove or defer the sync. A short lead before a long
+  stretch of host work (a blocking result copy, then seconds of MPI and host compute) did not cause
+  most of the gap: it is judged by the rest. Host work with stronger evidence of
   its own (a DataLoader or the host producing the batch, compilation or other one-time work,
   communication) is taken by the earlier rules first. A sync called after the drain (or within
   ``sync_min_wait_ns`` of it) returned at once: it cost nothing, the host was behind anyway, and the
@@ -104,19 +108,20 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
     return blocked_ns, alloc_ns, alloc_calls, block_start
 
 
-def origin_op(gaps: pd.DataFrame, trace: Trace | None, start: np.ndarray, tid: np.ndarray) -> np.ndarray:
+def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: np.ndarray, tid: np.ndarray
+              ) -> np.ndarray:
     """Per gap, the host op that issued its drain sync: the outermost CPU op on the sync's thread
     enclosing the call at ``start`` (``aten::item`` around ``aten::_local_scalar_dense``), else the
     innermost user range there ('' when none, or no sync)."""
     out = np.full(len(gaps), "", dtype=object)
-    if trace is None or not (start >= 0).any():
+    if trace is None or not held.any():
         return out
     ev = trace.events
     g_rank = col(gaps, "rank").astype(np.int64)
     host = ev[ev["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])
               & ev["category"].isin([schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION])]
     for (rank, t), ops in host.groupby(["rank", "tid"], observed=True, sort=False):  # threads are few
-        q = np.flatnonzero((g_rank == rank) & (tid == t) & (start >= 0))
+        q = np.flatnonzero((g_rank == rank) & (tid == t) & held)
         if len(q) == 0:
             continue
         for cat_, outermost in ((schema.CAT_USER_ANNOTATION, False), (schema.CAT_CPU_OP, True)):
@@ -138,12 +143,12 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, start: np.ndarray, tid: n
     return out
 
 
-def queued_wait(gaps: pd.DataFrame, sync_start: np.ndarray) -> np.ndarray:
+def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray) -> np.ndarray:
     """Per gap, how long its drain sync waited while the GPU ran queued work: compute-busy time between
     the sync's call and the drain (the idle of earlier gaps of the device in that window taken out).
-    0 where there is no sync."""
+    0 where no sync was in progress at the drain (``held`` False)."""
     out = np.zeros(len(gaps), dtype=np.int64)
-    has = np.flatnonzero(sync_start >= 0)
+    has = np.flatnonzero(held)
     if len(has) == 0:
         return out
     g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
@@ -173,14 +178,21 @@ def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     # Only a sync that waited on queued work owns the refill: one that returned at once cost nothing.
     refill = drain_sync(gaps, ctx, cfg) & (lstart >= returned) & (lstart - returned <= cfg.sync_refill_max_ns)
     refill_ns = np.where(refill, np.clip(np.minimum(lend, end) - np.maximum(returned, start), 0, None), 0)
-    return np.minimum(ctx.sync_blocked_ns + refill_ns, end - start)
+    return np.minimum(np.maximum(ctx.sync_blocked_ns + refill_ns, lead_ns(gaps, ctx, cfg)), end - start)
+
+
+def lead_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """Per gap, the part of it a drain-sync's lost lead would have hidden: the host work after the sync
+    would have run while the GPU still had the queued work it waited for (0 without a drain-sync)."""
+    dur = col(gaps, "end_ns").astype(np.int64) - col(gaps, "start_ns").astype(np.int64)
+    return np.where(drain_sync(gaps, ctx, cfg), np.minimum(ctx.sync_wait_ns, dur), 0)
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     # A host blocked on a pipeline's recurring p2p recv is waiting on the schedule: a bubble.
     structural = ctx.periodic & (frac(gaps, "comm_p2p") >= cfg.comm_cover)
     dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
-    held = (stall_ns(gaps, ctx, cfg) / dur >= cfg.sync_stall_min_share) | drain_sync(gaps, ctx, cfg)
+    held = stall_ns(gaps, ctx, cfg) / dur >= cfg.sync_stall_min_share
     # The next kernel submitted before the host blocked: the GPU had the work and waited on something
     # else (a dependency the trace does not show), not on the blocked host.
     lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
@@ -210,10 +222,10 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     after = np.clip(col(gaps, "end_ns").astype(np.int64) - np.maximum(ctx.sync_end_ns, start), 0, None)
     drain_text = cat(name, origin, " waited ", fmt_ns(ctx.sync_wait_ns),
                      " for queued GPU work and returned as the GPU went idle; the host then ran ", fmt_ns(after),
-                     " of host work before the next launch", exposed, "; the sync took away the host's lead over the ",
-                     fmt_ns(dur), " gap")
-    sync_text = np.where(drain_sync(gaps, ctx, cfg) & (stalled / dur < cfg.sync_stall_min_share), drain_text,
-                         sync_text)
+                     " of host work before the next launch", exposed, "; the sync took away the host's lead, which "
+                     "would have hidden ", fmt_pct(lead_ns(gaps, ctx, cfg) / dur), " of the ", fmt_ns(dur), " gap")
+    blocked = np.minimum(ctx.sync_blocked_ns, dur)
+    sync_text = np.where(lead_ns(gaps, ctx, cfg) > blocked, drain_text, sync_text)
     alloc_text = cat("allocator: host in ", ctx.sync_alloc_calls.astype(str).astype(object),
                      " synchronizing allocator call(s) (cudaFree/hipFree/cudaMalloc, recurring every step) for ",
                      fmt_pct(ctx.sync_alloc_ns / dur), " of the ", fmt_ns(dur), " gap (blocked ", share, " in all)")
