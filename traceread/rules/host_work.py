@@ -5,7 +5,8 @@ collating on the training thread) and ``sync-stall`` (the host work a drain-sync
 
 Host work here is every Python frame (``with_stack``), CPU operator and user range on the thread
 that launched the gap's next kernel (else the rank's busiest launching thread) that holds no kernel
-or graph launch: eager dispatch (a ``forward`` frame whose ops launch kernels) is not host work. The
+or graph launch and no sync call: eager dispatch (a ``forward`` frame whose ops launch kernels) is
+not host work, nor is a host blocked in ``aten::item``'s synchronizing copy. The
 frames are named from the outermost launch-free one, with its longest meaningful descendants
 (``preprocess (video_classification.py:129) 217 ms: preprocess (image_processing_videomae.py:235)
 178 ms, read_video_pyav (video_classification.py:174) 36 ms``).
@@ -25,6 +26,7 @@ from traceread.host_calls import (
     GRAPH_LAUNCH,
     KERNEL_LAUNCH,
     PROFILER_STEP_PREFIX,
+    SYNC,
     calls_matching,
     frame_label,
 )
@@ -90,7 +92,10 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     if host.empty:
         return ns, label
     api = api_calls(ev)
-    launches = api[calls_matching(api["name"], KERNEL_LAUNCH) | calls_matching(api["name"], GRAPH_LAUNCH)]
+    # A frame holding a launch is dispatch; one holding a sync (aten::item around a blocking copy) is a
+    # host waiting on the GPU: neither is host work.
+    launches = api[calls_matching(api["name"], KERNEL_LAUNCH) | calls_matching(api["name"], GRAPH_LAUNCH)
+                   | calls_matching(api["name"], SYNC)]
     g_rank = col(gaps, "rank").astype(np.int64)
     g_dev = col(gaps, "device").astype(np.int64)
     gs = col(gaps, "start_ns").astype(np.int64)
