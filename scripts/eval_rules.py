@@ -20,6 +20,11 @@ Jitter is uniform: every duration is drawn in [1 - j, 1 + j] times its mean (0.2
   the refusal that names lost kernel records (counted, part of the target).
 * ``all-to-all``: plant_all_to_all: TorchRec-like embedding all-to-alls on SendRecv kernels that the
   compute waits on every step (comm-bound, not a pipeline), and periodic waits on an invisible event.
+* ``host-side``: tracesynth.one_time's ``host-side`` scenario (2 ranks): per step a drain-sync then
+  host work (sync-stall), a ``.item()`` that returns at once inside dense dispatch (launch-bound),
+  inline batch preparation on the training thread (data-starved), a drain-sync then stronger
+  evidence (DataLoader, inline input, recurring allocator calls, first-step compilation), and
+  set-up / teardown ranges with pinned memory in two steps (one-time-cost).
 
 Every trace is written in each format (Kineto as PyTorch 2.4+ writes it, Kineto with integer-
 microsecond timestamps as PyTorch 1.13-2.3 wrote it, nsys SQLite), loaded back with
@@ -40,6 +45,7 @@ import numpy as np
 import pandas as pd
 import tests_on_path  # noqa: F401 - puts tests/ on sys.path for tracesynth
 from tracesynth.capture import KINDS as CAPTURE_KINDS
+from tracesynth.one_time import plant_scenario
 from tracesynth.pipeline_schedules import (
     SCHEDULES,
     AllToAllSpec,
@@ -82,10 +88,12 @@ def plant_family(family: str, seed: int, jitter: float) -> Planted:
                                            coalesced=seed % 2 == 1, broken_ext=seed % 4 >= 2))
     if family == "all-to-all":
         return plant_all_to_all(AllToAllSpec(seed=seed, steps=steps, jitter=jitter, broken_ext=seed % 2 == 0))
+    if family == "host-side":
+        return plant_scenario("host-side", seed=seed, jitter=jitter, steps=steps, uniform=True)
     raise click.BadParameter(f"unknown family {family!r}")
 
 
-FAMILIES = ("mixed", "pipeline", "all-to-all", "capture")
+FAMILIES = ("mixed", "pipeline", "all-to-all", "capture", "host-side")
 
 
 def _write(planted: Planted, fmt: str, prefix: str) -> list[str]:

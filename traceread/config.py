@@ -81,6 +81,12 @@ class Thresholds:
     capture_tail_min_ns: int = _t(
         5_000_000, "ns", "capture-boundary: the last step ending in a stretch this long with no host op and no "
         "GPU op (and twice the other steps' own empty endings) is the profiler shutting down")
+    sync_min_wait_ns: int = _t(
+        20_000, "ns", "a sync with nothing queued returns in a few us; one that waited 20 us or more while the GPU "
+        "ran queued work took away the host's lead (a drain-sync stall)")
+    input_work_min_ns: int = _t(
+        500_000, "ns", "data-starved by host-side input work: a gap longer than one op's eager dispatch (~0.5 ms), "
+        "mostly held by launch-free host frames that produce the batch")
     bubble_min_steps: int = _t(
         4, "steps", "periodicity cannot be judged from fewer analysed steps")
     bubble_presence: float = _t(

@@ -37,6 +37,7 @@ _GRAPH_LAUNCH = (r"(cuda|hip|cu)GraphLaunch",)
 _ASYNC_COPY = (r"(cuda|hip)(Memcpy\w*Async|Memset\w*Async|MemcpyWithStream)",
                r"cu(Memcpy\w*Async|MemsetD\w*Async)")
 KERNEL_LAUNCH = _calls(*_KERNEL_LAUNCH)
+GRAPH_LAUNCH = _calls(*_GRAPH_LAUNCH)
 ASYNC_COPY = _calls(*_ASYNC_COPY)
 LAUNCH = _calls(*_KERNEL_LAUNCH, *_GRAPH_LAUNCH, *_ASYNC_COPY)
 
@@ -69,6 +70,13 @@ CAPTURE_END = _calls(r"(cuda|hip|cu)StreamEndCapture\w*")
 MODULE_LOAD = _calls(r"cu(Library|Module)Load\w*", r"hipModuleLoad\w*", r"cuLink(Create|AddData|AddFile|Complete)\w*",
                      r"cuGetProcAddress\w*", r"cudaGetDriverEntryPoint\w*", r"cuModuleGetLoadingMode",
                      r"nvrtc\w+", r"nvJitLink\w+", r"__(cuda|hip)RegisterFatBinary\w*")
+# Pinned (page-locked) host memory: allocated and freed at set-up and teardown; ``cudaFreeHost``
+# also synchronizes the device (it is in SYNC too).
+PINNED_MEMORY = _calls(r"(cuda|hip)(HostAlloc|MallocHost|HostMalloc|FreeHost|HostFree|HostRegister|HostUnregister)",
+                       r"cuMem(HostAlloc|AllocHost|FreeHost|HostRegister|HostUnregister)\w*")
+# Stream and event teardown (their creation is in CONTEXT_SETUP).
+TEARDOWN = _calls(r"(cuda|hip)(StreamDestroy|EventDestroy|GraphExecDestroy|GraphDestroy|DeviceReset)",
+                  r"cu(StreamDestroy|EventDestroy|CtxDestroy|ModuleUnload|LibraryUnload)\w*")
 CONTEXT_SETUP = _calls(r"(cuda|hip)(SetDevice\w*|GetDeviceCount|DeviceGetStreamPriorityRange|StreamGetPriority|"
                        r"StreamCreate\w*|EventCreate\w*|GetDeviceProperties\w*|DeviceGetAttribute|InitDevice|"
                        r"DeviceReset|DriverGetVersion|RuntimeGetVersion|HostRegister|HostAlloc|MallocHost|HostMalloc)",
@@ -84,7 +92,13 @@ LAZY_INIT = _calls(r"cuInit", r"hipInit", r"(cuda|hip)(GetDeviceCount|InitDevice
 # first op (``cudaFree(0)``, workspace ``cudaMalloc``, ``cudaStreamCreate``). Searched in op names.
 LIBRARY_OP = re.compile(r"(?i)cudnn|miopen|cublas|hipblas|rocblas|^aten::(addmm|mm|bmm|baddbmm|matmul|linear|_scaled_mm)$")
 # Ranges (NVTX, record_function) around compilation and autotuning: searched anywhere in the name.
-COMPILE_RANGE = re.compile(r"(?i)compil(e(?!d)|ing|ation)|nvrtc|nvjitlink|ptxas")
+COMPILE_RANGE = re.compile(r"(?i)compil(e(?!d)|ing|ation)|nvrtc|nvjitlink|ptxas|GpuLower|generateCudaKernel|codegen")
+# Set-up and teardown ranges (NVTX, record_function): a word like init_data, setup, clean_up,
+# teardown, finalize in the range's own name (the last ``->`` component of a nested NVTX path).
+# Not Python frames: every ``__init__`` would match.
+SETUP_RANGE = re.compile(r"(?i)(?:^|[^a-z_]|(?<=[a-z0-9])_)(?:init(?:iali[sz]e|iali[sz]ation)?|set_?up|tear_?down|clean_?up|"
+                         r"finali[sz]e|shut_?down|destroy|free_(?:data|buffers?|memory)|alloc(?:ate)?_(?:data|buffers?|"
+                         r"memory))(?:[^a-z]|$)")
 AUTOTUNE_RANGE = re.compile(r"(?i)autotun|benchmark_all_configs|cudnnFind|precompil")
 
 # --- framework markers ---------------------------------------------------------------------------------
@@ -105,6 +119,31 @@ def numbered_stem(name: str) -> str | None:
     if not ITERATION_RANGE_RE.search(name) or not _DIGITS.search(name):
         return None
     return _DIGITS.sub("#", name)
+
+
+# --- host-side input work: producing the batch on the training thread -----------------------------------
+# Frames and ranges whose name says they read, decode, transform or collate input (searched anywhere).
+INPUT_WORK = re.compile(r"(?i)preprocess|read_video|video_reader|decode_(video|image|jpeg)|imdecode|imread|"
+                        r"load_image|collate|__getitem__|tokeniz|augment|torchvision/(io|transforms)|"
+                        r"(^|[/.])datasets?[/.]|PIL/|cv2")
+
+# --- Python frames: how a with_stack frame is named ---------------------------------------------------
+_PY_FRAME = re.compile(r"^(?:.*/)?(?P<file>[^/()]+)\((?P<line>\d+)\): (?P<func>.+)$")
+_BUILTIN = re.compile(r"^<built-in (?P<kind>method|function) (?P<name>[^ >]+)(?: of (?P<owner>\S+) object)?[^>]*>$")
+
+
+def frame_label(name: str) -> str:
+    """A Python frame as a reader names it: ``path/to/video.py(129): preprocess`` -> ``preprocess
+    (video.py:129)``, ``<built-in method to of Tensor object at 0x7f..>`` -> ``built-in method to (Tensor)``;
+    other names unchanged. (Angle brackets and directories are what a table would otherwise cut.)"""
+    m = _PY_FRAME.match(name)
+    if m:
+        return f"{m['func']} ({m['file']}:{m['line']})"
+    m = _BUILTIN.match(name)
+    if m:
+        owner = f" ({m['owner']})" if m["owner"] else ""
+        return f"built-in {m['kind']} {m['name']}{owner}"
+    return name
 
 
 def calls_matching(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Planted one-time costs, allocator thrash and sync-then-host-work, in both formats (tracesynth.one_time).
+"""Planted one-time costs, allocator thrash, syncs and host-side work, in both formats (tracesynth.one_time).
 
 Every scenario is written as Kineto and as nsys SQLite, loaded back and classified; idle time is
 compared with the planted truth ns by ns (the machinery of scripts/eval_rules.py), at jitter 0.2.
@@ -21,7 +21,10 @@ from traceread.render import jsonout, markdown
 
 CFG = Thresholds()
 ABOUT = {"capture": ("one-time-cost",), "compile": ("one-time-cost",), "lazy-load": ("one-time-cost",),
-         "allocator-thrash": ("sync-stall",), "sync-host-work": ("launch-bound", "unattributed")}
+         "allocator-thrash": ("sync-stall",), "sync-host-work": ("sync-stall",),
+         "sync-then-evidence": ("data-starved", "sync-stall", "one-time-cost"), "sync-at-once": ("launch-bound",),
+         "inline-input": ("data-starved",), "setup-teardown": ("one-time-cost",),
+         "host-side": ("sync-stall", "launch-bound", "data-starved", "one-time-cost")}
 
 
 def _write(planted, fmt: str, tmp_path) -> list[str]:
@@ -67,3 +70,37 @@ def test_capture_window_is_not_steady_state(fmt, tmp_path):
     planted = plant_scenario("capture", seed=2, jitter=0.2, steps=2, ranks=1)
     a = analyze([load(p) for p in _write(planted, fmt, tmp_path)], cfg=CFG, warmup_steps=0)
     assert a.dominant_cause == "one-time-cost" and a.dominant_evidence == "graph-capture"
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_inline_input_names_the_frames_and_moves_them_to_workers(fmt, tmp_path):
+    """The training thread prepares the batch: data-starved ``host-input``, the frames named (not
+    ``Python `<...>` ``), and the first fix is DataLoader workers."""
+    planted = plant_scenario("inline-input", seed=0, jitter=0.2, steps=6, ranks=1)
+    a = analyze([load(p) for p in _write(planted, fmt, tmp_path)], cfg=CFG)
+    assert a.dominant_cause == "data-starved" and a.dominant_evidence == "host-input"
+    ev = a.gaps.loc[a.gaps["evidence_kind"] == "host-input", "evidence"]
+    assert len(ev) and ev.str.contains(r"preprocess|prepare_batch|make_batch").all()
+    out = io.StringIO()
+    markdown.render(a, out)
+    verdict = out.getvalue().split("## Verdict", 1)[1].split("##", 1)[0]
+    assert "DataLoader workers" in verdict and "Python `<…>`" not in out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_drain_sync_evidence_names_its_origin_op_and_the_host_work(fmt, tmp_path):
+    planted = plant_scenario("sync-host-work", seed=0, jitter=0.2, steps=6, ranks=1)
+    a = analyze([load(p) for p in _write(planted, fmt, tmp_path)], cfg=CFG)
+    assert a.dominant_cause == "sync-stall" and a.dominant_evidence == "sync"
+    ev = a.gaps.loc[a.gaps["class"] == "sync-stall", "evidence"]
+    assert ev.str.contains("cudaStreamSynchronize (from aten::item) waited", regex=False).all()
+    assert ev.str.contains("log_metrics").any()
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_setup_teardown_is_one_time_with_the_ranges_named(fmt, tmp_path):
+    planted = plant_scenario("setup-teardown", seed=0, jitter=0.2, steps=6, ranks=1)
+    a = analyze([load(p) for p in _write(planted, fmt, tmp_path)], cfg=CFG, warmup_steps=0)
+    g = a.gaps[a.gaps["class"] == "one-time-cost"]
+    assert len(g) and (g["evidence_kind"] == "setup-teardown").all()
+    assert g["evidence"].str.contains("init_data|clean_up|cudaHostAlloc|cudaFreeHost").all()

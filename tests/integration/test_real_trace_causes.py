@@ -494,14 +494,12 @@ EXPECTED: dict[str, tuple[tuple[str, ...], Callable[[Path], None], str | None]] 
     "kineto/kineto2021_resnet50_workers4_run2.pt.trace.json.gz": (
         ("launch-bound",), why_shutdown_tail_then_dispatch, None),
     "kineto/tracelens_timesformer_h100.json.gz": (
-        ("data-starved",), why_inline_preprocessing,
-        "issue 24: host-side input work on the training thread is left unattributed"),
+        ("data-starved",), why_inline_preprocessing, None),
     "kineto/tracelens_vllm_piecewise_exec_mi300x.json.gz": (
         ("healthy", "memory-bound"), why_work_before_capture, None),
     "kineto/zoology_a100_no_kernel_records.json": (("none",), why_kernel_records_lost, None),
     "nsys/extrap_concurrent16_gtx1060_2022.sqlite": (
-        ("one-time-cost",), why_setup_teardown,
-        "issue 24: set-up and teardown (pinned alloc/free, init/clean-up ranges) is read as launch overhead"),
+        ("one-time-cost",), why_setup_teardown, None),
 }
 
 

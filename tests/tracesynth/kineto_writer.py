@@ -123,7 +123,8 @@ def _events(sc: Scenario, rk: Rank, gen: str) -> Iterator[str]:
         args = {"External id": r.external_id} if r.external_id >= 0 else {}
         if r.input_dims is not None:
             args.update({"Input Dims": r.input_dims, "Input type": r.input_types or []})
-        yield x("cpu_op" if r.is_op else "user_annotation", r.name, pid, r.tid, r.start_ns, r.end_ns, args)
+        kind = "python_function" if r.python else "cpu_op" if r.is_op else "user_annotation"
+        yield x(kind, r.name, pid, r.tid, r.start_ns, r.end_ns, args)
     launched = {k.correlation for k in rk.kernels} | {c.correlation for c in rk.copies} | \
         {g.correlation for g in rk.graphs}
     for c in rk.host_calls:

@@ -63,6 +63,8 @@ class HostRange:
     external_id: int = -1
     input_dims: list | None = None  # recorded shapes (Kineto "Input Dims", record_shapes=True); None: not recorded
     input_types: list | None = None  # Kineto "Input type"
+    python: bool = False  # a with_stack Python frame (Kineto python_function; nsys: an NVTX range, as
+    # ``nsys --python-functions-trace`` records one)
 
 
 @dataclass

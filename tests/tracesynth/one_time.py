@@ -1,4 +1,4 @@
-"""Planted one-time costs, allocator thrash and host work after a sync (ground truth by construction).
+"""Planted one-time costs, allocator thrash, syncs and host-side work (ground truth by construction).
 
 Built on ``planted._Sim`` (same queue physics, same writers, so every scenario exists in both
 formats). Two uses:
@@ -9,7 +9,9 @@ formats). Two uses:
   between them) and a first launch that loads its module; ``planted.plant`` calls it for the
   ``one-time-cost`` class, so ``scripts/eval_rules.py`` scores it with every other class.
 * ``SCENARIOS``: whole traces of one kind each (``capture``, ``compile``, ``lazy-load``,
-  ``allocator-thrash``, ``sync-host-work``), for ``scripts/eval_one_time.py`` and the tests:
+  ``allocator-thrash``, ``sync-host-work``, ``sync-then-evidence``, ``sync-at-once``, ``inline-input``,
+  ``setup-teardown``, and ``host-side``: all the host-side ones in one trace), for
+  ``scripts/eval_one_time.py``, ``scripts/eval_rules.py`` (family ``host-side``) and the tests:
 
   - ``capture``: step 0 captures the step as a graph (Begin/EndCapture, hundreds of
     GetCaptureInfo, launches recorded without running, instantiate); later steps are ordinary.
@@ -19,8 +21,22 @@ formats). Two uses:
     preceded by a ``cuLibraryLoadData`` run in step 0; some of them right after a ``.item()`` sync.
   - ``allocator-thrash``: every step the host frees and re-allocates (``cudaFree``/``cudaMalloc``,
     which synchronize) while the GPU drains: ``sync-stall`` with ``allocator`` evidence.
-  - ``sync-host-work``: ``.item()`` then long host work: a quiet Python stretch (``unattributed``)
-    or dense operator dispatch (``launch-bound``); the short sync itself is not the cause.
+  - ``sync-host-work``: ``.item()`` called with more work queued than the host work that follows
+    (it waits while the GPU drains), then a quiet Python stretch (logging, metrics) or operator
+    dispatch. The sync took away the host's lead: ``sync-stall`` (issue 24; issue 12 had labelled
+    the host work on its own).
+  - ``sync-then-evidence``: the same drain-sync followed by host work with stronger evidence of its
+    own, which keeps its class: the DataLoader (``data-starved``), recurring allocator frees and
+    mallocs (``sync-stall``, allocator), inline batch preparation (``data-starved``), compilation in
+    the first steps (``one-time-cost``).
+  - ``sync-at-once``: the host is behind (dense dispatch of tiny kernels) and calls ``.item()`` with
+    nothing left to wait for: it returns at once and the gaps stay ``launch-bound``.
+  - ``inline-input``: no DataLoader: the training thread decodes and normalizes the next batch in
+    Python (``read_video_pyav``, ``preprocess``, or generically named frames followed by the batch's
+    H2D copy) while the GPU drains: ``data-starved``. Kineto records the frames as ``python_function``
+    (``with_stack``), nsys as NVTX ranges (``--python-functions-trace``).
+  - ``setup-teardown``: pinned and device memory allocated and freed, streams and events created and
+    destroyed inside ``init_data`` / ``clean_up`` ranges between test phases: ``one-time-cost``.
 """
 
 from __future__ import annotations
@@ -122,25 +138,128 @@ def _allocator_thrash(sim: _Sim, gap: int, growth: bool) -> None:
 
 
 def _sync_host_work(sim: _Sim, gap: int) -> None:
-    """``.item()`` then long host work: quiet Python (unattributed) or op dispatch (launch-bound)."""
-    sim.ahead()
+    """``.item()`` waits while the GPU drains, then host work (quiet Python or op dispatch): the sync
+    took away the host's lead (queued work longer than the host work), so the gap is a sync stall."""
+    sim.ahead(int(max(gap, 900_000) * 1.3))
     g = sim.free[COMPUTE]
     _item_sync(sim)
+    sim.pending = "sync-stall"
     if sim.rng.random() < 0.5:
-        sim.pending = "unattributed"
         sim.quiet("## log_metrics ##", g + max(gap, 900_000) - 14_000)
         sim.busy(1)
     else:  # the next op's dispatch (cuDNN planning, autograd bookkeeping) holds the host
-        sim.pending = "launch-bound"
         sim.kernel(_SMALL[0], sim.j(4_000), pre=max(gap, 300_000) * 0.9, op="aten::conv2d")
 
 
+_LOADER = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+# (outer frame, inner frames): named input work, and generically named frames (then the H2D copy tells)
+_INPUT_FRAMES = (("transformers/pipelines/video_classification.py(129): preprocess",
+                  ("transformers/pipelines/video_classification.py(174): read_video_pyav",
+                   "transformers/models/videomae/image_processing_videomae.py(235): preprocess")),
+                 ("train.py(88): prepare_batch", ("train.py(41): load_sample", "train.py(60): normalize")),
+                 ("my_project/data.py(12): make_batch", ("PIL/Image.py(3234): open", "numpy/core/shape_base.py(372): stack")))
+
+
+def _inline_input(sim: _Sim, gap: int) -> None:
+    """The training thread builds the next batch in Python frames (no launch inside) while the GPU
+    drains, then copies it to the device and launches: data-starved."""
+    g = sim.free[COMPUTE]
+    outer, inner = _INPUT_FRAMES[int(sim.rng.integers(len(_INPUT_FRAMES)))]
+    until = g + max(gap, 900_000) - 40_000
+    t = sim.h
+    sim.op(outer, t, until, is_op=False)
+    sim.rk.host_ranges[-1].python = True
+    cut = t + int((until - t) * sim.rng.uniform(0.2, 0.4))
+    for name, (a, b) in zip(inner, ((t + 2_000, cut), (cut + 3_000, until - 5_000)), strict=True):
+        sim.op(name, a, b, is_op=False)
+        sim.rk.host_ranges[-1].python = True
+    sim.h = until
+    sim.pending = "data-starved"
+    sim.copy("HtoD", sim.j(15_000), COMPUTE, "Pageable", "cudaMemcpyAsync")
+    sim.busy(1)
+
+
+def _drain_then(sim: _Sim, gap: int, then: str) -> None:
+    """A drain-sync (``.item()``, with a lead that would hide the host work) followed by host work with
+    evidence of its own (see module doc)."""
+    sim.ahead(int(max(gap, 1_500_000) * 1.3))
+    g = sim.free[COMPUTE]
+    _item_sync(sim)
+    if then == "loader":
+        sim.pending = "data-starved"
+        sim.quiet(_LOADER, g + max(gap, 900_000) - 60_000, True)
+        sim.copy("HtoD", sim.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
+        sim.busy(1)
+    elif then == "thrash":  # the caching allocator frees and re-allocates every step
+        sim.pending = "sync-stall"
+        ext = sim.op("aten::empty", sim.h, g + gap)
+        while sim.h < g + gap - 60_000:
+            name = "cudaMalloc" if sim.rng.random() < 0.5 else "cudaFree"
+            _, sim.h = sim.api(name, sim.h, sim.j(sim.rng.uniform(40_000, 120_000)), ext=ext)
+            sim.h += sim.j(3_000)
+        sim.busy(1)
+    elif then == "input":
+        _inline_input(sim, gap)
+    else:  # compile
+        sim.pending = "one-time-cost"
+        _compile(sim, g + max(gap, 1_500_000) - 20_000)
+        sim.kernel(_new_kernel(sim), sim.j(80_000))
+
+
+def _sync_at_once(sim: _Sim) -> None:
+    """Dense dispatch of tiny kernels (the host is behind the GPU) with a ``.item()`` in the middle that
+    finds nothing queued and returns at once: every gap is launch-bound."""
+    sim.pending = None
+    n, i, synced = int(sim.j(40)), 0, False
+    while i < n or not synced:
+        sim.kernel(_SMALL[int(sim.rng.integers(len(_SMALL)))], sim.j(sim.rng.uniform(2_000, 6_000)),
+                   pre=sim.rng.uniform(6_000, 22_000), op="aten::add")
+        i += 1
+        # Once the host has fallen behind (no more than the kernel just launched is queued), .item()
+        # finds nothing to wait for: it returns within a few us.
+        if not synced and i >= n // 2 and sim.free[COMPUTE] <= sim.h + 8_000:
+            ext = sim.op("aten::item", sim.h, sim.h + 9_000)
+            end = sim.copy("DtoH", 1_000, COMPUTE, "Device", "cudaMemcpyAsync")
+            _, se = sim.api("cudaStreamSynchronize", sim.h, max(end + 1_000 - sim.h, 2_000), ext=ext)
+            sim.h = se + 1_000
+            synced = True
+
+
+def _setup(sim: _Sim, gap: int, teardown: bool) -> None:
+    """``clean_up`` (streams and events destroyed, device and pinned memory freed) then ``init_data``
+    (pinned memory, device memory, streams and events created) between two phases: one-time-cost."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    sim.pending = "one-time-cost"
+    if teardown:
+        t0 = sim.h
+        _, sim.h = sim.api("cudaFree", sim.h, max(g + 5_000 - sim.h, 2_000))  # waits for the queue to drain
+        for _ in range(3):
+            _, sim.h = sim.api("cudaStreamDestroy", sim.h + 2_000, sim.j(25_000))
+            _, sim.h = sim.api("cudaFree", sim.h + 2_000, sim.j(300_000))
+        for _ in range(2):
+            _, sim.h = sim.api("cudaFreeHost", sim.h + 2_000, sim.j(gap * 0.08))
+        sim.op("clean_up", t0, sim.h + 1_000, is_op=False)
+        sim.h += 2_000
+    t0 = sim.h
+    until = max(g, sim.h) + max(gap, 1_500_000) - 40_000
+    while sim.h < until - 100_000:
+        _, sim.h = sim.api("cudaStreamCreate", sim.h, sim.j(10_000))
+        _, sim.h = sim.api("cudaEventCreate", sim.h, sim.j(4_000))
+        _, sim.h = sim.api("cudaHostAlloc", sim.h, sim.j(gap * 0.12))
+        _, sim.h = sim.api("cudaMalloc", sim.h + 3_000, sim.j(gap * 0.03))
+        sim.h += sim.j(5_000)
+    sim.op("init_data", t0, sim.h + 1_000, is_op=False)
+    sim.h += 2_000
+    sim.busy(1)
+
+
 def _scenario(seed: int, jitter: float, steps: int, ranks: int, body: Callable[[_Sim, int, int], None],
-              spec: PlantSpec) -> Planted:
+              spec: PlantSpec, uniform: bool = False) -> Planted:
     rng = np.random.default_rng(seed)
     out, truth = [], []
     for r in range(ranks):
-        sim = _Sim(r, np.random.default_rng(rng.integers(1 << 62)), jitter, True)
+        sim = _Sim(r, np.random.default_rng(rng.integers(1 << 62)), jitter, True, uniform=uniform)
         for n in range(steps):
             start = sim.h
             sim.busy(int(sim.rng.integers(6, 12)))
@@ -195,14 +314,54 @@ def _host_work_body(sim: _Sim, n: int, gap: int) -> None:
     _sync_host_work(sim, gap // 3)
 
 
+def _then_body(sim: _Sim, n: int, gap: int) -> None:
+    for then in ("loader", "thrash") + (("input",) if n % 2 else ()) + (("compile",) if n < 2 else ()):
+        _drain_then(sim, gap // 2, then)
+        sim.busy(4)
+
+
+def _at_once_body(sim: _Sim, n: int, gap: int) -> None:
+    _sync_at_once(sim)
+
+
+def _input_body(sim: _Sim, n: int, gap: int) -> None:
+    sim.ahead()
+    _inline_input(sim, gap)
+
+
+def _setup_body(sim: _Sim, n: int, gap: int) -> None:
+    if n in (0, 4):  # two test phases, each set up; the first torn down before the second
+        _setup(sim, 2 * gap, teardown=n == 4)
+
+
+def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
+    """Every host-side mechanism in one trace (scripts/eval_rules.py's ``host-side`` family)."""
+    _setup_body(sim, n, gap)
+    sim.busy(3)
+    _sync_host_work(sim, gap // 2)
+    sim.busy(3)
+    _sync_at_once(sim)
+    sim.busy(3)
+    sim.ahead()
+    _inline_input(sim, gap)
+    sim.busy(3)
+    _drain_then(sim, gap // 2, ("loader", "thrash", "input")[n % 3] if n >= 2 else "compile")
+    sim.busy(3)
+    _drain_then(sim, gap // 3, "thrash")
+
+
 SCENARIOS: dict[str, Callable[[_Sim, int, int], None]] = {
     "capture": _capture_body, "compile": _compile_body, "lazy-load": _lazy_body,
-    "allocator-thrash": _thrash_body, "sync-host-work": _host_work_body,
+    "allocator-thrash": _thrash_body, "sync-host-work": _host_work_body, "sync-then-evidence": _then_body,
+    "sync-at-once": _at_once_body, "inline-input": _input_body, "setup-teardown": _setup_body,
+    "host-side": _host_side_body,
 }
 
 
-def plant_scenario(name: str, seed: int = 0, jitter: float = 0.05, steps: int = 8, ranks: int = 2) -> Planted:
-    """One named scenario (``SCENARIOS``) as a Scenario and its ground truth."""
+def plant_scenario(name: str, seed: int = 0, jitter: float = 0.05, steps: int = 8, ranks: int = 2,
+                   uniform: bool = False) -> Planted:
+    """One named scenario (``SCENARIOS``) as a Scenario and its ground truth (``uniform``: jitter drawn
+    uniformly in [1 - j, 1 + j], as scripts/eval_rules.py does)."""
     spec = PlantSpec(seed=seed, ranks=ranks, steps=steps, jitter=jitter,
                      weights={c: 0.0 for c in CLASSES}, noise=True)
-    return _scenario(seed, jitter, steps, ranks, SCENARIOS[name], spec)
+    return _scenario(seed, jitter, steps, ranks, SCENARIOS[name], spec, uniform)

@@ -258,8 +258,8 @@ class _Sim:
                 self.h += 3_000
             self.kernel(_BIG["gemm"][0], self.j(80_000), not_before=cend + 1_000)
         elif cls == "sync-stall":
-            # The host is blocked in the sync for the gap (docs/rules.md: host work after a sync is
-            # judged on its own; tracesynth.one_time plants that case).
+            # The host is blocked in the sync for the gap, or (.item()) the sync waits on queued work and
+            # the refill follows at once (a drain-sync followed by host work: tracesynth.one_time).
             if self.noise and self.rng.random() < 0.3:  # a collective happens to run across part of it
                 self._comm(_COLL[0], g - 20_000, g + int(gap * self.rng.uniform(0.1, 0.4)))
             ext = self.op("aten::item" if variant < 0.5 else "aten::_local_scalar_dense", self.h, g + 5_000)

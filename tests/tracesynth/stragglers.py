@@ -15,8 +15,9 @@ The straggler rank is delayed by ``delay_ns`` before each collective, by one of 
 * ``launch``: launch overhead: before its last kernel it runs a string of tiny kernels whose host
   dispatch (op + launch call, 12 us each) outlasts them (3 us each), ``delay_ns`` in all;
 * ``sync``: a host sync: ``.item()`` of a large pageable tensor blocks the host in a synchronous DtoH
-  ``cudaMemcpy`` while the GPU's compute idles, ``delay_ns`` after the drain (host work after a
-  short sync is not a sync stall: the rules judge it as what it is).
+  ``cudaMemcpy`` while the GPU's compute idles, ``delay_ns`` after the drain (a sync stall by the
+  blocked time; a drain-sync whose lost lead would have hidden host work after it is one too, see
+  docs/rules.md, while a sync that waited on nothing queued is not).
 
 Each rank's recorded times are its true times plus its clock offset (``offsets_ns``), as hosts
 with NTP-disciplined clocks record them. ``StragglerJob.truth`` has the true arrivals, offsets and

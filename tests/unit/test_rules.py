@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from _frames import api, kernel, make_events
+from _frames import annotation, api, kernel, make_events, op
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -191,13 +191,70 @@ def _sync_trace(sync_start, sync_end, name="cudaStreamSynchronize"):
     return make_events([kernel(0, 100 * US), api(name, sync_start, sync_end), kernel(400 * US, 500 * US)])
 
 
-def test_host_work_after_the_sync_is_judged_on_its_own():
-    """host [cudaStreamSynchronize ..]|host work 290 us|launch;  compute ==|....300 us....|==
+def test_host_work_after_a_drain_sync_is_the_stall():
+    """host [cudaStreamSynchronize 350 us ..]|host work 290 us|launch;  compute ====|....300 us....|==
 
-    The sync held 1 us of the gap: the 290 us of host work after it is not the stall."""
+    The sync waited 350 us while the GPU ran queued work: without it the host work would have run
+    behind that work, so the sync took away the host's lead and the gap is the stall (issue 24
+    reverses issue 12's "host work after the sync is judged on its own")."""
+    trace = make_events([kernel(0, 400 * US), api("cudaStreamSynchronize", 50 * US, 401 * US),
+                         kernel(700 * US, 800 * US)])
+    row = one(gap(start=400 * US, dur=300 * US, next_launch_start_ns=690 * US, next_launch_end_ns=695 * US),
+              trace=trace)
+    assert row["class"] == "sync-stall" and row["evidence_kind"] == "sync"
+    assert "waited 350.0 us for queued GPU work" in row["evidence"]
+    assert "the sync took away the host's lead, which would have hidden 100%" in row["evidence"]
+
+
+def test_a_short_lead_before_long_host_work_is_not_the_stall():
+    """host [sync 80 us ..]|host work 290 us|launch: the lost lead would have hidden 27% of the gap;
+    the host work would have left most of it anyway (a blocking result copy before seconds of MPI)."""
     row = one(gap(dur=300 * US, next_launch_start_ns=390 * US, next_launch_end_ns=395 * US),
               trace=_sync_trace(20 * US, 101 * US))
     assert row["class"] != "sync-stall"
+
+
+def test_drain_sync_names_its_origin_op_and_the_host_work():
+    """host [aten::item [_local_scalar_dense [cudaStreamSynchronize]]]|[log_metrics 1.2 ms]|launch."""
+    ms = 1_000 * US
+    trace = make_events([kernel(0, 100 * US), op("aten::item", -2 * ms, 103 * US),
+                         op("aten::_local_scalar_dense", -2 * ms + 2 * US, 102 * US),
+                         api("cudaStreamSynchronize", -2 * ms + 10 * US, 101 * US),
+                         annotation("## log_metrics ##", 105 * US, 100 * US + ms),
+                         api("cudaLaunchKernel", 100 * US + ms + 5 * US, 100 * US + ms + 10 * US),
+                         kernel(100 * US + ms + 20 * US, 100 * US + 2 * ms)])
+    row = one(gap(dur=ms + 20 * US, next_launch_start_ns=100 * US + ms + 5 * US,
+                  next_launch_end_ns=100 * US + ms + 10 * US), trace=trace)
+    assert row["class"] == "sync-stall"
+    assert "cudaStreamSynchronize (from aten::item) waited" in row["evidence"]
+    assert "## log_metrics ##" in row["evidence"]
+
+
+def test_sync_returning_at_once_then_dense_dispatch_is_launch_bound():
+    """host [sync 1 us before the drain]|op+launch|op+launch|...: the host was behind anyway."""
+    row = one(gap(dur=300 * US, cpu_runtime_ns=200 * US, launch_count=12, next_launch_start_ns=390 * US,
+                  next_launch_end_ns=395 * US), trace=_sync_trace(99 * US, 101 * US))
+    assert row["class"] == "launch-bound"
+
+
+def test_drain_sync_then_stronger_evidence_keeps_that_evidence():
+    """A drain sync followed by the DataLoader: data-starved (the loader is the stronger evidence)."""
+    row = one(gap(dur=300 * US, dataloader_ns=250 * US, next_launch_start_ns=390 * US,
+                  next_launch_end_ns=395 * US), trace=_sync_trace(-400 * US, 101 * US))
+    assert row["class"] == "data-starved"
+
+
+def test_drain_sync_thresholds_move_the_decision():
+    row = gap(dur=16 * US, next_launch_start_ns=110 * US, next_launch_end_ns=114 * US)
+    trace = _sync_trace(90 * US, 101 * US)  # waited 10 us on queued work: under sync_min_wait_ns
+    assert one(row, trace=trace)["class"] != "sync-stall"
+    cfg = CFG.with_overrides({"sync_min_wait_ns": 5_000})
+    assert classify(pd.DataFrame([row]), None, trace, cfg)["class"][0] == "sync-stall"
+    long_work = gap(dur=300 * US, next_launch_start_ns=390 * US, next_launch_end_ns=395 * US)
+    trace = _sync_trace(20 * US, 101 * US)  # an 80 us lead hides 27% of the gap
+    assert one(long_work, trace=trace)["class"] != "sync-stall"
+    cfg = CFG.with_overrides({"sync_stall_min_share": 0.25})
+    assert classify(pd.DataFrame([long_work]), None, trace, cfg)["class"][0] == "sync-stall"
 
 
 def test_sync_then_immediate_refill_is_a_sync_stall():
@@ -218,7 +275,7 @@ def test_every_blocking_call_counts(name):
 
 def test_sync_share_threshold_moves_the_decision():
     row = gap(dur=300 * US, next_launch_start_ns=350 * US, next_launch_end_ns=355 * US)
-    trace = _sync_trace(20 * US, 220 * US)  # blocked 120 of 300 us: 40%, then 130 us of host work
+    trace = _sync_trace(95 * US, 220 * US)  # blocked 120 of 300 us: 40% (not a drain-sync: called 5 us before)
     assert one(row, trace=trace)["class"] != "sync-stall"
     cfg = CFG.with_overrides({"sync_stall_min_share": 0.3})
     assert classify(pd.DataFrame([row]), None, trace, cfg)["class"][0] == "sync-stall"

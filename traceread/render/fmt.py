@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from traceread.host_calls import frame_label
 from traceread.render.names import md_code, md_name, md_text, scrub_paths, shorten
 
 BAR_WIDTH = 20
@@ -113,5 +114,5 @@ def other_lanes(gap: pd.Series | dict) -> str:
         text += f"; longest host call {md_name(name, 48)} {dur(gap['longest_cpu_ns'])}"
     frame = str(gap.get("python_frame", "") or "")
     if frame:
-        text += f"; Python {md_code(shorten(scrub_paths(frame), 48))}"
+        text += f"; Python {md_code(shorten(scrub_paths(frame_label(frame)), 48))}"
     return text

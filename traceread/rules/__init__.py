@@ -29,6 +29,7 @@ from traceread.rules import (
     capture_boundary,
     comm_bound,
     data_starved,
+    host_work,
     launch_bound,
     one_time_cost,
     pipeline_bubble,
@@ -70,7 +71,9 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     dur = col(gaps, "dur_ns").astype(np.int64)
     # A gap within the GPU's own turnaround is judged only when the host provably submitted late.
     judged = (dur >= cfg.min_judged_gap_ns) & ~(~late & (dur < cfg.turnaround_max_ns))
-    held, sync_name, sync_end = sync_at_drain(gaps, trace, cfg)
+    held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(gaps, trace, cfg)
+    sync_origin = sync_stall.origin_op(gaps, trace, held, sync_start, sync_tid)
+    work_ns, work_label = host_work.host_work(gaps, trace, host_work.launching_thread(gaps, trace), cfg)
     dispatch, dispatch_op = dispatch_cover(gaps, trace)
     api_call_ns, api_call_name = longest_api_call(gaps, trace)
     edges = capture_boundary.edges_of(steps, trace, cfg)
@@ -82,12 +85,15 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     one_ns, one_kind, one_label, one_count = one_time_cost.cover(gaps, steps, trace, cfg)
     blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(gaps, steps, trace, cfg)
     return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
-                       sync_end_ns=sync_end, dispatch=dispatch, dispatch_op=dispatch_op,
+                       sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin,
+                       sync_wait_ns=sync_stall.queued_wait(gaps, held, sync_start),
+                       dispatch=dispatch, dispatch_op=dispatch_op,
                        api_call_ns=api_call_ns, api_call_name=api_call_name, periodic=periodic,
                        presence=presence, cv=cv, notes=bubble_notes, one_time_ns=one_ns,
                        one_time_kind=one_kind, one_time_label=one_label, one_time_count=one_count,
                        sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls,
-                       sync_block_start_ns=block_start, capture_kind=capture_kind, capture_text=capture_text)
+                       sync_block_start_ns=block_start, capture_kind=capture_kind, capture_text=capture_text,
+                       host_work_ns=work_ns, host_work_label=work_label)
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,

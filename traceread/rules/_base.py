@@ -47,6 +47,9 @@ class RuleContext:
     sync_at_drain: np.ndarray  # a host sync call was in progress when the GPU went idle
     sync_name: np.ndarray  # its name ('' when none)
     sync_end_ns: np.ndarray  # when it returned (-1 when none)
+    sync_start_ns: np.ndarray  # when it was called (-1 when none): before the drain by how much it waited
+    sync_origin: np.ndarray  # the host op enclosing it (aten::item...; '' when none)
+    sync_wait_ns: np.ndarray  # how long it waited while the GPU ran queued work (0 when none)
     dispatch: np.ndarray  # share of the gap the launching thread spent inside the op that launched
     dispatch_op: np.ndarray  # that op's name ('' when unknown)
     api_call_ns: np.ndarray  # overlap with the gap of the single longest CUDA runtime/driver call (ns)
@@ -67,6 +70,9 @@ class RuleContext:
     # capture-boundary (rules.capture_boundary.cover): the edge a gap lies in ('' none) and its sentence
     capture_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     capture_text: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    # host work on the launching thread outside any dispatch (rules.host_work)
+    host_work_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_work_label: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
 
 
 class Rows:
@@ -159,24 +165,27 @@ def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Was a host sync call (``host_calls.SYNC``) of the gap's rank in progress when the gap began?
 
-    Returns ``(held, name, end_ns)`` per gap. A call counts when it started before the gap start
-    and returned no earlier than ``cfg.sync_drain_tolerance_ns`` before it (clock skew).
+    Returns ``(held, name, end_ns, start_ns, tid)`` per gap (-1 / '' where none). A call counts when it
+    started before the gap start and returned no earlier than ``cfg.sync_drain_tolerance_ns`` before
+    it (clock skew).
     """
     n = len(gaps)
     held = np.zeros(n, dtype=bool)
     names = np.full(n, "", dtype=object)
     ends = np.full(n, -1, dtype=np.int64)
+    starts = np.full(n, -1, dtype=np.int64)
+    tids = np.full(n, -1, dtype=np.int64)
     if trace is None or n == 0:
-        return held, names, ends
+        return held, names, ends, starts, tids
     host = api_calls(trace.events)
     if host.empty:
-        return held, names, ends
+        return held, names, ends, starts, tids
     host = host[calls_matching(host["name"], SYNC)]
     if host.empty:
-        return held, names, ends
+        return held, names, ends, starts, tids
     tol = cfg.sync_drain_tolerance_ns
     g_rank = col(gaps, "rank").astype(np.int64)
     g_start = col(gaps, "start_ns").astype(np.int64)
@@ -195,7 +204,9 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
         held[sel] = hit
         names[sel[hit]] = calls["name"].astype(str).to_numpy()[idx[hit]]
         ends[sel[hit]] = e[idx[hit]]
-    return held, names, ends
+        starts[sel[hit]] = s[idx[hit]]
+        tids[sel[hit]] = calls["tid"].to_numpy(np.int64)[idx[hit]]
+    return held, names, ends, starts, tids
 
 
 def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray]:

@@ -7,16 +7,28 @@
     host     launch ticks|=== DataLoader.__next__ ===|H2D|launch
     memcpy                                         |HtoD|            (pageable batch copy)
 
+    host     [preprocess: read_video_pyav, numpy normalize ......]|.to(device)|launch
+                                 (no DataLoader: the training thread produces the batch itself)
+
 Signature: a data-loader annotation on the host covers at least ``data_loader_cover`` of the gap
 and the GPU was not already holding its next kernel (a queued kernel means it was waiting on
 something else); or a host-to-device copy covers that much of the gap (compute waits for its
-input, whoever queued it). Idle with nothing to show is never called data-starved.
+input, whoever queued it); or **host-side input work**: in a gap longer than ``input_work_min_ns``
+that the GPU did not hold its next kernel through, the launching thread ran Python frames, CPU ops
+or user ranges with no kernel launch inside (``rules.host_work``) for at least ``data_loader_cover``
+of it, runtime calls cover under ``launch_cpu_cover`` of it, and the work is input: the batch is
+copied to the device in the gap,
+or the frames say so (decode, preprocess, collate, ``__getitem__``: ``host_calls.INPUT_WORK``). A
+quiet stretch of other host work (logging, checkpointing) is not data-starved. Idle with nothing to
+show is never called data-starved.
+
+Evidence kind ``host-input`` for host-side input work (first fix: move it into DataLoader workers).
 
 Evidence kind ``pageable-copy``: the host-to-device copy, not a loader, holds the gap and most of
 the copied time is from pageable memory (nsys ``srcKind``, Kineto ``Memcpy HtoD (Pageable ->
 Device)`` or the ``copy_args`` memory kinds). Such a copy is staged through a driver bounce buffer
 and blocks the host, so the fix is pinning the batch (``pin_memory=True``) and copying it with
-``non_blocking=True``, not more loader workers.
+``non_blocking=True``, not more loader workers. Otherwise the class name.
 """
 
 from __future__ import annotations
@@ -25,15 +37,26 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
+from traceread.host_calls import INPUT_WORK, calls_matching
 from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
 
 NAME = "data-starved"
 
 
+def host_input(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """Host-side input work holds the gap (see module doc)."""
+    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    dispatching = frac(gaps, "cpu_runtime") >= cfg.launch_cpu_cover
+    named = calls_matching(pd.Series(ctx.host_work_label, dtype=object).astype(str), INPUT_WORK)
+    fed = col(gaps, "memcpy_htod_ns").astype(np.int64) > 0
+    held = (ctx.host_work_ns >= cfg.data_loader_cover * dur) & (dur > cfg.input_work_min_ns)
+    return held & ~ctx.queued & ~dispatching & (named | fed)
+
+
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     loader = (frac(gaps, "dataloader") >= cfg.data_loader_cover) & ~ctx.queued
     copy = frac(gaps, "memcpy_htod") >= cfg.data_loader_cover
-    return ctx.judged & (loader | copy)
+    return ctx.judged & (loader | copy | host_input(gaps, ctx, cfg))
 
 
 def pageable_copy(gaps: pd.DataFrame | Rows) -> np.ndarray:
@@ -45,8 +68,12 @@ def pageable_copy(gaps: pd.DataFrame | Rows) -> np.ndarray:
 
 
 def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
-    """``pageable-copy`` where a pageable host-to-device copy holds the gap, else the class name."""
-    return np.where(pageable_copy(gaps), "pageable-copy", NAME).astype(object)
+    """``host-input`` where no loader ran and host input work holds more of the gap than the H2D copy;
+    else ``pageable-copy`` where a pageable host-to-device copy holds the gap; else the class name."""
+    no_loader = col(gaps, "dataloader_ns").astype(np.int64) == 0
+    larger = ctx.host_work_ns > col(gaps, "memcpy_htod_ns").astype(np.int64)
+    return np.where(no_loader & larger & (ctx.host_work_label != ""), "host-input",
+                    np.where(pageable_copy(gaps), "pageable-copy", NAME)).astype(object)
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -59,7 +86,12 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                         fmt_ns(col(gaps, "dur_ns")), " gap"))
     other = np.where((loader >= htod) & (htod > 0), cat("; H2D copy ", fmt_pct(htod)),
                      np.where((loader < htod) & (loader > 0), cat("; loader ", fmt_pct(loader)), ""))
-    return cat(main, other, "; compute and communication idle")
+    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    inline = cat("the training thread produced the batch itself (no DataLoader): host work with no launch inside ",
+                 "holds ", fmt_pct(ctx.host_work_ns / dur), " of the ", fmt_ns(dur), " gap: ",
+                 ctx.host_work_label, np.where(htod > 0, cat("; then its H2D copy ", fmt_pct(htod)), ""))
+    return np.where(kind(gaps, ctx) == "host-input", inline,
+                    cat(main, other, "; compute and communication idle")).astype(object)
 
 
 RULE = Rule(NAME, mask, evidence, kind)

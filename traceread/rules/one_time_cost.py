@@ -29,6 +29,11 @@ next kernel was not already queued (the GPU waited for the host, not for a depen
   ``cudaFree(0)``, workspace ``cudaMalloc`` and ``cudaStreamCreate``: not allocator growth;
 * ``context``: context, stream, event and pinned-host-memory setup calls longer than
   ``launch_call_max_ns``;
+* ``setup-teardown``: set-up and teardown around the work: pinned host memory allocated or freed
+  (``cudaHostAlloc``/``cudaFreeHost``/``cudaHostRegister``..., any length), stream and event
+  destruction, and NVTX / ``record_function`` ranges named for set-up or clean-up (``init_data``,
+  ``setup``, ``clean_up``, ``teardown``, ``finalize``: ``host_calls.SETUP_RANGE``); each only on a
+  rank where it does not recur (same test as the allocator below);
 * ``allocator-growth``: device allocator calls (``cudaMalloc``/``cudaFree``/``hipMalloc``...) on a
   rank where they do not recur: found in fewer than ``allocator_recur_presence`` of the steps (or
   in a single step). Allocator calls that recur every step are thrash: ``sync-stall`` with
@@ -59,6 +64,9 @@ from traceread.host_calls import (
     LAZY_INIT,
     LIBRARY_OP,
     MODULE_LOAD,
+    PINNED_MEMORY,
+    SETUP_RANGE,
+    TEARDOWN,
     calls_matching,
 )
 from traceread.rules._base import Rows, Rule, RuleContext, api_calls, cat, col, fmt_ns, fmt_pct
@@ -66,12 +74,13 @@ from traceread.trace import Trace
 
 NAME = "one-time-cost"
 KINDS: tuple[str, ...] = ("compile", "autotune", "graph-capture", "module-load", "first-launch", "lazy-init",
-                          "context", "allocator-growth")
+                          "context", "setup-teardown", "allocator-growth")
 KIND_TEXT: dict[str, str] = {
     "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",
     "module-load": "module loading / driver initialization", "first-launch": "a first kernel launch (lazy module load)",
     "context": "context / stream setup", "allocator-growth": "allocator growth",
     "lazy-init": "CUDA / cuDNN / cuBLAS lazy start-up (context init, first library handle)",
+    "setup-teardown": "set-up / teardown (pinned memory, stream teardown, init / clean-up ranges)",
 }
 
 def _step_windows(steps: pd.DataFrame | None, rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +193,15 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
     ranges = host[~host["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER, schema.CAT_PYTHON])]
     autotune = calls_matching(ranges["name"], AUTOTUNE_RANGE)
     add(ranges[autotune], "autotune")
-    add(ranges[~autotune & calls_matching(ranges["name"], COMPILE_RANGE)], "compile")
+    compile_ = ~autotune & calls_matching(ranges["name"], COMPILE_RANGE)
+    add(ranges[compile_], "compile")
+    # Set-up / clean-up ranges: annotations only (a Python frame or op named ``__init__`` is not one).
+    setup = ranges[~autotune & ~compile_ & (ranges["category"] == schema.CAT_USER_ANNOTATION).to_numpy()
+                   & calls_matching(ranges["name"], SETUP_RANGE)]
+    for _, r_setup in setup.groupby("rank", observed=True, sort=False):  # ranks are few
+        rank = int(r_setup["rank"].iloc[0])
+        if not allocator_recurs(r_setup["start_ns"].to_numpy(np.int64), steps, rank, cfg):
+            add(r_setup, "setup-teardown")
     add(ranges[calls_matching(ranges["name"], LAZY_INIT)], "lazy-init")
 
     api = api_calls(ev)
@@ -230,6 +247,11 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
         alloc = calls[alloc_call]
         if len(alloc) and not allocator_recurs(alloc["start_ns"].to_numpy(np.int64), steps, int(rank), cfg):
             add(calls[alloc_call & ~lazy], "allocator-growth")
+        # Pinned host memory and stream/event teardown: set-up and teardown unless every step does it.
+        setup_calls = calls[(calls_matching(calls["name"], PINNED_MEMORY) | calls_matching(calls["name"], TEARDOWN))
+                            & ~lazy]
+        if len(setup_calls) and not allocator_recurs(setup_calls["start_ns"].to_numpy(np.int64), steps, int(rank), cfg):
+            add(setup_calls, "setup-teardown")
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 

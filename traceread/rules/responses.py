@@ -17,7 +17,7 @@ MEANING: dict[str, str] = {
     "pipeline-bubble": "the GPUs sit in the same pipeline fill/drain gap every step",
     "sync-stall": "the host blocks in a synchronization call while the GPUs drain",
     "one-time-cost": "the GPUs wait for one-time work (compilation, graph capture, module loading, first launches, "
-                     "context setup, allocator growth)",
+                     "context setup, set-up and teardown, allocator growth)",
     "capture-boundary": "the GPUs idle at the capture's edges (work issued before the capture began, the profiler "
                         "shutting down): not a cause, outside the verdict",
     "unattributed": "the GPUs are idle with no recognizable signature",
@@ -110,6 +110,8 @@ LEVERS: dict[str, tuple[str, ...]] = {
 EVIDENCE_FIRST_RESPONSE: dict[tuple[str, str], str] = {
     ("data-starved", "pageable-copy"): "pin the batch's host memory (pin_memory=True in the DataLoader) and copy it with "
                                        "non_blocking=True, then re-measure",
+    ("data-starved", "host-input"): "move the batch preparation (decoding, transforms, collation) off the training "
+                                    "thread into DataLoader workers (num_workers > 0), then re-measure",
     ("sync-stall", "allocator"): "stop the caching allocator from synchronizing every step (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
                                  "no empty_cache() in the loop, fewer shape changes), then re-measure",
 }
@@ -121,6 +123,13 @@ EVIDENCE_LEVERS: dict[tuple[str, str], tuple[str, ...]] = {
         "on a side stream.",
         "Then, if the copy still shows, shrink it: send compact dtypes (uint8 images, int32 ids) and convert on the GPU.",
         "Add data-loader workers (`num_workers`) only if the loader itself shows up next.",
+    ),
+    ("data-starved", "host-input"): (
+        "Move decoding, transforms and collation into a `Dataset`/`DataLoader` with `num_workers > 0`, so the "
+        "next batch is prepared while the GPU runs this one.",
+        "Or prepare the next batch in a background thread/process and prefetch it (`prefetch_factor`).",
+        "Preprocess offline, or decode on the GPU (DALI, torchvision.io GPU decode).",
+        "Pin host memory (`pin_memory=True`) and copy with `non_blocking=True`.",
     ),
     ("sync-stall", "allocator"): (
         "Configure the caching allocator: `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` "
@@ -140,6 +149,8 @@ EVIDENCE_TEXT: dict[str, str] = {
     "capture's start waiting on earlier GPU work", "shutdown": "the profiler shutting down after the last step",
     "lazy-init": "CUDA / cuDNN / cuBLAS lazy start-up (context initialization, first library handles)",
     "pageable-copy": "in host-to-device batch copies from pageable (unpinned) memory",
+    "setup-teardown": "set-up and teardown (pinned memory, stream teardown, init / clean-up ranges)",
+    "host-input": "host-side input work on the training thread (decoding, preprocessing, no DataLoader)",
 }
 
 

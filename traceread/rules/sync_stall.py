@@ -1,19 +1,36 @@
-"""sync-stall: the host was blocked in a synchronization for most of the compute-idle gap.
+"""sync-stall: a synchronization took away the host's lead, or held the host for most of the gap.
 
 ::
 
     compute  ==queued kernels==|..........gap..........|==next==
+    host  [aten::item: cudaStreamSynchronize]|log_metrics / dispatch ....|launch
+           ^ waits while the GPU runs the queue ^ host work the lead would have hidden
     host     [cudaMemcpy DtoH / cudaStreamSynchronize / cudaFree .........]|launch
                                  ^ the host is provably inside the sync for most of the gap
 
-Signature: the next kernel had not been queued before the drain, and the host was inside sync
-calls (stream/device/event synchronize, blocking ``cudaMemcpy``) or synchronizing allocator calls
-that recur every step (``cudaFree``/``hipFree``/``cudaMalloc``: the caching allocator thrashing)
-for at least ``sync_stall_min_share`` of the gap. A next launch issued within
-``sync_refill_max_ns`` of the sync's return is the stall's own refill and counts with it. Host work
-after the sync returned (Python, operator dispatch, a long host stretch) is *not* the stall: it is
-judged on its own evidence by the later rules (launch-bound, unattributed). A host blocked on a
-point-to-point recv that recurs every step is the pipeline schedule (a bubble), not a stall.
+Two signatures, both requiring that the next kernel had not been queued before the drain:
+
+* **drain-sync** (``.item()``, ``.cpu()``, ``synchronize()``): a sync call in progress at the drain
+  that waited at least ``sync_min_wait_ns`` while the GPU ran queued work (``queued_wait``) and
+  returned as the GPU went idle, so whatever host work follows (logging, metrics, operator dispatch)
+  is exposed: without the sync the host would have done it while the GPU still ran the work it
+  waited for. That lost lead, ``min(wait, gap)``, is the part of the gap the sync caused; when it is
+  at least ``sync_stall_min_share`` of the gap (the host work would mostly have been hidden), the
+  gap is a sync stall; the first fix is to remove or defer the sync. A short lead before a long
+  stretch of host work (a blocking result copy, then seconds of MPI and host compute) did not cause
+  most of the gap: it is judged by the rest. Host work with stronger evidence of
+  its own (a DataLoader or the host producing the batch, compilation or other one-time work,
+  communication) is taken by the earlier rules first. A sync called after the drain (or within
+  ``sync_min_wait_ns`` of it) returned at once: it cost nothing, the host was behind anyway, and the
+  gap is judged by what the host did next (dense dispatch: launch-bound).
+* **blocked**: the host was inside sync calls (stream/device/event synchronize, blocking
+  ``cudaMemcpy``) or synchronizing allocator calls that recur every step
+  (``cudaFree``/``hipFree``/``cudaMalloc``: the caching allocator thrashing) for at least
+  ``sync_stall_min_share`` of the gap. A next launch issued within ``sync_refill_max_ns`` of the
+  sync's return is the stall's own refill and counts with it.
+
+A host blocked on a point-to-point recv that recurs every step is the pipeline schedule (a bubble),
+not a stall.
 
 Evidence is named: ``allocator`` when allocator calls hold more of the gap than other syncs (first
 fix: the caching allocator's configuration), else ``sync`` (first fix: take the sync out of the
@@ -25,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceread import intervals
+from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import DEVICE_ALLOCATOR, SYNC, calls_matching
 from traceread.rules._base import Rows, Rule, RuleContext, api_calls, cat, col, fmt_ns, fmt_pct, frac
@@ -53,7 +70,7 @@ def _first_overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray)
 def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per gap: ``(blocked_ns, alloc_ns, alloc_calls, block_start_ns)``: host time inside sync calls or
-    recurring allocator calls (union), the allocator part of it, how many allocator calls start in
+    recurring allocator calls (union), the allocator part of it, how many allocator calls overlap
     the gap, and when the host first blocked in it (-1: never)."""
     n = len(gaps)
     blocked_ns = np.zeros(n, dtype=np.int64)
@@ -85,8 +102,70 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
             block_start[sel] = _first_overlap(gs[sel], ge[sel], s_all[b], e_all[b])
         if a.any():
             alloc_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_all[a], e_all[a]))
-            alloc_calls[sel] = intervals.count_in(gs[sel], ge[sel], np.sort(s_all[a]))
+            # calls overlapping the gap (one that began before it and holds it counts: a 70 ms hipFree)
+            alloc_calls[sel] = (np.searchsorted(np.sort(s_all[a]), ge[sel], side="left")
+                                - np.searchsorted(np.sort(e_all[a]), gs[sel], side="right"))
     return blocked_ns, alloc_ns, alloc_calls, block_start
+
+
+def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: np.ndarray, tid: np.ndarray
+              ) -> np.ndarray:
+    """Per gap, the host op that issued its drain sync: the outermost CPU op on the sync's thread
+    enclosing the call at ``start`` (``aten::item`` around ``aten::_local_scalar_dense``), else the
+    innermost user range there ('' when none, or no sync)."""
+    out = np.full(len(gaps), "", dtype=object)
+    if trace is None or not held.any():
+        return out
+    ev = trace.events
+    g_rank = col(gaps, "rank").astype(np.int64)
+    host = ev[ev["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])
+              & ev["category"].isin([schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION])]
+    for (rank, t), ops in host.groupby(["rank", "tid"], observed=True, sort=False):  # threads are few
+        q = np.flatnonzero((g_rank == rank) & (tid == t) & held)
+        if len(q) == 0:
+            continue
+        for cat_, outermost in ((schema.CAT_USER_ANNOTATION, False), (schema.CAT_CPU_OP, True)):
+            o = ops[(ops["category"] == cat_).to_numpy()]
+            o = o[~o["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()] if not outermost else o
+            if o.empty:
+                continue
+            os_, oe = o["start_ns"].to_numpy(np.int64), o["end_ns"].to_numpy(np.int64)
+            if outermost:
+                order = np.argsort(os_, kind="stable")
+                os_, oe, names = os_[order], oe[order], o["name"].astype(str).to_numpy()[order]
+                reach = np.maximum.accumulate(oe)
+                first = np.searchsorted(reach, start[q], side="right")  # earliest op still running after t
+                inside = (first < len(os_)) & (os_[np.minimum(first, len(os_) - 1)] <= start[q])
+                out[q[inside]] = names[first[inside]]
+            else:
+                idx = intervals.innermost_covering(start[q], os_, oe)
+                out[q[idx >= 0]] = o["name"].astype(str).to_numpy()[idx[idx >= 0]]
+    return out
+
+
+def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray) -> np.ndarray:
+    """Per gap, how long its drain sync waited while the GPU ran queued work: compute-busy time between
+    the sync's call and the drain (the idle of earlier gaps of the device in that window taken out).
+    0 where no sync was in progress at the drain (``held`` False)."""
+    out = np.zeros(len(gaps), dtype=np.int64)
+    has = np.flatnonzero(held)
+    if len(has) == 0:
+        return out
+    g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
+    gs, ge = col(gaps, "start_ns").astype(np.int64), col(gaps, "end_ns").astype(np.int64)
+    for rank, dev in {(int(g_rank[i]), int(g_dev[i])) for i in has}:  # ranks and devices are few
+        mine = (g_rank == rank) & (g_dev == dev)
+        q = has[mine[has]]
+        lo = np.minimum(sync_start[q], gs[q])
+        idle = intervals.overlap_with_union(lo, gs[q], *intervals.union(gs[mine], ge[mine]))
+        out[q] = gs[q] - lo - idle
+    return out
+
+
+def drain_sync(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """A sync in progress at the drain that waited at least ``sync_min_wait_ns`` while the GPU ran queued
+    work (the host lost the lead it had), rather than returning at once or waiting on an idle GPU."""
+    return ctx.sync_at_drain & (ctx.sync_wait_ns >= cfg.sync_min_wait_ns)
 
 
 def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -96,9 +175,17 @@ def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
     lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
     returned = np.where(ctx.sync_end_ns >= 0, ctx.sync_end_ns, -1)
-    refill = ctx.sync_at_drain & (lstart >= returned) & (lstart - returned <= cfg.sync_refill_max_ns)
+    # Only a sync that waited on queued work owns the refill: one that returned at once cost nothing.
+    refill = drain_sync(gaps, ctx, cfg) & (lstart >= returned) & (lstart - returned <= cfg.sync_refill_max_ns)
     refill_ns = np.where(refill, np.clip(np.minimum(lend, end) - np.maximum(returned, start), 0, None), 0)
-    return np.minimum(ctx.sync_blocked_ns + refill_ns, end - start)
+    return np.minimum(np.maximum(ctx.sync_blocked_ns + refill_ns, lead_ns(gaps, ctx, cfg)), end - start)
+
+
+def lead_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """Per gap, the part of it a drain-sync's lost lead would have hidden: the host work after the sync
+    would have run while the GPU still had the queued work it waited for (0 without a drain-sync)."""
+    dur = col(gaps, "end_ns").astype(np.int64) - col(gaps, "start_ns").astype(np.int64)
+    return np.where(drain_sync(gaps, ctx, cfg), np.minimum(ctx.sync_wait_ns, dur), 0)
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -121,10 +208,24 @@ def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
-    share = fmt_pct(stall_ns(gaps, ctx, cfg) / dur)
+    start = col(gaps, "start_ns").astype(np.int64)
+    stalled = stall_ns(gaps, ctx, cfg)
+    share = fmt_pct(stalled / dur)
     alloc = kind(gaps, ctx) == "allocator"
     name = np.where(ctx.sync_name != "", ctx.sync_name, "sync calls")
-    sync_text = cat("host blocked in ", name, " for ", share, " of the ", fmt_ns(dur), " gap")
+    origin = np.where(ctx.sync_origin != "", cat(" (from ", ctx.sync_origin, ")"), "")
+    sync_text = cat("host blocked in ", name, origin, " for ", share, " of the ", fmt_ns(dur), " gap")
+    # The drain-sync: what it waited for, and what host work it exposed.
+    longest = col(gaps, "longest_cpu_name", "").astype(object)
+    exposed = np.where(ctx.host_work_label != "", cat(": ", ctx.host_work_label),
+                       np.where(longest != "", cat(" (longest host call ", longest, ")"), ""))
+    after = np.clip(col(gaps, "end_ns").astype(np.int64) - np.maximum(ctx.sync_end_ns, start), 0, None)
+    drain_text = cat(name, origin, " waited ", fmt_ns(ctx.sync_wait_ns),
+                     " for queued GPU work and returned as the GPU went idle; the host then ran ", fmt_ns(after),
+                     " of host work before the next launch", exposed, "; the sync took away the host's lead, which "
+                     "would have hidden ", fmt_pct(lead_ns(gaps, ctx, cfg) / dur), " of the ", fmt_ns(dur), " gap")
+    blocked = np.minimum(ctx.sync_blocked_ns, dur)
+    sync_text = np.where(lead_ns(gaps, ctx, cfg) > blocked, drain_text, sync_text)
     alloc_text = cat("allocator: host in ", ctx.sync_alloc_calls.astype(str).astype(object),
                      " synchronizing allocator call(s) (cudaFree/hipFree/cudaMalloc, recurring every step) for ",
                      fmt_pct(ctx.sync_alloc_ns / dur), " of the ", fmt_ns(dur), " gap (blocked ", share, " in all)")
