@@ -64,7 +64,7 @@ def primary_device(s: RankSummary) -> int:
     if len(dev) == 0:
         return -1
     values, counts = np.unique(dev, return_counts=True)
-    return int(values[counts.argmax()])
+    return int(values[np.argmax(counts)])
 
 
 def epoch_shift(s: RankSummary) -> int:
@@ -197,7 +197,7 @@ def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: i
     med = np.nanmedian(d, axis=1)
     spread = np.nanmedian(np.abs(d - med[:, None]), axis=1) * 1.4826
     shifts, lo, hi = shifts[good], lo[good], hi[good]
-    close = spread <= max(2 * float(spread.min()), 50_000.0)
+    close = spread <= max(2 * float(np.min(spread)), 50_000.0)
     order = np.lexsort((np.abs(shifts), np.abs(med)) if both_epoch else (spread, np.abs(shifts)))
     pick = order[close[order]][0]
     s, first, stop = int(shifts[pick]), int(lo[pick]), int(hi[pick])

@@ -239,5 +239,5 @@ def rank_info(rank: int, source: str, world: int | None, world_source: str, even
     pid = None
     if len(pids):
         values, counts = np.unique(pids, return_counts=True)
-        pid = int(values[counts.argmax()])
+        pid = int(values[np.argmax(counts)])
     return RankInfo(rank=rank, rank_source=source, world_size=world, world_size_source=world_source, pid=pid)
