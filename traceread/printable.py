@@ -16,7 +16,8 @@ import re
 from typing import IO
 
 # C0 (0x00-0x1f, ESC and BEL among them), DEL and C1 (0x80-0x9f: 0x9b is a one-byte CSI, 0x9d OSC).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+CONTROL_CHARS = r"[\x00-\x1f\x7f-\x9f]"  # the class as a regex (pandas' str.contains takes it)
+_CONTROL = re.compile(CONTROL_CHARS)
 _CONTROL_BUT_LAYOUT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # keeps \t and \n
 # In UTF-8 JSON, DEL is the byte 0x7f and a C1 character the bytes C2 80..C2 9F; both only occur
 # inside strings (orjson escapes C0 already), and 0xC2 is always a lead byte, so this finds exactly them.

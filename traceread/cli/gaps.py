@@ -12,11 +12,29 @@ from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
-from traceread.printable import PrintableWriter
+from traceread.printable import CONTROL_CHARS, PrintableWriter, printable
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.steps import find_steps
 from traceread.vocabulary import GAP_CLASSES, part_col
+
+
+def _printable_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with control characters in its text cells shown as ``\\xNN`` (only cells that hold one
+    are rewritten; numeric columns untouched)."""
+    out = df
+    for c in df.columns:
+        if not (df[c].dtype == object or isinstance(df[c].dtype, pd.CategoricalDtype)
+                or pd.api.types.is_string_dtype(df[c].dtype)):
+            continue
+        text = df[c].astype(str)
+        bad = text.str.contains(CONTROL_CHARS, regex=True).to_numpy()
+        if bad.any():
+            if out is df:
+                out = df.copy()
+            out[c] = text.where(~bad, text[bad].map(printable))
+    return out
+
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start
@@ -61,7 +79,8 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     if csv_path:
         with atomic_open(csv_path, "w") as fh:
             # (the stubs want a seekable buffer; pandas only calls write() for CSV)
-            full.to_csv(PrintableWriter(fh), index=False)  # type: ignore[call-overload]
+            full_text = _printable_cells(full)  # before the writer: csv (pandas 2, Python 3.10) refuses some controls
+            full_text.to_csv(PrintableWriter(fh), index=False)  # type: ignore[call-overload]
     # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
     # start_ns/end_ns below back to the file and to Unix-epoch time.
     data = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summarize_trace(0, tr, result.source))],
