@@ -12,6 +12,7 @@ transformer layer repeats many times inside each pass: the pass, not the layer, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,21 @@ class Loop:
     step_ends: dict[int, np.ndarray]  # rank -> end of each step's last kernel, ns
 
 
+def _launch_all(rk: Rank, device: int, seq: list[tuple[str, int]], h: int, free: int, corr: int,
+                j: Callable[[float], int]) -> tuple[int, int, int]:
+    """Launch every kernel of ``seq`` in order from the host time ``h`` (the stream free at ``free``);
+    returns the new host time, stream-free time and next correlation id."""
+    for name, mean in seq:
+        launch = j(5_000)
+        rk.host_calls.append(HostCall(100, "cudaLaunchKernel", h, h + launch, corr))
+        k0 = max(h + launch + j(3_000), free + j(1_500))
+        free = k0 + j(mean)
+        rk.kernels.append(Kernel(device, 7, name, k0, free, corr))
+        corr += 1
+        h += launch + j(8_000)
+    return h, free, corr
+
+
 def loop(steps: int = 8, layers: int = 4, ranks: int = 1, jitter: float = 0.2, seed: int = 0,
          profiler: bool = True, nvtx_name: str | None = None, loader_ns: int = 3_000_000) -> Loop:
     """Simulate ``steps`` identical training steps per rank (see module docstring)."""
@@ -58,14 +74,7 @@ def loop(steps: int = 8, layers: int = 4, ranks: int = 1, jitter: float = 0.2, s
         for n in range(steps):
             h += j(loader_ns)  # the data loader: the GPU drains meanwhile
             start = h
-            for name, mean in seq:
-                launch = j(5_000)
-                rk.host_calls.append(HostCall(100, "cudaLaunchKernel", h, h + launch, corr))
-                k0 = max(h + launch + j(3_000), free + j(1_500))
-                free = k0 + j(mean)
-                rk.kernels.append(Kernel(r, 7, name, k0, free, corr))
-                corr += 1
-                h += launch + j(8_000)
+            h, free, corr = _launch_all(rk, r, seq, h, free, corr, j)
             h = max(h, free) + j(20_000)  # the optimizer's .item() / sync before the next batch
             if profiler:
                 rk.host_ranges.append(HostRange(100, f"ProfilerStep#{n}", start - j(50_000), h))
@@ -103,14 +112,7 @@ def forward_passes(passes: int = 1, layers: int = 24, jitter: float = 0.2, seed:
     for n in range(passes):
         h += j(host_gap_ns)  # the scheduler between requests: the GPU drains meanwhile
         start = h
-        for name, mean in seq:
-            launch = j(5_000)
-            rk.host_calls.append(HostCall(100, "cudaLaunchKernel", h, h + launch, corr))
-            k0 = max(h + launch + j(3_000), free + j(1_500))
-            free = k0 + j(mean)
-            rk.kernels.append(Kernel(0, 7, name, k0, free, corr))
-            corr += 1
-            h += launch + j(8_000)
+        h, free, corr = _launch_all(rk, 0, seq, h, free, corr, j)
         h = max(h, free) + j(20_000)  # the sampled tokens copied back: the host waits for the pass
         if annotation:
             rk.host_ranges.append(HostRange(100, annotation.format(n=n), start, h))
