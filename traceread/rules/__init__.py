@@ -86,7 +86,8 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(gaps, steps, trace, cfg)
     return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
                        sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin,
-                       sync_wait_ns=sync_stall.queued_wait(gaps, held, sync_start),
+                       sync_wait_ns=sync_stall.queued_wait(gaps, held, sync_start,
+                                                                unrecorded=capture_boundary.lead(capture_kind)),
                        dispatch=dispatch, dispatch_op=dispatch_op,
                        api_call_ns=api_call_ns, api_call_name=api_call_name, periodic=periodic,
                        presence=presence, cv=cv, notes=bubble_notes, one_time_ns=one_ns,
