@@ -45,6 +45,7 @@ from traceread.rules._base import (
     launch_timing,
     longest_api_call,
     sync_at_drain,
+    timestamp_tick_ns,
 )
 from traceread.rules.responses import FIRST_RESPONSES, first_response
 from traceread.trace import Trace
@@ -69,8 +70,10 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     """The per-gap facts every rule may read (launch timing, sync at drain, periodicity)."""
     queued, late = launch_timing(gaps)
     dur = col(gaps, "dur_ns").astype(np.int64)
-    # A gap within the GPU's own turnaround is judged only when the host provably submitted late.
-    judged = (dur >= cfg.min_judged_gap_ns) & ~(~late & (dur < cfg.turnaround_max_ns))
+    # A gap within the GPU's own turnaround is judged only when the host provably submitted late. With
+    # integer-microsecond timestamps a 2 us turnaround can read as 3 us: one tick more is still one.
+    turnaround = ~late & (dur < cfg.turnaround_max_ns + timestamp_tick_ns(trace))
+    judged = (dur >= cfg.min_judged_gap_ns) & ~turnaround
     held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(gaps, trace, cfg)
     sync_origin = sync_stall.origin_op(gaps, trace, held, sync_start, sync_tid)
     work_ns, work_label = host_work.host_work(gaps, trace, host_work.launching_thread(gaps, trace), cfg)
@@ -94,7 +97,7 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
                        one_time_kind=one_kind, one_time_label=one_label, one_time_count=one_count,
                        sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls,
                        sync_block_start_ns=block_start, capture_kind=capture_kind, capture_text=capture_text,
-                       host_work_ns=work_ns, host_work_label=work_label)
+                       host_work_ns=work_ns, host_work_label=work_label, turnaround=turnaround)
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,

@@ -73,6 +73,9 @@ class RuleContext:
     # host work on the launching thread outside any dispatch (rules.host_work)
     host_work_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_work_label: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    # a kernel-to-kernel turnaround: shorter than turnaround_max_ns (one timestamp tick more in
+    # integer-microsecond traces) and the host not provably late
+    turnaround: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
 
 class Rows:
@@ -146,6 +149,12 @@ def cat(*parts) -> np.ndarray:
 
 
 # --- context ----------------------------------------------------------------------------------
+
+def timestamp_tick_ns(trace: Trace | None) -> int:
+    """How coarse the trace's timestamps are beyond 1 ns: 1000 for integer-microsecond Kineto, else 0."""
+    q = int(trace.meta.extra.get("timestamp_quantum_ns", 1) or 1) if trace is not None else 1
+    return q if q > 1 else 0
+
 
 def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """``(queued, late)``: was the next compute kernel already submitted when the GPU went idle?
