@@ -41,11 +41,13 @@ from traceread.rules._base import (
     Rule,
     RuleContext,
     col,
+    comm_tail,
     dispatch_cover,
     launch_timing,
     longest_api_call,
     sync_at_drain,
     timestamp_tick_ns,
+    waited_for_comm,
 )
 from traceread.rules.responses import FIRST_RESPONSES, first_response
 from traceread.trace import Trace
@@ -82,7 +84,9 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     edges = capture_boundary.edges_of(steps, trace, cfg)
     capture_kind, capture_text = capture_boundary.cover(gaps, edges)
     # Periodicity reads places in the captured part of each step, boundary stretches left out.
-    eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg) & (capture_kind == "")
+    tail = comm_tail(gaps, trace)
+    eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg, waited_for_comm(gaps, tail, cfg)) & \
+        (capture_kind == "")
     periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(*capture_boundary.captured(gaps, steps, edges, cfg),
                                                                         cfg, eligible)
     one_ns, one_kind, one_label, one_count = one_time_cost.cover(gaps, steps, trace, cfg)
@@ -97,7 +101,8 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
                        one_time_kind=one_kind, one_time_label=one_label, one_time_count=one_count,
                        sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls,
                        sync_block_start_ns=block_start, capture_kind=capture_kind, capture_text=capture_text,
-                       host_work_ns=work_ns, host_work_label=work_label, turnaround=turnaround)
+                       host_work_ns=work_ns, host_work_label=work_label, turnaround=turnaround,
+                       comm_tail_ns=tail)
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
