@@ -46,6 +46,9 @@ class Thresholds:
         0.5, "fraction of gap", "data-starved needs loader/H2D-batch activity over most of the gap")
     comm_cover: float = _t(
         0.5, "fraction of gap", "comm-bound needs communication running during most of the gap")
+    comm_tail_max: float = _t(
+        0.25, "fraction of gap", "compute waiting for communication starts as it ends; a gap going on for over "
+        "a quarter of its length after the last collective ended waited on something else")
     sync_drain_tolerance_ns: int = _t(
         2_000, "ns", "host/GPU clock skew: a sync that returns this close to the drain still held it")
     launch_cpu_cover: float = _t(

@@ -132,3 +132,17 @@ def test_a_file_cut_before_its_kernel_records_names_the_truncation(tmp_path):
     assert trace.meta.truncated
     out = _verdict_text(str(cut_path))
     assert "truncated" in out and "CPU-only" not in out
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_a_blocking_copy_at_the_capture_start_stalls_what_follows_it(tmp_path, fmt):
+    # The copy waited ~80 ms on work issued before the capture (the boundary); the copy itself and the
+    # launch after it are idle only because that sync took the host's lead: a drain-sync stall.
+    planted = plant(_spec("blocking-copy"))
+    gaps = classify_file(_write(planted, fmt, tmp_path), CFG).sort_values("start_ns", ignore_index=True)
+    lead = gaps.index[gaps["evidence_kind"] == "blocking-call"]
+    assert len(lead) == 1
+    after = gaps.loc[lead[0] + 1]
+    truth = planted.truth[(planted.truth["start_ns"] < after["end_ns"]) & (planted.truth["end_ns"] > after["start_ns"])]
+    assert set(truth["class"]) == {"sync-stall"}
+    assert after["class"] == "sync-stall" and "cudaMemcpy" in after["evidence"]

@@ -77,3 +77,35 @@ def test_without_pipeline_evidence_the_same_waits_are_not_bubbles():
     gaps, steps, _ = _frame(12, 0.2, 0, evidence=False)
     out = classify(gaps, steps, None, CFG)
     assert (out["class"] == "unattributed").all()
+
+
+
+def _with_one_off_before_the_warmup_drain(seed: int, times_drain: float) -> tuple[pd.DataFrame, pd.DataFrame, int, int]:
+    """``_frame(8, 0.1, seed)`` plus a queued wait ``times_drain`` x the analysed drains' median length,
+    ending 30 us before the warmup step's drain (same place, same waiting signature)."""
+    gaps, steps, truth = _frame(8, 0.1, seed)
+    drain = gaps[gaps["step"] == 0].sort_values("start_ns").iloc[-1]
+    drains = gaps.loc[truth & (gaps["step"] > 0)].sort_values("start_ns").groupby("step")["dur_ns"].last()
+    d = int(times_drain * float(drains.median()))
+    s = int(drain["start_ns"]) - 30 * US - d
+    w0, w1 = int(steps["start_ns"].iloc[0]), int(steps["end_ns"].iloc[0])
+    one_off = drain.copy()
+    one_off["start_ns"], one_off["end_ns"], one_off["dur_ns"] = s, s + d, d
+    one_off["next_launch_start_ns"], one_off["next_launch_end_ns"] = s - 30 * US, s - 25 * US
+    one_off["offset_ns"], one_off["phase"] = s - w0, (s - w0) / (w1 - w0)
+    gaps = pd.concat([gaps, one_off.to_frame().T.astype(gaps.dtypes)]).sort_values("start_ns", ignore_index=True)
+    return gaps, steps, s, int(drain["start_ns"])
+
+
+@pytest.mark.parametrize("times_drain", [1.45, 1.5])
+def test_a_longer_wait_beside_the_warmup_drain_is_not_the_drain(times_drain):
+    # The same place and waiting signature as the drain, but not a similar duration (within 1.4x): in
+    # this frame the window's duration bins reach 1.5x, and the warmup step is not in the statistics.
+    gaps, steps, one_off, drain = _with_one_off_before_the_warmup_drain(3, times_drain)
+    out = classify(gaps, steps, None, CFG)
+    assert out.loc[out["start_ns"] == one_off, "class"].tolist() == ["unattributed"]
+    assert out.loc[out["start_ns"] == drain, "class"].tolist() == ["pipeline-bubble"]
+    # A wait of the drain's own length there is read as the drain.
+    gaps, steps, one_off, _ = _with_one_off_before_the_warmup_drain(3, 1.2)
+    out = classify(gaps, steps, None, CFG)
+    assert out.loc[out["start_ns"] == one_off, "class"].tolist() == ["pipeline-bubble"]

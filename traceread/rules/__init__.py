@@ -41,10 +41,13 @@ from traceread.rules._base import (
     Rule,
     RuleContext,
     col,
+    comm_tail,
     dispatch_cover,
     launch_timing,
     longest_api_call,
     sync_at_drain,
+    timestamp_tick_ns,
+    waited_for_comm,
 )
 from traceread.rules.responses import FIRST_RESPONSES, first_response
 from traceread.trace import Trace
@@ -69,8 +72,10 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     """The per-gap facts every rule may read (launch timing, sync at drain, periodicity)."""
     queued, late = launch_timing(gaps)
     dur = col(gaps, "dur_ns").astype(np.int64)
-    # A gap within the GPU's own turnaround is judged only when the host provably submitted late.
-    judged = (dur >= cfg.min_judged_gap_ns) & ~(~late & (dur < cfg.turnaround_max_ns))
+    # A gap within the GPU's own turnaround is judged only when the host provably submitted late. With
+    # integer-microsecond timestamps a 2 us turnaround can read as 3 us: one tick more is still one.
+    turnaround = ~late & (dur < cfg.turnaround_max_ns + timestamp_tick_ns(trace))
+    judged = (dur >= cfg.min_judged_gap_ns) & ~turnaround
     held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(gaps, trace, cfg)
     sync_origin = sync_stall.origin_op(gaps, trace, held, sync_start, sync_tid)
     work_ns, work_label = host_work.host_work(gaps, trace, host_work.launching_thread(gaps, trace), cfg)
@@ -79,21 +84,25 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     edges = capture_boundary.edges_of(steps, trace, cfg)
     capture_kind, capture_text = capture_boundary.cover(gaps, edges)
     # Periodicity reads places in the captured part of each step, boundary stretches left out.
-    eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg) & (capture_kind == "")
+    tail = comm_tail(gaps, trace)
+    eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg, waited_for_comm(gaps, tail, cfg)) & \
+        (capture_kind == "")
     periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(*capture_boundary.captured(gaps, steps, edges, cfg),
                                                                         cfg, eligible)
     one_ns, one_kind, one_label, one_count = one_time_cost.cover(gaps, steps, trace, cfg)
     blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(gaps, steps, trace, cfg)
     return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
                        sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin,
-                       sync_wait_ns=sync_stall.queued_wait(gaps, held, sync_start),
+                       sync_wait_ns=sync_stall.queued_wait(gaps, held, sync_start,
+                                                                unrecorded=capture_boundary.lead(capture_kind)),
                        dispatch=dispatch, dispatch_op=dispatch_op,
                        api_call_ns=api_call_ns, api_call_name=api_call_name, periodic=periodic,
                        presence=presence, cv=cv, notes=bubble_notes, one_time_ns=one_ns,
                        one_time_kind=one_kind, one_time_label=one_label, one_time_count=one_count,
                        sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls,
                        sync_block_start_ns=block_start, capture_kind=capture_kind, capture_text=capture_text,
-                       host_work_ns=work_ns, host_work_label=work_label)
+                       host_work_ns=work_ns, host_work_label=work_label, turnaround=turnaround,
+                       comm_tail_ns=tail)
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,

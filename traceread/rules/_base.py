@@ -73,6 +73,11 @@ class RuleContext:
     # host work on the launching thread outside any dispatch (rules.host_work)
     host_work_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_work_label: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    # a kernel-to-kernel turnaround: shorter than turnaround_max_ns (one timestamp tick more in
+    # integer-microsecond traces) and the host not provably late
+    turnaround: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    # how long the gap went on after the last communication kernel in it ended (rules._base.comm_tail)
+    comm_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 class Rows:
@@ -147,6 +152,12 @@ def cat(*parts) -> np.ndarray:
 
 # --- context ----------------------------------------------------------------------------------
 
+def timestamp_tick_ns(trace: Trace | None) -> int:
+    """How coarse the trace's timestamps are beyond 1 ns: 1000 for integer-microsecond Kineto, else 0."""
+    q = int(trace.meta.extra.get("timestamp_quantum_ns", 1) or 1) if trace is not None else 1
+    return q if q > 1 else 0
+
+
 def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """``(queued, late)``: was the next compute kernel already submitted when the GPU went idle?
 
@@ -207,6 +218,43 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
         starts[sel[hit]] = s[idx[hit]]
         tids[sel[hit]] = calls["tid"].to_numpy(np.int64)[idx[hit]]
     return held, names, ends, starts, tids
+
+
+def comm_tail(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
+    """Per gap, how long it went on after the last communication kernel overlapping it ended (ns): 0
+    when one runs to its end, or without a trace; the whole gap when none overlaps it."""
+    n = len(gaps)
+    tail = np.zeros(n, dtype=np.int64)
+    if trace is None or n == 0:
+        return tail
+    ev = trace.events
+    comm = ev[ev["lane"] == schema.LANE_GPU_COMM]
+    if comm.empty:
+        return col(gaps, "dur_ns").astype(np.int64)
+    g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
+    gs, ge = col(gaps, "start_ns").astype(np.int64), col(gaps, "end_ns").astype(np.int64)
+    tail = ge - gs
+    for (rank, dev), k in comm.groupby(["rank", "device"], observed=True, sort=False):  # ranks and devices are few
+        sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
+        if len(sel) == 0:
+            continue
+        k = k.sort_values("start_ns", kind="stable")
+        reach = np.maximum.accumulate(k["end_ns"].to_numpy(np.int64))
+        j = np.searchsorted(k["start_ns"].to_numpy(np.int64), ge[sel], side="left") - 1  # started before the end
+        last = np.where(j >= 0, reach[np.maximum(j, 0)], np.iinfo(np.int64).min)
+        over = last > gs[sel]  # the latest-ending one still ran inside the gap
+        tail[sel[over]] = np.maximum(ge[sel[over]] - last[over], 0)
+    return tail
+
+
+def waited_for_comm(gaps: pd.DataFrame | Rows, tail: np.ndarray, cfg: Thresholds) -> np.ndarray:
+    """Compute could have been waiting for the communication: it ran until shortly before the gap ended
+    (at most ``comm_tail_max`` of the gap, or a kernel-to-kernel turnaround, after the last one ended;
+    ``tail`` from :func:`comm_tail`, empty: unknown, taken as waited). A collective that ended long
+    before the next kernel started was not what that kernel waited on."""
+    dur = col(gaps, "dur_ns").astype(np.int64)
+    tail = tail if len(tail) == len(dur) else np.zeros(len(dur), np.int64)
+    return tail <= np.maximum(cfg.turnaround_max_ns, cfg.comm_tail_max * dur)
 
 
 def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray]:

@@ -132,6 +132,11 @@ def cover(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, n
     return kind, text
 
 
+def lead(kinds: np.ndarray) -> np.ndarray:
+    """Bool per gap, from ``cover``'s kinds: a lead, where the GPU was busy with work issued before the capture."""
+    return np.isin(kinds, ("uncaptured-work", "blocking-call"))
+
+
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.capture_kind != ""
 

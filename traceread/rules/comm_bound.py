@@ -8,8 +8,11 @@
 
 Signature: communication kernels cover at least ``comm_cover`` of the gap, and compute was waiting
 for them: the next kernel was already queued (or its launch is unknown), or the host sat in a sync
-call for at least ``comm_cover`` of the gap. When the host was still submitting the next kernel and not waiting on the
-device, the collective merely ran alongside a host-bound gap (launch-bound or unattributed).
+call for at least ``comm_cover`` of the gap; and the communication ran until shortly before the gap
+ended (no more than ``comm_tail_max`` of the gap, or a turnaround, after the last one ended: compute
+waiting for it starts as it ends). When the host was still submitting the next kernel and not waiting on the
+device, the collective merely ran alongside a host-bound gap (launch-bound or unattributed); when it
+ended long before the next kernel started, that kernel waited on something else.
 A wait on a point-to-point transfer in a pipeline-parallel step is left to pipeline-bubble (the
 stage waits on its neighbour); the collective type comes from collective identity, so an
 all-to-all built from SendRecv kernels stays here.
@@ -22,7 +25,7 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import pipeline_bubble
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac, waited_for_comm
 
 NAME = "comm-bound"
 
@@ -33,7 +36,8 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     waited = ~ctx.late | (frac(gaps, "sync") >= cfg.comm_cover)
     p2p_dominant = frac(gaps, "comm_p2p") > frac(gaps, "comm_collective")
     structural = p2p_dominant & pipeline_bubble.takes(gaps, ctx, cfg)
-    return ctx.judged & covered & waited & ~structural
+    # ... and the communication ran until the next kernel could start (not over long before it).
+    return ctx.judged & covered & waited & waited_for_comm(gaps, ctx.comm_tail_ns, cfg) & ~structural
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:

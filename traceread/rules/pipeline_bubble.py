@@ -54,7 +54,18 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import MAX_UNIT_NOTES, Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import (
+    MAX_UNIT_NOTES,
+    Rows,
+    Rule,
+    RuleContext,
+    cat,
+    col,
+    fmt_ns,
+    fmt_pct,
+    frac,
+    waited_for_comm,
+)
 
 NAME = "pipeline-bubble"
 
@@ -80,15 +91,21 @@ def waits_on_p2p(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.nd
 def takes(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """The gaps this rule claims (``mask`` without the judged-length condition); comm-bound and
     sync-stall leave these to it."""
-    hidden = ctx.periodic & ctx.queued & waits_like_a_bubble(gaps, ctx.queued, cfg)
+    hidden = ctx.periodic & ctx.queued & waits_like_a_bubble(gaps, ctx.queued, cfg,
+                                                              waited_for_comm(gaps, ctx.comm_tail_ns, cfg))
     return pipeline_evidence(gaps) & (col(gaps, "dur_ns") >= cfg.bubble_min_gap_ns) & \
         (waits_on_p2p(gaps, ctx, cfg) | hidden)
 
 
-def waits_like_a_bubble(gaps: pd.DataFrame, queued: np.ndarray, cfg: Thresholds) -> np.ndarray:
-    """The bubble's local signature: a p2p wait or a queued kernel, with no collective or H2D copy."""
+def waits_like_a_bubble(gaps: pd.DataFrame, queued: np.ndarray, cfg: Thresholds,
+                        comm_waited: np.ndarray | None = None) -> np.ndarray:
+    """The bubble's local signature: a p2p wait or a queued kernel, with no collective it could have
+    waited for (``comm_waited``: ``rules._base.waited_for_comm``; None: any) and no H2D copy."""
     p2p = frac(gaps, "comm_p2p") >= cfg.comm_cover
-    other = (frac(gaps, "comm_collective") >= cfg.comm_cover) | (frac(gaps, "memcpy_htod") >= cfg.data_loader_cover)
+    collective = frac(gaps, "comm_collective") >= cfg.comm_cover
+    if comm_waited is not None:
+        collective &= comm_waited
+    other = collective | (frac(gaps, "memcpy_htod") >= cfg.data_loader_cover)
     return (p2p | queued) & ~other
 
 
@@ -201,7 +218,12 @@ def _by_window(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long
     p = stats["size"].to_numpy()[pos].astype(np.float64) / unit_steps[g_unit[cand]].astype(np.float64)
     mean = stats["mean"].to_numpy()[pos]
     c = np.where(mean > 0, stats["std"].to_numpy()[pos] / np.maximum(mean, 1.0), np.inf)
-    hit = (p >= cfg.bubble_presence) & (c <= cfg.bubble_max_cv)
+    # The gap itself must be the window's gap: within 1 + 2 * bubble_max_cv (1.4x) of its mean
+    # duration. The bins reach further (up to ~1.6x), and a gap outside the analysed steps is not in
+    # the window's statistics at all: a 1.3 ms one-off in the warmup step beside 0.85 ms drains was
+    # read as the drain.
+    fits = np.abs(np.log(np.maximum(dur[cand], 1) / np.maximum(mean, 1.0))) <= np.log1p(2.0 * cfg.bubble_max_cv)
+    hit = (p >= cfg.bubble_presence) & (c <= cfg.bubble_max_cv) & fits
     # Keep the best reading per gap: a periodic one first, then the higher presence.
     better = (hit & ~periodic[cand]) | ((hit == periodic[cand]) & (p > np.nan_to_num(presence[cand], nan=-1.0)))
     presence[cand[better]] = p[better]

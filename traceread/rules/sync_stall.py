@@ -143,9 +143,12 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: 
     return out
 
 
-def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray) -> np.ndarray:
+def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray,
+                unrecorded: np.ndarray | None = None) -> np.ndarray:
     """Per gap, how long its drain sync waited while the GPU ran queued work: compute-busy time between
     the sync's call and the drain (the idle of earlier gaps of the device in that window taken out).
+    ``unrecorded``: gaps in which the GPU was busy with work the capture did not record (a capture's
+    lead): queued work too, so not taken out (a blocking copy at the capture's start waited on it).
     0 where no sync was in progress at the drain (``held`` False)."""
     out = np.zeros(len(gaps), dtype=np.int64)
     has = np.flatnonzero(held)
@@ -157,7 +160,8 @@ def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray) ->
         mine = (g_rank == rank) & (g_dev == dev)
         q = has[mine[has]]
         lo = np.minimum(sync_start[q], gs[q])
-        idle = intervals.overlap_with_union(lo, gs[q], *intervals.union(gs[mine], ge[mine]))
+        idle_gaps = mine if unrecorded is None else mine & ~unrecorded
+        idle = intervals.overlap_with_union(lo, gs[q], *intervals.union(gs[idle_gaps], ge[idle_gaps]))
         out[q] = gs[q] - lo - idle
     return out
 

@@ -23,6 +23,8 @@ NAME = "unattributed"
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = col(gaps, "dur_ns").astype(np.int64)
     short = dur < cfg.min_judged_gap_ns
+    # build_context's reading (it knows the timestamps' tick); a hand-built context has none
+    turnaround = ctx.turnaround if len(ctx.turnaround) == len(dur) else ~ctx.late & (dur < cfg.turnaround_max_ns)
     launch = np.where(ctx.queued, "next kernel was already queued",
                       np.where(ctx.late, "next kernel submitted after the GPU went idle", "next launch unknown"))
     longest = col(gaps, "longest_cpu_name", "").astype(object)
@@ -42,7 +44,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                       reason)
     why = np.where(short, cat("too short to judge (", fmt_ns(dur), " < ", fmt_ns(np.full(len(dur),
                                                                                     cfg.min_judged_gap_ns)), ")"),
-                   np.where(~ctx.late & (dur < cfg.turnaround_max_ns),
+                   np.where(turnaround,
                             cat("kernel-to-kernel turnaround (", fmt_ns(dur), ", next kernel ",
                                 np.where(ctx.queued, "already queued)", "launch not recorded)")),
                             cat("no signature fits the ", fmt_ns(dur), " gap (", reason, ")")))

@@ -69,6 +69,8 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
         "non_row_events": builder.other_events,
         "raw_categories": list(builder.cat_ids),  # as written (sanity: counter-only captures)
         "kineto_decoder": builder.decoder_summary(),
+        # integer-microsecond timestamps (PyTorch 1.13-2.3): a recorded duration is off by up to 1 us
+        "timestamp_quantum_ns": 1 if builder.float_ts else 1_000,
     }
     meta = TraceMeta(
         path=path,
