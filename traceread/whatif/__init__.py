@@ -110,7 +110,7 @@ def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg
             rs = st[st["rank"] == rank]
             m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
             base = rp.step_bounds(m, rp.recorded(m), rs)
-            out.append(_Unit(i, m, rs, base, fx.Context(v, g, cfg)))
+            out.append(_Unit(i, m, rs, base, fx.Context(v, g, cfg, trace.side.get("copy_args"))))
     return out
 
 

@@ -88,6 +88,7 @@ class Context:
     view: EventView
     gaps: pd.DataFrame  # this trace's gaps with ``class`` (may be empty)
     cfg: Thresholds
+    copies: pd.DataFrame | None = None  # the trace's ``copy_args`` side table (row, copy_kind, src_kind)
 
 
 def apply(m: RankModel, e: Edges, fix: Fix | Scale, ctx: Context) -> None:
@@ -142,6 +143,35 @@ def _data_starved(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:
         [bool(INPUT_WORK.search(str(n))) for n in names], dtype=bool))
     us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), hit, rows)
     _shrink_host(m, e, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
+    _pinned_batch_copies(m, e, ctx)
+
+
+def _pinned_batch_copies(m: RankModel, e: Edges, ctx: Context) -> None:
+    """The batch's pageable HtoD copies inside data-starved gaps cost what the trace's pinned HtoD
+    copies cost (their median), and the host does not wait for them (``non_blocking=True``)."""
+    c = ctx.copies
+    if c is None or c.empty:
+        return
+    memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
+    nodes = m.op_nodes[m.lane == memcpy]
+    if not len(nodes):
+        return
+    rows = m.row[nodes]
+    side = c.set_index("row")
+    kind = side["copy_kind"].astype(str).reindex(rows).to_numpy()
+    src_kind = side["src_kind"].astype(str).reindex(rows).to_numpy()
+    htod = kind == "HtoD"
+    pinned = htod & (src_kind == "Pinned")
+    if not pinned.any():
+        return
+    us, ue = _gap_union(ctx, m, DATA_STARVED)
+    start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
+    slow = htod & (src_kind == "Pageable") & (intervals.overlap_with_union(start, end, us, ue) > 0)
+    e.dur[nodes[slow]] = np.minimum(e.dur[nodes[slow]], int(np.median(m.dur[nodes[pinned]])))
+    waits = np.isin(e.src[m.sync_end, 1], nodes[slow])
+    freed = m.sync_end[waits]
+    e.src[freed, 1] = -1
+    e.delay[freed, 0] = m.sync_wait_slot_delay[waits]
 
 
 def _launch_bound(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:

@@ -1,0 +1,112 @@
+"""The what-if replay: the model replays the trace as recorded, the compiled sweep equals its Python
+twin, and predictions match generated before/after pairs simulated afresh by tracesynth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import PlantSpec, plant
+
+import traceread
+from traceread.analysis import analyze
+from traceread.lanes import event_view
+from traceread.vocabulary import GAP_CLASSES
+from traceread.whatif import FIX_CAUSES, Fix, Scale, predict
+from traceread.whatif import model as mdl
+from traceread.whatif import sweep as sw
+from traceread.whatif.fixes import Context, Edges, apply
+
+
+def _only(**w: float) -> dict[str, float]:
+    return {c: w.get(c.replace("-", "_"), 0.0) for c in GAP_CLASSES}
+
+
+def _load(tmp_path: Path, spec: PlantSpec, fmt: str) -> traceread.Trace:
+    path = tmp_path / f"s{spec.seed}_{spec.loader_fixed}.{'pt.trace.json' if fmt == 'kineto' else 'sqlite'}"
+    (write_kineto if fmt == "kineto" else write_nsys)(plant(spec).scenario, str(path))
+    return traceread.load(str(path))
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> traceread.Trace:
+    spec = PlantSpec(seed=5, ranks=1, steps=8, jitter=0.1)  # every class planted
+    return _load(tmp_path_factory.mktemp("whatif"), spec, "kineto")
+
+
+def test_unfixed_replay_reproduces_every_recorded_time(mixed) -> None:
+    a = analyze([mixed])
+    m = mdl.build(event_view(mixed), 0, mdl.steps_points(a.steps, 0), a.cfg)
+    out = sw.sweep(m.time, m.src, m.delay, m.dur)
+    assert m.dropped_edges == 0
+    assert np.array_equal(out, m.time)  # every host point and op start where the trace has it
+    w = predict([mixed], a.steps, a.gaps, a.cfg)
+    assert w is not None and w.replayed_step_ns == w.measured_step_ns and w.replay_error == 0.0
+
+
+def test_compiled_sweep_equals_its_python_twin_under_every_fix(mixed) -> None:
+    if sw.COMPILED is None:
+        pytest.skip("the compiled sweep is not built here")
+    a = analyze([mixed])
+    v = event_view(mixed)
+    m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
+    ctx = Context(v, a.gaps, a.cfg, mixed.side.get("copy_args"))
+    for fix in [Fix(c) for c in FIX_CAUSES] + [Fix("comm-bound", 2.0), Scale("gemm", 3.0)]:
+        e = Edges.of(m)
+        apply(m, e, fix, ctx)
+        compiled = np.zeros(len(m.time), np.int64)
+        sw.COMPILED.sweep(m.time, e.src, e.delay, e.dur, compiled)
+        assert np.array_equal(compiled, sw.sweep_python(m.time, e.src, e.delay, e.dur)), fix
+    # random causal graphs, negative delays included
+    rng = np.random.default_rng(0)
+    n = 5000
+    src = np.where(rng.random((n, 3)) < 0.7, (rng.random((n, 3)) * np.arange(n)[:, None]).astype(np.int64), -1)
+    src[0] = -1
+    delay = rng.integers(-50, 1000, (n, 3))
+    dur, time = rng.integers(0, 500, n), np.cumsum(rng.integers(0, 100, n))
+    compiled = np.zeros(n, np.int64)
+    sw.COMPILED.sweep(time, src, delay, dur, compiled)
+    assert np.array_equal(compiled, sw.sweep_python(time, src, delay, dur))
+
+
+def test_a_fix_never_slows_the_whole_capture_and_only_its_lever_moves(mixed) -> None:
+    a = analyze([mixed])
+    w = predict([mixed], a.steps, a.gaps, a.cfg)
+    assert w is not None and w.all_fixed is not None
+    assert all(p.once_ns >= 0 for p in w.fixes)
+    assert w.all_fixed.step_ns is not None and w.all_fixed.step_ns < w.measured_step_ns
+    starved = w.prediction("data-starved")
+    assert starved is not None and starved.saving_ns is not None and starved.saving_ns > 0
+    one_time = w.prediction("one-time-cost")
+    assert one_time is not None and one_time.step_ns is None  # one-time work buys no steady-state figure
+    table = w.per_fix()
+    assert list(table["fix"])[-1] == "all" and len(table) == len(FIX_CAUSES) + 1
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_loader_fix_predicted_within_5_percent_of_the_fixed_run(tmp_path, fmt, seed) -> None:
+    """The generator simulates the after run afresh (more loader workers: each loader wait becomes a
+    short call and a pinned copy); the replay only transforms the before run."""
+    before = PlantSpec(seed=seed, ranks=1, steps=12, jitter=0.1, weights=_only(data_starved=2.0))
+    after = PlantSpec(**{**before.__dict__, "loader_fixed": True})
+    tb, ta = _load(tmp_path, before, fmt), _load(tmp_path, after, fmt)
+    ab, aa = analyze([tb]), analyze([ta])
+    assert ab.dominant_cause == "data-starved"
+    w = predict([tb], ab.steps, ab.gaps, ab.cfg, [Fix("data-starved")])
+    measured_after = predict([ta], aa.steps, aa.gaps, aa.cfg, [])
+    assert w is not None and measured_after is not None
+    predicted = w.fixes[0].step_ns
+    assert predicted is not None
+    assert abs(predicted / measured_after.measured_step_ns - 1) <= 0.05, (predicted, measured_after.measured_step_ns)
+    assert predicted < 0.7 * w.measured_step_ns  # the fix is worth predicting: the step halves
+
+
+def test_scale_and_factor_fixes_move_only_what_they_name(mixed) -> None:
+    a = analyze([mixed])
+    w = predict([mixed], a.steps, a.gaps, a.cfg, [Scale("no kernel is called this", 10.0), Fix("comm-bound", 1.0)])
+    assert w is not None
+    assert all(p.saving_ns == 0 for p in w.fixes)
