@@ -37,8 +37,9 @@ def test_replay_matches_the_measured_median_step_on_every_real_trace_with_steady
 @needs_shared
 def test_resnet50_data_loading_removed_predicts_the_four_worker_run() -> None:
     """workers0 (single-process loading, data-starved) against workers4 (same model, GPU, batch; 4
-    loader workers). Both sides: median of the steady steps (the first ProfilerStep is warm-up; outlier
-    steps over 1.5x the median are left out; the capture window is the 6 ProfilerSteps as recorded)."""
+    loader workers). Both sides: median of the steady steps as the analysis flags them over the 6 recorded
+    ProfilerSteps (none is warm-up; workers4's last step, ending in ~80 ms of profiler shutdown, is an
+    outlier over 1.5x the median and left out)."""
     before = SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers0_run2.pt.trace.json.gz"
     after = SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers4_run2.pt.trace.json.gz"
     a, w = _predict(before, [Fix("data-starved")])

@@ -110,3 +110,22 @@ def test_scale_and_factor_fixes_move_only_what_they_name(mixed) -> None:
     w = predict([mixed], a.steps, a.gaps, a.cfg, [Scale("no kernel is called this", 10.0), Fix("comm-bound", 1.0)])
     assert w is not None
     assert all(p.saving_ns == 0 for p in w.fixes)
+
+
+def test_whatif_command_writes_table_and_json_and_refuses_unknown_fixes(tmp_path, mixed) -> None:
+    import json
+
+    from traceread.cli import main
+
+    out, js = tmp_path / "w.md", tmp_path / "w.json"
+    rc = main(["whatif", mixed.meta.path, "--fix", "data-starved", "--fix", "comm-bound=2", "--scale", "gemm=2",
+               "-o", str(out), "--json", str(js)])
+    assert rc == 0
+    doc = json.loads(js.read_text())
+    assert [p["fix"] for p in doc["fixes"]][:3] != [] and {p["fix"] for p in doc["fixes"]} == {
+        "data-starved", "comm-bound=2", "gemm=2"}
+    assert doc["all_fixed"]["step_ns"] < doc["measured_step_ns"]
+    assert "data-starved" in out.read_text()
+    assert main(["whatif", mixed.meta.path, "--fix", "faster"]) == 2
+    assert main(["whatif", mixed.meta.path, "--scale", "gemm=0"]) == 2
+    assert main(["whatif", mixed.meta.path, "--scale", "(=2"]) == 2

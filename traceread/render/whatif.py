@@ -82,3 +82,21 @@ def record(w: Any) -> dict[str, Any]:
             "all_fixed": pred(w.all_fixed) if w.all_fixed is not None else None,
             "assumptions": list(w.assumptions), "notes": list(w.notes),
             "nominal_delays_ns": {k: int(v) for k, v in w.nominal.items()}}
+
+
+def text_report(w: Any, paths: list[str]) -> str:
+    """``traceread whatif``'s table: each requested fix, its predicted step and saving, the naive figure."""
+    lines = [f"What each fix would buy ({', '.join(md_text(p) for p in paths)})", "",
+             f"measured median step {ms(w.measured_step_ns)} over {w.steady_steps} steady steps; replay "
+             f"{ms(w.replayed_step_ns)} (error {w.replay_error:+.1%})", ""]
+    rows = []
+    for p in list(w.fixes) + ([w.all_fixed] if w.all_fixed is not None else []):
+        if p.step_ns is None:
+            rows.append([md_text(p.fix), "one-time", f"{ms(p.once_ns)} once", "-", md_text(p.assumption)])
+            continue
+        naive = ms(p.naive_step_ns) if p.naive_step_ns is not None else "-"
+        rows.append([md_text(p.fix), ms(p.step_ns), f"{ms(p.saving_ns)} ({pct(p.saving_share)})", naive,
+                     md_text(p.assumption)])
+    lines.append(table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl"))
+    lines += ["", "Assumed dependencies:"] + [f"- {a}" for a in w.assumptions] + [f"- {n}" for n in w.notes]
+    return "\n".join(lines) + "\n"
