@@ -210,7 +210,10 @@ def rank_at_speed(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFra
                   trace: int, rank: int, factor: float) -> FixPrediction | None:
     """The straggler lever: rank ``rank`` of input ``trace`` runs ``factor``x faster (every GPU op
     and its host clock), the other ranks as recorded; the job's predicted median step (the slowest
-    rank's step per step number). ``factor`` is the straggler's median step over the median rank's."""
+    rank's step per step number). ``factor`` is the straggler's median step over the median rank's.
+
+    Ranks are replayed one by one: the other ranks' collectives keep the wait for the straggler they
+    recorded, so this is the job step as far as the straggler's own step bounds it (docs/whatif.md)."""
     units = _units(traces, steps, gaps, cfg)
     if not units:
         return None
