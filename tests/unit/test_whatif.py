@@ -155,3 +155,25 @@ def test_whatif_command_writes_table_and_json_and_refuses_unknown_fixes(tmp_path
     assert main(["whatif", mixed.meta.path, "--fix", "faster"]) == 2
     assert main(["whatif", mixed.meta.path, "--scale", "gemm=0"]) == 2
     assert main(["whatif", mixed.meta.path, "--scale", "(=2"]) == 2
+
+
+def test_straggler_lever_is_the_identity_at_factor_one_and_never_slows_the_job(tmp_path) -> None:
+    from traceread.whatif import rank_at_speed
+
+    spec = PlantSpec(seed=7, ranks=2, steps=8, jitter=0.1, weights=_only(comm_bound=2.0, launch_bound=1.0))
+    paths = []
+    from tracesynth.kineto_writer import write_kineto as write
+
+    scenario = plant(spec).scenario
+    for rk in scenario.ranks:  # one file per rank, as a job is captured
+        p = tmp_path / f"rank{rk.rank}.pt.trace.json"
+        write(type(scenario)(ranks=[rk], world_size=2), str(p))
+        paths.append(traceread.load(str(p)))
+    a = analyze(paths)
+    same = rank_at_speed(paths, a.steps, a.gaps, a.cfg, 1, 1, 1.0)
+    faster = rank_at_speed(paths, a.steps, a.gaps, a.cfg, 1, 1, 2.0)
+    assert same is not None and faster is not None
+    measured = predict(paths, a.steps, a.gaps, a.cfg, []).measured_step_ns  # type: ignore[union-attr]
+    assert same.step_ns == measured
+    assert faster.step_ns is not None and faster.step_ns < measured
+    assert rank_at_speed(paths, a.steps, a.gaps, a.cfg, 0, 5, 2.0) is None  # no rank 5 in the first input

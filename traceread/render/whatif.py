@@ -63,7 +63,7 @@ def section(a: Analysis) -> str:
     if w.all_fixed is not None and w.all_fixed.step_ns is not None:
         p = w.all_fixed
         rows.append(["all of them", ms(p.step_ns), f"{ms(p.saving_ns)} ({pct(p.saving_share)})", "-",
-                     "every fix at once"])
+                     "every steady-state fix at once"])
     body = table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl")
     notes = "".join(f"\n\n{md_text(n)}." for n in w.notes)
     return head + md_text(intro) + "\n\n" + body + _order_sentence(a, shown) + notes

@@ -165,9 +165,10 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
     replayed, span0 = _run(units, [])
     todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     preds = [_prediction(units, f, measured, span0, steps) for f in todo]
-    everything = _run(units, todo)
-    all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, everything, measured, span0, None, False,
-                               "every fix above at once") if len(todo) > 1 else None
+    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
+    steady = [f for f in todo if not (isinstance(f, Fix) and f.cause == ONE_TIME_COST)]
+    all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, _run(units, steady), measured, span0, None, False,
+                               "every steady-state fix above at once") if len(steady) > 1 else None
     notes = []
     dropped = sum(u.model.dropped_edges for u in units)
     if dropped:
@@ -209,28 +210,23 @@ def _as_prediction(label: str, cause: str, result: tuple[int, int], measured: in
 def rank_at_speed(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds,
                   trace: int, rank: int, factor: float) -> FixPrediction | None:
     """The straggler lever: rank ``rank`` of input ``trace`` runs ``factor``x faster (every GPU op
-    and its host clock), the other ranks as recorded; the job's predicted median step (the slowest
-    rank's step per step number). ``factor`` is the straggler's median step over the median rank's.
+    and its host clock) and the other ranks stop waiting for it at the collectives they share
+    (:mod:`traceread.whatif.straggler`); the job's predicted median step (the slowest rank's step
+    per step number). For "the straggler at the median rank's speed", ``factor`` is the straggler's
+    median step over the median rank's. None when there are no steps or no such rank."""
+    from traceread.whatif.straggler import own_steps
 
-    Ranks are replayed one by one: the other ranks' collectives keep the wait for the straggler they
-    recorded, so this is the job step as far as the straggler's own step bounds it (docs/whatif.md)."""
     units = _units(traces, steps, gaps, cfg)
-    if not units:
+    target = [i for i, u in enumerate(units) if u.trace == trace and u.model.rank == rank]
+    if not units or not target:
         return None
     measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])
-    lengths, spans = [], 0
-    for u in units:
-        e = fx.Edges.of(u.model)
-        if u.trace == trace and u.model.rank == rank:
-            e.dur = (e.dur / factor).astype(_I64)
-            e.delay = (e.delay / factor).astype(_I64)
-        r = rp.replay(u.model, e)
-        lengths.append(rp.step_lengths(u.model, r, u.steps, u.base))
-        spans = max(spans, rp.span(r))
-    step = _median_step(units, lengths)
+    before = _median_step(units, own_steps(units, {}))
+    after = _median_step(units, own_steps(units, {i: factor for i in target}))
+    step = measured - (before - after)
     return FixPrediction(f"straggler:rank{rank}", "straggler", step, measured - step,
                          (measured - step) / measured if measured else None, None, 0,
-                         f"rank {rank} {factor:g}x faster")
+                         f"rank {rank} {factor:g}x faster; the others stop waiting for it at collectives")
 
 
 __all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "FIX_CAUSES", "predict", "rank_at_speed", "WHATIF_VERSION",

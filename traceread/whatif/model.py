@@ -174,8 +174,10 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued).
     fast = lat[linked & idle_before]
     d_launch = max(0, int(np.percentile(fast, 10)) if len(fast) else _FALLBACK_LAUNCH_NS)
+    # Stream turnaround: the gap between queued ops on a stream; longer gaps are waits, not turnaround.
     queued = has_prev & linked & (lat > 2 * d_launch)
-    d_turn = max(0, _median((os_ - pe)[queued], _FALLBACK_TURNAROUND_NS))
+    gap = (os_ - pe)[queued]
+    d_turn = max(0, _median(gap[gap <= cfg.whatif_wait_min_ns], _FALLBACK_TURNAROUND_NS))
 
     # Cross-stream waits: the start is later than launch and stream predecessor explain.
     explained = np.maximum(np.where(launch_point >= 0, ls + np.minimum(d_launch, lat), ls),
