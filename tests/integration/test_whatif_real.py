@@ -54,3 +54,18 @@ def test_resnet50_data_loading_removed_predicts_the_four_worker_run() -> None:
           f"({naive_error:+.1%}), measured after {target / 1e6:.3f} ms")
     assert abs(error) <= 0.05
     assert abs(error) < abs(naive_error)
+
+
+@needs_shared
+def test_report_orders_fixes_by_predicted_saving_and_says_why_when_idle_shares_disagree() -> None:
+    from traceread.render.markdown import to_markdown
+
+    t = traceread.load(str(SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers0_run2.pt.trace.json.gz"))
+    a = analyze([t])
+    text = to_markdown(a)
+    section = text[text.index("## What each fix would buy"):text.index("## Largest gaps")]
+    assert "Replay error: +0.0%" in section
+    rows = [line.split(" | ")[0].lstrip("| ") for line in section.splitlines() if line.startswith("| ")][2:]
+    assert rows[:2] == ["launch-bound", "data-starved"]  # by predicted saving; data-starved holds more idle
+    assert a.dominant_cause == "data-starved"
+    assert "launch-bound is predicted to buy more than data-starved" in section
