@@ -37,6 +37,9 @@ def _skipped(e: Exception) -> None:
 setup(
     ext_modules=[Extension("traceread.loaders.kineto._cscan", ["traceread/loaders/kineto/_cscan.c"],
                            # -O3: 2% fewer instructions than -O2 on the scanner (callgrind, both benchmark shapes)
-                           optional=True, extra_compile_args=["-O3"])],
+                           optional=True, extra_compile_args=["-O3"]),
+                 # the what-if replay's sweep (traceread/whatif/sweep.py has its exact Python twin)
+                 Extension("traceread.whatif._csweep", ["traceread/whatif/_csweep.c"], optional=True,
+                           extra_compile_args=["-O2"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

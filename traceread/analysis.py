@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from traceread.ranks.identity import RankIdentity
     from traceread.ranks.summary import RankSummary
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 
@@ -125,6 +125,7 @@ class Analysis:
     refusal: str = ""
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
     job: Any = None  # traceread.ranks.section.JobSection or None
+    whatif: Any = None  # traceread.whatif.WhatIf or None: what each fix would buy (the dependency replay)
 
     @property
     def units(self) -> pd.DataFrame:
@@ -195,6 +196,7 @@ def analyze(
     groups = pipe.guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
+    whatif = pipe.guarded("what-if replay", lambda: _whatif(traces, steps, gaps, cfg), unavailable)
     summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
     result = Analysis(
         traces=summaries, steps=steps, gaps=gaps, attribution=attribution,
@@ -203,7 +205,7 @@ def analyze(
         mfu=mfu, mfu_hint=mfu_hint, kernels=kernels, collectives=collectives, launch_stats=launch,
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
-        dominant_evidence=dominant_evidence(gaps, dominant), refusal=refusal,
+        dominant_evidence=dominant_evidence(gaps, dominant), refusal=refusal, whatif=whatif,
     )
     if groups is None:
         return result
@@ -217,6 +219,15 @@ def analyze(
                              "not slow interconnect (see the job section)")
     return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
                                unavailable=tuple(dict.fromkeys(unavailable)))
+
+
+def _whatif(traces: Any, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> Any:
+    """What each fix would buy (:func:`traceread.whatif.predict`), or None without steps."""
+    if steps.empty:
+        return None
+    from traceread.whatif import predict
+
+    return predict(list(traces), steps, gaps, cfg)
 
 
 def _has_gpu_activity(trace: Trace) -> bool:

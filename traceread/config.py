@@ -157,6 +157,19 @@ class Thresholds:
         60_000_000_000, "ns", "a minute with no GPU activity inside one capture is a clock jump or two "
         "captures in one file, not a pause of the run")
 
+    # --- what-if replay (traceread/whatif) ---
+    whatif_wait_min_ns: int = _t(
+        10_000, "ns", "a GPU op starting this much later than its launch and stream allow waited for another "
+        "stream (an event wait); launch jitter is a few us")
+    whatif_graph_node_ns: int = _t(
+        1_000, "ns per kernel", "launch-bound fix: a kernel inside a replayed CUDA graph costs the host about 1 us "
+        "(one cudaGraphLaunch for the whole sequence)")
+    whatif_memory_factor: float = _t(
+        1.5, "x faster", "memory-bound fix: fusing elementwise/normalization kernels saves about a third of their "
+        "memory traffic")
+    whatif_bubble_factor: float = _t(
+        2.0, "x smaller", "pipeline-bubble fix: an interleaved 1F1B schedule with 2 virtual stages halves the bubble")
+
     # --- diff (traceread diff BEFORE AFTER) ---
     diff_min_steps: int = _t(
         5, "steady steps per side", "a rank test on fewer steps cannot tell a change from run-to-run noise")
@@ -210,6 +223,8 @@ _RANGE_OF: dict[str, tuple[float, float, bool, bool]] = {
     "diff_min_steps": (1, INT64_MAX, False, False),
     "outlier_step_factor": (1.0, math.inf, False, True),
     "bubble_duration_tolerance": (0.0, math.inf, False, True),  # a fraction of the median, may pass 1
+    "whatif_memory_factor": (1.0, math.inf, False, True),  # a speed-up: 1 changes nothing
+    "whatif_bubble_factor": (1.0, math.inf, False, True),
 }
 
 

@@ -95,6 +95,17 @@ class PlantSpec:
     # ``capture_lead_ns`` with work issued before it ("queued": the host queues, the first op waits;
     # "blocking-copy": a synchronous DtoH copy waits; "sync": a device sync waits), and the last step
     # is padded with ``capture_tail_ns`` in which nothing is issued (the profiler shutting down).
+    # The what-if after-runs (traceread.whatif), each simulated afresh with the same random draws as
+    # the before-run, so only the fix differs: ``graphs_captured``, each run of tiny kernels is one
+    # cudaGraphLaunch (the same kernels back to back, no per-kernel host dispatch); ``syncs_removed``,
+    # the planted .item()/synchronize stalls no longer block the host (copies stay, asynchronous);
+    # ``comm_overlapped``, nothing waits for the planted exposed collectives (they still run).
+    # Both sides of a what-if pair set ``paired``: the unrelated host thread draws from its own random
+    # stream, and an after-run queues the kernels its before-run queued to get ahead (_Sim.ahead).
+    paired: bool = False
+    graphs_captured: bool = False
+    syncs_removed: bool = False
+    comm_overlapped: bool = False
     capture_lead: str = ""
     capture_lead_ns: int = 0
     capture_tail_ns: int = 0
@@ -138,11 +149,19 @@ class _Sim:
         self.pending: str | None = None  # class of the next gap (None: decided by the queue)
         self.corr, self.ext = rank * 10_000_000 + 1, rank * 10_000_000 + 1
         self.truth: list[tuple[int, int, str]] = []
+        self.graphs_captured = self.syncs_removed = self.comm_overlapped = False
+        self.graph: tuple[int, int] | None = None  # (correlation, launch end) of the graph being replayed
+        self.ahead_log: list[int] = []  # kernels each ahead() queued
+        self.ahead_script: list[int] | None = None  # an after-run: the before-run's ahead_log
+        # The unrelated host thread's draws (how many ops depends on host time): their own stream in
+        # a before/after pair (``PlantSpec.paired``), so the two runs share every other draw.
+        self.noise_rng = self.rng
 
-    def j(self, ns: float) -> int:
+    def j(self, ns: float, rng: np.random.Generator | None = None) -> int:
+        rng = self.rng if rng is None else rng
         if self.uniform:
-            return max(int(ns * (1.0 + self.rng.uniform(-self.jit, self.jit))), 200)
-        return max(int(ns * (1.0 + self.jit * self.rng.standard_normal())), 200)
+            return max(int(ns * (1.0 + rng.uniform(-self.jit, self.jit))), 200)
+        return max(int(ns * (1.0 + self.jit * rng.standard_normal())), 200)
 
     def api(self, name: str, start: int, dur: int, tid: int = MAIN, ext: int = -1) -> tuple[int, int]:
         c = self.corr
@@ -163,14 +182,22 @@ class _Sim:
         """Dispatch one kernel from the host (op + launch call); return its end."""
         t0, pre_ns, lat = self.h, self.j(pre), self.j(2_500)
         # (random draws in the same order as before launch_ns existed: the planted goldens depend on it)
-        ext = self.op(op, t0, t0 + pre_ns + self.j(5_000) + 1_000 + (launch_ns or 0), dims=dims)
-        corr, lend = self.api(launch, t0 + pre_ns, self.j(4_500) if launch_ns is None else launch_ns, ext=ext)
-        self.h = t0 + pre_ns + (lend - t0 - pre_ns) + 1_000 + self.j(1_000)
+        op_end = t0 + pre_ns + self.j(5_000) + 1_000 + (launch_ns or 0)
+        call_ns = self.j(4_500) if launch_ns is None else launch_ns
+        host_after = self.j(1_000)
+        if self.graph is not None:  # a node of a replayed CUDA graph: no host dispatch of its own
+            corr, lend = self.graph
+            host_after = 0
+        else:
+            ext = self.op(op, t0, op_end, dims=dims)
+            corr, lend = self.api(launch, t0 + pre_ns, call_ns, ext=ext)
+            self.h = t0 + pre_ns + (lend - t0 - pre_ns) + 1_000 + host_after
         ready = lend + lat
         turn = int(self.rng.uniform(300, 2_500))
         start = max(ready, self.free[stream] + (turn if stream == COMPUTE else 500), not_before)
         end = start + dur
-        self.rk.kernels.append(Kernel(self.dev, stream, name, start, end, corr, external_id=ext))
+        self.rk.kernels.append(Kernel(self.dev, stream, name, start, end, corr,
+                                      external_id=ext if self.graph is None else -1))
         self.free[stream] = end
         if stream == COMPUTE:
             if self.last_end is not None and start > self.last_end:
@@ -183,7 +210,7 @@ class _Sim:
         return end
 
     def copy(self, kind: str, dur: int, stream: int, src: str, call: str, not_before: int = 0,
-             blocking: bool = False) -> int:
+             blocking: bool = False, host_ns: int | None = None) -> int:
         t0 = self.h
         ext = self.op("aten::copy_", t0, t0 + 3_000)
         c = self.corr
@@ -193,7 +220,7 @@ class _Sim:
         dst = "Device" if kind == "HtoD" else "Pageable"
         self.rk.copies.append(Copy(self.dev, stream, kind, start, end, c, max(dur, 1) * 20, src, dst))
         self.free[stream] = end
-        hend = (end + 1_500) if blocking else t0 + 3_000 + self.j(3_000)
+        hend = (end + 1_500) if blocking else t0 + 3_000 + (self.j(3_000) if host_ns is None else host_ns)
         self.rk.host_calls.append(HostCall(MAIN, call, t0 + 1_000, hend, c, ext))
         self.h = hend + 1_000
         return end
@@ -228,9 +255,19 @@ class _Sim:
                 self.kernel(_COLL[0], self.j(self.rng.uniform(50_000, 300_000)), COMM, op="record_param_comms")
 
     def ahead(self, margin: int = 60_000) -> None:
-        """Queue busy kernels until the host leads the GPU by ``margin`` (a planted gap needs it)."""
+        """Queue busy kernels until the host leads the GPU by ``margin`` (a planted gap needs it).
+
+        An after-run (``ahead_script``) queues the kernels its before-run queued here instead: the
+        same work, whatever lead the fix gave the host."""
+        if self.ahead_script is not None:
+            for _ in range(self.ahead_script.pop(0) if self.ahead_script else 0):
+                self.busy(1)
+            return
+        count = 0
         while self.free[COMPUTE] - self.h < margin:
             self.busy(1)
+            count += 1
+        self.ahead_log.append(count)
 
     def plant(self, cls: str, gap: int) -> None:
         self.ahead()
@@ -240,7 +277,10 @@ class _Sim:
         if cls == "data-starved":
             if self.loader_fixed:  # enough workers: the batch is ready, its pinned copy queues ahead
                 self.quiet("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", self.h + 15_000, True)
-                self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
+                if self.ahead_script is not None and variant >= 0.6:  # a pair: the draws of the pageable variant
+                    self.copy("HtoD", 20_000, COMPUTE, "Pinned", "cudaMemcpyAsync", host_ns=3_000)
+                else:
+                    self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
             elif variant < 0.6:
                 self.quiet("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", g + gap - 60_000, True)
                 self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
@@ -251,17 +291,20 @@ class _Sim:
         elif cls == "comm-bound":
             cend = self._comm(_COLL[int(self.rng.integers(len(_COLL)))], g - int(self.rng.uniform(0, 0.3) * gap),
                               g + gap - 1_000)
-            if variant < 0.35:  # host blocked on the result
+            if variant < 0.35 and not self.comm_overlapped:  # host blocked on the result
                 _, self.h = self.api("cudaStreamSynchronize", self.h, cend + 2_000 - self.h)
-            else:
+            elif variant >= 0.35:
                 self.api("cudaStreamWaitEvent", self.h, self.j(2_000))
                 self.h += 3_000
-            self.kernel(_BIG["gemm"][0], self.j(80_000), not_before=cend + 1_000)
+            self.kernel(_BIG["gemm"][0], self.j(80_000), not_before=0 if self.comm_overlapped else cend + 1_000)
         elif cls == "sync-stall":
             # The host is blocked in the sync for the gap, or (.item()) the sync waits on queued work and
             # the refill follows at once (a drain-sync followed by host work: tracesynth.one_time).
             if self.noise and self.rng.random() < 0.3:  # a collective happens to run across part of it
                 self._comm(_COLL[0], g - 20_000, g + int(gap * self.rng.uniform(0.1, 0.4)))
+            if self.syncs_removed:
+                self._sync_removed(variant, gap)
+                return
             ext = self.op("aten::item" if variant < 0.5 else "aten::_local_scalar_dense", self.h, g + 5_000)
             if variant < 0.25:  # .item(): the sync returns at the drain, the next launch follows at once
                 self.copy("DtoH", 2_000, COMPUTE, "Device", "cudaMemcpyAsync")
@@ -306,9 +349,26 @@ class _Sim:
                 for _ in range(3):
                     self.kernel(_SMALL[int(self.rng.integers(len(_SMALL)))], self.j(n * 4_000 / 3), op="aten::add")
                 return
+            if self.graphs_captured:  # one cudaGraphLaunch replays the run
+                ext = self.op("CUDAGraph.replay", self.h, self.h + 14_000)
+                self.graph = self.api("cudaGraphLaunch", self.h + 2_000, 10_000, ext=ext)
+                self.h += 15_000
             for _ in range(n):
                 self.kernel(_SMALL[int(self.rng.integers(len(_SMALL)))], self.j(self.rng.uniform(2_000, 6_000)),
                             pre=self.rng.uniform(6_000, 22_000), op="aten::add")
+            self.graph = None
+
+    def _sync_removed(self, variant: float, gap: int) -> None:
+        """The planted sync stall with the sync taken out: the same copies, asynchronous, and the
+        same random draws as the blocking variants."""
+        if variant < 0.25:
+            self.copy("DtoH", 2_000, COMPUTE, "Device", "cudaMemcpyAsync")
+        elif variant < 0.4:
+            self.rng.choice(["cudaDeviceSynchronize", "cudaEventSynchronize"])
+        else:  # the blocking copy drew no host time: neither does its asynchronous twin
+            self.copy("DtoH", gap, COMPUTE, "Device", "cudaMemcpyAsync", host_ns=None if variant >= 0.7 else 3_000)
+        self.h += 1_000
+        self.busy(1)
 
     def step(self, n: int, counts: dict[str, int], bubble_gap: tuple[int, int], lead: tuple[str, int] = ("", 0),
              tail: int = 0) -> None:
@@ -346,11 +406,12 @@ class _Sim:
         self.op(f"ProfilerStep#{n}", start, self.h, is_op=False)
         if self.noise:  # an unrelated host thread doing its own thing
             t = start
+            g = self.noise_rng
             while t < quiet_from:
-                d = self.j(self.rng.uniform(20_000, 400_000))
-                self.op(str(self.rng.choice(["aten::empty", "aten::to", "aten::pin_memory"])), t,
+                d = self.j(g.uniform(20_000, 400_000), g)
+                self.op(str(g.choice(["aten::empty", "aten::to", "aten::pin_memory"])), t,
                         min(t + d, quiet_from) if tail else t + d, NOISE)
-                t += d + self.j(self.rng.uniform(50_000, 800_000))
+                t += d + self.j(g.uniform(50_000, 800_000), g)
 
 
 def plant(spec: PlantSpec) -> Planted:
@@ -358,22 +419,42 @@ def plant(spec: PlantSpec) -> Planted:
     rng = np.random.default_rng(spec.seed)
     ranks, truth = [], []
     w = {c: float(spec.weights.get(c, 0.0)) for c in CLASSES}
+    after = spec.paired and (spec.graphs_captured or spec.syncs_removed or spec.comm_overlapped or spec.loader_fixed)
     for r in range(spec.ranks):
-        sim = _Sim(r, np.random.default_rng(rng.integers(1 << 62)), spec.jitter, spec.noise, spec.batch,
-                   spec.launch_fused, spec.loader_fixed, spec.jitter_dist == "uniform")
+        seed = rng.integers(1 << 62)
         # One pipeline schedule per rank: its fill and drain bubbles keep their length every step.
         bubbles = (int(rng.uniform(600_000, 1_400_000)), int(rng.uniform(400_000, 1_000_000))) \
             if w["pipeline-bubble"] > 0 else (0, 0)
-        for n in range(spec.steps):
-            counts = {c: int(np.floor(w[c]) + (sim.rng.random() < w[c] % 1.0))
-                      for c in CLASSES if c not in ("pipeline-bubble", "capture-boundary")}
-            lead = (spec.capture_lead, spec.capture_lead_ns) if n == 0 else ("", 0)
-            sim.step(n, counts, bubbles, lead, spec.capture_tail_ns if n == spec.steps - 1 else 0)
+        script = None
+        if after:  # the before-run first: the after-run queues the same work (see _Sim.ahead)
+            script = _simulate(spec, r, seed, bubbles, w, fixed=False, script=None).ahead_log
+        sim = _simulate(spec, r, seed, bubbles, w, fixed=True, script=script)
         ranks.append(sim.rk)
         t = np.array([(s, e) for s, e, _ in sim.truth], dtype=np.int64).reshape(-1, 2)
         truth.append(pd.DataFrame({"rank": np.int32(r), "device": np.int32(sim.dev), "start_ns": t[:, 0],
                                    "end_ns": t[:, 1], "class": [c for _, _, c in sim.truth]}))
     return Planted(Scenario(ranks=ranks, world_size=spec.ranks), pd.concat(truth, ignore_index=True), spec)
+
+
+def _simulate(spec: PlantSpec, r: int, seed: int, bubbles: tuple[int, int], w: dict[str, float], fixed: bool,
+              script: list[int] | None) -> _Sim:
+    """One rank's run; ``fixed=False`` leaves out the what-if after-run flags (its before-run)."""
+    sim = _Sim(r, np.random.default_rng(seed), spec.jitter, spec.noise, spec.batch,
+               spec.launch_fused, spec.loader_fixed, spec.jitter_dist == "uniform")
+    if fixed:
+        sim.graphs_captured, sim.syncs_removed, sim.comm_overlapped = (spec.graphs_captured, spec.syncs_removed,
+                                                                       spec.comm_overlapped)
+    else:
+        sim.loader_fixed = False
+    sim.ahead_script = list(script) if script is not None else None
+    if spec.paired:
+        sim.noise_rng = np.random.default_rng(seed + 1)
+    for n in range(spec.steps):
+        counts = {c: int(np.floor(w[c]) + (sim.rng.random() < w[c] % 1.0))
+                  for c in CLASSES if c not in ("pipeline-bubble", "capture-boundary")}
+        lead = (spec.capture_lead, spec.capture_lead_ns) if n == 0 else ("", 0)
+        sim.step(n, counts, bubbles, lead, spec.capture_tail_ns if n == spec.steps - 1 else 0)
+    return sim
 
 
 def confusion(classified: pd.DataFrame, truth: pd.DataFrame) -> tuple[pd.DataFrame, int]:

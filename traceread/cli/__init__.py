@@ -19,7 +19,7 @@ from traceread.printable import printable
 # Set by the group's --debug flag (or TRACEREAD_DEBUG=1); read by main() when an unexpected error lands.
 _debug = {"on": False}
 # Subcommands, each in traceread.cli.<name> (its ``command``), imported when it runs or --help lists it.
-COMMANDS = ("analyze", "info", "gaps", "kernels", "scan", "diff")
+COMMANDS = ("analyze", "info", "gaps", "kernels", "scan", "diff", "whatif")
 
 
 class _LazyGroup(click.Group):

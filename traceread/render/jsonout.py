@@ -109,6 +109,15 @@ def removal_record(r: Removal) -> dict[str, Any]:
     return d
 
 
+def _whatif(a: Analysis) -> dict[str, Any] | None:
+    """The report's ``whatif`` object (1.3), null when the replay could not run."""
+    if a.whatif is None:
+        return None
+    from traceread.render.whatif import record
+
+    return plain(record(a.whatif))
+
+
 def launch_stats_record(s: LaunchStats) -> dict[str, Any]:
     """The report's ``launch_stats`` object: name -> number, the figures the run could give, in order."""
     return {f.name: v for f in dataclasses.fields(s) if (v := getattr(s, f.name)) is not None}
@@ -147,6 +156,7 @@ def to_report(a: Analysis) -> dict[str, Any]:
         "kernels": _table(a.kernels) if len(a.kernels.columns) > 1 else [],
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
         "launch_stats": plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
+        "whatif": _whatif(a),
         "notes": [scrub_paths(n) for n in a.notes],
         "unavailable": list(a.unavailable),
         "thresholds": plain(a.cfg.to_dict()),

@@ -182,6 +182,10 @@ def _where(a: Analysis) -> str:
 
 
 def _removal(a: Analysis) -> str:
+    if a.whatif is not None:  # the replay's prediction per fix replaces the upper bound
+        from traceread.render.whatif import section
+
+        return section(a)
     head = "## What removing the dominant cause would buy\n\n"
     r = a.removal
     if r is None:

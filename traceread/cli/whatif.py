@@ -1,0 +1,79 @@
+"""``traceread whatif TRACE... [--fix CAUSE[=FACTOR]]... [--scale PATTERN=FACTOR]...``: predicted step per fix."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from traceread.analysis import analyze
+from traceread.atomic import atomic_open
+from traceread.cli.options import thresholds
+from traceread.cli.output import emit, json_option
+from traceread.errors import EXIT_OK, UsageError
+from traceread.loaders import load
+from traceread.printable import printable
+from traceread.whatif import FIX_CAUSES, Fix, Scale, predict
+
+
+def _factor(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{what}: {text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"{what}: the factor must be a positive number, got {text!r}")
+    return value
+
+
+def parse_fix(item: str) -> Fix:
+    """``CAUSE`` or ``CAUSE=FACTOR`` (FACTOR x faster)."""
+    cause, _, factor = item.partition("=")
+    if cause not in FIX_CAUSES:
+        raise UsageError(f"--fix {item!r}: unknown cause; known: {', '.join(FIX_CAUSES)}")
+    return Fix(cause, _factor(factor, f"--fix {cause}") if factor else None)
+
+
+def parse_scale(item: str) -> Scale:
+    """``PATTERN=FACTOR``: ops and host ranges whose name matches PATTERN, FACTOR x faster."""
+    pattern, sep, factor = item.rpartition("=")
+    if not sep or not pattern:
+        raise UsageError(f"--scale {item!r}: expected PATTERN=FACTOR")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"--scale {item!r}: {exc}") from None
+    return Scale(pattern, _factor(factor, f"--scale {pattern}"))
+
+
+@click.command("whatif")
+@click.argument("traces", nargs=-1, required=True)
+@click.option("--fix", "fix_items", multiple=True, metavar="CAUSE[=FACTOR]",
+              help=f"A fix to predict ({', '.join(FIX_CAUSES)}); FACTOR: that many times faster. Default: every lever.")
+@click.option("--scale", "scale_items", multiple=True, metavar="PATTERN=FACTOR",
+              help="GPU ops and host ranges whose name matches PATTERN (regex) run FACTOR times faster.")
+@click.option("-o", "--output", "out_path", default="-", metavar="PATH", help="Write the table here (default: stdout).")
+@json_option
+@click.option("--set", "set_items", multiple=True, metavar="NAME=VALUE", help="Override a threshold.")
+@click.option("--config", "config_path", metavar="TOML", help="Config file ([thresholds]).")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Treat the first K steps as warmup.")
+@click.option("--step-range", metavar="NAME", default=None, help="NVTX range that marks one step (nsys input).")
+def command(traces, fix_items, scale_items, out_path, json_path, set_items, config_path, warmup_steps,
+            step_range) -> int:
+    """Predict the median step time after each fix by replaying the trace's dependencies."""
+    cfg = thresholds(config_path, set_items)
+    todo: list[Fix | Scale] = [parse_fix(f) for f in fix_items] + [parse_scale(s) for s in scale_items]
+    loaded = [load(path, progress=True, step_range=step_range) for path in traces]
+    result = analyze(loaded, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range)
+    w = predict(loaded, result.steps, result.gaps, cfg, todo or None)
+    if w is None:
+        raise UsageError("no steps with GPU activity to replay in " + ", ".join(traces))
+    from traceread.render.whatif import record, text_report
+
+    text = text_report(w, [t.meta.path.rsplit("/", 1)[-1] for t in loaded])
+    if out_path != "-":
+        with atomic_open(out_path, "w") as fh:
+            fh.write(printable(text, layout=True))
+        text = ""
+    emit(text, record(w), json_path)
+    return EXIT_OK

@@ -1,0 +1,102 @@
+"""What each fix would buy: the report's section and JSON object for a :class:`traceread.whatif.WhatIf`.
+
+The section lists the fixes ordered by predicted saving, with the replay's own error above the table
+and the naive subtraction (the step minus the cause's idle time) beside each prediction. One-time
+work gets no speed-up figure (it is not steady state): what it saves once over the capture instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceread.analysis import Analysis
+from traceread.render.fmt import ms, pct, table
+from traceread.render.names import md_text
+from traceread.vocabulary import GAP_CLASSES
+
+MIN_SHOWN_SHARE = 0.001  # a fix predicted to move the step by less than 0.1% is not listed
+
+
+def _shown(w: Any) -> list[Any]:
+    out = []
+    for p in w.fixes:
+        moves = p.saving_share is not None and abs(p.saving_share) >= MIN_SHOWN_SHARE
+        idle = p.naive_step_ns is not None and p.naive_step_ns < w.measured_step_ns * (1 - MIN_SHOWN_SHARE)
+        if moves or idle or p.once_ns > 0 and p.step_ns is None:
+            out.append(p)
+    return out
+
+
+def _order_sentence(a: Analysis, shown: list[Any]) -> str:
+    """One sentence where the order by predicted saving differs from the order by idle share."""
+    shares = a.shares()
+    steady = [p for p in shown if p.step_ns is not None and p.cause in GAP_CLASSES]
+    by_saving = [p.cause for p in steady]
+    by_share = sorted(by_saving, key=lambda c: -shares.get(c, 0.0))
+    if len(by_saving) < 2 or by_saving[0] == by_share[0]:
+        return ""
+    return (f"\n\n{by_saving[0]} is predicted to buy more than {by_share[0]}, which holds the larger idle share: "
+            f"a fix also moves the work its idle time was hiding or exposing, which idle shares cannot count.")
+
+
+def section(a: Analysis) -> str:
+    """The Markdown section (empty when the replay could not run)."""
+    w = a.whatif
+    if w is None:
+        return ""
+    head = "## What each fix would buy\n\n"
+    intro = (f"Predicted by replaying the trace's dependencies (launches, streams, syncs; docs/whatif.md) with each "
+             f"fix applied. Replay error: {w.replay_error:+.1%} (replayed {ms(w.replayed_step_ns)} against the "
+             f"measured median step {ms(w.measured_step_ns)}, {w.steady_steps} steady steps). The naive figure "
+             f"is the step minus the cause's idle time.")
+    shown = _shown(w)
+    if not shown:
+        return head + md_text(intro) + "\n\nNo fix is predicted to move the median step."
+    rows = []
+    for p in shown:
+        if p.step_ns is None:
+            pred, saving = "one-time: no steady-state figure", f"{ms(p.once_ns)} once"
+        else:
+            pred, saving = ms(p.step_ns), f"{ms(p.saving_ns)} ({pct(p.saving_share)})"
+        naive = ms(p.naive_step_ns) if p.naive_step_ns is not None else "-"
+        rows.append([md_text(p.fix), pred, saving, naive, md_text(p.assumption)])
+    if w.all_fixed is not None and w.all_fixed.step_ns is not None:
+        p = w.all_fixed
+        rows.append(["all of them", ms(p.step_ns), f"{ms(p.saving_ns)} ({pct(p.saving_share)})", "-",
+                     "every steady-state fix at once"])
+    body = table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl")
+    notes = "".join(f"\n\n{md_text(n)}." for n in w.notes)
+    return head + md_text(intro) + "\n\n" + body + _order_sentence(a, shown) + notes
+
+
+def record(w: Any) -> dict[str, Any]:
+    """The report's ``whatif`` object (schema: ``$defs/whatif``)."""
+    def pred(p: Any) -> dict[str, Any]:
+        return {"fix": p.fix, "cause": p.cause, "step_ns": p.step_ns, "saving_ns": p.saving_ns,
+                "saving_share": p.saving_share, "naive_step_ns": p.naive_step_ns, "once_ns": p.once_ns,
+                "assumption": p.assumption}
+
+    return {"version": w.version, "measured_step_ns": w.measured_step_ns, "replayed_step_ns": w.replayed_step_ns,
+            "replay_error": w.replay_error, "steady_steps": w.steady_steps,
+            "fixes": [pred(p) for p in w.fixes],
+            "all_fixed": pred(w.all_fixed) if w.all_fixed is not None else None,
+            "assumptions": list(w.assumptions), "notes": list(w.notes),
+            "nominal_delays_ns": {k: int(v) for k, v in w.nominal.items()}}
+
+
+def text_report(w: Any, paths: list[str]) -> str:
+    """``traceread whatif``'s table: each requested fix, its predicted step and saving, the naive figure."""
+    lines = [f"What each fix would buy ({', '.join(md_text(p) for p in paths)})", "",
+             f"measured median step {ms(w.measured_step_ns)} over {w.steady_steps} steady steps; replay "
+             f"{ms(w.replayed_step_ns)} (error {w.replay_error:+.1%})", ""]
+    rows = []
+    for p in list(w.fixes) + ([w.all_fixed] if w.all_fixed is not None else []):
+        if p.step_ns is None:
+            rows.append([md_text(p.fix), "one-time", f"{ms(p.once_ns)} once", "-", md_text(p.assumption)])
+            continue
+        naive = ms(p.naive_step_ns) if p.naive_step_ns is not None else "-"
+        rows.append([md_text(p.fix), ms(p.step_ns), f"{ms(p.saving_ns)} ({pct(p.saving_share)})", naive,
+                     md_text(p.assumption)])
+    lines.append(table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl"))
+    lines += ["", "Assumed dependencies:"] + [f"- {a}" for a in w.assumptions] + [f"- {n}" for n in w.notes]
+    return "\n".join(lines) + "\n"

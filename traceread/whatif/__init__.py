@@ -1,0 +1,233 @@
+"""What each fix would buy: a dependency replay of the trace (docs/whatif.md).
+
+:func:`predict` builds each rank's dependency model (:mod:`traceread.whatif.model`), replays it as
+recorded (the replay's own error against the measured median step), then once per fix
+(:mod:`traceread.whatif.fixes`) and once with every fix, and returns a :class:`WhatIf`: the
+predicted median steady-state step of each fix, its saving, the naive subtraction beside it, and the
+assumptions made. :func:`rank_at_speed` is the straggler lever for the job analysis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceread.config import Thresholds
+from traceread.lanes import event_view
+from traceread.trace import Trace
+from traceread.vocabulary import GAP_CLASSES, ONE_TIME_COST, part_col
+from traceread.whatif import fixes as fx
+from traceread.whatif import model as mdl
+from traceread.whatif import replay as rp
+from traceread.whatif.fixes import FIX_CAUSES, Fix, Scale
+
+WHATIF_VERSION = "1.0"
+ALL_FIXED = "all"
+_I64 = np.int64
+
+
+@dataclass(frozen=True)
+class FixPrediction:
+    """One fix's prediction. ``step_ns`` is the predicted median steady step (None for a one-time
+    fix: it buys no steady-state speed-up, ``once_ns`` says what it saves over the capture)."""
+
+    fix: str  # the label: a cause, ``cause=factor``, a ``pattern=factor`` scale, or ``all``
+    cause: str
+    step_ns: int | None
+    saving_ns: int | None
+    saving_share: float | None  # of the measured median step
+    naive_step_ns: int | None  # the measured median step minus the cause's idle (None: no idle class)
+    once_ns: int = 0  # capture time saved once (first start to last end of the replay)
+    assumption: str = ""
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The replay's figures for a run (see module doc)."""
+
+    measured_step_ns: int
+    replayed_step_ns: int
+    replay_error: float  # replayed / measured - 1, on the median steady step
+    steady_steps: int
+    fixes: tuple[FixPrediction, ...]  # ordered by predicted saving, largest first
+    all_fixed: FixPrediction | None
+    assumptions: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    version: str = WHATIF_VERSION
+    nominal: dict[str, int] = field(default_factory=dict)
+
+    def per_fix(self) -> pd.DataFrame:
+        """One row per prediction (the fixes, then ``all``): flat, for indexes and tables."""
+        rows = list(self.fixes) + ([self.all_fixed] if self.all_fixed is not None else [])
+        return pd.DataFrame([{"fix": p.fix, "cause": p.cause, "step_ns": p.step_ns, "saving_ns": p.saving_ns,
+                              "saving_share": p.saving_share, "naive_step_ns": p.naive_step_ns,
+                              "once_ns": p.once_ns} for p in rows],
+                            columns=["fix", "cause", "step_ns", "saving_ns", "saving_share", "naive_step_ns",
+                                     "once_ns"])
+
+    def prediction(self, fix: str) -> FixPrediction | None:
+        for p in self.fixes + ((self.all_fixed,) if self.all_fixed is not None else ()):
+            if p.fix == fix or p.cause == fix:
+                return p
+        return None
+
+
+ASSUMPTION_OF = {
+    "data-starved": "data loading on the training thread takes no time",
+    "launch-bound": "kernels replayed from CUDA graphs: host time from one launch to the next is "
+                    "whatif_graph_node_ns",
+    "sync-stall": "the syncs inside sync-stall gaps return without waiting",
+    "comm-bound": "communication fully overlapped (nothing waits for it)",
+    "one-time-cost": "the one-time work (compilation, capture, set-up) is absent",
+    "pipeline-bubble": "the pipeline bubble shrinks whatif_bubble_factor-fold (interleaved 1F1B)",
+    "memory-bound": "memory-bound kernels whatif_memory_factor-fold faster (fusion)",
+}
+
+
+@dataclass
+class _Unit:
+    """One (trace, rank): its model, its steps and the bounds of those on the recorded times."""
+
+    trace: int
+    model: mdl.RankModel
+    steps: pd.DataFrame
+    base: tuple[np.ndarray, np.ndarray]
+    ctx: fx.Context
+
+
+def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> list[_Unit]:
+    out = []
+    for i, trace in enumerate(traces):
+        st = steps[steps["trace"] == i] if "trace" in steps.columns else steps
+        if st.empty:
+            continue
+        g = gaps[gaps["trace"] == i] if (len(gaps) and "trace" in gaps.columns) else gaps
+        v = event_view(trace)
+        for rank in np.unique(st["rank"].to_numpy()):
+            rs = st[st["rank"] == rank]
+            m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
+            base = rp.step_bounds(m, rp.recorded(m), rs)
+            out.append(_Unit(i, m, rs, base, fx.Context(v, g, cfg, trace.side.get("copy_args"))))
+    return out
+
+
+def _steady(steps: pd.DataFrame) -> np.ndarray:
+    keep = ~(steps["warmup"].to_numpy(bool) | steps["outlier"].to_numpy(bool))
+    return keep if keep.any() else np.ones(len(steps), bool)
+
+
+def _median_step(units: list[_Unit], lengths: list[np.ndarray]) -> int:
+    """Median over steady step numbers of the slowest unit's length of that step."""
+    frames = []
+    for u, length in zip(units, lengths, strict=True):
+        keep = _steady(u.steps)
+        frames.append(pd.DataFrame({"step": u.steps["step"].to_numpy()[keep], "ns": length[keep]}))
+    if not frames:
+        return 0
+    per_step = pd.concat(frames).groupby("step")["ns"].max()
+    return int(np.median(per_step.to_numpy())) if len(per_step) else 0
+
+
+def _run(units: list[_Unit], todo: Sequence[Fix | Scale]) -> tuple[int, int]:
+    """Median step and capture span of the replay with ``todo`` applied."""
+    lengths, spans = [], 0
+    for u in units:
+        e = fx.Edges.of(u.model)
+        for f in todo:
+            fx.apply(u.model, e, f, u.ctx)
+        r = rp.replay(u.model, e)
+        lengths.append(rp.step_lengths(u.model, r, u.steps, u.base))
+        spans = max(spans, rp.span(r))
+    return _median_step(units, lengths), spans
+
+
+def _naive(steps: pd.DataFrame, cause: str) -> int | None:
+    if cause not in GAP_CLASSES or steps.empty:
+        return None
+    keep = steps[_steady(steps)]
+    frame = pd.DataFrame({"step": keep["step"].to_numpy(),
+                          "after": (keep["end_ns"] - keep["start_ns"] - keep[part_col(cause)]).to_numpy()})
+    return int(np.median(frame.groupby("step")["after"].max().to_numpy()))
+
+
+def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds,
+            fixes: Sequence[Fix | Scale] | None = None) -> WhatIf | None:
+    """Replay every rank of ``traces`` (the analysis' ``steps`` and classified ``gaps``, with a
+    ``trace`` column) and predict each fix (default: every lever at its default factor). None when
+    there are no steps."""
+    units = _units(traces, steps, gaps, cfg)
+    if not units:
+        return None
+    measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])
+    replayed, span0 = _run(units, [])
+    todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
+    preds = [_prediction(units, f, measured, span0, steps) for f in todo]
+    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
+    steady = [f for f in todo if not (isinstance(f, Fix) and f.cause == ONE_TIME_COST)]
+    all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, _run(units, steady), measured, span0, None, False,
+                               "every steady-state fix above at once") if len(steady) > 1 else None
+    notes = []
+    dropped = sum(u.model.dropped_edges for u in units)
+    if dropped:
+        notes.append(f"{dropped} dependencies between events recorded at the same time could not be ordered and "
+                     "were left out")
+    waits = sum(u.model.inferred_waits for u in units)
+    if waits:
+        notes.append(f"{waits} cross-stream waits inferred from timing (event record/wait pairs are not read)")
+    preds.sort(key=lambda p: (p.saving_ns is None, -(p.saving_ns or 0), p.fix))
+    return WhatIf(measured_step_ns=measured, replayed_step_ns=replayed,
+                  replay_error=(replayed / measured - 1.0) if measured else 0.0,
+                  steady_steps=int(max(_steady(u.steps).sum() for u in units)), fixes=tuple(preds),
+                  all_fixed=all_fixed, assumptions=mdl.assumptions(), notes=tuple(notes),
+                  nominal=dict(units[0].model.nominal))
+
+
+def _prediction(units: list[_Unit], f: Fix | Scale, measured: int, span0: int, steps: pd.DataFrame) -> FixPrediction:
+    result = _run(units, [f])
+    if isinstance(f, Scale):
+        return _as_prediction(f.label(), "scale", result, measured, span0, None, False,
+                              f"ops and host ranges matching {f.pattern!r} {f.factor:g}x faster")
+    why = ASSUMPTION_OF.get(f.cause, "")
+    if f.factor is not None:
+        why = f"{f.cause}: {f.factor:g}x faster"
+    return _as_prediction(f.label(), f.cause, result, measured, span0, _naive(steps, f.cause),
+                          f.cause == ONE_TIME_COST, why)
+
+
+def _as_prediction(label: str, cause: str, result: tuple[int, int], measured: int, span0: int,
+                   naive: int | None, one_time: bool, why: str) -> FixPrediction:
+    step, span = result
+    once = max(span0 - span, 0)
+    if one_time:
+        return FixPrediction(label, cause, None, None, None, naive, once, why)
+    saving = measured - step
+    return FixPrediction(label, cause, step, saving, (saving / measured) if measured else None, naive, once, why)
+
+
+def rank_at_speed(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds,
+                  trace: int, rank: int, factor: float) -> FixPrediction | None:
+    """The straggler lever: rank ``rank`` of input ``trace`` runs ``factor``x faster (every GPU op
+    and its host clock) and the other ranks stop waiting for it at the collectives they share
+    (:mod:`traceread.whatif.straggler`); the job's predicted median step (the slowest rank's step
+    per step number). For "the straggler at the median rank's speed", ``factor`` is the straggler's
+    median step over the median rank's. None when there are no steps or no such rank."""
+    from traceread.whatif.straggler import own_steps
+
+    units = _units(traces, steps, gaps, cfg)
+    target = [i for i, u in enumerate(units) if u.trace == trace and u.model.rank == rank]
+    if not units or not target:
+        return None
+    measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])
+    before = _median_step(units, own_steps(units, {}))
+    after = _median_step(units, own_steps(units, {i: factor for i in target}))
+    step = measured - (before - after)
+    return FixPrediction(f"straggler:rank{rank}", "straggler", step, measured - step,
+                         (measured - step) / measured if measured else None, None, 0,
+                         f"rank {rank} {factor:g}x faster; the others stop waiting for it at collectives")
+
+
+__all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "FIX_CAUSES", "predict", "rank_at_speed", "WHATIF_VERSION",
+           "ALL_FIXED"]

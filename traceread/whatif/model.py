@@ -1,0 +1,295 @@
+"""The dependency model of one rank's trace: nodes in causal order, each with up to three incoming edges.
+
+A *node* is a host time point (the start or end of a CUDA runtime/driver call, a step boundary) or
+the start of a GPU op (kernel, copy, memset). Nodes are sorted by recorded time (ends before starts
+at equal times, host points before GPU starts), which is a topological order: every edge points from
+an earlier node to a later one. A node's replayed time is the latest ``end of source + delay`` over
+its edges (:mod:`traceread.whatif.sweep`); a GPU op's end is its start plus its duration.
+
+Edges, by slot:
+
+* host point: slot 0 is the previous host point of the rank (the *host clock*: the measured time
+  between two host points is kept as host "think time", so Python overhead and data loading are in
+  the model as measured). A host synchronization's end instead has slot 0 = its own start (the
+  call's cost when it does not wait) and slot 1 = the GPU op it waited for (the return latency).
+* GPU op: slot 0 = its launch call's start (launch latency, by correlation), slot 1 = the previous
+  op on its stream, slot 2 = an op on another stream of the device it waited for (inferred, below).
+
+Delays are calibrated so that the model replays the trace exactly as recorded: each edge gets a
+nominal delay (the trace's median launch latency, stream turnaround, sync cost and return), clipped
+so no edge is later than the measured start, and the edge that bound in the measurement (the latest
+``source + nominal delay``) gets the measured delay. A fix then changes durations or delays, or drops
+edges, and the sweep moves everything downstream.
+
+Assumptions (what a trace cannot say, listed in every result by :func:`assumptions`):
+
+* the host threads of a rank share one clock (their calls keep their recorded order): a thread
+  waiting on another thread (autograd's backward thread, a loader queue) is not recorded;
+* a host sync waits for the GPU op that ended last before it returned (stream/event ids are not read);
+* a GPU op that started later than its launch and its stream allow waited for the op of another
+  stream of its device that ended last before it (event record/wait pairs are not read);
+* a GPU op with no recorded launch keeps its place on the host clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceread import schema
+from traceread.config import Thresholds
+from traceread.lanes import API_CATS, OP_LANES, EventView, subset
+
+HOST_POINT, OP_START = 0, 1
+_I64 = np.int64
+
+# Nominal delays when the trace has none to measure them from (ns).
+_FALLBACK_LAUNCH_NS = 5_000
+_FALLBACK_TURNAROUND_NS = 1_000
+_FALLBACK_SYNC_NS = 5_000
+_FALLBACK_RETURN_NS = 2_000
+
+ASSUMPTIONS = (
+    "host threads of a rank share one clock: calls keep their recorded order (waits between threads are not recorded)",
+    "a host sync waits for the GPU op that ended last before it returned (stream and event ids are not read)",
+    "a GPU op that started later than its launch and its stream allow waited for the op of another stream that "
+    "ended last before it (event record/wait pairs are not read)",
+    "a GPU op with no recorded launch keeps its place on the host clock",
+    "ranks are replayed one by one: a collective's wait for the other ranks is kept as measured",
+)
+
+
+@dataclass
+class RankModel:
+    """One rank's dependency model (module doc). Node arrays are in sweep order."""
+
+    rank: int
+    time: np.ndarray  # recorded time of each node, ns
+    kind: np.ndarray  # HOST_POINT or OP_START
+    src: np.ndarray  # (n, 3) source node per edge slot, -1 none
+    delay: np.ndarray  # (n, 3) edge delays, ns
+    dur: np.ndarray  # op duration (0 for host points)
+    row: np.ndarray  # frame row of the node's event (host call or GPU op), -1 for step boundaries
+    host_nodes: np.ndarray  # host point nodes in chain order
+    op_nodes: np.ndarray  # op nodes
+    sync_end: np.ndarray  # node of each host sync's end
+    sync_wait_slot_delay: np.ndarray  # nominal non-waiting cost of each sync (slot 0 delay when freed)
+    launch_point: np.ndarray  # per op node: its launch call's start node (-1 none)
+    device: np.ndarray  # per op node: device
+    lane: np.ndarray  # per op node: lane code
+    step_time: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # sorted step points
+    step_node: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # their nodes
+    nominal: dict[str, int] = field(default_factory=dict)
+    dropped_edges: int = 0
+    inferred_waits: int = 0
+
+
+def _median(values: np.ndarray, fallback: int) -> int:
+    return int(np.median(values)) if len(values) else fallback
+
+
+def _nodes_order(time: np.ndarray, sub: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    return np.lexsort((tie, sub, time))
+
+
+def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> RankModel:
+    """The model of ``rank`` in the view ``v`` (the frame's numpy columns and launch links).
+
+    ``step_points``: recorded host times to carry as host points (step boundaries), so a replay can
+    say where they moved.
+    """
+    api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
+    host_rows = v.rows((schema.LANE_CPU_THREAD,), rank=rank)
+    calls = subset(host_rows, np.isin(v.cat[host_rows], api_codes))
+    ops = v.rows(OP_LANES, rank=rank)
+    ops = subset(ops, v.device[ops] >= 0)
+    launch = v.launch_of(ops) if len(ops) else np.zeros(0, np.int64)
+    is_sync = v.flag("sync", calls) if len(calls) else np.zeros(0, bool)
+
+    cs, ce = v.start[calls].astype(_I64), v.end[calls].astype(_I64)
+    os_, oe = v.start[ops].astype(_I64), v.end[ops].astype(_I64)
+    orphan = launch < 0
+    steps_t = np.unique(np.asarray(step_points, dtype=_I64))
+
+    # --- host points: call starts, call ends, step points, orphan ops' own times -----------------
+    n_calls, n_ops = len(calls), len(ops)
+    h_time = np.concatenate([cs, ce, steps_t, os_[orphan]])
+    h_end = np.concatenate([np.zeros(n_calls, bool), ce > cs, np.zeros(len(steps_t) + int(orphan.sum()), bool)])
+    h_tie = np.concatenate([np.zeros(n_calls, np.int8), np.ones(n_calls, np.int8),
+                            np.zeros(len(steps_t) + int(orphan.sum()), np.int8)])
+    h_row = np.concatenate([calls, calls, np.full(len(steps_t), -1), ops[orphan]]).astype(_I64)
+    n_host = len(h_time)
+    # --- all nodes: host points then op starts; sorted once ------------------------------------
+    time = np.concatenate([h_time, os_])
+    sub = np.concatenate([np.where(h_end, 0, 1).astype(np.int8), np.full(n_ops, 2, np.int8)])
+    tie = np.concatenate([h_tie, np.zeros(n_ops, np.int8)])
+    order = _nodes_order(time, sub, tie)
+    pos = np.empty(len(order), dtype=_I64)
+    pos[order] = np.arange(len(order), dtype=_I64)  # pos[i]: node index of unsorted item i
+    n = len(order)
+    src = np.full((n, 3), -1, dtype=_I64)
+    delay = np.zeros((n, 3), dtype=_I64)
+    dur = np.zeros(n, dtype=_I64)
+    kind = np.full(n, HOST_POINT, dtype=np.int8)
+    row = np.full(n, -1, dtype=_I64)
+    node_time = time[order]
+    kind[pos[n_host:]] = OP_START
+    row[pos[:n_host]] = h_row
+    row[pos[n_host:]] = ops
+    dur[pos[n_host:]] = oe - os_
+
+    # Host clock: each host point after the previous one by the measured interval.
+    host_nodes = np.sort(pos[:n_host])
+    if len(host_nodes) > 1:
+        src[host_nodes[1:], 0] = host_nodes[:-1]
+        delay[host_nodes[1:], 0] = np.diff(node_time[host_nodes])
+
+    # --- GPU ops: launch, stream predecessor, cross-stream wait -------------------------------
+    op_node = pos[n_host:]
+    launch_point = np.full(n_ops, -1, dtype=_I64)
+    if n_calls and (~orphan).any():
+        sorter = np.argsort(calls, kind="stable")
+        k = np.searchsorted(calls[sorter], launch[~orphan])
+        k = np.minimum(k, n_calls - 1)
+        found = calls[sorter][k] == launch[~orphan]
+        lp = np.where(found, pos[sorter[k]], -1)  # the call's start point (first n_calls host items)
+        launch_point[~orphan] = lp
+    orphan_points = pos[2 * n_calls + len(steps_t): n_host]
+    launch_point[orphan] = orphan_points
+    ls = np.where(launch_point >= 0, node_time[np.maximum(launch_point, 0)], os_)
+
+    stream_key = (v.device[ops].astype(_I64) << 40) ^ v.tid[ops].astype(_I64)
+    by_stream = np.lexsort((op_node, stream_key))
+    prev = np.full(n_ops, -1, dtype=_I64)
+    same = stream_key[by_stream[1:]] == stream_key[by_stream[:-1]]
+    prev[by_stream[1:][same]] = by_stream[:-1][same]  # op index of the predecessor
+    has_prev = prev >= 0
+    pe = np.where(has_prev, oe[np.maximum(prev, 0)], np.iinfo(_I64).min // 4)
+
+    lat = os_ - ls
+    idle_before = ~has_prev | (os_ - pe > _FALLBACK_TURNAROUND_NS)
+    linked = ~orphan & (launch_point >= 0)
+    # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued).
+    fast = lat[linked & idle_before]
+    d_launch = max(0, int(np.percentile(fast, 10)) if len(fast) else _FALLBACK_LAUNCH_NS)
+    # Stream turnaround: the gap between queued ops on a stream; longer gaps are waits, not turnaround.
+    queued = has_prev & linked & (lat > 2 * d_launch)
+    gap = (os_ - pe)[queued]
+    d_turn = max(0, _median(gap[gap <= cfg.whatif_wait_min_ns], _FALLBACK_TURNAROUND_NS))
+
+    # Cross-stream waits: the start is later than launch and stream predecessor explain.
+    explained = np.maximum(np.where(launch_point >= 0, ls + np.minimum(d_launch, lat), ls),
+                           np.where(has_prev, pe + np.minimum(d_turn, os_ - pe), ls))
+    x = np.full(n_ops, -1, dtype=_I64)
+    slack = os_ - explained
+    want = np.flatnonzero(slack > cfg.whatif_wait_min_ns)
+    dev = v.device[ops].astype(_I64)
+    for d in np.unique(dev[want]) if len(want) else ():  # a loop over devices, not events
+        mine = np.flatnonzero(dev == d)
+        by_end = mine[np.argsort(oe[mine], kind="stable")]
+        ends = oe[by_end]
+        q = want[dev[want] == d]
+        k0 = np.searchsorted(ends, os_[q], side="right") - 1
+        for back in (0, 1):  # the last op to end before the start; on the same stream, the one before
+            left = x[q] < 0
+            k = k0 - back
+            cand = by_end[np.clip(k, 0, max(len(by_end) - 1, 0))]
+            ok = left & (k >= 0) & (cand != q) & (stream_key[cand] != stream_key[q])
+            ok &= (oe[cand] > explained[q]) & (op_node[cand] < op_node[q])
+            x[q[ok]] = cand[ok]
+    has_x = x >= 0
+
+    # Calibrate: nominal delays clipped to the measured start, the binding edge gets the measured one.
+    big = np.iinfo(_I64).min // 4
+    t_l = np.where(launch_point >= 0, ls, big)
+    t_p = np.where(has_prev, pe, big)
+    t_x = np.where(has_x, oe[np.maximum(x, 0)], big)
+    d_l = np.minimum(d_launch, os_ - t_l)
+    d_p = np.minimum(d_turn, os_ - t_p)
+    d_x = np.minimum(d_turn, os_ - t_x)
+    reach = np.stack([t_l + d_l, t_p + d_p, t_x + d_x])
+    bind = np.argmax(reach, axis=0)
+    d_l = np.where(bind == 0, os_ - t_l, d_l)
+    d_p = np.where(bind == 1, os_ - t_p, d_p)
+    d_x = np.where(bind == 2, os_ - t_x, d_x)
+    src[op_node, 0] = launch_point
+    delay[op_node, 0] = np.where(launch_point >= 0, d_l, 0)
+    src[op_node, 1] = np.where(has_prev, op_node[np.maximum(prev, 0)], -1)
+    delay[op_node, 1] = np.where(has_prev, d_p, 0)
+    src[op_node, 2] = np.where(has_x, op_node[np.maximum(x, 0)], -1)
+    delay[op_node, 2] = np.where(has_x, d_x, 0)
+
+    # --- host syncs: return when the waited op ends ---------------------------------------------
+    sync_idx = np.flatnonzero(is_sync)
+    s_start, s_end_node = pos[sync_idx], pos[n_calls + sync_idx]
+    ss, se = cs[sync_idx], ce[sync_idx]
+    w = _waited(os_, oe, ls, ss, se, cfg.sync_drain_tolerance_ns)
+    has_w = w >= 0
+    we = np.where(has_w, oe[np.maximum(w, 0)], big)
+    waiting = has_w & (we > ss)
+    d_sync = max(0, _median((se - ss)[has_w & ~waiting], _FALLBACK_SYNC_NS))
+    d_ret = max(0, _median((se - we)[waiting], _FALLBACK_RETURN_NS))
+    d_h = np.minimum(d_sync, se - ss)
+    d_w = np.minimum(d_ret, se - we)
+    bind_w = has_w & (we + d_w >= ss + d_h)
+    d_h = np.where(bind_w, d_h, se - ss)
+    d_w = np.where(bind_w, se - we, d_w)
+    w_node = np.where(has_w, op_node[np.maximum(w, 0)], -1)
+    ok_order = (s_start < s_end_node) & (ce[sync_idx] > cs[sync_idx])
+    s_end_node, s_start, d_h, d_w, w_node = (a[ok_order] for a in (s_end_node, s_start, d_h, d_w, w_node))
+    src[s_end_node, 0] = s_start
+    delay[s_end_node, 0] = d_h
+    src[s_end_node, 1] = w_node
+    delay[s_end_node, 1] = np.where(w_node >= 0, d_w, 0)
+
+    # Edges must point backward in the sweep (ties of zero-length events): drop the rest.
+    bad = src >= np.arange(n, dtype=_I64)[:, None]
+    dropped = int(bad.sum())
+    src[bad] = -1
+    op_dev = v.device[ops].astype(np.int32)
+    return RankModel(
+        rank=rank, time=node_time, kind=kind, src=src, delay=delay, dur=dur, row=row,
+        host_nodes=host_nodes, op_nodes=op_node, sync_end=s_end_node, sync_wait_slot_delay=np.minimum(d_sync, d_h),
+        launch_point=launch_point, device=op_dev, lane=v.lane[ops],
+        nominal={"launch_latency_ns": d_launch, "stream_turnaround_ns": d_turn, "sync_cost_ns": d_sync,
+                 "sync_return_ns": d_ret},
+        step_time=steps_t, step_node=pos[2 * n_calls: 2 * n_calls + len(steps_t)],
+        dropped_edges=dropped, inferred_waits=int(has_x.sum()),
+    )
+
+
+def _waited(os_: np.ndarray, oe: np.ndarray, ls: np.ndarray, ss: np.ndarray, se: np.ndarray,
+            tol: int) -> np.ndarray:
+    """Per sync ``[ss, se]``: the op (index) that ended last at or before ``se + tol`` among ops that
+    started before ``se`` and were launched at or before ``ss``; -1 when none."""
+    if len(os_) == 0 or len(ss) == 0:
+        return np.full(len(ss), -1, dtype=_I64)
+    by_end = np.argsort(oe, kind="stable")
+    ends = oe[by_end]
+    # An op launched after the sync began cannot be what it waited for: take the running latest op
+    # among those launched by then. Ops ordered by end; keep, per prefix, the op with the latest end
+    # whose launch precedes the sync: approximated by stepping back over late launches (few).
+    k = np.searchsorted(ends, se + tol, side="right") - 1
+    out = np.full(len(ss), -1, dtype=_I64)
+    for _ in range(4):  # a blocking copy's own op, a few concurrent launches from other threads
+        ok = k >= 0
+        cand = by_end[np.maximum(k, 0)]
+        good = ok & (ls[cand] <= ss) & (os_[cand] < se) & (out < 0)
+        out[good] = cand[good]
+        k = np.where(good | ~ok, -1, k - 1)
+        if not (k >= 0).any():
+            break
+    return out
+
+
+def assumptions() -> tuple[str, ...]:
+    """The dependencies every replay assumes (module doc)."""
+    return ASSUMPTIONS
+
+
+def steps_points(steps: pd.DataFrame, rank: int) -> np.ndarray:
+    """The host times a replay must carry for the steps of ``rank`` (their host starts and ends)."""
+    s = steps[steps["rank"] == rank]
+    return np.unique(np.concatenate([s["cpu_start_ns"].to_numpy(_I64), s["cpu_end_ns"].to_numpy(_I64)]))
