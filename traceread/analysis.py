@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from traceread.ranks.identity import RankIdentity
     from traceread.ranks.summary import RankSummary
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 
@@ -215,6 +215,13 @@ def analyze(
                 notes.append(f"comm-bound: {s['others_comm_bound_waiting_ns'] / 1e6:.3f} ms of the comm-bound time on "
                              f"the other ranks of {rep.name} is waiting for straggler rank {s['rank']} ({s['cause']}), "
                              "not slow interconnect (see the job section)")
+        wf = rep.waiting_for or {}
+        if wf.get("kind") in ("rank", "stage") and wf.get("class") and wf.get("class_share"):
+            who = f"straggler rank {wf['rank']}" if wf["kind"] == "rank" else f"pipeline stage {wf['stage']}"
+            fix = (" (slower than the other stages: rebalance layers across stages; a different schedule does not "
+                   "remove it)" if wf["kind"] == "stage" else "")
+            notes.append(f"{wf['class']}: {wf['class_share']:.0%} of the {wf['class']} time on the other ranks of "
+                         f"{rep.name} is waiting for {who}{fix} (see the job section)")
     return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
                                unavailable=tuple(dict.fromkeys(unavailable)))
 

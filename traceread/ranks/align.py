@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from traceread.kernel_classes import P2P_TYPES
 from traceread.ranks.summary import RankSummary
 
 METHOD_SEQ = "collective end times, matched by recorded sequence number"
@@ -40,7 +41,8 @@ METHOD_REFERENCE = "reference rank"
 METHOD_NONE = "not aligned: no collective matched with the reference rank"
 _MAX_SHIFT = 64
 _SHIFT_SAMPLE = 64  # pairs judged per candidate order shift
-_MIN_AGREE = 0.9  # share of paired collectives whose type (and size, where both know it) agree
+_MIN_AGREE = 0.9
+_P2P = sorted(P2P_TYPES)  # share of paired collectives whose type (and size, where both know it) agree
 
 
 @dataclass(frozen=True)
@@ -117,18 +119,34 @@ def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndar
         if by_seq is not None:
             out[pg] = (ia[by_seq[0]], ib[by_seq[1]])
             continue
-        by_step = _pairs_by_step(a, b, ia, ib) if _numbered(ref) and _numbered(other) else None
-        if by_step is not None:
-            method = METHOD_STEP if method != METHOD_ORDER else method
-            out[pg] = by_step
-            continue
-        method = METHOD_ORDER
-        best = _best_shift(a, b, ia, ib, epoch_shift(ref), epoch_shift(other), both_epoch)
-        if best is None:
-            continue
-        used_shift, pa, pb = best
-        out[pg] = (pa, pb)
+        got: list[tuple[np.ndarray, np.ndarray]] = []
+        for xa, xb in _directions(a, b, ia, ib):
+            by_step = _pairs_by_step(a, b, xa, xb) if _numbered(ref) and _numbered(other) else None
+            if by_step is not None:
+                method = METHOD_STEP if method != METHOD_ORDER else method
+                got.append(by_step)
+                continue
+            method = METHOD_ORDER
+            best = _best_shift(a, b, xa, xb, epoch_shift(ref), epoch_shift(other), both_epoch)
+            if best is None:
+                continue
+            used_shift, pa, pb = best
+            got.append((pa, pb))
+        if got:
+            out[pg] = (np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got]))
     return out, method, used_shift
+
+
+def _directions(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The calls to pair in order: all of them, or, where a group's calls are point-to-point sends and recvs,
+    each direction on its own (one side's sends with the other's recvs): a stage posts its recvs early, so
+    sends and recvs of the two directions interleave differently on the two sides."""
+    ta, tb = a["collective"][ia], b["collective"][ib]
+    kinds = {"send", "recv"}
+    if not (set(ta.tolist()) <= kinds and set(tb.tolist()) <= kinds):
+        return [(ia, ib)]
+    out = [(ia[ta == x], ib[tb == y]) for x, y in (("send", "recv"), ("recv", "send"))]
+    return [(xa, xb) for xa, xb in out if len(xa) and len(xb)]
 
 
 def _numbered(s: RankSummary) -> bool:
@@ -148,7 +166,9 @@ def _within(steps: np.ndarray) -> np.ndarray:
 
 
 def _agree(a: dict, b: dict, pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
-    same = a["collective"][pa] == b["collective"][pb]
+    ta, tb = a["collective"][pa], b["collective"][pb]
+    # one point-to-point transfer is a send on one side and a recv on the other
+    same = (ta == tb) | (np.isin(ta, _P2P) & np.isin(tb, _P2P))
     ba, bb = a["bytes"][pa], b["bytes"][pb]
     return same & ((ba < 0) | (bb < 0) | (ba == bb))
 
