@@ -48,7 +48,7 @@ def runs(tmp_path_factory):
             groups = group_jobs(ids)
             assert len(groups) == 1
             summaries = [rank_summary(analysis, i) for i in ids]
-            cache[name] = (job, analyze_job(summaries, group=groups[0]), paths)
+            cache[name] = (job, analyze_job(summaries, group=groups[0]), paths, analysis)
         return cache[name]
     return get
 
@@ -64,7 +64,7 @@ def _others_time_in_collectives(rep) -> dict[int, int]:
 
 @pytest.mark.parametrize("name", ["slow-4x4", "slow-2x4", "slow-2x4-no-seq"])
 def test_slow_worker_named_with_its_own_compute(runs, name):
-    job, rep, _ = runs(name)
+    job, rep, _, analysis = runs(name)
     slow = job.truth["slow_rank"]
     assert [s["rank"] for s in rep.stragglers] == [slow]
     s = rep.stragglers[0]
@@ -77,11 +77,14 @@ def test_slow_worker_named_with_its_own_compute(runs, name):
     assert rep.waiting_for["kind"] == "rank" and rep.waiting_for["rank"] == slow
     assert rep.verdict.startswith(f"rank {slow} ")
     assert f"is {rep.waiting_for['class_share']:.0%} waiting for it" in rep.verdict
+    # the run's headline: its dominant class is mostly waiting for that rank, so fix the rank first
+    assert analysis.dominant_cause == rep.waiting_for["class"] == "pipeline-bubble"
+    assert analysis.dominant_evidence == "straggler"
 
 
 @pytest.mark.parametrize("name", ["slow-4x4", "stage-2x4", "moving-4x4"])
 def test_no_share_of_others_waiting_exceeds_their_time(runs, name):
-    _, rep, _ = runs(name)
+    _, rep, _, _ = runs(name)
     bound = _others_time_in_collectives(rep)
     for r in rep.ranks:
         assert 0.0 <= r["share_of_others_time"] <= 1.0
@@ -93,7 +96,7 @@ def test_no_share_of_others_waiting_exceeds_their_time(runs, name):
 
 @pytest.mark.parametrize("name", ["slow-4x4", "slow-2x4-no-seq", "stage-4x4"])
 def test_every_rank_aligned_through_the_group_graph(runs, name):
-    job, rep, _ = runs(name)
+    job, rep, _, _ = runs(name)
     spec = job.spec
     got = {a.rank: a for a in rep.alignment}
     assert len(got) == spec.dp * spec.pp
@@ -113,7 +116,7 @@ def test_every_rank_aligned_through_the_group_graph(runs, name):
 
 
 def test_aligned_job_step_agrees_with_raw_when_clocks_agree(runs):
-    job, rep, _ = runs("slow-2x4")  # every rank on one clock
+    job, rep, _, _ = runs("slow-2x4")  # every rank on one clock
     st = rep.step
     assert abs(st["median_job_step_ns"] - st["median_unaligned_job_step_ns"]) <= 0.05 * st["median_unaligned_job_step_ns"]
     truth = float(np.median(job.truth["job_step_ns"][1:]))
@@ -122,7 +125,7 @@ def test_aligned_job_step_agrees_with_raw_when_clocks_agree(runs):
 
 @pytest.mark.parametrize("name", ["stage-2x4", "stage-4x4"])
 def test_slow_stage_named_not_one_rank_nor_a_schedule(runs, name):
-    job, rep, _ = runs(name)
+    job, rep, _, _ = runs(name)
     stage = job.truth["slow_stage"]
     imb = rep.stage_imbalance
     assert imb is not None and imb["stage"] == stage
@@ -137,7 +140,8 @@ def test_slow_stage_named_not_one_rank_nor_a_schedule(runs, name):
 
 
 def test_moving_imbalance_names_no_single_straggler(runs):
-    job, rep, _ = runs("moving-4x4")
+    job, rep, _, analysis = runs("moving-4x4")
+    assert analysis.dominant_evidence not in ("straggler", "stage-imbalance")
     assert rep.stragglers == () and rep.stage_imbalance is None
     assert rep.verdict.startswith("no single straggler")
     assert rep.waiting_for["kind"] == "moving"
@@ -148,14 +152,14 @@ def test_moving_imbalance_names_no_single_straggler(runs):
 
 
 def test_stages_read_from_the_transfers(runs):
-    job, rep, _ = runs("slow-4x4")
+    job, rep, _, _ = runs("slow-4x4")
     assert rep.stages["count"] == 4
     assert rep.stages["ranks"] == [[r for r, s in enumerate(job.truth["stage"]) if s == k] for k in range(4)]
     assert {r["rank"]: r["stage"] for r in rep.ranks} == dict(enumerate(job.truth["stage"]))
 
 
 def test_kineto_seq_reaches_the_collective_args(runs):
-    _, _, paths = runs("slow-2x4")
+    _, _, paths, _ = runs("slow-2x4")
     args = load(paths[0]).side_table("collective_args")
     comms = json.loads(open(paths[0]).read())["traceEvents"]
     want = sorted(e["args"]["Seq"] for e in comms if e.get("name") == "record_param_comms")
@@ -163,7 +167,7 @@ def test_kineto_seq_reaches_the_collective_args(runs):
 
 
 def test_report_and_scan_carry_the_new_fields(runs, tmp_path):
-    _, _, paths = runs("stage-2x4")
+    _, _, paths, _ = runs("stage-2x4")
     out_json, out_md = tmp_path / "r.json", tmp_path / "r.md"
     assert main(["analyze", *paths, "--json", str(out_json), "-o", str(out_md)]) == 0
     rep = json.loads(out_json.read_text())["job"]["groups"][0]["report"]
@@ -172,6 +176,11 @@ def test_report_and_scan_carry_the_new_fields(runs, tmp_path):
     md = out_md.read_text()
     assert "#### Pipeline stages" in md and "rebalance layers across pipeline stages" in md
     assert "waiting for pipeline stage 3" in md  # the analysis note on the others' pipeline-bubble time
+    # the headline's first fix follows the slow stage, not a schedule change
+    doc = json.loads(out_json.read_text())
+    assert doc["dominant_cause"] == "pipeline-bubble" and doc["dominant_evidence"] == "stage-imbalance"
+    headline = next(line for line in md.splitlines() if line.startswith("Pipeline bubbles:"))
+    assert "rebalance layers across pipeline stages" in headline and "interleaved" not in headline
     scan = tmp_path / "scan"
     assert main(["scan", os.path.dirname(paths[0]), "--out", str(scan), "--workers", "1"]) == 0
     index = json.loads((scan / "index.json").read_text())
