@@ -217,8 +217,29 @@ def analyze(
                 notes.append(f"comm-bound: {s['others_comm_bound_waiting_ns'] / 1e6:.3f} ms of the comm-bound time on "
                              f"the other ranks of {rep.name} is waiting for straggler rank {s['rank']} ({s['cause']}), "
                              "not slow interconnect (see the job section)")
+        wf = rep.waiting_for or {}
+        if wf.get("kind") in ("rank", "stage") and wf.get("class") and wf.get("class_share"):
+            who = f"straggler rank {wf['rank']}" if wf["kind"] == "rank" else f"pipeline stage {wf['stage']}"
+            fix = (" (slower than the other stages: rebalance layers across stages; a different schedule does not "
+                   "remove it)" if wf["kind"] == "stage" else "")
+            notes.append(f"{wf['class']}: {wf['class_share']:.0%} of the {wf['class']} time on the other ranks of "
+                         f"{rep.name} is waiting for {who}{fix} (see the job section)")
     return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
-                               unavailable=tuple(dict.fromkeys(unavailable)))
+                               unavailable=tuple(dict.fromkeys(unavailable)),
+                               dominant_evidence=_waiting_evidence(section, dominant) or result.dominant_evidence)
+
+
+def _waiting_evidence(section: Any, dominant: str) -> str:
+    """``stage-imbalance`` / ``straggler`` when most of the dominant class's time on the other ranks of a job is
+    waiting for one stage / one rank (its first fix is that stage's layers or that rank, not a schedule)."""
+    for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
+        wf = rep.waiting_for or {}
+        if wf.get("class") == dominant and (wf.get("class_share") or 0.0) >= 0.5:
+            if wf["kind"] == "stage" and dominant == "pipeline-bubble":
+                return "stage-imbalance"
+            if wf["kind"] == "rank" and dominant in ("pipeline-bubble", "comm-bound"):
+                return "straggler"
+    return ""
 
 
 def _whatif(traces: Any, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> Any:

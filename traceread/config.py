@@ -135,6 +135,15 @@ class Thresholds:
     straggler_min_uncertainty_factor: float = _t(
         3.0, "x alignment uncertainty", "a lateness within 3x the clock alignment's uncertainty could be the "
         "alignment's own error")
+    straggler_min_own_excess: float = _t(
+        0.02, "fraction of a step", "a rank's own delay in a step (compute or own idle longer than the median rank "
+        "of its pipeline stage) counts when it is at least ~2% of its step: less is jitter every rank has")
+    straggler_min_step_share: float = _t(
+        0.5, "fraction of steps", "one rank is named a straggler only when the others' waiting is mostly for it in "
+        "at least half the steps; waiting that moves between ranks from step to step is no single straggler")
+    stage_imbalance_min_excess: float = _t(
+        0.10, "fraction over other stages", "a pipeline stage is the bottleneck when every rank of it computes at "
+        "least 10% longer per step than the median rank of the other stages (same micro-batches everywhere)")
 
     # --- scoreboard (MFU, kernel table, roofline) ---
     mfu_min_steady_steps: int = _t(

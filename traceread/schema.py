@@ -139,6 +139,7 @@ SIDE_TABLES: dict[str, dict[str, tuple[str, str]]] = {
         "group_size": ("int64", "process group size; -1 unknown"),
         "group_name": ("category", "process group name/id ('' unknown)"),
         "group_desc": ("category", "process group description ('' unknown)"),
+        "seq": ("int64", "the collective's sequence number in its process group (Kineto 'Seq'); -1 unknown"),
     },
     "op_shapes": {
         "row": ("int64", "event row (cpu_op)"),

@@ -72,6 +72,8 @@ def _document(sc: Scenario, rk: Rank, gen: str) -> Iterator[str]:
                               "sharedMemPerBlock": 49152, "numSms": 132} for d in rk.devices],
         "distributedInfo": {"backend": "nccl", "rank": rk.rank, "world_size": world},
     }
+    if sc.pg_config is not None:
+        head["distributedInfo"].update(pg_count=len(sc.pg_config), pg_config=sc.pg_config)
     parts = [json.dumps(head)[:-1]]
     if gen == "2024":
         parts.append(f', "displayTimeUnit": "ms", "baseTimeNanoseconds": {sc.origin_epoch_ns}')
@@ -123,6 +125,8 @@ def _events(sc: Scenario, rk: Rank, gen: str) -> Iterator[str]:
         args = {"External id": r.external_id} if r.external_id >= 0 else {}
         if r.input_dims is not None:
             args.update({"Input Dims": r.input_dims, "Input type": r.input_types or []})
+        if r.args:
+            args.update(r.args)
         kind = "python_function" if r.python else "cpu_op" if r.is_op else "user_annotation"
         yield x(kind, r.name, pid, r.tid, r.start_ns, r.end_ns, args)
     launched = {k.correlation for k in rk.kernels} | {c.correlation for c in rk.copies} | \

@@ -65,6 +65,8 @@ class HostRange:
     input_types: list | None = None  # Kineto "Input type"
     python: bool = False  # a with_stack Python frame (Kineto python_function; nsys: an NVTX range, as
     # ``nsys --python-functions-trace`` records one)
+    args: dict | None = None  # further Kineto args (record_param_comms: Collective name, Process Group Name,
+    # Seq...); the nsys writer has no place for them
 
 
 @dataclass
@@ -125,4 +127,5 @@ class Scenario:
     ranks: list[Rank]
     world_size: int | None = None
     origin_epoch_ns: int = 1_735_632_360_000_000_000  # a Kineto-style base (multiple of 7,889,238 s)
+    pg_config: list | None = None  # Kineto distributedInfo.pg_config (pg_name, pg_desc, pg_size, ranks...)
 

@@ -43,6 +43,8 @@ def collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     empty = pd.DataFrame({c: pd.Series([None] * len(comm), dtype=object) for c in cols}, index=comm.index)
     if args.empty:
         return empty
+    if "seq" in args.columns:  # recorded sequence numbers travel with the rest (ranks.summary aligns by them)
+        cols = [*cols, "seq"]
     ev = trace.events
     own = comm[["row"]].merge(args, on="row", how="left")
     own.index = comm.index

@@ -31,6 +31,11 @@ API (stable; extended, never broken):
   uncertainty, method), matched collectives (arrival, wait, last rank), per-rank last arrivals and
   ``waited_on_ns``, ``stragglers`` worst first (``rank, waited_on_ns, last_arrivals, cause, reason,
   evidence, ...``), job step time on aligned windows, ``verdict``; ``JobReport.to_dict()`` is JSON-able.
+  Ranks are aligned through the process-group graph (``traceread.ranks.graph``); ``stages`` (pipeline
+  stages read from p2p), ``stage_imbalance`` (the slow stage and its fix), ``waiting_for`` (whom the
+  others' waiting is for: a rank, a stage, or moving) and per rank/straggler ``stage``,
+  ``attributed_wait_ns`` (waits passed on along chains, ``traceread.ranks.blame``) and
+  ``share_of_others_time`` (at most 1); ``prediction`` is None until the what-if replay fills it.
 * ``align(summaries, max_spread_ns=1_000_000, max_skew_ns=100_000_000)``: the alignment alone
   (``RankAlignment``: rank, offset_ns, uncertainty_ns, method, matched, shift, end_spread_ns).
 * ``DEFAULT_RANK_PATTERN``: the file-name rank regex (named group ``rank``, optional ``world``).

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from traceread.kernel_classes import P2P_TYPES
 from traceread.ranks.summary import RankSummary
 
 METHOD_SEQ = "collective end times, matched by recorded sequence number"
@@ -40,7 +41,8 @@ METHOD_REFERENCE = "reference rank"
 METHOD_NONE = "not aligned: no collective matched with the reference rank"
 _MAX_SHIFT = 64
 _SHIFT_SAMPLE = 64  # pairs judged per candidate order shift
-_MIN_AGREE = 0.9  # share of paired collectives whose type (and size, where both know it) agree
+_MIN_AGREE = 0.9
+_P2P = sorted(P2P_TYPES)  # share of paired collectives whose type (and size, where both know it) agree
 
 
 @dataclass(frozen=True)
@@ -117,18 +119,37 @@ def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndar
         if by_seq is not None:
             out[pg] = (ia[by_seq[0]], ib[by_seq[1]])
             continue
-        by_step = _pairs_by_step(a, b, ia, ib) if _numbered(ref) and _numbered(other) else None
-        if by_step is not None:
-            method = METHOD_STEP if method != METHOD_ORDER else method
-            out[pg] = by_step
-            continue
-        method = METHOD_ORDER
-        best = _best_shift(a, b, ia, ib, epoch_shift(ref), epoch_shift(other), both_epoch)
-        if best is None:
-            continue
-        used_shift, pa, pb = best
-        out[pg] = (pa, pb)
+        got: list[tuple[np.ndarray, np.ndarray]] = []
+        split, p2p = _directions(a, b, ia, ib)
+        for xa, xb in split:
+            # a transfer ends at once on both sides, so the order shift whose ends agree best is the one; step
+            # numbers are not used for it: a recv posted early can start in the previous step's window
+            by_step = _pairs_by_step(a, b, xa, xb) if _numbered(ref) and _numbered(other) and not p2p else None
+            if by_step is not None:
+                method = METHOD_STEP if method != METHOD_ORDER else method
+                got.append(by_step)
+                continue
+            method = METHOD_ORDER
+            best = _best_shift(a, b, xa, xb, epoch_shift(ref), epoch_shift(other), both_epoch, exact=p2p)
+            if best is None:
+                continue
+            used_shift, pa, pb = best
+            got.append((pa, pb))
+        if got:
+            out[pg] = (np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got]))
     return out, method, used_shift
+
+
+def _directions(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]], bool]:
+    """The calls to pair in order: all of them, or, where a group's calls are point-to-point sends and recvs,
+    each direction on its own (one side's sends with the other's recvs): a stage posts its recvs early, so
+    sends and recvs of the two directions interleave differently on the two sides. The flag: split so."""
+    ta, tb = a["collective"][ia], b["collective"][ib]
+    kinds = {"send", "recv"}
+    if not (set(ta.tolist()) <= kinds and set(tb.tolist()) <= kinds):
+        return [(ia, ib)], False
+    out = [(ia[ta == x], ib[tb == y]) for x, y in (("send", "recv"), ("recv", "send"))]
+    return [(xa, xb) for xa, xb in out if len(xa) and len(xb)], True
 
 
 def _numbered(s: RankSummary) -> bool:
@@ -148,7 +169,9 @@ def _within(steps: np.ndarray) -> np.ndarray:
 
 
 def _agree(a: dict, b: dict, pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
-    same = a["collective"][pa] == b["collective"][pb]
+    ta, tb = a["collective"][pa], b["collective"][pb]
+    # one point-to-point transfer is a send on one side and a recv on the other
+    same = (ta == tb) | (np.isin(ta, _P2P) & np.isin(tb, _P2P))
     ba, bb = a["bytes"][pa], b["bytes"][pb]
     return same & ((ba < 0) | (bb < 0) | (ba == bb))
 
@@ -174,10 +197,12 @@ def _pairs_by_step(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray) -> tuple[np
 
 
 def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: int,
-                both_epoch: bool) -> tuple[int, np.ndarray, np.ndarray] | None:
+                both_epoch: bool, exact: bool = False) -> tuple[int, np.ndarray, np.ndarray] | None:
     """Every candidate shift at once, each judged on an evenly spaced sample of its pairs
     (``_SHIFT_SAMPLE``: the spread of end differences is a robust statistic); the chosen one is
-    then paired in full."""
+    then paired in full. ``exact``: point-to-point transfers, which end together on both sides, so the
+    shift with the least spread wins outright (a periodic schedule makes the neighbouring shifts
+    nearly as consistent, and one of them may give the smaller offset)."""
     na, nb = len(ia), len(ib)
     lim = min(_MAX_SHIFT, max(na, nb) - 1)
     shifts = np.arange(-lim, lim + 1)
@@ -199,7 +224,7 @@ def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: i
     shifts, lo, hi = shifts[good], lo[good], hi[good]
     close = spread <= max(2 * float(np.min(spread)), 50_000.0)
     order = np.lexsort((np.abs(shifts), np.abs(med)) if both_epoch else (spread, np.abs(shifts)))
-    pick = order[close[order]][0]
+    pick = int(np.argmin(spread)) if exact else order[close[order]][0]
     s, first, stop = int(shifts[pick]), int(lo[pick]), int(hi[pick])
     pa, pb = ia[first:stop], ib[first + s:stop + s]
     same = _agree(a, b, pa, pb)

@@ -5,30 +5,53 @@
 JSON-able). Times in the report are aligned ns on the reference rank's clock (epoch ns when the
 reference's time base is epoch), except the per-rank offsets themselves.
 
-Per matched collective: each rank's arrival (aligned start), its wait (aligned end minus arrival)
-and the last to arrive. Per rank: how often it arrived last and how long the other ranks waited
-for it (``waited_on_ns``: over the collectives it reached last, the sum over the other ranks of
-its arrival minus theirs). A rank is a straggler only when that wait is significant
-(``straggler_min_wait_share`` of the others' time, ``straggler_min_excess`` x the median other rank's,
-and its median lateness above ``straggler_min_uncertainty_factor`` x the alignment's per-collective
-error ``end_spread_ns``).
+Ranks are aligned through the process-group graph (:mod:`traceread.ranks.graph`); the calls linked by
+matched pairs are one collective *instance* (members: the ranks in its group). Per instance: each
+member's arrival (aligned start), its time in the call (aligned end minus arrival) and the last to
+arrive; each member's wait for the last arriver is at most its own time in the call. Per rank: how
+often it arrived last, how long the others waited for it there (``waited_on_ns``: per other rank the
+union of those waits, summed) and how much of the others' waiting is attributed to it
+(``attributed_wait_ns``: waits for a rank that was late only because it had itself waited are passed
+on to whom it waited for, :mod:`traceread.ranks.blame`). Shares are of the others' own matched
+windows, so none exceeds 100%.
+
+A rank is a straggler when the waiting attributed to it is at least ``straggler_min_wait_share`` of
+the others' time and ``straggler_min_excess`` x the median other rank's, its median lateness exceeds
+``straggler_min_uncertainty_factor`` x the alignment's per-collective error ``end_spread_ns``, and the
+most waiting is for it in at least ``straggler_min_step_share`` of the steps (else the imbalance moves
+between ranks: no single straggler, and the verdict says so). When every rank of one pipeline stage is
+slower (``stage_imbalance_min_excess``) the stage is named, not its ranks.
+
 Why it was late: its lead before those collectives (from its previous collective's end to its
-arrival, on its own clock) against the median other rank's, split into compute busy time and
-compute-idle time by gap class; the largest excess is the reason.
+arrival, on its own clock) against the median rank of its pipeline stage present there (of all
+others without a pipeline), split into compute busy time and compute-idle time by gap class; the
+largest excess is the reason. When the lead explains less than half the lateness (a pipeline stage
+builds its delay over the whole step), its per-step compute and own idle against its stage's median
+rank; ``earlier-delay`` when neither does. ``JobReport.prediction`` is left for the what-if replay.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from traceread import intervals
 from traceread.config import Thresholds
-from traceread.ranks.align import METHOD_NONE, RankAlignment, align, epoch_shift, primary_device
+from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
+from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
+from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
 from traceread.ranks.summary import RankSummary, lead_col
+from traceread.ranks.waiting import (
+    fmt_ms,
+    imbalance_dict,
+    others_class,
+    step_culprits,
+    verdict_text,
+    waiting_for,
+)
 from traceread.vocabulary import GAP_CLASSES
 
 COMPONENTS = ("compute",) + GAP_CLASSES + ("short-gaps",)
@@ -67,17 +90,20 @@ class JobReport:
     notes: tuple[str, ...] = ()
     unavailable: tuple[str, ...] = ()
     thresholds: dict[str, Any] = field(default_factory=dict)
+    stages: dict[str, Any] | None = None  # pipeline stages read from p2p (count, ranks per stage, evidence)
+    stage_imbalance: dict[str, Any] | None = None  # the slow stage, when every rank of one stage is slower
+    waiting_for: dict[str, Any] | None = None  # whom the others' waiting is for: kind rank | stage | moving
+    # what the job would step at without its straggler / with balanced stages (the what-if replay fills it;
+    # None until then): {"straggler_free_step_ns", "balanced_stages_step_ns", "method", ...}
+    prediction: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "group": self.group, "ranks": list(self.ranks),
                 "alignment": [a.to_dict() for a in self.alignment], "matched_collectives": self.matched_collectives,
                 "collectives": list(self.collectives), "stragglers": list(self.stragglers), "step": self.step,
                 "verdict": self.verdict, "notes": list(self.notes), "unavailable": list(self.unavailable),
-                "thresholds": self.thresholds}
-
-
-def _fmt_ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms" if abs(ns) < 1e8 else f"{ns / 1e9:.3f} s"
+                "thresholds": self.thresholds, "stages": self.stages, "stage_imbalance": self.stage_imbalance,
+                "waiting_for": self.waiting_for, "prediction": self.prediction}
 
 
 def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen
@@ -103,7 +129,8 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
         ranked.remove(with_calls[0])
         ranked.insert(0, with_calls[0])
     thresholds = {k: getattr(cfg, k) for k in ("straggler_min_wait_share", "straggler_min_excess",
-                                               "straggler_min_uncertainty_factor")}
+                                               "straggler_min_uncertainty_factor", "straggler_min_own_excess",
+                                               "straggler_min_step_share", "stage_imbalance_min_excess")}
     gdict = group.to_dict() if group is not None else None
     base_ranks: tuple[dict[str, Any], ...] = tuple({"rank": s.identity.claimed_rank, "trace": s.identity.label, "path": s.identity.path,
                         "device": primary_device(s), "collectives": int(len(s.collectives["end_ns"]))}
@@ -112,22 +139,26 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
         unavailable.append("alignment and stragglers: fewer than two distinct ranks")
         return JobReport(name, base_ranks, (), 0, (), (), _steps(ranked, {}), "not judged: fewer than two ranks",
                          gdict, tuple(notes), tuple(unavailable), thresholds)
-    alignments, matches = align(ranked, cfg.align_max_end_spread_ns)
+    alignments, es = align_graph(ranked, cfg.align_max_end_spread_ns)
     off = {a.rank: a for a in alignments}
     for a in alignments:
         if a.offset_ns is None:
-            notes.append(f"rank {a.rank}: {METHOD_NONE}; its arrivals are not compared")
+            notes.append(f"rank {a.rank}: {a.method}; its arrivals are not compared")
         elif a.end_spread_ns is not None and a.end_spread_ns > cfg.align_max_end_spread_ns:
-            notes.append(f"rank {a.rank}: matched collectives' end times still disagree by {_fmt_ms(a.end_spread_ns)} "
+            notes.append(f"rank {a.rank}: matched collectives' end times still disagree by {fmt_ms(a.end_spread_ns)} "
                          "(robust spread) after alignment, where one collective ends within microseconds on every "
                          "rank: the matched calls may not be the same collectives (no sequence number or process "
                          "group recorded); its offset and waits are unreliable")
-    usable = [s for s in ranked if off[s.identity.claimed_rank].offset_ns is not None]
-    table = _instances(usable, off, matches)
-    per_rank, strag, verdict = _stragglers(usable, off, table, cfg)
+    ok = [off[s.identity.claimed_rank].offset_ns is not None for s in ranked]
+    usable = [s for s, good in zip(ranked, ok, strict=True) if good]
+    rows = instances(ranked, es)[np.flatnonzero(ok)]
+    table = _instances(usable, off, rows[:, (rows >= 0).sum(axis=0) >= 2])
+    per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg)
     ranks = tuple({**b, **per_rank.get(b["rank"], {}), **off[b["rank"]].to_dict()} for b in base_ranks)
     return JobReport(name, ranks, tuple(alignments), int(table["n"]), tuple(table["records"]), tuple(strag),
-                     _steps(usable, off), verdict, gdict, tuple(notes), tuple(unavailable), thresholds)
+                     _steps(usable, off), verdict, gdict, tuple(notes), tuple(unavailable), thresholds,
+                     stages=extra["stages"], stage_imbalance=extra["stage_imbalance"],
+                     waiting_for=extra["waiting_for"])
 
 
 def _aligned(s: RankSummary, a: RankAlignment, t: np.ndarray, base: int) -> np.ndarray:
@@ -135,34 +166,29 @@ def _aligned(s: RankSummary, a: RankAlignment, t: np.ndarray, base: int) -> np.n
     return t.astype(np.int64) + (epoch_shift(s) - int(a.offset_ns or 0) - base)
 
 
-def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], matches: dict) -> dict[str, Any]:
-    """Matrices (ranks x reference collectives) of aligned arrivals/ends and lead components.
+def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], rows: np.ndarray) -> dict[str, Any]:
+    """Matrices (ranks x collective instances, in order of arrival) of aligned arrivals/ends, lead
+    components and collective types; ``rows[i, j]`` is rank i's call in instance j (-1: not a member).
 
     Aligned times are held relative to ``base`` (the reference's first collective start) in float64
     with NaN for "not matched": exact to the ns for spans under 104 days; absolute epoch ns would
     lose up to 128 ns in a float64."""
     ref = usable[0]
-    k = len(ref.collectives["end_ns"])
-    base = int(ref.collectives["start_ns"].min()) + epoch_shift(ref) if k else 0
-    n = len(usable)
-    arr = np.full((n, k), np.nan)
-    end = np.full((n, k), np.nan)
+    base = int(ref.collectives["start_ns"].min()) + epoch_shift(ref) if len(ref.collectives["start_ns"]) else 0
+    n, k = rows.shape
+    arr, end = np.full((n, k), np.nan), np.full((n, k), np.nan)
     comp = {c: np.full((n, k), np.nan) for c in COMPONENTS}
+    types = np.full((n, k), "", dtype=object)
+    steps = np.full((n, k), -1, dtype=np.int64)
     for i, s in enumerate(usable):
-        rank = s.identity.claimed_rank
-        if i == 0:
-            cols = np.arange(k)
-            own = np.arange(k)
-        else:
-            pairs = matches.get(rank, {})
-            if not pairs:
-                continue
-            cols = np.concatenate([p[0] for p in pairs.values()])
-            own = np.concatenate([p[1] for p in pairs.values()])
+        cols = np.flatnonzero(rows[i] >= 0)
+        own = rows[i, cols]
         c = s.collectives
-        a = off[rank]
+        a = off[s.identity.claimed_rank]
         arr[i, cols] = _aligned(s, a, c["start_ns"][own], base)
         end[i, cols] = _aligned(s, a, c["end_ns"][own], base)
+        types[i, cols] = c["collective"][own]
+        steps[i, cols] = c["step"][own]
         lead = (c["start_ns"][own] - c["lead_start_ns"][own]).astype(np.float64)
         comp["compute"][i, cols] = c["lead_busy_ns"][own]
         idle_sum = np.zeros(len(own))
@@ -171,151 +197,199 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], matches
             idle_sum += c[lead_col(cls)][own]
         comp["short-gaps"][i, cols] = np.maximum(lead - c["lead_busy_ns"][own] - idle_sum, 0)
     present = ~np.isnan(arr)
-    keep = present.sum(axis=0) >= 2
-    arr, end = arr[:, keep], end[:, keep]
-    comp = {c: v[:, keep] for c, v in comp.items()}
-    present = present[:, keep]
-    last = np.nanargmax(arr, axis=0) if arr.shape[1] else np.zeros(0, dtype=np.int64)
-    last_arr = arr[last, np.arange(arr.shape[1])] if arr.shape[1] else np.zeros(0)
-    waits_for_last = np.where(present, last_arr[None, :] - arr, 0.0)
-    rc = ref.collectives
-    ref_rows = np.flatnonzero(keep)
+    with np.errstate(all="ignore"):
+        order = np.argsort(np.nanmedian(arr, axis=0), kind="stable") if k else np.zeros(0, dtype=np.int64)
+    arr, end, present, types, steps, rows = (x[:, order] for x in (arr, end, present, types, steps, rows))
+    comp = {c: v[:, order] for c, v in comp.items()}
+    last = np.nanargmax(arr, axis=0) if k else np.zeros(0, dtype=np.int64)
+    first = np.argmax(present, axis=0) if k else np.zeros(0, dtype=np.int64)  # the member that describes it
     ranks = [s.identity.claimed_rank for s in usable]
-    records = _records(rc, ref_rows, ranks, last, arr, end, present, base)
-    return {"n": int(arr.shape[1]), "arr": arr, "end": end, "comp": comp, "present": present, "last": last,
-            "waits_for_last": waits_for_last, "ranks": ranks, "records": records, "base": base}
+    records = _records(usable, rows, first, ranks, last, arr, end, present, base)
+    step_of = steps[first, np.arange(k)] if k else np.zeros(0, dtype=np.int64)
+    return {"n": int(k), "arr": arr, "end": end, "comp": comp, "present": present, "last": last, "types": types,
+            "step": step_of, "ranks": ranks, "records": records, "base": base,
+            "off": {r: int(off[r].offset_ns or 0) for r in ranks}}
 
 
-def _records(rc: dict, rows: np.ndarray, ranks: list[int], last: np.ndarray, arr: np.ndarray, end: np.ndarray,
-             present: np.ndarray, base: int) -> list[dict[str, Any]]:
+def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ranks: list[int], last: np.ndarray,
+             arr: np.ndarray, end: np.ndarray, present: np.ndarray, base: int) -> list[dict[str, Any]]:
     """One small dict per matched collective (the report's table), built column-wise."""
     def cells(values: np.ndarray, add: int = 0) -> list[list[Any]]:
         obj = (np.where(present, values, 0).astype(np.int64) + add).astype(object)  # int64 math: exact
         obj[~present] = None
         return obj.T.tolist()
 
+    k = rows.shape[1]
+    desc: dict[str, list[Any]] = {"pg": [""] * k, "seq": [-1] * k, "collective": [""] * k, "bytes": [-1] * k}
+    for i, s in enumerate(usable):  # each instance described by its first member's call
+        cols = np.flatnonzero(first == i)
+        if len(cols) == 0:
+            continue
+        own = rows[i, cols]
+        for key in desc:
+            vals = s.collectives[key][own].tolist()
+            for j, v in zip(cols.tolist(), vals, strict=True):
+                desc[key][j] = v
     arrivals, waits = cells(arr, base), cells(end - arr)
-    cols = {"pg": rc["pg"][rows].tolist(), "seq": rc["seq"][rows].tolist(),
-            "collective": rc["collective"][rows].tolist(), "bytes": rc["bytes"][rows].tolist(),
-            "last_rank": np.asarray(ranks, dtype=np.int64)[last].tolist()}
+    last_rank = np.asarray(ranks, dtype=np.int64)[last].tolist()
     return [{"pg": str(p), "seq": q, "index": j, "collective": str(c), "bytes": b, "last_rank": lr,
              "arrival_ns": av, "wait_ns": wv}
-            for j, (p, q, c, b, lr, av, wv) in enumerate(zip(cols["pg"], cols["seq"], cols["collective"],
-                                                               cols["bytes"], cols["last_rank"], arrivals, waits,
+            for j, (p, q, c, b, lr, av, wv) in enumerate(zip(desc["pg"], desc["seq"], desc["collective"],
+                                                               desc["bytes"], last_rank, arrivals, waits,
                                                                strict=True))]
 
 
 def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any],
-                cfg: Thresholds) -> tuple[dict[int, dict], list[dict], str]:
+                cfg: Thresholds) -> tuple[dict[int, dict], list[dict], str, dict[str, Any]]:
     ranks, n = t["ranks"], t["n"]
+    extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None}
     if n == 0:
-        return {}, [], "not judged: no collective matched across ranks"
-    arr, end, present, last, wfl = t["arr"], t["end"], t["present"], t["last"], t["waits_for_last"]
-    caused = np.zeros(len(ranks))
-    count = np.zeros(len(ranks), dtype=np.int64)
-    for i in range(len(ranks)):
-        m = last == i
-        count[i] = int(m.sum())
-        caused[i] = float(wfl[:, m].sum())
-    span = float(np.nanmax(end) - np.nanmin(arr))
+        return {}, [], "not judged: no collective matched across ranks", extra
+    arr, end, present, last = t["arr"], t["end"], t["present"], t["last"]
+    st = stages(t["types"], present, arr, ranks)
+    ex = step_excess([step_parts(s.steps, primary_device(s)) for s in usable], st.stage)
+    imb = stage_imbalance(ex, st, ranks, cfg.stage_imbalance_min_excess)
+    own_steps = ex.own(cfg.straggler_min_own_excess)
+    pos = {int(x): j for j, x in enumerate(ex.steps)}
+    col = np.array([pos.get(int(x), -1) for x in t["step"]], dtype=np.int64)
+    own = np.zeros((len(ranks), n), dtype=bool)
+    ok = col >= 0
+    own[:, ok] = own_steps[:, col[ok]]
+    if own_steps.shape[1]:  # warm-up steps and calls outside steps: whether the rank's own delay is usual
+        own[:, ~ok] = (own_steps.mean(axis=1) >= 0.5)[:, None]
+    if imb is not None:
+        own[st.stage == imb.stage] = True
+    unc_all = max([float(a.end_spread_ns or 0) for a in off.values() if a.offset_ns is not None] + [1.0])
+    b = blame(arr, end, present, last, own, unc_all)
+    t["waits"], t["culprit"] = b.waits, b.culprit
+    count = np.array([int((last == i).sum()) for i in range(len(ranks))], dtype=np.int64)
+    others_time = np.array([b.window.sum() - b.window[i] for i in range(len(ranks))])
+    others_wait = np.array([b.waiting.sum() - b.waiting[i] for i in range(len(ranks))])
+    caused = b.direct.sum(axis=0) - np.diag(b.direct)
+    blamed = b.attributed.sum(axis=0) - np.diag(b.attributed)
     waits = np.where(present, end - arr, np.nan)
     per_rank = {r: {"last_arrivals": int(count[i]), "waited_on_ns": int(caused[i]),
+                    "attributed_wait_ns": int(blamed[i]), "stage": int(st.stage[i]) if st.count > 1 else None,
+                    "share_of_others_time": float(blamed[i] / others_time[i]) if others_time[i] > 0 else 0.0,
                     "mean_wait_ns": int(np.nanmean(waits[i])) if present[i].any() else None,
                     "collectives_matched": int(present[i].sum())} for i, r in enumerate(ranks)}
+    if st.count > 1:
+        extra["stages"] = {"count": st.count, "evidence": st.evidence,
+                           "ranks": [[r for r, s in zip(ranks, st.stage, strict=True) if s == k] for k in range(st.count)]}
+    culprits = step_culprits(b, t["step"], len(ranks))
     out: list[dict[str, Any]] = []
     loose: list[tuple[int, float, float, float]] = []
+    moving: list[tuple[int, float]] = []
     best_share = 0.0
     for i, r in enumerate(ranks):
-        others = np.delete(caused, i)
-        share = caused[i] / ((len(ranks) - 1) * span) if span > 0 else 0.0
+        share = blamed[i] / others_time[i] if others_time[i] > 0 else 0.0
         best_share = max(best_share, share)
         m = last == i
-        if not m.any():
-            continue
+        others = np.delete(blamed, i)
         med_other = float(np.median(others)) if len(others) else 0.0
-        late = arr[i, m] - np.nanmedian(np.where(present[:, m], arr[:, m], np.nan)[np.arange(len(ranks)) != i],
-                                        axis=0)
-        lateness = float(np.median(late))
+        if share < cfg.straggler_min_wait_share or blamed[i] < cfg.straggler_min_excess * med_other:
+            continue
+        if imb is not None and st.stage[i] == imb.stage and not own_steps[i].mean() >= 0.5:
+            continue  # one rank of the slow stage: the stage is named, not its ranks
         unc = max(float(off[r].end_spread_ns or 0), float(off[ranks[0]].end_spread_ns or 0),
                   float(off[r].uncertainty_ns or 0), 1.0)
-        if share < cfg.straggler_min_wait_share or caused[i] < cfg.straggler_min_excess * med_other:
-            continue
+        lateness = _lateness(arr, present, i, m)
         if lateness <= cfg.straggler_min_uncertainty_factor * unc:
             loose.append((r, share, lateness, unc))
             continue
-        out.append(_entry(usable, off, t, i, r, m, caused[i], share, lateness, unc))
-    out.sort(key=lambda e: -e["waited_on_ns"])
+        steps_led = sum(1 for c in culprits.values() if c == i)
+        if culprits and steps_led < cfg.straggler_min_step_share * len(culprits):
+            moving.append((r, share))
+            continue
+        out.append(_entry(usable, t, st, ex, b, i, r, m, share, lateness, unc, others_wait[i], others_time[i]))
+    out.sort(key=lambda e: -e["attributed_wait_ns"])
+    verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg)
+    extra["stage_imbalance"] = imbalance_dict(imb, b, st, usable, t, off) if imb is not None else None
     if out:
-        s = out[0]
-        verdict = (f"rank {s['rank']} holds the job back: the other ranks waited {_fmt_ms(s['waited_on_ns'])} for it "
-                   f"({s['share_of_others_time']:.1%} of their time); cause: {s['cause']}")
-    elif loose:
-        r, share, lateness, unc = max(loose, key=lambda x: x[1])
-        verdict = (f"not judged: rank {r} would cost the others {share:.1%} of their time, but its median lateness "
-                   f"({_fmt_ms(lateness)}) is within {cfg.straggler_min_uncertainty_factor:g}x the alignment's "
-                   f"per-collective error ({_fmt_ms(unc)}): the clocks are not aligned well enough to name it")
-    else:
-        verdict = (f"balanced: no rank causes a significant wait (the largest, {best_share:.2%} of the others' time, "
-                   f"is under the {cfg.straggler_min_wait_share:.0%} threshold or not above the median rank's)")
-    return per_rank, out, verdict
+        i = ranks.index(out[0]["rank"])
+        extra["waiting_for"] = waiting_for(usable, off, t, b, [i], "rank", out[0]["rank"])
+    elif imb is not None:
+        members = [j for j in range(len(ranks)) if st.stage[j] == imb.stage]
+        extra["waiting_for"] = waiting_for(usable, off, t, b, members, "stage", imb.stage)
+    elif moving:
+        extra["waiting_for"] = {"kind": "moving", "step_culprits": {int(s): int(ranks[c]) for s, c in culprits.items()}}
+    wf = extra["waiting_for"]
+    if wf and wf.get("class") and wf.get("class_share") is not None and wf["kind"] in ("rank", "stage"):
+        verdict += (f"; the other ranks' largest idle class, {wf['class']} ({wf['class_time_share']:.0%} of their "
+                    f"time), is {wf['class_share']:.0%} waiting for {'it' if wf['kind'] == 'rank' else 'that stage'}")
+    return per_rank, out, verdict, extra
 
 
-def _entry(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any], i: int, r: int,
-           m: np.ndarray, caused: float, share: float, lateness: float, unc: float) -> dict[str, Any]:
+def _lateness(arr: np.ndarray, present: np.ndarray, i: int, m: np.ndarray) -> float:
+    if not m.any():
+        return 0.0
+    n = arr.shape[0]
+    with np.errstate(all="ignore"):
+        late = arr[i, m] - np.nanmedian(np.where(present[:, m], arr[:, m], np.nan)[np.arange(n) != i], axis=0)
+    return float(np.nanmedian(late)) if np.isfinite(late).any() else 0.0
+
+
+def _entry(usable: list[RankSummary], t: dict[str, Any], st: Any, ex: Any, b: Any, i: int, r: int,
+           m: np.ndarray, share: float, lateness: float, unc: float, others_wait: float,
+           others_time: float) -> dict[str, Any]:
     ranks = t["ranks"]
-    others = np.arange(len(ranks)) != i
+    n = len(ranks)
+    peers = (st.stage == st.stage[i]) & (np.arange(n) != i)
+    basis = "lead"
     delta = {}
     for c in COMPONENTS:
         v = t["comp"][c][:, m]
-        med = np.nanmedian(np.where(t["present"][:, m], v, np.nan)[others], axis=0)
-        delta[c] = float(np.nanmean(v[i] - med))
+        pv = np.where(t["present"][:, m], v, np.nan)[peers if peers.any() else np.arange(n) != i]
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # instances with no stage peer: NaN, left out
+            med = np.nanmedian(pv, axis=0) if len(pv) else np.full(v.shape[1], np.nan)
+            d = v[i] - med
+        delta[c] = float(np.nanmean(d)) if np.isfinite(d).any() else 0.0
+        compared = int(np.isfinite(d).sum())
     lead_delta = sum(delta.values())
     cause = max(delta, key=lambda c: delta[c])
-    if lead_delta < 0.5 * lateness:  # its lead does not explain the lateness: the delay came before it
-        cause = "earlier-delay"
+    step_ex = ex.median_excess(i)
+    if lead_delta < 0.5 * lateness:  # its lead does not explain the lateness: a longer window may
+        own = {c: v for c, v in step_ex.items() if c not in NOT_OWN}
+        best = max(own, key=lambda c: own[c]) if own else None
+        if best is not None and own[best] >= 0.5 * lateness:
+            cause, basis = best, "step"
+        else:
+            cause = "earlier-delay"
+    where = f"the median rank of its pipeline stage {int(st.stage[i])}" if st.count > 1 else "the median other rank"
     ev = [f"arrived last at {int(m.sum())} of {t['n']} matched collectives; the other ranks waited "
-          f"{_fmt_ms(caused)} for it in all (median lateness {_fmt_ms(lateness)} per collective, alignment "
-          f"uncertainty {_fmt_ms(unc)})",
-          f"before those collectives its lead (previous collective's end to its arrival) was {_fmt_ms(lead_delta)} "
-          "longer than the median rank's: " + ", ".join(f"{c} {'+' if v >= 0 else ''}{_fmt_ms(v)}"
-                                                         for c, v in sorted(delta.items(), key=lambda kv: -kv[1])
-                                                         if abs(v) >= 1000)]
+          f"{fmt_ms(float(b.direct[:, i].sum() - b.direct[i, i]))} for it there (median lateness {fmt_ms(lateness)}, "
+          f"alignment uncertainty {fmt_ms(unc)})",
+          f"before those collectives its lead (previous collective's end to its arrival) was {fmt_ms(lead_delta)} "
+          f"longer than {where}'s: " + ", ".join(f"{c} {'+' if v >= 0 else ''}{fmt_ms(v)}"
+                                                 for c, v in sorted(delta.items(), key=lambda kv: -kv[1])
+                                                 if abs(v) >= 1000)
+          if compared else "no rank of its stage took part in those collectives (pipeline transfers to other "
+                           "stages): its leads have nothing alike to be compared with"]
+    if basis == "step":
+        ev.append(f"per step (median over {len(ex.steps)} steps) it spent {fmt_ms(step_ex[cause])} more in {cause} "
+                  f"than {where}: the delay builds up over the whole step, not only just before each collective")
     if cause == "earlier-delay":
-        ev.append("the lead difference explains less than half of its lateness: the delay lies before its previous "
-                  "collective's end (an earlier delay carried over, or calls between are missing from the trace)")
-    cb, cb_total = _others_comm_bound(usable, off, t, i, m)
-    entry = {"rank": r, "waited_on_ns": int(caused), "last_arrivals": int(m.sum()), "matched_collectives": t["n"],
-             "median_lateness_ns": int(lateness), "share_of_others_time": float(share), "cause": cause,
-             "reason": REASONS[cause], "lead_excess_ns": {c: int(v) for c, v in delta.items()},
+        ev.append("neither its lead nor its whole step explains half of its lateness: the delay lies before its "
+                  "previous collective's end (an earlier delay carried over, or calls between are missing)")
+    attributed = float(b.attributed[:, i].sum() - b.attributed[i, i])
+    if others_wait > 0:
+        ev.append(f"{fmt_ms(attributed)} ({attributed / others_wait:.0%}) of the other ranks' waiting in collectives "
+                  "is for it, directly or through the ranks that waited for it first")
+    cb, cb_total = others_class(usable, t, b, [i], "comm-bound")
+    entry = {"rank": r, "waited_on_ns": int(b.direct[:, i].sum() - b.direct[i, i]), "last_arrivals": int(m.sum()),
+             "matched_collectives": t["n"], "median_lateness_ns": int(lateness), "share_of_others_time": float(share),
+             "cause": cause, "reason": REASONS[cause], "cause_basis": basis,
+             "stage": int(st.stage[i]) if st.count > 1 else None,
+             "lead_excess_ns": {c: int(v) for c, v in delta.items()},
+             "step_excess_ns": {c: int(v) for c, v in step_ex.items()},
+             "attributed_wait_ns": int(attributed), "others_waiting_ns": int(others_wait),
+             "attributed_share": float(attributed / others_wait) if others_wait > 0 else 0.0,
              "others_comm_bound_waiting_ns": int(cb), "others_comm_bound_ns": int(cb_total), "evidence": ev}
     if cb_total > 0:
-        ev.append(f"{_fmt_ms(cb)} ({cb / cb_total:.0%}) of the comm-bound time on the other ranks is waiting for "
+        ev.append(f"{fmt_ms(cb)} ({cb / cb_total:.0%}) of the comm-bound time on the other ranks is waiting for "
                   f"rank {r}, not slow interconnect")
     return entry
-
-
-def _others_comm_bound(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any], i: int,
-                       m: np.ndarray) -> tuple[float, float]:
-    """Comm-bound idle on the other ranks inside their waits for rank ``i`` (and their comm-bound total)."""
-    arr, present = t["arr"], t["present"]
-    inside = total = 0.0
-    for j, s in enumerate(usable):
-        if j == i:
-            continue
-        g = s.gaps
-        sel = (g["class"] == "comm-bound") & (g["device"] == primary_device(s)) if len(g["class"]) else \
-            np.zeros(0, dtype=bool)
-        if not sel.any():
-            continue
-        us, ue = intervals.union(g["start_ns"][sel], g["end_ns"][sel])
-        total += float((ue - us).sum())
-        ok = m & present[j]
-        shift = int(off[s.identity.claimed_rank].offset_ns or 0) - epoch_shift(s) + int(t["base"])
-        qs = arr[j, ok].astype(np.int64) + shift
-        qe = arr[i, ok].astype(np.int64) + shift
-        qs, qe = intervals.union(qs, qe)
-        inside += float(intervals.overlap_with_union(qs, qe, us, ue).sum())
-    return inside, total
 
 
 def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> dict[str, Any]:

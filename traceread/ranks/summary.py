@@ -19,6 +19,7 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
+from traceread.collective_identity import recorded_type
 from traceread.ranks.identity import RankIdentity
 from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, part_col
@@ -95,11 +96,9 @@ def _args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
         a = collective_args(trace, comm)
     except Exception:  # noqa: BLE001 - the table is optional; alignment falls back to order and name
         a = pd.DataFrame({c: [None] * len(comm) for c in cols}, index=comm.index)
-    args = trace.side_table("collective_args")
     seq = np.full(len(comm), -1, dtype=np.int64)
-    if "seq" in args.columns and len(args):  # loaders that record Kineto ``Seq`` / NCCL sequence numbers
-        m = comm[["row"]].merge(args[["row", "seq"]], on="row", how="left")
-        seq = pd.to_numeric(m["seq"], errors="coerce").fillna(-1).to_numpy(np.int64)
+    if "seq" in a.columns:  # Kineto ``Seq`` (own row, else its record_param_comms op's)
+        seq = pd.to_numeric(a["seq"], errors="coerce").fillna(-1).to_numpy(np.int64)
     return a.assign(seq=seq)
 
 
@@ -119,7 +118,11 @@ def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
     typ = kc.collective_type(comm["name"])
     rec = a["collective"].notna().to_numpy()
     if rec.any():
-        typ[rec] = kc.collective_type(a["collective"][rec].astype(str).to_numpy())
+        names = a["collective"][rec].astype(str).to_numpy()
+        # the recorded name first (send and recv stay apart: a pipeline's stage order reads them), else as a kernel name
+        uniq, inv = np.unique(names, return_inverse=True)
+        own = np.array([recorded_type(str(x)) for x in uniq], dtype=object)[inv]
+        typ[rec] = np.where(own != "", own, kc.collective_type(names))
     dtype = a["dtype"].fillna("").astype(str).str.lower()
     elsize = dtype.map({k: v[1] for k, v in TORCH_DTYPES.items()}).fillna(0).to_numpy(np.float64)
     nel = np.fmax(pd.to_numeric(a["in_nelems"], errors="coerce").to_numpy(dtype=np.float64),

@@ -33,6 +33,37 @@ def section(job: Any) -> str:
     return "\n".join(lines)
 
 
+def _opt(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def _stages_markdown(rep: JobReport, h: str) -> list[str]:
+    """Pipeline stages read from the p2p transfers, the slow stage and whom the others wait for."""
+    out: list[str] = []
+    wf = rep.waiting_for or {}
+    if rep.stages:
+        out += ["", f"{h}# Pipeline stages", "", md_text(rep.stages["evidence"][0].upper() + rep.stages["evidence"][1:])
+                + ": " + "; ".join(f"stage {k}: ranks {ranges(r)}" for k, r in enumerate(rep.stages["ranks"])) + "."]
+    imb = rep.stage_imbalance
+    if imb:
+        out += ["", f"Stage {imb['stage']} is the slowest: compute {dur(imb['compute_per_step_ns'])} per step against "
+                    f"{dur(imb['others_compute_per_step_ns'])} on the other stages' median rank ({imb['excess']:+.0%}); "
+                    f"{pct(imb['attributed_share'])} of the other ranks' waiting in collectives is for it. "
+                    f"Fix: {md_text(imb['fix'])}."]
+    pred = rep.prediction or {}
+    said = [f"{label} {dur(pred[k])}" for k, label in (("straggler_free_step_ns", "without the straggler"),
+                                                         ("balanced_stages_step_ns", "with balanced stages"))
+            if pred.get(k) is not None]
+    if said:
+        out += ["", "Predicted job step " + "; ".join(said)
+                + (f" ({md_text(str(pred['method']))})" if pred.get("method") else "") + "."]
+    if wf.get("kind") == "moving":
+        steps = wf.get("step_culprits", {})
+        out += ["", "Most waiting per step is for: " + ", ".join(f"step {k}: rank {v}" for k, v in steps.items())
+                + " (no single straggler)."]
+    return out
+
+
 def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
     """One job (capture): its grouping evidence, then alignment and stragglers when it has a report."""
     h = "#" * level
@@ -47,12 +78,15 @@ def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
                       f"{st['steps']} steps (from raw timestamps: {_opt_dur(st.get('median_unaligned_job_step_ns'))}); "
                       f"the slowest rank's own step: {_opt_dur(st.get('median_max_rank_step_ns'))}; ranks end "
                       f"within {_opt_dur(st.get('median_end_spread_ns'))} of each other."]
+    lines += _stages_markdown(rep, h)
     if rep.stragglers:
-        rows: list[tuple[str, ...]] = [(str(s["rank"]), dur(s["waited_on_ns"]), pct(s["share_of_others_time"]),
+        rows: list[tuple[str, ...]] = [(str(s["rank"]), _opt(s.get("stage")), dur(s.get("attributed_wait_ns", s["waited_on_ns"])),
+                 pct(s.get("attributed_share", 0.0)), pct(s["share_of_others_time"]),
                  f"{s['last_arrivals']} / {s['matched_collectives']}", dur(s["median_lateness_ns"]),
                  md_text(s["cause"])) for s in rep.stragglers]
-        lines += ["", f"{h}# Stragglers", "", table(["Rank", "Others waited", "Of their time", "Last arrivals",
-                                                     "Median lateness", "Why"], rows, "rrrrrl")]
+        lines += ["", f"{h}# Stragglers", "", table(["Rank", "Stage", "Others waited", "Of their waiting",
+                                                     "Of their time", "Last arrivals", "Median lateness", "Why"],
+                                                    rows, "rrrrrrrl")]
         for s in rep.stragglers:
             lines += ["", f"Rank {s['rank']}: {md_text(s['reason'])}."]
             lines += [f"- {md_text(e)}" for e in s["evidence"]]
@@ -60,7 +94,7 @@ def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
     rows = []
     for a in rep.alignment:
         r = by_rank.get(a.rank, {})
-        rows.append((str(a.rank), md_code(str(r.get("trace", ""))),
+        rows.append((str(a.rank),) + ((_opt(r.get("stage")),) if rep.stages else ()) + (md_code(str(r.get("trace", ""))),
                      "n/a" if a.offset_ns is None else f"{a.offset_ns / 1e6:+,.3f} ms",
                      _opt_dur(a.uncertainty_ns), _opt_dur(a.end_spread_ns), str(a.matched),
                      str(r.get("last_arrivals", "")), _opt_dur(r.get("waited_on_ns")), md_text(a.method)))
@@ -68,7 +102,7 @@ def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
         lines += ["", f"{h}# Clock alignment and arrivals", "",
                   f"{rep.matched_collectives} collectives matched across ranks. Offset: the rank's clock minus "
                   "the reference rank's; spread: the error of one collective's aligned times.", "",
-                  table(["Rank", "Trace", "Offset", "Uncertainty", "Spread", "Matched", "Last", "Others waited",
-                         "Method"], rows, "rlrrrrrrl")]
+                  table(["Rank"] + (["Stage"] if rep.stages else []) + ["Trace", "Offset", "Uncertainty", "Spread",
+                         "Matched", "Last", "Others waited", "Method"], rows, ("rr" if rep.stages else "r") + "lrrrrrrl")]
     lines += [f"- {md_text(n)}" for n in rep.notes] + [f"- Not computed: {md_text(u)}" for u in rep.unavailable]
     return "\n".join(lines)

@@ -114,6 +114,14 @@ EVIDENCE_FIRST_RESPONSE: dict[tuple[str, str], str] = {
                                     "thread into DataLoader workers (num_workers > 0), then re-measure",
     ("sync-stall", "allocator"): "stop the caching allocator from synchronizing every step (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
                                  "no empty_cache() in the loop, fewer shape changes), then re-measure",
+    # set from the job section (traceread.ranks): whom the other ranks' waiting is for
+    ("pipeline-bubble", "stage-imbalance"): "rebalance layers across pipeline stages (fewer on the slow stage the job "
+                                            "section names; a different schedule does not remove this wait), then "
+                                            "re-measure",
+    ("pipeline-bubble", "straggler"): "fix the straggler rank first (the job section names it and why it is slow), "
+                                      "then re-measure",
+    ("comm-bound", "straggler"): "fix the straggler rank first (the job section names it and why it is slow): the "
+                                 "collectives wait for it, not for the interconnect; then re-measure",
 }
 EVIDENCE_LEVERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("data-starved", "pageable-copy"): (
@@ -138,8 +146,23 @@ EVIDENCE_LEVERS: dict[tuple[str, str], tuple[str, ...]] = {
         "Cut shape changes: pad or bucket sequence lengths so the same blocks are reused every step.",
         "Then remove remaining `.item()` / `.cpu()` / `torch.cuda.synchronize()` calls from the hot loop.",
     ),
+    ("pipeline-bubble", "stage-imbalance"): (
+        "Move layers off the slow stage (the job section names it and its compute per step against the others').",
+        "Balance by measured time, not layer count: embedding and output layers make the first and last stages heavier.",
+        "Only once the stages are balanced: an interleaved 1F1B or zero-bubble schedule for the remaining fill/drain.",
+    ),
+    ("pipeline-bubble", "straggler"): (
+        "Fix the straggler rank named in the job section (its cause: compute, data stall, launch overhead, host sync).",
+        "A slower GPU or host: check clocks, thermals and placement of that rank; replace or exclude the node.",
+    ),
+    ("comm-bound", "straggler"): (
+        "Fix the straggler rank named in the job section (its cause: compute, data stall, launch overhead, host sync).",
+        "A slower GPU or host: check clocks, thermals and placement of that rank; replace or exclude the node.",
+    ),
 }
 EVIDENCE_TEXT: dict[str, str] = {
+    "stage-imbalance": "waiting for one pipeline stage that computes longer than the others (stage imbalance)",
+    "straggler": "waiting for one slow rank (a straggler)",
     "allocator": "in recurring allocator calls that synchronize the device (cudaFree, hipFree, cudaMalloc)",
     "sync": "explicit synchronization (.item(), .cpu(), synchronize, blocking copies)",
     "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",

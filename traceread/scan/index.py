@@ -13,7 +13,7 @@ from traceread.render.fmt import table
 from traceread.render.names import md_text
 from traceread.vocabulary import GAP_CLASSES
 
-INDEX_SCHEMA_VERSION = "1.0"
+INDEX_SCHEMA_VERSION = "1.1"
 
 
 def dominant_lost_ns(row: dict[str, Any]) -> int:

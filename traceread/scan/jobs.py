@@ -21,7 +21,7 @@ from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.work import SAFE_CHARS, Outcome, Settings
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
-JOB_SCHEMA_VERSION = "1.0"
+JOB_SCHEMA_VERSION = "1.1"
 
 
 def safe_name(name: str) -> str:
@@ -161,15 +161,30 @@ def job_row(j: dict[str, Any]) -> dict[str, Any]:
     r = {k: j.get(k) for k in _ROW_KEYS}
     group = j.get("group") or {}
     ranks = sorted({x for t in j["traces"] for x in t["ranks"]})
-    strag = [{k: s.get(k) for k in ("rank", "waited_on_ns", "last_arrivals", "cause")} for s in j.get("stragglers", [])]
+    strag = [{k: s.get(k) for k in ("rank", "waited_on_ns", "last_arrivals", "cause", "stage", "attributed_wait_ns")}
+             for s in j.get("stragglers", [])]
     r.update(link_md=f"jobs/{j['file']}.md", link_json=f"jobs/{j['file']}.json",
              trace_ids=[t["trace_id"] for t in j["traces"]],
              ranks_text=_ranks_text(ranks, j.get("world_size")) + _missing_text(group),
              missing_ranks=group.get("missing_rank_count", len(group.get("missing_ranks", []))), duplicate_ranks=len(group.get("duplicate_ranks", [])),
-             rule=group.get("rule"), stragglers=strag,
+             rule=group.get("rule"), stragglers=strag, waiting_for=_waiting_text(j),
+             stage_imbalance=j.get("stage_imbalance"), prediction=j.get("prediction"),
              stragglers_text="; ".join(f"rank {s['rank']} ({s['waited_on_ns'] / 1e6:,.2f} ms waited on, {s['cause']})"
                                        for s in strag))
     return r
+
+
+def _waiting_text(j: dict[str, Any]) -> str | None:
+    """Whom the job's other ranks wait for, in a few words (None when it is not one rank, stage or a moving one)."""
+    wf = j.get("waiting_for") or {}
+    kind = wf.get("kind")
+    if kind == "rank":
+        return f"rank {wf['rank']}"
+    if kind == "stage":
+        return f"pipeline stage {wf['stage']} (rebalance layers across stages)"
+    if kind == "moving":
+        return "no single rank: the slowest rank changes from step to step"
+    return None
 
 
 def job_markdown(j: dict[str, Any], section: str) -> str:

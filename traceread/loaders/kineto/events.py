@@ -51,6 +51,7 @@ class Args(Struct, frozen=True, gc=False):
     pg_name: Id = field(name="Process Group Name", default="")
     pg_id: Id = field(name="Process Group ID", default="")
     pg_desc: str = field(name="Process Group Description", default="")
+    seq: Id = field(name="Seq", default=-1)  # record_param_comms' collective sequence number (PyTorch 2026-03+)
     name: str = ""  # metadata rows: thread/process name
     labels: str = ""  # metadata rows: process labels ("GPU 0", "CPU")
 
@@ -145,7 +146,7 @@ def collective_rows(rows: list[int], args: Any) -> list[tuple]:
     return [
         (i, a.collective, a.in_nelems if a.in_nelems != -1 else a.in_size,
          a.out_nelems if a.out_nelems != -1 else a.out_size, a.dtype, a.group_size,
-         str(a.pg_name if a.pg_name != "" else a.pg_id), a.pg_desc)
+         str(a.pg_name if a.pg_name != "" else a.pg_id), a.pg_desc, a.seq)
         for i, a in zip(rows, args, strict=True)
         if a.collective or a.in_nelems != -1 or a.in_size != -1
     ]

@@ -312,6 +312,7 @@ def _collective_args(collective: list[tuple]) -> pd.DataFrame:
         "group_size": np.array([_int(x) for x in t[5]], np.int64),
         "group_name": pd.Categorical([str(x) for x in t[6]]),
         "group_desc": pd.Categorical([str(x) for x in t[7]]),
+        "seq": np.array([_int(x) for x in t[8]], np.int64),
     })
 
 

@@ -1,0 +1,193 @@
+"""Alignment through the process-group graph, and the job's collective instances.
+
+In a data-parallel x pipeline-parallel job a rank shares process groups only with some ranks (its
+stage's data-parallel group, its pipeline neighbours), so many ranks share no collective with the
+reference rank. Here every pair of ranks that share a process group is an edge: per process group the
+lowest rank that recorded calls in it is matched with every other member (:func:`traceread.ranks.align.match`:
+by recorded sequence number where both have one, else by step and order, else by order within the group),
+giving that pair's clock difference (median end difference of matched calls) and its error. Each rank's
+offset is then the sum of the differences along the path from the reference rank with the least
+accumulated error (errors add in quadrature: independent estimates); its method names the ranks the path
+went through. When every rank shares a group with the reference, the paths are the direct edges and the
+result is that of :func:`traceread.ranks.align.align`.
+
+The matched pairs also say which calls are one collective: the calls linked by matched pairs form one
+*instance* (a component of the pair graph), with one call per member rank (``instances``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from traceread.ranks.align import (
+    METHOD_NEAREST,
+    METHOD_REFERENCE,
+    METHOD_SHARED,
+    RankAlignment,
+    _nearest,
+    _resolution,
+    _stats,
+    epoch_shift,
+    match,
+    sequences,
+)
+from traceread.ranks.summary import RankSummary
+
+METHOD_UNREACHED = "not aligned: shares no matched collective with any aligned rank"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Two ranks (indices into the summaries) and their matched calls: per process group (rows of a, rows of b)."""
+
+    a: int
+    b: int
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]]
+    method: str
+    shift: int
+    diff_ns: int  # b's clock minus a's
+    spread_ns: float  # robust spread of single end differences
+    n: int
+    shared: bool  # one file, one clock
+
+    @property
+    def error_ns(self) -> float:
+        return self.spread_ns / np.sqrt(max(self.n, 1))
+
+
+def _pair_edge(sa: RankSummary, sb: RankSummary, ia: int, ib: int, max_spread_ns: int,
+               max_skew_ns: int) -> Edge | None:
+    pairs, method, shift = match(sa, sb)
+    if sa.identity.path == sb.identity.path:  # one export, one clock: aligned whether or not calls match
+        return Edge(ia, ib, pairs, METHOD_SHARED, 0, 0, 0.0, sum(len(p[0]) for p in pairs.values()), True)
+    stats = _stats(sa, sb, pairs) if pairs else None
+    epoch = sa.identity.epoch_offset_ns is not None and sb.identity.epoch_offset_ns is not None
+    if epoch and (stats is None or stats[1] > max_spread_ns):
+        near = _nearest(sa, sb, max_skew_ns, max(max_spread_ns // 10, 1_000))
+        if near is not None and (stats is None or _stats(sa, sb, near)[1] < stats[1]):
+            pairs, method, shift, stats = near, METHOD_NEAREST, 0, _stats(sa, sb, near)
+    if stats is None:
+        return None
+    res = max(_resolution(sa), _resolution(sb))
+    med, spread, n = stats
+    return Edge(ia, ib, pairs, method, shift, med, max(spread, float(res)), n, False)
+
+
+def edges(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
+          max_skew_ns: int = 100_000_000) -> list[Edge]:
+    """Per process group, its lowest member matched with each other member (each pair once)."""
+    members: dict[str, list[int]] = {}
+    for i, s in enumerate(summaries):
+        for pg in sequences(s):
+            members.setdefault(pg, []).append(i)
+    wanted: list[tuple[int, int]] = []
+    by_path: dict[str, int] = {}
+    for i, s in enumerate(summaries):  # ranks of one nsys export share its clock
+        hub = by_path.setdefault(s.identity.path, i)
+        if hub != i:
+            wanted.append((hub, i))
+    for pg in sorted(members):
+        hub, *rest = members[pg]
+        wanted += [(hub, m) for m in rest]
+    out = []
+    for a, b in dict.fromkeys(wanted):
+        e = _pair_edge(summaries[a], summaries[b], a, b, max_spread_ns, max_skew_ns)
+        if e is not None:
+            out.append(e)
+    return out
+
+
+def align_graph(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
+                max_skew_ns: int = 100_000_000) -> tuple[list[RankAlignment], list[Edge]]:
+    """Offsets of every summary's rank against the first (the reference), through the group graph."""
+    es = edges(summaries, max_spread_ns, max_skew_ns)
+    adj: dict[int, list[tuple[Edge, int, int]]] = {}
+    for e in es:  # (edge, neighbour, sign of its diff seen from this side)
+        adj.setdefault(e.a, []).append((e, e.b, 1))
+        adj.setdefault(e.b, []).append((e, e.a, -1))
+    # least accumulated variance first (Dijkstra); ties to fewer hops, then lower index
+    best: dict[int, tuple[float, int]] = {0: (0.0, 0)}
+    how: dict[int, tuple[int, Edge, int]] = {}
+    heap: list[tuple[float, int, int]] = [(0.0, 0, 0)]
+    while heap:
+        var, hops, i = heapq.heappop(heap)
+        if best.get(i, (np.inf, 0)) < (var, hops):
+            continue
+        for e, j, _sign in adj.get(i, []):
+            cand = (var + (0.0 if e.shared else float(e.error_ns) ** 2), hops + 1)
+            if cand < best.get(j, (np.inf, 1 << 30)):
+                best[j] = cand
+                how[j] = (i, e, _sign)
+                heapq.heappush(heap, (cand[0], cand[1], j))
+    ref = summaries[0]
+    out = [RankAlignment(ref.identity.claimed_rank, 0, 0, METHOD_REFERENCE, len(ref.collectives["end_ns"]), 0, 0)]
+    for j in range(1, len(summaries)):
+        rank = summaries[j].identity.claimed_rank
+        if j not in how:
+            out.append(RankAlignment(rank, None, None, METHOD_UNREACHED, 0))
+            continue
+        path: list[tuple[int, Edge, int]] = []
+        k = j
+        while k != 0:
+            path.append(how[k])
+            k = how[k][0]
+        path.reverse()
+        offset = sum(sign * e.diff_ns for _i, e, sign in path)
+        unc2 = sum(float(e.error_ns) ** 2 for _i, e, _s in path if not e.shared)
+        spread2 = sum(e.spread_ns ** 2 for _i, e, _s in path if not e.shared)
+        last = path[-1][1]
+        res = max(_resolution(summaries[j]), _resolution(ref))
+        if all(e.shared for _i, e, _s in path):
+            out.append(RankAlignment(rank, 0, 0, METHOD_SHARED, last.n, 0, 0))
+            continue
+        method = last.method
+        if len(path) > 1:
+            via = " -> ".join(str(summaries[i].identity.claimed_rank) for i, _e, _s in path[1:])
+            method += f"; through the process-group graph via rank {via} (errors added along the path)"
+        out.append(RankAlignment(rank, int(offset), int(max(np.sqrt(unc2), res)), method, last.n,
+                                 last.shift if len(path) == 1 else 0, int(max(np.sqrt(spread2), res))))
+    return out, es
+
+
+def instances(summaries: list[RankSummary], es: list[Edge]) -> np.ndarray:
+    """Rows (ranks x instances) of the calls that are one collective instance, -1 where a rank has none.
+
+    Calls linked by matched pairs are one instance (connected components of the pair graph, by label
+    propagation with pointer jumping: a few vectorized passes, not a loop per call). An instance keeps at
+    most one call per rank (its earliest) and needs two ranks or more."""
+    sizes = np.array([len(s.collectives["end_ns"]) for s in summaries], dtype=np.int64)
+    base = np.concatenate(([0], np.cumsum(sizes)))
+    us, vs = [], []
+    for e in es:
+        for pa, pb in e.pairs.values():
+            us.append(pa.astype(np.int64) + base[e.a])
+            vs.append(pb.astype(np.int64) + base[e.b])
+    total = int(base[-1])
+    if not us or total == 0:
+        return np.full((len(summaries), 0), -1, dtype=np.int64)
+    u, v = np.concatenate(us), np.concatenate(vs)
+    label = np.arange(total, dtype=np.int64)
+    while True:
+        m = np.minimum(label[u], label[v])
+        new = label.copy()
+        np.minimum.at(new, u, m)
+        np.minimum.at(new, v, m)
+        new = new[new]
+        if np.array_equal(new, label):
+            break
+        label = new
+    linked = np.zeros(total, dtype=bool)
+    linked[u] = linked[v] = True
+    node = np.flatnonzero(linked)
+    owner = np.searchsorted(base, node, side="right") - 1
+    comp, col = np.unique(label[node], return_inverse=True)
+    table = np.full((len(summaries), len(comp)), -1, dtype=np.int64)
+    # earliest call per (rank, instance): write in reverse start order so the earliest wins
+    starts = np.concatenate([s.collectives["start_ns"].astype(np.int64) + epoch_shift(s) for s in summaries])
+    order = np.argsort(-starts[node], kind="stable")
+    table[owner[order], col[order]] = node[order] - base[owner[order]]
+    keep = (table >= 0).sum(axis=0) >= 2
+    return table[:, keep]
