@@ -205,7 +205,9 @@ def _gaps(a: Analysis) -> str:
     g = a.gaps
     if g.empty:
         return ""
-    top = with_fractions(g.nlargest(a.top_gaps, "dur_ns", keep="first"))  # "Other lanes" shows X_frac
+    # Gaps under the smallest judged gap are counted but never listed (a short trace would list 1 ns ones).
+    listed = g[g["dur_ns"].to_numpy() >= a.cfg.min_judged_gap_ns]
+    top = with_fractions(listed.nlargest(a.top_gaps, "dur_ns", keep="first"))  # "Other lanes" shows X_frac
     clocks = {t.index: _clock(t) for t in a.traces}
     rows = []
     for _, r in top.iterrows():
@@ -214,7 +216,9 @@ def _gaps(a: Analysis) -> str:
                      f"**{r['class']}**", md_text(str(r["evidence"])), other_lanes(r)])
     meanings = sorted({c.meaning for c in clocks.values()})
     where = meanings[0] if len(meanings) == 1 else "as each trace's viewer shows it (" + "; ".join(meanings) + ")"
-    return (f"## Largest gaps\n\nThe {len(top)} longest of {len(g):,} compute-idle gaps; start is {where}.\n\n"
+    short = len(g) - len(listed) if len(top) < a.top_gaps else 0  # said only when it shortens the table
+    skipped = f" ({short:,} under {dur(a.cfg.min_judged_gap_ns)}, the smallest judged gap, not listed)" if short else ""
+    return (f"## Largest gaps\n\nThe {len(top)} longest of {len(g):,} compute-idle gaps{skipped}; start is {where}.\n\n"
             + table(["Start", "Duration", "Rank / GPU", "Step", "Class", "Evidence", "Other lanes"], rows,
                     "rrlrlll"))
 
