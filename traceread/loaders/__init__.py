@@ -71,7 +71,8 @@ def expand_paths(paths: list[str | os.PathLike[str]] | tuple[str | os.PathLike[s
     """Each input as trace files: a file stays itself, a directory becomes :func:`trace_files` of it
     (a directory with none raises TraceReadError)."""
     out: list[str] = []
-    for p in map(os.fspath, paths):
+    for item in paths:
+        p = os.fspath(item)
         if os.path.isdir(p):
             found = trace_files(p)
             if not found:
