@@ -28,3 +28,16 @@ def test_api_page_examples_run(capsys) -> None:
 
 def test_readme_links_the_api_page() -> None:
     assert "docs/api.md" in (REPO / "README.md").read_text("utf-8")
+
+
+def test_readme_python_example_runs(capsys) -> None:
+    blocks = BLOCK.findall((REPO / "README.md").read_text("utf-8"))
+    assert blocks
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        for i, code in enumerate(blocks):
+            exec(compile(code, f"README.md python block {i + 1}", "exec"), {"__name__": "__readme__"})  # noqa: S102
+    finally:
+        os.chdir(cwd)
+    assert "## Verdict" in capsys.readouterr().out
