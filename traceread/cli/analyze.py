@@ -29,10 +29,13 @@ def _check_rank_pattern(pattern: str | None) -> None:
 
 def _expand(traces: tuple[str, ...]) -> list[str]:
     """The trace files of the inputs: a directory stands for every trace under it (as ``diff DIR``)."""
-    from traceread.diff.scan_sides import is_scan_output
-
     for path in traces:
-        if os.path.isdir(path) and is_scan_output(path):
+        if not os.path.isdir(path):
+            continue
+        # Imported only for a folder: the diff package is not light (memory-capped runs feel it).
+        from traceread.diff.scan_sides import is_scan_output
+
+        if is_scan_output(path):
             raise UsageError(f"{path}: a `traceread scan` output directory; its reports are under traces/ "
                              "(diff two scan outputs with `traceread diff`)")
     try:
