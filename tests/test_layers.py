@@ -49,7 +49,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # The what-if replay (reserved: not built yet).
     ("whatif", ["traceread.whatif"]),
     # The analysis: runs the pieces above and returns an Analysis.
-    ("analysis", ["traceread.analysis", "traceread.pipeline"]),
+    ("analysis", ["traceread.analysis", "traceread.pipeline", "traceread.scope"]),
     # Renderers read an Analysis (Markdown, JSON, pictures, Perfetto); serialization lives here.
     ("render", ["traceread.render"]),
     # Many analyses: scanning a tree of traces, comparing two runs.
@@ -57,7 +57,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # The command line only wires the layers below.
     ("cli", ["traceread.cli"]),
     # ``import traceread``: the package's public face (``load``, ``analyze``), exact match only.
-    ("facade", ["traceread"]),
+    ("facade", ["traceread", "traceread.api"]),
 ]
 
 LAYER_INDEX = {prefix: i for i, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes}

@@ -57,6 +57,7 @@ from traceread.vocabulary import (
     HEALTHY,
     IDLE_CAUSES,
     MEMORY_BOUND,
+    NO_GPU_ACTIVITY,
     ONE_TIME_COST,
     PARTS,
     UNATTRIBUTED,
@@ -66,7 +67,7 @@ from traceread.vocabulary import (
     share_col,
 )
 
-__all__ = ["Attribution", "Verdict", "attribute", "verdict", "table_verdict", "shares_of", "evidence_split",
+__all__ = ["Attribution", "Verdict", "attribute", "verdict", "table_verdict", "pooled_verdict", "shares_of", "evidence_split",
            "dominant_evidence", "dominant_idle", "BUSY_PARTS", "PARTS", "VERDICTS", "part_col", "share_col"]
 
 
@@ -306,6 +307,15 @@ def table_verdict(table: pd.DataFrame, cfg: Thresholds) -> Verdict:
     them; ``unattributed`` at 0% when there is no step time."""
     shares = shares_of(table)
     return verdict(shares, cfg) if shares is not None else Verdict(UNATTRIBUTED, 0.0)
+
+
+def pooled_verdict(table: pd.DataFrame, cfg: Thresholds, member_causes: list[str]) -> Verdict:
+    """The verdict of several analysed members pooled (a scan job's traces, a diff side's captures):
+    :func:`table_verdict` of their units, or ``no-gpu-activity`` when every member had none, as
+    ``analyze`` gives the same files together."""
+    if member_causes and all(c == NO_GPU_ACTIVITY for c in member_causes):
+        return Verdict(NO_GPU_ACTIVITY, 0.0)
+    return table_verdict(table, cfg)
 
 
 def dominant_idle(shares: Mapping[str, float], cfg: Thresholds) -> tuple[str, float]:

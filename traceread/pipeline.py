@@ -46,9 +46,10 @@ ATTR_COLUMNS = UNIT + ["step_ns"] + [part_col(p) for p in PARTS]
 class LaunchStats:
     """Launch figures of a run where launch-bound is the dominant or a large second cause.
 
-    The launch-bound gaps (count, total, median; launch calls inside them when the engine counted
-    them), then the kernel table's launch statistics of the first trace that has kernels (None where
-    that trace could not say): kernels shorter than their launch call, launch-to-start latency.
+    One scope for every figure: the first trace that has kernels (``trace``, its index, set when the
+    analysis has several inputs; None with one). Its launch-bound gaps (count, total, median; launch
+    calls inside them when the engine counted them), then its kernel table's launch statistics
+    (None where it could not say): kernels shorter than their launch call, launch-to-start latency.
     """
 
     launch_bound_gaps: int
@@ -63,6 +64,7 @@ class LaunchStats:
     launch_to_start_p50_ns: int | None = None
     launch_to_start_p90_ns: int | None = None
     launch_to_start_p99_ns: int | None = None
+    trace: int | None = None  # the input these figures are of, when there are several
 
 
 @dataclass
@@ -215,21 +217,15 @@ def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second:
     matters = dominant == "launch-bound" or (second == "launch-bound" and second_share >= cfg.report_second_min_share)
     if not matters or gaps.empty:
         return None
-    lb = gaps[gaps["class"] == "launch-bound"]
-    dur = lb["dur_ns"].to_numpy()
-    out: dict[str, Any] = {  # LaunchStats' fields
-        "launch_bound_gaps": int(len(lb)),
-        "launch_bound_idle_ns": int(dur.sum()),
-        "median_launch_bound_gap_ns": int(np.median(dur)) if len(dur) else 0,
-    }
-    if "launch_count" in lb.columns and len(lb):
-        out["launch_calls_in_those_gaps"] = int(lb["launch_count"].sum())
     from traceread.metrics.kernels import launch_stats as kernel_launch_stats
 
-    for trace in traces:
+    out: dict[str, Any] = {}  # LaunchStats' fields
+    scope = None  # the first trace with kernels: the gap figures are of its gaps (one scope)
+    for index, trace in enumerate(traces):
         st = guarded("launch statistics", functools.partial(kernel_launch_stats, trace), unavailable) or {}
         if not st.get("kernels"):
             continue
+        scope = index
         for key in ("kernels", "shorter_than_launch", "shorter_than_launch_share", "median_kernel_ns",
                     "median_launch_call_ns"):
             if st.get(key) is not None:
@@ -238,4 +234,13 @@ def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second:
             if q in ("p50", "p90", "p99") and v is not None:
                 out[f"launch_to_start_{q}_ns"] = v
         break
+    lb = gaps[gaps["class"] == "launch-bound"]
+    if scope is not None and len(traces) > 1:
+        lb = lb[lb["trace"].to_numpy() == scope]
+        out["trace"] = scope
+    dur = lb["dur_ns"].to_numpy()
+    out.update(launch_bound_gaps=int(len(lb)), launch_bound_idle_ns=int(dur.sum()),
+               median_launch_bound_gap_ns=int(np.median(dur)) if len(dur) else 0)
+    if "launch_count" in lb.columns and len(lb):
+        out["launch_calls_in_those_gaps"] = int(lb["launch_count"].sum())
     return LaunchStats(**out)

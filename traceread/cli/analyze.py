@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import click
@@ -10,7 +11,7 @@ from traceread.analysis import Failure, analyze
 from traceread.cli.options import gates, thresholds, workload_options
 from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
-from traceread.loaders import load
+from traceread.loaders import expand_paths, load
 from traceread.printable import printable
 from traceread.render import write_outputs
 
@@ -26,8 +27,25 @@ def _check_rank_pattern(pattern: str | None) -> None:
         raise UsageError(f"--rank-pattern: {exc}") from None
 
 
+def _expand(traces: tuple[str, ...]) -> list[str]:
+    """The trace files of the inputs: a directory stands for every trace under it (as ``diff DIR``)."""
+    for path in traces:
+        if not os.path.isdir(path):
+            continue
+        # Imported only for a folder: the diff package is not light (memory-capped runs feel it).
+        from traceread.diff.scan_sides import is_scan_output
+
+        if is_scan_output(path):
+            raise UsageError(f"{path}: a `traceread scan` output directory; its reports are under traces/ "
+                             "(diff two scan outputs with `traceread diff`)")
+    try:
+        return expand_paths(traces)
+    except TraceReadError as exc:
+        raise UsageError(str(exc)) from None
+
+
 @click.command("analyze")
-@click.argument("traces", nargs=-1, required=True)
+@click.argument("traces", nargs=-1, required=True)  # files, or directories of them
 @click.option("-o", "--output", "md_path", default="-", metavar="PATH", help="Markdown report file (default: stdout).")
 @json_option
 @click.option("--plot", "plot_path", metavar="PATH",
@@ -46,7 +64,9 @@ def _check_rank_pattern(pattern: str | None) -> None:
 @workload_options
 def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps, top_gaps, fail_on,
             set_items, config_path, warmup_steps, step_range, rank_pattern, workload) -> int:
-    """Diagnose why GPU time is lost: dominant cause, evidence, scoreboard and what to do next."""
+    """Diagnose why GPU time is lost: dominant cause, evidence, scoreboard and what to do next.
+
+    TRACES: trace files, or directories (every trace under one, as `traceread diff DIR` reads it)."""
     cfg, fail_gates = thresholds(config_path, set_items), gates(fail_on)
     _check_rank_pattern(rank_pattern)
     if plot_path:
@@ -54,7 +74,7 @@ def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps
 
         plot_format(plot_path)
     loaded, failures = [], []
-    for path in traces:
+    for path in _expand(traces):
         try:
             loaded.append(load(path, progress=True, step_range=step_range))
         except TraceReadError as exc:

@@ -13,6 +13,7 @@ from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
 from traceread.printable import CONTROL_CHARS, PrintableWriter, printable
+from traceread.render.fmt import ViewerClock, dur
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.steps import find_steps
@@ -38,17 +39,31 @@ def _printable_cells(df: pd.DataFrame) -> pd.DataFrame:
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start
-_TOP_GAP_COLS = ["rank", "device", "step", "start_ns", "dur_ns", "class", "comm_frac", "cpu_runtime_frac",
+_TOP_GAP_COLS = ["rank", "device", "step", "start", "duration", "class", "comm_frac", "cpu_runtime_frac",
                  "sync_frac", "launch_count", "next_kernel_name"]
 
 
-def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[str], top: int) -> str:
-    st = totals[["rank", "device", "step", "step_ns", "busy_ns", "idle_ns", "gap_count"]].copy()
-    st.insert(6, "idle_%", (100 * st["idle_ns"] / st["step_ns"].clip(lower=1)).round(1))
-    lines = [f"steps (source: {source})", *notes, "", st.to_string(index=False), ""]
-    longest = with_fractions(gaps.nlargest(top, "dur_ns"))[_TOP_GAP_COLS].astype({"next_kernel_name": str})
+def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[str], top: int,
+           clock: ViewerClock, min_listed_ns: int) -> str:
+    """The text table: times as the trace's viewer shows them (``clock``), durations in ms/us; the
+    raw ns stay in the JSON and CSV. Gaps under ``min_listed_ns`` (the smallest judged gap) are
+    counted but not listed among the longest: a trace with few gaps would list 1 ns ones."""
+    st = totals[["rank", "device", "step"]].copy()
+    st["start"] = [clock(x) for x in totals["start_ns"].to_numpy()]
+    for col, src in (("step_time", "step_ns"), ("busy", "busy_ns"), ("idle", "idle_ns")):
+        st[col] = [dur(x) for x in totals[src].to_numpy()]
+    st["idle_%"] = (100 * totals["idle_ns"] / totals["step_ns"].clip(lower=1)).round(1).to_numpy()
+    st["gap_count"] = totals["gap_count"].to_numpy()
+    lines = [f"steps (source: {source}); times are {clock.meaning}", *notes, "", st.to_string(index=False), ""]
+    listed = gaps[gaps["dur_ns"].to_numpy() >= min_listed_ns] if len(gaps) else gaps
+    longest = with_fractions(listed.nlargest(top, "dur_ns"))
+    longest = longest.assign(start=[clock(x) for x in longest["start_ns"].to_numpy()],
+                             duration=[dur(x) for x in longest["dur_ns"].to_numpy()])[_TOP_GAP_COLS]
+    longest = longest.astype({"next_kernel_name": str})
     longest["next_kernel_name"] = longest["next_kernel_name"].str.slice(0, _NAME_WIDTH)
-    lines += [f"{len(gaps)} gaps; the {len(longest)} longest:",
+    shorter = len(gaps) - len(listed)
+    skipped = f" ({shorter} under {dur(min_listed_ns)}, the smallest judged gap, not listed)" if shorter else ""
+    lines += [f"{len(gaps)} gaps; the {len(longest)} longest{skipped}:",
               longest.to_string(index=False) if len(longest) else "(none)"]
     return "\n".join(lines)
 
@@ -69,7 +84,7 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
     gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg)
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
-    totals = step_totals(result.steps, gaps)
+    totals = step_totals(result.steps, gaps).assign(start_ns=result.steps["start_ns"].to_numpy())  # same rows
     steps = idle_by_class(result.steps, gaps)
     by_class = steps[[part_col(c) for c in GAP_CLASSES]].to_numpy()
     step_records = steps[_STEP_FIELDS].to_dict("records")
@@ -83,7 +98,9 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
             full_text.to_csv(PrintableWriter(fh), index=False)  # type: ignore[call-overload]
     # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
     # start_ns/end_ns below back to the file and to Unix-epoch time.
-    data = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summarize_trace(0, tr, result.source))],
+    summary = summarize_trace(0, tr, result.source)
+    data = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summary)],
             "steps": step_records,
             "gaps": full.astype({c: str for c in full.select_dtypes("category")}).to_dict("records")}
-    emit(_table(totals, gaps, result.source, result.notes, top), data, json_path)
+    clock = ViewerClock(summary.format, summary.start_ns)
+    emit(_table(totals, gaps, result.source, result.notes, top, clock, cfg.min_judged_gap_ns), data, json_path)

@@ -11,26 +11,9 @@ from __future__ import annotations
 
 import os
 
-from traceread.errors import TraceReadError, UsageError
-from traceread.loaders import load, sniff
+from traceread.errors import UsageError
+from traceread.loaders import load, trace_files
 from traceread.trace import Trace
-
-
-def _trace_files(directory: str) -> list[str]:
-    """Files under ``directory`` that sniff as traces (sorted; hidden files and folders skipped)."""
-    out = []
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            path = os.path.join(root, name)
-            try:
-                sniff(path)
-            except TraceReadError:
-                continue  # not a trace (a README, a job file)
-            out.append(path)
-    return out
 
 
 def load_side(path: str, step_range: str | None = None) -> list[list[Trace]]:
@@ -44,7 +27,7 @@ def load_side(path: str, step_range: str | None = None) -> list[list[Trace]]:
                          "against another scan output only")
     from traceread.ranks import group_jobs, identify
 
-    files = _trace_files(path)
+    files = trace_files(path)
     if not files:
         raise UsageError(f"{path}: no trace files in this directory")
     traces = {f: load(f, progress=True, step_range=step_range) for f in files}

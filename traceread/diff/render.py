@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
 from importlib import resources
 from typing import IO, Any, cast
@@ -21,7 +22,7 @@ from traceread.diff.side import SideFacts
 from traceread.printable import printable
 from traceread.render.fmt import dur, pct, table
 from traceread.render.json_text import plain
-from traceread.render.names import ShortNames, md_name, md_text
+from traceread.render.names import ShortNames, md_code, md_name, md_text
 
 TOP_KERNELS = 12
 TOP_HOST_OPS = 12
@@ -47,7 +48,7 @@ def _side(s: SideFacts) -> dict[str, Any]:
     return {
         "paths": list(s.paths), "formats": list(s.formats), "captures": s.captures, "gpu_models": list(s.gpu_models),
         "world_size": s.world_size, "step_source": list(s.step_sources),
-        "dominant_cause": s.dominant_cause, "dominant_cost_share": s.dominant_cost_share,
+        "dominant_cause": s.dominant_cause, "verdict_scope": _scope_kind(s), "dominant_cost_share": s.dominant_cost_share,
         "median_step_ns": plain(s.median_step_ns),
         "spread": {"min_ns": plain(v.min()) if len(v) else None, "p25_ns": plain(np.percentile(v, 25)) if len(v) else None,
                    "p75_ns": plain(np.percentile(v, 75)) if len(v) else None, "max_ns": plain(v.max()) if len(v) else None,
@@ -109,6 +110,18 @@ def _cnt(x: float) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.2f}".rstrip("0").rstrip(".")
 
 
+def _scope_kind(s: SideFacts) -> str:
+    """What a side's verdict speaks for (``traceread.scope``): one trace file, or one job."""
+    return "trace" if len(s.paths) == 1 else "job"
+
+
+def _scope_text(s: SideFacts) -> str:
+    if _scope_kind(s) == "trace":
+        return f"the trace {md_code(os.path.basename(s.paths[0]))}"
+    pooled = f", {s.captures} captures pooled" if s.captures > 1 else ""
+    return f"the job of {len(s.paths)} traces ({s.ranks} rank(s){pooled})"
+
+
 def _md_steps(d: Diff) -> list[str]:
     b, a = d.before, d.after
     rows = []
@@ -123,6 +136,9 @@ def _md_steps(d: Diff) -> list[str]:
     out = ["## Step time", "",
            table(["side", "steady steps", "median step", "p25 - p75", "tokens/s", "MFU / HFU", "dominant cause", "cost"],
                  rows, "lrrrrrlr"), ""]
+    out.append(f"The dominant cause before is for {_scope_text(b)}, after for {_scope_text(a)}: the verdict "
+               "`traceread analyze` gives the same files.")
+    out.append("")
     for s in (b, a):
         if len(s.step_values):
             out.append(f"Per-step times {s.label}: " + ", ".join(dur(x) for x in s.step_values[:40]) +

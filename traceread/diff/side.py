@@ -25,7 +25,7 @@ import pandas as pd
 
 from traceread import schema
 from traceread.analysis import Analysis
-from traceread.attribution import table_verdict
+from traceread.attribution import pooled_verdict
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
 from traceread.host_calls import PROFILER_STEP_PREFIX
@@ -197,7 +197,7 @@ def capture_from_reports(reports: list[dict[str, Any]], cfg: Thresholds,
     if len(reports) == 1:
         dominant, share = reports[0].get("dominant_cause", "unattributed"), reports[0].get("dominant_cost_share", 0.0)
     else:
-        run = table_verdict(attribution, cfg)  # the verdict analyze gives the same units
+        run = pooled_verdict(attribution, cfg, [str(d.get("dominant_cause", "")) for d in reports])  # analyze's
         dominant, share = run.cause, run.share
     mfus = [d["mfu"] for d in reports if d.get("mfu")]
     opt = mfus[0].get("timing", {}).get("optimizer_steps_per_profiler_step") if mfus else None
@@ -311,7 +311,7 @@ def summarize_side(label: str, captures: list[Capture], workload: Any, cfg: Thre
     if len(captures) == 1:
         dominant, share = captures[0].dominant_cause, captures[0].dominant_cost_share
     else:
-        run = table_verdict(attribution, cfg)  # the verdict analyze gives the same units
+        run = pooled_verdict(attribution, cfg, [c.dominant_cause for c in captures])  # analyze's, same units
         dominant, share = run.cause, run.share
     analysed = sum(_unit_steps(c) for c in captures)  # per-step parts are means per device and step
     total = float(attribution["step_ns"].sum()) if len(attribution) else 0.0

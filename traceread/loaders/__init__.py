@@ -46,6 +46,43 @@ def sniff(path: str) -> str:
     raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export)")
 
 
+def trace_files(directory: str | os.PathLike[str]) -> list[str]:
+    """Files under ``directory`` that sniff as traces, sorted (hidden files and folders skipped).
+
+    What a directory given in place of a trace means, for ``analyze``, ``diff`` and
+    ``traceread.analyze`` alike: every trace under it (a README or a job file is left out).
+    """
+    out = []
+    for root, dirs, files in os.walk(os.fspath(directory)):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = os.path.join(root, name)
+            try:
+                sniff(path)
+            except TraceReadError:
+                continue  # not a trace (a README, a job file)
+            out.append(path)
+    return out
+
+
+def expand_paths(paths: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]) -> list[str]:
+    """Each input as trace files: a file stays itself, a directory becomes :func:`trace_files` of it
+    (a directory with none raises TraceReadError)."""
+    out: list[str] = []
+    for item in paths:
+        p = os.fspath(item)
+        if os.path.isdir(p):
+            found = trace_files(p)
+            if not found:
+                raise TraceReadError(p, "no trace files in this directory")
+            out += found
+        else:
+            out.append(p)
+    return out
+
+
 def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: str | None = None,
          decoders: int | None = None) -> Trace:
     """Load one trace file into the normalized frame.

@@ -2,7 +2,8 @@
 
 :class:`Workload` holds the MFU inputs a user gives once, on the command line (the flags of
 ``traceread.cli.options.workload_options``) or in a small TOML file (``--job job.toml``; keys as the
-flags without dashes, at the top level or in a ``[job]`` table). Command-line flags override the file.
+flags without dashes, at the top level or in a ``[job]`` table; every key in docs/job-file.md). Command-line flags
+override the file.
 Inconsistent combinations (two token counts that disagree, ``--recompute full`` with a factor,
 attention FLOPs without the model shape) are a :class:`~traceread.errors.UsageError`.
 """

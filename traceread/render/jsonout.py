@@ -22,6 +22,7 @@ from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.render import json_text
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
+from traceread.scope import analysis_scope
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ def to_report(a: Analysis) -> dict[str, Any]:
         "dominant_evidence": a.dominant_evidence,
         "second_cause": a.second_cause,
         "second_cost_share": a.second_cost_share,
+        "verdict_scope": analysis_scope(a).to_dict(),
         "removal": plain(removal_record(a.removal)) if a.removal is not None else None,
         "mfu": plain(mfu_record(a.mfu)) if a.mfu is not None else None,
         "mfu_hint": a.mfu_hint or None,

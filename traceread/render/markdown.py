@@ -14,12 +14,14 @@ import numpy as np
 import pandas as pd
 
 from traceread.analysis import Analysis
+from traceread.attribution import verdict
 from traceread.config import Thresholds
 from traceread.gaps import with_fractions
 from traceread.printable import printable
 from traceread.render import advice, jobsection, jsonout
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
+from traceread.scope import analysis_scope
 from traceread.vocabulary import BUSY_PARTS, CAPTURE_BOUNDARY, GAP_CLASSES, PARTS, UNCLASSIFIED, part_col
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them
@@ -105,7 +107,9 @@ def _verdict(a: Analysis) -> str:
         whole = "over 99%" if 0.995 <= edge / total < 1 else f"{edge / total:.0%}"
         text += (f" Shares here are of the captured step time: {whole} of step time lies at the "
                  "capture's edges (capture-boundary, not a cause; see the notes).")
-    return "## Verdict\n\n" + md_text(text)
+    scope = analysis_scope(a)  # which units the verdict sums (trace, job or all inputs)
+    said = md_text("This verdict is " + scope.text(lambda _: "NAMEMARK") + ".").replace("NAMEMARK", md_code(scope.name))
+    return "## Verdict\n\n" + md_text(text) + "\n\n" + said
 
 
 def _scoreboard(a: Analysis) -> str:
@@ -163,7 +167,8 @@ def _where(a: Analysis) -> str:
     lines.append(table(["Part of step time", "Time", "Share", ""], rows, "lrrl"))
     if len(a.attribution) > 1:
         lines += ["", "Per rank and GPU:", ""]
-        headers = ["Rank / GPU", "Median step", "Busy", "Idle"] + list(GAP_CLASSES) + ["Largest idle"]
+        # The last column is each rank/GPU's own verdict, by the rule that gives the run's.
+        headers = ["Rank / GPU", "Median step", "Busy", "Idle"] + list(GAP_CLASSES) + ["Verdict of the rank/GPU"]
         steady = a.steady_steps()
         # Medians of every unit at once (a mask per row would be quadratic in the number of GPUs).
         medians = (steady["end_ns"] - steady["start_ns"]).astype(np.float64).groupby(
@@ -174,9 +179,9 @@ def _where(a: Analysis) -> str:
             step_ns = float(r["step_ns"]) or 1.0
             busy = sum(r[part_col(p)] for p in BUSY_PARTS) / step_ns
             shares = {c: r[part_col(c)] / step_ns for c in GAP_CLASSES}
-            top = max(shares, key=shares.__getitem__)
+            own = verdict({p: r[part_col(p)] / step_ns for p in PARTS}, a.cfg)
             rows.append([md_text(_label(a, r)), ms(med), pct(busy), pct(1 - busy)]
-                        + [pct(shares[c]) for c in GAP_CLASSES] + [f"{top} {bar(shares[top], 10)}"])
+                        + [pct(shares[c]) for c in GAP_CLASSES] + [f"{own.cause} {bar(own.share, 10)}"])
         lines.append(table(headers, rows, "lrrr" + "r" * len(GAP_CLASSES) + "l"))
     return "\n".join(lines)
 
@@ -209,7 +214,9 @@ def _gaps(a: Analysis) -> str:
     g = a.gaps
     if g.empty:
         return ""
-    top = with_fractions(g.nlargest(a.top_gaps, "dur_ns", keep="first"))  # "Other lanes" shows X_frac
+    # Gaps under the smallest judged gap are counted but never listed (a short trace would list 1 ns ones).
+    listed = g[g["dur_ns"].to_numpy() >= a.cfg.min_judged_gap_ns]
+    top = with_fractions(listed.nlargest(a.top_gaps, "dur_ns", keep="first"))  # "Other lanes" shows X_frac
     clocks = {t.index: _clock(t) for t in a.traces}
     rows = []
     for _, r in top.iterrows():
@@ -218,7 +225,9 @@ def _gaps(a: Analysis) -> str:
                      f"**{r['class']}**", md_text(str(r["evidence"])), other_lanes(r)])
     meanings = sorted({c.meaning for c in clocks.values()})
     where = meanings[0] if len(meanings) == 1 else "as each trace's viewer shows it (" + "; ".join(meanings) + ")"
-    return (f"## Largest gaps\n\nThe {len(top)} longest of {len(g):,} compute-idle gaps; start is {where}.\n\n"
+    short = len(g) - len(listed) if len(top) < a.top_gaps else 0  # said only when it shortens the table
+    skipped = f" ({short:,} under {dur(a.cfg.min_judged_gap_ns)}, the smallest judged gap, not listed)" if short else ""
+    return (f"## Largest gaps\n\nThe {len(top)} longest of {len(g):,} compute-idle gaps{skipped}; start is {where}.\n\n"
             + table(["Start", "Duration", "Rank / GPU", "Step", "Class", "Evidence", "Other lanes"], rows,
                     "rrlrlll"))
 
@@ -232,15 +241,26 @@ def _kernels(a: Analysis) -> str:
     k = a.kernels
     name_c, total_c = _col(k, "name", "kernel"), _col(k, "total_ns", "gpu_ns", "time_ns")
     if len(k) and name_c and total_c:
-        top = k.nlargest(TOP_KERNELS, total_c, keep="first")
         cls_c, cnt_c = _col(k, "class", "kernel_class", "cls"), _col(k, "count", "calls", "n")
+        inputs = int(k["trace"].nunique()) if "trace" in k.columns else 1
+        if inputs > 1 and cnt_c:
+            # Several inputs (ranks): one row per kernel, summed, with the number of inputs it ran in,
+            # instead of the same collective kernel once per rank.
+            keys = [name_c] + ([cls_c] if cls_c else [])
+            k = k.groupby(keys, sort=False, observed=True).agg(
+                **{cnt_c: (cnt_c, "sum"), total_c: (total_c, "sum"), "inputs": ("trace", "nunique")}).reset_index()
+        top = k.nlargest(TOP_KERNELS, total_c, keep="first")
         all_ns = float(k[total_c].sum()) or 1.0
         short = ShortNames(k[name_c].astype(str), shown=top[name_c].astype(str))  # distinct kernels stay distinct rows
         rows = [[md_name(r[name_c], short=short), md_text(r[cls_c]) if cls_c else "", f"{int(r[cnt_c]):,}" if cnt_c else "",
                  ms(r[total_c]), dur(r[total_c] / max(int(r[cnt_c]), 1)) if cnt_c else "", pct(r[total_c] / all_ns)]
+                + ([f"{int(r['inputs'])} of {inputs}"] if "inputs" in top.columns else [])
                 for _, r in top.iterrows()]
-        parts.append("### Top kernels by GPU time\n\n" + table(
-            ["Kernel", "Class", "Count", "Total", "Mean", "Share"], rows, "llrrrr"))
+        many = "inputs" in top.columns
+        parts.append("### Top kernels by GPU time\n\n"
+                     + (f"Summed over the {inputs} inputs; 'Inputs' counts those it ran in.\n\n" if many else "")
+                     + table(["Kernel", "Class", "Count", "Total", "Mean", "Share"] + (["Inputs"] if many else []),
+                             rows, "llrrrr" + ("r" if many else "")))
     c = a.collectives
     if len(c) and "trace" in c.columns and len(c.columns) > 1:
         # Columns the trace did not record (message size, group) stay out rather than sit empty.
@@ -257,8 +277,10 @@ def _kernels(a: Analysis) -> str:
     if a.launch_stats is not None:
         rows = [[md_text(key.removesuffix("_ns").replace("launch_bound", "launch-bound").replace("_", " ")),
                  _stat(key, v)]
-                for key, v in jsonout.launch_stats_record(a.launch_stats).items()]
-        parts.append("### Launch statistics\n\n" + table(["", ""], rows, "lr"))
+                for key, v in jsonout.launch_stats_record(a.launch_stats).items() if key != "trace"]
+        one = a.launch_stats.trace  # several inputs: every figure is of one of them
+        scope = "" if one is None else f"Of {md_code(a.traces[one].name)}, gaps and kernels alike.\n\n"
+        parts.append("### Launch statistics\n\n" + scope + table(["", ""], rows, "lr"))
     return "## Kernels, collectives and launches\n\n" + "\n\n".join(parts) if parts else ""
 
 

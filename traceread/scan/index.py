@@ -66,7 +66,9 @@ def index_markdown(doc: dict[str, Any]) -> str:
              f"{s['traces_ok']} traces analysed in {len(doc['jobs'])} jobs; {len(doc['failures'])} failed, "
              f"{len(doc['not_traces'])} not traces, {sum(s['skipped'].values())} other files skipped "
              f"([failures](failures.md)). Sorted by the GPU time the dominant cause costs, worst first; "
-             "GPU time lost = idle GPU-seconds of that class summed over the job's GPUs.", ""]
+             "GPU time lost = idle GPU-seconds of that class summed over the job's GPUs. A job's verdict sums its "
+             "traces' rank/GPU pairs (the verdict `traceread analyze` gives those traces together); a trace's "
+             "verdict is that file's alone.", ""]
     if doc["jobs"]:
         lines += ["## Jobs", ""]
         rows = [[f"[{md_text(j['job'])}]({j['link_md']})", j["ranks_text"], md_text(", ".join(j["gpus"])),
@@ -74,7 +76,7 @@ def index_markdown(doc: dict[str, Any]) -> str:
                  f"**{j['dominant_cause']}** {_pct(j['dominant_cost_share'])}", _s(j["dominant_lost_ns"]),
                  _pct(j["mfu"]), md_text(_lost(j)), md_text(j.get("stragglers_text", ""))]
                 for j in doc["jobs"]]
-        lines.append(table(["Job", "Ranks", "GPU", "Steps", "Median step", "Idle", "Dominant cause",
+        lines.append(table(["Job", "Ranks", "GPU", "Steps", "Median step", "Idle", "Verdict of the job",
                             "Lost GPU-s", "MFU", "Lost GPU-s by cause", "Stragglers"], rows,
                            "lllrrrlrrll"))
     if doc["traces"]:
@@ -83,7 +85,7 @@ def index_markdown(doc: dict[str, Any]) -> str:
                  md_text(", ".join(t["gpus"])), str(t["steps"]), _ms(t["median_step_ns"]), _pct(t["idle_share"]),
                  f"**{t['dominant_cause']}** {_pct(t['dominant_cost_share'])}", _s(t["dominant_lost_ns"]),
                  _pct(t["mfu"])] for t in doc["traces"]]
-        lines.append(table(["Trace", "Job", "Rank/world", "GPU", "Steps", "Median step", "Idle", "Dominant cause",
+        lines.append(table(["Trace", "Job", "Rank/world", "GPU", "Steps", "Median step", "Idle", "Verdict of the trace",
                             "Lost GPU-s", "MFU"], rows, "llllrrrlrr"))
     return "\n".join(lines) + "\n"
 

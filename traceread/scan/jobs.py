@@ -50,7 +50,7 @@ def trace_index_row(o: Outcome, job: str) -> dict[str, Any]:
 
 def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
     """The job's lost GPU time per cause, its dominant cause and share (the analyze verdict over its units)."""
-    from traceread.attribution import table_verdict
+    from traceread.attribution import pooled_verdict
 
     rows = [u for o in members for u in o.row.get("units", [])]
     sums = {p: sum(u.get(part_col(p), 0) for u in rows) for p in PARTS}  # plain sums: most jobs have one trace
@@ -60,7 +60,7 @@ def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
         dom, share = members[0].row["dominant_cause"], members[0].row["dominant_cost_share"]
     else:
         units = pd.DataFrame(rows, columns=["rank", "device", "step_ns"] + [part_col(p) for p in PARTS])
-        run = table_verdict(units, cfg)  # the verdict analyze gives the same units
+        run = pooled_verdict(units, cfg, [o.row["dominant_cause"] for o in members])  # analyze's, same units
         dom, share = run.cause, run.share
     medians = [o.row["median_step_ns"] for o in members if o.row.get("median_step_ns") is not None]
     mfus = [o.row["mfu"] for o in members if o.row.get("mfu") is not None]
@@ -193,7 +193,8 @@ def job_markdown(j: dict[str, Any], section: str) -> str:
 
     lost = sorted(((v, c) for c, v in j["lost_ns"].items() if v > 0), reverse=True)
     lines = [f"# Job {md_text(j['job'])}", "",
-             f"{len(j['traces'])} trace(s), {j['devices']} GPU(s). Dominant cause: **{j['dominant_cause']}**, "
+             f"{len(j['traces'])} trace(s), {j['devices']} GPU(s). Verdict for the job (its traces together, as "
+             f"`traceread analyze` gives it): **{j['dominant_cause']}**, "
              f"{100 * j['dominant_cost_share']:.1f}% of step time"
              + (f"; MFU {100 * j['mfu']:.1f}% (lowest of its ranks)" if j.get("mfu") is not None else "") + "."]
     if lost:

@@ -1,0 +1,230 @@
+"""The Python API: ``traceread.load`` and ``traceread.analyze`` (docs/api.md has the examples).
+
+A trace can be given everywhere as a path (``str`` or ``os.PathLike``), a loaded
+:class:`~traceread.trace.Trace`, a directory (every trace under it, as ``traceread analyze DIR``
+reads it) or a list of any of these. :func:`analyze` returns a :class:`Report`: the analysis'
+DataFrames with the input's path next to each ``trace`` index, the verdict and what it speaks for,
+and ``to_markdown()`` / ``to_json()`` (the same text as ``traceread analyze`` and ``--json``).
+
+This module is the package's facade (``tests/test_layers.py``): it may import any layer, and
+imports each one only when a function needs it, so ``import traceread`` stays cheap and
+``traceread.load`` never imports the analysis or the renderers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from traceread.analysis import Analysis, TraceSummary
+    from traceread.attribution import Verdict
+    from traceread.config import Thresholds
+    from traceread.metrics.workload import Workload
+    from traceread.scope import VerdictScope
+    from traceread.trace import Trace
+
+PathLike = Union[str, "os.PathLike[str]"]
+Source = Union[PathLike, "Trace"]
+
+__all__ = ["load", "analyze", "Report"]
+
+
+def load(source: PathLike | Iterable[PathLike], *, step_range: str | None = None,
+         progress: bool = False) -> Trace | list[Trace]:
+    """Load traces into the normalized events frame (``Trace.events``, documented in ``traceread.schema``).
+
+    One file gives one :class:`~traceread.trace.Trace`; a directory or a list gives a list of them
+    (a directory: every trace file under it, sorted). ``step_range`` names an NVTX range that marks
+    a step (Nsight Systems input); ``progress`` draws a progress bar on standard error.
+    Unreadable input raises :class:`traceread.errors.TraceReadError`.
+    """
+    from traceread.loaders import expand_paths
+    from traceread.loaders import load as load_one
+
+    if isinstance(source, (str, os.PathLike)) and not os.path.isdir(source):
+        return load_one(source, progress=progress, step_range=step_range)
+    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    return [load_one(p, progress=progress, step_range=step_range) for p in expand_paths(items)]
+
+
+def _traces(source: Source | Iterable[Source], step_range: str | None) -> list[Trace]:
+    from traceread.trace import Trace
+
+    if isinstance(source, Trace):
+        return [source]
+    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    out: list[Trace] = []
+    for item in items:
+        if isinstance(item, Trace):
+            out.append(item)
+        else:
+            got = load(item, step_range=step_range)
+            out += got if isinstance(got, list) else [got]
+    if not out:
+        from traceread.errors import UsageError
+
+        raise UsageError("no traces given")
+    return out
+
+
+def analyze(source: Source | Iterable[Source], *, job: PathLike | Mapping[str, Any] | Workload | None = None,
+            thresholds: Mapping[str, Any] | Thresholds | None = None, top_gaps: int = 10,
+            warmup_steps: int | None = None, step_range: str | None = None,
+            rank_pattern: str | None = None) -> Report:
+    """Diagnose ``source`` (a path, a :class:`~traceread.trace.Trace`, a directory, or a list of them;
+    several traces are analysed together, as ``traceread analyze A B``) and return a :class:`Report`.
+
+    ``job``: the MFU inputs, as a ``job.toml`` path, a mapping of its keys (``{"params": 7e9,
+    "global_batch": 512, "seq_len": 4096, "dtype": "bf16"}``; docs/job-file.md) or a
+    ``Workload``. ``thresholds``: overrides by name (``{"healthy_max_idle": 0.05}``, as ``--set``)
+    or a ``traceread.config.Thresholds``. The other arguments are the ``analyze`` options.
+    """
+    from traceread.analysis import analyze as run
+    from traceread.config import Thresholds
+
+    traces = _traces(source, step_range)
+    cfg = thresholds if isinstance(thresholds, Thresholds) else Thresholds().with_overrides(dict(thresholds or {}))
+    result = run(traces, workload=_workload(job), cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
+                 step_range=step_range, rank_pattern=rank_pattern)
+    return Report(result)
+
+
+def _workload(job: PathLike | Mapping[str, Any] | Workload | None) -> Workload | None:
+    from traceread.metrics.workload import Workload, coerce_field, make_workload, read_workload_file
+
+    if job is None or isinstance(job, Workload):
+        return job
+    if isinstance(job, (str, os.PathLike)):
+        return make_workload(read_workload_file(os.fspath(job)), {})
+    values = {k.replace("-", "_"): v for k, v in job.items()}
+    return make_workload({k: coerce_field(k, v, "job: ") for k, v in values.items()}, {})
+
+
+@dataclass(frozen=True, eq=False)
+class Report:
+    """The result of :func:`analyze`: DataFrames, the verdict, and the report as Markdown or JSON.
+
+    Every frame has a ``trace`` column (the input's index in :attr:`traces`, in the order given)
+    followed by ``path`` (that input's file). Times are int64 ns in each trace's own time base.
+
+    * :attr:`steps`: one row per trace, rank, device and step (``busy_ns``, ``idle_ns``, ``warmup``,
+      ``outlier``, ``<class>_ns`` idle by gap class).
+    * :attr:`gaps`: every compute-idle gap with its ``class``, ``evidence`` (the sentence) and
+      ``evidence_kind``, and what overlapped it (``comm_ns``, ``sync_ns``...).
+    * :attr:`kernels`: the kernel table (name, class, count, total and mean ns) per trace.
+    * :attr:`attribution`: one row per rank/GPU: ``step_ns`` and ``<part>_ns`` for every part of step
+      time (busy and idle by class; they sum to ``step_ns``).
+    * :attr:`collectives`: the collective table per trace.
+    * :attr:`verdict` and :attr:`scope`: the dominant cause and what it speaks for (one trace, one
+      job, or several inputs together); :meth:`rank_verdicts` gives each rank/GPU's own.
+    * :attr:`whatif`: the what-if predictions when this traceread has them, else None.
+
+    Anything else of the underlying :class:`~traceread.analysis.Analysis` (``mfu``, ``removal``,
+    ``notes``, ``job``...) is reachable as an attribute of the report, or as :attr:`analysis`.
+    """
+
+    analysis: Analysis
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.analysis, name)
+
+    # --- frames ------------------------------------------------------------------------------------
+    def _with_path(self, df: pd.DataFrame) -> pd.DataFrame:
+        if "trace" not in df.columns or "path" in df.columns:
+            return df
+        paths = {t.index: t.path for t in self.analysis.traces}
+        out = df.copy()
+        out.insert(out.columns.get_loc("trace") + 1, "path", out["trace"].map(paths))
+        return out
+
+    @property
+    def traces(self) -> tuple[TraceSummary, ...]:
+        """One entry per input (index, path, format, devices, ranks, time base...)."""
+        return self.analysis.traces
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        return self._with_path(self.analysis.steps)
+
+    @property
+    def gaps(self) -> pd.DataFrame:
+        return self._with_path(self.analysis.gaps)
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        return self._with_path(self.analysis.kernels)
+
+    @property
+    def attribution(self) -> pd.DataFrame:
+        return self._with_path(self.analysis.attribution)
+
+    @property
+    def collectives(self) -> pd.DataFrame:
+        return self._with_path(self.analysis.collectives)
+
+    @property
+    def whatif(self) -> Any:
+        """The what-if predictions (``Analysis.whatif``) when this version computes them, else None."""
+        return getattr(self.analysis, "whatif", None)
+
+    # --- verdict -----------------------------------------------------------------------------------
+    @property
+    def verdict(self) -> Verdict:
+        """The dominant cause and its share of step time, and the runner-up (``attribution.Verdict``)."""
+        from traceread.attribution import Verdict
+
+        a = self.analysis
+        return Verdict(a.dominant_cause, a.dominant_cost_share, a.second_cause, a.second_cost_share)
+
+    @property
+    def scope(self) -> VerdictScope:
+        """What :attr:`verdict` speaks for: ``kind`` trace, job or inputs, its ``name``, traces and units."""
+        from traceread.scope import analysis_scope
+
+        return analysis_scope(self.analysis)
+
+    def rank_verdicts(self) -> pd.DataFrame:
+        """Each rank/GPU's own verdict, by the rule that gives the run's: ``trace, path, rank, device,
+        cause, share``."""
+        import pandas as pd
+
+        from traceread.attribution import verdict
+        from traceread.vocabulary import PARTS, part_col
+
+        rows = []
+        for _, r in self.attribution.iterrows():  # one row per rank/GPU: few
+            step = float(r["step_ns"]) or 1.0
+            v = verdict({p: float(r[part_col(p)]) / step for p in PARTS}, self.analysis.cfg)
+            rows.append({"trace": int(r["trace"]), "path": r["path"], "rank": int(r["rank"]),
+                         "device": int(r["device"]), "cause": v.cause, "share": v.share})
+        return pd.DataFrame(rows, columns=["trace", "path", "rank", "device", "cause", "share"])
+
+    # --- text --------------------------------------------------------------------------------------
+    def to_markdown(self) -> str:
+        """The Markdown report, as ``traceread analyze`` prints it."""
+        from traceread.render.markdown import to_markdown
+
+        return to_markdown(self.analysis)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report as plain data (``traceread/data/report.schema.json``)."""
+        from traceread.render.jsonout import to_report
+
+        return to_report(self.analysis)
+
+    def to_json(self) -> str:
+        """The JSON report, as ``traceread analyze --json`` writes it."""
+        from traceread.render.jsonout import dumps
+
+        return dumps(self.analysis).decode("utf-8")
+
+    def __repr__(self) -> str:
+        v, s = self.verdict, self.scope
+        return f"<traceread.Report {v.cause} {v.share:.0%} {s.text()}>"
