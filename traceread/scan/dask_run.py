@@ -91,7 +91,7 @@ def run_on_dask(address: str, tasks: list[Task], settings: Settings, workers: in
                 done = set()
             for fut in done:
                 pending.discard(fut)
-                yield _outcome(fut, by_key[fut.key][1])
+                yield _late(_outcome(fut, by_key[fut.key][1]), trace_timeout_s)
                 fut.release()
             if pending:
                 yield from _police(client, by_key, pending, started, trace_timeout_s)
@@ -99,6 +99,17 @@ def run_on_dask(address: str, tasks: list[Task], settings: Settings, workers: in
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _late(o: Outcome, timeout_s: float) -> Outcome:
+    """A file whose analysis ran past the limit is a failure even when it finished before the client
+    could stop it: a worker busy in compiled code answers the client's question late, and the local
+    pool, which watches its workers without asking them, would have stopped it."""
+    if o.status != "ok" or o.seconds <= timeout_s:
+        return o
+    return Outcome(rel=o.rel, path=o.path, status="failed",
+                   problem=f"took longer than --trace-timeout {timeout_s:g} s (its analysis finished after "
+                           f"{o.seconds:.1f} s, before it could be stopped)")
 
 
 def _outcome(fut, task: Task) -> Outcome:  # noqa: ANN001
