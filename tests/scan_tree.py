@@ -14,9 +14,10 @@ from tracesynth.nsys_writer import write_nsys
 from tracesynth.planted import PlantSpec, plant
 
 # rel path -> expected outcome: "ok", "failed", "not-trace" (permission-denied only when not root)
-GOOD = ("jobK/train.rank0.pt.trace.json", "jobK/train.rank1.pt.trace.json.gz", "nsys/run.sqlite",
-        "crashed/train.rank0.json.tmp")
-FAILED = ("broken/corrupt.json.gz", "broken/empty.pt.trace.json", "links/dangling.json", "broken/capture.nsys-rep")
+GOOD = ("jobK/train.rank0.pt.trace.json", "jobK/train.rank1.pt.trace.json.gz", "nsys/run.sqlite")
+# damaged files of a known format (a crashed run's cut Kineto file, a cut nsys export) are failures
+FAILED = ("broken/corrupt.json.gz", "broken/empty.pt.trace.json", "links/dangling.json", "broken/capture.nsys-rep",
+          "crashed/train.rank0.json.tmp", "broken/truncated.sqlite")
 NOT_TRACES = ("broken/settings.json", "broken/cache.sqlite")
 UNREADABLE = "broken/locked.json"
 
@@ -41,6 +42,8 @@ def make_tree(root: Path, seed: int = 3) -> Path:
     b = root / "broken"
     b.mkdir()
     (b / "corrupt.json.gz").write_bytes(b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4)
+    export = (root / "nsys" / "run.sqlite").read_bytes()
+    (b / "truncated.sqlite").write_bytes(export[: len(export) // 2])  # a copy cut short
     (b / "empty.pt.trace.json").write_bytes(b"")
     (b / "settings.json").write_text('{"lr": 0.1, "layers": 12}\n')
     (b / "capture.nsys-rep").write_bytes(b"QDSTRM-not-really\x00" * 8)

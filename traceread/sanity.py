@@ -87,6 +87,10 @@ def missing_gpu_activity(trace: Trace) -> str:
         return (f"the file is truncated: {launches} launch calls{linked} survive but no kernel, copy or memset "
                 "record does (the cut came before the GPU records, which Kineto writes after the host events); "
                 "no GPU timings to diagnose: use a complete file")
+    if trace.meta.truncated:
+        return ("the file is truncated: no kernel, copy or memset record survives before the cut (Kineto writes "
+                "the GPU records after the host events, so a cut file loses them first); no GPU timings to "
+                "diagnose: use a complete file")
     if launches:
         return (f"kernel records lost: {launches} launch calls{linked}, but not one kernel, copy or memset record: "
                 "the GPU activity was not written (the profiler stopped before its activity buffers were "

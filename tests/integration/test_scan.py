@@ -66,8 +66,8 @@ def test_index_lists_good_traces_failures_and_not_traces(scanned):
     assert skipped["other files"] == 2  # README.txt, loss.csv
     assert skipped["already found through another path (symbolic link)"] == 1  # links/rank0.json
     assert skipped["symbolic link loops (not followed)"] == 1
-    crashed = next(t for t in doc["traces"] if t["path"].startswith("crashed/"))
-    assert crashed["truncated"] is True
+    assert failed["crashed/train.rank0.json.tmp"].startswith("truncated (a damaged file): file ends inside")
+    assert failed["broken/truncated.sqlite"].startswith("not a readable SQLite database")
     # worst first by the GPU time the dominant cause costs
     lost = [t["dominant_lost_ns"] for t in doc["traces"]]
     assert lost == sorted(lost, reverse=True)
@@ -137,7 +137,7 @@ def test_rescan_reuses_every_result_and_touch_is_matched_by_hash(scanned, tmp_pa
     assert res.reused == 0
     log = (work / DIRNAME / "log.jsonl").read_text().splitlines()
     # every file that reached a worker, fresh or failed: not the ones discovery turned away
-    assert len(log) == n_good + 2 + 1  # + corrupt gzip, the .nsys-rep; + settings.json (not a trace)
+    assert len(log) == n_good + 3 + 1  # + corrupt gzip, the .nsys-rep, the cut Kineto file; + settings.json
 
 
 def test_changed_file_is_analysed_again_and_old_report_removed(tree, tmp_path):

@@ -50,6 +50,9 @@ def _expand(traces: tuple[str, ...]) -> list[str]:
 @json_option
 @click.option("--plot", "plot_path", metavar="PATH",
               help="Timeline picture of the median and worst steps (.png, .svg, .pdf, .jpg).")
+@click.option("--ranks", "plot_ranks", metavar="all|LIST", default=None,
+              help="Ranks --plot draws: all (default: every rank of a job, one row group each, stragglers "
+                   "marked) or a list such as 0,3,5-7; one rank: its detailed timeline.")
 @click.option("--perfetto", "perfetto_path", metavar="PATH", help="Annotated Perfetto trace (.pftrace).")
 @click.option("--perfetto-steps", type=click.Choice(["key", "all"]), default="key", show_default=True,
               help="key: the median and worst steps; all: every step.")
@@ -62,17 +65,22 @@ def _expand(traces: tuple[str, ...]) -> list[str]:
 @click.option("--rank-pattern", metavar="REGEX", default=None,
               help="File-name rank pattern for traces without rank metadata; needs a named group (?P<rank>...).")
 @workload_options
-def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps, top_gaps, fail_on,
+def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, perfetto_steps, top_gaps, fail_on,
             set_items, config_path, warmup_steps, step_range, rank_pattern, workload) -> int:
     """Diagnose why GPU time is lost: dominant cause, evidence, scoreboard and what to do next.
 
     TRACES: trace files, or directories (every trace under one, as `traceread diff DIR` reads it)."""
     cfg, fail_gates = thresholds(config_path, set_items), gates(fail_on)
     _check_rank_pattern(rank_pattern)
+    ranks: tuple[int, ...] | None = None
     if plot_path:
         from traceread.render.plot import plot_format
+        from traceread.render.plot_job import parse_ranks
 
         plot_format(plot_path)
+        ranks = parse_ranks(plot_ranks)
+    elif plot_ranks is not None:
+        raise UsageError("--ranks chooses the ranks of the --plot picture: give --plot PATH too")
     loaded, failures = [], []
     for path in _expand(traces):
         try:
@@ -89,7 +97,8 @@ def command(traces, md_path, json_path, plot_path, perfetto_path, perfetto_steps
         raise TraceReadError(", ".join(t.meta.path for t in loaded), "out of memory while analysing: needs more "
                              "memory than this process may use (--max-memory, or a machine with more memory)") from None
     md_out = None if (json_path == "-" and md_path == "-") else md_path
-    write_outputs(result, md_out, json_path, plot_path, perfetto_path, perfetto_steps)
+    write_outputs(result, md_out, json_path, plot_path, perfetto_path, perfetto_steps,
+                  plot_ranks=ranks)
     if failures:
         return EXIT_USAGE
     shares = result.shares()

@@ -17,8 +17,9 @@ if TYPE_CHECKING:  # the JSON encoder (render.json_text) is used without the ana
 
 def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: str | None = None,
                   plot_path: str | None = None, perfetto_path: str | None = None,
-                  perfetto_steps: str = "key") -> None:
-    """Write each requested output (``-`` is standard output for Markdown and JSON)."""
+                  perfetto_steps: str = "key", plot_ranks: tuple[int, ...] | None = None) -> None:
+    """Write each requested output (``-`` is standard output for Markdown and JSON); ``plot_ranks``:
+    the ranks the picture draws (None: all of a job)."""
     for path in (markdown, json_path, plot_path, perfetto_path):  # before any is written
         if path:
             check_not_input(path)
@@ -35,7 +36,7 @@ def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: st
     if plot_path:
         from traceread.render import plot
 
-        plot.render(analysis, plot_path)
+        plot.render(analysis, plot_path, ranks=plot_ranks)
     if perfetto_path:
         from traceread.render import perfetto
 

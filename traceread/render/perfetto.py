@@ -3,7 +3,8 @@
 Written packet by packet with the ``perfetto`` package's streaming builder, so memory stays bounded
 by one step's events. Per rank: the CPU threads; per GPU: compute streams, the communication lane,
 copies, a ``steps`` track, and a ``traceread diagnosis`` track whose slices are the classified gaps,
-named by class, with the evidence as debug annotations. Open it in ui.perfetto.dev.
+named by class, with the evidence as debug annotations; flow arrows from each launch call to its GPU
+ops and from each gap to its evidence (:mod:`traceread.render.perfetto_flows`). Open it in ui.perfetto.dev.
 
 Timestamps are the trace's own ns (Perfetto needs them non-negative: shifted when they are not).
 Every id a trace supplies (rank, device, stream, thread) is only a label here: process ids and
@@ -24,8 +25,9 @@ from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 from traceread import schema
 from traceread.analysis import Analysis
 from traceread.gaps import with_fractions
-from traceread.render import timeline
+from traceread.render import perfetto_flows, timeline
 from traceread.render.names import scrub_paths
+from traceread.render.perfetto_flows import Flows
 
 SEQ_ID = 1
 DIAGNOSIS_TRACK = "traceread diagnosis"
@@ -80,7 +82,8 @@ class _Writer:
         self.tracks.add(uuid)
         return uuid
 
-    def _event(self, track: int, ts: int, kind: int, name: str = "", args: dict | None = None) -> None:
+    def _event(self, track: int, ts: int, kind: int, name: str = "", args: dict | None = None,
+               flow: tuple[list[int], list[int]] | None = None) -> None:
         p = self._packet()
         p.timestamp = int(ts) + self.shift
         ev = p.track_event
@@ -88,6 +91,9 @@ class _Writer:
         ev.track_uuid = track
         if kind == TrackEvent.TYPE_SLICE_BEGIN:
             ev.name = name
+            if flow is not None:
+                ev.flow_ids.extend(flow[0])
+                ev.terminating_flow_ids.extend(flow[1])
             for k, v in (args or {}).items():
                 a = ev.debug_annotations.add()
                 a.name = k
@@ -102,8 +108,9 @@ class _Writer:
         self.builder.write_packet(p)
 
     def slices_on(self, track: int, starts: np.ndarray, ends: np.ndarray, names: list[str],
-                  args: list[dict] | None = None) -> None:
-        """Emit slices on one track, properly nested (a child sticking out is clipped to its parent)."""
+                  args: list[dict] | None = None, flows: list[tuple[list[int], list[int]]] | None = None) -> None:
+        """Emit slices on one track, properly nested (a child sticking out is clipped to its parent);
+        ``flows``: per slice, the flow ids it starts and ends (``perfetto_flows``)."""
         order = np.lexsort((-ends, starts))
         stack: list[int] = []
         for i in order:
@@ -112,7 +119,8 @@ class _Writer:
                 self._event(track, stack.pop(), TrackEvent.TYPE_SLICE_END)
             if stack and e > stack[-1]:
                 e = stack[-1]
-            self._event(track, s, TrackEvent.TYPE_SLICE_BEGIN, names[i], args[i] if args else None)
+            self._event(track, s, TrackEvent.TYPE_SLICE_BEGIN, names[i], args[i] if args else None,
+                        flows[i] if flows else None)
             stack.append(e)
             self.slices += 1
         while stack:
@@ -137,7 +145,8 @@ def _gap_args(g: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, slot: int, wins: pd.DataFrame) -> None:
+def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, slot: int, wins: pd.DataFrame,
+               flows: Flows) -> None:
     """One GPU's tracks; ``slot`` is the GPU's place among its rank's GPUs (orders its tracks)."""
     proc = w.track(_uuid("rank", t, rank), a.unit_label(t, rank, dev).split(" / ")[0], pid=w.pid(t, rank))
     steps_track = w.track(_uuid("steps", t, rank, dev), f"GPU {dev} steps", proc, order=100 + 10 * slot)
@@ -149,23 +158,25 @@ def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, slot: int, 
     if len(g):
         g = g[(g["trace"] == t) & (g["rank"] == rank) & (g["device"] == dev) & g["step"].isin(wins["step"])]
         w.slices_on(diag, g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), g["class"].astype(str).tolist(),
-                    _gap_args(g))
+                    _gap_args(g), flows.of_gaps(g.index.to_numpy()))
     for gpu in timeline.window_events(a, t, rank, dev, wins, timeline.DEVICE_LANES):
         for (lane_key, stream), e in gpu.groupby([gpu["lane"].astype(str), "stream"], sort=True):
             lane = str(lane_key)  # grouped by the lane as text
             kind = {schema.LANE_GPU_COMPUTE: "stream", schema.LANE_GPU_COMM: "comm stream"}.get(lane, lane)
             trk = w.track(_uuid("gpu", t, rank, dev, lane, stream), f"GPU {dev} {kind} {stream}", proc,
                           order=110 + 10 * slot + list(timeline.DEVICE_LANES).index(lane))
-            w.slices_on(trk, e["start_ns"].to_numpy(), e["end_ns"].to_numpy(), e["name"].astype(str).tolist())
+            w.slices_on(trk, e["start_ns"].to_numpy(), e["end_ns"].to_numpy(), e["name"].astype(str).tolist(),
+                        flows=flows.of_events(t, e.index.to_numpy()))
 
 
-def _emit_host(w: _Writer, a: Analysis, t: int, rank: int, wins: pd.DataFrame) -> None:
+def _emit_host(w: _Writer, a: Analysis, t: int, rank: int, wins: pd.DataFrame, flows: Flows) -> None:
     proc = _uuid("rank", t, rank)
     for host in timeline.window_events(a, t, rank, None, wins, timeline.HOST_LANES):
         for tid, e in host.groupby("tid", sort=True):
             trk = w.track(_uuid("cpu", t, rank, tid), f"CPU thread {tid}", proc, order=int(cast(int, tid)) % 100)
             names = [scrub_paths(n) for n in e["name"].astype(str).tolist()]
-            w.slices_on(trk, e["start_ns"].to_numpy(), e["end_ns"].to_numpy(), names)
+            w.slices_on(trk, e["start_ns"].to_numpy(), e["end_ns"].to_numpy(), names,
+                        flows=flows.of_events(t, e.index.to_numpy()))
 
 
 def render(a: Analysis, out: IO[bytes], steps: str = "key") -> None:
@@ -177,12 +188,13 @@ def render(a: Analysis, out: IO[bytes], steps: str = "key") -> None:
                                                   if len(t.events)]
     lo = min([0] + starts)
     w = _Writer(out, shift=-lo if lo < 0 else 0)
+    flows = perfetto_flows.build(a, wins)
     slots: dict[tuple[int, int], int] = {}
     for key, g in wins.groupby(["trace", "rank", "device"], sort=True):
         t, rank, dev = cast("tuple[int, int, int]", key)
         slot = slots[(int(t), int(rank))] = slots.get((int(t), int(rank)), -1) + 1
-        _emit_unit(w, a, int(t), int(rank), int(dev), slot, g)
+        _emit_unit(w, a, int(t), int(rank), int(dev), slot, g, flows)
     # Host threads once per rank (several GPUs share them), over the union of that rank's windows.
     for key, g in wins.groupby(["trace", "rank"], sort=True):
         t, rank = cast("tuple[int, int]", key)
-        _emit_host(w, a, int(t), int(rank), g)
+        _emit_host(w, a, int(t), int(rank), g, flows)

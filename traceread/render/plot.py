@@ -1,8 +1,10 @@
-"""The timeline picture: ``render(analysis, path)`` writes a PNG, SVG, PDF or JPEG (by extension).
+"""The timeline picture: ``render(analysis, path, ranks)`` writes a PNG, SVG, PDF or JPEG (by extension).
 
-For the first rank/GPU, the median step and the worst step, one panel each; rows are the launching
-CPU threads, the compute streams, the communication lane and copies; idle gaps of compute are shaded
-by class across the panel. Time axis in ms from the step start. matplotlib is imported here only.
+One rank (a single-rank input, or ``ranks`` naming one): its first GPU's median step and worst step,
+one panel each; rows are the launching CPU threads, the compute streams, the communication lane and
+copies; idle gaps of compute are shaded by class across the panel. Several ranks (a job): one row
+group per rank, stragglers marked (:mod:`traceread.render.plot_job`). Time axis in ms from the step
+start. matplotlib is imported here only.
 """
 
 from __future__ import annotations
@@ -17,16 +19,9 @@ from traceread.analysis import Analysis
 from traceread.atomic import atomic_open
 from traceread.errors import UsageError
 from traceread.host_calls import PROFILER_STEP_PREFIX
-from traceread.render import timeline
-from traceread.render.names import shorten
-from traceread.vocabulary import GAP_CLASSES
+from traceread.render import plotbits, timeline
+from traceread.render.plotbits import CLASS_COLORS, LANE_COLORS  # noqa: F401 - the picture's palette
 
-CLASS_COLORS = {
-    "launch-bound": "#e15759", "comm-bound": "#f28e2b", "data-starved": "#4e79a7",
-    "pipeline-bubble": "#b07aa1", "sync-stall": "#edc948", "one-time-cost": "#9c9ede", "unattributed": "#bab0ac",
-}
-LANE_COLORS = {"runtime": "#59a14f", "host": "#c7d9c2", "compute": "#1f4e79", "comm": "#ff7f0e",
-               "copy": "#76b7b2", "annotation": "#9c755f"}
 # Extension -> matplotlib format, with the metadata that keeps the file reproducible (no software
 # version or date); JPEG is written by Pillow (a matplotlib dependency), which takes no metadata.
 PLOT_FORMATS: dict[str, tuple[str, dict | None]] = {
@@ -35,6 +30,9 @@ PLOT_FORMATS: dict[str, tuple[str, dict | None]] = {
 PIXELS = 2000  # horizontal resolution the bars are merged to
 LABEL_MIN_WIDTH = 0.08  # annotations wider than this fraction of the step get their name written on them
 MAX_CPU_THREADS = 3
+MAX_ANNOTATION_ROWS = 3  # nesting depths drawn; deeper annotations share the last row
+LANE_LEGEND = (("runtime", "CUDA runtime call"), ("host", "CPU op"), ("compute", "compute kernel"),
+               ("comm", "communication"), ("copy", "memcpy/memset"), ("annotation", "annotation"))
 
 
 def _bars(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> list[tuple[float, float]]:
@@ -69,8 +67,11 @@ def _rows(a: Analysis, w: pd.Series) -> list[tuple[str, str, pd.DataFrame]]:
     ann = ann[~ann["name"].astype(str).str.startswith(PROFILER_STEP_PREFIX)
               & (ann["category"] != schema.CAT_TRACE_SPAN).to_numpy()]
     rows: list[tuple[str, str, pd.DataFrame]] = []
-    if len(ann):
-        rows.append(("CPU annotations", "annotation", ann))
+    if len(ann):  # nested annotations one row per depth, so that each keeps its own label
+        depth = np.minimum(plotbits.nesting_depth(ann["start_ns"].to_numpy(), ann["end_ns"].to_numpy()),
+                           MAX_ANNOTATION_ROWS - 1)
+        for d in range(int(depth.max()) + 1):
+            rows.append(("CPU annotations" if d == 0 else f"nested ({d})", "annotation", ann[depth == d]))
     for i, tid in enumerate(timeline.launch_threads(host, MAX_CPU_THREADS)):
         th = host[host["tid"] == tid]
         rt = th["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER])
@@ -89,36 +90,35 @@ def _rows(a: Analysis, w: pd.Series) -> list[tuple[str, str, pd.DataFrame]]:
 def _panel(ax, a: Analysis, w: pd.Series) -> set[str]:
     lo, hi = int(w["start_ns"]), int(w["end_ns"])
     rows = _rows(a, w)
+    e = plotbits.edges(lo, hi)
+    gaps = timeline.gaps_in(a, int(w["trace"]), int(w["rank"]), int(w["device"]), lo, hi)
+    idle, cls_idx = plotbits.idle_columns(gaps, e)
     labels, y = [], 0
     for label, color, ev in rows:
         if label:
             y += 1
             labels.append((y, label))
-        ax.broken_barh(_bars(ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), lo, hi), (-y - 0.4, 0.8),
-                       facecolors=LANE_COLORS[color], linewidth=0)
+        if color == "compute":  # busy only where the column is not shaded idle
+            bars = plotbits.runs(plotbits.busy_columns(ev, e, idle), e, lo)
+        else:
+            bars = _bars(ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), lo, hi)
+        ax.broken_barh(bars, (-y - 0.4, 0.8), facecolors=LANE_COLORS[color], linewidth=0, zorder=2)
         if color in ("annotation", "host"):
             s = (np.maximum(ev["start_ns"].to_numpy(), lo) - lo) / 1e6
             d = (np.minimum(ev["end_ns"].to_numpy(), hi) - lo) / 1e6 - s
             wide = d >= LABEL_MIN_WIDTH * (hi - lo) / 1e6
-            for x, w_, name in zip(s[wide], d[wide], ev["name"].astype(str).to_numpy()[wide], strict=True):
-                ax.text(x + w_ / 2, -y, shorten(name, 40), ha="center", va="center", fontsize=7,
+            names = ev["name"].astype(str).to_numpy()[wide].tolist()
+            for x, text in plotbits.fitted_labels(s[wide], d[wide], names, (hi - lo) / 1e6):
+                ax.text(x, -y, text, ha="center", va="center", fontsize=7, zorder=3,
                         color="white" if color == "annotation" else "black", clip_on=True)
-    gaps = timeline.gaps_in(a, int(w["trace"]), int(w["rank"]), int(w["device"]), lo, hi)
-    seen = set()
-    for cls in GAP_CLASSES:
-        g = gaps[gaps["class"] == cls]
-        if len(g):
-            seen.add(cls)
-            ax.broken_barh(_bars(g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), lo, hi), (-y - 0.5, y),
-                           facecolors=CLASS_COLORS[cls],
-                           alpha=0.35, linewidth=0, zorder=0)
+    seen = plotbits.shade(ax, e, lo, idle, cls_idx, -y - 0.5, y)
     ax.set_yticks([-v for v, _ in labels], [lab for _, lab in labels], fontsize=8)
     ax.set_ylim(-y - 0.6, -0.4)
     ax.set_xlim(0, (hi - lo) / 1e6)
     step_ns = hi - lo
-    idle = float(gaps["dur_ns"].sum()) / step_ns if step_ns else 0.0
+    idle_share = float(gaps["dur_ns"].sum()) / step_ns if step_ns else 0.0
     ax.set_title(f"{a.unit_label(int(w['trace']), int(w['rank']), int(w['device']))}, step {int(w['step'])} "
-                 f"({w['label']}): {step_ns / 1e6:.2f} ms, compute idle {idle:.0%}", fontsize=9, loc="left")
+                 f"({w['label']}): {step_ns / 1e6:.2f} ms, compute idle {idle_share:.0%}", fontsize=9, loc="left")
     ax.tick_params(axis="x", labelsize=8)
     return seen
 
@@ -133,15 +133,29 @@ def plot_format(path: str) -> str:
     return ext
 
 
-def render(a: Analysis, path: str) -> None:
-    """Draw the median and worst steps of the first rank/GPU into ``path`` (.png or .svg)."""
+def render(a: Analysis, path: str, ranks: tuple[int, ...] | None = None) -> None:
+    """Draw the picture into ``path`` (format by extension). ``ranks``: the ranks to draw (None:
+    all of a job); several ranks are drawn as a job (``plot_job``), one as its detailed timeline."""
+    from traceread.render import plot_job
+
+    units = plot_job.select_units(a, ranks)
+    fmt, metadata = PLOT_FORMATS[plot_format(path)]
+    if len({(u.trace, u.rank) for u in plot_job.as_units(units)}) > 1:
+        fig = plot_job.figure(a, units)
+    else:
+        fig = _rank_figure(a, units.iloc[0] if len(units) else None)
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format=fmt, metadata=metadata)
+
+
+def _rank_figure(a: Analysis, unit: pd.Series | None):  # noqa: ANN202 - matplotlib is imported lazily
+    """The median and worst steps of one rank/GPU (``unit``: trace, rank, device; None: the first)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
 
     wins = timeline.windows(a, "key")
     if len(wins):
-        first = wins.iloc[0]
+        first = wins.iloc[0] if unit is None else unit
         wins = wins[(wins["trace"] == first["trace"]) & (wins["rank"] == first["rank"])
                     & (wins["device"] == first["device"])]
     fig = Figure(figsize=(10, 1.2 + 2.3 * max(len(wins), 1)), dpi=100)
@@ -153,12 +167,7 @@ def render(a: Analysis, path: str) -> None:
     if not len(wins):
         axes[0].text(0.5, 0.5, "no steps to draw", ha="center", va="center")
     axes[-1].set_xlabel("ms from step start", fontsize=8)
-    handles = [Patch(color=LANE_COLORS[k], label=lab) for k, lab in (
-        ("runtime", "CUDA runtime call"), ("host", "CPU op"), ("compute", "compute kernel"),
-        ("comm", "communication"), ("copy", "memcpy/memset"), ("annotation", "annotation"))]
-    handles += [Patch(color=CLASS_COLORS[c], alpha=0.35, label=f"idle: {c}") for c in GAP_CLASSES if c in seen]
+    handles = plotbits.legend_handles(seen, LANE_LEGEND)
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.07 if len(handles) <= 6 else 0.11, 1, 1))
-    fmt, metadata = PLOT_FORMATS[plot_format(path)]
-    with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format=fmt, metadata=metadata)
+    return fig

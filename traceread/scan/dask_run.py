@@ -19,8 +19,10 @@ import uuid
 from collections.abc import Iterator
 
 from traceread.errors import UsageError
-from traceread.scan.work import Outcome, Settings, Task, run_task
+from traceread.scan.work import Outcome, Settings, Task, run_task, warm_up
 
+START_LIMIT_S = 300.0  # a task still starting up (imports) after this long is stuck: it fails
+_ANALYSING: dict[str, float] = {}  # on a worker: key -> when its analysis began (after the start-up)
 # distributed raises asyncio's TimeoutError, which is the builtin one only from Python 3.11 on.
 _TIMEOUTS = (TimeoutError, asyncio.TimeoutError)
 
@@ -42,9 +44,22 @@ def _client(address: str, workers: int, max_rss: int):  # noqa: ANN202 - distrib
         raise UsageError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
 
 
-def _executing(dask_worker) -> list[str]:  # noqa: ANN001 - runs on a worker (Client.run passes it)
-    """Keys the worker is computing right now (not those merely queued on it)."""
-    return [str(ts.key) for ts in dask_worker.state.executing]
+def _executing(dask_worker) -> dict[str, float | None]:  # noqa: ANN001 - runs on a worker (Client.run passes it)
+    """Keys the worker is computing right now (not those merely queued on it), each with the seconds
+    its analysis has run (None: still starting up, which is not the file's time)."""
+    now = time.monotonic()
+    return {str(ts.key): (now - _ANALYSING[str(ts.key)]) if str(ts.key) in _ANALYSING else None
+            for ts in dask_worker.state.executing}
+
+
+def run_timed(task: Task, key: str, settings: Settings) -> Outcome:
+    """``run_task`` on a Dask worker, its analysis clock started after the worker's start-up."""
+    warm_up()
+    _ANALYSING[key] = time.monotonic()
+    try:
+        return run_task(task, settings)
+    finally:
+        _ANALYSING.pop(key, None)
 
 
 def _poll_s(timeout_s: float) -> float:
@@ -55,16 +70,16 @@ def _poll_s(timeout_s: float) -> float:
 def run_on_dask(address: str, tasks: list[Task], settings: Settings, workers: int, max_rss: int,
                 trace_timeout_s: float = 1800.0) -> Iterator[Outcome]:
     """Outcomes in completion order. ``trace_timeout_s`` is enforced from the client: it asks the
-    workers which tasks they are executing (``Client.run``), notes when each was first seen running,
-    and past the limit cancels the task and restarts its worker (``Client.restart_workers``, through
+    workers which tasks they are executing and for how long each one's analysis has run (``Client.run``;
+    a worker's start-up, such as its first imports, is not counted), and past the limit cancels the task and restarts its worker (``Client.restart_workers``, through
     the worker's nanny; Dask reschedules the tasks queued there), listing the file as failed."""
     from distributed import wait
 
     client, cluster = _client(address, workers, max_rss)
     try:
         run = uuid.uuid4().hex[:8]  # keys unique per scan: two scans may share a cluster
-        futures = client.map(run_task, tasks, settings=settings, pure=False,
-                             key=[f"traceread-{run}-{i}" for i in range(len(tasks))])
+        keys = [f"traceread-{run}-{i}" for i in range(len(tasks))]
+        futures = client.map(run_timed, tasks, keys, settings=settings, pure=False, key=keys)
         by_key = {f.key: (f, t) for f, t in zip(futures, tasks, strict=True)}
         pending = set(futures)
         started: dict[str, float] = {}
@@ -76,7 +91,7 @@ def run_on_dask(address: str, tasks: list[Task], settings: Settings, workers: in
                 done = set()
             for fut in done:
                 pending.discard(fut)
-                yield _outcome(fut, by_key[fut.key][1])
+                yield _late(_outcome(fut, by_key[fut.key][1]), trace_timeout_s)
                 fut.release()
             if pending:
                 yield from _police(client, by_key, pending, started, trace_timeout_s)
@@ -84,6 +99,17 @@ def run_on_dask(address: str, tasks: list[Task], settings: Settings, workers: in
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _late(o: Outcome, timeout_s: float) -> Outcome:
+    """A file whose analysis ran past the limit is a failure even when it finished before the client
+    could stop it: a worker busy in compiled code answers the client's question late, and the local
+    pool, which watches its workers without asking them, would have stopped it."""
+    if o.status != "ok" or o.seconds <= timeout_s:
+        return o
+    return Outcome(rel=o.rel, path=o.path, status="failed",
+                   problem=f"took longer than --trace-timeout {timeout_s:g} s (its analysis finished after "
+                           f"{o.seconds:.1f} s, before it could be stopped)")
 
 
 def _outcome(fut, task: Task) -> Outcome:  # noqa: ANN001
@@ -109,9 +135,11 @@ def _police(client, by_key: dict, pending: set, started: dict[str, float], timeo
             del started[k]  # finished, or rescheduled after a restart: its clock starts again
     late = []
     for addr, keys in running.items():
-        for k in keys:
+        for k, analysing_s in keys.items():
             if k in by_key and by_key[k][0] in pending:
-                if now - started.setdefault(k, now) > timeout_s:
+                first_seen = now - started.setdefault(k, now)
+                if (analysing_s is not None and analysing_s > timeout_s) or (
+                        analysing_s is None and first_seen > START_LIMIT_S):
                     late.append((addr, k))
     for addr, k in late:
         fut, task = by_key[k]

@@ -235,7 +235,8 @@ def _consider(path: str, root: str, rel: str, out: Discovery, seen_files: set, e
     if kind in ("sqlite", "nsys"):
         ok, why = is_nsys_export(path)
         if not ok:
-            kind_of = "failed" if why.startswith("cannot read") else "not-trace"
+            # an SQLite file that SQLite cannot read is damaged (truncated, corrupt): a failure
+            kind_of = "failed" if why.startswith(("cannot read", "not a readable SQLite")) else "not-trace"
             out.problems.append(Problem(rel, why, kind_of))
             return
         kind = "nsys"

@@ -2,7 +2,9 @@
 
 ``N`` processes are started once and each analyses file after file (no interpreter per file). The
 parent only hands out tasks and collects :class:`~traceread.scan.work.Outcome` objects; it watches
-each busy worker's wall time and resident memory, and a worker past ``--trace-timeout`` or
+each busy worker's wall time (from the moment the worker begins the file, which it reports: its
+start-up and the files waiting in its pipe do not count) and
+resident memory, and a worker past ``--trace-timeout`` or
 ``--max-rss`` (or one that dies: the kernel's OOM killer, a crash) is killed and replaced, its file
 listed as a failure, and the scan goes on.
 """
@@ -18,12 +20,15 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import cast
 
-from traceread.scan.work import Outcome, Settings, Task, run_task
+from traceread.scan.work import Outcome, Settings, Task, run_task, warm_up
 
 POLL_S = 0.1  # how often busy workers' clocks and memory are checked
 # files in flight per worker: the one it analyses and the next, already in its pipe, so that it
 # never waits while this process writes jobs and the index (small files come last: largest first)
 IN_FLIGHT = 2
+READY = "ready"  # what a worker sends once its start-up is done
+BEGIN = "begin"  # (BEGIN, its monotonic clock): a worker starts a file; that file's clock starts then
+START_LIMIT_S = 300.0  # a worker not ready after this long is stuck (its file fails, a new worker starts)
 
 
 def _serve(conn: Connection, settings: Settings, inherited: tuple[Connection, ...] = (),
@@ -34,10 +39,13 @@ def _serve(conn: Connection, settings: Settings, inherited: tuple[Connection, ..
     for c in inherited:  # forked copies of the parent's pipe ends: with them open, a killed parent would
         c.close()  # never give this worker EOF (it would wait, or block sending, forever)
     try:
+        warm_up()  # start-up, not any file's time
+        conn.send(READY)
         while True:
             task = conn.recv()
             if task is None:
                 return
+            conn.send((BEGIN, time.monotonic()))  # CLOCK_MONOTONIC: one clock for every process
             outcome = run_task(task, settings, outdir)
             trim()  # the freed frames of this file go back to the OS, not into the next file's peak
             conn.send(outcome)
@@ -80,8 +88,10 @@ class _Worker:
     proc: multiprocessing.process.BaseProcess
     conn: Connection
     tasks: collections.deque = field(default_factory=collections.deque)  # sent, oldest (being analysed) first
-    started: float = 0.0  # when tasks[0] began (about: when the result before it arrived)
+    started: float | None = None  # when the worker began tasks[0] (its BEGIN); None: not yet
     peak_rss: int = 0
+    ready: bool = False  # start-up done: only then does a file's clock run
+    born: float = field(default_factory=time.monotonic)
 
     @property
     def task(self) -> Task | None:
@@ -138,8 +148,14 @@ class WorkerPool:
                     except (EOFError, OSError):
                         yield self._replace(w, self._death(w), queue)
                         continue
+                    if outcome == READY:  # start-up done
+                        w.ready = True
+                        continue
+                    if isinstance(outcome, tuple) and outcome[0] == BEGIN:  # tasks[0]'s analysis begins
+                        w.started = float(outcome[1])
+                        continue
                     w.tasks.popleft()
-                    w.started, w.peak_rss = time.monotonic(), 0  # its next file is under way
+                    w.started, w.peak_rss = None, 0  # its next file starts with its BEGIN
                     self._fill(queue)  # before this result is written: the worker never waits
                     yield outcome
                 yield from self._police(queue)
@@ -153,7 +169,7 @@ class WorkerPool:
             for w in self.workers:
                 if queue and len(w.tasks) < depth:
                     if not w.tasks:
-                        w.started, w.peak_rss = time.monotonic(), 0
+                        w.started, w.peak_rss = None, 0
                     w.tasks.append(queue.popleft())
                     w.conn.send(w.tasks[-1])
 
@@ -161,6 +177,12 @@ class WorkerPool:
         now = time.monotonic()
         for w in list(self.workers):
             if not w.tasks:
+                continue
+            if w.started is None:  # starting up or between files: not a file's time
+                if not w.ready and now - w.born > START_LIMIT_S:  # stuck starting up
+                    yield self._replace(w, f"its worker did not start within {START_LIMIT_S:g} s; replaced", queue)
+                elif not w.proc.is_alive():
+                    yield self._replace(w, self._death(w), queue)
                 continue
             if now - w.started > self.timeout:
                 yield self._replace(w, f"took longer than --trace-timeout {self.timeout:g} s; its worker was "

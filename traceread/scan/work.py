@@ -140,6 +140,34 @@ def _register_patterns(patterns: tuple) -> None:
     _registered = patterns
 
 
+# Test hook: seconds a worker's start-up sleeps (a slow start-up, e.g. a cold import on a cluster
+# node), to show that start-up does not count against --trace-timeout.
+SLOW_START_ENV = "TRACEREAD_TEST_WORKER_START_S"
+_warm = False
+
+
+def warm_up() -> None:
+    """A worker's start-up, done once per process before its first file: import what every task
+    imports. Not part of any file's time (``--trace-timeout`` counts analysis only)."""
+    global _warm
+    if _warm:
+        return
+    import traceread.analysis
+    import traceread.loaders
+    import traceread.metrics.workload
+    import traceread.ranks
+    import traceread.render.jsonout
+    import traceread.render.markdown
+    import traceread.scan.blobs
+    import traceread.scan.rows
+    import traceread.scan.tables  # noqa: F401
+
+    delay = os.environ.get(SLOW_START_ENV)
+    if delay:
+        time.sleep(float(delay))
+    _warm = True
+
+
 def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outcome:
     """Analyse one file; never raises for a bad file (the problem is the outcome).
 
@@ -222,6 +250,10 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
     if (st.st_size, st.st_mtime_ns) != (task.size, task.mtime_ns):
         out.problem = (f"changed while being read ({task.size:,} -> {st.st_size:,} bytes): still being "
                        "written? it is scanned again next time")
+        return
+    if trace.meta.truncated:  # a damaged file of a known format: a failure (--strict), not a report
+        cut = next((w for w in trace.meta.warnings if "ends" in w), "it ends early")
+        out.problem = f"truncated (a damaged file): {cut}; `traceread analyze` reads the events before the cut"
         return
     trace.meta.path = task.rel  # reports name the file as the user sees it under the scan root
     workload = Workload(**task.job) if task.job else None
