@@ -41,6 +41,7 @@ from traceread.rules._base import (
     Rule,
     RuleContext,
     col,
+    column_cache,
     dispatch_cover,
     launch_timing,
     longest_api_call,
@@ -68,7 +69,7 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
                   cfg: Thresholds) -> RuleContext:
     """The per-gap facts every rule may read (launch timing, sync at drain, periodicity)."""
     queued, late = launch_timing(gaps)
-    dur = col(gaps, "dur_ns").astype(np.int64)
+    dur = col(gaps, "dur_ns", dtype=np.int64)
     # A gap within the GPU's own turnaround is judged only when the host provably submitted late.
     judged = (dur >= cfg.min_judged_gap_ns) & ~(~late & (dur < cfg.turnaround_max_ns))
     held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(gaps, trace, cfg)
@@ -106,7 +107,12 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     ``attrs["notes"]`` holds user-facing sentences (e.g. bubbles not judged for lack of steps).
     The input is not modified.
     """
-    out = gaps_df.copy()
+    out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
+    with column_cache(out):
+        return _classify(out, steps_df, trace, cfg)
+
+
+def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
     n = len(out)
     ctx = build_context(out, steps_df, trace, cfg)
     cls = np.full(n, UNATTRIBUTED, dtype=object)

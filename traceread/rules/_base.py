@@ -9,8 +9,11 @@ so that the rules themselves read only columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -85,27 +88,88 @@ class Rows:
         return len(self.idx)
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.frame[name].to_numpy()[self.idx]
+        return col(self.frame, name)[self.idx]
 
 
-def api_calls(events: pd.DataFrame) -> pd.DataFrame:
-    """The CUDA/HIP runtime and driver calls on host threads (rows of an events frame)."""
-    return events[(events["lane"] == schema.LANE_CPU_THREAD) & events["category"].isin(API_CATS)]
+# Frames whose columns are read many times by the rules (see ``column_cache``): id -> (frame, columns).
+_COLUMNS: dict[int, tuple[pd.DataFrame, dict[tuple[str, Any], np.ndarray]]] = {}
 
 
-def col(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str = 0) -> np.ndarray:
-    """A gaps column as an ndarray, or ``default`` everywhere when the engine did not provide it."""
+@contextmanager
+def column_cache(frame: pd.DataFrame) -> Iterator[None]:
+    """While open, ``col``/``frac`` of ``frame`` convert each column once (dense, typed, read-only) and
+    hand the same array to every rule: the rules read the same few columns dozens of times, and the
+    engine's overlap columns are sparse, so every plain read densified a copy. The frame must not be
+    modified while the cache is open."""
+    _COLUMNS[id(frame)] = (frame, {})
+    try:
+        yield
+    finally:
+        _COLUMNS.pop(id(frame), None)
+
+
+def col(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str = 0,
+        dtype: Any = None) -> np.ndarray:
+    """A gaps column as an ndarray (of ``dtype`` when given), or ``default`` everywhere when the
+    engine did not provide it. Inside ``column_cache(gaps)`` the array is shared: never modify it."""
+    cached = _COLUMNS.get(id(gaps))
+    if cached is not None and cached[0] is gaps:
+        arrays = cached[1]
+        key = (name, None if dtype is None else np.dtype(dtype).str, default)
+        out = arrays.get(key)
+        if out is None:
+            out = _column(gaps, name, default, dtype)
+            out.flags.writeable = False
+            arrays[key] = out
+        return out
+    return _column(gaps, name, default, dtype)
+
+
+def _column(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str, dtype: Any) -> np.ndarray:
     if name in gaps.columns:
-        return np.asarray(gaps[name])
-    return np.full(len(gaps), default)
+        return np.asarray(gaps[name], dtype=dtype)
+    return np.full(len(gaps), default, dtype=dtype)
 
 
 def frac(gaps: pd.DataFrame | Rows, name: str) -> np.ndarray:
     """``<name>_frac`` as float64 (recomputed from ``<name>_ns`` when the fraction is missing)."""
     if f"{name}_frac" in gaps.columns:
-        return np.asarray(gaps[f"{name}_frac"], dtype=np.float64)
-    dur = np.maximum(col(gaps, "dur_ns", 1).astype(np.float64), 1.0)
-    return col(gaps, f"{name}_ns").astype(np.float64) / dur
+        return col(gaps, f"{name}_frac", dtype=np.float64)
+    dur = np.maximum(col(gaps, "dur_ns", 1, dtype=np.float64), 1.0)
+    return col(gaps, f"{name}_ns", dtype=np.float64) / dur
+
+
+# Subsets of an events frame the rules select again and again: (id, key) -> (weak frame, rows).
+_SUBSETS: dict[tuple[int, str], tuple[weakref.ref, pd.DataFrame]] = {}
+
+
+def events_where(events: pd.DataFrame, key: str, select: Callable[[pd.DataFrame], Any]) -> pd.DataFrame:
+    """``events[select(events)]``, selected once per events frame and ``key`` (every rule that reads
+    the host's calls or operators shares the one subset; it is dropped with the frame)."""
+    k = (id(events), key)
+    hit = _SUBSETS.get(k)
+    if hit is not None and hit[0]() is events:
+        return hit[1]
+    rows = events[select(events)]
+    _SUBSETS[k] = (weakref.ref(events, lambda _ref, k=k: _SUBSETS.pop(k, None)), rows)
+    return rows
+
+
+def api_calls(events: pd.DataFrame) -> pd.DataFrame:
+    """The CUDA/HIP runtime and driver calls on host threads (rows of an events frame)."""
+    return events_where(events, "api", lambda ev: (ev["lane"] == schema.LANE_CPU_THREAD)
+                        & ev["category"].isin(API_CATS))
+
+
+def cpu_thread_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """Every row on a host thread lane."""
+    return events_where(events, "cpu-thread", lambda ev: ev["lane"] == schema.LANE_CPU_THREAD)
+
+
+def host_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """Every row on a host thread or host annotation lane."""
+    return events_where(events, "host", lambda ev: ev["lane"].isin([schema.LANE_CPU_THREAD,
+                                                                      schema.LANE_CPU_ANNOTATION]))
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------
@@ -154,10 +218,10 @@ def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     on a dependency). late: the launch was issued after the gap began, or was still in progress at
     it (the GPU waited for the host). Neither when the launch is unknown (no correlation).
     """
-    start = col(gaps, "start_ns").astype(np.int64)
-    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
-    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
-    after = col(gaps, "launch_after_gap_start", False).astype(bool)
+    start = col(gaps, "start_ns", dtype=np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1, dtype=np.int64)
+    after = col(gaps, "launch_after_gap_start", False, dtype=bool)
     known = (lstart >= 0) | (lend >= 0)
     late = after | (known & (lend > start))
     queued = known & ~late
@@ -187,8 +251,8 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
     if host.empty:
         return held, names, ends, starts, tids
     tol = cfg.sync_drain_tolerance_ns
-    g_rank = col(gaps, "rank").astype(np.int64)
-    g_start = col(gaps, "start_ns").astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_start = col(gaps, "start_ns", dtype=np.int64)
     for rank, calls in host.groupby("rank", observed=True, sort=False):  # ranks are few
         sel = np.flatnonzero(g_rank == rank)
         if len(sel) == 0:
@@ -221,18 +285,18 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     n = len(gaps)
     share = np.zeros(n)
     names = np.full(n, "", dtype=object)
-    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
     if trace is None or n == 0 or not (lstart >= 0).any():
         return share, names
     ev = trace.events
-    host = ev[ev["lane"] == schema.LANE_CPU_THREAD]
     api = api_calls(ev)
-    ops = host[host["category"] == schema.CAT_CPU_OP]
+    ops = events_where(ev, "cpu-ops", lambda e: (e["lane"] == schema.LANE_CPU_THREAD)
+                       & (e["category"] == schema.CAT_CPU_OP))
     if api.empty or ops.empty:
         return share, names
-    g_rank = col(gaps, "rank").astype(np.int64)
-    g_start = col(gaps, "start_ns").astype(np.int64)
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_start = col(gaps, "start_ns", dtype=np.int64)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     for rank, calls in api.groupby("rank", observed=True, sort=False):  # ranks and threads are few
         sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
         if len(sel) == 0:
@@ -275,10 +339,10 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarra
     api = api_calls(trace.events)
     if api.empty:
         return length, names
-    g_rank = col(gaps, "rank").astype(np.int64)
-    g_dev = col(gaps, "device").astype(np.int64)
-    g_start = col(gaps, "start_ns").astype(np.int64)
-    g_end = col(gaps, "end_ns").astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_dev = col(gaps, "device", dtype=np.int64)
+    g_start = col(gaps, "start_ns", dtype=np.int64)
+    g_end = col(gaps, "end_ns", dtype=np.int64)
     for rank, calls in api.groupby("rank", observed=True, sort=False):  # ranks and devices are few
         s = calls["start_ns"].to_numpy(np.int64)
         e = calls["end_ns"].to_numpy(np.int64)

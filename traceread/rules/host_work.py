@@ -30,7 +30,7 @@ from traceread.host_calls import (
     calls_matching,
     frame_label,
 )
-from traceread.rules._base import api_calls, col
+from traceread.rules._base import api_calls, col, events_where
 from traceread.trace import Trace
 
 # Frames that only forward to their callee: the label names what is inside them instead.
@@ -50,8 +50,8 @@ def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
     launches = api[calls_matching(api["name"], KERNEL_LAUNCH) | calls_matching(api["name"], GRAPH_LAUNCH)]
     if launches.empty:
         return out
-    g_rank = col(gaps, "rank").astype(np.int64)
-    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
     for rank, calls in launches.groupby("rank", observed=True, sort=False):  # ranks are few
         sel = np.flatnonzero(g_rank == rank)
         if len(sel) == 0:
@@ -70,9 +70,11 @@ _MARKERS = re.compile("^(?:" + re.escape(PROFILER_STEP_PREFIX) + "|" + re.escape
 
 def _host_events(ev: pd.DataFrame) -> pd.DataFrame:
     """Python frames, CPU ops and user ranges (not the step marker nor the loader's own range)."""
-    host = ev[((ev["lane"] == schema.LANE_CPU_THREAD)
-               & ev["category"].isin([schema.CAT_PYTHON, schema.CAT_CPU_OP]))
-              | ((ev["lane"] == schema.LANE_CPU_ANNOTATION) & (ev["category"] == schema.CAT_USER_ANNOTATION))]
+    def select(ev: pd.DataFrame) -> pd.Series:
+        return (((ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin([schema.CAT_PYTHON, schema.CAT_CPU_OP]))
+                | ((ev["lane"] == schema.LANE_CPU_ANNOTATION) & (ev["category"] == schema.CAT_USER_ANNOTATION)))
+
+    host = events_where(ev, "host-work", select)
     return host[~calls_matching(host["name"], _MARKERS)]
 
 
@@ -96,10 +98,10 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     # host waiting on the GPU: neither is host work.
     launches = api[calls_matching(api["name"], KERNEL_LAUNCH) | calls_matching(api["name"], GRAPH_LAUNCH)
                    | calls_matching(api["name"], SYNC)]
-    g_rank = col(gaps, "rank").astype(np.int64)
-    g_dev = col(gaps, "device").astype(np.int64)
-    gs = col(gaps, "start_ns").astype(np.int64)
-    ge = col(gaps, "end_ns").astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_dev = col(gaps, "device", dtype=np.int64)
+    gs = col(gaps, "start_ns", dtype=np.int64)
+    ge = col(gaps, "end_ns", dtype=np.int64)
     for (rank, tid), hev in host.groupby(["rank", "tid"], observed=True, sort=False):  # threads are few
         sel = np.flatnonzero((g_rank == rank) & (tids == tid))
         if len(sel) == 0:

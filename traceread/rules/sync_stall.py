@@ -45,7 +45,18 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import DEVICE_ALLOCATOR, SYNC, calls_matching
-from traceread.rules._base import Rows, Rule, RuleContext, api_calls, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import (
+    Rows,
+    Rule,
+    RuleContext,
+    api_calls,
+    cat,
+    col,
+    events_where,
+    fmt_ns,
+    fmt_pct,
+    frac,
+)
 from traceread.rules.one_time_cost import allocator_recurs
 from traceread.trace import Trace
 
@@ -85,9 +96,9 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
         return blocked_ns, alloc_ns, alloc_calls, block_start
     is_sync = calls_matching(api["name"], SYNC)
     is_alloc = calls_matching(api["name"], DEVICE_ALLOCATOR)
-    g_rank = col(gaps, "rank").astype(np.int64)
-    gs = col(gaps, "start_ns").astype(np.int64)
-    ge = col(gaps, "end_ns").astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    gs = col(gaps, "start_ns", dtype=np.int64)
+    ge = col(gaps, "end_ns", dtype=np.int64)
     r_all = api["rank"].to_numpy(np.int64)
     s_all, e_all = api["start_ns"].to_numpy(np.int64), api["end_ns"].to_numpy(np.int64)
     for rank in np.unique(g_rank):  # ranks are few
@@ -117,9 +128,10 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: 
     if trace is None or not held.any():
         return out
     ev = trace.events
-    g_rank = col(gaps, "rank").astype(np.int64)
-    host = ev[ev["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])
-              & ev["category"].isin([schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION])]
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    host = events_where(ev, "ops-and-ranges", lambda e: e["lane"].isin([schema.LANE_CPU_THREAD,
+                                                                         schema.LANE_CPU_ANNOTATION])
+                        & e["category"].isin([schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION]))
     for (rank, t), ops in host.groupby(["rank", "tid"], observed=True, sort=False):  # threads are few
         q = np.flatnonzero((g_rank == rank) & (tid == t) & held)
         if len(q) == 0:
@@ -151,8 +163,8 @@ def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray) ->
     has = np.flatnonzero(held)
     if len(has) == 0:
         return out
-    g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
-    gs, ge = col(gaps, "start_ns").astype(np.int64), col(gaps, "end_ns").astype(np.int64)
+    g_rank, g_dev = col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)
+    gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
     for rank, dev in {(int(g_rank[i]), int(g_dev[i])) for i in has}:  # ranks and devices are few
         mine = (g_rank == rank) & (g_dev == dev)
         q = has[mine[has]]
@@ -170,10 +182,10 @@ def drain_sync(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> 
 
 def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Host-blocked time of each gap plus the refill right after the sync (see module doc)."""
-    start = col(gaps, "start_ns").astype(np.int64)
-    end = col(gaps, "end_ns").astype(np.int64)
-    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
-    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
+    start = col(gaps, "start_ns", dtype=np.int64)
+    end = col(gaps, "end_ns", dtype=np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1, dtype=np.int64)
     returned = np.where(ctx.sync_end_ns >= 0, ctx.sync_end_ns, -1)
     # Only a sync that waited on queued work owns the refill: one that returned at once cost nothing.
     refill = drain_sync(gaps, ctx, cfg) & (lstart >= returned) & (lstart - returned <= cfg.sync_refill_max_ns)
@@ -184,18 +196,18 @@ def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
 def lead_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Per gap, the part of it a drain-sync's lost lead would have hidden: the host work after the sync
     would have run while the GPU still had the queued work it waited for (0 without a drain-sync)."""
-    dur = col(gaps, "end_ns").astype(np.int64) - col(gaps, "start_ns").astype(np.int64)
+    dur = col(gaps, "end_ns", dtype=np.int64) - col(gaps, "start_ns", dtype=np.int64)
     return np.where(drain_sync(gaps, ctx, cfg), np.minimum(ctx.sync_wait_ns, dur), 0)
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     # A host blocked on a pipeline's recurring p2p recv is waiting on the schedule: a bubble.
     structural = ctx.periodic & (frac(gaps, "comm_p2p") >= cfg.comm_cover)
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     held = stall_ns(gaps, ctx, cfg) / dur >= cfg.sync_stall_min_share
     # The next kernel submitted before the host blocked: the GPU had the work and waited on something
     # else (a dependency the trace does not show), not on the blocked host.
-    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1, dtype=np.int64)
     submitted_first = (lend >= 0) & (ctx.sync_block_start_ns >= 0) & (lend <= ctx.sync_block_start_ns)
     return ctx.judged & held & ~ctx.queued & ~structural & ~submitted_first
 
@@ -207,8 +219,8 @@ def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
-    start = col(gaps, "start_ns").astype(np.int64)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
+    start = col(gaps, "start_ns", dtype=np.int64)
     stalled = stall_ns(gaps, ctx, cfg)
     share = fmt_pct(stalled / dur)
     alloc = kind(gaps, ctx) == "allocator"
@@ -219,7 +231,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     longest = col(gaps, "longest_cpu_name", "").astype(object)
     exposed = np.where(ctx.host_work_label != "", cat(": ", ctx.host_work_label),
                        np.where(longest != "", cat(" (longest host call ", longest, ")"), ""))
-    after = np.clip(col(gaps, "end_ns").astype(np.int64) - np.maximum(ctx.sync_end_ns, start), 0, None)
+    after = np.clip(col(gaps, "end_ns", dtype=np.int64) - np.maximum(ctx.sync_end_ns, start), 0, None)
     drain_text = cat(name, origin, " waited ", fmt_ns(ctx.sync_wait_ns),
                      " for queued GPU work and returned as the GPU went idle; the host then ran ", fmt_ns(after),
                      " of host work before the next launch", exposed, "; the sync took away the host's lead, which "

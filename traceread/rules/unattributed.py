@@ -21,7 +21,7 @@ NAME = "unattributed"
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    dur = col(gaps, "dur_ns").astype(np.int64)
+    dur = col(gaps, "dur_ns", dtype=np.int64)
     short = dur < cfg.min_judged_gap_ns
     launch = np.where(ctx.queued, "next kernel was already queued",
                       np.where(ctx.late, "next kernel submitted after the GPU went idle", "next launch unknown"))
@@ -30,7 +30,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                                        fmt_ns(col(gaps, "longest_cpu_ns")), ")"), "no host call recorded")
     seen = cat(launch, "; comm ", fmt_pct(frac(gaps, "comm")), ", loader ", fmt_pct(frac(gaps, "dataloader")),
                ", H2D ", fmt_pct(frac(gaps, "memcpy_htod")), ", runtime calls ", fmt_pct(frac(gaps, "cpu_runtime")),
-               ", ", col(gaps, "launch_count").astype(np.int64).astype(str).astype(object), " launch(es); ", host)
+               ", ", col(gaps, "launch_count", dtype=np.int64).astype(str).astype(object), " launch(es); ", host)
     reason = np.where(ctx.queued, "the GPU held its next kernel but nothing visible was running for it to wait on, "
                                   "and the gap does not recur every step",
                       np.where(ctx.late, "the host submitted late, but its CUDA calls were too sparse to be dispatch-bound",
