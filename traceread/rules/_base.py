@@ -174,39 +174,57 @@ def host_rows(events: pd.DataFrame) -> pd.DataFrame:
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------
 
-def _fixed(q: np.ndarray, digits: int) -> np.ndarray:
-    """Integers ``q`` in units of 10**-digits as decimal strings ('123' -> '1.23' for digits=2)."""
-    d = 10 ** digits
-    frac = np.char.zfill((q % d).astype(str), digits)
-    return np.char.add(np.char.add((q // d).astype(str), "."), frac)
+def _by_value(key: np.ndarray, text: Callable[[int], str]) -> np.ndarray:
+    """``text(k)`` for every ``k`` of ``key``, formatted once per distinct value (gaps share durations
+    and percentages to the digits shown: a few thousand strings for a million gaps)."""
+    uniq, inverse = np.unique(key, return_inverse=True)
+    return np.array([text(k) for k in uniq.tolist()] or [""], dtype=object)[inverse.reshape(-1)]
+
+
+# (lower bound, divisor, digits, unit) of each range fmt_ns shows; below the first: whole ns
+_NS_UNITS = ((1_000, 100, 1, " us"), (1_000_000, 10_000, 2, " ms"), (1_000_000_000, 10_000_000, 2, " s"))
+
+
+def _ns_text(key: int) -> str:
+    q, unit = divmod(key, 4)
+    if unit == 0:
+        return f"{q} ns"
+    _, _, digits, name = _NS_UNITS[unit - 1]
+    whole, part = divmod(q, 10 ** digits)
+    return f"{whole}.{part:0{digits}d}{name}"
 
 
 def fmt_ns(ns: np.ndarray) -> np.ndarray:
     """Durations as short strings: '850 ns', '12.3 us', '4.56 ms', '1.23 s' (integer maths, no floats)."""
     v = np.maximum(np.asarray(ns, dtype=np.int64), 0)
-    out = np.char.add(v.astype(str), " ns")
-    for lo, div, digits, unit in ((1_000, 100, 1, " us"), (1_000_000, 10_000, 2, " ms"),
-                                  (1_000_000_000, 10_000_000, 2, " s")):
-        sel = v >= lo
-        if sel.any():
-            out = out.astype(f"<U{max(out.dtype.itemsize // 4, 24)}")
-            out[sel] = np.char.add(_fixed((v[sel] + div // 2) // div, digits), unit)
-    return out.astype(object)
+    unit = np.searchsorted(np.array([lo for lo, *_ in _NS_UNITS]), v, side="right")
+    div = np.array([1] + [d for _, d, _, _ in _NS_UNITS], dtype=np.int64)[unit]
+    q = (v + div // 2) // div  # rounded to the unit's last digit shown
+    return _by_value(q * 4 + unit, _ns_text)
 
 
 def fmt_pct(f: np.ndarray) -> np.ndarray:
     """Fractions as whole percentages: '62%'."""
     pct = np.round(np.nan_to_num(np.asarray(f, dtype=np.float64)) * 100).astype(np.int64)
-    return np.char.add(pct.astype(str), "%").astype(object)
+    return _by_value(pct, lambda k: f"{k}%")
 
 
-def cat(*parts) -> np.ndarray:
-    """Element-wise string concatenation of arrays and scalars."""
-    out = None
-    for p in parts:
-        arr = np.asarray(p, dtype=object) if not isinstance(p, str) else p
-        out = arr if out is None else out + arr
-    return np.asarray(out, dtype=object)
+def fmt_int(n: np.ndarray) -> np.ndarray:
+    """Counts as decimal strings."""
+    return _by_value(np.asarray(n, dtype=np.int64), str)
+
+
+def cat(*parts: np.ndarray | str) -> np.ndarray:
+    """Element-wise string concatenation of equally long arrays (of str) and scalars: one join per row."""
+    arrays = [np.asarray(p, dtype=object).tolist() for p in parts if not isinstance(p, str)]
+    if not arrays:
+        return np.asarray("".join(p for p in parts if isinstance(p, str)), dtype=object)
+    n = len(arrays[0])
+    it = iter(arrays)
+    columns = [[p] * n if isinstance(p, str) else next(it) for p in parts]
+    out = np.empty(n, dtype=object)
+    out[:] = list(map("".join, zip(*columns, strict=True)))
+    return out
 
 
 # --- context ----------------------------------------------------------------------------------
@@ -226,6 +244,17 @@ def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     late = after | (known & (lend > start))
     queued = known & ~late
     return queued, late
+
+
+def launch_calls(gaps: pd.DataFrame | Rows) -> np.ndarray:
+    """Launch calls during each gap, as its evidence counts them: the engine's ``launch_count`` (calls
+    that began in it) plus the next kernel's own launch when it began before the gap and was still
+    running at its start (the evidence said "0 launch call(s)" next to a host inside that launch)."""
+    start = col(gaps, "start_ns", dtype=np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1, dtype=np.int64)
+    in_flight = (lstart >= 0) & (lstart < start) & (lend > start)
+    return col(gaps, "launch_count", dtype=np.int64) + in_flight
 
 
 def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds

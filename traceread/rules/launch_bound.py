@@ -24,7 +24,18 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import (
+    Rows,
+    Rule,
+    RuleContext,
+    cat,
+    col,
+    fmt_int,
+    fmt_ns,
+    fmt_pct,
+    frac,
+    launch_calls,
+)
 
 NAME = "launch-bound"
 
@@ -50,7 +61,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     beside = np.where(comm > 0, cat("; communication ran for ", fmt_pct(comm),
                                     " of it alongside (hidden behind the host, not waited for)"), "")
     return cat(issued, "; ",
-               col(gaps, "launch_count", dtype=np.int64).astype(str).astype(object), " launch call(s) in the ",
+               fmt_int(launch_calls(gaps)), " launch call(s) in the ",
                fmt_ns(col(gaps, "dur_ns")), " gap; runtime calls cover ", fmt_pct(frac(gaps, "cpu_runtime")), op,
                beside)
 

@@ -69,7 +69,18 @@ from traceread.host_calls import (
     TEARDOWN,
     calls_matching,
 )
-from traceread.rules._base import Rows, Rule, RuleContext, api_calls, cat, col, fmt_ns, fmt_pct, host_rows
+from traceread.rules._base import (
+    Rows,
+    Rule,
+    RuleContext,
+    api_calls,
+    cat,
+    col,
+    fmt_int,
+    fmt_ns,
+    fmt_pct,
+    host_rows,
+)
 from traceread.trace import Trace
 
 NAME = "one-time-cost"
@@ -317,7 +328,7 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     what = np.array([KIND_TEXT.get(k, k) for k in ctx.one_time_kind], dtype=object)
-    return cat("one-time cost: ", what, " (", ctx.one_time_label, "; ", ctx.one_time_count.astype(str).astype(object),
+    return cat("one-time cost: ", what, " (", ctx.one_time_label, "; ", fmt_int(ctx.one_time_count),
                " one-time call(s)/range(s) in the gap) covers ", fmt_pct(ctx.one_time_ns / dur), " of the ", fmt_ns(dur),
                " gap; paid once per process, not every step: profile steady-state steps")
 

@@ -54,7 +54,18 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import MAX_UNIT_NOTES, Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import (
+    MAX_UNIT_NOTES,
+    Rows,
+    Rule,
+    RuleContext,
+    cat,
+    col,
+    fmt_int,
+    fmt_ns,
+    fmt_pct,
+    frac,
+)
 
 NAME = "pipeline-bubble"
 
@@ -276,7 +287,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                       "does not recur every step (stage imbalance)")
     steps_p2p = col(gaps, "step_p2p_count", dtype=np.int64)
     return cat(fmt_ns(col(gaps, "dur_ns")), " gap; ", waits_on, "; ", recurs, "; ",
-               steps_p2p.astype(str).astype(object), " point-to-point transfers in the step")
+               fmt_int(steps_p2p), " point-to-point transfers in the step")
 
 
 RULE = Rule(NAME, mask, evidence)

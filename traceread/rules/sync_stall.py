@@ -53,6 +53,7 @@ from traceread.rules._base import (
     cat,
     col,
     events_where,
+    fmt_int,
     fmt_ns,
     fmt_pct,
     frac,
@@ -238,7 +239,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                      "would have hidden ", fmt_pct(lead_ns(gaps, ctx, cfg) / dur), " of the ", fmt_ns(dur), " gap")
     blocked = np.minimum(ctx.sync_blocked_ns, dur)
     sync_text = np.where(lead_ns(gaps, ctx, cfg) > blocked, drain_text, sync_text)
-    alloc_text = cat("allocator: host in ", ctx.sync_alloc_calls.astype(str).astype(object),
+    alloc_text = cat("allocator: host in ", fmt_int(ctx.sync_alloc_calls),
                      " synchronizing allocator call(s) (cudaFree/hipFree/cudaMalloc, recurring every step) for ",
                      fmt_pct(ctx.sync_alloc_ns / dur), " of the ", fmt_ns(dur), " gap (blocked ", share, " in all)")
     return np.where(alloc, alloc_text, sync_text).astype(object)

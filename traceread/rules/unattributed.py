@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import Rows, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import Rows, RuleContext, cat, col, fmt_int, fmt_ns, fmt_pct, frac, launch_calls
 
 NAME = "unattributed"
 
@@ -30,7 +30,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                                        fmt_ns(col(gaps, "longest_cpu_ns")), ")"), "no host call recorded")
     seen = cat(launch, "; comm ", fmt_pct(frac(gaps, "comm")), ", loader ", fmt_pct(frac(gaps, "dataloader")),
                ", H2D ", fmt_pct(frac(gaps, "memcpy_htod")), ", runtime calls ", fmt_pct(frac(gaps, "cpu_runtime")),
-               ", ", col(gaps, "launch_count", dtype=np.int64).astype(str).astype(object), " launch(es); ", host)
+               ", ", fmt_int(launch_calls(gaps)), " launch(es); ", host)
     reason = np.where(ctx.queued, "the GPU held its next kernel but nothing visible was running for it to wait on, "
                                   "and the gap does not recur every step",
                       np.where(ctx.late, "the host submitted late, but its CUDA calls were too sparse to be dispatch-bound",
