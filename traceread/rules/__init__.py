@@ -45,6 +45,7 @@ from traceread.rules._base import (
     dispatch_cover,
     launch_timing,
     longest_api_call,
+    subset_cache,
     sync_at_drain,
 )
 from traceread.rules.responses import FIRST_RESPONSES, first_response
@@ -108,7 +109,7 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     The input is not modified.
     """
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
-    with column_cache(out):
+    with column_cache(out), subset_cache(trace.events if trace is not None else None):
         return _classify(out, steps_df, trace, cfg)
 
 

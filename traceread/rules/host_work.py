@@ -30,7 +30,7 @@ from traceread.host_calls import (
     calls_matching,
     frame_label,
 )
-from traceread.rules._base import api_calls, col, events_where
+from traceread.rules._base import api_calls, col
 from traceread.trace import Trace
 
 # Frames that only forward to their callee: the label names what is inside them instead.
@@ -70,11 +70,9 @@ _MARKERS = re.compile("^(?:" + re.escape(PROFILER_STEP_PREFIX) + "|" + re.escape
 
 def _host_events(ev: pd.DataFrame) -> pd.DataFrame:
     """Python frames, CPU ops and user ranges (not the step marker nor the loader's own range)."""
-    def select(ev: pd.DataFrame) -> pd.Series:
-        return (((ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin([schema.CAT_PYTHON, schema.CAT_CPU_OP]))
-                | ((ev["lane"] == schema.LANE_CPU_ANNOTATION) & (ev["category"] == schema.CAT_USER_ANNOTATION)))
-
-    host = events_where(ev, "host-work", select)
+    host = ev[((ev["lane"] == schema.LANE_CPU_THREAD)
+               & ev["category"].isin([schema.CAT_PYTHON, schema.CAT_CPU_OP]))
+              | ((ev["lane"] == schema.LANE_CPU_ANNOTATION) & (ev["category"] == schema.CAT_USER_ANNOTATION))]
     return host[~calls_matching(host["name"], _MARKERS)]
 
 

@@ -29,6 +29,7 @@ from traceread.rules._base import (
     Rule,
     RuleContext,
     cat,
+    cat_where,
     col,
     fmt_int,
     fmt_ns,
@@ -53,13 +54,13 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     start = col(gaps, "start_ns", dtype=np.int64)
     lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
-    issued = np.where(lstart >= start, cat("next kernel launched ", fmt_ns(lstart - start), " after the GPU went idle"),
-                      "next kernel's launch still in flight when the GPU went idle")
-    op = np.where(ctx.dispatch_op != "", cat("; host inside ", ctx.dispatch_op, " for ", fmt_pct(ctx.dispatch),
-                                             " of the gap before the launch"), "")
+    issued = cat_where(lstart >= start, "next kernel launched ", (fmt_ns, lstart - start), " after the GPU went idle",
+                       other="next kernel's launch still in flight when the GPU went idle")
+    op = cat_where(ctx.dispatch_op != "", "; host inside ", ctx.dispatch_op, " for ", (fmt_pct, ctx.dispatch),
+                   " of the gap before the launch")
     comm = frac(gaps, "comm")
-    beside = np.where(comm > 0, cat("; communication ran for ", fmt_pct(comm),
-                                    " of it alongside (hidden behind the host, not waited for)"), "")
+    beside = cat_where(comm > 0, "; communication ran for ", (fmt_pct, comm),
+                       " of it alongside (hidden behind the host, not waited for)")
     return cat(issued, "; ",
                fmt_int(launch_calls(gaps)), " launch call(s) in the ",
                fmt_ns(col(gaps, "dur_ns")), " gap; runtime calls cover ", fmt_pct(frac(gaps, "cpu_runtime")), op,

@@ -52,7 +52,6 @@ from traceread.rules._base import (
     api_calls,
     cat,
     col,
-    events_where,
     fmt_int,
     fmt_ns,
     fmt_pct,
@@ -130,9 +129,8 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: 
         return out
     ev = trace.events
     g_rank = col(gaps, "rank", dtype=np.int64)
-    host = events_where(ev, "ops-and-ranges", lambda e: e["lane"].isin([schema.LANE_CPU_THREAD,
-                                                                         schema.LANE_CPU_ANNOTATION])
-                        & e["category"].isin([schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION]))
+    host = ev[ev["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])
+              & ev["category"].isin([schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION])]
     for (rank, t), ops in host.groupby(["rank", "tid"], observed=True, sort=False):  # threads are few
         q = np.flatnonzero((g_rank == rank) & (tid == t) & held)
         if len(q) == 0:
