@@ -30,7 +30,8 @@ class Field:
 
     key: str
     values: np.ndarray | pd.Series | None = None
-    text: Callable[[str], str] | None = None  # applied to each string value (path scrubbing)
+    # applied to the string values holding a path separator (path scrubbing: the identity on the rest)
+    text: Callable[[str], str] | None = None
     group: tuple[Field, ...] = ()
 
 
@@ -50,10 +51,17 @@ def _lines(values: list) -> list[bytes]:
 
 
 def _strings(values: list, text: Callable[[str], str] | None) -> list[str]:
-    """As the report always wrote text cells: '' for missing, ``str`` of anything else, then ``text``."""
-    out = ["" if v is None or (isinstance(v, float) and v != v) else v if isinstance(v, str) else str(v)
-           for v in values]
-    return [text(v) for v in out] if text is not None else out
+    """As the report always wrote text cells: '' for missing, ``str`` of anything else, then ``text``
+    (given ``text`` only where a value holds a path separator: the one change ``scrub_paths`` makes)."""
+    arr = np.asarray(values, dtype=object)
+    if len(arr) and pd.api.types.infer_dtype(arr, skipna=False) != "string":  # a C pass; rare
+        arr = np.array(["" if v is None or (isinstance(v, float) and v != v) else v if isinstance(v, str) else str(v)
+                        for v in values] or [""], dtype=object)[:len(values)]
+    if text is not None and len(arr):
+        wide = arr.astype(str)  # one chunk's fixed-width copy, for numpy's C string search
+        for i in np.flatnonzero((np.char.find(wide, "/") >= 0) | (np.char.find(wide, "\\") >= 0)).tolist():
+            arr[i] = text(arr[i])
+    return arr.tolist()
 
 
 class _Column:
