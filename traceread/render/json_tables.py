@@ -33,6 +33,9 @@ class Field:
     # applied to the string values holding a path separator (path scrubbing: the identity on the rest)
     text: Callable[[str], str] | None = None
     group: tuple[Field, ...] = ()
+    # as ``frame.astype({categorical: str}).to_dict("records")`` gives them (``gaps --json``): text
+    # cells as they are (None as null), a categorical's missing value as 'nan'
+    raw: bool = False
 
 
 def _is_text(s: pd.Series) -> bool:
@@ -74,11 +77,12 @@ class _Column:
         self.objects: np.ndarray | None = None
         self.text = f.text
         if isinstance(s.dtype, pd.CategoricalDtype):
-            # Once per category, then spread by code (-1, missing, reads as '').
-            self.table = np.array(_lines(_strings(s.cat.categories.tolist(), f.text) + [""]), dtype=object)
+            # Once per category, then spread by code (-1, missing, reads as '' or as 'nan' when raw).
+            cats = s.cat.categories.astype(str).tolist() if f.raw else _strings(s.cat.categories.tolist(), f.text)
+            self.table = np.array(_lines(cats + ["nan" if f.raw else ""]), dtype=object)
             self.codes = s.cat.codes.to_numpy()
         elif _is_text(s):
-            self.objects, self.is_text = s.to_numpy(dtype=object), True
+            self.objects, self.is_text = s.to_numpy(dtype=object), not f.raw
         else:
             a = s.to_numpy()
             if a.dtype.kind == "f":
