@@ -97,3 +97,23 @@ def test_chunked_rows_join_like_one(monkeypatch: pytest.MonkeyPatch) -> None:
     assert got == json_text.dumps({"t": [{"v": int(x)} for x in v]})
     empty = b"".join(json_tables.document_chunks({"t": None}, {"t": ((), 0)}))
     assert empty == json_text.dumps({"t": []})
+
+
+@pytest.mark.parametrize("name", ["kineto/hta_nccl_a100_rank0of2.json.gz", "nsys/pipit_saxpy_mpi_a100_2022.sqlite"])
+def test_scan_gap_rows_from_columns_equal_rows_from_records(name: str, tmp_path: Path) -> None:
+    """scan's parquet gap rows made from the frame's columns (gap_numbers + gap_texts) are the rows the
+    report's gap dicts gave."""
+    import pyarrow as pa
+
+    from traceread.scan.tables import gap_numbers, gap_table, gap_texts
+
+    src = SHARED_TRACES / name
+    if not src.exists():
+        pytest.skip(f"{src} not present")
+    a = analyze([load(str(src))])
+    row = {"epoch_offset_ns": None, "rank_of_frame": {"0": 0}}
+    old = gap_table(jsonout.to_report(a), row, "t")
+    new = gap_table({"gaps": []}, row, "t", gap_numbers(a.gaps), gap_texts(a.gaps))
+    assert len(new) == len(a.gaps) > 0
+    assert new.equals(old)
+    assert isinstance(new, pa.Table)

@@ -53,7 +53,7 @@ def _lines(values: list) -> list[bytes]:
     return out
 
 
-def _strings(values: list, text: Callable[[str], str] | None) -> list[str]:
+def text_values(values: list, text: Callable[[str], str] | None) -> list[str]:
     """As the report always wrote text cells: '' for missing, ``str`` of anything else, then ``text``
     (given ``text`` only where a value holds a path separator: the one change ``scrub_paths`` makes)."""
     arr = np.asarray(values, dtype=object)
@@ -78,7 +78,7 @@ class _Column:
         self.text = f.text
         if isinstance(s.dtype, pd.CategoricalDtype):
             # Once per category, then spread by code (-1, missing, reads as '' or as 'nan' when raw).
-            cats = s.cat.categories.astype(str).tolist() if f.raw else _strings(s.cat.categories.tolist(), f.text)
+            cats = s.cat.categories.astype(str).tolist() if f.raw else text_values(s.cat.categories.tolist(), f.text)
             self.table = np.array(_lines(cats + ["nan" if f.raw else ""]), dtype=object)
             self.codes = s.cat.codes.to_numpy()
         elif _is_text(s):
@@ -99,7 +99,7 @@ class _Column:
             return orjson.dumps(self.array[lo:hi], option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
         assert self.objects is not None
         values = self.objects[lo:hi].tolist()
-        return _lines(_strings(values, self.text) if self.is_text else values)
+        return _lines(text_values(values, self.text) if self.is_text else values)
 
 
 def _template(fields: tuple[Field, ...], indent: int) -> bytes:

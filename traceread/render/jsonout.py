@@ -63,6 +63,16 @@ def _steps(a: Analysis) -> list[dict[str, Any]]:
     return recs
 
 
+def step_records(a: Analysis) -> list[dict[str, Any]]:
+    """The report's ``steps`` list (one dict per step: steps are few)."""
+    return _steps(a)
+
+
+def gap_records(a: Analysis) -> list[dict[str, Any]]:
+    """The report's ``gaps`` list as dicts (the slow form: :func:`chunks` writes it column-wise)."""
+    return _gaps(a)
+
+
 def _gaps(a: Analysis) -> list[dict[str, Any]]:
     g = a.gaps
     if g.empty:
