@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 
 import click
@@ -14,7 +15,7 @@ from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
-from traceread.printable import CONTROL_CHARS, PrintableWriter, printable
+from traceread.printable import CONTROL_CHARS, printable
 from traceread.render import json_tables
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
@@ -80,10 +81,12 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
             # A chunk of rows at a time: the fractions and escaped text exist for those rows only.
             for lo in range(0, max(len(gaps), 1), _CSV_CHUNK_ROWS):
                 part = with_fractions(gaps.iloc[lo:lo + _CSV_CHUNK_ROWS])  # every X_ns with its X_frac
-                # (escaped before the writer: csv (pandas 2, Python 3.10) refuses some controls; the
-                # stubs want a seekable buffer, pandas only calls write() for CSV)
-                _printable_cells(part).to_csv(PrintableWriter(fh), index=False,  # type: ignore[call-overload]
-                                              header=lo == 0)
+                # (cells escaped before the writer: csv (pandas 2, Python 3.10) refuses some controls;
+                # the chunk's text escaped again as a whole, as every text sink is: pandas writes a
+                # row at a time, and a writer escaping each write was a Python call per gap)
+                text = io.StringIO()
+                _printable_cells(part).to_csv(text, index=False, header=lo == 0)
+                fh.write(printable(text.getvalue(), layout=True))
 
     def chunks() -> Iterator[bytes]:
         # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
