@@ -30,6 +30,7 @@ then the kernel starts: a one-time cost, not a boundary).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, cast
 
 import numpy as np
@@ -56,10 +57,24 @@ def _empty() -> pd.DataFrame:
                          for c in EDGE_COLUMNS})
 
 
+# The last result, for the same events frame, steps frame and thresholds: the gap engine (where to
+# cut gaps) and the rules (what a boundary gap is) both ask, one after the other.
+_LAST: list = []  # [(weakref to events, weakref to steps, cfg, edges)]
+
+
 def capture_edges(trace: Trace, steps: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
     """One row per rank/device of ``steps`` with its lead and tail boundaries (module doc)."""
     if steps is None or steps.empty:
         return _empty()
+    for ev_ref, st_ref, c, edges in _LAST:
+        if ev_ref() is trace.events and st_ref() is steps and c == cfg:
+            return edges.copy()
+    edges = _capture_edges(trace, steps, cfg)
+    _LAST[:] = [(weakref.ref(trace.events), weakref.ref(steps), cfg, edges)]
+    return edges.copy()
+
+
+def _capture_edges(trace: Trace, steps: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
     v = event_view(trace)
     rows = []
     for key, st in steps.groupby(["rank", "device"], sort=True):
