@@ -45,6 +45,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import DEVICE_ALLOCATOR, SYNC, calls_matching
+from traceread.lanes import HOST_LANES, event_view
 from traceread.rules._base import (
     Rows,
     Rule,
@@ -127,30 +128,31 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: 
     out = np.full(len(gaps), "", dtype=object)
     if trace is None or not held.any():
         return out
-    ev = trace.events
+    # The engine's numpy view of the events (built once per trace): no pandas selection of the ops.
+    v = event_view(trace)
+    step_marker = np.char.startswith(v.names.astype(str), "ProfilerStep#")  # per distinct name
     g_rank = col(gaps, "rank", dtype=np.int64)
-    host = ev[ev["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])
-              & ev["category"].isin([schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION])]
-    for (rank, t), ops in host.groupby(["rank", "tid"], observed=True, sort=False):  # threads are few
+    for rank, t in sorted({(int(r), int(x)) for r, x in zip(g_rank[held], tid[held], strict=True)}):  # threads are few
         q = np.flatnonzero((g_rank == rank) & (tid == t) & held)
-        if len(q) == 0:
-            continue
         for cat_, outermost in ((schema.CAT_USER_ANNOTATION, False), (schema.CAT_CPU_OP, True)):
-            o = ops[(ops["category"] == cat_).to_numpy()]
-            o = o[~o["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()] if not outermost else o
-            if o.empty:
+            rows = v.rows(HOST_LANES, (cat_,), rank=rank)
+            rows = rows[v.tid[rows] == t]
+            if not outermost:
+                rows = rows[~step_marker[v.name[rows]]]
+            if len(rows) == 0:
                 continue
-            os_, oe = o["start_ns"].to_numpy(np.int64), o["end_ns"].to_numpy(np.int64)
+            os_, oe = v.start[rows].astype(np.int64), v.end[rows].astype(np.int64)
+            names = v.names_of(rows)
             if outermost:
                 order = np.argsort(os_, kind="stable")
-                os_, oe, names = os_[order], oe[order], o["name"].astype(str).to_numpy()[order]
+                os_, oe, names = os_[order], oe[order], names[order]
                 reach = np.maximum.accumulate(oe)
                 first = np.searchsorted(reach, start[q], side="right")  # earliest op still running after t
                 inside = (first < len(os_)) & (os_[np.minimum(first, len(os_) - 1)] <= start[q])
                 out[q[inside]] = names[first[inside]]
             else:
                 idx = intervals.innermost_covering(start[q], os_, oe)
-                out[q[idx >= 0]] = o["name"].astype(str).to_numpy()[idx[idx >= 0]]
+                out[q[idx >= 0]] = names[idx[idx >= 0]]
     return out
 
 
