@@ -20,7 +20,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import SYNC, calls_matching
-from traceread.lanes import API_CATS
+from traceread.lanes import API_CATS, event_view
 from traceread.trace import Trace
 
 # Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
@@ -344,38 +344,37 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
     if trace is None or n == 0 or not (lstart >= 0).any():
         return share, names
-    ev = trace.events
-    api = api_calls(ev)
-    ops = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & (ev["category"] == schema.CAT_CPU_OP)]
-    if api.empty or ops.empty:
-        return share, names
+    v = event_view(trace)  # the engine's numpy view of the events, built once per trace
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
-    for rank, calls in api.groupby("rank", observed=True, sort=False):  # ranks and threads are few
-        sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
-        if len(sel) == 0:
+    for rank in np.unique(g_rank[lstart >= 0]).tolist():  # ranks and threads are few
+        calls = v.rows((schema.LANE_CPU_THREAD,), tuple(sorted(API_CATS)), rank=rank)
+        ops = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_CPU_OP,), rank=rank)
+        if len(calls) == 0 or len(ops) == 0:
             continue
-        calls = calls.sort_values("start_ns", kind="stable")
-        cs = calls["start_ns"].to_numpy(np.int64)
+        sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
+        calls = calls[np.argsort(v.start[calls], kind="stable")]
+        cs = v.start[calls].astype(np.int64)
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = cs[k] == lstart[sel]
-        sel, tid = sel[found], calls["tid"].to_numpy(np.int64)[k[found]]
-        rank_ops = ops[ops["rank"] == rank]
-        for t, thread_ops in rank_ops.groupby("tid", sort=False):
+        sel, tid = sel[found], v.tid[calls][k[found]]
+        op_tid = v.tid[ops]
+        for t in np.unique(tid).tolist():
             q = sel[tid == t]
-            if len(q) == 0:
+            thread_ops = ops[op_tid == t]
+            if len(thread_ops) == 0:
                 continue
-            thread_ops = thread_ops.sort_values("start_ns", kind="stable")
-            os_ = thread_ops["start_ns"].to_numpy(np.int64)
-            reach = np.maximum.accumulate(thread_ops["end_ns"].to_numpy(np.int64))
+            thread_ops = thread_ops[np.argsort(v.start[thread_ops], kind="stable")]
+            os_ = v.start[thread_ops].astype(np.int64)
+            reach = np.maximum.accumulate(v.end[thread_ops].astype(np.int64))
             t_launch = lstart[q]
             first = np.searchsorted(reach, t_launch, side="left")  # earliest op still running at t
             inside = first < np.searchsorted(os_, t_launch, side="right")
             q, first = q[inside], first[inside]
             began = np.maximum(os_[first], g_start[q])
             share[q] = np.clip((lstart[q] - began) / dur[q], 0.0, 1.0)
-            names[q] = thread_ops["name"].astype(str).to_numpy()[first]
+            names[q] = v.names_of(thread_ops[first])
     return share, names
 
 
