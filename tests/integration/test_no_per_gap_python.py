@@ -76,3 +76,17 @@ def test_gaps_command_makes_no_python_call_per_gap(big_trace: Path, tmp_path: Pa
     assert gaps > 20_000
     (where, n), = counts.most_common(1)
     assert n <= PER_GAP_SHARE * gaps, f"{where} called {n} times for {gaps} gaps"
+
+
+def test_evidence_formatted_in_chunks_reads_the_same(big_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Evidence is formatted a chunk of rows at a time (a memory bound): any chunk size gives the
+    same classes, sentences and kinds."""
+    from traceread import rules
+
+    trace = load(str(big_trace))
+    whole = analyze([trace]).gaps
+    monkeypatch.setattr(rules, "EVIDENCE_CHUNK_ROWS", 997)
+    chunked = analyze([trace]).gaps
+    assert len(whole) > 10 * 997
+    for c in ("class", "evidence", "evidence_kind"):
+        assert chunked[c].astype(str).tolist() == whole[c].astype(str).tolist()

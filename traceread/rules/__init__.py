@@ -116,7 +116,8 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
 def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
     n = len(out)
     ctx = build_context(out, steps_df, trace, cfg)
-    cls = np.full(n, UNATTRIBUTED, dtype=object)
+    code = {c: i for i, c in enumerate(GAP_CLASSES)}
+    cls = np.full(n, code[UNATTRIBUTED], dtype=np.int8)  # class codes: no string per gap
     evidence = np.full(n, "", dtype=object)
     kinds = np.full(n, "", dtype=object)
     free = np.ones(n, dtype=bool)
@@ -125,21 +126,29 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
             break
         hit = free & np.asarray(rule.mask(out, ctx, cfg), dtype=bool)
         if hit.any():
-            idx = np.flatnonzero(hit)
-            cls[idx] = rule.name
-            rows, sub = Rows(out, idx), _subset(ctx, idx)
-            evidence[idx] = rule.evidence(rows, sub, cfg)
-            kinds[idx] = rule.kind(rows, sub) if rule.kind is not None else rule.name
+            cls[hit] = code[rule.name]
+            for idx in _chunks(np.flatnonzero(hit)):
+                rows, sub = Rows(out, idx), _subset(ctx, idx)
+                evidence[idx] = rule.evidence(rows, sub, cfg)
+                kinds[idx] = rule.kind(rows, sub) if rule.kind is not None else rule.name
             free &= ~hit
-    if free.any():
-        idx = np.flatnonzero(free)
+    for idx in _chunks(np.flatnonzero(free)):
         evidence[idx] = unattributed.evidence(Rows(out, idx), _subset(ctx, idx), cfg)
-    out["class"] = pd.Categorical(cls, categories=list(GAP_CLASSES))
+    out["class"] = pd.Categorical.from_codes(cls, categories=list(GAP_CLASSES))
     out["evidence"] = pd.Series(evidence, index=out.index, dtype=object)
     kinds[free] = UNATTRIBUTED
     out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
     out.attrs["notes"] = list(ctx.notes)
     return out
+
+
+# Rows whose evidence is formatted at a time: the sentence's parts exist for one chunk only (a 5M-gap
+# export held several GB of them at once). A memory bound, not a threshold.
+EVIDENCE_CHUNK_ROWS = 262_144
+
+
+def _chunks(idx: np.ndarray) -> list[np.ndarray]:
+    return [idx[lo:lo + EVIDENCE_CHUNK_ROWS] for lo in range(0, len(idx), EVIDENCE_CHUNK_ROWS)]
 
 
 def notes(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, cfg: Thresholds) -> list[str]:
