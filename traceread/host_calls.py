@@ -18,6 +18,7 @@ the rules (the engine's copy once lacked them, so ``sync_ns`` left out time the 
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -150,7 +151,7 @@ def calls_matching(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
     """Rows whose name ``rx`` finds (``search``: anchored patterns match whole names), tested once
     per distinct name and spread to the rows (no regex per event)."""
     c = names.astype("category")
-    hit = _category_hits(c.dtype, rx)
+    hit = _category_hits(cast(pd.CategoricalDtype, c.dtype), rx)
     codes = c.cat.codes.to_numpy()
     return (codes >= 0) & hit[np.maximum(codes, 0)]
 

@@ -80,11 +80,11 @@ class PerTrace:
 
 def concat(frames: list[pd.DataFrame | None], columns: list[str] | None) -> pd.DataFrame:
     """Concatenate per-trace frames; an empty frame with ``columns`` when there are none."""
-    frames = [f for f in frames if f is not None and len(f)]
-    if len(frames) == 1 and _default_index(frames[0]):
-        return frames[0]  # one trace: concatenating would copy every column (a 5M-gap frame is GBs)
-    if frames:
-        return pd.concat(frames, ignore_index=True)
+    kept = [f for f in frames if f is not None and len(f)]
+    if len(kept) == 1 and _default_index(kept[0]):
+        return kept[0]  # one trace: concatenating would copy every column (a 5M-gap frame is GBs)
+    if kept:
+        return pd.concat(kept, ignore_index=True)
     return pd.DataFrame({c: pd.Series(dtype="int64") for c in (columns or ["trace"])})
 
 

@@ -134,7 +134,7 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
             free &= ~hit
     for idx in _chunks(np.flatnonzero(free)):
         evidence[idx] = unattributed.evidence(Rows(out, idx), _subset(ctx, idx), cfg)
-    out["class"] = pd.Categorical.from_codes(cls, categories=list(GAP_CLASSES))
+    out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
     out["evidence"] = pd.Series(evidence, index=out.index, dtype=object)
     kinds[free] = UNATTRIBUTED
     out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)

@@ -91,7 +91,7 @@ class Rows:
 
 
 # Frames whose columns are read many times by the rules (see ``column_cache``): id -> (frame, columns).
-_COLUMNS: dict[int, tuple[pd.DataFrame, dict[tuple[str, Any], np.ndarray]]] = {}
+_COLUMNS: dict[int, tuple[pd.DataFrame, dict[tuple[str, Any, Any], np.ndarray]]] = {}
 
 
 @contextmanager
