@@ -1,19 +1,38 @@
-"""Time ``traceread analyze`` end to end on the largest real traces, beside the raw decode it builds on.
+"""``traceread analyze`` beside its own load, HTA's equivalent analysis, a bare ``orjson.loads`` and
+nsys-ai's idle-gap analysis, in one run: wall seconds, CPU seconds and peak memory of each process.
 
-For the largest trace of each format in ../shared/traces (or the paths given), each row runs in its
-own fresh process, best of ``--repeat`` runs, and reports wall time and peak RSS:
+Default run (issue 28's figures), each contender in its own fresh process, ``--repeat`` times
+interleaved (best wall time shown; HTA and nsys-ai once):
 
-* ``load``: ``traceread.load`` alone (the decode every analysis pays; the baseline);
-* ``analyze``: ``traceread analyze TRACE -o report.md``;
-* ``analyze (all outputs)``: plus ``--json``, ``--plot`` and ``--perfetto``.
+* Kineto inputs made from a real trace by ``scripts/scale_trace.py`` (under ``--workdir``, once):
+  ``--sizes`` MB of JSON (default 233 and 1100) from ``--source`` (default HTA's 2-rank NCCL A100
+  trace, PyTorch 2.4+ decimal microseconds). Contenders: ``traceread info`` (the load), ``traceread
+  analyze -o report.md``, ``traceread analyze -o report.md --json report.json``, HTA's
+  ``TraceAnalysis`` with its temporal, idle-time and kernel breakdowns (``--hta-max-mb``: skipped on
+  bigger inputs), and a process that only reads the file and runs ``orjson.loads`` on it.
+* The nsys export ``scripts/bench_nsys.py --kernels N`` makes (``scripts/gen_nsys.py``: N kernels
+  + N launches over 2 processes, default 5M): ``traceread analyze -o report.md`` against
+  ``nsys-ai skill run gpu_idle_gaps`` on each device (run on a copy: it indexes its input).
 
-    .venv/bin/python scripts/bench_analyze.py [--repeat 3] [TRACE ...]
+Memory is the largest RSS of the process tree summed over it, sampled every 20 ms from
+``/proc/PID/statm``; CPU is user + system of the process and its children (``os.wait4``). The
+machine's load average is printed with the table: other jobs on a shared machine change wall
+times, less so CPU times.
+
+    .venv/bin/python scripts/bench_analyze.py                       # everything (tens of minutes)
+    .venv/bin/python scripts/bench_analyze.py --sizes 233 --skip-nsys --repeat 1
+    .venv/bin/python scripts/bench_analyze.py TRACE [TRACE ...]     # given traces: info / analyze only
+
+HTA (``pip install traceinsight 'pandas<3'``) and nsys-ai (``pip install nsys-ai``) live in their
+own virtual environments (``HTA_PYTHON``, ``NSYS_AI``; by default ``.venv-hta``/``.venv-nsysai`` in
+the repo, then ``../venv-hta``/``../venv-nsysai``); they are never traceread dependencies.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,61 +41,208 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("TRACEREAD_SHARED", REPO.parent / "shared")) / "traces"
-
-_LOAD = "import sys, traceread; traceread.load(sys.argv[1])"
-_ANALYZE = "import sys; from traceread.cli import main; sys.exit(main(sys.argv[1:]))"
-_RSS = ("import resource, runpy, sys; code = sys.argv.pop(1); sys.argv[0] = 'bench';\n"
-        "try:\n    exec(code)\nfinally:\n"
-        "    print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
+SOURCE = SHARED / "kineto" / "hta_nccl_a100_rank0of2.json.gz"
 
 
-def largest_per_format() -> list[Path]:
-    out = []
-    for sub in ("kineto", "nsys"):
-        files = [p for p in (SHARED / sub).glob("*") if p.is_file()] if (SHARED / sub).is_dir() else []
-        if files:
-            out.append(max(files, key=lambda p: p.stat().st_size))
+def _tool(env: str, *candidates: Path) -> str | None:
+    if os.environ.get(env):
+        return os.environ[env]
+    return next((str(c) for c in candidates if c.exists()), None)
+
+
+HTA_PYTHON = _tool("HTA_PYTHON", REPO / ".venv-hta" / "bin" / "python", REPO.parent / "venv-hta" / "bin" / "python")
+NSYS_AI = _tool("NSYS_AI", REPO / ".venv-nsysai" / "bin" / "nsys-ai", REPO.parent / "venv-nsysai" / "bin" / "nsys-ai")
+
+TRACEREAD = [sys.executable, "-c", "from traceread.cli import run; run()"]
+ORJSON = [sys.executable, "-c", "import sys, orjson; orjson.loads(open(sys.argv[1], 'rb').read())"]
+HTA_CODE = """
+import logging, sys
+logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+ta = TraceAnalysis(trace_dir=sys.argv[1])
+ta.get_temporal_breakdown(visualize=False)
+ta.get_idle_time_breakdown(visualize=False)
+ta.get_gpu_kernel_breakdown(visualize=False)
+"""
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as fh:
+                todo += [int(c) for c in fh.read().split()]
+        except OSError:
+            pass
     return out
 
 
-def run(code: str, args: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of ``code`` run in a fresh interpreter."""
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _RSS, code, *args], cwd=REPO, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"failed: {args}\n{proc.stderr[-2000:]}")
-    rss = next((float(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("RSS ")), 0.0)
-    return wall, rss
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def measure(cmd: list[str], timeout: float) -> dict:
+    """Wall s, CPU s (process and children) and peak tree RSS (MB) of one command."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO, env=env)
+    peak = 0.0
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        peak = max(peak, sum(_rss_mb(p) for p in _tree(proc.pid)))
+        if time.monotonic() - t0 > timeout:
+            proc.kill()
+            proc.wait()
+            return {"error": f"stopped after {timeout:.0f} s"}
+        time.sleep(0.02)
+    wall = time.monotonic() - t0
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if code not in (0, 1):  # 1: analyze's "no verdict" exit is still a finished run
+        return {"error": (err.strip().splitlines() or ["failed"])[-1][:100]}
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+            "peak": max(peak, usage.ru_maxrss / 1024)}
+
+
+def scaled_input(workdir: Path, source: Path, size_mb: int) -> Path:
+    out = workdir / f"{source.name.split('.')[0]}_{size_mb}mb.json"
+    if not out.exists():
+        print(f"making {out} ...", file=sys.stderr)
+        subprocess.run([sys.executable, str(REPO / "scripts" / "scale_trace.py"), str(source), str(out),
+                        "--size-mb", str(size_mb)], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return out
+
+
+def kineto_contenders(trace: Path, tmp: str, hta_dir: str | None) -> list[tuple[str, list[str]]]:
+    md, js = os.path.join(tmp, "r.md"), os.path.join(tmp, "r.json")
+    out = [("traceread info (the load)", [*TRACEREAD, "info", str(trace)]),
+           ("traceread analyze (Markdown)", [*TRACEREAD, "analyze", str(trace), "-o", md]),
+           ("traceread analyze (Markdown + JSON)", [*TRACEREAD, "analyze", str(trace), "-o", md, "--json", js])]
+    if hta_dir is not None and HTA_PYTHON:
+        out.append(("HTA: TraceAnalysis + temporal, idle-time, kernel breakdowns", [HTA_PYTHON, "-c", HTA_CODE, hta_dir]))
+    out.append(("bare orjson.loads process", [*ORJSON, str(trace)]))
+    return out
+
+
+def run_rows(label: str, size_mb: float, contenders: list[tuple[str, list[str]]], repeat: int,
+             timeout: float, once: tuple[str, ...] = ("HTA", "nsys-ai")) -> list[tuple]:
+    best: dict[str, dict] = {}
+    for k in range(repeat):
+        for name, cmd in contenders:
+            if k and (name.startswith(once) or "error" in best.get(name, {})):
+                continue
+            r = measure(cmd, timeout)
+            print(f"  {label} | {name}: {r}", file=sys.stderr)
+            if name not in best or "error" in best[name] or ("wall" in r and r["wall"] < best[name]["wall"]):
+                best[name] = r
+    return [(label, size_mb, name, r) for name, r in best.items()]
+
+
+def nsys_rows(args: argparse.Namespace, workdir: Path) -> list[tuple]:
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench_nsys import ensure_export  # the same export bench_nsys.py measures
+
+    export = workdir / f"bench_{args.kernels}kernels_2ranks.sqlite"
+    ensure_export(str(export), args.kernels, 2, False)
+    size = export.stat().st_size / 1e6
+    label = f"nsys export, {args.kernels / 1e6:g}M kernels + launches, 2 GPUs"
+    with tempfile.TemporaryDirectory(prefix="bench-analyze-", dir=workdir) as tmp:
+        rows = run_rows(label, size, [("traceread analyze (Markdown)",
+                                       [*TRACEREAD, "analyze", str(export), "-o", os.path.join(tmp, "r.md")])],
+                        args.repeat, args.timeout)
+        if NSYS_AI and not args.skip_nsys_ai:
+            copy = os.path.join(tmp, "export.sqlite")
+            shutil.copyfile(export, copy)  # nsys-ai writes indexes into its input and a cache beside it
+            parts = [measure([NSYS_AI, "skill", "run", "gpu_idle_gaps", copy, "--format", "json", "-p", f"device={d}"],
+                             args.timeout) for d in (0, 1)]
+            ok = [p for p in parts if "error" not in p]
+            total = ({"wall": sum(p["wall"] for p in ok), "cpu": sum(p["cpu"] for p in ok),
+                      "peak": max(p["peak"] for p in ok)} if len(ok) == len(parts) else parts[0])
+            rows.append((label, size, "nsys-ai gpu_idle_gaps, devices 0 and 1 (summed)", total))
+    return rows
+
+
+def table(rows: list[tuple]) -> str:
+    lines = ["| input | MB | contender | wall s | CPU s | peak MB |", "|---|---:|---|---:|---:|---:|"]
+    for label, size, name, r in rows:
+        if "error" in r:
+            lines.append(f"| {label} | {size:,.0f} | {name} | {r['error']} | | |")
+        else:
+            lines.append(f"| {label} | {size:,.0f} | {name} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['peak']:,.0f} |")
+    return "\n".join(lines)
+
+
+def ratios(rows: list[tuple]) -> list[str]:
+    """The acceptance ratios of issue 28 that this run's rows give."""
+    out = []
+    for label in dict.fromkeys(r[0] for r in rows):
+        got = {name: r for lb, _, name, r in rows if lb == label and "error" not in r}
+        info = got.get("traceread info (the load)")
+        md = got.get("traceread analyze (Markdown)")
+        full = got.get("traceread analyze (Markdown + JSON)") or md
+        orj = got.get("bare orjson.loads process")
+        hta = next((r for n, r in got.items() if n.startswith("HTA")), None)
+        ns = next((r for n, r in got.items() if n.startswith("nsys-ai")), None)
+        if info and full:
+            out.append(f"{label}: analyze (MD + JSON) / info = {full['wall'] / info['wall']:.1f}x wall, "
+                       f"{full['cpu'] / info['cpu']:.1f}x CPU; peak {full['peak']:,.0f} MB")
+        if orj and full:
+            out.append(f"{label}: orjson.loads process / analyze (MD + JSON) = {orj['wall'] / full['wall']:.1f}x wall")
+        if hta and full:
+            out.append(f"{label}: HTA / analyze (MD + JSON) = {hta['wall'] / full['wall']:.1f}x wall")
+        if ns and md:
+            out.append(f"{label}: nsys-ai CPU / analyze CPU = {ns['cpu'] / md['cpu']:.1f}x; peak "
+                       f"{md['peak']:,.0f} MB (analyze) vs {ns['peak']:,.0f} MB (nsys-ai)")
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("traces", nargs="*", help="traces to time (default: the largest of each format in ../shared)")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("traces", nargs="*", help="time info and analyze on these instead of the default run")
+    ap.add_argument("--source", type=Path, default=SOURCE, help="the real Kineto trace to scale")
+    ap.add_argument("--sizes", default="233,1100", help="MB of JSON to scale it to (comma-separated)")
+    ap.add_argument("--workdir", type=Path, default=REPO / "bench-out", help="where inputs are made (ignored by git)")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--hta-max-mb", type=float, default=300, help="run HTA on inputs up to this size")
+    ap.add_argument("--kernels", type=int, default=5_000_000, help="kernels in the nsys export")
+    ap.add_argument("--skip-nsys", action="store_true")
+    ap.add_argument("--skip-nsys-ai", action="store_true")
     opts = ap.parse_args()
-    traces = [Path(t) for t in opts.traces] or largest_per_format()
-    if not traces:
-        raise SystemExit(f"no traces given and none found under {SHARED}")
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = []
-        for trace in traces:
-            t = str(trace)
-            md = os.path.join(tmp, "r.md")
-            cases = [
-                ("load (raw decode)", _LOAD, [t]),
-                ("analyze", _ANALYZE, ["analyze", t, "-o", md]),
-                ("analyze (all outputs)", _ANALYZE, ["analyze", t, "-o", md, "--json", os.path.join(tmp, "r.json"),
-                                                     "--plot", os.path.join(tmp, "t.png"),
-                                                     "--perfetto", os.path.join(tmp, "t.pftrace")]),
-            ]
-            for label, code, args in cases:
-                best = min((run(code, args) for _ in range(opts.repeat)), key=lambda r: r[0])
-                rows.append((trace.name, f"{trace.stat().st_size / 2**20:.1f}", label, *best))
-    print(f"| trace | MiB | command | wall s (best of {opts.repeat}) | peak RSS MiB |")
-    print("|---|---:|---|---:|---:|")
-    for name, size, label, wall, rss in rows:
-        print(f"| {name} | {size} | {label} | {wall:.2f} | {rss:.0f} |")
+    opts.workdir.mkdir(parents=True, exist_ok=True)
+    rows: list[tuple] = []
+    with tempfile.TemporaryDirectory(prefix="bench-analyze-", dir=opts.workdir) as tmp:
+        if opts.traces:
+            for t in map(Path, opts.traces):
+                rows += run_rows(t.name, t.stat().st_size / 1e6, kineto_contenders(t, tmp, None)[:3],
+                                 opts.repeat, opts.timeout)
+        else:
+            for size in (int(s) for s in opts.sizes.split(",") if s):
+                trace = scaled_input(opts.workdir, opts.source, size)
+                mb = trace.stat().st_size / 1e6
+                hta_dir = None
+                if mb <= opts.hta_max_mb:
+                    hta_dir = os.path.join(tmp, f"hta-{size}")
+                    os.makedirs(hta_dir, exist_ok=True)
+                    os.symlink(trace.resolve(), os.path.join(hta_dir, trace.name))
+                rows += run_rows(f"{opts.source.name.split('.')[0]} x{size} MB", mb,
+                                 kineto_contenders(trace, tmp, hta_dir), opts.repeat, opts.timeout)
+            if not opts.skip_nsys:
+                rows += nsys_rows(opts, opts.workdir)
+    print(table(rows))
+    print()
+    for line in ratios(rows):
+        print(f"* {line}")
+    print(f"\nload average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())} "
+          f"({os.cpu_count()} CPUs); best wall time of {opts.repeat} runs (HTA and nsys-ai once)")
 
 
 if __name__ == "__main__":

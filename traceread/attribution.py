@@ -183,7 +183,8 @@ def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
     """Idle ns of the ``cause`` gaps by their named evidence (``evidence_kind``), largest first."""
     if gaps is None or not len(gaps) or "class" not in gaps.columns or "evidence_kind" not in gaps.columns:
         return {}
-    g = gaps[gaps["class"].astype(str).to_numpy() == cause]
+    # on the categorical's codes (no string per gap), and only the two columns read (not a copy of the frame)
+    g = gaps.loc[(gaps["class"] == cause).to_numpy(), ["dur_ns", "evidence_kind"]]
     if g.empty:
         return {}
     sums = g["dur_ns"].astype(np.int64).groupby(g["evidence_kind"].astype(str).to_numpy()).sum()
@@ -217,7 +218,13 @@ def _idle_by_class(g: pd.DataFrame, rank: int, device: int, ws: np.ndarray, we: 
     if len(g) and "class" in g.columns:
         inside = intervals.overlap_with_union(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64),
                                               ws, we)
-        sums = pd.Series(inside).groupby(g["class"].astype(str).to_numpy()).sum()
+        cls = g["class"]
+        if isinstance(cls.dtype, pd.CategoricalDtype):  # by code: no class-name string per gap
+            names = cls.cat.categories.astype(str)
+            by_code = pd.Series(inside).groupby(cls.cat.codes.to_numpy()).sum()
+            sums = pd.Series(by_code.to_numpy(), index=[names[k] if k >= 0 else "nan" for k in by_code.index])
+        else:
+            sums = pd.Series(inside).groupby(cls.astype(str).to_numpy()).sum()
         for c, v in sums.items():
             if c in GAP_CLASSES:
                 out[part_col(c)] = int(v)
@@ -239,7 +246,7 @@ def _comm_note(gaps: pd.DataFrame, total_ns: int, cfg: Thresholds) -> list[str]:
     """Communication that ran during idle gaps the rules gave to another cause (it was not waited for)."""
     if not total_ns or not len(gaps) or "comm_ns" not in gaps.columns or "class" not in gaps.columns:
         return []
-    other = gaps["class"].astype(str).to_numpy() != "comm-bound"
+    other = (gaps["class"] != "comm-bound").to_numpy()
     hidden = int(gaps["comm_ns"].to_numpy(np.int64)[other].sum())
     if hidden / total_ns < cfg.note_min_share:
         return []

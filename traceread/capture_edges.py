@@ -30,6 +30,7 @@ then the kernel starts: a one-time cost, not a boundary).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, cast
 
 import numpy as np
@@ -56,10 +57,24 @@ def _empty() -> pd.DataFrame:
                          for c in EDGE_COLUMNS})
 
 
+# The last result, for the same events frame, steps frame and thresholds: the gap engine (where to
+# cut gaps) and the rules (what a boundary gap is) both ask, one after the other.
+_LAST: list = []  # [(weakref to events, weakref to steps, cfg, edges)]
+
+
 def capture_edges(trace: Trace, steps: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
     """One row per rank/device of ``steps`` with its lead and tail boundaries (module doc)."""
     if steps is None or steps.empty:
         return _empty()
+    for ev_ref, st_ref, c, edges in _LAST:
+        if ev_ref() is trace.events and st_ref() is steps and c == cfg:
+            return edges.copy()
+    edges = _capture_edges(trace, steps, cfg)
+    _LAST[:] = [(weakref.ref(trace.events), weakref.ref(steps), cfg, edges)]
+    return edges.copy()
+
+
+def _capture_edges(trace: Trace, steps: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
     v = event_view(trace)
     rows = []
     for key, st in steps.groupby(["rank", "device"], sort=True):
@@ -116,10 +131,13 @@ def _tail(v: EventView, rank: int, device: int, st: pd.DataFrame, cfg: Threshold
     ws, we = st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)
     # Ranges as long as a step enclose steps (a run-level annotation): they say nothing of activity.
     act = act[v.end[act] - v.start[act] < int(np.median(we - ws))]
-    o = np.argsort(v.start[act], kind="stable")
-    s, reach = v.start[act][o], np.maximum.accumulate(v.end[act][o]) if len(act) else np.zeros(0, np.int64)
-    k = np.searchsorted(s, we, side="left") - 1  # the last activity starting before each step's end
-    last_end = np.where(k >= 0, reach[np.maximum(k, 0)] if len(s) else 0, np.iinfo(np.int64).min)
+    # The latest end of any activity starting before each step's end: each activity lands in the
+    # bucket of step ends after its start (steps are few: no sort of the activities).
+    order = np.argsort(we, kind="stable")
+    bucket = np.full(len(we) + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(bucket, np.searchsorted(we[order], v.start[act], side="right"), v.end[act])
+    last_end = np.empty(len(we), dtype=np.int64)
+    last_end[order] = np.maximum.accumulate(bucket[:len(we)])
     empty = np.maximum(we - np.maximum(last_end, ws), 0)
     last = int(np.argmax(we))
     other = int(np.delete(empty, last).max()) if len(ws) > 1 else 0

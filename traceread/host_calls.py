@@ -18,6 +18,7 @@ the rules (the engine's copy once lacked them, so ``sync_ns`` left out time the 
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -150,6 +151,25 @@ def calls_matching(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
     """Rows whose name ``rx`` finds (``search``: anchored patterns match whole names), tested once
     per distinct name and spread to the rows (no regex per event)."""
     c = names.astype("category")
-    hit = np.array([bool(rx.search(str(x))) for x in c.cat.categories], dtype=bool)
+    hit = _category_hits(cast(pd.CategoricalDtype, c.dtype), rx)
     codes = c.cat.codes.to_numpy()
     return (codes >= 0) & hit[np.maximum(codes, 0)]
+
+
+# (categories dtype, pattern) -> hits: the rules test the same names frame against the same patterns
+# again and again (every subset of the events frame shares its name categories). The dtype is kept
+# in the value so that its id is not reused while the entry lives; the last few are enough.
+_HITS: dict[tuple[int, re.Pattern[str]], tuple[pd.CategoricalDtype, np.ndarray]] = {}
+_HITS_KEPT = 64
+
+
+def _category_hits(dtype: pd.CategoricalDtype, rx: re.Pattern[str]) -> np.ndarray:
+    key = (id(dtype), rx)
+    hit = _HITS.get(key)
+    if hit is not None and hit[0] is dtype:
+        return hit[1]
+    out = np.array([bool(rx.search(str(x))) for x in dtype.categories], dtype=bool)
+    if len(_HITS) >= _HITS_KEPT:
+        _HITS.pop(next(iter(_HITS)))
+    _HITS[key] = (dtype, out)
+    return out

@@ -82,14 +82,23 @@ class PerTrace:
 
 def concat(frames: list[pd.DataFrame | None], columns: list[str] | None) -> pd.DataFrame:
     """Concatenate per-trace frames; an empty frame with ``columns`` when there are none."""
-    frames = [f for f in frames if f is not None and len(f)]
-    if frames:
-        return pd.concat(frames, ignore_index=True)
+    kept = [f for f in frames if f is not None and len(f)]
+    if len(kept) == 1 and _default_index(kept[0]):
+        return kept[0]  # one trace: concatenating would copy every column (a 5M-gap frame is GBs)
+    if kept:
+        return pd.concat(kept, ignore_index=True)
     return pd.DataFrame({c: pd.Series(dtype="int64") for c in (columns or ["trace"])})
 
 
+def _default_index(df: pd.DataFrame) -> bool:
+    """Rows numbered 0..n-1, as ``ignore_index``/``reset_index`` would number them."""
+    i = df.index
+    return isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1
+
+
 def _with_trace(df: pd.DataFrame, index: int) -> pd.DataFrame:
-    out = df.reset_index(drop=True).copy()
+    # A new frame sharing the columns (not a deep copy: a 5M-gap frame is GBs); the column is added to it only.
+    out = df.copy(deep=False) if _default_index(df) else df.reset_index(drop=True)
     out.insert(0, "trace", np.int32(index))
     return out
 

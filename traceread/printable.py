@@ -37,7 +37,8 @@ def printable(text: str, layout: bool = False) -> str:
 
 def printable_json(data: bytes) -> bytes:
     """UTF-8 JSON with DEL and C1 characters escaped (``\\u009b``), as orjson escapes C0."""
-    if not _JSON_RAW_CONTROL.search(data):
+    # bytes.find is a memchr; the regex scans at a fraction of that speed (most documents have neither byte)
+    if data.find(b"\x7f") < 0 and data.find(b"\xc2") < 0:
         return data
     return _JSON_RAW_CONTROL.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
 

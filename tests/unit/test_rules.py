@@ -482,3 +482,17 @@ def test_every_gap_gets_exactly_one_class_and_thresholds_act_monotonically(gaps,
     loose = classify(gaps, steps, None, CFG.with_overrides({"data_loader_cover": cover}))
     strict = classify(gaps, steps, None, CFG.with_overrides({"data_loader_cover": min(cover + 0.2, 1.0)}))
     assert not ((strict["class"] == "data-starved") & (loose["class"] != "data-starved")).any()
+
+
+@pytest.mark.parametrize(("dur_us", "cls", "count"), [(5, "launch-bound", "1 launch call(s)"),
+                                                       (2_000, "unattributed", "1 launch(es)")])
+def test_launch_in_flight_at_the_drain_is_counted(dur_us: int, cls: str, count: str):
+    """host [cudaLaunchKernel 95..104 us] spans the drain at 100 us; compute |k|..gap..|k|.
+
+    The engine counts launch calls that begin in the gap (none here); the evidence counts the one the
+    host was inside: "1 launch call(s)", never "0 launch call(s)" beside "runtime calls cover 80%"."""
+    row = one(gap(dur=dur_us * US, next_launch_start_ns=95 * US, next_launch_end_ns=104 * US,
+                  launch_after_gap_start=False, launch_count=0, cpu_runtime_ns=4 * US))
+    assert row["class"] == cls
+    assert count in row["evidence"]
+    assert "0 launch" not in row["evidence"]

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
+
 import click
 import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open
-from traceread.cli.output import emit, json_option
+from traceread.cli.output import emit_chunks, json_option
 from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import find_gaps, step_totals, with_fractions
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
-from traceread.printable import CONTROL_CHARS, PrintableWriter, printable
+from traceread.printable import CONTROL_CHARS, printable
+from traceread.render import json_tables
 from traceread.render.fmt import ViewerClock, dur
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
@@ -38,6 +42,7 @@ def _printable_cells(df: pd.DataFrame) -> pd.DataFrame:
 
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
+_CSV_CHUNK_ROWS = 65_536  # rows converted and written at a time (bounds memory, not a threshold)
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start
 _TOP_GAP_COLS = ["rank", "device", "step", "start", "duration", "class", "comm_frac", "cpu_runtime_frac",
                  "sync_frac", "launch_count", "next_kernel_name"]
@@ -86,21 +91,32 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
     totals = step_totals(result.steps, gaps).assign(start_ns=result.steps["start_ns"].to_numpy())  # same rows
     steps = idle_by_class(result.steps, gaps)
-    by_class = steps[[part_col(c) for c in GAP_CLASSES]].to_numpy()
-    step_records = steps[_STEP_FIELDS].to_dict("records")
-    for rec, row in zip(step_records, by_class.tolist(), strict=True):
-        rec["idle_by_class"] = dict(zip(GAP_CLASSES, row, strict=True))
-    full = with_fractions(gaps)  # the output's columns: every X_ns with its X_frac
     if csv_path:
         with atomic_open(csv_path, "w") as fh:
-            # (the stubs want a seekable buffer; pandas only calls write() for CSV)
-            full_text = _printable_cells(full)  # before the writer: csv (pandas 2, Python 3.10) refuses some controls
-            full_text.to_csv(PrintableWriter(fh), index=False)  # type: ignore[call-overload]
-    # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
-    # start_ns/end_ns below back to the file and to Unix-epoch time.
+            # A chunk of rows at a time: the fractions and escaped text exist for those rows only.
+            for lo in range(0, max(len(gaps), 1), _CSV_CHUNK_ROWS):
+                part = with_fractions(gaps.iloc[lo:lo + _CSV_CHUNK_ROWS])  # every X_ns with its X_frac
+                # (cells escaped before the writer: csv (pandas 2, Python 3.10) refuses some controls;
+                # the chunk's text escaped again as a whole, as every text sink is: pandas writes a
+                # row at a time, and a writer escaping each write was a Python call per gap)
+                text = io.StringIO()
+                _printable_cells(part).to_csv(text, index=False, header=lo == 0)
+                fh.write(printable(text.getvalue(), layout=True))
+
+    def chunks() -> Iterator[bytes]:
+        # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
+        # start_ns/end_ns below back to the file and to Unix-epoch time. Tables written column-wise.
+        F = json_tables.Field
+        step_fields = (*(F(c, steps[c]) for c in _STEP_FIELDS),
+                       F("idle_by_class", group=tuple(F(c, steps[part_col(c)]) for c in GAP_CLASSES)))
+        full = with_fractions(gaps)
+        gap_fields = tuple(F(str(c), full[c], raw=True) for c in full.columns)
+        doc = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summary)],
+               "steps": [], "gaps": []}
+        yield from json_tables.document_chunks(doc, {"steps": (step_fields, len(steps)),
+                                                     "gaps": (gap_fields, len(full))})
+
     summary = summarize_trace(0, tr, result.source)
-    data = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summary)],
-            "steps": step_records,
-            "gaps": full.astype({c: str for c in full.select_dtypes("category")}).to_dict("records")}
     clock = ViewerClock(summary.format, summary.start_ns)
-    emit(_table(totals, gaps, result.source, result.notes, top, clock, cfg.min_judged_gap_ns), data, json_path)
+    emit_chunks(_table(totals, gaps, result.source, result.notes, top, clock, cfg.min_judged_gap_ns), chunks,
+                json_path)

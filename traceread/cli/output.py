@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -24,6 +25,22 @@ def emit(table_text: str, data: Any, json_path: str | None) -> None:
     if json_path:
         with atomic_open(json_path, "wb") as fh:
             fh.write(_dumps(data) + b"\n")
+
+
+def emit_chunks(table_text: str, chunks: Callable[[], Iterator[bytes]], json_path: str | None) -> None:
+    """:func:`emit` for JSON written piece by piece (``chunks()`` is called only when JSON is asked for:
+    a table alone builds no JSON)."""
+    if json_path == "-":
+        for piece in chunks():
+            click.echo(piece.decode(), nl=False)
+        click.echo("")
+        return
+    click.echo(printable(table_text, layout=True), nl=not table_text.endswith("\n"))
+    if json_path:
+        with atomic_open(json_path, "wb") as fh:
+            for piece in chunks():
+                fh.write(piece)
+            fh.write(b"\n")
 
 
 def _dumps(data: Any) -> bytes:

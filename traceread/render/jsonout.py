@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from importlib import resources
 from typing import IO, TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
-from traceread.render import json_text
+from traceread.render import json_tables, json_text
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
 from traceread.scope import analysis_scope
@@ -63,6 +64,16 @@ def _steps(a: Analysis) -> list[dict[str, Any]]:
     return recs
 
 
+def step_records(a: Analysis) -> list[dict[str, Any]]:
+    """The report's ``steps`` list (one dict per step: steps are few)."""
+    return _steps(a)
+
+
+def gap_records(a: Analysis) -> list[dict[str, Any]]:
+    """The report's ``gaps`` list as dicts (the slow form: :func:`chunks` writes it column-wise)."""
+    return _gaps(a)
+
+
 def _gaps(a: Analysis) -> list[dict[str, Any]]:
     g = a.gaps
     if g.empty:
@@ -77,6 +88,35 @@ def _gaps(a: Analysis) -> list[dict[str, Any]]:
             if c in r:
                 r[c] = scrub_paths(r[c])
     return recs
+
+
+def _step_fields(a: Analysis) -> tuple[json_tables.Field, ...]:
+    """The ``steps`` table as :func:`_steps` lays it out, column-wise."""
+    s = a.steps
+    base = ["trace", "rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
+    F = json_tables.Field
+    return (*(F(c, s[c]) for c in base),
+            F("idle_by_class", group=tuple(F(c, s[part_col(c)]) for c in GAP_CLASSES)))
+
+
+def _gap_fields(a: Analysis) -> tuple[json_tables.Field, ...]:
+    """The ``gaps`` table as :func:`_gaps` lays it out, column-wise (text path-scrubbed)."""
+    g = a.gaps
+    F = json_tables.Field
+    fixed = [F(c, g[c]) for c in ("trace", "rank", "device", "step", "start_ns", "end_ns", "class")]
+    extra = [F(c, g[c], text=scrub_paths if c in _SCRUB else None) for c in _GAP_EXTRA if c in g.columns]
+    offset_ms = g["offset_ns"].to_numpy().astype(np.float64) / 1e6
+    return (*fixed, F("evidence", g["evidence"], text=scrub_paths), *extra, F("offset_ms", offset_ms))
+
+
+def chunks(a: Analysis) -> Iterator[bytes]:
+    """The bytes of :func:`dumps`, piece by piece: the gap and step tables column-wise
+    (``json_tables``), never a dict per row; the same bytes as ``encode(to_report(a))``."""
+    doc = to_report(a, tables=False)
+    tables = {"steps": (_step_fields(a) if len(a.steps) else (), len(a.steps)),
+              "gaps": (_gap_fields(a) if len(a.gaps) else (), len(a.gaps))}
+    yield from json_tables.document_chunks(doc, tables)
+    yield b"\n"
 
 
 def _attribution(a: Analysis) -> list[dict[str, Any]]:
@@ -134,8 +174,9 @@ def trace_entry(t: TraceSummary) -> dict[str, Any]:
             "step_source": t.step_source, "truncated": t.truncated}
 
 
-def to_report(a: Analysis) -> dict[str, Any]:
-    """The whole report as plain JSON data (see the schema for every field)."""
+def to_report(a: Analysis, tables: bool = True) -> dict[str, Any]:
+    """The whole report as plain JSON data (see the schema for every field); ``tables=False`` leaves
+    ``steps`` and ``gaps`` empty (:func:`chunks` writes them column-wise)."""
     from traceread import __version__
 
     return {
@@ -143,8 +184,8 @@ def to_report(a: Analysis) -> dict[str, Any]:
         "tool": {"name": "traceread", "version": __version__},
         "traces": [trace_entry(t) for t in a.traces],
         "failures": [{"path": f.path, "problem": f.problem} for f in a.failures],
-        "steps": _steps(a),
-        "gaps": _gaps(a),
+        "steps": _steps(a) if tables else [],
+        "gaps": _gaps(a) if tables else [],
         "attribution": _attribution(a),
         "dominant_cause": a.dominant_cause,
         "dominant_cost_share": a.dominant_cost_share,
@@ -167,7 +208,7 @@ def to_report(a: Analysis) -> dict[str, Any]:
 
 
 def dumps(a: Analysis) -> bytes:
-    return encode(to_report(a))
+    return b"".join(chunks(a))
 
 
 def encode(report: dict[str, Any]) -> bytes:
@@ -176,4 +217,5 @@ def encode(report: dict[str, Any]) -> bytes:
 
 
 def render(analysis: Analysis, out: IO[bytes]) -> None:
-    out.write(dumps(analysis))
+    for piece in chunks(analysis):
+        out.write(piece)

@@ -41,10 +41,12 @@ from traceread.rules._base import (
     Rule,
     RuleContext,
     col,
+    column_cache,
     comm_tail,
     dispatch_cover,
     launch_timing,
     longest_api_call,
+    subset_cache,
     sync_at_drain,
     timestamp_tick_ns,
     waited_for_comm,
@@ -71,9 +73,9 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
                   cfg: Thresholds) -> RuleContext:
     """The per-gap facts every rule may read (launch timing, sync at drain, periodicity)."""
     queued, late = launch_timing(gaps)
-    dur = col(gaps, "dur_ns").astype(np.int64)
-    # A gap within the GPU's own turnaround is judged only when the host provably submitted late. With
-    # integer-microsecond timestamps a 2 us turnaround can read as 3 us: one tick more is still one.
+    dur = col(gaps, "dur_ns", dtype=np.int64)
+    # A gap within the GPU's own turnaround is judged only when the host provably submitted late.
+    # With integer-microsecond timestamps a 2 us turnaround can read as 3 us: one tick more is still one.
     turnaround = ~late & (dur < cfg.turnaround_max_ns + timestamp_tick_ns(trace))
     judged = (dur >= cfg.min_judged_gap_ns) & ~turnaround
     held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(gaps, trace, cfg)
@@ -115,10 +117,16 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     ``attrs["notes"]`` holds user-facing sentences (e.g. bubbles not judged for lack of steps).
     The input is not modified.
     """
-    out = gaps_df.copy()
+    out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
+    with column_cache(out), subset_cache(trace.events if trace is not None else None):
+        return _classify(out, steps_df, trace, cfg)
+
+
+def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
     n = len(out)
     ctx = build_context(out, steps_df, trace, cfg)
-    cls = np.full(n, UNATTRIBUTED, dtype=object)
+    code = {c: i for i, c in enumerate(GAP_CLASSES)}
+    cls = np.full(n, code[UNATTRIBUTED], dtype=np.int8)  # class codes: no string per gap
     evidence = np.full(n, "", dtype=object)
     kinds = np.full(n, "", dtype=object)
     free = np.ones(n, dtype=bool)
@@ -127,21 +135,29 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
             break
         hit = free & np.asarray(rule.mask(out, ctx, cfg), dtype=bool)
         if hit.any():
-            idx = np.flatnonzero(hit)
-            cls[idx] = rule.name
-            rows, sub = Rows(out, idx), _subset(ctx, idx)
-            evidence[idx] = rule.evidence(rows, sub, cfg)
-            kinds[idx] = rule.kind(rows, sub) if rule.kind is not None else rule.name
+            cls[hit] = code[rule.name]
+            for idx in _chunks(np.flatnonzero(hit)):
+                rows, sub = Rows(out, idx), _subset(ctx, idx)
+                evidence[idx] = rule.evidence(rows, sub, cfg)
+                kinds[idx] = rule.kind(rows, sub) if rule.kind is not None else rule.name
             free &= ~hit
-    if free.any():
-        idx = np.flatnonzero(free)
+    for idx in _chunks(np.flatnonzero(free)):
         evidence[idx] = unattributed.evidence(Rows(out, idx), _subset(ctx, idx), cfg)
-    out["class"] = pd.Categorical(cls, categories=list(GAP_CLASSES))
+    out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
     out["evidence"] = pd.Series(evidence, index=out.index, dtype=object)
     kinds[free] = UNATTRIBUTED
     out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
     out.attrs["notes"] = list(ctx.notes)
     return out
+
+
+# Rows whose evidence is formatted at a time: the sentence's parts exist for one chunk only (a 5M-gap
+# export held several GB of them at once). A memory bound, not a threshold.
+EVIDENCE_CHUNK_ROWS = 262_144
+
+
+def _chunks(idx: np.ndarray) -> list[np.ndarray]:
+    return [idx[lo:lo + EVIDENCE_CHUNK_ROWS] for lo in range(0, len(idx), EVIDENCE_CHUNK_ROWS)]
 
 
 def notes(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, cfg: Thresholds) -> list[str]:

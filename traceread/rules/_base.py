@@ -9,8 +9,10 @@ so that the rules themselves read only columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,7 +20,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import SYNC, calls_matching
-from traceread.lanes import API_CATS
+from traceread.lanes import API_CATS, event_view
 from traceread.trace import Trace
 
 # Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
@@ -90,64 +92,171 @@ class Rows:
         return len(self.idx)
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.frame[name].to_numpy()[self.idx]
+        return col(self.frame, name)[self.idx]
 
 
-def api_calls(events: pd.DataFrame) -> pd.DataFrame:
-    """The CUDA/HIP runtime and driver calls on host threads (rows of an events frame)."""
-    return events[(events["lane"] == schema.LANE_CPU_THREAD) & events["category"].isin(API_CATS)]
+# Frames whose columns are read many times by the rules (see ``column_cache``): id -> (frame, columns).
+_COLUMNS: dict[int, tuple[pd.DataFrame, dict[tuple[str, Any, Any], np.ndarray]]] = {}
 
 
-def col(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str = 0) -> np.ndarray:
-    """A gaps column as an ndarray, or ``default`` everywhere when the engine did not provide it."""
+@contextmanager
+def column_cache(frame: pd.DataFrame) -> Iterator[None]:
+    """While open, ``col``/``frac`` of ``frame`` convert each column once (dense, typed, read-only) and
+    hand the same array to every rule: the rules read the same few columns dozens of times, and the
+    engine's overlap columns are sparse, so every plain read densified a copy. The frame must not be
+    modified while the cache is open."""
+    _COLUMNS[id(frame)] = (frame, {})
+    try:
+        yield
+    finally:
+        _COLUMNS.pop(id(frame), None)
+
+
+def col(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str = 0,
+        dtype: Any = None) -> np.ndarray:
+    """A gaps column as an ndarray (of ``dtype`` when given), or ``default`` everywhere when the
+    engine did not provide it. Inside ``column_cache(gaps)`` the array is shared: never modify it."""
+    cached = _COLUMNS.get(id(gaps))
+    if cached is not None and cached[0] is gaps:
+        arrays = cached[1]
+        key = (name, None if dtype is None else np.dtype(dtype).str, default)
+        out = arrays.get(key)
+        if out is None:
+            out = _column(gaps, name, default, dtype)
+            out.flags.writeable = False
+            arrays[key] = out
+        return out
+    return _column(gaps, name, default, dtype)
+
+
+def _column(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str, dtype: Any) -> np.ndarray:
     if name in gaps.columns:
-        return np.asarray(gaps[name])
-    return np.full(len(gaps), default)
+        return np.asarray(gaps[name], dtype=dtype)
+    return np.full(len(gaps), default, dtype=dtype)
 
 
 def frac(gaps: pd.DataFrame | Rows, name: str) -> np.ndarray:
     """``<name>_frac`` as float64 (recomputed from ``<name>_ns`` when the fraction is missing)."""
     if f"{name}_frac" in gaps.columns:
-        return np.asarray(gaps[f"{name}_frac"], dtype=np.float64)
-    dur = np.maximum(col(gaps, "dur_ns", 1).astype(np.float64), 1.0)
-    return col(gaps, f"{name}_ns").astype(np.float64) / dur
+        return col(gaps, f"{name}_frac", dtype=np.float64)
+    dur = np.maximum(col(gaps, "dur_ns", 1, dtype=np.float64), 1.0)
+    return col(gaps, f"{name}_ns", dtype=np.float64) / dur
+
+
+# Subsets of an events frame the rules select again and again, while ``subset_cache`` is open:
+# id -> (frame, key -> rows).
+_SUBSETS: dict[int, tuple[pd.DataFrame, dict[str, pd.DataFrame]]] = {}
+
+
+@contextmanager
+def subset_cache(events: pd.DataFrame | None) -> Iterator[None]:
+    """While open, ``events_where`` selects each subset of ``events`` once; the subsets are freed when
+    it closes. Only subsets several rules read go through it: a host-heavy trace's CPU ops are most of
+    the frame, and keeping each reader's own selection alive held 0.6 GB on a 1 GB trace."""
+    if events is None:
+        yield
+        return
+    _SUBSETS[id(events)] = (events, {})
+    try:
+        yield
+    finally:
+        _SUBSETS.pop(id(events), None)
+
+
+def events_where(events: pd.DataFrame, key: str, select: Callable[[pd.DataFrame], Any]) -> pd.DataFrame:
+    """``events[select(events)]``; inside ``subset_cache(events)`` selected once per ``key`` and shared
+    by every rule that reads the host's calls or operators."""
+    cached = _SUBSETS.get(id(events))
+    if cached is None or cached[0] is not events:
+        return events[select(events)]
+    rows = cached[1].get(key)
+    if rows is None:
+        rows = cached[1][key] = events[select(events)]
+    return rows
+
+
+def api_calls(events: pd.DataFrame) -> pd.DataFrame:
+    """The CUDA/HIP runtime and driver calls on host threads (rows of an events frame)."""
+    return events_where(events, "api", lambda ev: (ev["lane"] == schema.LANE_CPU_THREAD)
+                        & ev["category"].isin(API_CATS))
+
+
+def host_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """Every row on a host thread or host annotation lane (not kept: one reader, most of the frame)."""
+    return events[events["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])]
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------
 
-def _fixed(q: np.ndarray, digits: int) -> np.ndarray:
-    """Integers ``q`` in units of 10**-digits as decimal strings ('123' -> '1.23' for digits=2)."""
-    d = 10 ** digits
-    frac = np.char.zfill((q % d).astype(str), digits)
-    return np.char.add(np.char.add((q // d).astype(str), "."), frac)
+def _by_value(key: np.ndarray, text: Callable[[int], str]) -> np.ndarray:
+    """``text(k)`` for every ``k`` of ``key``, formatted once per distinct value (gaps share durations
+    and percentages to the digits shown: a few thousand strings for a million gaps)."""
+    uniq, inverse = np.unique(key, return_inverse=True)
+    return np.array([text(k) for k in uniq.tolist()] or [""], dtype=object)[inverse.reshape(-1)]
+
+
+# (lower bound, divisor, digits, unit) of each range fmt_ns shows; below the first: whole ns
+_NS_UNITS = ((1_000, 100, 1, " us"), (1_000_000, 10_000, 2, " ms"), (1_000_000_000, 10_000_000, 2, " s"))
+
+
+def _ns_text(key: int) -> str:
+    q, unit = divmod(key, 4)
+    if unit == 0:
+        return f"{q} ns"
+    _, _, digits, name = _NS_UNITS[unit - 1]
+    whole, part = divmod(q, 10 ** digits)
+    return f"{whole}.{part:0{digits}d}{name}"
 
 
 def fmt_ns(ns: np.ndarray) -> np.ndarray:
     """Durations as short strings: '850 ns', '12.3 us', '4.56 ms', '1.23 s' (integer maths, no floats)."""
     v = np.maximum(np.asarray(ns, dtype=np.int64), 0)
-    out = np.char.add(v.astype(str), " ns")
-    for lo, div, digits, unit in ((1_000, 100, 1, " us"), (1_000_000, 10_000, 2, " ms"),
-                                  (1_000_000_000, 10_000_000, 2, " s")):
-        sel = v >= lo
-        if sel.any():
-            out = out.astype(f"<U{max(out.dtype.itemsize // 4, 24)}")
-            out[sel] = np.char.add(_fixed((v[sel] + div // 2) // div, digits), unit)
-    return out.astype(object)
+    unit = np.searchsorted(np.array([lo for lo, *_ in _NS_UNITS]), v, side="right")
+    div = np.array([1] + [d for _, d, _, _ in _NS_UNITS], dtype=np.int64)[unit]
+    q = (v + div // 2) // div  # rounded to the unit's last digit shown
+    return _by_value(q * 4 + unit, _ns_text)
 
 
 def fmt_pct(f: np.ndarray) -> np.ndarray:
     """Fractions as whole percentages: '62%'."""
     pct = np.round(np.nan_to_num(np.asarray(f, dtype=np.float64)) * 100).astype(np.int64)
-    return np.char.add(pct.astype(str), "%").astype(object)
+    return _by_value(pct, lambda k: f"{k}%")
 
 
-def cat(*parts) -> np.ndarray:
-    """Element-wise string concatenation of arrays and scalars."""
-    out = None
-    for p in parts:
-        arr = np.asarray(p, dtype=object) if not isinstance(p, str) else p
-        out = arr if out is None else out + arr
-    return np.asarray(out, dtype=object)
+def fmt_int(n: np.ndarray) -> np.ndarray:
+    """Counts as decimal strings."""
+    return _by_value(np.asarray(n, dtype=np.int64), str)
+
+
+def cat(*parts: np.ndarray | str) -> np.ndarray:
+    """Element-wise string concatenation of equally long arrays (of str) and scalars: one join per row."""
+    arrays = [np.asarray(p, dtype=object).tolist() for p in parts if not isinstance(p, str)]
+    if not arrays:
+        return np.asarray("".join(p for p in parts if isinstance(p, str)), dtype=object)
+    n = len(arrays[0])
+    it = iter(arrays)
+    columns = [[p] * n if isinstance(p, str) else next(it) for p in parts]
+    out = np.empty(n, dtype=object)
+    out[:] = list(map("".join, zip(*columns, strict=True)))
+    return out
+
+
+Part = str | np.ndarray | tuple[Callable[[np.ndarray], np.ndarray], np.ndarray]
+
+
+def cat_where(cond: np.ndarray, *parts: Part, other: str | np.ndarray = "") -> np.ndarray:
+    """``cat(*parts)`` on the rows where ``cond`` holds, ``other`` elsewhere: only those rows are
+    formatted. A part is a string, an array of text (indexed), or ``(formatter, values)`` (the values
+    indexed, then formatted: ``(fmt_ns, dur)``)."""
+    sel = np.flatnonzero(cond)
+    if isinstance(other, str):
+        out = np.full(len(cond), other, dtype=object)
+    else:
+        out = np.asarray(other, dtype=object).copy()
+    if len(sel):
+        out[sel] = cat(*(p if isinstance(p, str) else p[0](np.asarray(p[1])[sel]) if isinstance(p, tuple)
+                         else np.asarray(p)[sel] for p in parts))
+    return out
 
 
 # --- context ----------------------------------------------------------------------------------
@@ -165,14 +274,25 @@ def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     on a dependency). late: the launch was issued after the gap began, or was still in progress at
     it (the GPU waited for the host). Neither when the launch is unknown (no correlation).
     """
-    start = col(gaps, "start_ns").astype(np.int64)
-    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
-    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
-    after = col(gaps, "launch_after_gap_start", False).astype(bool)
+    start = col(gaps, "start_ns", dtype=np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1, dtype=np.int64)
+    after = col(gaps, "launch_after_gap_start", False, dtype=bool)
     known = (lstart >= 0) | (lend >= 0)
     late = after | (known & (lend > start))
     queued = known & ~late
     return queued, late
+
+
+def launch_calls(gaps: pd.DataFrame | Rows) -> np.ndarray:
+    """Launch calls during each gap, as its evidence counts them: the engine's ``launch_count`` (calls
+    that began in it) plus the next kernel's own launch when it began before the gap and was still
+    running at its start (the evidence said "0 launch call(s)" next to a host inside that launch)."""
+    start = col(gaps, "start_ns", dtype=np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1, dtype=np.int64)
+    in_flight = (lstart >= 0) & (lstart < start) & (lend > start)
+    return col(gaps, "launch_count", dtype=np.int64) + in_flight
 
 
 def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
@@ -198,8 +318,8 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
     if host.empty:
         return held, names, ends, starts, tids
     tol = cfg.sync_drain_tolerance_ns
-    g_rank = col(gaps, "rank").astype(np.int64)
-    g_start = col(gaps, "start_ns").astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_start = col(gaps, "start_ns", dtype=np.int64)
     for rank, calls in host.groupby("rank", observed=True, sort=False):  # ranks are few
         sel = np.flatnonzero(g_rank == rank)
         if len(sel) == 0:
@@ -269,42 +389,40 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     n = len(gaps)
     share = np.zeros(n)
     names = np.full(n, "", dtype=object)
-    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
     if trace is None or n == 0 or not (lstart >= 0).any():
         return share, names
-    ev = trace.events
-    host = ev[ev["lane"] == schema.LANE_CPU_THREAD]
-    api = api_calls(ev)
-    ops = host[host["category"] == schema.CAT_CPU_OP]
-    if api.empty or ops.empty:
-        return share, names
-    g_rank = col(gaps, "rank").astype(np.int64)
-    g_start = col(gaps, "start_ns").astype(np.int64)
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
-    for rank, calls in api.groupby("rank", observed=True, sort=False):  # ranks and threads are few
-        sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
-        if len(sel) == 0:
+    v = event_view(trace)  # the engine's numpy view of the events, built once per trace
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_start = col(gaps, "start_ns", dtype=np.int64)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
+    for rank in np.unique(g_rank[lstart >= 0]).tolist():  # ranks and threads are few
+        calls = v.rows((schema.LANE_CPU_THREAD,), tuple(sorted(API_CATS)), rank=rank)
+        ops = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_CPU_OP,), rank=rank)
+        if len(calls) == 0 or len(ops) == 0:
             continue
-        calls = calls.sort_values("start_ns", kind="stable")
-        cs = calls["start_ns"].to_numpy(np.int64)
+        sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
+        calls = calls[np.argsort(v.start[calls], kind="stable")]
+        cs = v.start[calls].astype(np.int64)
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = cs[k] == lstart[sel]
-        sel, tid = sel[found], calls["tid"].to_numpy(np.int64)[k[found]]
-        rank_ops = ops[ops["rank"] == rank]
-        for t, thread_ops in rank_ops.groupby("tid", sort=False):
+        sel, tid = sel[found], v.tid[calls][k[found]]
+        op_tid = v.tid[ops]
+        for t in np.unique(tid).tolist():
             q = sel[tid == t]
-            if len(q) == 0:
+            thread_ops = ops[op_tid == t]
+            if len(thread_ops) == 0:
                 continue
-            thread_ops = thread_ops.sort_values("start_ns", kind="stable")
-            os_ = thread_ops["start_ns"].to_numpy(np.int64)
-            reach = np.maximum.accumulate(thread_ops["end_ns"].to_numpy(np.int64))
+            thread_ops = thread_ops[np.argsort(v.start[thread_ops], kind="stable")]
+            os_ = v.start[thread_ops].astype(np.int64)
+            reach = np.maximum.accumulate(v.end[thread_ops].astype(np.int64))
             t_launch = lstart[q]
             first = np.searchsorted(reach, t_launch, side="left")  # earliest op still running at t
             inside = first < np.searchsorted(os_, t_launch, side="right")
             q, first = q[inside], first[inside]
             began = np.maximum(os_[first], g_start[q])
             share[q] = np.clip((lstart[q] - began) / dur[q], 0.0, 1.0)
-            names[q] = thread_ops["name"].astype(str).to_numpy()[first]
+            names[q] = v.names_of(thread_ops[first])
     return share, names
 
 
@@ -323,10 +441,10 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarra
     api = api_calls(trace.events)
     if api.empty:
         return length, names
-    g_rank = col(gaps, "rank").astype(np.int64)
-    g_dev = col(gaps, "device").astype(np.int64)
-    g_start = col(gaps, "start_ns").astype(np.int64)
-    g_end = col(gaps, "end_ns").astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_dev = col(gaps, "device", dtype=np.int64)
+    g_start = col(gaps, "start_ns", dtype=np.int64)
+    g_end = col(gaps, "end_ns", dtype=np.int64)
     for rank, calls in api.groupby("rank", observed=True, sort=False):  # ranks and devices are few
         s = calls["start_ns"].to_numpy(np.int64)
         e = calls["end_ns"].to_numpy(np.int64)

@@ -85,16 +85,16 @@ def captured(gaps: pd.DataFrame, steps: pd.DataFrame | None, edges: pd.DataFrame
     if "outlier" in st.columns and "warmup" in st.columns:
         st["outlier"] = outliers(st, cfg)
     at = pd.MultiIndex.from_frame(st[["rank", "device", "step"]].astype("int64")).get_indexer(
-        pd.MultiIndex.from_arrays([col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64),
-                                   col(gaps, "step", -1).astype(np.int64)]))
+        pd.MultiIndex.from_arrays([col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64),
+                                   col(gaps, "step", -1, dtype=np.int64)]))
     ok = at >= 0
     ws = np.where(ok, st["start_ns"].to_numpy(np.int64)[np.maximum(at, 0)], 0)
     we = np.where(ok, st["end_ns"].to_numpy(np.int64)[np.maximum(at, 0)], 1)
     g = gaps.copy()
-    gs = col(gaps, "start_ns").astype(np.int64)
-    offset = np.where(ok, np.maximum(gs - ws, 0), col(gaps, "offset_ns").astype(np.int64))
+    gs = col(gaps, "start_ns", dtype=np.int64)
+    offset = np.where(ok, np.maximum(gs - ws, 0), col(gaps, "offset_ns", dtype=np.int64))
     g["offset_ns"] = offset
-    g["phase"] = np.where(ok, offset / np.maximum(we - ws, 1), col(gaps, "phase", 0.0).astype(np.float64))
+    g["phase"] = np.where(ok, offset / np.maximum(we - ws, 1), col(gaps, "phase", 0.0, dtype=np.float64))
     return g, st
 
 
@@ -105,8 +105,8 @@ def cover(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, n
     text = np.full(n, "", dtype=object)
     if edges is None or n == 0:
         return kind, text
-    g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
-    gs, ge = col(gaps, "start_ns").astype(np.int64), col(gaps, "end_ns").astype(np.int64)
+    g_rank, g_dev = col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)
+    gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
     for e in _records(edges):  # one row per device
         here = (g_rank == e.rank) & (g_dev == e.device)
         if e.lead_end_ns >= 0:

@@ -45,10 +45,10 @@ NAME = "data-starved"
 
 def host_input(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Host-side input work holds the gap (see module doc)."""
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     dispatching = frac(gaps, "cpu_runtime") >= cfg.launch_cpu_cover
     named = calls_matching(pd.Series(ctx.host_work_label, dtype=object).astype(str), INPUT_WORK)
-    fed = col(gaps, "memcpy_htod_ns").astype(np.int64) > 0
+    fed = col(gaps, "memcpy_htod_ns", dtype=np.int64) > 0
     held = (ctx.host_work_ns >= cfg.data_loader_cover * dur) & (dur > cfg.input_work_min_ns)
     return held & ~ctx.queued & ~dispatching & (named | fed)
 
@@ -62,16 +62,16 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
 def pageable_copy(gaps: pd.DataFrame | Rows) -> np.ndarray:
     """Per gap: the host-to-device copy holds it more than a loader does, and at least half of the
     copied time (union, ns) is from pageable memory."""
-    htod_ns = col(gaps, "memcpy_htod_ns").astype(np.int64)
-    pageable_ns = col(gaps, "memcpy_htod_pageable_ns").astype(np.int64)
+    htod_ns = col(gaps, "memcpy_htod_ns", dtype=np.int64)
+    pageable_ns = col(gaps, "memcpy_htod_pageable_ns", dtype=np.int64)
     return (pageable_ns > 0) & (2 * pageable_ns >= htod_ns) & (frac(gaps, "memcpy_htod") > frac(gaps, "dataloader"))
 
 
 def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
     """``host-input`` where no loader ran and host input work holds more of the gap than the H2D copy;
     else ``pageable-copy`` where a pageable host-to-device copy holds the gap; else the class name."""
-    no_loader = col(gaps, "dataloader_ns").astype(np.int64) == 0
-    larger = ctx.host_work_ns > col(gaps, "memcpy_htod_ns").astype(np.int64)
+    no_loader = col(gaps, "dataloader_ns", dtype=np.int64) == 0
+    larger = ctx.host_work_ns > col(gaps, "memcpy_htod_ns", dtype=np.int64)
     return np.where(no_loader & larger & (ctx.host_work_label != ""), "host-input",
                     np.where(pageable_copy(gaps), "pageable-copy", NAME)).astype(object)
 
@@ -86,7 +86,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                         fmt_ns(col(gaps, "dur_ns")), " gap"))
     other = np.where((loader >= htod) & (htod > 0), cat("; H2D copy ", fmt_pct(htod)),
                      np.where((loader < htod) & (loader > 0), cat("; loader ", fmt_pct(loader)), ""))
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     inline = cat("the training thread produced the batch itself (no DataLoader): host work with no launch inside ",
                  "holds ", fmt_pct(ctx.host_work_ns / dur), " of the ", fmt_ns(dur), " gap: ",
                  ctx.host_work_label, np.where(htod > 0, cat("; then its H2D copy ", fmt_pct(htod)), ""))

@@ -50,8 +50,8 @@ def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
     launches = api[calls_matching(api["name"], KERNEL_LAUNCH) | calls_matching(api["name"], GRAPH_LAUNCH)]
     if launches.empty:
         return out
-    g_rank = col(gaps, "rank").astype(np.int64)
-    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
     for rank, calls in launches.groupby("rank", observed=True, sort=False):  # ranks are few
         sel = np.flatnonzero(g_rank == rank)
         if len(sel) == 0:
@@ -96,10 +96,10 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     # host waiting on the GPU: neither is host work.
     launches = api[calls_matching(api["name"], KERNEL_LAUNCH) | calls_matching(api["name"], GRAPH_LAUNCH)
                    | calls_matching(api["name"], SYNC)]
-    g_rank = col(gaps, "rank").astype(np.int64)
-    g_dev = col(gaps, "device").astype(np.int64)
-    gs = col(gaps, "start_ns").astype(np.int64)
-    ge = col(gaps, "end_ns").astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_dev = col(gaps, "device", dtype=np.int64)
+    gs = col(gaps, "start_ns", dtype=np.int64)
+    ge = col(gaps, "end_ns", dtype=np.int64)
     for (rank, tid), hev in host.groupby(["rank", "tid"], observed=True, sort=False):  # threads are few
         sel = np.flatnonzero((g_rank == rank) & (tids == tid))
         if len(sel) == 0:

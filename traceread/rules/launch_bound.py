@@ -24,33 +24,45 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import (
+    Rows,
+    Rule,
+    RuleContext,
+    cat,
+    cat_where,
+    col,
+    fmt_int,
+    fmt_ns,
+    fmt_pct,
+    frac,
+    launch_calls,
+)
 
 NAME = "launch-bound"
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     runtime = frac(gaps, "cpu_runtime") >= cfg.launch_cpu_cover
-    launches = np.maximum(col(gaps, "launch_count").astype(np.int64), 1)
-    dense = col(gaps, "dur_ns").astype(np.int64) <= launches * cfg.launch_max_ns_per_launch
+    launches = np.maximum(col(gaps, "launch_count", dtype=np.int64), 1)
+    dense = col(gaps, "dur_ns", dtype=np.int64) <= launches * cfg.launch_max_ns_per_launch
     dispatching = ctx.dispatch >= cfg.launch_cpu_cover
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     driver_work = (ctx.api_call_ns > cfg.launch_call_max_ns) & (ctx.api_call_ns / dur >= cfg.launch_cpu_cover)
     return ctx.judged & ctx.late & ~driver_work & (runtime | dense | dispatching)
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    start = col(gaps, "start_ns").astype(np.int64)
-    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
-    issued = np.where(lstart >= start, cat("next kernel launched ", fmt_ns(lstart - start), " after the GPU went idle"),
-                      "next kernel's launch still in flight when the GPU went idle")
-    op = np.where(ctx.dispatch_op != "", cat("; host inside ", ctx.dispatch_op, " for ", fmt_pct(ctx.dispatch),
-                                             " of the gap before the launch"), "")
+    start = col(gaps, "start_ns", dtype=np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
+    issued = cat_where(lstart >= start, "next kernel launched ", (fmt_ns, lstart - start), " after the GPU went idle",
+                       other="next kernel's launch still in flight when the GPU went idle")
+    op = cat_where(ctx.dispatch_op != "", "; host inside ", ctx.dispatch_op, " for ", (fmt_pct, ctx.dispatch),
+                   " of the gap before the launch")
     comm = frac(gaps, "comm")
-    beside = np.where(comm > 0, cat("; communication ran for ", fmt_pct(comm),
-                                    " of it alongside (hidden behind the host, not waited for)"), "")
+    beside = cat_where(comm > 0, "; communication ran for ", (fmt_pct, comm),
+                       " of it alongside (hidden behind the host, not waited for)")
     return cat(issued, "; ",
-               col(gaps, "launch_count").astype(np.int64).astype(str).astype(object), " launch call(s) in the ",
+               fmt_int(launch_calls(gaps)), " launch call(s) in the ",
                fmt_ns(col(gaps, "dur_ns")), " gap; runtime calls cover ", fmt_pct(frac(gaps, "cpu_runtime")), op,
                beside)
 

@@ -69,7 +69,18 @@ from traceread.host_calls import (
     TEARDOWN,
     calls_matching,
 )
-from traceread.rules._base import Rows, Rule, RuleContext, api_calls, cat, col, fmt_ns, fmt_pct
+from traceread.rules._base import (
+    Rows,
+    Rule,
+    RuleContext,
+    api_calls,
+    cat,
+    col,
+    fmt_int,
+    fmt_ns,
+    fmt_pct,
+    host_rows,
+)
 from traceread.trace import Trace
 
 NAME = "one-time-cost"
@@ -189,7 +200,7 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
         if len(s):
             parts.append(pd.DataFrame({"rank": rank, "start_ns": s, "end_ns": e, "kind": kind, "label": label}))
 
-    host = ev[ev["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])]
+    host = host_rows(ev)
     ranges = host[~host["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER, schema.CAT_PYTHON])]
     autotune = calls_matching(ranges["name"], AUTOTUNE_RANGE)
     add(ranges[autotune], "autotune")
@@ -280,10 +291,10 @@ def cover(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, c
     iv = one_time_intervals(trace, steps, cfg) if n else pd.DataFrame()
     if iv.empty:
         return ns, kind, label, count
-    g_rank = col(gaps, "rank").astype(np.int64)
-    g_dev = col(gaps, "device").astype(np.int64)
-    gs = col(gaps, "start_ns").astype(np.int64)
-    ge = col(gaps, "end_ns").astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_dev = col(gaps, "device", dtype=np.int64)
+    gs = col(gaps, "start_ns", dtype=np.int64)
+    ge = col(gaps, "end_ns", dtype=np.int64)
     for rank, r_iv in iv.groupby("rank", sort=False):
         sel = np.flatnonzero(g_rank == rank)
         if len(sel) == 0:
@@ -310,14 +321,14 @@ def cover(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, c
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     return ctx.judged & ~ctx.queued & (ctx.one_time_ns / dur >= cfg.one_time_cover)
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     what = np.array([KIND_TEXT.get(k, k) for k in ctx.one_time_kind], dtype=object)
-    return cat("one-time cost: ", what, " (", ctx.one_time_label, "; ", ctx.one_time_count.astype(str).astype(object),
+    return cat("one-time cost: ", what, " (", ctx.one_time_label, "; ", fmt_int(ctx.one_time_count),
                " one-time call(s)/range(s) in the gap) covers ", fmt_pct(ctx.one_time_ns / dur), " of the ", fmt_ns(dur),
                " gap; paid once per process, not every step: profile steady-state steps")
 

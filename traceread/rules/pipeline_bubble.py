@@ -61,6 +61,7 @@ from traceread.rules._base import (
     RuleContext,
     cat,
     col,
+    fmt_int,
     fmt_ns,
     fmt_pct,
     frac,
@@ -82,9 +83,9 @@ def waits_on_p2p(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.nd
     p2p = frac(gaps, "comm_p2p") >= cfg.comm_cover
     # Submitted a little after the GPU went idle but then still waiting for most of the gap: the
     # transfer, not the host, held the kernel back.
-    dur = col(gaps, "dur_ns").astype(np.int64)
-    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
-    held_after_submit = (lend >= 0) & (col(gaps, "end_ns").astype(np.int64) - lend >= cfg.comm_cover * dur)
+    dur = col(gaps, "dur_ns", dtype=np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1, dtype=np.int64)
+    held_after_submit = (lend >= 0) & (col(gaps, "end_ns", dtype=np.int64) - lend >= cfg.comm_cover * dur)
     return p2p & (~ctx.late | held_after_submit | (frac(gaps, "sync") >= cfg.comm_cover))
 
 
@@ -139,12 +140,12 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame | None, cfg: Thresholds,
         return periodic, presence, cv, notes
     unit_index = pd.MultiIndex.from_tuples(list(units.index), names=["rank", "device"])
     g_unit = unit_index.get_indexer(pd.MultiIndex.from_arrays(
-        [col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)]))
+        [col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)]))
     step_keys = pd.MultiIndex.from_frame(analysed.astype("int64"))
     in_step = step_keys.get_indexer(pd.MultiIndex.from_arrays(
-        [col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64),
-         col(gaps, "step", -1).astype(np.int64)])) >= 0
-    dur = col(gaps, "dur_ns").astype(np.int64)
+        [col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64),
+         col(gaps, "step", -1, dtype=np.int64)])) >= 0
+    dur = col(gaps, "dur_ns", dtype=np.int64)
     long_enough = (g_unit >= 0) & (dur >= cfg.bubble_min_gap_ns)
     if eligible is not None:
         long_enough &= eligible
@@ -152,14 +153,14 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame | None, cfg: Thresholds,
         return periodic, presence, cv, notes
     lengths = (steps["end_ns"] - steps["start_ns"]).to_numpy(np.int64)
     at = pd.MultiIndex.from_frame(steps[["rank", "device", "step"]].astype("int64")).get_indexer(
-        pd.MultiIndex.from_arrays([col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64),
-                                   col(gaps, "step", -1).astype(np.int64)]))
+        pd.MultiIndex.from_arrays([col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64),
+                                   col(gaps, "step", -1, dtype=np.int64)]))
     step_len = np.where(at >= 0, lengths[np.maximum(at, 0)], -1).astype(np.float64)
     # The unit's median analysed step length turns a place in the step into a fraction of a step.
     med = pd.Series(step_len[in_step]).groupby(g_unit[in_step]).median()
     unit_len = np.maximum(med.reindex(np.maximum(g_unit, 0)).to_numpy(), 1.0)
-    offset = col(gaps, "offset_ns").astype(np.float64)
-    phase = np.clip(np.nan_to_num(col(gaps, "phase", 0.0).astype(np.float64)), 0.0, 1.0 - 1e-12)
+    offset = col(gaps, "offset_ns", dtype=np.float64)
+    phase = np.clip(np.nan_to_num(col(gaps, "phase", 0.0, dtype=np.float64)), 0.0, 1.0 - 1e-12)
     places = [(phase, True),  # 1a. phase (the step boundary wraps)
               (np.clip(offset / unit_len, 0.0, 1.0 - 1e-12), False),  # 1b. from the step start
               (np.clip((step_len - offset) / unit_len, 0.0, 1.0 - 1e-12), False)]  # 1c. to the step end
@@ -182,7 +183,7 @@ def _by_window(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long
     cand = np.flatnonzero(long_enough & in_step)  # the evidence: gaps of analysed steps
     if len(cand) == 0:
         return
-    dur = col(gaps, "dur_ns").astype(np.int64)
+    dur = col(gaps, "dur_ns", dtype=np.int64)
     width = cfg.bubble_phase_tolerance / 2.0
     nbins = max(int(np.ceil(1.0 / width)), 1)
     gbin = np.minimum((place / width).astype(np.int64), nbins - 1)
@@ -204,7 +205,7 @@ def _by_window(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long
         dplace = np.minimum(dplace, 1.0 - dplace)  # the step boundary wraps
     dist = (dplace / width) ** 2 + ((logd[rep] - (dwin + 0.5) * dwidth) / dwidth) ** 2
     df = pd.DataFrame({"unit": g_unit[rep], "win": win, "dwin": dwin,
-                       "step": col(gaps, "step").astype(np.int64)[rep], "dur": dur[rep].astype(np.float64),
+                       "step": col(gaps, "step", dtype=np.int64)[rep], "dur": dur[rep].astype(np.float64),
                        "dist": dist})
     per_step = (df.sort_values("dist", kind="stable")
                 .drop_duplicates(["unit", "win", "dwin", "step"]))
@@ -239,11 +240,11 @@ def _by_order(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long_
     idx = np.flatnonzero(long_enough)
     if len(idx) == 0:
         return
-    df = pd.DataFrame({"unit": g_unit[idx], "step": col(gaps, "step", -1).astype(np.int64)[idx],
-                       "start": col(gaps, "start_ns").astype(np.int64)[idx],
-                       "offset": col(gaps, "offset_ns").astype(np.float64)[idx],
+    df = pd.DataFrame({"unit": g_unit[idx], "step": col(gaps, "step", -1, dtype=np.int64)[idx],
+                       "start": col(gaps, "start_ns", dtype=np.int64)[idx],
+                       "offset": col(gaps, "offset_ns", dtype=np.float64)[idx],
                        "length": step_len[idx].astype(np.float64),
-                       "dur": col(gaps, "dur_ns").astype(np.float64)[idx], "analysed": in_step[idx], "i": idx,
+                       "dur": col(gaps, "dur_ns", dtype=np.float64)[idx], "analysed": in_step[idx], "i": idx,
                        "early": first_half[idx]})
     df = df.sort_values(["unit", "step", "start"], kind="stable", ignore_index=True)
     by_step = df.groupby(["unit", "step"], sort=False)
@@ -296,9 +297,9 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                       cat("recurs at phase ", _two(col(gaps, "phase", 0.0)), " of the step in ",
                           fmt_pct(ctx.presence), " of analysed steps, duration CV ", _two(ctx.cv)),
                       "does not recur every step (stage imbalance)")
-    steps_p2p = col(gaps, "step_p2p_count").astype(np.int64)
+    steps_p2p = col(gaps, "step_p2p_count", dtype=np.int64)
     return cat(fmt_ns(col(gaps, "dur_ns")), " gap; ", waits_on, "; ", recurs, "; ",
-               steps_p2p.astype(str).astype(object), " point-to-point transfers in the step")
+               fmt_int(steps_p2p), " point-to-point transfers in the step")
 
 
 RULE = Rule(NAME, mask, evidence)

@@ -45,7 +45,19 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import DEVICE_ALLOCATOR, SYNC, calls_matching
-from traceread.rules._base import Rows, Rule, RuleContext, api_calls, cat, col, fmt_ns, fmt_pct, frac
+from traceread.lanes import HOST_LANES, event_view
+from traceread.rules._base import (
+    Rows,
+    Rule,
+    RuleContext,
+    api_calls,
+    cat,
+    col,
+    fmt_int,
+    fmt_ns,
+    fmt_pct,
+    frac,
+)
 from traceread.rules.one_time_cost import allocator_recurs
 from traceread.trace import Trace
 
@@ -85,9 +97,9 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
         return blocked_ns, alloc_ns, alloc_calls, block_start
     is_sync = calls_matching(api["name"], SYNC)
     is_alloc = calls_matching(api["name"], DEVICE_ALLOCATOR)
-    g_rank = col(gaps, "rank").astype(np.int64)
-    gs = col(gaps, "start_ns").astype(np.int64)
-    ge = col(gaps, "end_ns").astype(np.int64)
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    gs = col(gaps, "start_ns", dtype=np.int64)
+    ge = col(gaps, "end_ns", dtype=np.int64)
     r_all = api["rank"].to_numpy(np.int64)
     s_all, e_all = api["start_ns"].to_numpy(np.int64), api["end_ns"].to_numpy(np.int64)
     for rank in np.unique(g_rank):  # ranks are few
@@ -116,30 +128,31 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: 
     out = np.full(len(gaps), "", dtype=object)
     if trace is None or not held.any():
         return out
-    ev = trace.events
-    g_rank = col(gaps, "rank").astype(np.int64)
-    host = ev[ev["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])
-              & ev["category"].isin([schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION])]
-    for (rank, t), ops in host.groupby(["rank", "tid"], observed=True, sort=False):  # threads are few
+    # The engine's numpy view of the events (built once per trace): no pandas selection of the ops.
+    v = event_view(trace)
+    step_marker = np.char.startswith(v.names.astype(str), "ProfilerStep#")  # per distinct name
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    for rank, t in sorted({(int(r), int(x)) for r, x in zip(g_rank[held], tid[held], strict=True)}):  # threads are few
         q = np.flatnonzero((g_rank == rank) & (tid == t) & held)
-        if len(q) == 0:
-            continue
         for cat_, outermost in ((schema.CAT_USER_ANNOTATION, False), (schema.CAT_CPU_OP, True)):
-            o = ops[(ops["category"] == cat_).to_numpy()]
-            o = o[~o["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()] if not outermost else o
-            if o.empty:
+            rows = v.rows(HOST_LANES, (cat_,), rank=rank)
+            rows = rows[v.tid[rows] == t]
+            if not outermost:
+                rows = rows[~step_marker[v.name[rows]]]
+            if len(rows) == 0:
                 continue
-            os_, oe = o["start_ns"].to_numpy(np.int64), o["end_ns"].to_numpy(np.int64)
+            os_, oe = v.start[rows].astype(np.int64), v.end[rows].astype(np.int64)
+            names = v.names_of(rows)
             if outermost:
                 order = np.argsort(os_, kind="stable")
-                os_, oe, names = os_[order], oe[order], o["name"].astype(str).to_numpy()[order]
+                os_, oe, names = os_[order], oe[order], names[order]
                 reach = np.maximum.accumulate(oe)
                 first = np.searchsorted(reach, start[q], side="right")  # earliest op still running after t
                 inside = (first < len(os_)) & (os_[np.minimum(first, len(os_) - 1)] <= start[q])
                 out[q[inside]] = names[first[inside]]
             else:
                 idx = intervals.innermost_covering(start[q], os_, oe)
-                out[q[idx >= 0]] = o["name"].astype(str).to_numpy()[idx[idx >= 0]]
+                out[q[idx >= 0]] = names[idx[idx >= 0]]
     return out
 
 
@@ -154,8 +167,8 @@ def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray,
     has = np.flatnonzero(held)
     if len(has) == 0:
         return out
-    g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
-    gs, ge = col(gaps, "start_ns").astype(np.int64), col(gaps, "end_ns").astype(np.int64)
+    g_rank, g_dev = col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)
+    gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
     for rank, dev in {(int(g_rank[i]), int(g_dev[i])) for i in has}:  # ranks and devices are few
         mine = (g_rank == rank) & (g_dev == dev)
         q = has[mine[has]]
@@ -174,10 +187,10 @@ def drain_sync(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> 
 
 def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Host-blocked time of each gap plus the refill right after the sync (see module doc)."""
-    start = col(gaps, "start_ns").astype(np.int64)
-    end = col(gaps, "end_ns").astype(np.int64)
-    lstart = col(gaps, "next_launch_start_ns", -1).astype(np.int64)
-    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
+    start = col(gaps, "start_ns", dtype=np.int64)
+    end = col(gaps, "end_ns", dtype=np.int64)
+    lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1, dtype=np.int64)
     returned = np.where(ctx.sync_end_ns >= 0, ctx.sync_end_ns, -1)
     # Only a sync that waited on queued work owns the refill: one that returned at once cost nothing.
     refill = drain_sync(gaps, ctx, cfg) & (lstart >= returned) & (lstart - returned <= cfg.sync_refill_max_ns)
@@ -188,18 +201,18 @@ def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
 def lead_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Per gap, the part of it a drain-sync's lost lead would have hidden: the host work after the sync
     would have run while the GPU still had the queued work it waited for (0 without a drain-sync)."""
-    dur = col(gaps, "end_ns").astype(np.int64) - col(gaps, "start_ns").astype(np.int64)
+    dur = col(gaps, "end_ns", dtype=np.int64) - col(gaps, "start_ns", dtype=np.int64)
     return np.where(drain_sync(gaps, ctx, cfg), np.minimum(ctx.sync_wait_ns, dur), 0)
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     # A host blocked on a pipeline's recurring p2p recv is waiting on the schedule: a bubble.
     structural = ctx.periodic & (frac(gaps, "comm_p2p") >= cfg.comm_cover)
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     held = stall_ns(gaps, ctx, cfg) / dur >= cfg.sync_stall_min_share
     # The next kernel submitted before the host blocked: the GPU had the work and waited on something
     # else (a dependency the trace does not show), not on the blocked host.
-    lend = col(gaps, "next_launch_end_ns", -1).astype(np.int64)
+    lend = col(gaps, "next_launch_end_ns", -1, dtype=np.int64)
     submitted_first = (lend >= 0) & (ctx.sync_block_start_ns >= 0) & (lend <= ctx.sync_block_start_ns)
     return ctx.judged & held & ~ctx.queued & ~structural & ~submitted_first
 
@@ -211,8 +224,8 @@ def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    dur = np.maximum(col(gaps, "dur_ns").astype(np.int64), 1)
-    start = col(gaps, "start_ns").astype(np.int64)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
+    start = col(gaps, "start_ns", dtype=np.int64)
     stalled = stall_ns(gaps, ctx, cfg)
     share = fmt_pct(stalled / dur)
     alloc = kind(gaps, ctx) == "allocator"
@@ -223,14 +236,14 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     longest = col(gaps, "longest_cpu_name", "").astype(object)
     exposed = np.where(ctx.host_work_label != "", cat(": ", ctx.host_work_label),
                        np.where(longest != "", cat(" (longest host call ", longest, ")"), ""))
-    after = np.clip(col(gaps, "end_ns").astype(np.int64) - np.maximum(ctx.sync_end_ns, start), 0, None)
+    after = np.clip(col(gaps, "end_ns", dtype=np.int64) - np.maximum(ctx.sync_end_ns, start), 0, None)
     drain_text = cat(name, origin, " waited ", fmt_ns(ctx.sync_wait_ns),
                      " for queued GPU work and returned as the GPU went idle; the host then ran ", fmt_ns(after),
                      " of host work before the next launch", exposed, "; the sync took away the host's lead, which "
                      "would have hidden ", fmt_pct(lead_ns(gaps, ctx, cfg) / dur), " of the ", fmt_ns(dur), " gap")
     blocked = np.minimum(ctx.sync_blocked_ns, dur)
     sync_text = np.where(lead_ns(gaps, ctx, cfg) > blocked, drain_text, sync_text)
-    alloc_text = cat("allocator: host in ", ctx.sync_alloc_calls.astype(str).astype(object),
+    alloc_text = cat("allocator: host in ", fmt_int(ctx.sync_alloc_calls),
                      " synchronizing allocator call(s) (cudaFree/hipFree/cudaMalloc, recurring every step) for ",
                      fmt_pct(ctx.sync_alloc_ns / dur), " of the ", fmt_ns(dur), " gap (blocked ", share, " in all)")
     return np.where(alloc, alloc_text, sync_text).astype(object)

@@ -15,37 +15,51 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import Rows, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import (
+    Rows,
+    RuleContext,
+    cat,
+    cat_where,
+    col,
+    fmt_int,
+    fmt_ns,
+    fmt_pct,
+    frac,
+    launch_calls,
+)
 
 NAME = "unattributed"
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    dur = col(gaps, "dur_ns").astype(np.int64)
-    short = dur < cfg.min_judged_gap_ns
-    # build_context's reading (it knows the timestamps' tick); a hand-built context has none
-    turnaround = ctx.turnaround if len(ctx.turnaround) == len(dur) else ~ctx.late & (dur < cfg.turnaround_max_ns)
-    launch = np.where(ctx.queued, "next kernel was already queued",
-                      np.where(ctx.late, "next kernel submitted after the GPU went idle", "next launch unknown"))
+    dur = col(gaps, "dur_ns", dtype=np.int64)
+    # which of three sentences (an object array of references, not a fixed-width copy of each per row)
+    who = np.where(ctx.queued, 0, np.where(ctx.late, 1, 2))
+    launch = np.array(["next kernel was already queued", "next kernel submitted after the GPU went idle",
+                       "next launch unknown"], dtype=object)[who]
     longest = col(gaps, "longest_cpu_name", "").astype(object)
-    host = np.where(longest != "", cat("longest host call ", longest, " (",
-                                       fmt_ns(col(gaps, "longest_cpu_ns")), ")"), "no host call recorded")
+    host = cat_where(longest != "", "longest host call ", longest, " (", (fmt_ns, col(gaps, "longest_cpu_ns")), ")",
+                     other="no host call recorded")
     seen = cat(launch, "; comm ", fmt_pct(frac(gaps, "comm")), ", loader ", fmt_pct(frac(gaps, "dataloader")),
                ", H2D ", fmt_pct(frac(gaps, "memcpy_htod")), ", runtime calls ", fmt_pct(frac(gaps, "cpu_runtime")),
-               ", ", col(gaps, "launch_count").astype(np.int64).astype(str).astype(object), " launch(es); ", host)
-    reason = np.where(ctx.queued, "the GPU held its next kernel but nothing visible was running for it to wait on, "
-                                  "and the gap does not recur every step",
-                      np.where(ctx.late, "the host submitted late, but its CUDA calls were too sparse to be dispatch-bound",
-                               "the next launch is not recorded, so who waited cannot be told"))
-    driver = (ctx.api_call_ns > cfg.launch_call_max_ns) & (ctx.api_call_ns / np.maximum(dur, 1) >= cfg.launch_cpu_cover)
-    reason = np.where(driver, cat("one CUDA call, ", ctx.api_call_name, ", held the host for ",
-                                  fmt_ns(ctx.api_call_ns), ": driver work or a blocking wait, not dispatch, and "
-                                  "no known one-time cost (not a first launch, module load, capture or setup call)"),
-                      reason)
-    why = np.where(short, cat("too short to judge (", fmt_ns(dur), " < ", fmt_ns(np.full(len(dur),
-                                                                                    cfg.min_judged_gap_ns)), ")"),
-                   np.where(turnaround,
-                            cat("kernel-to-kernel turnaround (", fmt_ns(dur), ", next kernel ",
-                                np.where(ctx.queued, "already queued)", "launch not recorded)")),
-                            cat("no signature fits the ", fmt_ns(dur), " gap (", reason, ")")))
+               ", ", fmt_int(launch_calls(gaps)), " launch(es); ", host)
+    reason = np.array(["the GPU held its next kernel but nothing visible was running for it to wait on, and the gap "
+                       "does not recur every step",
+                       "the host submitted late, but its CUDA calls were too sparse to be dispatch-bound",
+                       "the next launch is not recorded, so who waited cannot be told"], dtype=object)[who]
+    short = dur < cfg.min_judged_gap_ns
+    # build_context's reading (it knows the timestamps' tick); a hand-built context has none
+    turnaround = ~short & (ctx.turnaround if len(ctx.turnaround) == len(dur)
+                           else ~ctx.late & (dur < cfg.turnaround_max_ns))
+    fits = ~short & ~turnaround
+    driver = fits & (ctx.api_call_ns > cfg.launch_call_max_ns) & (ctx.api_call_ns / np.maximum(dur, 1)
+                                                                   >= cfg.launch_cpu_cover)
+    reason = cat_where(driver, "one CUDA call, ", ctx.api_call_name, ", held the host for ", (fmt_ns, ctx.api_call_ns),
+                       ": driver work or a blocking wait, not dispatch, and no known one-time cost (not a first "
+                       "launch, module load, capture or setup call)", other=reason)
+    minimum = str(fmt_ns(np.array([cfg.min_judged_gap_ns]))[0])
+    why = cat_where(short, "too short to judge (", (fmt_ns, dur), " < ", minimum, ")")
+    why = cat_where(turnaround, "kernel-to-kernel turnaround (", (fmt_ns, dur), ", next kernel ",
+                    np.array(["launch not recorded)", "already queued)"], dtype=object)[ctx.queued.astype(np.int64)], other=why)
+    why = cat_where(fits, "no signature fits the ", (fmt_ns, dur), " gap (", reason, ")", other=why)
     return cat(why, ": ", seen)

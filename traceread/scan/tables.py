@@ -109,7 +109,31 @@ def gap_numbers(gaps: Any) -> dict[str, Any] | None:
     return out
 
 
-def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str, numbers: dict[str, Any] | None = None) -> Any:
+def gap_texts(gaps: Any) -> dict[str, list[str]]:
+    """The text gap columns of an Analysis' ``gaps`` frame as the report writes them (``class``, the
+    path-scrubbed ``evidence`` and names; '' for missing), for :func:`gap_table`: converted column by
+    column (names once per category), never a record per gap."""
+    import numpy as np
+    import pandas as pd
+
+    from traceread.render.json_tables import text_values
+    from traceread.render.names import scrub_paths
+
+    out = {}
+    for c in ("class", "evidence") + _GAP_TEXT:
+        if c not in gaps.columns:
+            continue
+        s, scrub = gaps[c], scrub_paths if c != "class" else None
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            table = np.array(text_values(s.cat.categories.tolist(), scrub) + [""], dtype=object)
+            out[c] = table[s.cat.codes.to_numpy()].tolist()
+        else:
+            out[c] = text_values(s.to_numpy(dtype=object).tolist(), scrub)
+    return out
+
+
+def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str, numbers: dict[str, Any] | None = None,
+              texts: dict[str, list[str]] | None = None) -> Any:
     """The gaps table of one report (its gap dicts' columns, ``rank`` the rank the trace claims,
     ``frame_rank`` the report's number, epoch times where the offset is known), converted by Arrow
     itself (a real trace has hundreds of thousands of gaps, and a Python list per column cost more
@@ -121,15 +145,19 @@ def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str, numbers: 
     schema = _schemas()["gaps"]
     g = doc.get("gaps") or []
     names: tuple[str, ...] = ("rank", "device", "step", "start_ns", "end_ns", "class", "evidence", "phase") + _GAP_NUM + _GAP_TEXT
-    if numbers is not None and g and all(len(v) == len(g) for v in numbers.values()):
-        names = tuple(c for c in names if c not in numbers)
+    given = {**(numbers or {}), **(texts or {})}
+    rows = len(next(iter(given.values()))) if given else len(g)
+    if given and all(len(v) == rows for v in given.values()) and (g == [] or len(g) == rows):
+        names = tuple(c for c in names if c not in given)
     else:
-        numbers = {}
+        given, rows = {}, len(g)
     fields = [schema.field(n) for n in names]
-    struct = pa.array(g, type=pa.struct(fields)) if g else pa.array([], type=pa.struct(fields))
-    cols = dict(zip(names, struct.flatten(), strict=True))
-    n, offset, rank_of_frame = len(struct), row.get("epoch_offset_ns"), row.get("rank_of_frame")
-    cols.update({c: pa.array(v, type=schema.field(c).type) for c, v in numbers.items()})
+    if names and g:
+        cols = dict(zip(names, pa.array(g, type=pa.struct(fields)).flatten(), strict=True))
+    else:  # every column given (or no gaps): missing ones read as null
+        cols = {n: pa.nulls(rows, schema.field(n).type) for n in names}
+    n, offset, rank_of_frame = rows, row.get("epoch_offset_ns"), row.get("rank_of_frame")
+    cols.update({c: pa.array(v, type=schema.field(c).type) for c, v in given.items()})
     cols["frame_rank"] = cols["rank"]
     if rank_of_frame is not None:  # the rank each frame number claims; null where the trace says none
         keys = pa.array([int(k) for k in rank_of_frame], pa.int32())
@@ -148,7 +176,7 @@ def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str, numbers: 
 
 
 def report_tables(doc: dict[str, Any], row: dict[str, Any], trace_id: str,
-                  numbers: dict[str, Any] | None = None) -> dict[str, Any]:
+                  numbers: dict[str, Any] | None = None, texts: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Worker side: the gap and step rows of one per-trace report (``doc``, as written) as Arrow IPC
     streams with the tables' schemas, their ``job`` column blank (the job is known only once the
     directory is grouped; ``numbers``: see :func:`gap_table`), each a ``pyarrow.Buffer`` (pickled as its bytes). Bytes travel, cache and are
@@ -156,7 +184,7 @@ def report_tables(doc: dict[str, Any], row: dict[str, Any], trace_id: str,
     schemas = _schemas()
     cols = step_columns(doc, row)
     n = len(cols["rank"])
-    tables = {"gaps": gap_table(doc, row, trace_id, numbers),
+    tables = {"gaps": gap_table(doc, row, trace_id, numbers, texts),
               "steps": _table(schemas["steps"], {**cols, "trace_id": [trace_id] * n, "job": [""] * n})}
     return {name: _ipc(table) for name, table in tables.items()}
 

@@ -237,7 +237,7 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
     from traceread.metrics.workload import Workload
     from traceread.render import jsonout, markdown
     from traceread.scan.rows import trace_row
-    from traceread.scan.tables import gap_numbers, report_tables
+    from traceread.scan.tables import gap_numbers, gap_texts, report_tables
 
     _register_patterns(settings.kernel_patterns)
     out.content_hash = content_hash(task.path)
@@ -273,16 +273,21 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
         out.row["world_size"] = max(worlds) if worlds else None
     if not out.row["gpus"]:  # devices without names in the file: the rank identities' GPU model
         out.row["gpus"] = sorted({i.gpu_model for i in out.identities if i.gpu_model})
-    report = jsonout.to_report(analysis)
+    # The report's gap table is written column-wise (no dict per gap) and the parquet rows come from
+    # the same columns; the frames go before the rows are made, and the bytes (with outdir) go to disk
+    # before them: a 28 MB trace makes 127 MB of JSON and 70 MB of rows.
+    report = jsonout.to_report(analysis, tables=False)
+    report["steps"] = jsonout.step_records(analysis)  # one row per step: few
     numbers = gap_numbers(analysis.gaps)
-    # the frames go before the report's bytes and table rows are made, and the bytes (with outdir) go to
-    # disk before the rows are made: none of the three coexist (a 28 MB trace: 127 MB of JSON, 70 MB of rows)
+    texts = gap_texts(analysis.gaps) if numbers is not None else None
+    if numbers is None:  # a column not of the table's kind: the rows from the report's values
+        report["gaps"] = jsonout.gap_records(analysis)
+    out.json = jsonout.dumps(analysis)
     del trace, analysis
-    out.json = jsonout.encode(report)
     if outdir is not None:
         write_report_files(outdir, out)
-    out.tables = report_tables(report, out.row, out.trace_id, numbers)
-    del report
+    out.tables = report_tables(report, out.row, out.trace_id, numbers, texts)
+    del report, numbers, texts
     out.status = "ok"
 
 

@@ -1,0 +1,92 @@
+"""No Python function of traceread runs once per gap: the analysis, its evidence sentences and its
+outputs are column operations (numpy, pandas, orjson, Arrow), so their cost does not grow with a
+Python call per row.
+
+A generated trace of tens of thousands of gaps is analysed and written (JSON report, Markdown,
+scan's parquet columns, ``gaps --json``) under a profiler hook that counts every call of a function
+defined in traceread; the most-called one must stay far below the number of gaps. Helpers that
+format once per *distinct* value (durations to the digits shown) are allowed: they are counted too,
+and stay under the bound because gaps share their shown values.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from pathlib import Path
+
+import pytest
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.planted import CLASSES, PlantSpec, plant
+
+from traceread import load
+from traceread.analysis import analyze
+from traceread.cli import main
+from traceread.render import jsonout, markdown
+from traceread.scan.tables import gap_numbers, gap_texts
+
+PER_GAP_SHARE = 0.1  # the most-called traceread function: at most one call per ten gaps
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    p = plant(PlantSpec(seed=5, ranks=1, steps=120, weights={c: 1.0 for c in CLASSES}))
+    (path,) = write_kineto(p.scenario, str(tmp_path_factory.mktemp("big") / "big.pt.trace.json"))
+    return Path(path)
+
+
+def _calls(fn) -> collections.Counter:
+    counts: collections.Counter = collections.Counter()
+
+    def hook(frame, event, arg) -> None:
+        if event == "call" and "traceread" in frame.f_code.co_filename and "/tests/" not in frame.f_code.co_filename:
+            counts[(frame.f_code.co_filename.rsplit("traceread", 1)[-1], frame.f_code.co_name)] += 1
+
+    sys.setprofile(hook)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return counts
+
+
+def test_analysis_and_outputs_make_no_python_call_per_gap(big_trace: Path, tmp_path: Path) -> None:
+    trace = load(str(big_trace))
+    holder = {}
+
+    def run() -> None:
+        a = analyze([trace])
+        holder["gaps"] = len(a.gaps)
+        holder["json"] = jsonout.dumps(a)
+        markdown.to_markdown(a)
+        gap_numbers(a.gaps), gap_texts(a.gaps)
+
+    counts = _calls(run)
+    gaps = holder["gaps"]
+    assert gaps > 20_000
+    assert holder["json"].count(b'"evidence": ') == gaps  # every gap's sentence was written
+    (where, n), = counts.most_common(1)
+    assert n <= PER_GAP_SHARE * gaps, f"{where} called {n} times for {gaps} gaps"
+
+
+def test_gaps_command_makes_no_python_call_per_gap(big_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "g.json"
+    counts = _calls(lambda: main(["gaps", str(big_trace), "--json", str(out), "--csv", str(tmp_path / "g.csv")]))
+    gaps = out.read_bytes().count(b'"evidence": ')
+    assert gaps > 20_000
+    (where, n), = counts.most_common(1)
+    assert n <= PER_GAP_SHARE * gaps, f"{where} called {n} times for {gaps} gaps"
+
+
+def test_evidence_formatted_in_chunks_reads_the_same(big_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Evidence is formatted a chunk of rows at a time (a memory bound): any chunk size gives the
+    same classes, sentences and kinds."""
+    from traceread import rules
+
+    trace = load(str(big_trace))
+    whole = analyze([trace]).gaps
+    monkeypatch.setattr(rules, "EVIDENCE_CHUNK_ROWS", 997)
+    chunked = analyze([trace]).gaps
+    assert len(whole) > 10 * 997
+    for c in ("class", "evidence", "evidence_kind"):
+        assert chunked[c].astype(str).tolist() == whole[c].astype(str).tolist()

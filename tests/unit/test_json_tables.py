@@ -1,0 +1,119 @@
+"""The JSON report's tables written column-wise are the bytes the per-row records gave.
+
+``jsonout.dumps`` lays the gap and step tables out column by column (``render.json_tables``);
+``jsonout.encode(jsonout.to_report(a))`` builds a dict per row and lets orjson indent it. Both must
+give the same bytes, on generated and real analyses and on hostile cell values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+import pytest
+from conftest import SHARED_TRACES
+from tracesynth.kineto_writer import write_kineto
+from tracesynth.nsys_writer import write_nsys
+from tracesynth.planted import CLASSES, PlantSpec, plant
+
+from traceread import load
+from traceread.analysis import analyze
+from traceread.render import json_tables, json_text, jsonout
+from traceread.render.names import scrub_paths
+
+
+def _same_bytes(a) -> None:
+    new = jsonout.dumps(a)
+    old = jsonout.encode(jsonout.to_report(a))
+    assert new == old
+    doc = orjson.loads(new)
+    assert len(doc["gaps"]) == len(a.gaps) and len(doc["steps"]) == len(a.steps)
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_generated_report_bytes_equal_records(fmt: str, tmp_path: Path) -> None:
+    spec = PlantSpec(seed=21, ranks=2, steps=5, weights={c: 1.0 for c in CLASSES})
+    p = plant(spec)
+    if fmt == "nsys":
+        path = tmp_path / "t.sqlite"
+        write_nsys(p.scenario, str(path))
+        traces = [load(str(path))]
+    else:
+        paths = write_kineto(p.scenario, str(tmp_path / "t.pt.trace.json"))
+        traces = [load(x) for x in paths]
+    a = analyze(traces)
+    assert len(a.gaps) > 50
+    _same_bytes(a)
+
+
+@pytest.mark.parametrize("name", ["kineto/hta_nccl_a100_rank0of2.json.gz", "kineto/param_linear_rtx2080ti.json.gz",
+                                  "nsys/nvfuser_h100_2024.sqlite"])
+def test_real_report_bytes_equal_records(name: str) -> None:
+    src = SHARED_TRACES / name
+    if not src.exists():
+        pytest.skip(f"{src} not present")
+    _same_bytes(analyze([load(str(src))]))
+
+
+def test_hostile_cells_encode_as_records() -> None:
+    """Controls (C0, C1, DEL), quotes, %, non-ASCII, missing text, NaN, float32 and a categorical with
+    missing values: the same text as orjson writes for the records, nested at the same depth."""
+    text = ["a\x1b]0;x\x07", 'q"uo\\te', "100% %b %s", "\u009b\u00b5s /home/u/x.py", None, float("nan"), "", "\x7f"]
+    n = len(text)
+    frame = pd.DataFrame({
+        "i": np.arange(n, dtype=np.int64) * 10**15, "j": np.arange(n, dtype=np.int32) - 3,
+        "f": np.array([0.1, 1e-7, 1e16, np.nan, 2.5, -0.0, 1 / 3, 123456.789], dtype=np.float64),
+        "h": np.linspace(0, 1, n).astype(np.float32), "b": np.arange(n) % 2 == 0,
+        "s": pd.Series(text, dtype=object),
+        "c": pd.Categorical(["x", None, "y\x9b", "x", "%", None, "y\x9b", "z"]),
+    })
+    fields = tuple(json_tables.Field(c, frame[c], text=scrub_paths if c == "s" else None) for c in frame.columns)
+    fields += (json_tables.Field("nested", group=(json_tables.Field("k", frame["j"]),
+                                                   json_tables.Field("t", frame["c"]))),)
+    got = json_tables.document_chunks({"before": 1, "rows": None, "after": "z"}, {"rows": (fields, n)})
+
+    def cell(c: str, v):
+        if c in ("s", "c"):
+            v = "" if v is None or (isinstance(v, float) and v != v) else str(v)
+            return scrub_paths(v) if c == "s" else v
+        return v.item() if isinstance(v, np.generic) else v
+
+    records = []
+    for i in range(n):
+        r = {c: cell(c, frame[c].astype(object).iloc[i] if c in ("s", "c") else
+                     (float(frame[c].iloc[i]) if c == "h" else frame[c].iloc[i])) for c in frame.columns}
+        r["nested"] = {"k": int(frame["j"].iloc[i]), "t": cell("c", frame["c"].astype(object).iloc[i])}
+        records.append(r)
+    assert b"".join(got) == json_text.dumps({"before": 1, "rows": records, "after": "z"})
+
+
+def test_chunked_rows_join_like_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows cut into several chunks read as one list (separators between chunks, none after the last)."""
+    monkeypatch.setattr(json_tables, "CHUNK_ROWS", 3)
+    v = np.arange(10, dtype=np.int64)
+    got = b"".join(json_tables.document_chunks({"t": None}, {"t": ((json_tables.Field("v", v),), 10)}))
+    assert got == json_text.dumps({"t": [{"v": int(x)} for x in v]})
+    empty = b"".join(json_tables.document_chunks({"t": None}, {"t": ((), 0)}))
+    assert empty == json_text.dumps({"t": []})
+
+
+@pytest.mark.parametrize("name", ["kineto/hta_nccl_a100_rank0of2.json.gz", "nsys/pipit_saxpy_mpi_a100_2022.sqlite"])
+def test_scan_gap_rows_from_columns_equal_rows_from_records(name: str, tmp_path: Path) -> None:
+    """scan's parquet gap rows made from the frame's columns (gap_numbers + gap_texts) are the rows the
+    report's gap dicts gave."""
+    import pyarrow as pa
+
+    from traceread.scan.tables import gap_numbers, gap_table, gap_texts
+
+    src = SHARED_TRACES / name
+    if not src.exists():
+        pytest.skip(f"{src} not present")
+    a = analyze([load(str(src))])
+    row = {"epoch_offset_ns": None, "rank_of_frame": {"0": 0}}
+    old = gap_table(jsonout.to_report(a), row, "t")
+    new = gap_table({"gaps": []}, row, "t", gap_numbers(a.gaps), gap_texts(a.gaps))
+    assert len(new) == len(a.gaps) > 0
+    assert new.equals(old)
+    assert isinstance(new, pa.Table)
