@@ -288,11 +288,17 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
     return DpPpJob(scenarios, spec, truth)
 
 
-def write_job(job: DpPpJob, directory: str, stem: str = "dppp") -> list[str]:
-    """One Kineto file per rank (``<stem>.rank<N>.json``); return the paths."""
+def write_job(job: DpPpJob, directory: str, stem: str = "dppp", fmt: str = "kineto") -> list[str]:
+    """One file per rank (``<stem>.rank<N>.json``, or ``.sqlite`` with ``fmt="nsys"``: an nsys export
+    records no process groups, so its ranks are aligned by the order of their collectives); the paths."""
     from tracesynth.kineto_writer import write_kineto
+    from tracesynth.nsys_writer import write_nsys
 
     out = []
     for sc in job.scenarios:
-        out += write_kineto(sc, os.path.join(directory, f"{stem}.rank{sc.ranks[0].rank}.json"))
+        name = os.path.join(directory, f"{stem}.rank{sc.ranks[0].rank}")
+        if fmt == "nsys":
+            out.append(write_nsys(sc, name + ".sqlite"))
+        else:
+            out += write_kineto(sc, name + ".json")
     return out
