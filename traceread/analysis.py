@@ -280,7 +280,21 @@ def rank_summary(result: Analysis, identity: RankIdentity) -> RankSummary:
     steps, gaps = result.steps, result.gaps
     steps = steps[steps["trace"] == index] if len(steps) else steps
     gaps = gaps[gaps["trace"] == index] if len(gaps) else gaps
-    return summarize(result.inputs[index], identity, steps, gaps, result.traces[index].step_source)
+    return summarize(result.inputs[index], identity, steps, gaps, result.traces[index].step_source,
+                     _own_steps(result.inputs[index], steps, result.cfg, identity.frame_rank))
+
+
+def _own_steps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int) -> np.ndarray | None:
+    """The rank's own step per step row in the what-if replay (communication free), for the job's
+    straggler-free prediction; None when the replay cannot run (the prediction is then left out)."""
+    if steps.empty:
+        return None
+    from traceread.whatif.straggler import free_comm_lengths
+
+    try:
+        return free_comm_lengths(trace, steps, cfg, rank)
+    except Exception:  # noqa: BLE001 - an optional figure: the job report says nothing rather than fail
+        return None
 
 
 def _step_groups(steps: pd.DataFrame, groups: list[Any] | None, traces: Any) -> np.ndarray | None:

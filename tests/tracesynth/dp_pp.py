@@ -20,12 +20,18 @@ Timing (true time, then each rank's clock offset added, as hosts with NTP-discip
 * the DP all-reduce starts on each rank when its last backward is done and ends ``allreduce_ns`` after the
   last rank of the stage arrived (the last arriver releases everyone); the optimizer waits for it.
 
-Host side: every kernel is launched 40 us before it starts (a launch call inside its op's range); a
+Host side (``host_lead=False``, the default): every kernel is launched 40 us before it starts (a launch call inside its op's range); a
 communication kernel's op is ``record_param_comms`` with PyTorch's args (``Collective name``, ``Process
 Group Name``/``Description``/``Ranks``, ``Group size``, ``In``/``Out msg nelems``, ``dtype``) and, when
 ``record_seq``, ``Seq``: the op's number in its process group, the same on every member (both sides of a
 pair group count its operations in the one order NCCL requires of blocking p2p on one communicator). Each
 stream's launches go on a host thread of their own, so that host ranges nest.
+
+With ``host_lead=True`` the host runs ahead of the GPU as PyTorch's does: it launches its kernels in program
+order at its own pace (``HOST_LAUNCH_NS`` apart, a kernel starting no sooner than ``LAUNCH_LATENCY_NS`` after
+its launch), a communication kernel starts once the compute stream reached it (NCCL's stream waits on the
+current stream), and each step ends with the host blocked in ``cudaDeviceSynchronize`` until its GPU is done
+(``loss.item()``); the next step's launches follow. The GPU timing is otherwise the same simulation.
 
 ``DpPpJob.truth``: stages of each rank, the true job step per step (last end minus first start, true time),
 who was slowed, and the offsets.
@@ -50,6 +56,8 @@ MAIN = 100  # host thread of compute launches; each communication stream's launc
 _TURN = 2_000  # GPU turnaround between dependent kernels, ns
 _ACT_NELEMS = 4 << 20  # activation / gradient message, bf16 elements
 _GRAD_NELEMS = 64 << 20  # DP gradient bucket
+HOST_LAUNCH_NS = 15_000  # host_lead: host time per launch (the op's Python/dispatcher overhead and the call)
+LAUNCH_LATENCY_NS = 5_000  # host_lead: launch call to kernel start, at the soonest
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ class DpPpSpec:
     offsets_ns: tuple[int, ...] = (0, 2_300_000, -1_700_000, 4_100_000, -3_300_000, 900_000)  # cycled
     record_seq: bool = True
     seed: int = 0
+    host_lead: bool = False  # the host runs ahead of the GPU and syncs at each step's end (module doc)
     origin_epoch_ns: int = 1_735_632_360_000_000_000
 
 
@@ -137,6 +146,14 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
     seq: dict[str, int] = {}
     free = np.full(world, 20_000_000, dtype=np.int64)  # each rank's compute stream free from
     movers = rng.permutation(world)
+    lead = spec.host_lead
+    host = np.full(world, 20_000_000 - 500_000, dtype=np.int64)  # host_lead: each rank's next launch (true time)
+    send_launch: dict[tuple[str, int, int], int] = {}  # host_lead: when the sender launched that output's send
+
+    def launch_at(r: int) -> int:
+        t = int(host[r])
+        host[r] += HOST_LAUNCH_NS
+        return t
     steps_true, step_windows = [], []
 
     def comm_args(coll: str, pg: str, members: list[int], nelems: int) -> dict:
@@ -160,6 +177,7 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
 
     for step in range(spec.steps):
         start = free.copy()
+        host_start = host - 10_000  # host_lead: the step's range opens just before its first launch
         for d in range(D):
             orders = [stage_order("1f1b", s, P, M) for s in range(P)]
             pos = [0] * P
@@ -184,12 +202,18 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
                             recv_start = max(int(free[r]) - 50_000, stream_free.get((r, rs_stream), 0),
                                              int(start[r]))
                             send_start = max(ready[need], stream_free.get((sender, ss_stream), 0))
+                            recv_launch = send_at = None
+                            if lead:  # each side's kernel after its launch; the recv once its compute stream got here
+                                recv_launch, send_at = launch_at(r), send_launch[need]
+                                recv_start = max(int(free[r]) + _TURN, stream_free.get((r, rs_stream), 0),
+                                                 recv_launch + LAUNCH_LATENCY_NS)
+                                send_start = max(send_start, send_at + LAUNCH_LATENCY_NS)
                             done = max(recv_start, send_start) + spec.p2p_ns
                             members = sorted([r, sender])
                             w[r].kernel(_P2P, rs_stream, recv_start, done, "record_param_comms",
-                                        comm_args("recv", pg, members, _ACT_NELEMS))
+                                        comm_args("recv", pg, members, _ACT_NELEMS), launch=recv_launch)
                             w[sender].kernel(_P2P, ss_stream, send_start, done, "record_param_comms",
-                                             comm_args("send", pg, members, _ACT_NELEMS))
+                                             comm_args("send", pg, members, _ACT_NELEMS), launch=send_at)
                             seq[pg] = seq.get(pg, 0) + 1
                             stream_free[(r, rs_stream)] = done
                             stream_free[(sender, ss_stream)] = done
@@ -202,10 +226,16 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
                         # ahead; the stream waits for the transfer): the GPU, not the host, waited
                         queued = int(free[r]) - 20_000 if not_before > int(free[r]) + _TURN else None
                         for k in range(spec.kernels):
-                            w[r].kernel(_GEMM, COMPUTE, t, t + per - 500, launch=queued if k == 0 else None)
+                            at = queued if k == 0 else None
+                            if lead:
+                                at = launch_at(r)
+                                t = max(t, at + LAUNCH_LATENCY_NS)
+                            w[r].kernel(_GEMM, COMPUTE, t, t + per - 500, launch=at)
                             t += per
                         free[r] = t
                         ready[(kind, s, i)] = t + 1_000
+                        if lead and 0 <= (s + 1 if kind == "F" else s - 1) < P:  # its send, launched next
+                            send_launch[(kind, s, i)] = launch_at(r)
                         pos[s] += 1
                         moved = True
                 if not moved:
@@ -213,17 +243,34 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
         for s in range(P):  # each stage's DP gradient all-reduce, then its optimizer
             members = [rank_of(spec, s, d) for d in range(D)]
             arrive = {r: int(free[r]) + _TURN for r in members}
+            ar_launch = {r: launch_at(r) for r in members} if lead else {}
+            if lead:
+                arrive = {r: max(arrive[r], ar_launch[r] + LAUNCH_LATENCY_NS) for r in members}
             end = max(arrive.values()) + spec.allreduce_ns
             for r in members:
                 w[r].kernel(_ALLREDUCE, DP, arrive[r], end + int(rng.integers(0, 1_500)), "record_param_comms",
-                            comm_args("allreduce", dp_name[s], members, _GRAD_NELEMS))
+                            comm_args("allreduce", dp_name[s], members, _GRAD_NELEMS), launch=ar_launch.get(r))
                 t = end + 3_000
                 for k in range(3):
-                    w[r].kernel(_OPT, COMPUTE, t, t + 40_000, launch=arrive[r] - 20_000 if k == 0 else None)
+                    at = arrive[r] - 20_000 if k == 0 else None
+                    if lead:
+                        at = launch_at(r)
+                        t = max(t, at + LAUNCH_LATENCY_NS)
+                    w[r].kernel(_OPT, COMPUTE, t, t + 40_000, launch=at)
                     t += 42_000
                 free[r] = t
             seq[dp_name[s]] = seq.get(dp_name[s], 0) + 1
         for r in range(world):
+            if lead:  # the host blocks until its GPU is done (loss.item()), then starts the next step
+                sync = launch_at(r)
+                back = max(sync, int(free[r])) + 5_000
+                w[r].corr += 1
+                w[r].rk.host_calls.append(HostCall(MAIN, "cudaDeviceSynchronize", sync + offsets[r], back + offsets[r],
+                                                   w[r].corr))
+                w[r].rk.host_ranges.append(HostRange(MAIN, f"ProfilerStep#{step}", int(host_start[r]) + offsets[r],
+                                                     back + 1_000 + offsets[r], False))
+                host[r] = back + 20_000
+                continue
             w[r].rk.host_ranges.append(HostRange(MAIN, f"ProfilerStep#{step}", int(start[r]) - 60_000 + offsets[r],
                                                  int(free[r]) + 1_000 + offsets[r], False))
         steps_true.append(int(free.max() - start.min()))
@@ -241,11 +288,17 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
     return DpPpJob(scenarios, spec, truth)
 
 
-def write_job(job: DpPpJob, directory: str, stem: str = "dppp") -> list[str]:
-    """One Kineto file per rank (``<stem>.rank<N>.json``); return the paths."""
+def write_job(job: DpPpJob, directory: str, stem: str = "dppp", fmt: str = "kineto") -> list[str]:
+    """One file per rank (``<stem>.rank<N>.json``, or ``.sqlite`` with ``fmt="nsys"``: an nsys export
+    records no process groups, so its ranks are aligned by the order of their collectives); the paths."""
     from tracesynth.kineto_writer import write_kineto
+    from tracesynth.nsys_writer import write_nsys
 
     out = []
     for sc in job.scenarios:
-        out += write_kineto(sc, os.path.join(directory, f"{stem}.rank{sc.ranks[0].rank}.json"))
+        name = os.path.join(directory, f"{stem}.rank{sc.ranks[0].rank}")
+        if fmt == "nsys":
+            out.append(write_nsys(sc, name + ".sqlite"))
+        else:
+            out += write_kineto(sc, name + ".json")
     return out

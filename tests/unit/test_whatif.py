@@ -171,9 +171,11 @@ def test_straggler_lever_is_the_identity_at_factor_one_and_never_slows_the_job(t
         paths.append(traceread.load(str(p)))
     a = analyze(paths)
     same = rank_at_speed(paths, a.steps, a.gaps, a.cfg, 1, 1, 1.0)
-    faster = rank_at_speed(paths, a.steps, a.gaps, a.cfg, 1, 1, 2.0)
-    assert same is not None and faster is not None
+    faster = [rank_at_speed(paths, a.steps, a.gaps, a.cfg, i, i, 2.0) for i in (0, 1)]
+    assert same is not None and all(f is not None and f.step_ns is not None for f in faster)
     measured = predict(paths, a.steps, a.gaps, a.cfg, []).measured_step_ns  # type: ignore[union-attr]
     assert same.step_ns == measured
-    assert faster.step_ns is not None and faster.step_ns < measured
+    # a rank running faster never slows the job; the slower one running faster speeds it up
+    steps = [f.step_ns for f in faster]  # type: ignore[union-attr]
+    assert max(steps) <= measured and min(steps) < measured  # type: ignore[operator]
     assert rank_at_speed(paths, a.steps, a.gaps, a.cfg, 0, 5, 2.0) is None  # no rank 5 in the first input

@@ -35,7 +35,8 @@ API (stable; extended, never broken):
   stages read from p2p), ``stage_imbalance`` (the slow stage and its fix), ``waiting_for`` (whom the
   others' waiting is for: a rank, a stage, or moving) and per rank/straggler ``stage``,
   ``attributed_wait_ns`` (waits passed on along chains, ``traceread.ranks.blame``) and
-  ``share_of_others_time`` (at most 1); ``prediction`` is None until the what-if replay fills it.
+  ``share_of_others_time`` (at most 1); ``prediction``: the job step without the straggler / with
+  balanced stages from the ranks' own steps in the what-if replay (``traceread.ranks.predict``).
 * ``align(summaries, max_spread_ns=1_000_000, max_skew_ns=100_000_000)``: the alignment alone
   (``RankAlignment``: rank, offset_ns, uncertainty_ns, method, matched, shift, end_spread_ns).
 * ``DEFAULT_RANK_PATTERN``: the file-name rank regex (named group ``rank``, optional ``world``).

@@ -27,7 +27,8 @@ arrival, on its own clock) against the median rank of its pipeline stage present
 others without a pipeline), split into compute busy time and compute-idle time by gap class; the
 largest excess is the reason. When the lead explains less than half the lateness (a pipeline stage
 builds its delay over the whole step), its per-step compute and own idle against its stage's median
-rank; ``earlier-delay`` when neither does. ``JobReport.prediction`` is left for the what-if replay.
+rank; ``earlier-delay`` when neither does. ``JobReport.prediction``: the job step without the straggler /
+with balanced stages, from each rank's own step in the what-if replay (:mod:`traceread.ranks.predict`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
 from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
+from traceread.ranks.predict import job_prediction
 from traceread.ranks.summary import RankSummary, lead_col
 from traceread.ranks.waiting import (
     fmt_ms,
@@ -93,8 +95,8 @@ class JobReport:
     stages: dict[str, Any] | None = None  # pipeline stages read from p2p (count, ranks per stage, evidence)
     stage_imbalance: dict[str, Any] | None = None  # the slow stage, when every rank of one stage is slower
     waiting_for: dict[str, Any] | None = None  # whom the others' waiting is for: kind rank | stage | moving
-    # what the job would step at without its straggler / with balanced stages (the what-if replay fills it;
-    # None until then): {"straggler_free_step_ns", "balanced_stages_step_ns", "method", ...}
+    # what the job would step at without its straggler / with balanced stages (traceread.ranks.predict; None
+    # without either, or without own steps): {"straggler_free_step_ns", "balanced_stages_step_ns", "method", ...}
     prediction: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,10 +157,13 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     table = _instances(usable, off, rows[:, (rows >= 0).sum(axis=0) >= 2])
     per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg)
     ranks = tuple({**b, **per_rank.get(b["rank"], {}), **off[b["rank"]].to_dict()} for b in base_ranks)
+    step = _steps(usable, off)
+    prediction = job_prediction(usable, step, strag, extra["stage_imbalance"],
+                                extra["stages"]["ranks"] if extra["stages"] else None)
     return JobReport(name, ranks, tuple(alignments), int(table["n"]), tuple(table["records"]), tuple(strag),
-                     _steps(usable, off), verdict, gdict, tuple(notes), tuple(unavailable), thresholds,
+                     step, verdict, gdict, tuple(notes), tuple(unavailable), thresholds,
                      stages=extra["stages"], stage_imbalance=extra["stage_imbalance"],
-                     waiting_for=extra["waiting_for"])
+                     waiting_for=extra["waiting_for"], prediction=prediction)
 
 
 def _aligned(s: RankSummary, a: RankAlignment, t: np.ndarray, base: int) -> np.ndarray:

@@ -44,7 +44,8 @@ class RankSummary:
     * ``collectives``: ``COLLECTIVE_COLUMNS``; ``seq`` is -1 where the trace records none, ``step``
       the number of the step (on its device) it starts in, -1 outside every step, ``bytes`` -1 where
       unknown, ``pg`` '' where the process group is not recorded.
-    * ``steps``: ``STEP_COLUMNS`` (the analysis' per-step rows of this rank).
+    * ``steps``: ``STEP_COLUMNS`` (the analysis' per-step rows of this rank), and ``own_ns`` where the
+      what-if replay ran (:func:`summarize`).
     * ``gaps``: ``GAP_COLUMNS`` (every classified compute-idle gap of this rank).
     """
 
@@ -69,18 +70,22 @@ def _columns(df: pd.DataFrame, cols: tuple[str, ...]) -> dict[str, np.ndarray]:
 
 
 def summarize(trace: Trace, identity: RankIdentity, steps: pd.DataFrame, gaps: pd.DataFrame,
-              step_source: str = "unknown") -> RankSummary:
+              step_source: str = "unknown", own_ns: np.ndarray | None = None) -> RankSummary:
     """The summary of ``identity``'s rank of ``trace``.
 
     ``steps`` and ``gaps`` are the analysis' step and classified-gap rows of this trace (any rank: this
     rank's rows are taken here); the caller that ran the analysis passes them, so nothing is computed
-    twice and this layer never runs the analysis itself.
+    twice and this layer never runs the analysis itself. ``own_ns``: per row of this rank's steps, its
+    own step in the what-if replay (communication taking no time), kept as ``steps["own_ns"]`` for the
+    job's straggler-free prediction (:mod:`traceread.ranks.predict`).
     """
     rank = identity.frame_rank
     steps = steps[steps["rank"] == rank] if len(steps) else steps
     gaps = gaps[gaps["rank"] == rank] if len(gaps) else gaps
     step_cols = _columns(steps.reset_index(drop=True), STEP_COLUMNS) if len(steps) else \
         {c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS}
+    if own_ns is not None and len(own_ns) == len(step_cols["step"]):
+        step_cols["own_ns"] = np.asarray(own_ns, dtype=np.int64)
     gap_cols = _columns(gaps.reset_index(drop=True), GAP_COLUMNS) if len(gaps) else \
         {c: np.zeros(0, dtype=str if c == "class" else np.int64) for c in GAP_COLUMNS}
     return RankSummary(identity=identity, collectives=_collectives(trace, rank, gap_cols, step_cols),

@@ -211,8 +211,8 @@ def rank_at_speed(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFra
                   trace: int, rank: int, factor: float) -> FixPrediction | None:
     """The straggler lever: rank ``rank`` of input ``trace`` runs ``factor``x faster (every GPU op
     and its host clock) and the other ranks stop waiting for it at the collectives they share
-    (:mod:`traceread.whatif.straggler`); the job's predicted median step (the slowest rank's step
-    per step number). For "the straggler at the median rank's speed", ``factor`` is the straggler's
+    (:mod:`traceread.whatif.straggler`: the measured job step less the change of the slowest rank's own
+    step, its replay with communication taking no time); the job's predicted median step. For "the straggler at the median rank's speed", ``factor`` is the straggler's
     median step over the median rank's. None when there are no steps or no such rank."""
     from traceread.whatif.straggler import own_steps
 

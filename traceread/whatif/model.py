@@ -171,8 +171,11 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     lat = os_ - ls
     idle_before = ~has_prev | (os_ - pe > _FALLBACK_TURNAROUND_NS)
     linked = ~orphan & (launch_point >= 0)
-    # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued).
-    fast = lat[linked & idle_before]
+    # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued) and
+    # that no op of their device held after their launch (with the host ahead, those start long after it).
+    fast = lat[linked & idle_before & ~_held(v.device[ops], ls, os_, oe)]
+    if not len(fast):
+        fast = lat[linked & idle_before]
     d_launch = max(0, int(np.percentile(fast, 10)) if len(fast) else _FALLBACK_LAUNCH_NS)
     # Stream turnaround: the gap between queued ops on a stream; longer gaps are waits, not turnaround.
     queued = has_prev & linked & (lat > 2 * d_launch)
@@ -258,6 +261,21 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
         step_time=steps_t, step_node=pos[2 * n_calls: 2 * n_calls + len(steps_t)],
         dropped_edges=dropped, inferred_waits=int(has_x.sum()),
     )
+
+
+def _held(dev: np.ndarray, ls: np.ndarray, os_: np.ndarray, oe: np.ndarray) -> np.ndarray:
+    """Per op: an op of its device (any stream) ended after its launch and before its start: the op may
+    have waited for it, so its launch-to-start is no sample of the launch latency."""
+    out = np.zeros(len(os_), dtype=bool)
+    for d in np.unique(dev):  # a loop over devices, not events
+        mine = np.flatnonzero(dev == d)
+        by_end = mine[np.argsort(oe[mine], kind="stable")]
+        k0 = np.searchsorted(oe[by_end], os_[mine], side="right") - 1
+        for back in (0, 1):  # the last op to end before the start (the one before when that is itself)
+            k = k0 - back
+            cand = by_end[np.clip(k, 0, max(len(by_end) - 1, 0))]
+            out[mine] |= (k >= 0) & (cand != mine) & (oe[cand] > ls[mine])
+    return out
 
 
 def _waited(os_: np.ndarray, oe: np.ndarray, ls: np.ndarray, ss: np.ndarray, se: np.ndarray,

@@ -1,0 +1,106 @@
+"""What the job would step at without its straggler, or with balanced pipeline stages.
+
+``job_prediction(usable, step, stragglers, imbalance, stage_ranks) -> dict | None`` reads each rank's
+*own* step lengths from its summary (``steps["own_ns"]``: the what-if replay of that rank with every
+communication kernel taking no time, :func:`traceread.whatif.straggler.free_comm_lengths`, computed
+where the trace was loaded). Speeding a rank up ``f``-fold divides its own step by ``f`` (every
+duration and delay of its replay scales), so per step number the prediction is the measured job step
+less the change of the slowest rank's own step; its median over the steady steps is the figure. The
+straggler runs at its pipeline stage's median rank's compute speed (its compute per step over theirs;
+all other ranks without stages); every rank of the slow stage at the other stages' median rank's.
+What the own-step model leaves out (the transfers, a pipeline's fill and drain) cancels in the
+difference. Plain data in, plain data out: the job report's ``prediction``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from traceread.ranks.align import primary_device
+from traceread.ranks.summary import RankSummary
+
+METHOD = ("what-if replay: each rank's own step (its replay with communication taking no time); the job "
+          "step less the change of the slowest rank's own step, median over steady steps")
+
+
+def _steady(s: RankSummary) -> np.ndarray:
+    st = s.steps
+    steady = ~(st["warmup"].astype(bool) | st["outlier"].astype(bool))
+    return steady if steady.any() else np.ones(len(st["step"]), dtype=bool)
+
+
+def _own_table(usable: list[RankSummary]) -> tuple[np.ndarray, np.ndarray, list[int]] | None:
+    """(step numbers, ranks x steps own ns (NaN: absent), ranks) over steady steps; None when a rank has none."""
+    per: list[dict[int, float]] = []
+    for s in usable:
+        st = s.steps
+        if "own_ns" not in st or len(st["own_ns"]) != len(st["step"]):
+            return None
+        keep = _steady(s)
+        d: dict[int, float] = {}
+        for k, v in zip(st["step"][keep].tolist(), st["own_ns"][keep].tolist(), strict=True):
+            d[int(k)] = max(d.get(int(k), 0.0), float(v))  # a rank of several devices: its slowest
+        per.append(d)
+    steps = np.array(sorted({k for d in per for k in d}), dtype=np.int64)
+    own = np.array([[d.get(int(k), np.nan) for k in steps] for d in per], dtype=np.float64).reshape(len(per), len(steps))
+    return steps, own, [int(s.identity.claimed_rank) for s in usable]
+
+
+def _compute(s: RankSummary) -> float:
+    st = s.steps
+    keep = _steady(s)
+    dev = st["device"] == primary_device(s)
+    sel = keep & dev if (keep & dev).any() else keep
+    return float(np.median(st["busy_ns"][sel])) if sel.any() else 0.0
+
+
+def _predict(steps: np.ndarray, own: np.ndarray, measured: dict[int, int], faster: np.ndarray,
+             factor: float) -> int | None:
+    after = own.copy()
+    after[faster] /= factor
+    with np.errstate(all="ignore"):
+        before_max, after_max = np.nanmax(own, axis=0), np.nanmax(after, axis=0)
+    vals = [measured[int(k)] - (b - a) for k, b, a in zip(steps.tolist(), before_max, after_max, strict=True)
+            if int(k) in measured and np.isfinite(b) and np.isfinite(a)]
+    return int(np.median(vals)) if vals else None
+
+
+def job_prediction(usable: list[RankSummary], step: dict[str, Any], stragglers: list[dict[str, Any]],
+                   imbalance: dict[str, Any] | None, stage_ranks: list[list[int]] | None) -> dict[str, Any] | None:
+    """The job report's ``prediction`` (module doc), None without a straggler or slow stage, or without
+    own steps (summaries of an older scan cache)."""
+    if not stragglers and imbalance is None:
+        return None
+    table = _own_table(usable)
+    measured = {int(p["step"]): int(p["job_step_ns"]) for p in step.get("per_step", [])}
+    if table is None or not measured:
+        return None
+    steps, own, ranks = table
+    out: dict[str, Any] = {"straggler_free_step_ns": None, "balanced_stages_step_ns": None, "method": METHOD,
+                           "measured_step_ns": step.get("median_job_step_ns")}
+    compute = np.array([_compute(s) for s in usable])
+    if stragglers:
+        r = int(stragglers[0]["rank"])
+        i = ranks.index(r) if r in ranks else -1
+        peers = next((g for g in (stage_ranks or []) if r in g), ranks)
+        peer_compute = [compute[ranks.index(p)] for p in peers if p != r and p in ranks]
+        if i >= 0 and peer_compute and np.median(peer_compute) > 0:
+            f = max(float(compute[i] / np.median(peer_compute)), 1.0)
+            out["straggler_free_step_ns"] = _predict(steps, own, measured, np.array([i]), f)
+            out["straggler"] = {"rank": r, "factor": round(f, 4),
+                                "assumption": f"rank {r} runs at the median speed of "
+                                              + ("its pipeline stage" if stage_ranks else "the other ranks")
+                                              + f" (its compute {f:.2f}x theirs)"}
+    if imbalance is not None and imbalance.get("others_compute_per_step_ns"):
+        f = max(float(imbalance["compute_per_step_ns"]) / float(imbalance["others_compute_per_step_ns"]), 1.0)
+        idx = np.array([ranks.index(r) for r in imbalance["ranks"] if r in ranks], dtype=np.int64)
+        if len(idx):
+            out["balanced_stages_step_ns"] = _predict(steps, own, measured, idx, f)
+            out["stage"] = {"stage": int(imbalance["stage"]), "factor": round(f, 4),
+                            "assumption": f"every rank of stage {imbalance['stage']} runs at the other stages' "
+                                          f"median rank's compute speed (theirs {f:.2f}x)"}
+    if out["straggler_free_step_ns"] is None and out["balanced_stages_step_ns"] is None:
+        return None
+    return out
