@@ -29,7 +29,7 @@ from traceread.diff.side import SideFacts
 from traceread.rules.responses import FIRST_RESPONSES, MEANING
 from traceread.vocabulary import GAP_CLASSES, PARTS
 
-DIFF_SCHEMA_VERSION = "1.0"
+DIFF_SCHEMA_VERSION = "1.1"
 VERDICTS = ("improved", "regressed", "no significant change", "inconclusive", "not comparable")
 
 
@@ -58,6 +58,7 @@ class Diff:
     ranks: pd.DataFrame
     cfg: Thresholds
     notes: tuple[str, ...] = field(default=())
+    whatif: Any = None  # traceread.diff.whatif.FixCheck: the before side's predictions against the after side
 
 
 def _share_text(cause: str, share: float) -> str:
