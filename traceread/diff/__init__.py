@@ -39,5 +39,5 @@ def diff(before: list[list[Trace]], after: list[list[Trace]], job_before: Any = 
         first.append(caps[0] if caps else None)
     result = compare(sides[0], sides[1], cfg)
     # The predictions of the before side's first capture (its replay), against the after side's median.
-    before = first[0].whatif if first[0] is not None else None
-    return dataclasses.replace(result, whatif=check(before, result.after.median_step_ns, fix, cfg.diff_fix_tolerance))
+    predicted = first[0].whatif if first[0] is not None else None
+    return dataclasses.replace(result, whatif=check(predicted, result.after.median_step_ns, fix, cfg.diff_fix_tolerance))
