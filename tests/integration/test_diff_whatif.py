@@ -31,14 +31,20 @@ def _analyze_json(tmp_path: Path, path: Path) -> dict:
     return json.loads(out.read_text())
 
 
-def test_generated_loader_fix_delivered_what_the_before_side_predicted(tmp_path) -> None:
+def _loader_pair(before: Path, after: Path) -> None:
     """tracesynth simulates the after run afresh with more loader workers (never by applying the
-    replay's transformation): the diff's prediction is the before report's, and the fix delivered."""
+    replay's transformation to the before run)."""
     weights = {c: (2.0 if c == "data-starved" else 0.0) for c in GAP_CLASSES}
     spec = PlantSpec(seed=1, ranks=1, steps=12, jitter=0.1, weights=weights, paired=True)
+    for path, fixed in ((before, False), (after, True)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_kineto(plant(PlantSpec(**{**spec.__dict__, "loader_fixed": fixed})).scenario, str(path))
+
+
+def test_generated_loader_fix_delivered_what_the_before_side_predicted(tmp_path) -> None:
+    """The diff's prediction is the before report's own, and the fix made delivered it."""
     before, after = tmp_path / "before.pt.trace.json", tmp_path / "after.pt.trace.json"
-    write_kineto(plant(spec).scenario, str(before))
-    write_kineto(plant(PlantSpec(**{**spec.__dict__, "loader_fixed": True})).scenario, str(after))
+    _loader_pair(before, after)
     doc, md = _diff(tmp_path, before, after, "--fix", "data-starved")
     w = doc["whatif"]
     report = _analyze_json(tmp_path, before)["whatif"]
@@ -52,6 +58,16 @@ def test_generated_loader_fix_delivered_what_the_before_side_predicted(tmp_path)
     # the other levers were not made: the after run is far from what fixing launches alone predicts
     doc2, _ = _diff(tmp_path, before, after, "--fix", "launch-bound")
     assert doc2["whatif"]["outcome"] == "beat the prediction"
+
+
+def test_scan_outputs_diffed_job_by_job_check_the_fix_per_job(tmp_path) -> None:
+    _loader_pair(tmp_path / "b" / "job" / "rank0.pt.trace.json", tmp_path / "a" / "job" / "rank0.pt.trace.json")
+    for side in ("b", "a"):
+        assert main(["scan", str(tmp_path / side), "--out", str(tmp_path / f"out_{side}"), "--workers", "1"]) == 0
+    doc, md = _diff(tmp_path, tmp_path / "out_b", tmp_path / "out_a", "--fix", "data-starved")
+    (job,) = doc["jobs"]
+    assert job["whatif"]["fix"] == "data-starved" and job["whatif"]["outcome"] == "delivered", job["whatif"]
+    assert "it delivered what was predicted" in md
 
 
 def test_unknown_fix_is_a_usage_error(tmp_path) -> None:

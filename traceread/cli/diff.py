@@ -54,7 +54,7 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
     from traceread.diff.scan_sides import is_scan_output
 
     if is_scan_output(before) and is_scan_output(after):
-        return _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct)
+        return _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct, fix)
     sides = []
     for path in (before, after):
         try:
@@ -88,13 +88,13 @@ def _gate(diffs, fail_pct: float | None) -> int:
     return EXIT_GATE if tripped else EXIT_OK
 
 
-def _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct) -> int:
+def _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct, fix=None) -> int:
     """Two scan output directories, diffed job by job."""
     from traceread.diff.render import render_scan_markdown, scan_to_json
     from traceread.diff.scan_sides import diff_scans
     from traceread.render.json_text import dumps
 
-    result = diff_scans(before, after, job_b, job_a, cfg)
+    result = diff_scans(before, after, job_b, job_a, cfg, fix)
     if json_path:
         with atomic_open(json_path, "wb") as fh:
             fh.write(dumps(scan_to_json(result)) + b"\n")

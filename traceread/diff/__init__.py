@@ -25,19 +25,15 @@ def diff(before: list[list[Trace]], after: list[list[Trace]], job_before: Any = 
     """Diff two sides, each a list of captures (the loaded traces of one run: its ranks). ``fix``: the
     fix that was made (a :data:`traceread.whatif.FIX_CAUSES` cause), checked against the before side's
     prediction (:mod:`traceread.diff.whatif`)."""
-    import dataclasses
-
     from traceread.analysis import analyze
-    from traceread.diff.whatif import check
+    from traceread.diff.whatif import attach
 
-    sides, first = [], []
+    sides, before_caps = [], []
     for label, captures, workload in (("before", before, job_before), ("after", after, job_after)):
         notes: list[str] = []
         caps = [capture_from_analysis(analyze(c, workload=workload, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range),
                                       cfg, notes) for c in captures]
         sides.append(summarize_side(label, caps, workload, cfg, notes))
-        first.append(caps[0] if caps else None)
-    result = compare(sides[0], sides[1], cfg)
-    # The predictions of the before side's first capture (its replay), against the after side's median.
-    predicted = first[0].whatif if first[0] is not None else None
-    return dataclasses.replace(result, whatif=check(predicted, result.after.median_step_ns, fix, cfg.diff_fix_tolerance))
+        if label == "before":
+            before_caps = caps
+    return attach(compare(sides[0], sides[1], cfg), before_caps, fix, cfg.diff_fix_tolerance)

@@ -263,6 +263,9 @@ def render_scan_markdown(j: Any, out: IO[str]) -> None:
              md_text(d.after.dominant_cause)] for name, d in j.diffs]
     lines = ["# traceread diff: scan outputs, job by job", "", f"Overall: {j.verdict} (the worst job's verdict).", "",
              table(["job", "verdict", "step time", "dominant before", "dominant after"], rows, "llrll"), ""]
+    checked = [f"- {md_text(name)}: {md_text(d.whatif.sentence)}" for name, d in j.diffs
+               if d.whatif is not None and d.whatif.sentence]
+    lines += checked + ([""] if checked else [])
     for label, names in (("before", j.only_before), ("after", j.only_after)):
         if names:
             lines += [f"Only in the {label} scan: " + ", ".join(md_text(n) for n in names) + ".", ""]

@@ -79,6 +79,15 @@ def check(whatif: dict[str, Any] | None, after_step_ns: float | None, fix: str |
     return FixCheck(**{**out.__dict__, "outcome": outcome, "delivered_share": share, "sentence": sentence})
 
 
+def attach(d: Any, before: list[Any], fix: str | None, tolerance: float) -> Any:
+    """``d`` (a :class:`~traceread.diff.compare.Diff`) with its ``whatif``: the predictions of the
+    before side's first capture (``before``: its captures) against the after side's median step."""
+    import dataclasses
+
+    predicted = before[0].whatif if before else None
+    return dataclasses.replace(d, whatif=check(predicted, d.after.median_step_ns, fix, tolerance))
+
+
 def record(c: FixCheck | None) -> dict[str, Any] | None:
     """The diff JSON's ``whatif`` object (``diff.schema.json``)."""
     if c is None:
