@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from traceread.whatif import ALL_FIXED
+
 DELIVERED, FELL_SHORT, BEAT = "delivered", "fell short", "beat the prediction"
 
 
@@ -104,22 +106,27 @@ def markdown(c: FixCheck | None) -> list[str]:
     """The diff's section: each fix's prediction beside the measured after side."""
     from traceread.render.fmt import table
     from traceread.render.names import md_text
+    from traceread.render.whatif import MIN_SHOWN_SHARE
 
     if c is None:
         return []
     rows = []
     for r in c.rows:
-        if r.predicted_step_ns is None:
-            continue
         made = " (made)" if c.fix is not None and (r.fix == c.fix or r.cause == c.fix) else ""
+        moves = r.predicted_saving_ns is not None and abs(r.predicted_saving_ns) >= MIN_SHOWN_SHARE * c.before_step_ns
+        if r.predicted_step_ns is None or not (moves or made):  # as the report: fixes that move the step
+            continue
         rows.append([md_text(r.fix) + made, _ms(r.predicted_step_ns),
                      f"{r.predicted_saving_ns / 1e6:+,.2f} ms" if r.predicted_saving_ns is not None else "-",
                      _ms(r.naive_step_ns) if r.naive_step_ns is not None else "-",
                      f"{r.error:+.1%}" if r.error is not None else "-"])
     dep = f", dependencies alone {c.dependency_error:+.1%}" if c.dependency_error is not None else ""
     after = _ms(c.after_step_ns) if c.after_step_ns is not None else "no steady steps"
+    if len(rows) == 1 and rows[0][0] == ALL_FIXED:
+        rows = []
+    body = table(["fix", "predicted step", "predicted saving", "naive", "after vs predicted"], rows, "lrrrr") \
+        if rows else "No fix is predicted to move the median step."
     return ["## What each fix was predicted to buy (before side) against the after side", "",
             f"The before side's replay (docs/whatif.md; replay error calibrated {c.replay_error:+.1%}{dep}) from its "
             f"measured median step {_ms(c.before_step_ns)}; the after side measures {after}.", "",
-            table(["fix", "predicted step", "predicted saving", "naive", "after vs predicted"], rows, "lrrrr"), ""] + \
-        ([md_text(c.sentence), ""] if c.sentence else [])
+            body, ""] + ([md_text(c.sentence), ""] if c.sentence else [])
