@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from traceread.ranks.identity import RankIdentity
     from traceread.ranks.summary import RankSummary
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 

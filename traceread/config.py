@@ -194,6 +194,9 @@ class Thresholds:
     diff_offset_min_shift: float = _t(
         0.05, "fraction of step time", "offsetting changes: a part moving this much while the total does "
         "not is worth saying")
+    diff_fix_tolerance: float = _t(
+        0.05, "fraction of step time", "diff --fix: the after run's median step within this of the replay's "
+        "predicted step delivered what was predicted (the replay's acceptance bound on real and generated pairs)")
     diff_shape_top_ops: int = _t(
         5, "op signatures", "the work-per-step check compares the recorded shapes of the heaviest matmul/"
         "attention ops")

@@ -19,6 +19,8 @@ def _predict(path, fixes=None):
 
 @needs_shared
 def test_replay_matches_the_measured_median_step_on_every_real_trace_with_steady_steps() -> None:
+    """Calibrated (0 by construction) and with nominal delays only: measured 2026-12-02, worst
+    pipit_saxpy_mpi_a100_2022 -0.05% (+3.95% before sync costs were taken per API name)."""
     rows = []
     for path in shared_kineto() + shared_nsys() + sorted(FIXTURES.glob("*.gz")):
         try:
@@ -27,11 +29,16 @@ def test_replay_matches_the_measured_median_step_on_every_real_trace_with_steady
             continue
         if w is None or w.steady_steps < MIN_STEADY:
             continue
-        rows.append((abs(w.replay_error), path.name, w.measured_step_ns, w.replayed_step_ns))
+        assert w.dependency_error is not None
+        rows.append((abs(w.replay_error), abs(w.dependency_error), path.name, w.dependency_error))
     assert len(rows) >= 8, rows
     worst = max(rows)
-    print("\nreplay error (worst first):", *(f"{n}: {e:.4%}" for e, n, _, _ in sorted(rows, reverse=True)), sep="\n  ")
+    print("\nreplay error, calibrated and dependencies alone (nominal delays), worst first:",
+          *(f"{n}: {e:.4%}, {d:+.4%}" for e, _, n, d in sorted(rows, key=lambda r: -r[1])), sep="\n  ")
     assert worst[0] <= 0.03, worst
+    # The honest figure: with nominal delays only (traceread.whatif.nominal), before any calibration.
+    worst_dep = max(rows, key=lambda r: r[1])
+    assert worst_dep[1] <= 0.03, worst_dep
 
 
 @needs_shared
@@ -64,7 +71,7 @@ def test_report_orders_fixes_by_predicted_saving_and_says_why_when_idle_shares_d
     a = analyze([t])
     text = to_markdown(a)
     section = text[text.index("## What each fix would buy"):text.index("## Largest gaps")]
-    assert "Replay error: +0.0%" in section
+    assert "Replay error: calibrated +0.0%, dependencies alone " in section
     rows = [line.split(" | ")[0].lstrip("| ") for line in section.splitlines() if line.startswith("| ")][2:]
     assert rows[:2] == ["launch-bound", "data-starved"]  # by predicted saving; data-starved holds more idle
     assert a.dominant_cause == "data-starved"

@@ -31,8 +31,11 @@ def _workload(path: str | None) -> Workload | None:
 @click.option("--config", "config_path", metavar="TOML", help="Config file ([thresholds], [kernel_patterns]).")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Treat the first K steps as warmup.")
 @click.option("--step-range", metavar="NAME", default=None, help="NVTX range that marks one step (nsys input).")
+@click.option("--fix", "fix", metavar="CAUSE", default=None,
+              help="The fix that was made (data-starved, launch-bound, ...): the verdict says whether the after run "
+                   "delivered what the before side's replay predicted for it (docs/whatif.md).")
 def command(before, after, md_path, json_path, job_path, job_before_path, job_after_path, fail_pct, set_items,
-            config_path, warmup_steps, step_range) -> int:
+            config_path, warmup_steps, step_range, fix) -> int:
     """Compare two runs: did the fix move the step time (or tokens/s), and where did the bottleneck go?"""
     from traceread.diff import diff
     from traceread.diff.inputs import load_side
@@ -41,12 +44,17 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
     if job_path and (job_before_path or job_after_path):
         raise UsageError("give --job for both sides, or --job-before/--job-after, not both")
     cfg = thresholds(config_path, set_items)
+    if fix is not None:
+        from traceread.whatif import FIX_CAUSES
+
+        if fix not in FIX_CAUSES:
+            raise UsageError(f"unknown --fix {printable(fix)!r}; known: {', '.join(FIX_CAUSES)}")
     job_b = _workload(job_before_path or job_path)
     job_a = _workload(job_after_path or job_path)
     from traceread.diff.scan_sides import is_scan_output
 
     if is_scan_output(before) and is_scan_output(after):
-        return _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct)
+        return _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct, fix)
     sides = []
     for path in (before, after):
         try:
@@ -55,7 +63,7 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
             click.echo(f"traceread: error: {printable(str(exc))}", err=True)
     if len(sides) < 2:
         return EXIT_USAGE
-    result = diff(sides[0], sides[1], job_b, job_a, cfg, warmup_steps, step_range)
+    result = diff(sides[0], sides[1], job_b, job_a, cfg, warmup_steps, step_range, fix)
     if json_path:
         with atomic_open(json_path, "wb") as fh:
             render_json(result, fh)
@@ -80,13 +88,13 @@ def _gate(diffs, fail_pct: float | None) -> int:
     return EXIT_GATE if tripped else EXIT_OK
 
 
-def _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct) -> int:
+def _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct, fix=None) -> int:
     """Two scan output directories, diffed job by job."""
     from traceread.diff.render import render_scan_markdown, scan_to_json
     from traceread.diff.scan_sides import diff_scans
     from traceread.render.json_text import dumps
 
-    result = diff_scans(before, after, job_b, job_a, cfg)
+    result = diff_scans(before, after, job_b, job_a, cfg, fix)
     if json_path:
         with atomic_open(json_path, "wb") as fh:
             fh.write(dumps(scan_to_json(result)) + b"\n")

@@ -21,14 +21,19 @@ __all__ = ["diff", "Diff", "Capture", "SideFacts", "compare", "gate", "summarize
 
 def diff(before: list[list[Trace]], after: list[list[Trace]], job_before: Any = None, job_after: Any = None,
          cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen, never mutated
-         warmup_steps: int | None = None, step_range: str | None = None) -> Diff:
-    """Diff two sides, each a list of captures (the loaded traces of one run: its ranks)."""
+         warmup_steps: int | None = None, step_range: str | None = None, fix: str | None = None) -> Diff:
+    """Diff two sides, each a list of captures (the loaded traces of one run: its ranks). ``fix``: the
+    fix that was made (a :data:`traceread.whatif.FIX_CAUSES` cause), checked against the before side's
+    prediction (:mod:`traceread.diff.whatif`)."""
     from traceread.analysis import analyze
+    from traceread.diff.whatif import attach
 
-    sides = []
+    sides, before_caps = [], []
     for label, captures, workload in (("before", before, job_before), ("after", after, job_after)):
         notes: list[str] = []
         caps = [capture_from_analysis(analyze(c, workload=workload, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range),
                                       cfg, notes) for c in captures]
         sides.append(summarize_side(label, caps, workload, cfg, notes))
-    return compare(sides[0], sides[1], cfg)
+        if label == "before":
+            before_caps = caps
+    return attach(compare(sides[0], sides[1], cfg), before_caps, fix, cfg.diff_fix_tolerance)

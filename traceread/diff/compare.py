@@ -58,6 +58,7 @@ class Diff:
     ranks: pd.DataFrame
     cfg: Thresholds
     notes: tuple[str, ...] = field(default=())
+    whatif: Any = None  # traceread.diff.whatif.FixCheck: the before side's predictions against the after side
 
 
 def _share_text(cause: str, share: float) -> str:

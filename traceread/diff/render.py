@@ -19,6 +19,8 @@ import pandas as pd
 
 from traceread.diff.compare import DIFF_SCHEMA_VERSION, Diff
 from traceread.diff.side import SideFacts
+from traceread.diff.whatif import markdown as whatif_markdown
+from traceread.diff.whatif import record as whatif_record
 from traceread.printable import printable
 from traceread.render.fmt import dur, pct, table
 from traceread.render.json_text import plain
@@ -89,6 +91,7 @@ def to_json(d: Diff) -> dict[str, Any]:
         "ranks": _records(d.ranks),
         "thresholds": {k: v for k, v in d.cfg.to_dict().items() if k.startswith("diff_")},
         "notes": list(d.notes),
+        "whatif": whatif_record(d.whatif),
     }
 
 
@@ -239,8 +242,10 @@ def render_markdown(d: Diff, out: IO[str], title: str = "traceread diff") -> Non
         lines += [f"Throughput {_ratio(d.throughput_ratio)} tokens/s.", ""]
     if d.warnings:
         lines += ["Warnings:", ""] + [f"- {md_text(w)}" for w in d.warnings] + [""]
-    lines += _md_steps(d) + _md_attribution(d) + _md_kernels(d) + _md_host_ops(d) + _md_collectives(d) + \
-        _md_ranks(d)
+    if d.whatif is not None and d.whatif.sentence:
+        lines += [md_text(d.whatif.sentence), ""]
+    lines += _md_steps(d) + _md_attribution(d) + whatif_markdown(d.whatif) + _md_kernels(d) + _md_host_ops(d) + \
+        _md_collectives(d) + _md_ranks(d)
     w = d.comparability["work_per_step"]
     lines += ["## Method", "",
               f"- Comparability: GPU {md_text(', '.join(b.gpu_models) or 'unknown')} / "
@@ -274,6 +279,9 @@ def render_scan_markdown(j: Any, out: IO[str]) -> None:
              md_text(d.after.dominant_cause)] for name, d in j.diffs]
     lines = ["# traceread diff: scan outputs, job by job", "", f"Overall: {j.verdict} (the worst job's verdict).", "",
              table(["job", "verdict", "step time", "dominant before", "dominant after"], rows, "llrll"), ""]
+    checked = [f"- {md_text(name)}: {md_text(d.whatif.sentence)}" for name, d in j.diffs
+               if d.whatif is not None and d.whatif.sentence]
+    lines += checked + ([""] if checked else [])
     for label, names in (("before", j.only_before), ("after", j.only_after)):
         if names:
             lines += [f"Only in the {label} scan: " + ", ".join(md_text(n) for n in names) + ".", ""]

@@ -90,14 +90,19 @@ class JobDiffs:
         return next((v for v in _SEVERITY if v in got), "not comparable")
 
 
-def diff_scans(before: str, after: str, job_before: Any, job_after: Any, cfg: Thresholds) -> JobDiffs:
-    """Diff every job the two scan outputs share (matched by job name)."""
+def diff_scans(before: str, after: str, job_before: Any, job_after: Any, cfg: Thresholds,
+               fix: str | None = None) -> JobDiffs:
+    """Diff every job the two scan outputs share (matched by job name); ``fix``: the fix that was made
+    (each job's diff checks it against its before side's prediction, :mod:`traceread.diff.whatif`)."""
+    from traceread.diff.whatif import attach
+
     jb, ja = scan_jobs(before, cfg), scan_jobs(after, cfg)
     common = [j for j in jb if j in ja]
     if not common:
         raise UsageError(f"no job name is in both scans ({', '.join(sorted(jb))} before; "
                          f"{', '.join(sorted(ja))} after)")
-    diffs = tuple((j, compare(summarize_side("before", jb[j], job_before, cfg),
-                              summarize_side("after", ja[j], job_after, cfg), cfg)) for j in common)
+    diffs = tuple((j, attach(compare(summarize_side("before", jb[j], job_before, cfg),
+                                     summarize_side("after", ja[j], job_after, cfg), cfg),
+                             jb[j], fix, cfg.diff_fix_tolerance)) for j in common)
     return JobDiffs(diffs=diffs, only_before=tuple(j for j in jb if j not in ja),
                     only_after=tuple(j for j in ja if j not in jb))

@@ -30,6 +30,7 @@ from traceread.config import Thresholds
 from traceread.errors import UserFacingError
 from traceread.host_calls import PROFILER_STEP_PREFIX
 from traceread.render.jsonout import mfu_record
+from traceread.render.whatif import record as whatif_record
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col, part_of_col
 
 _COUNT_COLUMNS = {"count": "int64", "total_ns": "int64"}
@@ -56,6 +57,7 @@ class Capture:
     mfu_hint: str
     stragglers: tuple[dict[str, Any], ...]
     optimizer_steps_per_step: float | None  # Optimizer.step# markers per profiler step (None: unknown)
+    whatif: dict[str, Any] | None = None  # the report's whatif object (the replay's predictions), one trace
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,7 +168,8 @@ def capture_from_analysis(a: Analysis, cfg: Thresholds, notes: list[str]) -> Cap
                    host_ops=host_ops(a), shapes=_shapes(a, cfg, notes), dominant_cause=a.dominant_cause,
                    dominant_cost_share=a.dominant_cost_share,
                    mfu=mfu_record(a.mfu) if a.mfu is not None else None, mfu_hint=a.mfu_hint,
-                   stragglers=_stragglers_of(a), optimizer_steps_per_step=_optimizer_steps(a, cfg, notes))
+                   stragglers=_stragglers_of(a), optimizer_steps_per_step=_optimizer_steps(a, cfg, notes),
+                   whatif=whatif_record(a.whatif) if a.whatif is not None else None)
 
 
 # --- captures from scan reports (the analyze JSON report of each trace) ------------------------------
@@ -210,7 +213,8 @@ def capture_from_reports(reports: list[dict[str, Any]], cfg: Thresholds,
         host_ops=None, shapes=None, dominant_cause=str(dominant), dominant_cost_share=float(share),
         mfu=mfus[0] if len(mfus) == 1 and len(reports) == 1 else None,
         mfu_hint="" if mfus else (reports[0].get("mfu_hint", "") if reports else ""),
-        stragglers=stragglers, optimizer_steps_per_step=opt)
+        stragglers=stragglers, optimizer_steps_per_step=opt,
+        whatif=reports[0].get("whatif") if len(reports) == 1 else None)
 
 
 # --- pooling captures into a side --------------------------------------------------------------------

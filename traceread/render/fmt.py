@@ -61,6 +61,11 @@ def pct(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None or pd.isna(x) else f"{100 * x:.{digits}f}%"
 
 
+def signed_pct(x: float) -> str:
+    """A change as "+1.2%" / "-0.3%"; a change that rounds to zero reads "+0.0%", never "-0.0%"."""
+    return f"{round(100 * x, 1) + 0.0:+.1f}%"
+
+
 def bar(share: float, width: int = BAR_WIDTH) -> str:
     """A text bar for a share in [0, 1] (eighth-block resolution)."""
     share = min(max(float(share), 0.0), 1.0)

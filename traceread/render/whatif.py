@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from traceread.analysis import Analysis
-from traceread.render.fmt import ms, pct, table
+from traceread.render.fmt import ms, pct, signed_pct, table
 from traceread.render.names import md_text
 from traceread.vocabulary import GAP_CLASSES
 
@@ -39,6 +39,14 @@ def _order_sentence(a: Analysis, shown: list[Any]) -> str:
             f"a fix also moves the work its idle time was hiding or exposing, which idle shares cannot count.")
 
 
+def replay_error_text(w: Any) -> str:
+    """"calibrated +0.0%, dependencies alone -0.1%": the calibrated replay's error (zero by construction)
+    and the replay's with nominal delays only (what the dependencies alone explain)."""
+    if w.dependency_error is None:
+        return signed_pct(w.replay_error)
+    return f"calibrated {signed_pct(w.replay_error)}, dependencies alone {signed_pct(w.dependency_error)}"
+
+
 def section(a: Analysis) -> str:
     """The Markdown section (empty when the replay could not run)."""
     w = a.whatif
@@ -46,7 +54,7 @@ def section(a: Analysis) -> str:
         return ""
     head = "## What each fix would buy\n\n"
     intro = (f"Predicted by replaying the trace's dependencies (launches, streams, syncs; docs/whatif.md) with each "
-             f"fix applied. Replay error: {w.replay_error:+.1%} (replayed {ms(w.replayed_step_ns)} against the "
+             f"fix applied. Replay error: {replay_error_text(w)} (replayed {ms(w.replayed_step_ns)} against the "
              f"measured median step {ms(w.measured_step_ns)}, {w.steady_steps} steady steps). The naive figure "
              f"is the step minus the cause's idle time.")
     shown = _shown(w)
@@ -78,6 +86,7 @@ def record(w: Any) -> dict[str, Any]:
 
     return {"version": w.version, "measured_step_ns": w.measured_step_ns, "replayed_step_ns": w.replayed_step_ns,
             "replay_error": w.replay_error, "steady_steps": w.steady_steps,
+            "dependency_step_ns": w.dependency_step_ns, "dependency_error": w.dependency_error,
             "fixes": [pred(p) for p in w.fixes],
             "all_fixed": pred(w.all_fixed) if w.all_fixed is not None else None,
             "assumptions": list(w.assumptions), "notes": list(w.notes),
@@ -88,7 +97,7 @@ def text_report(w: Any, paths: list[str]) -> str:
     """``traceread whatif``'s table: each requested fix, its predicted step and saving, the naive figure."""
     lines = [f"What each fix would buy ({', '.join(md_text(p) for p in paths)})", "",
              f"measured median step {ms(w.measured_step_ns)} over {w.steady_steps} steady steps; replay "
-             f"{ms(w.replayed_step_ns)} (error {w.replay_error:+.1%})", ""]
+             f"{ms(w.replayed_step_ns)} (error {replay_error_text(w)})", ""]
     rows = []
     for p in list(w.fixes) + ([w.all_fixed] if w.all_fixed is not None else []):
         if p.step_ns is None:

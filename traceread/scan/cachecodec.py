@@ -65,6 +65,20 @@ def decode(data: bytes, kind: Any = Any) -> Any:
 
 # -- the parts ----------------------------------------------------------------------------------------
 
+class _Whatif(TypedDict):
+    """The row's what-if figures (scan.whatifcols.trace_whatif)."""
+
+    measured_step_ns: int
+    steady_steps: int
+    replay_error: float
+    dependency_error: float | None
+    saving_ns: dict[str, int | None]
+    saving_share: dict[str, float | None]
+    recoverable_ns: dict[str, int]
+    best_fix: str | None
+    best_recoverable_ns: int
+
+
 class _Row(TypedDict, total=False):
     """The index row of a trace (scan.rows.trace_row plus what the worker adds): the keys readers use."""
 
@@ -89,6 +103,7 @@ class _Row(TypedDict, total=False):
     truncated: bool
     units: list[dict[str, int]]
     rank_of_frame: dict[str, int | None]
+    whatif: _Whatif | None
 
 
 _ROW_REQUIRED = ("path", "format", "ranks", "gpus", "devices", "steps", "gpu_ns", "dominant_cause",

@@ -11,6 +11,7 @@ from typing import Any
 
 from traceread.render.fmt import table
 from traceread.render.names import md_text
+from traceread.scan.whatifcols import best_text
 from traceread.vocabulary import GAP_CLASSES
 
 INDEX_SCHEMA_VERSION = "1.1"
@@ -66,27 +67,28 @@ def index_markdown(doc: dict[str, Any]) -> str:
              f"{s['traces_ok']} traces analysed in {len(doc['jobs'])} jobs; {len(doc['failures'])} failed, "
              f"{len(doc['not_traces'])} not traces, {sum(s['skipped'].values())} other files skipped "
              f"([failures](failures.md)). Sorted by the GPU time the dominant cause costs, worst first; "
-             "GPU time lost = idle GPU-seconds of that class summed over the job's GPUs. A job's verdict sums its "
-             "traces' rank/GPU pairs (the verdict `traceread analyze` gives those traces together); a trace's "
-             "verdict is that file's alone.", ""]
+             "GPU time lost = idle GPU-seconds of that class summed over the job's GPUs; best fix = the fix the "
+             "dependency replay predicts to save most GPU time over the analysed window (docs/whatif.md). A job's "
+             "verdict sums its traces' rank/GPU pairs (the verdict `traceread analyze` gives those traces "
+             "together); a trace's verdict is that file's alone.", ""]
     if doc["jobs"]:
         lines += ["## Jobs", ""]
         rows = [[f"[{md_text(j['job'])}]({j['link_md']})", j["ranks_text"], md_text(", ".join(j["gpus"])),
                  str(j["steps"]), _ms(j["median_step_ns"]), _pct(j["idle_share"]),
                  f"**{j['dominant_cause']}** {_pct(j['dominant_cost_share'])}", _s(j["dominant_lost_ns"]),
-                 _pct(j["mfu"]), md_text(_lost(j)), md_text(j.get("stragglers_text", ""))]
+                 _pct(j["mfu"]), md_text(_lost(j)), md_text(j.get("stragglers_text", "")), best_text(j)]
                 for j in doc["jobs"]]
         lines.append(table(["Job", "Ranks", "GPU", "Steps", "Median step", "Idle", "Verdict of the job",
-                            "Lost GPU-s", "MFU", "Lost GPU-s by cause", "Stragglers"], rows,
-                           "lllrrrlrrll"))
+                            "Lost GPU-s", "MFU", "Lost GPU-s by cause", "Stragglers", "Best fix (GPU-s saved)"], rows,
+                           "lllrrrlrrlll"))
     if doc["traces"]:
         lines += ["", "## Traces", ""]
         rows = [[f"[{md_text(t['path'])}]({t['link_md']})", md_text(t["job"]), t["ranks_text"],
                  md_text(", ".join(t["gpus"])), str(t["steps"]), _ms(t["median_step_ns"]), _pct(t["idle_share"]),
                  f"**{t['dominant_cause']}** {_pct(t['dominant_cost_share'])}", _s(t["dominant_lost_ns"]),
-                 _pct(t["mfu"])] for t in doc["traces"]]
+                 _pct(t["mfu"]), best_text(t)] for t in doc["traces"]]
         lines.append(table(["Trace", "Job", "Rank/world", "GPU", "Steps", "Median step", "Idle", "Verdict of the trace",
-                            "Lost GPU-s", "MFU"], rows, "llllrrrlrr"))
+                            "Lost GPU-s", "MFU", "Best fix (GPU-s saved)"], rows, "llllrrrlrrl"))
     return "\n".join(lines) + "\n"
 
 

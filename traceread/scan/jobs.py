@@ -18,6 +18,7 @@ import pandas as pd
 from traceread import __version__
 from traceread.atomic import atomic_open
 from traceread.scan.jobinputs import JobInputsFinder
+from traceread.scan.whatifcols import job_whatif
 from traceread.scan.work import SAFE_CHARS, Outcome, Settings
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
@@ -71,7 +72,7 @@ def _aggregate(members: list[Outcome], cfg: Any) -> dict[str, Any]:
             "steps": max((o.row.get("steps", 0) for o in members), default=0),
             "mfu": min(mfus) if mfus else None,
             "gpus": sorted({g for o in members for g in o.row.get("gpus", [])}),
-            "devices": len(rows)}
+            "devices": len(rows), "whatif": job_whatif([o.row for o in members])}
 
 
 def job_name(g: Any) -> str:
@@ -153,7 +154,8 @@ def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInp
 
 
 _ROW_KEYS = ("job", "file", "world_size", "gpus", "devices", "steps", "median_step_ns", "gpu_ns", "idle_share",
-             "dominant_cause", "dominant_cost_share", "mfu", "lost_ns", "shares", "verdict", "matched_collectives")
+             "dominant_cause", "dominant_cost_share", "mfu", "lost_ns", "shares", "verdict", "matched_collectives",
+             "whatif")
 
 
 def job_row(j: dict[str, Any]) -> dict[str, Any]:

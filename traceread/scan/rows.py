@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from traceread.analysis import Analysis
+from traceread.scan.whatifcols import trace_whatif
 from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
@@ -51,6 +52,7 @@ def trace_row(a: Analysis, trace: Trace) -> dict[str, Any]:
         "start_ns": t.start_ns,
         "end_ns": t.end_ns,
         "truncated": t.truncated,
+        "whatif": trace_whatif(a.whatif, total, len(attr)),
         "units": [{"rank": int(r["rank"]), "device": int(r["device"]), "step_ns": int(r["step_ns"]),
                    **{part_col(p): int(r[part_col(p)]) for p in PARTS}}
                   for r in attr.to_dict("records")],

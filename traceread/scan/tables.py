@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
+from traceread.scan.whatifcols import FIXES, column, unit_columns
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 _GAP_NUM = ("dur_ns", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns", "launch_count")
@@ -45,7 +46,8 @@ def _schemas() -> dict[str, Any]:
     traces = pa.schema(key + [("path", pa.string()), ("format", pa.string()), ("gpu", pa.string()),
                               ("time_base", pa.string()), ("epoch_offset_ns", pa.int64())] + span
                        + [("steps", pa.int64()), ("median_step_ns", pa.int64()), ("step_ns", pa.int64())]
-                       + [(part_col(p), pa.int64()) for p in PARTS])
+                       + [(part_col(p), pa.int64()) for p in PARTS]
+                       + [("dependency_error", pa.float64())] + [(column(f), pa.int64()) for f in FIXES])
     return {"gaps": gaps, "steps": steps, "traces": traces}
 
 
@@ -223,6 +225,7 @@ def trace_columns(row: dict[str, Any], trace_id: str, job: str) -> dict[str, lis
     cols["step_ns"] = [u["step_ns"] for u in units]
     for p in PARTS:
         cols[part_col(p)] = [u.get(part_col(p), 0) for u in units]
+    cols.update(unit_columns(row, units))
     return cols
 
 

@@ -23,8 +23,9 @@ from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
 from traceread.whatif.fixes import FIX_CAUSES, Fix, Scale
+from traceread.whatif.nominal import nominal_edges
 
-WHATIF_VERSION = "1.0"
+WHATIF_VERSION = "1.1"
 ALL_FIXED = "all"
 _I64 = np.int64
 
@@ -58,6 +59,9 @@ class WhatIf:
     notes: tuple[str, ...] = ()
     version: str = WHATIF_VERSION
     nominal: dict[str, int] = field(default_factory=dict)
+    # The replay with nominal delays only (traceread.whatif.nominal): what the dependencies alone explain.
+    dependency_step_ns: int | None = None
+    dependency_error: float | None = None  # dependency_step_ns / measured - 1
 
     def per_fix(self) -> pd.DataFrame:
         """One row per prediction (the fixes, then ``all``): flat, for indexes and tables."""
@@ -131,11 +135,13 @@ def _median_step(units: list[_Unit], lengths: list[np.ndarray]) -> int:
     return int(np.median(per_step.to_numpy())) if len(per_step) else 0
 
 
-def _run(units: list[_Unit], todo: Sequence[Fix | Scale]) -> tuple[int, int]:
-    """Median step and capture span of the replay with ``todo`` applied."""
+def _run(units: list[_Unit], todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[int, int]:
+    """Median step and capture span of the replay with ``todo`` applied (``nominal``: from the
+    nominal delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
     lengths, spans = [], 0
     for u in units:
-        e = fx.Edges.of(u.model)
+        m = u.model
+        e = nominal_edges(m, u.ctx.view.name[m.row[m.sync_end]]) if nominal else fx.Edges.of(m)
         for f in todo:
             fx.apply(u.model, e, f, u.ctx)
         r = rp.replay(u.model, e)
@@ -163,6 +169,7 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
         return None
     measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])
     replayed, span0 = _run(units, [])
+    dependency_step, _ = _run(units, [], nominal=True)
     todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     preds = [_prediction(units, f, measured, span0, steps) for f in todo]
     # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
@@ -182,7 +189,8 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
                   replay_error=(replayed / measured - 1.0) if measured else 0.0,
                   steady_steps=int(max(_steady(u.steps).sum() for u in units)), fixes=tuple(preds),
                   all_fixed=all_fixed, assumptions=mdl.assumptions(), notes=tuple(notes),
-                  nominal=dict(units[0].model.nominal))
+                  nominal=dict(units[0].model.nominal), dependency_step_ns=dependency_step,
+                  dependency_error=(dependency_step / measured - 1.0) if measured else None)
 
 
 def _prediction(units: list[_Unit], f: Fix | Scale, measured: int, span0: int, steps: pd.DataFrame) -> FixPrediction:

@@ -169,7 +169,10 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     pe = np.where(has_prev, oe[np.maximum(prev, 0)], np.iinfo(_I64).min // 4)
 
     lat = os_ - ls
-    idle_before = ~has_prev | (os_ - pe > _FALLBACK_TURNAROUND_NS)
+    # A stream was idle before an op when the gap after its predecessor is longer than any turnaround
+    # (the same bound that tells turnaround from a wait below): a deep queue's ops are a turnaround apart,
+    # and counting them idle made a 190 ms queue the "launch latency" (nsysai_h100_2gpu_window_2026).
+    idle_before = ~has_prev | (os_ - pe > cfg.whatif_wait_min_ns)
     linked = ~orphan & (launch_point >= 0)
     # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued) and
     # that no op of their device held after their launch (with the host ahead, those start long after it).
