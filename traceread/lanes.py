@@ -10,6 +10,7 @@ the rank has a single launching process, that process is used.
 
 from __future__ import annotations
 
+import re
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,6 +118,14 @@ class EventView:
         lookup = np.zeros(len(self.names), dtype=np.int64)
         lookup[used] = np.arange(len(used))
         return values[lookup[codes % len(self.names)]]
+
+    def matching(self, rows: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
+        """Bool per row: ``rx`` finds its name (``search``, as ``host_calls.calls_matching``: once per
+        distinct name; a row without a name never matches)."""
+        if len(rows) == 0:
+            return np.zeros(0, dtype=bool)
+        hit = self.map_names(rows, lambda names: np.array([bool(rx.search(str(x))) for x in names], dtype=bool))
+        return hit & (self.name[rows] >= 0)
 
     def launch_of(self, rows: np.ndarray) -> np.ndarray:
         """The launching host row of each GPU op row (-1 when unlinked)."""

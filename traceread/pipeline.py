@@ -243,7 +243,9 @@ def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second:
             if q in ("p50", "p90", "p99") and v is not None:
                 out[f"launch_to_start_{q}_ns"] = v
         break
-    lb = gaps[gaps["class"] == "launch-bound"]
+    # The few columns read, not a copy of every launch-bound row (most rows of a launch-bound export).
+    lb = gaps.loc[(gaps["class"] == "launch-bound").to_numpy(),
+                  [c for c in ("trace", "dur_ns", "launch_count") if c in gaps.columns]]
     if scope is not None and len(traces) > 1:
         lb = lb[lb["trace"].to_numpy() == scope]
         out["trace"] = scope

@@ -438,22 +438,25 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarra
     names = np.full(n, "", dtype=object)
     if trace is None or n == 0:
         return length, names
-    api = api_calls(trace.events)
-    if api.empty:
+    v = event_view(trace)
+    api = v.rows((schema.LANE_CPU_THREAD,), API_CATS)  # the rows of api_calls, as indices
+    if len(api) == 0:
         return length, names
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_dev = col(gaps, "device", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
     g_end = col(gaps, "end_ns", dtype=np.int64)
-    for rank, calls in api.groupby("rank", observed=True, sort=False):  # ranks and devices are few
-        s = calls["start_ns"].to_numpy(np.int64)
-        e = calls["end_ns"].to_numpy(np.int64)
-        call_names = calls["name"].astype(str).to_numpy()
+    a_rank = v.rank[api]
+    for rank in pd.unique(a_rank).tolist():  # ranks and devices are few
+        calls = api[a_rank == rank]
+        s = v.start[calls].astype(np.int64)
+        e = v.end[calls].astype(np.int64)
         for dev in np.unique(g_dev[g_rank == rank]):
             sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
             sel = sel[np.argsort(g_start[sel], kind="stable")]  # a device's gaps are disjoint
             ov, idx = intervals.longest_overlap(g_start[sel], g_end[sel], s, e)
             length[sel] = ov
             hit = idx >= 0
-            names[sel[hit]] = call_names[idx[hit]]
+            code = v.name[calls[idx[hit]]]  # names of the hits only; a missing one reads 'nan' (as str())
+            names[sel[hit]] = np.where(code >= 0, v.names[code], "nan").astype(object)
     return length, names

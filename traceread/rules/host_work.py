@@ -27,10 +27,10 @@ from traceread.host_calls import (
     KERNEL_LAUNCH,
     PROFILER_STEP_PREFIX,
     SYNC,
-    calls_matching,
     frame_label,
 )
-from traceread.rules._base import api_calls, col
+from traceread.lanes import API_CATS, EventView, event_view
+from traceread.rules._base import col
 from traceread.trace import Trace
 
 # Frames that only forward to their callee: the label names what is inside them instead.
@@ -46,34 +46,38 @@ def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
     out = np.full(n, -1, dtype=np.int64)
     if trace is None or n == 0:
         return out
-    api = api_calls(trace.events)
-    launches = api[calls_matching(api["name"], KERNEL_LAUNCH) | calls_matching(api["name"], GRAPH_LAUNCH)]
-    if launches.empty:
+    v = event_view(trace)
+    api = v.rows((schema.LANE_CPU_THREAD,), API_CATS)
+    launches = api[v.matching(api, KERNEL_LAUNCH) | v.matching(api, GRAPH_LAUNCH)]
+    if len(launches) == 0:
         return out
     g_rank = col(gaps, "rank", dtype=np.int64)
     lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
-    for rank, calls in launches.groupby("rank", observed=True, sort=False):  # ranks are few
+    l_rank = v.rank[launches]
+    for rank in pd.unique(l_rank).tolist():  # ranks are few
         sel = np.flatnonzero(g_rank == rank)
         if len(sel) == 0:
             continue
-        out[sel] = int(calls["tid"].value_counts().index[0])
-        calls = calls.sort_values("start_ns", kind="stable")
-        cs = calls["start_ns"].to_numpy(np.int64)
+        calls = launches[l_rank == rank]
+        tid = v.tid[calls].astype(np.int64)
+        out[sel] = int(pd.Series(tid).value_counts().index[0])
+        order = np.argsort(v.start[calls], kind="stable")
+        cs, tid = v.start[calls][order].astype(np.int64), tid[order]
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = (lstart[sel] >= 0) & (cs[k] == lstart[sel])
-        out[sel[found]] = calls["tid"].to_numpy(np.int64)[k[found]]
+        out[sel[found]] = tid[k[found]]
     return out
 
 
 _MARKERS = re.compile("^(?:" + re.escape(PROFILER_STEP_PREFIX) + "|" + re.escape(DATALOADER_PREFIX) + ")")
 
 
-def _host_events(ev: pd.DataFrame) -> pd.DataFrame:
-    """Python frames, CPU ops and user ranges (not the step marker nor the loader's own range)."""
-    host = ev[((ev["lane"] == schema.LANE_CPU_THREAD)
-               & ev["category"].isin([schema.CAT_PYTHON, schema.CAT_CPU_OP]))
-              | ((ev["lane"] == schema.LANE_CPU_ANNOTATION) & (ev["category"] == schema.CAT_USER_ANNOTATION))]
-    return host[~calls_matching(host["name"], _MARKERS)]
+def _host_rows(v: EventView) -> np.ndarray:
+    """Rows of Python frames, CPU ops and user ranges (not the step marker nor the loader's own range)."""
+    host = np.sort(np.concatenate([
+        v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_PYTHON, schema.CAT_CPU_OP)),
+        v.rows((schema.LANE_CPU_ANNOTATION,), (schema.CAT_USER_ANNOTATION,))]))
+    return host[~v.matching(host, _MARKERS)]
 
 
 def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Thresholds
@@ -87,26 +91,28 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     label = np.full(n, "", dtype=object)
     if trace is None or n == 0:
         return ns, label
-    ev = trace.events
-    host = _host_events(ev)
-    if host.empty:
+    v = event_view(trace)
+    host = _host_rows(v)
+    if len(host) == 0:
         return ns, label
-    api = api_calls(ev)
+    api = v.rows((schema.LANE_CPU_THREAD,), API_CATS)
     # A frame holding a launch is dispatch; one holding a sync (aten::item around a blocking copy) is a
     # host waiting on the GPU: neither is host work.
-    launches = api[calls_matching(api["name"], KERNEL_LAUNCH) | calls_matching(api["name"], GRAPH_LAUNCH)
-                   | calls_matching(api["name"], SYNC)]
+    launches = api[v.matching(api, KERNEL_LAUNCH) | v.matching(api, GRAPH_LAUNCH) | v.matching(api, SYNC)]
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_dev = col(gaps, "device", dtype=np.int64)
     gs = col(gaps, "start_ns", dtype=np.int64)
     ge = col(gaps, "end_ns", dtype=np.int64)
-    for (rank, tid), hev in host.groupby(["rank", "tid"], observed=True, sort=False):  # threads are few
+    h_rank, h_tid = v.rank[host].astype(np.int64), v.tid[host].astype(np.int64)
+    l_rank, l_tid = v.rank[launches].astype(np.int64), v.tid[launches].astype(np.int64)
+    threads = pd.DataFrame({"r": h_rank, "t": h_tid}).groupby(["r", "t"], sort=False).indices
+    for (rank, tid), at in threads.items():  # threads are few
         sel = np.flatnonzero((g_rank == rank) & (tids == tid))
         if len(sel) == 0:
             continue
-        lt = launches[(launches["rank"] == rank) & (launches["tid"] == tid)]
-        points = np.sort(lt["start_ns"].to_numpy(np.int64))
-        s, e = hev["start_ns"].to_numpy(np.int64), hev["end_ns"].to_numpy(np.int64)
+        hev = host[at]  # row order, as the frame's
+        points = np.sort(v.start[launches[(l_rank == rank) & (l_tid == tid)]].astype(np.int64))
+        s, e = v.start[hev].astype(np.int64), v.end[hev].astype(np.int64)
         free = intervals.count_in(s, e, points) == 0
         if not free.any():
             continue
@@ -117,8 +123,7 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
         hit = q[(ns[q] >= cfg.data_loader_cover * dur) & (dur > cfg.input_work_min_ns)]
         if len(hit) == 0:
             continue
-        cats = hev["name"].cat.categories.astype(str).to_numpy()
-        names = cats[hev["name"].cat.codes.to_numpy()[free]]
+        names = v.names[v.name[hev[free]]]
         order = np.lexsort((-e, s))
         s, e, names = s[order], e[order], names[order]
         reach = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))

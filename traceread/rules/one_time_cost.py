@@ -46,6 +46,7 @@ schedule with warmup steps, or ``nsys --capture-range``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -69,6 +70,7 @@ from traceread.host_calls import (
     TEARDOWN,
     calls_matching,
 )
+from traceread.lanes import HOST_LANES, EventView, event_view
 from traceread.rules._base import (
     Rows,
     Rule,
@@ -79,7 +81,6 @@ from traceread.rules._base import (
     fmt_int,
     fmt_ns,
     fmt_pct,
-    host_rows,
 )
 from traceread.trace import Trace
 
@@ -142,16 +143,20 @@ def _runs(s: np.ndarray, e: np.ndarray, tid: np.ndarray, names: np.ndarray, laun
     return np.concatenate(rs), np.concatenate(re_), np.concatenate(labels)
 
 
-def _capture_spans(calls: pd.DataFrame, thread_ends: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """BeginCapture .. EndCapture per thread (a capture cut by the trace edge runs to that edge)."""
+def _capture_spans(calls: pd.DataFrame, thread_ends: Callable[[], dict[int, tuple[int, int]]]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """BeginCapture .. EndCapture per thread (a capture cut by the trace edge runs to that edge);
+    ``thread_ends()``: each thread's first start and last end (asked only when there are marks)."""
     ss, ee = [], []
     begin = calls_matching(calls["name"], CAPTURE_BEGIN)
     end = calls_matching(calls["name"], CAPTURE_END)
     marks = calls[begin | end]
+    if marks.empty:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     for tid, m in marks.groupby("tid", sort=False):  # capturing threads are few
         m = m.sort_values("start_ns", kind="stable")
         is_begin = calls_matching(m["name"], CAPTURE_BEGIN)
-        lo, hi = thread_ends[int(tid)]
+        lo, hi = thread_ends()[int(tid)]
         open_at = None
         for b, s, e in zip(is_begin, m["start_ns"].to_numpy(np.int64), m["end_ns"].to_numpy(np.int64), strict=True):
             if b:
@@ -166,19 +171,22 @@ def _capture_spans(calls: pd.DataFrame, thread_ends: dict[int, tuple[int, int]])
     return np.asarray(ss, np.int64), np.asarray(ee, np.int64)
 
 
-def _inside_first_library_op(host: pd.DataFrame, calls: pd.DataFrame, rank: int) -> np.ndarray:
+def _inside_first_library_op(v: EventView, calls: pd.DataFrame, rank: int) -> np.ndarray:
     """Per call: does it start inside the first op (per thread and name) of ``rank`` that creates a
     math-library handle (``LIBRARY_OP``)?"""
     out = np.zeros(len(calls), dtype=bool)
-    ops = host[(host["rank"] == rank).to_numpy() & (host["category"] == schema.CAT_CPU_OP).to_numpy()]
-    ops = ops[calls_matching(ops["name"], LIBRARY_OP)]
-    if ops.empty or not len(calls):
+    ops = v.rows(HOST_LANES, (schema.CAT_CPU_OP,), rank=rank)
+    ops = ops[v.matching(ops, LIBRARY_OP)]
+    if len(ops) == 0 or not len(calls):
         return out
-    first = ops.sort_values("start_ns", kind="stable").drop_duplicates(["tid", "name"])
+    ops = ops[np.argsort(v.start[ops], kind="stable")]
+    first = ops[~pd.DataFrame({"tid": v.tid[ops], "name": v.name[ops]}).duplicated().to_numpy()]
     c_tid, c_start = calls["tid"].to_numpy(np.int64), calls["start_ns"].to_numpy(np.int64)
-    for tid, f in first.groupby("tid", sort=False):  # library-op threads are few
-        us, ue = intervals.union(f["start_ns"].to_numpy(np.int64), f["end_ns"].to_numpy(np.int64))
-        m = c_tid == int(tid)
+    f_tid = v.tid[first].astype(np.int64)
+    for tid in pd.unique(f_tid).tolist():  # library-op threads are few
+        f = first[f_tid == tid]
+        us, ue = intervals.union(v.start[f].astype(np.int64), v.end[f].astype(np.int64))
+        m = c_tid == tid
         i = np.searchsorted(us, c_start[m], side="right") - 1
         out[m] = (i >= 0) & (c_start[m] < ue[np.maximum(i, 0)])
     return out
@@ -200,8 +208,10 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
         if len(s):
             parts.append(pd.DataFrame({"rank": rank, "start_ns": s, "end_ns": e, "kind": kind, "label": label}))
 
-    host = host_rows(ev)
-    ranges = host[~host["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER, schema.CAT_PYTHON])]
+    # Host ranges (every host row but runtime/driver calls and Python frames), selected from the
+    # events in one step: the host rows alone are most of a large frame (a copy of every column).
+    ranges = ev[(ev["lane"].isin(HOST_LANES) & ~ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER,
+                                                                      schema.CAT_PYTHON])).to_numpy()]
     autotune = calls_matching(ranges["name"], AUTOTUNE_RANGE)
     add(ranges[autotune], "autotune")
     compile_ = ~autotune & calls_matching(ranges["name"], COMPILE_RANGE)
@@ -220,8 +230,14 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
         return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
     dur = (api["end_ns"] - api["start_ns"]).to_numpy(np.int64)
     long_call = dur > cfg.launch_call_max_ns
-    thread_ends = {int(t): (int(a), int(b)) for t, a, b in
-                   ev.groupby("tid", sort=False).agg(a=("start_ns", "min"), b=("end_ns", "max")).itertuples()}
+    ends: list[dict[int, tuple[int, int]]] = []
+
+    def thread_ends() -> dict[int, tuple[int, int]]:  # a group-by of every event: only for captures
+        if not ends:
+            ends.append({int(t): (int(a), int(b)) for t, a, b in
+                         ev.groupby("tid", sort=False).agg(a=("start_ns", "min"), b=("end_ns", "max")).itertuples()})
+        return ends[0]
+
     for _, calls in api.groupby("rank", observed=True, sort=False):  # ranks are few
         rank = int(calls["rank"].iloc[0])  # the group's key, typed
         sel = (api["rank"] == rank).to_numpy()
@@ -245,8 +261,10 @@ def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thr
         # calls inside a thread's first library-handle op (its handle is created there).
         alloc_call = calls_matching(calls["name"], DEVICE_ALLOCATOR)
         context_call = calls_matching(calls["name"], CONTEXT_SETUP)
-        lazy = calls_matching(calls["name"], LAZY_INIT) | (
-            long_here & (alloc_call | context_call) & _inside_first_library_op(host, calls, rank))
+        lazy = calls_matching(calls["name"], LAZY_INIT)
+        long_setup = long_here & (alloc_call | context_call)
+        if long_setup.any():  # the library ops are searched only for the calls they could make lazy
+            lazy |= long_setup & _inside_first_library_op(event_view(trace), calls, rank)
         add(calls[lazy], "lazy-init")
         # Long context / stream / pinned-memory setup calls.
         add(calls[long_here & context_call & ~lazy], "context")
