@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from proctree import process_tree, rss_bytes
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("TRACEREAD_SHARED", REPO.parent / "shared")) / "traces"
 SOURCE = SHARED / "kineto" / "hta_nccl_a100_rank0of2.json.gz"
@@ -66,27 +68,6 @@ ta.get_gpu_kernel_breakdown(visualize=False)
 """
 
 
-def _tree(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                todo += [int(c) for c in fh.read().split()]
-        except OSError:
-            pass
-    return out
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def measure(cmd: list[str], timeout: float) -> dict:
     """Wall s, CPU s (process and children) and peak tree RSS (MB) of one command."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -97,7 +78,7 @@ def measure(cmd: list[str], timeout: float) -> dict:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        peak = max(peak, sum(_rss_mb(p) for p in _tree(proc.pid)))
+        peak = max(peak, sum(rss_bytes(p) for p in process_tree(proc.pid)) / 2**20)
         if time.monotonic() - t0 > timeout:
             proc.kill()
             proc.wait()

@@ -47,6 +47,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from proctree import process_tree, rss_bytes
+
 REPO = Path(__file__).resolve().parent.parent
 KINETO = REPO.parent / "shared" / "traces" / "kineto"
 OUT = REPO / "bench-out"  # ignored by git
@@ -103,30 +105,6 @@ print(json.dumps({"seconds": dt, "rows": rows, "cpu": CPU() - c0}))
 """
 
 
-def _tree(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                todo += [int(c) for c in fh.read().split()]
-        except OSError:
-            pass
-    return out
-
-
-_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
-
-
-def _rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * _PAGE_KB
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
 def run(python: str, code: str, args: list[str], timeout: float, max_mb: float, env: dict | None = None) -> dict:
     """Run ``code`` in a fresh process; load time/CPU from inside (when it prints them), the whole
     process's wall and CPU from outside, memory sampled from outside.
@@ -141,7 +119,7 @@ def run(python: str, code: str, args: list[str], timeout: float, max_mb: float, 
                             cwd=env["PYTHONPATH"], env=env)
     peak_tree = peak_main = 0
     while proc.poll() is None:
-        tree = [_rss_kb(p) for p in _tree(proc.pid)]
+        tree = [rss_bytes(p) // 1024 for p in process_tree(proc.pid)]
         peak_tree = max(peak_tree, sum(tree))
         peak_main = max(peak_main, tree[0] if tree else 0)
         if time.monotonic() - start > timeout:
@@ -149,7 +127,7 @@ def run(python: str, code: str, args: list[str], timeout: float, max_mb: float, 
             proc.wait()
             return {"error": f"stopped after {timeout:.0f} s (peak {peak_tree / 1024:,.0f} MB so far)"}
         if peak_tree / 1024 > max_mb:
-            for p in _tree(proc.pid):
+            for p in process_tree(proc.pid):
                 try:
                     os.kill(p, 9)
                 except OSError:
