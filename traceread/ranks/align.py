@@ -272,6 +272,22 @@ def _nearest(ref: RankSummary, s: RankSummary, max_skew_ns: int,
     return out or None
 
 
+def matched(a: RankSummary, b: RankSummary, max_spread_ns: int,
+            max_skew_ns: int) -> tuple[dict[str, tuple], str, int, tuple[int, float, int] | None]:
+    """The calls of ``a`` and ``b`` that are one collective (:func:`match`), their method and order
+    shift, and the statistics of their end differences (:func:`_stats`; None when nothing matched).
+    When the matched ends scatter by more than ``max_spread_ns`` and both ranks have epoch time,
+    matching by nearest end time (:func:`_nearest`) is tried and kept when it agrees better."""
+    pairs, method, shift = match(a, b)
+    stats = _stats(a, b, pairs) if pairs else None
+    epoch = a.identity.epoch_offset_ns is not None and b.identity.epoch_offset_ns is not None
+    if epoch and (stats is None or stats[1] > max_spread_ns):
+        near = _nearest(a, b, max_skew_ns, max(max_spread_ns // 10, 1_000))
+        if near is not None and (stats is None or _stats(a, b, near)[1] < stats[1]):
+            pairs, method, shift, stats = near, METHOD_NEAREST, 0, _stats(a, b, near)
+    return pairs, method, shift, stats
+
+
 def align(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
           max_skew_ns: int = 100_000_000) -> tuple[list[RankAlignment], dict[int, dict[str, tuple]]]:
     """Offsets of every summary's rank against the first (the reference) and the matches used.
@@ -286,18 +302,12 @@ def align(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
     matches: dict[int, dict[str, tuple]] = {}
     for s in summaries[1:]:
         rank = s.identity.claimed_rank
-        pairs, method, shift = match(ref, s)
-        shared = s.identity.path == ref.identity.path
-        if shared:
+        if s.identity.path == ref.identity.path:  # one export, one clock
+            pairs, _method, _shift = match(ref, s)
             matches[rank] = pairs
             out.append(RankAlignment(rank, 0, 0, METHOD_SHARED, sum(len(p[0]) for p in pairs.values()), 0, 0))
             continue
-        stats = _stats(ref, s, pairs) if pairs else None
-        epoch = ref.identity.epoch_offset_ns is not None and s.identity.epoch_offset_ns is not None
-        if epoch and (stats is None or stats[1] > max_spread_ns):
-            near = _nearest(ref, s, max_skew_ns, max(max_spread_ns // 10, 1_000))
-            if near is not None and (stats is None or _stats(ref, s, near)[1] < stats[1]):
-                pairs, method, shift, stats = near, METHOD_NEAREST, 0, _stats(ref, s, near)
+        pairs, method, shift, stats = matched(ref, s, max_spread_ns, max_skew_ns)
         matches[rank] = pairs
         if stats is None:
             out.append(RankAlignment(rank, None, None, METHOD_NONE, 0))

@@ -23,15 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceread.ranks.align import (
-    METHOD_NEAREST,
     METHOD_REFERENCE,
     METHOD_SHARED,
     RankAlignment,
-    _nearest,
     _resolution,
-    _stats,
     epoch_shift,
     match,
+    matched,
     sequences,
 )
 from traceread.ranks.summary import RankSummary
@@ -60,15 +58,10 @@ class Edge:
 
 def _pair_edge(sa: RankSummary, sb: RankSummary, ia: int, ib: int, max_spread_ns: int,
                max_skew_ns: int) -> Edge | None:
-    pairs, method, shift = match(sa, sb)
     if sa.identity.path == sb.identity.path:  # one export, one clock: aligned whether or not calls match
+        pairs, _method, _shift = match(sa, sb)
         return Edge(ia, ib, pairs, METHOD_SHARED, 0, 0, 0.0, sum(len(p[0]) for p in pairs.values()), True)
-    stats = _stats(sa, sb, pairs) if pairs else None
-    epoch = sa.identity.epoch_offset_ns is not None and sb.identity.epoch_offset_ns is not None
-    if epoch and (stats is None or stats[1] > max_spread_ns):
-        near = _nearest(sa, sb, max_skew_ns, max(max_spread_ns // 10, 1_000))
-        if near is not None and (stats is None or _stats(sa, sb, near)[1] < stats[1]):
-            pairs, method, shift, stats = near, METHOD_NEAREST, 0, _stats(sa, sb, near)
+    pairs, method, shift, stats = matched(sa, sb, max_spread_ns, max_skew_ns)
     if stats is None:
         return None
     res = max(_resolution(sa), _resolution(sb))
