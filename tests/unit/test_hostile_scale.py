@@ -86,7 +86,8 @@ def _long_names(n: int) -> list[str]:
             for i in range(n)]
 
 
-def test_name_shortening_work_is_bounded_by_the_rows_shown(monkeypatch) -> None:
+def _count_shortening(monkeypatch) -> dict[str, int]:
+    """Count calls of the name shortener from now on: ``calls["n"]``."""
     calls = {"n": 0}
     real = names._shorten_chars
 
@@ -95,6 +96,11 @@ def test_name_shortening_work_is_bounded_by_the_rows_shown(monkeypatch) -> None:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(names, "_shorten_chars", counting)
+    return calls
+
+
+def test_name_shortening_work_is_bounded_by_the_rows_shown(monkeypatch) -> None:
+    calls = _count_shortening(monkeypatch)
     every = _long_names(3000)
     shown = every[:10]
     short = names.ShortNames(every, shown=shown)
@@ -105,14 +111,7 @@ def test_name_shortening_work_is_bounded_by_the_rows_shown(monkeypatch) -> None:
 
 def test_kernels_and_analyze_shorten_only_what_they_show(tmp_path, monkeypatch, capsys) -> None:
     src = _kineto(tmp_path / "n.json", kernel_names=_long_names(600), steps=6, kernels=100)
-    calls = {"n": 0}
-    real = names._shorten_chars
-
-    def counting(*args, **kwargs):
-        calls["n"] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(names, "_shorten_chars", counting)
+    calls = _count_shortening(monkeypatch)
     assert main(["kernels", str(src), "--top", "2"]) == 0
     kernels_calls, calls["n"] = calls["n"], 0
     assert main(["analyze", str(src), "-o", str(tmp_path / "r.md")]) == 0
