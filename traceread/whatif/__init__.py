@@ -184,6 +184,13 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
     waits = sum(u.model.inferred_waits for u in units)
     if waits:
         notes.append(f"{waits} cross-stream waits inferred from timing (event record/wait pairs are not read)")
+    unexplained = sum(u.model.unexplained_waits for u in units)
+    if unexplained:
+        wait_ms = sum(u.model.unexplained_wait_ns for u in units) / 1e6
+        notes.append(f"{unexplained} GPU ops started {wait_ms:,.3f} ms in all later than their launch and stream "
+                     "allow, with no recorded op to wait for (an unrecorded dependency: another process, work "
+                     "issued before the capture); the replay keeps each wait as measured, the dependencies-alone "
+                     "replay leaves it out")
     preds.sort(key=lambda p: (p.saving_ns is None, -(p.saving_ns or 0), p.fix))
     return WhatIf(measured_step_ns=measured, replayed_step_ns=replayed,
                   replay_error=(replayed / measured - 1.0) if measured else 0.0,

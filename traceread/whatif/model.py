@@ -84,6 +84,10 @@ class RankModel:
     nominal: dict[str, int] = field(default_factory=dict)
     dropped_edges: int = 0
     inferred_waits: int = 0
+    # GPU ops that started later than their launch and stream allow with no recorded op to have waited
+    # for (another process, work issued before the capture): the wait stays on the binding edge as measured
+    unexplained_waits: int = 0
+    unexplained_wait_ns: int = 0
 
 
 def _median(values: np.ndarray, fallback: int) -> int:
@@ -206,6 +210,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
             ok &= (oe[cand] > explained[q]) & (op_node[cand] < op_node[q])
             x[q[ok]] = cand[ok]
     has_x = x >= 0
+    unexplained = want[~has_x[want]]
 
     # Calibrate: nominal delays clipped to the measured start, the binding edge gets the measured one.
     big = np.iinfo(_I64).min // 4
@@ -263,6 +268,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
                  "sync_return_ns": d_ret},
         step_time=steps_t, step_node=pos[2 * n_calls: 2 * n_calls + len(steps_t)],
         dropped_edges=dropped, inferred_waits=int(has_x.sum()),
+        unexplained_waits=len(unexplained), unexplained_wait_ns=int(slack[unexplained].sum()),
     )
 
 
