@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from traceread.errors import TraceReadError
+from traceread.loaders.nsys import cread
 
 # Parallel reader threads for big tables (more than ~4 gains little: the int conversion holds the GIL).
 READERS = min(4, os.cpu_count() or 1)
@@ -66,9 +67,13 @@ class Export:
     _strings: tuple[np.ndarray, np.ndarray] | None = None
     source: str = ""  # the file SQLite reads: ``path``, or a private copy (see open_export)
     copy_dir: tempfile.TemporaryDirectory | None = None
+    private: bool = False  # ``source`` is the private copy (a clone has no copy_dir of its own)
     _spans: dict[str, tuple[int, int, int | None] | None] = field(default_factory=dict)
+    # The compiled reader's own connection (cread.connect), opened on first use; False: none to be had.
+    _cconn: object | None = None
 
     def close(self) -> None:
+        self._close_c()
         self.conn.close()
         if self.copy_dir is not None:
             self.copy_dir.cleanup()
@@ -121,7 +126,7 @@ class Export:
         ranges = self._rowid_ranges(table)
         if len(ranges) < 2 or READERS < 2:
             for r in ranges:
-                flat = _fetch(self.conn, sql, r)
+                flat = self._fetch(sql, r, len(names))
                 if len(flat):
                     yield split(flat)
             return
@@ -133,7 +138,7 @@ class Export:
             if not hasattr(local, "ex"):
                 local.ex = self.clone()
                 clones.append(local.ex)
-            return _fetch(local.ex.conn, sql, r)
+            return local.ex._fetch(sql, r, len(names))
 
         pool = ThreadPoolExecutor(max_workers=READERS)
         try:
@@ -151,7 +156,30 @@ class Export:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             for c in clones:
-                c.conn.close()
+                c.close_clone()
+
+    def _fetch(self, sql: str, r: tuple[int, int], ncols: int) -> np.ndarray:
+        """One rowid slice's values (row-major, or (rows, columns)): by the compiled reader where it
+        can, else :func:`_fetch`."""
+        if self._cconn is None:
+            self._cconn = (cread.enabled() and cread.connect(self.source or self.path, self.private)) \
+                or False
+        if self._cconn is not False:
+            # A slice (lo, hi] holds at most hi - lo rows, and at most CHUNK_ROWS (_rowid_ranges).
+            flat = cread.fetch(self._cconn, sql, r, ncols, min(r[1] - r[0], max(1, CHUNK_ROWS)))
+            if flat is not None:
+                return flat
+        return _fetch(self.conn, sql, r)
+
+    def _close_c(self) -> None:
+        if self._cconn:
+            cread.close(self._cconn)
+        self._cconn = None
+
+    def close_clone(self) -> None:
+        """Close a :meth:`clone`'s connections (the private copy stays: its owner removes it)."""
+        self._close_c()
+        self.conn.close()
 
     def row_bound(self, table: str) -> int:
         """An upper bound on the rows a read of ``table`` returns: its rowid span (no scan), or
@@ -231,7 +259,7 @@ class Export:
         conn = _connect(self.source or self.path, self.copy_dir is not None, check_same_thread=False)
         conn.text_factory = bytes
         return Export(path=self.path, conn=conn, columns=self.columns, notnull=self.notnull,
-                      _strings=self.strings, source=self.source, _spans=self._spans)
+                      _strings=self.strings, source=self.source, _spans=self._spans, private=self.copy_dir is not None)
 
     @property
     def strings(self) -> tuple[np.ndarray, np.ndarray]:
@@ -336,7 +364,7 @@ def open_export(path: str) -> Export:
         if copy_dir is not None:
             copy_dir.cleanup()
         raise TraceReadError(path, f"not a readable SQLite database ({one_line(exc)})") from None
-    ex = Export(path=path, conn=conn, source=source, copy_dir=copy_dir)
+    ex = Export(path=path, conn=conn, source=source, copy_dir=copy_dir, private=copy_dir is not None)
     if "StringIds" not in tables or not any(t in tables for t in NSYS_MARKERS):
         ex.close()
         raise TraceReadError(path, "SQLite file is not an Nsight Systems export (no StringIds or nsys tables)")
