@@ -86,14 +86,13 @@ def close(conn: object) -> None:
         mod.close(conn)
 
 
-def fetch(conn: object, sql: str, args: tuple[int, int], ncols: int, max_rows: int) -> np.ndarray | None:
-    """The slice's values as (rows, ncols) (``read._fetch``'s values, each column contiguous), or
-    None where the C declines (then ``read._fetch`` reads it). ``max_rows`` bounds the slice's rows."""
+def fetch(conn: object, sql: str, args: tuple[int, int], buf: np.ndarray) -> np.ndarray | None:
+    """The slice's values as (rows, columns) (``read._fetch``'s values, each column contiguous), or
+    None where the C declines (then ``read._fetch`` reads it). ``buf`` is (columns, most rows) int64,
+    C-contiguous; pages past the rows written are never touched."""
     mod = _module()
     if mod is None:
         return None
-    rows = max(0, max_rows)
-    buf = np.empty((ncols, rows), dtype=np.int64)  # pages past the rows written are never touched
     try:
         n = mod.fetch(conn, sql.encode(), args[0], args[1], buf)
     except (OverflowError, ValueError):  # a bound past int64: Python's sqlite3 says what it says
