@@ -18,6 +18,7 @@
 /* SQLite's stable C API (https://sqlite.org/c3ref), declared here instead of included. */
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
+typedef struct sqlite3_value sqlite3_value;
 #define SQLITE_OK 0
 #define SQLITE_INTEGER 1
 #define SQLITE_ROW 100
@@ -28,8 +29,9 @@ typedef int (*close_v2_fn)(sqlite3 *);
 typedef int (*prepare_v2_fn)(sqlite3 *, const char *, int, sqlite3_stmt **, const char **);
 typedef int (*bind_int64_fn)(sqlite3_stmt *, int, int64_t);
 typedef int (*stmt_fn)(sqlite3_stmt *);
-typedef int (*column_type_fn)(sqlite3_stmt *, int);
-typedef int64_t (*column_int64_fn)(sqlite3_stmt *, int);
+typedef sqlite3_value *(*column_value_fn)(sqlite3_stmt *, int);
+typedef int (*value_type_fn)(sqlite3_value *);
+typedef int64_t (*value_int64_fn)(sqlite3_value *);
 
 static struct {
     open_v2_fn open_v2;
@@ -37,8 +39,9 @@ static struct {
     prepare_v2_fn prepare_v2;
     bind_int64_fn bind_int64;
     stmt_fn step, reset, finalize, clear_bindings, column_count;
-    column_type_fn column_type;
-    column_int64_fn column_int64;
+    column_value_fn column_value;
+    value_type_fn value_type;
+    value_int64_fn value_int64;
 } api;
 static int api_ready = 0;
 
@@ -70,8 +73,9 @@ static PyObject *bind_library(PyObject *self, PyObject *args) {
     RESOLVE(finalize, "sqlite3_finalize");
     RESOLVE(clear_bindings, "sqlite3_clear_bindings");
     RESOLVE(column_count, "sqlite3_column_count");
-    RESOLVE(column_type, "sqlite3_column_type");
-    RESOLVE(column_int64, "sqlite3_column_int64");
+    RESOLVE(column_value, "sqlite3_column_value");
+    RESOLVE(value_type, "sqlite3_value_type");
+    RESOLVE(value_int64, "sqlite3_value_int64");
 #undef RESOLVE
     api_ready = 1;
     Py_RETURN_NONE;
@@ -189,8 +193,11 @@ static PyObject *fetch(PyObject *self, PyObject *args) {
         while ((rc = api.step(st)) == SQLITE_ROW) {
             if (n >= cap_rows) { plain = 0; break; }
             for (int j = 0; j < ncol; j++) {
-                if (api.column_type(st, j) != SQLITE_INTEGER) { plain = 0; break; }
-                buf[j * cap_rows + n] = api.column_int64(st, j);
+                /* One lookup of the value, then its type and integer (column_type + column_int64
+                 * looked it up twice and checked for a malloc failure each time). */
+                sqlite3_value *v = api.column_value(st, j);
+                if (api.value_type(v) != SQLITE_INTEGER) { plain = 0; break; }
+                buf[j * cap_rows + n] = api.value_int64(v);
             }
             if (!plain) break;
             n++;
