@@ -1,10 +1,12 @@
 """Low-level reading of an Nsight Systems SQLite export: open read-only, find tables and columns,
 fetch integer columns in bulk into numpy, decode strings, read version/time/device metadata.
 
-Nothing here loops per row in Python: integer columns come out of SQLite in rowid chunks through
-``np.fromiter(chain.from_iterable(cursor))``, several small fields packed into one int64 in SQL
-(measured against pandas.read_sql, fetchall into an array, and hex text built by SQLite, which
-was no faster: scripts/bench_nsys.py ``--fetch``); text columns are decoded once per distinct value.
+Nothing here loops per row in Python: integer columns come out of SQLite in rowid chunks, several
+small fields packed into one int64 in SQL, read by the compiled reader (:mod:`cread`: SQLite's C
+API straight into numpy, the GIL released) or, without it, by ``np.fromiter(chain.from_iterable(
+cursor))`` (measured against pandas.read_sql, fetchall into an array, and hex text built by SQLite,
+which was no faster: scripts/bench_nsys.py ``--fetch``); text columns are decoded once per distinct
+value.
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ class Export:
         handed to Python (an int object each), so callers pack several small fields into one
         int64 in SQL (:meth:`packed`) and split them with :func:`unpack`. Each chunk is a rowid
         slice; with several readers the slices are fetched ahead in parallel, one connection per
-        thread (SQLite releases the GIL while it decodes records), at most ``2 * READERS`` chunks
+        thread (the compiled reader releases the GIL for a whole slice; Python's sqlite3 around each
+        row's step, a GIL hand-over per row between the threads), at most ``2 * READERS`` chunks
         in memory at once. Columns are views of the chunk's buffer (strided where Python's sqlite3
         read it, contiguous where the compiled reader did: :mod:`cread`).
         """
