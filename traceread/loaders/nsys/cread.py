@@ -12,7 +12,6 @@ not an INTEGER, any SQLite error), so hostile files give the errors they always 
 
 from __future__ import annotations
 
-import ctypes.util
 import functools
 import importlib
 import os
@@ -40,6 +39,8 @@ def _library_path() -> str | None:
                     return path
     except OSError:  # no /proc (macOS): the dynamic linker's search
         pass
+    import ctypes.util  # here: importing ctypes costs every command a few ms
+
     return ctypes.util.find_library("sqlite3")
 
 
