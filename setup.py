@@ -40,6 +40,10 @@ setup(
                            optional=True, extra_compile_args=["-O3"]),
                  # the what-if replay's sweep (traceread/whatif/sweep.py has its exact Python twin)
                  Extension("traceread.whatif._csweep", ["traceread/whatif/_csweep.c"], optional=True,
-                           extra_compile_args=["-O2"])],
+                           extra_compile_args=["-O2"]),
+                 # the nsys loader's integer column reader (read.py's _fetch is its Python twin); it
+                 # resolves SQLite's functions at run time, so it needs no SQLite headers or library here
+                 Extension("traceread.loaders.nsys._cread", ["traceread/loaders/nsys/_cread.c"], optional=True,
+                           extra_compile_args=["-O2"], libraries=["dl"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

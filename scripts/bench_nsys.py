@@ -21,7 +21,8 @@ Each contender runs in its own process; wall time and peak RSS come from the par
 * The gap counts are not the same measure: traceread reports device-level compute-idle gaps
   (no kernel on any stream of the GPU), nsys-ai per-stream gaps (a stream waiting while others run).
 * ``--fetch`` also times ways of getting integer columns out of SQLite (1M kernel rows), the
-  measurement behind the loader's choice of ``np.fromiter(chain.from_iterable(cursor))``.
+  measurement behind the loader's choice of ``np.fromiter(chain.from_iterable(cursor))`` where its
+  compiled reader (``_cread.c``, also timed when built) is not.
 """
 
 from __future__ import annotations
@@ -91,6 +92,15 @@ def hex_chunks(step=65536):
     return np.frombuffer(b"".join(out), dtype=">i8")
 def chunks():
     return pd.concat(pd.read_sql(sql, conn, chunksize=200_000), ignore_index=True)
+def compiled():
+    # traceread's compiled reader (traceread/loaders/nsys/_cread.c): SQLite's C API into numpy
+    from traceread.loaders.nsys import cread
+    body = packed.split("SELECT ", 1)[1].rsplit(f" FROM {T}", 1)[0]
+    c = cread.connect(path, False)
+    out = cread.fetch(c, f"SELECT {body} FROM {T} WHERE rowid > ? AND rowid <= ?", (0, n),
+                      np.empty((8, n), dtype=np.int64))
+    cread.close(c)
+    return out
 methods = {
     "pandas.read_sql (one frame)": lambda: pd.read_sql(sql, conn),
     "pandas.read_sql (200k-row chunks)": chunks,
@@ -101,6 +111,12 @@ methods = {
         itertools.chain.from_iterable(conn.execute(packed)), np.int64, count=n * 8),
     "hex text per 64k rows, 8 packed cols": hex_chunks,
 }
+try:
+    from traceread.loaders.nsys import cread
+    if cread.enabled():
+        methods["traceread compiled reader, 8 packed cols"] = compiled
+except ImportError:
+    pass
 res = {}
 for name, fn in methods.items():
     best = 1e9

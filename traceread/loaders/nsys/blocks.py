@@ -179,9 +179,10 @@ def kernels(ex: Export, with_args: bool = True) -> Table | None:
         corr, pid = unpack(c["pid_corr"], 32, 24)
         demangled, short = unpack(c["names"], 31, 31)
         # Prefer the demangled name (what Kineto shows); fall back to shortName where it is empty.
-        ud, dinv = np.unique(demangled, return_inverse=True)
+        # Distinct ids by hashing (pd.factorize), not sorting: only the row -> distinct map is used.
+        dinv, ud = pd.factorize(demangled)
         key = np.where((ex.string_of(ud) != "")[dinv], demangled, short)
-        uk, kinv = np.unique(key, return_inverse=True)
+        kinv, uk = pd.factorize(key)
         comm = is_communication(ex.string_of(uk)) if len(uk) else np.zeros(0, dtype=bool)
         cols = {"start": c["start"], "end": c["end"], "deviceId": device, "streamId": stream, "correlationId": corr,
                 "globalPid": pid << 24}

@@ -1,10 +1,12 @@
 """Low-level reading of an Nsight Systems SQLite export: open read-only, find tables and columns,
 fetch integer columns in bulk into numpy, decode strings, read version/time/device metadata.
 
-Nothing here loops per row in Python: integer columns come out of SQLite in rowid chunks through
-``np.fromiter(chain.from_iterable(cursor))``, several small fields packed into one int64 in SQL
-(measured against pandas.read_sql, fetchall into an array, and hex text built by SQLite, which
-was no faster: scripts/bench_nsys.py ``--fetch``); text columns are decoded once per distinct value.
+Nothing here loops per row in Python: integer columns come out of SQLite in rowid chunks, several
+small fields packed into one int64 in SQL, read by the compiled reader (:mod:`cread`: SQLite's C
+API straight into numpy, the GIL released) or, without it, by ``np.fromiter(chain.from_iterable(
+cursor))`` (measured against pandas.read_sql, fetchall into an array, and hex text built by SQLite,
+which was no faster: scripts/bench_nsys.py ``--fetch``); text columns are decoded once per distinct
+value.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from traceread.errors import TraceReadError
+from traceread.loaders.nsys import cread
 
 # Parallel reader threads for big tables (more than ~4 gains little: the int conversion holds the GIL).
 READERS = min(4, os.cpu_count() or 1)
@@ -66,9 +69,13 @@ class Export:
     _strings: tuple[np.ndarray, np.ndarray] | None = None
     source: str = ""  # the file SQLite reads: ``path``, or a private copy (see open_export)
     copy_dir: tempfile.TemporaryDirectory | None = None
+    private: bool = False  # ``source`` is the private copy (a clone has no copy_dir of its own)
     _spans: dict[str, tuple[int, int, int | None] | None] = field(default_factory=dict)
+    # The compiled reader's own connection (cread.connect), opened on first use; False: none to be had.
+    _cconn: object | None = None
 
     def close(self) -> None:
+        self._close_c()
         self.conn.close()
         if self.copy_dir is not None:
             self.copy_dir.cleanup()
@@ -103,8 +110,10 @@ class Export:
         handed to Python (an int object each), so callers pack several small fields into one
         int64 in SQL (:meth:`packed`) and split them with :func:`unpack`. Each chunk is a rowid
         slice; with several readers the slices are fetched ahead in parallel, one connection per
-        thread (SQLite releases the GIL while it decodes records), at most ``2 * READERS`` chunks
-        in memory at once. Columns are strided views of the chunk's row-major buffer.
+        thread (the compiled reader releases the GIL for a whole slice; Python's sqlite3 around each
+        row's step, a GIL hand-over per row between the threads), at most ``2 * READERS`` chunks
+        in memory at once. Columns are views of the chunk's buffer (strided where Python's sqlite3
+        read it, contiguous where the compiled reader did: :mod:`cread`).
         """
         names = list(exprs)
         # COALESCE only where NULL can occur: every extra opcode per row shows at 10M rows.
@@ -121,7 +130,7 @@ class Export:
         ranges = self._rowid_ranges(table)
         if len(ranges) < 2 or READERS < 2:
             for r in ranges:
-                flat = _fetch(self.conn, sql, r)
+                flat = self._fetch(sql, r, len(names))
                 if len(flat):
                     yield split(flat)
             return
@@ -129,29 +138,62 @@ class Export:
         clones: list[Export] = []
         _ = self.strings  # read here: a clone shares the string table, and this connection is this thread's
 
-        def fetch(r: tuple[int, int]) -> np.ndarray:
+        def fetch(r: tuple[int, int], buf: np.ndarray | None) -> np.ndarray:
             if not hasattr(local, "ex"):
                 local.ex = self.clone()
                 clones.append(local.ex)
-            return _fetch(local.ex.conn, sql, r)
+            return local.ex._fetch(sql, r, len(names), buf)
+
+        # The compiled reader's buffers are allocated here, in the consuming thread, where the
+        # memory of chunks the frame writer is done with is reused (in the reader threads' own
+        # malloc arenas it was not: peak RSS of info on a 1M-kernel export 340 -> 309 MB).
+        compiled = cread.enabled()
+
+        def submit(r: tuple[int, int]) -> Future:
+            buf = np.empty((len(names), _slice_rows(r)), dtype=np.int64) if compiled else None
+            return pool.submit(fetch, r, buf)
 
         pool = ThreadPoolExecutor(max_workers=READERS)
         try:
             pending: collections.deque[Future] = collections.deque()
             todo = iter(ranges)
             for r in itertools.islice(todo, 2 * READERS):
-                pending.append(pool.submit(fetch, r))
+                pending.append(submit(r))
             while pending:
                 flat = pending.popleft().result()
                 nxt = next(todo, None)
                 if nxt is not None:
-                    pending.append(pool.submit(fetch, nxt))
+                    pending.append(submit(nxt))
                 if len(flat):
                     yield split(flat)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             for c in clones:
-                c.conn.close()
+                c.close_clone()
+
+    def _fetch(self, sql: str, r: tuple[int, int], ncols: int, buf: np.ndarray | None = None) -> np.ndarray:
+        """One rowid slice's values (row-major, or (rows, columns)): by the compiled reader where it
+        can (into ``buf`` when given: (ncols, :func:`_slice_rows`) int64), else :func:`_fetch`."""
+        if self._cconn is None:
+            self._cconn = (cread.enabled() and cread.connect(self.source or self.path, self.private)) \
+                or False
+        if self._cconn is not False:
+            if buf is None:
+                buf = np.empty((ncols, _slice_rows(r)), dtype=np.int64)
+            flat = cread.fetch(self._cconn, sql, r, buf)
+            if flat is not None:
+                return flat
+        return _fetch(self.conn, sql, r)
+
+    def _close_c(self) -> None:
+        if self._cconn:
+            cread.close(self._cconn)
+        self._cconn = None
+
+    def close_clone(self) -> None:
+        """Close a :meth:`clone`'s connections (the private copy stays: its owner removes it)."""
+        self._close_c()
+        self.conn.close()
 
     def row_bound(self, table: str) -> int:
         """An upper bound on the rows a read of ``table`` returns: its rowid span (no scan), or
@@ -231,7 +273,7 @@ class Export:
         conn = _connect(self.source or self.path, self.copy_dir is not None, check_same_thread=False)
         conn.text_factory = bytes
         return Export(path=self.path, conn=conn, columns=self.columns, notnull=self.notnull,
-                      _strings=self.strings, source=self.source, _spans=self._spans)
+                      _strings=self.strings, source=self.source, _spans=self._spans, private=self.copy_dir is not None)
 
     @property
     def strings(self) -> tuple[np.ndarray, np.ndarray]:
@@ -259,6 +301,11 @@ class Export:
             if self.has(table):
                 return {decode(k): decode(v) for k, v in self.conn.execute(f"SELECT name, value FROM {table}")}
         return {}
+
+
+def _slice_rows(r: tuple[int, int]) -> int:
+    """The most rows a rowid slice (lo, hi] can hold: hi - lo, and CHUNK_ROWS (see _rowid_ranges)."""
+    return max(0, min(r[1] - r[0], max(1, CHUNK_ROWS)))
 
 
 def _fetch(conn: sqlite3.Connection, sql: str, args: tuple) -> np.ndarray:
@@ -336,7 +383,7 @@ def open_export(path: str) -> Export:
         if copy_dir is not None:
             copy_dir.cleanup()
         raise TraceReadError(path, f"not a readable SQLite database ({one_line(exc)})") from None
-    ex = Export(path=path, conn=conn, source=source, copy_dir=copy_dir)
+    ex = Export(path=path, conn=conn, source=source, copy_dir=copy_dir, private=copy_dir is not None)
     if "StringIds" not in tables or not any(t in tables for t in NSYS_MARKERS):
         ex.close()
         raise TraceReadError(path, "SQLite file is not an Nsight Systems export (no StringIds or nsys tables)")
