@@ -201,9 +201,11 @@ def _shrink_host(m: RankModel, us: np.ndarray, ue: np.ndarray, frac: float) -> _
         return None
     # Fixes never drop a host clock edge (slot 0), so the recorded ones are those a replay has.
     nodes = np.flatnonzero((m.kind == HOST_POINT) & (m.src[:, 0] >= 0))
-    a, b = m.time[m.src[nodes, 0]], m.time[nodes]
-    cut = (intervals.overlap_with_union(np.minimum(a, b), b, us, ue) * frac).astype(_I64)
-    return _shrink_slot(m, nodes, 0, cut)
+    # The union's coverage before each node's time, once: the coverage of an edge's span [min(a, b), b] is
+    # covered(b) - covered(min(a, b)) = max(covered(b) - covered(a), 0), coverage growing with time.
+    covered = intervals.covered_before(m.time, us, ue)
+    overlap = np.maximum(covered[nodes] - covered[m.src[nodes, 0]], 0)
+    return _shrink_slot(m, nodes, 0, (overlap * frac).astype(_I64))
 
 
 def _ops(*ops: _Op | None) -> Plan:
