@@ -203,9 +203,20 @@ def _shrink_host(m: RankModel, us: np.ndarray, ue: np.ndarray, frac: float) -> _
     nodes = np.flatnonzero((m.kind == HOST_POINT) & (m.src[:, 0] >= 0))
     # The union's coverage before each node's time, once: the coverage of an edge's span [min(a, b), b] is
     # covered(b) - covered(min(a, b)) = max(covered(b) - covered(a), 0), coverage growing with time.
-    covered = intervals.covered_before(m.time, us, ue)
+    covered = _covered(m.time, us, ue)
     overlap = np.maximum(covered[nodes] - covered[m.src[nodes, 0]], 0)
     return _shrink_slot(m, nodes, 0, (overlap * frac).astype(_I64))
+
+
+def _covered(time: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """:func:`intervals.covered_before` at each node time (ascending): 0 before the union, all of it after;
+    searched only in between (one-time work covers the capture's first seconds only)."""
+    lo, hi = (int(k) for k in np.searchsorted(time, [us[0], ue[-1]]))
+    out = np.empty(len(time), dtype=_I64)
+    out[:lo] = 0
+    out[hi:] = int(np.sum(ue - us))
+    out[lo:hi] = intervals.covered_before_sorted(time[lo:hi], us, ue)
+    return out
 
 
 def _ops(*ops: _Op | None) -> Plan:
