@@ -39,7 +39,7 @@ from traceread.vocabulary import (
     PIPELINE_BUBBLE,
     SYNC_STALL,
 )
-from traceread.whatif.model import HOST_POINT, OP_START, RankModel
+from traceread.whatif.model import OP_START, RankModel
 
 # The levers a fix can name, in the report's order of gap classes, then the busy lever.
 FIX_CAUSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE_BUBBLE, SYNC_STALL, ONE_TIME_COST,
@@ -174,7 +174,7 @@ def apply_plan(e: Edges, p: Plan) -> None:
             elif op.kind == _DUR_DIV:
                 dur[nodes] = (dur[nodes] / op.factor).astype(_I64)
             elif op.kind == _DUR_MIN:
-                dur[nodes] = np.minimum(dur[nodes], op.values)
+                dur[nodes] = np.minimum(dur[nodes], np.asarray(op.values))
             elif op.kind == _DUR_CUT:
                 dur[nodes] = np.maximum(dur[nodes] - op.values, 0)
             else:
@@ -199,8 +199,7 @@ def _shrink_host(m: RankModel, us: np.ndarray, ue: np.ndarray, frac: float) -> _
     """Host time inside the union ``(us, ue)`` shrinks by ``frac`` (1: absent) on the host clock."""
     if len(us) == 0:
         return None
-    # Fixes never drop a host clock edge (slot 0), so the recorded ones are those a replay has.
-    nodes = np.flatnonzero((m.kind == HOST_POINT) & (m.src[:, 0] >= 0))
+    nodes = m.clock_edges()
     # The union's coverage before each node's time, once: the coverage of an edge's span [min(a, b), b] is
     # covered(b) - covered(min(a, b)) = max(covered(b) - covered(a), 0), coverage growing with time.
     covered = _covered(m.time, us, ue)

@@ -88,6 +88,14 @@ class RankModel:
     # for (another process, work issued before the capture): the wait stays on the binding edge as measured
     unexplained_waits: int = 0
     unexplained_wait_ns: int = 0
+    _clock: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def clock_edges(self) -> np.ndarray:
+        """Host points with a slot-0 edge (the host clock, a sync's own cost): what host-time fixes shrink.
+        Fixes never drop these edges, so the model's are every replay's (computed once)."""
+        if self._clock is None:
+            self._clock = np.flatnonzero((self.kind == HOST_POINT) & (self.src[:, 0] >= 0))
+        return self._clock
 
 
 def _median(values: np.ndarray, fallback: int) -> int:
