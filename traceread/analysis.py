@@ -280,8 +280,11 @@ def rank_summary(result: Analysis, identity: RankIdentity) -> RankSummary:
     steps, gaps = result.steps, result.gaps
     steps = steps[steps["trace"] == index] if len(steps) else steps
     gaps = gaps[gaps["trace"] == index] if len(gaps) else gaps
+    # The analysis' replay already ran each rank's own steps (its comm-bound replay): read them off it.
+    own = getattr(result.whatif, "own_steps", {}).get((index, identity.frame_rank))
     return summarize(result.inputs[index], identity, steps, gaps, result.traces[index].step_source,
-                     _own_steps(result.inputs[index], steps, result.cfg, identity.frame_rank))
+                     own if own is not None else _own_steps(result.inputs[index], steps, result.cfg,
+                                                            identity.frame_rank))
 
 
 def _own_steps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int) -> np.ndarray | None:

@@ -111,6 +111,17 @@ def test_overlap_and_longest_match_reference(ivs, queries):
 
 
 @settings(max_examples=100, deadline=None)
+@given(intervals_st, st.lists(st.integers(-5, 130), max_size=40))
+def test_covered_before_sorted_matches_reference(ivs, times):
+    s, e = a(*[x for x, _ in ivs]), a(*[y for _, y in ivs])
+    cov = covered_set(s.tolist(), e.tolist())
+    us, ue = iv.union(s, e)
+    t = np.sort(a(*times))
+    want = [sum(1 for c in cov if c < x) for x in t.tolist()]
+    assert iv.covered_before_sorted(t, us, ue).tolist() == want == iv.covered_before(t, us, ue).tolist()
+
+
+@settings(max_examples=100, deadline=None)
 @given(intervals_st, intervals_st)
 def test_complement_partitions_each_window(ivs, wins):
     s, e = a(*[x for x, _ in ivs]), a(*[y for _, y in ivs])

@@ -73,6 +73,51 @@ def test_compiled_sweep_equals_its_python_twin_under_every_fix(mixed) -> None:
     assert np.array_equal(compiled, sw.sweep_python(time, src, delay, dur))
 
 
+def test_fixes_never_write_the_model_every_replay_shares(mixed) -> None:
+    a = analyze([mixed])
+    v = event_view(mixed)
+    m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
+    built = [x.copy() for x in (m.time, m.src, m.delay, m.dur)]
+    ctx = Context(v, a.gaps, a.cfg, mixed.side.get("copy_args"))
+    every = [Fix(c) for c in FIX_CAUSES] + [Fix("comm-bound", 2.0), Scale("gemm", 3.0)]
+    changed = 0
+    for fix in every:
+        e = Edges.of(m)
+        apply(m, e, fix, ctx)
+        changed += any(not np.array_equal(x, y) for x, y in ((e.src, m.src), (e.delay, m.delay), (e.dur, m.dur)))
+    e = Edges.of(m)
+    for fix in every:  # one after another, as the "all" replay makes them
+        apply(m, e, fix, ctx)
+    assert changed >= 3  # the planted levers change the replay's edges...
+    assert all(np.array_equal(x, y) for x, y in zip(built, (m.time, m.src, m.delay, m.dur), strict=True))  # ...not the model
+
+
+def test_replayed_step_bounds_follow_the_engines_formula(mixed) -> None:
+    from traceread.whatif import replay as rp
+
+    a = analyze([mixed])
+    m = mdl.build(event_view(mixed), 0, mdl.steps_points(a.steps, 0), a.cfg)
+    e = Edges.of(m)
+    e.writable("dur")[m.op_nodes] //= 2  # any replay: here every GPU op twice as fast
+    r = rp.replay(m, e)
+    rs = a.steps[a.steps["rank"] == 0]
+    got_s, got_e = rp.step_bounds(m, r, rs)
+    launched = m.time[np.where(m.launch_point >= 0, m.launch_point, m.op_nodes)]
+    at = {int(t): int(r.start[k]) for t, k in zip(m.step_time, m.step_node, strict=True)}
+    for device in rs["device"].unique():
+        prev_end = None
+        for i in np.flatnonzero(rs["device"].to_numpy() == device)[np.argsort(rs["cpu_start_ns"][rs["device"] == device]
+                                                                               .to_numpy(), kind="stable")]:
+            row = rs.iloc[i]
+            mine = (m.device == device) & (launched >= row["cpu_start_ns"]) & (launched < row["cpu_end_ns"])
+            ends = r.start[m.op_nodes[mine]] + r.dur[m.op_nodes[mine]]
+            end = max([at[int(row["cpu_end_ns"])], *ends.tolist()])
+            start = at[int(row["cpu_start_ns"])] if prev_end is None else max(at[int(row["cpu_start_ns"])], prev_end)
+            assert (got_s[i], got_e[i]) == (start, end)
+            prev_end = end
+    assert len(rs) >= 8
+
+
 def test_a_fix_never_slows_the_whole_capture_and_only_its_lever_moves(mixed) -> None:
     a = analyze([mixed])
     w = predict([mixed], a.steps, a.gaps, a.cfg)
@@ -155,6 +200,29 @@ def test_whatif_command_writes_table_and_json_and_refuses_unknown_fixes(tmp_path
     assert main(["whatif", mixed.meta.path, "--fix", "faster"]) == 2
     assert main(["whatif", mixed.meta.path, "--scale", "gemm=0"]) == 2
     assert main(["whatif", mixed.meta.path, "--scale", "(=2"]) == 2
+
+
+def test_own_steps_read_off_the_replay_equal_a_rank_replayed_on_its_own(tmp_path) -> None:
+    from traceread.analysis import rank_summary
+    from traceread.ranks.section import identities
+    from traceread.whatif.straggler import free_comm_lengths
+
+    spec = PlantSpec(seed=3, ranks=2, steps=6, jitter=0.1, weights=_only(comm_bound=2.0, launch_bound=1.0))
+    scenario = plant(spec).scenario
+    paths = []
+    for rk in scenario.ranks:
+        p = tmp_path / f"rank{rk.rank}.pt.trace.json"
+        write_kineto(type(scenario)(ranks=[rk], world_size=2), str(p))
+        paths.append(traceread.load(str(p)))
+    a = analyze(paths)
+    assert a.whatif is not None and len(a.whatif.own_steps) == 2
+    for ident in identities(paths, None):  # what the job section reads: the rank summary's own steps
+        i = next(j for j, t in enumerate(paths) if t.meta.path == ident.path)
+        st = a.steps[a.steps["trace"] == i]
+        alone = free_comm_lengths(paths[i], st, a.cfg, ident.frame_rank)  # its own model and replay
+        assert len(alone) == int((st["rank"] == ident.frame_rank).sum()) > 0
+        assert np.array_equal(rank_summary(a, ident).steps["own_ns"], alone)
+        assert np.array_equal(a.whatif.own_steps[(i, ident.frame_rank)], alone)
 
 
 def test_straggler_lever_is_the_identity_at_factor_one_and_never_slows_the_job(tmp_path) -> None:

@@ -18,7 +18,7 @@ import pandas as pd
 from traceread.config import Thresholds
 from traceread.lanes import event_view
 from traceread.trace import Trace
-from traceread.vocabulary import GAP_CLASSES, ONE_TIME_COST, part_col
+from traceread.vocabulary import COMM_BOUND, GAP_CLASSES, ONE_TIME_COST, part_col
 from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
@@ -62,6 +62,9 @@ class WhatIf:
     # The replay with nominal delays only (traceread.whatif.nominal): what the dependencies alone explain.
     dependency_step_ns: int | None = None
     dependency_error: float | None = None  # dependency_step_ns / measured - 1
+    # (input, rank) -> that rank's own step per step row (communication free; rows as the analysis' steps of
+    # the rank): :func:`traceread.whatif.straggler.free_comm_lengths`, read off the comm-bound replay
+    own_steps: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def per_fix(self) -> pd.DataFrame:
         """One row per prediction (the fixes, then ``all``): flat, for indexes and tables."""
@@ -93,13 +96,52 @@ ASSUMPTION_OF = {
 
 @dataclass
 class _Unit:
-    """One (trace, rank): its model, its steps and the bounds of those on the recorded times."""
+    """One (trace, rank): its model, its steps and the bounds of those on the recorded times. The model is
+    built once and every replay shares its arrays (a fix's :class:`~traceread.whatif.fixes.Plan` is made
+    once and copies only what it writes); each distinct replay runs once."""
 
     trace: int
     model: mdl.RankModel
     steps: pd.DataFrame
     base: tuple[np.ndarray, np.ndarray]
     ctx: fx.Context
+    index: rp.StepIndex
+    plans: dict[Fix | Scale, fx.Plan] = field(default_factory=dict)
+    outcomes: dict[tuple[tuple[Fix | Scale, ...], bool], tuple[np.ndarray, int]] = field(default_factory=dict)
+
+    def plan(self, f: Fix | Scale) -> fx.Plan:
+        if f not in self.plans:
+            self.plans[f] = fx.plan(self.model, f, self.ctx)
+        return self.plans[f]
+
+    def outcome(self, todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[np.ndarray, int]:
+        """Step lengths and capture span of the replay with ``todo`` applied (``nominal``: from the nominal
+        delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
+        m = self.model
+        plans = [] if nominal else [self.plan(f) for f in todo]
+        # A fix that changes nothing here replays as the unfixed model does: that replay serves it.
+        key = (tuple(f for f, p in zip(todo, plans, strict=True) if not p.empty), nominal)
+        if key not in self.outcomes:
+            if nominal:
+                e = nominal_edges(m, self.ctx.view.name[m.row[m.sync_end]])
+            else:
+                e = fx.Edges.of(m)
+                for p in plans:
+                    fx.apply_plan(e, p)
+            r = rp.replay(m, e)
+            self.outcomes[key] = (self.index.lengths(r, self.base), rp.span(r))
+        return self.outcomes[key]
+
+
+_GAP_COLUMNS = ("class", "rank", "start_ns", "end_ns")  # what the fixes read of the gaps
+
+
+def _trace_gaps(gaps: pd.DataFrame, i: int) -> pd.DataFrame:
+    """Input ``i``'s gaps, the columns the fixes read only (a trace holds millions of gap rows)."""
+    cols = [c for c in _GAP_COLUMNS if c in gaps.columns]
+    if len(gaps) and "trace" in gaps.columns:
+        return gaps.loc[gaps["trace"].to_numpy() == i, cols]
+    return gaps[cols]
 
 
 def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> list[_Unit]:
@@ -108,13 +150,14 @@ def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg
         st = steps[steps["trace"] == i] if "trace" in steps.columns else steps
         if st.empty:
             continue
-        g = gaps[gaps["trace"] == i] if (len(gaps) and "trace" in gaps.columns) else gaps
+        g = _trace_gaps(gaps, i)
         v = event_view(trace)
         for rank in np.unique(st["rank"].to_numpy()):
             rs = st[st["rank"] == rank]
             m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
-            base = rp.step_bounds(m, rp.recorded(m), rs)
-            out.append(_Unit(i, m, rs, base, fx.Context(v, g, cfg, trace.side.get("copy_args"))))
+            index = rp.StepIndex.of(m, rs)
+            out.append(_Unit(i, m, rs, index.bounds(rp.recorded(m)), fx.Context(v, g, cfg, trace.side.get("copy_args")),
+                             index))
     return out
 
 
@@ -138,16 +181,8 @@ def _median_step(units: list[_Unit], lengths: list[np.ndarray]) -> int:
 def _run(units: list[_Unit], todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[int, int]:
     """Median step and capture span of the replay with ``todo`` applied (``nominal``: from the
     nominal delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
-    lengths, spans = [], 0
-    for u in units:
-        m = u.model
-        e = nominal_edges(m, u.ctx.view.name[m.row[m.sync_end]]) if nominal else fx.Edges.of(m)
-        for f in todo:
-            fx.apply(u.model, e, f, u.ctx)
-        r = rp.replay(u.model, e)
-        lengths.append(rp.step_lengths(u.model, r, u.steps, u.base))
-        spans = max(spans, rp.span(r))
-    return _median_step(units, lengths), spans
+    outcomes = [u.outcome(todo, nominal) for u in units]
+    return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
 
 
 def _naive(steps: pd.DataFrame, cause: str) -> int | None:
@@ -192,12 +227,15 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
                      "issued before the capture); the replay keeps each wait as measured, the dependencies-alone "
                      "replay leaves it out")
     preds.sort(key=lambda p: (p.saving_ns is None, -(p.saving_ns or 0), p.fix))
+    # Each rank's own steps (communication free, the job's straggler lever) are the comm-bound replay's.
+    comm_free = Fix(COMM_BOUND)
+    own = {(u.trace, u.model.rank): u.outcome([comm_free])[0] for u in units} if comm_free in todo else {}
     return WhatIf(measured_step_ns=measured, replayed_step_ns=replayed,
                   replay_error=(replayed / measured - 1.0) if measured else 0.0,
                   steady_steps=int(max(_steady(u.steps).sum() for u in units)), fixes=tuple(preds),
                   all_fixed=all_fixed, assumptions=mdl.assumptions(), notes=tuple(notes),
                   nominal=dict(units[0].model.nominal), dependency_step_ns=dependency_step,
-                  dependency_error=(dependency_step / measured - 1.0) if measured else None)
+                  dependency_error=(dependency_step / measured - 1.0) if measured else None, own_steps=own)
 
 
 def _prediction(units: list[_Unit], f: Fix | Scale, measured: int, span0: int, steps: pd.DataFrame) -> FixPrediction:

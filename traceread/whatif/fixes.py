@@ -1,7 +1,9 @@
 """Fixes as transformations of a rank's dependency model, one per lever of the report.
 
-Each transformation takes the model's edge arrays (copies) and changes durations, delays or edges;
-the sweep then moves everything downstream. What each assumes (docs/whatif.md):
+Each lever reads the recorded times once and returns a :class:`Plan`: the durations, delays and edges
+it changes, on the nodes it touches; :func:`apply_plan` applies it to a replay's :class:`Edges` (the
+model's arrays, each copied on its first write), and the sweep moves everything downstream. A plan is
+made once per rank and fix and serves the fix's own replay and the "all" replay alike. What each assumes (docs/whatif.md):
 
 * ``data-starved``: the training thread's data loading (``enumerate(DataLoader)#...`` ranges and
   input-work frames on the threads that launch GPU work) takes no host time;
@@ -19,7 +21,7 @@ the sweep then moves everything downstream. What each assumes (docs/whatif.md):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -37,7 +39,7 @@ from traceread.vocabulary import (
     PIPELINE_BUBBLE,
     SYNC_STALL,
 )
-from traceread.whatif.model import HOST_POINT, OP_START, RankModel
+from traceread.whatif.model import OP_START, RankModel
 
 # The levers a fix can name, in the report's order of gap classes, then the busy lever.
 FIX_CAUSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE_BUBBLE, SYNC_STALL, ONE_TIME_COST,
@@ -70,15 +72,25 @@ class Scale:
 
 @dataclass
 class Edges:
-    """The mutable part of a model a fix changes (copies of the model's arrays)."""
+    """The part of a model a fix changes: the model's own arrays until a fix writes one, which then
+    gets its copy (:meth:`writable`), so a fix that changes durations only never copies the edges."""
 
     src: np.ndarray
     delay: np.ndarray
     dur: np.ndarray
+    owned: set[str] = field(default_factory=set, repr=False)
 
     @staticmethod
     def of(m: RankModel) -> Edges:
-        return Edges(m.src.copy(), m.delay.copy(), m.dur.copy())
+        return Edges(m.src, m.delay, m.dur)
+
+    def writable(self, name: str) -> np.ndarray:
+        """The array ``name`` (``src``, ``delay`` or ``dur``), copied on the first call."""
+        if name not in self.owned:
+            setattr(self, name, getattr(self, name).copy())
+            self.owned.add(name)
+        out: np.ndarray = getattr(self, name)
+        return out
 
 
 @dataclass(frozen=True)
@@ -86,32 +98,128 @@ class Context:
     """What fixes read besides the model: the frame view, the rank's classified gaps, thresholds."""
 
     view: EventView
-    gaps: pd.DataFrame  # this trace's gaps with ``class`` (may be empty)
+    gaps: pd.DataFrame  # this trace's gaps: ``class``, ``rank``, ``start_ns``, ``end_ns`` at least (may be empty)
     cfg: Thresholds
     copies: pd.DataFrame | None = None  # the trace's ``copy_args`` side table (row, copy_kind, src_kind)
 
 
-def apply(m: RankModel, e: Edges, fix: Fix | Scale, ctx: Context) -> None:
-    """Transform ``e`` (in place) as ``fix`` says."""
+# What a step of a plan does to its nodes (``values``: per node, or one value):
+_SHRINK = "shrink"  # delay[slot] -= values, not below 0 (where the edge is still there)
+_DUR_MIN = "dur_min"  # duration at most ``values``
+_DUR_ZERO = "dur_zero"  # duration 0
+_DUR_DIV = "dur_div"  # duration / factor
+_DUR_CUT = "dur_cut"  # duration -= values, not below 0
+_FREE = "free"  # a sync stops waiting (slot 1 dropped) and costs ``values``; ``waiting``: only one still waiting
+
+
+@dataclass(frozen=True)
+class _Op:
+    kind: str
+    nodes: np.ndarray
+    values: np.ndarray | int | None = None
+    slot: int = 0
+    factor: float = 1.0
+    waiting: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A fix's changes to one rank's model, in the order the fix makes them (steps with no node left out).
+    Each step reads the durations and delays it changes at the time it is applied, so plans applied one
+    after another are the fixes made one after another."""
+
+    ops: tuple[_Op, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.ops
+
+
+def _plan(*ops: _Op) -> Plan:
+    return Plan(tuple(op for op in ops if len(op.nodes)))
+
+
+def plan(m: RankModel, fix: Fix | Scale, ctx: Context) -> Plan:
+    """What ``fix`` changes in ``m`` (module doc)."""
     if isinstance(fix, Scale):
-        _scale(m, e, fix, ctx)
-        return
+        return _scale(m, fix, ctx)
     fn = _FIXES.get(fix.cause)
     if fn is None:
         raise ValueError(f"unknown fix {fix.cause!r}; known: {', '.join(FIX_CAUSES)}")
-    fn(m, e, fix, ctx)
+    return fn(m, fix, ctx)
+
+
+def apply_plan(e: Edges, p: Plan) -> None:
+    """Make the changes of ``p`` to ``e`` (in place)."""
+    for op in p.ops:
+        nodes = op.nodes
+        if op.kind == _SHRINK:
+            cut = op.values
+            if op.slot:  # an earlier fix may have dropped this edge (a freed sync): nothing left to shrink
+                live = e.src[nodes, op.slot] >= 0
+                nodes, cut = nodes[live], np.asarray(cut)[live]
+            d = e.writable("delay")
+            d[nodes, op.slot] = np.maximum(d[nodes, op.slot] - cut, 0)
+        elif op.kind == _FREE:
+            values = op.values
+            if op.waiting:
+                live = e.src[nodes, 1] >= 0
+                nodes, values = nodes[live], np.asarray(values)[live]
+            e.writable("src")[nodes, 1] = -1
+            e.writable("delay")[nodes, 0] = values
+        else:
+            dur = e.writable("dur")
+            if op.kind == _DUR_ZERO:
+                dur[nodes] = 0
+            elif op.kind == _DUR_DIV:
+                dur[nodes] = (dur[nodes] / op.factor).astype(_I64)
+            elif op.kind == _DUR_MIN:
+                dur[nodes] = np.minimum(dur[nodes], np.asarray(op.values))
+            elif op.kind == _DUR_CUT:
+                dur[nodes] = np.maximum(dur[nodes] - op.values, 0)
+            else:
+                raise ValueError(f"unknown plan step {op.kind!r}")
+
+
+def apply(m: RankModel, e: Edges, fix: Fix | Scale, ctx: Context) -> None:
+    """Transform ``e`` (in place) as ``fix`` says."""
+    apply_plan(e, plan(m, fix, ctx))
 
 
 # --- helpers ------------------------------------------------------------------------------------------
 
-def _shrink_host(m: RankModel, e: Edges, us: np.ndarray, ue: np.ndarray, frac: float) -> None:
+def _shrink_slot(m: RankModel, nodes: np.ndarray, slot: int, cut: np.ndarray) -> _Op:
+    """Shrink ``slot``'s delay of ``nodes`` by ``cut``. Nodes with nothing to cut are left out, unless their
+    recorded delay is negative (clock skew), which shrinking raises to 0 as it did before."""
+    keep = (cut != 0) | (m.delay[nodes, slot] < 0)
+    return _Op(_SHRINK, nodes[keep], cut[keep], slot)
+
+
+def _shrink_host(m: RankModel, us: np.ndarray, ue: np.ndarray, frac: float) -> _Op | None:
     """Host time inside the union ``(us, ue)`` shrinks by ``frac`` (1: absent) on the host clock."""
     if len(us) == 0:
-        return
-    nodes = np.flatnonzero((m.kind == HOST_POINT) & (e.src[:, 0] >= 0))
-    a, b = m.time[e.src[nodes, 0]], m.time[nodes]
-    cut = (intervals.overlap_with_union(np.minimum(a, b), b, us, ue) * frac).astype(_I64)
-    e.delay[nodes, 0] = np.maximum(e.delay[nodes, 0] - cut, 0)
+        return None
+    nodes = m.clock_edges()
+    # The union's coverage before each node's time, once: the coverage of an edge's span [min(a, b), b] is
+    # covered(b) - covered(min(a, b)) = max(covered(b) - covered(a), 0), coverage growing with time.
+    covered = _covered(m.time, us, ue)
+    overlap = np.maximum(covered[nodes] - covered[m.src[nodes, 0]], 0)
+    return _shrink_slot(m, nodes, 0, (overlap * frac).astype(_I64))
+
+
+def _covered(time: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """:func:`intervals.covered_before` at each node time (ascending): 0 before the union, all of it after;
+    searched only in between (one-time work covers the capture's first seconds only)."""
+    lo, hi = (int(k) for k in np.searchsorted(time, [us[0], ue[-1]]))
+    out = np.empty(len(time), dtype=_I64)
+    out[:lo] = 0
+    out[hi:] = int(np.sum(ue - us))
+    out[lo:hi] = intervals.covered_before_sorted(time[lo:hi], us, ue)
+    return out
+
+
+def _ops(*ops: _Op | None) -> Plan:
+    return _plan(*(op for op in ops if op is not None))
 
 
 def _gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
@@ -136,26 +244,26 @@ def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, row
 
 # --- the levers -----------------------------------------------------------------------------------------
 
-def _data_starved(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:
+def _data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     v = ctx.view
     rows = v.rows(HOST_LANES, rank=m.rank)
     hit = v.flag("dataloader", rows) | v.map_names(rows, lambda names: np.array(
         [bool(INPUT_WORK.search(str(n))) for n in names], dtype=bool))
     us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), hit, rows)
-    _shrink_host(m, e, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
-    _pinned_batch_copies(m, e, ctx)
+    shrink = _shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
+    return _ops(shrink, *_pinned_batch_copies(m, ctx))
 
 
-def _pinned_batch_copies(m: RankModel, e: Edges, ctx: Context) -> None:
+def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
     """The batch's pageable HtoD copies inside data-starved gaps cost what the trace's pinned HtoD
     copies cost (their median), and the host does not wait for them (``non_blocking=True``)."""
     c = ctx.copies
     if c is None or c.empty:
-        return
+        return ()
     memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
     nodes = m.op_nodes[m.lane == memcpy]
     if not len(nodes):
-        return
+        return ()
     rows = m.row[nodes]
     side = c.set_index("row")
     kind = side["copy_kind"].astype(str).reindex(rows).to_numpy()
@@ -163,24 +271,22 @@ def _pinned_batch_copies(m: RankModel, e: Edges, ctx: Context) -> None:
     htod = kind == "HtoD"
     pinned = htod & (src_kind == "Pinned")
     if not pinned.any():
-        return
+        return ()
     us, ue = _gap_union(ctx, m, DATA_STARVED)
     start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
     slow = htod & (src_kind == "Pageable") & (intervals.overlap_with_union(start, end, us, ue) > 0)
-    e.dur[nodes[slow]] = np.minimum(e.dur[nodes[slow]], int(np.median(m.dur[nodes[pinned]])))
-    waits = np.isin(e.src[m.sync_end, 1], nodes[slow])
-    freed = m.sync_end[waits]
-    e.src[freed, 1] = -1
-    e.delay[freed, 0] = m.sync_wait_slot_delay[waits]
+    waits = np.isin(m.src[m.sync_end, 1], nodes[slow])
+    return (_Op(_DUR_MIN, nodes[slow], int(np.median(m.dur[nodes[pinned]]))),
+            _Op(_FREE, m.sync_end[waits], m.sync_wait_slot_delay[waits], waiting=True))
 
 
-def _launch_bound(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:
+def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     v = ctx.view
     api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
     rows = v.rows((schema.LANE_CPU_THREAD,), rank=m.rank)
     calls = subset(rows, np.isin(v.cat[rows], api_codes))
     if len(calls) < 2:
-        return
+        return Plan()
     order = np.lexsort((v.start[calls], v.tid[calls]))
     calls = calls[order]
     is_launch = v.map_names(calls, lambda names: np.array([bool(LAUNCH.match(str(n))) for n in names], dtype=bool))
@@ -190,50 +296,51 @@ def _launch_bound(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:
     b = v.start[calls[1:]][pair].astype(_I64)
     ok = b > a
     us, ue = intervals.union(a[ok], b[ok])
-    _shrink_host(m, e, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
+    return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
 
 
-def _sync_stall(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:
+def _sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     us, ue = _gap_union(ctx, m, SYNC_STALL)
     ends = m.sync_end
     if len(us) == 0 or len(ends) == 0:
-        return
+        return Plan()
     starts = m.time[m.src[ends, 0]]
     inside = intervals.overlap_with_union(starts, m.time[ends], us, ue) > 0
-    freed = ends[inside]
-    e.src[freed, 1] = -1
-    e.delay[freed, 0] = m.sync_wait_slot_delay[inside]
+    return _ops(_Op(_FREE, ends[inside], m.sync_wait_slot_delay[inside]))
 
 
-def _comm_bound(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:
+def _comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     code = ctx.view.lane_codes.get(schema.LANE_GPU_COMM, -99)
     nodes = m.op_nodes[m.lane == code]
-    e.dur[nodes] = 0 if fix.factor is None else (e.dur[nodes] / fix.factor).astype(_I64)
+    return _ops(_Op(_DUR_ZERO, nodes) if fix.factor is None else _Op(_DUR_DIV, nodes, factor=fix.factor))
 
 
-def _one_time(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:
+def _one_time(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     us, ue = _gap_union(ctx, m, ONE_TIME_COST)
-    _shrink_host(m, e, us, ue, 1.0)
+    return _ops(_shrink_host(m, us, ue, 1.0))
 
 
-def _pipeline_bubble(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:
+def _pipeline_bubble(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     factor = fix.factor if fix.factor is not None else ctx.cfg.whatif_bubble_factor
     frac = 1.0 - 1.0 / factor
     us, ue = _gap_union(ctx, m, PIPELINE_BUBBLE)
     if len(us) == 0:
-        return
+        return Plan()
     # Every wait inside the bubble (an edge's span, a p2p kernel's time, the host there) shrinks.
+    ops = []
     for slot in range(3):
-        nodes = np.flatnonzero(e.src[:, slot] >= 0)
-        s = e.src[nodes, slot]
+        nodes = np.flatnonzero(m.src[:, slot] >= 0)
+        s = m.src[nodes, slot]
         a = m.time[s] + m.dur[s]
         b = m.time[nodes]
-        cut = (intervals.overlap_with_union(np.minimum(a, b), b, us, ue) * frac).astype(_I64)
-        e.delay[nodes, slot] = np.maximum(e.delay[nodes, slot] - cut, 0)
+        ops.append(_shrink_slot(m, nodes, slot, (intervals.overlap_with_union(np.minimum(a, b), b, us, ue)
+                                                 * frac).astype(_I64)))
     code = ctx.view.lane_codes.get(schema.LANE_GPU_COMM, -99)
     comm = m.op_nodes[m.lane == code]
     cut = (intervals.overlap_with_union(m.time[comm], m.time[comm] + m.dur[comm], us, ue) * frac).astype(_I64)
-    e.dur[comm] = np.maximum(e.dur[comm] - cut, 0)
+    keep = (cut != 0) | (m.dur[comm] < 0)  # as for delays: nothing to cut, nothing changes
+    ops.append(_Op(_DUR_CUT, comm[keep], cut[keep]))
+    return _ops(*ops)
 
 
 def memory_bound_ops(m: RankModel, v: EventView) -> np.ndarray:
@@ -247,13 +354,12 @@ def memory_bound_ops(m: RankModel, v: EventView) -> np.ndarray:
     return nodes[mem]
 
 
-def _memory_bound(m: RankModel, e: Edges, fix: Fix, ctx: Context) -> None:
+def _memory_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     factor = fix.factor if fix.factor is not None else ctx.cfg.whatif_memory_factor
-    nodes = memory_bound_ops(m, ctx.view)
-    e.dur[nodes] = (e.dur[nodes] / factor).astype(_I64)
+    return _ops(_Op(_DUR_DIV, memory_bound_ops(m, ctx.view), factor=factor))
 
 
-def _scale(m: RankModel, e: Edges, fix: Scale, ctx: Context) -> None:
+def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     v = ctx.view
     rx = re.compile(fix.pattern, re.IGNORECASE)
 
@@ -262,16 +368,18 @@ def _scale(m: RankModel, e: Edges, fix: Scale, ctx: Context) -> None:
 
     ops = m.op_nodes
     hit = v.map_names(m.row[ops], match) if len(ops) else np.zeros(0, bool)
-    e.dur[ops[hit]] = (e.dur[ops[hit]] / fix.factor).astype(_I64)
+    scaled = _Op(_DUR_DIV, ops[hit], factor=fix.factor)
     rows = v.rows(HOST_LANES, rank=m.rank)
-    if len(rows):
-        hit_rows = v.map_names(rows, match)
-        us, ue = intervals.union(v.start[rows[hit_rows]].astype(_I64), v.end[rows[hit_rows]].astype(_I64))
-        _shrink_host(m, e, us, ue, 1.0 - 1.0 / fix.factor)
+    if not len(rows):
+        return _ops(scaled)
+    hit_rows = v.map_names(rows, match)
+    us, ue = intervals.union(v.start[rows[hit_rows]].astype(_I64), v.end[rows[hit_rows]].astype(_I64))
+    return _ops(scaled, _shrink_host(m, us, ue, 1.0 - 1.0 / fix.factor))
 
 
 _FIXES = {DATA_STARVED: _data_starved, LAUNCH_BOUND: _launch_bound, SYNC_STALL: _sync_stall,
           COMM_BOUND: _comm_bound, ONE_TIME_COST: _one_time, PIPELINE_BUBBLE: _pipeline_bubble,
           MEMORY_BOUND: _memory_bound}
 
-__all__ = ["FIX_CAUSES", "Fix", "Scale", "Edges", "Context", "apply", "memory_bound_ops", "OP_START"]
+__all__ = ["FIX_CAUSES", "Fix", "Scale", "Edges", "Context", "Plan", "plan", "apply", "apply_plan",
+           "memory_bound_ops", "OP_START"]

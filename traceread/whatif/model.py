@@ -88,6 +88,14 @@ class RankModel:
     # for (another process, work issued before the capture): the wait stays on the binding edge as measured
     unexplained_waits: int = 0
     unexplained_wait_ns: int = 0
+    _clock: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def clock_edges(self) -> np.ndarray:
+        """Host points with a slot-0 edge (the host clock, a sync's own cost): what host-time fixes shrink.
+        Fixes never drop these edges, so the model's are every replay's (computed once)."""
+        if self._clock is None:
+            self._clock = np.flatnonzero((self.kind == HOST_POINT) & (self.src[:, 0] >= 0))
+        return self._clock
 
 
 def _median(values: np.ndarray, fallback: int) -> int:
@@ -95,6 +103,14 @@ def _median(values: np.ndarray, fallback: int) -> int:
 
 
 def _nodes_order(time: np.ndarray, sub: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """The stable order by (time, sub, tie): one stable sort of a packed key (the node lists arrive in
+    sorted runs, which a stable sort merges) when the times' span leaves room for it, else a lexsort."""
+    if len(time) == 0:
+        return np.zeros(0, dtype=np.intp)
+    t0, t1 = int(np.min(time)), int(np.max(time))
+    if t1 - t0 < np.iinfo(_I64).max // 8:  # sub < 3, tie < 2: six slots per ns
+        key = (time - t0) * 6 + sub.astype(_I64) * 2 + tie
+        return np.argsort(key, kind="stable")
     return np.lexsort((tie, sub, time))
 
 
@@ -145,7 +161,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     dur[pos[n_host:]] = oe - os_
 
     # Host clock: each host point after the previous one by the measured interval.
-    host_nodes = np.sort(pos[:n_host])
+    host_nodes = np.flatnonzero(kind == HOST_POINT)  # pos[:n_host] in node order
     if len(host_nodes) > 1:
         src[host_nodes[1:], 0] = host_nodes[:-1]
         delay[host_nodes[1:], 0] = np.diff(node_time[host_nodes])
@@ -180,7 +196,8 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     linked = ~orphan & (launch_point >= 0)
     # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued) and
     # that no op of their device held after their launch (with the host ahead, those start long after it).
-    fast = lat[linked & idle_before & ~_held(v.device[ops], ls, os_, oe)]
+    per_device = _by_end(v.device[ops], oe)
+    fast = lat[linked & idle_before & ~_held(per_device, ls, os_, oe)]
     if not len(fast):
         fast = lat[linked & idle_before]
     d_launch = max(0, int(np.percentile(fast, 10)) if len(fast) else _FALLBACK_LAUNCH_NS)
@@ -197,8 +214,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     want = np.flatnonzero(slack > cfg.whatif_wait_min_ns)
     dev = v.device[ops].astype(_I64)
     for d in np.unique(dev[want]) if len(want) else ():  # a loop over devices, not events
-        mine = np.flatnonzero(dev == d)
-        by_end = mine[np.argsort(oe[mine], kind="stable")]
+        by_end = per_device[int(d)][1]
         ends = oe[by_end]
         q = want[dev[want] == d]
         k0 = np.searchsorted(ends, os_[q], side="right") - 1
@@ -256,9 +272,9 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     delay[s_end_node, 1] = np.where(w_node >= 0, d_w, 0)
 
     # Edges must point backward in the sweep (ties of zero-length events): drop the rest.
-    bad = src >= np.arange(n, dtype=_I64)[:, None]
-    dropped = int(bad.sum())
-    src[bad] = -1
+    bad = np.flatnonzero(src >= np.arange(n, dtype=_I64)[:, None])
+    dropped = len(bad)
+    src.reshape(-1)[bad] = -1
     op_dev = v.device[ops].astype(np.int32)
     return RankModel(
         rank=rank, time=node_time, kind=kind, src=src, delay=delay, dur=dur, row=row,
@@ -272,13 +288,21 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     )
 
 
-def _held(dev: np.ndarray, ls: np.ndarray, os_: np.ndarray, oe: np.ndarray) -> np.ndarray:
+def _by_end(dev: np.ndarray, oe: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per device: its ops (indices), and the same ordered by end (stable)."""
+    out = {}
+    for d in np.unique(dev):  # a loop over devices, not events
+        mine = np.flatnonzero(dev == d)
+        out[int(d)] = (mine, mine[np.argsort(oe[mine], kind="stable")])
+    return out
+
+
+def _held(per_device: dict[int, tuple[np.ndarray, np.ndarray]], ls: np.ndarray, os_: np.ndarray,
+          oe: np.ndarray) -> np.ndarray:
     """Per op: an op of its device (any stream) ended after its launch and before its start: the op may
     have waited for it, so its launch-to-start is no sample of the launch latency."""
     out = np.zeros(len(os_), dtype=bool)
-    for d in np.unique(dev):  # a loop over devices, not events
-        mine = np.flatnonzero(dev == d)
-        by_end = mine[np.argsort(oe[mine], kind="stable")]
+    for mine, by_end in per_device.values():
         k0 = np.searchsorted(oe[by_end], os_[mine], side="right") - 1
         for back in (0, 1):  # the last op to end before the start (the one before when that is itself)
             k = k0 - back

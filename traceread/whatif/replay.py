@@ -42,41 +42,84 @@ def recorded(m: RankModel) -> Replayed:
     return Replayed(m.time, m.dur)
 
 
+@dataclass(frozen=True)
+class _DeviceSteps:
+    pos: np.ndarray  # rows of the steps frame, in host order
+    host_start: np.ndarray  # node of each step's host start
+    host_end: np.ndarray  # node of each step's host end
+    ops: np.ndarray  # op nodes launched during a step, grouped by step
+    seg_start: np.ndarray  # where each step's group begins in ``ops``
+    seg_step: np.ndarray  # that step (index in host order)
+
+
+@dataclass(frozen=True)
+class StepIndex:
+    """What a step's bounds are made of, read once off the recorded times (which step launched each
+    op and which host points bound it do not move in a replay): :meth:`bounds` of any replay is then
+    a gather and a segmented max."""
+
+    parts: tuple[_DeviceSteps, ...]
+    analysed: np.ndarray  # the analysis' length of each step row
+
+    @staticmethod
+    def of(m: RankModel, steps: pd.DataFrame) -> StepIndex:
+        """The index of ``steps`` (one rank; any devices) in ``m``."""
+        lp = np.where(m.launch_point >= 0, m.launch_point, m.op_nodes)
+        launched = m.time[lp]
+        devices = steps["device"].to_numpy()
+        parts = []
+        for device in np.unique(devices):  # a loop over devices, not events
+            sel = np.flatnonzero(devices == device)
+            st = steps.iloc[sel]
+            order = np.argsort(st["cpu_start_ns"].to_numpy(), kind="stable")
+            cs = st["cpu_start_ns"].to_numpy(_I64)[order]
+            ce = st["cpu_end_ns"].to_numpy(_I64)[order]
+            mine = m.device == device
+            idx = np.searchsorted(cs, launched[mine], side="right") - 1
+            ok = (idx >= 0) & (launched[mine] < ce[np.maximum(idx, 0)])
+            by_step = np.argsort(idx[ok], kind="stable")
+            grouped = idx[ok][by_step]
+            first = np.flatnonzero(np.concatenate(([True], grouped[1:] != grouped[:-1]))) if len(grouped) else \
+                np.zeros(0, np.int64)
+            parts.append(_DeviceSteps(
+                pos=sel[order], host_start=m.step_node[np.searchsorted(m.step_time, cs)],
+                host_end=m.step_node[np.searchsorted(m.step_time, ce)], ops=m.op_nodes[mine][ok][by_step],
+                seg_start=first, seg_step=grouped[first]))
+        return StepIndex(tuple(parts), (steps["end_ns"] - steps["start_ns"]).to_numpy(_I64))
+
+    def bounds(self, r: Replayed) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of each step row on the replay ``r`` (module doc)."""
+        out_s = np.zeros(len(self.analysed), dtype=_I64)
+        out_e = np.zeros(len(self.analysed), dtype=_I64)
+        for p in self.parts:
+            hs = r.start[p.host_start]
+            he = r.start[p.host_end]
+            last = np.full(len(hs), np.iinfo(_I64).min, dtype=_I64)
+            if len(p.ops):
+                last[p.seg_step] = np.maximum.reduceat(r.start[p.ops] + r.dur[p.ops], p.seg_start)
+            end = np.maximum(he, last)
+            start = hs.copy()
+            start[1:] = np.maximum(hs[1:], end[:-1])
+            out_s[p.pos] = start
+            out_e[p.pos] = end
+        return out_s, out_e
+
+    def lengths(self, r: Replayed, base: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """Replayed length of each step: the analysis' length plus the change the replay made
+        (``base``: the bounds on the recorded times)."""
+        s, e = self.bounds(r)
+        return np.maximum(self.analysed + (e - s) - (base[1] - base[0]), 0)
+
+
 def step_bounds(m: RankModel, r: Replayed, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of each row of ``steps`` (one rank; any devices) on the replay ``r``."""
-    out_s = np.zeros(len(steps), dtype=_I64)
-    out_e = np.zeros(len(steps), dtype=_I64)
-    host = r.start[m.step_node]
-    lp = np.where(m.launch_point >= 0, m.launch_point, m.op_nodes)
-    launched = m.time[lp]
-    ends = r.end[m.op_nodes]
-    for device in np.unique(steps["device"].to_numpy()):  # a loop over devices, not events
-        sel = np.flatnonzero(steps["device"].to_numpy() == device)
-        st = steps.iloc[sel]
-        order = np.argsort(st["cpu_start_ns"].to_numpy(), kind="stable")
-        cs = st["cpu_start_ns"].to_numpy(_I64)[order]
-        ce = st["cpu_end_ns"].to_numpy(_I64)[order]
-        hs = host[np.searchsorted(m.step_time, cs)]
-        he = host[np.searchsorted(m.step_time, ce)]
-        mine = m.device == device
-        idx = np.searchsorted(cs, launched[mine], side="right") - 1
-        ok = (idx >= 0) & (launched[mine] < ce[np.maximum(idx, 0)])
-        last = np.full(len(cs), np.iinfo(_I64).min, dtype=_I64)
-        np.maximum.at(last, idx[ok], ends[mine][ok])
-        end = np.maximum(he, last)
-        start = hs.copy()
-        start[1:] = np.maximum(hs[1:], end[:-1])
-        out_s[sel[order]] = start
-        out_e[sel[order]] = end
-    return out_s, out_e
+    return StepIndex.of(m, steps).bounds(r)
 
 
 def step_lengths(m: RankModel, r: Replayed, steps: pd.DataFrame, base: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Replayed length of each step: the analysis' length plus the change the replay made
     (``base``: the bounds on the recorded times)."""
-    s, e = step_bounds(m, r, steps)
-    analysed = (steps["end_ns"] - steps["start_ns"]).to_numpy(_I64)
-    return np.maximum(analysed + (e - s) - (base[1] - base[0]), 0)
+    return StepIndex.of(m, steps).lengths(r, base)
 
 
 def span(r: Replayed) -> int:

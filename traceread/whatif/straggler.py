@@ -34,7 +34,7 @@ def _comm_free(m: mdl.RankModel, view: EventView) -> fx.Edges:
     """The model's edges with every communication kernel taking no time."""
     e = fx.Edges.of(m)
     code = view.lane_codes.get(schema.LANE_GPU_COMM, -99)
-    e.dur[m.op_nodes[m.lane == code]] = 0
+    e.writable("dur")[m.op_nodes[m.lane == code]] = 0
     return e
 
 
@@ -46,8 +46,8 @@ def free_comm_lengths(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: 
         return np.zeros(0, dtype=_I64)
     v = event_view(trace)
     m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
-    base = rp.step_bounds(m, rp.recorded(m), rs)
-    return rp.step_lengths(m, rp.replay(m, _comm_free(m, v)), rs, base)
+    index = rp.StepIndex.of(m, rs)
+    return index.lengths(rp.replay(m, _comm_free(m, v)), index.bounds(rp.recorded(m)))
 
 
 def own_steps(units: list[Any], speed: dict[int, float]) -> list[np.ndarray]:
@@ -61,5 +61,5 @@ def own_steps(units: list[Any], speed: dict[int, float]) -> list[np.ndarray]:
             e.dur = (e.dur / f).astype(_I64)
             e.delay = (e.delay / f).astype(_I64)
         r = rp.replay(u.model, e)
-        lengths.append(rp.step_lengths(u.model, r, u.steps, u.base))
+        lengths.append(u.index.lengths(r, u.base))
     return lengths
