@@ -26,6 +26,7 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import (
+    _calls,
     capture_boundary,
     comm_bound,
     data_starved,
@@ -118,7 +119,7 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     The input is not modified.
     """
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
-    with column_cache(out), subset_cache(trace.events if trace is not None else None):
+    with column_cache(out), subset_cache(trace.events if trace is not None else None), _calls.shared(trace):
         return _classify(out, steps_df, trace, cfg)
 
 

@@ -19,8 +19,10 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
-from traceread.host_calls import SYNC, calls_matching
+from traceread.host_calls import SYNC
 from traceread.lanes import API_CATS, event_view
+from traceread.rules._calls import api_calls as calls_of
+from traceread.rules._calls import name_hits, thread_cpu_ops
 from traceread.trace import Trace
 
 # Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
@@ -311,32 +313,28 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
     tids = np.full(n, -1, dtype=np.int64)
     if trace is None or n == 0:
         return held, names, ends, starts, tids
-    host = api_calls(trace.events)
-    if host.empty:
-        return held, names, ends, starts, tids
-    host = host[calls_matching(host["name"], SYNC)]
-    if host.empty:
-        return held, names, ends, starts, tids
+    v = event_view(trace)
+    sync = name_hits(trace, SYNC)
     tol = cfg.sync_drain_tolerance_ns
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
-    for rank, calls in host.groupby("rank", observed=True, sort=False):  # ranks are few
-        sel = np.flatnonzero(g_rank == rank)
-        if len(sel) == 0:
+    for rank in np.unique(g_rank).tolist():  # ranks are few
+        calls = calls_of(trace, rank)  # sorted by start once for every rule
+        calls = calls.where(sync[calls.name])
+        if len(calls.rows) == 0:
             continue
-        calls = calls.sort_values("start_ns", kind="stable")
-        s = calls["start_ns"].to_numpy(np.int64)
-        e = calls["end_ns"].to_numpy(np.int64)
+        sel = np.flatnonzero(g_rank == rank)
+        s, e = calls.start, calls.end
         arg = intervals.running_argmax(e)
         k = np.searchsorted(s, g_start[sel], side="right") - 1
         ok = k >= 0
         idx = arg[np.maximum(k, 0)]
         hit = ok & (e[idx] >= g_start[sel] - tol)
         held[sel] = hit
-        names[sel[hit]] = calls["name"].astype(str).to_numpy()[idx[hit]]
+        names[sel[hit]] = v.names[calls.name[idx[hit]]]
         ends[sel[hit]] = e[idx[hit]]
         starts[sel[hit]] = s[idx[hit]]
-        tids[sel[hit]] = calls["tid"].to_numpy(np.int64)[idx[hit]]
+        tids[sel[hit]] = calls.tid[idx[hit]]
     return held, names, ends, starts, tids
 
 
@@ -397,25 +395,19 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     g_start = col(gaps, "start_ns", dtype=np.int64)
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     for rank in np.unique(g_rank[lstart >= 0]).tolist():  # ranks and threads are few
-        calls = v.rows((schema.LANE_CPU_THREAD,), tuple(sorted(API_CATS)), rank=rank)
-        ops = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_CPU_OP,), rank=rank)
-        if len(calls) == 0 or len(ops) == 0:
+        calls = calls_of(trace, rank)  # sorted by start once for every rule
+        if len(calls.rows) == 0:
             continue
         sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
-        calls = calls[np.argsort(v.start[calls], kind="stable")]
-        cs = v.start[calls].astype(np.int64)
+        cs = calls.start
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = cs[k] == lstart[sel]
-        sel, tid = sel[found], v.tid[calls][k[found]]
-        op_tid = v.tid[ops]
+        sel, tid = sel[found], calls.tid[k[found]]
         for t in np.unique(tid).tolist():
             q = sel[tid == t]
-            thread_ops = ops[op_tid == t]
+            thread_ops, os_, reach = thread_cpu_ops(trace, rank, t)
             if len(thread_ops) == 0:
                 continue
-            thread_ops = thread_ops[np.argsort(v.start[thread_ops], kind="stable")]
-            os_ = v.start[thread_ops].astype(np.int64)
-            reach = np.maximum.accumulate(v.end[thread_ops].astype(np.int64))
             t_launch = lstart[q]
             first = np.searchsorted(reach, t_launch, side="left")  # earliest op still running at t
             inside = first < np.searchsorted(os_, t_launch, side="right")
@@ -439,24 +431,20 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarra
     if trace is None or n == 0:
         return length, names
     v = event_view(trace)
-    api = v.rows((schema.LANE_CPU_THREAD,), API_CATS)  # the rows of api_calls, as indices
-    if len(api) == 0:
-        return length, names
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_dev = col(gaps, "device", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
     g_end = col(gaps, "end_ns", dtype=np.int64)
-    a_rank = v.rank[api]
-    for rank in pd.unique(a_rank).tolist():  # ranks and devices are few
-        calls = api[a_rank == rank]
-        s = v.start[calls].astype(np.int64)
-        e = v.end[calls].astype(np.int64)
+    for rank in np.unique(g_rank).tolist():  # ranks and devices are few
+        calls = calls_of(trace, rank)  # sorted by start once for every rule: no sort per device
+        if len(calls.rows) == 0:
+            continue
         for dev in np.unique(g_dev[g_rank == rank]):
             sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
             sel = sel[np.argsort(g_start[sel], kind="stable")]  # a device's gaps are disjoint
-            ov, idx = intervals.longest_overlap(g_start[sel], g_end[sel], s, e)
+            ov, idx = intervals.longest_overlap(g_start[sel], g_end[sel], calls.start, calls.end)
             length[sel] = ov
             hit = idx >= 0
-            code = v.name[calls[idx[hit]]]  # names of the hits only; a missing one reads 'nan' (as str())
+            code = calls.name[idx[hit]]  # names of the hits only; a missing one reads 'nan' (as str())
             names[sel[hit]] = np.where(code >= 0, v.names[code], "nan").astype(object)
     return length, names

@@ -1,0 +1,156 @@
+"""The rule context's selections over the engine's numpy view of the events (``lanes.event_view``).
+
+Seven context functions read the host's runtime/driver calls, CPU operators and ranges; each used
+to select them from the pandas events frame (a copy of every column) or from the view, sort them by
+start and test their names against a pattern on its own. Here each selection is one boolean pass
+over the view's category codes, each rank's runtime/driver calls are sorted by start once
+(:func:`api_calls`), and a pattern is tested once per distinct name (:func:`name_hits`). While
+:func:`shared` is open on the trace (``rules.classify`` opens it) the results are kept and shared
+by every rule; they are freed when it closes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from traceread import schema
+from traceread.lanes import API_CATS, event_view
+from traceread.trace import Trace
+
+T = TypeVar("T")
+
+# One selection: (lane, categories, negate): rows on ``lane`` whose category is (negate: is not) one of
+# ``categories``; a row without a category is never "one of" them.
+Spec = tuple[tuple[str, tuple[str, ...], bool], ...]
+
+API: Spec = ((schema.LANE_CPU_THREAD, tuple(sorted(API_CATS)), False),)
+
+
+# Traces whose selections are kept while ``shared`` is open: id of the events frame -> (frame, key -> value).
+_SHARED: dict[int, tuple[Any, dict[tuple[Any, ...], Any]]] = {}
+
+
+@contextmanager
+def shared(trace: Trace | None) -> Iterator[None]:
+    """While open, every selection of ``trace`` made here is kept and shared by the rules; freed on close."""
+    if trace is None:
+        yield
+        return
+    _SHARED[id(trace.events)] = (trace.events, {})
+    try:
+        yield
+    finally:
+        _SHARED.pop(id(trace.events), None)
+
+
+def _cached(trace: Trace, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+    """``make()``, kept while :func:`shared` is open on ``trace`` (else not kept)."""
+    scope = _SHARED.get(id(trace.events))
+    if scope is None or scope[0] is not trace.events:
+        return make()
+    if key not in scope[1]:
+        scope[1][key] = make()
+    out: T = scope[1][key]
+    return out
+
+
+def name_hits(trace: Trace, rx: re.Pattern[str]) -> np.ndarray:
+    """Bool per name code of the view: ``rx`` finds the name (``search``, as
+    ``host_calls.calls_matching``), tested once per distinct name; the trailing entry (code -1, no
+    name) is False, so ``hits[v.name[rows]]`` answers per row."""
+    v = event_view(trace)
+
+    def make() -> np.ndarray:
+        hit = np.zeros(len(v.names), dtype=bool)
+        hit[:-1] = [bool(rx.search(str(x))) for x in v.names[:-1].tolist()]
+        return hit
+    return _cached(trace, ("hits", rx.pattern, rx.flags), make)
+
+
+def select(trace: Trace, spec: Spec, rank: int | None = None) -> np.ndarray:
+    """Sorted row indices of the view that ``spec`` selects (of ``rank`` when given): one pass over the
+    lane and category codes, not a concatenation and sort of per-lane selections."""
+    v = event_view(trace)
+
+    def make() -> np.ndarray:
+        table = np.zeros((len(v.lane_codes) + 1, len(v.cat_codes) + 1), dtype=bool)  # index -1: none
+        for lane, cats, negate in spec:
+            if lane not in v.lane_codes:
+                continue
+            row = table[v.lane_codes[lane]]
+            codes = [v.cat_codes[c] for c in cats if c in v.cat_codes]
+            row[:] = negate
+            row[codes] = not negate
+        keep = table[v.lane, v.cat]
+        if rank is not None:
+            keep &= v.rank == rank
+        rows = np.flatnonzero(keep)
+        return rows.astype(np.int32) if len(v.lane) < (1 << 31) else rows
+    return _cached(trace, ("select", spec, rank), make)
+
+
+@dataclass(frozen=True)
+class Calls:
+    """One rank's runtime/driver calls on host threads, sorted by start (frame order among equal starts)."""
+
+    rows: np.ndarray  # event rows
+    start: np.ndarray  # int64
+    end: np.ndarray  # int64
+    tid: np.ndarray  # int64
+    name: np.ndarray  # name codes (index ``name_hits`` with them)
+
+    def where(self, keep: np.ndarray) -> Calls:
+        return Calls(self.rows[keep], self.start[keep], self.end[keep], self.tid[keep], self.name[keep])
+
+
+def api_calls(trace: Trace, rank: int) -> Calls:
+    """The runtime/driver calls of ``rank`` (the rows of ``rules._base.api_calls``), sorted by start once."""
+    v = event_view(trace)
+
+    def make() -> Calls:
+        rows = select(trace, API, rank)
+        rows = rows[np.argsort(v.start[rows], kind="stable")]
+        return Calls(rows, v.start[rows].astype(np.int64, copy=False), v.end[rows].astype(np.int64, copy=False),
+                     v.tid[rows].astype(np.int64, copy=False), v.name[rows])
+    return _cached(trace, ("api", rank), make)
+
+
+def api_ranks(trace: Trace) -> list[int]:
+    """The ranks that have runtime/driver calls, in order of their first call in the frame."""
+    v = event_view(trace)
+
+    def make() -> list[int]:
+        r = v.rank[select(trace, API)]
+        uniq, first = np.unique(r, return_index=True)
+        return [int(x) for x in uniq[np.argsort(first, kind="stable")]]
+    return _cached(trace, ("api_ranks",), make)
+
+
+def matching(trace: Trace, calls: Calls, *patterns: re.Pattern[str]) -> np.ndarray:
+    """Bool per call: any of ``patterns`` finds its name."""
+    hit = name_hits(trace, patterns[0])
+    for rx in patterns[1:]:
+        hit = hit | name_hits(trace, rx)
+    return hit[calls.name]
+
+
+CPU_OPS: Spec = ((schema.LANE_CPU_THREAD, (schema.CAT_CPU_OP,), False),)
+
+
+def thread_cpu_ops(trace: Trace, rank: int, tid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CPU operators of one host thread sorted by start (frame order among equal starts):
+    ``(rows, start, reach)``, ``reach`` the running maximum of their ends."""
+    v = event_view(trace)
+
+    def make() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ops = select(trace, CPU_OPS, rank)
+        ops = ops[v.tid[ops] == tid]
+        ops = ops[np.argsort(v.start[ops], kind="stable")]
+        return ops, v.start[ops].astype(np.int64, copy=False), np.maximum.accumulate(v.end[ops].astype(np.int64))
+    return _cached(trace, ("thread_cpu_ops", rank, tid), make)
