@@ -73,21 +73,49 @@ def name_hits(trace: Trace, rx: re.Pattern[str]) -> np.ndarray:
     return _cached(trace, ("hits", rx.pattern, rx.flags), make)
 
 
+def _pairs(trace: Trace) -> np.ndarray:
+    """Per event, its (lane, category) pair as one small code: ``(lane + 1) * (categories + 1) + category + 1``."""
+    v = event_view(trace)
+
+    def make() -> np.ndarray:
+        pair = v.lane.astype(np.int32) + 1
+        pair *= len(v.cat_codes) + 1
+        pair += v.cat
+        pair += 1
+        return pair
+    return _cached(trace, ("pairs",), make)
+
+
+def _only_rank(trace: Trace) -> int | None:
+    """The trace's rank when every event has the same one (the common case: no rank test per row)."""
+    v = event_view(trace)
+
+    def make() -> int | None:
+        if len(v.rank) == 0:
+            return None
+        lo, hi = int(np.min(v.rank)), int(np.max(v.rank))
+        return lo if lo == hi else None
+    return _cached(trace, ("only_rank",), make)
+
+
 def select(trace: Trace, spec: Spec, rank: int | None = None) -> np.ndarray:
     """Sorted row indices of the view that ``spec`` selects (of ``rank`` when given): one pass over the
     lane and category codes, not a concatenation and sort of per-lane selections."""
     v = event_view(trace)
+    if rank is not None and len(v.rank) and _only_rank(trace) is not None:
+        if rank != _only_rank(trace):
+            return np.zeros(0, dtype=np.int32)
+        rank = None
 
     def make() -> np.ndarray:
-        table = np.zeros((len(v.lane_codes) + 1, len(v.cat_codes) + 1), dtype=bool)  # index -1: none
+        table = np.zeros((len(v.lane_codes) + 1, len(v.cat_codes) + 1), dtype=bool)  # index 0: none
         for lane, cats, negate in spec:
             if lane not in v.lane_codes:
                 continue
-            row = table[v.lane_codes[lane]]
-            codes = [v.cat_codes[c] for c in cats if c in v.cat_codes]
+            row = table[v.lane_codes[lane] + 1]
             row[:] = negate
-            row[codes] = not negate
-        keep = table[v.lane, v.cat]
+            row[[v.cat_codes[c] + 1 for c in cats if c in v.cat_codes]] = not negate
+        keep = table.ravel()[_pairs(trace)]
         if rank is not None:
             keep &= v.rank == rank
         rows = np.flatnonzero(keep)
@@ -141,6 +169,21 @@ def matching(trace: Trace, calls: Calls, *patterns: re.Pattern[str]) -> np.ndarr
 
 
 CPU_OPS: Spec = ((schema.LANE_CPU_THREAD, (schema.CAT_CPU_OP,), False),)
+# What a host thread runs besides runtime calls: Python frames, CPU ops and user ranges.
+HOST_WORK: Spec = ((schema.LANE_CPU_THREAD, (schema.CAT_PYTHON, schema.CAT_CPU_OP), False),
+                   (schema.LANE_CPU_ANNOTATION, (schema.CAT_USER_ANNOTATION,), False))
+
+
+def thread_host_rows(trace: Trace, rank: int, tid: int) -> np.ndarray:
+    """The ``HOST_WORK`` rows of one host thread sorted by start (frame order among equal starts)."""
+    v = event_view(trace)
+
+    def make() -> np.ndarray:
+        host = select(trace, HOST_WORK, rank)
+        tids = _cached(trace, ("host_tids", rank), lambda: v.tid[host])
+        rows = host[tids == tid]
+        return rows[np.argsort(v.start[rows], kind="stable")]
+    return _cached(trace, ("thread_host", rank, tid), make)
 
 
 def thread_cpu_ops(trace: Trace, rank: int, tid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -149,8 +192,8 @@ def thread_cpu_ops(trace: Trace, rank: int, tid: int) -> tuple[np.ndarray, np.nd
     v = event_view(trace)
 
     def make() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        ops = select(trace, CPU_OPS, rank)
-        ops = ops[v.tid[ops] == tid]
-        ops = ops[np.argsort(v.start[ops], kind="stable")]
+        rows = thread_host_rows(trace, rank, tid)  # already sorted: the CPU ops are a subsequence
+        lane, cat = v.lane_codes.get(schema.LANE_CPU_THREAD, -99), v.cat_codes.get(schema.CAT_CPU_OP, -99)
+        ops = rows[(v.lane[rows] == lane) & (v.cat[rows] == cat)]
         return ops, v.start[ops].astype(np.int64, copy=False), np.maximum.accumulate(v.end[ops].astype(np.int64))
     return _cached(trace, ("thread_cpu_ops", rank, tid), make)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema
+from traceread import intervals
 from traceread.config import Thresholds
 from traceread.host_calls import (
     DATALOADER_PREFIX,
@@ -32,7 +32,7 @@ from traceread.host_calls import (
 )
 from traceread.lanes import EventView, event_view
 from traceread.rules._base import col
-from traceread.rules._calls import Spec, api_calls, api_ranks, matching, name_hits, select
+from traceread.rules._calls import api_calls, api_ranks, matching, name_hits, thread_host_rows
 from traceread.trace import Trace
 
 # Frames that only forward to their callee: the label names what is inside them instead.
@@ -69,19 +69,14 @@ def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
 def _busiest(tid: np.ndarray, rows: np.ndarray) -> int:
     """The thread with the most launches; on a tie, as ``value_counts`` of the tids in frame order
     picks (the tied thread seen first)."""
-    uniq, inverse, counts = np.unique(tid, return_inverse=True, return_counts=True)
-    first = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, inverse, rows.astype(np.int64))
+    uniq = pd.unique(tid)  # launching threads are few
+    counts = np.array([np.count_nonzero(tid == t) for t in uniq.tolist()], dtype=np.int64)
+    first = np.array([np.min(rows[tid == t]) for t in uniq.tolist()], dtype=np.int64)
     o = np.argsort(first, kind="stable")
     return int(pd.Series(counts[o], index=uniq[o]).sort_values(ascending=False).index[0])
 
 
 _MARKERS = re.compile("^(?:" + re.escape(PROFILER_STEP_PREFIX) + "|" + re.escape(DATALOADER_PREFIX) + ")")
-
-
-# Python frames, CPU ops and user ranges (the step marker and the loader's own range are taken out by name).
-_HOST_WORK: Spec = ((schema.LANE_CPU_THREAD, (schema.CAT_PYTHON, schema.CAT_CPU_OP), False),
-                    (schema.LANE_CPU_ANNOTATION, (schema.CAT_USER_ANNOTATION,), False))
 
 
 def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Thresholds
@@ -105,19 +100,19 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     gs = col(gaps, "start_ns", dtype=np.int64)
     ge = col(gaps, "end_ns", dtype=np.int64)
     for rank in np.unique(g_rank).tolist():  # ranks and threads are few
-        host = select(trace, _HOST_WORK, rank)
         for tid in np.unique(tids[g_rank == rank]).tolist():
-            hev = host[v.tid[host] == tid]
+            hev = thread_host_rows(trace, rank, tid)  # sorted by start (frame order among equal starts)
             hev = hev[~marker[v.name[hev]]]
             if len(hev) == 0:
                 continue
             sel = np.flatnonzero((g_rank == rank) & (tids == tid))
             calls = api_calls(trace, rank)  # sorted by start
             points = calls.start[(calls.tid == tid) & holds[calls.name]]
-            # Frames sorted by start (frame order among equal starts): the searches below read them in order.
-            hev = hev[np.argsort(v.start[hev], kind="stable")]
             s, e = v.start[hev].astype(np.int64, copy=False), v.end[hev].astype(np.int64, copy=False)
-            free = intervals.count_in(s, e, points) == 0
+            # Frames holding no launch or sync: the first such call at or after the start is at or past the end.
+            k = np.searchsorted(points, s, side="left")
+            free = points[np.minimum(k, len(points) - 1)] >= e if len(points) else np.ones(len(s), dtype=bool)
+            free[k == len(points)] = True
             if not free.any():
                 continue
             s, e, hev = s[free], e[free], hev[free]

@@ -357,10 +357,13 @@ def cover(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, c
     ge = col(gaps, "end_ns", dtype=np.int64)
     for rank in np.unique(iv_rank).tolist():
         sel = np.flatnonzero(g_rank == rank)
-        if len(sel) == 0:
-            continue
         mine = iv_rank == rank
         s, e, r_kind = iv_s[mine], iv_e[mine], iv_kind[mine]
+        # intervals overlapping each gap: started before its end, not ended by its start
+        count[sel] = np.searchsorted(np.sort(s), ge[sel], side="left") - np.searchsorted(np.sort(e), gs[sel], side="right")
+        sel = sel[count[sel] > 0]  # the rest: no one-time work in the gap (one-time intervals are few)
+        if len(sel) == 0:
+            continue
         ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s, e))
         best = np.zeros(len(sel), dtype=np.int64)
         for k in KINDS:
@@ -376,8 +379,6 @@ def cover(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, c
             q = q[np.argsort(gs[q], kind="stable")]  # a device's gaps are disjoint
             _, idx = intervals.longest_overlap(gs[q], ge[q], s, e)
             label[q[idx >= 0]] = names[idx[idx >= 0]]
-            # intervals overlapping each gap: started before its end, not ended by its start
-            count[q] = np.searchsorted(np.sort(s), ge[q], side="left") - np.searchsorted(np.sort(e), gs[q], side="right")
     return ns, kind, label, count
 
 
