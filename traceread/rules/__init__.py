@@ -47,7 +47,6 @@ from traceread.rules._base import (
     dispatch_cover,
     launch_timing,
     longest_api_call,
-    subset_cache,
     sync_at_drain,
     timestamp_tick_ns,
     waited_for_comm,
@@ -119,7 +118,7 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     The input is not modified.
     """
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
-    with column_cache(out), subset_cache(trace.events if trace is not None else None), _calls.shared(trace):
+    with column_cache(out), _calls.shared(trace):
         return _classify(out, steps_df, trace, cfg)
 
 

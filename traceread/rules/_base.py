@@ -20,7 +20,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import SYNC
-from traceread.lanes import API_CATS, event_view
+from traceread.lanes import event_view
 from traceread.rules._calls import api_calls as calls_of
 from traceread.rules._calls import name_hits, thread_cpu_ops
 from traceread.trace import Trace
@@ -143,49 +143,6 @@ def frac(gaps: pd.DataFrame | Rows, name: str) -> np.ndarray:
         return col(gaps, f"{name}_frac", dtype=np.float64)
     dur = np.maximum(col(gaps, "dur_ns", 1, dtype=np.float64), 1.0)
     return col(gaps, f"{name}_ns", dtype=np.float64) / dur
-
-
-# Subsets of an events frame the rules select again and again, while ``subset_cache`` is open:
-# id -> (frame, key -> rows).
-_SUBSETS: dict[int, tuple[pd.DataFrame, dict[str, pd.DataFrame]]] = {}
-
-
-@contextmanager
-def subset_cache(events: pd.DataFrame | None) -> Iterator[None]:
-    """While open, ``events_where`` selects each subset of ``events`` once; the subsets are freed when
-    it closes. Only subsets several rules read go through it: a host-heavy trace's CPU ops are most of
-    the frame, and keeping each reader's own selection alive held 0.6 GB on a 1 GB trace."""
-    if events is None:
-        yield
-        return
-    _SUBSETS[id(events)] = (events, {})
-    try:
-        yield
-    finally:
-        _SUBSETS.pop(id(events), None)
-
-
-def events_where(events: pd.DataFrame, key: str, select: Callable[[pd.DataFrame], Any]) -> pd.DataFrame:
-    """``events[select(events)]``; inside ``subset_cache(events)`` selected once per ``key`` and shared
-    by every rule that reads the host's calls or operators."""
-    cached = _SUBSETS.get(id(events))
-    if cached is None or cached[0] is not events:
-        return events[select(events)]
-    rows = cached[1].get(key)
-    if rows is None:
-        rows = cached[1][key] = events[select(events)]
-    return rows
-
-
-def api_calls(events: pd.DataFrame) -> pd.DataFrame:
-    """The CUDA/HIP runtime and driver calls on host threads (rows of an events frame)."""
-    return events_where(events, "api", lambda ev: (ev["lane"] == schema.LANE_CPU_THREAD)
-                        & ev["category"].isin(API_CATS))
-
-
-def host_rows(events: pd.DataFrame) -> pd.DataFrame:
-    """Every row on a host thread or host annotation lane (not kept: one reader, most of the frame)."""
-    return events[events["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])]
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------

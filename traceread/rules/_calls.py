@@ -138,7 +138,7 @@ class Calls:
 
 
 def api_calls(trace: Trace, rank: int) -> Calls:
-    """The runtime/driver calls of ``rank`` (the rows of ``rules._base.api_calls``), sorted by start once."""
+    """The runtime/driver calls on host threads of ``rank``, sorted by start once."""
     v = event_view(trace)
 
     def make() -> Calls:
