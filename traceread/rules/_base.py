@@ -138,11 +138,20 @@ def _column(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | 
 
 
 def frac(gaps: pd.DataFrame | Rows, name: str) -> np.ndarray:
-    """``<name>_frac`` as float64 (recomputed from ``<name>_ns`` when the fraction is missing)."""
+    """``<name>_frac`` as float64 (recomputed from ``<name>_ns`` when the fraction is missing; inside
+    ``column_cache(gaps)`` once, and shared: never modify it)."""
     if f"{name}_frac" in gaps.columns:
         return col(gaps, f"{name}_frac", dtype=np.float64)
+    cached = _COLUMNS.get(id(gaps))
+    key = (f"{name}_ns / dur_ns", "frac", 0)
+    if cached is not None and cached[0] is gaps and key in cached[1]:
+        return cached[1][key]
     dur = np.maximum(col(gaps, "dur_ns", 1, dtype=np.float64), 1.0)
-    return col(gaps, f"{name}_ns", dtype=np.float64) / dur
+    out = col(gaps, f"{name}_ns", dtype=np.float64) / dur
+    if cached is not None and cached[0] is gaps:
+        out.flags.writeable = False
+        cached[1][key] = out
+    return out
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------

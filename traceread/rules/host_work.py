@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -81,10 +82,10 @@ _MARKERS = re.compile("^(?:" + re.escape(PROFILER_STEP_PREFIX) + "|" + re.escape
 
 def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Thresholds
               ) -> tuple[np.ndarray, np.ndarray]:
-    """Per gap: ``(ns, label)``: launch-free host work on thread ``tids`` overlapping the gap (union, ns),
-    and, where it holds at least ``data_loader_cover`` of a gap longer than ``input_work_min_ns``
-    (the only gaps a rule names it for), the name of its outermost frame holding most of it with its
-    longest meaningful descendants ('' elsewhere)."""
+    """Per gap longer than ``input_work_min_ns`` (the only gaps a rule reads it for; 0 and '' for the
+    rest): ``(ns, label)``: launch-free host work on thread ``tids`` overlapping the gap (union, ns),
+    and, where it holds at least ``data_loader_cover`` of the gap, the name of its outermost frame
+    holding most of it with its longest meaningful descendants ('' elsewhere)."""
     n = len(gaps)
     ns = np.zeros(n, dtype=np.int64)
     label = np.full(n, "", dtype=object)
@@ -101,39 +102,76 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     ge = col(gaps, "end_ns", dtype=np.int64)
     for rank in np.unique(g_rank).tolist():  # ranks and threads are few
         for tid in np.unique(tids[g_rank == rank]).tolist():
+            sel = np.flatnonzero((g_rank == rank) & (tids == tid))
+            sel = sel[ge[sel] - gs[sel] > cfg.input_work_min_ns]  # the only gaps a rule reads it for
             hev = thread_host_rows(trace, rank, tid)  # sorted by start (frame order among equal starts)
             hev = hev[~marker[v.name[hev]]]
-            if len(hev) == 0:
+            if len(sel) == 0 or len(hev) == 0:
                 continue
-            sel = np.flatnonzero((g_rank == rank) & (tids == tid))
             calls = api_calls(trace, rank)  # sorted by start
-            points = calls.start[(calls.tid == tid) & holds[calls.name]]
-            s, e = v.start[hev].astype(np.int64, copy=False), v.end[hev].astype(np.int64, copy=False)
-            # Frames holding no launch or sync: the first such call at or after the start is at or past the end.
-            k = np.searchsorted(points, s, side="left")
-            free = points[np.minimum(k, len(points) - 1)] >= e if len(points) else np.ones(len(s), dtype=bool)
-            free[k == len(points)] = True
-            if not free.any():
+            frames = _Frames(v.start[hev].astype(np.int64, copy=False), v.end[hev].astype(np.int64, copy=False), hev,
+                             calls.start[(calls.tid == tid) & holds[calls.name]])
+            # Only frames overlapping those gaps count (and every frame enclosing one overlaps them too).
+            us, ue = intervals.union(gs[sel], ge[sel])
+            j = np.minimum(np.searchsorted(ue, frames.s, side="right"), len(ue) - 1)
+            near = np.flatnonzero((ue[j] > frames.s) & (us[j] < frames.e))
+            near = near[frames.free(near)]
+            if len(near) == 0:
                 continue
-            s, e, hev = s[free], e[free], hev[free]
+            s, e = frames.s[near], frames.e[near]
             ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s, e))
             q = sel[np.argsort(gs[sel], kind="stable")]
-            dur = ge[q] - gs[q]
-            hit = q[(ns[q] >= cfg.data_loader_cover * dur) & (dur > cfg.input_work_min_ns)]
+            hit = q[ns[q] >= cfg.data_loader_cover * (ge[q] - gs[q])]
             if len(hit) == 0:
                 continue
-            s, e, hev = _outer_first(s, e, hev)
+            s, e, near = _outer_first(s, e, near)
             reach = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))
             outer = e > reach  # not inside an earlier (longer-or-equal) launch-free frame
-            o_pos = np.flatnonzero(outer)
-            names = _names_at(v, hev)
+            named, tops = [], []
             for dev in np.unique(g_dev[hit]):  # a device's gaps are disjoint (longest_overlap needs it)
                 h = hit[g_dev[hit] == dev]
                 _, idx = intervals.longest_overlap(gs[h], ge[h], s[outer], e[outer])
-                for g, i in zip(h, idx, strict=True):  # long gaps mostly held by host work only
-                    if i >= 0:
-                        label[g] = _label(s, e, names, int(o_pos[i]))
+                named.append(h[idx >= 0])
+                tops.append(near[outer][idx[idx >= 0]])
+            if named:
+                label[np.concatenate(named)] = frames.labels(v, np.concatenate(tops))
     return ns, label
+
+
+@dataclass(frozen=True)
+class _Frames:
+    """One thread's host frames sorted by start (frame order among equal starts) and its launch and
+    sync calls' starts (sorted)."""
+
+    s: np.ndarray
+    e: np.ndarray
+    rows: np.ndarray
+    points: np.ndarray
+
+    def free(self, at: np.ndarray) -> np.ndarray:
+        """Per frame at ``at``: no launch or sync call starts inside it (the first at or after its start
+        is at or past its end)."""
+        if len(self.points) == 0:
+            return np.ones(len(at), dtype=bool)
+        k = np.searchsorted(self.points, self.s[at], side="left")
+        return (k == len(self.points)) | (self.points[np.minimum(k, len(self.points) - 1)] >= self.e[at])
+
+    def labels(self, v: EventView, tops: np.ndarray) -> np.ndarray:
+        """:func:`_label` of each outermost launch-free frame at ``tops``, read among the launch-free
+        frames starting inside those frames (a frame's descendants), ordered as the whole thread's are."""
+        lo = np.searchsorted(self.s, self.s[tops], side="left")
+        hi = np.searchsorted(self.s, self.e[tops], side="left")
+        inside = np.zeros(len(self.s) + 1, dtype=np.int64)
+        np.add.at(inside, lo, 1)
+        np.add.at(inside, hi, -1)
+        at = np.flatnonzero(np.cumsum(inside[:-1]) > 0)
+        at = at[self.free(at)]
+        s, e, at = _outer_first(self.s[at], self.e[at], at)  # a top before the frames it holds
+        pos = np.searchsorted(np.sort(at), tops)
+        where = np.empty(len(at), dtype=np.int64)
+        where[np.argsort(at, kind="stable")] = np.arange(len(at))
+        names = _names_at(v, self.rows[at])
+        return np.array([_label(s, e, names, int(where[p])) for p in pos.tolist()] or [""], dtype=object)[:len(tops)]
 
 
 def _outer_first(s: np.ndarray, e: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
