@@ -82,7 +82,7 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     sync_origin = sync_stall.origin_op(gaps, trace, held, sync_start, sync_tid)
     work_ns, work_label = host_work.host_work(gaps, trace, host_work.launching_thread(gaps, trace), cfg)
     dispatch, dispatch_op = dispatch_cover(gaps, trace)
-    api_call_ns, api_call_name = longest_api_call(gaps, trace)
+    api_call_ns, api_call_name = longest_api_call(gaps, trace, cfg.launch_call_max_ns)
     edges = capture_boundary.edges_of(steps, trace, cfg)
     capture_kind, capture_text = capture_boundary.cover(gaps, edges)
     # Periodicity reads places in the captured part of each step, boundary stretches left out.

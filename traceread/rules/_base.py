@@ -56,7 +56,8 @@ class RuleContext:
     sync_wait_ns: np.ndarray  # how long it waited while the GPU ran queued work (0 when none)
     dispatch: np.ndarray  # share of the gap the launching thread spent inside the op that launched
     dispatch_op: np.ndarray  # that op's name ('' when unknown)
-    api_call_ns: np.ndarray  # overlap with the gap of the single longest CUDA runtime/driver call (ns)
+    api_call_ns: np.ndarray  # overlap with the gap of the single longest CUDA runtime/driver call (ns), of
+    # those longer than launch_call_max_ns (the rules read no shorter overlap; 0 when none)
     api_call_name: np.ndarray  # that call's name ('' when none)
     periodic: np.ndarray  # the gap recurs at the same phase of most analysed steps (see pipeline_bubble)
     presence: np.ndarray  # fraction of analysed steps with a gap at this phase (NaN: not judged)
@@ -74,7 +75,8 @@ class RuleContext:
     # capture-boundary (rules.capture_boundary.cover): the edge a gap lies in ('' none) and its sentence
     capture_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     capture_text: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    # host work on the launching thread outside any dispatch (rules.host_work)
+    # host work on the launching thread outside any dispatch (rules.host_work), in gaps longer than
+    # input_work_min_ns (the rules read no other; 0 and '' elsewhere)
     host_work_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_work_label: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     # a kernel-to-kernel turnaround: shorter than turnaround_max_ns (one timestamp tick more in
@@ -384,12 +386,15 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     return share, names
 
 
-def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray]:
+def longest_api_call(gaps: pd.DataFrame, trace: Trace | None, longer_than_ns: int = -1
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """The single CUDA runtime/driver call of the gap's rank that overlaps each gap the longest.
 
     Returns ``(overlap_ns, name)`` per gap (0 and '' when none). One long call is driver work (lazy
     module loading on a first launch, context or stream creation, allocation), which the launch-bound
-    rule must not read as dispatch overhead.
+    rule must not read as dispatch overhead. Only calls longer than ``longer_than_ns`` are read (the
+    rules pass ``launch_call_max_ns``: they read an overlap only when it is longer, which only such a
+    call can have, and the same call then holds it).
     """
     n = len(gaps)
     length = np.zeros(n, dtype=np.int64)
@@ -403,6 +408,7 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarra
     g_end = col(gaps, "end_ns", dtype=np.int64)
     for rank in np.unique(g_rank).tolist():  # ranks and devices are few
         calls = calls_of(trace, rank)  # sorted by start once for every rule: no sort per device
+        calls = calls.where(calls.end - calls.start > longer_than_ns)
         if len(calls.rows) == 0:
             continue
         for dev in np.unique(g_dev[g_rank == rank]):

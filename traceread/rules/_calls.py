@@ -98,9 +98,10 @@ def _only_rank(trace: Trace) -> int | None:
     return _cached(trace, ("only_rank",), make)
 
 
-def select(trace: Trace, spec: Spec, rank: int | None = None) -> np.ndarray:
-    """Sorted row indices of the view that ``spec`` selects (of ``rank`` when given): one pass over the
-    lane and category codes, not a concatenation and sort of per-lane selections."""
+def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pattern[str], ...] = ()) -> np.ndarray:
+    """Sorted row indices of the view that ``spec`` selects (of ``rank`` when given; whose name one of
+    ``names`` finds, when given): one pass over the lane, category and name codes, not a
+    concatenation and sort of per-lane selections."""
     v = event_view(trace)
     if rank is not None and len(v.rank) and _only_rank(trace) is not None:
         if rank != _only_rank(trace):
@@ -116,11 +117,16 @@ def select(trace: Trace, spec: Spec, rank: int | None = None) -> np.ndarray:
             row[:] = negate
             row[[v.cat_codes[c] + 1 for c in cats if c in v.cat_codes]] = not negate
         keep = table.ravel()[_pairs(trace)]
+        if names:
+            named = np.zeros(len(v.names), dtype=bool)
+            for rx in names:
+                named |= name_hits(trace, rx)
+            keep &= named[v.name]
         if rank is not None:
             keep &= v.rank == rank
         rows = np.flatnonzero(keep)
         return rows.astype(np.int32) if len(v.lane) < (1 << 31) else rows
-    return _cached(trace, ("select", spec, rank), make)
+    return _cached(trace, ("select", spec, rank, tuple((rx.pattern, rx.flags) for rx in names)), make)
 
 
 @dataclass(frozen=True)
@@ -193,7 +199,8 @@ def thread_cpu_ops(trace: Trace, rank: int, tid: int) -> tuple[np.ndarray, np.nd
 
     def make() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rows = thread_host_rows(trace, rank, tid)  # already sorted: the CPU ops are a subsequence
-        lane, cat = v.lane_codes.get(schema.LANE_CPU_THREAD, -99), v.cat_codes.get(schema.CAT_CPU_OP, -99)
-        ops = rows[(v.lane[rows] == lane) & (v.cat[rows] == cat)]
+        pair = (v.lane_codes.get(schema.LANE_CPU_THREAD, -99) + 1) * (len(v.cat_codes) + 1) \
+            + v.cat_codes.get(schema.CAT_CPU_OP, -99) + 1
+        ops = rows[_pairs(trace)[rows] == pair]
         return ops, v.start[ops].astype(np.int64, copy=False), np.maximum.accumulate(v.end[ops].astype(np.int64))
     return _cached(trace, ("thread_cpu_ops", rank, tid), make)

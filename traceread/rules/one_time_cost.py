@@ -176,8 +176,7 @@ def _inside_first_library_op(trace: Trace, c_tid: np.ndarray, c_start: np.ndarra
     that creates a math-library handle (``LIBRARY_OP``)?"""
     v = event_view(trace)
     out = np.zeros(len(c_tid), dtype=bool)
-    ops = select(trace, _HOST_OPS, rank)
-    ops = ops[name_hits(trace, LIBRARY_OP)[v.name[ops]]]
+    ops = select(trace, _HOST_OPS, rank, names=(LIBRARY_OP,))
     if len(ops) == 0 or not len(c_tid):
         return out
     ops = ops[np.argsort(v.start[ops], kind="stable")]
@@ -241,7 +240,8 @@ def _one_time_spans(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -
     """The intervals of :func:`one_time_intervals`, read from the engine's numpy view of the events."""
     v = event_view(trace)
     out = _Spans()
-    ranges = select(trace, _RANGES)
+    # Only the ranges some pattern below names (few): the host ranges are most of a large frame.
+    ranges = select(trace, _RANGES, names=(AUTOTUNE_RANGE, COMPILE_RANGE, SETUP_RANGE, LAZY_INIT))
 
     def hits(rows: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
         return name_hits(trace, rx)[v.name[rows]]
