@@ -22,7 +22,7 @@ from traceread.config import Thresholds
 from traceread.host_calls import SYNC
 from traceread.lanes import event_view
 from traceread.rules._calls import api_calls as calls_of
-from traceread.rules._calls import name_hits, thread_cpu_ops
+from traceread.rules._calls import distinct, name_hits, thread_cpu_ops
 from traceread.trace import Trace
 
 # Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
@@ -286,7 +286,7 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
     tol = cfg.sync_drain_tolerance_ns
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
-    for rank in np.unique(g_rank).tolist():  # ranks are few
+    for rank in distinct(g_rank):  # ranks are few
         calls = calls_of(trace, rank)  # sorted by start once for every rule
         calls = calls.where(sync[calls.name])
         if len(calls.rows) == 0:
@@ -362,7 +362,7 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
-    for rank in np.unique(g_rank[lstart >= 0]).tolist():  # ranks and threads are few
+    for rank in distinct(g_rank[lstart >= 0]):  # ranks and threads are few
         calls = calls_of(trace, rank)  # sorted by start once for every rule
         if len(calls.rows) == 0:
             continue
@@ -371,7 +371,7 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = cs[k] == lstart[sel]
         sel, tid = sel[found], calls.tid[k[found]]
-        for t in np.unique(tid).tolist():
+        for t in distinct(tid):
             q = sel[tid == t]
             thread_ops, os_, reach = thread_cpu_ops(trace, rank, t)
             if len(thread_ops) == 0:
@@ -406,12 +406,12 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None, longer_than_ns: in
     g_dev = col(gaps, "device", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
     g_end = col(gaps, "end_ns", dtype=np.int64)
-    for rank in np.unique(g_rank).tolist():  # ranks and devices are few
+    for rank in distinct(g_rank):  # ranks and devices are few
         calls = calls_of(trace, rank)  # sorted by start once for every rule: no sort per device
         calls = calls.where(calls.end - calls.start > longer_than_ns)
         if len(calls.rows) == 0:
             continue
-        for dev in np.unique(g_dev[g_rank == rank]):
+        for dev in distinct(g_dev[g_rank == rank]):
             sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
             sel = sel[np.argsort(g_start[sel], kind="stable")]  # a device's gaps are disjoint
             ov, idx = intervals.longest_overlap(g_start[sel], g_end[sel], calls.start, calls.end)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
+import pandas as pd
 
 from traceread import schema
 from traceread.lanes import API_CATS, event_view
@@ -155,14 +156,26 @@ def api_calls(trace: Trace, rank: int) -> Calls:
     return _cached(trace, ("api", rank), make)
 
 
+def distinct(values: np.ndarray) -> list[int]:
+    """The sorted distinct values of a column that holds few (ranks, devices, threads), by hashing or a
+    min/max test, not by sorting the column (``np.unique`` sorted every gap's rank, once per reader)."""
+    if len(values) == 0:
+        return []
+    lo, hi = np.min(values), np.max(values)
+    if lo == hi:
+        return [int(lo)]
+    return sorted(int(x) for x in pd.unique(values))
+
+
 def api_ranks(trace: Trace) -> list[int]:
     """The ranks that have runtime/driver calls, in order of their first call in the frame."""
     v = event_view(trace)
 
     def make() -> list[int]:
-        r = v.rank[select(trace, API)]
-        uniq, first = np.unique(r, return_index=True)
-        return [int(x) for x in uniq[np.argsort(first, kind="stable")]]
+        rows, only = select(trace, API), _only_rank(trace)
+        if only is not None:
+            return [only] if len(rows) else []
+        return [int(x) for x in pd.unique(v.rank[rows])]  # in order of appearance
     return _cached(trace, ("api_ranks",), make)
 
 

@@ -33,7 +33,7 @@ from traceread.host_calls import (
 )
 from traceread.lanes import EventView, event_view
 from traceread.rules._base import col
-from traceread.rules._calls import api_calls, api_ranks, matching, name_hits, thread_host_rows
+from traceread.rules._calls import api_calls, api_ranks, distinct, matching, name_hits, thread_host_rows
 from traceread.trace import Trace
 
 # Frames that only forward to their callee: the label names what is inside them instead.
@@ -100,8 +100,8 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     g_dev = col(gaps, "device", dtype=np.int64)
     gs = col(gaps, "start_ns", dtype=np.int64)
     ge = col(gaps, "end_ns", dtype=np.int64)
-    for rank in np.unique(g_rank).tolist():  # ranks and threads are few
-        for tid in np.unique(tids[g_rank == rank]).tolist():
+    for rank in distinct(g_rank):  # ranks and threads are few
+        for tid in distinct(tids[g_rank == rank]):
             sel = np.flatnonzero((g_rank == rank) & (tids == tid))
             sel = sel[ge[sel] - gs[sel] > cfg.input_work_min_ns]  # the only gaps a rule reads it for
             hev = thread_host_rows(trace, rank, tid)  # sorted by start (frame order among equal starts)

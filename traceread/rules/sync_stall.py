@@ -57,7 +57,7 @@ from traceread.rules._base import (
     fmt_pct,
     frac,
 )
-from traceread.rules._calls import api_calls, name_hits
+from traceread.rules._calls import api_calls, distinct, name_hits
 from traceread.rules.one_time_cost import allocator_recurs
 from traceread.trace import Trace
 
@@ -95,7 +95,7 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
     g_rank = col(gaps, "rank", dtype=np.int64)
     gs = col(gaps, "start_ns", dtype=np.int64)
     ge = col(gaps, "end_ns", dtype=np.int64)
-    for rank in np.unique(g_rank).tolist():  # ranks are few
+    for rank in distinct(g_rank):  # ranks are few
         sel = np.flatnonzero(g_rank == rank)
         calls = api_calls(trace, rank)  # sorted by start once for every rule
         a = alloc[calls.name]
