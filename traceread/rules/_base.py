@@ -313,23 +313,26 @@ def comm_tail(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
     tail = np.zeros(n, dtype=np.int64)
     if trace is None or n == 0:
         return tail
-    ev = trace.events
-    comm = ev[ev["lane"] == schema.LANE_GPU_COMM]
-    if comm.empty:
-        return col(gaps, "dur_ns").astype(np.int64)
-    g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
-    gs, ge = col(gaps, "start_ns").astype(np.int64), col(gaps, "end_ns").astype(np.int64)
+    v = event_view(trace)
+    comm = v.lane_rows(schema.LANE_GPU_COMM)
+    if len(comm) == 0:
+        return col(gaps, "dur_ns", dtype=np.int64).copy()
+    g_rank, g_dev = col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)
+    gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
     tail = ge - gs
-    for (rank, dev), k in comm.groupby(["rank", "device"], observed=True, sort=False):  # ranks and devices are few
-        sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
-        if len(sel) == 0:
-            continue
-        k = k.sort_values("start_ns", kind="stable")
-        reach = np.maximum.accumulate(k["end_ns"].to_numpy(np.int64))
-        j = np.searchsorted(k["start_ns"].to_numpy(np.int64), ge[sel], side="left") - 1  # started before the end
-        last = np.where(j >= 0, reach[np.maximum(j, 0)], np.iinfo(np.int64).min)
-        over = last > gs[sel]  # the latest-ending one still ran inside the gap
-        tail[sel[over]] = np.maximum(ge[sel[over]] - last[over], 0)
+    c_rank, c_dev = v.rank[comm], v.device[comm]
+    for rank in distinct(g_rank):  # ranks and devices are few
+        for dev in distinct(g_dev[g_rank == rank]):
+            k = comm[(c_rank == rank) & (c_dev == dev)]
+            if len(k) == 0:
+                continue
+            sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
+            k = k[np.argsort(v.start[k], kind="stable")]
+            reach = np.maximum.accumulate(v.end[k].astype(np.int64))
+            j = np.searchsorted(v.start[k].astype(np.int64), ge[sel], side="left") - 1  # started before the end
+            last = np.where(j >= 0, reach[np.maximum(j, 0)], np.iinfo(np.int64).min)
+            over = last > gs[sel]  # the latest-ending one still ran inside the gap
+            tail[sel[over]] = np.maximum(ge[sel[over]] - last[over], 0)
     return tail
 
 

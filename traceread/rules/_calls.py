@@ -217,3 +217,29 @@ def thread_cpu_ops(trace: Trace, rank: int, tid: int) -> tuple[np.ndarray, np.nd
         ops = rows[_pairs(trace)[rows] == pair]
         return ops, v.start[ops].astype(np.int64, copy=False), np.maximum.accumulate(v.end[ops].astype(np.int64))
     return _cached(trace, ("thread_cpu_ops", rank, tid), make)
+
+
+# Keys of at most this many combinations are looked up in a dense table (a memory bound, not a threshold).
+_DENSE_KEYS = 1 << 22
+
+
+def positions(index: pd.MultiIndex, query: list[np.ndarray]) -> np.ndarray:
+    """``index.get_indexer`` of the rows of ``query`` (one int64 array per level; -1: absent) without
+    building a MultiIndex of the gaps: when the levels' value ranges multiply to few combinations
+    (ranks, devices, step numbers), by one mixed-radix key per row and a table."""
+    levels = [index.get_level_values(i).to_numpy(np.int64) for i in range(index.nlevels)]
+    if len(index) == 0 or len(query[0]) == 0 or not index.is_unique:
+        return index.get_indexer(pd.MultiIndex.from_arrays(query))
+    lo = [min(int(np.min(t)), int(np.min(q))) for t, q in zip(levels, query, strict=True)]
+    span = [max(int(np.max(t)), int(np.max(q))) - low + 1 for t, q, low in zip(levels, query, lo, strict=True)]
+    if float(np.prod([float(x) for x in span])) > _DENSE_KEYS:
+        return index.get_indexer(pd.MultiIndex.from_arrays(query))
+    k_index = np.zeros(len(index), dtype=np.int64)
+    k_query = np.zeros(len(query[0]), dtype=np.int64)
+    for t, q, low, width in zip(levels, query, lo, span, strict=True):
+        k_index = k_index * width + (t - low)
+        k_query *= width
+        k_query += q - low
+    table = np.full(int(np.prod(span)), -1, dtype=np.int64)
+    table[k_index] = np.arange(len(index))
+    return table[k_query]
