@@ -59,8 +59,11 @@ def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
         is_launch = matching(trace, calls, KERNEL_LAUNCH, GRAPH_LAUNCH)
         if not is_launch.any():
             continue
-        out[sel] = _busiest(calls.tid[is_launch], calls.rows[is_launch])
         cs, tid = calls.start[is_launch], calls.tid[is_launch]
+        if np.min(tid) == np.max(tid):  # one launching thread (the common case): no search
+            out[sel] = int(tid[0])
+            continue
+        out[sel] = _busiest(tid, calls.rows[is_launch])
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = (lstart[sel] >= 0) & (cs[k] == lstart[sel])
         out[sel[found]] = tid[k[found]]
