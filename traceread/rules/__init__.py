@@ -26,6 +26,7 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import (
+    _calls,
     capture_boundary,
     comm_bound,
     data_starved,
@@ -46,7 +47,6 @@ from traceread.rules._base import (
     dispatch_cover,
     launch_timing,
     longest_api_call,
-    subset_cache,
     sync_at_drain,
     timestamp_tick_ns,
     waited_for_comm,
@@ -82,7 +82,7 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
     sync_origin = sync_stall.origin_op(gaps, trace, held, sync_start, sync_tid)
     work_ns, work_label = host_work.host_work(gaps, trace, host_work.launching_thread(gaps, trace), cfg)
     dispatch, dispatch_op = dispatch_cover(gaps, trace)
-    api_call_ns, api_call_name = longest_api_call(gaps, trace)
+    api_call_ns, api_call_name = longest_api_call(gaps, trace, cfg.launch_call_max_ns)
     edges = capture_boundary.edges_of(steps, trace, cfg)
     capture_kind, capture_text = capture_boundary.cover(gaps, edges)
     # Periodicity reads places in the captured part of each step, boundary stretches left out.
@@ -118,7 +118,7 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     The input is not modified.
     """
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
-    with column_cache(out), subset_cache(trace.events if trace is not None else None):
+    with column_cache(out), _calls.shared(trace):
         return _classify(out, steps_df, trace, cfg)
 
 

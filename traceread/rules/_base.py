@@ -19,8 +19,10 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
-from traceread.host_calls import SYNC, calls_matching
-from traceread.lanes import API_CATS, event_view
+from traceread.host_calls import SYNC
+from traceread.lanes import event_view
+from traceread.rules._calls import CPU_OPS, distinct, name_hits, select, thread_cpu_ops
+from traceread.rules._calls import api_calls as calls_of
 from traceread.trace import Trace
 
 # Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
@@ -54,7 +56,8 @@ class RuleContext:
     sync_wait_ns: np.ndarray  # how long it waited while the GPU ran queued work (0 when none)
     dispatch: np.ndarray  # share of the gap the launching thread spent inside the op that launched
     dispatch_op: np.ndarray  # that op's name ('' when unknown)
-    api_call_ns: np.ndarray  # overlap with the gap of the single longest CUDA runtime/driver call (ns)
+    api_call_ns: np.ndarray  # overlap with the gap of the single longest CUDA runtime/driver call (ns), of
+    # those longer than launch_call_max_ns (the rules read no shorter overlap; 0 when none)
     api_call_name: np.ndarray  # that call's name ('' when none)
     periodic: np.ndarray  # the gap recurs at the same phase of most analysed steps (see pipeline_bubble)
     presence: np.ndarray  # fraction of analysed steps with a gap at this phase (NaN: not judged)
@@ -72,7 +75,8 @@ class RuleContext:
     # capture-boundary (rules.capture_boundary.cover): the edge a gap lies in ('' none) and its sentence
     capture_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     capture_text: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    # host work on the launching thread outside any dispatch (rules.host_work)
+    # host work on the launching thread outside any dispatch (rules.host_work), in gaps longer than
+    # input_work_min_ns (the rules read no other; 0 and '' elsewhere)
     host_work_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_work_label: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     # a kernel-to-kernel turnaround: shorter than turnaround_max_ns (one timestamp tick more in
@@ -136,54 +140,20 @@ def _column(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | 
 
 
 def frac(gaps: pd.DataFrame | Rows, name: str) -> np.ndarray:
-    """``<name>_frac`` as float64 (recomputed from ``<name>_ns`` when the fraction is missing)."""
+    """``<name>_frac`` as float64 (recomputed from ``<name>_ns`` when the fraction is missing; inside
+    ``column_cache(gaps)`` once, and shared: never modify it)."""
     if f"{name}_frac" in gaps.columns:
         return col(gaps, f"{name}_frac", dtype=np.float64)
+    cached = _COLUMNS.get(id(gaps))
+    key = (f"{name}_ns / dur_ns", "frac", 0)
+    if cached is not None and cached[0] is gaps and key in cached[1]:
+        return cached[1][key]
     dur = np.maximum(col(gaps, "dur_ns", 1, dtype=np.float64), 1.0)
-    return col(gaps, f"{name}_ns", dtype=np.float64) / dur
-
-
-# Subsets of an events frame the rules select again and again, while ``subset_cache`` is open:
-# id -> (frame, key -> rows).
-_SUBSETS: dict[int, tuple[pd.DataFrame, dict[str, pd.DataFrame]]] = {}
-
-
-@contextmanager
-def subset_cache(events: pd.DataFrame | None) -> Iterator[None]:
-    """While open, ``events_where`` selects each subset of ``events`` once; the subsets are freed when
-    it closes. Only subsets several rules read go through it: a host-heavy trace's CPU ops are most of
-    the frame, and keeping each reader's own selection alive held 0.6 GB on a 1 GB trace."""
-    if events is None:
-        yield
-        return
-    _SUBSETS[id(events)] = (events, {})
-    try:
-        yield
-    finally:
-        _SUBSETS.pop(id(events), None)
-
-
-def events_where(events: pd.DataFrame, key: str, select: Callable[[pd.DataFrame], Any]) -> pd.DataFrame:
-    """``events[select(events)]``; inside ``subset_cache(events)`` selected once per ``key`` and shared
-    by every rule that reads the host's calls or operators."""
-    cached = _SUBSETS.get(id(events))
-    if cached is None or cached[0] is not events:
-        return events[select(events)]
-    rows = cached[1].get(key)
-    if rows is None:
-        rows = cached[1][key] = events[select(events)]
-    return rows
-
-
-def api_calls(events: pd.DataFrame) -> pd.DataFrame:
-    """The CUDA/HIP runtime and driver calls on host threads (rows of an events frame)."""
-    return events_where(events, "api", lambda ev: (ev["lane"] == schema.LANE_CPU_THREAD)
-                        & ev["category"].isin(API_CATS))
-
-
-def host_rows(events: pd.DataFrame) -> pd.DataFrame:
-    """Every row on a host thread or host annotation lane (not kept: one reader, most of the frame)."""
-    return events[events["lane"].isin([schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION])]
+    out = col(gaps, f"{name}_ns", dtype=np.float64) / dur
+    if cached is not None and cached[0] is gaps:
+        out.flags.writeable = False
+        cached[1][key] = out
+    return out
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------
@@ -311,32 +281,28 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
     tids = np.full(n, -1, dtype=np.int64)
     if trace is None or n == 0:
         return held, names, ends, starts, tids
-    host = api_calls(trace.events)
-    if host.empty:
-        return held, names, ends, starts, tids
-    host = host[calls_matching(host["name"], SYNC)]
-    if host.empty:
-        return held, names, ends, starts, tids
+    v = event_view(trace)
+    sync = name_hits(trace, SYNC)
     tol = cfg.sync_drain_tolerance_ns
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
-    for rank, calls in host.groupby("rank", observed=True, sort=False):  # ranks are few
-        sel = np.flatnonzero(g_rank == rank)
-        if len(sel) == 0:
+    for rank in distinct(g_rank):  # ranks are few
+        calls = calls_of(trace, rank)  # sorted by start once for every rule
+        calls = calls.where(sync[calls.name])
+        if len(calls.rows) == 0:
             continue
-        calls = calls.sort_values("start_ns", kind="stable")
-        s = calls["start_ns"].to_numpy(np.int64)
-        e = calls["end_ns"].to_numpy(np.int64)
+        sel = np.flatnonzero(g_rank == rank)
+        s, e = calls.start, calls.end
         arg = intervals.running_argmax(e)
         k = np.searchsorted(s, g_start[sel], side="right") - 1
         ok = k >= 0
         idx = arg[np.maximum(k, 0)]
         hit = ok & (e[idx] >= g_start[sel] - tol)
         held[sel] = hit
-        names[sel[hit]] = calls["name"].astype(str).to_numpy()[idx[hit]]
+        names[sel[hit]] = v.names[calls.name[idx[hit]]]
         ends[sel[hit]] = e[idx[hit]]
         starts[sel[hit]] = s[idx[hit]]
-        tids[sel[hit]] = calls["tid"].to_numpy(np.int64)[idx[hit]]
+        tids[sel[hit]] = calls.tid[idx[hit]]
     return held, names, ends, starts, tids
 
 
@@ -347,23 +313,26 @@ def comm_tail(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
     tail = np.zeros(n, dtype=np.int64)
     if trace is None or n == 0:
         return tail
-    ev = trace.events
-    comm = ev[ev["lane"] == schema.LANE_GPU_COMM]
-    if comm.empty:
-        return col(gaps, "dur_ns").astype(np.int64)
-    g_rank, g_dev = col(gaps, "rank").astype(np.int64), col(gaps, "device").astype(np.int64)
-    gs, ge = col(gaps, "start_ns").astype(np.int64), col(gaps, "end_ns").astype(np.int64)
+    v = event_view(trace)
+    comm = v.lane_rows(schema.LANE_GPU_COMM)
+    if len(comm) == 0:
+        return col(gaps, "dur_ns", dtype=np.int64).copy()
+    g_rank, g_dev = col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)
+    gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
     tail = ge - gs
-    for (rank, dev), k in comm.groupby(["rank", "device"], observed=True, sort=False):  # ranks and devices are few
-        sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
-        if len(sel) == 0:
-            continue
-        k = k.sort_values("start_ns", kind="stable")
-        reach = np.maximum.accumulate(k["end_ns"].to_numpy(np.int64))
-        j = np.searchsorted(k["start_ns"].to_numpy(np.int64), ge[sel], side="left") - 1  # started before the end
-        last = np.where(j >= 0, reach[np.maximum(j, 0)], np.iinfo(np.int64).min)
-        over = last > gs[sel]  # the latest-ending one still ran inside the gap
-        tail[sel[over]] = np.maximum(ge[sel[over]] - last[over], 0)
+    c_rank, c_dev = v.rank[comm], v.device[comm]
+    for rank in distinct(g_rank):  # ranks and devices are few
+        for dev in distinct(g_dev[g_rank == rank]):
+            k = comm[(c_rank == rank) & (c_dev == dev)]
+            if len(k) == 0:
+                continue
+            sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
+            k = k[np.argsort(v.start[k], kind="stable")]
+            reach = np.maximum.accumulate(v.end[k].astype(np.int64))
+            j = np.searchsorted(v.start[k].astype(np.int64), ge[sel], side="left") - 1  # started before the end
+            last = np.where(j >= 0, reach[np.maximum(j, 0)], np.iinfo(np.int64).min)
+            over = last > gs[sel]  # the latest-ending one still ran inside the gap
+            tail[sel[over]] = np.maximum(ge[sel[over]] - last[over], 0)
     return tail
 
 
@@ -396,26 +365,20 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
-    for rank in np.unique(g_rank[lstart >= 0]).tolist():  # ranks and threads are few
-        calls = v.rows((schema.LANE_CPU_THREAD,), tuple(sorted(API_CATS)), rank=rank)
-        ops = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_CPU_OP,), rank=rank)
-        if len(calls) == 0 or len(ops) == 0:
+    for rank in distinct(g_rank[lstart >= 0]):  # ranks and threads are few
+        calls = calls_of(trace, rank)  # sorted by start once for every rule
+        if len(calls.rows) == 0 or len(select(trace, CPU_OPS, rank)) == 0:
             continue
         sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
-        calls = calls[np.argsort(v.start[calls], kind="stable")]
-        cs = v.start[calls].astype(np.int64)
+        cs = calls.start
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = cs[k] == lstart[sel]
-        sel, tid = sel[found], v.tid[calls][k[found]]
-        op_tid = v.tid[ops]
-        for t in np.unique(tid).tolist():
+        sel, tid = sel[found], calls.tid[k[found]]
+        for t in distinct(tid):
             q = sel[tid == t]
-            thread_ops = ops[op_tid == t]
+            thread_ops, os_, reach = thread_cpu_ops(trace, rank, t)
             if len(thread_ops) == 0:
                 continue
-            thread_ops = thread_ops[np.argsort(v.start[thread_ops], kind="stable")]
-            os_ = v.start[thread_ops].astype(np.int64)
-            reach = np.maximum.accumulate(v.end[thread_ops].astype(np.int64))
             t_launch = lstart[q]
             first = np.searchsorted(reach, t_launch, side="left")  # earliest op still running at t
             inside = first < np.searchsorted(os_, t_launch, side="right")
@@ -426,12 +389,15 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     return share, names
 
 
-def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray]:
+def longest_api_call(gaps: pd.DataFrame, trace: Trace | None, longer_than_ns: int = -1
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """The single CUDA runtime/driver call of the gap's rank that overlaps each gap the longest.
 
     Returns ``(overlap_ns, name)`` per gap (0 and '' when none). One long call is driver work (lazy
     module loading on a first launch, context or stream creation, allocation), which the launch-bound
-    rule must not read as dispatch overhead.
+    rule must not read as dispatch overhead. Only calls longer than ``longer_than_ns`` are read (the
+    rules pass ``launch_call_max_ns``: they read an overlap only when it is longer, which only such a
+    call can have, and the same call then holds it).
     """
     n = len(gaps)
     length = np.zeros(n, dtype=np.int64)
@@ -439,24 +405,21 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarra
     if trace is None or n == 0:
         return length, names
     v = event_view(trace)
-    api = v.rows((schema.LANE_CPU_THREAD,), API_CATS)  # the rows of api_calls, as indices
-    if len(api) == 0:
-        return length, names
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_dev = col(gaps, "device", dtype=np.int64)
     g_start = col(gaps, "start_ns", dtype=np.int64)
     g_end = col(gaps, "end_ns", dtype=np.int64)
-    a_rank = v.rank[api]
-    for rank in pd.unique(a_rank).tolist():  # ranks and devices are few
-        calls = api[a_rank == rank]
-        s = v.start[calls].astype(np.int64)
-        e = v.end[calls].astype(np.int64)
-        for dev in np.unique(g_dev[g_rank == rank]):
+    for rank in distinct(g_rank):  # ranks and devices are few
+        calls = calls_of(trace, rank)  # sorted by start once for every rule: no sort per device
+        calls = calls.where(calls.end - calls.start > longer_than_ns)
+        if len(calls.rows) == 0:
+            continue
+        for dev in distinct(g_dev[g_rank == rank]):
             sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
             sel = sel[np.argsort(g_start[sel], kind="stable")]  # a device's gaps are disjoint
-            ov, idx = intervals.longest_overlap(g_start[sel], g_end[sel], s, e)
+            ov, idx = intervals.longest_overlap(g_start[sel], g_end[sel], calls.start, calls.end)
             length[sel] = ov
             hit = idx >= 0
-            code = v.name[calls[idx[hit]]]  # names of the hits only; a missing one reads 'nan' (as str())
+            code = calls.name[idx[hit]]  # names of the hits only; a missing one reads 'nan' (as str())
             names[sel[hit]] = np.where(code >= 0, v.names[code], "nan").astype(object)
     return length, names

@@ -47,10 +47,20 @@ def host_input(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> 
     """Host-side input work holds the gap (see module doc)."""
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     dispatching = frac(gaps, "cpu_runtime") >= cfg.launch_cpu_cover
-    named = calls_matching(pd.Series(ctx.host_work_label, dtype=object).astype(str), INPUT_WORK)
+    named = _input_work(ctx.host_work_label)
     fed = col(gaps, "memcpy_htod_ns", dtype=np.int64) > 0
     held = (ctx.host_work_ns >= cfg.data_loader_cover * dur) & (dur > cfg.input_work_min_ns)
     return held & ~ctx.queued & ~dispatching & (named | fed)
+
+
+def _input_work(labels: np.ndarray) -> np.ndarray:
+    """Per label: does it name input work (``INPUT_WORK``)? Only the labelled gaps are tested (a label
+    is named only for the long gaps host work holds), each distinct label once."""
+    out = np.zeros(len(labels), dtype=bool)
+    some = np.flatnonzero(labels != "")
+    if len(some):
+        out[some] = calls_matching(pd.Series(labels[some], dtype=object).astype(str), INPUT_WORK)
+    return out
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:

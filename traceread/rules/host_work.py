@@ -15,11 +15,13 @@ frames are named from the outermost launch-free one, with its longest meaningful
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema
+from traceread import intervals
 from traceread.config import Thresholds
 from traceread.host_calls import (
     DATALOADER_PREFIX,
@@ -29,8 +31,9 @@ from traceread.host_calls import (
     SYNC,
     frame_label,
 )
-from traceread.lanes import API_CATS, EventView, event_view
+from traceread.lanes import EventView, event_view
 from traceread.rules._base import col
+from traceread.rules._calls import api_calls, api_ranks, distinct, matching, name_hits, thread_host_rows
 from traceread.trace import Trace
 
 # Frames that only forward to their callee: the label names what is inside them instead.
@@ -46,103 +49,157 @@ def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
     out = np.full(n, -1, dtype=np.int64)
     if trace is None or n == 0:
         return out
-    v = event_view(trace)
-    api = v.rows((schema.LANE_CPU_THREAD,), API_CATS)
-    launches = api[v.matching(api, KERNEL_LAUNCH) | v.matching(api, GRAPH_LAUNCH)]
-    if len(launches) == 0:
-        return out
     g_rank = col(gaps, "rank", dtype=np.int64)
     lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
-    l_rank = v.rank[launches]
-    for rank in pd.unique(l_rank).tolist():  # ranks are few
+    for rank in api_ranks(trace):  # ranks are few
         sel = np.flatnonzero(g_rank == rank)
         if len(sel) == 0:
             continue
-        calls = launches[l_rank == rank]
-        tid = v.tid[calls].astype(np.int64)
-        out[sel] = int(pd.Series(tid).value_counts().index[0])
-        order = np.argsort(v.start[calls], kind="stable")
-        cs, tid = v.start[calls][order].astype(np.int64), tid[order]
+        calls = api_calls(trace, rank)  # sorted by start once for every rule
+        is_launch = matching(trace, calls, KERNEL_LAUNCH, GRAPH_LAUNCH)
+        if not is_launch.any():
+            continue
+        cs, tid = calls.start[is_launch], calls.tid[is_launch]
+        if np.min(tid) == np.max(tid):  # one launching thread (the common case): no search
+            out[sel] = int(tid[0])
+            continue
+        out[sel] = _busiest(tid, calls.rows[is_launch])
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = (lstart[sel] >= 0) & (cs[k] == lstart[sel])
         out[sel[found]] = tid[k[found]]
     return out
 
 
+def _busiest(tid: np.ndarray, rows: np.ndarray) -> int:
+    """The thread with the most launches; on a tie, as ``value_counts`` of the tids in frame order
+    picks (the tied thread seen first)."""
+    uniq = pd.unique(tid)  # launching threads are few
+    counts = np.array([np.count_nonzero(tid == t) for t in uniq.tolist()], dtype=np.int64)
+    first = np.array([np.min(rows[tid == t]) for t in uniq.tolist()], dtype=np.int64)
+    o = np.argsort(first, kind="stable")
+    return int(pd.Series(counts[o], index=uniq[o]).sort_values(ascending=False).index[0])
+
+
 _MARKERS = re.compile("^(?:" + re.escape(PROFILER_STEP_PREFIX) + "|" + re.escape(DATALOADER_PREFIX) + ")")
-
-
-def _host_rows(v: EventView) -> np.ndarray:
-    """Rows of Python frames, CPU ops and user ranges (not the step marker nor the loader's own range)."""
-    host = np.sort(np.concatenate([
-        v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_PYTHON, schema.CAT_CPU_OP)),
-        v.rows((schema.LANE_CPU_ANNOTATION,), (schema.CAT_USER_ANNOTATION,))]))
-    return host[~v.matching(host, _MARKERS)]
 
 
 def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Thresholds
               ) -> tuple[np.ndarray, np.ndarray]:
-    """Per gap: ``(ns, label)``: launch-free host work on thread ``tids`` overlapping the gap (union, ns),
-    and, where it holds at least ``data_loader_cover`` of a gap longer than ``input_work_min_ns``
-    (the only gaps a rule names it for), the name of its outermost frame holding most of it with its
-    longest meaningful descendants ('' elsewhere)."""
+    """Per gap longer than ``input_work_min_ns`` (the only gaps a rule reads it for; 0 and '' for the
+    rest): ``(ns, label)``: launch-free host work on thread ``tids`` overlapping the gap (union, ns),
+    and, where it holds at least ``data_loader_cover`` of the gap, the name of its outermost frame
+    holding most of it with its longest meaningful descendants ('' elsewhere)."""
     n = len(gaps)
     ns = np.zeros(n, dtype=np.int64)
     label = np.full(n, "", dtype=object)
     if trace is None or n == 0:
         return ns, label
     v = event_view(trace)
-    host = _host_rows(v)
-    if len(host) == 0:
-        return ns, label
-    api = v.rows((schema.LANE_CPU_THREAD,), API_CATS)
+    marker = name_hits(trace, _MARKERS)
     # A frame holding a launch is dispatch; one holding a sync (aten::item around a blocking copy) is a
     # host waiting on the GPU: neither is host work.
-    launches = api[v.matching(api, KERNEL_LAUNCH) | v.matching(api, GRAPH_LAUNCH) | v.matching(api, SYNC)]
+    holds = name_hits(trace, KERNEL_LAUNCH) | name_hits(trace, GRAPH_LAUNCH) | name_hits(trace, SYNC)
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_dev = col(gaps, "device", dtype=np.int64)
     gs = col(gaps, "start_ns", dtype=np.int64)
     ge = col(gaps, "end_ns", dtype=np.int64)
-    h_rank, h_tid = v.rank[host].astype(np.int64), v.tid[host].astype(np.int64)
-    l_rank, l_tid = v.rank[launches].astype(np.int64), v.tid[launches].astype(np.int64)
-    threads = pd.DataFrame({"r": h_rank, "t": h_tid}).groupby(["r", "t"], sort=False).indices
-    for (rank, tid), at in threads.items():  # threads are few
-        sel = np.flatnonzero((g_rank == rank) & (tids == tid))
-        if len(sel) == 0:
-            continue
-        hev = host[at]  # row order, as the frame's
-        points = np.sort(v.start[launches[(l_rank == rank) & (l_tid == tid)]].astype(np.int64))
-        s, e = v.start[hev].astype(np.int64), v.end[hev].astype(np.int64)
-        free = intervals.count_in(s, e, points) == 0
-        if not free.any():
-            continue
-        s, e = s[free], e[free]
-        ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s, e))
-        q = sel[np.argsort(gs[sel], kind="stable")]
-        dur = ge[q] - gs[q]
-        hit = q[(ns[q] >= cfg.data_loader_cover * dur) & (dur > cfg.input_work_min_ns)]
-        if len(hit) == 0:
-            continue
-        names = v.names[v.name[hev[free]]]
-        order = np.lexsort((-e, s))
-        s, e, names = s[order], e[order], names[order]
-        reach = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))
-        outer = e > reach  # not inside an earlier (longer-or-equal) launch-free frame
-        o_pos = np.flatnonzero(outer)
-        for dev in np.unique(g_dev[hit]):  # a device's gaps are disjoint (longest_overlap needs it)
-            h = hit[g_dev[hit] == dev]
-            _, idx = intervals.longest_overlap(gs[h], ge[h], s[outer], e[outer])
-            for g, i in zip(h, idx, strict=True):  # long gaps mostly held by host work only
-                if i >= 0:
-                    label[g] = _label(s, e, names, int(o_pos[i]))
+    for rank in distinct(g_rank):  # ranks and threads are few
+        for tid in distinct(tids[g_rank == rank]):
+            sel = np.flatnonzero((g_rank == rank) & (tids == tid))
+            sel = sel[ge[sel] - gs[sel] > cfg.input_work_min_ns]  # the only gaps a rule reads it for
+            hev = thread_host_rows(trace, rank, tid)  # sorted by start (frame order among equal starts)
+            hev = hev[~marker[v.name[hev]]]
+            if len(sel) == 0 or len(hev) == 0:
+                continue
+            calls = api_calls(trace, rank)  # sorted by start
+            frames = _Frames(v.start[hev].astype(np.int64, copy=False), v.end[hev].astype(np.int64, copy=False), hev,
+                             calls.start[(calls.tid == tid) & holds[calls.name]])
+            # Only frames overlapping those gaps count (and every frame enclosing one overlaps them too).
+            us, ue = intervals.union(gs[sel], ge[sel])
+            j = np.minimum(np.searchsorted(ue, frames.s, side="right"), len(ue) - 1)
+            near = np.flatnonzero((ue[j] > frames.s) & (us[j] < frames.e))
+            near = near[frames.free(near)]
+            if len(near) == 0:
+                continue
+            s, e = frames.s[near], frames.e[near]
+            ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s, e))
+            q = sel[np.argsort(gs[sel], kind="stable")]
+            hit = q[ns[q] >= cfg.data_loader_cover * (ge[q] - gs[q])]
+            if len(hit) == 0:
+                continue
+            s, e, near = _outer_first(s, e, near)
+            reach = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))
+            outer = e > reach  # not inside an earlier (longer-or-equal) launch-free frame
+            named, tops = [], []
+            for dev in np.unique(g_dev[hit]):  # a device's gaps are disjoint (longest_overlap needs it)
+                h = hit[g_dev[hit] == dev]
+                _, idx = intervals.longest_overlap(gs[h], ge[h], s[outer], e[outer])
+                named.append(h[idx >= 0])
+                tops.append(near[outer][idx[idx >= 0]])
+            if named:
+                label[np.concatenate(named)] = frames.labels(v, np.concatenate(tops))
     return ns, label
+
+
+@dataclass(frozen=True)
+class _Frames:
+    """One thread's host frames sorted by start (frame order among equal starts) and its launch and
+    sync calls' starts (sorted)."""
+
+    s: np.ndarray
+    e: np.ndarray
+    rows: np.ndarray
+    points: np.ndarray
+
+    def free(self, at: np.ndarray) -> np.ndarray:
+        """Per frame at ``at``: no launch or sync call starts inside it (the first at or after its start
+        is at or past its end)."""
+        if len(self.points) == 0:
+            return np.ones(len(at), dtype=bool)
+        k = np.searchsorted(self.points, self.s[at], side="left")
+        return (k == len(self.points)) | (self.points[np.minimum(k, len(self.points) - 1)] >= self.e[at])
+
+    def labels(self, v: EventView, tops: np.ndarray) -> np.ndarray:
+        """:func:`_label` of each outermost launch-free frame at ``tops``, read among the launch-free
+        frames starting inside those frames (a frame's descendants), ordered as the whole thread's are."""
+        lo = np.searchsorted(self.s, self.s[tops], side="left")
+        hi = np.searchsorted(self.s, self.e[tops], side="left")
+        inside = np.zeros(len(self.s) + 1, dtype=np.int64)
+        np.add.at(inside, lo, 1)
+        np.add.at(inside, hi, -1)
+        at = np.flatnonzero(np.cumsum(inside[:-1]) > 0)
+        at = at[self.free(at)]
+        s, e, at = _outer_first(self.s[at], self.e[at], at)  # a top before the frames it holds
+        pos = np.searchsorted(np.sort(at), tops)
+        where = np.empty(len(at), dtype=np.int64)
+        where[np.argsort(at, kind="stable")] = np.arange(len(at))
+        names = _names_at(v, self.rows[at])
+        return np.array([_label(s, e, names, int(where[p])) for p in pos.tolist()] or [""], dtype=object)[:len(tops)]
+
+
+def _outer_first(s: np.ndarray, e: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Frames sorted by start (frame order among equal starts) reordered so that among equal starts the
+    longest comes first (a stack's outer frame before its callees): only runs of equal starts move."""
+    at = np.flatnonzero(s[1:] == s[:-1])
+    if len(at) == 0:
+        return s, e, rows
+    at = np.union1d(at, at + 1)
+    o = at[np.lexsort((-e[at], s[at]))]
+    s, e, rows = s.copy(), e.copy(), rows.copy()
+    s[at], e[at], rows[at] = s[o], e[o], rows[o]
+    return s, e, rows
+
+
+def _names_at(v: EventView, rows: np.ndarray) -> Callable[[int], str]:
+    """The name of ``rows[k]``, looked up only for the frames a label names."""
+    return lambda k: str(v.names[v.name[rows[k]]])
 
 
 def _fmt_ms(ns: int) -> str:
     return f"{ns / 1e6:.1f} ms" if ns >= 100_000 else f"{ns / 1e3:.0f} us"
 
 
-def _label(s: np.ndarray, e: np.ndarray, names: np.ndarray, top: int) -> str:
+def _label(s: np.ndarray, e: np.ndarray, names: Callable[[int], str], top: int) -> str:
     """The frame at ``top`` and its longest meaningful descendants (generic forwarding frames skipped)."""
     lo = top + 1
     hi = int(np.searchsorted(s, e[top], side="left"))
@@ -155,15 +212,15 @@ def _label(s: np.ndarray, e: np.ndarray, names: np.ndarray, top: int) -> str:
     while frontier and len(picked) < _NAMED:
         frontier.sort(key=lambda k: -(e[k] - s[k]))
         k = frontier.pop(0)
-        func = str(names[k]).rsplit(": ", 1)[-1].strip()
-        if func in _GENERIC or str(names[k]).startswith("nn.Module: "):
+        func = names(k).rsplit(": ", 1)[-1].strip()
+        if func in _GENERIC or names(k).startswith("nn.Module: "):
             sub = inner[(s[inner] >= s[k]) & (e[inner] <= e[k]) & (inner != k)]
             frontier.extend(_children(s, e, sub))
             continue
         picked.append(k)
-    text = f"{frame_label(str(names[top]))} {_fmt_ms(int(e[top] - s[top]))}"
+    text = f"{frame_label(names(top))} {_fmt_ms(int(e[top] - s[top]))}"
     if picked:
-        text += ": " + ", ".join(f"{frame_label(str(names[k]))} {_fmt_ms(int(e[k] - s[k]))}" for k in picked)
+        text += ": " + ", ".join(f"{frame_label(names(k))} {_fmt_ms(int(e[k] - s[k]))}" for k in picked)
     return text
 
 

@@ -46,7 +46,9 @@ schedule with warmup steps, or ``nsys --capture-range``).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -68,20 +70,19 @@ from traceread.host_calls import (
     PINNED_MEMORY,
     SETUP_RANGE,
     TEARDOWN,
-    calls_matching,
 )
 from traceread.lanes import HOST_LANES, EventView, event_view
 from traceread.rules._base import (
     Rows,
     Rule,
     RuleContext,
-    api_calls,
     cat,
     col,
     fmt_int,
     fmt_ns,
     fmt_pct,
 )
+from traceread.rules._calls import Calls, Spec, api_calls, api_ranks, matching, name_hits, select
 from traceread.trace import Trace
 
 NAME = "one-time-cost"
@@ -143,22 +144,21 @@ def _runs(s: np.ndarray, e: np.ndarray, tid: np.ndarray, names: np.ndarray, laun
     return np.concatenate(rs), np.concatenate(re_), np.concatenate(labels)
 
 
-def _capture_spans(calls: pd.DataFrame, thread_ends: Callable[[], dict[int, tuple[int, int]]]
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """BeginCapture .. EndCapture per thread (a capture cut by the trace edge runs to that edge);
-    ``thread_ends()``: each thread's first start and last end (asked only when there are marks)."""
+def _capture_spans(tid: np.ndarray, start: np.ndarray, end: np.ndarray, is_begin: np.ndarray,
+                   thread_ends: Callable[[], dict[int, tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """BeginCapture .. EndCapture per thread (a capture cut by the trace edge runs to that edge), from
+    the capture marks in frame order; ``thread_ends()``: each thread's first start and last end (asked
+    only when there are marks)."""
     ss, ee = [], []
-    begin = calls_matching(calls["name"], CAPTURE_BEGIN)
-    end = calls_matching(calls["name"], CAPTURE_END)
-    marks = calls[begin | end]
-    if marks.empty:
+    if len(tid) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    for tid, m in marks.groupby("tid", sort=False):  # capturing threads are few
-        m = m.sort_values("start_ns", kind="stable")
-        is_begin = calls_matching(m["name"], CAPTURE_BEGIN)
-        lo, hi = thread_ends()[int(tid)]
+    uniq, first = np.unique(tid, return_index=True)
+    for t in uniq[np.argsort(first, kind="stable")].tolist():  # capturing threads are few, in order of appearance
+        m = np.flatnonzero(tid == t)
+        m = m[np.argsort(start[m], kind="stable")]
+        lo, hi = thread_ends()[int(t)]
         open_at = None
-        for b, s, e in zip(is_begin, m["start_ns"].to_numpy(np.int64), m["end_ns"].to_numpy(np.int64), strict=True):
+        for b, s, e in zip(is_begin[m].tolist(), start[m].tolist(), end[m].tolist(), strict=True):
             if b:
                 open_at = s if open_at is None else open_at
             else:
@@ -171,17 +171,16 @@ def _capture_spans(calls: pd.DataFrame, thread_ends: Callable[[], dict[int, tupl
     return np.asarray(ss, np.int64), np.asarray(ee, np.int64)
 
 
-def _inside_first_library_op(v: EventView, calls: pd.DataFrame, rank: int) -> np.ndarray:
-    """Per call: does it start inside the first op (per thread and name) of ``rank`` that creates a
-    math-library handle (``LIBRARY_OP``)?"""
-    out = np.zeros(len(calls), dtype=bool)
-    ops = v.rows(HOST_LANES, (schema.CAT_CPU_OP,), rank=rank)
-    ops = ops[v.matching(ops, LIBRARY_OP)]
-    if len(ops) == 0 or not len(calls):
+def _inside_first_library_op(trace: Trace, c_tid: np.ndarray, c_start: np.ndarray, rank: int) -> np.ndarray:
+    """Per call (thread, start): does it start inside the first op (per thread and name) of ``rank``
+    that creates a math-library handle (``LIBRARY_OP``)?"""
+    v = event_view(trace)
+    out = np.zeros(len(c_tid), dtype=bool)
+    ops = select(trace, _HOST_OPS, rank, names=(LIBRARY_OP,))
+    if len(ops) == 0 or not len(c_tid):
         return out
     ops = ops[np.argsort(v.start[ops], kind="stable")]
     first = ops[~pd.DataFrame({"tid": v.tid[ops], "name": v.name[ops]}).duplicated().to_numpy()]
-    c_tid, c_start = calls["tid"].to_numpy(np.int64), calls["start_ns"].to_numpy(np.int64)
     f_tid = v.tid[first].astype(np.int64)
     for tid in pd.unique(f_tid).tolist():  # library-op threads are few
         f = first[f_tid == tid]
@@ -192,108 +191,149 @@ def _inside_first_library_op(v: EventView, calls: pd.DataFrame, rank: int) -> np
     return out
 
 
+# Host ranges: every host row but runtime/driver calls and Python frames (a row without a category is one).
+_RANGES: Spec = tuple((lane, (schema.CAT_RUNTIME, schema.CAT_DRIVER, schema.CAT_PYTHON), True) for lane in HOST_LANES)
+_HOST_OPS: Spec = tuple((lane, (schema.CAT_CPU_OP,), False) for lane in HOST_LANES)
+
+
+@dataclass
+class _Spans:
+    """One-time intervals in the order they are found (the order decides ties between equal starts)."""
+
+    rank: list[np.ndarray] = field(default_factory=list)
+    start: list[np.ndarray] = field(default_factory=list)
+    end: list[np.ndarray] = field(default_factory=list)
+    kind: list[np.ndarray] = field(default_factory=list)
+    label: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, rank: np.ndarray, s: np.ndarray, e: np.ndarray, kind: str, label: np.ndarray) -> None:
+        if len(s):
+            self.rank.append(np.asarray(rank, np.int64))
+            self.start.append(np.asarray(s, np.int64))
+            self.end.append(np.asarray(e, np.int64))
+            self.kind.append(np.full(len(s), kind, dtype=object))
+            self.label.append(np.asarray(label, dtype=object))
+
+    def rows(self, v: EventView, rows: np.ndarray, kind: str) -> None:
+        self.add(v.rank[rows], v.start[rows], v.end[rows], kind, v.names[v.name[rows]])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if not self.start:
+            return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, object),
+                    np.zeros(0, object))
+        return (np.concatenate(self.rank), np.concatenate(self.start), np.concatenate(self.end),
+                np.concatenate(self.kind), np.concatenate(self.label))
+
+
 def one_time_intervals(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thresholds) -> pd.DataFrame:
     """Every one-time-cost interval of the trace: ``rank, start_ns, end_ns, kind, label``."""
     cols = ["rank", "start_ns", "end_ns", "kind", "label"]
     if trace is None or trace.events.empty:
         return pd.DataFrame(columns=cols)
-    ev = trace.events
-    parts: list[pd.DataFrame] = []
+    spans = _one_time_spans(trace, steps, cfg)
+    if not spans.start:
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame(dict(zip(cols, spans.arrays(), strict=True)))
 
-    def add(rows: pd.DataFrame, kind: str) -> None:
-        add_spans(rows["rank"].to_numpy(np.int64), rows["start_ns"].to_numpy(np.int64),
-                  rows["end_ns"].to_numpy(np.int64), kind, rows["name"].astype(str).to_numpy())
 
-    def add_spans(rank: np.ndarray, s: np.ndarray, e: np.ndarray, kind: str, label: np.ndarray) -> None:
-        if len(s):
-            parts.append(pd.DataFrame({"rank": rank, "start_ns": s, "end_ns": e, "kind": kind, "label": label}))
+def _one_time_spans(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -> _Spans:
+    """The intervals of :func:`one_time_intervals`, read from the engine's numpy view of the events."""
+    v = event_view(trace)
+    out = _Spans()
+    # Only the ranges some pattern below names (few): the host ranges are most of a large frame.
+    ranges = select(trace, _RANGES, names=(AUTOTUNE_RANGE, COMPILE_RANGE, SETUP_RANGE, LAZY_INIT))
 
-    # Host ranges (every host row but runtime/driver calls and Python frames), selected from the
-    # events in one step: the host rows alone are most of a large frame (a copy of every column).
-    ranges = ev[(ev["lane"].isin(HOST_LANES) & ~ev["category"].isin([schema.CAT_RUNTIME, schema.CAT_DRIVER,
-                                                                      schema.CAT_PYTHON])).to_numpy()]
-    autotune = calls_matching(ranges["name"], AUTOTUNE_RANGE)
-    add(ranges[autotune], "autotune")
-    compile_ = ~autotune & calls_matching(ranges["name"], COMPILE_RANGE)
-    add(ranges[compile_], "compile")
+    def hits(rows: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
+        return name_hits(trace, rx)[v.name[rows]]
+
+    autotune = hits(ranges, AUTOTUNE_RANGE)
+    out.rows(v, ranges[autotune], "autotune")
+    compile_ = ~autotune & hits(ranges, COMPILE_RANGE)
+    out.rows(v, ranges[compile_], "compile")
     # Set-up / clean-up ranges: annotations only (a Python frame or op named ``__init__`` is not one).
-    setup = ranges[~autotune & ~compile_ & (ranges["category"] == schema.CAT_USER_ANNOTATION).to_numpy()
-                   & calls_matching(ranges["name"], SETUP_RANGE)]
-    for _, r_setup in setup.groupby("rank", observed=True, sort=False):  # ranks are few
-        rank = int(r_setup["rank"].iloc[0])
-        if not allocator_recurs(r_setup["start_ns"].to_numpy(np.int64), steps, rank, cfg):
-            add(r_setup, "setup-teardown")
-    add(ranges[calls_matching(ranges["name"], LAZY_INIT)], "lazy-init")
+    setup = ranges[~autotune & ~compile_ & np.isin(v.cat[ranges], [v.cat_codes.get(schema.CAT_USER_ANNOTATION, -99)])
+                   & hits(ranges, SETUP_RANGE)]
+    if len(setup):
+        r_setup = v.rank[setup]
+        uniq, first = np.unique(r_setup, return_index=True)
+        for rank in uniq[np.argsort(first, kind="stable")].tolist():  # ranks are few, in order of appearance
+            rows = setup[r_setup == rank]
+            if not allocator_recurs(v.start[rows].astype(np.int64), steps, rank, cfg):
+                out.rows(v, rows, "setup-teardown")
+    out.rows(v, ranges[hits(ranges, LAZY_INIT)], "lazy-init")
 
-    api = api_calls(ev)
-    if api.empty:
-        return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
-    dur = (api["end_ns"] - api["start_ns"]).to_numpy(np.int64)
-    long_call = dur > cfg.launch_call_max_ns
     ends: list[dict[int, tuple[int, int]]] = []
 
     def thread_ends() -> dict[int, tuple[int, int]]:  # a group-by of every event: only for captures
         if not ends:
+            ev = trace.events
             ends.append({int(t): (int(a), int(b)) for t, a, b in
                          ev.groupby("tid", sort=False).agg(a=("start_ns", "min"), b=("end_ns", "max")).itertuples()})
         return ends[0]
 
-    for _, calls in api.groupby("rank", observed=True, sort=False):  # ranks are few
-        rank = int(calls["rank"].iloc[0])  # the group's key, typed
-        sel = (api["rank"] == rank).to_numpy()
-        long_here = long_call[sel]
+    for rank in api_ranks(trace):  # ranks are few, in order of their first call
+        calls = api_calls(trace, rank)  # sorted by start; each part below is put back in frame order
+        long_here = calls.end - calls.start > cfg.launch_call_max_ns
+
+        def part(keep: np.ndarray, calls: Calls = calls) -> np.ndarray:
+            """Positions of the calls ``keep`` selects, in frame order."""
+            at = np.flatnonzero(keep)
+            return at[np.argsort(calls.rows[at], kind="stable")]
+
+        def add(keep: np.ndarray, kind: str, calls: Calls = calls) -> None:
+            out.rows(v, calls.rows[part(keep)], kind)
+
+        kernel_launch = matching(trace, calls, KERNEL_LAUNCH)
         # Module loading and driver initialization: runs of calls.
-        mod = calls[calls_matching(calls["name"], MODULE_LOAD)]
+        mod = part(matching(trace, calls, MODULE_LOAD))
         if len(mod):
-            launch = calls[calls_matching(calls["name"], KERNEL_LAUNCH)]
-            s, e, labels = _runs(mod["start_ns"].to_numpy(np.int64), mod["end_ns"].to_numpy(np.int64),
-                                 mod["tid"].to_numpy(np.int64), mod["name"].astype(str).to_numpy(),
-                                 launch["start_ns"].to_numpy(np.int64), launch["tid"].to_numpy(np.int64),
-                                 cfg.one_time_run_gap_ns)
-            add_spans(np.full(len(s), int(rank), np.int64), s, e, "module-load", labels)
+            s, e, labels = _runs(calls.start[mod], calls.end[mod], calls.tid[mod], v.names[calls.name[mod]],
+                                 calls.start[kernel_launch], calls.tid[kernel_launch], cfg.one_time_run_gap_ns)
+            out.add(np.full(len(s), rank, np.int64), s, e, "module-load", labels)
         # Graph capture: Begin..End spans and instantiation.
-        cs, ce = _capture_spans(calls, thread_ends)
+        is_begin = matching(trace, calls, CAPTURE_BEGIN)
+        marks = part(is_begin | matching(trace, calls, CAPTURE_END))
+        cs, ce = _capture_spans(calls.tid[marks], calls.start[marks], calls.end[marks], is_begin[marks], thread_ends)
         if len(cs):
-            add_spans(np.full(len(cs), int(rank), np.int64), cs, ce, "graph-capture",
-                      np.full(len(cs), "stream capture", dtype=object))
-        add(calls[calls_matching(calls["name"], CAPTURE)], "graph-capture")
+            out.add(np.full(len(cs), rank, np.int64), cs, ce, "graph-capture", np.full(len(cs), "stream capture", dtype=object))
+        add(matching(trace, calls, CAPTURE), "graph-capture")
         # Lazy start-up: initialization / handle creation by name, and the long allocator and context
         # calls inside a thread's first library-handle op (its handle is created there).
-        alloc_call = calls_matching(calls["name"], DEVICE_ALLOCATOR)
-        context_call = calls_matching(calls["name"], CONTEXT_SETUP)
-        lazy = calls_matching(calls["name"], LAZY_INIT)
+        alloc_call = matching(trace, calls, DEVICE_ALLOCATOR)
+        context_call = matching(trace, calls, CONTEXT_SETUP)
+        lazy = matching(trace, calls, LAZY_INIT)
         long_setup = long_here & (alloc_call | context_call)
         if long_setup.any():  # the library ops are searched only for the calls they could make lazy
-            lazy |= long_setup & _inside_first_library_op(event_view(trace), calls, rank)
-        add(calls[lazy], "lazy-init")
+            at = np.flatnonzero(long_setup)
+            lazy[at] |= _inside_first_library_op(trace, calls.tid[at], calls.start[at], rank)
+        add(lazy, "lazy-init")
         # Long context / stream / pinned-memory setup calls.
-        add(calls[long_here & context_call & ~lazy], "context")
+        add(long_here & context_call & ~lazy, "context")
         # A kernel's first launch that takes milliseconds: lazy module loading inside the launch.
-        launches = calls[long_here & calls_matching(calls["name"], KERNEL_LAUNCH)]
+        launches = part(long_here & kernel_launch)
         if len(launches):
-            add(launches[_first_launch(ev, launches, int(rank))], "first-launch")
+            out.rows(v, calls.rows[launches[_first_launch(v, calls.rows[launches], rank)]], "first-launch")
         # Allocator calls that do not recur every step: growth.
-        alloc = calls[alloc_call]
-        if len(alloc) and not allocator_recurs(alloc["start_ns"].to_numpy(np.int64), steps, int(rank), cfg):
-            add(calls[alloc_call & ~lazy], "allocator-growth")
+        if alloc_call.any() and not allocator_recurs(calls.start[alloc_call], steps, rank, cfg):
+            add(alloc_call & ~lazy, "allocator-growth")
         # Pinned host memory and stream/event teardown: set-up and teardown unless every step does it.
-        setup_calls = calls[(calls_matching(calls["name"], PINNED_MEMORY) | calls_matching(calls["name"], TEARDOWN))
-                            & ~lazy]
-        if len(setup_calls) and not allocator_recurs(setup_calls["start_ns"].to_numpy(np.int64), steps, int(rank), cfg):
+        setup_calls = matching(trace, calls, PINNED_MEMORY, TEARDOWN) & ~lazy
+        if setup_calls.any() and not allocator_recurs(calls.start[setup_calls], steps, rank, cfg):
             add(setup_calls, "setup-teardown")
-    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+    return out
 
 
-def _first_launch(ev: pd.DataFrame, launches: pd.DataFrame, rank: int) -> np.ndarray:
-    """Which of ``launches`` launched the first instance (on this rank) of their kernel's name."""
-    gpu = ev[(ev["rank"] == rank) & ev["lane"].isin([schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM])
-             & (ev["correlation"] >= 0)]
+def _first_launch(v: EventView, launches: np.ndarray, rank: int) -> np.ndarray:
+    """Which of the ``launches`` (event rows) launched the first instance (on this rank) of their kernel's name."""
+    gpu = v.rows((schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM))
+    gpu = gpu[(v.rank[gpu] == rank) & (v.corr[gpu] >= 0)]
     out = np.zeros(len(launches), dtype=bool)
-    if gpu.empty:
+    if len(gpu) == 0:
         return out
-    first = gpu.sort_values("start_ns", kind="stable").drop_duplicates("name")
-    out[:] = np.isin(launches["correlation"].to_numpy(np.int64), first["correlation"].to_numpy(np.int64)) \
-        & (launches["correlation"].to_numpy(np.int64) >= 0)
+    gpu = gpu[np.argsort(v.start[gpu], kind="stable")]
+    _, first = np.unique(v.name[gpu], return_index=True)  # the first op of each name (no name: one more)
+    corr = v.corr[launches].astype(np.int64)
+    out[:] = np.isin(corr, v.corr[gpu[first]].astype(np.int64)) & (corr >= 0)
     return out
 
 
@@ -306,35 +346,39 @@ def cover(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, c
     kind = np.full(n, "", dtype=object)
     label = np.full(n, "", dtype=object)
     count = np.zeros(n, dtype=np.int64)
-    iv = one_time_intervals(trace, steps, cfg) if n else pd.DataFrame()
-    if iv.empty:
+    if trace is None or trace.events.empty or n == 0:
+        return ns, kind, label, count
+    iv_rank, iv_s, iv_e, iv_kind, iv_label = _one_time_spans(trace, steps, cfg).arrays()
+    if len(iv_s) == 0:
         return ns, kind, label, count
     g_rank = col(gaps, "rank", dtype=np.int64)
     g_dev = col(gaps, "device", dtype=np.int64)
     gs = col(gaps, "start_ns", dtype=np.int64)
     ge = col(gaps, "end_ns", dtype=np.int64)
-    for rank, r_iv in iv.groupby("rank", sort=False):
+    for rank in np.unique(iv_rank).tolist():
         sel = np.flatnonzero(g_rank == rank)
+        mine = iv_rank == rank
+        s, e, r_kind = iv_s[mine], iv_e[mine], iv_kind[mine]
+        # intervals overlapping each gap: started before its end, not ended by its start
+        count[sel] = np.searchsorted(np.sort(s), ge[sel], side="left") - np.searchsorted(np.sort(e), gs[sel], side="right")
+        sel = sel[count[sel] > 0]  # the rest: no one-time work in the gap (one-time intervals are few)
         if len(sel) == 0:
             continue
-        s, e = r_iv["start_ns"].to_numpy(np.int64), r_iv["end_ns"].to_numpy(np.int64)
         ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s, e))
         best = np.zeros(len(sel), dtype=np.int64)
         for k in KINDS:
-            m = (r_iv["kind"] == k).to_numpy()
+            m = r_kind == k
             if m.any():
                 ov = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s[m], e[m]))
                 take = ov > best
                 best[take] = ov[take]
                 kind[sel[take]] = k
-        names = r_iv["label"].to_numpy(dtype=object)
+        names = iv_label[mine]
         for dev in np.unique(g_dev[sel]):
             q = sel[g_dev[sel] == dev]
             q = q[np.argsort(gs[q], kind="stable")]  # a device's gaps are disjoint
             _, idx = intervals.longest_overlap(gs[q], ge[q], s, e)
             label[q[idx >= 0]] = names[idx[idx >= 0]]
-            # intervals overlapping each gap: started before its end, not ended by its start
-            count[q] = np.searchsorted(np.sort(s), ge[q], side="left") - np.searchsorted(np.sort(e), gs[q], side="right")
     return ns, kind, label, count
 
 

@@ -67,6 +67,7 @@ from traceread.rules._base import (
     frac,
     waited_for_comm,
 )
+from traceread.rules._calls import positions
 
 NAME = "pipeline-bubble"
 
@@ -139,12 +140,10 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame | None, cfg: Thresholds,
     if units.empty:
         return periodic, presence, cv, notes
     unit_index = pd.MultiIndex.from_tuples(list(units.index), names=["rank", "device"])
-    g_unit = unit_index.get_indexer(pd.MultiIndex.from_arrays(
-        [col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)]))
+    g_keys = [col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64), col(gaps, "step", -1, dtype=np.int64)]
+    g_unit = positions(unit_index, g_keys[:2])
     step_keys = pd.MultiIndex.from_frame(analysed.astype("int64"))
-    in_step = step_keys.get_indexer(pd.MultiIndex.from_arrays(
-        [col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64),
-         col(gaps, "step", -1, dtype=np.int64)])) >= 0
+    in_step = positions(step_keys, g_keys) >= 0
     dur = col(gaps, "dur_ns", dtype=np.int64)
     long_enough = (g_unit >= 0) & (dur >= cfg.bubble_min_gap_ns)
     if eligible is not None:
@@ -152,9 +151,7 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame | None, cfg: Thresholds,
     if not (long_enough & in_step).any():
         return periodic, presence, cv, notes
     lengths = (steps["end_ns"] - steps["start_ns"]).to_numpy(np.int64)
-    at = pd.MultiIndex.from_frame(steps[["rank", "device", "step"]].astype("int64")).get_indexer(
-        pd.MultiIndex.from_arrays([col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64),
-                                   col(gaps, "step", -1, dtype=np.int64)]))
+    at = positions(pd.MultiIndex.from_frame(steps[["rank", "device", "step"]].astype("int64")), g_keys)
     step_len = np.where(at >= 0, lengths[np.maximum(at, 0)], -1).astype(np.float64)
     # The unit's median analysed step length turns a place in the step into a fraction of a step.
     med = pd.Series(step_len[in_step]).groupby(g_unit[in_step]).median()

@@ -44,13 +44,12 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
-from traceread.host_calls import DEVICE_ALLOCATOR, SYNC, calls_matching
+from traceread.host_calls import DEVICE_ALLOCATOR, SYNC
 from traceread.lanes import HOST_LANES, event_view
 from traceread.rules._base import (
     Rows,
     Rule,
     RuleContext,
-    api_calls,
     cat,
     col,
     fmt_int,
@@ -58,6 +57,7 @@ from traceread.rules._base import (
     fmt_pct,
     frac,
 )
+from traceread.rules._calls import api_calls, distinct, name_hits
 from traceread.rules.one_time_cost import allocator_recurs
 from traceread.trace import Trace
 
@@ -91,31 +91,25 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
     block_start = np.full(n, -1, dtype=np.int64)
     if trace is None or n == 0:
         return blocked_ns, alloc_ns, alloc_calls, block_start
-    ev = trace.events
-    api = api_calls(ev)
-    if api.empty:
-        return blocked_ns, alloc_ns, alloc_calls, block_start
-    is_sync = calls_matching(api["name"], SYNC)
-    is_alloc = calls_matching(api["name"], DEVICE_ALLOCATOR)
+    sync, alloc = name_hits(trace, SYNC), name_hits(trace, DEVICE_ALLOCATOR)
     g_rank = col(gaps, "rank", dtype=np.int64)
     gs = col(gaps, "start_ns", dtype=np.int64)
     ge = col(gaps, "end_ns", dtype=np.int64)
-    r_all = api["rank"].to_numpy(np.int64)
-    s_all, e_all = api["start_ns"].to_numpy(np.int64), api["end_ns"].to_numpy(np.int64)
-    for rank in np.unique(g_rank):  # ranks are few
+    for rank in distinct(g_rank):  # ranks are few
         sel = np.flatnonzero(g_rank == rank)
-        here = r_all == rank
-        a = here & is_alloc
-        if not allocator_recurs(s_all[a], steps, int(rank), cfg):
+        calls = api_calls(trace, rank)  # sorted by start once for every rule
+        a = alloc[calls.name]
+        if not allocator_recurs(calls.start[a], steps, rank, cfg):
             a = np.zeros_like(a)
-        b = here & (is_sync | a)
+        b = sync[calls.name] | a
+        s_all, e_all = calls.start, calls.end
         if b.any():
             blocked_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_all[b], e_all[b]))
             block_start[sel] = _first_overlap(gs[sel], ge[sel], s_all[b], e_all[b])
         if a.any():
             alloc_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_all[a], e_all[a]))
             # calls overlapping the gap (one that began before it and holds it counts: a 70 ms hipFree)
-            alloc_calls[sel] = (np.searchsorted(np.sort(s_all[a]), ge[sel], side="left")
+            alloc_calls[sel] = (np.searchsorted(s_all[a], ge[sel], side="left")
                                 - np.searchsorted(np.sort(e_all[a]), gs[sel], side="right"))
     return blocked_ns, alloc_ns, alloc_calls, block_start
 

@@ -1,0 +1,245 @@
+"""The rule context's selections over the engine's numpy view of the events (``lanes.event_view``).
+
+Seven context functions read the host's runtime/driver calls, CPU operators and ranges; each used
+to select them from the pandas events frame (a copy of every column) or from the view, sort them by
+start and test their names against a pattern on its own. Here each selection is one boolean pass
+over the view's category codes, each rank's runtime/driver calls are sorted by start once
+(:func:`api_calls`), and a pattern is tested once per distinct name (:func:`name_hits`). While
+:func:`shared` is open on the trace (``rules.classify`` opens it) the results are kept and shared
+by every rule; they are freed when it closes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from traceread import schema
+from traceread.lanes import API_CATS, event_view
+from traceread.trace import Trace
+
+T = TypeVar("T")
+
+# One selection: (lane, categories, negate): rows on ``lane`` whose category is (negate: is not) one of
+# ``categories``; a row without a category is never "one of" them.
+Spec = tuple[tuple[str, tuple[str, ...], bool], ...]
+
+API: Spec = ((schema.LANE_CPU_THREAD, tuple(sorted(API_CATS)), False),)
+
+
+# Traces whose selections are kept while ``shared`` is open: id of the events frame -> (frame, key -> value).
+_SHARED: dict[int, tuple[Any, dict[tuple[Any, ...], Any]]] = {}
+
+
+@contextmanager
+def shared(trace: Trace | None) -> Iterator[None]:
+    """While open, every selection of ``trace`` made here is kept and shared by the rules; freed on close."""
+    if trace is None:
+        yield
+        return
+    _SHARED[id(trace.events)] = (trace.events, {})
+    try:
+        yield
+    finally:
+        _SHARED.pop(id(trace.events), None)
+
+
+def _cached(trace: Trace, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+    """``make()``, kept while :func:`shared` is open on ``trace`` (else not kept)."""
+    scope = _SHARED.get(id(trace.events))
+    if scope is None or scope[0] is not trace.events:
+        return make()
+    if key not in scope[1]:
+        scope[1][key] = make()
+    out: T = scope[1][key]
+    return out
+
+
+def name_hits(trace: Trace, rx: re.Pattern[str]) -> np.ndarray:
+    """Bool per name code of the view: ``rx`` finds the name (``search``, as
+    ``host_calls.calls_matching``), tested once per distinct name; the trailing entry (code -1, no
+    name) is False, so ``hits[v.name[rows]]`` answers per row."""
+    v = event_view(trace)
+
+    def make() -> np.ndarray:
+        hit = np.zeros(len(v.names), dtype=bool)
+        hit[:-1] = [bool(rx.search(str(x))) for x in v.names[:-1].tolist()]
+        return hit
+    return _cached(trace, ("hits", rx.pattern, rx.flags), make)
+
+
+def _pairs(trace: Trace) -> np.ndarray:
+    """Per event, its (lane, category) pair as one small code: ``(lane + 1) * (categories + 1) + category + 1``."""
+    v = event_view(trace)
+
+    def make() -> np.ndarray:
+        pair = v.lane.astype(np.int32) + 1
+        pair *= len(v.cat_codes) + 1
+        pair += v.cat
+        pair += 1
+        return pair
+    return _cached(trace, ("pairs",), make)
+
+
+def _only_rank(trace: Trace) -> int | None:
+    """The trace's rank when every event has the same one (the common case: no rank test per row)."""
+    v = event_view(trace)
+
+    def make() -> int | None:
+        if len(v.rank) == 0:
+            return None
+        lo, hi = int(np.min(v.rank)), int(np.max(v.rank))
+        return lo if lo == hi else None
+    return _cached(trace, ("only_rank",), make)
+
+
+def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pattern[str], ...] = ()) -> np.ndarray:
+    """Sorted row indices of the view that ``spec`` selects (of ``rank`` when given; whose name one of
+    ``names`` finds, when given): one pass over the lane, category and name codes, not a
+    concatenation and sort of per-lane selections."""
+    v = event_view(trace)
+    if rank is not None and len(v.rank) and _only_rank(trace) is not None:
+        if rank != _only_rank(trace):
+            return np.zeros(0, dtype=np.int32)
+        rank = None
+
+    def make() -> np.ndarray:
+        table = np.zeros((len(v.lane_codes) + 1, len(v.cat_codes) + 1), dtype=bool)  # index 0: none
+        for lane, cats, negate in spec:
+            if lane not in v.lane_codes:
+                continue
+            row = table[v.lane_codes[lane] + 1]
+            row[:] = negate
+            row[[v.cat_codes[c] + 1 for c in cats if c in v.cat_codes]] = not negate
+        keep = table.ravel()[_pairs(trace)]
+        if names:
+            named = np.zeros(len(v.names), dtype=bool)
+            for rx in names:
+                named |= name_hits(trace, rx)
+            keep &= named[v.name]
+        if rank is not None:
+            keep &= v.rank == rank
+        rows = np.flatnonzero(keep)
+        return rows.astype(np.int32) if len(v.lane) < (1 << 31) else rows
+    return _cached(trace, ("select", spec, rank, tuple((rx.pattern, rx.flags) for rx in names)), make)
+
+
+@dataclass(frozen=True)
+class Calls:
+    """One rank's runtime/driver calls on host threads, sorted by start (frame order among equal starts)."""
+
+    rows: np.ndarray  # event rows
+    start: np.ndarray  # int64
+    end: np.ndarray  # int64
+    tid: np.ndarray  # int64
+    name: np.ndarray  # name codes (index ``name_hits`` with them)
+
+    def where(self, keep: np.ndarray) -> Calls:
+        return Calls(self.rows[keep], self.start[keep], self.end[keep], self.tid[keep], self.name[keep])
+
+
+def api_calls(trace: Trace, rank: int) -> Calls:
+    """The runtime/driver calls on host threads of ``rank``, sorted by start once."""
+    v = event_view(trace)
+
+    def make() -> Calls:
+        rows = select(trace, API, rank)
+        rows = rows[np.argsort(v.start[rows], kind="stable")]
+        return Calls(rows, v.start[rows].astype(np.int64, copy=False), v.end[rows].astype(np.int64, copy=False),
+                     v.tid[rows].astype(np.int64, copy=False), v.name[rows])
+    return _cached(trace, ("api", rank), make)
+
+
+def distinct(values: np.ndarray) -> list[int]:
+    """The sorted distinct values of a column that holds few (ranks, devices, threads), by hashing or a
+    min/max test, not by sorting the column (``np.unique`` sorted every gap's rank, once per reader)."""
+    if len(values) == 0:
+        return []
+    lo, hi = np.min(values), np.max(values)
+    if lo == hi:
+        return [int(lo)]
+    return sorted(int(x) for x in pd.unique(values))
+
+
+def api_ranks(trace: Trace) -> list[int]:
+    """The ranks that have runtime/driver calls, in order of their first call in the frame."""
+    v = event_view(trace)
+
+    def make() -> list[int]:
+        rows, only = select(trace, API), _only_rank(trace)
+        if only is not None:
+            return [only] if len(rows) else []
+        return [int(x) for x in pd.unique(v.rank[rows])]  # in order of appearance
+    return _cached(trace, ("api_ranks",), make)
+
+
+def matching(trace: Trace, calls: Calls, *patterns: re.Pattern[str]) -> np.ndarray:
+    """Bool per call: any of ``patterns`` finds its name."""
+    hit = name_hits(trace, patterns[0])
+    for rx in patterns[1:]:
+        hit = hit | name_hits(trace, rx)
+    return hit[calls.name]
+
+
+CPU_OPS: Spec = ((schema.LANE_CPU_THREAD, (schema.CAT_CPU_OP,), False),)
+# What a host thread runs besides runtime calls: Python frames, CPU ops and user ranges.
+HOST_WORK: Spec = ((schema.LANE_CPU_THREAD, (schema.CAT_PYTHON, schema.CAT_CPU_OP), False),
+                   (schema.LANE_CPU_ANNOTATION, (schema.CAT_USER_ANNOTATION,), False))
+
+
+def thread_host_rows(trace: Trace, rank: int, tid: int) -> np.ndarray:
+    """The ``HOST_WORK`` rows of one host thread sorted by start (frame order among equal starts)."""
+    v = event_view(trace)
+
+    def make() -> np.ndarray:
+        host = select(trace, HOST_WORK, rank)
+        tids = _cached(trace, ("host_tids", rank), lambda: v.tid[host])
+        rows = host[tids == tid]
+        return rows[np.argsort(v.start[rows], kind="stable")]
+    return _cached(trace, ("thread_host", rank, tid), make)
+
+
+def thread_cpu_ops(trace: Trace, rank: int, tid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CPU operators of one host thread sorted by start (frame order among equal starts):
+    ``(rows, start, reach)``, ``reach`` the running maximum of their ends."""
+    v = event_view(trace)
+
+    def make() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = thread_host_rows(trace, rank, tid)  # already sorted: the CPU ops are a subsequence
+        pair = (v.lane_codes.get(schema.LANE_CPU_THREAD, -99) + 1) * (len(v.cat_codes) + 1) \
+            + v.cat_codes.get(schema.CAT_CPU_OP, -99) + 1
+        ops = rows[_pairs(trace)[rows] == pair]
+        return ops, v.start[ops].astype(np.int64, copy=False), np.maximum.accumulate(v.end[ops].astype(np.int64))
+    return _cached(trace, ("thread_cpu_ops", rank, tid), make)
+
+
+# Keys of at most this many combinations are looked up in a dense table (a memory bound, not a threshold).
+_DENSE_KEYS = 1 << 22
+
+
+def positions(index: pd.MultiIndex, query: list[np.ndarray]) -> np.ndarray:
+    """``index.get_indexer`` of the rows of ``query`` (one int64 array per level; -1: absent) without
+    building a MultiIndex of the gaps: when the levels' value ranges multiply to few combinations
+    (ranks, devices, step numbers), by one mixed-radix key per row and a table."""
+    levels = [index.get_level_values(i).to_numpy(np.int64) for i in range(index.nlevels)]
+    if len(index) == 0 or len(query[0]) == 0 or not index.is_unique:
+        return index.get_indexer(pd.MultiIndex.from_arrays(query))
+    lo = [min(int(np.min(t)), int(np.min(q))) for t, q in zip(levels, query, strict=True)]
+    span = [max(int(np.max(t)), int(np.max(q))) - low + 1 for t, q, low in zip(levels, query, lo, strict=True)]
+    if float(np.prod([float(x) for x in span])) > _DENSE_KEYS:
+        return index.get_indexer(pd.MultiIndex.from_arrays(query))
+    k_index = np.zeros(len(index), dtype=np.int64)
+    k_query = np.zeros(len(query[0]), dtype=np.int64)
+    for t, q, low, width in zip(levels, query, lo, span, strict=True):
+        k_index = k_index * width + (t - low)
+        k_query *= width
+        k_query += q - low
+    table = np.full(int(np.prod(span)), -1, dtype=np.int64)
+    table[k_index] = np.arange(len(index))
+    return table[k_query]
