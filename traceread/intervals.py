@@ -187,23 +187,27 @@ def longest_overlap(qs, qe, starts, ends) -> tuple[np.ndarray, np.ndarray]:
     take = ov_a > 0
     best[take] = ov_a[take]
     best_idx[take] = cand[take] if order is None else order[cand[take]]
-    # (b) intervals starting inside a query: each belongs to exactly one query (queries disjoint).
-    q_of = np.searchsorted(qs, s_sorted, side="right") - 1
-    inside = (q_of >= 0) & (s_sorted < qe[np.maximum(q_of, 0)])
-    pos = np.flatnonzero(inside)
-    if len(pos):
-        q = q_of[pos]  # non-decreasing: intervals are sorted by start and queries are disjoint
-        ov = np.minimum(e_sorted[pos], qe[q]) - s_sorted[pos]
-        seg = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
+    # (b) intervals starting inside a query: each belongs to exactly one query (queries disjoint),
+    # and those of query i are s_sorted[k[i]:k_hi[i]] (found per query, not per interval).
+    k_hi = np.searchsorted(s_sorted, qe, side="left")
+    cnt = np.maximum(k_hi - k, 0)
+    nz = np.flatnonzero(cnt)
+    if len(nz):
+        c = cnt[nz]
+        seg = np.cumsum(c) - c  # where each query's run starts in pos
+        pos = np.arange(int(c.sum()), dtype=_I64)
+        pos += np.repeat(k[nz] - seg, c)
+        ov = np.minimum(e_sorted[pos], np.repeat(qe[nz], c))
+        ov -= s_sorted[pos]
         seg_max = np.maximum.reduceat(ov, seg)
-        seg_len = np.diff(np.append(seg, len(q)))
-        # First position of each segment that reaches the segment's maximum.
-        at_max = np.flatnonzero(ov == np.repeat(seg_max, seg_len))
-        first = at_max[np.concatenate(([True], q[at_max[1:]] != q[at_max[:-1]]))]
-        q, ov, pos = q[first], ov[first], pos[first]
-        better = ov > best[q]
-        best[q[better]] = ov[better]
-        best_idx[q[better]] = pos[better] if order is None else order[pos[better]]
+        # First position of each run that reaches the run's maximum.
+        at_max = np.flatnonzero(ov == np.repeat(seg_max, c))
+        owner = np.repeat(np.arange(len(nz)), c)[at_max]
+        first = np.concatenate(([True], owner[1:] != owner[:-1]))
+        q, ov_b, pos_b = nz[owner[first]], seg_max[owner[first]], pos[at_max[first]]
+        better = ov_b > best[q]
+        best[q[better]] = ov_b[better]
+        best_idx[q[better]] = pos_b[better] if order is None else order[pos_b[better]]
     return best, best_idx
 
 
