@@ -69,6 +69,12 @@ def _columns(df: pd.DataFrame, cols: tuple[str, ...]) -> dict[str, np.ndarray]:
     return out
 
 
+def _rows_of(df: pd.DataFrame, ranks: pd.Series, rank: int) -> pd.DataFrame:
+    """The rows of ``df`` whose ``ranks`` is ``rank`` (``df`` itself when all are)."""
+    hit = (ranks == rank).to_numpy()
+    return df if hit.all() else df[hit]
+
+
 def summarize(trace: Trace, identity: RankIdentity, steps: pd.DataFrame, gaps: pd.DataFrame,
               step_source: str = "unknown", own_ns: np.ndarray | None = None) -> RankSummary:
     """The summary of ``identity``'s rank of ``trace``.
@@ -81,7 +87,8 @@ def summarize(trace: Trace, identity: RankIdentity, steps: pd.DataFrame, gaps: p
     """
     rank = identity.frame_rank
     steps = steps[steps["rank"] == rank] if len(steps) else steps
-    gaps = gaps[gaps["rank"] == rank] if len(gaps) else gaps
+    # Only the columns kept, then this rank's rows (not every column of the gaps, evidence included).
+    gaps = _rows_of(gaps[[c for c in GAP_COLUMNS if c in gaps.columns]], gaps["rank"], rank) if len(gaps) else gaps
     step_cols = _columns(steps.reset_index(drop=True), STEP_COLUMNS) if len(steps) else \
         {c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS}
     if own_ns is not None and len(own_ns) == len(step_cols["step"]):
