@@ -100,12 +100,30 @@ def covered_before(t, us, ue) -> np.ndarray:
     t, us, ue = _arr(t), _arr(us), _arr(ue)
     if len(us) == 0:
         return np.zeros(len(t), dtype=_I64)
-    lens = ue - us
-    prefix = np.concatenate(([0], np.cumsum(lens)))
-    k = np.searchsorted(us, t, side="right")  # members starting at or before t
-    km1 = np.maximum(k - 1, 0)
-    partial = np.clip(t - us[km1], 0, lens[km1])
-    return np.where(k > 0, prefix[km1] + partial, 0)
+    return _covered_before(t, us, *_coverage_tables(us, ue))
+
+
+def _coverage_tables(us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``prefix[k]``: length of the first k members; ``end_at[k]``: the end of member k-1 (0 for k=0)."""
+    prefix = np.empty(len(us) + 1, dtype=_I64)
+    prefix[0] = 0
+    np.cumsum(ue - us, out=prefix[1:])
+    end_at = np.empty(len(ue) + 1, dtype=_I64)
+    end_at[0] = 0
+    end_at[1:] = ue
+    return prefix, end_at
+
+
+def _covered_before(t: np.ndarray, us: np.ndarray, prefix: np.ndarray, end_at: np.ndarray) -> np.ndarray:
+    # With k members starting at or before t, the coverage is theirs minus what member k-1 has after t.
+    k = np.searchsorted(us, t, side="right")
+    after = end_at[k]
+    after -= t
+    np.maximum(after, 0, out=after)
+    out = prefix[k]
+    out -= after
+    out[k == 0] = 0
+    return out
 
 
 def overlap_with_union(qs, qe, us, ue) -> np.ndarray:
@@ -114,7 +132,13 @@ def overlap_with_union(qs, qe, us, ue) -> np.ndarray:
     In: queries ``(qs, qe)`` in any order (may overlap each other); union ``(us, ue)``.
     Out: int64 array, one length per query, in ``[0, qe - qs]``.
     """
-    return covered_before(qe, us, ue) - covered_before(qs, us, ue)
+    qs, qe, us, ue = _arr(qs), _arr(qe), _arr(us), _arr(ue)
+    if len(us) == 0:
+        return np.zeros(len(qs), dtype=_I64)
+    tables = _coverage_tables(us, ue)  # once for both ends
+    out = _covered_before(qe, us, *tables)
+    out -= _covered_before(qs, us, *tables)
+    return out
 
 
 def count_in(qs, qe, points) -> np.ndarray:

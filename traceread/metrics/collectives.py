@@ -50,7 +50,7 @@ def collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     own.index = comm.index
     rows = args["row"].to_numpy()
     host = args.assign(rank=ev["rank"].to_numpy()[rows], external_id=ev["external_id"].to_numpy()[rows],
-                       lane=ev["lane"].to_numpy()[rows].astype(str))
+                       lane=ev["lane"].take(rows).astype(str).to_numpy())  # the args' rows only: not a string per event
     host = host[(host["lane"] != schema.LANE_GPU_COMM) & (host["external_id"] != schema.NO_ID)]
     host = host.drop_duplicates(["rank", "external_id"])
     via = comm[["rank", "external_id"]].merge(host.drop(columns=["row", "lane"]), how="left",
