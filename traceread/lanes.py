@@ -123,26 +123,14 @@ class EventView:
     def map_names(self, rows: np.ndarray, fn) -> np.ndarray:
         """``fn`` (array of distinct names -> array of values) applied once per distinct name of
         ``rows`` and broadcast back to the rows."""
-        used, inv = self._distinct_names(rows)
-        return np.asarray(fn(self.names[used]))[inv]
-
-    def _distinct_names(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The name codes used by ``rows`` and, per row, its position among them; kept for a
-        cached selection (the rules and the replay map the same host rows several times)."""
-        key = ("distinct_names", id(rows))
-        hit = self._rows.get(key)
-        if hit is not None and hit[0] is rows:
-            return hit[1], hit[2]
         codes = self.name[rows]  # -1 (missing) indexes the trailing ''
         seen = np.zeros(len(self.names), dtype=bool)
         seen[codes] = True
         used = np.flatnonzero(seen)
-        lookup = np.zeros(len(self.names), dtype=np.int32)
-        lookup[used] = np.arange(len(used), dtype=np.int32)
-        inv = lookup[codes]
-        if any(r is rows for r in self._lane_rows.values()) or any(r is rows for r in self._rows.values()):
-            self._rows[key] = (rows, used, inv)  # holds rows: the id stays theirs
-        return used, inv
+        values = np.asarray(fn(self.names[used]))
+        lookup = np.zeros(len(self.names), dtype=np.intp)
+        lookup[used] = np.arange(len(used))
+        return values[lookup[codes]]
 
     def matching(self, rows: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
         """Bool per row: ``rx`` finds its name (``search``, as ``host_calls.calls_matching``: once per
