@@ -67,8 +67,11 @@ class EventView:
         key = (tuple(lanes), tuple(cats) if cats is not None else None, rank, device)
         if key in self._rows:
             return self._rows[key]
-        parts = [r for r in (self.lane_rows(x) for x in lanes) if len(r)] or [np.zeros(0, np.int64)]
-        rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+        if cats is None and rank is None and device is None:
+            parts = [r for r in (self.lane_rows(x) for x in lanes) if len(r)] or [np.zeros(0, np.int64)]
+            rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+        else:  # a selection of the lanes' rows: those are merged and sorted once, not per rank/device
+            rows = self.rows(lanes)
         keep = None
         if cats is not None:
             # A lookup per category code (its last entry answers for -1, a missing category).
