@@ -6,7 +6,7 @@ the process held 500 MB of freed heap through the gaps phase. ``malloc_trim(0)``
 free whole page (not only the heap's top); it takes milliseconds. Elsewhere (musl, macOS,
 Windows) this does nothing.
 
-:func:`reuse_freed_pages` is the command line's setting for the rest of the run: glibc maps every
+:func:`reuse_freed_pages` is ``traceread analyze``'s setting once its traces are loaded: glibc maps every
 allocation above its mmap threshold (at most 32 MiB) afresh and unmaps it when freed, so each
 large numpy temporary of a 1 GB trace faulted its pages in again (2.1M minor faults, 4.9 s of
 kernel time in a 14 s ``analyze``). Served from the heap instead, freed pages are reused.
@@ -49,9 +49,11 @@ KEEP_TOP_BYTES = 2**31 - 1
 def reuse_freed_pages() -> bool:
     """Serve large allocations from the heap and keep its freed top for reuse (glibc only).
 
-    Measured on ``analyze`` of a 1.1 GB Kineto trace: 2.1M -> 0.37M minor page faults, kernel
-    time 4.9 -> 1.6 s, peak memory unchanged (1.21 -> 1.20 GB). Not applied when the user set
-    malloc's own environment settings, which then decide. True when applied.
+    Measured on ``analyze`` of a 1.1 GB Kineto trace: 2.1M -> 0.3M minor page faults, kernel
+    time 4.9 -> 1.5 s. Freed memory is then kept in the heap, so a phase's peak can grow by what
+    it cannot reuse: set after the load (``info``'s peak grew 11% with it, for no gain), with
+    :func:`trim` between the analysis' phases. Not applied when the user set malloc's own
+    environment settings, which then decide. True when applied.
     """
     if not sys.platform.startswith("linux") or any(
             k.startswith("MALLOC_") or k == "GLIBC_TUNABLES" for k in os.environ):

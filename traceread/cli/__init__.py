@@ -122,15 +122,10 @@ def run() -> None:
     Settings: the collector runs less often (``GC_THRESHOLDS``), and numpy's OpenBLAS starts no
     threads unless the user asks for them: traceread does no linear algebra, and each OpenBLAS
     thread (one per core) spins at start-up (measured 0.19 of 0.85 CPU s of importing numpy and
-    pandas on 2 cores). Large allocations come from the heap and freed pages are reused
-    (:func:`traceread.heap.reuse_freed_pages`: a third of ``analyze``'s CPU time on a 1 GB trace
-    was the kernel faulting in fresh pages for numpy temporaries)."""
+    pandas on 2 cores)."""
     import gc
 
-    from traceread.heap import reuse_freed_pages
-
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    reuse_freed_pages()
     gc.set_threshold(*GC_THRESHOLDS)
     code = main()
     gc.freeze()
