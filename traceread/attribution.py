@@ -115,7 +115,9 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     notes: list[str] = []
     steps = _analysed(steps_df)
     ev = trace.events
-    kern = ev[(ev["lane"] == schema.LANE_GPU_COMPUTE)]
+    # The few columns read, not every column of every kernel row.
+    kern = ev.loc[(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy(),
+                  ["rank", "device", "name", "category", "start_ns", "end_ns"]]
     classes = kc.classify(kern["name"]) if len(kern) else np.zeros(0, object)
     graph = (kern["category"] == schema.CAT_GRAPH).to_numpy() if len(kern) else np.zeros(0, bool)
     bound = kc.is_compute_bound_class(classes) | graph
@@ -130,6 +132,8 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     gap_rows = schema.rank_device_rows(gaps) if len(gaps) and "class" in gaps.columns else {}
     none = np.zeros(0, np.intp)
     k_start, k_end = kern["start_ns"].to_numpy(np.int64), kern["end_ns"].to_numpy(np.int64)
+    # A unit's gaps are read for these columns only (each unit's selection copied every column).
+    gaps_read = gaps[[c for c in ("start_ns", "end_ns", "class") if c in gaps.columns]] if len(gaps) else gaps
     for key, st in steps.groupby(["rank", "device"], sort=True):
         rank, device = cast("tuple[int, int]", key)
         ws, we = intervals.union(st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64))
@@ -145,7 +149,7 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
         row: dict[str, Any] = {"rank": int(rank), "device": int(device), "steps": int(len(st)), "step_ns": window,
                                part_col(COMPUTE_BOUND): cb, part_col(MEMORY_BOUND): classified - cb,
                                part_col(UNCLASSIFIED): busy - classified}
-        unit_gaps = gaps.iloc[gap_rows[(rank, device)]] if (rank, device) in gap_rows else gaps.iloc[:0]
+        unit_gaps = gaps_read.iloc[gap_rows[(rank, device)]] if (rank, device) in gap_rows else gaps_read.iloc[:0]
         row.update(_idle_by_class(unit_gaps, rank, device, ws, we, window - busy, notes))
         rows.append(row)
     table = pd.DataFrame(rows, columns=["rank", "device", "steps", "step_ns"] + [part_col(p) for p in PARTS])

@@ -124,18 +124,23 @@ def _lead(v: EventView, rank: int, device: int, w0: int, cfg: Thresholds) -> dic
 
 def _tail(v: EventView, rank: int, device: int, st: pd.DataFrame, cfg: Thresholds) -> dict[str, Any]:
     none = {"tail_start_ns": -1, "tail_end_ns": -1, "tail_other_ns": 0}
-    host = v.rows(HOST_LANES, rank=rank)
-    py = v.cat_codes.get(schema.CAT_PYTHON, -99)
-    host = host[(v.cat[host] != py) & (v.step_number[v.name[host]] < 0)]
-    act = np.concatenate([host, v.rows(OP_LANES, rank=rank, device=device)])
     ws, we = st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)
-    # Ranges as long as a step enclose steps (a run-level annotation): they say nothing of activity.
-    act = act[v.end[act] - v.start[act] < int(np.median(we - ws))]
+    longest = int(np.median(we - ws))
     # The latest end of any activity starting before each step's end: each activity lands in the
     # bucket of step ends after its start (steps are few: no sort of the activities).
     order = np.argsort(we, kind="stable")
     bucket = np.full(len(we) + 1, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(bucket, np.searchsorted(we[order], v.start[act], side="right"), v.end[act])
+    host = v.rows(HOST_LANES, rank=rank)
+    py = v.cat_codes.get(schema.CAT_PYTHON, -99)
+    # Host activity (no python frames, no step markers) and the device's ops, each gathered once.
+    for rows, keep in ((host, (v.cat[host] != py) & (v.step_number[v.name[host]] < 0)),
+                       (v.rows(OP_LANES, rank=rank, device=device), None)):
+        start, end = v.start[rows], v.end[rows]
+        # Ranges as long as a step enclose steps (a run-level annotation): they say nothing of activity.
+        short = end - start < longest
+        if keep is not None:
+            short &= keep
+        np.maximum.at(bucket, np.searchsorted(we[order], start[short], side="right"), end[short])
     last_end = np.empty(len(we), dtype=np.int64)
     last_end[order] = np.maximum.accumulate(bucket[:len(we)])
     empty = np.maximum(we - np.maximum(last_end, ws), 0)

@@ -165,8 +165,11 @@ class _RankHost:
         host = v.rows((schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION), rank=rank)
         self.calls = v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank)
         self.python = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_PYTHON,), rank=rank)
-        self.flagged = {f: host[v.flag(f, host)] for f in ("dataloader", "optimizer")}
-        self.flagged.update({f: self.api[v.flag(f, self.api)] for f in ("sync", "alloc")})
+        # each selection's name codes gathered once for its flags
+        host_names, api_names = v.name[host], v.name[self.api]
+        self.flagged = {f: host[v.name_flags[f][host_names]] for f in ("dataloader", "optimizer")}
+        self.flagged.update({f: self.api[v.name_flags[f][api_names]] for f in ("sync", "alloc")})
+        del host_names, api_names
         self.flagged["launch"] = _outer_launches(v, self.api)
         self.tids = np.sort(pd.unique(v.tid[self.api]))
         # Device each launch call targets (-1: nothing linked to it).

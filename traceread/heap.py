@@ -5,11 +5,17 @@ mmap threshold has risen, and keeps the pages after they are freed: on a 10M-eve
 the process held 500 MB of freed heap through the gaps phase. ``malloc_trim(0)`` returns every
 free whole page (not only the heap's top); it takes milliseconds. Elsewhere (musl, macOS,
 Windows) this does nothing.
+
+:func:`reuse_freed_pages` is ``traceread analyze``'s setting once its traces are loaded: glibc maps every
+allocation above its mmap threshold (at most 32 MiB) afresh and unmaps it when freed, so each
+large numpy temporary of a 1 GB trace faulted its pages in again (2.1M minor faults, 4.9 s of
+kernel time in a 14 s ``analyze``). Served from the heap instead, freed pages are reused.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 from collections.abc import Callable
 
@@ -29,3 +35,32 @@ def trim() -> None:
                 _trim = None
     if _trim is not None:
         _trim(0)
+
+
+# mallopt(3) parameters (glibc's malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_MAX = -4
+# Free memory at the heap's top kept rather than given back by free() (mallopt takes an int).
+# Large on purpose: the phases' temporaries come and go at the top; trim() still returns freed
+# pages between phases.
+KEEP_TOP_BYTES = 2**31 - 1
+
+
+def reuse_freed_pages() -> bool:
+    """Serve large allocations from the heap and keep its freed top for reuse (glibc only).
+
+    Measured on ``analyze`` of a 1.1 GB Kineto trace: 2.1M -> 0.3M minor page faults, kernel
+    time 4.9 -> 1.5 s. Freed memory is then kept in the heap, so a phase's peak can grow by what
+    it cannot reuse: set after the load (``info``'s peak grew 11% with it, for no gain), with
+    :func:`trim` between the analysis' phases. Not applied when the user set malloc's own
+    environment settings, which then decide. True when applied.
+    """
+    if not sys.platform.startswith("linux") or any(
+            k.startswith("MALLOC_") or k == "GLIBC_TUNABLES" for k in os.environ):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    # glibc still maps what its heap cannot grow to hold (a thread's arena, a failed brk)
+    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, KEEP_TOP_BYTES))

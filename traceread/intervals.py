@@ -100,12 +100,30 @@ def covered_before(t, us, ue) -> np.ndarray:
     t, us, ue = _arr(t), _arr(us), _arr(ue)
     if len(us) == 0:
         return np.zeros(len(t), dtype=_I64)
-    lens = ue - us
-    prefix = np.concatenate(([0], np.cumsum(lens)))
-    k = np.searchsorted(us, t, side="right")  # members starting at or before t
-    km1 = np.maximum(k - 1, 0)
-    partial = np.clip(t - us[km1], 0, lens[km1])
-    return np.where(k > 0, prefix[km1] + partial, 0)
+    return _covered_before(t, us, *_coverage_tables(us, ue))
+
+
+def _coverage_tables(us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``prefix[k]``: length of the first k members; ``end_at[k]``: the end of member k-1 (0 for k=0)."""
+    prefix = np.empty(len(us) + 1, dtype=_I64)
+    prefix[0] = 0
+    np.cumsum(ue - us, out=prefix[1:])
+    end_at = np.empty(len(ue) + 1, dtype=_I64)
+    end_at[0] = 0
+    end_at[1:] = ue
+    return prefix, end_at
+
+
+def _covered_before(t: np.ndarray, us: np.ndarray, prefix: np.ndarray, end_at: np.ndarray) -> np.ndarray:
+    # With k members starting at or before t, the coverage is theirs minus what member k-1 has after t.
+    k = np.searchsorted(us, t, side="right")
+    after = end_at[k]
+    after -= t
+    np.maximum(after, 0, out=after)
+    out = prefix[k]
+    out -= after
+    out[k == 0] = 0
+    return out
 
 
 def covered_before_sorted(t, us, ue) -> np.ndarray:
@@ -129,7 +147,13 @@ def overlap_with_union(qs, qe, us, ue) -> np.ndarray:
     In: queries ``(qs, qe)`` in any order (may overlap each other); union ``(us, ue)``.
     Out: int64 array, one length per query, in ``[0, qe - qs]``.
     """
-    return covered_before(qe, us, ue) - covered_before(qs, us, ue)
+    qs, qe, us, ue = _arr(qs), _arr(qe), _arr(us), _arr(ue)
+    if len(us) == 0:
+        return np.zeros(len(qs), dtype=_I64)
+    tables = _coverage_tables(us, ue)  # once for both ends
+    out = _covered_before(qe, us, *tables)
+    out -= _covered_before(qs, us, *tables)
+    return out
 
 
 def count_in(qs, qe, points) -> np.ndarray:
@@ -202,23 +226,27 @@ def longest_overlap(qs, qe, starts, ends) -> tuple[np.ndarray, np.ndarray]:
     take = ov_a > 0
     best[take] = ov_a[take]
     best_idx[take] = cand[take] if order is None else order[cand[take]]
-    # (b) intervals starting inside a query: each belongs to exactly one query (queries disjoint).
-    q_of = np.searchsorted(qs, s_sorted, side="right") - 1
-    inside = (q_of >= 0) & (s_sorted < qe[np.maximum(q_of, 0)])
-    pos = np.flatnonzero(inside)
-    if len(pos):
-        q = q_of[pos]  # non-decreasing: intervals are sorted by start and queries are disjoint
-        ov = np.minimum(e_sorted[pos], qe[q]) - s_sorted[pos]
-        seg = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
+    # (b) intervals starting inside a query: each belongs to exactly one query (queries disjoint),
+    # and those of query i are s_sorted[k[i]:k_hi[i]] (found per query, not per interval).
+    k_hi = np.searchsorted(s_sorted, qe, side="left")
+    cnt = np.maximum(k_hi - k, 0)
+    nz = np.flatnonzero(cnt)
+    if len(nz):
+        c = cnt[nz]
+        seg = np.cumsum(c) - c  # where each query's run starts in pos
+        pos = np.arange(int(c.sum()), dtype=_I64)
+        pos += np.repeat(k[nz] - seg, c)
+        ov = np.minimum(e_sorted[pos], np.repeat(qe[nz], c))
+        ov -= s_sorted[pos]
         seg_max = np.maximum.reduceat(ov, seg)
-        seg_len = np.diff(np.append(seg, len(q)))
-        # First position of each segment that reaches the segment's maximum.
-        at_max = np.flatnonzero(ov == np.repeat(seg_max, seg_len))
-        first = at_max[np.concatenate(([True], q[at_max[1:]] != q[at_max[:-1]]))]
-        q, ov, pos = q[first], ov[first], pos[first]
-        better = ov > best[q]
-        best[q[better]] = ov[better]
-        best_idx[q[better]] = pos[better] if order is None else order[pos[better]]
+        # First position of each run that reaches the run's maximum.
+        at_max = np.flatnonzero(ov == np.repeat(seg_max, c))
+        owner = np.repeat(np.arange(len(nz)), c)[at_max]
+        first = np.concatenate(([True], owner[1:] != owner[:-1]))
+        q, ov_b, pos_b = nz[owner[first]], seg_max[owner[first]], pos[at_max[first]]
+        better = ov_b > best[q]
+        best[q[better]] = ov_b[better]
+        best_idx[q[better]] = pos_b[better] if order is None else order[pos_b[better]]
     return best, best_idx
 
 

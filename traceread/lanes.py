@@ -67,20 +67,34 @@ class EventView:
         key = (tuple(lanes), tuple(cats) if cats is not None else None, rank, device)
         if key in self._rows:
             return self._rows[key]
-        parts = [r for r in (self.lane_rows(x) for x in lanes) if len(r)] or [np.zeros(0, np.int64)]
-        rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+        if cats is None and rank is None and device is None:
+            parts = [r for r in (self.lane_rows(x) for x in lanes) if len(r)] or [np.zeros(0, np.int64)]
+            rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+        else:  # a selection of the lanes' rows: those are merged and sorted once, not per rank/device
+            rows = self.rows(lanes)
         keep = None
         if cats is not None:
-            codes = [self.cat_codes[c] for c in cats if c in self.cat_codes]
-            keep = np.isin(self.cat[rows], codes)
+            # A lookup per category code (its last entry answers for -1, a missing category).
+            wanted = np.zeros(len(self.cat_codes) + 1, dtype=bool)
+            wanted[[self.cat_codes[c] for c in cats if c in self.cat_codes]] = True
+            keep = wanted[self.cat[rows]]
         for col, want in ((self.rank, rank), (self.device, device)):
-            if want is not None:
+            if want is not None and self._constant(col) != want:
                 hit = col[rows] == want
                 keep = hit if keep is None else keep & hit
         if keep is not None and not keep.all():
             rows = rows[keep]
         self._rows[key] = rows
         return rows
+
+    def _constant(self, col: np.ndarray) -> Any:
+        """The one value of ``col`` when every row holds it (a one-rank or one-device trace: then
+        selecting by it keeps every row and needs no comparison per row), else None."""
+        key = ("constant", id(col))
+        if key not in self._rows:
+            one = len(col) > 0 and np.min(col) == np.max(col)
+            self._rows[key] = col[0].item() if one else None
+        return self._rows[key]
 
     def flag(self, name: str, rows: np.ndarray) -> np.ndarray:
         """Bool per row: does the row's name carry flag ``name``."""
@@ -112,12 +126,14 @@ class EventView:
     def map_names(self, rows: np.ndarray, fn) -> np.ndarray:
         """``fn`` (array of distinct names -> array of values) applied once per distinct name of
         ``rows`` and broadcast back to the rows."""
-        codes = self.name[rows].astype(np.int64)  # -1 (missing) picks the trailing ''
-        used = np.flatnonzero(np.bincount(codes % len(self.names), minlength=len(self.names)))
+        codes = self.name[rows]  # -1 (missing) indexes the trailing ''
+        seen = np.zeros(len(self.names), dtype=bool)
+        seen[codes] = True
+        used = np.flatnonzero(seen)
         values = np.asarray(fn(self.names[used]))
-        lookup = np.zeros(len(self.names), dtype=np.int64)
+        lookup = np.zeros(len(self.names), dtype=np.intp)
         lookup[used] = np.arange(len(used))
-        return values[lookup[codes % len(self.names)]]
+        return values[lookup[codes]]
 
     def matching(self, rows: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
         """Bool per row: ``rx`` finds its name (``search``, as ``host_calls.calls_matching``: once per

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from traceread import heap
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
 from traceread.trace import Trace
@@ -125,10 +126,15 @@ def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
         return _tables(index, trace, steps, out, unavailable)
 
     gaps = _classified_gaps(trace, steps, cfg, notes)
+    # The rules' temporaries are freed: their pages go back, not into the peak of what follows
+    # (the command keeps freed heap memory for reuse: traceread.heap.reuse_freed_pages).
+    heap.trim()
     out.steps = _with_trace(idle_by_class(steps, gaps), index)
     out.gaps = _with_trace(gaps, index)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, notes)
-    return _tables(index, trace, steps, out, unavailable)
+    _tables(index, trace, steps, out, unavailable)
+    heap.trim()
+    return out
 
 
 def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str]) -> pd.DataFrame:

@@ -50,7 +50,7 @@ def collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     own.index = comm.index
     rows = args["row"].to_numpy()
     host = args.assign(rank=ev["rank"].to_numpy()[rows], external_id=ev["external_id"].to_numpy()[rows],
-                       lane=ev["lane"].to_numpy()[rows].astype(str))
+                       lane=ev["lane"].take(rows).astype(str).to_numpy())  # the args' rows only: not a string per event
     host = host[(host["lane"] != schema.LANE_GPU_COMM) & (host["external_id"] != schema.NO_ID)]
     host = host.drop_duplicates(["rank", "external_id"])
     via = comm[["rank", "external_id"]].merge(host.drop(columns=["row", "lane"]), how="left",
@@ -95,7 +95,8 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
     if comm.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
     comm = comm.assign(dur_ns=(comm["end_ns"] - comm["start_ns"]).astype(np.int64))
-    comp = ev[(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy()]
+    # the four columns read, not every column of every compute kernel
+    comp = ev.loc[(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy(), ["rank", "device", "start_ns", "end_ns"]]
     exposed = np.zeros(len(comm), dtype=np.int64)
     comp_rows = schema.rank_device_rows(comp, observed=True)  # once: a mask per unit is quadratic in GPUs
     for (rank, dev), idx in schema.rank_device_rows(comm, observed=True).items():

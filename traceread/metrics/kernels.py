@@ -89,7 +89,7 @@ def linked_launches(trace: Trace, kernels: pd.DataFrame) -> pd.DataFrame:
     start[ok] = ev["start_ns"].to_numpy()[row[ok]]
     end[ok] = ev["end_ns"].to_numpy()[row[ok]]
     names = np.full(len(row), None, dtype=object)
-    names[ok] = ev["name"].to_numpy()[row[ok]]
+    names[ok] = ev["name"].take(row[ok]).to_numpy()  # these rows' names only, not a string per event
     return kernels.assign(launch_name=names, launch_start_ns=start, launch_end_ns=end)
 
 
@@ -218,7 +218,7 @@ def _pageable_copy_hints(trace: Trace) -> list[dict[str, Any]]:
     ev = trace.events
     rows = copies["row"].to_numpy()
     dur = (ev["end_ns"].to_numpy()[rows] - ev["start_ns"].to_numpy()[rows]).astype(np.int64)
-    c = copies.assign(dur_ns=dur, lane=ev["lane"].to_numpy()[rows])
+    c = copies.assign(dur_ns=dur, lane=ev["lane"].take(rows).to_numpy())
     c = c[c["lane"] == schema.LANE_MEMCPY]
     src, dst = c["src_kind"].astype(str), c["dst_kind"].astype(str)
     page = c[(src == "Pageable").to_numpy() | (dst == "Pageable").to_numpy()]

@@ -64,9 +64,28 @@ def _columns(df: pd.DataFrame, cols: tuple[str, ...]) -> dict[str, np.ndarray]:
     out = {}
     for c in cols:
         s = df[c] if c in df.columns else pd.Series(np.zeros(len(df), dtype=np.int64))
-        out[c] = s.astype(str).to_numpy(dtype=str) if s.dtype == object or isinstance(
-            s.dtype, pd.CategoricalDtype) else s.to_numpy().copy()
+        if isinstance(s.dtype, pd.CategoricalDtype) and len(s) and not s.isna().any():
+            out[c] = _category_text(s)
+        else:
+            out[c] = s.astype(str).to_numpy(dtype=str) if s.dtype == object or isinstance(
+                s.dtype, pd.CategoricalDtype) else s.to_numpy().copy()
     return out
+
+
+def _category_text(s: pd.Series) -> np.ndarray:
+    """``s.astype(str).to_numpy(dtype=str)`` of a categorical without missing values, by its
+    codes: each category's text once, not a string per row (a gap's class, a million rows). Same
+    width: the longest text used."""
+    codes = s.cat.codes.to_numpy()
+    names = [str(x) for x in s.cat.categories]
+    width = max(len(names[k]) for k in np.flatnonzero(np.bincount(codes, minlength=len(names))))
+    return np.array(names, dtype=f"<U{max(width, 1)}")[codes]
+
+
+def _rows_of(df: pd.DataFrame, ranks: pd.Series, rank: int) -> pd.DataFrame:
+    """The rows of ``df`` whose ``ranks`` is ``rank`` (``df`` itself when all are)."""
+    hit = (ranks == rank).to_numpy()
+    return df if hit.all() else df[hit]
 
 
 def summarize(trace: Trace, identity: RankIdentity, steps: pd.DataFrame, gaps: pd.DataFrame,
@@ -81,7 +100,8 @@ def summarize(trace: Trace, identity: RankIdentity, steps: pd.DataFrame, gaps: p
     """
     rank = identity.frame_rank
     steps = steps[steps["rank"] == rank] if len(steps) else steps
-    gaps = gaps[gaps["rank"] == rank] if len(gaps) else gaps
+    # Only the columns kept, then this rank's rows (not every column of the gaps, evidence included).
+    gaps = _rows_of(gaps[[c for c in GAP_COLUMNS if c in gaps.columns]], gaps["rank"], rank) if len(gaps) else gaps
     step_cols = _columns(steps.reset_index(drop=True), STEP_COLUMNS) if len(steps) else \
         {c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS}
     if own_ns is not None and len(own_ns) == len(step_cols["step"]):
@@ -155,7 +175,8 @@ def _leads(trace: Trace, rank: int, dev: np.ndarray, start: np.ndarray, end: np.
     lead_start = np.zeros(n, dtype=np.int64)
     busy = np.zeros(n, dtype=np.int64)
     idle = {c: np.zeros(n, dtype=np.int64) for c in GAP_CLASSES}
-    comp = ev[((ev["lane"] == schema.LANE_GPU_COMPUTE) & (ev["rank"] == rank)).to_numpy()]
+    comp = ev.loc[((ev["lane"] == schema.LANE_GPU_COMPUTE) & (ev["rank"] == rank)).to_numpy(),
+                  ["device", "start_ns", "end_ns"]]  # the columns read, not every column of every kernel
     cdev = comp["device"].to_numpy()
     for d in np.unique(dev):
         idx = np.flatnonzero(dev == d)  # already in start order

@@ -1,0 +1,61 @@
+"""The command's malloc setting (traceread.heap.reuse_freed_pages): applied on glibc, left to the user
+when they set malloc's own environment, and large allocations then come from the heap."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from traceread import heap
+
+GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+
+_PROBE = """
+import numpy as np, resource, sys
+from traceread import heap
+applied = heap.reuse_freed_pages() if sys.argv[1] == "1" else False
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+a = np.ones(64 << 20, np.uint8); del a  # 64 MiB: above glibc's largest mmap threshold
+before = faults()
+for _ in range(10):
+    a = np.ones(64 << 20, np.uint8); del a
+print(int(applied), faults() - before)
+"""
+
+
+def _probe(apply: bool, env: dict[str, str]) -> tuple[bool, int]:
+    out = subprocess.run([sys.executable, "-c", _PROBE, "1" if apply else "0"], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return out[0] == "1", int(out[1])
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    # 4 KiB pages, so that a fresh mapping's faults are many (transparent huge pages fault 2 MiB at once)
+    return {**env, "NUMPY_MADVISE_HUGEPAGE": "0"}
+
+
+@pytest.mark.skipif(not GLIBC, reason="the setting is glibc's")
+def test_freed_large_allocations_are_reused_without_faulting() -> None:
+    env = _clean_env()
+    applied, faults = _probe(True, env)
+    _, faults_plain = _probe(False, env)
+    assert applied
+    assert faults_plain >= 10 * (64 << 20) // (2 << 20)  # each fresh mapping faults its pages in again
+    assert faults * 10 < faults_plain  # the heap's freed pages are reused
+
+
+@pytest.mark.skipif(not GLIBC, reason="the setting is glibc's")
+def test_user_malloc_settings_win() -> None:
+    applied, _ = _probe(True, {**_clean_env(), "MALLOC_ARENA_MAX": "2"})
+    assert not applied
+
+
+def test_elsewhere_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert heap.reuse_freed_pages() is False
