@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceread import heap
 from traceread.config import Thresholds
 from traceread.lanes import event_view
 from traceread.trace import Trace
@@ -181,6 +182,9 @@ def _median_step(units: list[_Unit], lengths: list[np.ndarray]) -> int:
 def _run(units: list[_Unit], todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[int, int]:
     """Median step and capture span of the replay with ``todo`` applied (``nominal``: from the
     nominal delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
+    # The previous replay's freed arrays go back first: under analyze's heap setting
+    # (traceread.heap.reuse_freed_pages) they would otherwise stay resident into this one.
+    heap.trim()
     outcomes = [u.outcome(todo, nominal) for u in units]
     return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
 
