@@ -40,6 +40,9 @@ setup(
                            optional=True, extra_compile_args=["-O3"]),
                  # the what-if replay's sweep (traceread/whatif/sweep.py has its exact Python twin)
                  Extension("traceread.whatif._csweep", ["traceread/whatif/_csweep.c"], optional=True,
+                           extra_compile_args=["-O2"]),
+                 # a column-wise writer's rows (traceread/render/rowjoin.py has its exact Python twin)
+                 Extension("traceread.render._cjoin", ["traceread/render/_cjoin.c"], optional=True,
                            extra_compile_args=["-O2"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

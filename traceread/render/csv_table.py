@@ -1,0 +1,141 @@
+"""A table as CSV written column by column: the bytes of pandas' ``to_csv(index=False)`` (``na_rep``
+'', minimal quoting, ``os.linesep`` after every row) for the dtypes of a gaps frame, without a
+Python object per row.
+
+Each column of a chunk of rows is formatted once: integers by orjson (their JSON text is Python's
+``str``), floats by numpy's ``astype(str)`` (what pandas calls) once per distinct value, booleans
+and categories from a table of their few texts, text cells joined, escaped and quoted as one
+buffer (numpy finds the cells to quote); ``rowjoin.join`` lays the rows out. Text cells are shown
+with control characters as ``\\xNN`` (``printable``), as every text output is; a missing value is
+always written as '' (the row-wise writer wrote 'nan'/'None' in a chunk where the same column also
+held a control character).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from traceread.printable import printable
+from traceread.render import rowjoin
+
+CHUNK_ROWS = 65_536  # rows formatted at a time: bounds the chunk's bytes, not a threshold
+_NEEDS_ESCAPE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # every control but the joining newline
+_QUOTE, _COMMA, _NL = ord('"'), ord(","), ord("\n")
+
+
+@dataclass(frozen=True)
+class CsvColumn:
+    """One column: its values (``rows`` long), or ``chunk``: the values of rows [lo, hi), asked for
+    one chunk at a time (text formatted only for the rows being written, derived numbers)."""
+
+    name: str
+    values: pd.Series | np.ndarray | None = None
+    chunk: Callable[[int, int], np.ndarray | pd.Series] | None = None
+
+
+def text_cells(values: list) -> rowjoin.Column:
+    """Text cells as pandas writes them: '' for missing, ``str`` of anything else, control characters
+    shown as ``\\xNN``, quoted (quotes doubled) where a comma, quote or line break is inside."""
+    if not values:
+        return []
+    arr = np.asarray(values, dtype=object)
+    if pd.api.types.infer_dtype(arr, skipna=False) != "string":  # a C pass; rare
+        missing = pd.isna(arr)
+        arr = np.array(["" if m else v if isinstance(v, str) else str(v) for v, m in zip(values, missing.tolist(),
+                                                                                     strict=True)] + [""],
+                       dtype=object)[:len(values)]
+    joined = "\n".join(arr.tolist())
+    if _NEEDS_ESCAPE.search(joined) or joined.count("\n") != len(arr) - 1:  # a hostile name: rare
+        joined = "\n".join([printable(v) for v in arr.tolist()])
+    buf = joined.encode("utf-8")
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    special = np.flatnonzero((u8 == _COMMA) | (u8 == _QUOTE))
+    if len(special):
+        ends = np.flatnonzero(u8 == _NL)
+        quoted = np.unique(np.searchsorted(ends, special))  # the cells holding one
+        if buf.find(b'"') >= 0:
+            buf = buf.replace(b'"', b'""')
+            u8 = np.frombuffer(buf, dtype=np.uint8)
+            ends = np.flatnonzero(u8 == _NL)
+        ends = np.append(ends, len(u8))
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        buf = np.insert(u8, np.concatenate((starts[quoted], ends[quoted])), _QUOTE).tobytes()
+    return rowjoin.separated(buf, _NL)
+
+
+def _listed(cells: rowjoin.Column) -> list[bytes]:
+    """A column's cells as a list of bytes (for a few distinct values: tables, the header)."""
+    if isinstance(cells, tuple):
+        buf, bounds = cells
+        b = bounds.tolist()
+        return [buf[lo + 1:hi] for lo, hi in zip(b[:-1], b[1:], strict=True)]
+    return list(cells)
+
+
+def _floats(a: np.ndarray) -> list[bytes]:
+    """``a.astype(str)`` (pandas' call; NaN as '') once per distinct value (bit pattern: -0.0 stays)."""
+    bits = a.view(np.dtype(f"i{a.dtype.itemsize}"))
+    uniq, inverse = np.unique(bits, return_inverse=True)
+    u = uniq.view(a.dtype)
+    texts = u.astype(str)
+    texts[np.isnan(u)] = ""
+    table = np.array("\n".join(texts.tolist()).encode().split(b"\n"), dtype=object)
+    return table[inverse.reshape(-1)].tolist()
+
+
+def number_cells(a: np.ndarray) -> rowjoin.Column | None:
+    """A numeric array's cells as pandas writes them; None when ``a`` is not numbers or booleans."""
+    if a.dtype.kind == "b":
+        return np.array([b"False", b"True"], dtype=object)[a.view(np.uint8)].tolist()
+    if a.dtype.kind in "iu":
+        buf = orjson.dumps(np.ascontiguousarray(a), option=orjson.OPT_SERIALIZE_NUMPY)
+        return rowjoin.separated(buf, _COMMA, 1, len(buf) - 1)
+    if a.dtype.kind == "f":
+        return _floats(np.ascontiguousarray(a))
+    return None
+
+
+class _Column:
+    """Formats rows [lo, hi) of one column (categories once)."""
+
+    def __init__(self, c: CsvColumn) -> None:
+        self.chunk, self.codes, self.table = c.chunk, None, None
+        self.values: np.ndarray | pd.api.extensions.ExtensionArray | None = None
+        if c.chunk is not None:
+            return
+        s = c.values if isinstance(c.values, pd.Series) else pd.Series(c.values)
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            # code -1 (missing) reads the last cell, ''
+            self.table = np.array(_listed(text_cells(s.cat.categories.tolist())) + [b""], dtype=object)
+            self.codes = s.cat.codes.to_numpy()
+        elif isinstance(s.dtype, pd.SparseDtype):
+            self.values = s.array  # made dense a chunk at a time
+        else:
+            self.values = s.to_numpy()
+
+    def cells(self, lo: int, hi: int) -> rowjoin.Column:
+        if self.codes is not None:
+            return self.table[self.codes[lo:hi]].tolist()  # type: ignore[index]
+        values = self.chunk(lo, hi) if self.chunk is not None else self.values[lo:hi]  # type: ignore[index]
+        a = np.asarray(values)
+        if a.dtype != object and (cells := number_cells(a)) is not None:
+            return cells
+        return text_cells(a.astype(object).tolist())
+
+
+def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.linesep) -> Iterator[bytes]:
+    """The CSV's bytes (header first), a chunk of rows at a time."""
+    end = lineterminator.encode()
+    yield b",".join(_listed(text_cells([c.name for c in columns]))) + end
+    pieces = [b""] + [b","] * (len(columns) - 1) + [b""]
+    formatters = [_Column(c) for c in columns]
+    for lo in range(0, rows, CHUNK_ROWS):
+        hi = min(rows, lo + CHUNK_ROWS)
+        yield rowjoin.join(pieces, [f.cells(lo, hi) for f in formatters], hi - lo, end) + end
