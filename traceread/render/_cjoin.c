@@ -1,53 +1,56 @@
 /* Rows of a table laid out from its columns (see rowjoin.py for the contract and the Python twin it must equal).
  *
  * join(pieces, columns, n, sep): row i is pieces[0] + cell(0, i) + pieces[1] + ... + cell(k-1, i) +
- * pieces[k]; the n rows are joined by sep. A column is a list of n bytes, or a pair (buf, bounds):
- * bytes and n + 1 int64 positions, cell i being buf[bounds[i] + 1 : bounds[i + 1]] (the cells of a
- * separated buffer, such as orjson's "[1,2,3]" split at its brackets and commas). One memcpy per
- * cell: no Python object per row. */
+ * pieces[k]; the n rows are joined by sep. A column is a list of n bytes, or a triple (buf, starts,
+ * ends): bytes and two arrays of n int64 positions, cell i being buf[starts[i]:ends[i]] (the cells of
+ * a separated buffer, such as orjson's "[1,2,3]", or of a table of distinct texts spread by code).
+ * One memcpy per cell: no Python object per row. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
 typedef struct {
-    PyObject *fast;      /* list form: PySequence_Fast of the column (owned) */
-    Py_buffer bounds;    /* pair form: the positions (released at the end when held) */
-    int has_bounds;
-    const char *buf;     /* pair form: the buffer's bytes */
-    const int64_t *pos;  /* pair form: n + 1 positions */
+    PyObject *fast;         /* list form: PySequence_Fast of the column (owned) */
+    Py_buffer starts, ends; /* triple form: the positions (released at the end when held) */
+    int held;               /* how many of starts, ends are held */
+    const char *buf;        /* triple form: the buffer's bytes */
+    const int64_t *lo, *hi; /* triple form: n positions each */
 } Column;
 
+static int positions(PyObject *obj, Py_ssize_t n, Py_buffer *view, Column *c) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    c->held++;
+    if (view->itemsize != 8 || view->len != n * 8 || view->format == NULL ||
+        strchr("lq", view->format[0]) == NULL || view->format[1] != '\0') {
+        PyErr_SetString(PyExc_ValueError, "join: starts and ends must be n int64 positions");
+        return -1;
+    }
+    return 0;
+}
+
 static int open_column(PyObject *obj, Py_ssize_t n, Column *c) {
-    if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2) {
+    if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 3) {
         PyObject *buf = PyTuple_GET_ITEM(obj, 0);
         if (!PyBytes_Check(buf)) {
-            PyErr_SetString(PyExc_TypeError, "join: a (buf, bounds) column needs bytes");
+            PyErr_SetString(PyExc_TypeError, "join: a (buf, starts, ends) column needs bytes");
             return -1;
         }
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(obj, 1), &c->bounds, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
-        c->has_bounds = 1;
-        if (c->bounds.itemsize != 8 || c->bounds.len != (n + 1) * 8 || c->bounds.format == NULL ||
-            strchr("lqLQ", c->bounds.format[0]) == NULL || c->bounds.format[1] != '\0') {
-            PyErr_SetString(PyExc_ValueError, "join: bounds must be n + 1 int64 positions");
-            return -1;
-        }
+        if (positions(PyTuple_GET_ITEM(obj, 1), n, &c->starts, c) < 0) return -1;
+        if (positions(PyTuple_GET_ITEM(obj, 2), n, &c->ends, c) < 0) return -1;
         c->buf = PyBytes_AS_STRING(buf);
-        c->pos = (const int64_t *)c->bounds.buf;
+        c->lo = (const int64_t *)c->starts.buf;
+        c->hi = (const int64_t *)c->ends.buf;
         Py_ssize_t len = PyBytes_GET_SIZE(buf);
-        if (c->pos[0] < -1 || c->pos[n] > len) {
-            PyErr_SetString(PyExc_ValueError, "join: bounds outside the buffer");
-            return -1;
-        }
         for (Py_ssize_t i = 0; i < n; i++) {
-            if (c->pos[i + 1] <= c->pos[i]) {
-                PyErr_SetString(PyExc_ValueError, "join: bounds must increase");
+            if (c->lo[i] < 0 || c->lo[i] > c->hi[i] || c->hi[i] > len) {
+                PyErr_SetString(PyExc_ValueError, "join: a cell outside its buffer");
                 return -1;
             }
         }
         return 0;
     }
-    c->fast = PySequence_Fast(obj, "join: a column is a list of bytes or a (buf, bounds) pair");
+    c->fast = PySequence_Fast(obj, "join: a column is a list of bytes or a (buf, starts, ends) triple");
     if (c->fast == NULL) return -1;
     if (PySequence_Fast_GET_SIZE(c->fast) != n) {
         PyErr_SetString(PyExc_ValueError, "join: a column's length is not n");
@@ -69,8 +72,8 @@ static Py_ssize_t cell(const Column *c, Py_ssize_t i, const char **data) {
         *data = PyBytes_AS_STRING(b);
         return PyBytes_GET_SIZE(b);
     }
-    *data = c->buf + c->pos[i] + 1;
-    return (Py_ssize_t)(c->pos[i + 1] - c->pos[i] - 1);
+    *data = c->buf + c->lo[i];
+    return (Py_ssize_t)(c->hi[i] - c->lo[i]);
 }
 
 static inline char *put(char *out, const char *src, Py_ssize_t m) {
@@ -148,7 +151,8 @@ done:
     if (cols != NULL) {
         for (Py_ssize_t j = 0; j < k; j++) {
             Py_XDECREF(cols[j].fast);
-            if (cols[j].has_bounds) PyBuffer_Release(&cols[j].bounds);
+            if (cols[j].held > 0) PyBuffer_Release(&cols[j].starts);
+            if (cols[j].held > 1) PyBuffer_Release(&cols[j].ends);
         }
         PyMem_Free(cols);
     }

@@ -70,30 +70,20 @@ def text_cells(values: list) -> rowjoin.Column:
     return rowjoin.separated(buf, _NL)
 
 
-def _listed(cells: rowjoin.Column) -> list[bytes]:
-    """A column's cells as a list of bytes (for a few distinct values: tables, the header)."""
-    if isinstance(cells, tuple):
-        buf, bounds = cells
-        b = bounds.tolist()
-        return [buf[lo + 1:hi] for lo, hi in zip(b[:-1], b[1:], strict=True)]
-    return list(cells)
-
-
-def _floats(a: np.ndarray) -> list[bytes]:
+def _floats(a: np.ndarray) -> rowjoin.Column:
     """``a.astype(str)`` (pandas' call; NaN as '') once per distinct value (bit pattern: -0.0 stays)."""
     bits = a.view(np.dtype(f"i{a.dtype.itemsize}"))
     uniq, inverse = np.unique(bits, return_inverse=True)
     u = uniq.view(a.dtype)
     texts = u.astype(str)
     texts[np.isnan(u)] = ""
-    table = np.array("\n".join(texts.tolist()).encode().split(b"\n"), dtype=object)
-    return table[inverse.reshape(-1)].tolist()
+    return rowjoin.spread("\n".join(texts.tolist()).encode().split(b"\n"), inverse.reshape(-1))
 
 
 def number_cells(a: np.ndarray) -> rowjoin.Column | None:
     """A numeric array's cells as pandas writes them; None when ``a`` is not numbers or booleans."""
     if a.dtype.kind == "b":
-        return np.array([b"False", b"True"], dtype=object)[a.view(np.uint8)].tolist()
+        return rowjoin.spread([b"False", b"True"], a.view(np.uint8))
     if a.dtype.kind in "iu":
         buf = orjson.dumps(np.ascontiguousarray(a), option=orjson.OPT_SERIALIZE_NUMPY)
         return rowjoin.separated(buf, _COMMA, 1, len(buf) - 1)
@@ -106,14 +96,16 @@ class _Column:
     """Formats rows [lo, hi) of one column (categories once)."""
 
     def __init__(self, c: CsvColumn) -> None:
-        self.chunk, self.codes, self.table = c.chunk, None, None
+        self.chunk, self.codes = c.chunk, None
         self.values: np.ndarray | pd.api.extensions.ExtensionArray | None = None
         if c.chunk is not None:
             return
         s = c.values if isinstance(c.values, pd.Series) else pd.Series(c.values)
+        self.table: list[bytes] = []
         if isinstance(s.dtype, pd.CategoricalDtype):
             # code -1 (missing) reads the last cell, ''
-            self.table = np.array(_listed(text_cells(s.cat.categories.tolist())) + [b""], dtype=object)
+            cats = s.cat.categories.tolist()
+            self.table = rowjoin.cells(text_cells(cats), len(cats)) + [b""]
             self.codes = s.cat.codes.to_numpy()
         elif isinstance(s.dtype, pd.SparseDtype):
             self.values = s.array  # made dense a chunk at a time
@@ -122,7 +114,7 @@ class _Column:
 
     def cells(self, lo: int, hi: int) -> rowjoin.Column:
         if self.codes is not None:
-            return self.table[self.codes[lo:hi]].tolist()  # type: ignore[index]
+            return rowjoin.spread(self.table, self.codes[lo:hi])
         values = self.chunk(lo, hi) if self.chunk is not None else self.values[lo:hi]  # type: ignore[index]
         a = np.asarray(values)
         if a.dtype != object and (cells := number_cells(a)) is not None:
@@ -133,7 +125,7 @@ class _Column:
 def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.linesep) -> Iterator[bytes]:
     """The CSV's bytes (header first), a chunk of rows at a time."""
     end = lineterminator.encode()
-    yield b",".join(_listed(text_cells([c.name for c in columns]))) + end
+    yield b",".join(rowjoin.cells(text_cells([c.name for c in columns]), len(columns))) + end
     pieces = [b""] + [b","] * (len(columns) - 1) + [b""]
     formatters = [_Column(c) for c in columns]
     for lo in range(0, rows, CHUNK_ROWS):

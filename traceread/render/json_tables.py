@@ -58,6 +58,18 @@ def _lines(values: list) -> list[bytes]:
     return out
 
 
+def _line_cells(values: list) -> rowjoin.Column:
+    """:func:`_lines` as a ``(buf, starts, ends)`` column: each line of the indented list without its
+    indent and comma (no bytes object per value)."""
+    if not values:
+        return []
+    buf = orjson.dumps(values, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    at = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == ord("\n"))  # after "[", then after each value
+    ends = at[1:] - 1  # before the comma...
+    ends[-1] += 1  # ...which the last value has not
+    return buf, at[:-1] + 3, ends
+
+
 def text_values(values: list, text: Callable[[str], str] | None) -> list[str]:
     """As the report always wrote text cells: '' for missing, ``str`` of anything else, then ``text``
     (given ``text`` only where a value holds a path separator: the one change ``scrub_paths`` makes)."""
@@ -66,14 +78,25 @@ def text_values(values: list, text: Callable[[str], str] | None) -> list[str]:
         arr = np.array(["" if v is None or (isinstance(v, float) and v != v) else v if isinstance(v, str) else str(v)
                         for v in values] or [""], dtype=object)[:len(values)]
     if text is not None and len(arr):
-        wide = arr.astype(str)  # one chunk's fixed-width copy, for numpy's C string search
-        for i in np.flatnonzero((np.char.find(wide, "/") >= 0) | (np.char.find(wide, "\\") >= 0)).tolist():
+        for i in _holding_separator(arr.tolist()).tolist():
             arr[i] = text(arr[i])
     return arr.tolist()
 
 
+def _holding_separator(values: list[str]) -> np.ndarray:
+    """Indices of the strings holding '/' or '\\', found by numpy in the joined UTF-8 bytes."""
+    joined = "\n".join(values)
+    if "/" not in joined and "\\" not in joined:
+        return np.zeros(0, dtype=np.int64)
+    if joined.count("\n") != len(values) - 1:  # a value holds a line break: value by value (rare)
+        return np.flatnonzero(["/" in v or "\\" in v for v in values])
+    u8 = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    hits = np.flatnonzero((u8 == ord("/")) | (u8 == ord("\\")))
+    return np.unique(np.searchsorted(np.flatnonzero(u8 == ord("\n")), hits))
+
+
 def _numbers(a: np.ndarray) -> rowjoin.Column | None:
-    """A numeric array's cells as orjson writes them (a ``(buf, bounds)`` column: no bytes per cell);
+    """A numeric array's cells as orjson writes them (a ``(buf, starts, ends)`` column: no bytes per cell);
     None for values that are not plain numbers."""
     if a.dtype.kind == "f":
         a = a.astype(np.float64, copy=False)  # a float32 would print its own shortest digits
@@ -99,7 +122,7 @@ class _Column:
         if isinstance(s.dtype, pd.CategoricalDtype):
             # Once per category, then spread by code (-1, missing, reads as '' or as 'nan' when raw).
             cats = s.cat.categories.astype(str).tolist() if f.raw else text_values(s.cat.categories.tolist(), f.text)
-            self.table = np.array(_lines(cats + ["nan" if f.raw else ""]), dtype=object)
+            self.table = _lines(cats + ["nan" if f.raw else ""])
             self.codes = s.cat.codes.to_numpy()
         elif _is_text(s):
             self.objects = s.to_numpy(dtype=object)
@@ -114,7 +137,7 @@ class _Column:
 
     def encode(self, lo: int, hi: int) -> rowjoin.Column:
         if self.codes is not None:
-            return self.table[self.codes[lo:hi]].tolist()
+            return rowjoin.spread(self.table, self.codes[lo:hi])
         if self.array is not None:
             return _numbers(self.array[lo:hi])  # type: ignore[return-value]
         if self.sparse is not None:
@@ -125,7 +148,7 @@ class _Column:
         if values.dtype != object and (cells := _numbers(values)) is not None:
             return cells
         items = values.tolist()
-        return _lines(items if self.raw else text_values(items, self.text))
+        return _line_cells(items if self.raw else text_values(items, self.text))
 
 
 def _pieces(fields: tuple[Field, ...], indent: int) -> list[bytes]:
@@ -161,8 +184,9 @@ def table_chunks(fields: tuple[Field, ...], rows: int, indent: int = 2) -> Itera
     yield b"[\n"
     for lo in range(0, rows, CHUNK_ROWS):
         hi = min(rows, lo + CHUNK_ROWS)
-        body = rowjoin.join(pieces, [c.encode(lo, hi) for c in columns], hi - lo, b",\n")
-        yield printable_json((b",\n" if lo else b"") + body)
+        if lo:
+            yield b",\n"
+        yield printable_json(rowjoin.join(pieces, [c.encode(lo, hi) for c in columns], hi - lo, b",\n"))
     yield b"\n" + b" " * indent + b"]"
 
 
