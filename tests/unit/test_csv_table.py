@@ -122,6 +122,11 @@ def test_compiled_join_equals_its_python_twin(seed: int) -> None:
                            for a, v, b, c in zip(cells[0], numbers.tolist(), cells[1], cells[2], strict=True))
     assert rowjoin.join_python(pieces, columns, n, b",\n") == expected
     assert rowjoin.COMPILED.join(pieces, columns, n, b",\n") == expected
+    # cells of every length around the compiled join's short-copy size, some at the buffer's very end
+    table = [bytes(rng.integers(0, 256, length, dtype=np.uint8)) for length in range(40)]
+    codes = rng.integers(-1, 40, n)
+    spread = rowjoin.spread(table, codes)
+    assert rowjoin.COMPILED.join([b"[", b"]"], [spread], n, b"") == b"".join(b"[" + table[c] + b"]" for c in codes)
 
 
 def test_compiled_join_refuses_bad_columns() -> None:

@@ -26,7 +26,8 @@ from traceread.printable import printable
 from traceread.render import rowjoin
 
 CHUNK_ROWS = 65_536  # rows formatted at a time: bounds the chunk's bytes, not a threshold
-_NEEDS_ESCAPE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # every control but the joining newline
+_C0_BUT_NL = bytes([*range(0x0A), *range(0x0B, 0x20), 0x7F])  # C0 but the joining newline, and DEL
+_C1 = re.compile(rb"\xc2[\x80-\x9f]")
 _QUOTE, _COMMA, _NL = ord('"'), ord(","), ord("\n")
 
 
@@ -52,22 +53,33 @@ def text_cells(values: list) -> rowjoin.Column:
                                                                                      strict=True)] + [""],
                        dtype=object)[:len(values)]
     joined = "\n".join(arr.tolist())
-    if _NEEDS_ESCAPE.search(joined) or joined.count("\n") != len(arr) - 1:  # a hostile name: rare
-        joined = "\n".join([printable(v) for v in arr.tolist()])
     buf = joined.encode("utf-8")
+    if _has_control(buf) or joined.count("\n") != len(arr) - 1:  # a hostile name: rare
+        buf = "\n".join([printable(v) for v in arr.tolist()]).encode("utf-8")
     u8 = np.frombuffer(buf, dtype=np.uint8)
+    ends = np.append(np.flatnonzero(u8 == _NL), len(u8))
     special = np.flatnonzero((u8 == _COMMA) | (u8 == _QUOTE))
-    if len(special):
-        ends = np.flatnonzero(u8 == _NL)
-        quoted = np.unique(np.searchsorted(ends, special))  # the cells holding one
-        if buf.find(b'"') >= 0:
-            buf = buf.replace(b'"', b'""')
-            u8 = np.frombuffer(buf, dtype=np.uint8)
-            ends = np.flatnonzero(u8 == _NL)
-        ends = np.append(ends, len(u8))
-        starts = np.concatenate(([0], ends[:-1] + 1))
-        buf = np.insert(u8, np.concatenate((starts[quoted], ends[quoted])), _QUOTE).tobytes()
-    return rowjoin.separated(buf, _NL)
+    if not len(special):
+        return buf, np.concatenate(([0], ends[:-1] + 1)), ends
+    quoted = np.zeros(len(arr), dtype=bool)
+    quoted[np.searchsorted(ends, special)] = True  # the cells holding one
+    if buf.find(b'"') >= 0:
+        buf = buf.replace(b'"', b'""')
+        u8 = np.frombuffer(buf, dtype=np.uint8)
+        ends = np.append(np.flatnonzero(u8 == _NL), len(u8))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    at = np.flatnonzero(quoted)
+    buf = np.insert(u8, np.concatenate((starts[at], ends[at])), _QUOTE).tobytes()
+    shift = 2 * np.cumsum(quoted)  # quotes inserted up to and including each cell
+    return buf, starts + shift - 2 * quoted, ends + shift
+
+
+def _has_control(buf: bytes) -> bool:
+    """Whether UTF-8 ``buf`` holds a control character other than the joining newline (C1 is
+    0xC2 0x80-0x9F); ``bytes.translate``/``find`` are C passes (a regex scans several times slower)."""
+    if len(buf.translate(None, _C0_BUT_NL)) != len(buf):
+        return True
+    return buf.find(b"\xc2") >= 0 and _C1.search(buf) is not None
 
 
 def _floats(a: np.ndarray) -> rowjoin.Column:
@@ -75,9 +87,11 @@ def _floats(a: np.ndarray) -> rowjoin.Column:
     bits = a.view(np.dtype(f"i{a.dtype.itemsize}"))
     uniq, inverse = np.unique(bits, return_inverse=True)
     u = uniq.view(a.dtype)
-    texts = u.astype(str)
-    texts[np.isnan(u)] = ""
-    return rowjoin.spread("\n".join(texts.tolist()).encode().split(b"\n"), inverse.reshape(-1))
+    # float64: Python's repr, which is numpy's str of a float64 (and faster); narrower floats have their own
+    texts = list(map(repr, u.tolist())) if a.dtype == np.float64 else u.astype(str).tolist()
+    for i in np.flatnonzero(np.isnan(u)).tolist():  # NaN bit patterns: a few at most
+        texts[i] = ""
+    return rowjoin.spread("\n".join(texts).encode().split(b"\n"), inverse.reshape(-1))
 
 
 def number_cells(a: np.ndarray) -> rowjoin.Column | None:
@@ -98,10 +112,10 @@ class _Column:
     def __init__(self, c: CsvColumn) -> None:
         self.chunk, self.codes = c.chunk, None
         self.values: np.ndarray | pd.api.extensions.ExtensionArray | None = None
+        self.table: list[bytes] = []
         if c.chunk is not None:
             return
         s = c.values if isinstance(c.values, pd.Series) else pd.Series(c.values)
-        self.table: list[bytes] = []
         if isinstance(s.dtype, pd.CategoricalDtype):
             # code -1 (missing) reads the last cell, ''
             cats = s.cat.categories.tolist()
@@ -130,4 +144,5 @@ def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.lin
     formatters = [_Column(c) for c in columns]
     for lo in range(0, rows, CHUNK_ROWS):
         hi = min(rows, lo + CHUNK_ROWS)
-        yield rowjoin.join(pieces, [f.cells(lo, hi) for f in formatters], hi - lo, end) + end
+        yield rowjoin.join(pieces, [f.cells(lo, hi) for f in formatters], hi - lo, end)
+        yield end
