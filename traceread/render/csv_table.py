@@ -41,11 +41,13 @@ class CsvColumn:
     chunk: Callable[[int, int], np.ndarray | pd.Series] | None = None
 
 
-def text_cells(values: list) -> rowjoin.Column:
+def text_cells(values: list) -> list[rowjoin.Column]:
     """Text cells as pandas writes them: '' for missing, ``str`` of anything else, control characters
-    shown as ``\\xNN``, quoted (quotes doubled) where a comma, quote or line break is inside."""
+    shown as ``\\xNN``, quoted (quotes doubled) where a comma or quote is inside (a line break is shown
+    as ``\\x0a``). As ``rowjoin`` columns: the cells, or an opening quote (or nothing), the cells and a
+    closing quote, so that quoting moves no bytes."""
     if not values:
-        return []
+        return [[]]
     arr = np.asarray(values, dtype=object)
     if pd.api.types.infer_dtype(arr, skipna=False) != "string":  # a C pass; rare
         missing = pd.isna(arr)
@@ -57,21 +59,21 @@ def text_cells(values: list) -> rowjoin.Column:
     if _has_control(buf) or joined.count("\n") != len(arr) - 1:  # a hostile name: rare
         buf = "\n".join([printable(v) for v in arr.tolist()]).encode("utf-8")
     u8 = np.frombuffer(buf, dtype=np.uint8)
-    ends = np.append(np.flatnonzero(u8 == _NL), len(u8))
     special = np.flatnonzero((u8 == _COMMA) | (u8 == _QUOTE))
     if not len(special):
-        return buf, np.concatenate(([0], ends[:-1] + 1)), ends
-    quoted = np.zeros(len(arr), dtype=bool)
-    quoted[np.searchsorted(ends, special)] = True  # the cells holding one
+        return [rowjoin.separated(buf, _NL)]
+    quoted = np.zeros(len(arr), dtype=np.uint8)
+    quoted[np.searchsorted(np.flatnonzero(u8 == _NL), special)] = 1  # the cells holding one
     if buf.find(b'"') >= 0:
         buf = buf.replace(b'"', b'""')
-        u8 = np.frombuffer(buf, dtype=np.uint8)
-        ends = np.append(np.flatnonzero(u8 == _NL), len(u8))
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    at = np.flatnonzero(quoted)
-    buf = np.insert(u8, np.concatenate((starts[at], ends[at])), _QUOTE).tobytes()
-    shift = 2 * np.cumsum(quoted)  # quotes inserted up to and including each cell
-    return buf, starts + shift - 2 * quoted, ends + shift
+    mark = rowjoin.spread([b"", b'"'], quoted)
+    return [mark, rowjoin.separated(buf, _NL), mark]
+
+
+def _listed(values: list) -> list[bytes]:
+    """A few text cells (categories, the header) as whole bytes, quotes included."""
+    columns = text_cells(values)
+    return rowjoin.join([b""] * (len(columns) + 1), columns, len(values), b"\n").split(b"\n") if values else []
 
 
 def _has_control(buf: bytes) -> bool:
@@ -119,30 +121,34 @@ class _Column:
         if isinstance(s.dtype, pd.CategoricalDtype):
             # code -1 (missing) reads the last cell, ''
             cats = s.cat.categories.tolist()
-            self.table = rowjoin.cells(text_cells(cats), len(cats)) + [b""]
+            self.table = _listed(cats) + [b""]
             self.codes = s.cat.codes.to_numpy()
         elif isinstance(s.dtype, pd.SparseDtype):
             self.values = s.array  # made dense a chunk at a time
         else:
             self.values = s.to_numpy()
 
-    def cells(self, lo: int, hi: int) -> rowjoin.Column:
+    def cells(self, lo: int, hi: int) -> list[rowjoin.Column]:
+        """The rows' cells as one ``rowjoin`` column, or several laid side by side (quoted text)."""
         if self.codes is not None:
-            return rowjoin.spread(self.table, self.codes[lo:hi])
+            return [rowjoin.spread(self.table, self.codes[lo:hi])]
         values = self.chunk(lo, hi) if self.chunk is not None else self.values[lo:hi]  # type: ignore[index]
         a = np.asarray(values)
         if a.dtype != object and (cells := number_cells(a)) is not None:
-            return cells
+            return [cells]
         return text_cells(a.astype(object).tolist())
 
 
 def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.linesep) -> Iterator[bytes]:
     """The CSV's bytes (header first), a chunk of rows at a time."""
     end = lineterminator.encode()
-    yield b",".join(rowjoin.cells(text_cells([c.name for c in columns]), len(columns))) + end
-    pieces = [b""] + [b","] * (len(columns) - 1) + [b""]
+    yield b",".join(_listed([c.name for c in columns])) + end
     formatters = [_Column(c) for c in columns]
     for lo in range(0, rows, CHUNK_ROWS):
         hi = min(rows, lo + CHUNK_ROWS)
-        yield rowjoin.join(pieces, [f.cells(lo, hi) for f in formatters], hi - lo, end)
+        parts = [f.cells(lo, hi) for f in formatters]
+        pieces = [b""]
+        for i, part in enumerate(parts):  # nothing between a column's parts, a comma between columns
+            pieces += [b""] * (len(part) - 1) + [b"," if i < len(parts) - 1 else b""]
+        yield rowjoin.join(pieces, [c for part in parts for c in part], hi - lo, end)
         yield end
