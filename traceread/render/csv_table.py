@@ -3,9 +3,10 @@
 Python object per row.
 
 Each column of a chunk of rows is formatted once: integers by orjson (their JSON text is Python's
-``str``), floats by numpy's ``astype(str)`` (what pandas calls) once per distinct value, booleans
-and categories from a table of their few texts, text cells joined, escaped and quoted as one
-buffer (numpy finds the cells to quote); ``rowjoin.join`` lays the rows out. Text cells are shown
+``str``), floats as numpy's ``astype(str)`` (what pandas calls; for float64 that is Python's
+``repr``) once per distinct value, booleans and categories from a table of their few texts, text
+cells joined and escaped as one buffer (numpy finds the cells to quote); ``rowjoin.join`` lays the
+rows out. Text cells are shown
 with control characters as ``\\xNN`` (``printable``), as every text output is; a missing value is
 always written as '' (the row-wise writer wrote 'nan'/'None' in a chunk where the same column also
 held a control character).
