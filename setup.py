@@ -44,6 +44,9 @@ setup(
                  # the nsys loader's integer column reader (read.py's _fetch is its Python twin); it
                  # resolves SQLite's functions at run time, so it needs no SQLite headers or library here
                  Extension("traceread.loaders.nsys._cread", ["traceread/loaders/nsys/_cread.c"], optional=True,
-                           extra_compile_args=["-O2"], libraries=["dl"])],
+                           extra_compile_args=["-O2"], libraries=["dl"]),
+                 # a column-wise writer's rows (traceread/render/rowjoin.py has its exact Python twin)
+                 Extension("traceread.render._cjoin", ["traceread/render/_cjoin.c"], optional=True,
+                           extra_compile_args=["-O2"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -2,50 +2,52 @@
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import click
+import numpy as np
 import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open
 from traceread.cli.output import emit_chunks, json_option
 from traceread.config import Thresholds, parse_set_options
-from traceread.gaps import find_gaps, step_totals, with_fractions
+from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, find_gaps, step_totals, with_fractions
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
-from traceread.printable import CONTROL_CHARS, printable
-from traceread.render import json_tables
+from traceread.render import csv_table, json_tables
+from traceread.render.evidence_rows import evidence_rows
 from traceread.render.fmt import ViewerClock, dur
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.steps import find_steps
 from traceread.vocabulary import GAP_CLASSES, part_col
 
-
-def _printable_cells(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with control characters in its text cells shown as ``\\xNN`` (only cells that hold one
-    are rewritten; numeric columns untouched)."""
-    out = df
-    for c in df.columns:
-        if not (df[c].dtype == object or isinstance(df[c].dtype, pd.CategoricalDtype)
-                or pd.api.types.is_string_dtype(df[c].dtype)):
-            continue
-        text = df[c].astype(str)
-        bad = text.str.contains(CONTROL_CHARS, regex=True).to_numpy()
-        if bad.any():
-            if out is df:
-                out = df.copy()
-            out[c] = text.where(~bad, text[bad].map(printable))
-    return out
-
-
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
-_CSV_CHUNK_ROWS = 65_536  # rows converted and written at a time (bounds memory, not a threshold)
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start
 _TOP_GAP_COLS = ["rank", "device", "step", "start", "duration", "class", "comm_frac", "cpu_runtime_frac",
                  "sync_frac", "launch_count", "next_kernel_name"]
+
+
+def _columns(gaps: pd.DataFrame) -> list[tuple[str, pd.Series | None, Callable[[int, int], np.ndarray] | None]]:
+    """The written gap columns in ``with_fractions`` order: (name, the frame's column, or a function
+    of rows [lo, hi) for what is made per chunk: the fractions and the evidence text)."""
+    dur = gaps["dur_ns"].to_numpy(dtype=np.float64)
+    kind_of = dict(zip(FRACTION_COLUMNS, OVERLAP_KINDS, strict=True))
+
+    def fraction(ns: pd.Series) -> Callable[[int, int], np.ndarray]:
+        values = ns.array
+        return lambda lo, hi: np.asarray(values[lo:hi], dtype=np.float64) / dur[lo:hi]
+
+    out: list[tuple[str, pd.Series | None, Callable[[int, int], np.ndarray] | None]] = []
+    for c in with_fractions(gaps.iloc[:0]).columns:  # the order, from the definition itself
+        if c == "evidence":
+            out.append((c, None, lambda lo, hi: evidence_rows(gaps, lo, hi)))
+        elif c in gaps.columns:
+            out.append((str(c), gaps[c], None))
+        else:
+            out.append((str(c), None, fraction(gaps[f"{kind_of[c]}_ns"])))
+    return out
 
 
 def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[str], top: int,
@@ -60,13 +62,16 @@ def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[st
     st["idle_%"] = (100 * totals["idle_ns"] / totals["step_ns"].clip(lower=1)).round(1).to_numpy()
     st["gap_count"] = totals["gap_count"].to_numpy()
     lines = [f"steps (source: {source}); times are {clock.meaning}", *notes, "", st.to_string(index=False), ""]
-    listed = gaps[gaps["dur_ns"].to_numpy() >= min_listed_ns] if len(gaps) else gaps
-    longest = with_fractions(listed.nlargest(top, "dur_ns"))
+    # The shown rows picked from the one column (a selection of the whole frame copied every column).
+    dur_ns = gaps["dur_ns"].to_numpy()
+    at = np.flatnonzero(dur_ns >= min_listed_ns)
+    shown = pd.Series(dur_ns[at], index=at).nlargest(top).index.to_numpy() if top > 0 else at[:0]
+    longest = with_fractions(gaps.iloc[shown])
     longest = longest.assign(start=[clock(x) for x in longest["start_ns"].to_numpy()],
                              duration=[dur(x) for x in longest["dur_ns"].to_numpy()])[_TOP_GAP_COLS]
     longest = longest.astype({"next_kernel_name": str})
     longest["next_kernel_name"] = longest["next_kernel_name"].str.slice(0, _NAME_WIDTH)
-    shorter = len(gaps) - len(listed)
+    shorter = len(gaps) - len(at)
     skipped = f" ({shorter} under {dur(min_listed_ns)}, the smallest judged gap, not listed)" if shorter else ""
     lines += [f"{len(gaps)} gaps; the {len(longest)} longest{skipped}:",
               longest.to_string(index=False) if len(longest) else "(none)"]
@@ -90,31 +95,26 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg)
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
     totals = step_totals(result.steps, gaps).assign(start_ns=result.steps["start_ns"].to_numpy())  # same rows
-    steps = idle_by_class(result.steps, gaps)
+    columns = _columns(gaps)
     if csv_path:
-        with atomic_open(csv_path, "w") as fh:
-            # A chunk of rows at a time: the fractions and escaped text exist for those rows only.
-            for lo in range(0, max(len(gaps), 1), _CSV_CHUNK_ROWS):
-                part = with_fractions(gaps.iloc[lo:lo + _CSV_CHUNK_ROWS])  # every X_ns with its X_frac
-                # (cells escaped before the writer: csv (pandas 2, Python 3.10) refuses some controls;
-                # the chunk's text escaped again as a whole, as every text sink is: pandas writes a
-                # row at a time, and a writer escaping each write was a Python call per gap)
-                text = io.StringIO()
-                _printable_cells(part).to_csv(text, index=False, header=lo == 0)
-                fh.write(printable(text.getvalue(), layout=True))
+        # Column-wise, a chunk of rows at a time (text cells shown with \xNN for controls, as pandas'
+        # writer was given them); bytes written as they come.
+        with atomic_open(csv_path, "wb") as fh:
+            for piece in csv_table.csv_chunks([csv_table.CsvColumn(n, v, f) for n, v, f in columns], len(gaps)):
+                fh.write(piece)
 
     def chunks() -> Iterator[bytes]:
         # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
         # start_ns/end_ns below back to the file and to Unix-epoch time. Tables written column-wise.
+        steps = idle_by_class(result.steps, gaps)
         F = json_tables.Field
         step_fields = (*(F(c, steps[c]) for c in _STEP_FIELDS),
                        F("idle_by_class", group=tuple(F(c, steps[part_col(c)]) for c in GAP_CLASSES)))
-        full = with_fractions(gaps)
-        gap_fields = tuple(F(str(c), full[c], raw=True) for c in full.columns)
+        gap_fields = tuple(F(n, v, raw=True, chunk=f) for n, v, f in columns)
         doc = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summary)],
                "steps": [], "gaps": []}
         yield from json_tables.document_chunks(doc, {"steps": (step_fields, len(steps)),
-                                                     "gaps": (gap_fields, len(full))})
+                                                     "gaps": (gap_fields, len(gaps))})
 
     summary = summarize_trace(0, tr, result.source)
     clock = ViewerClock(summary.format, summary.start_ns)

@@ -2,8 +2,10 @@
 list of one object per row, without building a Python dict per row.
 
 Each column is encoded once by orjson (numeric columns as numpy arrays, text columns as one list,
-categories once per category), a chunk of rows at a time, and the rows are laid out by one bytes
-template, so memory is bounded by a chunk and the cost by orjson's C loops. The layout is orjson's
+categories once per category), a chunk of rows at a time, and the rows are laid out by
+``rowjoin.join`` (compiled: one copy per cell), so memory is bounded by a chunk and the cost by
+C loops. A field may give its values a chunk at a time (``Field.chunk``: text formatted only for the
+rows being written, derived columns computed per chunk). The layout is orjson's
 ``OPT_INDENT_2`` at the depth the table sits in the document (a list under a top-level key); the
 tests compare the result with ``json_text.dumps`` of the same records.
 """
@@ -19,7 +21,7 @@ import orjson
 import pandas as pd
 
 from traceread.printable import printable_json
-from traceread.render import json_text
+from traceread.render import json_text, rowjoin
 
 CHUNK_ROWS = 16_384  # rows encoded at a time: bounds the per-chunk bytes objects, not a threshold
 
@@ -36,6 +38,9 @@ class Field:
     # as ``frame.astype({categorical: str}).to_dict("records")`` gives them (``gaps --json``): text
     # cells as they are (None as null), a categorical's missing value as 'nan'
     raw: bool = False
+    # instead of ``values``: the values of rows [lo, hi) (numbers, or text objects), asked for one
+    # chunk at a time, so that they exist for those rows only
+    chunk: Callable[[int, int], np.ndarray | pd.Series] | None = None
 
 
 def _is_text(s: pd.Series) -> bool:
@@ -53,6 +58,18 @@ def _lines(values: list) -> list[bytes]:
     return out
 
 
+def _line_cells(values: list) -> rowjoin.Column:
+    """:func:`_lines` as a ``(buf, starts, ends)`` column: each line of the indented list without its
+    indent and comma (no bytes object per value)."""
+    if not values:
+        return []
+    buf = orjson.dumps(values, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    at = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == ord("\n"))  # after "[", then after each value
+    ends = at[1:] - 1  # before the comma...
+    ends[-1] += 1  # ...which the last value has not
+    return buf, at[:-1] + 3, ends
+
+
 def text_values(values: list, text: Callable[[str], str] | None) -> list[str]:
     """As the report always wrote text cells: '' for missing, ``str`` of anything else, then ``text``
     (given ``text`` only where a value holds a path separator: the one change ``scrub_paths`` makes)."""
@@ -61,55 +78,94 @@ def text_values(values: list, text: Callable[[str], str] | None) -> list[str]:
         arr = np.array(["" if v is None or (isinstance(v, float) and v != v) else v if isinstance(v, str) else str(v)
                         for v in values] or [""], dtype=object)[:len(values)]
     if text is not None and len(arr):
-        wide = arr.astype(str)  # one chunk's fixed-width copy, for numpy's C string search
-        for i in np.flatnonzero((np.char.find(wide, "/") >= 0) | (np.char.find(wide, "\\") >= 0)).tolist():
+        for i in _holding_separator(arr.tolist()).tolist():
             arr[i] = text(arr[i])
     return arr.tolist()
 
 
+def _holding_separator(values: list[str]) -> np.ndarray:
+    """Indices of the strings holding '/' or '\\', found by numpy in the joined UTF-8 bytes."""
+    joined = "\n".join(values)
+    if "/" not in joined and "\\" not in joined:
+        return np.zeros(0, dtype=np.int64)
+    if joined.count("\n") != len(values) - 1:  # a value holds a line break: value by value (rare)
+        return np.flatnonzero(["/" in v or "\\" in v for v in values])
+    u8 = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    hits = np.flatnonzero((u8 == ord("/")) | (u8 == ord("\\")))
+    return np.unique(np.searchsorted(np.flatnonzero(u8 == ord("\n")), hits))
+
+
+def _numbers(a: np.ndarray) -> rowjoin.Column | None:
+    """A numeric array's cells as orjson writes them (a ``(buf, starts, ends)`` column: no bytes per cell);
+    None for values that are not plain numbers."""
+    if a.dtype.kind == "f":
+        a = a.astype(np.float64, copy=False)  # a float32 would print its own shortest digits
+    if a.dtype.kind not in "biuf":
+        return None
+    buf = orjson.dumps(np.ascontiguousarray(a), option=orjson.OPT_SERIALIZE_NUMPY)
+    return rowjoin.separated(buf, ord(","), 1, len(buf) - 1)
+
+
 class _Column:
-    """Encodes rows ``[lo, hi)`` of one field as a list of JSON texts."""
+    """Encodes rows ``[lo, hi)`` of one field as a ``rowjoin`` column of JSON texts."""
 
     def __init__(self, f: Field) -> None:
-        s = f.values if isinstance(f.values, pd.Series) else pd.Series(f.values)
         self.codes: np.ndarray | None = None
         self.array: np.ndarray | None = None
         self.objects: np.ndarray | None = None
-        self.text = f.text
+        self.sparse: pd.api.extensions.ExtensionArray | None = None
+        self.chunk = f.chunk
+        self.text, self.raw = f.text, f.raw
+        if f.chunk is not None:
+            return
+        s = f.values if isinstance(f.values, pd.Series) else pd.Series(f.values)
         if isinstance(s.dtype, pd.CategoricalDtype):
             # Once per category, then spread by code (-1, missing, reads as '' or as 'nan' when raw).
             cats = s.cat.categories.astype(str).tolist() if f.raw else text_values(s.cat.categories.tolist(), f.text)
-            self.table = np.array(_lines(cats + ["nan" if f.raw else ""]), dtype=object)
+            self.table = _lines(cats + ["nan" if f.raw else ""])
             self.codes = s.cat.codes.to_numpy()
         elif _is_text(s):
-            self.objects, self.is_text = s.to_numpy(dtype=object), not f.raw
+            self.objects = s.to_numpy(dtype=object)
+        elif isinstance(s.dtype, pd.SparseDtype) and s.dtype.subtype.kind in "biuf":
+            self.sparse = s.array  # made dense a chunk at a time (a dense copy of every column is GBs)
         else:
             a = s.to_numpy()
-            if a.dtype.kind == "f":
-                a = a.astype(np.float64, copy=False)  # a float32 would print its own shortest digits
             if a.dtype.kind in "biuf":
-                self.array = np.ascontiguousarray(a)
+                self.array = a
             else:  # extension values (nullable integers...): as Python values
-                self.objects, self.is_text = a.astype(object), False
+                self.objects, self.raw = a.astype(object), True
 
-    def encode(self, lo: int, hi: int) -> list[bytes] | np.ndarray:
+    def encode(self, lo: int, hi: int) -> rowjoin.Column:
         if self.codes is not None:
-            return self.table[self.codes[lo:hi]]
+            return rowjoin.spread(self.table, self.codes[lo:hi])
         if self.array is not None:
-            return orjson.dumps(self.array[lo:hi], option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
-        assert self.objects is not None
-        values = self.objects[lo:hi].tolist()
-        return _lines(text_values(values, self.text) if self.is_text else values)
+            return _numbers(self.array[lo:hi])  # type: ignore[return-value]
+        if self.sparse is not None:
+            return _numbers(np.asarray(self.sparse[lo:hi]))  # type: ignore[return-value]
+        values = self.objects[lo:hi] if self.objects is not None else self.chunk(lo, hi)  # type: ignore[misc]
+        if isinstance(values, pd.Series):
+            values = values.to_numpy()
+        if values.dtype != object and (cells := _numbers(values)) is not None:
+            return cells
+        items = values.tolist()
+        return _line_cells(items if self.raw else text_values(items, self.text))
 
 
-def _template(fields: tuple[Field, ...], indent: int) -> bytes:
-    """``{ "key": %b, ... }`` laid out as orjson indents an object at ``indent`` spaces."""
+def _pieces(fields: tuple[Field, ...], indent: int) -> list[bytes]:
+    """``{ "key": <value>, ... }`` laid out as orjson indents an object at ``indent`` spaces, as the
+    constant pieces around each leaf's value (one more piece than leaves)."""
     pad = b" " * (indent + 2)
-    parts = []
-    for f in fields:
-        key = orjson.dumps(f.key).replace(b"%", b"%%")
-        parts.append(pad + key + b": " + (_template(f.group, indent + 2) if f.group else b"%b"))
-    return b"{\n" + b",\n".join(parts) + b"\n" + b" " * indent + b"}"
+    out = [b"{\n"]
+    for i, f in enumerate(fields):
+        out[-1] += (b",\n" if i else b"") + pad + orjson.dumps(f.key) + b": "
+        if f.group:
+            inner = _pieces(f.group, indent + 2)
+            out[-1] += inner[0]
+            out.extend(inner[1:])
+        else:
+            out.append(b"")
+    out[-1] += b"\n" + b" " * indent + b"}"
+    return out
 
 
 def _leaves(fields: tuple[Field, ...]) -> list[Field]:
@@ -122,14 +178,15 @@ def table_chunks(fields: tuple[Field, ...], rows: int, indent: int = 2) -> Itera
     if rows == 0:
         yield b"[]"
         return
-    item = b" " * (indent + 2) + _template(fields, indent + 2)
+    pieces = _pieces(fields, indent + 2)
+    pieces[0] = b" " * (indent + 2) + pieces[0]
     columns = [_Column(f) for f in _leaves(fields)]
     yield b"[\n"
     for lo in range(0, rows, CHUNK_ROWS):
         hi = min(rows, lo + CHUNK_ROWS)
-        encoded = [c.encode(lo, hi) for c in columns]
-        body = b",\n".join([item % row for row in zip(*encoded, strict=True)])
-        yield printable_json((b",\n" if lo else b"") + body)
+        if lo:
+            yield b",\n"
+        yield printable_json(rowjoin.join(pieces, [c.encode(lo, hi) for c in columns], hi - lo, b",\n"))
     yield b"\n" + b" " * indent + b"]"
 
 

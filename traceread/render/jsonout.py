@@ -21,6 +21,7 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.render import json_tables, json_text
+from traceread.render.evidence_rows import evidence_rows
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
 from traceread.scope import analysis_scope
@@ -106,7 +107,8 @@ def _gap_fields(a: Analysis) -> tuple[json_tables.Field, ...]:
     fixed = [F(c, g[c]) for c in ("trace", "rank", "device", "step", "start_ns", "end_ns", "class")]
     extra = [F(c, g[c], text=scrub_paths if c in _SCRUB else None) for c in _GAP_EXTRA if c in g.columns]
     offset_ms = g["offset_ns"].to_numpy().astype(np.float64) / 1e6
-    return (*fixed, F("evidence", g["evidence"], text=scrub_paths), *extra, F("offset_ms", offset_ms))
+    evidence = F("evidence", chunk=lambda lo, hi: evidence_rows(g, lo, hi), text=scrub_paths)
+    return (*fixed, evidence, *extra, F("offset_ms", offset_ms))
 
 
 def chunks(a: Analysis) -> Iterator[bytes]:

@@ -118,6 +118,7 @@ def gap_texts(gaps: Any) -> dict[str, list[str]]:
     import numpy as np
     import pandas as pd
 
+    from traceread.render.evidence_rows import evidence_rows
     from traceread.render.json_tables import text_values
     from traceread.render.names import scrub_paths
 
@@ -130,7 +131,8 @@ def gap_texts(gaps: Any) -> dict[str, list[str]]:
             table = np.array(text_values(s.cat.categories.tolist(), scrub) + [""], dtype=object)
             out[c] = table[s.cat.codes.to_numpy()].tolist()
         else:
-            out[c] = text_values(s.to_numpy(dtype=object).tolist(), scrub)
+            values = evidence_rows(gaps, 0, len(gaps)) if c == "evidence" else s.to_numpy(dtype=object)
+            out[c] = text_values(values.tolist(), scrub)
     return out
 
 

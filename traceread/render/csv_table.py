@@ -1,0 +1,155 @@
+"""A table as CSV written column by column: the bytes of pandas' ``to_csv(index=False)`` (``na_rep``
+'', minimal quoting, ``os.linesep`` after every row) for the dtypes of a gaps frame, without a
+Python object per row.
+
+Each column of a chunk of rows is formatted once: integers by orjson (their JSON text is Python's
+``str``), floats as numpy's ``astype(str)`` (what pandas calls; for float64 that is Python's
+``repr``) once per distinct value, booleans and categories from a table of their few texts, text
+cells joined and escaped as one buffer (numpy finds the cells to quote); ``rowjoin.join`` lays the
+rows out. Text cells are shown
+with control characters as ``\\xNN`` (``printable``), as every text output is; a missing value is
+always written as '' (the row-wise writer wrote 'nan'/'None' in a chunk where the same column also
+held a control character).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from traceread.printable import printable
+from traceread.render import rowjoin
+
+CHUNK_ROWS = 65_536  # rows formatted at a time: bounds the chunk's bytes, not a threshold
+_C0_BUT_NL = bytes([*range(0x0A), *range(0x0B, 0x20), 0x7F])  # C0 but the joining newline, and DEL
+_C1 = re.compile(rb"\xc2[\x80-\x9f]")
+_QUOTE, _COMMA, _NL = ord('"'), ord(","), ord("\n")
+
+
+@dataclass(frozen=True)
+class CsvColumn:
+    """One column: its values (``rows`` long), or ``chunk``: the values of rows [lo, hi), asked for
+    one chunk at a time (text formatted only for the rows being written, derived numbers)."""
+
+    name: str
+    values: pd.Series | np.ndarray | None = None
+    chunk: Callable[[int, int], np.ndarray | pd.Series] | None = None
+
+
+def text_cells(values: list) -> list[rowjoin.Column]:
+    """Text cells as pandas writes them: '' for missing, ``str`` of anything else, control characters
+    shown as ``\\xNN``, quoted (quotes doubled) where a comma or quote is inside (a line break is shown
+    as ``\\x0a``). As ``rowjoin`` columns: the cells, or an opening quote (or nothing), the cells and a
+    closing quote, so that quoting moves no bytes."""
+    if not values:
+        return [[]]
+    arr = np.asarray(values, dtype=object)
+    if pd.api.types.infer_dtype(arr, skipna=False) != "string":  # a C pass; rare
+        missing = pd.isna(arr)
+        arr = np.array(["" if m else v if isinstance(v, str) else str(v) for v, m in zip(values, missing.tolist(),
+                                                                                     strict=True)] + [""],
+                       dtype=object)[:len(values)]
+    joined = "\n".join(arr.tolist())
+    buf = joined.encode("utf-8")
+    if _has_control(buf) or joined.count("\n") != len(arr) - 1:  # a hostile name: rare
+        buf = "\n".join([printable(v) for v in arr.tolist()]).encode("utf-8")
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    special = np.flatnonzero((u8 == _COMMA) | (u8 == _QUOTE))
+    if not len(special):
+        return [rowjoin.separated(buf, _NL)]
+    quoted = np.zeros(len(arr), dtype=np.uint8)
+    quoted[np.searchsorted(np.flatnonzero(u8 == _NL), special)] = 1  # the cells holding one
+    if buf.find(b'"') >= 0:
+        buf = buf.replace(b'"', b'""')
+    mark = rowjoin.spread([b"", b'"'], quoted)
+    return [mark, rowjoin.separated(buf, _NL), mark]
+
+
+def _listed(values: list) -> list[bytes]:
+    """A few text cells (categories, the header) as whole bytes, quotes included."""
+    columns = text_cells(values)
+    return rowjoin.join([b""] * (len(columns) + 1), columns, len(values), b"\n").split(b"\n") if values else []
+
+
+def _has_control(buf: bytes) -> bool:
+    """Whether UTF-8 ``buf`` holds a control character other than the joining newline (C1 is
+    0xC2 0x80-0x9F); ``bytes.translate``/``find`` are C passes (a regex scans several times slower)."""
+    if len(buf.translate(None, _C0_BUT_NL)) != len(buf):
+        return True
+    return buf.find(b"\xc2") >= 0 and _C1.search(buf) is not None
+
+
+def _floats(a: np.ndarray) -> rowjoin.Column:
+    """``a.astype(str)`` (pandas' call; NaN as '') once per distinct value (bit pattern: -0.0 stays)."""
+    bits = a.view(np.dtype(f"i{a.dtype.itemsize}"))
+    uniq, inverse = np.unique(bits, return_inverse=True)
+    u = uniq.view(a.dtype)
+    # float64: Python's repr, which is numpy's str of a float64 (and faster); narrower floats have their own
+    texts = list(map(repr, u.tolist())) if a.dtype == np.float64 else u.astype(str).tolist()
+    for i in np.flatnonzero(np.isnan(u)).tolist():  # NaN bit patterns: a few at most
+        texts[i] = ""
+    return rowjoin.spread("\n".join(texts).encode().split(b"\n"), inverse.reshape(-1))
+
+
+def number_cells(a: np.ndarray) -> rowjoin.Column | None:
+    """A numeric array's cells as pandas writes them; None when ``a`` is not numbers or booleans."""
+    if a.dtype.kind == "b":
+        return rowjoin.spread([b"False", b"True"], a.view(np.uint8))
+    if a.dtype.kind in "iu":
+        buf = orjson.dumps(np.ascontiguousarray(a), option=orjson.OPT_SERIALIZE_NUMPY)
+        return rowjoin.separated(buf, _COMMA, 1, len(buf) - 1)
+    if a.dtype.kind == "f":
+        return _floats(np.ascontiguousarray(a))
+    return None
+
+
+class _Column:
+    """Formats rows [lo, hi) of one column (categories once)."""
+
+    def __init__(self, c: CsvColumn) -> None:
+        self.chunk, self.codes = c.chunk, None
+        self.values: np.ndarray | pd.api.extensions.ExtensionArray | None = None
+        self.table: list[bytes] = []
+        if c.chunk is not None:
+            return
+        s = c.values if isinstance(c.values, pd.Series) else pd.Series(c.values)
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            # code -1 (missing) reads the last cell, ''
+            cats = s.cat.categories.tolist()
+            self.table = _listed(cats) + [b""]
+            self.codes = s.cat.codes.to_numpy()
+        elif isinstance(s.dtype, pd.SparseDtype):
+            self.values = s.array  # made dense a chunk at a time
+        else:
+            self.values = s.to_numpy()
+
+    def cells(self, lo: int, hi: int) -> list[rowjoin.Column]:
+        """The rows' cells as one ``rowjoin`` column, or several laid side by side (quoted text)."""
+        if self.codes is not None:
+            return [rowjoin.spread(self.table, self.codes[lo:hi])]
+        values = self.chunk(lo, hi) if self.chunk is not None else self.values[lo:hi]  # type: ignore[index]
+        a = np.asarray(values)
+        if a.dtype != object and (cells := number_cells(a)) is not None:
+            return [cells]
+        return text_cells(a.astype(object).tolist())
+
+
+def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.linesep) -> Iterator[bytes]:
+    """The CSV's bytes (header first), a chunk of rows at a time."""
+    end = lineterminator.encode()
+    yield b",".join(_listed([c.name for c in columns])) + end
+    formatters = [_Column(c) for c in columns]
+    for lo in range(0, rows, CHUNK_ROWS):
+        hi = min(rows, lo + CHUNK_ROWS)
+        parts = [f.cells(lo, hi) for f in formatters]
+        pieces = [b""]
+        for i, part in enumerate(parts):  # nothing between a column's parts, a comma between columns
+            pieces += [b""] * (len(part) - 1) + [b"," if i < len(parts) - 1 else b""]
+        yield rowjoin.join(pieces, [c for part in parts for c in part], hi - lo, end)
+        yield end
