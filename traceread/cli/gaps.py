@@ -20,6 +20,7 @@ from traceread.render import json_tables
 from traceread.render.fmt import ViewerClock, dur
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
+from traceread.rules.evidence import EvidenceChunks, shown_columns, with_evidence
 from traceread.steps import find_steps
 from traceread.vocabulary import GAP_CLASSES, part_col
 
@@ -87,7 +88,7 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     cfg = Thresholds().with_overrides(parse_set_options(sets))
     tr = load(trace, progress=True, step_range=step_range)
     result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
-    gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg)
+    gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg, text=False)
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
     totals = step_totals(result.steps, gaps).assign(start_ns=result.steps["start_ns"].to_numpy())  # same rows
     steps = idle_by_class(result.steps, gaps)
@@ -95,7 +96,8 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
         with atomic_open(csv_path, "w") as fh:
             # A chunk of rows at a time: the fractions and escaped text exist for those rows only.
             for lo in range(0, max(len(gaps), 1), _CSV_CHUNK_ROWS):
-                part = with_fractions(gaps.iloc[lo:lo + _CSV_CHUNK_ROWS])  # every X_ns with its X_frac
+                # every X_ns with its X_frac, and the evidence sentences of these rows
+                part = with_evidence(with_fractions(gaps.iloc[lo:lo + _CSV_CHUNK_ROWS]), cfg)
                 # (cells escaped before the writer: csv (pandas 2, Python 3.10) refuses some controls;
                 # the chunk's text escaped again as a whole, as every text sink is: pandas writes a
                 # row at a time, and a writer escaping each write was a Python call per gap)
@@ -110,7 +112,8 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
         step_fields = (*(F(c, steps[c]) for c in _STEP_FIELDS),
                        F("idle_by_class", group=tuple(F(c, steps[part_col(c)]) for c in GAP_CLASSES)))
         full = with_fractions(gaps)
-        gap_fields = tuple(F(str(c), full[c], raw=True) for c in full.columns)
+        gap_fields = tuple(F(str(c), EvidenceChunks(full, cfg) if c == "evidence" else full[c], raw=True)
+                           for c in shown_columns(full))
         doc = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summary)],
                "steps": [], "gaps": []}
         yield from json_tables.document_chunks(doc, {"steps": (step_fields, len(steps)),

@@ -29,7 +29,9 @@ class Field:
     """One key of every row: its values (``rows`` long), or ``group``: a nested object of fields."""
 
     key: str
-    values: np.ndarray | pd.Series | None = None
+    # or a function of ``(lo, hi)`` giving rows ``[lo, hi)`` of a text column made per chunk (the
+    # evidence: ``rules.evidence.EvidenceChunks``)
+    values: np.ndarray | pd.Series | Callable[[int, int], np.ndarray] | None = None
     # applied to the string values holding a path separator (path scrubbing: the identity on the rest)
     text: Callable[[str], str] | None = None
     group: tuple[Field, ...] = ()
@@ -71,11 +73,15 @@ class _Column:
     """Encodes rows ``[lo, hi)`` of one field as a list of JSON texts."""
 
     def __init__(self, f: Field) -> None:
-        s = f.values if isinstance(f.values, pd.Series) else pd.Series(f.values)
         self.codes: np.ndarray | None = None
         self.array: np.ndarray | None = None
         self.objects: np.ndarray | None = None
+        self.chunk: Callable[[int, int], np.ndarray] | None = None
         self.text = f.text
+        if callable(f.values):
+            self.chunk, self.is_text = f.values, not f.raw
+            return
+        s = f.values if isinstance(f.values, pd.Series) else pd.Series(f.values)
         if isinstance(s.dtype, pd.CategoricalDtype):
             # Once per category, then spread by code (-1, missing, reads as '' or as 'nan' when raw).
             cats = s.cat.categories.astype(str).tolist() if f.raw else text_values(s.cat.categories.tolist(), f.text)
@@ -97,8 +103,11 @@ class _Column:
             return self.table[self.codes[lo:hi]]
         if self.array is not None:
             return orjson.dumps(self.array[lo:hi], option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
-        assert self.objects is not None
-        values = self.objects[lo:hi].tolist()
+        if self.chunk is not None:
+            values = self.chunk(lo, hi).tolist()
+        else:
+            assert self.objects is not None
+            values = self.objects[lo:hi].tolist()
         return _lines(text_values(values, self.text) if self.is_text else values)
 
 
