@@ -4,7 +4,9 @@ A rule is two vectorized functions over the whole gaps frame (``traceread.gaps.f
 ``mask(gaps, ctx, cfg) -> bool ndarray`` (the signature holds) and
 ``evidence(gaps, ctx, cfg) -> object ndarray`` (one sentence per row saying what decided it). The
 context carries facts that need the trace or the steps (sync in progress at the drain, periodicity)
-so that the rules themselves read only columns.
+so that the rules themselves read only columns. The context fields ``evidence`` reads are named in
+``Rule.reads``: the analysis keeps them with the gaps and makes the sentences only for the rows an
+output shows or writes (``rules.evidence``).
 """
 
 from __future__ import annotations
