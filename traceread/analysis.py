@@ -89,7 +89,9 @@ class Analysis:
 
     * ``steps``: one row per unit and step: ``trace, rank, device, step, start_ns, end_ns, busy_ns,
       idle_ns, warmup, outlier`` plus ``<class>_ns`` idle by gap class (``part_col``).
-    * ``gaps``: every classified compute-idle gap (the engine's columns, ``class``, ``evidence``, ``trace``).
+    * ``gaps``: every classified compute-idle gap (the engine's columns, ``class``, ``evidence_kind``,
+      ``trace``) with its evidence as data (``evidence.*`` columns): the sentences are made for the rows
+      shown or written by ``rules.evidence`` (``with_evidence``, ``evidence_text``).
     * ``attribution``: one row per unit: ``trace, rank, device, step_ns`` and ``<part>_ns`` for every
       part in ``PARTS``; the parts sum to ``step_ns``.
     * ``kernels`` / ``collectives``: the scoreboard tables with a ``trace`` column.

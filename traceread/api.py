@@ -13,6 +13,7 @@ imports each one only when a function needs it, so ``import traceread`` stays ch
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -115,7 +116,9 @@ class Report:
     * :attr:`steps`: one row per trace, rank, device and step (``busy_ns``, ``idle_ns``, ``warmup``,
       ``outlier``, ``<class>_ns`` idle by gap class).
     * :attr:`gaps`: every compute-idle gap with its ``class``, ``evidence`` (the sentence) and
-      ``evidence_kind``, and what overlapped it (``comm_ns``, ``sync_ns``...).
+      ``evidence_kind``, and what overlapped it (``comm_ns``, ``sync_ns``...). The analysis keeps the
+      evidence as data: the sentences are made the first time :attr:`gaps` is read (seconds for
+      millions of gaps), then kept with the report.
     * :attr:`kernels`: the kernel table (name, class, count, total and mean ns) per trace.
     * :attr:`attribution`: one row per rank/GPU: ``step_ns`` and ``<part>_ns`` for every part of step
       time (busy and idle by class; they sum to ``step_ns``).
@@ -153,9 +156,12 @@ class Report:
     def steps(self) -> pd.DataFrame:
         return self._with_path(self.analysis.steps)
 
-    @property
+    @functools.cached_property
     def gaps(self) -> pd.DataFrame:
-        return self._with_path(self.analysis.gaps)
+        # The analysis keeps the evidence as data; the sentences are made here, once, when asked for.
+        from traceread.rules.evidence import with_evidence
+
+        return self._with_path(with_evidence(self.analysis.gaps, self.analysis.cfg))
 
     @property
     def kernels(self) -> pd.DataFrame:

@@ -141,7 +141,7 @@ def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: 
     from traceread.gaps import find_gaps
     from traceread.rules import classify
 
-    out = classify(find_gaps(trace, steps, cfg), steps, trace, cfg)
+    out = classify(find_gaps(trace, steps, cfg), steps, trace, cfg, text=False)  # evidence as data
     # What the rules could not judge (bubbles with few steps). Popped, not read: pandas deep-copies
     # attrs into every frame derived from this one, a cost per operation that grows with the notes.
     notes.extend(out.attrs.pop("notes", []))

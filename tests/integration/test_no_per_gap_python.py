@@ -59,7 +59,7 @@ def test_analysis_and_outputs_make_no_python_call_per_gap(big_trace: Path, tmp_p
         holder["gaps"] = len(a.gaps)
         holder["json"] = jsonout.dumps(a)
         markdown.to_markdown(a)
-        gap_numbers(a.gaps), gap_texts(a.gaps)
+        gap_numbers(a.gaps), gap_texts(a.gaps, a.cfg)
 
     counts = _calls(run)
     gaps = holder["gaps"]
@@ -82,11 +82,15 @@ def test_evidence_formatted_in_chunks_reads_the_same(big_trace: Path, monkeypatc
     """Evidence is formatted a chunk of rows at a time (a memory bound): any chunk size gives the
     same classes, sentences and kinds."""
     from traceread import rules
+    from traceread.rules import evidence
 
     trace = load(str(big_trace))
-    whole = analyze([trace]).gaps
+    a = analyze([trace])
+    whole = evidence.with_evidence(a.gaps, a.cfg)
     monkeypatch.setattr(rules, "EVIDENCE_CHUNK_ROWS", 997)
-    chunked = analyze([trace]).gaps
+    monkeypatch.setattr(evidence, "CHUNK_ROWS", 997)
+    b = analyze([trace])
+    chunked = evidence.with_evidence(b.gaps, b.cfg)
     assert len(whole) > 10 * 997
     for c in ("class", "evidence", "evidence_kind"):
         assert chunked[c].astype(str).tolist() == whole[c].astype(str).tolist()

@@ -18,6 +18,7 @@ from traceread import load
 from traceread.analysis import analyze
 from traceread.config import Thresholds
 from traceread.render import jsonout, markdown
+from traceread.rules.evidence import with_evidence
 
 CFG = Thresholds()
 ABOUT = {"capture": ("one-time-cost",), "compile": ("one-time-cost",), "lazy-load": ("one-time-cost",),
@@ -79,7 +80,8 @@ def test_inline_input_names_the_frames_and_moves_them_to_workers(fmt, tmp_path):
     planted = plant_scenario("inline-input", seed=0, jitter=0.2, steps=6, ranks=1)
     a = analyze([load(p) for p in _write(planted, fmt, tmp_path)], cfg=CFG)
     assert a.dominant_cause == "data-starved" and a.dominant_evidence == "host-input"
-    ev = a.gaps.loc[a.gaps["evidence_kind"] == "host-input", "evidence"]
+    g = with_evidence(a.gaps, a.cfg)
+    ev = g.loc[g["evidence_kind"] == "host-input", "evidence"]
     assert len(ev) and ev.str.contains(r"preprocess|prepare_batch|make_batch").all()
     out = io.StringIO()
     markdown.render(a, out)
@@ -92,7 +94,8 @@ def test_drain_sync_evidence_names_its_origin_op_and_the_host_work(fmt, tmp_path
     planted = plant_scenario("sync-host-work", seed=0, jitter=0.2, steps=6, ranks=1)
     a = analyze([load(p) for p in _write(planted, fmt, tmp_path)], cfg=CFG)
     assert a.dominant_cause == "sync-stall" and a.dominant_evidence == "sync"
-    ev = a.gaps.loc[a.gaps["class"] == "sync-stall", "evidence"]
+    g = with_evidence(a.gaps, a.cfg)
+    ev = g.loc[g["class"] == "sync-stall", "evidence"]
     assert ev.str.contains("cudaStreamSynchronize (from aten::item) waited", regex=False).all()
     assert ev.str.contains("log_metrics").any()
 
@@ -101,6 +104,7 @@ def test_drain_sync_evidence_names_its_origin_op_and_the_host_work(fmt, tmp_path
 def test_setup_teardown_is_one_time_with_the_ranges_named(fmt, tmp_path):
     planted = plant_scenario("setup-teardown", seed=0, jitter=0.2, steps=6, ranks=1)
     a = analyze([load(p) for p in _write(planted, fmt, tmp_path)], cfg=CFG, warmup_steps=0)
-    g = a.gaps[a.gaps["class"] == "one-time-cost"]
+    g = with_evidence(a.gaps, a.cfg)
+    g = g[g["class"] == "one-time-cost"]
     assert len(g) and (g["evidence_kind"] == "setup-teardown").all()
     assert g["evidence"].str.contains("init_data|clean_up|cudaHostAlloc|cudaFreeHost").all()

@@ -12,6 +12,7 @@ from conftest import SHARED_TRACES, needs_shared
 from traceread import load
 from traceread.analysis import analyze
 from traceread.config import Thresholds
+from traceread.rules.evidence import with_evidence
 
 pytestmark = needs_shared
 
@@ -28,7 +29,7 @@ def test_cudnn_handle_creation_is_lazy_start_up_not_allocator_growth():
     assert free["dur"] > 5e6 and first[0] <= free["ts"] < first[1]  # 6 s, inside the first cuDNN op
     a = analyze([load(path)], cfg=Thresholds())
     assert a.dominant_cause == "one-time-cost" and a.dominant_evidence == "lazy-init"
-    g = a.gaps
+    g = with_evidence(a.gaps, a.cfg)
     big = g.loc[g["dur_ns"].idxmax()]
     assert big["evidence_kind"] == "lazy-init" and "lazy start-up" in big["evidence"]
     assert "cudaFree" in big["evidence"] and "allocator growth" not in big["evidence"]

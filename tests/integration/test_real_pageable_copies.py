@@ -12,6 +12,7 @@ from conftest import SHARED_TRACES, needs_shared
 from traceread import load
 from traceread.analysis import analyze
 from traceread.config import Thresholds
+from traceread.rules.evidence import with_evidence
 from traceread.rules.responses import first_response
 
 pytestmark = needs_shared
@@ -48,7 +49,7 @@ def test_a_gap_held_by_a_pageable_batch_copy_names_pinning():
                 if e.get("ph") == "X" and e.get("name") == "Memcpy HtoD (Pageable -> Device)"]
     assert pageable
     a = analyze([load(path)], cfg=Thresholds())
-    g = a.gaps
+    g = with_evidence(a.gaps, a.cfg)
     held = g[g["evidence_kind"].astype(str) == "pageable-copy"]
     assert len(held) and (held["class"].astype(str) == "data-starved").all()
     for s, e in zip(held["start_ns"], held["end_ns"], strict=True):

@@ -22,6 +22,7 @@ from conftest import SHARED_TRACES, needs_shared
 from traceread import load
 from traceread.analysis import analyze
 from traceread.config import Thresholds
+from traceread.rules.evidence import with_evidence
 
 pytestmark = needs_shared
 MS = 1_000_000
@@ -553,7 +554,7 @@ def test_a_long_first_launch_is_judged_the_same_in_every_trace():
     for name in ("kineto/hta_legacy_categories_rank1.json.gz", "kineto/hta_rocm_mi250_train.json.gz",
                  "nsys/nvfuser_h100_2024.sqlite", "nsys/nsysai_tiny_rtx3080_2026.sqlite"):
         a = analyze([load(SHARED_TRACES / name)], cfg=Thresholds())
-        g = a.gaps
+        g = with_evidence(a.gaps, a.cfg)
         launch = g[g["evidence"].str.contains("first kernel launch")]
         assert len(launch) and (launch["class"] == "one-time-cost").all()
         seen += len(launch)

@@ -113,7 +113,7 @@ def test_scan_gap_rows_from_columns_equal_rows_from_records(name: str, tmp_path:
     a = analyze([load(str(src))])
     row = {"epoch_offset_ns": None, "rank_of_frame": {"0": 0}}
     old = gap_table(jsonout.to_report(a), row, "t")
-    new = gap_table({"gaps": []}, row, "t", gap_numbers(a.gaps), gap_texts(a.gaps))
+    new = gap_table({"gaps": []}, row, "t", gap_numbers(a.gaps), gap_texts(a.gaps, a.cfg))
     assert len(new) == len(a.gaps) > 0
     assert new.equals(old)
     assert isinstance(new, pa.Table)

@@ -16,10 +16,10 @@ from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, find_gaps, step_tota
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
 from traceread.render import csv_table, json_tables
-from traceread.render.evidence_rows import evidence_rows
 from traceread.render.fmt import ViewerClock, dur
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
+from traceread.rules.evidence import EvidenceChunks, shown_columns
 from traceread.steps import find_steps
 from traceread.vocabulary import GAP_CLASSES, part_col
 
@@ -29,9 +29,11 @@ _TOP_GAP_COLS = ["rank", "device", "step", "start", "duration", "class", "comm_f
                  "sync_frac", "launch_count", "next_kernel_name"]
 
 
-def _columns(gaps: pd.DataFrame) -> list[tuple[str, pd.Series | None, Callable[[int, int], np.ndarray] | None]]:
-    """The written gap columns in ``with_fractions`` order: (name, the frame's column, or a function
-    of rows [lo, hi) for what is made per chunk: the fractions and the evidence text)."""
+def _columns(gaps: pd.DataFrame, cfg: Thresholds) -> list[tuple[str, pd.Series | None,
+                                                              Callable[[int, int], np.ndarray] | None]]:
+    """The written gap columns in ``with_fractions`` order, evidence after class: (name, the frame's
+    column, or a function of rows [lo, hi) for what is made per chunk: the fractions and the
+    evidence text, made from the evidence data by ``rules.evidence``)."""
     dur = gaps["dur_ns"].to_numpy(dtype=np.float64)
     kind_of = dict(zip(FRACTION_COLUMNS, OVERLAP_KINDS, strict=True))
 
@@ -40,9 +42,9 @@ def _columns(gaps: pd.DataFrame) -> list[tuple[str, pd.Series | None, Callable[[
         return lambda lo, hi: np.asarray(values[lo:hi], dtype=np.float64) / dur[lo:hi]
 
     out: list[tuple[str, pd.Series | None, Callable[[int, int], np.ndarray] | None]] = []
-    for c in with_fractions(gaps.iloc[:0]).columns:  # the order, from the definition itself
+    for c in shown_columns(with_fractions(gaps.iloc[:0])):  # the order, from the definitions themselves
         if c == "evidence":
-            out.append((c, None, lambda lo, hi: evidence_rows(gaps, lo, hi)))
+            out.append((c, None, EvidenceChunks(gaps, cfg)))
         elif c in gaps.columns:
             out.append((str(c), gaps[c], None))
         else:
@@ -92,10 +94,10 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     cfg = Thresholds().with_overrides(parse_set_options(sets))
     tr = load(trace, progress=True, step_range=step_range)
     result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
-    gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg)
+    gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg, text=False)
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
     totals = step_totals(result.steps, gaps).assign(start_ns=result.steps["start_ns"].to_numpy())  # same rows
-    columns = _columns(gaps)
+    columns = _columns(gaps, cfg)
     if csv_path:
         # Column-wise, a chunk of rows at a time (text cells shown with \xNN for controls, as pandas'
         # writer was given them); bytes written as they come.

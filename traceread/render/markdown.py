@@ -21,6 +21,7 @@ from traceread.printable import printable
 from traceread.render import advice, jobsection, jsonout
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
+from traceread.rules.evidence import with_evidence
 from traceread.scope import analysis_scope
 from traceread.vocabulary import BUSY_PARTS, CAPTURE_BOUNDARY, GAP_CLASSES, PARTS, UNCLASSIFIED, part_col
 
@@ -220,7 +221,7 @@ def _gaps(a: Analysis) -> str:
     dur_ns = g["dur_ns"].to_numpy()
     listed = np.flatnonzero(dur_ns >= a.cfg.min_judged_gap_ns)
     longest = pd.Series(dur_ns[listed]).nlargest(a.top_gaps, keep="first").index.to_numpy()
-    top = with_fractions(g.iloc[listed[longest]])  # "Other lanes" shows X_frac
+    top = with_evidence(with_fractions(g.iloc[listed[longest]]), a.cfg)  # "Other lanes" shows X_frac
     clocks = {t.index: _clock(t) for t in a.traces}
     rows = []
     for _, r in top.iterrows():

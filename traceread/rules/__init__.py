@@ -30,12 +30,12 @@ from traceread.rules import (
     capture_boundary,
     comm_bound,
     data_starved,
+    evidence,
     host_work,
     launch_bound,
     one_time_cost,
     pipeline_bubble,
     sync_stall,
-    unattributed,
 )
 from traceread.rules._base import (
     Rows,
@@ -108,18 +108,21 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
-             cfg: Thresholds) -> pd.DataFrame:
-    """The gaps frame plus ``class`` (one of ``GAP_CLASSES``) and ``evidence`` (a sentence).
+             cfg: Thresholds, text: bool = True) -> pd.DataFrame:
+    """The gaps frame plus ``class`` (one of ``GAP_CLASSES``), ``evidence`` (a sentence) and
+    ``evidence_kind``.
 
     In: ``gaps_df`` as ``traceread.gaps.find_gaps`` returns it (columns missing from a hand-built
     frame read as zero / unknown), ``steps_df`` (``schema.STEP_COLUMNS``; used for periodicity),
     ``trace`` (host sync calls; may be None), ``cfg``. Out: a new frame, same rows and order;
     ``attrs["notes"]`` holds user-facing sentences (e.g. bubbles not judged for lack of steps).
-    The input is not modified.
+    The input is not modified. ``text=False`` (the analysis): the evidence is kept as data instead
+    of a sentence per gap, made where it is shown or written (``rules.evidence``).
     """
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
     with column_cache(out), _calls.shared(trace):
-        return _classify(out, steps_df, trace, cfg)
+        out = _classify(out, steps_df, trace, cfg)
+        return evidence.with_evidence(out, cfg) if text else out
 
 
 def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
@@ -127,8 +130,7 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
     ctx = build_context(out, steps_df, trace, cfg)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
     cls = np.full(n, code[UNATTRIBUTED], dtype=np.int8)  # class codes: no string per gap
-    evidence = np.full(n, "", dtype=object)
-    kinds = np.full(n, "", dtype=object)
+    kinds = np.full(n, UNATTRIBUTED, dtype=object)
     free = np.ones(n, dtype=bool)
     for rule in RULES:
         if not free.any():
@@ -136,24 +138,22 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
         hit = free & np.asarray(rule.mask(out, ctx, cfg), dtype=bool)
         if hit.any():
             cls[hit] = code[rule.name]
-            for idx in _chunks(np.flatnonzero(hit)):
-                rows, sub = Rows(out, idx), _subset(ctx, idx)
-                evidence[idx] = rule.evidence(rows, sub, cfg)
-                kinds[idx] = rule.kind(rows, sub) if rule.kind is not None else rule.name
+            kinds[hit] = rule.name
+            if rule.kind is not None:
+                for idx in _chunks(np.flatnonzero(hit)):
+                    # one string object per distinct kind, not one per gap
+                    values, names = pd.factorize(rule.kind(Rows(out, idx), _subset(ctx, idx)), use_na_sentinel=False)
+                    kinds[idx] = np.asarray(names, dtype=object)[values]
             free &= ~hit
-    for idx in _chunks(np.flatnonzero(free)):
-        evidence[idx] = unattributed.evidence(Rows(out, idx), _subset(ctx, idx), cfg)
     out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
-    out["evidence"] = pd.Series(evidence, index=out.index, dtype=object)
-    kinds[free] = UNATTRIBUTED
     out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
+    evidence.store(out, ctx, cls)  # the sentences' inputs, as columns (rules.evidence)
     out.attrs["notes"] = list(ctx.notes)
     return out
 
 
-# Rows whose evidence is formatted at a time: the sentence's parts exist for one chunk only (a 5M-gap
-# export held several GB of them at once). A memory bound, not a threshold.
-EVIDENCE_CHUNK_ROWS = 262_144
+# Rows whose evidence kind is found at a time (a memory bound, not a threshold).
+EVIDENCE_CHUNK_ROWS = evidence.CHUNK_ROWS
 
 
 def _chunks(idx: np.ndarray) -> list[np.ndarray]:

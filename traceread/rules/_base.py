@@ -4,11 +4,14 @@ A rule is two vectorized functions over the whole gaps frame (``traceread.gaps.f
 ``mask(gaps, ctx, cfg) -> bool ndarray`` (the signature holds) and
 ``evidence(gaps, ctx, cfg) -> object ndarray`` (one sentence per row saying what decided it). The
 context carries facts that need the trace or the steps (sync in progress at the drain, periodicity)
-so that the rules themselves read only columns.
+so that the rules themselves read only columns. The context fields ``evidence`` reads are named in
+``Rule.reads``: the analysis keeps them with the gaps and makes the sentences only for the rows an
+output shows or writes (``rules.evidence``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +42,9 @@ class Rule:
     evidence: Callable[[pd.DataFrame | Rows, RuleContext, Thresholds], np.ndarray]
     # The named piece of evidence per row (``allocator``, ``compile``...); None: the class itself.
     kind: Callable[[pd.DataFrame | Rows, RuleContext], np.ndarray] | None = None
+    # The context fields ``evidence`` reads beyond the gap columns: kept with the rule's gaps as data
+    # (``rules.evidence``), so that the sentence is formatted only where it is shown or written.
+    reads: tuple[str, ...] = ()
 
 
 @dataclass
@@ -96,7 +102,11 @@ class Rows:
         return len(self.idx)
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return col(self.frame, name)[self.idx]
+        cached = _COLUMNS.get(id(self.frame))
+        if cached is not None and cached[0] is self.frame:
+            return col(self.frame, name)[self.idx]
+        # Only these rows (formatting a chunk of a frame's evidence must not convert whole columns).
+        return np.asarray(self.frame[name].array.take(self.idx))
 
 
 # Frames whose columns are read many times by the rules (see ``column_cache``): id -> (frame, columns).
@@ -169,6 +179,7 @@ def _by_value(key: np.ndarray, text: Callable[[int], str]) -> np.ndarray:
 _NS_UNITS = ((1_000, 100, 1, " us"), (1_000_000, 10_000, 2, " ms"), (1_000_000_000, 10_000_000, 2, " s"))
 
 
+@functools.lru_cache(maxsize=1 << 16)  # evidence is made per output: each shown duration is formatted once
 def _ns_text(key: int) -> str:
     q, unit = divmod(key, 4)
     if unit == 0:

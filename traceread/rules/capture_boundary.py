@@ -149,4 +149,4 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     return ctx.capture_text.astype(object)
 
 
-RULE = Rule(NAME, mask, evidence, kind)
+RULE = Rule(NAME, mask, evidence, kind, reads=("capture_text",))

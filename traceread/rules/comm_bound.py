@@ -52,4 +52,4 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                fmt_ns(col(gaps, "dur_ns")), " gap; ", how)
 
 
-RULE = Rule(NAME, mask, evidence)
+RULE = Rule(NAME, mask, evidence, reads=("queued", "late"))

@@ -104,4 +104,4 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                     cat(main, other, "; compute and communication idle")).astype(object)
 
 
-RULE = Rule(NAME, mask, evidence, kind)
+RULE = Rule(NAME, mask, evidence, kind, reads=("host_work_ns", "host_work_label"))

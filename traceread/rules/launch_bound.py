@@ -67,4 +67,4 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                beside)
 
 
-RULE = Rule(NAME, mask, evidence)
+RULE = Rule(NAME, mask, evidence, reads=("dispatch", "dispatch_op"))

@@ -395,4 +395,5 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                " gap; paid once per process, not every step: profile steady-state steps")
 
 
-RULE = Rule(NAME, mask, evidence, lambda gaps, ctx: ctx.one_time_kind.astype(object))
+RULE = Rule(NAME, mask, evidence, lambda gaps, ctx: ctx.one_time_kind.astype(object),
+            reads=("one_time_ns", "one_time_kind", "one_time_label", "one_time_count"))

@@ -299,4 +299,4 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                fmt_int(steps_p2p), " point-to-point transfers in the step")
 
 
-RULE = Rule(NAME, mask, evidence)
+RULE = Rule(NAME, mask, evidence, reads=("periodic", "presence", "cv"))

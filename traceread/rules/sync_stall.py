@@ -243,4 +243,6 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     return np.where(alloc, alloc_text, sync_text).astype(object)
 
 
-RULE = Rule(NAME, mask, evidence, kind)
+RULE = Rule(NAME, mask, evidence, kind, reads=(
+    "sync_at_drain", "sync_name", "sync_end_ns", "sync_origin", "sync_wait_ns", "sync_blocked_ns", "sync_alloc_ns",
+    "sync_alloc_calls", "host_work_label"))

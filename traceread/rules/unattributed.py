@@ -29,6 +29,8 @@ from traceread.rules._base import (
 )
 
 NAME = "unattributed"
+# The context fields ``evidence`` reads beyond the gap columns (as a rule's ``Rule.reads``).
+READS = ("queued", "late", "turnaround", "api_call_ns", "api_call_name")
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:

@@ -111,19 +111,23 @@ def gap_numbers(gaps: Any) -> dict[str, Any] | None:
     return out
 
 
-def gap_texts(gaps: Any) -> dict[str, list[str]]:
+def gap_texts(gaps: Any, cfg: Any) -> dict[str, list[str]]:
     """The text gap columns of an Analysis' ``gaps`` frame as the report writes them (``class``, the
     path-scrubbed ``evidence`` and names; '' for missing), for :func:`gap_table`: converted column by
-    column (names once per category), never a record per gap."""
+    column (names once per category), never a record per gap; the evidence made from its data
+    (``rules.evidence``, ``cfg``: the analysis' thresholds)."""
     import numpy as np
     import pandas as pd
 
-    from traceread.render.evidence_rows import evidence_rows
     from traceread.render.json_tables import text_values
     from traceread.render.names import scrub_paths
+    from traceread.rules.evidence import evidence_text, is_data
 
     out = {}
     for c in ("class", "evidence") + _GAP_TEXT:
+        if c == "evidence" and "class" in gaps.columns and any(k == c or is_data(k) for k in gaps.columns):
+            out[c] = text_values(evidence_text(gaps, None, cfg).tolist(), scrub_paths)
+            continue
         if c not in gaps.columns:
             continue
         s, scrub = gaps[c], scrub_paths if c != "class" else None
@@ -131,7 +135,7 @@ def gap_texts(gaps: Any) -> dict[str, list[str]]:
             table = np.array(text_values(s.cat.categories.tolist(), scrub) + [""], dtype=object)
             out[c] = table[s.cat.codes.to_numpy()].tolist()
         else:
-            values = evidence_rows(gaps, 0, len(gaps)) if c == "evidence" else s.to_numpy(dtype=object)
+            values = s.to_numpy(dtype=object)
             out[c] = text_values(values.tolist(), scrub)
     return out
 

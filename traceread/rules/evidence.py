@@ -1,0 +1,155 @@
+"""Evidence as data: what a gap's sentence is made of is kept, the sentence is made where it is read.
+
+``rules.classify`` (``text=False``, as the analysis runs it) does not keep a sentence per gap: a
+multi-million-gap export held GBs of them, and every output but the JSON gap table shows a few. It
+keeps, beside the gap columns each sentence also reads, the context fields each class's evidence
+reads (``Rule.reads``) as ``evidence.<field>`` columns of the gaps frame, only on that class's rows:
+numbers and flags sparse, text categorical (one string per distinct value). They travel with the rows
+through any selection, sort or concatenation of the frame.
+
+:func:`evidence_text` is the one place the sentences are made, from those columns, for the rows
+asked (by the same evidence functions the rules define, a class and a chunk of rows at a time); every
+reader calls it for the rows it shows or writes: :func:`with_evidence` (a frame with its ``evidence``
+column, for the Python API and small selections) and :class:`EvidenceChunks` (a writer going through
+the rows in order, a block at a time). A frame that already has an ``evidence`` column (built by hand,
+or classified with ``text=True``) is read as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceread.config import Thresholds
+from traceread.rules import unattributed
+from traceread.rules._base import Rows, RuleContext
+from traceread.vocabulary import GAP_CLASSES, UNATTRIBUTED
+
+PREFIX = "evidence."  # the data columns' names: PREFIX + a RuleContext field
+# Rows formatted at a time: the sentence's parts exist for one chunk only (a memory bound).
+CHUNK_ROWS = 262_144
+# Rows a writer's block holds (EvidenceChunks): a few of the JSON writer's chunks (a memory bound).
+BLOCK_ROWS = 65_536
+
+Formatter = Callable[[pd.DataFrame | Rows, RuleContext, Thresholds], np.ndarray]
+
+
+@functools.cache
+def _formatters() -> dict[int, tuple[Formatter, tuple[str, ...]]]:
+    """Class code (in ``GAP_CLASSES``) -> (its evidence function, the context fields it reads)."""
+    from traceread.rules import RULES  # the rules package imports this module
+
+    code = {c: i for i, c in enumerate(GAP_CLASSES)}
+    out: dict[int, tuple[Formatter, tuple[str, ...]]] = {code[r.name]: (r.evidence, r.reads) for r in RULES}
+    out[code[UNATTRIBUTED]] = (unattributed.evidence, unattributed.READS)
+    return out
+
+
+def is_data(column: object) -> bool:
+    """Whether a gaps column is evidence data (not shown as such: it makes the ``evidence`` text)."""
+    return isinstance(column, str) and column.startswith(PREFIX)
+
+
+def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray) -> None:
+    """Add to ``out`` the context fields each class's evidence reads, on that class's rows (``cls``:
+    class codes in ``GAP_CLASSES`` order): numbers and flags as sparse columns (0 elsewhere), text
+    as categoricals (one string per distinct value)."""
+    n = len(out)
+    need: dict[str, list[np.ndarray]] = {}
+    for code, (_, reads) in _formatters().items():
+        rows = np.flatnonzero(cls == code)
+        if len(rows):
+            for f in reads:
+                need.setdefault(f, []).append(rows)
+    for f in sorted(need):
+        rows = np.sort(np.concatenate(need[f]))
+        values = np.asarray(getattr(ctx, f))
+        if values.dtype == object:
+            codes, uniq = pd.factorize(values[rows], use_na_sentinel=False)
+            full = np.full(n, -1, dtype=np.int32 if len(uniq) > 30_000 else np.int16)
+            full[rows] = codes
+            out[PREFIX + f] = pd.Categorical.from_codes(full, categories=pd.Index(uniq, dtype=object))
+        else:
+            dense = np.zeros(n, dtype=values.dtype)
+            dense[rows] = values[rows]
+            out[PREFIX + f] = pd.arrays.SparseArray(dense, fill_value=dense.dtype.type(0))
+
+
+def _context(gaps: pd.DataFrame, idx: np.ndarray, reads: tuple[str, ...]) -> RuleContext:
+    """The context of rows ``idx`` as their evidence reads it: the stored fields, zeros for the rest."""
+    rows = Rows(gaps, idx)
+    zeros = np.zeros(len(idx))
+    values: dict[str, Any] = {f.name: (rows[PREFIX + f.name] if f.name in reads and PREFIX + f.name in gaps.columns else zeros)
+              for f in dataclasses.fields(RuleContext) if f.name != "notes"}
+    return RuleContext(**values)
+
+
+def _class_codes(gaps: pd.DataFrame, idx: np.ndarray) -> np.ndarray:
+    s = gaps["class"]
+    if isinstance(s.dtype, pd.CategoricalDtype) and tuple(s.cat.categories) == GAP_CLASSES:
+        return np.asarray(s.array.codes)[idx]
+    return pd.Categorical(np.asarray(s.array.take(idx), dtype=object), categories=list(GAP_CLASSES)).codes
+
+
+def evidence_text(gaps: pd.DataFrame, rows: np.ndarray | None, cfg: Thresholds) -> np.ndarray:
+    """The evidence sentence of each of ``rows`` (positions in ``gaps``; None: every row), as an object
+    array: made from the evidence data by the rules' evidence functions (``cfg``: the thresholds the
+    gaps were classified with), a class and up to ``CHUNK_ROWS`` rows at a time."""
+    idx = np.arange(len(gaps)) if rows is None else np.asarray(rows, dtype=np.int64)
+    if "evidence" in gaps.columns:  # sentences already made (a hand-built or text=True frame)
+        return np.asarray(gaps["evidence"].array.take(idx), dtype=object)
+    out = np.full(len(idx), "", dtype=object)
+    if not len(idx) or "class" not in gaps.columns:
+        return out
+    cls = _class_codes(gaps, idx)
+    for code, (evidence, reads) in _formatters().items():
+        at = np.flatnonzero(cls == code)
+        for lo in range(0, len(at), CHUNK_ROWS):
+            part = at[lo:lo + CHUNK_ROWS]
+            sub = idx[part]
+            out[part] = evidence(Rows(gaps, sub), _context(gaps, sub, reads), cfg)
+    return out
+
+
+def with_evidence(gaps: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
+    """``gaps`` with its ``evidence`` column (after ``class``, as ``classify`` placed it) and without
+    the evidence data: a sentence per row, so for the rows a user or an output asks for."""
+    data = [c for c in gaps.columns if is_data(c)]
+    if not data and ("evidence" in gaps.columns or "class" not in gaps.columns):
+        return gaps
+    text = evidence_text(gaps, None, cfg)
+    out = gaps.drop(columns=data)
+    if "evidence" not in out.columns:
+        out.insert(out.columns.get_loc("class") + 1, "evidence", pd.Series(text, index=out.index, dtype=object))
+    return out
+
+
+def shown_columns(gaps: pd.DataFrame) -> list[str]:
+    """The columns of :func:`with_evidence` of ``gaps``, in order, without making the sentences."""
+    cols = [c for c in gaps.columns if not is_data(c)]
+    if "evidence" not in cols and "class" in cols:
+        cols.insert(cols.index("class") + 1, "evidence")
+    return cols
+
+
+class EvidenceChunks:
+    """The sentences of rows ``[lo, hi)`` of ``gaps`` as ``chunks(lo, hi)``, made ``BLOCK_ROWS`` rows at
+    a time, for a writer going through the rows in order (the JSON gap tables)."""
+
+    def __init__(self, gaps: pd.DataFrame, cfg: Thresholds) -> None:
+        self.gaps, self.cfg = gaps, cfg
+        self._lo, self._text = 0, np.zeros(0, dtype=object)
+
+    def __len__(self) -> int:
+        return len(self.gaps)
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        if lo < self._lo or hi > self._lo + len(self._text):
+            end = min(len(self.gaps), max(hi, lo + BLOCK_ROWS))
+            self._lo, self._text = lo, evidence_text(self.gaps, np.arange(lo, end), self.cfg)
+        return self._text[lo - self._lo:hi - self._lo]
