@@ -24,6 +24,7 @@ from traceread import pipeline as pipe
 from traceread import schema
 from traceread.config import Thresholds
 from traceread.pipeline import UNIT, LaunchStats
+from traceread.rules.evidence import aligned
 from traceread.trace import EpochWindow, Trace
 from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, NO_GPU_ACTIVITY, PARTS, part_col
 from traceread.vocabulary import VERDICTS as CAUSES
@@ -175,7 +176,7 @@ def analyze(
     unavailable: list[str] = []
     per = [pipe.run_one(i, t, cfg, warmup_steps, step_range, notes, unavailable) for i, t in enumerate(traces)]
     steps = pipe.concat([p.steps for p in per], pipe.STEP_OUT_COLUMNS)
-    gaps = pipe.concat([p.gaps for p in per], pipe.GAP_MIN_COLUMNS)
+    gaps = pipe.concat(aligned([p.gaps for p in per]), pipe.GAP_MIN_COLUMNS)
     attribution = pipe.concat([p.attribution for p in per], pipe.ATTR_COLUMNS)
     kernels = pipe.concat([p.kernels for p in per], None)
     collectives = pipe.concat([p.collectives for p in per], None)

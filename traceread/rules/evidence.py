@@ -96,6 +96,32 @@ def _class_codes(gaps: pd.DataFrame, idx: np.ndarray) -> np.ndarray:
     return pd.Categorical(np.asarray(s.array.take(idx), dtype=object), categories=list(GAP_CLASSES)).codes
 
 
+def aligned(frames: list[pd.DataFrame | None]) -> list[pd.DataFrame | None]:
+    """Per-trace gap frames given the same sparse evidence data columns before they are concatenated:
+    a class absent from one trace leaves its columns out of that trace's frame, and concatenating
+    would then fill them with NaN, turning a number or flag column into objects (pandas 3) or
+    failing (pandas 2). A missing one is added as zeros of the others' type (as :func:`store` fills
+    rows of other classes); text columns are categoricals, which concatenate with missing values."""
+    kinds: dict[str, pd.SparseDtype] = {}
+    for f in frames:
+        if f is not None:
+            for c in f.columns:
+                if is_data(c) and isinstance(f[c].dtype, pd.SparseDtype):
+                    kinds.setdefault(c, f[c].dtype)
+    if not kinds:
+        return frames
+    out: list[pd.DataFrame | None] = []
+    for f in frames:
+        missing = [c for c in kinds if f is not None and c not in f.columns]
+        if f is not None and missing:
+            f = f.copy(deep=False)  # new columns only
+            for c in missing:
+                zero = np.zeros(len(f), dtype=kinds[c].subtype)
+                f[c] = pd.arrays.SparseArray(zero, fill_value=zero.dtype.type(0))
+        out.append(f)
+    return out
+
+
 def evidence_text(gaps: pd.DataFrame, rows: np.ndarray | None, cfg: Thresholds) -> np.ndarray:
     """The evidence sentence of each of ``rows`` (positions in ``gaps``; None: every row), as an object
     array: made from the evidence data by the rules' evidence functions (``cfg``: the thresholds the
