@@ -106,8 +106,9 @@ def aligned(frames: list[pd.DataFrame | None]) -> list[pd.DataFrame | None]:
     for f in frames:
         if f is not None:
             for c in f.columns:
-                if is_data(c) and isinstance(f[c].dtype, pd.SparseDtype):
-                    kinds.setdefault(c, f[c].dtype)
+                dtype = f[c].dtype
+                if is_data(c) and isinstance(dtype, pd.SparseDtype):
+                    kinds.setdefault(c, dtype)
     if not kinds:
         return frames
     out: list[pd.DataFrame | None] = []
