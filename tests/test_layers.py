@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # pure interval arithmetic. Knows nothing of how a trace is read or analysed.
     ("base", [
         "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace", "traceread.printable",
-        "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.vocabulary",
+        "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.extensions", "traceread.vocabulary",
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals",
     ]),
     # Readers of the two input formats; they produce a Trace.

@@ -12,27 +12,20 @@ or with ``TRACEREAD_NO_CJOIN=1``; a test compares the two.
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Sequence
-from types import ModuleType
 from typing import TypeAlias
 
 import numpy as np
+
+from traceread.extensions import optional, switched_off
 
 DISABLE_ENV = "TRACEREAD_NO_CJOIN"
 
 Column: TypeAlias = list[bytes] | tuple[bytes, np.ndarray, np.ndarray]  # cells, or (buffer, starts, ends)
 
 
-def _compiled() -> ModuleType | None:
-    try:
-        return importlib.import_module("traceread.render._cjoin")
-    except ImportError:  # built without a compiler: the Python twin joins (same bytes, slower)
-        return None
-
-
-COMPILED = _compiled()
+# None when built without a compiler: the Python twin joins (same bytes, slower)
+COMPILED = optional("traceread.render._cjoin")
 
 
 def separated(buf: bytes, sep: int, start: int = 0, end: int | None = None) -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -56,7 +49,7 @@ def spread(cells: list[bytes], codes: np.ndarray) -> tuple[bytes, np.ndarray, np
 
 def join(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes) -> bytes:
     """The rows (module doc) as one bytes object."""
-    if COMPILED is None or os.environ.get(DISABLE_ENV) == "1":
+    if COMPILED is None or switched_off(DISABLE_ENV):
         return join_python(pieces, columns, n, sep)
     return bytes(COMPILED.join(list(pieces), list(columns), n, sep))
 

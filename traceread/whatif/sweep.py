@@ -9,30 +9,22 @@ test compares the two.
 
 from __future__ import annotations
 
-import importlib
-import os
-from types import ModuleType
-
 import numpy as np
+
+from traceread.extensions import optional, switched_off
 
 DISABLE_ENV = "TRACEREAD_NO_CSWEEP"
 
 
-def _compiled() -> ModuleType | None:
-    try:
-        return importlib.import_module("traceread.whatif._csweep")
-    except ImportError:  # built without a compiler: the Python twin replays (same results, slower)
-        return None
-
-
-COMPILED = _compiled()
+# None when built without a compiler: the Python twin replays (same results, slower)
+COMPILED = optional("traceread.whatif._csweep")
 
 
 def sweep(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Each node's replayed value (module doc). ``src``/``delay`` are (n, 3) int64."""
     time, dur = np.ascontiguousarray(time, np.int64), np.ascontiguousarray(dur, np.int64)
     src, delay = np.ascontiguousarray(src, np.int64), np.ascontiguousarray(delay, np.int64)
-    if COMPILED is None or os.environ.get(DISABLE_ENV) == "1":
+    if COMPILED is None or switched_off(DISABLE_ENV):
         return sweep_python(time, src, delay, dur)
     out = np.zeros(len(time), dtype=np.int64)
     COMPILED.sweep(time, src, delay, dur, out)

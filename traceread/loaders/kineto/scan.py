@@ -17,26 +17,17 @@ every chunk when the extension is not built, or when ``TRACEREAD_NO_SCANNER=1``.
 
 from __future__ import annotations
 
-import importlib
-import os
-from types import ModuleType
 from typing import Any
 
 import msgspec
 import numpy as np
 
 import traceread.loaders.kineto.categories as cats
+from traceread.extensions import optional, switched_off
 from traceread.loaders.kineto.events import EVENT_LIST, Instant, InstantOld, Meta, Row, collective_rows
 
-
-def _compiled() -> ModuleType | None:
-    try:
-        return importlib.import_module("traceread.loaders.kineto._cscan")
-    except ImportError:  # built without a compiler: every chunk takes the msgspec path
-        return None
-
-
-COMPILED = _compiled()  # the extension module itself (its ``scan``), None when it was not built
+# the extension module itself (its ``scan``); None when it was not built: every chunk takes the msgspec path
+COMPILED = optional("traceread.loaders.kineto._cscan")
 BUILT = COMPILED is not None
 DISABLE_ENV = "TRACEREAD_NO_SCANNER"
 
@@ -56,7 +47,7 @@ _ROW_TYPES = (Row, Instant, InstantOld)
 
 def enabled() -> bool:
     """Whether chunks go to the compiled scanner first (built, and not switched off)."""
-    return BUILT and os.environ.get(DISABLE_ENV, "").strip() in ("", "0")
+    return BUILT and not switched_off(DISABLE_ENV)
 
 
 def status() -> str:

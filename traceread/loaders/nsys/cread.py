@@ -13,11 +13,12 @@ not an INTEGER, any SQLite error), so hostile files give the errors they always 
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 from types import ModuleType
 
 import numpy as np
+
+from traceread.extensions import optional, switched_off
 
 DISABLE_ENV = "TRACEREAD_NO_CREAD"
 # sqlite3_open_v2 flags (sqlite3.h), as Python's sqlite3.connect passes them.
@@ -47,9 +48,8 @@ def _library_path() -> str | None:
 @functools.cache
 def _module() -> ModuleType | None:
     """The extension with SQLite's functions bound, or None (not built, no library, a symbol missing)."""
-    try:
-        mod = importlib.import_module("traceread.loaders.nsys._cread")
-    except ImportError:  # built without a compiler: Python's sqlite3 reads (same values, more CPU)
+    mod = optional("traceread.loaders.nsys._cread")
+    if mod is None:  # built without a compiler: Python's sqlite3 reads (same values, more CPU)
         return None
     path = _library_path()
     if path is None:
@@ -63,7 +63,7 @@ def _module() -> ModuleType | None:
 
 def enabled() -> bool:
     """Whether slices go to the compiled reader first (built, bound, and not switched off)."""
-    return os.environ.get(DISABLE_ENV, "").strip() in ("", "0") and _module() is not None
+    return not switched_off(DISABLE_ENV) and _module() is not None
 
 
 def connect(source: str, private: bool) -> object | None:
