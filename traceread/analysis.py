@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from traceread import heap, schema
 from traceread import pipeline as pipe
-from traceread import schema
 from traceread.config import Thresholds
 from traceread.pipeline import UNIT, LaunchStats
 from traceread.rules.evidence import aligned
@@ -199,9 +199,7 @@ def analyze(
     groups = pipe.guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
-    from traceread.heap import trim
-
-    trim()  # freed pages go back before the replay, the analysis' largest step (see pipeline.run_one)
+    heap.trim()  # freed pages go back before the replay, the analysis' largest step (see pipeline.run_one)
     whatif = pipe.guarded("what-if replay", lambda: _whatif(traces, steps, gaps, cfg), unavailable)
     summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
     result = Analysis(
