@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # imported where used: the loader imports this module before pandas (loaders.prefetch)
+    import pandas as pd
 
 CLS_COMMUNICATION = "communication"
 CLS_GEMM = "gemm"
@@ -188,6 +190,8 @@ def classify_name(name: str) -> str:
 
 def _per_unique(names: pd.Series | np.ndarray, fn) -> np.ndarray:
     """Apply ``fn`` once per distinct name and broadcast back (names are few, kernels many)."""
+    import pandas as pd
+
     if isinstance(getattr(names, "dtype", None), pd.CategoricalDtype):
         # a categorical dtype means a Categorical, bare or under a Series
         cat = cast(pd.Categorical, names.array if isinstance(names, pd.Series) else names)

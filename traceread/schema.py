@@ -14,10 +14,12 @@ epoch ns when the time base is ``epoch``.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # imported where used: see traceread.loaders.prefetch
+    import pandas as pd
 
 # --- lanes --------------------------------------------------------------------------------------
 # What kind of timeline row an event sits on. Analyses select on lane, never on raw category.
@@ -166,11 +168,15 @@ STEP_COLUMNS: dict[str, tuple[str, str]] = {
 
 def empty_events() -> pd.DataFrame:
     """An events frame with no rows and the canonical columns and dtypes."""
+    import pandas as pd
+
     return pd.DataFrame({c: pd.Series(dtype=d) for c, d in EVENT_DTYPES.items()})
 
 
 def validate(events: pd.DataFrame) -> None:
     """Raise AssertionError if ``events`` breaks the contract (columns, dtypes, invariants)."""
+    import pandas as pd
+
     missing = [c for c in EVENT_COLUMNS if c not in events.columns]
     assert not missing, f"events frame lacks columns {missing}"
     for col, dtype in EVENT_DTYPES.items():

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: see traceread.loaders.prefetch
+    import pandas as pd
 
 from traceread.schema import TIME_EPOCH
 
@@ -118,7 +119,7 @@ class EpochWindow:
         return None if self.epoch_offset_ns is None else self.end_ns + self.epoch_offset_ns
 
 
-class SideTables(MutableMapping[str, pd.DataFrame]):
+class SideTables(MutableMapping[str, "pd.DataFrame"]):
     """Side tables by name, some of them read on first access.
 
     A loader can register a table as a callable (``pending``) instead of a frame: the table is
@@ -187,6 +188,8 @@ class Trace:
 
     def side_table(self, name: str) -> pd.DataFrame:
         """The side table ``name``, or an empty frame with its columns when the trace has none."""
+        import pandas as pd
+
         from traceread.schema import SIDE_TABLES
 
         if name in self.side:

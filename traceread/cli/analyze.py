@@ -7,13 +7,11 @@ import re
 
 import click
 
-from traceread.analysis import Failure, analyze
 from traceread.cli.options import gates, thresholds, workload_options
 from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.loaders import expand_paths, load
 from traceread.printable import printable
-from traceread.render import write_outputs
 
 
 def _check_rank_pattern(pattern: str | None) -> None:
@@ -81,15 +79,21 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
         ranks = parse_ranks(plot_ranks)
     elif plot_ranks is not None:
         raise UsageError("--ranks chooses the ranks of the --plot picture: give --plot PATH too")
-    loaded, failures = [], []
+    loaded, unreadable = [], []
     for path in _expand(traces):
         try:
             loaded.append(load(path, progress=True, step_range=step_range))
         except TraceReadError as exc:
-            failures.append(Failure(path, exc.problem))
+            unreadable.append((path, exc.problem))
             click.echo(f"traceread: error: {printable(str(exc))}", err=True)
     if not loaded:
         return EXIT_USAGE
+    # Imported once the traces are loaded: pandas, which these import, was imported beside the
+    # first trace's decode (traceread.loaders.prefetch) instead of before it.
+    from traceread.analysis import Failure, analyze
+    from traceread.render import write_outputs
+
+    failures = [Failure(path, problem) for path, problem in unreadable]
     # From here on freed heap pages are reused (a third of the analysis' CPU time on a 1 GB trace was
     # the kernel faulting in fresh pages for numpy temporaries); not during the load, whose peak it raises.
     from traceread.heap import reuse_freed_pages

@@ -10,14 +10,16 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
-import pandas as pd
+
+if TYPE_CHECKING:  # imported in the functions that build frames: see traceread.loaders.prefetch
+    import pandas as pd
 
 import traceread.loaders.kineto.categories as cats
-from traceread import kernel_classes, schema
+from traceread import schema
 from traceread.limits import check_events, int_text
 from traceread.loaders.kineto.decode import INT64_MAX, INT64_MIN
 from traceread.loaders.kineto.scan import codes_in
@@ -188,6 +190,10 @@ class FrameBuilder:
 
     def build(self, path: str, rank: int) -> tuple[pd.DataFrame, SideTables]:
         """The events frame (rows in file order) and the side tables."""
+        import pandas as pd
+
+        from traceread import kernel_classes
+
         col = self.columns.finish()
         cat_codes, name_codes, instant = col.pop("cat"), col.pop("name"), col.pop("instant")
         cat_values = list(self.cat_ids)
@@ -286,6 +292,7 @@ def _kernel_args(parts: list[dict[str, np.ndarray]], kernel_rows: np.ndarray) ->
 
 def _copy_args(parts: list[dict[str, np.ndarray]], name_values: list[str], name_codes: np.ndarray) -> pd.DataFrame:
     """The ``copy_args`` side table: bytes and copy kinds (from the row's name) of memcpy/memset rows."""
+    import pandas as pd
     c = _merge(parts)
     codes = name_codes[c["row"]]
     used = np.unique(codes)
@@ -302,6 +309,7 @@ def _copy_args(parts: list[dict[str, np.ndarray]], name_values: list[str], name_
 
 def _collective_args(collective: list[tuple]) -> pd.DataFrame:
     """The ``collective_args`` side table: one row per NCCL kernel or ``record_param_comms`` row."""
+    import pandas as pd
     t = list(zip(*collective, strict=True))
     return _sorted_table({
         "row": np.array(t[0], np.int64),
@@ -358,6 +366,7 @@ class _Columns:
 
 
 def _unique_index(values: list[str]) -> pd.Index:
+    import pandas as pd
     return pd.Index(values, dtype=object) if values else pd.Index([], dtype=object)
 
 
@@ -368,6 +377,7 @@ def _merge(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 def _sorted_table(cols: dict[str, Any]) -> pd.DataFrame:
+    import pandas as pd
     df = pd.DataFrame(cols)
     rows = df["row"].to_numpy()
     if len(rows) < 2 or bool((rows[1:] >= rows[:-1]).all()):  # chunks arrive in file order: usually sorted
@@ -424,6 +434,7 @@ def profiler_steps(events: pd.DataFrame, rank: int, warnings: list[str] | None =
     A step number past int64 is only a label: the steps are then numbered in time order, with a
     note in ``warnings``.
     """
+    import pandas as pd
     names = events["name"].cat.categories
     step_codes = {i: int_text(m.group(1), 0) for i, v in enumerate(names) if (m := _STEP_RE.match(str(v)))}
     cols = {"rank": pd.Series(dtype="int32"), "step": pd.Series(dtype="int64"), "name": pd.Series(dtype=object),
@@ -445,6 +456,7 @@ def profiler_steps(events: pd.DataFrame, rank: int, warnings: list[str] | None =
 
 def _renumbered(sub: pd.DataFrame, rank: int, warnings: list[str] | None) -> pd.DataFrame:
     """Steps numbered 0.. in time order: a ProfilerStep# number is past int64 (see profiler_steps)."""
+    import pandas as pd
     if warnings is not None:
         warnings.append("a ProfilerStep# number is past 2^63-1: steps are numbered in time order instead")
     order = np.argsort(sub["start_ns"].to_numpy(), kind="stable")

@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # only annotations here: see traceread.loaders.prefetch
+    import pandas as pd
 
 import traceread.loaders.kineto.categories as cats
 from traceread import schema

@@ -35,6 +35,7 @@ from traceread.loaders.kineto.decode import decode_framed, guess_int_time
 from traceread.loaders.kineto.source import Source
 from traceread.loaders.kineto.text import find_boundary
 from traceread.loaders.kineto.window import open_window
+from traceread.loaders.prefetch import pandas_in_background
 from traceread.loaders.progress import Progress
 
 _PEEK = 64 << 10  # looked at first: events are rarely longer
@@ -101,6 +102,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
                 pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
             except (OSError, ValueError):  # no fork (platform, limits): decode in this process
                 pool = None
+        pandas_in_background()  # the decode below runs with the GIL released; no fork from here on
         if child is not None:
             restart = _run_halves(src, rest, res, bar, child, split_at)
         elif pool is None:
