@@ -69,3 +69,29 @@ def test_metrics_package_names_resolve_lazily():
         assert "no_such_name" in str(exc)
     else:
         raise AssertionError("an unknown name must raise AttributeError")
+
+
+_FIRST_PANDAS_IMPORT = """
+import builtins, sys, threading
+first = []
+real = builtins.__import__
+def record(name, *args, **kwargs):
+    if name == "pandas" and not first and "pandas" not in sys.modules:
+        first.append(threading.current_thread().name)
+    return real(name, *args, **kwargs)
+builtins.__import__ = record
+from traceread.cli import main
+rc = main(sys.argv[1:])
+print(rc, first[0] if first else "none")
+"""
+
+
+def test_the_commands_import_pandas_first_on_the_decode_thread():
+    # an option parser or command module importing pandas first (as --fail-on's check once did)
+    # would put the import back in front of the decode
+    trace = str(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")
+    for argv in (["analyze", trace, "-o", "/dev/null", "--fail-on", "launch-bound:99"], ["info", trace]):
+        out = subprocess.run([sys.executable, "-c", _FIRST_PANDAS_IMPORT, *argv], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split()[-2:] == ["0", "traceread-import-pandas"], (argv, out.stdout[-300:])
