@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,21 @@ class Analysis:
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
     job: Any = None  # traceread.ranks.section.JobSection or None
     whatif: Any = None  # traceread.whatif.WhatIf or None: what each fix would buy (the dependency replay)
+    # The replay while it still runs on its thread (see _Replay); reading ``whatif`` or ``unavailable`` waits for it.
+    _replay: _Replay | None = field(default=None, repr=False)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("whatif", "unavailable") and object.__getattribute__(self, "_replay") is not None:
+            object.__getattribute__(self, "_resolve")()
+        return object.__getattribute__(self, name)
+
+    def _resolve(self) -> None:
+        replay = object.__getattribute__(self, "_replay")
+        value, failed = replay.result()
+        before = object.__getattribute__(self, "unavailable")
+        object.__setattr__(self, "whatif", value)
+        object.__setattr__(self, "unavailable", tuple(dict.fromkeys(before + failed)))
+        object.__setattr__(self, "_replay", None)
 
     @property
     def units(self) -> pd.DataFrame:
@@ -200,7 +216,7 @@ def analyze(
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
     heap.trim()  # freed pages go back before the replay, the analysis' largest step (see pipeline.run_one)
-    whatif = pipe.guarded("what-if replay", lambda: _whatif(traces, steps, gaps, cfg), unavailable)
+    replay = _Replay(lambda: _whatif(traces, steps, gaps, cfg))
     summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
     result = Analysis(
         traces=summaries, steps=steps, gaps=gaps, attribution=attribution,
@@ -209,10 +225,11 @@ def analyze(
         mfu=mfu, mfu_hint=mfu_hint, kernels=kernels, collectives=collectives, launch_stats=launch,
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
-        dominant_evidence=dominant_evidence(gaps, dominant), refusal=refusal, whatif=whatif,
+        dominant_evidence=dominant_evidence(gaps, dominant), refusal=refusal, _replay=replay,
     )
     if groups is None:
-        return result
+        return result  # the replay may still run: the renderers read it last (_Replay)
+    unavailable[:] = result.unavailable  # waits for the replay: the job section reads its own steps
     section = pipe.guarded("job section (alignment, stragglers)",
                            lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
     for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
@@ -244,6 +261,38 @@ def _waiting_evidence(section: Any, dominant: str) -> str:
             if wf["kind"] == "rank" and dominant in ("pipeline-bubble", "comm-bound"):
                 return "straggler"
     return ""
+
+
+class _Replay:
+    """The what-if replay (about a fifth of ``analyze`` on a 1 GB trace) on a thread of its own.
+
+    It reads the traces, steps and gaps and writes nothing they hold, and most of its time is numpy
+    and compiled code that releases the GIL, so it runs beside what follows it: the trace summaries
+    and, for one rank, the rendering of the report's steps and gaps tables, which come before the
+    ``whatif`` object in the JSON. Reading ``Analysis.whatif`` or ``Analysis.unavailable`` waits for it
+    (the JSON and Markdown read them after those tables); a job's section waits before it starts.
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+        self._failed: list[str] = []
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="traceread-whatif")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = pipe.guarded("what-if replay", self._fn, self._failed)
+        except BaseException as exc:  # noqa: BLE001 - re-raised where the result is read
+            self._error = exc
+
+    def result(self) -> tuple[Any, tuple[str, ...]]:
+        """The replay's value (None when it could not run) and its ``unavailable`` lines."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value, tuple(self._failed)
 
 
 def _whatif(traces: Any, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> Any:

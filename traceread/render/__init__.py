@@ -23,16 +23,18 @@ def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: st
     for path in (markdown, json_path, plot_path, perfetto_path):  # before any is written
         if path:
             check_not_input(path)
-    if markdown:
-        from traceread.render import markdown as md
-
-        with atomic_open(markdown, "w") as fh:
-            md.render(analysis, fh)
+    # JSON first: its steps and gaps tables come before the what-if, which may still be replaying
+    # (analysis._Replay); the Markdown reads the what-if in its first section.
     if json_path:
         from traceread.render import jsonout
 
         with atomic_open(json_path, "wb") as fh:
             jsonout.render(analysis, fh)
+    if markdown:
+        from traceread.render import markdown as md
+
+        with atomic_open(markdown, "w") as fh:
+            md.render(analysis, fh)
     if plot_path:
         from traceread.render import plot
 

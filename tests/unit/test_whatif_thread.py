@@ -1,0 +1,68 @@
+"""The what-if replay runs on a thread beside the rendering (analysis._Replay): same results, its
+failures still listed, in the same place, and errors that are not a table's failure still raised."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from conftest import FIXTURES
+
+import traceread.whatif as whatif
+from traceread.analysis import analyze
+from traceread.loaders import load
+from traceread.render.whatif import record
+
+ONE = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
+
+
+def _fails(*args, **kwargs):
+    raise RuntimeError("replay broke")
+
+
+def test_the_replay_runs_on_its_own_thread_and_gives_the_same_prediction(monkeypatch):
+    trace = load(ONE)
+    threads: list[str] = []
+    real = whatif.predict
+
+    def spy(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    plain = analyze([trace])
+    expected = record(real([trace], plain.steps, plain.gaps, plain.cfg))
+    monkeypatch.setattr(whatif, "predict", spy)
+    a = analyze([trace])
+    assert record(a.whatif) == expected
+    assert threads == ["traceread-whatif"]
+
+
+def test_a_failed_replay_is_listed_as_unavailable_last(monkeypatch):
+    trace = load(ONE)
+    before = analyze([trace]).unavailable
+    monkeypatch.setattr(whatif, "predict", _fails)
+    a = analyze([trace])
+    assert a.whatif is None
+    assert a.unavailable == before + ("what-if replay: failed (RuntimeError: replay broke)",)
+
+
+def test_in_a_job_the_replay_failure_comes_before_the_job_sections_lines(monkeypatch):
+    pair = [load(FIXTURES / "hta_nccl_a100_rank0of2.json.gz"), load(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")]
+    monkeypatch.setattr(whatif, "predict", _fails)
+    a = analyze(pair)
+    assert a.job is not None  # the job path: the section waits for the replay
+    assert a.whatif is None
+    lines = [u for u in a.unavailable if u.startswith("what-if replay")]
+    assert lines == ["what-if replay: failed (RuntimeError: replay broke)"]
+
+
+def test_an_error_that_is_no_tables_failure_is_raised_where_the_replay_is_read(monkeypatch):
+    # a broken install (pipeline.guarded lets ImportError through) is raised, not listed
+    def broken(*args, **kwargs):
+        raise ImportError("no module named traceread.whatif.model")
+
+    trace = load(ONE)
+    monkeypatch.setattr(whatif, "predict", broken)
+    a = analyze([trace])
+    with pytest.raises(ImportError, match="traceread.whatif.model"):
+        a.whatif  # noqa: B018
