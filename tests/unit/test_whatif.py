@@ -73,6 +73,36 @@ def test_compiled_sweep_equals_its_python_twin_under_every_fix(mixed) -> None:
     assert np.array_equal(compiled, sw.sweep_python(time, src, delay, dur))
 
 
+def test_compiled_host_cut_and_extent_equal_their_python_twins(mixed) -> None:
+    if sw.COMPILED is None:
+        pytest.skip("the compiled sweep is not built here")
+    from traceread import intervals
+
+    a = analyze([mixed])
+    m = mdl.build(event_view(mixed), 0, mdl.steps_points(a.steps, 0), a.cfg)
+    rng = np.random.default_rng(3)
+    cases = [(m.time, m.src, m.delay, m.clock_edges())]
+    for n in (0, 1, 7, 3000):  # random causal graphs: negative delays, times before and after the union
+        src = np.where(rng.random((n, 3)) < 0.7, (rng.random((n, 3)) * np.arange(n)[:, None]).astype(np.int64), -1)
+        src[:1] = -1
+        cases.append((np.sort(rng.integers(-1000, 100_000, n)), src, rng.integers(-50, 1000, (n, 3)),
+                      np.flatnonzero(src[:, 0] >= 0)))
+    for time, src, delay, nodes in cases:
+        t0, t1 = (int(time[0]), int(time[-1])) if len(time) else (0, 1)
+        for k in (0, 1, 40):
+            lo = np.sort(rng.integers(t0 - 100, t1 + 100, k))
+            us, ue = intervals.union(lo, lo + rng.integers(0, max((t1 - t0) // 20, 2), k))
+            for frac in (1.0, 0.5, 1 / 3):
+                got = sw.host_cut(time, src, delay, nodes, us, ue, frac)
+                want = sw.host_cut_python(time, src, delay, nodes, us, ue, frac)
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        dur = rng.integers(0, 500, len(time))
+        out = np.empty(len(time), np.int64)
+        extent = sw.COMPILED.sweep(time, src, delay, dur, out)
+        if len(time):  # the replay's first start and last end, read in the sweep's pass
+            assert extent == (np.min(out), np.max(out + dur))
+
+
 def test_fixes_never_write_the_model_every_replay_shares(mixed) -> None:
     a = analyze([mixed])
     v = event_view(mixed)

@@ -120,9 +120,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     ``step_points``: recorded host times to carry as host points (step boundaries), so a replay can
     say where they moved.
     """
-    api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
-    host_rows = v.rows((schema.LANE_CPU_THREAD,), rank=rank)
-    calls = subset(host_rows, np.isin(v.cat[host_rows], api_codes))
+    calls = v.rows((schema.LANE_CPU_THREAD,), cats=API_CATS, rank=rank)  # cached: the launch-bound fix's too
     ops = v.rows(OP_LANES, rank=rank)
     ops = subset(ops, v.device[ops] >= 0)
     launch = v.launch_of(ops) if len(ops) else np.zeros(0, np.int64)
@@ -271,8 +269,10 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     src[s_end_node, 1] = w_node
     delay[s_end_node, 1] = np.where(w_node >= 0, d_w, 0)
 
-    # Edges must point backward in the sweep (ties of zero-length events): drop the rest.
-    bad = np.flatnonzero(src >= np.arange(n, dtype=_I64)[:, None])
+    # Edges must point backward in the sweep (ties of zero-length events): drop the rest. Only op starts'
+    # and sync ends can hold one (the host clock links each host point to the one before it).
+    held = np.union1d(op_node, s_end_node)
+    bad = (held[:, None] * 3 + np.arange(3))[src[held] >= held[:, None]]
     dropped = len(bad)
     src.reshape(-1)[bad] = -1
     op_dev = v.device[ops].astype(np.int32)
