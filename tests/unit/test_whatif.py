@@ -69,7 +69,7 @@ def test_compiled_sweep_equals_its_python_twin_under_every_fix(mixed) -> None:
     delay = rng.integers(-50, 1000, (n, 3))
     dur, time = rng.integers(0, 500, n), np.cumsum(rng.integers(0, 100, n))
     compiled = np.zeros(n, np.int64)
-    sw.COMPILED.sweep(time, src, delay, dur, compiled)
+    sw.COMPILED.sweep(time, src.astype(sw.SRC), delay, dur, compiled)
     assert np.array_equal(compiled, sw.sweep_python(time, src, delay, dur))
 
 
@@ -98,7 +98,7 @@ def test_compiled_host_cut_and_extent_equal_their_python_twins(mixed) -> None:
                 assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
         dur = rng.integers(0, 500, len(time))
         out = np.empty(len(time), np.int64)
-        extent = sw.COMPILED.sweep(time, src, delay, dur, out)
+        extent = sw.COMPILED.sweep(time, src.astype(sw.SRC), delay, dur, out)
         if len(time):  # the replay's first start and last end, read in the sweep's pass
             assert extent == (np.min(out), np.max(out + dur))
 

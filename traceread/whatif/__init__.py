@@ -9,8 +9,8 @@ assumptions made. :func:`rank_at_speed` is the straggler lever for the job analy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -109,26 +109,44 @@ class _Unit:
     index: rp.StepIndex
     plans: dict[Fix | Scale, fx.Plan] = field(default_factory=dict)
     outcomes: dict[tuple[tuple[Fix | Scale, ...], bool], tuple[np.ndarray, int]] = field(default_factory=dict)
+    changes: dict[Fix | Scale, bool] | None = None  # after release: whether each planned fix changed anything
+
+    def release(self) -> None:
+        """Drop the model's arrays and the plans once every replay needed has run (their outcomes stay):
+        :func:`predict` then holds one rank's model at a time, not every rank's."""
+        m = self.model
+        self.model = replace(m, **{f.name: np.zeros(0, getattr(m, f.name).dtype) for f in fields(m)
+                                   if isinstance(getattr(m, f.name), np.ndarray)})
+        self.changes = {f: not p.empty for f, p in self.plans.items()}
+        self.plans.clear()
+        self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None)  # the trace's gap rows
+        self.index = rp.StepIndex((), self.index.analysed)
 
     def plan(self, f: Fix | Scale) -> fx.Plan:
         if f not in self.plans:
             self.plans[f] = fx.plan(self.model, f, self.ctx)
         return self.plans[f]
 
+    def _changes(self, f: Fix | Scale) -> bool:
+        return self.changes[f] if self.changes is not None else not self.plan(f).empty
+
     def outcome(self, todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[np.ndarray, int]:
         """Step lengths and capture span of the replay with ``todo`` applied (``nominal``: from the nominal
         delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
         m = self.model
-        plans = [] if nominal else [self.plan(f) for f in todo]
+        if nominal and todo:
+            raise ValueError("what-if: the nominal replay takes no fix")
         # A fix that changes nothing here replays as the unfixed model does: that replay serves it.
-        key = (tuple(f for f, p in zip(todo, plans, strict=True) if not p.empty), nominal)
+        key = (tuple(f for f in todo if self._changes(f)), nominal)
         if key not in self.outcomes:
+            if self.changes is not None:
+                raise RuntimeError("what-if: a replay asked for after the model was released")
             if nominal:
                 e = nominal_edges(m, self.ctx.view.name[m.row[m.sync_end]])
             else:
                 e = fx.Edges.of(m)
-                for p in plans:
-                    fx.apply_plan(e, p)
+                for f in key[0]:
+                    fx.apply_plan(e, self.plan(f))
             r = rp.replay(m, e)
             self.outcomes[key] = (self.index.lengths(r, self.base), rp.span(r))
         return self.outcomes[key]
@@ -146,7 +164,12 @@ def _trace_gaps(gaps: pd.DataFrame, i: int) -> pd.DataFrame:
 
 
 def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> list[_Unit]:
-    out = []
+    return list(_each_unit(traces, steps, gaps, cfg))
+
+
+def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds
+               ) -> Iterator[_Unit]:
+    """Each (trace, rank)'s unit, its model built when the unit is reached."""
     for i, trace in enumerate(traces):
         st = steps[steps["trace"] == i] if "trace" in steps.columns else steps
         if st.empty:
@@ -157,9 +180,8 @@ def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg
             rs = st[st["rank"] == rank]
             m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
             index = rp.StepIndex.of(m, rs)
-            out.append(_Unit(i, m, rs, index.bounds(rp.recorded(m)), fx.Context(v, g, cfg, trace.side.get("copy_args")),
-                             index))
-    return out
+            yield _Unit(i, m, rs, index.bounds(rp.recorded(m)), fx.Context(v, g, cfg, trace.side.get("copy_args")),
+                        index)
 
 
 def _steady(steps: pd.DataFrame) -> np.ndarray:
@@ -207,16 +229,26 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
     """Replay every rank of ``traces`` (the analysis' ``steps`` and classified ``gaps``, with a
     ``trace`` column) and predict each fix (default: every lever at its default factor). None when
     there are no steps."""
-    units = _units(traces, steps, gaps, cfg)
+    todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
+    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
+    steady = [f for f in todo if not (isinstance(f, Fix) and f.cause == ONE_TIME_COST)]
+    # Every replay of a rank runs while its model is built, then the model goes (one rank's at a time).
+    replays: list[tuple[Sequence[Fix | Scale], bool]] = [([], False), ([], True), *(([f], False) for f in todo)]
+    if len(steady) > 1:
+        replays.append((steady, False))
+    units = []
+    for u in _each_unit(traces, steps, gaps, cfg):
+        for fixed, nominal in replays:
+            heap.trim()  # the previous replay's freed arrays go back (see _run)
+            u.outcome(fixed, nominal)
+        u.release()
+        units.append(u)
     if not units:
         return None
     measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])
     replayed, span0 = _run(units, [])
     dependency_step, _ = _run(units, [], nominal=True)
-    todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     preds = [_prediction(units, f, measured, span0, steps) for f in todo]
-    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
-    steady = [f for f in todo if not (isinstance(f, Fix) and f.cause == ONE_TIME_COST)]
     all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, _run(units, steady), measured, span0, None, False,
                                "every steady-state fix above at once") if len(steady) > 1 else None
     notes = []

@@ -1,6 +1,6 @@
 /* The what-if replay's compiled loops (see sweep.py for the contracts and the Python twins they must equal).
  *
- * sweep: nodes come in causal order; node i's value is the latest end[src] + delay over its three edge
+ * sweep: nodes come in causal order (edge sources int32, the rest int64); node i's value is the latest end[src] + delay over its three edge
  * slots (src -1: no edge), or its recorded time when it has none; end = value + dur. Arithmetic is int64
  * with the same saturation-free formulas as the Python twin (inputs are ns of one trace). It returns the
  * replay's (first start, last end) read in the same pass.
@@ -17,11 +17,12 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &b_time, &b_src, &b_delay, &b_dur, &b_out)) return NULL;
     Py_ssize_t n = b_time.len / 8;
     PyObject *result = NULL;
-    if (b_src.len != n * 24 || b_delay.len != n * 24 || b_dur.len != n * 8 || b_out.len != n * 8) {
+    if (b_src.len != n * 12 || b_delay.len != n * 24 || b_dur.len != n * 8 || b_out.len != n * 8) {
         PyErr_SetString(PyExc_ValueError, "sweep: array sizes disagree");
         goto done;
     }
-    const int64_t *time = (const int64_t *)b_time.buf, *src = (const int64_t *)b_src.buf;
+    const int64_t *time = (const int64_t *)b_time.buf;
+    const int32_t *src = (const int32_t *)b_src.buf; /* (n, 3) int32: sweep.SRC */
     const int64_t *delay = (const int64_t *)b_delay.buf, *dur = (const int64_t *)b_dur.buf;
     int64_t *out = (int64_t *)b_out.buf; /* each node's value (start); its end is out + dur */
     int forward = 0;
@@ -31,7 +32,7 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
         int64_t best = 0;
         int any = 0;
         for (int k = 0; k < 3; k++) {
-            int64_t s = src[3 * i + k];
+            Py_ssize_t s = src[3 * i + k];
             if (s < 0) continue;
             if (s >= i) { /* an edge must point backward: the caller guarantees it */
                 forward = 1;
@@ -69,12 +70,13 @@ static PyObject *host_cut(PyObject *self, PyObject *args) {
     Py_ssize_t n = b_time.len / 8, k = b_nodes.len / 8, u = b_us.len / 8;
     PyObject *result = NULL;
     int64_t *cov = NULL;
-    if (b_src.len != n * 24 || b_delay.len != n * 24 || b_ue.len != u * 8 || b_on.len != k * 8 ||
+    if (b_src.len != n * 12 || b_delay.len != n * 24 || b_ue.len != u * 8 || b_on.len != k * 8 ||
         b_oc.len != k * 8) {
         PyErr_SetString(PyExc_ValueError, "host_cut: array sizes disagree");
         goto done;
     }
-    const int64_t *time = (const int64_t *)b_time.buf, *src = (const int64_t *)b_src.buf;
+    const int64_t *time = (const int64_t *)b_time.buf;
+    const int32_t *src = (const int32_t *)b_src.buf;
     const int64_t *delay = (const int64_t *)b_delay.buf, *nodes = (const int64_t *)b_nodes.buf;
     const int64_t *us = (const int64_t *)b_us.buf, *ue = (const int64_t *)b_ue.buf;
     int64_t *out_nodes = (int64_t *)b_on.buf, *out_cut = (int64_t *)b_oc.buf;

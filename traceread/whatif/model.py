@@ -41,9 +41,11 @@ import pandas as pd
 from traceread import schema
 from traceread.config import Thresholds
 from traceread.lanes import API_CATS, OP_LANES, EventView, subset
+from traceread.whatif import sweep
 
 HOST_POINT, OP_START = 0, 1
 _I64 = np.int64
+SRC = sweep.SRC  # edge sources (node indices) as int32: half of int64's bytes in the model and the sweep
 
 # Nominal delays when the trace has none to measure them from (ns).
 _FALLBACK_LAUNCH_NS = 5_000
@@ -68,7 +70,7 @@ class RankModel:
     rank: int
     time: np.ndarray  # recorded time of each node, ns
     kind: np.ndarray  # HOST_POINT or OP_START
-    src: np.ndarray  # (n, 3) source node per edge slot, -1 none
+    src: np.ndarray  # (n, 3) source node per edge slot (SRC), -1 none
     delay: np.ndarray  # (n, 3) edge delays, ns
     dur: np.ndarray  # op duration (0 for host points)
     row: np.ndarray  # frame row of the node's event (host call or GPU op), -1 for step boundaries
@@ -137,24 +139,26 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     h_end = np.concatenate([np.zeros(n_calls, bool), ce > cs, np.zeros(len(steps_t) + int(orphan.sum()), bool)])
     h_tie = np.concatenate([np.zeros(n_calls, np.int8), np.ones(n_calls, np.int8),
                             np.zeros(len(steps_t) + int(orphan.sum()), np.int8)])
-    h_row = np.concatenate([calls, calls, np.full(len(steps_t), -1), ops[orphan]]).astype(_I64)
     n_host = len(h_time)
     # --- all nodes: host points then op starts; sorted once ------------------------------------
     time = np.concatenate([h_time, os_])
     sub = np.concatenate([np.where(h_end, 0, 1).astype(np.int8), np.full(n_ops, 2, np.int8)])
     tie = np.concatenate([h_tie, np.zeros(n_ops, np.int8)])
+    del h_time, h_end, h_tie  # the build's peak is its node arrays: what is done with goes first
     order = _nodes_order(time, sub, tie)
-    pos = np.empty(len(order), dtype=_I64)
-    pos[order] = np.arange(len(order), dtype=_I64)  # pos[i]: node index of unsorted item i
+    del sub, tie
     n = len(order)
-    src = np.full((n, 3), -1, dtype=_I64)
+    pos = np.empty(n, dtype=_I64)
+    pos[order] = np.arange(n, dtype=_I64)  # pos[i]: node index of unsorted item i
+    node_time = time[order]
+    del time, order
+    src = np.full((n, 3), -1, dtype=SRC)
     delay = np.zeros((n, 3), dtype=_I64)
     dur = np.zeros(n, dtype=_I64)
     kind = np.full(n, HOST_POINT, dtype=np.int8)
     row = np.full(n, -1, dtype=_I64)
-    node_time = time[order]
     kind[pos[n_host:]] = OP_START
-    row[pos[:n_host]] = h_row
+    row[pos[:n_host]] = np.concatenate([calls, calls, np.full(len(steps_t), -1), ops[orphan]])
     row[pos[n_host:]] = ops
     dur[pos[n_host:]] = oe - os_
 
@@ -271,7 +275,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
 
     # Edges must point backward in the sweep (ties of zero-length events): drop the rest. Only op starts'
     # and sync ends can hold one (the host clock links each host point to the one before it).
-    held = np.union1d(op_node, s_end_node)
+    held = np.concatenate([op_node, s_end_node])  # disjoint: op starts are no host points
     bad = (held[:, None] * 3 + np.arange(3))[src[held] >= held[:, None]]
     dropped = len(bad)
     src.reshape(-1)[bad] = -1

@@ -16,6 +16,7 @@ from traceread import intervals
 from traceread.extensions import optional, switched_off
 
 DISABLE_ENV = "TRACEREAD_NO_CSWEEP"
+SRC = np.int32  # edge sources as the compiled loops read them (traceread.whatif.model.SRC)
 
 
 # None when built without a compiler: the Python twin replays (same results, slower)
@@ -23,7 +24,8 @@ COMPILED = optional("traceread.whatif._csweep")
 
 
 def sweep(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Each node's replayed value (module doc). ``src``/``delay`` are (n, 3) int64."""
+    """Each node's replayed value (module doc). ``src``/``delay`` are (n, 3): node indices (stored as
+    :data:`SRC`, int32) and int64 ns."""
     return sweep_span(time, src, delay, dur)[0]
 
 
@@ -32,7 +34,7 @@ def sweep_span(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.nda
     """:func:`sweep`, and the replay's first start and last end (0, 0 without nodes), which the compiled
     sweep reads in the same pass."""
     time, dur = np.ascontiguousarray(time, np.int64), np.ascontiguousarray(dur, np.int64)
-    src, delay = np.ascontiguousarray(src, np.int64), np.ascontiguousarray(delay, np.int64)
+    src, delay = np.ascontiguousarray(src, SRC), np.ascontiguousarray(delay, np.int64)
     if COMPILED is None or switched_off(DISABLE_ENV):
         out = sweep_python(time, src, delay, dur)
         if not len(out):
@@ -68,8 +70,10 @@ def host_cut(time: np.ndarray, src: np.ndarray, delay: np.ndarray, nodes: np.nda
              ue: np.ndarray, frac: float) -> tuple[np.ndarray, np.ndarray]:
     """The host time the union ``(us, ue)`` (sorted, disjoint) covers on the slot-0 edge of each of ``nodes``
     (ascending; each has a slot-0 source), times ``frac`` truncated to int64: (the nodes with something to
-    cut or a negative recorded delay, their cuts). ``time`` ascending; ``src``/``delay`` (n, 3) int64."""
-    time, src, delay = (np.ascontiguousarray(a, np.int64) for a in (time, src, delay))
+    cut or a negative recorded delay, their cuts). ``time`` ascending; ``src``/``delay`` (n, 3) as for
+    :func:`sweep`."""
+    time, delay = np.ascontiguousarray(time, np.int64), np.ascontiguousarray(delay, np.int64)
+    src = np.ascontiguousarray(src, SRC)
     nodes, us, ue = (np.ascontiguousarray(a, np.int64) for a in (nodes, us, ue))
     if COMPILED is None or switched_off(DISABLE_ENV):
         return host_cut_python(time, src, delay, nodes, us, ue, frac)
