@@ -193,10 +193,14 @@ def _median_step(units: list[_Unit], lengths: list[np.ndarray]) -> int:
     """Median over steady step numbers of the slowest unit's length of that step."""
     if not units:
         return 0
-    # numpy, not a DataFrame groupby: this runs once per replay, on a few thousand steps
     keeps = [_steady(u.steps) for u in units]
     step = np.concatenate([u.steps["step"].to_numpy()[k] for u, k in zip(units, keeps, strict=True)])
-    ns = np.concatenate([length[k] for length, k in zip(lengths, keeps, strict=True)])
+    return _median_of_max(step, np.concatenate([length[k] for length, k in zip(lengths, keeps, strict=True)]))
+
+
+def _median_of_max(step: np.ndarray, ns: np.ndarray) -> int:
+    """The median over step numbers of the largest ``ns`` of each (integers; 0 without steps): numpy, not a
+    DataFrame groupby, as it runs once per prediction on a few thousand steps."""
     if not len(step):
         return 0
     order = np.argsort(step, kind="stable")
@@ -208,9 +212,6 @@ def _median_step(units: list[_Unit], lengths: list[np.ndarray]) -> int:
 def _run(units: list[_Unit], todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[int, int]:
     """Median step and capture span of the replay with ``todo`` applied (``nominal``: from the
     nominal delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
-    # The previous replay's freed arrays go back first: under analyze's heap setting
-    # (traceread.heap.reuse_freed_pages) they would otherwise stay resident into this one.
-    heap.trim()
     outcomes = [u.outcome(todo, nominal) for u in units]
     return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
 
@@ -219,9 +220,11 @@ def _naive(steps: pd.DataFrame, cause: str) -> int | None:
     if cause not in GAP_CLASSES or steps.empty:
         return None
     keep = steps[_steady(steps)]
-    frame = pd.DataFrame({"step": keep["step"].to_numpy(),
-                          "after": (keep["end_ns"] - keep["start_ns"] - keep[part_col(cause)]).to_numpy()})
-    return int(np.median(frame.groupby("step")["after"].max().to_numpy()))
+    after = (keep["end_ns"] - keep["start_ns"] - keep[part_col(cause)]).to_numpy()
+    if after.dtype.kind not in "iu":  # a float or missing part: the groupby's NaN handling decides
+        frame = pd.DataFrame({"step": keep["step"].to_numpy(), "after": after})
+        return int(np.median(frame.groupby("step")["after"].max().to_numpy()))
+    return _median_of_max(keep["step"].to_numpy(), after)
 
 
 def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds,
@@ -238,11 +241,14 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
         replays.append((steady, False))
     units = []
     for u in _each_unit(traces, steps, gaps, cfg):
+        # No trim between a rank's replays: under analyze's heap setting (traceread.heap.reuse_freed_pages)
+        # each replay reuses the pages the build and the replay before it freed (returned, every replay
+        # faulted its copies in afresh: a fifth of the replays' time), and none needs more than the build.
         for fixed, nominal in replays:
-            heap.trim()  # the previous replay's freed arrays go back (see _run)
             u.outcome(fixed, nominal)
         u.release()
         units.append(u)
+        heap.trim()  # the model's pages go back
     if not units:
         return None
     measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])

@@ -254,8 +254,9 @@ def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
     c = ctx.copies
     if c is None or c.empty:
         return ()
-    kinds, srcs = c["copy_kind"].astype(str).to_numpy(), c["src_kind"].astype(str).to_numpy()
-    if not ((kinds == "HtoD") & (srcs == "Pinned")).any():
+    htod_pinned = (c["copy_kind"] == "HtoD").to_numpy(dtype=bool, na_value=False) & \
+        (c["src_kind"] == "Pinned").to_numpy(dtype=bool, na_value=False)
+    if not htod_pinned.any():
         return ()  # no pinned HtoD copy in the trace: no cost to give the pageable ones
     memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
     nodes = m.op_nodes[m.lane == memcpy]
@@ -288,8 +289,8 @@ def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
     pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
     node_ns = ctx.cfg.whatif_graph_node_ns if fix.factor is None else 0
-    a = v.start[calls[:-1]][pair].astype(_I64) + node_ns
-    b = v.start[calls[1:]][pair].astype(_I64)
+    a = v.start[calls[:-1]][pair].astype(_I64, copy=False) + node_ns
+    b = v.start[calls[1:]][pair].astype(_I64, copy=False)
     ok = b > a
     us, ue = intervals.union(a[ok], b[ok])
     return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
