@@ -242,8 +242,10 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     d_l = np.minimum(d_launch, os_ - t_l)
     d_p = np.minimum(d_turn, os_ - t_p)
     d_x = np.minimum(d_turn, os_ - t_x)
-    reach = np.stack([t_l + d_l, t_p + d_p, t_x + d_x])
-    bind = np.argmax(reach, axis=0)
+    # The binding edge: the first of the three to reach furthest (argmax's tie rule), without stacking them.
+    r_l, r_p, r_x = t_l + d_l, t_p + d_p, t_x + d_x
+    bind = np.where(r_p > r_l, np.where(r_x > r_p, 2, 1), np.where(r_x > r_l, 2, 0))
+    del r_l, r_p, r_x
     d_l = np.where(bind == 0, os_ - t_l, d_l)
     d_p = np.where(bind == 1, os_ - t_p, d_p)
     d_x = np.where(bind == 2, os_ - t_x, d_x)
@@ -280,7 +282,8 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     # Edges must point backward in the sweep (ties of zero-length events): drop the rest. Only op starts'
     # and sync ends can hold one (the host clock links each host point to the one before it).
     held = np.concatenate([op_node, s_end_node])  # disjoint: op starts are no host points
-    bad = (held[:, None] * 3 + np.arange(3))[src[held] >= held[:, None]]
+    forward = src[held] >= held[:, None]
+    bad = (held[:, None] * 3 + np.arange(3))[forward] if forward.any() else np.zeros(0, _I64)
     dropped = len(bad)
     src.reshape(-1)[bad] = -1
     op_dev = v.device[ops].astype(np.int32)
@@ -310,12 +313,15 @@ def _held(per_device: dict[int, tuple[np.ndarray, np.ndarray]], ls: np.ndarray, 
     """Per op: an op of its device (any stream) ended after its launch and before its start: the op may
     have waited for it, so its launch-to-start is no sample of the launch latency."""
     out = np.zeros(len(os_), dtype=bool)
-    for mine, by_end in per_device.values():
+    for mine, by_end in per_device.values():  # the devices' ops are disjoint: each writes its own once
         k0 = np.searchsorted(oe[by_end], os_[mine], side="right") - 1
+        launched = ls[mine]
+        hit = np.zeros(len(mine), dtype=bool)
         for back in (0, 1):  # the last op to end before the start (the one before when that is itself)
             k = k0 - back
             cand = by_end[np.clip(k, 0, max(len(by_end) - 1, 0))]
-            out[mine] |= (k >= 0) & (cand != mine) & (oe[cand] > ls[mine])
+            hit |= (k >= 0) & (cand != mine) & (oe[cand] > launched)
+        out[mine] = hit
     return out
 
 
