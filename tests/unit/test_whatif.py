@@ -277,3 +277,35 @@ def test_straggler_lever_is_the_identity_at_factor_one_and_never_slows_the_job(t
     steps = [f.step_ns for f in faster]  # type: ignore[union-attr]
     assert max(steps) <= measured and min(steps) < measured  # type: ignore[operator]
     assert rank_at_speed(paths, a.steps, a.gaps, a.cfg, 0, 5, 2.0) is None  # no rank 5 in the first input
+
+
+def test_one_rank_at_a_time_predicts_what_every_rank_held_together_does(tmp_path) -> None:
+    """predict replays each rank while its model is built and then drops the model: its figures are the
+    ones of every rank's model held at once and each replay run across them, and a dropped model
+    refuses a replay it did not run."""
+    from traceread.whatif import _run, _units
+
+    spec = PlantSpec(seed=4, ranks=2, steps=6, jitter=0.1, weights=_only(comm_bound=2.0, launch_bound=1.0,
+                                                                       sync_stall=1.0))
+    scenario = plant(spec).scenario
+    paths = []
+    for rk in scenario.ranks:
+        p = tmp_path / f"rank{rk.rank}.pt.trace.json"
+        write_kineto(type(scenario)(ranks=[rk], world_size=2), str(p))
+        paths.append(traceread.load(str(p)))
+    a = analyze(paths)
+    w = predict(paths, a.steps, a.gaps, a.cfg)
+    assert w is not None
+    held = _units(paths, a.steps, a.gaps, a.cfg)
+    assert len(held) == 2 and all(len(u.model.time) for u in held)
+    assert (w.replayed_step_ns, w.dependency_step_ns) == (_run(held, [])[0], _run(held, [], nominal=True)[0])
+    for p in w.fixes:
+        if p.step_ns is not None:
+            assert p.step_ns == _run(held, [Fix(p.cause)])[0], p.fix
+    steady = [Fix(c) for c in FIX_CAUSES if c != "one-time-cost"]
+    assert w.all_fixed is not None and w.all_fixed.step_ns == _run(held, steady)[0]
+    u = held[0]
+    u.release()
+    assert len(u.model.time) == 0 and u.outcome([]) is not None  # a replay it ran stays
+    with pytest.raises(RuntimeError):
+        u.outcome([Fix("comm-bound", 3.0)])

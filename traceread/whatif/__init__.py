@@ -128,7 +128,11 @@ class _Unit:
         return self.plans[f]
 
     def _changes(self, f: Fix | Scale) -> bool:
-        return self.changes[f] if self.changes is not None else not self.plan(f).empty
+        if self.changes is None:
+            return not self.plan(f).empty
+        if f not in self.changes:
+            raise RuntimeError(f"what-if: {f} asked for after the model was released")
+        return self.changes[f]
 
     def outcome(self, todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[np.ndarray, int]:
         """Step lengths and capture span of the replay with ``todo`` applied (``nominal``: from the nominal
@@ -156,11 +160,17 @@ _GAP_COLUMNS = ("class", "rank", "start_ns", "end_ns")  # what the fixes read of
 
 
 def _trace_gaps(gaps: pd.DataFrame, i: int) -> pd.DataFrame:
-    """Input ``i``'s gaps, the columns the fixes read only (a trace holds millions of gap rows)."""
+    """Input ``i``'s gaps, the columns and classes the fixes read only (a trace holds millions of gap rows,
+    most of classes no fix reads: launch-bound, comm-bound)."""
     cols = [c for c in _GAP_COLUMNS if c in gaps.columns]
-    if len(gaps) and "trace" in gaps.columns:
-        return gaps.loc[gaps["trace"].to_numpy() == i, cols]
-    return gaps[cols]
+    if not len(gaps):
+        return gaps[cols]
+    keep = np.ones(len(gaps), dtype=bool)
+    if "class" in gaps.columns:
+        keep &= gaps["class"].isin(fx.GAP_CLASSES_READ).to_numpy(dtype=bool, na_value=False)
+    if "trace" in gaps.columns:
+        keep &= gaps["trace"].to_numpy() == i
+    return gaps.loc[keep, cols]
 
 
 def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> list[_Unit]:

@@ -208,6 +208,10 @@ def _ops(*ops: _Op | None) -> Plan:
     return _plan(*(op for op in ops if op is not None))
 
 
+# The gap classes a fix reads (_gap_union): a unit keeps only these rows of its trace's gaps.
+GAP_CLASSES_READ: tuple[str, ...] = (DATA_STARVED, SYNC_STALL, ONE_TIME_COST, PIPELINE_BUBBLE)
+
+
 def _gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
     g = ctx.gaps
     if g.empty or "class" not in g.columns:
@@ -379,4 +383,4 @@ _FIXES = {DATA_STARVED: _data_starved, LAUNCH_BOUND: _launch_bound, SYNC_STALL: 
           MEMORY_BOUND: _memory_bound}
 
 __all__ = ["FIX_CAUSES", "Fix", "Scale", "Edges", "Context", "Plan", "plan", "apply", "apply_plan",
-           "memory_bound_ops", "OP_START"]
+           "memory_bound_ops", "OP_START", "GAP_CLASSES_READ"]

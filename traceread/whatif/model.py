@@ -173,7 +173,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
         delay[host_nodes[1:], 0] = np.diff(node_time[host_nodes])
 
     # --- GPU ops: launch, stream predecessor, cross-stream wait -------------------------------
-    op_node = pos[n_host:]
+    op_node = pos[n_host:].copy()  # not a view: the model keeps it, and pos goes when the build is done
     launch_point = np.full(n_ops, -1, dtype=_I64)
     if n_calls and (~orphan).any():
         sorter = np.argsort(calls, kind="stable")
@@ -184,6 +184,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
         launch_point[~orphan] = lp
     orphan_points = pos[2 * n_calls + len(steps_t): n_host]
     launch_point[orphan] = orphan_points
+    del launch
     ls = np.where(launch_point >= 0, node_time[np.maximum(launch_point, 0)], os_)
 
     stream_key = (v.device[ops].astype(_I64) << 40) ^ v.tid[ops].astype(_I64)
@@ -233,6 +234,8 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
             x[q[ok]] = cand[ok]
     has_x = x >= 0
     unexplained = want[~has_x[want]]
+    # what the waits needed goes before the calibration's arrays come (the build's peak on a big rank)
+    del per_device, by_stream, same, stream_key, lat, idle_before, linked, explained, dev, fast, queued, gap
 
     # Calibrate: nominal delays clipped to the measured start, the binding edge gets the measured one.
     big = np.iinfo(_I64).min // 4
@@ -255,6 +258,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     delay[op_node, 1] = np.where(has_prev, d_p, 0)
     src[op_node, 2] = np.where(has_x, op_node[np.maximum(x, 0)], -1)
     delay[op_node, 2] = np.where(has_x, d_x, 0)
+    del t_l, t_p, t_x, d_l, d_p, d_x, bind, prev, has_prev, pe, x
 
     # --- host syncs: return when the waited op ends ---------------------------------------------
     sync_idx = np.flatnonzero(is_sync)
@@ -293,7 +297,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
         launch_point=launch_point, device=op_dev, lane=v.lane[ops],
         nominal={"launch_latency_ns": d_launch, "stream_turnaround_ns": d_turn, "sync_cost_ns": d_sync,
                  "sync_return_ns": d_ret},
-        step_time=steps_t, step_node=pos[2 * n_calls: 2 * n_calls + len(steps_t)],
+        step_time=steps_t, step_node=pos[2 * n_calls: 2 * n_calls + len(steps_t)].copy(),
         dropped_edges=dropped, inferred_waits=int(has_x.sum()),
         unexplained_waits=len(unexplained), unexplained_wait_ns=int(slack[unexplained].sum()),
     )
