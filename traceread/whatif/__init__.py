@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,8 +116,9 @@ class _Unit:
         """Drop the model's arrays and the plans once every replay needed has run (their outcomes stay):
         :func:`predict` then holds one rank's model at a time, not every rank's."""
         m = self.model
-        self.model = replace(m, **{f.name: np.zeros(0, getattr(m, f.name).dtype) for f in fields(m)
-                                   if isinstance(getattr(m, f.name), np.ndarray)})
+        emptied: dict[str, Any] = {f.name: np.zeros(0, getattr(m, f.name).dtype) for f in fields(m)
+                                   if isinstance(getattr(m, f.name), np.ndarray)}
+        self.model = replace(m, **emptied)
         self.changes = {f: not p.empty for f, p in self.plans.items()}
         self.plans.clear()
         self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None)  # the trace's gap rows

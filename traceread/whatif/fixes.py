@@ -288,8 +288,11 @@ def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     if len(calls) < 2:
         return Plan()
     tid, start = v.tid[calls], v.start[calls]
-    if not (intervals.is_sorted(start) and np.min(tid) == np.max(tid)):  # one thread in time order: as is
+    if not intervals.is_sorted(start):
         calls = calls[np.lexsort((start, tid))]
+    elif np.min(tid) != np.max(tid):  # in time order already: a stable sort by thread (radix, on thread ranks)
+        rank_of, _ = pd.factorize(tid, sort=True)
+        calls = calls[np.argsort(rank_of.astype(np.uint16) if np.max(rank_of) < 2**16 else rank_of, kind="stable")]
     is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
     pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
     node_ns = ctx.cfg.whatif_graph_node_ns if fix.factor is None else 0

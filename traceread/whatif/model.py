@@ -95,8 +95,8 @@ class RankModel:
     def clock_edges(self) -> np.ndarray:
         """Host points with a slot-0 edge (the host clock, a sync's own cost): what host-time fixes shrink.
         Fixes never drop these edges, so the model's are every replay's (computed once)."""
-        if self._clock is None:
-            self._clock = np.flatnonzero((self.kind == HOST_POINT) & (self.src[:, 0] >= 0))
+        if self._clock is None:  # host_nodes are the HOST_POINT nodes, ascending: a gather, not a pass over all
+            self._clock = self.host_nodes[self.src[self.host_nodes, 0] >= 0]
         return self._clock
 
 
