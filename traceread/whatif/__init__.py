@@ -192,8 +192,10 @@ def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame,
             rs = st[st["rank"] == rank]
             m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
             index = rp.StepIndex.of(m, rs)
-            yield _Unit(i, m, rs, index.bounds(rp.recorded(m)), fx.Context(v, g, cfg, trace.side.get("copy_args")),
-                        index)
+            unit = _Unit(i, m, rs, index.bounds(rp.recorded(m)), fx.Context(v, g, cfg, trace.side.get("copy_args")),
+                         index)
+            del m, index  # only the unit holds them: released, the model goes before the next one is built
+            yield unit
 
 
 def _steady(steps: pd.DataFrame) -> np.ndarray:
