@@ -69,8 +69,38 @@ def test_compiled_sweep_equals_its_python_twin_under_every_fix(mixed) -> None:
     delay = rng.integers(-50, 1000, (n, 3))
     dur, time = rng.integers(0, 500, n), np.cumsum(rng.integers(0, 100, n))
     compiled = np.zeros(n, np.int64)
-    sw.COMPILED.sweep(time, src, delay, dur, compiled)
+    sw.COMPILED.sweep(time, src.astype(sw.SRC), delay, dur, compiled)
     assert np.array_equal(compiled, sw.sweep_python(time, src, delay, dur))
+
+
+def test_compiled_host_cut_and_extent_equal_their_python_twins(mixed) -> None:
+    if sw.COMPILED is None:
+        pytest.skip("the compiled sweep is not built here")
+    from traceread import intervals
+
+    a = analyze([mixed])
+    m = mdl.build(event_view(mixed), 0, mdl.steps_points(a.steps, 0), a.cfg)
+    rng = np.random.default_rng(3)
+    cases = [(m.time, m.src, m.delay, m.clock_edges())]
+    for n in (0, 1, 7, 3000):  # random causal graphs: negative delays, times before and after the union
+        src = np.where(rng.random((n, 3)) < 0.7, (rng.random((n, 3)) * np.arange(n)[:, None]).astype(np.int64), -1)
+        src[:1] = -1
+        cases.append((np.sort(rng.integers(-1000, 100_000, n)), src, rng.integers(-50, 1000, (n, 3)),
+                      np.flatnonzero(src[:, 0] >= 0)))
+    for time, src, delay, nodes in cases:
+        t0, t1 = (int(time[0]), int(time[-1])) if len(time) else (0, 1)
+        for k in (0, 1, 40):
+            lo = np.sort(rng.integers(t0 - 100, t1 + 100, k))
+            us, ue = intervals.union(lo, lo + rng.integers(0, max((t1 - t0) // 20, 2), k))
+            for frac in (1.0, 0.5, 1 / 3):
+                got = sw.host_cut(time, src, delay, nodes, us, ue, frac)
+                want = sw.host_cut_python(time, src, delay, nodes, us, ue, frac)
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        dur = rng.integers(0, 500, len(time))
+        out = np.empty(len(time), np.int64)
+        extent = sw.COMPILED.sweep(time, src.astype(sw.SRC), delay, dur, out)
+        if len(time):  # the replay's first start and last end, read in the sweep's pass
+            assert extent == (np.min(out), np.max(out + dur))
 
 
 def test_fixes_never_write_the_model_every_replay_shares(mixed) -> None:
@@ -247,3 +277,35 @@ def test_straggler_lever_is_the_identity_at_factor_one_and_never_slows_the_job(t
     steps = [f.step_ns for f in faster]  # type: ignore[union-attr]
     assert max(steps) <= measured and min(steps) < measured  # type: ignore[operator]
     assert rank_at_speed(paths, a.steps, a.gaps, a.cfg, 0, 5, 2.0) is None  # no rank 5 in the first input
+
+
+def test_one_rank_at_a_time_predicts_what_every_rank_held_together_does(tmp_path) -> None:
+    """predict replays each rank while its model is built and then drops the model: its figures are the
+    ones of every rank's model held at once and each replay run across them, and a dropped model
+    refuses a replay it did not run."""
+    from traceread.whatif import _run, _units
+
+    spec = PlantSpec(seed=4, ranks=2, steps=6, jitter=0.1, weights=_only(comm_bound=2.0, launch_bound=1.0,
+                                                                       sync_stall=1.0))
+    scenario = plant(spec).scenario
+    paths = []
+    for rk in scenario.ranks:
+        p = tmp_path / f"rank{rk.rank}.pt.trace.json"
+        write_kineto(type(scenario)(ranks=[rk], world_size=2), str(p))
+        paths.append(traceread.load(str(p)))
+    a = analyze(paths)
+    w = predict(paths, a.steps, a.gaps, a.cfg)
+    assert w is not None
+    held = _units(paths, a.steps, a.gaps, a.cfg)
+    assert len(held) == 2 and all(len(u.model.time) for u in held)
+    assert (w.replayed_step_ns, w.dependency_step_ns) == (_run(held, [])[0], _run(held, [], nominal=True)[0])
+    for p in w.fixes:
+        if p.step_ns is not None:
+            assert p.step_ns == _run(held, [Fix(p.cause)])[0], p.fix
+    steady = [Fix(c) for c in FIX_CAUSES if c != "one-time-cost"]
+    assert w.all_fixed is not None and w.all_fixed.step_ns == _run(held, steady)[0]
+    u = held[0]
+    u.release()
+    assert len(u.model.time) == 0 and u.outcome([]) is not None  # a replay it ran stays
+    with pytest.raises(RuntimeError):
+        u.outcome([Fix("comm-bound", 3.0)])

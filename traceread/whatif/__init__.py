@@ -9,8 +9,9 @@ assumptions made. :func:`rank_at_speed` is the straggler lever for the job analy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -109,26 +110,49 @@ class _Unit:
     index: rp.StepIndex
     plans: dict[Fix | Scale, fx.Plan] = field(default_factory=dict)
     outcomes: dict[tuple[tuple[Fix | Scale, ...], bool], tuple[np.ndarray, int]] = field(default_factory=dict)
+    changes: dict[Fix | Scale, bool] | None = None  # after release: whether each planned fix changed anything
+
+    def release(self) -> None:
+        """Drop the model's arrays and the plans once every replay needed has run (their outcomes stay):
+        :func:`predict` then holds one rank's model at a time, not every rank's."""
+        m = self.model
+        emptied: dict[str, Any] = {f.name: np.zeros(0, getattr(m, f.name).dtype) for f in fields(m)
+                                   if isinstance(getattr(m, f.name), np.ndarray)}
+        self.model = replace(m, **emptied)
+        self.changes = {f: not p.empty for f, p in self.plans.items()}
+        self.plans.clear()
+        self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None)  # the trace's gap rows
+        self.index = rp.StepIndex((), self.index.analysed)
 
     def plan(self, f: Fix | Scale) -> fx.Plan:
         if f not in self.plans:
             self.plans[f] = fx.plan(self.model, f, self.ctx)
         return self.plans[f]
 
+    def _changes(self, f: Fix | Scale) -> bool:
+        if self.changes is None:
+            return not self.plan(f).empty
+        if f not in self.changes:
+            raise RuntimeError(f"what-if: {f} asked for after the model was released")
+        return self.changes[f]
+
     def outcome(self, todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[np.ndarray, int]:
         """Step lengths and capture span of the replay with ``todo`` applied (``nominal``: from the nominal
         delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
         m = self.model
-        plans = [] if nominal else [self.plan(f) for f in todo]
+        if nominal and todo:
+            raise ValueError("what-if: the nominal replay takes no fix")
         # A fix that changes nothing here replays as the unfixed model does: that replay serves it.
-        key = (tuple(f for f, p in zip(todo, plans, strict=True) if not p.empty), nominal)
+        key = (tuple(f for f in todo if self._changes(f)), nominal)
         if key not in self.outcomes:
+            if self.changes is not None:
+                raise RuntimeError("what-if: a replay asked for after the model was released")
             if nominal:
                 e = nominal_edges(m, self.ctx.view.name[m.row[m.sync_end]])
             else:
                 e = fx.Edges.of(m)
-                for p in plans:
-                    fx.apply_plan(e, p)
+                for f in key[0]:
+                    fx.apply_plan(e, self.plan(f))
             r = rp.replay(m, e)
             self.outcomes[key] = (self.index.lengths(r, self.base), rp.span(r))
         return self.outcomes[key]
@@ -138,15 +162,26 @@ _GAP_COLUMNS = ("class", "rank", "start_ns", "end_ns")  # what the fixes read of
 
 
 def _trace_gaps(gaps: pd.DataFrame, i: int) -> pd.DataFrame:
-    """Input ``i``'s gaps, the columns the fixes read only (a trace holds millions of gap rows)."""
+    """Input ``i``'s gaps, the columns and classes the fixes read only (a trace holds millions of gap rows,
+    most of classes no fix reads: launch-bound, comm-bound)."""
     cols = [c for c in _GAP_COLUMNS if c in gaps.columns]
-    if len(gaps) and "trace" in gaps.columns:
-        return gaps.loc[gaps["trace"].to_numpy() == i, cols]
-    return gaps[cols]
+    if not len(gaps):
+        return gaps[cols]
+    keep = np.ones(len(gaps), dtype=bool)
+    if "class" in gaps.columns:
+        keep &= gaps["class"].isin(fx.GAP_CLASSES_READ).to_numpy(dtype=bool, na_value=False)
+    if "trace" in gaps.columns:
+        keep &= gaps["trace"].to_numpy() == i
+    return gaps.loc[keep, cols]
 
 
 def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> list[_Unit]:
-    out = []
+    return list(_each_unit(traces, steps, gaps, cfg))
+
+
+def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds
+               ) -> Iterator[_Unit]:
+    """Each (trace, rank)'s unit, its model built when the unit is reached."""
     for i, trace in enumerate(traces):
         st = steps[steps["trace"] == i] if "trace" in steps.columns else steps
         if st.empty:
@@ -157,9 +192,10 @@ def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg
             rs = st[st["rank"] == rank]
             m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
             index = rp.StepIndex.of(m, rs)
-            out.append(_Unit(i, m, rs, index.bounds(rp.recorded(m)), fx.Context(v, g, cfg, trace.side.get("copy_args")),
-                             index))
-    return out
+            unit = _Unit(i, m, rs, index.bounds(rp.recorded(m)), fx.Context(v, g, cfg, trace.side.get("copy_args")),
+                         index)
+            del m, index  # only the unit holds them: released, the model goes before the next one is built
+            yield unit
 
 
 def _steady(steps: pd.DataFrame) -> np.ndarray:
@@ -169,22 +205,27 @@ def _steady(steps: pd.DataFrame) -> np.ndarray:
 
 def _median_step(units: list[_Unit], lengths: list[np.ndarray]) -> int:
     """Median over steady step numbers of the slowest unit's length of that step."""
-    frames = []
-    for u, length in zip(units, lengths, strict=True):
-        keep = _steady(u.steps)
-        frames.append(pd.DataFrame({"step": u.steps["step"].to_numpy()[keep], "ns": length[keep]}))
-    if not frames:
+    if not units:
         return 0
-    per_step = pd.concat(frames).groupby("step")["ns"].max()
-    return int(np.median(per_step.to_numpy())) if len(per_step) else 0
+    keeps = [_steady(u.steps) for u in units]
+    step = np.concatenate([u.steps["step"].to_numpy()[k] for u, k in zip(units, keeps, strict=True)])
+    return _median_of_max(step, np.concatenate([length[k] for length, k in zip(lengths, keeps, strict=True)]))
+
+
+def _median_of_max(step: np.ndarray, ns: np.ndarray) -> int:
+    """The median over step numbers of the largest ``ns`` of each (integers; 0 without steps): numpy, not a
+    DataFrame groupby, as it runs once per prediction on a few thousand steps."""
+    if not len(step):
+        return 0
+    order = np.argsort(step, kind="stable")
+    step, ns = step[order], ns[order]
+    first = np.flatnonzero(np.concatenate(([True], step[1:] != step[:-1])))
+    return int(np.median(np.maximum.reduceat(ns, first)))
 
 
 def _run(units: list[_Unit], todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[int, int]:
     """Median step and capture span of the replay with ``todo`` applied (``nominal``: from the
     nominal delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
-    # The previous replay's freed arrays go back first: under analyze's heap setting
-    # (traceread.heap.reuse_freed_pages) they would otherwise stay resident into this one.
-    heap.trim()
     outcomes = [u.outcome(todo, nominal) for u in units]
     return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
 
@@ -193,9 +234,11 @@ def _naive(steps: pd.DataFrame, cause: str) -> int | None:
     if cause not in GAP_CLASSES or steps.empty:
         return None
     keep = steps[_steady(steps)]
-    frame = pd.DataFrame({"step": keep["step"].to_numpy(),
-                          "after": (keep["end_ns"] - keep["start_ns"] - keep[part_col(cause)]).to_numpy()})
-    return int(np.median(frame.groupby("step")["after"].max().to_numpy()))
+    after = (keep["end_ns"] - keep["start_ns"] - keep[part_col(cause)]).to_numpy()
+    if after.dtype.kind not in "iu":  # a float or missing part: the groupby's NaN handling decides
+        frame = pd.DataFrame({"step": keep["step"].to_numpy(), "after": after})
+        return int(np.median(frame.groupby("step")["after"].max().to_numpy()))
+    return _median_of_max(keep["step"].to_numpy(), after)
 
 
 def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds,
@@ -203,16 +246,29 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
     """Replay every rank of ``traces`` (the analysis' ``steps`` and classified ``gaps``, with a
     ``trace`` column) and predict each fix (default: every lever at its default factor). None when
     there are no steps."""
-    units = _units(traces, steps, gaps, cfg)
+    todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
+    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
+    steady = [f for f in todo if not (isinstance(f, Fix) and f.cause == ONE_TIME_COST)]
+    # Every replay of a rank runs while its model is built, then the model goes (one rank's at a time).
+    replays: list[tuple[Sequence[Fix | Scale], bool]] = [([], False), ([], True), *(([f], False) for f in todo)]
+    if len(steady) > 1:
+        replays.append((steady, False))
+    units = []
+    for u in _each_unit(traces, steps, gaps, cfg):
+        # No trim between a rank's replays: under analyze's heap setting (traceread.heap.reuse_freed_pages)
+        # each replay reuses the pages the build and the replay before it freed (returned, every replay
+        # faulted its copies in afresh: a fifth of the replays' time), and none needs more than the build.
+        for fixed, nominal in replays:
+            u.outcome(fixed, nominal)
+        u.release()
+        units.append(u)
+        heap.trim()  # the model's pages go back
     if not units:
         return None
     measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])
     replayed, span0 = _run(units, [])
     dependency_step, _ = _run(units, [], nominal=True)
-    todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     preds = [_prediction(units, f, measured, span0, steps) for f in todo]
-    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
-    steady = [f for f in todo if not (isinstance(f, Fix) and f.cause == ONE_TIME_COST)]
     all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, _run(units, steady), measured, span0, None, False,
                                "every steady-state fix above at once") if len(steady) > 1 else None
     notes = []

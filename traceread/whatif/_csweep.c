@@ -1,8 +1,12 @@
-/* The what-if replay's sweep (see sweep.py for the contract and the Python twin it must equal).
+/* The what-if replay's compiled loops (see sweep.py for the contracts and the Python twins they must equal).
  *
- * Nodes come in causal order; node i's value is the latest end[src] + delay over its three edge
- * slots (src -1: no edge), or its recorded time when it has none; end = value + dur. Arithmetic
- * is int64 with the same saturation-free formulas as the Python twin (inputs are ns of one trace). */
+ * sweep: nodes come in causal order (edge sources int32, the rest int64); node i's value is the latest end[src] + delay over its three edge
+ * slots (src -1: no edge), or its recorded time when it has none; end = value + dur. Arithmetic is int64
+ * with the same saturation-free formulas as the Python twin (inputs are ns of one trace). It returns the
+ * replay's (first start, last end) read in the same pass.
+ *
+ * host_cut: the host time a union of intervals covers on each host-clock edge, scaled by a fraction (the
+ * host-time fixes' cut, fixes._shrink_host). Both loops run without the GIL. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -13,39 +17,130 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &b_time, &b_src, &b_delay, &b_dur, &b_out)) return NULL;
     Py_ssize_t n = b_time.len / 8;
     PyObject *result = NULL;
-    if (b_src.len != n * 24 || b_delay.len != n * 24 || b_dur.len != n * 8 || b_out.len != n * 8) {
+    if (b_src.len != n * 12 || b_delay.len != n * 24 || b_dur.len != n * 8 || b_out.len != n * 8) {
         PyErr_SetString(PyExc_ValueError, "sweep: array sizes disagree");
         goto done;
     }
-    const int64_t *time = (const int64_t *)b_time.buf, *src = (const int64_t *)b_src.buf;
+    const int64_t *time = (const int64_t *)b_time.buf;
+    const int32_t *src = (const int32_t *)b_src.buf; /* (n, 3) int32: sweep.SRC */
     const int64_t *delay = (const int64_t *)b_delay.buf, *dur = (const int64_t *)b_dur.buf;
     int64_t *out = (int64_t *)b_out.buf; /* each node's value (start); its end is out + dur */
+    int forward = 0;
+    int64_t first = 0, last = 0;
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t best = 0;
         int any = 0;
         for (int k = 0; k < 3; k++) {
-            int64_t s = src[3 * i + k];
+            Py_ssize_t s = src[3 * i + k];
             if (s < 0) continue;
             if (s >= i) { /* an edge must point backward: the caller guarantees it */
-                PyErr_SetString(PyExc_ValueError, "sweep: an edge points forward");
-                goto done;
+                forward = 1;
+                break;
             }
             int64_t v = out[s] + dur[s] + delay[3 * i + k];
             if (!any || v > best) best = v;
             any = 1;
         }
-        out[i] = any ? best : time[i];
+        if (forward) break;
+        int64_t start = any ? best : time[i], end = start + dur[i];
+        out[i] = start;
+        if (i == 0 || start < first) first = start;
+        if (i == 0 || end > last) last = end;
     }
-    result = Py_None;
-    Py_INCREF(result);
+    Py_END_ALLOW_THREADS
+    if (forward) {
+        PyErr_SetString(PyExc_ValueError, "sweep: an edge points forward");
+        goto done;
+    }
+    result = Py_BuildValue("(LL)", (long long)first, (long long)last);
 done:
     PyBuffer_Release(&b_time); PyBuffer_Release(&b_src); PyBuffer_Release(&b_delay);
     PyBuffer_Release(&b_dur); PyBuffer_Release(&b_out);
     return result;
 }
 
+static PyObject *host_cut(PyObject *self, PyObject *args) {
+    Py_buffer b_time, b_src, b_delay, b_nodes, b_us, b_ue, b_on, b_oc;
+    double frac;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*dw*w*", &b_time, &b_src, &b_delay, &b_nodes, &b_us, &b_ue, &frac,
+                          &b_on, &b_oc))
+        return NULL;
+    Py_ssize_t n = b_time.len / 8, k = b_nodes.len / 8, u = b_us.len / 8;
+    PyObject *result = NULL;
+    int64_t *cov = NULL;
+    if (b_src.len != n * 12 || b_delay.len != n * 24 || b_ue.len != u * 8 || b_on.len != k * 8 ||
+        b_oc.len != k * 8) {
+        PyErr_SetString(PyExc_ValueError, "host_cut: array sizes disagree");
+        goto done;
+    }
+    const int64_t *time = (const int64_t *)b_time.buf;
+    const int32_t *src = (const int32_t *)b_src.buf;
+    const int64_t *delay = (const int64_t *)b_delay.buf, *nodes = (const int64_t *)b_nodes.buf;
+    const int64_t *us = (const int64_t *)b_us.buf, *ue = (const int64_t *)b_ue.buf;
+    int64_t *out_nodes = (int64_t *)b_on.buf, *out_cut = (int64_t *)b_oc.buf;
+    cov = (int64_t *)PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (cov == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int bad = 0;
+    Py_ssize_t kept = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* The union's coverage before each node's time (times ascending, members sorted and disjoint):
+     * the members starting at or before the time in full but the last, which counts up to the time. */
+    Py_ssize_t j = 0;
+    int64_t before = 0; /* total length of members 0 .. j-2 */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t t = time[i];
+        while (j < u && us[j] <= t) {
+            if (j > 0) before += ue[j - 1] - us[j - 1];
+            j++;
+        }
+        if (j == 0) {
+            cov[i] = 0;
+        } else {
+            int64_t len = ue[j - 1] - us[j - 1], part = t - us[j - 1];
+            if (part < 0) part = 0; /* np.clip(t - us, 0, len): the upper bound applied last */
+            if (part > len) part = len;
+            cov[i] = before + part;
+        }
+    }
+    for (Py_ssize_t q = 0; q < k; q++) {
+        int64_t node = nodes[q];
+        if (node < 0 || node >= n || src[3 * node] < 0 || src[3 * node] >= n) {
+            bad = 1;
+            break;
+        }
+        int64_t over = cov[node] - cov[src[3 * node]];
+        if (over < 0) over = 0;
+        int64_t cut = (int64_t)((double)over * frac);
+        if (cut != 0 || delay[3 * node] < 0) {
+            out_nodes[kept] = node;
+            out_cut[kept] = cut;
+            kept++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "host_cut: a node or its source is out of range");
+        goto done;
+    }
+    result = PyLong_FromSsize_t(kept);
+done:
+    PyMem_RawFree(cov);
+    PyBuffer_Release(&b_time); PyBuffer_Release(&b_src); PyBuffer_Release(&b_delay);
+    PyBuffer_Release(&b_nodes); PyBuffer_Release(&b_us); PyBuffer_Release(&b_ue);
+    PyBuffer_Release(&b_on); PyBuffer_Release(&b_oc);
+    return result;
+}
+
 static PyMethodDef methods[] = {
-    {"sweep", sweep, METH_VARARGS, "sweep(time, src, delay, dur, out): replay nodes in causal order"},
+    {"sweep", sweep, METH_VARARGS,
+     "sweep(time, src, delay, dur, out) -> (first start, last end): replay nodes in causal order"},
+    {"host_cut", host_cut, METH_VARARGS,
+     "host_cut(time, src, delay, nodes, us, ue, frac, out_nodes, out_cut) -> kept: host-clock edges' cut"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_csweep", "What-if replay sweep", -1, methods,

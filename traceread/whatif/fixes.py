@@ -28,8 +28,8 @@ import pandas as pd
 
 from traceread import intervals, kernel_classes, schema
 from traceread.config import Thresholds
-from traceread.host_calls import INPUT_WORK, LAUNCH
-from traceread.lanes import API_CATS, HOST_LANES, EventView, subset
+from traceread.host_calls import INPUT_WORK
+from traceread.lanes import API_CATS, HOST_LANES, EventView
 from traceread.vocabulary import (
     COMM_BOUND,
     DATA_STARVED,
@@ -40,6 +40,7 @@ from traceread.vocabulary import (
     SYNC_STALL,
 )
 from traceread.whatif.model import OP_START, RankModel
+from traceread.whatif.sweep import host_cut
 
 # The levers a fix can name, in the report's order of gap classes, then the busy lever.
 FIX_CAUSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE_BUBBLE, SYNC_STALL, ONE_TIME_COST,
@@ -199,27 +200,16 @@ def _shrink_host(m: RankModel, us: np.ndarray, ue: np.ndarray, frac: float) -> _
     """Host time inside the union ``(us, ue)`` shrinks by ``frac`` (1: absent) on the host clock."""
     if len(us) == 0:
         return None
-    nodes = m.clock_edges()
-    # The union's coverage before each node's time, once: the coverage of an edge's span [min(a, b), b] is
-    # covered(b) - covered(min(a, b)) = max(covered(b) - covered(a), 0), coverage growing with time.
-    covered = _covered(m.time, us, ue)
-    overlap = np.maximum(covered[nodes] - covered[m.src[nodes, 0]], 0)
-    return _shrink_slot(m, nodes, 0, (overlap * frac).astype(_I64))
-
-
-def _covered(time: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
-    """:func:`intervals.covered_before` at each node time (ascending): 0 before the union, all of it after;
-    searched only in between (one-time work covers the capture's first seconds only)."""
-    lo, hi = (int(k) for k in np.searchsorted(time, [us[0], ue[-1]]))
-    out = np.empty(len(time), dtype=_I64)
-    out[:lo] = 0
-    out[hi:] = int(np.sum(ue - us))
-    out[lo:hi] = intervals.covered_before_sorted(time[lo:hi], us, ue)
-    return out
+    nodes, cut = host_cut(m.time, m.src, m.delay, m.clock_edges(), us, ue, frac)
+    return _Op(_SHRINK, nodes, cut, 0)
 
 
 def _ops(*ops: _Op | None) -> Plan:
     return _plan(*(op for op in ops if op is not None))
+
+
+# The gap classes a fix reads (_gap_union): a unit keeps only these rows of its trace's gaps.
+GAP_CLASSES_READ: tuple[str, ...] = (DATA_STARVED, SYNC_STALL, ONE_TIME_COST, PIPELINE_BUBBLE)
 
 
 def _gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
@@ -238,7 +228,8 @@ def _launching_tids(m: RankModel, v: EventView) -> np.ndarray:
 
 def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, rows: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
-    keep = rows[hit & np.isin(v.tid[rows], tids)]
+    sel = rows[hit]  # the hits first: the thread test then runs on a few rows, not on every host row
+    keep = sel[np.isin(v.tid[sel], tids)]
     return intervals.union(v.start[keep].astype(_I64), v.end[keep].astype(_I64))
 
 
@@ -247,10 +238,17 @@ def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, row
 def _data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     v = ctx.view
     rows = v.rows(HOST_LANES, rank=m.rank)
-    hit = v.flag("dataloader", rows) | v.map_names(rows, lambda names: np.array(
-        [bool(INPUT_WORK.search(str(n))) for n in names], dtype=bool))
-    us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), hit, rows)
-    shrink = _shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
+    # Whether a row is data loading is a property of its name: one table per name, one lookup per row.
+    codes = v.name[rows]  # -1 (missing) indexes the trailing ''
+    seen = np.zeros(len(v.names), dtype=bool)
+    seen[codes] = True
+    used = np.flatnonzero(seen)
+    loading = v.name_flags["dataloader"].copy()
+    loading[used] |= np.array([bool(INPUT_WORK.search(str(n))) for n in v.names[used]], dtype=bool)
+    shrink = None
+    if loading[used].any():  # else no host row loads data: nothing to shrink on the host clock
+        us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), loading[codes], rows)
+        shrink = _shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
     return _ops(shrink, *_pinned_batch_copies(m, ctx))
 
 
@@ -260,6 +258,10 @@ def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
     c = ctx.copies
     if c is None or c.empty:
         return ()
+    htod_pinned = (c["copy_kind"] == "HtoD").to_numpy(dtype=bool, na_value=False) & \
+        (c["src_kind"] == "Pinned").to_numpy(dtype=bool, na_value=False)
+    if not htod_pinned.any():
+        return ()  # no pinned HtoD copy in the trace: no cost to give the pageable ones
     memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
     nodes = m.op_nodes[m.lane == memcpy]
     if not len(nodes):
@@ -282,18 +284,20 @@ def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
 
 def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     v = ctx.view
-    api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
-    rows = v.rows((schema.LANE_CPU_THREAD,), rank=m.rank)
-    calls = subset(rows, np.isin(v.cat[rows], api_codes))
+    calls = v.rows((schema.LANE_CPU_THREAD,), cats=API_CATS, rank=m.rank)  # the model's own (cached)
     if len(calls) < 2:
         return Plan()
-    order = np.lexsort((v.start[calls], v.tid[calls]))
-    calls = calls[order]
-    is_launch = v.map_names(calls, lambda names: np.array([bool(LAUNCH.match(str(n))) for n in names], dtype=bool))
+    tid, start = v.tid[calls], v.start[calls]
+    if not intervals.is_sorted(start):
+        calls = calls[np.lexsort((start, tid))]
+    elif np.min(tid) != np.max(tid):  # in time order already: a stable sort by thread (radix, on thread ranks)
+        rank_of, _ = pd.factorize(tid, sort=True)
+        calls = calls[np.argsort(rank_of.astype(np.uint16) if np.max(rank_of) < 2**16 else rank_of, kind="stable")]
+    is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
     pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
     node_ns = ctx.cfg.whatif_graph_node_ns if fix.factor is None else 0
-    a = v.start[calls[:-1]][pair].astype(_I64) + node_ns
-    b = v.start[calls[1:]][pair].astype(_I64)
+    a = v.start[calls[:-1]][pair].astype(_I64, copy=False) + node_ns
+    b = v.start[calls[1:]][pair].astype(_I64, copy=False)
     ok = b > a
     us, ue = intervals.union(a[ok], b[ok])
     return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
@@ -382,4 +386,4 @@ _FIXES = {DATA_STARVED: _data_starved, LAUNCH_BOUND: _launch_bound, SYNC_STALL: 
           MEMORY_BOUND: _memory_bound}
 
 __all__ = ["FIX_CAUSES", "Fix", "Scale", "Edges", "Context", "Plan", "plan", "apply", "apply_plan",
-           "memory_bound_ops", "OP_START"]
+           "memory_bound_ops", "OP_START", "GAP_CLASSES_READ"]

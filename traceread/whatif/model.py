@@ -41,9 +41,11 @@ import pandas as pd
 from traceread import schema
 from traceread.config import Thresholds
 from traceread.lanes import API_CATS, OP_LANES, EventView, subset
+from traceread.whatif import sweep
 
 HOST_POINT, OP_START = 0, 1
 _I64 = np.int64
+SRC = sweep.SRC  # edge sources (node indices) as int32: half of int64's bytes in the model and the sweep
 
 # Nominal delays when the trace has none to measure them from (ns).
 _FALLBACK_LAUNCH_NS = 5_000
@@ -68,7 +70,7 @@ class RankModel:
     rank: int
     time: np.ndarray  # recorded time of each node, ns
     kind: np.ndarray  # HOST_POINT or OP_START
-    src: np.ndarray  # (n, 3) source node per edge slot, -1 none
+    src: np.ndarray  # (n, 3) source node per edge slot (SRC), -1 none
     delay: np.ndarray  # (n, 3) edge delays, ns
     dur: np.ndarray  # op duration (0 for host points)
     row: np.ndarray  # frame row of the node's event (host call or GPU op), -1 for step boundaries
@@ -93,8 +95,8 @@ class RankModel:
     def clock_edges(self) -> np.ndarray:
         """Host points with a slot-0 edge (the host clock, a sync's own cost): what host-time fixes shrink.
         Fixes never drop these edges, so the model's are every replay's (computed once)."""
-        if self._clock is None:
-            self._clock = np.flatnonzero((self.kind == HOST_POINT) & (self.src[:, 0] >= 0))
+        if self._clock is None:  # host_nodes are the HOST_POINT nodes, ascending: a gather, not a pass over all
+            self._clock = self.host_nodes[self.src[self.host_nodes, 0] >= 0]
         return self._clock
 
 
@@ -109,7 +111,11 @@ def _nodes_order(time: np.ndarray, sub: np.ndarray, tie: np.ndarray) -> np.ndarr
         return np.zeros(0, dtype=np.intp)
     t0, t1 = int(np.min(time)), int(np.max(time))
     if t1 - t0 < np.iinfo(_I64).max // 8:  # sub < 3, tie < 2: six slots per ns
-        key = (time - t0) * 6 + sub.astype(_I64) * 2 + tie
+        key = time - t0  # (time - t0) * 6 + sub * 2 + tie, in place
+        key *= 6
+        key += sub
+        key += sub
+        key += tie
         return np.argsort(key, kind="stable")
     return np.lexsort((tie, sub, time))
 
@@ -120,16 +126,14 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     ``step_points``: recorded host times to carry as host points (step boundaries), so a replay can
     say where they moved.
     """
-    api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
-    host_rows = v.rows((schema.LANE_CPU_THREAD,), rank=rank)
-    calls = subset(host_rows, np.isin(v.cat[host_rows], api_codes))
+    calls = v.rows((schema.LANE_CPU_THREAD,), cats=API_CATS, rank=rank)  # cached: the launch-bound fix's too
     ops = v.rows(OP_LANES, rank=rank)
     ops = subset(ops, v.device[ops] >= 0)
     launch = v.launch_of(ops) if len(ops) else np.zeros(0, np.int64)
     is_sync = v.flag("sync", calls) if len(calls) else np.zeros(0, bool)
 
-    cs, ce = v.start[calls].astype(_I64), v.end[calls].astype(_I64)
-    os_, oe = v.start[ops].astype(_I64), v.end[ops].astype(_I64)
+    cs, ce = v.start[calls].astype(_I64, copy=False), v.end[calls].astype(_I64, copy=False)
+    os_, oe = v.start[ops].astype(_I64, copy=False), v.end[ops].astype(_I64, copy=False)
     orphan = launch < 0
     steps_t = np.unique(np.asarray(step_points, dtype=_I64))
 
@@ -139,24 +143,26 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     h_end = np.concatenate([np.zeros(n_calls, bool), ce > cs, np.zeros(len(steps_t) + int(orphan.sum()), bool)])
     h_tie = np.concatenate([np.zeros(n_calls, np.int8), np.ones(n_calls, np.int8),
                             np.zeros(len(steps_t) + int(orphan.sum()), np.int8)])
-    h_row = np.concatenate([calls, calls, np.full(len(steps_t), -1), ops[orphan]]).astype(_I64)
     n_host = len(h_time)
     # --- all nodes: host points then op starts; sorted once ------------------------------------
     time = np.concatenate([h_time, os_])
     sub = np.concatenate([np.where(h_end, 0, 1).astype(np.int8), np.full(n_ops, 2, np.int8)])
     tie = np.concatenate([h_tie, np.zeros(n_ops, np.int8)])
+    del h_time, h_end, h_tie  # the build's peak is its node arrays: what is done with goes first
     order = _nodes_order(time, sub, tie)
-    pos = np.empty(len(order), dtype=_I64)
-    pos[order] = np.arange(len(order), dtype=_I64)  # pos[i]: node index of unsorted item i
+    del sub, tie
     n = len(order)
-    src = np.full((n, 3), -1, dtype=_I64)
+    pos = np.empty(n, dtype=_I64)
+    pos[order] = np.arange(n, dtype=_I64)  # pos[i]: node index of unsorted item i
+    node_time = time[order]
+    del time, order
+    src = np.full((n, 3), -1, dtype=SRC)
     delay = np.zeros((n, 3), dtype=_I64)
     dur = np.zeros(n, dtype=_I64)
     kind = np.full(n, HOST_POINT, dtype=np.int8)
     row = np.full(n, -1, dtype=_I64)
-    node_time = time[order]
     kind[pos[n_host:]] = OP_START
-    row[pos[:n_host]] = h_row
+    row[pos[:n_host]] = np.concatenate([calls, calls, np.full(len(steps_t), -1), ops[orphan]])
     row[pos[n_host:]] = ops
     dur[pos[n_host:]] = oe - os_
 
@@ -167,7 +173,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
         delay[host_nodes[1:], 0] = np.diff(node_time[host_nodes])
 
     # --- GPU ops: launch, stream predecessor, cross-stream wait -------------------------------
-    op_node = pos[n_host:]
+    op_node = pos[n_host:].copy()  # not a view: the model keeps it, and pos goes when the build is done
     launch_point = np.full(n_ops, -1, dtype=_I64)
     if n_calls and (~orphan).any():
         sorter = np.argsort(calls, kind="stable")
@@ -178,6 +184,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
         launch_point[~orphan] = lp
     orphan_points = pos[2 * n_calls + len(steps_t): n_host]
     launch_point[orphan] = orphan_points
+    del launch
     ls = np.where(launch_point >= 0, node_time[np.maximum(launch_point, 0)], os_)
 
     stream_key = (v.device[ops].astype(_I64) << 40) ^ v.tid[ops].astype(_I64)
@@ -227,6 +234,8 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
             x[q[ok]] = cand[ok]
     has_x = x >= 0
     unexplained = want[~has_x[want]]
+    # what the waits needed goes before the calibration's arrays come (the build's peak on a big rank)
+    del per_device, by_stream, same, stream_key, lat, idle_before, linked, explained, dev, fast, queued, gap
 
     # Calibrate: nominal delays clipped to the measured start, the binding edge gets the measured one.
     big = np.iinfo(_I64).min // 4
@@ -236,8 +245,10 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     d_l = np.minimum(d_launch, os_ - t_l)
     d_p = np.minimum(d_turn, os_ - t_p)
     d_x = np.minimum(d_turn, os_ - t_x)
-    reach = np.stack([t_l + d_l, t_p + d_p, t_x + d_x])
-    bind = np.argmax(reach, axis=0)
+    # The binding edge: the first of the three to reach furthest (argmax's tie rule), without stacking them.
+    r_l, r_p, r_x = t_l + d_l, t_p + d_p, t_x + d_x
+    bind = np.where(r_p > r_l, np.where(r_x > r_p, 2, 1), np.where(r_x > r_l, 2, 0))
+    del r_l, r_p, r_x
     d_l = np.where(bind == 0, os_ - t_l, d_l)
     d_p = np.where(bind == 1, os_ - t_p, d_p)
     d_x = np.where(bind == 2, os_ - t_x, d_x)
@@ -247,6 +258,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     delay[op_node, 1] = np.where(has_prev, d_p, 0)
     src[op_node, 2] = np.where(has_x, op_node[np.maximum(x, 0)], -1)
     delay[op_node, 2] = np.where(has_x, d_x, 0)
+    del t_l, t_p, t_x, d_l, d_p, d_x, bind, prev, has_prev, pe, x
 
     # --- host syncs: return when the waited op ends ---------------------------------------------
     sync_idx = np.flatnonzero(is_sync)
@@ -271,8 +283,11 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     src[s_end_node, 1] = w_node
     delay[s_end_node, 1] = np.where(w_node >= 0, d_w, 0)
 
-    # Edges must point backward in the sweep (ties of zero-length events): drop the rest.
-    bad = np.flatnonzero(src >= np.arange(n, dtype=_I64)[:, None])
+    # Edges must point backward in the sweep (ties of zero-length events): drop the rest. Only op starts'
+    # and sync ends can hold one (the host clock links each host point to the one before it).
+    held = np.concatenate([op_node, s_end_node])  # disjoint: op starts are no host points
+    forward = src[held] >= held[:, None]
+    bad = (held[:, None] * 3 + np.arange(3))[forward] if forward.any() else np.zeros(0, _I64)
     dropped = len(bad)
     src.reshape(-1)[bad] = -1
     op_dev = v.device[ops].astype(np.int32)
@@ -282,7 +297,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
         launch_point=launch_point, device=op_dev, lane=v.lane[ops],
         nominal={"launch_latency_ns": d_launch, "stream_turnaround_ns": d_turn, "sync_cost_ns": d_sync,
                  "sync_return_ns": d_ret},
-        step_time=steps_t, step_node=pos[2 * n_calls: 2 * n_calls + len(steps_t)],
+        step_time=steps_t, step_node=pos[2 * n_calls: 2 * n_calls + len(steps_t)].copy(),
         dropped_edges=dropped, inferred_waits=int(has_x.sum()),
         unexplained_waits=len(unexplained), unexplained_wait_ns=int(slack[unexplained].sum()),
     )
@@ -302,12 +317,15 @@ def _held(per_device: dict[int, tuple[np.ndarray, np.ndarray]], ls: np.ndarray, 
     """Per op: an op of its device (any stream) ended after its launch and before its start: the op may
     have waited for it, so its launch-to-start is no sample of the launch latency."""
     out = np.zeros(len(os_), dtype=bool)
-    for mine, by_end in per_device.values():
+    for mine, by_end in per_device.values():  # the devices' ops are disjoint: each writes its own once
         k0 = np.searchsorted(oe[by_end], os_[mine], side="right") - 1
+        launched = ls[mine]
+        hit = np.zeros(len(mine), dtype=bool)
         for back in (0, 1):  # the last op to end before the start (the one before when that is itself)
             k = k0 - back
             cand = by_end[np.clip(k, 0, max(len(by_end) - 1, 0))]
-            out[mine] |= (k >= 0) & (cand != mine) & (oe[cand] > ls[mine])
+            hit |= (k >= 0) & (cand != mine) & (oe[cand] > launched)
+        out[mine] = hit
     return out
 
 

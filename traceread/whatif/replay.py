@@ -9,14 +9,14 @@ replayed step (so a step whose bounds the analysis found another way moves by th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from traceread.whatif.fixes import Edges
 from traceread.whatif.model import RankModel
-from traceread.whatif.sweep import sweep
+from traceread.whatif.sweep import sweep_span
 
 _I64 = np.int64
 
@@ -27,6 +27,8 @@ class Replayed:
 
     start: np.ndarray
     dur: np.ndarray
+    # (first start, last end) when the sweep read them in its pass (None: computed from the arrays)
+    extent: tuple[int, int] | None = field(default=None, compare=False)
 
     @property
     def end(self) -> np.ndarray:
@@ -34,7 +36,8 @@ class Replayed:
 
 
 def replay(m: RankModel, e: Edges) -> Replayed:
-    return Replayed(sweep(m.time, e.src, e.delay, e.dur), e.dur)
+    start, extent = sweep_span(m.time, e.src, e.delay, e.dur)
+    return Replayed(start, e.dur, extent)
 
 
 def recorded(m: RankModel) -> Replayed:
@@ -126,4 +129,6 @@ def span(r: Replayed) -> int:
     """First start to last end of the replay."""
     if len(r.start) == 0:
         return 0
+    if r.extent is not None:
+        return r.extent[1] - r.extent[0]
     return int(np.max(r.end) - np.min(r.start))

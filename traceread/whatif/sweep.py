@@ -4,16 +4,19 @@ Node ``i``'s value is ``max(end[src] + delay)`` over its three edge slots (``src
 recorded time when it has no edge; ``end = value + dur``. The compiled sweep is used when it was
 built (``setup.py`` builds it like the Kineto scanner, optionally); :func:`sweep_python` is the
 exact twin (same int64 arithmetic), used without a compiler or with ``TRACEREAD_NO_CSWEEP=1``; a
-test compares the two.
+test compares the two. The same module holds the host-time fixes' cut (:func:`host_cut`, one pass over
+the nodes where numpy needs a dozen; :func:`host_cut_python` is its twin).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from traceread import intervals
 from traceread.extensions import optional, switched_off
 
 DISABLE_ENV = "TRACEREAD_NO_CSWEEP"
+SRC = np.int32  # edge sources as the compiled loops read them (traceread.whatif.model.SRC)
 
 
 # None when built without a compiler: the Python twin replays (same results, slower)
@@ -21,14 +24,25 @@ COMPILED = optional("traceread.whatif._csweep")
 
 
 def sweep(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Each node's replayed value (module doc). ``src``/``delay`` are (n, 3) int64."""
+    """Each node's replayed value (module doc). ``src``/``delay`` are (n, 3): node indices (stored as
+    :data:`SRC`, int32) and int64 ns."""
+    return sweep_span(time, src, delay, dur)[0]
+
+
+def sweep_span(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray
+               ) -> tuple[np.ndarray, tuple[int, int]]:
+    """:func:`sweep`, and the replay's first start and last end (0, 0 without nodes), which the compiled
+    sweep reads in the same pass."""
     time, dur = np.ascontiguousarray(time, np.int64), np.ascontiguousarray(dur, np.int64)
-    src, delay = np.ascontiguousarray(src, np.int64), np.ascontiguousarray(delay, np.int64)
+    src, delay = np.ascontiguousarray(src, SRC), np.ascontiguousarray(delay, np.int64)
     if COMPILED is None or switched_off(DISABLE_ENV):
-        return sweep_python(time, src, delay, dur)
-    out = np.zeros(len(time), dtype=np.int64)
-    COMPILED.sweep(time, src, delay, dur, out)
-    return out
+        out = sweep_python(time, src, delay, dur)
+        if not len(out):
+            return out, (0, 0)
+        return out, (int(np.min(out)), int(np.max(out + dur)))
+    out = np.empty(len(time), dtype=np.int64)
+    first, last = COMPILED.sweep(time, src, delay, dur, out)
+    return out, (int(first), int(last))
 
 
 def sweep_python(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -50,3 +64,46 @@ def sweep_python(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.n
                 best = v
         out[i] = t[i] if best is None else best
     return np.asarray(out, dtype=np.int64)
+
+
+def host_cut(time: np.ndarray, src: np.ndarray, delay: np.ndarray, nodes: np.ndarray, us: np.ndarray,
+             ue: np.ndarray, frac: float) -> tuple[np.ndarray, np.ndarray]:
+    """The host time the union ``(us, ue)`` (sorted, disjoint) covers on the slot-0 edge of each of ``nodes``
+    (ascending; each has a slot-0 source), times ``frac`` truncated to int64: (the nodes with something to
+    cut or a negative recorded delay, their cuts). ``time`` ascending; ``src``/``delay`` (n, 3) as for
+    :func:`sweep`."""
+    time, delay = np.ascontiguousarray(time, np.int64), np.ascontiguousarray(delay, np.int64)
+    src = np.ascontiguousarray(src, SRC)
+    nodes, us, ue = (np.ascontiguousarray(a, np.int64) for a in (nodes, us, ue))
+    if COMPILED is None or switched_off(DISABLE_ENV):
+        return host_cut_python(time, src, delay, nodes, us, ue, frac)
+    out_nodes, out_cut = np.empty(len(nodes), np.int64), np.empty(len(nodes), np.int64)
+    kept = COMPILED.host_cut(time, src, delay, nodes, us, ue, float(frac), out_nodes, out_cut)
+    return out_nodes[:kept].copy(), out_cut[:kept].copy()
+
+
+def host_cut_python(time: np.ndarray, src: np.ndarray, delay: np.ndarray, nodes: np.ndarray, us: np.ndarray,
+                    ue: np.ndarray, frac: float) -> tuple[np.ndarray, np.ndarray]:
+    """The compiled :func:`host_cut`'s exact twin (numpy passes)."""
+    # The union's coverage before each node's time, once: the coverage of an edge's span [min(a, b), b] is
+    # covered(b) - covered(min(a, b)) = max(covered(b) - covered(a), 0), coverage growing with time.
+    covered = _covered(time, us, ue)
+    overlap = np.maximum(covered[nodes] - covered[src[nodes, 0]], 0)
+    cut = (overlap * frac).astype(np.int64)
+    # Nodes with nothing to cut are left out, unless their recorded delay is negative (clock skew),
+    # which shrinking raises to 0.
+    keep = (cut != 0) | (delay[nodes, 0] < 0)
+    return nodes[keep], cut[keep]
+
+
+def _covered(time: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """:func:`intervals.covered_before` at each node time (ascending): 0 before the union, all of it after;
+    searched only in between (one-time work covers the capture's first seconds only)."""
+    if len(us) == 0:
+        return np.zeros(len(time), dtype=np.int64)
+    lo, hi = (int(k) for k in np.searchsorted(time, [us[0], ue[-1]]))
+    out = np.empty(len(time), dtype=np.int64)
+    out[:lo] = 0
+    out[hi:] = int(np.sum(ue - us))
+    out[lo:hi] = intervals.covered_before_sorted(time[lo:hi], us, ue)
+    return out
