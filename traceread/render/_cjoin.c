@@ -1,9 +1,11 @@
 /* Rows of a table laid out from its columns (see rowjoin.py for the contract and the Python twin it must equal).
  *
- * join(pieces, columns, n, sep): row i is pieces[0] + cell(0, i) + pieces[1] + ... + cell(k-1, i) +
- * pieces[k]; the n rows are joined by sep. A column is a list of n bytes, or a triple (buf, starts,
- * ends): bytes and two arrays of n int64 positions, cell i being buf[starts[i]:ends[i]] (the cells of
- * a separated buffer, such as orjson's "[1,2,3]", or of a table of distinct texts spread by code).
+ * join(pieces, columns, n, sep, lo=0, hi=n): row i is pieces[0] + cell(0, i) + pieces[1] + ... +
+ * cell(k-1, i) + pieces[k]; the n rows are joined by sep, and rows [lo, hi) of that are returned (each
+ * row but row 0 with the sep before it), so that consecutive ranges concatenate to the whole. A column
+ * is a list of n bytes, a triple (buf, starts, ends): bytes and two arrays of n int64 positions, cell i
+ * being buf[starts[i]:ends[i]] (the cells of a separated buffer, such as orjson's "[1,2,3]", or of a
+ * table of distinct texts spread by code), or an array of n 64-bit integers written in decimal.
  * One copy per cell: no Python object per row. Cells are mostly a few bytes, and a call to memcpy
  * per cell cost more than the copying: a short cell is moved as a fixed SLACK bytes (inlined moves)
  * wherever SLACK bytes can be read from its source, into a result allocated SLACK bytes longer and
@@ -14,9 +16,12 @@
 #include <string.h>
 
 #define SLACK 16
+#define DIGITS (SLACK + 8) /* room for a 64-bit integer's decimal digits */
 
 typedef struct {
     PyObject *fast;         /* list form: PySequence_Fast of the column (owned) */
+    Py_buffer ints;         /* integer form: the values (released at the end when held_ints) */
+    int held_ints;          /* 1: the integer form, signed; 2: unsigned */
     Py_buffer starts, ends; /* triple form: the positions (released at the end when held) */
     int held;               /* how many of starts, ends are held */
     const char *buf;        /* triple form: the buffer's bytes */
@@ -35,7 +40,24 @@ static int positions(PyObject *obj, Py_ssize_t n, Py_buffer *view, Column *c) {
     return 0;
 }
 
-static int open_column(PyObject *obj, Py_ssize_t n, Column *c) {
+/* An array of n 64-bit integers (numpy's int64/uint64), or 0 (no error set) when obj is not one. */
+static int integers(PyObject *obj, Py_ssize_t n, Column *c) {
+    if (PyList_Check(obj) || PyTuple_Check(obj) || !PyObject_CheckBuffer(obj)) return 0;
+    if (PyObject_GetBuffer(obj, &c->ints, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    const char *f = c->ints.format;
+    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
+    int kind = f == NULL || f[0] == '\0' || f[1] != '\0' ? 0 : strchr("lq", f[0]) ? 1 : strchr("LQ", f[0]) ? 2 : 0;
+    c->held_ints = kind ? kind : 3; /* 3: held, but not integers */
+    if (!kind || c->ints.itemsize != 8 || c->ints.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "join: an integer column must be n int64 or uint64 values");
+        return -1;
+    }
+    return 1;
+}
+
+static int open_column(PyObject *obj, Py_ssize_t n, Py_ssize_t from, Py_ssize_t to, Column *c) {
+    int ints = integers(obj, n, c);
+    if (ints != 0) return ints < 0 ? -1 : 0;
     if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 3) {
         PyObject *buf = PyTuple_GET_ITEM(obj, 0);
         if (!PyBytes_Check(buf)) {
@@ -48,7 +70,7 @@ static int open_column(PyObject *obj, Py_ssize_t n, Column *c) {
         c->lo = (const int64_t *)c->starts.buf;
         c->hi = (const int64_t *)c->ends.buf;
         Py_ssize_t len = c->buflen = PyBytes_GET_SIZE(buf);
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = from; i < to; i++) {
             if (c->lo[i] < 0 || c->lo[i] > c->hi[i] || c->hi[i] > len) {
                 PyErr_SetString(PyExc_ValueError, "join: a cell outside its buffer");
                 return -1;
@@ -63,7 +85,7 @@ static int open_column(PyObject *obj, Py_ssize_t n, Column *c) {
         return -1;
     }
     PyObject **items = PySequence_Fast_ITEMS(c->fast);
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = from; i < to; i++) {
         if (!PyBytes_Check(items[i])) {
             PyErr_SetString(PyExc_TypeError, "join: a column's cells must be bytes");
             return -1;
@@ -72,8 +94,26 @@ static int open_column(PyObject *obj, Py_ssize_t n, Column *c) {
     return 0;
 }
 
-/* Cell i of a column: its bytes, its length, and whether SLACK bytes may be read from its start. */
-static Py_ssize_t cell(const Column *c, Py_ssize_t i, const char **data, int *roomy) {
+/* The decimal digits of an integer, right-aligned to end (exclusive); the start returned. */
+static char *decimal(char *end, int64_t v, int is_unsigned) {
+    uint64_t m = is_unsigned ? (uint64_t)v : v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--end = (char)('0' + m % 10);
+        m /= 10;
+    } while (m);
+    if (!is_unsigned && v < 0) *--end = '-';
+    return end;
+}
+
+/* Cell i of a column: its bytes, its length, and whether SLACK bytes may be read from its start;
+ * an integer cell is written into digits (DIGITS + SLACK bytes: the 20 of any 64-bit value fit). */
+static Py_ssize_t cell(const Column *c, Py_ssize_t i, const char **data, int *roomy, char *digits) {
+    if (c->held_ints == 1 || c->held_ints == 2) {
+        char *end = digits + DIGITS;
+        *data = decimal(end, ((const int64_t *)c->ints.buf)[i], c->held_ints == 2);
+        *roomy = 1; /* digits has SLACK spare bytes after DIGITS */
+        return end - *data;
+    }
     if (c->fast != NULL) {
         PyObject *b = PySequence_Fast_ITEMS(c->fast)[i];
         *data = PyBytes_AS_STRING(b);
@@ -96,15 +136,17 @@ static inline char *put(char *out, const char *src, Py_ssize_t m, int roomy) {
 
 static PyObject *join(PyObject *self, PyObject *args) {
     PyObject *pieces_obj, *columns_obj, *pieces = NULL, *columns = NULL, *result = NULL;
-    Py_ssize_t n, k = 0;
+    Py_ssize_t n, k = 0, from = 0, to = -1;
+    char digits[DIGITS + SLACK] = {0};
     Py_buffer sep;
     Column *cols = NULL;
     char *padded = NULL; /* the pieces and sep, each followed by SLACK spare bytes */
     const char **at = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOny*", &pieces_obj, &columns_obj, &n, &sep)) return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "join: n must not be negative");
+    if (!PyArg_ParseTuple(args, "OOny*|nn", &pieces_obj, &columns_obj, &n, &sep, &from, &to)) return NULL;
+    if (to < 0) to = n;
+    if (n < 0 || from < 0 || from > to || to > n) {
+        PyErr_SetString(PyExc_ValueError, "join: n must not be negative, and 0 <= lo <= hi <= n");
         goto done;
     }
     pieces = PySequence_Fast(pieces_obj, "join: pieces must be a sequence of bytes");
@@ -132,7 +174,7 @@ static PyObject *join(PyObject *self, PyObject *args) {
         goto done;
     }
     for (Py_ssize_t j = 0; j < k; j++) {
-        if (open_column(PySequence_Fast_GET_ITEM(columns, j), n, &cols[j]) < 0) goto done;
+        if (open_column(PySequence_Fast_GET_ITEM(columns, j), n, from, to, &cols[j]) < 0) goto done;
     }
     char *p = padded;
     for (Py_ssize_t j = 0; j <= k + 1; j++) {
@@ -143,12 +185,12 @@ static PyObject *join(PyObject *self, PyObject *args) {
     }
     /* the size first (checked against overflow), then one copy into the result */
     Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = from; i < to; i++) {
         Py_ssize_t row = fixed + (i ? sep.len : 0);
         for (Py_ssize_t j = 0; j < k; j++) {
             const char *d;
             int roomy;
-            row += cell(&cols[j], i, &d, &roomy);
+            row += cell(&cols[j], i, &d, &roomy, digits);
         }
         if (total > PY_SSIZE_T_MAX - SLACK - row) {
             PyErr_NoMemory();
@@ -159,14 +201,14 @@ static PyObject *join(PyObject *self, PyObject *args) {
     result = PyBytes_FromStringAndSize(NULL, total + SLACK);
     if (result == NULL) goto done;
     char *out = PyBytes_AS_STRING(result);
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = from; i < to; i++) {
         if (i) out = put(out, at[k + 1], sep.len, 1);
         for (Py_ssize_t j = 0; j <= k; j++) {
             out = put(out, at[j], PyBytes_GET_SIZE(piece[j]), 1);
             if (j == k) break;
             const char *d;
             int roomy;
-            Py_ssize_t m = cell(&cols[j], i, &d, &roomy);
+            Py_ssize_t m = cell(&cols[j], i, &d, &roomy, digits);
             out = put(out, d, m, roomy);
         }
     }
@@ -175,6 +217,7 @@ done:
     if (cols != NULL) {
         for (Py_ssize_t j = 0; j < k; j++) {
             Py_XDECREF(cols[j].fast);
+            if (cols[j].held_ints) PyBuffer_Release(&cols[j].ints);
             if (cols[j].held > 0) PyBuffer_Release(&cols[j].starts);
             if (cols[j].held > 1) PyBuffer_Release(&cols[j].ends);
         }
@@ -189,7 +232,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"join", join, METH_VARARGS, "join(pieces, columns, n, sep): a table's rows laid out from its columns"},
+    {"join", join, METH_VARARGS, "join(pieces, columns, n, sep, lo=0, hi=n): rows [lo, hi) of a table laid out from its columns"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cjoin", "Table rows from columns", -1, methods,

@@ -1,0 +1,69 @@
+"""The row join's integer columns, row ranges and pieces (``render.rowjoin``): the compiled join and
+its Python twin give the same bytes, and ranges and pieces concatenate to the whole join.
+
+Integers are checked against Python's own ``str`` across the whole int64 and uint64 range (both
+ends included), laid beside the other column forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from traceread.render import rowjoin
+
+EDGES = [0, 1, -1, 9, 10, -10, 2**63 - 1, -2**63, 10**18, -10**18]
+
+
+def _columns(rng: np.random.Generator, n: int) -> tuple[list, list[list[bytes]]]:
+    """A table of every column form, and its cells as Python writes them (an independent reading)."""
+    signed = rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64, endpoint=True)
+    signed[:min(n, len(EDGES))] = EDGES[:n]
+    unsigned = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+    unsigned[:min(n, 2)] = [0, 2**64 - 1][:min(n, 2)]
+    text = [bytes(rng.integers(32, 127, int(rng.integers(0, 30)), dtype=np.uint8)) for _ in range(n)]
+    small = rng.integers(-5, 5, n).astype(np.int16)
+    table = [b"", b"true", b"a much longer cell than sixteen bytes"]
+    codes = rng.integers(-1, 3, n)
+    columns = [signed, text, unsigned, rowjoin.integers(small), rowjoin.spread(table, codes)]
+    expected = [[str(v).encode() for v in signed.tolist()], text, [str(v).encode() for v in unsigned.tolist()],
+                [str(v).encode() for v in small.tolist()], [table[c] for c in codes.tolist()]]
+    return columns, expected
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_integer_columns_and_ranges_as_python_writes_them(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    columns, expected = _columns(rng, n)
+    pieces = [b"{", b":", b"%b,", b"|", b"\n", b"}"]
+    whole = b";\n".join(b"".join(p + c for p, c in zip(pieces, [*row, b""], strict=True))
+                        for row in zip(*expected, strict=True))
+    assert rowjoin.join_python(pieces, columns, n, b";\n") == whole
+    if rowjoin.COMPILED is not None:
+        assert bytes(rowjoin.COMPILED.join(pieces, columns, n, b";\n")) == whole
+    cuts = sorted(rng.integers(0, n + 1, 4).tolist())
+    bounds = [0, *cuts, n]
+    for join in filter(None, [rowjoin.join_python, rowjoin.COMPILED and rowjoin.COMPILED.join]):
+        assert b"".join(bytes(join(pieces, columns, n, b";\n", lo, hi))
+                        for lo, hi in zip(bounds, bounds[1:], strict=False)) == whole
+    for size in (1, 100, 1 << 20):
+        got = list(rowjoin.join_pieces(pieces, columns, n, b";\n", size))
+        assert b"".join(got) == whole
+        assert all(got) and (n == 0 or len(got) <= n)
+
+
+def test_bad_ranges_and_integer_columns_are_refused() -> None:
+    ints = np.arange(3, dtype=np.int64)
+    joins = [rowjoin.join_python] + ([rowjoin.COMPILED.join] if rowjoin.COMPILED is not None else [])
+    for join in joins:
+        assert join([b"", b""], [ints], 3, b",", 1, 3) == b",1,2"
+        with pytest.raises(ValueError):
+            join([b"", b""], [ints], 3, b",", 2, 1)  # hi before lo
+        with pytest.raises(ValueError):
+            join([b"", b""], [ints], 3, b",", 0, 4)  # past n
+        with pytest.raises(ValueError):
+            join([b"", b""], [ints.astype(np.int32)], 3, b",")  # not 64-bit
+        with pytest.raises(ValueError):
+            join([b"", b""], [ints.astype(np.float64)], 3, b",")  # not integers
+        with pytest.raises(ValueError):
+            join([b"", b""], [ints], 2, b",")  # not n values
