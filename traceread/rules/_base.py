@@ -24,6 +24,7 @@ from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import SYNC
 from traceread.lanes import event_view
+from traceread.rules import textcat
 from traceread.rules._calls import CPU_OPS, distinct, name_hits, select, thread_cpu_ops
 from traceread.rules._calls import api_calls as calls_of
 from traceread.trace import Trace
@@ -210,16 +211,8 @@ def fmt_int(n: np.ndarray) -> np.ndarray:
 
 
 def cat(*parts: np.ndarray | str) -> np.ndarray:
-    """Element-wise string concatenation of equally long arrays (of str) and scalars: one join per row."""
-    arrays = [np.asarray(p, dtype=object).tolist() for p in parts if not isinstance(p, str)]
-    if not arrays:
-        return np.asarray("".join(p for p in parts if isinstance(p, str)), dtype=object)
-    n = len(arrays[0])
-    it = iter(arrays)
-    columns = [[p] * n if isinstance(p, str) else next(it) for p in parts]
-    out = np.empty(n, dtype=object)
-    out[:] = list(map("".join, zip(*columns, strict=True)))
-    return out
+    """Element-wise string concatenation of equally long arrays (of str) and scalars (compiled: ``textcat``)."""
+    return textcat.cat(*parts)
 
 
 Part = str | np.ndarray | tuple[Callable[[np.ndarray], np.ndarray], np.ndarray]
