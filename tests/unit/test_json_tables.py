@@ -89,6 +89,19 @@ def test_hostile_cells_encode_as_records() -> None:
     assert b"".join(got) == json_text.dumps({"before": 1, "rows": records, "after": "z"})
 
 
+@pytest.mark.parametrize("raw", [False, True])
+def test_repeated_text_encodes_as_records(raw: bool) -> None:
+    """A text column whose rows share a few values (as the evidence sentences do: encoded once per
+    distinct value, then spread) reads as the records, controls escaped and paths scrubbed."""
+    values = ["a\x1b]0;x\x07", "\u009b\u00b5s /home/u/x.py", "", "\x7f", 'q"', "\u65e5"]
+    column = np.array([values[i % len(values)] for i in range(50)], dtype=object)
+    fields = (json_tables.Field("s", chunk=lambda lo, hi: column[lo:hi], raw=raw,
+                                text=None if raw else scrub_paths),)
+    got = b"".join(json_tables.document_chunks({"rows": None}, {"rows": (fields, len(column))}))
+    records = [{"s": v if raw else scrub_paths(v)} for v in column.tolist()]
+    assert got == json_text.dumps({"rows": records})
+
+
 def test_chunked_rows_join_like_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows cut into several chunks read as one list (separators between chunks, none after the last)."""
     monkeypatch.setattr(json_tables, "CHUNK_ROWS", 3)

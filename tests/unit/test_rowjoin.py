@@ -67,3 +67,17 @@ def test_bad_ranges_and_integer_columns_are_refused() -> None:
             join([b"", b""], [ints.astype(np.float64)], 3, b",")  # not integers
         with pytest.raises(ValueError):
             join([b"", b""], [ints], 2, b",")  # not n values
+
+
+def test_distinct_values_by_identity_compiled_and_python() -> None:
+    shared = ["a sentence", "another", None, 1.5]
+    equal_copies = ["".join(["a sent", "ence"]) for _ in range(3)]  # equal text, distinct objects
+    values = [shared[i % 4] for i in range(40)] + equal_copies
+    codes, firsts = rowjoin.distinct_python(values)
+    assert [firsts[c] for c in codes.tolist()] == values
+    assert len(firsts) == 4 + 3 and all(firsts[c] is v for c, v in zip(codes.tolist(), values, strict=True))
+    if rowjoin.COMPILED is not None:
+        raw, got = rowjoin.COMPILED.distinct(values)
+        assert np.frombuffer(raw, dtype=np.int64).tolist() == codes.tolist() and got == firsts
+    assert rowjoin.distinct(values) is not None
+    assert rowjoin.distinct([str(i) for i in range(10)]) is None  # mostly distinct: not worth spreading

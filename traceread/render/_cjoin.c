@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #define SLACK 16
@@ -95,14 +96,48 @@ static int open_column(PyObject *obj, Py_ssize_t n, Py_ssize_t from, Py_ssize_t 
 }
 
 /* The decimal digits of an integer, right-aligned to end (exclusive); the start returned. */
+static const char PAIRS[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+
+static uint64_t magnitude(int64_t v, int is_unsigned) {
+    return is_unsigned ? (uint64_t)v : v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
 static char *decimal(char *end, int64_t v, int is_unsigned) {
-    uint64_t m = is_unsigned ? (uint64_t)v : v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--end = (char)('0' + m % 10);
-        m /= 10;
-    } while (m);
+    uint64_t m = magnitude(v, is_unsigned);
+    while (m >= 100) { /* two digits per division */
+        unsigned r = (unsigned)(m % 100);
+        m /= 100;
+        end -= 2;
+        memcpy(end, PAIRS + 2 * r, 2);
+    }
+    if (m >= 10) {
+        end -= 2;
+        memcpy(end, PAIRS + 2 * m, 2);
+    } else {
+        *--end = (char)('0' + m);
+    }
     if (!is_unsigned && v < 0) *--end = '-';
     return end;
+}
+
+/* The length of an integer's decimal text (the size pass: counted, not written). */
+static Py_ssize_t decimal_len(int64_t v, int is_unsigned) {
+    uint64_t m = magnitude(v, is_unsigned);
+    Py_ssize_t len = 1 + (!is_unsigned && v < 0);
+    for (uint64_t p = 10; m >= p; p *= 10) {
+        len++;
+        if (p > UINT64_MAX / 10) break; /* 10^19: the last power below 2^64 */
+    }
+    return len;
+}
+
+/* The length of cell i of a column. */
+static Py_ssize_t cell_len(const Column *c, Py_ssize_t i) {
+    if (c->held_ints == 1 || c->held_ints == 2) return decimal_len(((const int64_t *)c->ints.buf)[i], c->held_ints == 2);
+    if (c->fast != NULL) return PyBytes_GET_SIZE(PySequence_Fast_ITEMS(c->fast)[i]);
+    return (Py_ssize_t)(c->hi[i] - c->lo[i]);
 }
 
 /* Cell i of a column: its bytes, its length, and whether SLACK bytes may be read from its start;
@@ -187,11 +222,7 @@ static PyObject *join(PyObject *self, PyObject *args) {
     Py_ssize_t total = 0;
     for (Py_ssize_t i = from; i < to; i++) {
         Py_ssize_t row = fixed + (i ? sep.len : 0);
-        for (Py_ssize_t j = 0; j < k; j++) {
-            const char *d;
-            int roomy;
-            row += cell(&cols[j], i, &d, &roomy, digits);
-        }
+        for (Py_ssize_t j = 0; j < k; j++) row += cell_len(&cols[j], i);
         if (total > PY_SSIZE_T_MAX - SLACK - row) {
             PyErr_NoMemory();
             goto done;
@@ -231,7 +262,103 @@ done:
     return result;
 }
 
+/* distinct(values): (codes, firsts) with firsts the distinct objects of the list values (by identity, in
+ * order of first appearance) and codes the native int64 bytes of each value's index in firsts: a writer
+ * encodes each distinct object once (rows sharing a sentence share its str). */
+static PyObject *distinct(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "distinct: values must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(arg), cap = 16, used = 0;
+    while (cap < 2 * n) cap *= 2;
+    PyObject **keys = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
+    int64_t *index = PyMem_Malloc((size_t)cap * sizeof(int64_t));
+    PyObject *codes = PyBytes_FromStringAndSize(NULL, n * 8), *firsts = PyList_New(0), *result = NULL;
+    if (keys == NULL || index == NULL) PyErr_NoMemory();
+    if (keys == NULL || index == NULL || codes == NULL || firsts == NULL) goto done;
+    int64_t *code = (int64_t *)PyBytes_AS_STRING(codes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(arg, i);
+        uint64_t h = (uint64_t)(uintptr_t)v;
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        Py_ssize_t at = (Py_ssize_t)(h & (uint64_t)(cap - 1));
+        while (keys[at] != NULL && keys[at] != v) at = (at + 1) & (cap - 1);
+        if (keys[at] == NULL) {
+            keys[at] = v;
+            index[at] = used++;
+            if (PyList_Append(firsts, v) < 0) goto done;
+        }
+        code[i] = index[at];
+    }
+    result = PyTuple_Pack(2, codes, firsts);
+done:
+    PyMem_Free(keys);
+    PyMem_Free(index);
+    Py_XDECREF(codes);
+    Py_XDECREF(firsts);
+    return result;
+}
+
+/* reprs(values): (buf, offsets) with cell i = buf[offsets[i]:offsets[i + 1]] being Python's repr of the
+ * float64 values[i] (what pandas' CSV writes for a float64), or nothing for NaN; offsets are n + 1
+ * native int64 as bytes. */
+#define REPR_MAX 32 /* repr of any double is at most 24 characters ("-2.2250738585072014e-308") */
+static PyObject *reprs(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    PyObject *buf = NULL, *offsets = NULL, *result = NULL;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    const char *f = view.format;
+    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
+    if (view.itemsize != 8 || f == NULL || f[0] != 'd' || f[1] != '\0') {
+        PyErr_SetString(PyExc_ValueError, "reprs: values must be float64");
+        goto done;
+    }
+    Py_ssize_t n = view.len / 8;
+    if (n > (PY_SSIZE_T_MAX - 1) / REPR_MAX) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    buf = PyBytes_FromStringAndSize(NULL, n * REPR_MAX);
+    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
+    if (buf == NULL || offsets == NULL) goto done;
+    char *out = PyBytes_AS_STRING(buf), *start = out;
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
+    const double *v = (const double *)view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        off[i] = out - start;
+        double x = v[i];
+        if (x != x) continue; /* NaN: an empty cell */
+        if (x == 0.0 && !signbit(x)) { /* most overlap fractions: no call */
+            memcpy(out, "0.0", 3);
+            out += 3;
+            continue;
+        }
+        char *text = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float.__repr__'s call */
+        if (text == NULL) goto done;
+        size_t m = strlen(text);
+        if (m > REPR_MAX) m = REPR_MAX; /* cannot happen (at most 24) */
+        memcpy(out, text, m);
+        PyMem_Free(text);
+        out += m;
+    }
+    off[n] = out - start;
+    if (_PyBytes_Resize(&buf, out - start) < 0) goto done;
+    result = PyTuple_Pack(2, buf, offsets);
+done:
+    Py_XDECREF(buf);
+    Py_XDECREF(offsets);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"reprs", reprs, METH_O, "reprs(float64 values): (buf, n + 1 int64 offsets as bytes), Python's repr of each, NaN empty"},
+    {"distinct", distinct, METH_O, "distinct(values): (int64 codes as bytes, the distinct objects by identity)"},
     {"join", join, METH_VARARGS, "join(pieces, columns, n, sep, lo=0, hi=n): rows [lo, hi) of a table laid out from its columns"},
     {NULL, NULL, 0, NULL}};
 

@@ -105,6 +105,8 @@ def number_cells(a: np.ndarray) -> rowjoin.Column | None:
         return rowjoin.spread([b"False", b"True"], a.view(np.uint8))
     if a.dtype.kind in "iu":  # written in decimal by the join (Python's str of an integer)
         return rowjoin.integers(a)
+    if a.dtype == np.float64 and (cells := rowjoin.float_reprs(a)) is not None:
+        return cells
     if a.dtype.kind == "f":
         return _floats(np.ascontiguousarray(a))
     return None
@@ -138,7 +140,11 @@ class _Column:
         a = np.asarray(values)
         if a.dtype != object and (cells := number_cells(a)) is not None:
             return [cells]
-        return text_cells(a.astype(object).tolist())
+        items = a.astype(object).tolist()
+        if (shared := rowjoin.distinct(items)) is not None:  # each distinct text escaped once
+            codes, texts = shared
+            return [rowjoin.take(c, codes) for c in text_cells(texts)]  # type: ignore[arg-type]
+        return text_cells(items)
 
 
 def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.linesep) -> Iterator[bytes]:

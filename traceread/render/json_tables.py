@@ -154,6 +154,9 @@ class _Column:
         if values.dtype != object and (cells := _numbers(values)) is not None:
             return cells
         items = values.tolist()
+        if (shared := rowjoin.distinct(items)) is not None:  # each distinct text encoded once
+            codes, texts = shared
+            return rowjoin.spread(_lines(texts if self.raw else text_values(texts, self.text)), codes)
         return _line_cells(items if self.raw else text_values(items, self.text))
 
 

@@ -57,6 +57,52 @@ def integers(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.uint64 if a.dtype == np.uint64 else np.int64)
 
 
+def float_reprs(a: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+    """A float64 array's cells as Python's ``repr`` (pandas' CSV text of a float64; NaN as nothing),
+    formatted by the compiled module; None without it (``csv_table`` then formats each distinct value
+    with ``repr``: the twin)."""
+    if COMPILED is None or switched_off(DISABLE_ENV):
+        return None
+    buf, offsets = COMPILED.reprs(np.ascontiguousarray(a, dtype=np.float64))
+    at = np.frombuffer(offsets, dtype=np.int64)
+    return buf, at[:-1], at[1:]
+
+
+def distinct(values: list) -> tuple[np.ndarray, list] | None:
+    """``(codes, firsts)`` with ``firsts[codes[i]] is values[i]`` when at most half of ``values`` are
+    distinct objects (the evidence sentences: rows sharing a sentence share its str), so that a writer
+    encodes each distinct value once and spreads it (any encoding of a value is a function of the
+    object); else None. By identity, so no value is hashed or compared."""
+    if len(values) < 2:
+        return None
+    if COMPILED is None or switched_off(DISABLE_ENV):
+        codes, firsts = distinct_python(values)
+    else:
+        raw, firsts = COMPILED.distinct(values)
+        codes = np.frombuffer(raw, dtype=np.int64)
+    return (codes, firsts) if 2 * len(firsts) <= len(values) else None
+
+
+def distinct_python(values: list) -> tuple[np.ndarray, list]:
+    """The compiled ``distinct``'s exact twin."""
+    index: dict[int, int] = {}
+    firsts = []
+    codes = np.empty(len(values), dtype=np.int64)
+    for i, v in enumerate(values):
+        at = index.get(id(v))
+        if at is None:
+            at = index[id(v)] = len(firsts)
+            firsts.append(v)
+        codes[i] = at
+    return codes, firsts
+
+
+def take(column: tuple[bytes, np.ndarray, np.ndarray], codes: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """A ``(buf, starts, ends)`` column's cells picked by ``codes`` (a table of cells spread)."""
+    buf, starts, ends = column
+    return buf, np.asarray(starts, dtype=np.int64)[codes], np.asarray(ends, dtype=np.int64)[codes]
+
+
 def join(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes, lo: int = 0,
          hi: int | None = None) -> bytes:
     """The rows (module doc) as one bytes object; with ``lo``/``hi``: rows ``[lo, hi)`` of it, each row
