@@ -86,7 +86,7 @@ def distinct(values: list) -> tuple[np.ndarray, list] | None:
 def distinct_python(values: list) -> tuple[np.ndarray, list]:
     """The compiled ``distinct``'s exact twin."""
     index: dict[int, int] = {}
-    firsts = []
+    firsts: list = []
     codes = np.empty(len(values), dtype=np.int64)
     for i, v in enumerate(values):
         at = index.get(id(v))
