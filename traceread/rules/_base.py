@@ -172,8 +172,27 @@ def frac(gaps: pd.DataFrame | Rows, name: str) -> np.ndarray:
 def _by_value(key: np.ndarray, text: Callable[[int], str]) -> np.ndarray:
     """``text(k)`` for every ``k`` of ``key``, formatted once per distinct value (gaps share durations
     and percentages to the digits shown: a few thousand strings for a million gaps)."""
-    uniq, inverse = np.unique(key, return_inverse=True)
-    return np.array([text(k) for k in uniq.tolist()] or [""], dtype=object)[inverse.reshape(-1)]
+    uniq, inverse = _distinct(np.asarray(key, dtype=np.int64).reshape(-1))
+    return np.array([text(k) for k in uniq.tolist()] or [""], dtype=object)[inverse]
+
+
+def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)`` of int64 keys; by a table over the keys' span when it is
+    small beside their count (percentages, counts, durations rounded to the digits shown): no sort."""
+    if not len(key):
+        return key, np.zeros(0, dtype=np.intp)
+    lo, hi = int(np.min(key)), int(np.max(key))
+    span = hi - lo + 1
+    if span > 2 * len(key) + 4096:
+        uniq, inverse = np.unique(key, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    offset = key - lo
+    seen = np.zeros(span, dtype=bool)
+    seen[offset] = True
+    present = np.flatnonzero(seen)
+    position = np.empty(span, dtype=np.intp)
+    position[present] = np.arange(len(present))
+    return present + lo, position[offset]
 
 
 # (lower bound, divisor, digits, unit) of each range fmt_ns shows; below the first: whole ns
