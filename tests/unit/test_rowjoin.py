@@ -7,6 +7,7 @@ ends included), laid beside the other column forms."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from traceread.render import rowjoin
@@ -81,3 +82,20 @@ def test_distinct_values_by_identity_compiled_and_python() -> None:
         assert np.frombuffer(raw, dtype=np.int64).tolist() == codes.tolist() and got == firsts
     assert rowjoin.distinct(values) is not None
     assert rowjoin.distinct([str(i) for i in range(10)]) is None  # mostly distinct: not worth spreading
+
+
+@pytest.mark.parametrize("kind", ["integer", "block"])
+def test_sparse_rows_are_the_dense_slices(kind: str) -> None:
+    rng = np.random.default_rng(1)
+    n = 1000
+    dense = np.where(rng.random(n) < 0.1, rng.integers(1, 50, n), 0)
+    dense[-1] = 7  # a stored value at the very end
+    columns = [pd.arrays.SparseArray(dense, fill_value=0, kind=kind),
+               pd.arrays.SparseArray(dense > 20, fill_value=False, kind=kind),
+               pd.arrays.SparseArray(np.where(dense > 0, dense * 0.5, np.nan), kind=kind)]  # NaN filled
+    for column in columns:
+        rows = rowjoin.SparseRows(column)
+        for lo, hi in [(0, n), (0, 0), (3, 17), (n - 1, n), (500, 999)]:
+            got, want = rows(lo, hi), np.asarray(column[lo:hi])
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)

@@ -128,7 +128,7 @@ class _Column:
             self.table = _listed(cats) + [b""]
             self.codes = s.cat.codes.to_numpy()
         elif isinstance(s.dtype, pd.SparseDtype):
-            self.values = s.array  # made dense a chunk at a time
+            self.chunk = rowjoin.SparseRows(s.array)  # made dense a chunk at a time
         else:
             self.values = s.to_numpy()
 

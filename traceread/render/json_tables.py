@@ -119,7 +119,7 @@ class _Column:
         self.codes: np.ndarray | None = None
         self.array: np.ndarray | None = None
         self.objects: np.ndarray | None = None
-        self.sparse: pd.api.extensions.ExtensionArray | None = None
+        self.sparse: rowjoin.SparseRows | None = None
         self.chunk = f.chunk
         self.text, self.raw = f.text, f.raw
         if f.chunk is not None:
@@ -133,7 +133,7 @@ class _Column:
         elif _is_text(s):
             self.objects = s.to_numpy(dtype=object)
         elif isinstance(s.dtype, pd.SparseDtype) and s.dtype.subtype.kind in "biuf":
-            self.sparse = s.array  # made dense a chunk at a time (a dense copy of every column is GBs)
+            self.sparse = rowjoin.SparseRows(s.array)  # dense a chunk at a time (a dense copy of every column is GBs)
         else:
             a = s.to_numpy()
             if a.dtype.kind in "biuf":
@@ -147,7 +147,7 @@ class _Column:
         if self.array is not None:
             return _numbers(self.array[lo:hi])  # type: ignore[return-value]
         if self.sparse is not None:
-            return _numbers(np.asarray(self.sparse[lo:hi]))  # type: ignore[return-value]
+            return _numbers(self.sparse(lo, hi))  # type: ignore[return-value]
         values = self.objects[lo:hi] if self.objects is not None else self.chunk(lo, hi)  # type: ignore[misc]
         if isinstance(values, pd.Series):
             values = values.to_numpy()

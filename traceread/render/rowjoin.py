@@ -16,9 +16,10 @@ or with ``TRACEREAD_NO_CJOIN=1``; a test compares the two.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
+import pandas as pd
 
 from traceread.extensions import optional, switched_off
 
@@ -66,6 +67,24 @@ def float_reprs(a: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray] | None:
     buf, offsets = COMPILED.reprs(np.ascontiguousarray(a, dtype=np.float64))
     at = np.frombuffer(offsets, dtype=np.int64)
     return buf, at[:-1], at[1:]
+
+
+class SparseRows:
+    """A sparse column's rows ``[lo, hi)`` made dense, as ``np.asarray(array[lo:hi])`` gives them, from
+    its stored positions (pandas' slicing of a sparse array costs several times this per chunk)."""
+
+    def __init__(self, array: pd.arrays.SparseArray) -> None:
+        index: Any = array.sp_index  # an IntIndex or a BlockIndex (pandas' stubs name neither method)
+        self.at = np.asarray(index.to_int_index().indices, dtype=np.int64)
+        self.values = array.sp_values
+        self.fill = array.fill_value
+        self.dtype = np.asarray(array[:0]).dtype
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        out = np.full(hi - lo, self.fill, dtype=self.dtype)
+        a, b = np.searchsorted(self.at, [lo, hi]).tolist()
+        out[self.at[a:b] - lo] = self.values[a:b]
+        return out
 
 
 def distinct(values: list) -> tuple[np.ndarray, list] | None:
