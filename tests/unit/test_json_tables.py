@@ -130,3 +130,15 @@ def test_scan_gap_rows_from_columns_equal_rows_from_records(name: str, tmp_path:
     assert len(new) == len(a.gaps) > 0
     assert new.equals(old)
     assert isinstance(new, pa.Table)
+
+
+@pytest.mark.parametrize("share", [0.001, 0.01, 0.5])
+def test_text_values_scrub_exactly_the_values_holding_a_separator(share: float) -> None:
+    """Few or many values holding '/' or '\\' (found by ``str.find`` or by numpy), at the ends too:
+    exactly those are scrubbed, as ``scrub_paths`` of every value would."""
+    rng = np.random.default_rng(4)
+    words = ["launch-bound gap", "\u00e9t\u00e9", "a/b/c.py:3", "C:\\x\\y.py", "/home/u/t.py", "x/"]
+    values = [str(words[int(rng.integers(2, 6))] if rng.random() < share else words[int(rng.integers(0, 2))])
+              for _ in range(3000)]
+    values[0], values[-1] = "/usr/lib/a.py", "z\\"
+    assert json_tables.text_values(values, scrub_paths) == [scrub_paths(v) for v in values]

@@ -87,13 +87,32 @@ def text_values(values: list, text: Callable[[str], str] | None) -> list[str]:
 def _holding_separator(values: list[str]) -> np.ndarray:
     """Indices of the strings holding '/' or '\\', found by numpy in the joined UTF-8 bytes."""
     joined = "\n".join(values)
-    if "/" not in joined and "\\" not in joined:
+    count = joined.count("/") + joined.count("\\")
+    if not count:
         return np.zeros(0, dtype=np.int64)
     if joined.count("\n") != len(values) - 1:  # a value holds a line break: value by value (rare)
         return np.flatnonzero(["/" in v or "\\" in v for v in values])
+    if count * 16 < len(values):  # a few (evidence sentences rarely hold one): found by str.find
+        return np.unique(np.array(_rows_holding(joined, "/") + _rows_holding(joined, "\\"), dtype=np.int64))
     u8 = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     hits = np.flatnonzero((u8 == ord("/")) | (u8 == ord("\\")))
     return np.unique(np.searchsorted(np.flatnonzero(u8 == ord("\n")), hits))
+
+
+def _rows_holding(joined: str, sep: str) -> list[int]:
+    """The lines of ``joined`` holding ``sep``, by their number (a step per such line)."""
+    rows: list[int] = []
+    row, at = 0, 0  # the line starting at position ``at``
+    pos = joined.find(sep)
+    while pos >= 0:
+        row += joined.count("\n", at, pos)
+        rows.append(row)
+        end = joined.find("\n", pos)
+        if end < 0:
+            break
+        row, at = row + 1, end + 1
+        pos = joined.find(sep, at)
+    return rows
 
 
 def _numbers(a: np.ndarray) -> rowjoin.Column | None:
