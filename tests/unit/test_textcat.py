@@ -7,14 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from traceread.extensions import switched_off
 from traceread.rules import textcat
 
 WORDS = ["", "a", "12.3 us", "62%", "\u00b5s", "\u65e5\u672c", "\U0001f600", "x" * 40]
 
 
 def _compiled() -> None:
-    if textcat.COMPILED is None:
-        pytest.skip("the compiled cat was not built")
+    if textcat.COMPILED is None or switched_off(textcat.DISABLE_ENV):
+        pytest.skip("the compiled cat was not built, or is switched off")
 
 
 @pytest.mark.parametrize("seed", range(6))
