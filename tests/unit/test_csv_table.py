@@ -75,13 +75,26 @@ def test_hostile_cells_write_as_pandas_does(chunk: int, compiled: bool, monkeypa
     assert b"\x1b" not in got and b"\\x1b" in got  # shown, never raw
 
 
-def test_floats_and_integers_across_their_range_write_as_pandas_does() -> None:
+@pytest.mark.parametrize("compiled", [True, False])
+def test_floats_and_integers_across_their_range_write_as_pandas_does(compiled: bool,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if not compiled:
+        monkeypatch.setenv(rowjoin.DISABLE_ENV, "1")
     rng = np.random.default_rng(3)
     raw = np.frombuffer(rng.bytes(8 * 30_000), dtype=np.float64)  # every exponent, NaN payloads too
     df = pd.DataFrame({"f": np.concatenate([rng.random(30_000), rng.random(30_000) * 1e-6, raw]),
                        "k": rng.integers(-2**63, 2**63 - 1, 90_000),
                        "u": rng.integers(0, 2**64 - 1, 90_000, dtype=np.uint64),
-                       "b": rng.random(90_000) < 0.5})
+                       "b": rng.random(90_000) < 0.5,
+                       "z": np.where(rng.random(90_000) < 0.5, 0.0, -0.0), "e": np.array([np.inf, -np.inf, 0.0] * 30_000)})
+    assert _written(df) == _reference(df)
+
+
+def test_repeated_text_writes_as_pandas_does() -> None:
+    """Text whose rows share a few values (escaped once per distinct value, then spread)."""
+    values = [t for t in TEXT if isinstance(t, str)]
+    df = pd.DataFrame({"s": pd.Series([values[i % len(values)] for i in range(100)], dtype=object),
+                       "n": np.arange(100)})
     assert _written(df) == _reference(df)
 
 

@@ -89,6 +89,19 @@ def test_hostile_cells_encode_as_records() -> None:
     assert b"".join(got) == json_text.dumps({"before": 1, "rows": records, "after": "z"})
 
 
+@pytest.mark.parametrize("raw", [False, True])
+def test_repeated_text_encodes_as_records(raw: bool) -> None:
+    """A text column whose rows share a few values (as the evidence sentences do: encoded once per
+    distinct value, then spread) reads as the records, controls escaped and paths scrubbed."""
+    values = ["a\x1b]0;x\x07", "\u009b\u00b5s /home/u/x.py", "", "\x7f", 'q"', "\u65e5"]
+    column = np.array([values[i % len(values)] for i in range(50)], dtype=object)
+    fields = (json_tables.Field("s", chunk=lambda lo, hi: column[lo:hi], raw=raw,
+                                text=None if raw else scrub_paths),)
+    got = b"".join(json_tables.document_chunks({"rows": None}, {"rows": (fields, len(column))}))
+    records = [{"s": v if raw else scrub_paths(v)} for v in column.tolist()]
+    assert got == json_text.dumps({"rows": records})
+
+
 def test_chunked_rows_join_like_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows cut into several chunks read as one list (separators between chunks, none after the last)."""
     monkeypatch.setattr(json_tables, "CHUNK_ROWS", 3)
@@ -117,3 +130,15 @@ def test_scan_gap_rows_from_columns_equal_rows_from_records(name: str, tmp_path:
     assert len(new) == len(a.gaps) > 0
     assert new.equals(old)
     assert isinstance(new, pa.Table)
+
+
+@pytest.mark.parametrize("share", [0.001, 0.01, 0.5])
+def test_text_values_scrub_exactly_the_values_holding_a_separator(share: float) -> None:
+    """Few or many values holding '/' or '\\' (found by ``str.find`` or by numpy), at the ends too:
+    exactly those are scrubbed, as ``scrub_paths`` of every value would."""
+    rng = np.random.default_rng(4)
+    words = ["launch-bound gap", "\u00e9t\u00e9", "a/b/c.py:3", "C:\\x\\y.py", "/home/u/t.py", "x/"]
+    values = [str(words[int(rng.integers(2, 6))] if rng.random() < share else words[int(rng.integers(0, 2))])
+              for _ in range(3000)]
+    values[0], values[-1] = "/usr/lib/a.py", "z\\"
+    assert json_tables.text_values(values, scrub_paths) == [scrub_paths(v) for v in values]

@@ -15,7 +15,7 @@ from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, find_gaps, step_totals, with_fractions
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
-from traceread.render import csv_table, json_tables
+from traceread.render import csv_table, json_tables, rowjoin
 from traceread.render.fmt import ViewerClock, dur
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
@@ -38,6 +38,9 @@ def _columns(gaps: pd.DataFrame, cfg: Thresholds) -> list[tuple[str, pd.Series |
     kind_of = dict(zip(FRACTION_COLUMNS, OVERLAP_KINDS, strict=True))
 
     def fraction(ns: pd.Series) -> Callable[[int, int], np.ndarray]:
+        if isinstance(ns.dtype, pd.SparseDtype):  # the engine's overlap columns
+            rows = rowjoin.SparseRows(ns.array)
+            return lambda lo, hi: rows(lo, hi).astype(np.float64) / dur[lo:hi]
         values = ns.array
         return lambda lo, hi: np.asarray(values[lo:hi], dtype=np.float64) / dur[lo:hi]
 

@@ -1,9 +1,11 @@
 /* Rows of a table laid out from its columns (see rowjoin.py for the contract and the Python twin it must equal).
  *
- * join(pieces, columns, n, sep): row i is pieces[0] + cell(0, i) + pieces[1] + ... + cell(k-1, i) +
- * pieces[k]; the n rows are joined by sep. A column is a list of n bytes, or a triple (buf, starts,
- * ends): bytes and two arrays of n int64 positions, cell i being buf[starts[i]:ends[i]] (the cells of
- * a separated buffer, such as orjson's "[1,2,3]", or of a table of distinct texts spread by code).
+ * join(pieces, columns, n, sep, lo=0, hi=n): row i is pieces[0] + cell(0, i) + pieces[1] + ... +
+ * cell(k-1, i) + pieces[k]; the n rows are joined by sep, and rows [lo, hi) of that are returned (each
+ * row but row 0 with the sep before it), so that consecutive ranges concatenate to the whole. A column
+ * is a list of n bytes, a triple (buf, starts, ends): bytes and two arrays of n int64 positions, cell i
+ * being buf[starts[i]:ends[i]] (the cells of a separated buffer, such as orjson's "[1,2,3]", or of a
+ * table of distinct texts spread by code), or an array of n 64-bit integers written in decimal.
  * One copy per cell: no Python object per row. Cells are mostly a few bytes, and a call to memcpy
  * per cell cost more than the copying: a short cell is moved as a fixed SLACK bytes (inlined moves)
  * wherever SLACK bytes can be read from its source, into a result allocated SLACK bytes longer and
@@ -11,12 +13,16 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #define SLACK 16
+#define DIGITS (SLACK + 8) /* room for a 64-bit integer's decimal digits */
 
 typedef struct {
     PyObject *fast;         /* list form: PySequence_Fast of the column (owned) */
+    Py_buffer ints;         /* integer form: the values (released at the end when held_ints) */
+    int held_ints;          /* 1: the integer form, signed; 2: unsigned */
     Py_buffer starts, ends; /* triple form: the positions (released at the end when held) */
     int held;               /* how many of starts, ends are held */
     const char *buf;        /* triple form: the buffer's bytes */
@@ -35,7 +41,24 @@ static int positions(PyObject *obj, Py_ssize_t n, Py_buffer *view, Column *c) {
     return 0;
 }
 
-static int open_column(PyObject *obj, Py_ssize_t n, Column *c) {
+/* An array of n 64-bit integers (numpy's int64/uint64), or 0 (no error set) when obj is not one. */
+static int integers(PyObject *obj, Py_ssize_t n, Column *c) {
+    if (PyList_Check(obj) || PyTuple_Check(obj) || !PyObject_CheckBuffer(obj)) return 0;
+    if (PyObject_GetBuffer(obj, &c->ints, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    const char *f = c->ints.format;
+    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
+    int kind = f == NULL || f[0] == '\0' || f[1] != '\0' ? 0 : strchr("lq", f[0]) ? 1 : strchr("LQ", f[0]) ? 2 : 0;
+    c->held_ints = kind ? kind : 3; /* 3: held, but not integers */
+    if (!kind || c->ints.itemsize != 8 || c->ints.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "join: an integer column must be n int64 or uint64 values");
+        return -1;
+    }
+    return 1;
+}
+
+static int open_column(PyObject *obj, Py_ssize_t n, Py_ssize_t from, Py_ssize_t to, Column *c) {
+    int ints = integers(obj, n, c);
+    if (ints != 0) return ints < 0 ? -1 : 0;
     if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 3) {
         PyObject *buf = PyTuple_GET_ITEM(obj, 0);
         if (!PyBytes_Check(buf)) {
@@ -48,7 +71,7 @@ static int open_column(PyObject *obj, Py_ssize_t n, Column *c) {
         c->lo = (const int64_t *)c->starts.buf;
         c->hi = (const int64_t *)c->ends.buf;
         Py_ssize_t len = c->buflen = PyBytes_GET_SIZE(buf);
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = from; i < to; i++) {
             if (c->lo[i] < 0 || c->lo[i] > c->hi[i] || c->hi[i] > len) {
                 PyErr_SetString(PyExc_ValueError, "join: a cell outside its buffer");
                 return -1;
@@ -63,7 +86,7 @@ static int open_column(PyObject *obj, Py_ssize_t n, Column *c) {
         return -1;
     }
     PyObject **items = PySequence_Fast_ITEMS(c->fast);
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = from; i < to; i++) {
         if (!PyBytes_Check(items[i])) {
             PyErr_SetString(PyExc_TypeError, "join: a column's cells must be bytes");
             return -1;
@@ -72,8 +95,60 @@ static int open_column(PyObject *obj, Py_ssize_t n, Column *c) {
     return 0;
 }
 
-/* Cell i of a column: its bytes, its length, and whether SLACK bytes may be read from its start. */
-static Py_ssize_t cell(const Column *c, Py_ssize_t i, const char **data, int *roomy) {
+/* The decimal digits of an integer, right-aligned to end (exclusive); the start returned. */
+static const char PAIRS[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+
+static uint64_t magnitude(int64_t v, int is_unsigned) {
+    return is_unsigned ? (uint64_t)v : v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+static char *decimal(char *end, int64_t v, int is_unsigned) {
+    uint64_t m = magnitude(v, is_unsigned);
+    while (m >= 100) { /* two digits per division */
+        unsigned r = (unsigned)(m % 100);
+        m /= 100;
+        end -= 2;
+        memcpy(end, PAIRS + 2 * r, 2);
+    }
+    if (m >= 10) {
+        end -= 2;
+        memcpy(end, PAIRS + 2 * m, 2);
+    } else {
+        *--end = (char)('0' + m);
+    }
+    if (!is_unsigned && v < 0) *--end = '-';
+    return end;
+}
+
+/* The length of an integer's decimal text (the size pass: counted, not written). */
+static Py_ssize_t decimal_len(int64_t v, int is_unsigned) {
+    uint64_t m = magnitude(v, is_unsigned);
+    Py_ssize_t len = 1 + (!is_unsigned && v < 0);
+    for (uint64_t p = 10; m >= p; p *= 10) {
+        len++;
+        if (p > UINT64_MAX / 10) break; /* 10^19: the last power below 2^64 */
+    }
+    return len;
+}
+
+/* The length of cell i of a column. */
+static Py_ssize_t cell_len(const Column *c, Py_ssize_t i) {
+    if (c->held_ints == 1 || c->held_ints == 2) return decimal_len(((const int64_t *)c->ints.buf)[i], c->held_ints == 2);
+    if (c->fast != NULL) return PyBytes_GET_SIZE(PySequence_Fast_ITEMS(c->fast)[i]);
+    return (Py_ssize_t)(c->hi[i] - c->lo[i]);
+}
+
+/* Cell i of a column: its bytes, its length, and whether SLACK bytes may be read from its start;
+ * an integer cell is written into digits (DIGITS + SLACK bytes: the 20 of any 64-bit value fit). */
+static Py_ssize_t cell(const Column *c, Py_ssize_t i, const char **data, int *roomy, char *digits) {
+    if (c->held_ints == 1 || c->held_ints == 2) {
+        char *end = digits + DIGITS;
+        *data = decimal(end, ((const int64_t *)c->ints.buf)[i], c->held_ints == 2);
+        *roomy = 1; /* digits has SLACK spare bytes after DIGITS */
+        return end - *data;
+    }
     if (c->fast != NULL) {
         PyObject *b = PySequence_Fast_ITEMS(c->fast)[i];
         *data = PyBytes_AS_STRING(b);
@@ -96,15 +171,17 @@ static inline char *put(char *out, const char *src, Py_ssize_t m, int roomy) {
 
 static PyObject *join(PyObject *self, PyObject *args) {
     PyObject *pieces_obj, *columns_obj, *pieces = NULL, *columns = NULL, *result = NULL;
-    Py_ssize_t n, k = 0;
+    Py_ssize_t n, k = 0, from = 0, to = -1;
+    char digits[DIGITS + SLACK] = {0};
     Py_buffer sep;
     Column *cols = NULL;
     char *padded = NULL; /* the pieces and sep, each followed by SLACK spare bytes */
     const char **at = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOny*", &pieces_obj, &columns_obj, &n, &sep)) return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "join: n must not be negative");
+    if (!PyArg_ParseTuple(args, "OOny*|nn", &pieces_obj, &columns_obj, &n, &sep, &from, &to)) return NULL;
+    if (to < 0) to = n;
+    if (n < 0 || from < 0 || from > to || to > n) {
+        PyErr_SetString(PyExc_ValueError, "join: n must not be negative, and 0 <= lo <= hi <= n");
         goto done;
     }
     pieces = PySequence_Fast(pieces_obj, "join: pieces must be a sequence of bytes");
@@ -132,7 +209,7 @@ static PyObject *join(PyObject *self, PyObject *args) {
         goto done;
     }
     for (Py_ssize_t j = 0; j < k; j++) {
-        if (open_column(PySequence_Fast_GET_ITEM(columns, j), n, &cols[j]) < 0) goto done;
+        if (open_column(PySequence_Fast_GET_ITEM(columns, j), n, from, to, &cols[j]) < 0) goto done;
     }
     char *p = padded;
     for (Py_ssize_t j = 0; j <= k + 1; j++) {
@@ -143,13 +220,9 @@ static PyObject *join(PyObject *self, PyObject *args) {
     }
     /* the size first (checked against overflow), then one copy into the result */
     Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = from; i < to; i++) {
         Py_ssize_t row = fixed + (i ? sep.len : 0);
-        for (Py_ssize_t j = 0; j < k; j++) {
-            const char *d;
-            int roomy;
-            row += cell(&cols[j], i, &d, &roomy);
-        }
+        for (Py_ssize_t j = 0; j < k; j++) row += cell_len(&cols[j], i);
         if (total > PY_SSIZE_T_MAX - SLACK - row) {
             PyErr_NoMemory();
             goto done;
@@ -159,14 +232,14 @@ static PyObject *join(PyObject *self, PyObject *args) {
     result = PyBytes_FromStringAndSize(NULL, total + SLACK);
     if (result == NULL) goto done;
     char *out = PyBytes_AS_STRING(result);
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = from; i < to; i++) {
         if (i) out = put(out, at[k + 1], sep.len, 1);
         for (Py_ssize_t j = 0; j <= k; j++) {
             out = put(out, at[j], PyBytes_GET_SIZE(piece[j]), 1);
             if (j == k) break;
             const char *d;
             int roomy;
-            Py_ssize_t m = cell(&cols[j], i, &d, &roomy);
+            Py_ssize_t m = cell(&cols[j], i, &d, &roomy, digits);
             out = put(out, d, m, roomy);
         }
     }
@@ -175,6 +248,7 @@ done:
     if (cols != NULL) {
         for (Py_ssize_t j = 0; j < k; j++) {
             Py_XDECREF(cols[j].fast);
+            if (cols[j].held_ints) PyBuffer_Release(&cols[j].ints);
             if (cols[j].held > 0) PyBuffer_Release(&cols[j].starts);
             if (cols[j].held > 1) PyBuffer_Release(&cols[j].ends);
         }
@@ -188,8 +262,104 @@ done:
     return result;
 }
 
+/* distinct(values): (codes, firsts) with firsts the distinct objects of the list values (by identity, in
+ * order of first appearance) and codes the native int64 bytes of each value's index in firsts: a writer
+ * encodes each distinct object once (rows sharing a sentence share its str). */
+static PyObject *distinct(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "distinct: values must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(arg), cap = 16, used = 0;
+    while (cap < 2 * n) cap *= 2;
+    PyObject **keys = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
+    int64_t *index = PyMem_Malloc((size_t)cap * sizeof(int64_t));
+    PyObject *codes = PyBytes_FromStringAndSize(NULL, n * 8), *firsts = PyList_New(0), *result = NULL;
+    if (keys == NULL || index == NULL) PyErr_NoMemory();
+    if (keys == NULL || index == NULL || codes == NULL || firsts == NULL) goto done;
+    int64_t *code = (int64_t *)PyBytes_AS_STRING(codes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(arg, i);
+        uint64_t h = (uint64_t)(uintptr_t)v;
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        Py_ssize_t at = (Py_ssize_t)(h & (uint64_t)(cap - 1));
+        while (keys[at] != NULL && keys[at] != v) at = (at + 1) & (cap - 1);
+        if (keys[at] == NULL) {
+            keys[at] = v;
+            index[at] = used++;
+            if (PyList_Append(firsts, v) < 0) goto done;
+        }
+        code[i] = index[at];
+    }
+    result = PyTuple_Pack(2, codes, firsts);
+done:
+    PyMem_Free(keys);
+    PyMem_Free(index);
+    Py_XDECREF(codes);
+    Py_XDECREF(firsts);
+    return result;
+}
+
+/* reprs(values): (buf, offsets) with cell i = buf[offsets[i]:offsets[i + 1]] being Python's repr of the
+ * float64 values[i] (what pandas' CSV writes for a float64), or nothing for NaN; offsets are n + 1
+ * native int64 as bytes. */
+#define REPR_MAX 32 /* repr of any double is at most 24 characters ("-2.2250738585072014e-308") */
+static PyObject *reprs(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    PyObject *buf = NULL, *offsets = NULL, *result = NULL;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    const char *f = view.format;
+    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
+    if (view.itemsize != 8 || f == NULL || f[0] != 'd' || f[1] != '\0') {
+        PyErr_SetString(PyExc_ValueError, "reprs: values must be float64");
+        goto done;
+    }
+    Py_ssize_t n = view.len / 8;
+    if (n > (PY_SSIZE_T_MAX - 1) / REPR_MAX) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    buf = PyBytes_FromStringAndSize(NULL, n * REPR_MAX);
+    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
+    if (buf == NULL || offsets == NULL) goto done;
+    char *out = PyBytes_AS_STRING(buf), *start = out;
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
+    const double *v = (const double *)view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        off[i] = out - start;
+        double x = v[i];
+        if (x != x) continue; /* NaN: an empty cell */
+        if (x == 0.0 && !signbit(x)) { /* most overlap fractions: no call */
+            memcpy(out, "0.0", 3);
+            out += 3;
+            continue;
+        }
+        char *text = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float.__repr__'s call */
+        if (text == NULL) goto done;
+        size_t m = strlen(text);
+        if (m > REPR_MAX) m = REPR_MAX; /* cannot happen (at most 24) */
+        memcpy(out, text, m);
+        PyMem_Free(text);
+        out += m;
+    }
+    off[n] = out - start;
+    if (_PyBytes_Resize(&buf, out - start) < 0) goto done;
+    result = PyTuple_Pack(2, buf, offsets);
+done:
+    Py_XDECREF(buf);
+    Py_XDECREF(offsets);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
-    {"join", join, METH_VARARGS, "join(pieces, columns, n, sep): a table's rows laid out from its columns"},
+    {"reprs", reprs, METH_O, "reprs(float64 values): (buf, n + 1 int64 offsets as bytes), Python's repr of each, NaN empty"},
+    {"distinct", distinct, METH_O, "distinct(values): (int64 codes as bytes, the distinct objects by identity)"},
+    {"join", join, METH_VARARGS, "join(pieces, columns, n, sep, lo=0, hi=n): rows [lo, hi) of a table laid out from its columns"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cjoin", "Table rows from columns", -1, methods,

@@ -2,14 +2,13 @@
 '', minimal quoting, ``os.linesep`` after every row) for the dtypes of a gaps frame, without a
 Python object per row.
 
-Each column of a chunk of rows is formatted once: integers by orjson (their JSON text is Python's
-``str``), floats as numpy's ``astype(str)`` (what pandas calls; for float64 that is Python's
-``repr``) once per distinct value, booleans and categories from a table of their few texts, text
-cells joined and escaped as one buffer (numpy finds the cells to quote); ``rowjoin.join`` lays the
-rows out. Text cells are shown
-with control characters as ``\\xNN`` (``printable``), as every text output is; a missing value is
-always written as '' (the row-wise writer wrote 'nan'/'None' in a chunk where the same column also
-held a control character).
+Each column of a chunk of rows is formatted once: integers in decimal by the join itself, floats as
+numpy's ``astype(str)`` (what pandas calls; for float64 that is Python's ``repr``) once per distinct
+value, booleans and categories from a table of their few texts, text cells joined and escaped as one
+buffer (numpy finds the cells to quote); ``rowjoin.join_pieces`` lays the rows out (pieces of about a
+megabyte). Text cells are shown with control characters as ``\\xNN`` (``printable``), as every text
+output is; a missing value is always written as '' (the row-wise writer wrote 'nan'/'None' in a
+chunk where the same column also held a control character).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import orjson
 import pandas as pd
 
 from traceread.printable import printable
@@ -86,24 +84,29 @@ def _has_control(buf: bytes) -> bool:
 
 
 def _floats(a: np.ndarray) -> rowjoin.Column:
-    """``a.astype(str)`` (pandas' call; NaN as '') once per distinct value (bit pattern: -0.0 stays)."""
+    """``a.astype(str)`` (pandas' call; NaN as '') once per distinct value (bit pattern: -0.0 stays).
+    Zeros (most overlap fractions: nothing of that kind overlapped) are left out of the sort."""
     bits = a.view(np.dtype(f"i{a.dtype.itemsize}"))
-    uniq, inverse = np.unique(bits, return_inverse=True)
-    u = uniq.view(a.dtype)
+    codes = np.zeros(len(a), dtype=np.int64)  # code 0: 0.0 (all bits zero)
+    nonzero = np.flatnonzero(bits)
+    uniq, inverse = np.unique(bits[nonzero], return_inverse=True)
+    codes[nonzero] = inverse.reshape(-1) + 1
+    u = np.concatenate([np.zeros(1, dtype=a.dtype), uniq.view(a.dtype)])
     # float64: Python's repr, which is numpy's str of a float64 (and faster); narrower floats have their own
     texts = list(map(repr, u.tolist())) if a.dtype == np.float64 else u.astype(str).tolist()
     for i in np.flatnonzero(np.isnan(u)).tolist():  # NaN bit patterns: a few at most
         texts[i] = ""
-    return rowjoin.spread("\n".join(texts).encode().split(b"\n"), inverse.reshape(-1))
+    return rowjoin.spread("\n".join(texts).encode().split(b"\n"), codes)
 
 
 def number_cells(a: np.ndarray) -> rowjoin.Column | None:
     """A numeric array's cells as pandas writes them; None when ``a`` is not numbers or booleans."""
     if a.dtype.kind == "b":
         return rowjoin.spread([b"False", b"True"], a.view(np.uint8))
-    if a.dtype.kind in "iu":
-        buf = orjson.dumps(np.ascontiguousarray(a), option=orjson.OPT_SERIALIZE_NUMPY)
-        return rowjoin.separated(buf, _COMMA, 1, len(buf) - 1)
+    if a.dtype.kind in "iu":  # written in decimal by the join (Python's str of an integer)
+        return rowjoin.integers(a)
+    if a.dtype == np.float64 and (cells := rowjoin.float_reprs(a)) is not None:
+        return cells
     if a.dtype.kind == "f":
         return _floats(np.ascontiguousarray(a))
     return None
@@ -125,7 +128,7 @@ class _Column:
             self.table = _listed(cats) + [b""]
             self.codes = s.cat.codes.to_numpy()
         elif isinstance(s.dtype, pd.SparseDtype):
-            self.values = s.array  # made dense a chunk at a time
+            self.chunk = rowjoin.SparseRows(s.array)  # made dense a chunk at a time
         else:
             self.values = s.to_numpy()
 
@@ -137,7 +140,11 @@ class _Column:
         a = np.asarray(values)
         if a.dtype != object and (cells := number_cells(a)) is not None:
             return [cells]
-        return text_cells(a.astype(object).tolist())
+        items = a.astype(object).tolist()
+        if (shared := rowjoin.distinct(items)) is not None:  # each distinct text escaped once
+            codes, texts = shared
+            return [rowjoin.take(c, codes) for c in text_cells(texts)]  # type: ignore[arg-type]
+        return text_cells(items)
 
 
 def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.linesep) -> Iterator[bytes]:
@@ -151,5 +158,5 @@ def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.lin
         pieces = [b""]
         for i, part in enumerate(parts):  # nothing between a column's parts, a comma between columns
             pieces += [b""] * (len(part) - 1) + [b"," if i < len(parts) - 1 else b""]
-        yield rowjoin.join(pieces, [c for part in parts for c in part], hi - lo, end)
+        yield from rowjoin.join_pieces(pieces, [c for part in parts for c in part], hi - lo, end)
         yield end

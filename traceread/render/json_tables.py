@@ -1,10 +1,11 @@
 """Tables of a JSON document written column by column: the bytes ``json_text.dumps`` would give for a
 list of one object per row, without building a Python dict per row.
 
-Each column is encoded once by orjson (numeric columns as numpy arrays, text columns as one list,
-categories once per category), a chunk of rows at a time, and the rows are laid out by
-``rowjoin.join`` (compiled: one copy per cell), so memory is bounded by a chunk and the cost by
-C loops. A field may give its values a chunk at a time (``Field.chunk``: text formatted only for the
+Each column is encoded once by orjson (float columns as numpy arrays, text columns as one list,
+categories once per category; integers are written by the join itself), a chunk of rows at a time,
+and the rows are laid out by ``rowjoin.join_pieces`` (compiled: one copy per cell, pieces of about a
+megabyte), so memory is bounded by a chunk and the cost by C loops. DEL and C1 characters are escaped
+(``printable_json``) in the text columns' encodings, the only place they can be. A field may give its values a chunk at a time (``Field.chunk``: text formatted only for the
 rows being written, derived columns computed per chunk). The layout is orjson's
 ``OPT_INDENT_2`` at the depth the table sits in the document (a list under a top-level key); the
 tests compare the result with ``json_text.dumps`` of the same records.
@@ -51,7 +52,7 @@ def _lines(values: list) -> list[bytes]:
     """Each value's JSON text (orjson's encoding and escaping; one line per value as indented output)."""
     if not values:
         return []
-    body = orjson.dumps(values, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).split(b"\n")[1:-1]
+    body = printable_json(orjson.dumps(values, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)).split(b"\n")[1:-1]
     last = body.pop()[2:]
     out = [ln[2:-1] for ln in body]
     out.append(last)
@@ -63,7 +64,7 @@ def _line_cells(values: list) -> rowjoin.Column:
     indent and comma (no bytes object per value)."""
     if not values:
         return []
-    buf = orjson.dumps(values, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    buf = printable_json(orjson.dumps(values, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     at = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == ord("\n"))  # after "[", then after each value
     ends = at[1:] - 1  # before the comma...
     ends[-1] += 1  # ...which the last value has not
@@ -86,21 +87,45 @@ def text_values(values: list, text: Callable[[str], str] | None) -> list[str]:
 def _holding_separator(values: list[str]) -> np.ndarray:
     """Indices of the strings holding '/' or '\\', found by numpy in the joined UTF-8 bytes."""
     joined = "\n".join(values)
-    if "/" not in joined and "\\" not in joined:
+    count = joined.count("/") + joined.count("\\")
+    if not count:
         return np.zeros(0, dtype=np.int64)
     if joined.count("\n") != len(values) - 1:  # a value holds a line break: value by value (rare)
         return np.flatnonzero(["/" in v or "\\" in v for v in values])
+    if count * 16 < len(values):  # a few (evidence sentences rarely hold one): found by str.find
+        return np.unique(np.array(_rows_holding(joined, "/") + _rows_holding(joined, "\\"), dtype=np.int64))
     u8 = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     hits = np.flatnonzero((u8 == ord("/")) | (u8 == ord("\\")))
     return np.unique(np.searchsorted(np.flatnonzero(u8 == ord("\n")), hits))
 
 
+def _rows_holding(joined: str, sep: str) -> list[int]:
+    """The lines of ``joined`` holding ``sep``, by their number (a step per such line)."""
+    rows: list[int] = []
+    row, at = 0, 0  # the line starting at position ``at``
+    pos = joined.find(sep)
+    while pos >= 0:
+        row += joined.count("\n", at, pos)
+        rows.append(row)
+        end = joined.find("\n", pos)
+        if end < 0:
+            break
+        row, at = row + 1, end + 1
+        pos = joined.find(sep, at)
+    return rows
+
+
 def _numbers(a: np.ndarray) -> rowjoin.Column | None:
-    """A numeric array's cells as orjson writes them (a ``(buf, starts, ends)`` column: no bytes per cell);
-    None for values that are not plain numbers."""
+    """A numeric array's cells as orjson writes them (integers as an array the join writes in decimal,
+    booleans spread from their two texts, floats as a ``(buf, starts, ends)`` column: no bytes per
+    cell); None for values that are not plain numbers."""
+    if a.dtype.kind in "iu":
+        return rowjoin.integers(a)
+    if a.dtype.kind == "b":
+        return rowjoin.spread([b"false", b"true"], a.view(np.uint8))
     if a.dtype.kind == "f":
         a = a.astype(np.float64, copy=False)  # a float32 would print its own shortest digits
-    if a.dtype.kind not in "biuf":
+    if a.dtype.kind != "f":
         return None
     buf = orjson.dumps(np.ascontiguousarray(a), option=orjson.OPT_SERIALIZE_NUMPY)
     return rowjoin.separated(buf, ord(","), 1, len(buf) - 1)
@@ -113,7 +138,7 @@ class _Column:
         self.codes: np.ndarray | None = None
         self.array: np.ndarray | None = None
         self.objects: np.ndarray | None = None
-        self.sparse: pd.api.extensions.ExtensionArray | None = None
+        self.sparse: rowjoin.SparseRows | None = None
         self.chunk = f.chunk
         self.text, self.raw = f.text, f.raw
         if f.chunk is not None:
@@ -127,7 +152,7 @@ class _Column:
         elif _is_text(s):
             self.objects = s.to_numpy(dtype=object)
         elif isinstance(s.dtype, pd.SparseDtype) and s.dtype.subtype.kind in "biuf":
-            self.sparse = s.array  # made dense a chunk at a time (a dense copy of every column is GBs)
+            self.sparse = rowjoin.SparseRows(s.array)  # dense a chunk at a time (a dense copy of every column is GBs)
         else:
             a = s.to_numpy()
             if a.dtype.kind in "biuf":
@@ -141,13 +166,16 @@ class _Column:
         if self.array is not None:
             return _numbers(self.array[lo:hi])  # type: ignore[return-value]
         if self.sparse is not None:
-            return _numbers(np.asarray(self.sparse[lo:hi]))  # type: ignore[return-value]
+            return _numbers(self.sparse(lo, hi))  # type: ignore[return-value]
         values = self.objects[lo:hi] if self.objects is not None else self.chunk(lo, hi)  # type: ignore[misc]
         if isinstance(values, pd.Series):
             values = values.to_numpy()
         if values.dtype != object and (cells := _numbers(values)) is not None:
             return cells
         items = values.tolist()
+        if (shared := rowjoin.distinct(items)) is not None:  # each distinct text encoded once
+            codes, texts = shared
+            return rowjoin.spread(_lines(texts if self.raw else text_values(texts, self.text)), codes)
         return _line_cells(items if self.raw else text_values(items, self.text))
 
 
@@ -178,7 +206,7 @@ def table_chunks(fields: tuple[Field, ...], rows: int, indent: int = 2) -> Itera
     if rows == 0:
         yield b"[]"
         return
-    pieces = _pieces(fields, indent + 2)
+    pieces = [printable_json(p) for p in _pieces(fields, indent + 2)]  # keys are text too
     pieces[0] = b" " * (indent + 2) + pieces[0]
     columns = [_Column(f) for f in _leaves(fields)]
     yield b"[\n"
@@ -186,7 +214,7 @@ def table_chunks(fields: tuple[Field, ...], rows: int, indent: int = 2) -> Itera
         hi = min(rows, lo + CHUNK_ROWS)
         if lo:
             yield b",\n"
-        yield printable_json(rowjoin.join(pieces, [c.encode(lo, hi) for c in columns], hi - lo, b",\n"))
+        yield from rowjoin.join_pieces(pieces, [c.encode(lo, hi) for c in columns], hi - lo, b",\n")
     yield b"\n" + b" " * indent + b"]"
 
 

@@ -3,25 +3,31 @@ writer (JSON tables, CSV) that goes row by row.
 
 ``join(pieces, columns, n, sep)``: row ``i`` is ``pieces[0] + cell(0, i) + pieces[1] + ... +
 pieces[k]`` over the ``k`` columns, and the ``n`` rows are joined by ``sep``. A column is a list of
-``n`` bytes, or a triple ``(buf, starts, ends)`` of bytes and two arrays of ``n`` int64 positions
+``n`` bytes, a triple ``(buf, starts, ends)`` of bytes and two arrays of ``n`` int64 positions
 whose cell ``i`` is ``buf[starts[i]:ends[i]]`` (:func:`separated`: the cells of a buffer cut at a
-separator; :func:`spread`: a table of distinct texts spread by code; no bytes object per cell). The compiled join is used when it was built (``setup.py`` builds it
+separator; :func:`spread`: a table of distinct texts spread by code; no bytes object per cell), or
+an array of ``n`` int64 or uint64 values, written in decimal (JSON's and CSV's integers).
+:func:`join_pieces` gives the same bytes as pieces of about a given size (a writer's buffer: written
+while still in the CPU's cache, and reused by the allocator instead of fresh pages every chunk). The compiled join is used when it was built (``setup.py`` builds it
 like the Kineto scanner, optionally); :func:`join_python` is its exact twin, used without a compiler
 or with ``TRACEREAD_NO_CJOIN=1``; a test compares the two.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TypeAlias
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
+import pandas as pd
 
 from traceread.extensions import optional, switched_off
 
 DISABLE_ENV = "TRACEREAD_NO_CJOIN"
 
-Column: TypeAlias = list[bytes] | tuple[bytes, np.ndarray, np.ndarray]  # cells, or (buffer, starts, ends)
+# cells, (buffer, starts, ends), or 64-bit integers
+Column: TypeAlias = list[bytes] | tuple[bytes, np.ndarray, np.ndarray] | np.ndarray
+PIECE_BYTES = 1 << 20  # join_pieces' piece size: a fraction of a CPU cache, many rows (not a threshold)
 
 
 # None when built without a compiler: the Python twin joins (same bytes, slower)
@@ -47,15 +53,103 @@ def spread(cells: list[bytes], codes: np.ndarray) -> tuple[bytes, np.ndarray, np
     return b"".join(cells), starts[codes], ends[codes]
 
 
-def join(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes) -> bytes:
-    """The rows (module doc) as one bytes object."""
+def integers(a: np.ndarray) -> np.ndarray:
+    """An integer array as a column (int64, or uint64 when unsigned 64-bit), contiguous."""
+    return np.ascontiguousarray(a, dtype=np.uint64 if a.dtype == np.uint64 else np.int64)
+
+
+def float_reprs(a: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+    """A float64 array's cells as Python's ``repr`` (pandas' CSV text of a float64; NaN as nothing),
+    formatted by the compiled module; None without it (``csv_table`` then formats each distinct value
+    with ``repr``: the twin)."""
     if COMPILED is None or switched_off(DISABLE_ENV):
-        return join_python(pieces, columns, n, sep)
-    return bytes(COMPILED.join(list(pieces), list(columns), n, sep))
+        return None
+    buf, offsets = COMPILED.reprs(np.ascontiguousarray(a, dtype=np.float64))
+    at = np.frombuffer(offsets, dtype=np.int64)
+    return buf, at[:-1], at[1:]
+
+
+class SparseRows:
+    """A sparse column's rows ``[lo, hi)`` made dense, as ``np.asarray(array[lo:hi])`` gives them, from
+    its stored positions (pandas' slicing of a sparse array costs several times this per chunk)."""
+
+    def __init__(self, array: pd.arrays.SparseArray) -> None:
+        index: Any = array.sp_index  # an IntIndex or a BlockIndex (pandas' stubs name neither method)
+        self.at = np.asarray(index.to_int_index().indices, dtype=np.int64)
+        self.values = array.sp_values
+        self.fill = array.fill_value
+        self.dtype = np.asarray(array[:0]).dtype
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        out = np.full(hi - lo, self.fill, dtype=self.dtype)
+        a, b = np.searchsorted(self.at, [lo, hi]).tolist()
+        out[self.at[a:b] - lo] = self.values[a:b]
+        return out
+
+
+def distinct(values: list) -> tuple[np.ndarray, list] | None:
+    """``(codes, firsts)`` with ``firsts[codes[i]] is values[i]`` when at most half of ``values`` are
+    distinct objects (the evidence sentences: rows sharing a sentence share its str), so that a writer
+    encodes each distinct value once and spreads it (any encoding of a value is a function of the
+    object); else None. By identity, so no value is hashed or compared."""
+    if len(values) < 2:
+        return None
+    if COMPILED is None or switched_off(DISABLE_ENV):
+        codes, firsts = distinct_python(values)
+    else:
+        raw, firsts = COMPILED.distinct(values)
+        codes = np.frombuffer(raw, dtype=np.int64)
+    return (codes, firsts) if 2 * len(firsts) <= len(values) else None
+
+
+def distinct_python(values: list) -> tuple[np.ndarray, list]:
+    """The compiled ``distinct``'s exact twin."""
+    index: dict[int, int] = {}
+    firsts: list = []
+    codes = np.empty(len(values), dtype=np.int64)
+    for i, v in enumerate(values):
+        at = index.get(id(v))
+        if at is None:
+            at = index[id(v)] = len(firsts)
+            firsts.append(v)
+        codes[i] = at
+    return codes, firsts
+
+
+def take(column: tuple[bytes, np.ndarray, np.ndarray], codes: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """A ``(buf, starts, ends)`` column's cells picked by ``codes`` (a table of cells spread)."""
+    buf, starts, ends = column
+    return buf, np.asarray(starts, dtype=np.int64)[codes], np.asarray(ends, dtype=np.int64)[codes]
+
+
+def join(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes, lo: int = 0,
+         hi: int | None = None) -> bytes:
+    """The rows (module doc) as one bytes object; with ``lo``/``hi``: rows ``[lo, hi)`` of it, each row
+    but row 0 after its ``sep`` (consecutive ranges concatenate to the whole)."""
+    end = n if hi is None else hi
+    if COMPILED is None or switched_off(DISABLE_ENV):
+        return join_python(pieces, columns, n, sep, lo, end)
+    return bytes(COMPILED.join(list(pieces), list(columns), n, sep, lo, end))
+
+
+def join_pieces(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes,
+                size: int = PIECE_BYTES) -> Iterator[bytes]:
+    """:func:`join`'s bytes as consecutive pieces of about ``size`` bytes (whole rows; at least one)."""
+    lo, rows = 0, 64  # a first few rows measure the row size
+    while lo < n:
+        hi = min(n, lo + rows)
+        piece = join(pieces, columns, n, sep, lo, hi)
+        yield piece
+        rows = max(1, size * (hi - lo) // max(1, len(piece)))
+        lo = hi
 
 
 def cells(column: Column, n: int) -> list[bytes]:
     """A column's ``n`` cells as a list of bytes (for a few: tables, headers; and the Python twin)."""
+    if isinstance(column, np.ndarray):
+        if column.dtype not in (np.int64, np.uint64) or column.shape != (n,):
+            raise ValueError("join: an integer column must be n int64 or uint64 values")
+        return [b"%d" % v for v in column.tolist()]
     if isinstance(column, tuple):
         buf, starts, ends = column
         lo, hi = np.asarray(starts, dtype=np.int64).tolist(), np.asarray(ends, dtype=np.int64).tolist()
@@ -68,12 +162,15 @@ def cells(column: Column, n: int) -> list[bytes]:
     return out
 
 
-def join_python(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes) -> bytes:
+def join_python(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes, lo: int = 0,
+                hi: int | None = None) -> bytes:
     """The compiled join's exact twin (a Python step per row: only for builds without a compiler)."""
+    end = n if hi is None else hi
+    if n < 0 or not 0 <= lo <= end <= n:
+        raise ValueError("join: n must not be negative, and 0 <= lo <= hi <= n")
     if len(pieces) != len(columns) + 1:
         raise ValueError("join: pieces must be one more than columns")
     template = b"%b".join(p.replace(b"%", b"%%") for p in pieces)
-    listed = [cells(c, n) for c in columns]
-    if not listed:
-        return sep.join([template] * n)
-    return sep.join([template % row for row in zip(*listed, strict=True)])
+    listed = [cells(c, n)[lo:end] for c in columns]
+    rows = [template] * (end - lo) if not listed else [template % row for row in zip(*listed, strict=True)]
+    return (sep if lo and end > lo else b"") + sep.join(rows)

@@ -24,6 +24,7 @@ from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import SYNC
 from traceread.lanes import event_view
+from traceread.rules import textcat
 from traceread.rules._calls import CPU_OPS, distinct, name_hits, select, thread_cpu_ops
 from traceread.rules._calls import api_calls as calls_of
 from traceread.trace import Trace
@@ -171,8 +172,27 @@ def frac(gaps: pd.DataFrame | Rows, name: str) -> np.ndarray:
 def _by_value(key: np.ndarray, text: Callable[[int], str]) -> np.ndarray:
     """``text(k)`` for every ``k`` of ``key``, formatted once per distinct value (gaps share durations
     and percentages to the digits shown: a few thousand strings for a million gaps)."""
-    uniq, inverse = np.unique(key, return_inverse=True)
-    return np.array([text(k) for k in uniq.tolist()] or [""], dtype=object)[inverse.reshape(-1)]
+    uniq, inverse = _distinct(np.asarray(key, dtype=np.int64).reshape(-1))
+    return np.array([text(k) for k in uniq.tolist()] or [""], dtype=object)[inverse]
+
+
+def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)`` of int64 keys; by a table over the keys' span when it is
+    small beside their count (percentages, counts, durations rounded to the digits shown): no sort."""
+    if not len(key):
+        return key, np.zeros(0, dtype=np.intp)
+    lo, hi = int(np.min(key)), int(np.max(key))
+    span = hi - lo + 1
+    if span > 2 * len(key) + 4096:
+        uniq, inverse = np.unique(key, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    offset = key - lo
+    seen = np.zeros(span, dtype=bool)
+    seen[offset] = True
+    present = np.flatnonzero(seen)
+    position = np.empty(span, dtype=np.intp)
+    position[present] = np.arange(len(present))
+    return present + lo, position[offset]
 
 
 # (lower bound, divisor, digits, unit) of each range fmt_ns shows; below the first: whole ns
@@ -210,16 +230,8 @@ def fmt_int(n: np.ndarray) -> np.ndarray:
 
 
 def cat(*parts: np.ndarray | str) -> np.ndarray:
-    """Element-wise string concatenation of equally long arrays (of str) and scalars: one join per row."""
-    arrays = [np.asarray(p, dtype=object).tolist() for p in parts if not isinstance(p, str)]
-    if not arrays:
-        return np.asarray("".join(p for p in parts if isinstance(p, str)), dtype=object)
-    n = len(arrays[0])
-    it = iter(arrays)
-    columns = [[p] * n if isinstance(p, str) else next(it) for p in parts]
-    out = np.empty(n, dtype=object)
-    out[:] = list(map("".join, zip(*columns, strict=True)))
-    return out
+    """Element-wise string concatenation of equally long arrays (of str) and scalars (compiled: ``textcat``)."""
+    return textcat.cat(*parts)
 
 
 Part = str | np.ndarray | tuple[Callable[[np.ndarray], np.ndarray], np.ndarray]
