@@ -47,6 +47,9 @@ setup(
                            extra_compile_args=["-O2"], libraries=["dl"]),
                  # a column-wise writer's rows (traceread/render/rowjoin.py has its exact Python twin)
                  Extension("traceread.render._cjoin", ["traceread/render/_cjoin.c"], optional=True,
+                           extra_compile_args=["-O2"]),
+                 # the gap engine's interval sweeps (traceread/intervals.py has their exact numpy twins)
+                 Extension("traceread._cgaps", ["traceread/_cgaps.c"], optional=True,
                            extra_compile_args=["-O2"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

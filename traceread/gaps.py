@@ -27,6 +27,7 @@ point-to-point kernels in the gap's step (the evidence of pipeline parallelism).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -103,37 +104,60 @@ def with_fractions(gaps: pd.DataFrame) -> pd.DataFrame:
 
 
 def _covered(v: EventView, rows: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
-    us, ue = intervals.union(v.start[rows], v.end[rows])
-    return intervals.overlap_with_union(gs, ge, us, ue)
+    return intervals.rows_covered(v.start, v.end, rows, gs, ge)
+
+
+def _per_value(col: pd.Series, fn) -> np.ndarray:
+    """``fn`` (array of distinct strings -> array) applied to ``col.astype(str)`` once per distinct
+    value (a categorical's categories, plus 'nan' for its missing entries) and broadcast to the rows."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        names = np.append(np.asarray(col.cat.categories.astype(str), dtype=object), "nan")  # code -1: 'nan'
+        return np.asarray(fn(names))[col.cat.codes.to_numpy()]
+    return np.asarray(fn(col.astype(str).to_numpy(dtype=object)))
+
+
+def _direction(kinds: Sequence[str] | np.ndarray) -> np.ndarray:
+    """Index in ``_COPY_DIRS`` + 1 of each copy kind string (0: none of them)."""
+    return np.array([list(_COPY_DIRS).index(k) + 1 if k in _COPY_DIRS else 0 for k in kinds], dtype=np.int8)
 
 
 def _sorted_copy_args(trace: Trace) -> dict[str, np.ndarray]:
-    """The ``copy_args`` side table sorted by row, as arrays: ``row``, ``copy_kind`` and ``kinds``
-    (``src|dst`` memory kinds). Built once per trace: per device it would cost the table's length."""
+    """The ``copy_args`` side table sorted by row, as arrays per row: ``row``; ``direction`` (see
+    :func:`_direction`) and ``has_kind`` of ``copy_kind``; ``has_kinds`` (a source or destination
+    memory kind is named), ``pageable`` and ``pinned`` (either kind says so). Built once per trace,
+    each string tested once per distinct value: per device or per row it would cost the table's
+    length."""
     s = trace.side_table("copy_args").sort_values("row")
-    return {"row": s["row"].to_numpy(), "copy_kind": s["copy_kind"].astype(str).to_numpy(dtype=object),
-            "kinds": (s["src_kind"].astype(str) + "|" + s["dst_kind"].astype(str)).to_numpy(dtype=object)}
+    src, dst = s["src_kind"], s["dst_kind"]
+    out = {"row": s["row"].to_numpy(), "direction": _per_value(s["copy_kind"], _direction),
+           "has_kind": _per_value(s["copy_kind"], lambda k: k != "")}
+    # ``src|dst`` holds a word when one of its sides does ('|' is in no word searched for)
+    out["has_kinds"] = _per_value(src, lambda k: k != "") | _per_value(dst, lambda k: k != "")
+    for key, word in (("pageable", "Pageable"), ("pinned", "Pinned")):
+        def has(k: np.ndarray, word: str = word) -> np.ndarray:
+            return np.array([word in x for x in k], dtype=bool)
+        out[key] = _per_value(src, has) | _per_value(dst, has)
+    return out
 
 
 def _copy_flags(s: dict[str, np.ndarray], v: EventView, rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per memcpy row: direction and memory-kind flags, from ``copy_args`` (``s``, see
     :func:`_sorted_copy_args`; else from the name)."""
-    kind = v.map_names(rows, lambda names: np.array(
-        [(m.group(1) if (m := _COPY_KIND_RE.search(str(n))) else "") for n in names], dtype=object))
-    src = v.map_names(rows, lambda names: np.array(["Pageable" in str(n) for n in names], dtype=bool))
-    pinned = v.map_names(rows, lambda names: np.array(["Pinned" in str(n) for n in names], dtype=bool))
+    names, inverse = v.distinct_names(rows)
+    direction = _direction([(m.group(1) if (m := _COPY_KIND_RE.search(str(n))) else "") for n in names])[inverse]
+    src = np.array(["Pageable" in str(n) for n in names], dtype=bool)[inverse]
+    pinned = np.array(["Pinned" in str(n) for n in names], dtype=bool)[inverse]
     if len(s["row"]) and len(rows):
         pos = np.minimum(np.searchsorted(s["row"], rows), len(s["row"]) - 1)
         hit = s["row"][pos] == rows
-        sk = s["copy_kind"][pos]
-        kinds = s["kinds"][pos]
-        kind = np.where(hit & (sk != ""), sk, kind)
-        has_kinds = hit & (kinds != "|")
-        src = np.where(has_kinds, pd.Series(kinds).str.contains("Pageable").to_numpy(), src)
-        pinned = np.where(has_kinds, pd.Series(kinds).str.contains("Pinned").to_numpy(), pinned)
-    flags = {col: kind == k for k, col in _COPY_DIRS.items()}
-    flags["memcpy_pageable"] = src.astype(bool)
-    flags["memcpy_pinned"] = pinned.astype(bool)
+        use = hit & s["has_kind"][pos]
+        direction[use] = s["direction"][pos[use]]
+        has_kinds = hit & s["has_kinds"][pos]
+        src[has_kinds] = s["pageable"][pos[has_kinds]]
+        pinned[has_kinds] = s["pinned"][pos[has_kinds]]
+    flags = {col: direction == i + 1 for i, col in enumerate(_COPY_DIRS.values())}
+    flags["memcpy_pageable"] = src
+    flags["memcpy_pinned"] = pinned
     # A pageable host-to-device batch copy has its own fix (pin the batch), so it gets its own overlap.
     flags["memcpy_htod_pageable"] = flags["memcpy_htod"] & flags["memcpy_pageable"]
     return flags
@@ -158,20 +182,29 @@ def _outer_launches(v: EventView, api: np.ndarray) -> np.ndarray:
 
 
 class _RankHost:
-    """Host-side rows of one rank, selected once and shared by its devices."""
+    """Host-side rows of one rank, selected once and shared by its devices.
+
+    The selections the engine only measures (``calls``, ``api_by_start``, the sync and allocator
+    calls) are in start order, from one sort of the rank's calls: the interval sweeps need that
+    order, and each device would otherwise sort them again."""
 
     def __init__(self, v: EventView, rank: int) -> None:
         self.api = v.rows((schema.LANE_CPU_THREAD,), _API_CATS, rank=rank)
         host = v.rows((schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION), rank=rank)
-        self.calls = v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank)
+        self.calls = intervals.by_start(v.start, v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank))
+        is_api = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # by category code; the last entry answers for -1
+        is_api[[v.cat_codes[c] for c in _API_CATS if c in v.cat_codes]] = True
+        self.api_by_start = self.calls[is_api[v.cat[self.calls]]]  # the API calls are among the calls
         self.python = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_PYTHON,), rank=rank)
         # each selection's name codes gathered once for its flags
-        host_names, api_names = v.name[host], v.name[self.api]
+        host_names, api_names = v.name[host], v.name[self.api_by_start]
         self.flagged = {f: host[v.name_flags[f][host_names]] for f in ("dataloader", "optimizer")}
-        self.flagged.update({f: self.api[v.name_flags[f][api_names]] for f in ("sync", "alloc")})
+        self.flagged.update({f: self.api_by_start[v.name_flags[f][api_names]] for f in ("sync", "alloc")})
         del host_names, api_names
         self.flagged["launch"] = _outer_launches(v, self.api)
+        self.launch_order = np.argsort(v.start[self.flagged["launch"]], kind="stable")
         self.tids = np.sort(pd.unique(v.tid[self.api]))
+        self._calls_tids: np.ndarray | None = None
         # Device each launch call targets (-1: nothing linked to it).
         launches = self.flagged["launch"]
         self.launch_device = np.full(len(launches), -1, dtype=np.int64)
@@ -185,11 +218,18 @@ class _RankHost:
             self.launch_device[hit] = v.device[lg[k[hit]]]
 
     @staticmethod
-    def on_threads(v: EventView, rows: np.ndarray, tids: np.ndarray) -> np.ndarray:
-        """``rows`` on threads ``tids`` (no copy when all of them already are)."""
-        if np.isin(pd.unique(v.tid[rows]), tids).all():
+    def on_threads(v: EventView, rows: np.ndarray, tids: np.ndarray, have: np.ndarray | None = None) -> np.ndarray:
+        """``rows`` on threads ``tids`` (no copy when all of them already are; ``have``: the rows'
+        threads or a superset of them, when known)."""
+        if np.isin(pd.unique(v.tid[rows]) if have is None else have, tids).all():
             return rows
         return rows[np.isin(v.tid[rows], tids)]
+
+    def calls_on(self, v: EventView, tids: np.ndarray) -> np.ndarray:
+        """``calls`` on threads ``tids`` (their threads found once per rank, not per device)."""
+        if self._calls_tids is None:
+            self._calls_tids = pd.unique(v.tid[self.calls])
+        return self.on_threads(v, self.calls, tids, self._calls_tids)
 
 
 def _split(w: np.ndarray, gs: np.ndarray, ge: np.ndarray, points: np.ndarray
@@ -223,7 +263,7 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
         "offset_ns": gs - ws[w], "phase": (gs - ws[w]) / np.maximum(we[w] - ws[w], 1),
     }
     ns: dict[str, pd.arrays.SparseArray] = {}  # sparse as soon as measured: most gaps overlap nothing of most kinds
-    comm = v.rows((schema.LANE_GPU_COMM,), rank=rank, device=device)
+    comm = intervals.by_start(v.start, v.rows((schema.LANE_GPU_COMM,), rank=rank, device=device))
     # What each transfer is comes from the host op that launched it (an all-to-all built from
     # SendRecv kernels is a collective, not point-to-point): see traceread.collective_identity.
     ctype = identify(trace).of(comm)[0]
@@ -233,7 +273,7 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     ns["comm_p2p"] = _sparse(_covered(v, comm[p2p], gs, ge))
     cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge)
     cols["step_p2p_count"] = step_p2p[w]
-    copies = v.rows((schema.LANE_MEMCPY,), rank=rank, device=device)
+    copies = intervals.by_start(v.start, v.rows((schema.LANE_MEMCPY,), rank=rank, device=device))
     for key, mask in _copy_flags(copy_args, v, copies).items():
         ns[key] = _sparse(_covered(v, copies[mask], gs, ge))
     ns["memset"] = _sparse(_covered(v, v.rows((schema.LANE_MEMSET,), rank=rank, device=device), gs, ge))
@@ -247,19 +287,21 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     main_tid = _busiest(v.tid[launch] if len(launch) else v.tid[host.flagged["launch"]])
     cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs)
     del ops, linked_ops, launch
-    api = host.on_threads(v, host.api, tids)
+    api = host.on_threads(v, host.api_by_start, tids, host.tids)
     ns["cpu_runtime"] = _sparse(_covered(v, api, gs, ge))
     for key in ("dataloader", "sync", "alloc", "optimizer"):
         ns[key] = _sparse(_covered(v, host.flagged[key], gs, ge))
     for key in OVERLAP_KINDS:
         cols[f"{key}_ns"] = ns.pop(key)
 
-    lrows = host.flagged["launch"]
-    mine = (host.launch_device == device) | (host.launch_device < 0)
-    lrows = host.on_threads(v, lrows if mine.all() else lrows[mine], tids)
-    cols["launch_count"] = intervals.count_in(gs, ge, np.sort(v.start[lrows]))
-    calls = host.on_threads(v, host.calls, tids)
-    length, idx = intervals.longest_overlap(gs, ge, v.start[calls], v.end[calls])
+    order = host.launch_order
+    lrows = host.flagged["launch"][order]  # in start order
+    mine = (host.launch_device[order] == device) | (host.launch_device[order] < 0)
+    lrows = host.on_threads(v, lrows if mine.all() else lrows[mine], tids, host.tids)  # launches are API calls
+    cols["launch_count"] = intervals.rows_count_in(v.start, lrows, gs, ge)
+    del lrows, mine
+    calls = host.calls_on(v, tids)
+    length, idx = intervals.rows_longest_overlap(v.start, v.end, calls, gs, ge)
     cols["longest_cpu_ns"] = length
     cols["longest_cpu_name"] = v.name_codes_at(calls, idx)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceread.extensions import optional, switched_off
+
 _I64 = np.int64
 INT64_MIN = np.iinfo(np.int64).min
 INT64_MAX = np.iinfo(np.int64).max
@@ -287,3 +289,72 @@ def innermost_covering(t, starts, ends) -> np.ndarray:
         ok &= e_sorted[cand] > t[qi]
         out[qi[ok]] = order[cand[ok]]
     return out
+
+
+# Sweeps over intervals given by row numbers into two columns (the gap engine's measurements): one
+# pass in compiled code (``_cgaps.c``, optional) where it was built, else the numpy functions above,
+# which are their exact twins (``TRACEREAD_NO_CGAPS=1`` uses the twins; a test compares them). The
+# compiled sweeps need the rows sorted by start (they sort a copy when not) and the queries sorted by
+# start and pairwise disjoint (else the twin answers).
+DISABLE_ENV = "TRACEREAD_NO_CGAPS"
+_CGAPS = optional("traceread._cgaps")
+
+
+def _sweeper():
+    return None if _CGAPS is None or switched_off(DISABLE_ENV) else _CGAPS
+
+
+def by_start(start: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``rows`` in the order of their ``start`` (stable: equal starts keep their order); ``rows``
+    itself when already so."""
+    s = start[rows]
+    return rows if is_sorted(s) else rows[np.argsort(s, kind="stable")]
+
+
+
+def rows_covered(start, end, rows, qs, qe) -> np.ndarray:
+    """``overlap_with_union(qs, qe, *union(start[rows], end[rows]))``: the length of each query
+    covered by the union of the selected intervals."""
+    c = _sweeper()
+    if c is not None and len(qs):
+        start, end = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64)
+        rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)
+        out = np.empty(len(qs), dtype=_I64)
+        if c.covered(start, end, rows, qs, qe, out) or c.covered(start, end, by_start(start, rows), qs, qe, out):
+            return out
+    return overlap_with_union(qs, qe, *union(np.asarray(start)[rows], np.asarray(end)[rows]))
+
+
+def rows_longest_overlap(start, end, rows, qs, qe) -> tuple[np.ndarray, np.ndarray]:
+    """``longest_overlap(qs, qe, start[rows], end[rows])``: per query the longest overlap and the
+    position in ``rows`` of the interval making it (-1: none)."""
+    c = _sweeper()
+    if c is not None and len(qs) and len(rows):
+        start, end = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64)
+        rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)
+        length, idx = np.empty(len(qs), dtype=_I64), np.empty(len(qs), dtype=_I64)
+        if c.longest(start, end, rows, qs, qe, length, idx):
+            return length, idx
+        order = np.argsort(start[rows], kind="stable")
+        if c.longest(start, end, rows[order], qs, qe, length, idx):
+            hit = idx >= 0
+            idx[hit] = order[idx[hit]]
+            return length, idx
+    return longest_overlap(qs, qe, np.asarray(start)[rows], np.asarray(end)[rows])
+
+
+def rows_count_in(start, rows, qs, qe) -> np.ndarray:
+    """``count_in(qs, qe, np.sort(start[rows]))``: per query the rows starting inside it."""
+    c = _sweeper()
+    if c is not None and len(qs):
+        start = np.ascontiguousarray(start, _I64)
+        rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)
+        out = np.empty(len(qs), dtype=_I64)
+        if c.count(start, rows, qs, qe, out) or c.count(start, by_start(start, rows), qs, qe, out):
+            return out
+    return count_in(qs, qe, np.sort(np.asarray(start)[rows]))
+
+
+def _row_arr(rows) -> np.ndarray:
+    rows = np.asarray(rows)
+    return np.ascontiguousarray(rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64))

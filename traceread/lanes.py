@@ -126,14 +126,19 @@ class EventView:
     def map_names(self, rows: np.ndarray, fn) -> np.ndarray:
         """``fn`` (array of distinct names -> array of values) applied once per distinct name of
         ``rows`` and broadcast back to the rows."""
+        names, inverse = self.distinct_names(rows)
+        return np.asarray(fn(names))[inverse]
+
+    def distinct_names(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct names of ``rows`` (in name-code order) and, per row, its name's position
+        among them."""
         codes = self.name[rows]  # -1 (missing) indexes the trailing ''
         seen = np.zeros(len(self.names), dtype=bool)
         seen[codes] = True
         used = np.flatnonzero(seen)
-        values = np.asarray(fn(self.names[used]))
         lookup = np.zeros(len(self.names), dtype=np.intp)
         lookup[used] = np.arange(len(used))
-        return values[lookup[codes]]
+        return self.names[used], lookup[codes]
 
     def matching(self, rows: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
         """Bool per row: ``rx`` finds its name (``search``, as ``host_calls.calls_matching``: once per

@@ -1,0 +1,92 @@
+"""The gap engine's compiled interval sweeps (``traceread/_cgaps.c``) against their numpy twins in
+traceread.intervals, on random interval sets (ties, nesting, zero lengths, unsorted rows, int32 and
+int64 row numbers) and on the selections of real traces; and the switch that turns them off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import needs_shared, shared_kineto, shared_nsys
+
+import traceread
+from traceread import intervals as iv
+from traceread.config import Thresholds
+from traceread.errors import UserFacingError
+from traceread.gaps import find_gaps
+from traceread.steps import find_steps
+
+pytestmark = pytest.mark.skipif(iv._CGAPS is None, reason="the compiled sweeps were not built (no C compiler)")
+
+
+def _twins(start, end, rows, qs, qe):
+    s, e = start[rows], end[rows]
+    return (iv.overlap_with_union(qs, qe, *iv.union(s, e)), iv.longest_overlap(qs, qe, s, e),
+            iv.count_in(qs, qe, np.sort(s)))
+
+
+def _compiled(start, end, rows, qs, qe):
+    return (iv.rows_covered(start, end, rows, qs, qe), iv.rows_longest_overlap(start, end, rows, qs, qe),
+            iv.rows_count_in(start, rows, qs, qe))
+
+
+def _queries(rng, n, span):
+    """Sorted, pairwise disjoint (possibly touching) queries, as the engine's gaps are."""
+    cuts = np.sort(rng.integers(0, span, size=2 * n))
+    qs, qe = cuts[0::2], cuts[1::2]
+    keep = qe > qs
+    return qs[keep], qe[keep]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_sweeps_equal_their_numpy_twins(seed):
+    rng = np.random.default_rng(seed)
+    n, span = int(rng.integers(0, 400)), int(rng.choice([20, 200, 5000]))
+    start = rng.integers(0, span, size=n + 5).astype(np.int64)
+    # few distinct lengths (zero included) so that ends and overlaps tie often
+    end = start + rng.choice([0, 1, 3, 7, span // 4 + 1], size=n + 5)
+    rows = rng.choice(n + 5, size=int(rng.integers(0, n + 5)) if n else 0, replace=False)
+    if seed % 3 == 0:
+        rows = rows[np.argsort(start[rows], kind="stable")]  # the sorted path without a sort
+    rows = rows.astype(np.int32 if seed % 2 else np.int64)
+    qs, qe = _queries(rng, int(rng.integers(0, 60)), span + 10)
+    want, got = _twins(start, end, rows, qs, qe), _compiled(start, end, rows, qs, qe)
+    assert got[0].tolist() == want[0].tolist()
+    assert got[1][0].tolist() == want[1][0].tolist()
+    assert got[1][1].tolist() == want[1][1].tolist()  # the same interval on ties, not only the same length
+    assert got[2].tolist() == want[2].tolist()
+
+
+def test_queries_out_of_shape_fall_back_to_the_twins():
+    # overlapping queries: no sweep can take them; the answer is still the twin's
+    start, end = np.array([0, 2, 5], np.int64), np.array([4, 9, 6], np.int64)
+    rows = np.array([2, 0, 1])
+    qs, qe = np.array([1, 3, 0], np.int64), np.array([8, 10, 2], np.int64)
+    assert iv.rows_covered(start, end, rows, qs, qe).tolist() == [7, 6, 2]
+    assert iv.rows_count_in(start, rows, qs, qe).tolist() == [2, 1, 1]
+
+
+def test_switch_uses_the_twins(monkeypatch):
+    monkeypatch.delenv(iv.DISABLE_ENV, raising=False)
+    calls = []
+    monkeypatch.setattr(iv, "overlap_with_union", lambda *a: calls.append(a) or np.zeros(1, np.int64))
+    start, end, rows = np.array([0], np.int64), np.array([5], np.int64), np.array([0])
+    qs, qe = np.array([1], np.int64), np.array([3], np.int64)
+    assert iv.rows_covered(start, end, rows, qs, qe).tolist() == [2] and not calls
+    monkeypatch.setenv(iv.DISABLE_ENV, "1")
+    iv.rows_covered(start, end, rows, qs, qe)
+    assert len(calls) == 1
+
+
+@needs_shared
+@pytest.mark.parametrize("path", shared_kineto() + shared_nsys(), ids=lambda p: p.name)
+def test_gaps_of_real_traces_are_the_same_without_the_sweeps(path, monkeypatch):
+    try:
+        trace = traceread.load(path)
+    except UserFacingError as exc:
+        pytest.skip(f"not loadable: {exc}")
+    steps = find_steps(trace, Thresholds()).steps
+    monkeypatch.delenv(iv.DISABLE_ENV, raising=False)
+    compiled = find_gaps(trace, steps)
+    monkeypatch.setenv(iv.DISABLE_ENV, "1")
+    pd.testing.assert_frame_equal(find_gaps(trace, steps), compiled, check_exact=True)

@@ -1,0 +1,219 @@
+/* One pass over intervals sorted by start against sorted, disjoint queries (the gap engine's
+ * measurements). See traceread/intervals.py (rows_covered, rows_longest_overlap, rows_count_in) for
+ * the contracts and the numpy twins every function here must equal exactly.
+ *
+ * Intervals are given as two int64 columns (start, end) and the row numbers selecting them (int32
+ * or int64, by the buffer's item size), so no gathered copy of a selection is made. Every function
+ * returns None, having written nothing the caller reads, when its input is not in the shape it needs
+ * (rows not sorted by start, queries not sorted and disjoint): the caller then sorts or uses the twin. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef struct {
+    Py_buffer start, end, rows, qs, qe;
+    int have_end;
+    Py_ssize_t n_ev, n, m;
+    int wide; /* rows are int64 (else int32) */
+} Args;
+
+static void release(Args *a) {
+    PyBuffer_Release(&a->start);
+    if (a->have_end) PyBuffer_Release(&a->end);
+    PyBuffer_Release(&a->rows);
+    PyBuffer_Release(&a->qs);
+    PyBuffer_Release(&a->qe);
+}
+
+/* Validates sizes and row numbers; 0 on success (else an exception is set and buffers released). */
+static int check(Args *a) {
+    a->n_ev = a->start.len / 8;
+    if (a->have_end && a->end.len != a->start.len) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps: start and end differ in length");
+        goto bad;
+    }
+    if (a->rows.itemsize != 4 && a->rows.itemsize != 8) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps: rows must be int32 or int64");
+        goto bad;
+    }
+    a->wide = a->rows.itemsize == 8;
+    a->n = a->rows.len / a->rows.itemsize;
+    a->m = a->qs.len / 8;
+    if (a->qe.len != a->qs.len) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps: query starts and ends differ in length");
+        goto bad;
+    }
+    return 0;
+bad:
+    release(a);
+    return -1;
+}
+
+static inline Py_ssize_t row_at(const Args *a, Py_ssize_t i) {
+    return a->wide ? (Py_ssize_t)((const int64_t *)a->rows.buf)[i] : (Py_ssize_t)((const int32_t *)a->rows.buf)[i];
+}
+
+/* Rows in range and sorted by start; queries sorted by start and pairwise disjoint. */
+static int shaped(const Args *a) {
+    const int64_t *s = (const int64_t *)a->start.buf;
+    const int64_t *qs = (const int64_t *)a->qs.buf, *qe = (const int64_t *)a->qe.buf;
+    int64_t prev = INT64_MIN;
+    for (Py_ssize_t i = 0; i < a->n; i++) {
+        Py_ssize_t r = row_at(a, i);
+        if (r < 0 || r >= a->n_ev || s[r] < prev) return 0;
+        prev = s[r];
+    }
+    for (Py_ssize_t k = 0; k < a->m; k++) {
+        if (qe[k] < qs[k] || (k && qs[k] < qe[k - 1])) return 0;
+    }
+    return 1;
+}
+
+/* covered(start, end, rows, qs, qe, out): out[k] = length of query k covered by the union of the
+ * rows' intervals (zero-length intervals cover nothing; touching ones merge, as intervals.union). */
+static PyObject *covered(PyObject *self, PyObject *args) {
+    Args a = {0};
+    Py_buffer b_out;
+    (void)self;
+    a.have_end = 1;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*", &a.start, &a.end, &a.rows, &a.qs, &a.qe, &b_out)) return NULL;
+    if (check(&a)) { PyBuffer_Release(&b_out); return NULL; }
+    PyObject *result = Py_None;
+    if (b_out.len != a.m * 8) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.covered: out has the wrong length");
+        result = NULL;
+        goto done;
+    }
+    if (!shaped(&a)) goto done;
+    const int64_t *s = (const int64_t *)a.start.buf, *e = (const int64_t *)a.end.buf;
+    const int64_t *qs = (const int64_t *)a.qs.buf, *qe = (const int64_t *)a.qe.buf;
+    int64_t *out = (int64_t *)b_out.buf;
+    Py_ssize_t m = a.m, j = 0;
+    for (Py_ssize_t k = 0; k < m; k++) out[k] = 0;
+    Py_ssize_t i = 0;
+    while (i < a.n && j < m) {
+        /* the next member of the union: [cs, ce) */
+        Py_ssize_t r = row_at(&a, i++);
+        if (e[r] <= s[r]) continue;
+        int64_t cs = s[r], ce = e[r];
+        while (i < a.n) {
+            Py_ssize_t r2 = row_at(&a, i);
+            if (s[r2] > ce) break;
+            if (e[r2] > ce) ce = e[r2];
+            i++;
+        }
+        while (j < m && qe[j] <= cs) j++; /* queries wholly before the member: done */
+        for (Py_ssize_t k = j; k < m && qs[k] < ce; k++) {
+            int64_t lo = qs[k] > cs ? qs[k] : cs, hi = qe[k] < ce ? qe[k] : ce;
+            if (hi > lo) out[k] += hi - lo;
+        }
+    }
+    result = Py_True;
+done:
+    release(&a);
+    PyBuffer_Release(&b_out);
+    if (result) Py_INCREF(result);
+    return result;
+}
+
+/* longest(start, end, rows, qs, qe, length, index): per query, the interval overlapping it the
+ * longest and its position in rows (-1: none), with intervals.longest_overlap's tie rules: an
+ * interval starting before the query is the one reaching furthest (the latest of those reaching
+ * equally far); one starting inside the query is the first reaching the query's maximum, and it
+ * replaces the former only when it overlaps strictly longer. */
+static PyObject *longest(PyObject *self, PyObject *args) {
+    Args a = {0};
+    Py_buffer b_len, b_idx;
+    (void)self;
+    a.have_end = 1;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*", &a.start, &a.end, &a.rows, &a.qs, &a.qe, &b_len, &b_idx))
+        return NULL;
+    if (check(&a)) { PyBuffer_Release(&b_len); PyBuffer_Release(&b_idx); return NULL; }
+    PyObject *result = Py_None;
+    if (b_len.len != a.m * 8 || b_idx.len != a.m * 8) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.longest: outputs have the wrong length");
+        result = NULL;
+        goto done;
+    }
+    if (!shaped(&a)) goto done;
+    const int64_t *s = (const int64_t *)a.start.buf, *e = (const int64_t *)a.end.buf;
+    const int64_t *qs = (const int64_t *)a.qs.buf, *qe = (const int64_t *)a.qe.buf;
+    int64_t *len = (int64_t *)b_len.buf, *idx = (int64_t *)b_idx.buf;
+    Py_ssize_t i = 0, far = -1; /* far: the interval started so far that reaches furthest (latest on ties) */
+    int64_t far_end = 0;
+    for (Py_ssize_t k = 0; k < a.m; k++) {
+        while (i < a.n) {
+            Py_ssize_t r = row_at(&a, i);
+            if (s[r] >= qs[k]) break;
+            if (far < 0 || e[r] >= far_end) { far = i; far_end = e[r]; }
+            i++;
+        }
+        int64_t best = 0, best_idx = -1;
+        if (far >= 0) {
+            int64_t ov = (far_end < qe[k] ? far_end : qe[k]) - qs[k];
+            if (ov > 0) { best = ov; best_idx = far; }
+        }
+        int64_t in_best = 0, in_idx = -1;
+        for (Py_ssize_t j = i; j < a.n; j++) {
+            Py_ssize_t r = row_at(&a, j);
+            if (s[r] >= qe[k]) break;
+            int64_t ov = (e[r] < qe[k] ? e[r] : qe[k]) - s[r];
+            if (in_idx < 0 || ov > in_best) { in_best = ov; in_idx = j; }
+        }
+        if (in_idx >= 0 && in_best > best) { best = in_best; best_idx = in_idx; }
+        len[k] = best;
+        idx[k] = best_idx;
+    }
+    result = Py_True;
+done:
+    release(&a);
+    PyBuffer_Release(&b_len);
+    PyBuffer_Release(&b_idx);
+    if (result) Py_INCREF(result);
+    return result;
+}
+
+/* count(start, rows, qs, qe, out): out[k] = number of rows with qs[k] <= start < qe[k]. */
+static PyObject *count(PyObject *self, PyObject *args) {
+    Args a = {0};
+    Py_buffer b_out;
+    (void)self;
+    a.have_end = 0;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &a.start, &a.rows, &a.qs, &a.qe, &b_out)) return NULL;
+    if (check(&a)) { PyBuffer_Release(&b_out); return NULL; }
+    PyObject *result = Py_None;
+    if (b_out.len != a.m * 8) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.count: out has the wrong length");
+        result = NULL;
+        goto done;
+    }
+    if (!shaped(&a)) goto done;
+    const int64_t *s = (const int64_t *)a.start.buf;
+    const int64_t *qs = (const int64_t *)a.qs.buf, *qe = (const int64_t *)a.qe.buf;
+    int64_t *out = (int64_t *)b_out.buf;
+    Py_ssize_t i = 0;
+    for (Py_ssize_t k = 0; k < a.m; k++) {
+        while (i < a.n && s[row_at(&a, i)] < qs[k]) i++;
+        Py_ssize_t j = i;
+        while (j < a.n && s[row_at(&a, j)] < qe[k]) j++;
+        out[k] = (int64_t)(j - i);
+        i = j;
+    }
+    result = Py_True;
+done:
+    release(&a);
+    PyBuffer_Release(&b_out);
+    if (result) Py_INCREF(result);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"covered", covered, METH_VARARGS, "covered(start, end, rows, qs, qe, out): union coverage per query"},
+    {"longest", longest, METH_VARARGS, "longest(start, end, rows, qs, qe, length, index): longest overlap per query"},
+    {"count", count, METH_VARARGS, "count(start, rows, qs, qe, out): starts inside each query"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgaps", "The gap engine's interval sweeps", -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__cgaps(void) { return PyModule_Create(&module); }
