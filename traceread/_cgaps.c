@@ -207,10 +207,101 @@ done:
     return result;
 }
 
+/* A code column read as int64 whatever its signed width (1, 2, 4 or 8 bytes). */
+static inline int64_t code_at(const Py_buffer *b, Py_ssize_t i) {
+    switch (b->itemsize) {
+    case 1: return ((const int8_t *)b->buf)[i];
+    case 2: return ((const int16_t *)b->buf)[i];
+    case 4: return ((const int32_t *)b->buf)[i];
+    default: return ((const int64_t *)b->buf)[i];
+    }
+}
+
+/* table[code] with numpy's reading of a negative index (from the end); -1: out of range. */
+static inline int table_at(const Py_buffer *t, int64_t code) {
+    Py_ssize_t n = t->len;
+    if (code < 0) code += n;
+    if (code < 0 || code >= n) return -1;
+    return ((const unsigned char *)t->buf)[code] != 0;
+}
+
+/* bucket_max(start, end, rows, bounds, max_len, out, cat, cat_ok, name, name_ok): for each row
+ * shorter than max_len (end - start) whose cat_ok[cat[row]] and name_ok[name[row]] hold (tables
+ * of bools indexed by code as numpy indexes), out[b] = max(out[b], end) with b the number of bounds
+ * (sorted ascending) at or before its start. cat/cat_ok and name/name_ok may be None (no test).
+ * capture_edges._tail's numpy lines are the twin. */
+static PyObject *bucket_max(PyObject *self, PyObject *args) {
+    Py_buffer b_start, b_end, b_rows, b_bounds, b_out;
+    Py_buffer tab[4]; /* cat, cat_ok, name, name_ok */
+    PyObject *objs[4];
+    int got[4] = {0, 0, 0, 0};
+    long long max_len;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*Lw*OOOO", &b_start, &b_end, &b_rows, &b_bounds, &max_len, &b_out,
+                          &objs[0], &objs[1], &objs[2], &objs[3]))
+        return NULL;
+    PyObject *result = NULL;
+    for (int t = 0; t < 4; t++) {
+        if (objs[t] == Py_None) continue;
+        if (PyObject_GetBuffer(objs[t], &tab[t], PyBUF_SIMPLE | PyBUF_FORMAT) < 0) goto done;
+        got[t] = 1;
+    }
+    if ((got[0] != got[1]) || (got[2] != got[3])) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.bucket_max: a code column needs its table");
+        goto done;
+    }
+    Py_ssize_t n_ev = b_start.len / 8, nb = b_bounds.len / 8;
+    int wide = b_rows.itemsize == 8;
+    Py_ssize_t n = b_rows.len / b_rows.itemsize;
+    if (b_end.len != b_start.len || (b_rows.itemsize != 4 && b_rows.itemsize != 8) || b_out.len != (nb + 1) * 8 ||
+        (got[0] && tab[0].len / tab[0].itemsize != n_ev) || (got[2] && tab[2].len / tab[2].itemsize != n_ev)) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.bucket_max: array sizes disagree");
+        goto done;
+    }
+    const int64_t *s = (const int64_t *)b_start.buf, *e = (const int64_t *)b_end.buf;
+    const int64_t *bounds = (const int64_t *)b_bounds.buf;
+    int64_t *out = (int64_t *)b_out.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t r = wide ? (Py_ssize_t)((const int64_t *)b_rows.buf)[i] : (Py_ssize_t)((const int32_t *)b_rows.buf)[i];
+        if (r < 0) r += n_ev;
+        if (r < 0 || r >= n_ev) {
+            PyErr_SetString(PyExc_IndexError, "_cgaps.bucket_max: a row is out of range");
+            goto done;
+        }
+        if (!(e[r] - s[r] < max_len)) continue;
+        for (int t = 0; t < 4; t += 2) {
+            if (!got[t]) continue;
+            int ok = table_at(&tab[t + 1], code_at(&tab[t], r));
+            if (ok < 0) {
+                PyErr_SetString(PyExc_IndexError, "_cgaps.bucket_max: a code is out of its table");
+                goto done;
+            }
+            if (!ok) goto next;
+        }
+        {
+            Py_ssize_t lo = 0, hi = nb; /* first bound > start */
+            while (lo < hi) {
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (bounds[mid] <= s[r]) lo = mid + 1; else hi = mid;
+            }
+            if (e[r] > out[lo]) out[lo] = e[r];
+        }
+    next:;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int t = 0; t < 4; t++) if (got[t]) PyBuffer_Release(&tab[t]);
+    PyBuffer_Release(&b_start); PyBuffer_Release(&b_end); PyBuffer_Release(&b_rows);
+    PyBuffer_Release(&b_bounds); PyBuffer_Release(&b_out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"covered", covered, METH_VARARGS, "covered(start, end, rows, qs, qe, out): union coverage per query"},
     {"longest", longest, METH_VARARGS, "longest(start, end, rows, qs, qe, length, index): longest overlap per query"},
     {"count", count, METH_VARARGS, "count(start, rows, qs, qe, out): starts inside each query"},
+    {"bucket_max", bucket_max, METH_VARARGS, "bucket_max(start, end, rows, bounds, max_len, out, cat, cat_ok, name, name_ok)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgaps", "The gap engine's interval sweeps", -1,

@@ -300,7 +300,8 @@ DISABLE_ENV = "TRACEREAD_NO_CGAPS"
 _CGAPS = optional("traceread._cgaps")
 
 
-def _sweeper():
+def sweeper():
+    """The compiled sweeps' module, or None (not built, or switched off)."""
     return None if _CGAPS is None or switched_off(DISABLE_ENV) else _CGAPS
 
 
@@ -315,7 +316,7 @@ def by_start(start: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def rows_covered(start, end, rows, qs, qe) -> np.ndarray:
     """``overlap_with_union(qs, qe, *union(start[rows], end[rows]))``: the length of each query
     covered by the union of the selected intervals."""
-    c = _sweeper()
+    c = sweeper()
     if c is not None and len(qs):
         start, end = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64)
         rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)
@@ -328,7 +329,7 @@ def rows_covered(start, end, rows, qs, qe) -> np.ndarray:
 def rows_longest_overlap(start, end, rows, qs, qe) -> tuple[np.ndarray, np.ndarray]:
     """``longest_overlap(qs, qe, start[rows], end[rows])``: per query the longest overlap and the
     position in ``rows`` of the interval making it (-1: none)."""
-    c = _sweeper()
+    c = sweeper()
     if c is not None and len(qs) and len(rows):
         start, end = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64)
         rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)
@@ -345,7 +346,7 @@ def rows_longest_overlap(start, end, rows, qs, qe) -> tuple[np.ndarray, np.ndarr
 
 def rows_count_in(start, rows, qs, qe) -> np.ndarray:
     """``count_in(qs, qe, np.sort(start[rows]))``: per query the rows starting inside it."""
-    c = _sweeper()
+    c = sweeper()
     if c is not None and len(qs):
         start = np.ascontiguousarray(start, _I64)
         rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)

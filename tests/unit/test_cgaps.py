@@ -10,6 +10,7 @@ import pytest
 from conftest import needs_shared, shared_kineto, shared_nsys
 
 import traceread
+from traceread import capture_edges as ce
 from traceread import intervals as iv
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
@@ -87,6 +88,34 @@ def test_gaps_of_real_traces_are_the_same_without_the_sweeps(path, monkeypatch):
         pytest.skip(f"not loadable: {exc}")
     steps = find_steps(trace, Thresholds()).steps
     monkeypatch.delenv(iv.DISABLE_ENV, raising=False)
-    compiled = find_gaps(trace, steps)
+    ce._LAST.clear()  # the capture edges are cached per trace: made anew with each setting
+    edges, compiled = ce.capture_edges(trace, steps, Thresholds()), find_gaps(trace, steps)
     monkeypatch.setenv(iv.DISABLE_ENV, "1")
+    ce._LAST.clear()
+    pd.testing.assert_frame_equal(ce.capture_edges(trace, steps, Thresholds()), edges, check_exact=True)
     pd.testing.assert_frame_equal(find_gaps(trace, steps), compiled, check_exact=True)
+
+
+class _View:
+    """The columns of an event view that capture_edges._latest_end reads."""
+
+    def __init__(self, rng, n):
+        self.start = rng.integers(0, 1000, size=n).astype(np.int64)
+        self.end = self.start + rng.choice([0, 5, 50, 400], size=n)
+        self.cat = rng.integers(-1, 4, size=n).astype(np.int8)
+        self.name = rng.integers(-1, 30, size=n).astype(np.int32)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_latest_end_by_bucket_equals_its_numpy_twin(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    v = _View(rng, int(rng.integers(0, 300)))
+    rows = rng.choice(len(v.start), size=len(v.start) // 2, replace=False).astype(np.int32 if seed % 2 else np.int64)
+    bounds = np.sort(rng.integers(0, 1100, size=int(rng.integers(0, 12))))
+    tables = (rng.random(5) < 0.7, rng.random(31) < 0.8) if seed % 3 else None
+    got, want = (np.full(len(bounds) + 1, np.iinfo(np.int64).min, dtype=np.int64) for _ in range(2))
+    monkeypatch.delenv(iv.DISABLE_ENV, raising=False)
+    ce._latest_end(v, rows, bounds, 300, got, tables)
+    monkeypatch.setenv(iv.DISABLE_ENV, "1")
+    ce._latest_end(v, rows, bounds, 300, want, tables)
+    assert got.tolist() == want.tolist()
