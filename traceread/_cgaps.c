@@ -297,10 +297,173 @@ done:
     return result;
 }
 
+/* starting_at(start, end, rows, t, out): per time t (sorted ascending), the position in rows (sorted
+ * by start) of the interval starting exactly at t that ends last (the first of those ending equally
+ * late), -1 when none starts there; intervals.longest_starting_at is the twin. None when unsorted. */
+static PyObject *starting_at(PyObject *self, PyObject *args) {
+    Args a = {0};
+    Py_buffer b_out;
+    (void)self;
+    a.have_end = 1;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &a.start, &a.end, &a.rows, &a.qs, &b_out)) return NULL;
+    /* the times stand in as both query bounds: check() wants qe, so borrow qs's view */
+    if (PyObject_GetBuffer(a.qs.obj, &a.qe, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&a.start); PyBuffer_Release(&a.end); PyBuffer_Release(&a.rows); PyBuffer_Release(&a.qs);
+        PyBuffer_Release(&b_out);
+        return NULL;
+    }
+    if (check(&a)) { PyBuffer_Release(&b_out); return NULL; }
+    PyObject *result = Py_None;
+    if (b_out.len != a.m * 8) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.starting_at: out has the wrong length");
+        result = NULL;
+        goto done;
+    }
+    const int64_t *s = (const int64_t *)a.start.buf, *e = (const int64_t *)a.end.buf;
+    const int64_t *t = (const int64_t *)a.qs.buf;
+    int64_t *out = (int64_t *)b_out.buf;
+    int64_t prev = INT64_MIN;
+    for (Py_ssize_t i = 0; i < a.n; i++) {
+        Py_ssize_t r = row_at(&a, i);
+        if (r < 0 || r >= a.n_ev || s[r] < prev) goto done;
+        prev = s[r];
+    }
+    for (Py_ssize_t k = 1; k < a.m; k++) if (t[k] < t[k - 1]) goto done;
+    Py_ssize_t i = 0;
+    for (Py_ssize_t k = 0; k < a.m; k++) {
+        while (i < a.n && s[row_at(&a, i)] < t[k]) i++;
+        int64_t best_idx = -1, best_end = 0;
+        for (Py_ssize_t j = i; j < a.n; j++) {
+            Py_ssize_t r = row_at(&a, j);
+            if (s[r] != t[k]) break;
+            if (best_idx < 0 || e[r] > best_end) { best_idx = j; best_end = e[r]; }
+        }
+        out[k] = best_idx;
+    }
+    result = Py_True;
+done:
+    release(&a);
+    PyBuffer_Release(&b_out);
+    if (result) Py_INCREF(result);
+    return result;
+}
+
+/* at_or_before(points, t, out): out[k] = number of points <= t[k], both sorted ascending (None
+ * when not); intervals.count_at_or_before is the twin. */
+static PyObject *at_or_before(PyObject *self, PyObject *args) {
+    Py_buffer b_p, b_t, b_out;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &b_p, &b_t, &b_out)) return NULL;
+    PyObject *result = Py_None;
+    Py_ssize_t n = b_p.len / 8, m = b_t.len / 8;
+    const int64_t *p = (const int64_t *)b_p.buf, *t = (const int64_t *)b_t.buf;
+    int64_t *out = (int64_t *)b_out.buf;
+    if (b_out.len != m * 8) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.at_or_before: out has the wrong length");
+        result = NULL;
+        goto done;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) if (p[i] < p[i - 1]) goto done;
+    for (Py_ssize_t k = 1; k < m; k++) if (t[k] < t[k - 1]) goto done;
+    Py_ssize_t i = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        while (i < n && p[i] <= t[k]) i++;
+        out[k] = (int64_t)i;
+    }
+    result = Py_True;
+done:
+    PyBuffer_Release(&b_p); PyBuffer_Release(&b_t); PyBuffer_Release(&b_out);
+    if (result) Py_INCREF(result);
+    return result;
+}
+
+/* An index column (int32 or int64 by item size) read as int64. */
+static inline int64_t index_at(const Py_buffer *b, Py_ssize_t i) {
+    return b->itemsize == 8 ? ((const int64_t *)b->buf)[i] : (int64_t)((const int32_t *)b->buf)[i];
+}
+
+/* positions(keys, queries, out): out[k] = position of the first key equal to queries[k], -1 when
+ * none; keys and queries int32 or int64, both sorted ascending (None when not). */
+static PyObject *positions(PyObject *self, PyObject *args) {
+    Py_buffer b_k, b_q, b_out;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &b_k, &b_q, &b_out)) return NULL;
+    PyObject *result = Py_None;
+    if ((b_k.itemsize != 4 && b_k.itemsize != 8) || (b_q.itemsize != 4 && b_q.itemsize != 8)) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.positions: keys and queries must be int32 or int64");
+        result = NULL;
+        goto done;
+    }
+    Py_ssize_t n = b_k.len / b_k.itemsize, m = b_q.len / b_q.itemsize;
+    int64_t *out = (int64_t *)b_out.buf;
+    if (b_out.len != m * 8) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.positions: out has the wrong length");
+        result = NULL;
+        goto done;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) if (index_at(&b_k, i) < index_at(&b_k, i - 1)) goto done;
+    for (Py_ssize_t k = 1; k < m; k++) if (index_at(&b_q, k) < index_at(&b_q, k - 1)) goto done;
+    Py_ssize_t i = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        int64_t q = index_at(&b_q, k);
+        while (i < n && index_at(&b_k, i) < q) i++;
+        out[k] = (i < n && index_at(&b_k, i) == q) ? (int64_t)i : -1;
+    }
+    result = Py_True;
+done:
+    PyBuffer_Release(&b_k); PyBuffer_Release(&b_q); PyBuffer_Release(&b_out);
+    if (result) Py_INCREF(result);
+    return result;
+}
+
+/* holes(us, ue, ws, we, w_idx, gs, ge): the parts of each window (sorted, disjoint) no member of
+ * the union (sorted, disjoint) covers, in order; the outputs hold len(us) + 1 + len(ws) entries at
+ * least. Returns how many were written (intervals.complement_in_windows is the twin), or None when
+ * an input is out of shape. */
+static PyObject *holes(PyObject *self, PyObject *args) {
+    Py_buffer b_us, b_ue, b_ws, b_we, b_w, b_gs, b_ge;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*w*", &b_us, &b_ue, &b_ws, &b_we, &b_w, &b_gs, &b_ge)) return NULL;
+    PyObject *result = Py_None;
+    Py_ssize_t n = b_us.len / 8, m = b_ws.len / 8, cap = b_w.len / 8;
+    const int64_t *us = (const int64_t *)b_us.buf, *ue = (const int64_t *)b_ue.buf;
+    const int64_t *ws = (const int64_t *)b_ws.buf, *we = (const int64_t *)b_we.buf;
+    int64_t *w_idx = (int64_t *)b_w.buf, *gs = (int64_t *)b_gs.buf, *ge = (int64_t *)b_ge.buf;
+    if (b_ue.len != b_us.len || b_we.len != b_ws.len || cap < n + 1 + m || b_gs.len != b_w.len || b_ge.len != b_w.len) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.holes: array sizes disagree");
+        result = NULL;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) if (ue[i] <= us[i] || (i && us[i] <= ue[i - 1])) goto done;
+    for (Py_ssize_t k = 0; k < m; k++) if (we[k] < ws[k] || (k && ws[k] < we[k - 1])) goto done;
+    Py_ssize_t out = 0, i = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        /* members ending at or before the window's start cannot cut it */
+        while (i < n && ue[i] <= ws[k]) i++;
+        int64_t at = ws[k];
+        Py_ssize_t j = i;
+        for (; j < n && us[j] < we[k]; j++) {
+            if (us[j] > at) { w_idx[out] = k; gs[out] = at; ge[out] = us[j]; out++; }
+            if (ue[j] > at) at = ue[j];
+        }
+        if (at < we[k]) { w_idx[out] = k; gs[out] = at; ge[out] = we[k]; out++; }
+    }
+    result = PyLong_FromSsize_t(out);
+done:
+    PyBuffer_Release(&b_us); PyBuffer_Release(&b_ue); PyBuffer_Release(&b_ws); PyBuffer_Release(&b_we);
+    PyBuffer_Release(&b_w); PyBuffer_Release(&b_gs); PyBuffer_Release(&b_ge);
+    if (result == Py_None) Py_INCREF(result);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"covered", covered, METH_VARARGS, "covered(start, end, rows, qs, qe, out): union coverage per query"},
     {"longest", longest, METH_VARARGS, "longest(start, end, rows, qs, qe, length, index): longest overlap per query"},
     {"count", count, METH_VARARGS, "count(start, rows, qs, qe, out): starts inside each query"},
+    {"starting_at", starting_at, METH_VARARGS, "starting_at(start, end, rows, t, out): longest interval starting at each time"},
+    {"at_or_before", at_or_before, METH_VARARGS, "at_or_before(points, t, out): points at or before each time"},
+    {"positions", positions, METH_VARARGS, "positions(keys, queries, out): where sorted queries are among sorted keys"},
+    {"holes", holes, METH_VARARGS, "holes(us, ue, ws, we, w_idx, gs, ge): the union's holes inside each window"},
     {"bucket_max", bucket_max, METH_VARARGS, "bucket_max(start, end, rows, bounds, max_len, out, cat, cat_ok, name, name_ok)"},
     {NULL, NULL, 0, NULL}};
 

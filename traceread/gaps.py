@@ -209,12 +209,9 @@ class _RankHost:
         launches = self.flagged["launch"]
         self.launch_device = np.full(len(launches), -1, dtype=np.int64)
         if len(v.link_host):
-            lh, lg = v.link_host, v.link_gpu
-            if not intervals.is_sorted(lh):
-                o = np.argsort(lh, kind="stable")
-                lh, lg = lh[o], lg[o]
-            k = np.minimum(np.searchsorted(lh, launches), len(lh) - 1)
-            hit = lh[k] == launches
+            lh, lg = v.links_by_host()
+            k = intervals.sorted_positions(lh, launches)
+            hit = k >= 0
             self.launch_device[hit] = v.device[lg[k[hit]]]
 
     @staticmethod
@@ -306,8 +303,8 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     cols["longest_cpu_name"] = v.name_codes_at(calls, idx)
 
     # The kernel that ends the gap: the compute kernel starting at the gap end (longest first).
-    order = crow if intervals.is_sorted(v.start[crow]) else crow[np.argsort(v.start[crow], kind="stable")]
-    k = intervals.longest_starting_at(ge, v.start[order], v.end[order])
+    order = intervals.by_start(v.start, crow)
+    k = intervals.rows_starting_at(v.start, v.end, order, ge)
     nl = np.full(n, -1, dtype=np.int64)
     nl[k >= 0] = v.launch_of(order[k[k >= 0]])
     cols["next_kernel_name"] = v.name_codes_at(order, k)
@@ -355,7 +352,8 @@ def _queue_depth(v: EventView, ops: np.ndarray, launch: np.ndarray, t: np.ndarra
         ls, fs = v.start[lo[first]], v.start[ops[o[first]]]
     ls = ls if intervals.is_sorted(ls) else np.sort(ls)
     fs = fs if intervals.is_sorted(fs) else np.sort(fs)
-    return np.maximum(intervals.count_at_or_before(t, ls) - intervals.count_at_or_before(t, fs), 0)
+    # gap starts are sorted: each count is one merge pass
+    return np.maximum(intervals.sorted_count_at_or_before(t, ls) - intervals.sorted_count_at_or_before(t, fs), 0)
 
 
 def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.ndarray) -> np.ndarray:

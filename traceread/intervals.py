@@ -88,8 +88,21 @@ def complement_in_windows(us, ue, ws, we) -> tuple[np.ndarray, np.ndarray, np.nd
     In: union ``(us, ue)``; windows ``(ws, we)`` sorted by start and pairwise disjoint (they may
     touch).
     Out: ``(win_idx, gs, ge)``: every maximal sub-interval of a window not covered by the union,
-    with the index of its window, sorted by ``gs``. Lengths are > 0.
+    with the index of its window, sorted by ``gs``. Lengths are > 0. One compiled pass when built
+    (:func:`complement_in_windows_numpy` is its twin).
     """
+    c = sweeper()
+    if c is not None and len(ws):
+        us, ue, ws, we = (np.ascontiguousarray(x, _I64) for x in (us, ue, ws, we))
+        w_idx, gs, ge = (np.empty(len(us) + 1 + len(ws), dtype=_I64) for _ in range(3))
+        n = c.holes(us, ue, ws, we, w_idx, gs, ge)
+        if n is not None:  # copies of the filled part: the spare room is not kept
+            return w_idx[:n].copy(), gs[:n].copy(), ge[:n].copy()
+    return complement_in_windows_numpy(us, ue, ws, we)
+
+
+def complement_in_windows_numpy(us, ue, ws, we) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`complement_in_windows` in numpy (the compiled pass's twin)."""
     us, ue = _arr(us), _arr(ue)
     hs = np.concatenate(([INT64_MIN], ue))
     he = np.concatenate((us, [INT64_MAX]))
@@ -359,3 +372,47 @@ def rows_count_in(start, rows, qs, qe) -> np.ndarray:
 def _row_arr(rows) -> np.ndarray:
     rows = np.asarray(rows)
     return np.ascontiguousarray(rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64))
+
+
+def rows_starting_at(start, end, rows, t) -> np.ndarray:
+    """``longest_starting_at(t, start[rows], end[rows])`` for ``rows`` sorted by start: the position
+    in ``rows`` of the interval starting at each time that ends last (-1: none)."""
+    c = sweeper()
+    if c is not None and len(t):
+        start, end = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64)
+        rows, t = _row_arr(rows), np.ascontiguousarray(t, _I64)
+        out = np.empty(len(t), dtype=_I64)
+        if c.starting_at(start, end, rows, t, out):
+            return out
+    return longest_starting_at(t, np.asarray(start)[rows], np.asarray(end)[rows])
+
+
+def sorted_count_at_or_before(t, points) -> np.ndarray:
+    """:func:`count_at_or_before` for times ``t`` sorted ascending (one merge pass when compiled)."""
+    c = sweeper()
+    if c is not None and len(t):
+        p, t = np.ascontiguousarray(points, _I64), np.ascontiguousarray(t, _I64)
+        out = np.empty(len(t), dtype=_I64)
+        if c.at_or_before(p, t, out):
+            return out
+    return count_at_or_before(t, points)
+
+
+def sorted_positions(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Per query, the position of the first equal key (-1: none); ``keys`` sorted ascending, and
+    ``queries`` too for the compiled merge pass (else searched)."""
+    c = sweeper()
+    if c is not None and len(queries) and len(keys):
+        k, q = _row_arr(keys), _row_arr(queries)
+        out = np.empty(len(q), dtype=_I64)
+        if c.positions(k, q, out):
+            return out
+    return sorted_positions_numpy(keys, queries)
+
+
+def sorted_positions_numpy(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """:func:`sorted_positions` by ``searchsorted`` (its twin; any order of queries)."""
+    if len(keys) == 0:
+        return np.full(len(queries), -1, dtype=_I64)
+    k = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
+    return np.where(keys[k] == queries, k, -1).astype(_I64, copy=False)

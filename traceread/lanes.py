@@ -154,8 +154,21 @@ class EventView:
             return np.full(len(rows), -1, dtype=np.int64)
         if rows is self.link_gpu:  # every op linked (the common case): no search
             return self.link_host
-        k = np.minimum(np.searchsorted(self.link_gpu, rows), len(self.link_gpu) - 1)
-        return np.where(self.link_gpu[k] == rows, self.link_host[k], -1)
+        k = intervals.sorted_positions(self.link_gpu, rows)  # one merge pass when rows are sorted
+        return np.where(k >= 0, self.link_host[k], -1)
+
+
+    def links_by_host(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(link_host, link_gpu)`` sorted by host row (stable: a host row's ops keep their order);
+        sorted once per view, shared by every rank."""
+        key = ("links_by_host",)
+        if key not in self._rows:
+            lh, lg = self.link_host, self.link_gpu
+            if not intervals.is_sorted(lh):
+                o = np.argsort(lh, kind="stable")
+                lh, lg = lh[o], lg[o]
+            self._rows[key] = (lh, lg)
+        return self._rows[key]
 
 
 def row_indices(rows: np.ndarray, n: int) -> np.ndarray:

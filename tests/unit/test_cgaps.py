@@ -58,6 +58,39 @@ def test_sweeps_equal_their_numpy_twins(seed):
     assert got[2].tolist() == want[2].tolist()
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_starts_and_counts_at_times_equal_their_numpy_twins(seed):
+    rng = np.random.default_rng(seed)
+    n, span = int(rng.integers(0, 300)), int(rng.choice([10, 100, 3000]))
+    start = rng.integers(0, span, size=n).astype(np.int64)
+    end = start + rng.choice([0, 2, 9], size=n)  # few lengths: ties on the end are common
+    rows = np.argsort(start, kind="stable").astype(np.int32 if seed % 2 else np.int64)
+    t = np.sort(rng.integers(0, span + 5, size=int(rng.integers(0, 80))))
+    if seed % 4 == 0:
+        t = np.unique(t)
+    want = iv.longest_starting_at(t, start[rows], end[rows])
+    assert iv.rows_starting_at(start, end, rows, t).tolist() == want.tolist()
+    points = np.sort(start)
+    assert iv.sorted_count_at_or_before(t, points).tolist() == iv.count_at_or_before(t, points).tolist()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_holes_and_positions_equal_their_numpy_twins(seed):
+    rng = np.random.default_rng(seed)
+    span = int(rng.choice([30, 300, 5000]))
+    s = rng.integers(0, span, size=int(rng.integers(0, 120)))
+    us, ue = iv.union(s, s + rng.choice([0, 1, 4, 20], size=len(s)))
+    cuts = np.sort(rng.integers(-5, span + 30, size=2 * int(rng.integers(1, 20))))
+    ws, we = cuts[0::2], cuts[1::2]
+    if seed % 3 == 0:  # windows that touch, as consecutive steps do
+        ws, we = cuts[:-1], cuts[1:]
+    got, want = iv.complement_in_windows(us, ue, ws, we), iv.complement_in_windows_numpy(us, ue, ws, we)
+    assert [x.tolist() for x in got] == [x.tolist() for x in want]
+    keys = np.sort(rng.integers(0, span, size=int(rng.integers(0, 100)))).astype(np.int32 if seed % 2 else np.int64)
+    queries = np.sort(rng.integers(0, span, size=int(rng.integers(0, 100))))
+    assert iv.sorted_positions(keys, queries).tolist() == iv.sorted_positions_numpy(keys, queries).tolist()
+
+
 def test_queries_out_of_shape_fall_back_to_the_twins():
     # overlapping queries: no sweep can take them; the answer is still the twin's
     start, end = np.array([0, 2, 5], np.int64), np.array([4, 9, 6], np.int64)
