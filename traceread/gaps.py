@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from traceread import heap, intervals, schema
 from traceread.capture_edges import capture_edges, split_points
@@ -244,7 +245,7 @@ def _split(w: np.ndarray, gs: np.ndarray, ge: np.ndarray, points: np.ndarray
 
 def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device: int,
                  st: pd.DataFrame, copy_args: dict[str, np.ndarray],
-                 cuts: np.ndarray) -> dict[str, np.ndarray | pd.arrays.SparseArray] | None:
+                 cuts: np.ndarray) -> dict[str, np.ndarray | pd.arrays.SparseArray | pd.Categorical] | None:
     ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
     step_p2p = step_p2p_counts(trace, st)
     crow = compute_rows(v, rank, device)
@@ -254,26 +255,31 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
         return None
     n = len(gs)
     dur = ge - gs
-    cols: dict[str, np.ndarray | pd.arrays.SparseArray] = {
+    cols: dict[str, np.ndarray | pd.arrays.SparseArray | pd.Categorical] = {
         "rank": np.full(n, rank, np.int32), "device": np.full(n, device, np.int32),
         "step": st["step"].to_numpy()[w], "start_ns": gs, "end_ns": ge, "dur_ns": dur,
         "offset_ns": gs - ws[w], "phase": (gs - ws[w]) / np.maximum(we[w] - ws[w], 1),
     }
     ns: dict[str, pd.arrays.SparseArray] = {}  # sparse as soon as measured: most gaps overlap nothing of most kinds
+    zeros = _sparse(np.zeros(n, dtype=np.int64))
+
+    def measured(rows: np.ndarray) -> pd.arrays.SparseArray:
+        """The rows' overlap with each gap, sparse (copies of one zero column when there are no rows)."""
+        return zeros.copy() if len(rows) == 0 else _sparse(_covered(v, rows, gs, ge))
     comm = intervals.by_start(v.start, v.rows((schema.LANE_GPU_COMM,), rank=rank, device=device))
     # What each transfer is comes from the host op that launched it (an all-to-all built from
     # SendRecv kernels is a collective, not point-to-point): see traceread.collective_identity.
     ctype = identify(trace).of(comm)[0]
     p2p = np.isin(ctype, list(P2P_TYPES))
-    ns["comm"] = _sparse(_covered(v, comm, gs, ge))
-    ns["comm_collective"] = _sparse(_covered(v, comm[~p2p], gs, ge))
-    ns["comm_p2p"] = _sparse(_covered(v, comm[p2p], gs, ge))
+    ns["comm"] = measured(comm)
+    ns["comm_collective"] = measured(comm[~p2p])
+    ns["comm_p2p"] = measured(comm[p2p])
     cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge)
     cols["step_p2p_count"] = step_p2p[w]
     copies = intervals.by_start(v.start, v.rows((schema.LANE_MEMCPY,), rank=rank, device=device))
     for key, mask in _copy_flags(copy_args, v, copies).items():
-        ns[key] = _sparse(_covered(v, copies[mask], gs, ge))
-    ns["memset"] = _sparse(_covered(v, v.rows((schema.LANE_MEMSET,), rank=rank, device=device), gs, ge))
+        ns[key] = measured(copies[mask])
+    ns["memset"] = measured(v.rows((schema.LANE_MEMSET,), rank=rank, device=device))
 
     # The launching threads of this device: those whose calls launched its GPU ops.
     ops = v.rows(OP_LANES, rank=rank, device=device)
@@ -285,9 +291,9 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs)
     del ops, linked_ops, launch
     api = host.on_threads(v, host.api_by_start, tids, host.tids)
-    ns["cpu_runtime"] = _sparse(_covered(v, api, gs, ge))
+    ns["cpu_runtime"] = measured(api)
     for key in ("dataloader", "sync", "alloc", "optimizer"):
-        ns[key] = _sparse(_covered(v, host.flagged[key], gs, ge))
+        ns[key] = measured(host.flagged[key])
     for key in OVERLAP_KINDS:
         cols[f"{key}_ns"] = ns.pop(key)
 
@@ -317,17 +323,24 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
 
 
 def _dominant_type(v: EventView, comm: np.ndarray, ctype: np.ndarray, gs: np.ndarray, ge: np.ndarray
-                   ) -> np.ndarray:
-    """The collective type that covers most of each gap ('' when no comm overlaps it)."""
-    out = np.full(len(gs), "", dtype=object)
+                   ) -> pd.Categorical:
+    """The collective type that covers most of each gap ('' when no comm overlaps it), as a
+    categorical of the values present (what ``pd.Categorical`` of the strings would be, made from
+    codes: no string per gap)."""
     types = sorted(set(ctype.tolist())) if len(comm) else []
-    if not types:
-        return out
-    cover = np.stack([_covered(v, comm[ctype == t], gs, ge) for t in types])  # types are few
-    best = np.argmax(cover, axis=0)
-    has = cover.max(axis=0) > 0
-    out[has] = np.array(types, dtype=object)[best[has]]
-    return out
+    label = np.zeros(len(gs), dtype=np.intp)  # 0: '', k: types[k - 1]
+    if types:
+        cover = np.stack([_covered(v, comm[ctype == t], gs, ge) for t in types])  # types are few
+        best = np.argmax(cover, axis=0)
+        has = cover.max(axis=0) > 0
+        label[has] = best[has] + 1
+        del cover, best, has
+    labels = np.array(["", *types], dtype=object)
+    present = np.flatnonzero(np.bincount(label, minlength=len(labels)))
+    values = sorted(set(labels[present].tolist()))
+    to_code = np.zeros(len(labels), dtype=np.int64)
+    to_code[present] = [values.index(x) for x in labels[present]]
+    return pd.Categorical.from_codes(to_code[label], categories=pd.Index(values))
 
 
 def _busiest(tids: np.ndarray) -> int:
@@ -410,7 +423,9 @@ def _assemble(v: EventView, parts: list[dict[str, Any]]) -> pd.DataFrame:
     data: dict[str, Any] = {}
     for c in FRAME_COLUMNS:
         pieces = [p.pop(c) for p in parts]
-        if isinstance(pieces[0], pd.arrays.SparseArray):
+        if isinstance(pieces[0], pd.Categorical):  # made per device from codes: categories joined, sorted
+            data[c] = pieces[0] if len(pieces) == 1 else union_categoricals(pieces, sort_categories=True)
+        elif isinstance(pieces[0], pd.arrays.SparseArray):
             data[c] = pieces[0] if len(pieces) == 1 else pd.arrays.SparseArray._concat_same_type(pieces)  # type: ignore[attr-defined]  # pandas' own one-dtype concat (extension-array API), absent from the stubs
         else:
             arr = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)

@@ -69,7 +69,12 @@ class EventView:
             return self._rows[key]
         if cats is None and rank is None and device is None:
             parts = [r for r in (self.lane_rows(x) for x in lanes) if len(r)] or [np.zeros(0, np.int64)]
-            rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+            # each lane's rows are sorted: a stable sort merges the runs (in linear time)
+            rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts), kind="stable")
+        elif rank is not None and (cats is not None or device is not None) and self._constant(self.rank) is None:
+            # the rank's rows first (cached): each rank's other selections start from them, not from every rank's
+            rows = self.rows(lanes, rank=rank)
+            rank = None
         else:  # a selection of the lanes' rows: those are merged and sorted once, not per rank/device
             rows = self.rows(lanes)
         keep = None
