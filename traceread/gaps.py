@@ -275,7 +275,7 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     ns["comm_collective"] = measured(comm[~p2p])
     ns["comm_p2p"] = measured(comm[p2p])
     cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge)
-    cols["step_p2p_count"] = step_p2p[w]
+    cols["step_p2p_count"] = step_p2p[w].astype(np.int32)  # the frame's dtype already: parts wait for the others
     copies = intervals.by_start(v.start, v.rows((schema.LANE_MEMCPY,), rank=rank, device=device))
     for key, mask in _copy_flags(copy_args, v, copies).items():
         ns[key] = measured(copies[mask])
@@ -288,7 +288,7 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     linked_ops, launch = subset(ops, linked), subset(launch, linked)
     tids = np.sort(pd.unique(v.tid[launch])) if len(launch) else host.tids
     main_tid = _busiest(v.tid[launch] if len(launch) else v.tid[host.flagged["launch"]])
-    cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs)
+    cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs).astype(np.int32)
     del ops, linked_ops, launch
     api = host.on_threads(v, host.api_by_start, tids, host.tids)
     ns["cpu_runtime"] = measured(api)
@@ -301,19 +301,19 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     lrows = host.flagged["launch"][order]  # in start order
     mine = (host.launch_device[order] == device) | (host.launch_device[order] < 0)
     lrows = host.on_threads(v, lrows if mine.all() else lrows[mine], tids, host.tids)  # launches are API calls
-    cols["launch_count"] = intervals.rows_count_in(v.start, lrows, gs, ge)
+    cols["launch_count"] = intervals.rows_count_in(v.start, lrows, gs, ge).astype(np.int32)
     del lrows, mine
     calls = host.calls_on(v, tids)
     length, idx = intervals.rows_longest_overlap(v.start, v.end, calls, gs, ge)
     cols["longest_cpu_ns"] = length
-    cols["longest_cpu_name"] = v.name_codes_at(calls, idx)
+    cols["longest_cpu_name"] = v.name_codes_at(calls, idx).astype(np.int32)  # name codes: int32 (as lanes keeps them)
 
     # The kernel that ends the gap: the compute kernel starting at the gap end (longest first).
     order = intervals.by_start(v.start, crow)
     k = intervals.rows_starting_at(v.start, v.end, order, ge)
     nl = np.full(n, -1, dtype=np.int64)
     nl[k >= 0] = v.launch_of(order[k[k >= 0]])
-    cols["next_kernel_name"] = v.name_codes_at(order, k)
+    cols["next_kernel_name"] = v.name_codes_at(order, k).astype(np.int32)
     cols["next_launch_start_ns"] = np.where(nl >= 0, v.start[nl], -1)
     cols["next_launch_end_ns"] = np.where(nl >= 0, v.end[nl], -1)
     cols["launch_after_gap_start"] = (nl >= 0) & (v.start[nl] >= gs)
@@ -372,7 +372,7 @@ def _queue_depth(v: EventView, ops: np.ndarray, launch: np.ndarray, t: np.ndarra
 def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.ndarray) -> np.ndarray:
     """Innermost python_function frame at each gap start on thread ``gap_tid`` (the thread that
     launched the next kernel, else the device's busiest launching thread)."""
-    out = np.full(len(gs), v.empty_code, dtype=np.int64)
+    out = np.full(len(gs), v.empty_code, dtype=np.int32)
     if len(host.python) == 0:
         return out
     py_tid = v.tid[host.python]
