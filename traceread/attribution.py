@@ -192,8 +192,23 @@ def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
     g = gaps.loc[(gaps["class"] == cause).to_numpy(), ["dur_ns", "evidence_kind"]]
     if g.empty:
         return {}
-    sums = g["dur_ns"].astype(np.int64).groupby(g["evidence_kind"].astype(str).to_numpy()).sum()
-    return {str(k): int(v) for k, v in sums.sort_values(ascending=False, kind="stable").items()}
+    kind = g["evidence_kind"]
+    if not isinstance(kind.dtype, pd.CategoricalDtype):
+        sums = g["dur_ns"].astype(np.int64).groupby(kind.astype(str).to_numpy()).sum()
+        return {str(k): int(v) for k, v in sums.sort_values(ascending=False, kind="stable").items()}
+    # Summed by category code (no string per gap), then named as ``astype(str)`` names them: a
+    # missing kind is 'nan' under pandas 2 and stays missing (left out of the sums) under pandas 3;
+    # by name in string order, then largest first (ties keep that order).
+    missing = pd.Series(pd.Categorical([None], categories=["-"])).astype(str).iloc[0]
+    names = [*kind.cat.categories.astype(str), None if pd.isna(missing) else str(missing)]
+    by_code = pd.Series(g["dur_ns"].to_numpy(np.int64)).groupby(kind.cat.codes.to_numpy()).sum()
+    totals: dict[str, int] = {}
+    for code, ns in by_code.items():
+        name = names[int(code)]
+        if name is not None:
+            totals[name] = totals.get(name, 0) + int(ns)
+    named = sorted(totals.items())
+    return dict(sorted(named, key=lambda kv: -kv[1]))  # sorted() is stable
 
 
 def dominant_evidence(gaps: pd.DataFrame, cause: str) -> str:
