@@ -271,10 +271,13 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     # SendRecv kernels is a collective, not point-to-point): see traceread.collective_identity.
     ctype = identify(trace).of(comm)[0]
     p2p = np.isin(ctype, list(P2P_TYPES))
-    ns["comm"] = measured(comm)
-    ns["comm_collective"] = measured(comm[~p2p])
-    ns["comm_p2p"] = measured(comm[p2p])
-    cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge)
+    comm_ns = _covered(v, comm, gs, ge) if len(comm) else None
+    ns["comm"] = zeros.copy() if comm_ns is None else _sparse(comm_ns)
+    # all of one kind (the common case): that kind's overlap is the comm overlap, measured once
+    ns["comm_collective"] = ns["comm"].copy() if not p2p.any() else measured(comm[~p2p])
+    ns["comm_p2p"] = ns["comm"].copy() if p2p.all() else measured(comm[p2p])
+    cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge, comm_ns)
+    del comm_ns
     cols["step_p2p_count"] = step_p2p[w].astype(np.int32)  # the frame's dtype already: parts wait for the others
     copies = intervals.by_start(v.start, v.rows((schema.LANE_MEMCPY,), rank=rank, device=device))
     for key, mask in _copy_flags(copy_args, v, copies).items():
@@ -322,14 +325,16 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     return cols
 
 
-def _dominant_type(v: EventView, comm: np.ndarray, ctype: np.ndarray, gs: np.ndarray, ge: np.ndarray
-                   ) -> pd.Categorical:
+def _dominant_type(v: EventView, comm: np.ndarray, ctype: np.ndarray, gs: np.ndarray, ge: np.ndarray,
+                   comm_ns: np.ndarray | None = None) -> pd.Categorical:
     """The collective type that covers most of each gap ('' when no comm overlaps it), as a
     categorical of the values present (what ``pd.Categorical`` of the strings would be, made from
-    codes: no string per gap)."""
+    codes: no string per gap). ``comm_ns``: the overlap of all of ``comm`` when already measured."""
     types = sorted(set(ctype.tolist())) if len(comm) else []
     label = np.zeros(len(gs), dtype=np.intp)  # 0: '', k: types[k - 1]
-    if types:
+    if len(types) == 1 and comm_ns is not None:  # one type: its cover is the comm overlap
+        label[comm_ns > 0] = 1
+    elif types:
         cover = np.stack([_covered(v, comm[ctype == t], gs, ge) for t in types])  # types are few
         best = np.argmax(cover, axis=0)
         has = cover.max(axis=0) > 0

@@ -251,8 +251,11 @@ def _link_rank(v: EventView, h: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, 
 
 def _link(v: EventView) -> None:
     """Fill ``v.link_gpu``/``v.link_host``: GPU op row -> launching runtime/driver row."""
-    api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
-    host = row_indices(np.flatnonzero(np.isin(v.cat, api_codes) & (v.corr >= 0)), len(v.cat))
+    is_api = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # by category code (the last entry answers for -1)
+    is_api[[v.cat_codes[c] for c in API_CATS if c in v.cat_codes]] = True
+    host = is_api[v.cat]
+    host &= v.corr >= 0
+    host = row_indices(np.flatnonzero(host), len(v.cat))
     gpu = v.rows(OP_LANES)
     gpu = subset(gpu, v.corr[gpu] >= 0)
     if len(host) == 0 or len(gpu) == 0:
