@@ -121,15 +121,42 @@ done:
  * interval starting before the query is the one reaching furthest (the latest of those reaching
  * equally far); one starting inside the query is the first reaching the query's maximum, and it
  * replaces the former only when it overlaps strictly longer. */
+/* Whether thread id t is among the sorted ids (a few: the launching threads of a device). */
+static inline int among(const int64_t *ids, Py_ssize_t n_ids, int64_t t) {
+    Py_ssize_t lo = 0, hi = n_ids;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (ids[mid] < t) lo = mid + 1; else hi = mid;
+    }
+    return lo < n_ids && ids[lo] == t;
+}
+
 static PyObject *longest(PyObject *self, PyObject *args) {
     Args a = {0};
-    Py_buffer b_len, b_idx;
+    Py_buffer b_len, b_idx, b_tid = {0}, b_tids = {0};
+    PyObject *o_tid = Py_None, *o_tids = Py_None;
     (void)self;
     a.have_end = 1;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*", &a.start, &a.end, &a.rows, &a.qs, &a.qe, &b_len, &b_idx))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*|OO", &a.start, &a.end, &a.rows, &a.qs, &a.qe, &b_len, &b_idx,
+                          &o_tid, &o_tids))
         return NULL;
     if (check(&a)) { PyBuffer_Release(&b_len); PyBuffer_Release(&b_idx); return NULL; }
     PyObject *result = Py_None;
+    /* optional: only rows whose tid is among tids (sorted int64) take part */
+    int filter = o_tid != Py_None;
+    if (filter) {
+        if (PyObject_GetBuffer(o_tid, &b_tid, PyBUF_SIMPLE) < 0) { result = NULL; filter = 0; goto done; }
+        if (PyObject_GetBuffer(o_tids, &b_tids, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&b_tid); result = NULL; filter = 0; goto done;
+        }
+        if (b_tid.len != a.start.len || b_tid.itemsize != 8 || b_tids.itemsize != 8) {
+            PyErr_SetString(PyExc_ValueError, "_cgaps.longest: tid must be int64 per event, tids int64");
+            result = NULL;
+            goto done;
+        }
+    }
+    const int64_t *tid = filter ? (const int64_t *)b_tid.buf : NULL, *tids = filter ? (const int64_t *)b_tids.buf : NULL;
+    Py_ssize_t n_tids = filter ? b_tids.len / 8 : 0;
     if (b_len.len != a.m * 8 || b_idx.len != a.m * 8) {
         PyErr_SetString(PyExc_ValueError, "_cgaps.longest: outputs have the wrong length");
         result = NULL;
@@ -145,7 +172,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
         while (i < a.n) {
             Py_ssize_t r = row_at(&a, i);
             if (s[r] >= qs[k]) break;
-            if (far < 0 || e[r] >= far_end) { far = i; far_end = e[r]; }
+            if ((!filter || among(tids, n_tids, tid[r])) && (far < 0 || e[r] >= far_end)) { far = i; far_end = e[r]; }
             i++;
         }
         int64_t best = 0, best_idx = -1;
@@ -157,6 +184,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
         for (Py_ssize_t j = i; j < a.n; j++) {
             Py_ssize_t r = row_at(&a, j);
             if (s[r] >= qe[k]) break;
+            if (filter && !among(tids, n_tids, tid[r])) continue;
             int64_t ov = (e[r] < qe[k] ? e[r] : qe[k]) - s[r];
             if (in_idx < 0 || ov > in_best) { in_best = ov; in_idx = j; }
         }
@@ -166,6 +194,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
     }
     result = Py_True;
 done:
+    if (filter) { PyBuffer_Release(&b_tid); PyBuffer_Release(&b_tids); }
     release(&a);
     PyBuffer_Release(&b_len);
     PyBuffer_Release(&b_idx);

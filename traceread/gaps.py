@@ -205,7 +205,6 @@ class _RankHost:
         self.flagged["launch"] = _outer_launches(v, self.api)
         self.launch_order = np.argsort(v.start[self.flagged["launch"]], kind="stable")
         self.tids = np.sort(pd.unique(v.tid[self.api]))
-        self._calls_tids: np.ndarray | None = None
         # Device each launch call targets (-1: nothing linked to it).
         launches = self.flagged["launch"]
         self.launch_device = np.full(len(launches), -1, dtype=np.int64)
@@ -223,11 +222,6 @@ class _RankHost:
             return rows
         return rows[np.isin(v.tid[rows], tids)]
 
-    def calls_on(self, v: EventView, tids: np.ndarray) -> np.ndarray:
-        """``calls`` on threads ``tids`` (their threads found once per rank, not per device)."""
-        if self._calls_tids is None:
-            self._calls_tids = pd.unique(v.tid[self.calls])
-        return self.on_threads(v, self.calls, tids, self._calls_tids)
 
 
 def _split(w: np.ndarray, gs: np.ndarray, ge: np.ndarray, points: np.ndarray
@@ -306,8 +300,8 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     lrows = host.on_threads(v, lrows if mine.all() else lrows[mine], tids, host.tids)  # launches are API calls
     cols["launch_count"] = intervals.rows_count_in(v.start, lrows, gs, ge).astype(np.int32)
     del lrows, mine
-    calls = host.calls_on(v, tids)
-    length, idx = intervals.rows_longest_overlap(v.start, v.end, calls, gs, ge)
+    calls = host.calls  # those on the launching threads take part (tested in the sweep, not selected first)
+    length, idx = intervals.rows_longest_overlap(v.start, v.end, calls, gs, ge, v.tid, tids)
     cols["longest_cpu_ns"] = length
     cols["longest_cpu_name"] = v.name_codes_at(calls, idx).astype(np.int32)  # name codes: int32 (as lanes keeps them)
 

@@ -339,22 +339,28 @@ def rows_covered(start, end, rows, qs, qe) -> np.ndarray:
     return overlap_with_union(qs, qe, *union(np.asarray(start)[rows], np.asarray(end)[rows]))
 
 
-def rows_longest_overlap(start, end, rows, qs, qe) -> tuple[np.ndarray, np.ndarray]:
+def rows_longest_overlap(start, end, rows, qs, qe, tid=None, tids=None) -> tuple[np.ndarray, np.ndarray]:
     """``longest_overlap(qs, qe, start[rows], end[rows])``: per query the longest overlap and the
-    position in ``rows`` of the interval making it (-1: none)."""
+    position in ``rows`` of the interval making it (-1: none). With ``tid`` (a value per event) and
+    ``tids``, only the rows whose ``tid`` is among ``tids`` take part (positions still into ``rows``)."""
     c = sweeper()
     if c is not None and len(qs) and len(rows):
         start, end = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64)
         rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)
+        only = () if tid is None else (np.ascontiguousarray(tid, _I64), np.unique(np.asarray(tids, dtype=_I64)))
         length, idx = np.empty(len(qs), dtype=_I64), np.empty(len(qs), dtype=_I64)
-        if c.longest(start, end, rows, qs, qe, length, idx):
+        if c.longest(start, end, rows, qs, qe, length, idx, *only):
             return length, idx
         order = np.argsort(start[rows], kind="stable")
-        if c.longest(start, end, rows[order], qs, qe, length, idx):
+        if c.longest(start, end, rows[order], qs, qe, length, idx, *only):
             hit = idx >= 0
             idx[hit] = order[idx[hit]]
             return length, idx
-    return longest_overlap(qs, qe, np.asarray(start)[rows], np.asarray(end)[rows])
+    if tid is None:
+        return longest_overlap(qs, qe, np.asarray(start)[rows], np.asarray(end)[rows])
+    kept = np.flatnonzero(np.isin(np.asarray(tid)[rows], tids))
+    length, idx = longest_overlap(qs, qe, np.asarray(start)[rows[kept]], np.asarray(end)[rows[kept]])
+    return length, np.where(idx >= 0, kept[np.maximum(idx, 0)], -1) if len(kept) else idx
 
 
 def rows_count_in(start, rows, qs, qe) -> np.ndarray:

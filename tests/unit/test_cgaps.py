@@ -51,6 +51,14 @@ def test_sweeps_equal_their_numpy_twins(seed):
         rows = rows[np.argsort(start[rows], kind="stable")]  # the sorted path without a sort
     rows = rows.astype(np.int32 if seed % 2 else np.int64)
     qs, qe = _queries(rng, int(rng.integers(0, 60)), span + 10)
+    tid = rng.integers(0, 4, size=n + 5)
+    tids = rng.choice(4, size=int(rng.integers(0, 4)), replace=False)
+    kept = rows[np.isin(tid[rows], tids)]
+    want_len, want_at = iv.longest_overlap(qs, qe, start[kept], end[kept])
+    got_len, got_at = iv.rows_longest_overlap(start, end, rows, qs, qe, tid, tids)
+    assert got_len.tolist() == want_len.tolist()
+    # positions into rows, of the same interval as among the kept rows
+    assert [rows[i] if i >= 0 else -1 for i in got_at] == [kept[i] if i >= 0 else -1 for i in want_at]
     want, got = _twins(start, end, rows, qs, qe), _compiled(start, end, rows, qs, qe)
     assert got[0].tolist() == want[0].tolist()
     assert got[1][0].tolist() == want[1][0].tolist()
