@@ -39,7 +39,7 @@ from traceread.capture_edges import capture_edges, split_points
 from traceread.collective_identity import identify, step_p2p_counts
 from traceread.config import Thresholds
 from traceread.kernel_classes import P2P_TYPES
-from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view, subset
+from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view, row_indices, subset
 from traceread.trace import Trace
 
 OVERLAP_KINDS: tuple[str, ...] = (
@@ -203,11 +203,11 @@ class _RankHost:
         self.flagged.update({f: self.api_by_start[v.name_flags[f][api_names]] for f in ("sync", "alloc")})
         del host_names, api_names
         self.flagged["launch"] = _outer_launches(v, self.api)
-        self.launch_order = np.argsort(v.start[self.flagged["launch"]], kind="stable")
+        self.launch_order = row_indices(np.argsort(v.start[self.flagged["launch"]], kind="stable"), len(v.start))
         self.tids = np.sort(pd.unique(v.tid[self.api]))
         # Device each launch call targets (-1: nothing linked to it).
         launches = self.flagged["launch"]
-        self.launch_device = np.full(len(launches), -1, dtype=np.int64)
+        self.launch_device = np.full(len(launches), -1, dtype=np.int32)  # device indices are small
         if len(v.link_host):
             lh, lg = v.links_by_host()
             k = intervals.sorted_positions(lh, launches)
@@ -404,6 +404,7 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds | None = Non
     for (r, d), idx in sorted(schema.rank_device_rows(steps_df).items()):
         st = steps_df.iloc[idx].sort_values("start_ns", kind="stable")
         if int(r) not in hosts:
+            hosts.clear()  # devices come rank by rank: the previous rank's host rows are done with
             hosts[int(r)] = _RankHost(v, int(r))
         part = _device_gaps(trace, v, hosts[int(r)], int(r), int(d), st, copy_args,
                             split_points(edges, int(r), int(d)))
