@@ -485,6 +485,49 @@ done:
     return result;
 }
 
+/* union_rows(start, end, rows, us, ue): the union of the rows' intervals (rows sorted by start)
+ * written to us/ue (room for one member per row); returns the member count, or None when the rows
+ * are not sorted by start. intervals.union is the twin: zero-length intervals dropped, touching
+ * ones merged. */
+static PyObject *union_rows(PyObject *self, PyObject *args) {
+    Py_buffer b_s, b_e, b_rows, b_us, b_ue;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*", &b_s, &b_e, &b_rows, &b_us, &b_ue)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n_ev = b_s.len / 8;
+    if (b_e.len != b_s.len || (b_rows.itemsize != 4 && b_rows.itemsize != 8)) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.union_rows: array sizes disagree");
+        goto done;
+    }
+    Py_ssize_t n = b_rows.len / b_rows.itemsize;
+    if (b_us.len < n * 8 || b_ue.len < n * 8) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.union_rows: no room for the members");
+        goto done;
+    }
+    const int64_t *s = (const int64_t *)b_s.buf, *e = (const int64_t *)b_e.buf;
+    int64_t *us = (int64_t *)b_us.buf, *ue = (int64_t *)b_ue.buf;
+    Py_ssize_t out = 0;
+    int64_t prev = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t r = (Py_ssize_t)index_at(&b_rows, i);
+        if (r < 0 || r >= n_ev || s[r] < prev) { result = Py_None; Py_INCREF(result); goto done; }
+        prev = s[r];
+        if (e[r] <= s[r]) continue;
+        if (out && s[r] <= ue[out - 1]) {
+            if (e[r] > ue[out - 1]) ue[out - 1] = e[r];
+        } else {
+            us[out] = s[r];
+            ue[out] = e[r];
+            out++;
+        }
+    }
+    result = PyLong_FromSsize_t(out);
+done:
+    PyBuffer_Release(&b_s); PyBuffer_Release(&b_e); PyBuffer_Release(&b_rows);
+    PyBuffer_Release(&b_us); PyBuffer_Release(&b_ue);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"covered", covered, METH_VARARGS, "covered(start, end, rows, qs, qe, out): union coverage per query"},
     {"longest", longest, METH_VARARGS, "longest(start, end, rows, qs, qe, length, index): longest overlap per query"},
@@ -493,6 +536,7 @@ static PyMethodDef methods[] = {
     {"at_or_before", at_or_before, METH_VARARGS, "at_or_before(points, t, out): points at or before each time"},
     {"positions", positions, METH_VARARGS, "positions(keys, queries, out): where sorted queries are among sorted keys"},
     {"holes", holes, METH_VARARGS, "holes(us, ue, ws, we, w_idx, gs, ge): the union's holes inside each window"},
+    {"union_rows", union_rows, METH_VARARGS, "union_rows(start, end, rows, us, ue): union of rows sorted by start"},
     {"bucket_max", bucket_max, METH_VARARGS, "bucket_max(start, end, rows, bounds, max_len, out, cat, cat_ok, name, name_ok)"},
     {NULL, NULL, 0, NULL}};
 

@@ -422,3 +422,15 @@ def sorted_positions_numpy(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
         return np.full(len(queries), -1, dtype=_I64)
     k = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
     return np.where(keys[k] == queries, k, -1).astype(_I64, copy=False)
+
+
+def rows_union(start, end, rows) -> tuple[np.ndarray, np.ndarray]:
+    """``union(start[rows], end[rows])``: one compiled pass when ``rows`` are sorted by start."""
+    c = sweeper()
+    if c is not None and len(rows):
+        start, end, rows = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64), _row_arr(rows)
+        us, ue = np.empty(len(rows), dtype=_I64), np.empty(len(rows), dtype=_I64)
+        n = c.union_rows(start, end, rows, us, ue)
+        if n is not None:  # copies of the filled part: the spare room is not kept
+            return us[:n].copy(), ue[:n].copy()
+    return union(np.asarray(start)[rows], np.asarray(end)[rows])

@@ -243,9 +243,8 @@ def _link_rank(v: EventView, h: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, 
     elif not intervals.is_sorted(hkey):
         order = np.argsort(hkey, kind="stable")
         hkey, h = hkey[order], h[order]
-    k = np.searchsorted(hkey, gkey)
-    np.minimum(k, len(hkey) - 1, out=k)
-    hit = hkey[k] == gkey
+    k = intervals.sorted_positions(hkey, gkey)  # one merge pass when the GPU ops' keys are sorted too
+    hit = k >= 0
     return subset(g, hit), h[subset(k, hit)]
 
 
@@ -314,7 +313,7 @@ def compute_union(v: EventView, rank: int, device: int) -> tuple[np.ndarray, np.
     key = ("compute_union", rank, device)
     if key not in v._rows:
         rows = compute_rows(v, rank, device)
-        v._rows[key] = intervals.union(v.start[rows], v.end[rows])
+        v._rows[key] = intervals.rows_union(v.start, v.end, rows)
     return v._rows[key]
 
 

@@ -99,6 +99,19 @@ def test_holes_and_positions_equal_their_numpy_twins(seed):
     assert iv.sorted_positions(keys, queries).tolist() == iv.sorted_positions_numpy(keys, queries).tolist()
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_union_of_rows_equals_its_numpy_twin(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 200))
+    start = rng.integers(0, 500, size=n).astype(np.int64)
+    end = start + rng.choice([0, 1, 3, 30], size=n)
+    rows = rng.choice(n, size=n // 2, replace=False) if n else np.zeros(0, np.int64)
+    if seed % 2:
+        rows = rows[np.argsort(start[rows], kind="stable")].astype(np.int32)
+    got, want = iv.rows_union(start, end, rows), iv.union(start[rows], end[rows])
+    assert [x.tolist() for x in got] == [x.tolist() for x in want]
+
+
 def test_queries_out_of_shape_fall_back_to_the_twins():
     # overlapping queries: no sweep can take them; the answer is still the twin's
     start, end = np.array([0, 2, 5], np.int64), np.array([4, 9, 6], np.int64)
