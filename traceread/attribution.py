@@ -48,6 +48,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.config import Thresholds
+from traceread.lanes import EventView, event_view
 from traceread.trace import Trace
 from traceread.vocabulary import (
     BUSY_PARTS,
@@ -114,38 +115,38 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     """Split the analysed steps of every rank/device into busy and idle-by-class parts (module doc)."""
     notes: list[str] = []
     steps = _analysed(steps_df)
-    ev = trace.events
-    # The few columns read, not every column of every kernel row.
-    kern = ev.loc[(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy(),
-                  ["rank", "device", "name", "category", "start_ns", "end_ns"]]
-    classes = kc.classify(kern["name"]) if len(kern) else np.zeros(0, object)
-    graph = (kern["category"] == schema.CAT_GRAPH).to_numpy() if len(kern) else np.zeros(0, bool)
-    bound = kc.is_compute_bound_class(classes) | graph
+    v = event_view(trace)
+    # Kernels as rows of the engine's event view (no frame selection); each name's class found once.
+    kern = v.lane_rows(schema.LANE_GPU_COMPUTE)
+    names, by_name = v.distinct_names(kern)
+    classes = kc.classify(names)
+    graph_rows = v.cat[kern] == v.cat_codes.get(schema.CAT_GRAPH, -99)
+    bound = kc.is_compute_bound_class(classes)[by_name] | graph_rows
     # A whole CUDA graph is compute-bound whatever its name; only named kernels can be unknown.
-    unknown = (np.asarray(classes == kc.CLS_OTHER, bool) & ~graph) if len(kern) else np.zeros(0, bool)
+    known = ~(np.asarray(classes == kc.CLS_OTHER, bool)[by_name] & ~graph_rows)
+    del names, by_name, classes
     rows = []
     graph_ns = 0
     gaps = classified_gaps if classified_gaps is not None else pd.DataFrame()
-    # Each unit's kernels and gaps by row positions found once: a mask over the whole frame per
-    # unit would cost time quadratic in the number of devices.
-    kern_rows = schema.rank_device_rows(kern) if len(kern) else {}
+    # Each unit's gaps by row positions found once: a mask over the whole frame per unit would cost
+    # time quadratic in the number of devices.
     gap_rows = schema.rank_device_rows(gaps) if len(gaps) and "class" in gaps.columns else {}
-    none = np.zeros(0, np.intp)
-    k_start, k_end = kern["start_ns"].to_numpy(np.int64), kern["end_ns"].to_numpy(np.int64)
     # A unit's gaps are read for these columns only (each unit's selection copied every column).
     gaps_read = gaps[[c for c in ("start_ns", "end_ns", "class") if c in gaps.columns]] if len(gaps) else gaps
     for key, st in steps.groupby(["rank", "device"], sort=True):
         rank, device = cast("tuple[int, int]", key)
         ws, we = intervals.union(st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64))
         window = intervals.total_length(ws, we)
-        sel = kern_rows.get((rank, device), none)
-        ks, ke = k_start[sel], k_end[sel]
-        busy = _covered(ks, ke, ws, we)
-        cb = _covered(ks[bound[sel]], ke[bound[sel]], ws, we)
+        # the unit's kernels in start order, sorted once for every measure below
+        mine = intervals.by_start(v.start, v.rows((schema.LANE_GPU_COMPUTE,), rank=int(rank), device=int(device)))
+        sel = np.searchsorted(kern, mine)  # positions among the kernels, for their flags
+
+        busy = _covered(v, mine, ws, we)
+        cb = _covered(v, mine[bound[sel]], ws, we)
         # Precedence compute-bound > memory-bound > unclassified: time counts as unclassified only
         # when no classified kernel ran (the union of the classified kernels is the rest of busy).
-        classified = _covered(ks[~unknown[sel]], ke[~unknown[sel]], ws, we)
-        graph_ns += _covered(ks[graph[sel]], ke[graph[sel]], ws, we)
+        classified = _covered(v, mine[known[sel]], ws, we)
+        graph_ns += _covered(v, mine[graph_rows[sel]], ws, we)
         row: dict[str, Any] = {"rank": int(rank), "device": int(device), "steps": int(len(st)), "step_ns": window,
                                part_col(COMPUTE_BOUND): cb, part_col(MEMORY_BOUND): classified - cb,
                                part_col(UNCLASSIFIED): busy - classified}
@@ -191,8 +192,23 @@ def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
     g = gaps.loc[(gaps["class"] == cause).to_numpy(), ["dur_ns", "evidence_kind"]]
     if g.empty:
         return {}
-    sums = g["dur_ns"].astype(np.int64).groupby(g["evidence_kind"].astype(str).to_numpy()).sum()
-    return {str(k): int(v) for k, v in sums.sort_values(ascending=False, kind="stable").items()}
+    kind = g["evidence_kind"]
+    if not isinstance(kind.dtype, pd.CategoricalDtype):
+        sums = g["dur_ns"].astype(np.int64).groupby(kind.astype(str).to_numpy()).sum()
+        return {str(k): int(v) for k, v in sums.sort_values(ascending=False, kind="stable").items()}
+    # Summed by category code (no string per gap), then named as ``astype(str)`` names them: a
+    # missing kind is 'nan' under pandas 2 and stays missing (left out of the sums) under pandas 3;
+    # by name in string order, then largest first (ties keep that order).
+    missing = pd.Series(pd.Categorical([None], categories=["-"])).astype(str).iloc[0]
+    names = [*kind.cat.categories.astype(str), None if pd.isna(missing) else str(missing)]
+    by_code = pd.Series(g["dur_ns"].to_numpy(np.int64)).groupby(kind.cat.codes.to_numpy()).sum()
+    totals: dict[str, int] = {}
+    for code, ns in by_code.items():
+        name = names[int(code)]
+        if name is not None:
+            totals[name] = totals.get(name, 0) + int(ns)
+    named = sorted(totals.items())
+    return dict(sorted(named, key=lambda kv: -kv[1]))  # sorted() is stable
 
 
 def dominant_evidence(gaps: pd.DataFrame, cause: str) -> str:
@@ -209,10 +225,9 @@ def _analysed(steps_df: pd.DataFrame) -> pd.DataFrame:
     return steps_df[keep] if keep.any() else steps_df
 
 
-def _covered(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> int:
-    """Length of the union of ``[s, e)`` inside the window union ``(ws, we)``."""
-    us, ue = intervals.union(s, e)
-    return int(intervals.overlap_with_union(ws, we, us, ue).sum()) if len(us) else 0
+def _covered(v: EventView, rows: np.ndarray, ws: np.ndarray, we: np.ndarray) -> int:
+    """Length of the union of the ``rows``' intervals inside the window union ``(ws, we)``."""
+    return int(intervals.rows_covered(v.start, v.end, rows, ws, we).sum())
 
 
 def _idle_by_class(g: pd.DataFrame, rank: int, device: int, ws: np.ndarray, we: np.ndarray, idle: int,

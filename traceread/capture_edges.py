@@ -36,7 +36,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from traceread import schema
+from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import KERNEL_LAUNCH
 from traceread.lanes import HOST_LANES, OP_LANES, EventView, event_view
@@ -130,17 +130,13 @@ def _tail(v: EventView, rank: int, device: int, st: pd.DataFrame, cfg: Threshold
     # bucket of step ends after its start (steps are few: no sort of the activities).
     order = np.argsort(we, kind="stable")
     bucket = np.full(len(we) + 1, np.iinfo(np.int64).min, dtype=np.int64)
-    host = v.rows(HOST_LANES, rank=rank)
-    py = v.cat_codes.get(schema.CAT_PYTHON, -99)
-    # Host activity (no python frames, no step markers) and the device's ops, each gathered once.
-    for rows, keep in ((host, (v.cat[host] != py) & (v.step_number[v.name[host]] < 0)),
-                       (v.rows(OP_LANES, rank=rank, device=device), None)):
-        start, end = v.start[rows], v.end[rows]
-        # Ranges as long as a step enclose steps (a run-level annotation): they say nothing of activity.
-        short = end - start < longest
-        if keep is not None:
-            short &= keep
-        np.maximum.at(bucket, np.searchsorted(we[order], start[short], side="right"), end[short])
+    # Host activity (no python frames, no step markers) and the device's ops.
+    cat_ok = np.ones(len(v.cat_codes) + 1, dtype=bool)  # by category code; the last entry answers for -1
+    if schema.CAT_PYTHON in v.cat_codes:
+        cat_ok[v.cat_codes[schema.CAT_PYTHON]] = False
+    not_step = v.step_number < 0  # by name code
+    _latest_end(v, v.rows(HOST_LANES, rank=rank), we[order], longest, bucket, (cat_ok, not_step))
+    _latest_end(v, v.rows(OP_LANES, rank=rank, device=device), we[order], longest, bucket, None)
     last_end = np.empty(len(we), dtype=np.int64)
     last_end[order] = np.maximum.accumulate(bucket[:len(we)])
     empty = np.maximum(we - np.maximum(last_end, ws), 0)
@@ -150,6 +146,27 @@ def _tail(v: EventView, rank: int, device: int, st: pd.DataFrame, cfg: Threshold
     if tail < cfg.capture_tail_min_ns or tail < 2 * other:
         return {**none, "tail_other_ns": other}
     return {"tail_start_ns": int(we[last]) - tail, "tail_end_ns": int(we[last]), "tail_other_ns": other}
+
+
+def _latest_end(v: EventView, rows: np.ndarray, bounds: np.ndarray, longest: int, bucket: np.ndarray,
+                tables: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """``bucket[b]``: the latest end of the ``rows`` shorter than ``longest`` starting with ``b`` of
+    the sorted ``bounds`` at or before them (ranges as long as a step enclose steps: a run-level
+    annotation says nothing of activity); with ``tables`` (bools by category code, by name code) only
+    rows both admit. One compiled pass when built (``intervals.sweeper``), else numpy (its twin)."""
+    c = intervals.sweeper()
+    if c is not None:
+        cat, name = (v.cat, v.name) if tables is not None else (None, None)
+        c.bucket_max(np.ascontiguousarray(v.start, np.int64), np.ascontiguousarray(v.end, np.int64),
+                     np.ascontiguousarray(rows), np.ascontiguousarray(bounds, np.int64), longest,
+                     bucket, *((np.ascontiguousarray(cat), tables[0], np.ascontiguousarray(name), tables[1])
+                               if tables is not None else (None, None, None, None)))
+        return
+    start, end = v.start[rows], v.end[rows]
+    short = end - start < longest
+    if tables is not None:
+        short &= tables[0][v.cat[rows]] & tables[1][v.name[rows]]
+    np.maximum.at(bucket, np.searchsorted(bounds, start[short], side="right"), end[short])
 
 
 def split_points(edges: pd.DataFrame, rank: int, device: int) -> np.ndarray:

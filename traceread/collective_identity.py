@@ -198,9 +198,15 @@ def _identify(trace: Trace, v: EventView) -> Identity:
     recorded = _recorded(trace, len(v.start), words)
 
     # Host rows that identify a collective: by name, or record_param_comms by its recorded args.
+    # Only those rows are kept (the others are never read): names are judged once per name code.
+    name_types = np.array([[words.code(w) for w in host_name_type(str(x))] for x in v.names],
+                          dtype=np.int32).reshape(-1, 2)  # by name code; the last entry answers for -1
     hrows = v.rows(HOST_LANES)
-    by_name = v.map_names(hrows, lambda names: np.array(
-        [[words.code(w) for w in host_name_type(str(x))] for x in names], dtype=np.int32).reshape(-1, 2))
+    keep = name_types[:, 0][v.name[hrows]] != 0
+    keep |= recorded[hrows] != 0
+    hrows = hrows[keep]
+    del keep
+    by_name = name_types[v.name[hrows]]
     rec = recorded[hrows]
     has_rec = rec != 0
     h_typ = np.where(has_rec, rec, by_name[:, 0])

@@ -27,17 +27,19 @@ point-to-point kernels in the gap's step (the evidence of pipeline parallelism).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from traceread import heap, intervals, schema
 from traceread.capture_edges import capture_edges, split_points
 from traceread.collective_identity import identify, step_p2p_counts
 from traceread.config import Thresholds
 from traceread.kernel_classes import P2P_TYPES
-from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view, subset
+from traceread.lanes import OP_LANES, EventView, compute_rows, compute_union, event_view, row_indices, subset
 from traceread.trace import Trace
 
 OVERLAP_KINDS: tuple[str, ...] = (
@@ -103,37 +105,60 @@ def with_fractions(gaps: pd.DataFrame) -> pd.DataFrame:
 
 
 def _covered(v: EventView, rows: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
-    us, ue = intervals.union(v.start[rows], v.end[rows])
-    return intervals.overlap_with_union(gs, ge, us, ue)
+    return intervals.rows_covered(v.start, v.end, rows, gs, ge)
+
+
+def _per_value(col: pd.Series, fn) -> np.ndarray:
+    """``fn`` (array of distinct strings -> array) applied to ``col.astype(str)`` once per distinct
+    value (a categorical's categories, plus 'nan' for its missing entries) and broadcast to the rows."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        names = np.append(np.asarray(col.cat.categories.astype(str), dtype=object), "nan")  # code -1: 'nan'
+        return np.asarray(fn(names))[col.cat.codes.to_numpy()]
+    return np.asarray(fn(col.astype(str).to_numpy(dtype=object)))
+
+
+def _direction(kinds: Sequence[str] | np.ndarray) -> np.ndarray:
+    """Index in ``_COPY_DIRS`` + 1 of each copy kind string (0: none of them)."""
+    return np.array([list(_COPY_DIRS).index(k) + 1 if k in _COPY_DIRS else 0 for k in kinds], dtype=np.int8)
 
 
 def _sorted_copy_args(trace: Trace) -> dict[str, np.ndarray]:
-    """The ``copy_args`` side table sorted by row, as arrays: ``row``, ``copy_kind`` and ``kinds``
-    (``src|dst`` memory kinds). Built once per trace: per device it would cost the table's length."""
+    """The ``copy_args`` side table sorted by row, as arrays per row: ``row``; ``direction`` (see
+    :func:`_direction`) and ``has_kind`` of ``copy_kind``; ``has_kinds`` (a source or destination
+    memory kind is named), ``pageable`` and ``pinned`` (either kind says so). Built once per trace,
+    each string tested once per distinct value: per device or per row it would cost the table's
+    length."""
     s = trace.side_table("copy_args").sort_values("row")
-    return {"row": s["row"].to_numpy(), "copy_kind": s["copy_kind"].astype(str).to_numpy(dtype=object),
-            "kinds": (s["src_kind"].astype(str) + "|" + s["dst_kind"].astype(str)).to_numpy(dtype=object)}
+    src, dst = s["src_kind"], s["dst_kind"]
+    out = {"row": s["row"].to_numpy(), "direction": _per_value(s["copy_kind"], _direction),
+           "has_kind": _per_value(s["copy_kind"], lambda k: k != "")}
+    # ``src|dst`` holds a word when one of its sides does ('|' is in no word searched for)
+    out["has_kinds"] = _per_value(src, lambda k: k != "") | _per_value(dst, lambda k: k != "")
+    for key, word in (("pageable", "Pageable"), ("pinned", "Pinned")):
+        def has(k: np.ndarray, word: str = word) -> np.ndarray:
+            return np.array([word in x for x in k], dtype=bool)
+        out[key] = _per_value(src, has) | _per_value(dst, has)
+    return out
 
 
 def _copy_flags(s: dict[str, np.ndarray], v: EventView, rows: np.ndarray) -> dict[str, np.ndarray]:
     """Per memcpy row: direction and memory-kind flags, from ``copy_args`` (``s``, see
     :func:`_sorted_copy_args`; else from the name)."""
-    kind = v.map_names(rows, lambda names: np.array(
-        [(m.group(1) if (m := _COPY_KIND_RE.search(str(n))) else "") for n in names], dtype=object))
-    src = v.map_names(rows, lambda names: np.array(["Pageable" in str(n) for n in names], dtype=bool))
-    pinned = v.map_names(rows, lambda names: np.array(["Pinned" in str(n) for n in names], dtype=bool))
+    names, inverse = v.distinct_names(rows)
+    direction = _direction([(m.group(1) if (m := _COPY_KIND_RE.search(str(n))) else "") for n in names])[inverse]
+    src = np.array(["Pageable" in str(n) for n in names], dtype=bool)[inverse]
+    pinned = np.array(["Pinned" in str(n) for n in names], dtype=bool)[inverse]
     if len(s["row"]) and len(rows):
         pos = np.minimum(np.searchsorted(s["row"], rows), len(s["row"]) - 1)
         hit = s["row"][pos] == rows
-        sk = s["copy_kind"][pos]
-        kinds = s["kinds"][pos]
-        kind = np.where(hit & (sk != ""), sk, kind)
-        has_kinds = hit & (kinds != "|")
-        src = np.where(has_kinds, pd.Series(kinds).str.contains("Pageable").to_numpy(), src)
-        pinned = np.where(has_kinds, pd.Series(kinds).str.contains("Pinned").to_numpy(), pinned)
-    flags = {col: kind == k for k, col in _COPY_DIRS.items()}
-    flags["memcpy_pageable"] = src.astype(bool)
-    flags["memcpy_pinned"] = pinned.astype(bool)
+        use = hit & s["has_kind"][pos]
+        direction[use] = s["direction"][pos[use]]
+        has_kinds = hit & s["has_kinds"][pos]
+        src[has_kinds] = s["pageable"][pos[has_kinds]]
+        pinned[has_kinds] = s["pinned"][pos[has_kinds]]
+    flags = {col: direction == i + 1 for i, col in enumerate(_COPY_DIRS.values())}
+    flags["memcpy_pageable"] = src
+    flags["memcpy_pinned"] = pinned
     # A pageable host-to-device batch copy has its own fix (pin the batch), so it gets its own overlap.
     flags["memcpy_htod_pageable"] = flags["memcpy_htod"] & flags["memcpy_pageable"]
     return flags
@@ -158,38 +183,45 @@ def _outer_launches(v: EventView, api: np.ndarray) -> np.ndarray:
 
 
 class _RankHost:
-    """Host-side rows of one rank, selected once and shared by its devices."""
+    """Host-side rows of one rank, selected once and shared by its devices.
+
+    The selections the engine only measures (``calls``, ``api_by_start``, the sync and allocator
+    calls) are in start order, from one sort of the rank's calls: the interval sweeps need that
+    order, and each device would otherwise sort them again."""
 
     def __init__(self, v: EventView, rank: int) -> None:
         self.api = v.rows((schema.LANE_CPU_THREAD,), _API_CATS, rank=rank)
         host = v.rows((schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION), rank=rank)
-        self.calls = v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank)
+        self.calls = intervals.by_start(v.start, v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank))
+        is_api = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # by category code; the last entry answers for -1
+        is_api[[v.cat_codes[c] for c in _API_CATS if c in v.cat_codes]] = True
+        self.api_by_start = self.calls[is_api[v.cat[self.calls]]]  # the API calls are among the calls
         self.python = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_PYTHON,), rank=rank)
         # each selection's name codes gathered once for its flags
-        host_names, api_names = v.name[host], v.name[self.api]
+        host_names, api_names = v.name[host], v.name[self.api_by_start]
         self.flagged = {f: host[v.name_flags[f][host_names]] for f in ("dataloader", "optimizer")}
-        self.flagged.update({f: self.api[v.name_flags[f][api_names]] for f in ("sync", "alloc")})
+        self.flagged.update({f: self.api_by_start[v.name_flags[f][api_names]] for f in ("sync", "alloc")})
         del host_names, api_names
         self.flagged["launch"] = _outer_launches(v, self.api)
+        self.launch_order = row_indices(np.argsort(v.start[self.flagged["launch"]], kind="stable"), len(v.start))
         self.tids = np.sort(pd.unique(v.tid[self.api]))
         # Device each launch call targets (-1: nothing linked to it).
         launches = self.flagged["launch"]
-        self.launch_device = np.full(len(launches), -1, dtype=np.int64)
+        self.launch_device = np.full(len(launches), -1, dtype=np.int32)  # device indices are small
         if len(v.link_host):
-            lh, lg = v.link_host, v.link_gpu
-            if not intervals.is_sorted(lh):
-                o = np.argsort(lh, kind="stable")
-                lh, lg = lh[o], lg[o]
-            k = np.minimum(np.searchsorted(lh, launches), len(lh) - 1)
-            hit = lh[k] == launches
+            lh, lg = v.links_by_host()
+            k = intervals.sorted_positions(lh, launches)
+            hit = k >= 0
             self.launch_device[hit] = v.device[lg[k[hit]]]
 
     @staticmethod
-    def on_threads(v: EventView, rows: np.ndarray, tids: np.ndarray) -> np.ndarray:
-        """``rows`` on threads ``tids`` (no copy when all of them already are)."""
-        if np.isin(pd.unique(v.tid[rows]), tids).all():
+    def on_threads(v: EventView, rows: np.ndarray, tids: np.ndarray, have: np.ndarray | None = None) -> np.ndarray:
+        """``rows`` on threads ``tids`` (no copy when all of them already are; ``have``: the rows'
+        threads or a superset of them, when known)."""
+        if np.isin(pd.unique(v.tid[rows]) if have is None else have, tids).all():
             return rows
         return rows[np.isin(v.tid[rows], tids)]
+
 
 
 def _split(w: np.ndarray, gs: np.ndarray, ge: np.ndarray, points: np.ndarray
@@ -207,7 +239,7 @@ def _split(w: np.ndarray, gs: np.ndarray, ge: np.ndarray, points: np.ndarray
 
 def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device: int,
                  st: pd.DataFrame, copy_args: dict[str, np.ndarray],
-                 cuts: np.ndarray) -> dict[str, np.ndarray | pd.arrays.SparseArray] | None:
+                 cuts: np.ndarray) -> dict[str, np.ndarray | pd.arrays.SparseArray | pd.Categorical] | None:
     ws, we = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
     step_p2p = step_p2p_counts(trace, st)
     crow = compute_rows(v, rank, device)
@@ -217,26 +249,34 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
         return None
     n = len(gs)
     dur = ge - gs
-    cols: dict[str, np.ndarray | pd.arrays.SparseArray] = {
+    cols: dict[str, np.ndarray | pd.arrays.SparseArray | pd.Categorical] = {
         "rank": np.full(n, rank, np.int32), "device": np.full(n, device, np.int32),
         "step": st["step"].to_numpy()[w], "start_ns": gs, "end_ns": ge, "dur_ns": dur,
         "offset_ns": gs - ws[w], "phase": (gs - ws[w]) / np.maximum(we[w] - ws[w], 1),
     }
     ns: dict[str, pd.arrays.SparseArray] = {}  # sparse as soon as measured: most gaps overlap nothing of most kinds
-    comm = v.rows((schema.LANE_GPU_COMM,), rank=rank, device=device)
+    zeros = _sparse(np.zeros(n, dtype=np.int64))
+
+    def measured(rows: np.ndarray) -> pd.arrays.SparseArray:
+        """The rows' overlap with each gap, sparse (copies of one zero column when there are no rows)."""
+        return zeros.copy() if len(rows) == 0 else _sparse(_covered(v, rows, gs, ge))
+    comm = intervals.by_start(v.start, v.rows((schema.LANE_GPU_COMM,), rank=rank, device=device))
     # What each transfer is comes from the host op that launched it (an all-to-all built from
     # SendRecv kernels is a collective, not point-to-point): see traceread.collective_identity.
     ctype = identify(trace).of(comm)[0]
     p2p = np.isin(ctype, list(P2P_TYPES))
-    ns["comm"] = _sparse(_covered(v, comm, gs, ge))
-    ns["comm_collective"] = _sparse(_covered(v, comm[~p2p], gs, ge))
-    ns["comm_p2p"] = _sparse(_covered(v, comm[p2p], gs, ge))
-    cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge)
-    cols["step_p2p_count"] = step_p2p[w]
-    copies = v.rows((schema.LANE_MEMCPY,), rank=rank, device=device)
+    comm_ns = _covered(v, comm, gs, ge) if len(comm) else None
+    ns["comm"] = zeros.copy() if comm_ns is None else _sparse(comm_ns)
+    # all of one kind (the common case): that kind's overlap is the comm overlap, measured once
+    ns["comm_collective"] = ns["comm"].copy() if not p2p.any() else measured(comm[~p2p])
+    ns["comm_p2p"] = ns["comm"].copy() if p2p.all() else measured(comm[p2p])
+    cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge, comm_ns)
+    del comm_ns
+    cols["step_p2p_count"] = step_p2p[w].astype(np.int32)  # the frame's dtype already: parts wait for the others
+    copies = intervals.by_start(v.start, v.rows((schema.LANE_MEMCPY,), rank=rank, device=device))
     for key, mask in _copy_flags(copy_args, v, copies).items():
-        ns[key] = _sparse(_covered(v, copies[mask], gs, ge))
-    ns["memset"] = _sparse(_covered(v, v.rows((schema.LANE_MEMSET,), rank=rank, device=device), gs, ge))
+        ns[key] = measured(copies[mask])
+    ns["memset"] = measured(v.rows((schema.LANE_MEMSET,), rank=rank, device=device))
 
     # The launching threads of this device: those whose calls launched its GPU ops.
     ops = v.rows(OP_LANES, rank=rank, device=device)
@@ -245,30 +285,32 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     linked_ops, launch = subset(ops, linked), subset(launch, linked)
     tids = np.sort(pd.unique(v.tid[launch])) if len(launch) else host.tids
     main_tid = _busiest(v.tid[launch] if len(launch) else v.tid[host.flagged["launch"]])
-    cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs)
+    cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs).astype(np.int32)
     del ops, linked_ops, launch
-    api = host.on_threads(v, host.api, tids)
-    ns["cpu_runtime"] = _sparse(_covered(v, api, gs, ge))
+    api = host.on_threads(v, host.api_by_start, tids, host.tids)
+    ns["cpu_runtime"] = measured(api)
     for key in ("dataloader", "sync", "alloc", "optimizer"):
-        ns[key] = _sparse(_covered(v, host.flagged[key], gs, ge))
+        ns[key] = measured(host.flagged[key])
     for key in OVERLAP_KINDS:
         cols[f"{key}_ns"] = ns.pop(key)
 
-    lrows = host.flagged["launch"]
-    mine = (host.launch_device == device) | (host.launch_device < 0)
-    lrows = host.on_threads(v, lrows if mine.all() else lrows[mine], tids)
-    cols["launch_count"] = intervals.count_in(gs, ge, np.sort(v.start[lrows]))
-    calls = host.on_threads(v, host.calls, tids)
-    length, idx = intervals.longest_overlap(gs, ge, v.start[calls], v.end[calls])
+    order = host.launch_order
+    lrows = host.flagged["launch"][order]  # in start order
+    mine = (host.launch_device[order] == device) | (host.launch_device[order] < 0)
+    lrows = host.on_threads(v, lrows if mine.all() else lrows[mine], tids, host.tids)  # launches are API calls
+    cols["launch_count"] = intervals.rows_count_in(v.start, lrows, gs, ge).astype(np.int32)
+    del lrows, mine
+    calls = host.calls  # those on the launching threads take part (tested in the sweep, not selected first)
+    length, idx = intervals.rows_longest_overlap(v.start, v.end, calls, gs, ge, v.tid, tids)
     cols["longest_cpu_ns"] = length
-    cols["longest_cpu_name"] = v.name_codes_at(calls, idx)
+    cols["longest_cpu_name"] = v.name_codes_at(calls, idx).astype(np.int32)  # name codes: int32 (as lanes keeps them)
 
     # The kernel that ends the gap: the compute kernel starting at the gap end (longest first).
-    order = crow if intervals.is_sorted(v.start[crow]) else crow[np.argsort(v.start[crow], kind="stable")]
-    k = intervals.longest_starting_at(ge, v.start[order], v.end[order])
+    order = intervals.by_start(v.start, crow)
+    k = intervals.rows_starting_at(v.start, v.end, order, ge)
     nl = np.full(n, -1, dtype=np.int64)
     nl[k >= 0] = v.launch_of(order[k[k >= 0]])
-    cols["next_kernel_name"] = v.name_codes_at(order, k)
+    cols["next_kernel_name"] = v.name_codes_at(order, k).astype(np.int32)
     cols["next_launch_start_ns"] = np.where(nl >= 0, v.start[nl], -1)
     cols["next_launch_end_ns"] = np.where(nl >= 0, v.end[nl], -1)
     cols["launch_after_gap_start"] = (nl >= 0) & (v.start[nl] >= gs)
@@ -277,18 +319,27 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     return cols
 
 
-def _dominant_type(v: EventView, comm: np.ndarray, ctype: np.ndarray, gs: np.ndarray, ge: np.ndarray
-                   ) -> np.ndarray:
-    """The collective type that covers most of each gap ('' when no comm overlaps it)."""
-    out = np.full(len(gs), "", dtype=object)
+def _dominant_type(v: EventView, comm: np.ndarray, ctype: np.ndarray, gs: np.ndarray, ge: np.ndarray,
+                   comm_ns: np.ndarray | None = None) -> pd.Categorical:
+    """The collective type that covers most of each gap ('' when no comm overlaps it), as a
+    categorical of the values present (what ``pd.Categorical`` of the strings would be, made from
+    codes: no string per gap). ``comm_ns``: the overlap of all of ``comm`` when already measured."""
     types = sorted(set(ctype.tolist())) if len(comm) else []
-    if not types:
-        return out
-    cover = np.stack([_covered(v, comm[ctype == t], gs, ge) for t in types])  # types are few
-    best = np.argmax(cover, axis=0)
-    has = cover.max(axis=0) > 0
-    out[has] = np.array(types, dtype=object)[best[has]]
-    return out
+    label = np.zeros(len(gs), dtype=np.intp)  # 0: '', k: types[k - 1]
+    if len(types) == 1 and comm_ns is not None:  # one type: its cover is the comm overlap
+        label[comm_ns > 0] = 1
+    elif types:
+        cover = np.stack([_covered(v, comm[ctype == t], gs, ge) for t in types])  # types are few
+        best = np.argmax(cover, axis=0)
+        has = cover.max(axis=0) > 0
+        label[has] = best[has] + 1
+        del cover, best, has
+    labels = np.array(["", *types], dtype=object)
+    present = np.flatnonzero(np.bincount(label, minlength=len(labels)))
+    values = sorted(set(labels[present].tolist()))
+    to_code = np.zeros(len(labels), dtype=np.int64)
+    to_code[present] = [values.index(x) for x in labels[present]]
+    return pd.Categorical.from_codes(to_code[label], categories=pd.Index(values))
 
 
 def _busiest(tids: np.ndarray) -> int:
@@ -313,13 +364,14 @@ def _queue_depth(v: EventView, ops: np.ndarray, launch: np.ndarray, t: np.ndarra
         ls, fs = v.start[lo[first]], v.start[ops[o[first]]]
     ls = ls if intervals.is_sorted(ls) else np.sort(ls)
     fs = fs if intervals.is_sorted(fs) else np.sort(fs)
-    return np.maximum(intervals.count_at_or_before(t, ls) - intervals.count_at_or_before(t, fs), 0)
+    # gap starts are sorted: each count is one merge pass
+    return np.maximum(intervals.sorted_count_at_or_before(t, ls) - intervals.sorted_count_at_or_before(t, fs), 0)
 
 
 def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.ndarray) -> np.ndarray:
     """Innermost python_function frame at each gap start on thread ``gap_tid`` (the thread that
     launched the next kernel, else the device's busiest launching thread)."""
-    out = np.full(len(gs), v.empty_code, dtype=np.int64)
+    out = np.full(len(gs), v.empty_code, dtype=np.int32)
     if len(host.python) == 0:
         return out
     py_tid = v.tid[host.python]
@@ -352,6 +404,7 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds | None = Non
     for (r, d), idx in sorted(schema.rank_device_rows(steps_df).items()):
         st = steps_df.iloc[idx].sort_values("start_ns", kind="stable")
         if int(r) not in hosts:
+            hosts.clear()  # devices come rank by rank: the previous rank's host rows are done with
             hosts[int(r)] = _RankHost(v, int(r))
         part = _device_gaps(trace, v, hosts[int(r)], int(r), int(d), st, copy_args,
                             split_points(edges, int(r), int(d)))
@@ -370,7 +423,9 @@ def _assemble(v: EventView, parts: list[dict[str, Any]]) -> pd.DataFrame:
     data: dict[str, Any] = {}
     for c in FRAME_COLUMNS:
         pieces = [p.pop(c) for p in parts]
-        if isinstance(pieces[0], pd.arrays.SparseArray):
+        if isinstance(pieces[0], pd.Categorical):  # made per device from codes: categories joined, sorted
+            data[c] = pieces[0] if len(pieces) == 1 else union_categoricals(pieces, sort_categories=True)
+        elif isinstance(pieces[0], pd.arrays.SparseArray):
             data[c] = pieces[0] if len(pieces) == 1 else pd.arrays.SparseArray._concat_same_type(pieces)  # type: ignore[attr-defined]  # pandas' own one-dtype concat (extension-array API), absent from the stubs
         else:
             arr = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)

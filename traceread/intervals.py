@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceread.extensions import optional, switched_off
+
 _I64 = np.int64
 INT64_MIN = np.iinfo(np.int64).min
 INT64_MAX = np.iinfo(np.int64).max
@@ -86,8 +88,21 @@ def complement_in_windows(us, ue, ws, we) -> tuple[np.ndarray, np.ndarray, np.nd
     In: union ``(us, ue)``; windows ``(ws, we)`` sorted by start and pairwise disjoint (they may
     touch).
     Out: ``(win_idx, gs, ge)``: every maximal sub-interval of a window not covered by the union,
-    with the index of its window, sorted by ``gs``. Lengths are > 0.
+    with the index of its window, sorted by ``gs``. Lengths are > 0. One compiled pass when built
+    (:func:`complement_in_windows_numpy` is its twin).
     """
+    c = sweeper()
+    if c is not None and len(ws):
+        us, ue, ws, we = (np.ascontiguousarray(x, _I64) for x in (us, ue, ws, we))
+        w_idx, gs, ge = (np.empty(len(us) + 1 + len(ws), dtype=_I64) for _ in range(3))
+        n = c.holes(us, ue, ws, we, w_idx, gs, ge)
+        if n is not None:  # copies of the filled part: the spare room is not kept
+            return w_idx[:n].copy(), gs[:n].copy(), ge[:n].copy()
+    return complement_in_windows_numpy(us, ue, ws, we)
+
+
+def complement_in_windows_numpy(us, ue, ws, we) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`complement_in_windows` in numpy (the compiled pass's twin)."""
     us, ue = _arr(us), _arr(ue)
     hs = np.concatenate(([INT64_MIN], ue))
     he = np.concatenate((us, [INT64_MAX]))
@@ -287,3 +302,135 @@ def innermost_covering(t, starts, ends) -> np.ndarray:
         ok &= e_sorted[cand] > t[qi]
         out[qi[ok]] = order[cand[ok]]
     return out
+
+
+# Sweeps over intervals given by row numbers into two columns (the gap engine's measurements): one
+# pass in compiled code (``_cgaps.c``, optional) where it was built, else the numpy functions above,
+# which are their exact twins (``TRACEREAD_NO_CGAPS=1`` uses the twins; a test compares them). The
+# compiled sweeps need the rows sorted by start (they sort a copy when not) and the queries sorted by
+# start and pairwise disjoint (else the twin answers).
+DISABLE_ENV = "TRACEREAD_NO_CGAPS"
+_CGAPS = optional("traceread._cgaps")
+
+
+def sweeper():
+    """The compiled sweeps' module, or None (not built, or switched off)."""
+    return None if _CGAPS is None or switched_off(DISABLE_ENV) else _CGAPS
+
+
+def by_start(start: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``rows`` in the order of their ``start`` (stable: equal starts keep their order); ``rows``
+    itself when already so."""
+    s = start[rows]
+    return rows if is_sorted(s) else rows[np.argsort(s, kind="stable")]
+
+
+
+def rows_covered(start, end, rows, qs, qe) -> np.ndarray:
+    """``overlap_with_union(qs, qe, *union(start[rows], end[rows]))``: the length of each query
+    covered by the union of the selected intervals."""
+    c = sweeper()
+    if c is not None and len(qs):
+        start, end = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64)
+        rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)
+        out = np.empty(len(qs), dtype=_I64)
+        if c.covered(start, end, rows, qs, qe, out) or c.covered(start, end, by_start(start, rows), qs, qe, out):
+            return out
+    return overlap_with_union(qs, qe, *union(np.asarray(start)[rows], np.asarray(end)[rows]))
+
+
+def rows_longest_overlap(start, end, rows, qs, qe, tid=None, tids=None) -> tuple[np.ndarray, np.ndarray]:
+    """``longest_overlap(qs, qe, start[rows], end[rows])``: per query the longest overlap and the
+    position in ``rows`` of the interval making it (-1: none). With ``tid`` (a value per event) and
+    ``tids``, only the rows whose ``tid`` is among ``tids`` take part (positions still into ``rows``)."""
+    c = sweeper()
+    if c is not None and len(qs) and len(rows):
+        start, end = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64)
+        rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)
+        only = () if tid is None else (np.ascontiguousarray(tid, _I64), np.unique(np.asarray(tids, dtype=_I64)))
+        length, idx = np.empty(len(qs), dtype=_I64), np.empty(len(qs), dtype=_I64)
+        if c.longest(start, end, rows, qs, qe, length, idx, *only):
+            return length, idx
+        order = np.argsort(start[rows], kind="stable")
+        if c.longest(start, end, rows[order], qs, qe, length, idx, *only):
+            hit = idx >= 0
+            idx[hit] = order[idx[hit]]
+            return length, idx
+    if tid is None:
+        return longest_overlap(qs, qe, np.asarray(start)[rows], np.asarray(end)[rows])
+    kept = np.flatnonzero(np.isin(np.asarray(tid)[rows], tids))
+    length, idx = longest_overlap(qs, qe, np.asarray(start)[rows[kept]], np.asarray(end)[rows[kept]])
+    return length, np.where(idx >= 0, kept[np.maximum(idx, 0)], -1) if len(kept) else idx
+
+
+def rows_count_in(start, rows, qs, qe) -> np.ndarray:
+    """``count_in(qs, qe, np.sort(start[rows]))``: per query the rows starting inside it."""
+    c = sweeper()
+    if c is not None and len(qs):
+        start = np.ascontiguousarray(start, _I64)
+        rows, qs, qe = _row_arr(rows), np.ascontiguousarray(qs, _I64), np.ascontiguousarray(qe, _I64)
+        out = np.empty(len(qs), dtype=_I64)
+        if c.count(start, rows, qs, qe, out) or c.count(start, by_start(start, rows), qs, qe, out):
+            return out
+    return count_in(qs, qe, np.sort(np.asarray(start)[rows]))
+
+
+def _row_arr(rows) -> np.ndarray:
+    rows = np.asarray(rows)
+    return np.ascontiguousarray(rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64))
+
+
+def rows_starting_at(start, end, rows, t) -> np.ndarray:
+    """``longest_starting_at(t, start[rows], end[rows])`` for ``rows`` sorted by start: the position
+    in ``rows`` of the interval starting at each time that ends last (-1: none)."""
+    c = sweeper()
+    if c is not None and len(t):
+        start, end = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64)
+        rows, t = _row_arr(rows), np.ascontiguousarray(t, _I64)
+        out = np.empty(len(t), dtype=_I64)
+        if c.starting_at(start, end, rows, t, out):
+            return out
+    return longest_starting_at(t, np.asarray(start)[rows], np.asarray(end)[rows])
+
+
+def sorted_count_at_or_before(t, points) -> np.ndarray:
+    """:func:`count_at_or_before` for times ``t`` sorted ascending (one merge pass when compiled)."""
+    c = sweeper()
+    if c is not None and len(t):
+        p, t = np.ascontiguousarray(points, _I64), np.ascontiguousarray(t, _I64)
+        out = np.empty(len(t), dtype=_I64)
+        if c.at_or_before(p, t, out):
+            return out
+    return count_at_or_before(t, points)
+
+
+def sorted_positions(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Per query, the position of the first equal key (-1: none); ``keys`` sorted ascending, and
+    ``queries`` too for the compiled merge pass (else searched)."""
+    c = sweeper()
+    if c is not None and len(queries) and len(keys):
+        k, q = _row_arr(keys), _row_arr(queries)
+        out = np.empty(len(q), dtype=_I64)
+        if c.positions(k, q, out):
+            return out
+    return sorted_positions_numpy(keys, queries)
+
+
+def sorted_positions_numpy(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """:func:`sorted_positions` by ``searchsorted`` (its twin; any order of queries)."""
+    if len(keys) == 0:
+        return np.full(len(queries), -1, dtype=_I64)
+    k = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
+    return np.where(keys[k] == queries, k, -1).astype(_I64, copy=False)
+
+
+def rows_union(start, end, rows) -> tuple[np.ndarray, np.ndarray]:
+    """``union(start[rows], end[rows])``: one compiled pass when ``rows`` are sorted by start."""
+    c = sweeper()
+    if c is not None and len(rows):
+        start, end, rows = np.ascontiguousarray(start, _I64), np.ascontiguousarray(end, _I64), _row_arr(rows)
+        us, ue = np.empty(len(rows), dtype=_I64), np.empty(len(rows), dtype=_I64)
+        n = c.union_rows(start, end, rows, us, ue)
+        if n is not None:  # copies of the filled part: the spare room is not kept
+            return us[:n].copy(), ue[:n].copy()
+    return union(np.asarray(start)[rows], np.asarray(end)[rows])

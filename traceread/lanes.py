@@ -69,7 +69,12 @@ class EventView:
             return self._rows[key]
         if cats is None and rank is None and device is None:
             parts = [r for r in (self.lane_rows(x) for x in lanes) if len(r)] or [np.zeros(0, np.int64)]
-            rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+            # each lane's rows are sorted: a stable sort merges the runs (in linear time)
+            rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts), kind="stable")
+        elif rank is not None and (cats is not None or device is not None) and self._constant(self.rank) is None:
+            # the rank's rows first (cached): each rank's other selections start from them, not from every rank's
+            rows = self.rows(lanes, rank=rank)
+            rank = None
         else:  # a selection of the lanes' rows: those are merged and sorted once, not per rank/device
             rows = self.rows(lanes)
         keep = None
@@ -126,14 +131,19 @@ class EventView:
     def map_names(self, rows: np.ndarray, fn) -> np.ndarray:
         """``fn`` (array of distinct names -> array of values) applied once per distinct name of
         ``rows`` and broadcast back to the rows."""
+        names, inverse = self.distinct_names(rows)
+        return np.asarray(fn(names))[inverse]
+
+    def distinct_names(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct names of ``rows`` (in name-code order) and, per row, its name's position
+        among them."""
         codes = self.name[rows]  # -1 (missing) indexes the trailing ''
         seen = np.zeros(len(self.names), dtype=bool)
         seen[codes] = True
         used = np.flatnonzero(seen)
-        values = np.asarray(fn(self.names[used]))
         lookup = np.zeros(len(self.names), dtype=np.intp)
         lookup[used] = np.arange(len(used))
-        return values[lookup[codes]]
+        return self.names[used], lookup[codes]
 
     def matching(self, rows: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
         """Bool per row: ``rx`` finds its name (``search``, as ``host_calls.calls_matching``: once per
@@ -149,8 +159,21 @@ class EventView:
             return np.full(len(rows), -1, dtype=np.int64)
         if rows is self.link_gpu:  # every op linked (the common case): no search
             return self.link_host
-        k = np.minimum(np.searchsorted(self.link_gpu, rows), len(self.link_gpu) - 1)
-        return np.where(self.link_gpu[k] == rows, self.link_host[k], -1)
+        k = intervals.sorted_positions(self.link_gpu, rows)  # one merge pass when rows are sorted
+        return np.where(k >= 0, self.link_host[k], -1)
+
+
+    def links_by_host(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(link_host, link_gpu)`` sorted by host row (stable: a host row's ops keep their order);
+        sorted once per view, shared by every rank."""
+        key = ("links_by_host",)
+        if key not in self._rows:
+            lh, lg = self.link_host, self.link_gpu
+            if not intervals.is_sorted(lh):
+                o = np.argsort(lh, kind="stable")
+                lh, lg = lh[o], lg[o]
+            self._rows[key] = (lh, lg)
+        return self._rows[key]
 
 
 def row_indices(rows: np.ndarray, n: int) -> np.ndarray:
@@ -220,16 +243,18 @@ def _link_rank(v: EventView, h: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, 
     elif not intervals.is_sorted(hkey):
         order = np.argsort(hkey, kind="stable")
         hkey, h = hkey[order], h[order]
-    k = np.searchsorted(hkey, gkey)
-    np.minimum(k, len(hkey) - 1, out=k)
-    hit = hkey[k] == gkey
+    k = intervals.sorted_positions(hkey, gkey)  # one merge pass when the GPU ops' keys are sorted too
+    hit = k >= 0
     return subset(g, hit), h[subset(k, hit)]
 
 
 def _link(v: EventView) -> None:
     """Fill ``v.link_gpu``/``v.link_host``: GPU op row -> launching runtime/driver row."""
-    api_codes = [v.cat_codes[c] for c in API_CATS if c in v.cat_codes]
-    host = row_indices(np.flatnonzero(np.isin(v.cat, api_codes) & (v.corr >= 0)), len(v.cat))
+    is_api = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # by category code (the last entry answers for -1)
+    is_api[[v.cat_codes[c] for c in API_CATS if c in v.cat_codes]] = True
+    host = is_api[v.cat]
+    host &= v.corr >= 0
+    host = row_indices(np.flatnonzero(host), len(v.cat))
     gpu = v.rows(OP_LANES)
     gpu = subset(gpu, v.corr[gpu] >= 0)
     if len(host) == 0 or len(gpu) == 0:
@@ -288,7 +313,7 @@ def compute_union(v: EventView, rank: int, device: int) -> tuple[np.ndarray, np.
     key = ("compute_union", rank, device)
     if key not in v._rows:
         rows = compute_rows(v, rank, device)
-        v._rows[key] = intervals.union(v.start[rows], v.end[rows])
+        v._rows[key] = intervals.rows_union(v.start, v.end, rows)
     return v._rows[key]
 
 
