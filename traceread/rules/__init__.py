@@ -71,17 +71,15 @@ __all__ = ["GAP_CLASSES", "RULES", "FIRST_RESPONSES", "Rule", "RuleContext", "bu
            "first_response", "notes"]
 
 
-# The rules' context is built for the judged gaps only (their columns copied once) when they are at
-# most this share of all gaps; above it the copy costs more than the rows it saves. A speed choice, not
-# a threshold: every other gap is a capture boundary or unattributed whatever its context holds (each
-# other rule's mask requires ``judged``), so both ways classify alike.
+# The rules' context is built for the gaps a rule can claim only (their columns copied once) when they
+# are at most this share of all gaps; above it the copy costs more than the rows it saves. A speed
+# choice, not a threshold: both ways classify alike (see ``_claimable``).
 JUDGED_SUBSET_SHARE = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
 class _Whole:
-    """The context facts read over every gap: what is judged, the capture edges, periodicity (which
-    compares a gap with the others), and the communication tail where a rule or periodicity reads it."""
+    """The context facts read over every gap: launch timing, what is judged, the capture edges."""
 
     judged: np.ndarray
     queued: np.ndarray
@@ -89,11 +87,7 @@ class _Whole:
     turnaround: np.ndarray
     capture_kind: np.ndarray
     capture_text: np.ndarray
-    periodic: np.ndarray
-    presence: np.ndarray
-    cv: np.ndarray
-    notes: list[str]
-    comm_tail_ns: np.ndarray
+    edges: pd.DataFrame | None
 
 
 def _whole(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> _Whole:
@@ -105,16 +99,16 @@ def _whole(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, 
     judged = (dur >= cfg.min_judged_gap_ns) & ~turnaround
     edges = capture_boundary.edges_of(steps, trace, cfg)
     capture_kind, capture_text = capture_boundary.cover(gaps, edges)
-    # Periodicity reads places in the captured part of each step, boundary stretches left out. The tail
-    # is read by the judged gaps' rules and by periodicity on gaps of at least bubble_min_gap_ns only.
-    tail = comm_tail(gaps, trace, judged | (dur >= cfg.bubble_min_gap_ns))
-    eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg, waited_for_comm(gaps, tail, cfg)) & \
-        (capture_kind == "")
-    periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(*capture_boundary.captured(gaps, steps, edges, cfg),
-                                                                        cfg, eligible)
     return _Whole(judged=judged, queued=queued, late=late, turnaround=turnaround, capture_kind=capture_kind,
-                  capture_text=capture_text, periodic=periodic, presence=presence, cv=cv, notes=bubble_notes,
-                  comm_tail_ns=tail)
+                  capture_text=capture_text, edges=edges)
+
+
+def _claimable(gaps: pd.DataFrame, whole: _Whole, cfg: Thresholds) -> np.ndarray:
+    """Bool per gap: a rule past the capture boundary may claim it or read it. Every such rule's mask
+    requires ``judged``; periodicity (which compares a gap with the others of its place in the step)
+    reads gaps of at least ``bubble_min_gap_ns`` only. Any other gap is a capture boundary or
+    unattributed whatever the rest of its context holds."""
+    return whole.judged | (col(gaps, "dur_ns", dtype=np.int64) >= cfg.bubble_min_gap_ns)
 
 
 def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
@@ -125,30 +119,37 @@ def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace |
 
 def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, steps: pd.DataFrame | None,
              trace: Trace | None, cfg: Thresholds, whole: _Whole) -> RuleContext:
-    """The context of ``part``: the rows ``rows`` of ``gaps`` (None: all of it), ``whole`` read for every gap."""
+    """The context of ``part``: the rows ``rows`` of ``gaps`` (None: all of it; else at least every
+    ``_claimable`` one), ``whole`` read for every gap."""
     def pick(a: np.ndarray) -> np.ndarray:
         return a if rows is None else a[rows]
 
+    queued, late, capture_kind = pick(whole.queued), pick(whole.late), pick(whole.capture_kind)
     held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(part, trace, cfg)
     sync_origin = sync_stall.origin_op(part, trace, held, sync_start, sync_tid)
     work_ns, work_label = host_work.host_work(part, trace, host_work.launching_thread(part, trace), cfg)
     dispatch, dispatch_op = dispatch_cover(part, trace)
     api_call_ns, api_call_name = longest_api_call(part, trace, cfg.launch_call_max_ns)
+    # Periodicity reads places in the captured part of each step, boundary stretches left out.
+    tail = comm_tail(part, trace)
+    eligible = pipeline_bubble.waits_like_a_bubble(part, queued, cfg, waited_for_comm(part, tail, cfg)) & \
+        (capture_kind == "")
+    periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(
+        *capture_boundary.captured(part, steps, whole.edges, cfg), cfg, eligible)
     one_ns, one_kind, one_label, one_count = one_time_cost.cover(part, steps, trace, cfg)
     blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(part, steps, trace, cfg)
-    # A drain-sync's queued wait takes out the idle of every earlier gap of its device, judged or not.
+    # A drain-sync's queued wait takes out the idle of every earlier gap of its device, claimable or not.
     wait = pick(sync_stall.queued_wait(gaps, _spread(held, rows, len(gaps)), _spread(sync_start, rows, len(gaps)),
                                        unrecorded=capture_boundary.lead(whole.capture_kind)))
-    return RuleContext(judged=pick(whole.judged), queued=pick(whole.queued), late=pick(whole.late),
-                       sync_at_drain=held, sync_name=sync_name, sync_end_ns=sync_end, sync_start_ns=sync_start,
-                       sync_origin=sync_origin, sync_wait_ns=wait, dispatch=dispatch, dispatch_op=dispatch_op,
-                       api_call_ns=api_call_ns, api_call_name=api_call_name, periodic=pick(whole.periodic),
-                       presence=pick(whole.presence), cv=pick(whole.cv), notes=whole.notes, one_time_ns=one_ns,
-                       one_time_kind=one_kind, one_time_label=one_label, one_time_count=one_count,
-                       sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls,
-                       sync_block_start_ns=block_start, capture_kind=pick(whole.capture_kind),
+    return RuleContext(judged=pick(whole.judged), queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
+                       sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin, sync_wait_ns=wait,
+                       dispatch=dispatch, dispatch_op=dispatch_op, api_call_ns=api_call_ns,
+                       api_call_name=api_call_name, periodic=periodic, presence=presence, cv=cv, notes=bubble_notes,
+                       one_time_ns=one_ns, one_time_kind=one_kind, one_time_label=one_label,
+                       one_time_count=one_count, sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns,
+                       sync_alloc_calls=alloc_calls, sync_block_start_ns=block_start, capture_kind=capture_kind,
                        capture_text=pick(whole.capture_text), host_work_ns=work_ns, host_work_label=work_label,
-                       turnaround=pick(whole.turnaround), comm_tail_ns=pick(whole.comm_tail_ns))
+                       turnaround=pick(whole.turnaround), comm_tail_ns=tail)
 
 
 def _spread(values: np.ndarray, rows: np.ndarray | None, n: int) -> np.ndarray:
@@ -182,18 +183,20 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
     n = len(out)
     whole = _whole(out, steps_df, trace, cfg)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
-    rows: np.ndarray | None = np.flatnonzero(whole.judged)
-    if rows is not None and (len(rows) == n or len(rows) > JUDGED_SUBSET_SHARE * n):
+    rows: np.ndarray | None = np.flatnonzero(_claimable(out, whole, cfg))
+    # (none claimable: the whole frame still, for periodicity's notes on steps too few to judge)
+    if rows is not None and not 0 < len(rows) <= min(JUDGED_SUBSET_SHARE * n, n - 1):
         rows = None
     part = out if rows is None else out.take(rows)
     with contextlib.ExitStack() as stack:
         if part is not out:
             stack.enter_context(column_cache(part))
         ctx = _context(part, out, rows, steps_df, trace, cfg, whole)
-        forget_columns(out)  # the rules read the judged rows' own columns from here on
+        if part is not out:
+            forget_columns(out)  # the rules read the claimable rows' own columns from here on
         cls, kinds = _rules(part, ctx, cfg)
         del part
-    if rows is not None:  # the gaps not judged: a capture boundary or unattributed (see JUDGED_SUBSET_SHARE)
+    if rows is not None:  # the other gaps: a capture boundary or unattributed (see _claimable)
         boundary = whole.capture_kind != ""
         cls_all = np.where(boundary, code[capture_boundary.NAME], code[UNATTRIBUTED]).astype(np.int8)
         kinds_all = np.full(n, UNATTRIBUTED, dtype=object)
@@ -202,11 +205,10 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
         kinds_all[at] = np.asarray(names, dtype=object)[values]
         cls_all[rows], kinds_all[rows] = cls, kinds
         cls, kinds = cls_all, kinds_all
-        # the facts read for every gap, whole, beside the judged rows' own (rules.evidence.store reads both)
+        # the facts read for every gap, whole, beside the other rows' own (rules.evidence.store reads both)
         ctx = dataclasses.replace(ctx, judged=whole.judged, queued=whole.queued, late=whole.late,
                                   turnaround=whole.turnaround, capture_kind=whole.capture_kind,
-                                  capture_text=whole.capture_text, periodic=whole.periodic,
-                                  presence=whole.presence, cv=whole.cv, comm_tail_ns=whole.comm_tail_ns)
+                                  capture_text=whole.capture_text)
     out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
     out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
     evidence.store(out, ctx, cls, rows)  # the sentences' inputs, as columns (rules.evidence)

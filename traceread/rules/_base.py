@@ -325,10 +325,9 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
     return held, names, ends, starts, tids
 
 
-def comm_tail(gaps: pd.DataFrame, trace: Trace | None, rows: np.ndarray | None = None) -> np.ndarray:
+def comm_tail(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
     """Per gap, how long it went on after the last communication kernel overlapping it ended (ns): 0
-    when one runs to its end, or without a trace; the whole gap when none overlaps it. ``rows``: bool
-    per gap, the gaps to read it for (0 for the others; None: all)."""
+    when one runs to its end, or without a trace; the whole gap when none overlaps it."""
     n = len(gaps)
     tail = np.zeros(n, dtype=np.int64)
     if trace is None or n == 0:
@@ -336,21 +335,17 @@ def comm_tail(gaps: pd.DataFrame, trace: Trace | None, rows: np.ndarray | None =
     v = event_view(trace)
     comm = v.lane_rows(schema.LANE_GPU_COMM)
     if len(comm) == 0:
-        dur = col(gaps, "dur_ns", dtype=np.int64)
-        return dur.copy() if rows is None else np.where(rows, dur, 0)
+        return col(gaps, "dur_ns", dtype=np.int64).copy()
     g_rank, g_dev = col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)
     gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
     tail = ge - gs
-    if rows is not None:
-        tail[~rows] = 0
     c_rank, c_dev = v.rank[comm], v.device[comm]
     for rank in distinct(g_rank):  # ranks and devices are few
         for dev in distinct(g_dev[g_rank == rank]):
             k = comm[(c_rank == rank) & (c_dev == dev)]
             if len(k) == 0:
                 continue
-            here = (g_rank == rank) & (g_dev == dev)
-            sel = np.flatnonzero(here if rows is None else here & rows)
+            sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
             k = k[np.argsort(v.start[k], kind="stable")]
             reach = np.maximum.accumulate(v.end[k].astype(np.int64))
             j = np.searchsorted(v.start[k].astype(np.int64), ge[sel], side="left") - 1  # started before the end
