@@ -117,15 +117,19 @@ def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pa
             row = table[v.lane_codes[lane] + 1]
             row[:] = negate
             row[[v.cat_codes[c] + 1 for c in cats if c in v.cat_codes]] = not negate
-        keep = table.ravel()[_pairs(trace)]
-        if names:
+        if names:  # the named rows first (few), then their lane and category: no pass over every pair
             named = np.zeros(len(v.names), dtype=bool)
             for rx in names:
                 named |= name_hits(trace, rx)
-            keep &= named[v.name]
-        if rank is not None:
-            keep &= v.rank == rank
-        rows = np.flatnonzero(keep)
+            rows = np.flatnonzero(named[v.name])
+            rows = rows[table.ravel()[_pairs(trace)[rows]]]
+            if rank is not None:
+                rows = rows[v.rank[rows] == rank]
+        else:
+            keep = table.ravel()[_pairs(trace)]
+            if rank is not None:
+                keep &= v.rank == rank
+            rows = np.flatnonzero(keep)
         return rows.astype(np.int32) if len(v.lane) < (1 << 31) else rows
     return _cached(trace, ("select", spec, rank, tuple((rx.pattern, rx.flags) for rx in names)), make)
 
