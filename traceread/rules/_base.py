@@ -24,8 +24,8 @@ from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import SYNC
 from traceread.lanes import event_view
-from traceread.rules._calls import CPU_OPS, distinct, name_hits, select, thread_cpu_ops
 from traceread.rules._calls import api_calls as calls_of
+from traceread.rules._calls import distinct, name_hits, thread_cpu_ops
 from traceread.trace import Trace
 
 # Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
@@ -386,7 +386,7 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     for rank in distinct(g_rank[lstart >= 0]):  # ranks and threads are few
         calls = calls_of(trace, rank)  # sorted by start once for every rule
-        if len(calls.rows) == 0 or len(select(trace, CPU_OPS, rank)) == 0:
+        if len(calls.rows) == 0:  # (a thread without CPU ops is skipped below: no pass over every event here)
             continue
         sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
         cs = calls.start
