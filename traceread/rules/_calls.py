@@ -79,7 +79,9 @@ def _pairs(trace: Trace) -> np.ndarray:
     v = event_view(trace)
 
     def make() -> np.ndarray:
-        pair = v.lane.astype(np.int32) + 1
+        # int16 where the codes fit (they are a few dozen): half the bytes every selection reads
+        small = (len(v.lane_codes) + 1) * (len(v.cat_codes) + 1) < np.iinfo(np.int16).max
+        pair = v.lane.astype(np.int16 if small else np.int32) + 1
         pair *= len(v.cat_codes) + 1
         pair += v.cat
         pair += 1
@@ -188,6 +190,8 @@ def matching(trace: Trace, calls: Calls, *patterns: re.Pattern[str]) -> np.ndarr
     hit = name_hits(trace, patterns[0])
     for rx in patterns[1:]:
         hit = hit | name_hits(trace, rx)
+    if not hit.any():  # most patterns name no call of a trace: no pass over the calls
+        return np.zeros(len(calls.name), dtype=bool)
     return hit[calls.name]
 
 
