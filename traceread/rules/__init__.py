@@ -19,6 +19,7 @@ Python loop runs per gap. First responses per class are data in ``rules.response
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -45,6 +46,7 @@ from traceread.rules._base import (
     column_cache,
     comm_tail,
     dispatch_cover,
+    forget_columns,
     launch_timing,
     longest_api_call,
     sync_at_drain,
@@ -69,42 +71,94 @@ __all__ = ["GAP_CLASSES", "RULES", "FIRST_RESPONSES", "Rule", "RuleContext", "bu
            "first_response", "notes"]
 
 
-def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
-                  cfg: Thresholds) -> RuleContext:
-    """The per-gap facts every rule may read (launch timing, sync at drain, periodicity)."""
+# The rules' context is built for the gaps a rule can claim only (their columns copied once) when they
+# are at most this share of all gaps; above it the copy costs more than the rows it saves. A speed
+# choice, not a threshold: both ways classify alike (see ``_claimable``).
+JUDGED_SUBSET_SHARE = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class _Whole:
+    """The context facts read over every gap: launch timing, what is judged, the capture edges."""
+
+    judged: np.ndarray
+    queued: np.ndarray
+    late: np.ndarray
+    turnaround: np.ndarray
+    capture_kind: np.ndarray
+    capture_text: np.ndarray
+    edges: pd.DataFrame | None
+
+
+def _whole(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> _Whole:
     queued, late = launch_timing(gaps)
     dur = col(gaps, "dur_ns", dtype=np.int64)
     # A gap within the GPU's own turnaround is judged only when the host provably submitted late.
     # With integer-microsecond timestamps a 2 us turnaround can read as 3 us: one tick more is still one.
     turnaround = ~late & (dur < cfg.turnaround_max_ns + timestamp_tick_ns(trace))
     judged = (dur >= cfg.min_judged_gap_ns) & ~turnaround
-    held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(gaps, trace, cfg)
-    sync_origin = sync_stall.origin_op(gaps, trace, held, sync_start, sync_tid)
-    work_ns, work_label = host_work.host_work(gaps, trace, host_work.launching_thread(gaps, trace), cfg)
-    dispatch, dispatch_op = dispatch_cover(gaps, trace)
-    api_call_ns, api_call_name = longest_api_call(gaps, trace, cfg.launch_call_max_ns)
     edges = capture_boundary.edges_of(steps, trace, cfg)
     capture_kind, capture_text = capture_boundary.cover(gaps, edges)
+    return _Whole(judged=judged, queued=queued, late=late, turnaround=turnaround, capture_kind=capture_kind,
+                  capture_text=capture_text, edges=edges)
+
+
+def _claimable(gaps: pd.DataFrame, whole: _Whole, cfg: Thresholds) -> np.ndarray:
+    """Bool per gap: a rule past the capture boundary may claim it or read it. Every such rule's mask
+    requires ``judged``; periodicity (which compares a gap with the others of its place in the step)
+    reads gaps of at least ``bubble_min_gap_ns`` only. Any other gap is a capture boundary or
+    unattributed whatever the rest of its context holds."""
+    return whole.judged | (col(gaps, "dur_ns", dtype=np.int64) >= cfg.bubble_min_gap_ns)
+
+
+def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
+                  cfg: Thresholds) -> RuleContext:
+    """The per-gap facts every rule may read (launch timing, sync at drain, periodicity)."""
+    return _context(gaps, gaps, None, steps, trace, cfg, _whole(gaps, steps, trace, cfg))
+
+
+def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, steps: pd.DataFrame | None,
+             trace: Trace | None, cfg: Thresholds, whole: _Whole) -> RuleContext:
+    """The context of ``part``: the rows ``rows`` of ``gaps`` (None: all of it; else at least every
+    ``_claimable`` one), ``whole`` read for every gap."""
+    def pick(a: np.ndarray) -> np.ndarray:
+        return a if rows is None else a[rows]
+
+    queued, late, capture_kind = pick(whole.queued), pick(whole.late), pick(whole.capture_kind)
+    held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(part, trace, cfg)
+    sync_origin = sync_stall.origin_op(part, trace, held, sync_start, sync_tid)
+    work_ns, work_label = host_work.host_work(part, trace, host_work.launching_thread(part, trace), cfg)
+    dispatch, dispatch_op = dispatch_cover(part, trace)
+    api_call_ns, api_call_name = longest_api_call(part, trace, cfg.launch_call_max_ns)
     # Periodicity reads places in the captured part of each step, boundary stretches left out.
-    tail = comm_tail(gaps, trace)
-    eligible = pipeline_bubble.waits_like_a_bubble(gaps, queued, cfg, waited_for_comm(gaps, tail, cfg)) & \
+    tail = comm_tail(part, trace)
+    eligible = pipeline_bubble.waits_like_a_bubble(part, queued, cfg, waited_for_comm(part, tail, cfg)) & \
         (capture_kind == "")
-    periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(*capture_boundary.captured(gaps, steps, edges, cfg),
-                                                                        cfg, eligible)
-    one_ns, one_kind, one_label, one_count = one_time_cost.cover(gaps, steps, trace, cfg)
-    blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(gaps, steps, trace, cfg)
-    return RuleContext(judged=judged, queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
-                       sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin,
-                       sync_wait_ns=sync_stall.queued_wait(gaps, held, sync_start,
-                                                                unrecorded=capture_boundary.lead(capture_kind)),
-                       dispatch=dispatch, dispatch_op=dispatch_op,
-                       api_call_ns=api_call_ns, api_call_name=api_call_name, periodic=periodic,
-                       presence=presence, cv=cv, notes=bubble_notes, one_time_ns=one_ns,
-                       one_time_kind=one_kind, one_time_label=one_label, one_time_count=one_count,
-                       sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns, sync_alloc_calls=alloc_calls,
-                       sync_block_start_ns=block_start, capture_kind=capture_kind, capture_text=capture_text,
-                       host_work_ns=work_ns, host_work_label=work_label, turnaround=turnaround,
-                       comm_tail_ns=tail)
+    periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(
+        *capture_boundary.captured(part, steps, whole.edges, cfg), cfg, eligible)
+    one_ns, one_kind, one_label, one_count = one_time_cost.cover(part, steps, trace, cfg)
+    blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(part, steps, trace, cfg)
+    # A drain-sync's queued wait takes out the idle of every earlier gap of its device, claimable or not.
+    wait = pick(sync_stall.queued_wait(gaps, _spread(held, rows, len(gaps)), _spread(sync_start, rows, len(gaps)),
+                                       unrecorded=capture_boundary.lead(whole.capture_kind)))
+    return RuleContext(judged=pick(whole.judged), queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
+                       sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin, sync_wait_ns=wait,
+                       dispatch=dispatch, dispatch_op=dispatch_op, api_call_ns=api_call_ns,
+                       api_call_name=api_call_name, periodic=periodic, presence=presence, cv=cv, notes=bubble_notes,
+                       one_time_ns=one_ns, one_time_kind=one_kind, one_time_label=one_label,
+                       one_time_count=one_count, sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns,
+                       sync_alloc_calls=alloc_calls, sync_block_start_ns=block_start, capture_kind=capture_kind,
+                       capture_text=pick(whole.capture_text), host_work_ns=work_ns, host_work_label=work_label,
+                       turnaround=pick(whole.turnaround), comm_tail_ns=tail)
+
+
+def _spread(values: np.ndarray, rows: np.ndarray | None, n: int) -> np.ndarray:
+    """``values`` of rows ``rows`` as an array over all ``n`` gaps (zero elsewhere)."""
+    if rows is None:
+        return values
+    out = np.zeros(n, dtype=values.dtype)
+    out[rows] = values
+    return out
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
@@ -127,7 +181,44 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
 
 def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
     n = len(out)
-    ctx = build_context(out, steps_df, trace, cfg)
+    whole = _whole(out, steps_df, trace, cfg)
+    code = {c: i for i, c in enumerate(GAP_CLASSES)}
+    rows: np.ndarray | None = np.flatnonzero(_claimable(out, whole, cfg))
+    # (none claimable: the whole frame still, for periodicity's notes on steps too few to judge)
+    if rows is not None and not 0 < len(rows) <= min(JUDGED_SUBSET_SHARE * n, n - 1):
+        rows = None
+    part = out if rows is None else out.take(rows)
+    with contextlib.ExitStack() as stack:
+        if part is not out:
+            stack.enter_context(column_cache(part))
+        ctx = _context(part, out, rows, steps_df, trace, cfg, whole)
+        if part is not out:
+            forget_columns(out)  # the rules read the claimable rows' own columns from here on
+        cls, kinds = _rules(part, ctx, cfg)
+        del part
+    if rows is not None:  # the other gaps: a capture boundary or unattributed (see _claimable)
+        boundary = whole.capture_kind != ""
+        cls_all = np.where(boundary, code[capture_boundary.NAME], code[UNATTRIBUTED]).astype(np.int8)
+        kinds_all = np.full(n, UNATTRIBUTED, dtype=object)
+        at = np.flatnonzero(boundary)
+        values, names = pd.factorize(whole.capture_kind[at], use_na_sentinel=False)
+        kinds_all[at] = np.asarray(names, dtype=object)[values]
+        cls_all[rows], kinds_all[rows] = cls, kinds
+        cls, kinds = cls_all, kinds_all
+        # the facts read for every gap, whole, beside the other rows' own (rules.evidence.store reads both)
+        ctx = dataclasses.replace(ctx, judged=whole.judged, queued=whole.queued, late=whole.late,
+                                  turnaround=whole.turnaround, capture_kind=whole.capture_kind,
+                                  capture_text=whole.capture_text)
+    out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
+    out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
+    evidence.store(out, ctx, cls, rows)  # the sentences' inputs, as columns (rules.evidence)
+    out.attrs["notes"] = list(ctx.notes)
+    return out
+
+
+def _rules(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> tuple[np.ndarray, np.ndarray]:
+    """Class codes (int8, in ``GAP_CLASSES``) and evidence kinds of every gap: the first rule whose mask holds."""
+    n = len(gaps)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
     cls = np.full(n, code[UNATTRIBUTED], dtype=np.int8)  # class codes: no string per gap
     kinds = np.full(n, UNATTRIBUTED, dtype=object)
@@ -135,21 +226,17 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
     for rule in RULES:
         if not free.any():
             break
-        hit = free & np.asarray(rule.mask(out, ctx, cfg), dtype=bool)
+        hit = free & np.asarray(rule.mask(gaps, ctx, cfg), dtype=bool)
         if hit.any():
             cls[hit] = code[rule.name]
             kinds[hit] = rule.name
             if rule.kind is not None:
                 for idx in _chunks(np.flatnonzero(hit)):
                     # one string object per distinct kind, not one per gap
-                    values, names = pd.factorize(rule.kind(Rows(out, idx), _subset(ctx, idx)), use_na_sentinel=False)
+                    values, names = pd.factorize(rule.kind(Rows(gaps, idx), _subset(ctx, idx)), use_na_sentinel=False)
                     kinds[idx] = np.asarray(names, dtype=object)[values]
             free &= ~hit
-    out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
-    out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
-    evidence.store(out, ctx, cls)  # the sentences' inputs, as columns (rules.evidence)
-    out.attrs["notes"] = list(ctx.notes)
-    return out
+    return cls, kinds
 
 
 # Rows whose evidence kind is found at a time (a memory bound, not a threshold).

@@ -25,8 +25,8 @@ from traceread.config import Thresholds
 from traceread.host_calls import SYNC
 from traceread.lanes import event_view
 from traceread.rules import textcat
-from traceread.rules._calls import CPU_OPS, distinct, name_hits, select, thread_cpu_ops
 from traceread.rules._calls import api_calls as calls_of
+from traceread.rules._calls import distinct, name_hits, thread_cpu_ops
 from traceread.trace import Trace
 
 # Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
@@ -125,6 +125,14 @@ def column_cache(frame: pd.DataFrame) -> Iterator[None]:
         yield
     finally:
         _COLUMNS.pop(id(frame), None)
+
+
+def forget_columns(frame: pd.DataFrame) -> None:
+    """Free the columns ``column_cache(frame)`` converted so far (it stays open): for a phase that no
+    longer reads them."""
+    cached = _COLUMNS.get(id(frame))
+    if cached is not None and cached[0] is frame:
+        cached[1].clear()
 
 
 def col(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str = 0,
@@ -390,7 +398,7 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     for rank in distinct(g_rank[lstart >= 0]):  # ranks and threads are few
         calls = calls_of(trace, rank)  # sorted by start once for every rule
-        if len(calls.rows) == 0 or len(select(trace, CPU_OPS, rank)) == 0:
+        if len(calls.rows) == 0:  # (a thread without CPU ops is skipped below: no pass over every event here)
             continue
         sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
         cs = calls.start

@@ -79,7 +79,9 @@ def _pairs(trace: Trace) -> np.ndarray:
     v = event_view(trace)
 
     def make() -> np.ndarray:
-        pair = v.lane.astype(np.int32) + 1
+        # int16 where the codes fit (they are a few dozen): half the bytes every selection reads
+        small = (len(v.lane_codes) + 1) * (len(v.cat_codes) + 1) < np.iinfo(np.int16).max
+        pair = v.lane.astype(np.int16 if small else np.int32) + 1
         pair *= len(v.cat_codes) + 1
         pair += v.cat
         pair += 1
@@ -117,15 +119,19 @@ def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pa
             row = table[v.lane_codes[lane] + 1]
             row[:] = negate
             row[[v.cat_codes[c] + 1 for c in cats if c in v.cat_codes]] = not negate
-        keep = table.ravel()[_pairs(trace)]
-        if names:
+        if names:  # the named rows first (few), then their lane and category: no pass over every pair
             named = np.zeros(len(v.names), dtype=bool)
             for rx in names:
                 named |= name_hits(trace, rx)
-            keep &= named[v.name]
-        if rank is not None:
-            keep &= v.rank == rank
-        rows = np.flatnonzero(keep)
+            rows = np.flatnonzero(named[v.name])
+            rows = rows[table.ravel()[_pairs(trace)[rows]]]
+            if rank is not None:
+                rows = rows[v.rank[rows] == rank]
+        else:
+            keep = table.ravel()[_pairs(trace)]
+            if rank is not None:
+                keep &= v.rank == rank
+            rows = np.flatnonzero(keep)
         return rows.astype(np.int32) if len(v.lane) < (1 << 31) else rows
     return _cached(trace, ("select", spec, rank, tuple((rx.pattern, rx.flags) for rx in names)), make)
 
@@ -184,6 +190,8 @@ def matching(trace: Trace, calls: Calls, *patterns: re.Pattern[str]) -> np.ndarr
     hit = name_hits(trace, patterns[0])
     for rx in patterns[1:]:
         hit = hit | name_hits(trace, rx)
+    if not hit.any():  # most patterns name no call of a trace: no pass over the calls
+        return np.zeros(len(calls.name), dtype=bool)
     return hit[calls.name]
 
 

@@ -55,28 +55,47 @@ def is_data(column: object) -> bool:
     return isinstance(column, str) and column.startswith(PREFIX)
 
 
-def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray) -> None:
+def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray, at: np.ndarray | None = None) -> None:
     """Add to ``out`` the context fields each class's evidence reads, on that class's rows (``cls``:
     class codes in ``GAP_CLASSES`` order): numbers and flags as sparse columns (0 elsewhere), text
-    as categoricals (one string per distinct value)."""
+    as categoricals (one string per distinct value). ``at``: a field shorter than ``out`` holds the
+    rows ``at`` of it (sorted positions; the other rows read 0 or '')."""
     n = len(out)
-    need: dict[str, list[np.ndarray]] = {}
+    readers: dict[str, np.ndarray] = {}  # field -> bool per class code: that class's evidence reads it
     for code, (_, reads) in _formatters().items():
-        rows = np.flatnonzero(cls == code)
-        if len(rows):
-            for f in reads:
-                need.setdefault(f, []).append(rows)
-    for f in sorted(need):
-        rows = np.sort(np.concatenate(need[f]))
+        for f in reads:
+            readers.setdefault(f, np.zeros(len(GAP_CLASSES) + 1, dtype=bool))[code] = True
+    present = np.bincount(cls, minlength=len(GAP_CLASSES) + 1) > 0
+    for f in sorted(f for f, r in readers.items() if (r & present).any()):
+        want = readers[f][cls]  # the rows whose sentence reads the field
         values = np.asarray(getattr(ctx, f))
+        part = at if at is not None and len(values) != n else None  # the field holds these rows only
         if values.dtype == object:
-            codes, uniq = pd.factorize(values[rows], use_na_sentinel=False)
-            full = np.full(n, -1, dtype=np.int32 if len(uniq) > 30_000 else np.int16)
-            full[rows] = codes
+            full = np.full(n, -1, dtype=np.int32)
+            if part is not None:
+                keep = want[part]
+                codes, uniq = pd.factorize(values[keep], use_na_sentinel=False)
+                if np.count_nonzero(keep) < np.count_nonzero(want):  # rows outside ``at`` read ''
+                    empty = np.flatnonzero(uniq == "")
+                    if len(empty) == 0:
+                        uniq = np.append(np.asarray(uniq, dtype=object), np.array([""], dtype=object))
+                        empty = np.array([len(uniq) - 1])
+                    full[want] = int(empty[0])
+                full[part[keep]] = codes
+            else:
+                rows = np.flatnonzero(want)
+                codes, uniq = pd.factorize(values[rows], use_na_sentinel=False)
+                full[rows] = codes
+            if len(uniq) <= 30_000:
+                full = full.astype(np.int16)
             out[PREFIX + f] = pd.Categorical.from_codes(full, categories=pd.Index(uniq, dtype=object))
         else:
-            dense = np.zeros(n, dtype=values.dtype)
-            dense[rows] = values[rows]
+            if part is not None:
+                keep = want[part]
+                dense = np.zeros(n, dtype=values.dtype)
+                dense[part[keep]] = values[keep]
+            else:
+                dense = np.where(want, values, values.dtype.type(0))
             out[PREFIX + f] = pd.arrays.SparseArray(dense, fill_value=dense.dtype.type(0))
 
 

@@ -104,6 +104,7 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     gs = col(gaps, "start_ns", dtype=np.int64)
     ge = col(gaps, "end_ns", dtype=np.int64)
     for rank in distinct(g_rank):  # ranks and threads are few
+        held: np.ndarray | None = None  # per call of the rank: a launch or sync (found once for its threads)
         for tid in distinct(tids[g_rank == rank]):
             sel = np.flatnonzero((g_rank == rank) & (tids == tid))
             sel = sel[ge[sel] - gs[sel] > cfg.input_work_min_ns]  # the only gaps a rule reads it for
@@ -112,11 +113,12 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
             if len(sel) == 0 or len(hev) == 0:
                 continue
             calls = api_calls(trace, rank)  # sorted by start
+            held = holds[calls.name] if held is None else held
             frames = _Frames(v.start[hev].astype(np.int64, copy=False), v.end[hev].astype(np.int64, copy=False), hev,
-                             calls.start[(calls.tid == tid) & holds[calls.name]])
+                             calls.start[held & (calls.tid == tid)])
             # Only frames overlapping those gaps count (and every frame enclosing one overlaps them too).
             us, ue = intervals.union(gs[sel], ge[sel])
-            j = np.minimum(np.searchsorted(ue, frames.s, side="right"), len(ue) - 1)
+            j = np.minimum(_count_at_or_before(ue, frames.s), len(ue) - 1)
             near = np.flatnonzero((ue[j] > frames.s) & (us[j] < frames.e))
             near = near[frames.free(near)]
             if len(near) == 0:
@@ -139,6 +141,13 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
             if named:
                 label[np.concatenate(named)] = frames.labels(v, np.concatenate(tops))
     return ns, label
+
+
+def _count_at_or_before(points: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(points, t, side="right")`` for sorted ``t`` (a thread's frames, many) and sorted
+    ``points`` (few): each point placed among the times once, then counted, not a search per time."""
+    first = np.searchsorted(t, points, side="left")  # the first time at or after each point
+    return np.cumsum(np.bincount(first, minlength=len(t) + 1)[: len(t)])
 
 
 @dataclass(frozen=True)
