@@ -1,5 +1,6 @@
-"""The optional compiled extensions (the Kineto scanner, the nsys reader, the what-if sweep, the row
-join): how each is imported and how a user switches one off. Each has an exact Python twin, so a
+"""The optional compiled extensions (the Kineto scanner, the nsys reader, the gap engine's sweeps, the
+evidence sentences' concatenation, the what-if sweep, the row join): how each is imported and how a
+user switches one off. Each has an exact Python twin, so a
 missing extension or a switch only changes speed, never a result."""
 
 from __future__ import annotations
