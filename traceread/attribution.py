@@ -191,8 +191,16 @@ def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
     g = gaps.loc[(gaps["class"] == cause).to_numpy(), ["dur_ns", "evidence_kind"]]
     if g.empty:
         return {}
-    sums = g["dur_ns"].astype(np.int64).groupby(g["evidence_kind"].astype(str).to_numpy()).sum()
-    return {str(k): int(v) for k, v in sums.sort_values(ascending=False, kind="stable").items()}
+    # Summed by the kind's code: a string column of every gap (astype(str), 1.5 s per call on 5M gaps) only
+    # where a kind is not a string (then pandas' own conversion decides what it reads as).
+    codes, kinds = pd.factorize(g["evidence_kind"].to_numpy(), sort=True)
+    if not all(isinstance(k, str) for k in kinds) or (codes < 0).any():
+        sums = g["dur_ns"].astype(np.int64).groupby(g["evidence_kind"].astype(str).to_numpy()).sum()
+        return {str(k): int(v) for k, v in sums.sort_values(ascending=False, kind="stable").items()}
+    total = np.zeros(len(kinds), dtype=np.int64)
+    np.add.at(total, codes, g["dur_ns"].to_numpy(np.int64))
+    # largest first; ties in name order, as the group-by's sorted keys then a stable sort left them
+    return {str(k): int(v) for k, v in sorted(zip(kinds, total.tolist(), strict=True), key=lambda kv: -kv[1])}
 
 
 def dominant_evidence(gaps: pd.DataFrame, cause: str) -> str:
