@@ -58,3 +58,30 @@ def test_overlaps_match_a_count_by_hand() -> None:
         rows = np.arange(n)
         want = _overlaps_by_hand(*(ev[c].to_numpy() for c in ("rank", "device", "stream")), start, end)
         assert _overlaps(ev, rows, start, end) == want
+
+
+def test_idle_by_class_sums_each_steps_gaps_by_class() -> None:
+    from traceread.pipeline import idle_by_class
+    from traceread.vocabulary import GAP_CLASSES, part_col
+
+    rng = np.random.default_rng(5)
+    steps = pd.DataFrame({"rank": np.array([0, 0, 1, 1, 3], np.int32), "device": np.array([0, 1, 0, 0, 7], np.int32),
+                          "step": np.array([4, 4, 4, 5, 2**40], np.int64), "idle_ns": [10**9] * 5})
+    n = 500
+    gaps = pd.DataFrame({"rank": rng.choice([0, 1, 2, 3], n).astype(np.int32),
+                         "device": rng.choice([0, 1, 7], n).astype(np.int32),
+                         "step": rng.choice([4, 5, 6, 2**40], n).astype(np.int64),
+                         "dur_ns": rng.integers(1, 1000, n).astype(np.int64),
+                         "class": pd.Categorical.from_codes(rng.integers(-1, len(GAP_CLASSES), n),
+                                                            categories=list(GAP_CLASSES))})
+    out = idle_by_class(steps, gaps)
+    for i, st in steps.iterrows():
+        for cls in GAP_CLASSES:
+            want = sum(int(g.dur_ns) for g in gaps.itertuples()
+                       if (g.rank, g.device, g.step) == (st["rank"], st["device"], st["step"]) and g._5 == cls)
+            if cls == "unattributed":
+                others = sum(int(out.loc[i, part_col(c)]) for c in GAP_CLASSES if c != cls)
+                want += max(10**9 - others - want, 0)
+            assert int(out.loc[i, part_col(cls)]) == want, (i, cls)
+    text = gaps.assign(**{"class": gaps["class"].astype(object)})
+    pd.testing.assert_frame_equal(idle_by_class(steps, text), out)
