@@ -40,7 +40,8 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
     # The compute kernels, each once (a repeat of a compute row is one: the lane is in the key).
     once = ~repeat
     once &= schema.lane_is(ev, schema.LANE_GPU_COMPUTE)[rows]
-    n = _overlaps(ev, rows[once], start_ns[once], end_ns[once])
+    by_start = order[once[order]]  # the compute kernels' rows in start order (stable), as positions in rows
+    n = _overlaps(ev, rows[once], start_ns[once], end_ns[once], (np.cumsum(once) - 1)[by_start])
     if n:
         notes.append(f"{n} kernels start before the previous kernel on their stream ended: a stream runs "
                      "its kernels in order, so clocks were skewed or captures merged; busy time counts "
@@ -58,12 +59,14 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
     return notes
 
 
-def _overlaps(ev: pd.DataFrame, kr: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
-    """Kernels (rows ``kr``) that start before the running maximum of earlier ends on their stream."""
+def _overlaps(ev: pd.DataFrame, kr: np.ndarray, start: np.ndarray, end: np.ndarray,
+              by_start: np.ndarray | None = None) -> int:
+    """Kernels (rows ``kr``) that start before the running maximum of earlier ends on their stream.
+    ``by_start``: ``np.argsort(start, kind="stable")`` when the caller has it."""
     if len(kr) < 2:
         return 0
     rank, device, stream = (ev[c].to_numpy()[kr] for c in ("rank", "device", "stream"))
-    o = np.lexsort((start, stream, device, rank))  # stable: ties keep the frame's order
+    o = _stream_order(rank, device, stream, start, by_start)
     start, end, rank, device, stream = start[o], end[o], rank[o], device[o], stream[o]
     same = (rank[1:] == rank[:-1]) & (device[1:] == device[:-1]) & (stream[1:] == stream[:-1])
     if (same & (end[1:] < end[:-1])).any():
@@ -74,6 +77,21 @@ def _overlaps(ev: pd.DataFrame, kr: np.ndarray, start: np.ndarray, end: np.ndarr
         prev_end = end[:-1]
     # compared as floats, as the running maximum's shifted (float) column always was
     return int((same & (start[1:].astype(np.float64) < prev_end.astype(np.float64))).sum())
+
+
+def _stream_order(rank: np.ndarray, device: np.ndarray, stream: np.ndarray, start: np.ndarray,
+                  by_start: np.ndarray | None) -> np.ndarray:
+    """``np.lexsort((start, stream, device, rank))``: ties keep the frame's order. Made as a stable sort
+    by start, then a stable sort by the stream's code (few streams: a small integer key, which numpy
+    sorts in one linear pass) instead of four passes over 64-bit keys."""
+    codes = [pd.factorize(c, sort=True) for c in (rank, device, stream)]
+    sizes = [max(len(u), 1) for _, u in codes]
+    if sizes[0] * sizes[1] * sizes[2] >= 2**15:
+        return np.lexsort((start, stream, device, rank))
+    key = ((codes[0][0] * sizes[1] + codes[1][0]) * sizes[2] + codes[2][0]).astype(np.int16)
+    if by_start is None:
+        by_start = np.argsort(start, kind="stable")
+    return by_start[np.argsort(key[by_start], kind="stable")]
 
 
 def _repeats(ev: pd.DataFrame, rows: np.ndarray, start_ns: np.ndarray, order: np.ndarray) -> np.ndarray:
