@@ -85,3 +85,20 @@ def test_idle_by_class_sums_each_steps_gaps_by_class() -> None:
             assert int(out.loc[i, part_col(cls)]) == want, (i, cls)
     text = gaps.assign(**{"class": gaps["class"].astype(object)})
     pd.testing.assert_frame_equal(idle_by_class(steps, text), out)
+
+
+def test_stream_order_is_lexsort() -> None:
+    from traceread.sanity import _stream_order
+
+    rng = np.random.default_rng(2)
+    for _ in range(100):
+        n = int(rng.integers(1, 300))
+        r, d = rng.integers(-1, 3, n).astype(np.int32), rng.integers(-1, 3, n).astype(np.int32)
+        s, st = rng.choice([-1, 7, 2**33, 5], n).astype(np.int64), rng.integers(0, 20, n).astype(np.int64)
+        want = np.lexsort((st, s, d, r))
+        assert (_stream_order(r, d, s, st, None) == want).all()
+        assert (_stream_order(r, d, s, st, np.argsort(st, kind="stable")) == want).all()
+    many = np.arange(40_000, dtype=np.int64)  # too many streams for the small code: lexsort itself
+    st = rng.integers(0, 5, len(many)).astype(np.int64)
+    zeros = np.zeros(len(many), np.int32)
+    assert (_stream_order(zeros, zeros, many[::-1].copy(), st, None) == np.lexsort((st, many[::-1], zeros, zeros))).all()
