@@ -48,6 +48,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.config import Thresholds
+from traceread.lanes import event_view
 from traceread.trace import Trace
 from traceread.vocabulary import (
     BUSY_PARTS,
@@ -114,38 +115,35 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     """Split the analysed steps of every rank/device into busy and idle-by-class parts (module doc)."""
     notes: list[str] = []
     steps = _analysed(steps_df)
-    ev = trace.events
-    # The few columns read, not every column of every kernel row.
-    kern = ev.loc[(ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy(),
-                  ["rank", "device", "name", "category", "start_ns", "end_ns"]]
-    classes = kc.classify(kern["name"]) if len(kern) else np.zeros(0, object)
-    graph = (kern["category"] == schema.CAT_GRAPH).to_numpy() if len(kern) else np.zeros(0, bool)
-    bound = kc.is_compute_bound_class(classes) | graph
-    # A whole CUDA graph is compute-bound whatever its name; only named kernels can be unknown.
-    unknown = (np.asarray(classes == kc.CLS_OTHER, bool) & ~graph) if len(kern) else np.zeros(0, bool)
+    # Each unit's kernels from the engine's view (its cached row selection; names classified once per
+    # distinct name), not a copy of every kernel's columns grouped by unit.
+    v = event_view(trace)
+    graph_code = v.cat_codes.get(schema.CAT_GRAPH, -99)
     rows = []
     graph_ns = 0
     gaps = classified_gaps if classified_gaps is not None else pd.DataFrame()
-    # Each unit's kernels and gaps by row positions found once: a mask over the whole frame per
-    # unit would cost time quadratic in the number of devices.
-    kern_rows = schema.rank_device_rows(kern) if len(kern) else {}
+    # Each unit's gaps by row positions found once: a mask over the whole frame per unit would cost
+    # time quadratic in the number of devices.
     gap_rows = schema.rank_device_rows(gaps) if len(gaps) and "class" in gaps.columns else {}
-    none = np.zeros(0, np.intp)
-    k_start, k_end = kern["start_ns"].to_numpy(np.int64), kern["end_ns"].to_numpy(np.int64)
     # A unit's gaps are read for these columns only (each unit's selection copied every column).
     gaps_read = gaps[[c for c in ("start_ns", "end_ns", "class") if c in gaps.columns]] if len(gaps) else gaps
     for key, st in steps.groupby(["rank", "device"], sort=True):
         rank, device = cast("tuple[int, int]", key)
         ws, we = intervals.union(st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64))
         window = intervals.total_length(ws, we)
-        sel = kern_rows.get((rank, device), none)
-        ks, ke = k_start[sel], k_end[sel]
+        sel = v.rows((schema.LANE_GPU_COMPUTE,), rank=int(rank), device=int(device))
+        ks, ke = v.start[sel].astype(np.int64, copy=False), v.end[sel].astype(np.int64, copy=False)
+        classes = v.map_names(sel, kc.classify) if len(sel) else np.zeros(0, object)
+        graph = v.cat[sel] == graph_code
+        bound = kc.is_compute_bound_class(classes) | graph
+        # A whole CUDA graph is compute-bound whatever its name; only named kernels can be unknown.
+        unknown = np.asarray(classes == kc.CLS_OTHER, bool) & ~graph
         busy = _covered(ks, ke, ws, we)
-        cb = _covered(ks[bound[sel]], ke[bound[sel]], ws, we)
+        cb = _covered(ks[bound], ke[bound], ws, we)
         # Precedence compute-bound > memory-bound > unclassified: time counts as unclassified only
         # when no classified kernel ran (the union of the classified kernels is the rest of busy).
-        classified = _covered(ks[~unknown[sel]], ke[~unknown[sel]], ws, we)
-        graph_ns += _covered(ks[graph[sel]], ke[graph[sel]], ws, we)
+        classified = _covered(ks[~unknown], ke[~unknown], ws, we)
+        graph_ns += _covered(ks[graph], ke[graph], ws, we)
         row: dict[str, Any] = {"rank": int(rank), "device": int(device), "steps": int(len(st)), "step_ns": window,
                                part_col(COMPUTE_BOUND): cb, part_col(MEMORY_BOUND): classified - cb,
                                part_col(UNCLASSIFIED): busy - classified}
