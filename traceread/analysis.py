@@ -201,6 +201,7 @@ def analyze(
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
     heap.trim()  # freed pages go back before the replay, the analysis' largest step (see pipeline.run_one)
     whatif = pipe.guarded("what-if replay", lambda: _whatif(traces, steps, gaps, cfg), unavailable)
+    heap.trim()  # the replay's models are freed: their pages go back before the job section and the writers
     summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
     result = Analysis(
         traces=summaries, steps=steps, gaps=gaps, attribution=attribution,
