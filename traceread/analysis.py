@@ -197,7 +197,7 @@ def analyze(
     kernels = pipe.concat([p.kernels for p in per], None)
     collectives = pipe.concat([p.collectives for p in per], None)
 
-    from traceread.attribution import dominant_evidence, table_verdict
+    from traceread.attribution import table_verdict
 
     # One verdict function for one trace or several (summed over every unit), scan jobs and diff sides.
     run = table_verdict(attribution, cfg)
@@ -225,7 +225,7 @@ def analyze(
         mfu=mfu, mfu_hint=mfu_hint, kernels=kernels, collectives=collectives, launch_stats=launch,
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
-        dominant_evidence=dominant_evidence(gaps, dominant), refusal=refusal, _replay=replay,
+        dominant_evidence=_dominant_evidence(per, gaps, dominant), refusal=refusal, _replay=replay,
     )
     if groups is None:
         return result  # the replay may still run: the renderers read it last (_Replay)
@@ -248,6 +248,15 @@ def analyze(
     return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
                                unavailable=tuple(dict.fromkeys(unavailable)),
                                dominant_evidence=_waiting_evidence(section, dominant) or result.dominant_evidence)
+
+
+def _dominant_evidence(per: list[pipe.PerTrace], gaps: pd.DataFrame, dominant: str) -> str:
+    """The dominant cause's named evidence; one trace's attribution already found it for its own cause."""
+    from traceread.attribution import dominant_evidence
+
+    if len(per) == 1 and per[0].dominant is not None and per[0].dominant[0] == dominant:
+        return per[0].dominant[1]
+    return dominant_evidence(gaps, dominant)
 
 
 def _waiting_evidence(section: Any, dominant: str) -> str:
@@ -286,6 +295,7 @@ class _Replay:
             self._value = pipe.guarded("what-if replay", self._fn, self._failed)
         except BaseException as exc:  # noqa: BLE001 - re-raised where the result is read
             self._error = exc
+        heap.trim()  # the replay's models are freed: their pages go back before the job section and the writers
 
     def result(self) -> tuple[Any, tuple[str, ...]]:
         """The replay's value (None when it could not run) and its ``unavailable`` lines."""

@@ -79,6 +79,9 @@ class PerTrace:
     collectives: pd.DataFrame | None = None
     step_source: str = "unknown"
     notes: list[str] = field(default_factory=list)
+    # The attribution's dominant cause of this trace and its named evidence (``attribution.dominant_evidence``):
+    # the analysis of this one trace reuses it rather than grouping every gap of that cause again.
+    dominant: tuple[str, str] | None = None
 
 
 def concat(frames: list[pd.DataFrame | None], columns: list[str] | None) -> pd.DataFrame:
@@ -175,6 +178,7 @@ def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thr
 
     attr = attribute(trace, steps, gaps, cfg)
     notes.extend(attr.notes)
+    out.dominant = (attr.dominant_cause, attr.dominant_evidence)
     # The attribution's table also holds per-unit shares and verdicts; the analysis keeps the ns parts.
     frame = attr.table[["rank", "device", "step_ns"] + [part_col(p) for p in PARTS]]
     return _with_trace(frame.astype({"rank": "int32", "device": "int32"}), index)

@@ -31,32 +31,21 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
         return []
     notes: list[str] = []
     start_ns, end_ns = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
-    repeat = _repeats(ev, rows, start_ns)
+    order = np.argsort(start_ns, kind="stable")  # read by the repeat check and the hole check
+    repeat = _repeats(ev, rows, start_ns, order)
     dup = int(repeat.sum())
     if dup:
         notes.append(f"{dup} GPU activities appear more than once (same stream, times, name and correlation): "
                      "the file repeats events, so kernel counts and per-kernel totals include the repeats")
     # The compute kernels, each once (a repeat of a compute row is one: the lane is in the key).
     once = ~repeat
-    once &= (ev["lane"] == schema.LANE_GPU_COMPUTE).to_numpy()[rows]
-    kr = rows[once]
-    if len(kr) > 1:
-        k = pd.DataFrame({c: ev[c].to_numpy()[kr] for c in ("rank", "device", "stream")})
-        k["start_ns"], k["end_ns"] = start_ns[once], end_ns[once]
-        k = k.sort_values(["rank", "device", "stream", "start_ns"], kind="stable")
-        start, end = k["start_ns"].to_numpy(), k["end_ns"].to_numpy()
-        key = k[["rank", "device", "stream"]].to_numpy()
-        same = np.r_[False, (key[1:] == key[:-1]).all(axis=1)]
-        # Running maximum of earlier ends within each stream: a start before it is an overlap.
-        grp = np.cumsum(~same)
-        prev_end = pd.Series(end).groupby(grp).cummax().shift(1).to_numpy()
-        overlap = same & (start < np.nan_to_num(prev_end, nan=np.iinfo(np.int64).min))
-        n = int(overlap.sum())
-        if n:
-            notes.append(f"{n} kernels start before the previous kernel on their stream ended: a stream runs "
-                         "its kernels in order, so clocks were skewed or captures merged; busy time counts "
-                         "the overlap once")
-    order = np.argsort(start_ns, kind="stable")
+    once &= schema.lane_is(ev, schema.LANE_GPU_COMPUTE)[rows]
+    by_start = order[once[order]]  # the compute kernels' rows in start order (stable), as positions in rows
+    n = _overlaps(ev, rows[once], start_ns[once], end_ns[once], (np.cumsum(once) - 1)[by_start])
+    if n:
+        notes.append(f"{n} kernels start before the previous kernel on their stream ended: a stream runs "
+                     "its kernels in order, so clocks were skewed or captures merged; busy time counts "
+                     "the overlap once")
     t = start_ns[order]
     e = np.maximum.accumulate(end_ns[order])  # latest end so far, in start order
     if len(t) > 1:
@@ -70,12 +59,46 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
     return notes
 
 
-def _repeats(ev: pd.DataFrame, rows: np.ndarray, start_ns: np.ndarray) -> np.ndarray:
+def _overlaps(ev: pd.DataFrame, kr: np.ndarray, start: np.ndarray, end: np.ndarray,
+              by_start: np.ndarray | None = None) -> int:
+    """Kernels (rows ``kr``) that start before the running maximum of earlier ends on their stream.
+    ``by_start``: ``np.argsort(start, kind="stable")`` when the caller has it."""
+    if len(kr) < 2:
+        return 0
+    rank, device, stream = (ev[c].to_numpy()[kr] for c in ("rank", "device", "stream"))
+    o = _stream_order(rank, device, stream, start, by_start)
+    start, end, rank, device, stream = start[o], end[o], rank[o], device[o], stream[o]
+    same = (rank[1:] == rank[:-1]) & (device[1:] == device[:-1]) & (stream[1:] == stream[:-1])
+    if (same & (end[1:] < end[:-1])).any():
+        # Running maximum of earlier ends within each stream: a start before it is an overlap.
+        grp = np.cumsum(np.r_[True, ~same])
+        prev_end = pd.Series(end).groupby(grp).cummax().to_numpy()[:-1]
+    else:  # no end falls back within a stream: the running maximum is the previous end
+        prev_end = end[:-1]
+    # compared as floats, as the running maximum's shifted (float) column always was
+    return int((same & (start[1:].astype(np.float64) < prev_end.astype(np.float64))).sum())
+
+
+def _stream_order(rank: np.ndarray, device: np.ndarray, stream: np.ndarray, start: np.ndarray,
+                  by_start: np.ndarray | None) -> np.ndarray:
+    """``np.lexsort((start, stream, device, rank))``: ties keep the frame's order. Made as a stable sort
+    by start, then a stable sort by the stream's code (few streams: a small integer key, which numpy
+    sorts in one linear pass) instead of four passes over 64-bit keys."""
+    codes = [pd.factorize(c, sort=True) for c in (rank, device, stream)]
+    sizes = [max(len(u), 1) for _, u in codes]
+    if sizes[0] * sizes[1] * sizes[2] >= 2**15:
+        return np.lexsort((start, stream, device, rank))
+    key = ((codes[0][0] * sizes[1] + codes[1][0]) * sizes[2] + codes[2][0]).astype(np.int16)
+    if by_start is None:
+        by_start = np.argsort(start, kind="stable")
+    return by_start[np.argsort(key[by_start], kind="stable")]
+
+
+def _repeats(ev: pd.DataFrame, rows: np.ndarray, start_ns: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Bool per row of ``rows``: an earlier one has the same ``_KEY`` (pandas' ``duplicated``). The
     start time is in the key, so only rows sharing their start with another are compared on the
     whole key (few: factorizing every column of every GPU row cost ~0.8 s at 1M kernels)."""
     out = np.zeros(len(rows), dtype=bool)
-    order = np.argsort(start_ns, kind="stable")
     t = start_ns[order]
     tie = np.zeros(len(t), dtype=bool)
     eq = t[1:] == t[:-1]

@@ -37,11 +37,16 @@ _HALF_GEMM = r"bf16|f16|fp16|half|hgemm|h1688|h16816|h884|s16816gemm_bf16|bf16ge
 _ROCM = re.compile(r"AMD|Instinct|Radeon|\bMI\d{3}", re.IGNORECASE)
 
 
+def _kernel_rows(ev: pd.DataFrame) -> np.ndarray:
+    """Bool per event: a GPU kernel (compute and communication lanes)."""
+    return ev["lane"].isin((schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM)).to_numpy() & \
+        (ev["category"] == schema.CAT_KERNEL).to_numpy()
+
+
 def kernels_frame(trace: Trace) -> pd.DataFrame:
     """Every GPU kernel (compute and communication lanes) with ``row, dur_ns, class``."""
     ev = trace.events
-    sel = ev["lane"].isin((schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM)).to_numpy() & \
-        (ev["category"] == schema.CAT_KERNEL).to_numpy()
+    sel = _kernel_rows(ev)
     k = ev.loc[sel, ["rank", "device", "stream", "pid", "name", "start_ns", "end_ns", "correlation",
                      "external_id"]]
     k = k.assign(row=np.flatnonzero(sel).astype(np.int64), dur_ns=(k["end_ns"] - k["start_ns"]).astype(np.int64))
@@ -50,7 +55,7 @@ def kernels_frame(trace: Trace) -> pd.DataFrame:
 
 def kernel_table(trace: Trace, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per kernel name (columns ``TABLE_COLUMNS``), sorted by total GPU time."""
-    k = kernels_frame(trace) if kernels is None else kernels
+    k = _names_and_durations(trace) if kernels is None else kernels
     if k.empty:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in zip(
             TABLE_COLUMNS, ["object", "object", "int64", "int64", "float64", "float64", "int64", "float64"], strict=True)})
@@ -63,6 +68,15 @@ def kernel_table(trace: Trace, kernels: pd.DataFrame | None = None) -> pd.DataFr
     t["share"] = t["total_ns"] / total if total > 0 else 0.0
     t = t.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return t[TABLE_COLUMNS].astype({"count": "int64", "total_ns": "int64", "max_ns": "int64"})
+
+
+def _names_and_durations(trace: Trace) -> pd.DataFrame:
+    """The two columns :func:`kernel_table` reads of :func:`kernels_frame`'s rows: ``name, dur_ns`` (not a copy
+    of nine columns and a class string per kernel: 1.2 s and ~0.5 GB at 5M kernels)."""
+    ev = trace.events
+    sel = _kernel_rows(ev)
+    return pd.DataFrame({"name": ev["name"].array[sel],
+                         "dur_ns": (ev["end_ns"].to_numpy()[sel] - ev["start_ns"].to_numpy()[sel]).astype(np.int64)})
 
 
 def class_shares(table: pd.DataFrame) -> pd.DataFrame:

@@ -181,8 +181,12 @@ def kernels(ex: Export, with_args: bool = True) -> Table | None:
         # Prefer the demangled name (what Kineto shows); fall back to shortName where it is empty.
         # Distinct ids by hashing (pd.factorize), not sorting: only the row -> distinct map is used.
         dinv, ud = pd.factorize(demangled)
-        key = np.where((ex.string_of(ud) != "")[dinv], demangled, short)
-        kinv, uk = pd.factorize(key)
+        named = ex.string_of(ud) != ""
+        if named.all():  # the usual case: the demangled ids are the keys, already factorized
+            key, kinv, uk = demangled, dinv, ud
+        else:
+            key = np.where(named[dinv], demangled, short)
+            kinv, uk = pd.factorize(key)
         comm = is_communication(ex.string_of(uk)) if len(uk) else np.zeros(0, dtype=bool)
         cols = {"start": c["start"], "end": c["end"], "deviceId": device, "streamId": stream, "correlationId": corr,
                 "globalPid": pid << 24}

@@ -135,7 +135,9 @@ class FrameWriter:
             "category": pd.Categorical.from_codes(c["category"], categories=pd.Index(list(S.CATEGORIES))),
             "raw_category": pd.Categorical.from_codes(c["raw"], categories=pd.Index(self.raws)),
             "start_ns": c["start_ns"], "end_ns": c["end_ns"], "correlation": c["correlation"],
-            "external_id": np.full(n, S.NO_ID, dtype=np.int64),
+            # nsys has no External ids: one -1 read for every row (a read-only view with stride 0, 8 bytes
+            # instead of 8 per event; nothing writes into a loaded frame)
+            "external_id": np.broadcast_to(np.int64(S.NO_ID), (n,)),
         }, copy=False)  # columns are fresh arrays: skip pandas' consolidating copy
         self.col = {}
         side = {table: part.frame() for table, part in self.side.items()}
