@@ -169,13 +169,18 @@ def _latest_end(v: EventView, rows: np.ndarray, bounds: np.ndarray, longest: int
     np.maximum.at(bucket, np.searchsorted(bounds, start[short], side="right"), end[short])
 
 
-def split_points(edges: pd.DataFrame, rank: int, device: int) -> np.ndarray:
-    """Where the engine cuts a device's gaps so that boundary stretches are gaps of their own."""
-    e = edges[(edges["rank"] == rank) & (edges["device"] == device)]
-    if e.empty:
-        return np.zeros(0, np.int64)
-    pts = np.concatenate([e["lead_end_ns"].to_numpy(np.int64), e["tail_start_ns"].to_numpy(np.int64)])
-    return np.unique(pts[pts >= 0])
+def split_points(edges: pd.DataFrame) -> dict[tuple[int, int], np.ndarray]:
+    """Where the engine cuts each (rank, device)'s gaps so that boundary stretches are gaps of their
+    own; found for every device at once (one selection per device made the job's cost grow with the
+    square of its GPUs)."""
+    out: dict[tuple[int, int], np.ndarray] = {}
+    if edges.empty:
+        return out
+    for (r, d), idx in schema.rank_device_rows(edges).items():
+        e = edges.iloc[idx]
+        pts = np.concatenate([e["lead_end_ns"].to_numpy(np.int64), e["tail_start_ns"].to_numpy(np.int64)])
+        out[(int(r), int(d))] = np.unique(pts[pts >= 0])
+    return out
 
 
 __all__ = ["EDGE_COLUMNS", "capture_edges", "split_points"]

@@ -400,14 +400,15 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds | None = Non
     parts = []
     hosts: dict[int, _RankHost] = {}
     copy_args = _sorted_copy_args(trace)
-    edges = capture_edges(trace, steps_df, cfg or Thresholds())
+    cuts = split_points(capture_edges(trace, steps_df, cfg or Thresholds()))
+    no_cuts = np.zeros(0, np.int64)
     for (r, d), idx in sorted(schema.rank_device_rows(steps_df).items()):
         st = steps_df.iloc[idx].sort_values("start_ns", kind="stable")
         if int(r) not in hosts:
             hosts.clear()  # devices come rank by rank: the previous rank's host rows are done with
             hosts[int(r)] = _RankHost(v, int(r))
         part = _device_gaps(trace, v, hosts[int(r)], int(r), int(d), st, copy_args,
-                            split_points(edges, int(r), int(d)))
+                            cuts.get((int(r), int(d)), no_cuts))
         if part is not None:
             parts.append(part)
         heap.trim()  # the device's temporaries are freed: their pages go back before the next
