@@ -309,3 +309,18 @@ def test_one_rank_at_a_time_predicts_what_every_rank_held_together_does(tmp_path
     assert len(u.model.time) == 0 and u.outcome([]) is not None  # a replay it ran stays
     with pytest.raises(RuntimeError):
         u.outcome([Fix("comm-bound", 3.0)])
+
+
+def test_dependencies_alone_sets_every_stream_edge_to_the_nominal_turnaround(mixed) -> None:
+    # The mask of ops with a stream edge once became integers (`& ~False`) and set only ops 0 and 1.
+    from traceread.whatif.nominal import nominal_edges
+
+    a = analyze([mixed])
+    v = event_view(mixed)
+    m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
+    e = nominal_edges(m, v.name[m.row[m.sync_end]])
+    turnaround = int(m.nominal.get("stream_turnaround_ns", 0))
+    for slot in (1, 2):
+        with_edge = m.op_nodes[m.src[m.op_nodes, slot] >= 0]
+        assert len(with_edge) > 2
+        assert (e.delay[with_edge, slot] == turnaround).all()

@@ -43,7 +43,9 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray) -> Edges:
     lp = m.launch_point
     orphan = (lp >= 0) & (m.row[np.maximum(lp, 0)] == m.row[ops])
     for slot, key in ((0, "launch_latency_ns"), (1, "stream_turnaround_ns"), (2, "stream_turnaround_ns")):
-        has = (e.src[ops, slot] >= 0) & ~(orphan if slot == 0 else False)
+        has = e.src[ops, slot] >= 0
+        if slot == 0:
+            has &= ~orphan
         delay[ops[has], slot] = int(nom.get(key, 0))
     ends = m.sync_end
     if not len(ends):
