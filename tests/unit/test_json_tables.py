@@ -142,3 +142,31 @@ def test_text_values_scrub_exactly_the_values_holding_a_separator(share: float) 
               for _ in range(3000)]
     values[0], values[-1] = "/usr/lib/a.py", "z\\"
     assert json_tables.text_values(values, scrub_paths) == [scrub_paths(v) for v in values]
+
+
+def test_late_values_are_made_after_the_tables_before_them_and_encode_in_place() -> None:
+    """A late key (the what-if, read while its replay may still run) is made only once the text
+    before it is written, and the document is the one ``json_text.dumps`` writes."""
+    from traceread.render import json_text
+
+    made: list[str] = []
+    whatif = {"fixes": [{"fix": "launch-bound", "step_ns": 12, "note": "\x9b\u00b5s"}], "empty": {}, "none": None}
+
+    def late(name, value):
+        def make():
+            made.append(name)
+            return value
+        return make
+
+    col = pd.Series(np.arange(3, dtype=np.int64))
+    doc = {"a": 1, "rows": None, "whatif": None, "tail": [1, 2], "unavailable": None}
+    pieces = json_tables.document_chunks(
+        doc, {"rows": ((json_tables.Field("v", col),), 3)},
+        {"whatif": late("whatif", whatif), "unavailable": late("unavailable", ["x: failed"])})
+    first = next(pieces)  # the text before the table: no late value needed yet
+    assert made == []
+    rest = b"".join(pieces)
+    assert made == ["whatif", "unavailable"]
+    expected = json_text.dumps({**doc, "rows": [{"v": 0}, {"v": 1}, {"v": 2}], "whatif": whatif,
+                                "unavailable": ["x: failed"]})
+    assert first + rest == expected

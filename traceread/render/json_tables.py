@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import orjson
@@ -218,15 +219,30 @@ def table_chunks(fields: tuple[Field, ...], rows: int, indent: int = 2) -> Itera
     yield b"\n" + b" " * indent + b"]"
 
 
-def document_chunks(doc: dict, tables: dict[str, tuple[tuple[Field, ...], int]]) -> Iterator[bytes]:
+def document_chunks(doc: dict, tables: dict[str, tuple[tuple[Field, ...], int]],
+                    late: dict[str, Callable[[], Any]] | None = None) -> Iterator[bytes]:
     """``json_text.dumps(doc)`` with each top-level key of ``tables`` holding its table, written column-wise.
 
-    ``doc`` holds every key in its place (the tables' values are ignored)."""
+    ``doc`` holds every key in its place (the tables' and ``late`` keys' values are ignored). A
+    ``late`` key's value is made by its function only when the text before it is written: after the
+    tables that precede it (the what-if replay runs on a thread while they are written)."""
     marks = {name: f"traceread-table-{uuid.uuid4().hex}" for name in tables}
-    head = json_text.dumps({k: (marks[k] if k in marks else v) for k, v in doc.items()})
+    pending = {orjson.dumps(f"traceread-late-{uuid.uuid4().hex}"): (name, fn) for name, fn in (late or {}).items()}
+    by_name = {name: mark for mark, (name, _) in pending.items()}
+    head = json_text.dumps({k: (marks[k] if k in marks else orjson.loads(by_name[k]) if k in by_name else v)
+                            for k, v in doc.items()})
+
+    def filled(text: bytes) -> bytes:
+        for mark in [m for m in pending if m in text]:
+            name, fn = pending.pop(mark)
+            key = b'{\n  ' + orjson.dumps(name) + b": "
+            value = json_text.dumps({name: fn()})  # indented as at the top level of the document
+            text = text.replace(mark, value[len(key):-2], 1)
+        return text
+
     for name, (fields, rows) in tables.items():
         mark = orjson.dumps(marks[name])
         before, head = head.split(mark, 1)
-        yield before
+        yield filled(before)
         yield from table_chunks(fields, rows)
-    yield head
+    yield filled(head)

@@ -114,10 +114,12 @@ def _gap_fields(a: Analysis) -> tuple[json_tables.Field, ...]:
 def chunks(a: Analysis) -> Iterator[bytes]:
     """The bytes of :func:`dumps`, piece by piece: the gap and step tables column-wise
     (``json_tables``), never a dict per row; the same bytes as ``encode(to_report(a))``."""
-    doc = to_report(a, tables=False)
+    doc = to_report(a, tables=False, replay=False)
     tables = {"steps": (_step_fields(a) if len(a.steps) else (), len(a.steps)),
               "gaps": (_gap_fields(a) if len(a.gaps) else (), len(a.gaps))}
-    yield from json_tables.document_chunks(doc, tables)
+    # read once the tables before them are written: the replay may still run (analysis._Replay)
+    late = {"whatif": lambda: _whatif(a), "unavailable": lambda: list(a.unavailable)}
+    yield from json_tables.document_chunks(doc, tables, late)
     yield b"\n"
 
 
@@ -176,9 +178,10 @@ def trace_entry(t: TraceSummary) -> dict[str, Any]:
             "step_source": t.step_source, "truncated": t.truncated}
 
 
-def to_report(a: Analysis, tables: bool = True) -> dict[str, Any]:
+def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str, Any]:
     """The whole report as plain JSON data (see the schema for every field); ``tables=False`` leaves
-    ``steps`` and ``gaps`` empty (:func:`chunks` writes them column-wise)."""
+    ``steps`` and ``gaps`` empty (:func:`chunks` writes them column-wise), ``replay=False`` leaves
+    ``whatif`` and ``unavailable`` None (:func:`chunks` reads them after the tables)."""
     from traceread import __version__
 
     return {
@@ -201,9 +204,9 @@ def to_report(a: Analysis, tables: bool = True) -> dict[str, Any]:
         "kernels": _table(a.kernels) if len(a.kernels.columns) > 1 else [],
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
         "launch_stats": plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
-        "whatif": _whatif(a),
+        "whatif": _whatif(a) if replay else None,
         "notes": [scrub_paths(n) for n in a.notes],
-        "unavailable": list(a.unavailable),
+        "unavailable": list(a.unavailable) if replay else None,
         "thresholds": plain(a.cfg.to_dict()),
         "job": plain(a.job.to_dict()) if a.job is not None else None,
     }
