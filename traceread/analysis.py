@@ -138,6 +138,11 @@ class Analysis:
             object.__getattribute__(self, "_resolve")()
         return object.__getattribute__(self, name)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled or copied with the replay's result (a running thread cannot be pickled)."""
+        self.whatif  # noqa: B018 - waits for the replay
+        return dict(object.__getattribute__(self, "__dict__"))
+
     def _resolve(self) -> None:
         replay = object.__getattribute__(self, "_replay")
         value, failed = replay.result()

@@ -66,3 +66,22 @@ def test_an_error_that_is_no_tables_failure_is_raised_where_the_replay_is_read(m
     a = analyze([trace])
     with pytest.raises(ImportError, match="traceread.whatif.model"):
         a.whatif  # noqa: B018
+
+
+def test_an_analysis_whose_replay_still_runs_pickles_with_its_result(monkeypatch):
+    import pickle
+    import time
+
+    trace = load(ONE)
+    real = whatif.predict
+
+    def slow(*args, **kwargs):
+        time.sleep(0.3)  # still running when pickled
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(whatif, "predict", slow)
+    a = analyze([trace])
+    copy = pickle.loads(pickle.dumps(a))
+    assert copy.whatif is not None
+    assert record(copy.whatif) == record(a.whatif)
+    assert copy.unavailable == a.unavailable
