@@ -181,3 +181,17 @@ def test_a_device_id_past_int32_is_a_label_with_a_note_never_another_device(tmp_
     gpu = tr.events[tr.events["lane"].astype(str).str.startswith("gpu")]
     assert set(gpu["device"].unique()) == {2**31 - 1}
     assert any("deviceId outside" in w for w in tr.meta.warnings)
+
+
+@pytest.mark.parametrize("command", ["analyze", "diff"])
+def test_a_time_near_minus_2_63_is_refused_in_one_line_not_an_overflow(tmp_path: Path, command: str, capsys) -> None:
+    """fuzz_long seed 3105: NVTX starts set to -2^63 made the step window's length overflow int64 in
+    the attribution (exit 3). The trace's span past 2^63-1 ns is refused, naming the file."""
+    path = _export(tmp_path / "ex.sqlite")
+    _sql(path, f"UPDATE {K} SET start = {-2**63} WHERE rowid = (SELECT MIN(rowid) FROM {K})")
+    argv = ["analyze", str(path), "-o", str(tmp_path / "r.md")] if command == "analyze" else \
+        ["diff", str(path), str(path), "--json", str(tmp_path / "d.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and all(line.startswith(f"traceread: error: {path}: its events span ") for line in err)
+    assert "not a time" in err[0]

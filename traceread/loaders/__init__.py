@@ -99,10 +99,25 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
             trace = _load_stream(path, progress, step_range, decoders)
         else:
             trace = _load(path, sniff(path), progress, step_range, decoders)
+        _check_span(path, trace)
         trace.meta.path = shown_path(trace.meta.path)  # a name of any bytes: reports are UTF-8
         return trace
     finally:
         heap.trim()  # a load frees its read buffers and chunk arrays: give their pages back
+
+
+def _check_span(path: str, trace: Trace) -> None:
+    """Refuse a trace whose events span more nanoseconds than int64 holds (a time near -2^63 in a
+    corrupt export): every length measured over them (steps, windows, unions) would overflow."""
+    from traceread.limits import INT64_MAX
+
+    ev = trace.events
+    if not len(ev):
+        return
+    first, last = int(ev["start_ns"].min()), int(ev["end_ns"].max())
+    if last - first > INT64_MAX:
+        raise TraceReadError(path, f"its events span {last - first:,} ns (from {first:,} to {last:,}), more than "
+                                   "2^63-1 ns: not a time (a corrupt timestamp)")
 
 
 def _is_stream(path: str) -> bool:
