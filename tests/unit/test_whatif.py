@@ -32,6 +32,17 @@ def _load(tmp_path: Path, spec: PlantSpec, fmt: str) -> traceread.Trace:
     return traceread.load(str(path))
 
 
+def _rank_files(tmp_path: Path, spec: PlantSpec) -> list[traceread.Trace]:
+    """The planted job written one Kineto file per rank, as a job is captured, and loaded."""
+    scenario = plant(spec).scenario
+    out = []
+    for rk in scenario.ranks:
+        p = tmp_path / f"rank{rk.rank}.pt.trace.json"
+        write_kineto(type(scenario)(ranks=[rk], world_size=spec.ranks), str(p))
+        out.append(traceread.load(str(p)))
+    return out
+
+
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> traceread.Trace:
     spec = PlantSpec(seed=5, ranks=1, steps=8, jitter=0.1)  # every class planted
@@ -238,12 +249,7 @@ def test_own_steps_read_off_the_replay_equal_a_rank_replayed_on_its_own(tmp_path
     from traceread.whatif.straggler import free_comm_lengths
 
     spec = PlantSpec(seed=3, ranks=2, steps=6, jitter=0.1, weights=_only(comm_bound=2.0, launch_bound=1.0))
-    scenario = plant(spec).scenario
-    paths = []
-    for rk in scenario.ranks:
-        p = tmp_path / f"rank{rk.rank}.pt.trace.json"
-        write_kineto(type(scenario)(ranks=[rk], world_size=2), str(p))
-        paths.append(traceread.load(str(p)))
+    paths = _rank_files(tmp_path, spec)
     a = analyze(paths)
     assert a.whatif is not None and len(a.whatif.own_steps) == 2
     for ident in identities(paths, None):  # what the job section reads: the rank summary's own steps
@@ -259,14 +265,7 @@ def test_straggler_lever_is_the_identity_at_factor_one_and_never_slows_the_job(t
     from traceread.whatif import rank_at_speed
 
     spec = PlantSpec(seed=7, ranks=2, steps=8, jitter=0.1, weights=_only(comm_bound=2.0, launch_bound=1.0))
-    paths = []
-    from tracesynth.kineto_writer import write_kineto as write
-
-    scenario = plant(spec).scenario
-    for rk in scenario.ranks:  # one file per rank, as a job is captured
-        p = tmp_path / f"rank{rk.rank}.pt.trace.json"
-        write(type(scenario)(ranks=[rk], world_size=2), str(p))
-        paths.append(traceread.load(str(p)))
+    paths = _rank_files(tmp_path, spec)
     a = analyze(paths)
     same = rank_at_speed(paths, a.steps, a.gaps, a.cfg, 1, 1, 1.0)
     faster = [rank_at_speed(paths, a.steps, a.gaps, a.cfg, i, i, 2.0) for i in (0, 1)]
@@ -287,12 +286,7 @@ def test_one_rank_at_a_time_predicts_what_every_rank_held_together_does(tmp_path
 
     spec = PlantSpec(seed=4, ranks=2, steps=6, jitter=0.1, weights=_only(comm_bound=2.0, launch_bound=1.0,
                                                                        sync_stall=1.0))
-    scenario = plant(spec).scenario
-    paths = []
-    for rk in scenario.ranks:
-        p = tmp_path / f"rank{rk.rank}.pt.trace.json"
-        write_kineto(type(scenario)(ranks=[rk], world_size=2), str(p))
-        paths.append(traceread.load(str(p)))
+    paths = _rank_files(tmp_path, spec)
     a = analyze(paths)
     w = predict(paths, a.steps, a.gaps, a.cfg)
     assert w is not None
