@@ -300,7 +300,6 @@ class _Replay:
             self._value = pipe.guarded("what-if replay", self._fn, self._failed)
         except BaseException as exc:  # noqa: BLE001 - re-raised where the result is read
             self._error = exc
-        heap.trim()  # the replay's models are freed: their pages go back before the job section and the writers
 
     def result(self) -> tuple[Any, tuple[str, ...]]:
         """The replay's value (None when it could not run) and its ``unavailable`` lines."""

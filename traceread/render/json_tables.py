@@ -226,11 +226,10 @@ def document_chunks(doc: dict, tables: dict[str, tuple[tuple[Field, ...], int]],
     ``doc`` holds every key in its place (the tables' and ``late`` keys' values are ignored). A
     ``late`` key's value is made by its function only when the text before it is written: after the
     tables that precede it (the what-if replay runs on a thread while they are written)."""
-    marks = {name: f"traceread-table-{uuid.uuid4().hex}" for name in tables}
-    pending = {orjson.dumps(f"traceread-late-{uuid.uuid4().hex}"): (name, fn) for name, fn in (late or {}).items()}
-    by_name = {name: mark for mark, (name, _) in pending.items()}
-    head = json_text.dumps({k: (marks[k] if k in marks else orjson.loads(by_name[k]) if k in by_name else v)
-                            for k, v in doc.items()})
+    late = late or {}
+    marks = {name: f"traceread-{uuid.uuid4().hex}" for name in (*tables, *late)}
+    head = json_text.dumps({k: marks.get(k, v) for k, v in doc.items()})
+    pending = {orjson.dumps(marks[name]): (name, fn) for name, fn in late.items()}
 
     def filled(text: bytes) -> bytes:
         for mark in [m for m in pending if m in text]:
