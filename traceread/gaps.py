@@ -182,6 +182,19 @@ def _outer_launches(v: EventView, api: np.ndarray) -> np.ndarray:
     return launches[~nested]
 
 
+def _flagged(v: EventView, rows: np.ndarray, flags: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The ``rows`` whose name carries each flag (in ``rows``' order). One lookup per row for all the
+    flags together (by name code), then each flag's rows picked among the few that carry any; no
+    pass at all when no name carries one."""
+    tables = [v.name_flags[f] for f in flags]
+    anyf = np.logical_or.reduce(tables)
+    if not anyf.any():
+        return {f: rows[:0] for f in flags}
+    cand = rows[anyf[v.name[rows]]]
+    names = v.name[cand]
+    return {f: cand[t[names]] for f, t in zip(flags, tables, strict=True)}
+
+
 class _RankHost:
     """Host-side rows of one rank, selected once and shared by its devices.
 
@@ -197,11 +210,8 @@ class _RankHost:
         is_api[[v.cat_codes[c] for c in _API_CATS if c in v.cat_codes]] = True
         self.api_by_start = self.calls[is_api[v.cat[self.calls]]]  # the API calls are among the calls
         self.python = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_PYTHON,), rank=rank)
-        # each selection's name codes gathered once for its flags
-        host_names, api_names = v.name[host], v.name[self.api_by_start]
-        self.flagged = {f: host[v.name_flags[f][host_names]] for f in ("dataloader", "optimizer")}
-        self.flagged.update({f: self.api_by_start[v.name_flags[f][api_names]] for f in ("sync", "alloc")})
-        del host_names, api_names
+        self.flagged = {**_flagged(v, host, ("dataloader", "optimizer")),
+                        **_flagged(v, self.api_by_start, ("sync", "alloc"))}
         self.flagged["launch"] = _outer_launches(v, self.api)
         self.launch_order = row_indices(np.argsort(v.start[self.flagged["launch"]], kind="stable"), len(v.start))
         self.tids = np.sort(pd.unique(v.tid[self.api]))
