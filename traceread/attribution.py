@@ -193,17 +193,22 @@ def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
     hit = class_mask(gaps["class"], cause)
     if not hit.any():
         return {}
-    dur = gaps["dur_ns"].to_numpy(np.int64)[hit]
+    idx = np.flatnonzero(hit)
+    dur = gaps["dur_ns"].to_numpy(np.int64)[idx]
     kind = gaps["evidence_kind"]
-    if not isinstance(kind.dtype, pd.CategoricalDtype):
-        sums = pd.Series(dur).groupby(kind.iloc[np.flatnonzero(hit)].astype(str).to_numpy()).sum()
-        return {str(k): int(v) for k, v in sums.sort_values(ascending=False, kind="stable").items()}
-    # Summed by category code (no string per gap), then named as ``astype(str)`` names them: a
-    # missing kind is 'nan' under pandas 2 and stays missing (left out of the sums) under pandas 3;
-    # by name in string order, then largest first (ties keep that order).
-    missing = pd.Series(pd.Categorical([None], categories=["-"])).astype(str).iloc[0]
-    names = [*kind.cat.categories.astype(str), None if pd.isna(missing) else str(missing)]
-    codes = kind.cat.codes.to_numpy()[hit].astype(np.intp) % len(names)  # -1 (missing): the last name
+    # Summed by code (no string per gap), then named as ``astype(str)`` names them: a missing kind
+    # is 'nan' under pandas 2 and stays missing (left out of the sums) under pandas 3; by name in
+    # string order, then largest first (ties keep that order), as a group-by of the names sorts them.
+    if isinstance(kind.dtype, pd.CategoricalDtype):
+        missing = pd.Series(pd.Categorical([None], categories=["-"])).astype(str).iloc[0]
+        names = [*kind.cat.categories.astype(str), None if pd.isna(missing) else str(missing)]
+        codes = kind.cat.codes.to_numpy()[idx].astype(np.intp) % len(names)  # -1 (missing): the last name
+    else:  # plain (Arrow) strings: factorized on the selected rows (dictionary-encoded, no object per gap)
+        missing = pd.Series([None], dtype=kind.dtype).astype(str).iloc[0]
+        found, uniq = pd.factorize(kind.iloc[idx])
+        names = [*(str(u) for u in pd.Series(uniq, dtype=kind.dtype).astype(str)),
+                 None if pd.isna(missing) else str(missing)]
+        codes = np.asarray(found).astype(np.intp) % len(names)
     by_code = np.zeros(len(names), dtype=np.int64)
     np.add.at(by_code, codes, dur)
     totals: dict[str, int] = {}
