@@ -138,8 +138,15 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
         ws, we = intervals.union(st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64))
         window = intervals.total_length(ws, we)
         # the unit's kernels in start order, sorted once for every measure below
-        mine = intervals.by_start(v.start, v.rows((schema.LANE_GPU_COMPUTE,), rank=int(rank), device=int(device)))
-        sel = np.searchsorted(kern, mine)  # positions among the kernels, for their flags
+        unit = v.rows((schema.LANE_GPU_COMPUTE,), rank=int(rank), device=int(device))  # sorted rows
+        sel = intervals.sorted_positions(kern, unit)  # positions among the kernels, for their flags (one merge pass)
+        t = v.start[unit]
+        if not intervals.is_sorted(t):  # as intervals.by_start orders them, the positions alike
+            order = np.argsort(t, kind="stable")
+            unit, sel = unit[order], sel[order]
+            del order
+        mine = unit
+        del t
 
         busy = _covered(v, mine, ws, we)
         cb = _covered(v, mine[bound[sel]], ws, we)

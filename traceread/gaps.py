@@ -205,10 +205,19 @@ class _RankHost:
     def __init__(self, v: EventView, rank: int) -> None:
         self.api = v.rows((schema.LANE_CPU_THREAD,), _API_CATS, rank=rank)
         host = v.rows((schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION), rank=rank)
-        self.calls = intervals.by_start(v.start, v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank))
+        calls = v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank)
         is_api = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # by category code; the last entry answers for -1
         is_api[[v.cat_codes[c] for c in _API_CATS if c in v.cat_codes]] = True
-        self.api_by_start = self.calls[is_api[v.cat[self.calls]]]  # the API calls are among the calls
+        api = is_api[v.cat[calls]]  # the API calls are among the calls: flagged in row order (a sequential read)
+        t = v.start[calls]
+        if not intervals.is_sorted(t):  # in start order, as intervals.by_start orders them
+            order = np.argsort(t, kind="stable")
+            calls, api = calls[order], api[order]
+            del order
+        del t
+        self.calls = calls
+        self.api_by_start = calls[api]
+        del calls, api
         self.python = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_PYTHON,), rank=rank)
         self.flagged = {**_flagged(v, host, ("dataloader", "optimizer")),
                         **_flagged(v, self.api_by_start, ("sync", "alloc"))}

@@ -92,3 +92,13 @@ def test_class_mask_on_codes_and_strings() -> None:
     for col in (s, s.astype("category")):
         assert class_mask(col, "a").tolist() == [True, False, False, True]
         assert not class_mask(col, "q").any()
+
+
+def test_collective_args_ints_parse_each_distinct_value_as_one_by_one() -> None:
+    from traceread.loaders.kineto.frame import _int, _ints
+
+    values = (1, True, "1", " 7", 2**70, "x", None, float("nan"), 3.0, False, 0, "-5", "99999999999999999999", "1")
+    assert _ints(values).tolist() == [_int(v) for v in values]
+    assert _ints(values)[:3].tolist() == [1, -1, 1]  # True == 1 but is no count
+    with_list = (*values, [1])  # unhashable: parsed one by one
+    assert _ints(with_list).tolist() == [_int(v) for v in with_list]

@@ -18,7 +18,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.collective_identity import identify
-from traceread.lanes import event_view
+from traceread.lanes import compute_rows, compute_union, event_view
 from traceread.metrics.precision import TORCH_DTYPES
 from traceread.trace import Trace
 
@@ -114,7 +114,10 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
     for (rank, dev), idx in schema.rank_device_rows(comm, observed=True).items():
         c = v.rows((schema.LANE_GPU_COMPUTE,), rank=int(rank), device=int(dev))
         q = comm.iloc[idx]
-        us, ue = intervals.union(v.start[c], v.end[c])
+        # The gap engine's cached busy union when the lane holds only its compute rows (kernels and
+        # graphs: the usual case), else the lane's own union.
+        same = len(compute_rows(v, int(rank), int(dev))) == len(c)
+        us, ue = compute_union(v, int(rank), int(dev)) if same else intervals.union(v.start[c], v.end[c])
         hidden = intervals.overlap_with_union(q["start_ns"].to_numpy(), q["end_ns"].to_numpy(), us, ue)
         exposed[idx] = q["dur_ns"].to_numpy() - hidden
     a = collective_args(trace, comm)
