@@ -15,7 +15,7 @@ import pandas as pd
 from traceread import schema
 from traceread.config import Thresholds
 from traceread.host_calls import LAUNCH, calls_matching
-from traceread.lanes import event_view
+from traceread.lanes import OP_LANES, event_view
 from traceread.trace import Trace
 
 # The raw Kineto category of CUPTI range-profiler records (hardware counters per kernel range).
@@ -28,9 +28,14 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
     """Notes (one sentence each) about duplicated, overlapping or time-jumping GPU activity."""
     ev = trace.events
     # The GPU rows from the engine's view (cached lane selections on category codes, shared with the
-    # steps and the gaps), not a Categorical ``isin`` over every event.
+    # steps and the gaps), not a Categorical ``isin`` over every event. The GPU ops' rows are cached
+    # already (the launch links read them): the sync lane, usually empty, is merged in only when it has
+    # rows, and that merge is not kept (no second copy of every GPU row for the rest of the analysis).
     v = event_view(trace)
-    rows = v.rows(schema.GPU_LANES)
+    ops = v.rows(OP_LANES)
+    extra = [v.lane_rows(lane) for lane in schema.GPU_LANES if lane not in OP_LANES]
+    extra = [r for r in extra if len(r)]
+    rows = np.sort(np.concatenate([ops, *extra]), kind="stable") if extra else ops
     if len(rows) == 0:
         return []
     notes: list[str] = []

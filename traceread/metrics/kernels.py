@@ -42,10 +42,16 @@ _KERNEL_LANES = (schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM)
 
 
 def _kernel_rows(trace: Trace) -> np.ndarray:
-    """Sorted rows of the GPU kernels (compute and communication lanes): the engine's view selects
-    them once on category codes and caches them (a Categorical ``isin`` and a string comparison per
-    event cost ~0.1 s at 3M events, twice: for the kernel table and the launch statistics)."""
-    return event_view(trace).rows(_KERNEL_LANES, (schema.CAT_KERNEL,))
+    """Sorted rows of the GPU kernels (compute and communication lanes), from the engine's cached
+    lane rows and category codes (a Categorical ``isin`` and a string comparison per event cost
+    ~0.1 s at 3M events, twice: for the kernel table and the launch statistics). Not cached in the
+    view: at 5M kernels the selection is 20 MB that would stay for the rest of the analysis."""
+    v = event_view(trace)
+    parts = [r for r in (v.lane_rows(lane) for lane in _KERNEL_LANES) if len(r)] or [np.zeros(0, np.int64)]
+    # each lane's rows are sorted: a stable sort merges the runs (in linear time)
+    rows = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts), kind="stable")
+    kernel = v.cat[rows] == v.cat_codes.get(schema.CAT_KERNEL, -99)
+    return rows if kernel.all() else rows[kernel]
 
 
 def kernels_frame(trace: Trace) -> pd.DataFrame:
@@ -109,10 +115,10 @@ def launch_stats(trace: Trace, kernels: pd.DataFrame | None = None) -> dict[str,
     v = event_view(trace)
     if kernels is None:
         rows = _kernel_rows(trace)
-        cls = v.map_names(rows, kc.classify)
+        comm = v.map_names(rows, lambda names: kc.classify(names) == kc.CLS_COMMUNICATION)  # a bool per row
     else:
-        rows, cls = kernels["row"].to_numpy(), kernels["class"].to_numpy()
-    k = rows[cls != kc.CLS_COMMUNICATION]
+        rows, comm = kernels["row"].to_numpy(), kernels["class"].to_numpy() == kc.CLS_COMMUNICATION
+    k = rows[~comm]
     launch = v.launch_of(k)
     ok = launch >= 0
     k, launch = k[ok], launch[ok]
