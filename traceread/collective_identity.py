@@ -173,16 +173,47 @@ class _Words:
         return np.array(self.labels, dtype=object)[codes]
 
 
-def _recorded(trace: Trace, n_events: int, words: _Words) -> np.ndarray:
-    """Per event row: the code of the type its ``collective_args`` record names (0: none)."""
-    out = np.zeros(n_events, dtype=np.int32)
+def _recorded(trace: Trace, words: _Words) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose ``collective_args`` record names a type (sorted) and that type's code: the
+    record of a row listed twice is its last, as an assignment per record in table order leaves it.
+    A pair of short arrays, not a code per event (a 3M-event array read at every host row)."""
     args = trace.side_table("collective_args")
     if args.empty:
-        return out
+        return np.zeros(0, np.int64), np.zeros(0, np.int32)
     names = args["collective"].astype(str)
     distinct = names.unique()
     lut = dict(zip(distinct, words.codes(recorded_type(x) for x in distinct), strict=True))
-    out[args["row"].to_numpy(np.int64)] = names.map(lut).to_numpy(dtype=np.int32)
+    codes = names.map(lut).to_numpy(dtype=np.int32)
+    rows = args["row"].to_numpy(np.int64)
+    order = np.argsort(rows, kind="stable")
+    rows, codes = rows[order], codes[order]
+    last = np.ones(len(rows), dtype=bool)
+    last[:-1] = rows[1:] != rows[:-1]
+    keep = last & (codes != 0)
+    return rows[keep], codes[keep]
+
+
+def _recorded_at(recorded: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """Per row of ``rows``: its recorded type's code (0: none)."""
+    rec_rows, rec_codes = recorded
+    out = np.zeros(len(rows), dtype=np.int32)
+    if len(rec_rows) and len(rows):
+        k = np.minimum(np.searchsorted(rec_rows, rows), len(rec_rows) - 1)
+        hit = rec_rows[k] == rows
+        out[hit] = rec_codes[k[hit]]
+    return out
+
+
+def _recorded_among(recorded: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """Bool per row of the sorted ``rows``: it has a recorded type (the few records searched among
+    the many rows, not each row among the records)."""
+    out = np.zeros(len(rows), dtype=bool)
+    rec_rows = recorded[0]
+    if len(rec_rows) and len(rows):
+        p = np.searchsorted(rows, rec_rows)
+        ok = p < len(rows)
+        ok[ok] = rows[p[ok]] == rec_rows[ok]
+        out[p[ok]] = True
     return out
 
 
@@ -195,19 +226,19 @@ def _identify(trace: Trace, v: EventView) -> Identity:
     host = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return Identity(comm, words.strings(typ), words.strings(src), host)
-    recorded = _recorded(trace, len(v.start), words)
+    recorded = _recorded(trace, words)
 
     # Host rows that identify a collective: by name, or record_param_comms by its recorded args.
     # Only those rows are kept (the others are never read): names are judged once per name code.
     name_types = np.array([[words.code(w) for w in host_name_type(str(x))] for x in v.names],
                           dtype=np.int32).reshape(-1, 2)  # by name code; the last entry answers for -1
     hrows = v.rows(HOST_LANES)
-    keep = name_types[:, 0][v.name[hrows]] != 0
-    keep |= recorded[hrows] != 0
+    keep = (name_types[:, 0] != 0)[v.name[hrows]]
+    keep |= _recorded_among(recorded, hrows)
     hrows = hrows[keep]
     del keep
     by_name = name_types[v.name[hrows]]
-    rec = recorded[hrows]
+    rec = _recorded_at(recorded, hrows)
     has_rec = rec != 0
     h_typ = np.where(has_rec, rec, by_name[:, 0])
     h_src = np.where(has_rec, words.code(SRC_HOST_RANGE), by_name[:, 1])
@@ -260,7 +291,7 @@ def _identify(trace: Trace, v: EventView) -> Identity:
             host[hit] = hrow
 
     # 5: the kernel's own recorded Collective name.
-    own_typ = recorded[comm]
+    own_typ = _recorded_at(recorded, comm)
     own = own_typ != 0
     typ[own] = own_typ[own]
     src[own] = words.code(SRC_HOST_ARGS)

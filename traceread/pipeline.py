@@ -152,24 +152,50 @@ def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: 
 
 
 def idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
-    """Steps plus ``<class>_ns``: idle summed by gap class (vectorized group-by)."""
+    """Steps plus ``<class>_ns``: idle summed by gap class (one pass over the gaps' codes)."""
     out = steps.copy()
-    keys = ["rank", "device", "step"]
-    if len(gaps):
-        pivot = (gaps.groupby(keys + ["class"], observed=True)["dur_ns"].sum()
-                 .unstack("class", fill_value=0))
-    else:
-        pivot = pd.DataFrame(index=pd.MultiIndex.from_arrays([[], [], []], names=keys))
-    index = out.set_index(keys).index
-    for cls in GAP_CLASSES:
-        col = pivot[cls] if cls in pivot.columns else pd.Series(0, index=pivot.index, dtype="int64")
-        out[part_col(cls)] = index.map(col).fillna(0).astype("int64").to_numpy()
+    parts = _idle_parts(steps, gaps)
+    for j, cls in enumerate(GAP_CLASSES):
+        out[part_col(cls)] = parts[:, j].copy()
     # Idle no gap covers (shorter than the engine's minimum gap) is unattributed, so the classes sum
     # to idle_ns, as the attribution counts it.
-    covered = out[[part_col(c) for c in GAP_CLASSES]].sum(axis=1).to_numpy()
-    rest = np.maximum(out["idle_ns"].to_numpy() - covered, 0)
+    rest = np.maximum(out["idle_ns"].to_numpy() - parts.sum(axis=1), 0)
     out[part_col("unattributed")] = out[part_col("unattributed")].to_numpy() + rest
     return out
+
+
+def _idle_parts(steps: pd.DataFrame, gaps: pd.DataFrame) -> np.ndarray:
+    """Per step row and class of ``GAP_CLASSES``: the idle ns of its gaps (int64). A gap counts for
+    every step row of its (rank, device, step). Keys and classes as integer codes (a group-by of the
+    gaps on four keys, then a mapping back onto the steps, cost ~0.07 s at 300k gaps)."""
+    parts = np.zeros((len(steps), len(GAP_CLASSES)), dtype=np.int64)
+    if not len(gaps) or not len(steps):
+        return parts
+
+    def unit(df: pd.DataFrame) -> np.ndarray:
+        return (df["rank"].to_numpy().astype(np.int64) << 32) | (df["device"].to_numpy().astype(np.int64) & 0xFFFFFFFF)
+
+    s_unit, g_unit = unit(steps), unit(gaps)
+    s_step, g_step = steps["step"].to_numpy(), gaps["step"].to_numpy()
+    units, numbers = np.unique(s_unit), np.unique(s_step)
+    gu = np.minimum(np.searchsorted(units, g_unit), len(units) - 1)
+    gs = np.minimum(np.searchsorted(numbers, g_step), len(numbers) - 1)
+    keys, inverse = np.unique(np.searchsorted(units, s_unit).astype(np.int64) * len(numbers)
+                              + np.searchsorted(numbers, s_step), return_inverse=True)
+    gk = gu.astype(np.int64) * len(numbers) + gs
+    at = np.minimum(np.searchsorted(keys, gk), len(keys) - 1)
+    cls = gaps["class"]
+    if isinstance(cls.dtype, pd.CategoricalDtype):
+        names, codes = [str(c) for c in cls.cat.categories], cls.cat.codes.to_numpy()
+    else:
+        codes, uniq = pd.factorize(cls.to_numpy(dtype=object))
+        names = [str(c) for c in uniq]
+    to_part = np.array([GAP_CLASSES.index(c) if c in GAP_CLASSES else -1 for c in names] + [-1], dtype=np.int64)
+    part = to_part[codes]  # a missing class (-1) reads the trailing -1
+    ok = (units[gu] == g_unit) & (numbers[gs] == g_step) & (keys[at] == gk) & (part >= 0)
+    sums = np.zeros(len(keys) * len(GAP_CLASSES), dtype=np.int64)
+    np.add.at(sums, at[ok] * len(GAP_CLASSES) + part[ok], gaps["dur_ns"].to_numpy(np.int64)[ok])
+    return sums.reshape(len(keys), len(GAP_CLASSES))[inverse]
 
 
 def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds, index: int,
@@ -236,6 +262,7 @@ def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second:
     matters = dominant == "launch-bound" or (second == "launch-bound" and second_share >= cfg.report_second_min_share)
     if not matters or gaps.empty:
         return None
+    from traceread.attribution import class_mask
     from traceread.metrics.kernels import launch_stats as kernel_launch_stats
 
     out: dict[str, Any] = {}  # LaunchStats' fields
@@ -253,15 +280,14 @@ def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second:
             if q in ("p50", "p90", "p99") and v is not None:
                 out[f"launch_to_start_{q}_ns"] = v
         break
-    # The few columns read, not a copy of every launch-bound row (most rows of a launch-bound export).
-    lb = gaps.loc[(gaps["class"] == "launch-bound").to_numpy(),
-                  [c for c in ("trace", "dur_ns", "launch_count") if c in gaps.columns]]
+    # The few columns read as arrays, not a copy of every launch-bound row (most rows of a launch-bound export).
+    lb = class_mask(gaps["class"], "launch-bound")
     if scope is not None and len(traces) > 1:
-        lb = lb[lb["trace"].to_numpy() == scope]
+        lb &= gaps["trace"].to_numpy() == scope
         out["trace"] = scope
-    dur = lb["dur_ns"].to_numpy()
-    out.update(launch_bound_gaps=int(len(lb)), launch_bound_idle_ns=int(dur.sum()),
+    dur = gaps["dur_ns"].to_numpy()[lb]
+    out.update(launch_bound_gaps=int(len(dur)), launch_bound_idle_ns=int(dur.sum()),
                median_launch_bound_gap_ns=int(np.median(dur)) if len(dur) else 0)
-    if "launch_count" in lb.columns and len(lb):
-        out["launch_calls_in_those_gaps"] = int(lb["launch_count"].sum())
+    if "launch_count" in gaps.columns and len(dur):
+        out["launch_calls_in_those_gaps"] = int(gaps["launch_count"].to_numpy()[lb].sum())
     return LaunchStats(**out)

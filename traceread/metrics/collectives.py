@@ -18,7 +18,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.collective_identity import identify
-from traceread.lanes import event_view
+from traceread.lanes import compute_rows, compute_union, event_view
 from traceread.metrics.precision import TORCH_DTYPES
 from traceread.trace import Trace
 
@@ -98,9 +98,11 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
     compute kernel on the same (rank, device). Bandwidths in GB/s (NaN when size or group unknown).
     """
     ev = trace.events
-    sel = (ev["lane"] == schema.LANE_GPU_COMM).to_numpy()
-    comm = ev.loc[sel, ["rank", "device", "name", "start_ns", "end_ns", "external_id"]].assign(
-        row=np.flatnonzero(sel).astype(np.int64))
+    v = event_view(trace)
+    # the comm lane's rows from the engine's view (cached, on category codes): not a string comparison per event
+    sel = v.lane_rows(schema.LANE_GPU_COMM)
+    comm = ev[["rank", "device", "name", "start_ns", "end_ns", "external_id"]].take(sel).assign(
+        row=sel.astype(np.int64))
     if steps_df is not None and len(steps_df) and len(comm):
         comm = comm[_in_steps(comm, steps_df[~steps_df["warmup"]])]
     if comm.empty:
@@ -108,12 +110,14 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
     comm = comm.assign(dur_ns=(comm["end_ns"] - comm["start_ns"]).astype(np.int64))
     # Each unit's compute rows from the engine's view (its cached row selections), not a copy of every
     # compute kernel's columns grouped by unit (0.4 s at 5M kernels).
-    v = event_view(trace)
     exposed = np.zeros(len(comm), dtype=np.int64)
     for (rank, dev), idx in schema.rank_device_rows(comm, observed=True).items():
         c = v.rows((schema.LANE_GPU_COMPUTE,), rank=int(rank), device=int(dev))
         q = comm.iloc[idx]
-        us, ue = intervals.union(v.start[c], v.end[c])
+        # The gap engine's cached busy union when the lane holds only its compute rows (kernels and
+        # graphs: the usual case), else the lane's own union.
+        same = len(compute_rows(v, int(rank), int(dev))) == len(c)
+        us, ue = compute_union(v, int(rank), int(dev)) if same else intervals.union(v.start[c], v.end[c])
         hidden = intervals.overlap_with_union(q["start_ns"].to_numpy(), q["end_ns"].to_numpy(), us, ue)
         exposed[idx] = q["dur_ns"].to_numpy() - hidden
     a = collective_args(trace, comm)
