@@ -9,7 +9,10 @@
  * One copy per cell: no Python object per row. Cells are mostly a few bytes, and a call to memcpy
  * per cell cost more than the copying: a short cell is moved as a fixed SLACK bytes (inlined moves)
  * wherever SLACK bytes can be read from its source, into a result allocated SLACK bytes longer and
- * cut to its size at the end. */
+ * cut to its size at the end. The loops run without the GIL where they touch no Python object (no
+ * column is a list): a writer may lay out a table on a thread.
+ *
+ * gather(...) lays out rows of text kept as parts (see rowjoin.gather). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

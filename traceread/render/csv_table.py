@@ -5,8 +5,9 @@ Python object per row.
 Each column of a chunk of rows is formatted once: integers in decimal by the join itself, floats as
 numpy's ``astype(str)`` (what pandas calls; for float64 that is Python's ``repr``) once per distinct
 value, booleans and categories from a table of their few texts, text cells joined and escaped as one
-buffer (numpy finds the cells to quote); ``rowjoin.join_pieces`` lays the rows out (pieces of about a
-megabyte). Text cells are shown with control characters as ``\\xNN`` (``printable``), as every text
+buffer (numpy finds the cells to quote), or, for text kept as parts (the evidence sentences:
+``EvidenceChunks.parts``), each distinct part shown and escaped once and the rows laid out in C
+(``_Parts``); ``rowjoin.join_pieces`` lays the rows out (pieces of about a megabyte). Text cells are shown with control characters as ``\\xNN`` (``printable``), as every text
 output is; a missing value is always written as '' (the row-wise writer wrote 'nan'/'None' in a
 chunk where the same column also held a control character).
 """

@@ -6,7 +6,9 @@ categories once per category; integers are written by the join itself), a chunk 
 and the rows are laid out by ``rowjoin.join_pieces`` (compiled: one copy per cell, pieces of about a
 megabyte), so memory is bounded by a chunk and the cost by C loops. DEL and C1 characters are escaped
 (``printable_json``) in the text columns' encodings, the only place they can be. A field may give its values a chunk at a time (``Field.chunk``: text formatted only for the
-rows being written, derived columns computed per chunk). The layout is orjson's
+rows being written, derived columns computed per chunk); a chunk function with a ``parts`` method
+(``rules.evidence.EvidenceChunks``) gives its text as parts, escaped once per distinct part and laid
+out in C (``_Parts``: no str per row). The layout is orjson's
 ``OPT_INDENT_2`` at the depth the table sits in the document (a list under a top-level key); the
 tests compare the result with ``json_text.dumps`` of the same records.
 """

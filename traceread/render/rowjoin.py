@@ -7,6 +7,8 @@ pieces[k]`` over the ``k`` columns, and the ``n`` rows are joined by ``sep``. A 
 whose cell ``i`` is ``buf[starts[i]:ends[i]]`` (:func:`separated`: the cells of a buffer cut at a
 separator; :func:`spread`: a table of distinct texts spread by code; no bytes object per cell), or
 an array of ``n`` int64 or uint64 values, written in decimal (JSON's and CSV's integers).
+:func:`gather` makes a triple from text kept as parts (``rules.textcat.Texts``: a table of encoded
+parts and codes per row), and the join and gather run without the GIL (a writer on a thread).
 :func:`join_pieces` gives the same bytes as pieces of about a given size (a writer's buffer: written
 while still in the CPU's cache, and reused by the allocator instead of fresh pages every chunk). The compiled join is used when it was built (``setup.py`` builds it
 like the Kineto scanner, optionally); :func:`join_python` is its exact twin, used without a compiler

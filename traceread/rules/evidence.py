@@ -11,8 +11,10 @@ through any selection, sort or concatenation of the frame.
 asked (by the same evidence functions the rules define, a class and a chunk of rows at a time); every
 reader calls it for the rows it shows or writes: :func:`with_evidence` (a frame with its ``evidence``
 column, for the Python API and small selections) and :class:`EvidenceChunks` (a writer going through
-the rows in order, a block at a time). A frame that already has an ``evidence`` column (built by hand,
-or classified with ``text=True``) is read as it is.
+the rows in order, a block at a time; its ``parts`` give the JSON and CSV writers the sentences as
+``textcat.Texts``, made by :func:`evidence_parts` from the same evidence functions: no str per row).
+A frame that already has an ``evidence`` column (built by hand, or classified with ``text=True``) is
+read as it is.
 """
 
 from __future__ import annotations

@@ -4,6 +4,12 @@
 is the parts' texts of row ``i`` joined. The compiled ``_ccat`` (built like the other optional
 extensions) makes each row with one allocation; :func:`cat_python` is its exact twin (``"".join`` over
 the rows), used without a compiler or with ``TRACEREAD_NO_CCAT=1``; a test compares the two.
+
+A writer does not need the str at all: inside :func:`as_parts` the rules' text helpers
+(``rules._base``: ``cat``, ``cat_where``, ``where``, ``choose``, the number formatters) give
+:class:`Texts`, a sentence per row kept as its parts (the distinct part texts and an int32 code per
+row and part), which the JSON and CSV writers escape once per distinct part and lay out in C
+(``render.rowjoin.gather``); ``Texts.rows`` makes the str of a few rows (the same text ``cat`` gives).
 """
 
 from __future__ import annotations
