@@ -164,3 +164,18 @@ def test_gather_refuses_codes_outside_the_table() -> None:
     with pytest.raises(ValueError):
         rowjoin.gather((b"abc", np.array([0], dtype=np.int64), np.array([4], dtype=np.int64)),
                        np.zeros((1, 1), dtype=np.int32))
+
+
+@pytest.mark.parametrize("twin", [False, True])
+def test_text_columns_coded_as_parts(twin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if twin:
+        monkeypatch.setenv(textcat.DISABLE_ENV, "1")
+    words = np.array(HOSTILE, dtype=object)[np.random.default_rng(2).integers(0, len(HOSTILE), 1000)]
+    copies = np.array([str(w) + "" for w in words.tolist()], dtype=object)  # equal text, maybe other objects
+    for values in (words, copies, words.astype(str)):
+        t = textcat.texts(values, len(values))
+        assert t.rows() == words.tolist() and len(t.table) <= len(values) + 1
+    with pytest.raises(TypeError):
+        textcat.texts(np.array(["a", 3], dtype=object), 2)
+    with pytest.raises(ValueError):
+        textcat.texts(np.array(["a"], dtype=object), 2)

@@ -145,9 +145,12 @@ def texts(part: Texts | np.ndarray | str, n: int) -> Texts:
     arr = np.asarray(part)
     if arr.ndim != 1 or len(arr) != n:
         raise ValueError("cat: the parts' arrays differ in length")
+    if arr.dtype == object and COMPILED is not None and not switched_off(DISABLE_ENV):
+        raw, listed = COMPILED.codes(arr.tolist())  # by identity: no str hashed
+        return from_codes(listed, np.frombuffer(raw, dtype=np.int32))
     codes, uniq = pd.factorize(arr.astype(object, copy=False), use_na_sentinel=False)
     listed = np.asarray(uniq, dtype=object).tolist()
-    if not all(type(s) is str for s in listed):  # as the compiled cat refuses them
+    if not all(isinstance(s, str) for s in listed):  # as the compiled cat refuses them
         raise TypeError("cat: expected str parts")
     return from_codes(listed, codes)
 
