@@ -126,11 +126,15 @@ class _Parts:
         self.special = np.zeros(0, dtype=bool)  # per part: holds a comma or quote
 
     def cells_of(self, t: textcat.Texts) -> list[rowjoin.Column]:
-        if t.table is not self.table:
-            shown = [printable(p) for p in t.table]
-            self.special = np.array([',' in p or '"' in p for p in shown], dtype=bool)
-            buf = "\n".join(shown).encode("utf-8")
-            if self.special.any():
+        if t.table is not self.table:  # as text_cells escapes a chunk's texts, once per table
+            joined = "\n".join(t.table)
+            buf = joined.encode("utf-8")
+            if _has_control(buf) or joined.count("\n") != len(t.table) - 1:  # a hostile name: rare
+                buf = "\n".join([printable(p) for p in t.table]).encode("utf-8")
+            u8 = np.frombuffer(buf, dtype=np.uint8)
+            self.special = np.zeros(len(t.table), dtype=bool)
+            self.special[np.searchsorted(np.flatnonzero(u8 == _NL), np.flatnonzero((u8 == _COMMA) | (u8 == _QUOTE)))] = True
+            if buf.find(b'"') >= 0:
                 buf = buf.replace(b'"', b'""')
             self.cells = rowjoin.separated(buf, _NL)
             self.table = t.table
