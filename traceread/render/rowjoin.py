@@ -146,7 +146,8 @@ def gather(table: tuple[bytes, np.ndarray, np.ndarray], codes: np.ndarray, pre: 
 def gather_python(buf: bytes, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, pre: bytes,
                   post: bytes) -> tuple[bytes, np.ndarray]:
     """The compiled gather's exact twin: ``(out, offsets)`` (a Python step per row)."""
-    if len(codes) and (codes.min() < 0 or codes.max() >= len(starts)):
+    if (len(codes) and (codes.min() < 0 or codes.max() >= len(starts))) or \
+            (len(starts) and (starts.min() < 0 or (starts > ends).any() or ends.max() > len(buf))):
         raise ValueError("gather: a code or cell outside its table")
     parts = [buf[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
     rows = [pre + b"".join([parts[c] for c in row]) + post for row in codes.tolist()]
