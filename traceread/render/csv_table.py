@@ -5,8 +5,9 @@ Python object per row.
 Each column of a chunk of rows is formatted once: integers in decimal by the join itself, floats as
 numpy's ``astype(str)`` (what pandas calls; for float64 that is Python's ``repr``) once per distinct
 value, booleans and categories from a table of their few texts, text cells joined and escaped as one
-buffer (numpy finds the cells to quote); ``rowjoin.join_pieces`` lays the rows out (pieces of about a
-megabyte). Text cells are shown with control characters as ``\\xNN`` (``printable``), as every text
+buffer (numpy finds the cells to quote), or, for text kept as parts (the evidence sentences:
+``EvidenceChunks.parts``), each distinct part shown and escaped once and the rows laid out in C
+(``_Parts``); ``rowjoin.join_pieces`` lays the rows out (pieces of about a megabyte). Text cells are shown with control characters as ``\\xNN`` (``printable``), as every text
 output is; a missing value is always written as '' (the row-wise writer wrote 'nan'/'None' in a
 chunk where the same column also held a control character).
 """
@@ -23,6 +24,7 @@ import pandas as pd
 
 from traceread.printable import printable
 from traceread.render import rowjoin
+from traceread.rules import textcat
 
 CHUNK_ROWS = 65_536  # rows formatted at a time: bounds the chunk's bytes, not a threshold
 _C0_BUT_NL = bytes([*range(0x0A), *range(0x0B, 0x20), 0x7F])  # C0 but the joining newline, and DEL
@@ -112,6 +114,37 @@ def number_cells(a: np.ndarray) -> rowjoin.Column | None:
     return None
 
 
+class _Parts:
+    """Text kept as parts (``textcat.Texts``: the evidence sentences) as CSV cells: each distinct part
+    shown (``printable``) and its quotes doubled once (both character by character, so the parts
+    concatenate to the sentence's cell), a row quoted where a part holds a comma or quote, the rows
+    laid out by ``rowjoin.gather``."""
+
+    def __init__(self) -> None:
+        self.table: list[str] | None = None  # the table encoded below (kept: its id is the key)
+        self.cells: tuple[bytes, np.ndarray, np.ndarray] = (b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.special = np.zeros(0, dtype=bool)  # per part: holds a comma or quote
+
+    def cells_of(self, t: textcat.Texts) -> list[rowjoin.Column]:
+        if t.table is not self.table:  # as text_cells escapes a chunk's texts, once per table
+            joined = "\n".join(t.table)
+            buf = joined.encode("utf-8")
+            if _has_control(buf) or joined.count("\n") != len(t.table) - 1:  # a hostile name: rare
+                buf = "\n".join([printable(p) for p in t.table]).encode("utf-8")
+            u8 = np.frombuffer(buf, dtype=np.uint8)
+            self.special = np.zeros(len(t.table), dtype=bool)
+            self.special[np.searchsorted(np.flatnonzero(u8 == _NL), np.flatnonzero((u8 == _COMMA) | (u8 == _QUOTE)))] = True
+            if buf.find(b'"') >= 0:
+                buf = buf.replace(b'"', b'""')
+            self.cells = rowjoin.separated(buf, _NL)
+            self.table = t.table
+        text = rowjoin.gather(self.cells, t.codes)
+        if not self.special.any() or not t.codes.shape[1]:
+            return [text]
+        mark = rowjoin.spread([b"", b'"'], self.special[t.codes].any(axis=1).view(np.uint8))
+        return [mark, text, mark]
+
+
 class _Column:
     """Formats rows [lo, hi) of one column (categories once)."""
 
@@ -119,6 +152,9 @@ class _Column:
         self.chunk, self.codes = c.chunk, None
         self.values: np.ndarray | pd.api.extensions.ExtensionArray | None = None
         self.table: list[bytes] = []
+        # a chunk that can give its text as parts (rules.evidence.EvidenceChunks), and their encoder
+        self.parts: Callable[[int, int], textcat.Texts | None] | None = getattr(c.chunk, "parts", None)
+        self.encoder = _Parts()
         if c.chunk is not None:
             return
         s = c.values if isinstance(c.values, pd.Series) else pd.Series(c.values)
@@ -136,6 +172,11 @@ class _Column:
         """The rows' cells as one ``rowjoin`` column, or several laid side by side (quoted text)."""
         if self.codes is not None:
             return [rowjoin.spread(self.table, self.codes[lo:hi])]
+        if self.parts is not None and (t := self.parts(lo, hi)) is not None:
+            try:
+                return self.encoder.cells_of(t)
+            except UnicodeEncodeError:  # a lone surrogate: the str path below raises as it always did
+                pass
         values = self.chunk(lo, hi) if self.chunk is not None else self.values[lo:hi]  # type: ignore[index]
         a = np.asarray(values)
         if a.dtype != object and (cells := number_cells(a)) is not None:

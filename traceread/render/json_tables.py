@@ -6,7 +6,9 @@ categories once per category; integers are written by the join itself), a chunk 
 and the rows are laid out by ``rowjoin.join_pieces`` (compiled: one copy per cell, pieces of about a
 megabyte), so memory is bounded by a chunk and the cost by C loops. DEL and C1 characters are escaped
 (``printable_json``) in the text columns' encodings, the only place they can be. A field may give its values a chunk at a time (``Field.chunk``: text formatted only for the
-rows being written, derived columns computed per chunk). The layout is orjson's
+rows being written, derived columns computed per chunk); a chunk function with a ``parts`` method
+(``rules.evidence.EvidenceChunks``) gives its text as parts, escaped once per distinct part and laid
+out in C (``_Parts``: no str per row). The layout is orjson's
 ``OPT_INDENT_2`` at the depth the table sits in the document (a list under a top-level key); the
 tests compare the result with ``json_text.dumps`` of the same records.
 """
@@ -24,6 +26,7 @@ import pandas as pd
 
 from traceread.printable import printable_json
 from traceread.render import json_text, rowjoin
+from traceread.rules import textcat
 
 CHUNK_ROWS = 16_384  # rows encoded at a time: bounds the per-chunk bytes objects, not a threshold
 
@@ -70,6 +73,14 @@ def _line_cells(values: list) -> rowjoin.Column:
     ends = at[1:] - 1  # before the comma...
     ends[-1] += 1  # ...which the last value has not
     return buf, at[:-1] + 3, ends
+
+
+def _unquoted_cells(values: list[str]) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """:func:`_line_cells` of (at least one) str without their quotes: the escaped texts."""
+    cells = _line_cells(values)
+    assert isinstance(cells, tuple)
+    buf, starts, ends = cells
+    return buf, starts + 1, ends - 1
 
 
 def text_values(values: list, text: Callable[[str], str] | None) -> list[str]:
@@ -132,6 +143,42 @@ def _numbers(a: np.ndarray) -> rowjoin.Column | None:
     return rowjoin.separated(buf, ord(","), 1, len(buf) - 1)
 
 
+class _Parts:
+    """Text kept as parts (``textcat.Texts``: the evidence sentences) as JSON cells: each distinct part
+    escaped once (orjson, then ``printable_json``: both escape character by character, so the
+    escaped parts concatenate to the escaped sentence), the rows laid out by ``rowjoin.gather``
+    between quotes. ``text`` (path scrubbing) is not applied part by part (a path may run across
+    parts): a row with a part holding '/' or '\\' is made whole, scrubbed and escaped on its own."""
+
+    def __init__(self, text: Callable[[str], str] | None) -> None:
+        self.text = text
+        self.table: list[str] | None = None  # the table encoded below (kept: its id is the key)
+        self.cells: tuple[bytes, np.ndarray, np.ndarray] = (b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.separated: np.ndarray | None = None  # per part: holds a path separator
+
+    def encode(self, t: textcat.Texts) -> rowjoin.Column:
+        if t.table is not self.table:
+            self.cells = _unquoted_cells(t.table)
+            self.separated = None
+            if self.text is not None:
+                self.separated = np.zeros(len(t.table), dtype=bool)
+                self.separated[_holding_separator(t.table)] = True
+            self.table = t.table
+        codes = t.codes
+        cells = self.cells
+        if self.separated is not None and self.separated.any() and codes.shape[1]:
+            whole = np.flatnonzero(self.separated[codes].any(axis=1))
+            if len(whole):  # these rows whole, scrubbed, escaped: extra parts after the table's
+                extra, e_starts, e_ends = _unquoted_cells(text_values(t.rows(whole), self.text))
+                buf, starts, ends = cells
+                cells = (buf + extra, np.concatenate([starts, e_starts + len(buf)]),
+                         np.concatenate([ends, e_ends + len(buf)]))
+                codes = codes.copy()
+                codes[whole] = 0
+                codes[whole, 0] = len(starts) + np.arange(len(whole), dtype=np.int32)
+        return rowjoin.gather(cells, codes, b'"', b'"')
+
+
 class _Column:
     """Encodes rows ``[lo, hi)`` of one field as a ``rowjoin`` column of JSON texts."""
 
@@ -142,6 +189,9 @@ class _Column:
         self.sparse: rowjoin.SparseRows | None = None
         self.chunk = f.chunk
         self.text, self.raw = f.text, f.raw
+        # a chunk that can give its text as parts (rules.evidence.EvidenceChunks)
+        self.parts: Callable[[int, int], textcat.Texts | None] | None = getattr(f.chunk, "parts", None)
+        self.encoder = _Parts(None if f.raw else f.text)
         if f.chunk is not None:
             return
         s = f.values if isinstance(f.values, pd.Series) else pd.Series(f.values)
@@ -168,6 +218,11 @@ class _Column:
             return _numbers(self.array[lo:hi])  # type: ignore[return-value]
         if self.sparse is not None:
             return _numbers(self.sparse(lo, hi))  # type: ignore[return-value]
+        if self.parts is not None and (t := self.parts(lo, hi)) is not None:
+            try:
+                return self.encoder.encode(t)
+            except (TypeError, ValueError, orjson.JSONEncodeError):  # not encodable (a lone surrogate):
+                pass  # the str path below raises as it always did
         values = self.objects[lo:hi] if self.objects is not None else self.chunk(lo, hi)  # type: ignore[misc]
         if isinstance(values, pd.Series):
             values = values.to_numpy()

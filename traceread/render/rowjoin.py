@@ -7,6 +7,8 @@ pieces[k]`` over the ``k`` columns, and the ``n`` rows are joined by ``sep``. A 
 whose cell ``i`` is ``buf[starts[i]:ends[i]]`` (:func:`separated`: the cells of a buffer cut at a
 separator; :func:`spread`: a table of distinct texts spread by code; no bytes object per cell), or
 an array of ``n`` int64 or uint64 values, written in decimal (JSON's and CSV's integers).
+:func:`gather` makes a triple from text kept as parts (``rules.textcat.Texts``: a table of encoded
+parts and codes per row), and the join and gather run without the GIL (a writer on a thread).
 :func:`join_pieces` gives the same bytes as pieces of about a given size (a writer's buffer: written
 while still in the CPU's cache, and reused by the allocator instead of fresh pages every chunk). The compiled join is used when it was built (``setup.py`` builds it
 like the Kineto scanner, optionally); :func:`join_python` is its exact twin, used without a compiler
@@ -120,6 +122,38 @@ def take(column: tuple[bytes, np.ndarray, np.ndarray], codes: np.ndarray) -> tup
     """A ``(buf, starts, ends)`` column's cells picked by ``codes`` (a table of cells spread)."""
     buf, starts, ends = column
     return buf, np.asarray(starts, dtype=np.int64)[codes], np.asarray(ends, dtype=np.int64)[codes]
+
+
+def gather(table: tuple[bytes, np.ndarray, np.ndarray], codes: np.ndarray, pre: bytes = b"",
+           post: bytes = b"") -> tuple[bytes, np.ndarray, np.ndarray]:
+    """Rows of text kept as parts (``textcat.Texts``) laid out as a column: row ``i`` is ``pre`` + the
+    cells ``codes[i, 0], codes[i, 1], ...`` of ``table`` (a column of the distinct parts, encoded) +
+    ``post``. Compiled: no Python object per row, and without the GIL (a writer on a thread)."""
+    codes = np.ascontiguousarray(codes, dtype=np.int32)
+    n, k = codes.shape
+    buf, starts, ends = table
+    starts, ends = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(ends, dtype=np.int64)
+    if k == 0:  # nothing but pre and post
+        buf, starts, ends, codes, k = b"", np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros((n, 1), dtype=np.int32), 1
+    if COMPILED is None or switched_off(DISABLE_ENV):
+        out, offsets = gather_python(buf, starts, ends, codes, pre, post)
+    else:
+        out, raw = COMPILED.gather(buf, starts, ends, codes, k, pre, post)
+        offsets = np.frombuffer(raw, dtype=np.int64)
+    return out, offsets[:-1], offsets[1:]
+
+
+def gather_python(buf: bytes, starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, pre: bytes,
+                  post: bytes) -> tuple[bytes, np.ndarray]:
+    """The compiled gather's exact twin: ``(out, offsets)`` (a Python step per row)."""
+    if (len(codes) and (codes.min() < 0 or codes.max() >= len(starts))) or \
+            (len(starts) and (starts.min() < 0 or (starts > ends).any() or ends.max() > len(buf))):
+        raise ValueError("gather: a code or cell outside its table")
+    parts = [buf[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    rows = [pre + b"".join([parts[c] for c in row]) + post for row in codes.tolist()]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)), out=offsets[1:])
+    return b"".join(rows), offsets
 
 
 def join(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes, lo: int = 0,

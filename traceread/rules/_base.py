@@ -181,6 +181,8 @@ def _by_value(key: np.ndarray, text: Callable[[int], str]) -> np.ndarray:
     """``text(k)`` for every ``k`` of ``key``, formatted once per distinct value (gaps share durations
     and percentages to the digits shown: a few thousand strings for a million gaps)."""
     uniq, inverse = _distinct(np.asarray(key, dtype=np.int64).reshape(-1))
+    if textcat.lazy():  # a writer's parts: the distinct texts and a code per row
+        return textcat.from_codes([text(k) for k in uniq.tolist()], inverse)  # type: ignore[return-value]
     return np.array([text(k) for k in uniq.tolist()] or [""], dtype=object)[inverse]
 
 
@@ -237,9 +239,35 @@ def fmt_int(n: np.ndarray) -> np.ndarray:
     return _by_value(np.asarray(n, dtype=np.int64), str)
 
 
+def fmt_ns_text(ns: int) -> str:
+    """One duration as :func:`fmt_ns` shows it (a str, also while text is kept as parts)."""
+    with textcat.as_str():
+        return str(fmt_ns(np.array([ns]))[0])
+
+
+# Inside ``textcat.as_parts()`` (a writer asking for the evidence's parts) the helpers below and the
+# formatters above give ``textcat.Texts`` (distinct parts and codes per row) instead of arrays of str:
+# the evidence functions are written once for both, with these helpers in place of ``np.where``.
+
 def cat(*parts: np.ndarray | str) -> np.ndarray:
     """Element-wise string concatenation of equally long arrays (of str) and scalars (compiled: ``textcat``)."""
+    if textcat.lazy() and any(not isinstance(p, str) for p in parts):
+        return textcat.cat_parts(*parts)  # type: ignore[return-value]
     return textcat.cat(*parts)
+
+
+def where(cond: np.ndarray, a: np.ndarray | str, b: np.ndarray | str) -> np.ndarray:
+    """``np.where(cond, a, b)`` of texts, as an object array."""
+    if textcat.lazy():
+        return textcat.where_parts(cond, a, b)  # type: ignore[return-value]
+    return np.where(cond, a, b).astype(object)
+
+
+def choose(which: np.ndarray, texts: list[str]) -> np.ndarray:
+    """``texts[which[i]]`` for every row (one of a few fixed sentences), as an object array."""
+    if textcat.lazy():
+        return textcat.from_codes(texts, which)  # type: ignore[return-value]
+    return np.array(texts, dtype=object)[which]
 
 
 Part = str | np.ndarray | tuple[Callable[[np.ndarray], np.ndarray], np.ndarray]
@@ -250,6 +278,12 @@ def cat_where(cond: np.ndarray, *parts: Part, other: str | np.ndarray = "") -> n
     formatted. A part is a string, an array of text (indexed), or ``(formatter, values)`` (the values
     indexed, then formatted: ``(fmt_ns, dur)``)."""
     sel = np.flatnonzero(cond)
+    if textcat.lazy():
+        picked = [p if isinstance(p, str) else p[0](np.asarray(p[1])[sel]) if isinstance(p, tuple)
+                  else textcat.Texts(p.table, p.codes[sel]) if isinstance(p, textcat.Texts) else np.asarray(p)[sel]
+                  for p in parts]
+        return textcat.fill(textcat.texts(other, len(cond)), sel,  # type: ignore[return-value]
+                            textcat.cat_parts(*picked, n=len(sel)))
     if isinstance(other, str):
         out = np.full(len(cond), other, dtype=object)
     else:

@@ -197,7 +197,51 @@ done:
     return result;
 }
 
+/* codes(values): (codes, firsts) with firsts the distinct objects of the list values (by identity, in order
+ * of first appearance) and codes the native int32 bytes of each value's index in firsts: text parts
+ * (textcat.texts) coded without hashing a str (rows read from one categorical share its strings).
+ * TypeError for an item that is not a str, as cat refuses it. */
+static PyObject *codes(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "codes: values must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(arg), cap = 16, used = 0;
+    if (n > INT32_MAX) return PyErr_NoMemory();
+    while (cap < 2 * n) cap *= 2;
+    PyObject **keys = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
+    int32_t *index = PyMem_Malloc((size_t)cap * sizeof(int32_t));
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 4), *firsts = PyList_New(0), *result = NULL;
+    if (keys == NULL || index == NULL) PyErr_NoMemory();
+    if (keys == NULL || index == NULL || out == NULL || firsts == NULL) goto done;
+    int32_t *code = (int32_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(arg, i);
+        Py_ssize_t at = (Py_ssize_t)(mix((uint64_t)(uintptr_t)v) & (uint64_t)(cap - 1));
+        while (keys[at] != NULL && keys[at] != v) at = (at + 1) & (cap - 1);
+        if (keys[at] == NULL) {
+            if (!PyUnicode_Check(v)) {
+                PyErr_Format(PyExc_TypeError, "expected str instance, %.80s found", Py_TYPE(v)->tp_name);
+                goto done;
+            }
+            keys[at] = v;
+            index[at] = (int32_t)used++;
+            if (PyList_Append(firsts, v) < 0) goto done;
+        }
+        code[i] = index[at];
+    }
+    result = PyTuple_Pack(2, out, firsts);
+done:
+    PyMem_Free(keys);
+    PyMem_Free(index);
+    Py_XDECREF(out);
+    Py_XDECREF(firsts);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"codes", codes, METH_O, "codes(values): (int32 codes as bytes, the distinct str by identity)"},
     {"cat", cat, METH_VARARGS, "cat(parts, n): the n rows' concatenations of str parts and lists of n str"},
     {NULL, NULL, 0, NULL}};
 

@@ -25,7 +25,18 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import pipeline_bubble
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac, waited_for_comm
+from traceread.rules._base import (
+    Rows,
+    Rule,
+    RuleContext,
+    cat,
+    col,
+    fmt_ns,
+    fmt_pct,
+    frac,
+    waited_for_comm,
+    where,
+)
 
 NAME = "comm-bound"
 
@@ -44,10 +55,10 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     coll = frac(gaps, "comm_collective")
     p2p = frac(gaps, "comm_p2p")
     typ = col(gaps, "comm_type", "").astype(str).astype(object)
-    what = np.where(coll >= p2p, np.where(typ != "", typ + " collective", "collective"), "point-to-point transfer")
-    how = np.where(ctx.queued, "next kernel was already queued behind it",
-                   np.where(ctx.late, cat("host blocked in a sync for ", fmt_pct(frac(gaps, "sync")), " of it"),
-                            "next kernel's launch not recorded"))
+    what = where(coll >= p2p, where(typ != "", cat(typ, " collective"), "collective"), "point-to-point transfer")
+    how = where(ctx.queued, "next kernel was already queued behind it",
+                where(ctx.late, cat("host blocked in a sync for ", fmt_pct(frac(gaps, "sync")), " of it"),
+                      "next kernel's launch not recorded"))
     return cat(what, " on the communication lane covers ", fmt_pct(frac(gaps, "comm")), " of the ",
                fmt_ns(col(gaps, "dur_ns")), " gap; ", how)
 

@@ -38,7 +38,7 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK, calls_matching
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac
+from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac, where
 
 NAME = "data-starved"
 
@@ -89,19 +89,18 @@ def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     loader = frac(gaps, "dataloader")
     htod = frac(gaps, "memcpy_htod")
-    main = np.where(loader >= htod,
+    main = where(loader >= htod,
                     cat("data loader runs for ", fmt_pct(loader), " of the ", fmt_ns(col(gaps, "dur_ns")), " gap"),
-                    cat(np.where(pageable_copy(gaps), "pageable host-to-device copy (unpinned batch) covers ",
-                                 "host-to-device copy covers "), fmt_pct(htod), " of the ",
-                        fmt_ns(col(gaps, "dur_ns")), " gap"))
-    other = np.where((loader >= htod) & (htod > 0), cat("; H2D copy ", fmt_pct(htod)),
-                     np.where((loader < htod) & (loader > 0), cat("; loader ", fmt_pct(loader)), ""))
+                 cat(where(pageable_copy(gaps), "pageable host-to-device copy (unpinned batch) covers ",
+                           "host-to-device copy covers "), fmt_pct(htod), " of the ",
+                     fmt_ns(col(gaps, "dur_ns")), " gap"))
+    other = where((loader >= htod) & (htod > 0), cat("; H2D copy ", fmt_pct(htod)),
+                  where((loader < htod) & (loader > 0), cat("; loader ", fmt_pct(loader)), ""))
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     inline = cat("the training thread produced the batch itself (no DataLoader): host work with no launch inside ",
                  "holds ", fmt_pct(ctx.host_work_ns / dur), " of the ", fmt_ns(dur), " gap: ",
-                 ctx.host_work_label, np.where(htod > 0, cat("; then its H2D copy ", fmt_pct(htod)), ""))
-    return np.where(kind(gaps, ctx) == "host-input", inline,
-                    cat(main, other, "; compute and communication idle")).astype(object)
+                 ctx.host_work_label, where(htod > 0, cat("; then its H2D copy ", fmt_pct(htod)), ""))
+    return where(kind(gaps, ctx) == "host-input", inline, cat(main, other, "; compute and communication idle"))
 
 
 RULE = Rule(NAME, mask, evidence, kind, reads=("host_work_ns", "host_work_label"))

@@ -11,8 +11,10 @@ through any selection, sort or concatenation of the frame.
 asked (by the same evidence functions the rules define, a class and a chunk of rows at a time); every
 reader calls it for the rows it shows or writes: :func:`with_evidence` (a frame with its ``evidence``
 column, for the Python API and small selections) and :class:`EvidenceChunks` (a writer going through
-the rows in order, a block at a time). A frame that already has an ``evidence`` column (built by hand,
-or classified with ``text=True``) is read as it is.
+the rows in order, a block at a time; its ``parts`` give the JSON and CSV writers the sentences as
+``textcat.Texts``, made by :func:`evidence_parts` from the same evidence functions: no str per row).
+A frame that already has an ``evidence`` column (built by hand, or classified with ``text=True``) is
+read as it is.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules import unattributed
-from traceread.rules._base import Rows, RuleContext
+from traceread.rules import textcat, unattributed
+from traceread.rules._base import Rows, RuleContext, column_cache
 from traceread.vocabulary import GAP_CLASSES, UNATTRIBUTED
 
 PREFIX = "evidence."  # the data columns' names: PREFIX + a RuleContext field
@@ -162,6 +164,45 @@ def evidence_text(gaps: pd.DataFrame, rows: np.ndarray | None, cfg: Thresholds) 
     return out
 
 
+def evidence_parts(gaps: pd.DataFrame, rows: np.ndarray | None, cfg: Thresholds) -> textcat.Texts:
+    """:func:`evidence_text` as ``textcat.Texts`` (each sentence's distinct parts and a code per part
+    per row), made by the same evidence functions inside ``textcat.as_parts()``: a writer encodes
+    each part once and lays the sentences out without a str per row. Raises what
+    :func:`evidence_text` would not only where a part is not text (the caller then uses it)."""
+    idx = np.arange(len(gaps)) if rows is None else np.asarray(rows, dtype=np.int64)
+    if "evidence" in gaps.columns:
+        return textcat.texts(evidence_text(gaps, idx, cfg), len(idx))
+    n = len(idx)
+    if not n or "class" not in gaps.columns:
+        return textcat.texts("", n)
+    if n > 1 and idx[-1] - idx[0] == n - 1 and bool(np.all(np.diff(idx) == 1)):
+        # A block of consecutive rows (a writer's): its columns made dense once (``column_cache``), each
+        # class's rows then taken from them (pandas' take of a sparse column costs several times that).
+        gaps, idx = gaps.iloc[int(idx[0]):int(idx[-1]) + 1], np.arange(n)
+    with column_cache(gaps):
+        return _parts(gaps, idx, cfg)
+
+
+def _parts(gaps: pd.DataFrame, idx: np.ndarray, cfg: Thresholds) -> textcat.Texts:
+    n = len(idx)
+    cls = _class_codes(gaps, idx)
+    made: list[tuple[np.ndarray, textcat.Texts]] = []
+    with textcat.as_parts():
+        for code, (evidence, reads) in _formatters().items():
+            at = np.flatnonzero(cls == code)
+            for lo in range(0, len(at), CHUNK_ROWS):
+                part = at[lo:lo + CHUNK_ROWS]
+                sub = idx[part]
+                made.append((part, textcat.texts(evidence(Rows(gaps, sub), _context(gaps, sub, reads), cfg), len(part))))
+    k = max([t.codes.shape[1] for _, t in made], default=0)
+    codes = np.zeros((n, k), dtype=np.int32)
+    table: list[str] = [""]
+    for part, t in made:
+        codes[part, :t.codes.shape[1]] = t.codes + np.int32(len(table))
+        table.extend(t.table)
+    return textcat.Texts(table, codes)
+
+
 def with_evidence(gaps: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
     """``gaps`` with its ``evidence`` column (after ``class``, as ``classify`` placed it) and without
     the evidence data: a sentence per row, so for the rows a user or an output asks for."""
@@ -190,6 +231,7 @@ class EvidenceChunks:
     def __init__(self, gaps: pd.DataFrame, cfg: Thresholds) -> None:
         self.gaps, self.cfg = gaps, cfg
         self._lo, self._text = 0, np.zeros(0, dtype=object)
+        self._parts_lo, self._parts = 0, None  # type: int, textcat.Texts | None
 
     def __len__(self) -> int:
         return len(self.gaps)
@@ -199,3 +241,16 @@ class EvidenceChunks:
             end = min(len(self.gaps), max(hi, lo + BLOCK_ROWS))
             self._lo, self._text = lo, evidence_text(self.gaps, np.arange(lo, end), self.cfg)
         return self._text[lo - self._lo:hi - self._lo]
+
+    def parts(self, lo: int, hi: int) -> textcat.Texts | None:
+        """The sentences of rows ``[lo, hi)`` as parts (``evidence_parts``; the block's table shared by
+        its chunks, so that a writer encodes it once), or None where a part is not text (the writer
+        then reads the str, as :meth:`__call__` gives them)."""
+        if self._parts is None or lo < self._parts_lo or hi > self._parts_lo + len(self._parts):
+            end = min(len(self.gaps), max(hi, lo + BLOCK_ROWS))
+            try:
+                self._parts = evidence_parts(self.gaps, np.arange(lo, end), self.cfg)
+            except (TypeError, ValueError):
+                return None
+            self._parts_lo = lo
+        return self._parts.slice(lo - self._parts_lo, hi - self._parts_lo)

@@ -66,6 +66,7 @@ from traceread.rules._base import (
     fmt_pct,
     frac,
     waited_for_comm,
+    where,
 )
 from traceread.rules._calls import positions
 
@@ -287,10 +288,10 @@ def _two(x: np.ndarray) -> np.ndarray:
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     p2p = frac(gaps, "comm_p2p")
-    waits_on = np.where(p2p >= cfg.comm_cover,
+    waits_on = where(p2p >= cfg.comm_cover,
                         cat("waits on a point-to-point transfer covering ", fmt_pct(p2p), " of it"),
                         "next kernel was already queued (waiting on a dependency, not the host)")
-    recurs = np.where(ctx.periodic,
+    recurs = where(ctx.periodic,
                       cat("recurs at phase ", _two(col(gaps, "phase", 0.0)), " of the step in ",
                           fmt_pct(ctx.presence), " of analysed steps, duration CV ", _two(ctx.cv)),
                       "does not recur every step (stage imbalance)")

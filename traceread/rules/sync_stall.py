@@ -56,6 +56,7 @@ from traceread.rules._base import (
     fmt_ns,
     fmt_pct,
     frac,
+    where,
 )
 from traceread.rules._calls import api_calls, distinct, name_hits
 from traceread.rules.one_time_cost import allocator_recurs
@@ -223,24 +224,24 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     stalled = stall_ns(gaps, ctx, cfg)
     share = fmt_pct(stalled / dur)
     alloc = kind(gaps, ctx) == "allocator"
-    name = np.where(ctx.sync_name != "", ctx.sync_name, "sync calls")
-    origin = np.where(ctx.sync_origin != "", cat(" (from ", ctx.sync_origin, ")"), "")
+    name = where(ctx.sync_name != "", ctx.sync_name, "sync calls")
+    origin = where(ctx.sync_origin != "", cat(" (from ", ctx.sync_origin, ")"), "")
     sync_text = cat("host blocked in ", name, origin, " for ", share, " of the ", fmt_ns(dur), " gap")
     # The drain-sync: what it waited for, and what host work it exposed.
     longest = col(gaps, "longest_cpu_name", "").astype(object)
-    exposed = np.where(ctx.host_work_label != "", cat(": ", ctx.host_work_label),
-                       np.where(longest != "", cat(" (longest host call ", longest, ")"), ""))
+    exposed = where(ctx.host_work_label != "", cat(": ", ctx.host_work_label),
+                    where(longest != "", cat(" (longest host call ", longest, ")"), ""))
     after = np.clip(col(gaps, "end_ns", dtype=np.int64) - np.maximum(ctx.sync_end_ns, start), 0, None)
     drain_text = cat(name, origin, " waited ", fmt_ns(ctx.sync_wait_ns),
                      " for queued GPU work and returned as the GPU went idle; the host then ran ", fmt_ns(after),
                      " of host work before the next launch", exposed, "; the sync took away the host's lead, which "
                      "would have hidden ", fmt_pct(lead_ns(gaps, ctx, cfg) / dur), " of the ", fmt_ns(dur), " gap")
     blocked = np.minimum(ctx.sync_blocked_ns, dur)
-    sync_text = np.where(lead_ns(gaps, ctx, cfg) > blocked, drain_text, sync_text)
+    sync_text = where(lead_ns(gaps, ctx, cfg) > blocked, drain_text, sync_text)
     alloc_text = cat("allocator: host in ", fmt_int(ctx.sync_alloc_calls),
                      " synchronizing allocator call(s) (cudaFree/hipFree/cudaMalloc, recurring every step) for ",
                      fmt_pct(ctx.sync_alloc_ns / dur), " of the ", fmt_ns(dur), " gap (blocked ", share, " in all)")
-    return np.where(alloc, alloc_text, sync_text).astype(object)
+    return where(alloc, alloc_text, sync_text)
 
 
 RULE = Rule(NAME, mask, evidence, kind, reads=(

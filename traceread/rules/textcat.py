@@ -4,11 +4,22 @@
 is the parts' texts of row ``i`` joined. The compiled ``_ccat`` (built like the other optional
 extensions) makes each row with one allocation; :func:`cat_python` is its exact twin (``"".join`` over
 the rows), used without a compiler or with ``TRACEREAD_NO_CCAT=1``; a test compares the two.
+
+A writer does not need the str at all: inside :func:`as_parts` the rules' text helpers
+(``rules._base``: ``cat``, ``cat_where``, ``where``, ``choose``, the number formatters) give
+:class:`Texts`, a sentence per row kept as its parts (the distinct part texts and an int32 code per
+row and part), which the JSON and CSV writers escape once per distinct part and lay out in C
+(``render.rowjoin.gather``); ``Texts.rows`` makes the str of a few rows (the same text ``cat`` gives).
 """
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
+import pandas as pd
 
 from traceread.extensions import optional, switched_off
 
@@ -55,3 +66,136 @@ def cat_python(*parts: np.ndarray | str) -> np.ndarray:
     out = np.empty(n, dtype=object)
     out[:] = list(map("".join, zip(*columns, strict=True)))
     return out
+
+
+# --- text kept as parts (the writers' form) ------------------------------------------------------
+
+_LAZY: contextvars.ContextVar[bool] = contextvars.ContextVar("traceread_text_parts", default=False)
+
+
+class Texts:
+    """Rows of text kept as their parts: row ``i`` is ``"".join(table[c] for c in codes[i])``.
+
+    ``table`` holds the distinct parts (``table[0]`` is ``""``: the padding of rows with fewer parts),
+    ``codes`` is a C-contiguous ``(n, k)`` int32 matrix. A writer encodes each part once and lays the
+    rows out from the codes (``rowjoin.gather``): no Python str per row."""
+
+    __slots__ = ("table", "codes")
+
+    def __init__(self, table: list[str], codes: np.ndarray) -> None:
+        self.table, self.codes = table, codes
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def rows(self, at: np.ndarray | None = None) -> list[str]:
+        """The texts of rows ``at`` (all: None) as str (a Python step per row: for a few rows)."""
+        codes = self.codes if at is None else self.codes[at]
+        table = self.table
+        return ["".join([table[c] for c in row]) for row in codes.tolist()]
+
+    def slice(self, lo: int, hi: int) -> Texts:
+        """Rows ``[lo, hi)`` (the same table)."""
+        return Texts(self.table, self.codes[lo:hi])
+
+
+@contextmanager
+def as_parts() -> Iterator[None]:
+    """While open (in this thread), ``cat``/``where``/``choose`` and the rules' number formatters give
+    :class:`Texts` instead of arrays of str: how a writer asks the evidence functions for parts."""
+    token = _LAZY.set(True)
+    try:
+        yield
+    finally:
+        _LAZY.reset(token)
+
+
+@contextmanager
+def as_str() -> Iterator[None]:
+    """Inside :func:`as_parts`: text as arrays of str again (a sentence part computed as one str)."""
+    token = _LAZY.set(False)
+    try:
+        yield
+    finally:
+        _LAZY.reset(token)
+
+
+def lazy() -> bool:
+    """Whether text is being kept as parts (inside :func:`as_parts`)."""
+    return _LAZY.get()
+
+
+def from_codes(texts: list[str], codes: np.ndarray) -> Texts:
+    """One part per row: ``texts[codes[i]]``."""
+    return Texts(["", *texts], (np.asarray(codes, dtype=np.int32) + 1).reshape(-1, 1))
+
+
+def _constant(s: str, n: int) -> Texts:
+    if not s:
+        return Texts([""], np.zeros((n, 0), dtype=np.int32))
+    return Texts(["", s], np.ones((n, 1), dtype=np.int32))
+
+
+def texts(part: Texts | np.ndarray | str, n: int) -> Texts:
+    """A part as :class:`Texts` of ``n`` rows: a str repeated, an array of str by its distinct values."""
+    if isinstance(part, Texts):
+        return part
+    if isinstance(part, str):
+        return _constant(part, n)
+    arr = np.asarray(part)
+    if arr.ndim != 1 or len(arr) != n:
+        raise ValueError("cat: the parts' arrays differ in length")
+    if arr.dtype == object and COMPILED is not None and not switched_off(DISABLE_ENV):
+        raw, listed = COMPILED.codes(arr.tolist())  # by identity: no str hashed
+        return from_codes(listed, np.frombuffer(raw, dtype=np.int32))
+    codes, uniq = pd.factorize(arr.astype(object, copy=False), use_na_sentinel=False)
+    listed = np.asarray(uniq, dtype=object).tolist()
+    if not all(isinstance(s, str) for s in listed):  # as the compiled cat refuses them
+        raise TypeError("cat: expected str parts")
+    return from_codes(listed, codes)
+
+
+def _stack(parts: list[Texts], n: int) -> Texts:
+    """The parts' texts joined row by row (tables concatenated, codes side by side)."""
+    table: list[str] = [""]
+    blocks = []
+    for t in parts:
+        if t.codes.shape[1]:
+            blocks.append(t.codes + np.int32(len(table)))
+            table.extend(t.table)
+    codes = np.hstack(blocks) if blocks else np.zeros((n, 0), dtype=np.int32)
+    return Texts(table, np.ascontiguousarray(codes, dtype=np.int32))
+
+
+def cat_parts(*parts: Texts | np.ndarray | str, n: int | None = None) -> Texts:
+    """:func:`cat` as :class:`Texts` (adjacent strings merged into one part; ``n`` rows, given when
+    every part is a string)."""
+    n = next((len(p) for p in parts if not isinstance(p, str)), n)
+    if n is None:
+        raise ValueError("cat: every part is a string")
+    merged: list[Texts | np.ndarray | str] = []
+    for p in parts:
+        if isinstance(p, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += p
+        else:
+            merged.append(p)
+    return _stack([texts(p, n) for p in merged], n)
+
+
+def fill(out: Texts, rows: np.ndarray, part: Texts) -> Texts:
+    """``out`` with rows ``rows`` (positions) holding ``part``'s texts (``len(rows)`` of them)."""
+    k = max(out.codes.shape[1], part.codes.shape[1])
+    codes = np.zeros((len(out), k), dtype=np.int32)
+    codes[:, :out.codes.shape[1]] = out.codes
+    codes[rows] = 0
+    codes[rows, :part.codes.shape[1]] = part.codes + np.int32(len(out.table))
+    return Texts(out.table + part.table, codes)
+
+
+def where_parts(cond: np.ndarray, a: Texts | np.ndarray | str, b: Texts | np.ndarray | str) -> Texts:
+    """``np.where(cond, a, b)`` of texts, as :class:`Texts`."""
+    cond = np.asarray(cond, dtype=bool)
+    n = len(cond)
+    at = np.flatnonzero(cond)
+    ta = texts(a, n)
+    return fill(texts(b, n), at, Texts(ta.table, ta.codes[at]))

@@ -20,9 +20,11 @@ from traceread.rules._base import (
     RuleContext,
     cat,
     cat_where,
+    choose,
     col,
     fmt_int,
     fmt_ns,
+    fmt_ns_text,
     fmt_pct,
     frac,
     launch_calls,
@@ -37,18 +39,18 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     dur = col(gaps, "dur_ns", dtype=np.int64)
     # which of three sentences (an object array of references, not a fixed-width copy of each per row)
     who = np.where(ctx.queued, 0, np.where(ctx.late, 1, 2))
-    launch = np.array(["next kernel was already queued", "next kernel submitted after the GPU went idle",
-                       "next launch unknown"], dtype=object)[who]
+    launch = choose(who, ["next kernel was already queued", "next kernel submitted after the GPU went idle",
+                          "next launch unknown"])
     longest = col(gaps, "longest_cpu_name", "").astype(object)
     host = cat_where(longest != "", "longest host call ", longest, " (", (fmt_ns, col(gaps, "longest_cpu_ns")), ")",
                      other="no host call recorded")
     seen = cat(launch, "; comm ", fmt_pct(frac(gaps, "comm")), ", loader ", fmt_pct(frac(gaps, "dataloader")),
                ", H2D ", fmt_pct(frac(gaps, "memcpy_htod")), ", runtime calls ", fmt_pct(frac(gaps, "cpu_runtime")),
                ", ", fmt_int(launch_calls(gaps)), " launch(es); ", host)
-    reason = np.array(["the GPU held its next kernel but nothing visible was running for it to wait on, and the gap "
-                       "does not recur every step",
-                       "the host submitted late, but its CUDA calls were too sparse to be dispatch-bound",
-                       "the next launch is not recorded, so who waited cannot be told"], dtype=object)[who]
+    reason = choose(who, ["the GPU held its next kernel but nothing visible was running for it to wait on, and the gap "
+                          "does not recur every step",
+                          "the host submitted late, but its CUDA calls were too sparse to be dispatch-bound",
+                          "the next launch is not recorded, so who waited cannot be told"])
     short = dur < cfg.min_judged_gap_ns
     # build_context's reading (it knows the timestamps' tick); a hand-built context has none
     turnaround = ~short & (ctx.turnaround if len(ctx.turnaround) == len(dur)
@@ -59,9 +61,9 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     reason = cat_where(driver, "one CUDA call, ", ctx.api_call_name, ", held the host for ", (fmt_ns, ctx.api_call_ns),
                        ": driver work or a blocking wait, not dispatch, and no known one-time cost (not a first "
                        "launch, module load, capture or setup call)", other=reason)
-    minimum = str(fmt_ns(np.array([cfg.min_judged_gap_ns]))[0])
+    minimum = fmt_ns_text(cfg.min_judged_gap_ns)
     why = cat_where(short, "too short to judge (", (fmt_ns, dur), " < ", minimum, ")")
     why = cat_where(turnaround, "kernel-to-kernel turnaround (", (fmt_ns, dur), ", next kernel ",
-                    np.array(["launch not recorded)", "already queued)"], dtype=object)[ctx.queued.astype(np.int64)], other=why)
+                    choose(ctx.queued.astype(np.int64), ["launch not recorded)", "already queued)"]), other=why)
     why = cat_where(fits, "no signature fits the ", (fmt_ns, dur), " gap (", reason, ")", other=why)
     return cat(why, ": ", seen)
