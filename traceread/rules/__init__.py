@@ -50,6 +50,7 @@ from traceread.rules._base import (
     launch_timing,
     longest_api_call,
     sync_at_drain,
+    texts,
     timestamp_tick_ns,
     waited_for_comm,
 )
@@ -192,6 +193,7 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
         if part is not out:
             stack.enter_context(column_cache(part))
         ctx = _context(part, out, rows, steps_df, trace, cfg, whole)
+        _calls.release(trace)  # the trace's selections: the rules read the context only from here on
         if part is not out:
             forget_columns(out)  # the rules read the claimable rows' own columns from here on
         cls, kinds = _rules(part, ctx, cfg)
@@ -199,7 +201,7 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
     if rows is not None:  # the other gaps: a capture boundary or unattributed (see _claimable)
         boundary = whole.capture_kind != ""
         cls_all = np.where(boundary, code[capture_boundary.NAME], code[UNATTRIBUTED]).astype(np.int8)
-        kinds_all = np.full(n, UNATTRIBUTED, dtype=object)
+        kinds_all = texts(n, UNATTRIBUTED)
         at = np.flatnonzero(boundary)
         values, names = pd.factorize(whole.capture_kind[at], use_na_sentinel=False)
         kinds_all[at] = np.asarray(names, dtype=object)[values]
@@ -223,8 +225,7 @@ def _rules(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> tuple[np.nd
     cls = np.full(n, code[UNATTRIBUTED], dtype=np.int8)  # class codes: no string per gap
     # One reference per gap to one string: np.full converts the string to a str per element (4.6M
     # objects, 267 MB on a 5M-gap export, kept in the frame's evidence_kind column).
-    kinds = np.empty(n, dtype=object)
-    kinds.fill(UNATTRIBUTED)
+    kinds = texts(n, UNATTRIBUTED)
     free = np.ones(n, dtype=bool)
     for rule in RULES:
         if not free.any():

@@ -50,6 +50,16 @@ def shared(trace: Trace | None) -> Iterator[None]:
         _SHARED.pop(id(trace.events), None)
 
 
+def release(trace: Trace | None) -> None:
+    """Free the selections kept for ``trace`` so far (``shared`` stays open): for a phase that reads
+    no more of them (the rules' masks read the context only)."""
+    if trace is None:
+        return
+    scope = _SHARED.get(id(trace.events))
+    if scope is not None and scope[0] is trace.events:
+        scope[1].clear()
+
+
 def _cached(trace: Trace, key: tuple[Any, ...], make: Callable[[], T]) -> T:
     """``make()``, kept while :func:`shared` is open on ``trace`` (else not kept)."""
     scope = _SHARED.get(id(trace.events))
@@ -111,6 +121,15 @@ def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pa
             return np.zeros(0, dtype=np.int32)
         rank = None
 
+    key = ("select", spec, rank, tuple((rx.pattern, rx.flags) for rx in names))
+    if rank is not None:
+        scope = _SHARED.get(id(trace.events))
+        if scope is not None and scope[0] is trace.events and key not in scope[1]:
+            _split_by_rank(trace, spec, names, scope[1])
+        if scope is not None and scope[0] is trace.events:
+            out: np.ndarray = scope[1].get(key, np.zeros(0, dtype=np.int32))
+            return out
+
     def make() -> np.ndarray:
         table = np.zeros((len(v.lane_codes) + 1, len(v.cat_codes) + 1), dtype=bool)  # index 0: none
         for lane, cats, negate in spec:
@@ -133,7 +152,27 @@ def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pa
                 keep &= v.rank == rank
             rows = np.flatnonzero(keep)
         return rows.astype(np.int32) if len(v.lane) < (1 << 31) else rows
-    return _cached(trace, ("select", spec, rank, tuple((rx.pattern, rx.flags) for rx in names)), make)
+    return _cached(trace, key, make)
+
+
+def _split_by_rank(trace: Trace, spec: Spec, names: tuple[re.Pattern[str], ...], kept: dict[tuple[Any, ...], Any]
+                   ) -> None:
+    """Keep in ``kept`` the selection of ``spec`` (and ``names``) of every rank at once, split from the
+    selection of all ranks (kept only when it was asked for itself): one pass over the events for
+    every rank, not one per rank, and no copy of the whole selection beside the ranks' parts.
+    ``("ranks", ...)`` holds the ranks in order of their first row."""
+    v = event_view(trace)
+    key_names = tuple((rx.pattern, rx.flags) for rx in names)
+    asked = ("select", spec, None, key_names) in kept
+    whole = select(trace, spec, None, names)
+    of = v.rank[whole]
+    ranks = [int(x) for x in pd.unique(of)] if len(of) and np.min(of) != np.max(of) else \
+        ([int(of[0])] if len(of) else [])
+    for r in ranks:  # ranks are few
+        kept[("select", spec, r, key_names)] = whole[of == r] if len(ranks) > 1 else whole
+    kept[("ranks", spec, key_names)] = ranks
+    if not asked:
+        kept.pop(("select", spec, None, key_names), None)
 
 
 @dataclass(frozen=True)
@@ -156,8 +195,12 @@ def api_calls(trace: Trace, rank: int) -> Calls:
 
     def make() -> Calls:
         rows = select(trace, API, rank)
-        rows = rows[np.argsort(v.start[rows], kind="stable")]
-        return Calls(rows, v.start[rows].astype(np.int64, copy=False), v.end[rows].astype(np.int64, copy=False),
+        start = v.start[rows].astype(np.int64, copy=False)
+        if len(start) > 1 and not bool(np.all(start[1:] >= start[:-1])):  # (nsys exports: already in order)
+            order = np.argsort(start, kind="stable")
+            rows, start = rows[order], start[order]
+            del order
+        return Calls(rows, start, v.end[rows].astype(np.int64, copy=False),
                      v.tid[rows].astype(np.int64, copy=False), v.name[rows])
     return _cached(trace, ("api", rank), make)
 
@@ -176,6 +219,13 @@ def distinct(values: np.ndarray) -> list[int]:
 def api_ranks(trace: Trace) -> list[int]:
     """The ranks that have runtime/driver calls, in order of their first call in the frame."""
     v = event_view(trace)
+
+    scope = _SHARED.get(id(trace.events))
+    if _only_rank(trace) is None and scope is not None and scope[0] is trace.events:
+        if ("ranks", API, ()) not in scope[1]:
+            _split_by_rank(trace, API, (), scope[1])  # (the ranks' own selections come with it)
+        ranks: list[int] = scope[1][("ranks", API, ())]
+        return ranks
 
     def make() -> list[int]:
         rows, only = select(trace, API), _only_rank(trace)

@@ -29,7 +29,7 @@ import pandas as pd
 
 from traceread.capture_edges import capture_edges
 from traceread.config import Thresholds
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns
+from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, texts
 from traceread.steps import outliers
 from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY
@@ -101,11 +101,12 @@ def captured(gaps: pd.DataFrame, steps: pd.DataFrame | None, edges: pd.DataFrame
 def cover(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
     """Per gap: ``(kind, evidence)``: the boundary the gap lies in ('' when none) and its sentence."""
     n = len(gaps)
-    kind = np.full(n, "", dtype=object)
-    text = np.full(n, "", dtype=object)
+    kind = texts(n)
+    text = texts(n)
     if edges is None or n == 0:
         return kind, text
-    g_rank, g_dev = col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)
+    # rank and device as the frame holds them (compared with one value each): no int64 copy of every gap's
+    g_rank, g_dev = col(gaps, "rank"), col(gaps, "device")
     gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
     for e in _records(edges):  # one row per device
         here = (g_rank == e.rank) & (g_dev == e.device)

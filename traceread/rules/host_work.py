@@ -32,7 +32,7 @@ from traceread.host_calls import (
     frame_label,
 )
 from traceread.lanes import EventView, event_view
-from traceread.rules._base import col
+from traceread.rules._base import col, texts
 from traceread.rules._calls import api_calls, api_ranks, distinct, matching, name_hits, thread_host_rows
 from traceread.trace import Trace
 
@@ -91,7 +91,7 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     holding most of it with its longest meaningful descendants ('' elsewhere)."""
     n = len(gaps)
     ns = np.zeros(n, dtype=np.int64)
-    label = np.full(n, "", dtype=object)
+    label = texts(n)
     if trace is None or n == 0:
         return ns, label
     v = event_view(trace)

@@ -56,6 +56,7 @@ from traceread.rules._base import (
     fmt_ns,
     fmt_pct,
     frac,
+    texts,
 )
 from traceread.rules._calls import api_calls, distinct, name_hits
 from traceread.rules.one_time_cost import allocator_recurs
@@ -119,7 +120,7 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: 
     """Per gap, the host op that issued its drain sync: the outermost CPU op on the sync's thread
     enclosing the call at ``start`` (``aten::item`` around ``aten::_local_scalar_dense``), else the
     innermost user range there ('' when none, or no sync)."""
-    out = np.full(len(gaps), "", dtype=object)
+    out = texts(len(gaps))
     if trace is None or not held.any():
         return out
     # The engine's numpy view of the events (built once per trace): no pandas selection of the ops.
