@@ -80,15 +80,37 @@ JUDGED_SUBSET_SHARE = 0.5
 
 @dataclasses.dataclass(frozen=True)
 class _Whole:
-    """The context facts read over every gap: launch timing, what is judged, the capture edges."""
+    """The context facts read over every gap: launch timing, what is judged, the capture edges (the
+    gaps at a boundary only: a few per device, not two string arrays over every gap)."""
 
     judged: np.ndarray
     queued: np.ndarray
     late: np.ndarray
     turnaround: np.ndarray
-    capture_kind: np.ndarray
-    capture_text: np.ndarray
+    capture_at: np.ndarray  # positions of the gaps at a capture boundary, ascending
+    capture_kind_at: np.ndarray  # their kinds
+    capture_text_at: np.ndarray  # their sentences
     edges: pd.DataFrame | None
+
+    def capture(self, values: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """``capture_kind_at`` / ``capture_text_at`` as an array over every gap ('' elsewhere), or over
+        the gaps ``rows`` (ascending)."""
+        if rows is None:
+            out = texts(len(self.judged))
+            out[self.capture_at] = values
+            return out
+        out = texts(len(rows))
+        k = np.minimum(np.searchsorted(self.capture_at, rows), max(len(self.capture_at) - 1, 0))
+        hit = np.flatnonzero(self.capture_at[k] == rows) if len(self.capture_at) else k[:0]
+        out[hit] = values[k[hit]]
+        return out
+
+    def boundary(self, *kinds: str) -> np.ndarray:
+        """Bool per gap: at a capture boundary (of one of ``kinds``, when given)."""
+        out = np.zeros(len(self.judged), dtype=bool)
+        at = self.capture_at if not kinds else self.capture_at[np.isin(self.capture_kind_at, kinds)]
+        out[at] = True
+        return out
 
 
 def _whole(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> _Whole:
@@ -99,9 +121,9 @@ def _whole(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, 
     turnaround = ~late & (dur < cfg.turnaround_max_ns + timestamp_tick_ns(trace))
     judged = (dur >= cfg.min_judged_gap_ns) & ~turnaround
     edges = capture_boundary.edges_of(steps, trace, cfg)
-    capture_kind, capture_text = capture_boundary.cover(gaps, edges)
-    return _Whole(judged=judged, queued=queued, late=late, turnaround=turnaround, capture_kind=capture_kind,
-                  capture_text=capture_text, edges=edges)
+    at, kind_at, text_at = capture_boundary.cover_at(gaps, edges)
+    return _Whole(judged=judged, queued=queued, late=late, turnaround=turnaround, capture_at=at,
+                  capture_kind_at=kind_at, capture_text_at=text_at, edges=edges)
 
 
 def _claimable(gaps: pd.DataFrame, whole: _Whole, cfg: Thresholds) -> np.ndarray:
@@ -125,7 +147,8 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
     def pick(a: np.ndarray) -> np.ndarray:
         return a if rows is None else a[rows]
 
-    queued, late, capture_kind = pick(whole.queued), pick(whole.late), pick(whole.capture_kind)
+    queued, late = pick(whole.queued), pick(whole.late)
+    capture_kind = whole.capture(whole.capture_kind_at, rows)
     held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(part, trace, cfg)
     sync_origin = sync_stall.origin_op(part, trace, held, sync_start, sync_tid)
     work_ns, work_label = host_work.host_work(part, trace, host_work.launching_thread(part, trace), cfg)
@@ -140,8 +163,7 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
     one_ns, one_kind, one_label, one_count = one_time_cost.cover(part, steps, trace, cfg)
     blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(part, steps, trace, cfg)
     # A drain-sync's queued wait takes out the idle of every earlier gap of its device, claimable or not.
-    wait = pick(sync_stall.queued_wait(gaps, _spread(held, rows, len(gaps)), _spread(sync_start, rows, len(gaps)),
-                                       unrecorded=capture_boundary.lead(whole.capture_kind)))
+    wait = sync_stall.queued_wait(gaps, held, sync_start, unrecorded=whole.boundary(*capture_boundary.LEADS), at=rows)
     return RuleContext(judged=pick(whole.judged), queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
                        sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin, sync_wait_ns=wait,
                        dispatch=dispatch, dispatch_op=dispatch_op, api_call_ns=api_call_ns,
@@ -149,17 +171,8 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
                        one_time_ns=one_ns, one_time_kind=one_kind, one_time_label=one_label,
                        one_time_count=one_count, sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns,
                        sync_alloc_calls=alloc_calls, sync_block_start_ns=block_start, capture_kind=capture_kind,
-                       capture_text=pick(whole.capture_text), host_work_ns=work_ns, host_work_label=work_label,
+                       capture_text=whole.capture(whole.capture_text_at, rows), host_work_ns=work_ns, host_work_label=work_label,
                        turnaround=pick(whole.turnaround), comm_tail_ns=tail)
-
-
-def _spread(values: np.ndarray, rows: np.ndarray | None, n: int) -> np.ndarray:
-    """``values`` of rows ``rows`` as an array over all ``n`` gaps (zero elsewhere)."""
-    if rows is None:
-        return values
-    out = np.zeros(n, dtype=values.dtype)
-    out[rows] = values
-    return out
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
@@ -199,18 +212,17 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
         cls, kinds = _rules(part, ctx, cfg)
         del part
     if rows is not None:  # the other gaps: a capture boundary or unattributed (see _claimable)
-        boundary = whole.capture_kind != ""
-        cls_all = np.where(boundary, code[capture_boundary.NAME], code[UNATTRIBUTED]).astype(np.int8)
+        cls_all = np.full(n, code[UNATTRIBUTED], dtype=np.int8)
+        cls_all[whole.capture_at] = code[capture_boundary.NAME]
         kinds_all = texts(n, UNATTRIBUTED)
-        at = np.flatnonzero(boundary)
-        values, names = pd.factorize(whole.capture_kind[at], use_na_sentinel=False)
-        kinds_all[at] = np.asarray(names, dtype=object)[values]
+        values, names = pd.factorize(whole.capture_kind_at, use_na_sentinel=False)
+        kinds_all[whole.capture_at] = np.asarray(names, dtype=object)[values]
         cls_all[rows], kinds_all[rows] = cls, kinds
         cls, kinds = cls_all, kinds_all
         # the facts read for every gap, whole, beside the other rows' own (rules.evidence.store reads both)
         ctx = dataclasses.replace(ctx, judged=whole.judged, queued=whole.queued, late=whole.late,
-                                  turnaround=whole.turnaround, capture_kind=whole.capture_kind,
-                                  capture_text=whole.capture_text)
+                                  turnaround=whole.turnaround, capture_kind=whole.capture(whole.capture_kind_at),
+                                  capture_text=whole.capture(whole.capture_text_at))
     out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
     out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
     evidence.store(out, ctx, cls, rows)  # the sentences' inputs, as columns (rules.evidence)
