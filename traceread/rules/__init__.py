@@ -197,7 +197,9 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
     n = len(out)
     whole = _whole(out, steps_df, trace, cfg)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
-    rows: np.ndarray | None = np.flatnonzero(_claimable(out, whole, cfg))
+    # (the capture boundary's gaps too, claimable or not: a few per device, and their kinds and sentences
+    # are then the part's own, not arrays over every gap)
+    rows: np.ndarray | None = np.flatnonzero(_claimable(out, whole, cfg) | whole.boundary())
     # (none claimable: the whole frame still, for periodicity's notes on steps too few to judge)
     if rows is not None and not 0 < len(rows) <= min(JUDGED_SUBSET_SHARE * n, n - 1):
         rows = None
@@ -211,18 +213,14 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
             forget_columns(out)  # the rules read the claimable rows' own columns from here on
         cls, kinds = _rules(part, ctx, cfg)
         del part
-    if rows is not None:  # the other gaps: a capture boundary or unattributed (see _claimable)
+    if rows is not None:  # the other gaps: unattributed (see _claimable; the boundary's are in ``rows``)
         cls_all = np.full(n, code[UNATTRIBUTED], dtype=np.int8)
-        cls_all[whole.capture_at] = code[capture_boundary.NAME]
         kinds_all = texts(n, UNATTRIBUTED)
-        values, names = pd.factorize(whole.capture_kind_at, use_na_sentinel=False)
-        kinds_all[whole.capture_at] = np.asarray(names, dtype=object)[values]
         cls_all[rows], kinds_all[rows] = cls, kinds
         cls, kinds = cls_all, kinds_all
         # the facts read for every gap, whole, beside the other rows' own (rules.evidence.store reads both)
         ctx = dataclasses.replace(ctx, judged=whole.judged, queued=whole.queued, late=whole.late,
-                                  turnaround=whole.turnaround, capture_kind=whole.capture(whole.capture_kind_at),
-                                  capture_text=whole.capture(whole.capture_text_at))
+                                  turnaround=whole.turnaround)
     out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
     out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
     evidence.store(out, ctx, cls, rows)  # the sentences' inputs, as columns (rules.evidence)
