@@ -25,6 +25,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from traceread import heap
 from traceread.config import Thresholds
 from traceread.rules import (
     _calls,
@@ -190,7 +191,12 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
     with column_cache(out), _calls.shared(trace):
         out = _classify(out, steps_df, trace, cfg)
-        return evidence.with_evidence(out, cfg) if text else out
+        if text:
+            out = evidence.with_evidence(out, cfg)
+    # The context's temporaries are freed: their pages go back, not under what the caller allocates
+    # next (the gaps table's step totals on a 2M-gap export grew the peak by 70 MB above them).
+    heap.trim()
+    return out
 
 
 def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
@@ -222,7 +228,7 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
         ctx = dataclasses.replace(ctx, judged=whole.judged, queued=whole.queued, late=whole.late,
                                   turnaround=whole.turnaround)
     out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
-    out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
+    out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object, copy=False)  # (kinds is new: no copy)
     evidence.store(out, ctx, cls, rows)  # the sentences' inputs, as columns (rules.evidence)
     out.attrs["notes"] = list(ctx.notes)
     return out

@@ -14,14 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from traceread import schema
-from traceread.lanes import API_CATS, event_view
+from traceread.lanes import API_CATS, EventView, event_view
 from traceread.trace import Trace
 
 T = TypeVar("T")
@@ -175,18 +174,44 @@ def _split_by_rank(trace: Trace, spec: Spec, names: tuple[re.Pattern[str], ...],
         kept.pop(("select", spec, None, key_names), None)
 
 
-@dataclass(frozen=True)
 class Calls:
-    """One rank's runtime/driver calls on host threads, sorted by start (frame order among equal starts)."""
+    """One rank's runtime/driver calls on host threads, sorted by start (frame order among equal starts).
 
-    rows: np.ndarray  # event rows
-    start: np.ndarray  # int64
-    end: np.ndarray  # int64
-    tid: np.ndarray  # int64
-    name: np.ndarray  # name codes (index ``name_hits`` with them)
+    ``rows``, ``start`` and ``name`` are kept; ``end`` and ``tid`` of every call are read from the
+    event view when asked (each is asked a few times per classification; kept, they were 16 bytes a
+    call beside the 12 the rest holds, for millions of calls per rank). A :meth:`where` selection
+    keeps its own."""
+
+    def __init__(self, rows: np.ndarray, start: np.ndarray, name: np.ndarray, view: EventView | None = None,
+                 end: np.ndarray | None = None, tid: np.ndarray | None = None) -> None:
+        self.rows = rows  # event rows
+        self.start = start  # int64
+        self.name = name  # name codes (index ``name_hits`` with them)
+        self._view, self._end, self._tid = view, end, tid
+
+    @property
+    def end(self) -> np.ndarray:
+        """int64"""
+        if self._end is not None:
+            return self._end
+        assert self._view is not None
+        return self._view.end[self.rows].astype(np.int64, copy=False)
+
+    @property
+    def tid(self) -> np.ndarray:
+        """int64"""
+        if self._tid is not None:
+            return self._tid
+        assert self._view is not None
+        return self._view.tid[self.rows].astype(np.int64, copy=False)
 
     def where(self, keep: np.ndarray) -> Calls:
-        return Calls(self.rows[keep], self.start[keep], self.end[keep], self.tid[keep], self.name[keep])
+        rows = self.rows[keep]
+        if self._view is None:
+            assert self._end is not None and self._tid is not None
+            return Calls(rows, self.start[keep], self.name[keep], end=self._end[keep], tid=self._tid[keep])
+        return Calls(rows, self.start[keep], self.name[keep], end=self._view.end[rows].astype(np.int64, copy=False),
+                     tid=self._view.tid[rows].astype(np.int64, copy=False))
 
 
 def api_calls(trace: Trace, rank: int) -> Calls:
@@ -200,8 +225,7 @@ def api_calls(trace: Trace, rank: int) -> Calls:
             order = np.argsort(start, kind="stable")
             rows, start = rows[order], start[order]
             del order
-        return Calls(rows, start, v.end[rows].astype(np.int64, copy=False),
-                     v.tid[rows].astype(np.int64, copy=False), v.name[rows])
+        return Calls(rows, start, v.name[rows], view=v)
     return _cached(trace, ("api", rank), make)
 
 
