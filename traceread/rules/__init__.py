@@ -25,6 +25,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from traceread import heap
 from traceread.config import Thresholds
 from traceread.rules import (
     _calls,
@@ -50,6 +51,7 @@ from traceread.rules._base import (
     launch_timing,
     longest_api_call,
     sync_at_drain,
+    texts,
     timestamp_tick_ns,
     waited_for_comm,
 )
@@ -79,15 +81,37 @@ JUDGED_SUBSET_SHARE = 0.5
 
 @dataclasses.dataclass(frozen=True)
 class _Whole:
-    """The context facts read over every gap: launch timing, what is judged, the capture edges."""
+    """The context facts read over every gap: launch timing, what is judged, the capture edges (the
+    gaps at a boundary only: a few per device, not two string arrays over every gap)."""
 
     judged: np.ndarray
     queued: np.ndarray
     late: np.ndarray
     turnaround: np.ndarray
-    capture_kind: np.ndarray
-    capture_text: np.ndarray
+    capture_at: np.ndarray  # positions of the gaps at a capture boundary, ascending
+    capture_kind_at: np.ndarray  # their kinds
+    capture_text_at: np.ndarray  # their sentences
     edges: pd.DataFrame | None
+
+    def capture(self, values: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """``capture_kind_at`` / ``capture_text_at`` as an array over every gap ('' elsewhere), or over
+        the gaps ``rows`` (ascending)."""
+        if rows is None:
+            out = texts(len(self.judged))
+            out[self.capture_at] = values
+            return out
+        out = texts(len(rows))
+        k = np.minimum(np.searchsorted(self.capture_at, rows), max(len(self.capture_at) - 1, 0))
+        hit = np.flatnonzero(self.capture_at[k] == rows) if len(self.capture_at) else k[:0]
+        out[hit] = values[k[hit]]
+        return out
+
+    def boundary(self, *kinds: str) -> np.ndarray:
+        """Bool per gap: at a capture boundary (of one of ``kinds``, when given)."""
+        out = np.zeros(len(self.judged), dtype=bool)
+        at = self.capture_at if not kinds else self.capture_at[np.isin(self.capture_kind_at, kinds)]
+        out[at] = True
+        return out
 
 
 def _whole(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> _Whole:
@@ -98,9 +122,9 @@ def _whole(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, 
     turnaround = ~late & (dur < cfg.turnaround_max_ns + timestamp_tick_ns(trace))
     judged = (dur >= cfg.min_judged_gap_ns) & ~turnaround
     edges = capture_boundary.edges_of(steps, trace, cfg)
-    capture_kind, capture_text = capture_boundary.cover(gaps, edges)
-    return _Whole(judged=judged, queued=queued, late=late, turnaround=turnaround, capture_kind=capture_kind,
-                  capture_text=capture_text, edges=edges)
+    at, kind_at, text_at = capture_boundary.cover_at(gaps, edges)
+    return _Whole(judged=judged, queued=queued, late=late, turnaround=turnaround, capture_at=at,
+                  capture_kind_at=kind_at, capture_text_at=text_at, edges=edges)
 
 
 def _claimable(gaps: pd.DataFrame, whole: _Whole, cfg: Thresholds) -> np.ndarray:
@@ -124,7 +148,8 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
     def pick(a: np.ndarray) -> np.ndarray:
         return a if rows is None else a[rows]
 
-    queued, late, capture_kind = pick(whole.queued), pick(whole.late), pick(whole.capture_kind)
+    queued, late = pick(whole.queued), pick(whole.late)
+    capture_kind = whole.capture(whole.capture_kind_at, rows)
     held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(part, trace, cfg)
     sync_origin = sync_stall.origin_op(part, trace, held, sync_start, sync_tid)
     work_ns, work_label = host_work.host_work(part, trace, host_work.launching_thread(part, trace), cfg)
@@ -139,8 +164,7 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
     one_ns, one_kind, one_label, one_count = one_time_cost.cover(part, steps, trace, cfg)
     blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(part, steps, trace, cfg)
     # A drain-sync's queued wait takes out the idle of every earlier gap of its device, claimable or not.
-    wait = pick(sync_stall.queued_wait(gaps, _spread(held, rows, len(gaps)), _spread(sync_start, rows, len(gaps)),
-                                       unrecorded=capture_boundary.lead(whole.capture_kind)))
+    wait = sync_stall.queued_wait(gaps, held, sync_start, unrecorded=whole.boundary(*capture_boundary.LEADS), at=rows)
     return RuleContext(judged=pick(whole.judged), queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
                        sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin, sync_wait_ns=wait,
                        dispatch=dispatch, dispatch_op=dispatch_op, api_call_ns=api_call_ns,
@@ -148,17 +172,8 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
                        one_time_ns=one_ns, one_time_kind=one_kind, one_time_label=one_label,
                        one_time_count=one_count, sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns,
                        sync_alloc_calls=alloc_calls, sync_block_start_ns=block_start, capture_kind=capture_kind,
-                       capture_text=pick(whole.capture_text), host_work_ns=work_ns, host_work_label=work_label,
+                       capture_text=whole.capture(whole.capture_text_at, rows), host_work_ns=work_ns, host_work_label=work_label,
                        turnaround=pick(whole.turnaround), comm_tail_ns=tail)
-
-
-def _spread(values: np.ndarray, rows: np.ndarray | None, n: int) -> np.ndarray:
-    """``values`` of rows ``rows`` as an array over all ``n`` gaps (zero elsewhere)."""
-    if rows is None:
-        return values
-    out = np.zeros(n, dtype=values.dtype)
-    out[rows] = values
-    return out
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
@@ -176,14 +191,21 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
     with column_cache(out), _calls.shared(trace):
         out = _classify(out, steps_df, trace, cfg)
-        return evidence.with_evidence(out, cfg) if text else out
+        if text:
+            out = evidence.with_evidence(out, cfg)
+    # The context's temporaries are freed: their pages go back, not under what the caller allocates
+    # next (the gaps table's step totals on a 2M-gap export grew the peak by 70 MB above them).
+    heap.trim()
+    return out
 
 
 def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
     n = len(out)
     whole = _whole(out, steps_df, trace, cfg)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
-    rows: np.ndarray | None = np.flatnonzero(_claimable(out, whole, cfg))
+    # (the capture boundary's gaps too, claimable or not: a few per device, and their kinds and sentences
+    # are then the part's own, not arrays over every gap)
+    rows: np.ndarray | None = np.flatnonzero(_claimable(out, whole, cfg) | whole.boundary())
     # (none claimable: the whole frame still, for periodicity's notes on steps too few to judge)
     if rows is not None and not 0 < len(rows) <= min(JUDGED_SUBSET_SHARE * n, n - 1):
         rows = None
@@ -192,25 +214,21 @@ def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | N
         if part is not out:
             stack.enter_context(column_cache(part))
         ctx = _context(part, out, rows, steps_df, trace, cfg, whole)
+        _calls.release(trace)  # the trace's selections: the rules read the context only from here on
         if part is not out:
             forget_columns(out)  # the rules read the claimable rows' own columns from here on
         cls, kinds = _rules(part, ctx, cfg)
         del part
-    if rows is not None:  # the other gaps: a capture boundary or unattributed (see _claimable)
-        boundary = whole.capture_kind != ""
-        cls_all = np.where(boundary, code[capture_boundary.NAME], code[UNATTRIBUTED]).astype(np.int8)
-        kinds_all = np.full(n, UNATTRIBUTED, dtype=object)
-        at = np.flatnonzero(boundary)
-        values, names = pd.factorize(whole.capture_kind[at], use_na_sentinel=False)
-        kinds_all[at] = np.asarray(names, dtype=object)[values]
+    if rows is not None:  # the other gaps: unattributed (see _claimable; the boundary's are in ``rows``)
+        cls_all = np.full(n, code[UNATTRIBUTED], dtype=np.int8)
+        kinds_all = texts(n, UNATTRIBUTED)
         cls_all[rows], kinds_all[rows] = cls, kinds
         cls, kinds = cls_all, kinds_all
         # the facts read for every gap, whole, beside the other rows' own (rules.evidence.store reads both)
         ctx = dataclasses.replace(ctx, judged=whole.judged, queued=whole.queued, late=whole.late,
-                                  turnaround=whole.turnaround, capture_kind=whole.capture_kind,
-                                  capture_text=whole.capture_text)
+                                  turnaround=whole.turnaround)
     out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
-    out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object)
+    out["evidence_kind"] = pd.Series(kinds, index=out.index, dtype=object, copy=False)  # (kinds is new: no copy)
     evidence.store(out, ctx, cls, rows)  # the sentences' inputs, as columns (rules.evidence)
     out.attrs["notes"] = list(ctx.notes)
     return out
@@ -223,8 +241,7 @@ def _rules(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> tuple[np.nd
     cls = np.full(n, code[UNATTRIBUTED], dtype=np.int8)  # class codes: no string per gap
     # One reference per gap to one string: np.full converts the string to a str per element (4.6M
     # objects, 267 MB on a 5M-gap export, kept in the frame's evidence_kind column).
-    kinds = np.empty(n, dtype=object)
-    kinds.fill(UNATTRIBUTED)
+    kinds = texts(n, UNATTRIBUTED)
     free = np.ones(n, dtype=bool)
     for rule in RULES:
         if not free.any():

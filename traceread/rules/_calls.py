@@ -14,14 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from traceread import schema
-from traceread.lanes import API_CATS, event_view
+from traceread.lanes import API_CATS, EventView, event_view
 from traceread.trace import Trace
 
 T = TypeVar("T")
@@ -48,6 +47,16 @@ def shared(trace: Trace | None) -> Iterator[None]:
         yield
     finally:
         _SHARED.pop(id(trace.events), None)
+
+
+def release(trace: Trace | None) -> None:
+    """Free the selections kept for ``trace`` so far (``shared`` stays open): for a phase that reads
+    no more of them (the rules' masks read the context only)."""
+    if trace is None:
+        return
+    scope = _SHARED.get(id(trace.events))
+    if scope is not None and scope[0] is trace.events:
+        scope[1].clear()
 
 
 def _cached(trace: Trace, key: tuple[Any, ...], make: Callable[[], T]) -> T:
@@ -111,6 +120,15 @@ def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pa
             return np.zeros(0, dtype=np.int32)
         rank = None
 
+    key = ("select", spec, rank, tuple((rx.pattern, rx.flags) for rx in names))
+    if rank is not None:
+        scope = _SHARED.get(id(trace.events))
+        if scope is not None and scope[0] is trace.events and key not in scope[1]:
+            _split_by_rank(trace, spec, names, scope[1])
+        if scope is not None and scope[0] is trace.events:
+            out: np.ndarray = scope[1].get(key, np.zeros(0, dtype=np.int32))
+            return out
+
     def make() -> np.ndarray:
         table = np.zeros((len(v.lane_codes) + 1, len(v.cat_codes) + 1), dtype=bool)  # index 0: none
         for lane, cats, negate in spec:
@@ -133,21 +151,67 @@ def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pa
                 keep &= v.rank == rank
             rows = np.flatnonzero(keep)
         return rows.astype(np.int32) if len(v.lane) < (1 << 31) else rows
-    return _cached(trace, ("select", spec, rank, tuple((rx.pattern, rx.flags) for rx in names)), make)
+    return _cached(trace, key, make)
 
 
-@dataclass(frozen=True)
+def _split_by_rank(trace: Trace, spec: Spec, names: tuple[re.Pattern[str], ...], kept: dict[tuple[Any, ...], Any]
+                   ) -> None:
+    """Keep in ``kept`` the selection of ``spec`` (and ``names``) of every rank at once, split from the
+    selection of all ranks (kept only when it was asked for itself): one pass over the events for
+    every rank, not one per rank, and no copy of the whole selection beside the ranks' parts.
+    ``("ranks", ...)`` holds the ranks in order of their first row."""
+    v = event_view(trace)
+    key_names = tuple((rx.pattern, rx.flags) for rx in names)
+    asked = ("select", spec, None, key_names) in kept
+    whole = select(trace, spec, None, names)
+    of = v.rank[whole]
+    ranks = [int(x) for x in pd.unique(of)] if len(of) and np.min(of) != np.max(of) else \
+        ([int(of[0])] if len(of) else [])
+    for r in ranks:  # ranks are few
+        kept[("select", spec, r, key_names)] = whole[of == r] if len(ranks) > 1 else whole
+    kept[("ranks", spec, key_names)] = ranks
+    if not asked:
+        kept.pop(("select", spec, None, key_names), None)
+
+
 class Calls:
-    """One rank's runtime/driver calls on host threads, sorted by start (frame order among equal starts)."""
+    """One rank's runtime/driver calls on host threads, sorted by start (frame order among equal starts).
 
-    rows: np.ndarray  # event rows
-    start: np.ndarray  # int64
-    end: np.ndarray  # int64
-    tid: np.ndarray  # int64
-    name: np.ndarray  # name codes (index ``name_hits`` with them)
+    ``rows``, ``start`` and ``name`` are kept; ``end`` and ``tid`` of every call are read from the
+    event view when asked (each is asked a few times per classification; kept, they were 16 bytes a
+    call beside the 12 the rest holds, for millions of calls per rank). A :meth:`where` selection
+    keeps its own."""
+
+    def __init__(self, rows: np.ndarray, start: np.ndarray, name: np.ndarray, view: EventView | None = None,
+                 end: np.ndarray | None = None, tid: np.ndarray | None = None) -> None:
+        self.rows = rows  # event rows
+        self.start = start  # int64
+        self.name = name  # name codes (index ``name_hits`` with them)
+        self._view, self._end, self._tid = view, end, tid
+
+    @property
+    def end(self) -> np.ndarray:
+        """int64"""
+        if self._end is not None:
+            return self._end
+        assert self._view is not None
+        return self._view.end[self.rows].astype(np.int64, copy=False)
+
+    @property
+    def tid(self) -> np.ndarray:
+        """int64"""
+        if self._tid is not None:
+            return self._tid
+        assert self._view is not None
+        return self._view.tid[self.rows].astype(np.int64, copy=False)
 
     def where(self, keep: np.ndarray) -> Calls:
-        return Calls(self.rows[keep], self.start[keep], self.end[keep], self.tid[keep], self.name[keep])
+        rows = self.rows[keep]
+        if self._view is None:
+            assert self._end is not None and self._tid is not None
+            return Calls(rows, self.start[keep], self.name[keep], end=self._end[keep], tid=self._tid[keep])
+        return Calls(rows, self.start[keep], self.name[keep], end=self._view.end[rows].astype(np.int64, copy=False),
+                     tid=self._view.tid[rows].astype(np.int64, copy=False))
 
 
 def api_calls(trace: Trace, rank: int) -> Calls:
@@ -156,9 +220,12 @@ def api_calls(trace: Trace, rank: int) -> Calls:
 
     def make() -> Calls:
         rows = select(trace, API, rank)
-        rows = rows[np.argsort(v.start[rows], kind="stable")]
-        return Calls(rows, v.start[rows].astype(np.int64, copy=False), v.end[rows].astype(np.int64, copy=False),
-                     v.tid[rows].astype(np.int64, copy=False), v.name[rows])
+        start = v.start[rows].astype(np.int64, copy=False)
+        if len(start) > 1 and not bool(np.all(start[1:] >= start[:-1])):  # (nsys exports: already in order)
+            order = np.argsort(start, kind="stable")
+            rows, start = rows[order], start[order]
+            del order
+        return Calls(rows, start, v.name[rows], view=v)
     return _cached(trace, ("api", rank), make)
 
 
@@ -176,6 +243,13 @@ def distinct(values: np.ndarray) -> list[int]:
 def api_ranks(trace: Trace) -> list[int]:
     """The ranks that have runtime/driver calls, in order of their first call in the frame."""
     v = event_view(trace)
+
+    scope = _SHARED.get(id(trace.events))
+    if _only_rank(trace) is None and scope is not None and scope[0] is trace.events:
+        if ("ranks", API, ()) not in scope[1]:
+            _split_by_rank(trace, API, (), scope[1])  # (the ranks' own selections come with it)
+        ranks: list[int] = scope[1][("ranks", API, ())]
+        return ranks
 
     def make() -> list[int]:
         rows, only = select(trace, API), _only_rank(trace)

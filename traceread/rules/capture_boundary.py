@@ -29,7 +29,7 @@ import pandas as pd
 
 from traceread.capture_edges import capture_edges
 from traceread.config import Thresholds
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns
+from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, texts
 from traceread.steps import outliers
 from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY
@@ -100,41 +100,60 @@ def captured(gaps: pd.DataFrame, steps: pd.DataFrame | None, edges: pd.DataFrame
 
 def cover(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
     """Per gap: ``(kind, evidence)``: the boundary the gap lies in ('' when none) and its sentence."""
-    n = len(gaps)
-    kind = np.full(n, "", dtype=object)
-    text = np.full(n, "", dtype=object)
-    if edges is None or n == 0:
-        return kind, text
-    g_rank, g_dev = col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)
-    gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
-    for e in _records(edges):  # one row per device
-        here = (g_rank == e.rank) & (g_dev == e.device)
-        if e.lead_end_ns >= 0:
-            lead = here & (gs >= e.lead_start_ns) & (ge <= e.lead_end_ns)
-            wait = fmt_ns(np.array([e.lead_wait_ns]))[0]
-            if e.lead_kind == "queued":
-                kind[lead] = "uncaptured-work"
-                text[lead] = (f"capture boundary: the device's first recorded GPU op ({e.lead_op}) started {wait} "
-                              f"after its launch call ({e.lead_call}) returned, with nothing recorded ahead of it: "
-                              "the GPU was busy with work issued before the capture began")
-            else:
-                kind[lead] = "blocking-call"
-                text[lead] = (f"capture boundary: at the capture's start the host was blocked {wait} in "
-                              f"{e.lead_call} before anything recorded ran on the device: it waited on GPU work "
-                              "issued before the capture began")
-        if e.tail_start_ns >= 0:
-            tail = here & (gs >= e.tail_start_ns) & (ge <= e.tail_end_ns)
-            kind[tail] = "shutdown"
-            text[tail] = cat("capture boundary: the last step ends in ", fmt_ns(np.full(int(tail.sum()),
-                             e.tail_end_ns - e.tail_start_ns)), " with no host op and no GPU op (the profiler "
-                             "shutting down; the other steps end within ",
-                             fmt_ns(np.full(int(tail.sum()), e.tail_other_ns)), " of their last op)")
+    at, kind_at, text_at = cover_at(gaps, edges)
+    kind, text = texts(len(gaps)), texts(len(gaps))
+    kind[at], text[at] = kind_at, text_at
     return kind, text
+
+
+def cover_at(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`cover` of the gaps at a boundary only (a few per device: no string array over every gap):
+    ``(positions, kind, evidence)``, positions ascending."""
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    if edges is not None and len(gaps):
+        # rank and device as the frame holds them (compared with one value each): no int64 copy of every gap's
+        g_rank, g_dev = col(gaps, "rank"), col(gaps, "device")
+        gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
+        for e in _records(edges):  # one row per device
+            here = (g_rank == e.rank) & (g_dev == e.device)
+            if e.lead_end_ns >= 0:
+                lead = np.flatnonzero(here & (gs >= e.lead_start_ns) & (ge <= e.lead_end_ns))
+                wait = fmt_ns(np.array([e.lead_wait_ns]))[0]
+                if e.lead_kind == "queued":
+                    parts.append((lead, texts(len(lead), "uncaptured-work"), texts(len(lead), (
+                        f"capture boundary: the device's first recorded GPU op ({e.lead_op}) started {wait} "
+                        f"after its launch call ({e.lead_call}) returned, with nothing recorded ahead of it: "
+                        "the GPU was busy with work issued before the capture began"))))
+                else:
+                    parts.append((lead, texts(len(lead), "blocking-call"), texts(len(lead), (
+                        f"capture boundary: at the capture's start the host was blocked {wait} in "
+                        f"{e.lead_call} before anything recorded ran on the device: it waited on GPU work "
+                        "issued before the capture began"))))
+            if e.tail_start_ns >= 0:
+                tail = np.flatnonzero(here & (gs >= e.tail_start_ns) & (ge <= e.tail_end_ns))
+                parts.append((tail, texts(len(tail), "shutdown"), cat(
+                    "capture boundary: the last step ends in ", fmt_ns(np.full(len(tail),
+                    e.tail_end_ns - e.tail_start_ns)), " with no host op and no GPU op (the profiler "
+                    "shutting down; the other steps end within ",
+                    fmt_ns(np.full(len(tail), e.tail_other_ns)), " of their last op)")))
+    if not parts:
+        return np.zeros(0, dtype=np.int64), texts(0), texts(0)
+    at = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
+    kind, text = np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+    # a later edge's stretch overrides an earlier one's on the same gap (as assigned in that order)
+    _, last = np.unique(at[::-1], return_index=True)
+    keep = np.sort(len(at) - 1 - last)
+    keep = keep[np.argsort(at[keep], kind="stable")]
+    return at[keep], kind[keep], text[keep]
+
+
+# The kinds of a capture's lead, where the GPU was busy with work issued before the capture.
+LEADS = ("uncaptured-work", "blocking-call")
 
 
 def lead(kinds: np.ndarray) -> np.ndarray:
     """Bool per gap, from ``cover``'s kinds: a lead, where the GPU was busy with work issued before the capture."""
-    return np.isin(kinds, ("uncaptured-work", "blocking-call"))
+    return np.isin(kinds, LEADS)
 
 
 def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:

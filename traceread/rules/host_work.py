@@ -32,7 +32,7 @@ from traceread.host_calls import (
     frame_label,
 )
 from traceread.lanes import EventView, event_view
-from traceread.rules._base import col
+from traceread.rules._base import col, texts
 from traceread.rules._calls import api_calls, api_ranks, distinct, matching, name_hits, thread_host_rows
 from traceread.trace import Trace
 
@@ -59,10 +59,13 @@ def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
         is_launch = matching(trace, calls, KERNEL_LAUNCH, GRAPH_LAUNCH)
         if not is_launch.any():
             continue
-        cs, tid = calls.start[is_launch], calls.tid[is_launch]
-        if np.min(tid) == np.max(tid):  # one launching thread (the common case): no search
-            out[sel] = int(tid[0])
+        every = calls.tid
+        lo = int(np.min(every, where=is_launch, initial=np.iinfo(np.int64).max))
+        if lo == int(np.max(every, where=is_launch, initial=np.iinfo(np.int64).min)):
+            out[sel] = lo  # one launching thread (the common case): no search, no copy of the launches
             continue
+        cs, tid = calls.start[is_launch], every[is_launch]
+        del every
         out[sel] = _busiest(tid, calls.rows[is_launch])
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = (lstart[sel] >= 0) & (cs[k] == lstart[sel])
@@ -91,7 +94,7 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     holding most of it with its longest meaningful descendants ('' elsewhere)."""
     n = len(gaps)
     ns = np.zeros(n, dtype=np.int64)
-    label = np.full(n, "", dtype=object)
+    label = texts(n)
     if trace is None or n == 0:
         return ns, label
     v = event_view(trace)

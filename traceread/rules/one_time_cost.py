@@ -81,6 +81,7 @@ from traceread.rules._base import (
     fmt_int,
     fmt_ns,
     fmt_pct,
+    texts,
 )
 from traceread.rules._calls import Calls, Spec, api_calls, api_ranks, matching, name_hits, select
 from traceread.trace import Trace
@@ -211,7 +212,7 @@ class _Spans:
             self.rank.append(np.asarray(rank, np.int64))
             self.start.append(np.asarray(s, np.int64))
             self.end.append(np.asarray(e, np.int64))
-            self.kind.append(np.full(len(s), kind, dtype=object))
+            self.kind.append(texts(len(s), kind))
             self.label.append(np.asarray(label, dtype=object))
 
     def rows(self, v: EventView, rows: np.ndarray, kind: str) -> None:
@@ -343,8 +344,8 @@ def cover(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, c
     covers the most, the longest overlapping interval's name, and how many one-time intervals start in it."""
     n = len(gaps)
     ns = np.zeros(n, dtype=np.int64)
-    kind = np.full(n, "", dtype=object)
-    label = np.full(n, "", dtype=object)
+    kind = texts(n)
+    label = texts(n)
     count = np.zeros(n, dtype=np.int64)
     if trace is None or trace.events.empty or n == 0:
         return ns, kind, label, count

@@ -56,6 +56,7 @@ from traceread.rules._base import (
     fmt_ns,
     fmt_pct,
     frac,
+    texts,
     where,
 )
 from traceread.rules._calls import api_calls, distinct, name_hits
@@ -120,7 +121,7 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: 
     """Per gap, the host op that issued its drain sync: the outermost CPU op on the sync's thread
     enclosing the call at ``start`` (``aten::item`` around ``aten::_local_scalar_dense``), else the
     innermost user range there ('' when none, or no sync)."""
-    out = np.full(len(gaps), "", dtype=object)
+    out = texts(len(gaps))
     if trace is None or not held.any():
         return out
     # The engine's numpy view of the events (built once per trace): no pandas selection of the ops.
@@ -152,25 +153,31 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: 
 
 
 def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray,
-                unrecorded: np.ndarray | None = None) -> np.ndarray:
+                unrecorded: np.ndarray | None = None, at: np.ndarray | None = None) -> np.ndarray:
     """Per gap, how long its drain sync waited while the GPU ran queued work: compute-busy time between
     the sync's call and the drain (the idle of earlier gaps of the device in that window taken out).
     ``unrecorded``: gaps in which the GPU was busy with work the capture did not record (a capture's
     lead): queued work too, so not taken out (a blocking copy at the capture's start waited on it).
-    0 where no sync was in progress at the drain (``held`` False)."""
-    out = np.zeros(len(gaps), dtype=np.int64)
-    has = np.flatnonzero(held)
-    if len(has) == 0:
+    0 where no sync was in progress at the drain (``held`` False). ``at``: ``held`` and ``sync_start``
+    (and the result) are of the gaps at these positions (ascending) only; the idle read is every gap's."""
+    out = np.zeros(len(held), dtype=np.int64)
+    which = np.flatnonzero(held)
+    if len(which) == 0:
         return out
-    g_rank, g_dev = col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64)
+    has = which if at is None else at[which]
+    # rank and device as the frame holds them (compared with one value each): no int64 copy of every gap's
+    g_rank, g_dev = col(gaps, "rank"), col(gaps, "device")
     gs, ge = col(gaps, "start_ns", dtype=np.int64), col(gaps, "end_ns", dtype=np.int64)
-    for rank, dev in {(int(g_rank[i]), int(g_dev[i])) for i in has}:  # ranks and devices are few
+    h_rank, h_dev = g_rank[has], g_dev[has]
+    units = [(rank, dev) for rank in distinct(h_rank) for dev in distinct(h_dev[h_rank == rank])]
+    for rank, dev in units:  # ranks and devices are few
         mine = (g_rank == rank) & (g_dev == dev)
-        q = has[mine[has]]
-        lo = np.minimum(sync_start[q], gs[q])
+        k = np.flatnonzero(mine[has])
+        q = has[k]
+        lo = np.minimum(sync_start[which[k]], gs[q])
         idle_gaps = mine if unrecorded is None else mine & ~unrecorded
         idle = intervals.overlap_with_union(lo, gs[q], *intervals.union(gs[idle_gaps], ge[idle_gaps]))
-        out[q] = gs[q] - lo - idle
+        out[which[k]] = gs[q] - lo - idle
     return out
 
 
