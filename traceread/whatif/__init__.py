@@ -255,9 +255,12 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
         replays.append((steady, False))
     units = []
     for u in _each_unit(traces, steps, gaps, cfg):
-        # No trim between a rank's replays: under analyze's heap setting (traceread.heap.reuse_freed_pages)
-        # each replay reuses the pages the build and the replay before it freed (returned, every replay
-        # faulted its copies in afresh: a fifth of the replays' time), and none needs more than the build.
+        # The build's temporaries go back once (kept, the replays' copies landed beside them in the heap's
+        # free pieces and grew it past the build's peak: 5M-kernel export), but no trim between a rank's
+        # replays: under analyze's heap setting (traceread.heap.reuse_freed_pages) each replay reuses the
+        # pages the replay before it freed (returned, every replay faulted its copies in afresh: a fifth of
+        # the replays' time).
+        heap.trim()
         for fixed, nominal in replays:
             u.outcome(fixed, nominal)
         u.release()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,7 +41,7 @@ from traceread.vocabulary import (
     SYNC_STALL,
 )
 from traceread.whatif.model import OP_START, RankModel
-from traceread.whatif.sweep import host_cut
+from traceread.whatif.sweep import fits, host_cut
 
 # The levers a fix can name, in the report's order of gap classes, then the busy lever.
 FIX_CAUSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE_BUBBLE, SYNC_STALL, ONE_TIME_COST,
@@ -92,6 +93,15 @@ class Edges:
             self.owned.add(name)
         out: np.ndarray = getattr(self, name)
         return out
+
+    def store(self, name: str, index: Any, values: np.ndarray | int) -> None:
+        """``name[index] = values`` (ns, computed in int64) on the writable copy, widened to int64 first when
+        the model kept the array at int32 (:func:`traceread.whatif.model.narrow`) and a value does not fit."""
+        out = self.writable(name)
+        if out.dtype != _I64 and not fits(values, out.dtype):
+            out = out.astype(_I64)
+            setattr(self, name, out)
+        out[index] = values
 
 
 @dataclass(frozen=True)
@@ -159,27 +169,27 @@ def apply_plan(e: Edges, p: Plan) -> None:
             if op.slot:  # an earlier fix may have dropped this edge (a freed sync): nothing left to shrink
                 live = e.src[nodes, op.slot] >= 0
                 nodes, cut = nodes[live], np.asarray(cut)[live]
-            d = e.writable("delay")
-            d[nodes, op.slot] = np.maximum(d[nodes, op.slot] - cut, 0)
+            e.store("delay", (nodes, op.slot), np.maximum(e.delay[nodes, op.slot].astype(_I64) - cut, 0))
         elif op.kind == _FREE:
             values = op.values
             if op.waiting:
                 live = e.src[nodes, 1] >= 0
                 nodes, values = nodes[live], np.asarray(values)[live]
             e.writable("src")[nodes, 1] = -1
-            e.writable("delay")[nodes, 0] = values
+            e.store("delay", (nodes, 0), np.asarray(values))
         else:
-            dur = e.writable("dur")
+            dur = e.dur[nodes].astype(_I64)  # int64 arithmetic whatever the model keeps them in
             if op.kind == _DUR_ZERO:
-                dur[nodes] = 0
+                dur[:] = 0
             elif op.kind == _DUR_DIV:
-                dur[nodes] = (dur[nodes] / op.factor).astype(_I64)
+                dur = (dur / op.factor).astype(_I64)
             elif op.kind == _DUR_MIN:
-                dur[nodes] = np.minimum(dur[nodes], np.asarray(op.values))
+                dur = np.minimum(dur, np.asarray(op.values))
             elif op.kind == _DUR_CUT:
-                dur[nodes] = np.maximum(dur[nodes] - op.values, 0)
+                dur = np.maximum(dur - op.values, 0)
             else:
                 raise ValueError(f"unknown plan step {op.kind!r}")
+            e.store("dur", nodes, dur)
 
 
 def apply(m: RankModel, e: Edges, fix: Fix | Scale, ctx: Context) -> None:

@@ -10,6 +10,8 @@ the nodes where numpy needs a dozen; :func:`host_cut_python` is its twin).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from traceread import intervals
@@ -23,9 +25,24 @@ SRC = np.int32  # edge sources as the compiled loops read them (traceread.whatif
 COMPILED = optional("traceread.whatif._csweep")
 
 
+def _ns(a: np.ndarray) -> np.ndarray:
+    """``a`` (ns) as the compiled loops read it: int32 stays (a model keeps its delays and durations at
+    int32 when every value fits, :func:`traceread.whatif.model.narrow`), anything else is int64."""
+    return np.ascontiguousarray(a, np.int32 if a.dtype == np.int32 else np.int64)
+
+
+def fits(values: np.ndarray | int, dtype: np.dtype[Any] | type) -> bool:
+    """Whether every integer of ``values`` fits ``dtype`` (an int32 model array takes them unchanged)."""
+    a = np.asarray(values)
+    if a.size == 0:
+        return True
+    info = np.iinfo(dtype)
+    return bool(int(np.min(a)) >= info.min and int(np.max(a)) <= info.max)
+
+
 def sweep(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Each node's replayed value (module doc). ``src``/``delay`` are (n, 3): node indices (stored as
-    :data:`SRC`, int32) and int64 ns."""
+    :data:`SRC`, int32) and ns (int32 or int64; every sum is int64)."""
     return sweep_span(time, src, delay, dur)[0]
 
 
@@ -33,13 +50,13 @@ def sweep_span(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.nda
                ) -> tuple[np.ndarray, tuple[int, int]]:
     """:func:`sweep`, and the replay's first start and last end (0, 0 without nodes), which the compiled
     sweep reads in the same pass."""
-    time, dur = np.ascontiguousarray(time, np.int64), np.ascontiguousarray(dur, np.int64)
-    src, delay = np.ascontiguousarray(src, SRC), np.ascontiguousarray(delay, np.int64)
+    time, dur = np.ascontiguousarray(time, np.int64), _ns(dur)
+    src, delay = np.ascontiguousarray(src, SRC), _ns(delay)
     if COMPILED is None or switched_off(DISABLE_ENV):
         out = sweep_python(time, src, delay, dur)
         if not len(out):
             return out, (0, 0)
-        return out, (int(np.min(out)), int(np.max(out + dur)))
+        return out, (int(np.min(out)), int(np.max(out + dur.astype(np.int64))))
     out = np.empty(len(time), dtype=np.int64)
     first, last = COMPILED.sweep(time, src, delay, dur, out)
     return out, (int(first), int(last))
@@ -72,7 +89,7 @@ def host_cut(time: np.ndarray, src: np.ndarray, delay: np.ndarray, nodes: np.nda
     (ascending; each has a slot-0 source), times ``frac`` truncated to int64: (the nodes with something to
     cut or a negative recorded delay, their cuts). ``time`` ascending; ``src``/``delay`` (n, 3) as for
     :func:`sweep`."""
-    time, delay = np.ascontiguousarray(time, np.int64), np.ascontiguousarray(delay, np.int64)
+    time, delay = np.ascontiguousarray(time, np.int64), _ns(delay)
     src = np.ascontiguousarray(src, SRC)
     nodes, us, ue = (np.ascontiguousarray(a, np.int64) for a in (nodes, us, ue))
     if COMPILED is None or switched_off(DISABLE_ENV):
