@@ -81,15 +81,26 @@ class Edges:
     delay: np.ndarray
     dur: np.ndarray
     owned: set[str] = field(default_factory=set, repr=False)
+    # Arrays to copy into, by name, kept by the caller from one replay to the next (one Edges at a time)
+    scratch: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
     @staticmethod
-    def of(m: RankModel) -> Edges:
-        return Edges(m.src, m.delay, m.dur)
+    def of(m: RankModel, scratch: dict[str, np.ndarray] | None = None) -> Edges:
+        return Edges(m.src, m.delay, m.dur, scratch=scratch)
 
     def writable(self, name: str) -> np.ndarray:
-        """The array ``name`` (``src``, ``delay`` or ``dur``), copied on the first call."""
+        """The array ``name`` (``src``, ``delay`` or ``dur``), copied on the first call (into ``scratch``'s
+        array of that name when it has the shape and dtype)."""
         if name not in self.owned:
-            setattr(self, name, getattr(self, name).copy())
+            a = getattr(self, name)
+            buf = self.scratch.get(name) if self.scratch is not None else None
+            if buf is not None and buf.shape == a.shape and buf.dtype == a.dtype:
+                np.copyto(buf, a)
+            else:
+                buf = a.copy()
+                if self.scratch is not None:
+                    self.scratch[name] = buf
+            setattr(self, name, buf)
             self.owned.add(name)
         out: np.ndarray = getattr(self, name)
         return out

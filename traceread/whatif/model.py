@@ -196,8 +196,8 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     ls = np.where(launch_point >= 0, node_time[np.maximum(launch_point, 0)], os_)
 
     stream_key = (v.device[ops].astype(_I64) << 40) ^ v.tid[ops].astype(_I64)
-    by_stream = np.lexsort((op_node, stream_key))
-    prev = np.full(n_ops, -1, dtype=_I64)
+    by_stream = np.lexsort((op_node, stream_key)).astype(SRC)  # op indices at int32, as node indices are
+    prev = np.full(n_ops, -1, dtype=SRC)
     same = stream_key[by_stream[1:]] == stream_key[by_stream[:-1]]
     prev[by_stream[1:][same]] = by_stream[:-1][same]  # op index of the predecessor
     del by_stream, same
@@ -225,7 +225,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     # Cross-stream waits: the start is later than launch and stream predecessor explain.
     explained = np.maximum(np.where(launch_point >= 0, ls + np.minimum(d_launch, lat), ls),
                            np.where(has_prev, pe + np.minimum(d_turn, os_ - pe), ls))
-    x = np.full(n_ops, -1, dtype=_I64)
+    x = np.full(n_ops, -1, dtype=SRC)
     slack = os_ - explained
     want = np.flatnonzero(slack > cfg.whatif_wait_min_ns)
     dev = v.device[ops].astype(_I64)
@@ -328,7 +328,7 @@ def _by_end(dev: np.ndarray, oe: np.ndarray) -> dict[int, tuple[np.ndarray, np.n
     """Per device: its ops (indices), and the same ordered by end (stable)."""
     out = {}
     for d in np.unique(dev):  # a loop over devices, not events
-        mine = np.flatnonzero(dev == d)
+        mine = np.flatnonzero(dev == d).astype(SRC)
         out[int(d)] = (mine, mine[np.argsort(oe[mine], kind="stable")])
     return out
 

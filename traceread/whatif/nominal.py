@@ -32,10 +32,11 @@ def _per_name(values: np.ndarray, names: np.ndarray, use: np.ndarray, fallback: 
     return out
 
 
-def nominal_edges(m: RankModel, sync_names: np.ndarray) -> Edges:
+def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.ndarray] | None = None) -> Edges:
     """``m``'s edges with every GPU op's and host sync's delays set to the nominal ones (module doc).
-    ``sync_names``: the name code of each host sync (``m.sync_end`` order)."""
-    e = Edges.of(m)
+    ``sync_names``: the name code of each host sync (``m.sync_end`` order); ``scratch``: as for
+    :meth:`Edges.of`."""
+    e = Edges.of(m, scratch)
     nom = m.nominal
     ops = m.op_nodes
     # An op with no recorded launch hangs off a host point at its own start: that edge stays 0.

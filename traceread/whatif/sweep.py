@@ -46,10 +46,11 @@ def sweep(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray)
     return sweep_span(time, src, delay, dur)[0]
 
 
-def sweep_span(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray
-               ) -> tuple[np.ndarray, tuple[int, int]]:
+def sweep_span(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray,
+               out: np.ndarray | None = None) -> tuple[np.ndarray, tuple[int, int]]:
     """:func:`sweep`, and the replay's first start and last end (0, 0 without nodes), which the compiled
-    sweep reads in the same pass."""
+    sweep reads in the same pass. ``out``: an int64 array of the nodes' length the compiled sweep writes
+    into (the Python twin returns its own)."""
     time, dur = np.ascontiguousarray(time, np.int64), _ns(dur)
     src, delay = np.ascontiguousarray(src, SRC), _ns(delay)
     if COMPILED is None or switched_off(DISABLE_ENV):
@@ -57,7 +58,8 @@ def sweep_span(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.nda
         if not len(out):
             return out, (0, 0)
         return out, (int(np.min(out)), int(np.max(out + dur.astype(np.int64))))
-    out = np.empty(len(time), dtype=np.int64)
+    if out is None or out.dtype != np.int64 or len(out) != len(time) or not out.flags.c_contiguous:
+        out = np.empty(len(time), dtype=np.int64)
     first, last = COMPILED.sweep(time, src, delay, dur, out)
     return out, (int(first), int(last))
 
