@@ -349,9 +349,11 @@ def rank_summary(result: Analysis, identity: RankIdentity) -> RankSummary:
     gaps = _trace_rows(gaps, index, (*GAP_COLUMNS, "rank"))
     # The analysis' replay already ran each rank's own steps (its comm-bound replay): read them off it.
     own = getattr(result.whatif, "own_steps", {}).get((index, identity.frame_rank))
-    return summarize(result.inputs[index], identity, steps, gaps, result.traces[index].step_source,
-                     own if own is not None else _own_steps(result.inputs[index], steps, result.cfg,
-                                                            identity.frame_rank))
+    summary = summarize(result.inputs[index], identity, steps, gaps, result.traces[index].step_source,
+                        own if own is not None else _own_steps(result.inputs[index], steps, result.cfg,
+                                                               identity.frame_rank))
+    heap.trim()  # a rank's selections and unions go back before the next rank's (5M-kernel export: -0.2 GB)
+    return summary
 
 
 def _trace_rows(frame: pd.DataFrame, index: int, columns: tuple[str, ...]) -> pd.DataFrame:

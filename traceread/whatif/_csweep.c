@@ -88,21 +88,23 @@ static PyObject *host_cut(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*dw*w*", &b_time, &b_src, &b_delay, &b_nodes, &b_us, &b_ue, &frac,
                           &b_on, &b_oc))
         return NULL;
-    Py_ssize_t n = b_time.len / 8, k = b_nodes.len / 8, u = b_us.len / 8;
+    Py_ssize_t n = b_time.len / 8, k = b_nodes.len / 4, u = b_us.len / 8; /* nodes int32, as edge sources */
     PyObject *result = NULL;
     int64_t *cov = NULL;
     int delay32 = b_delay.len == n * 12 && n > 0; /* (n, 3) int32 or int64 */
-    if (b_src.len != n * 12 || (b_delay.len != n * 24 && !delay32) || b_ue.len != u * 8 || b_on.len != k * 8 ||
-        b_oc.len != k * 8) {
+    if (b_src.len != n * 12 || (b_delay.len != n * 24 && !delay32) || b_ue.len != u * 8 || b_on.len != k * 4 ||
+        b_oc.len != k * 8 || b_nodes.len != k * 4) {
         PyErr_SetString(PyExc_ValueError, "host_cut: array sizes disagree");
         goto done;
     }
     const int64_t *time = (const int64_t *)b_time.buf;
     const int32_t *src = (const int32_t *)b_src.buf;
-    const int64_t *delay = (const int64_t *)b_delay.buf, *nodes = (const int64_t *)b_nodes.buf;
+    const int64_t *delay = (const int64_t *)b_delay.buf;
+    const int32_t *nodes = (const int32_t *)b_nodes.buf;
     const int32_t *delay_32 = (const int32_t *)b_delay.buf;
     const int64_t *us = (const int64_t *)b_us.buf, *ue = (const int64_t *)b_ue.buf;
-    int64_t *out_nodes = (int64_t *)b_on.buf, *out_cut = (int64_t *)b_oc.buf;
+    int32_t *out_nodes = (int32_t *)b_on.buf;
+    int64_t *out_cut = (int64_t *)b_oc.buf;
     cov = (int64_t *)PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     if (cov == NULL) {
         PyErr_NoMemory();
@@ -131,7 +133,7 @@ static PyObject *host_cut(PyObject *self, PyObject *args) {
         }
     }
     for (Py_ssize_t q = 0; q < k; q++) {
-        int64_t node = nodes[q];
+        Py_ssize_t node = nodes[q];
         if (node < 0 || node >= n || src[3 * node] < 0 || src[3 * node] >= n) {
             bad = 1;
             break;

@@ -314,13 +314,18 @@ def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     elif np.min(tid) != np.max(tid):  # in time order already: a stable sort by thread (radix, on thread ranks)
         rank_of, _ = pd.factorize(tid, sort=True)
         calls = calls[np.argsort(rank_of.astype(np.uint16) if np.max(rank_of) < 2**16 else rank_of, kind="stable")]
+    del tid, start  # the fix is planned beside the model and a replay's copies: what is done with goes first
     is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
     pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
     node_ns = ctx.cfg.whatif_graph_node_ns if fix.factor is None else 0
-    a = v.start[calls[:-1]][pair].astype(_I64, copy=False) + node_ns
-    b = v.start[calls[1:]][pair].astype(_I64, copy=False)
+    a = v.start[calls[:-1][pair]].astype(_I64, copy=False) + node_ns
+    b = v.start[calls[1:][pair]].astype(_I64, copy=False)
+    del calls, is_launch, pair
     ok = b > a
-    us, ue = intervals.union(a[ok], b[ok])
+    if not ok.all():
+        a, b = a[ok], b[ok]
+    us, ue = intervals.union(a, b)
+    del a, b, ok
     return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
 
 

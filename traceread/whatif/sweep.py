@@ -89,15 +89,17 @@ def host_cut(time: np.ndarray, src: np.ndarray, delay: np.ndarray, nodes: np.nda
              ue: np.ndarray, frac: float) -> tuple[np.ndarray, np.ndarray]:
     """The host time the union ``(us, ue)`` (sorted, disjoint) covers on the slot-0 edge of each of ``nodes``
     (ascending; each has a slot-0 source), times ``frac`` truncated to int64: (the nodes with something to
-    cut or a negative recorded delay, their cuts). ``time`` ascending; ``src``/``delay`` (n, 3) as for
+    cut or a negative recorded delay, as :data:`SRC`; their cuts). ``time`` ascending; ``src``/``delay`` (n, 3) as for
     :func:`sweep`."""
     time, delay = np.ascontiguousarray(time, np.int64), _ns(delay)
-    src = np.ascontiguousarray(src, SRC)
-    nodes, us, ue = (np.ascontiguousarray(a, np.int64) for a in (nodes, us, ue))
+    src, nodes = np.ascontiguousarray(src, SRC), np.ascontiguousarray(nodes, SRC)  # node indices at int32
+    us, ue = np.ascontiguousarray(us, np.int64), np.ascontiguousarray(ue, np.int64)
     if COMPILED is None or switched_off(DISABLE_ENV):
         return host_cut_python(time, src, delay, nodes, us, ue, frac)
-    out_nodes, out_cut = np.empty(len(nodes), np.int64), np.empty(len(nodes), np.int64)
+    out_nodes, out_cut = np.empty(len(nodes), SRC), np.empty(len(nodes), np.int64)
     kept = COMPILED.host_cut(time, src, delay, nodes, us, ue, float(frac), out_nodes, out_cut)
+    if 4 * kept >= 3 * len(nodes):  # most kept (the launch-bound fix's cut): no second copy beside the first
+        return out_nodes[:kept], out_cut[:kept]
     return out_nodes[:kept].copy(), out_cut[:kept].copy()
 
 
@@ -112,7 +114,7 @@ def host_cut_python(time: np.ndarray, src: np.ndarray, delay: np.ndarray, nodes:
     # Nodes with nothing to cut are left out, unless their recorded delay is negative (clock skew),
     # which shrinking raises to 0.
     keep = (cut != 0) | (delay[nodes, 0] < 0)
-    return nodes[keep], cut[keep]
+    return nodes[keep].astype(SRC, copy=False), cut[keep]
 
 
 def _covered(time: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
