@@ -213,6 +213,9 @@ def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
     else:  # plain (Arrow) strings: factorized on the selected rows (dictionary-encoded, no object per gap)
         missing = pd.Series([None], dtype=kind.dtype).astype(str).iloc[0]
         found, uniq = pd.factorize(kind.iloc[idx])
+        if kind.dtype == object and any(type(u) is not str for u in uniq):
+            # 1 and 1.0 factorize as one kind but read as two texts: by the selected rows' texts (rare)
+            found, uniq = pd.factorize(kind.iloc[idx].astype(str))
         names = [*(str(u) for u in pd.Series(uniq, dtype=kind.dtype).astype(str)),
                  None if pd.isna(missing) else str(missing)]
         codes = np.asarray(found).astype(np.intp) % len(names)

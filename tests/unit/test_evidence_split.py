@@ -25,3 +25,24 @@ def test_split_by_codes_equals_split_by_strings(seed):
                          "dur_ns": rng.choice([1, 2, 5, 1000], size=n).astype(np.int64),
                          "evidence_kind": pd.Categorical(kinds)})
     assert list(evidence_split(gaps, "sync-stall").items()) == list(by_strings(gaps, "sync-stall").items())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_split_of_object_kinds_equals_split_by_strings(seed):
+    """The rules' object column (str kinds, missing ones as None or NaN) is summed by factorized code
+    with the same split and order as by each gap's string."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 80))
+    kinds = rng.choice(np.array(["allocator", "host-sync", "nan", "None", "", "zz", None, np.nan], dtype=object),
+                       size=n)
+    gaps = pd.DataFrame({"class": pd.Categorical(rng.choice(["sync-stall", "launch-bound"], size=n)),
+                         "dur_ns": rng.choice([1, 2, 5, 1000], size=n).astype(np.int64),
+                         "evidence_kind": pd.Series(kinds, dtype=object)})
+    assert list(evidence_split(gaps, "sync-stall").items()) == list(by_strings(gaps, "sync-stall").items())
+
+
+def test_split_of_mixed_object_kinds_keeps_their_text():
+    """1 and 1.0 factorize as one kind but read as two texts: such a column is split by its strings."""
+    gaps = pd.DataFrame({"class": ["x"] * 3, "dur_ns": np.array([1, 2, 4], np.int64),
+                         "evidence_kind": pd.Series([1, 1.0, "a"], dtype=object)})
+    assert evidence_split(gaps, "x") == by_strings(gaps, "x") == {"a": 4, "1.0": 2, "1": 1}

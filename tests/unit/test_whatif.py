@@ -318,3 +318,58 @@ def test_dependencies_alone_sets_every_stream_edge_to_the_nominal_turnaround(mix
         with_edge = m.op_nodes[m.src[m.op_nodes, slot] >= 0]
         assert len(with_edge) > 2
         assert (e.delay[with_edge, slot] == turnaround).all()
+
+
+def test_model_keeps_delays_durations_and_indices_at_int32_and_the_sweep_reads_every_width(mixed) -> None:
+    """The model's largest arrays are int32 while their values fit (half the bytes on a 5M-kernel rank); the
+    compiled sweep reads int32 and int64 delays and durations alike, as its Python twin does."""
+    a = analyze([mixed])
+    m = mdl.build(event_view(mixed), 0, mdl.steps_points(a.steps, 0), a.cfg)
+    for name in ("delay", "dur", "row", "host_nodes", "op_nodes", "launch_point", "step_node"):
+        assert getattr(m, name).dtype == np.int32, name
+    want = sw.sweep_python(m.time, m.src, m.delay.astype(np.int64), m.dur.astype(np.int64))
+    assert np.array_equal(want, m.time)
+    for delay in (m.delay, m.delay.astype(np.int64)):
+        for dur in (m.dur, m.dur.astype(np.int64)):
+            assert np.array_equal(sw.sweep(m.time, m.src, delay, dur), want)
+            assert np.array_equal(sw.sweep_python(m.time, m.src, delay, dur), want)
+
+
+def test_int32_arrays_widen_when_a_value_does_not_fit() -> None:
+    """A delay or duration past int32 (a 3 s host gap) widens the array to int64 first, in the build and in
+    a fix's copy, so no value wraps."""
+    big = 3_000_000_000
+    a = mdl._put(np.zeros((4, 3), np.int32), (np.array([1, 2]), 0), np.array([5, big], np.int64))
+    assert a.dtype == np.int64 and a[2, 0] == big and a[1, 0] == 5
+    kept = mdl._put(np.zeros(4, np.int32), np.array([3]), np.array([-7], np.int64))
+    assert kept.dtype == np.int32 and kept[3] == -7
+    e = Edges(np.full((4, 3), -1, sw.SRC), np.zeros((4, 3), np.int32), np.zeros(4, np.int32))
+    model_delay = e.delay
+    e.store("delay", (np.array([2]), 1), np.array([big]))
+    assert e.delay.dtype == np.int64 and e.delay[2, 1] == big and model_delay[2, 1] == 0  # the model's stays
+    e.store("dur", np.array([0]), np.array([9]))
+    assert e.dur.dtype == np.int32 and e.dur[0] == 9
+    assert sw.fits(np.array([2**31 - 1, -2**31]), np.int32) and not sw.fits(2**31, np.int32)
+
+
+def test_a_ranks_replays_copy_into_the_same_scratch_arrays_with_the_same_results(mixed) -> None:
+    """Every replay of a rank writes its copies and its sweep into arrays made once for the rank (freed and
+    made afresh per replay, they scattered the heap: +0.2 GB on a 5M-kernel rank); each replay's step
+    lengths are those of a replay on fresh copies."""
+    from traceread import whatif
+    from traceread.whatif import replay as rp
+    from traceread.whatif.fixes import apply_plan
+
+    a = analyze([mixed])
+    (u,) = list(whatif._each_unit([mixed], a.steps, a.gaps, a.cfg))
+    seen: dict[str, int] = {}
+    for fix in [Fix(c) for c in FIX_CAUSES] + [Fix("comm-bound", 2.0)]:
+        got = u.outcome([fix])[0]
+        e = Edges.of(u.model)
+        apply_plan(e, u.plan(fix))
+        assert np.array_equal(got, u.index.lengths(rp.replay(u.model, e), u.base)), fix
+        for name, arr in u.scratch.items():
+            assert seen.setdefault(name, id(arr)) == id(arr), (fix, name)
+    assert {"delay", "dur", "start"} <= set(seen)
+    u.release()
+    assert not u.scratch

@@ -82,10 +82,13 @@ def _category_text(s: pd.Series) -> np.ndarray:
     return np.array(names, dtype=f"<U{max(width, 1)}")[codes]
 
 
-def _rows_of(df: pd.DataFrame, ranks: pd.Series, rank: int) -> pd.DataFrame:
-    """The rows of ``df`` whose ``ranks`` is ``rank`` (``df`` itself when all are)."""
+def _rows_of(df: pd.DataFrame, ranks: pd.Series, rank: int, columns: list[str] | None = None) -> pd.DataFrame:
+    """The rows of ``df`` whose ``ranks`` is ``rank`` (``df`` itself when all are), of ``columns`` only when
+    given: selected with the rows in one copy (the columns first, then the rows, copied the gaps' twice)."""
     hit = (ranks == rank).to_numpy()
-    return df if hit.all() else df[hit]
+    if columns is None:
+        return df if hit.all() else df[hit]
+    return df[columns] if hit.all() else df.loc[hit, columns]
 
 
 def summarize(trace: Trace, identity: RankIdentity, steps: pd.DataFrame, gaps: pd.DataFrame,
@@ -101,7 +104,7 @@ def summarize(trace: Trace, identity: RankIdentity, steps: pd.DataFrame, gaps: p
     rank = identity.frame_rank
     steps = steps[steps["rank"] == rank] if len(steps) else steps
     # Only the columns kept, then this rank's rows (not every column of the gaps, evidence included).
-    gaps = _rows_of(gaps[[c for c in GAP_COLUMNS if c in gaps.columns]], gaps["rank"], rank) if len(gaps) else gaps
+    gaps = _rows_of(gaps, gaps["rank"], rank, [c for c in GAP_COLUMNS if c in gaps.columns]) if len(gaps) else gaps
     step_cols = _columns(steps.reset_index(drop=True), STEP_COLUMNS) if len(steps) else \
         {c: np.zeros(0, dtype=np.int64) for c in STEP_COLUMNS}
     if own_ns is not None and len(own_ns) == len(step_cols["step"]):

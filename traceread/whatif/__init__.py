@@ -100,7 +100,9 @@ ASSUMPTION_OF = {
 class _Unit:
     """One (trace, rank): its model, its steps and the bounds of those on the recorded times. The model is
     built once and every replay shares its arrays (a fix's :class:`~traceread.whatif.fixes.Plan` is made
-    once and copies only what it writes); each distinct replay runs once."""
+    once and copies only what it writes, into the unit's ``scratch`` arrays, as the sweep writes into its
+    own: allocated once per rank, not once per replay, whose freed copies scattered the heap); each
+    distinct replay runs once."""
 
     trace: int
     model: mdl.RankModel
@@ -110,6 +112,7 @@ class _Unit:
     index: rp.StepIndex
     plans: dict[Fix | Scale, fx.Plan] = field(default_factory=dict)
     outcomes: dict[tuple[tuple[Fix | Scale, ...], bool], tuple[np.ndarray, int]] = field(default_factory=dict)
+    scratch: dict[str, np.ndarray] = field(default_factory=dict)  # one replay's copies at a time (fx.Edges)
     changes: dict[Fix | Scale, bool] | None = None  # after release: whether each planned fix changed anything
 
     def release(self) -> None:
@@ -121,6 +124,7 @@ class _Unit:
         self.model = replace(m, **emptied)
         self.changes = {f: not p.empty for f, p in self.plans.items()}
         self.plans.clear()
+        self.scratch.clear()
         self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None)  # the trace's gap rows
         self.index = rp.StepIndex((), self.index.analysed)
 
@@ -148,12 +152,12 @@ class _Unit:
             if self.changes is not None:
                 raise RuntimeError("what-if: a replay asked for after the model was released")
             if nominal:
-                e = nominal_edges(m, self.ctx.view.name[m.row[m.sync_end]])
+                e = nominal_edges(m, self.ctx.view.name[m.row[m.sync_end]], self.scratch)
             else:
-                e = fx.Edges.of(m)
+                e = fx.Edges.of(m, self.scratch)
                 for f in key[0]:
                     fx.apply_plan(e, self.plan(f))
-            r = rp.replay(m, e)
+            r = rp.replay(m, e, self.scratch)
             self.outcomes[key] = (self.index.lengths(r, self.base), rp.span(r))
         return self.outcomes[key]
 
@@ -255,9 +259,12 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
         replays.append((steady, False))
     units = []
     for u in _each_unit(traces, steps, gaps, cfg):
-        # No trim between a rank's replays: under analyze's heap setting (traceread.heap.reuse_freed_pages)
-        # each replay reuses the pages the build and the replay before it freed (returned, every replay
-        # faulted its copies in afresh: a fifth of the replays' time), and none needs more than the build.
+        # The build's temporaries go back once (kept, the replays' copies landed beside them in the heap's
+        # free pieces and grew it past the build's peak: 5M-kernel export), but no trim between a rank's
+        # replays: under analyze's heap setting (traceread.heap.reuse_freed_pages) each replay reuses the
+        # pages the replay before it freed (returned, every replay faulted its copies in afresh: a fifth of
+        # the replays' time).
+        heap.trim()
         for fixed, nominal in replays:
             u.outcome(fixed, nominal)
         u.release()

@@ -1,6 +1,7 @@
 /* The what-if replay's compiled loops (see sweep.py for the contracts and the Python twins they must equal).
  *
- * sweep: nodes come in causal order (edge sources int32, the rest int64); node i's value is the latest end[src] + delay over its three edge
+ * sweep: nodes come in causal order (edge sources int32, delays and durations int32 or int64, the rest int64);
+ * node i's value is the latest end[src] + delay over its three edge
  * slots (src -1: no edge), or its recorded time when it has none; end = value + dur. Arithmetic is int64
  * with the same saturation-free formulas as the Python twin (inputs are ns of one trace). It returns the
  * replay's (first start, last end) read in the same pass.
@@ -11,43 +12,63 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* The sweep's loop for one pair of delay and duration widths (int32 or int64 each: a model stores each array
+ * at int32 when every value fits, model._narrow); every sum is int64, as in the Python twin. Returns 1 when
+ * an edge points forward. */
+#define SWEEP_LOOP(NAME, DELAY_T, DUR_T)                                                                   \
+    static int NAME(Py_ssize_t n, const int64_t *time, const int32_t *src, const DELAY_T *delay,          \
+                    const DUR_T *dur, int64_t *out, int64_t *first, int64_t *last) {                      \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                               \
+            int64_t best = 0;                                                                              \
+            int any = 0;                                                                                   \
+            for (int k = 0; k < 3; k++) {                                                                  \
+                Py_ssize_t s = src[3 * i + k];                                                             \
+                if (s < 0) continue;                                                                       \
+                if (s >= i) return 1; /* an edge must point backward: the caller guarantees it */         \
+                int64_t v = out[s] + (int64_t)dur[s] + (int64_t)delay[3 * i + k];                          \
+                if (!any || v > best) best = v;                                                            \
+                any = 1;                                                                                   \
+            }                                                                                              \
+            int64_t start = any ? best : time[i], end = start + (int64_t)dur[i];                           \
+            out[i] = start;                                                                                \
+            if (i == 0 || start < *first) *first = start;                                                  \
+            if (i == 0 || end > *last) *last = end;                                                        \
+        }                                                                                                  \
+        return 0;                                                                                          \
+    }
+
+SWEEP_LOOP(sweep_64_64, int64_t, int64_t)
+SWEEP_LOOP(sweep_32_64, int32_t, int64_t)
+SWEEP_LOOP(sweep_64_32, int64_t, int32_t)
+SWEEP_LOOP(sweep_32_32, int32_t, int32_t)
+
 static PyObject *sweep(PyObject *self, PyObject *args) {
     Py_buffer b_time, b_src, b_delay, b_dur, b_out;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &b_time, &b_src, &b_delay, &b_dur, &b_out)) return NULL;
     Py_ssize_t n = b_time.len / 8;
     PyObject *result = NULL;
-    if (b_src.len != n * 12 || b_delay.len != n * 24 || b_dur.len != n * 8 || b_out.len != n * 8) {
+    /* delay (n, 3) and dur (n,) are int32 or int64, told apart by their byte lengths */
+    int delay32 = b_delay.len == n * 12 && n > 0, dur32 = b_dur.len == n * 4 && n > 0;
+    if (b_src.len != n * 12 || (b_delay.len != n * 24 && !delay32) || (b_dur.len != n * 8 && !dur32) ||
+        b_out.len != n * 8) {
         PyErr_SetString(PyExc_ValueError, "sweep: array sizes disagree");
         goto done;
     }
     const int64_t *time = (const int64_t *)b_time.buf;
     const int32_t *src = (const int32_t *)b_src.buf; /* (n, 3) int32: sweep.SRC */
-    const int64_t *delay = (const int64_t *)b_delay.buf, *dur = (const int64_t *)b_dur.buf;
     int64_t *out = (int64_t *)b_out.buf; /* each node's value (start); its end is out + dur */
     int forward = 0;
     int64_t first = 0, last = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t best = 0;
-        int any = 0;
-        for (int k = 0; k < 3; k++) {
-            Py_ssize_t s = src[3 * i + k];
-            if (s < 0) continue;
-            if (s >= i) { /* an edge must point backward: the caller guarantees it */
-                forward = 1;
-                break;
-            }
-            int64_t v = out[s] + dur[s] + delay[3 * i + k];
-            if (!any || v > best) best = v;
-            any = 1;
-        }
-        if (forward) break;
-        int64_t start = any ? best : time[i], end = start + dur[i];
-        out[i] = start;
-        if (i == 0 || start < first) first = start;
-        if (i == 0 || end > last) last = end;
-    }
+    if (delay32 && dur32)
+        forward = sweep_32_32(n, time, src, (const int32_t *)b_delay.buf, (const int32_t *)b_dur.buf, out, &first, &last);
+    else if (delay32)
+        forward = sweep_32_64(n, time, src, (const int32_t *)b_delay.buf, (const int64_t *)b_dur.buf, out, &first, &last);
+    else if (dur32)
+        forward = sweep_64_32(n, time, src, (const int64_t *)b_delay.buf, (const int32_t *)b_dur.buf, out, &first, &last);
+    else
+        forward = sweep_64_64(n, time, src, (const int64_t *)b_delay.buf, (const int64_t *)b_dur.buf, out, &first, &last);
     Py_END_ALLOW_THREADS
     if (forward) {
         PyErr_SetString(PyExc_ValueError, "sweep: an edge points forward");
@@ -67,19 +88,23 @@ static PyObject *host_cut(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*dw*w*", &b_time, &b_src, &b_delay, &b_nodes, &b_us, &b_ue, &frac,
                           &b_on, &b_oc))
         return NULL;
-    Py_ssize_t n = b_time.len / 8, k = b_nodes.len / 8, u = b_us.len / 8;
+    Py_ssize_t n = b_time.len / 8, k = b_nodes.len / 4, u = b_us.len / 8; /* nodes int32, as edge sources */
     PyObject *result = NULL;
     int64_t *cov = NULL;
-    if (b_src.len != n * 12 || b_delay.len != n * 24 || b_ue.len != u * 8 || b_on.len != k * 8 ||
-        b_oc.len != k * 8) {
+    int delay32 = b_delay.len == n * 12 && n > 0; /* (n, 3) int32 or int64 */
+    if (b_src.len != n * 12 || (b_delay.len != n * 24 && !delay32) || b_ue.len != u * 8 || b_on.len != k * 4 ||
+        b_oc.len != k * 8 || b_nodes.len != k * 4) {
         PyErr_SetString(PyExc_ValueError, "host_cut: array sizes disagree");
         goto done;
     }
     const int64_t *time = (const int64_t *)b_time.buf;
     const int32_t *src = (const int32_t *)b_src.buf;
-    const int64_t *delay = (const int64_t *)b_delay.buf, *nodes = (const int64_t *)b_nodes.buf;
+    const int64_t *delay = (const int64_t *)b_delay.buf;
+    const int32_t *nodes = (const int32_t *)b_nodes.buf;
+    const int32_t *delay_32 = (const int32_t *)b_delay.buf;
     const int64_t *us = (const int64_t *)b_us.buf, *ue = (const int64_t *)b_ue.buf;
-    int64_t *out_nodes = (int64_t *)b_on.buf, *out_cut = (int64_t *)b_oc.buf;
+    int32_t *out_nodes = (int32_t *)b_on.buf;
+    int64_t *out_cut = (int64_t *)b_oc.buf;
     cov = (int64_t *)PyMem_RawMalloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     if (cov == NULL) {
         PyErr_NoMemory();
@@ -108,7 +133,7 @@ static PyObject *host_cut(PyObject *self, PyObject *args) {
         }
     }
     for (Py_ssize_t q = 0; q < k; q++) {
-        int64_t node = nodes[q];
+        Py_ssize_t node = nodes[q];
         if (node < 0 || node >= n || src[3 * node] < 0 || src[3 * node] >= n) {
             bad = 1;
             break;
@@ -116,7 +141,7 @@ static PyObject *host_cut(PyObject *self, PyObject *args) {
         int64_t over = cov[node] - cov[src[3 * node]];
         if (over < 0) over = 0;
         int64_t cut = (int64_t)((double)over * frac);
-        if (cut != 0 || delay[3 * node] < 0) {
+        if (cut != 0 || (delay32 ? delay_32[3 * node] : delay[3 * node]) < 0) {
             out_nodes[kept] = node;
             out_cut[kept] = cut;
             kept++;

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,7 +41,7 @@ from traceread.vocabulary import (
     SYNC_STALL,
 )
 from traceread.whatif.model import OP_START, RankModel
-from traceread.whatif.sweep import host_cut
+from traceread.whatif.sweep import fits, host_cut
 
 # The levers a fix can name, in the report's order of gap classes, then the busy lever.
 FIX_CAUSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE_BUBBLE, SYNC_STALL, ONE_TIME_COST,
@@ -80,18 +81,38 @@ class Edges:
     delay: np.ndarray
     dur: np.ndarray
     owned: set[str] = field(default_factory=set, repr=False)
+    # Arrays to copy into, by name, kept by the caller from one replay to the next (one Edges at a time)
+    scratch: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
     @staticmethod
-    def of(m: RankModel) -> Edges:
-        return Edges(m.src, m.delay, m.dur)
+    def of(m: RankModel, scratch: dict[str, np.ndarray] | None = None) -> Edges:
+        return Edges(m.src, m.delay, m.dur, scratch=scratch)
 
     def writable(self, name: str) -> np.ndarray:
-        """The array ``name`` (``src``, ``delay`` or ``dur``), copied on the first call."""
+        """The array ``name`` (``src``, ``delay`` or ``dur``), copied on the first call (into ``scratch``'s
+        array of that name when it has the shape and dtype)."""
         if name not in self.owned:
-            setattr(self, name, getattr(self, name).copy())
+            a = getattr(self, name)
+            buf = self.scratch.get(name) if self.scratch is not None else None
+            if buf is not None and buf.shape == a.shape and buf.dtype == a.dtype:
+                np.copyto(buf, a)
+            else:
+                buf = a.copy()
+                if self.scratch is not None:
+                    self.scratch[name] = buf
+            setattr(self, name, buf)
             self.owned.add(name)
         out: np.ndarray = getattr(self, name)
         return out
+
+    def store(self, name: str, index: Any, values: np.ndarray | int) -> None:
+        """``name[index] = values`` (ns, computed in int64) on the writable copy, widened to int64 first when
+        the model kept the array at int32 (:func:`traceread.whatif.model.narrow`) and a value does not fit."""
+        out = self.writable(name)
+        if out.dtype != _I64 and not fits(values, out.dtype):
+            out = out.astype(_I64)
+            setattr(self, name, out)
+        out[index] = values
 
 
 @dataclass(frozen=True)
@@ -159,27 +180,27 @@ def apply_plan(e: Edges, p: Plan) -> None:
             if op.slot:  # an earlier fix may have dropped this edge (a freed sync): nothing left to shrink
                 live = e.src[nodes, op.slot] >= 0
                 nodes, cut = nodes[live], np.asarray(cut)[live]
-            d = e.writable("delay")
-            d[nodes, op.slot] = np.maximum(d[nodes, op.slot] - cut, 0)
+            e.store("delay", (nodes, op.slot), np.maximum(e.delay[nodes, op.slot].astype(_I64) - cut, 0))
         elif op.kind == _FREE:
             values = op.values
             if op.waiting:
                 live = e.src[nodes, 1] >= 0
                 nodes, values = nodes[live], np.asarray(values)[live]
             e.writable("src")[nodes, 1] = -1
-            e.writable("delay")[nodes, 0] = values
+            e.store("delay", (nodes, 0), np.asarray(values))
         else:
-            dur = e.writable("dur")
+            dur = e.dur[nodes].astype(_I64)  # int64 arithmetic whatever the model keeps them in
             if op.kind == _DUR_ZERO:
-                dur[nodes] = 0
+                dur[:] = 0
             elif op.kind == _DUR_DIV:
-                dur[nodes] = (dur[nodes] / op.factor).astype(_I64)
+                dur = (dur / op.factor).astype(_I64)
             elif op.kind == _DUR_MIN:
-                dur[nodes] = np.minimum(dur[nodes], np.asarray(op.values))
+                dur = np.minimum(dur, np.asarray(op.values))
             elif op.kind == _DUR_CUT:
-                dur[nodes] = np.maximum(dur[nodes] - op.values, 0)
+                dur = np.maximum(dur - op.values, 0)
             else:
                 raise ValueError(f"unknown plan step {op.kind!r}")
+            e.store("dur", nodes, dur)
 
 
 def apply(m: RankModel, e: Edges, fix: Fix | Scale, ctx: Context) -> None:
@@ -293,13 +314,18 @@ def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     elif np.min(tid) != np.max(tid):  # in time order already: a stable sort by thread (radix, on thread ranks)
         rank_of, _ = pd.factorize(tid, sort=True)
         calls = calls[np.argsort(rank_of.astype(np.uint16) if np.max(rank_of) < 2**16 else rank_of, kind="stable")]
+    del tid, start  # the fix is planned beside the model and a replay's copies: what is done with goes first
     is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
     pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
     node_ns = ctx.cfg.whatif_graph_node_ns if fix.factor is None else 0
-    a = v.start[calls[:-1]][pair].astype(_I64, copy=False) + node_ns
-    b = v.start[calls[1:]][pair].astype(_I64, copy=False)
+    a = v.start[calls[:-1][pair]].astype(_I64, copy=False) + node_ns
+    b = v.start[calls[1:][pair]].astype(_I64, copy=False)
+    del calls, is_launch, pair
     ok = b > a
-    us, ue = intervals.union(a[ok], b[ok])
+    if not ok.all():
+        a, b = a[ok], b[ok]
+    us, ue = intervals.union(a, b)
+    del a, b, ok
     return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
 
 

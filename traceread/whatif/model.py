@@ -34,6 +34,7 @@ Assumptions (what a trace cannot say, listed in every result by :func:`assumptio
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -45,6 +46,7 @@ from traceread.whatif import sweep
 
 HOST_POINT, OP_START = 0, 1
 _I64 = np.int64
+_CALIBRATE_SLICE = 1 << 20  # ops per pass of the calibration (bounds its temporaries)
 SRC = sweep.SRC  # edge sources (node indices) as int32: half of int64's bytes in the model and the sweep
 
 # Nominal delays when the trace has none to measure them from (ns).
@@ -65,13 +67,15 @@ ASSUMPTIONS = (
 
 @dataclass
 class RankModel:
-    """One rank's dependency model (module doc). Node arrays are in sweep order."""
+    """One rank's dependency model (module doc). Node arrays are in sweep order. Node indices, frame rows,
+    delays and durations are int32 while every value fits (delays and durations widen to int64 on the first
+    value that does not): a 5M-kernel rank's model is 360 MB, not 550."""
 
     rank: int
     time: np.ndarray  # recorded time of each node, ns
     kind: np.ndarray  # HOST_POINT or OP_START
     src: np.ndarray  # (n, 3) source node per edge slot (SRC), -1 none
-    delay: np.ndarray  # (n, 3) edge delays, ns
+    delay: np.ndarray  # (n, 3) edge delays, ns (int32, or int64 when one does not fit)
     dur: np.ndarray  # op duration (0 for host points)
     row: np.ndarray  # frame row of the node's event (host call or GPU op), -1 for step boundaries
     host_nodes: np.ndarray  # host point nodes in chain order
@@ -144,6 +148,9 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     h_tie = np.concatenate([np.zeros(n_calls, np.int8), np.ones(n_calls, np.int8),
                             np.zeros(len(steps_t) + int(orphan.sum()), np.int8)])
     n_host = len(h_time)
+    sync_idx = np.flatnonzero(is_sync)
+    ss, se = cs[sync_idx], ce[sync_idx]  # the syncs' own times: the calls' go now (the build's peak is later)
+    del cs, ce, is_sync
     # --- all nodes: host points then op starts; sorted once ------------------------------------
     time = np.concatenate([h_time, os_])
     sub = np.concatenate([np.where(h_end, 0, 1).astype(np.int8), np.full(n_ops, 2, np.int8)])
@@ -152,29 +159,30 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     order = _nodes_order(time, sub, tie)
     del sub, tie
     n = len(order)
-    pos = np.empty(n, dtype=_I64)
-    pos[order] = np.arange(n, dtype=_I64)  # pos[i]: node index of unsorted item i
+    pos = np.empty(n, dtype=SRC)  # node indices as the edges hold them (int32)
+    pos[order] = np.arange(n, dtype=SRC)  # pos[i]: node index of unsorted item i
     node_time = time[order]
     del time, order
     src = np.full((n, 3), -1, dtype=SRC)
-    delay = np.zeros((n, 3), dtype=_I64)
-    dur = np.zeros(n, dtype=_I64)
+    # Delays and durations at int32 while every value fits (the model's largest arrays; widened on the first
+    # value that does not, _put); rows at int32 in a frame of fewer than 2^31 rows.
+    delay = np.zeros((n, 3), dtype=np.int32)
     kind = np.full(n, HOST_POINT, dtype=np.int8)
-    row = np.full(n, -1, dtype=_I64)
+    row = np.full(n, -1, dtype=np.int32 if len(v.start) < 2**31 else _I64)
     kind[pos[n_host:]] = OP_START
     row[pos[:n_host]] = np.concatenate([calls, calls, np.full(len(steps_t), -1), ops[orphan]])
     row[pos[n_host:]] = ops
-    dur[pos[n_host:]] = oe - os_
+    dur = _put(np.zeros(n, dtype=np.int32), pos[n_host:], oe - os_)
 
     # Host clock: each host point after the previous one by the measured interval.
-    host_nodes = np.flatnonzero(kind == HOST_POINT)  # pos[:n_host] in node order
+    host_nodes = np.flatnonzero(kind == HOST_POINT).astype(SRC)  # pos[:n_host] in node order
     if len(host_nodes) > 1:
         src[host_nodes[1:], 0] = host_nodes[:-1]
-        delay[host_nodes[1:], 0] = np.diff(node_time[host_nodes])
+        delay = _put(delay, (host_nodes[1:], 0), np.diff(node_time[host_nodes]))
 
     # --- GPU ops: launch, stream predecessor, cross-stream wait -------------------------------
-    op_node = pos[n_host:].copy()  # not a view: the model keeps it, and pos goes when the build is done
-    launch_point = np.full(n_ops, -1, dtype=_I64)
+    op_node = pos[n_host:].copy()  # not a view: the model keeps it, and pos goes once the indices are read
+    launch_point = np.full(n_ops, -1, dtype=SRC)
     if n_calls and (~orphan).any():
         sorter = np.argsort(calls, kind="stable")
         k = np.searchsorted(calls[sorter], launch[~orphan])
@@ -184,14 +192,17 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
         launch_point[~orphan] = lp
     orphan_points = pos[2 * n_calls + len(steps_t): n_host]
     launch_point[orphan] = orphan_points
-    del launch
+    s_start, s_end_node = pos[sync_idx], pos[n_calls + sync_idx]
+    step_node = pos[2 * n_calls: 2 * n_calls + len(steps_t)].copy()
+    del launch, pos, orphan_points
     ls = np.where(launch_point >= 0, node_time[np.maximum(launch_point, 0)], os_)
 
     stream_key = (v.device[ops].astype(_I64) << 40) ^ v.tid[ops].astype(_I64)
-    by_stream = np.lexsort((op_node, stream_key))
-    prev = np.full(n_ops, -1, dtype=_I64)
+    by_stream = np.lexsort((op_node, stream_key)).astype(SRC)  # op indices at int32, as node indices are
+    prev = np.full(n_ops, -1, dtype=SRC)
     same = stream_key[by_stream[1:]] == stream_key[by_stream[:-1]]
     prev[by_stream[1:][same]] = by_stream[:-1][same]  # op index of the predecessor
+    del by_stream, same
     has_prev = prev >= 0
     pe = np.where(has_prev, oe[np.maximum(prev, 0)], np.iinfo(_I64).min // 4)
 
@@ -216,7 +227,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     # Cross-stream waits: the start is later than launch and stream predecessor explain.
     explained = np.maximum(np.where(launch_point >= 0, ls + np.minimum(d_launch, lat), ls),
                            np.where(has_prev, pe + np.minimum(d_turn, os_ - pe), ls))
-    x = np.full(n_ops, -1, dtype=_I64)
+    x = np.full(n_ops, -1, dtype=SRC)
     slack = os_ - explained
     want = np.flatnonzero(slack > cfg.whatif_wait_min_ns)
     dev = v.device[ops].astype(_I64)
@@ -235,35 +246,38 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     has_x = x >= 0
     unexplained = want[~has_x[want]]
     # what the waits needed goes before the calibration's arrays come (the build's peak on a big rank)
-    del per_device, by_stream, same, stream_key, lat, idle_before, linked, explained, dev, fast, queued, gap
+    del per_device, stream_key, lat, idle_before, linked, explained, dev, fast, queued, gap
 
-    # Calibrate: nominal delays clipped to the measured start, the binding edge gets the measured one.
+    # Calibrate: nominal delays clipped to the measured start, the binding edge gets the measured one; a
+    # slice of ops at a time (a dozen op-length int64 temporaries at once were the build's peak).
     big = np.iinfo(_I64).min // 4
-    t_l = np.where(launch_point >= 0, ls, big)
-    t_p = np.where(has_prev, pe, big)
-    t_x = np.where(has_x, oe[np.maximum(x, 0)], big)
-    d_l = np.minimum(d_launch, os_ - t_l)
-    d_p = np.minimum(d_turn, os_ - t_p)
-    d_x = np.minimum(d_turn, os_ - t_x)
-    # The binding edge: the first of the three to reach furthest (argmax's tie rule), without stacking them.
-    r_l, r_p, r_x = t_l + d_l, t_p + d_p, t_x + d_x
-    bind = np.where(r_p > r_l, np.where(r_x > r_p, 2, 1), np.where(r_x > r_l, 2, 0))
-    del r_l, r_p, r_x
-    d_l = np.where(bind == 0, os_ - t_l, d_l)
-    d_p = np.where(bind == 1, os_ - t_p, d_p)
-    d_x = np.where(bind == 2, os_ - t_x, d_x)
-    src[op_node, 0] = launch_point
-    delay[op_node, 0] = np.where(launch_point >= 0, d_l, 0)
-    src[op_node, 1] = np.where(has_prev, op_node[np.maximum(prev, 0)], -1)
-    delay[op_node, 1] = np.where(has_prev, d_p, 0)
-    src[op_node, 2] = np.where(has_x, op_node[np.maximum(x, 0)], -1)
-    delay[op_node, 2] = np.where(has_x, d_x, 0)
-    del t_l, t_p, t_x, d_l, d_p, d_x, bind, prev, has_prev, pe, x
+    for lo in range(0, n_ops, _CALIBRATE_SLICE):
+        sl = slice(lo, lo + _CALIBRATE_SLICE)
+        o, lp, hp, hx, xs = os_[sl], launch_point[sl], has_prev[sl], has_x[sl], x[sl]
+        t_l = np.where(lp >= 0, ls[sl], big)
+        t_p = np.where(hp, pe[sl], big)
+        t_x = np.where(hx, oe[np.maximum(xs, 0)], big)
+        d_l = np.minimum(d_launch, o - t_l)
+        d_p = np.minimum(d_turn, o - t_p)
+        d_x = np.minimum(d_turn, o - t_x)
+        # The binding edge: the first of the three to reach furthest (argmax's tie rule), without stacking them.
+        r_l, r_p, r_x = t_l + d_l, t_p + d_p, t_x + d_x
+        bind = np.where(r_p > r_l, np.where(r_x > r_p, 2, 1), np.where(r_x > r_l, 2, 0))
+        del r_l, r_p, r_x
+        d_l = np.where(bind == 0, o - t_l, d_l)
+        d_p = np.where(bind == 1, o - t_p, d_p)
+        d_x = np.where(bind == 2, o - t_x, d_x)
+        nodes = op_node[sl]
+        src[nodes, 0] = lp
+        delay = _put(delay, (nodes, 0), np.where(lp >= 0, d_l, 0))
+        src[nodes, 1] = np.where(hp, op_node[np.maximum(prev[sl], 0)], -1)
+        delay = _put(delay, (nodes, 1), np.where(hp, d_p, 0))
+        src[nodes, 2] = np.where(hx, op_node[np.maximum(xs, 0)], -1)
+        delay = _put(delay, (nodes, 2), np.where(hx, d_x, 0))
+        del t_l, t_p, t_x, d_l, d_p, d_x, bind
+    del prev, has_prev, pe, x
 
     # --- host syncs: return when the waited op ends ---------------------------------------------
-    sync_idx = np.flatnonzero(is_sync)
-    s_start, s_end_node = pos[sync_idx], pos[n_calls + sync_idx]
-    ss, se = cs[sync_idx], ce[sync_idx]
     w = _waited(os_, oe, ls, ss, se, cfg.sync_drain_tolerance_ns)
     has_w = w >= 0
     we = np.where(has_w, oe[np.maximum(w, 0)], big)
@@ -276,18 +290,18 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     d_h = np.where(bind_w, d_h, se - ss)
     d_w = np.where(bind_w, se - we, d_w)
     w_node = np.where(has_w, op_node[np.maximum(w, 0)], -1)
-    ok_order = (s_start < s_end_node) & (ce[sync_idx] > cs[sync_idx])
+    ok_order = (s_start < s_end_node) & (se > ss)
     s_end_node, s_start, d_h, d_w, w_node = (a[ok_order] for a in (s_end_node, s_start, d_h, d_w, w_node))
     src[s_end_node, 0] = s_start
-    delay[s_end_node, 0] = d_h
+    delay = _put(delay, (s_end_node, 0), d_h)
     src[s_end_node, 1] = w_node
-    delay[s_end_node, 1] = np.where(w_node >= 0, d_w, 0)
+    delay = _put(delay, (s_end_node, 1), np.where(w_node >= 0, d_w, 0))
 
     # Edges must point backward in the sweep (ties of zero-length events): drop the rest. Only op starts'
     # and sync ends can hold one (the host clock links each host point to the one before it).
     held = np.concatenate([op_node, s_end_node])  # disjoint: op starts are no host points
     forward = src[held] >= held[:, None]
-    bad = (held[:, None] * 3 + np.arange(3))[forward] if forward.any() else np.zeros(0, _I64)
+    bad = (held.astype(_I64)[:, None] * 3 + np.arange(3))[forward] if forward.any() else np.zeros(0, _I64)
     dropped = len(bad)
     src.reshape(-1)[bad] = -1
     op_dev = v.device[ops].astype(np.int32)
@@ -297,17 +311,26 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
         launch_point=launch_point, device=op_dev, lane=v.lane[ops],
         nominal={"launch_latency_ns": d_launch, "stream_turnaround_ns": d_turn, "sync_cost_ns": d_sync,
                  "sync_return_ns": d_ret},
-        step_time=steps_t, step_node=pos[2 * n_calls: 2 * n_calls + len(steps_t)].copy(),
+        step_time=steps_t, step_node=step_node,
         dropped_edges=dropped, inferred_waits=int(has_x.sum()),
         unexplained_waits=len(unexplained), unexplained_wait_ns=int(slack[unexplained].sum()),
     )
+
+
+def _put(a: np.ndarray, index: Any, values: np.ndarray) -> np.ndarray:
+    """``a[index] = values`` (int64 ns), on ``a`` widened to int64 first when it is int32 and a value does not
+    fit: the array to keep using."""
+    if a.dtype != _I64 and not sweep.fits(values, a.dtype):
+        a = a.astype(_I64)
+    a[index] = values
+    return a
 
 
 def _by_end(dev: np.ndarray, oe: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per device: its ops (indices), and the same ordered by end (stable)."""
     out = {}
     for d in np.unique(dev):  # a loop over devices, not events
-        mine = np.flatnonzero(dev == d)
+        mine = np.flatnonzero(dev == d).astype(SRC)
         out[int(d)] = (mine, mine[np.argsort(oe[mine], kind="stable")])
     return out
 

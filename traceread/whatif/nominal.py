@@ -32,11 +32,11 @@ def _per_name(values: np.ndarray, names: np.ndarray, use: np.ndarray, fallback: 
     return out
 
 
-def nominal_edges(m: RankModel, sync_names: np.ndarray) -> Edges:
+def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.ndarray] | None = None) -> Edges:
     """``m``'s edges with every GPU op's and host sync's delays set to the nominal ones (module doc).
-    ``sync_names``: the name code of each host sync (``m.sync_end`` order)."""
-    e = Edges.of(m)
-    delay = e.writable("delay")
+    ``sync_names``: the name code of each host sync (``m.sync_end`` order); ``scratch``: as for
+    :meth:`Edges.of`."""
+    e = Edges.of(m, scratch)
     nom = m.nominal
     ops = m.op_nodes
     # An op with no recorded launch hangs off a host point at its own start: that edge stays 0.
@@ -46,7 +46,7 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray) -> Edges:
         has = e.src[ops, slot] >= 0
         if slot == 0:
             has &= ~orphan
-        delay[ops[has], slot] = int(nom.get(key, 0))
+        e.store("delay", (ops[has], slot), int(nom.get(key, 0)))
     ends = m.sync_end
     if not len(ends):
         return e
@@ -55,7 +55,7 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray) -> Edges:
     waits = waited >= 0
     ret = m.time[ends] - np.where(waits, m.time[np.maximum(waited, 0)] + m.dur[np.maximum(waited, 0)], 0)
     bound_own = m.delay[ends, 0] == own  # the calibration gave the call's own edge its measured cost
-    delay[ends, 0] = _per_name(own, sync_names, bound_own, int(nom.get("sync_cost_ns", 0)))
+    e.store("delay", (ends, 0), _per_name(own, sync_names, bound_own, int(nom.get("sync_cost_ns", 0))))
     ret_nom = _per_name(ret, sync_names, waits & ~bound_own, int(nom.get("sync_return_ns", 0)))
-    delay[ends[waits], 1] = ret_nom[waits]
+    e.store("delay", (ends[waits], 1), ret_nom[waits])
     return e

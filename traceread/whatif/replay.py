@@ -35,8 +35,15 @@ class Replayed:
         return self.start + self.dur
 
 
-def replay(m: RankModel, e: Edges) -> Replayed:
-    start, extent = sweep_span(m.time, e.src, e.delay, e.dur)
+def replay(m: RankModel, e: Edges, scratch: dict[str, np.ndarray] | None = None) -> Replayed:
+    """The sweep of ``e``; with ``scratch``, into its ``start`` array (made there on the first replay): the
+    result is then good until the next replay with the same ``scratch``."""
+    out = None
+    if scratch is not None:
+        out = scratch.get("start")
+        if out is None or len(out) != len(m.time):
+            out = scratch["start"] = np.empty(len(m.time), dtype=_I64)
+    start, extent = sweep_span(m.time, e.src, e.delay, e.dur, out)
     return Replayed(start, e.dur, extent)
 
 

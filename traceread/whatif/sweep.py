@@ -10,6 +10,8 @@ the nodes where numpy needs a dozen; :func:`host_cut_python` is its twin).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from traceread import intervals
@@ -23,24 +25,41 @@ SRC = np.int32  # edge sources as the compiled loops read them (traceread.whatif
 COMPILED = optional("traceread.whatif._csweep")
 
 
+def _ns(a: np.ndarray) -> np.ndarray:
+    """``a`` (ns) as the compiled loops read it: int32 stays (a model keeps its delays and durations at
+    int32 when every value fits, :func:`traceread.whatif.model.narrow`), anything else is int64."""
+    return np.ascontiguousarray(a, np.int32 if a.dtype == np.int32 else np.int64)
+
+
+def fits(values: np.ndarray | int, dtype: np.dtype[Any] | type) -> bool:
+    """Whether every integer of ``values`` fits ``dtype`` (an int32 model array takes them unchanged)."""
+    a = np.asarray(values)
+    if a.size == 0:
+        return True
+    info = np.iinfo(dtype)
+    return bool(int(np.min(a)) >= info.min and int(np.max(a)) <= info.max)
+
+
 def sweep(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Each node's replayed value (module doc). ``src``/``delay`` are (n, 3): node indices (stored as
-    :data:`SRC`, int32) and int64 ns."""
+    :data:`SRC`, int32) and ns (int32 or int64; every sum is int64)."""
     return sweep_span(time, src, delay, dur)[0]
 
 
-def sweep_span(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray
-               ) -> tuple[np.ndarray, tuple[int, int]]:
+def sweep_span(time: np.ndarray, src: np.ndarray, delay: np.ndarray, dur: np.ndarray,
+               out: np.ndarray | None = None) -> tuple[np.ndarray, tuple[int, int]]:
     """:func:`sweep`, and the replay's first start and last end (0, 0 without nodes), which the compiled
-    sweep reads in the same pass."""
-    time, dur = np.ascontiguousarray(time, np.int64), np.ascontiguousarray(dur, np.int64)
-    src, delay = np.ascontiguousarray(src, SRC), np.ascontiguousarray(delay, np.int64)
+    sweep reads in the same pass. ``out``: an int64 array of the nodes' length the compiled sweep writes
+    into (the Python twin returns its own)."""
+    time, dur = np.ascontiguousarray(time, np.int64), _ns(dur)
+    src, delay = np.ascontiguousarray(src, SRC), _ns(delay)
     if COMPILED is None or switched_off(DISABLE_ENV):
         out = sweep_python(time, src, delay, dur)
         if not len(out):
             return out, (0, 0)
-        return out, (int(np.min(out)), int(np.max(out + dur)))
-    out = np.empty(len(time), dtype=np.int64)
+        return out, (int(np.min(out)), int(np.max(out + dur.astype(np.int64))))
+    if out is None or out.dtype != np.int64 or len(out) != len(time) or not out.flags.c_contiguous:
+        out = np.empty(len(time), dtype=np.int64)
     first, last = COMPILED.sweep(time, src, delay, dur, out)
     return out, (int(first), int(last))
 
@@ -70,15 +89,17 @@ def host_cut(time: np.ndarray, src: np.ndarray, delay: np.ndarray, nodes: np.nda
              ue: np.ndarray, frac: float) -> tuple[np.ndarray, np.ndarray]:
     """The host time the union ``(us, ue)`` (sorted, disjoint) covers on the slot-0 edge of each of ``nodes``
     (ascending; each has a slot-0 source), times ``frac`` truncated to int64: (the nodes with something to
-    cut or a negative recorded delay, their cuts). ``time`` ascending; ``src``/``delay`` (n, 3) as for
+    cut or a negative recorded delay, as :data:`SRC`; their cuts). ``time`` ascending; ``src``/``delay`` (n, 3) as for
     :func:`sweep`."""
-    time, delay = np.ascontiguousarray(time, np.int64), np.ascontiguousarray(delay, np.int64)
-    src = np.ascontiguousarray(src, SRC)
-    nodes, us, ue = (np.ascontiguousarray(a, np.int64) for a in (nodes, us, ue))
+    time, delay = np.ascontiguousarray(time, np.int64), _ns(delay)
+    src, nodes = np.ascontiguousarray(src, SRC), np.ascontiguousarray(nodes, SRC)  # node indices at int32
+    us, ue = np.ascontiguousarray(us, np.int64), np.ascontiguousarray(ue, np.int64)
     if COMPILED is None or switched_off(DISABLE_ENV):
         return host_cut_python(time, src, delay, nodes, us, ue, frac)
-    out_nodes, out_cut = np.empty(len(nodes), np.int64), np.empty(len(nodes), np.int64)
+    out_nodes, out_cut = np.empty(len(nodes), SRC), np.empty(len(nodes), np.int64)
     kept = COMPILED.host_cut(time, src, delay, nodes, us, ue, float(frac), out_nodes, out_cut)
+    if 4 * kept >= 3 * len(nodes):  # most kept (the launch-bound fix's cut): no second copy beside the first
+        return out_nodes[:kept], out_cut[:kept]
     return out_nodes[:kept].copy(), out_cut[:kept].copy()
 
 
@@ -93,7 +114,7 @@ def host_cut_python(time: np.ndarray, src: np.ndarray, delay: np.ndarray, nodes:
     # Nodes with nothing to cut are left out, unless their recorded delay is negative (clock skew),
     # which shrinking raises to 0.
     keep = (cut != 0) | (delay[nodes, 0] < 0)
-    return nodes[keep], cut[keep]
+    return nodes[keep].astype(SRC, copy=False), cut[keep]
 
 
 def _covered(time: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
