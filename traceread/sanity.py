@@ -15,7 +15,6 @@ import pandas as pd
 from traceread import schema
 from traceread.config import Thresholds
 from traceread.host_calls import LAUNCH, calls_matching
-from traceread.lanes import OP_LANES, event_view
 from traceread.trace import Trace
 
 # The raw Kineto category of CUPTI range-profiler records (hardware counters per kernel range).
@@ -27,19 +26,11 @@ _KEY = ["rank", "lane", "device", "stream", "start_ns", "end_ns", "name", "corre
 def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
     """Notes (one sentence each) about duplicated, overlapping or time-jumping GPU activity."""
     ev = trace.events
-    # The GPU rows from the engine's view (cached lane selections on category codes, shared with the
-    # steps and the gaps), not a Categorical ``isin`` over every event. The GPU ops' rows are cached
-    # already (the launch links read them): the sync lane, usually empty, is merged in only when it has
-    # rows, and that merge is not kept (no second copy of every GPU row for the rest of the analysis).
-    v = event_view(trace)
-    ops = v.rows(OP_LANES)
-    extra = [v.lane_rows(lane) for lane in schema.GPU_LANES if lane not in OP_LANES]
-    extra = [r for r in extra if len(r)]
-    rows = np.sort(np.concatenate([ops, *extra]), kind="stable") if extra else ops
+    rows = np.flatnonzero(ev["lane"].isin(schema.GPU_LANES).to_numpy())
     if len(rows) == 0:
         return []
     notes: list[str] = []
-    start_ns, end_ns = v.start[rows], v.end[rows]
+    start_ns, end_ns = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
     order = np.argsort(start_ns, kind="stable")  # read by the repeat check and the hole check
     repeat = _repeats(ev, rows, start_ns, order)
     dup = int(repeat.sum())
@@ -48,7 +39,7 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
                      "the file repeats events, so kernel counts and per-kernel totals include the repeats")
     # The compute kernels, each once (a repeat of a compute row is one: the lane is in the key).
     once = ~repeat
-    once &= v.lane[rows] == v.lane_codes.get(schema.LANE_GPU_COMPUTE, -99)
+    once &= schema.lane_is(ev, schema.LANE_GPU_COMPUTE)[rows]
     by_start = order[once[order]]  # the compute kernels' rows in start order (stable), as positions in rows
     n = _overlaps(ev, rows[once], start_ns[once], end_ns[once], (np.cumsum(once) - 1)[by_start])
     if n:
