@@ -211,14 +211,22 @@ def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
         names = [*kind.cat.categories.astype(str), None if pd.isna(missing) else str(missing)]
         codes = kind.cat.codes.to_numpy()[idx].astype(np.intp) % len(names)  # -1 (missing): the last name
     else:  # plain (Arrow) strings: factorized on the selected rows (dictionary-encoded, no object per gap)
-        missing = pd.Series([None], dtype=kind.dtype).astype(str).iloc[0]
-        found, uniq = pd.factorize(kind.iloc[idx])
+        sel = kind.iloc[idx]
+        found, uniq = pd.factorize(sel)
         if kind.dtype == object and any(type(u) is not str for u in uniq):
             # 1 and 1.0 factorize as one kind but read as two texts: by the selected rows' texts (rare)
-            found, uniq = pd.factorize(kind.iloc[idx].astype(str))
-        names = [*(str(u) for u in pd.Series(uniq, dtype=kind.dtype).astype(str)),
-                 None if pd.isna(missing) else str(missing)]
-        codes = np.asarray(found).astype(np.intp) % len(names)
+            sel = sel.astype(str)
+            found, uniq = pd.factorize(sel)
+        names = [str(u) for u in pd.Series(uniq, dtype=sel.dtype).astype(str)]
+        codes = np.asarray(found).astype(np.intp)
+        lost = codes < 0
+        if lost.any():
+            # missing kinds named by their own texts, as the group-by of texts names them: None and
+            # NaN are 'None' and 'nan' under pandas 2 (two names), missing (left out) under pandas 3
+            texts, text_names = pd.factorize(sel[lost].astype(str))
+            extra = [str(u) for u in text_names] + [None]
+            codes[lost] = len(names) + np.asarray(texts).astype(np.intp) % len(extra)
+            names += extra
     by_code = np.zeros(len(names), dtype=np.int64)
     np.add.at(by_code, codes, dur)
     totals: dict[str, int] = {}

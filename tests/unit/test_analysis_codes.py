@@ -84,7 +84,8 @@ def test_evidence_split_matches_the_group_by(dtype: str) -> None:
     for cause in ("x", "y", "z"):
         got = evidence_split(gaps, cause)
         assert list(got.items()) == list(_reference_split(gaps, cause).items())
-    assert list(evidence_split(gaps, "x")) == ["c", "a", "b", ""]  # largest first; ties in name order
+    # largest first, ties in name order (a missing kind is named "None"/"nan" under pandas 2, left out under 3)
+    assert [k for k in evidence_split(gaps, "x") if k not in ("None", "nan")] == ["c", "a", "b", ""]
 
 
 def test_class_mask_on_codes_and_strings() -> None:
