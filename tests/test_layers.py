@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("frame", ["traceread.frame", "traceread.summary", "traceread.sanity"]),
     # The engine: row selections, steps, gaps, collective identity.
     ("engine", [
-        "traceread.lanes", "traceread.steps", "traceread.step_inference", "traceread.gaps",
+        "traceread.lanes", "traceread.steps", "traceread.step_inference", "traceread.gaps", "traceread.step_totals",
         "traceread.collective_identity", "traceread.capture_edges",
     ]),
     # Rules classify the engine's gaps.

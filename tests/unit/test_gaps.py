@@ -14,10 +14,10 @@ from traceread.gaps import (
     GAP_COLUMNS,
     OVERLAP_KINDS,
     find_gaps,
-    step_totals,
     with_fractions,
 )
 from traceread.rules import build_context
+from traceread.step_totals import step_totals
 from traceread.steps import find_steps
 
 CFG = Thresholds()

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traceread.config import Thresholds
-from traceread.gaps import OVERLAP_KINDS, find_gaps, step_totals, with_fractions
+from traceread.gaps import OVERLAP_KINDS, find_gaps, with_fractions
+from traceread.step_totals import step_totals
 from traceread.steps import find_steps
 
 CFG = Thresholds()

@@ -8,7 +8,8 @@ from conftest import needs_shared, shared_kineto, shared_nsys
 import traceread
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
-from traceread.gaps import find_gaps, step_totals, with_fractions
+from traceread.gaps import find_gaps, with_fractions
+from traceread.step_totals import step_totals
 from traceread.steps import find_steps
 
 CFG = Thresholds()

@@ -1,4 +1,4 @@
-"""``gaps.step_totals`` sums each column by the gaps' step without a group-by of the frame (which made
+"""``step_totals.step_totals`` sums each column by the gaps' step without a group-by of the frame (which made
 every sparse overlap column dense at once): the same table as that group-by, on real and edge inputs."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from traceread.config import Thresholds
-from traceread.gaps import OVERLAP_KINDS, find_gaps, step_totals
+from traceread.gaps import OVERLAP_KINDS, find_gaps
 from traceread.loaders import load
+from traceread.step_totals import step_totals
 from traceread.steps import find_steps
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

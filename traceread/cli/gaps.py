@@ -12,7 +12,7 @@ from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open
 from traceread.cli.output import emit_chunks, json_option
 from traceread.config import Thresholds, parse_set_options
-from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, find_gaps, step_totals, with_fractions
+from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, find_gaps, with_fractions
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
 from traceread.render import csv_table, json_tables, rowjoin
@@ -20,6 +20,7 @@ from traceread.render.fmt import ViewerClock, dur
 from traceread.render.jsonout import trace_entry
 from traceread.rules import classify
 from traceread.rules.evidence import EvidenceChunks, shown_columns
+from traceread.step_totals import step_totals
 from traceread.steps import find_steps
 from traceread.vocabulary import GAP_CLASSES, part_col
 
