@@ -16,7 +16,7 @@ from traceread.metrics import kernels as km
 from traceread.pipeline import idle_by_class
 from traceread.vocabulary import GAP_CLASSES, part_col
 
-REAL = Path("/work/shared/traces/kineto/hta_nccl_a100_rank0of2.json.gz")
+REAL = Path(__file__).resolve().parents[2] / "fixtures" / "hta_nccl_a100_rank0of2.json.gz"  # real, in every clone
 
 
 def test_launch_stats_reads_the_view_not_a_kernel_frame(monkeypatch: pytest.MonkeyPatch) -> None:
