@@ -192,7 +192,7 @@ def _flagged(v: EventView, rows: np.ndarray, flags: tuple[str, ...]) -> dict[str
     flags together (by name code), then each flag's rows picked among the few that carry any; no
     pass at all when no name carries one."""
     tables = [v.name_flags[f] for f in flags]
-    anyf = np.logical_or.reduce(tables)
+    anyf = np.asarray(np.stack(tables).any(axis=0))
     if not anyf.any():
         return {f: rows[:0] for f in flags}
     cand = rows[anyf[v.name[rows]]]

@@ -45,8 +45,8 @@ def _step_of_gaps(steps_df: pd.DataFrame, gaps_df: pd.DataFrame) -> tuple[np.nda
     bounds = {}
     for name in ("rank", "device", "step"):
         both = [np.asarray(f[name], dtype=np.int64) for f in (steps_df, gaps_df) if len(f)]
-        low = min((int(v.min()) for v in both), default=0)
-        high = max((int(v.max()) for v in both), default=0)
+        low = min((int(np.min(v)) for v in both), default=0)
+        high = max((int(np.max(v)) for v in both), default=0)
         bounds[name] = (low, high - low + 1)
     if float(np.prod([span for _, span in bounds.values()], dtype=np.float64)) >= 2.0**62:
         raise OverflowError("rank/device/step out of range")  # not reachable with real ids
