@@ -99,6 +99,11 @@ def _no_sentences(*args: object, **kwargs: object) -> None:
 
 def test_small_blocks_and_chunks(gaps: tuple[pd.DataFrame, object], monkeypatch: pytest.MonkeyPatch) -> None:
     g, cfg = gaps
+    # every row of the rarer classes and every 8th of the two common ones: each class's sentences
+    # still cross the block and chunk edges, in ~650 rows instead of 4,500 (~130 writer chunks)
+    common = g["class"].isin(["unattributed", "launch-bound"]).to_numpy()
+    g = g[~common | (np.arange(len(g)) % 8 == 0)].reset_index(drop=True)
+    assert g["class"].nunique() >= 6 and len(g) > 300
     want = _outputs(g, cfg, from_parts=False)
     monkeypatch.setattr(evidence, "BLOCK_ROWS", 7)  # blocks and writer chunks out of step
     monkeypatch.setattr(json_tables, "CHUNK_ROWS", 5)

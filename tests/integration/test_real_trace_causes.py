@@ -9,6 +9,7 @@ copies...) is intersected with it. Then ``traceread.analyze`` must name that cau
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import re
@@ -63,14 +64,31 @@ def length(iv) -> float:
 
 
 def covered(gaps, iv) -> float:
-    """Length of ``gaps`` covered by the union of ``iv``."""
+    """Length of ``gaps`` covered by the union of ``iv``. The union is sorted and disjoint, so its
+    pieces that can meet a gap start at the first one ending after the gap's start (bisect) and stop
+    at the first starting at or after its end: the same terms, added in the same order, as trying
+    every piece against every gap (which was quadratic: minutes on the denser traces)."""
     u = union(iv)
+    ends = [e for _, e in u]
     tot = 0.0
     for gs, ge in gaps:
-        for s, e in u:
-            if e > gs and s < ge:
-                tot += min(e, ge) - max(s, gs)
+        i = bisect.bisect_right(ends, gs)
+        while i < len(u) and u[i][0] < ge:
+            s, e = u[i]
+            tot += min(e, ge) - max(s, gs)
+            i += 1
     return tot
+
+
+def in_gaps(gaps) -> Callable[[float], bool]:
+    """Whether a time falls in one of ``gaps`` (half-open [start, end)): bisect into their union."""
+    u = union(gaps)
+    starts = [s for s, _ in u]
+
+    def inside(t: float) -> bool:
+        i = bisect.bisect_right(starts, t) - 1
+        return i >= 0 and t < u[i][1]
+    return inside
 
 
 def cat(ev: list[dict], *cats: str) -> list[dict]:
@@ -179,7 +197,8 @@ def why_dense_launches(p):
     """Eager dispatch: on average a launch call at least every 0.5 ms of idle, host ops around them."""
     ev = kineto(p)
     gaps = kernel_gaps(ev)
-    launches = [e for e in named(cat(ev, *RUNTIME), r"Launch") if any(s <= float(e["ts"]) < g for s, g in gaps)]
+    inside = in_gaps(gaps)
+    launches = [e for e in named(cat(ev, *RUNTIME), r"Launch") if inside(float(e["ts"]))]
     assert len(launches) * 500 >= length(gaps)
 
 
@@ -416,7 +435,8 @@ def why_shutdown_tail_then_dispatch(p):
     assert tail > 70_000
     last_end = max(span(e)[1] for e in named(ev, r"^ProfilerStep#"))
     gaps = [g for g in kernel_gaps(ev) if g[1] <= last_end - tail]
-    launches = [e for e in named(cat(ev, *RUNTIME), r"Launch") if any(s <= float(e["ts"]) < g for s, g in gaps)]
+    inside = in_gaps(gaps)
+    launches = [e for e in named(cat(ev, *RUNTIME), r"Launch") if inside(float(e["ts"]))]
     assert len(launches) * 200 >= length(gaps)
     assert covered(gaps, [span(e) for e in cat(ev, "operator", "cpu_op")]) >= 0.9 * length(gaps)
     assert covered(gaps, [span(e) for e in named(ev, r"^enumerate\(DataLoader\)#")]) < 0.05 * length(gaps)
@@ -524,7 +544,8 @@ def test_the_hand_read_reason_holds_in_the_raw_file(name):
 @pytest.mark.parametrize(("name", "want", "why"), list(_cases()))
 def test_dominant_cause_and_why(name, want, why):
     path = SHARED_TRACES / name
-    why(path)  # the hand-read reason still holds in the raw file
+    # the hand-read reason is re-measured in the raw file by test_the_hand_read_reason_holds_in_the_raw_file
+    # (never xfail); not again here, where it doubled the slowest traces' time
     a = analyze([load(path)], cfg=Thresholds())
     got = "none" if a.steps.empty else a.dominant_cause
     assert got in want, f"{name}: {got} ({a.dominant_cost_share:.0%}), expected {want}"

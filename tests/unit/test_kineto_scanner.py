@@ -258,7 +258,7 @@ def _chunk_of(path: Path, limit: int) -> bytes:
 @pytest.mark.parametrize("name", ["hta_nccl_a100_rank0of2.json.gz", "kineto2021_resnet50_bare_list.pt.trace.json.gz"])
 def test_mutated_chunks_never_disagree(name: str) -> None:
     """Random byte edits, cuts and junk: every chunk the scanner takes matches msgspec's decode."""
-    base = _chunk_of(FIXTURES / name, 40_000)
+    base = _chunk_of(FIXTURES / name, 12_000)  # ~40 events: edits land in every kind of token
     rng = np.random.default_rng(16)
     junk = [b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b".", b"e", b"-", b"0", b"9", b"\x00", b"\xff",
             b"\xc3", b" ", b"\n", b"u", b"n"]

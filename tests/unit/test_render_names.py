@@ -172,7 +172,7 @@ def test_short_names_are_unchanged_and_outsiders_get_plain_shortening() -> None:
     assert md_name(_ADD_INT, short=short).startswith("`") and "int" in md_name(_ADD_INT, short=short)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.lists(st.sampled_from(["float", "int", "Half", "long", "4", "8", "Mul", "Add"]), min_size=2, max_size=6),
        st.integers(1, 12))
 def test_generated_template_families_stay_distinct(args: list[str], n: int) -> None:
