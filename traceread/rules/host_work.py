@@ -59,13 +59,12 @@ def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
         is_launch = matching(trace, calls, KERNEL_LAUNCH, GRAPH_LAUNCH)
         if not is_launch.any():
             continue
-        every = calls.tid
-        lo = int(np.min(every, where=is_launch, initial=np.iinfo(np.int64).max))
-        if lo == int(np.max(every, where=is_launch, initial=np.iinfo(np.int64).min)):
+        tid = calls.tid_of(is_launch)  # (the launches' threads only)
+        lo = int(np.min(tid))
+        if lo == int(np.max(tid)):
             out[sel] = lo  # one launching thread (the common case): no search, no copy of the launches
             continue
-        cs, tid = calls.start[is_launch], every[is_launch]
-        del every
+        cs = calls.start[is_launch]
         out[sel] = _busiest(tid, calls.rows[is_launch])
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = (lstart[sel] >= 0) & (cs[k] == lstart[sel])
