@@ -177,15 +177,18 @@ def texts(part: Texts | np.ndarray | str, n: int) -> Texts:
 
 
 def _stack(parts: list[Texts], n: int) -> Texts:
-    """The parts' texts joined row by row (tables concatenated, codes side by side)."""
+    """The parts' texts joined row by row (tables concatenated, codes side by side, written into one
+    matrix: no matrix per part and no copy to stack them)."""
     table: list[str] = [""]
-    blocks = []
+    codes = np.empty((n, sum(t.codes.shape[1] for t in parts)), dtype=np.int32)
+    at = 0
     for t in parts:
-        if t.codes.shape[1]:
-            blocks.append(t.codes + np.int32(len(table)))
+        k = t.codes.shape[1]
+        if k:
+            np.add(t.codes, np.int32(len(table)), out=codes[:, at:at + k], casting="unsafe")
             table.extend(t.table)
-    codes = np.hstack(blocks) if blocks else np.zeros((n, 0), dtype=np.int32)
-    return Texts(table, np.ascontiguousarray(codes, dtype=np.int32))
+            at += k
+    return Texts(table, codes)
 
 
 def cat_parts(*parts: Texts | np.ndarray | str, n: int | None = None) -> Texts:
@@ -205,11 +208,16 @@ def cat_parts(*parts: Texts | np.ndarray | str, n: int | None = None) -> Texts:
 
 def fill(out: Texts, rows: np.ndarray, part: Texts) -> Texts:
     """``out`` with rows ``rows`` (positions) holding ``part``'s texts (``len(rows)`` of them)."""
-    k = max(out.codes.shape[1], part.codes.shape[1])
-    codes = np.zeros((len(out), k), dtype=np.int32)
-    codes[:, :out.codes.shape[1]] = out.codes
-    codes[rows] = 0
-    codes[rows, :part.codes.shape[1]] = part.codes + np.int32(len(out.table))
+    ko, kp = out.codes.shape[1], part.codes.shape[1]
+    k = max(ko, kp)
+    if ko == k:  # (a copy of out's codes, not zeros and then a copy)
+        codes = np.array(out.codes, dtype=np.int32, order="C")
+    else:
+        codes = np.zeros((len(out), k), dtype=np.int32)
+        codes[:, :ko] = out.codes
+    if kp < k:
+        codes[rows, kp:] = 0
+    codes[rows, :kp] = part.codes + np.int32(len(out.table))
     return Texts(out.table + part.table, codes)
 
 
