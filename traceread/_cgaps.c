@@ -528,6 +528,67 @@ done:
     return result;
 }
 
+/* free_near(start, end, name, rows, marker, points, us, ue, f_rows, f_s, f_e, near): one host thread's
+ * frames (rows, sorted by start) without those whose marker[name[row]] holds (a bool per name code,
+ * read as numpy indexes) written to f_rows/f_s/f_e (row, start, end), and near[] the positions among
+ * them of the frames overlapping the union us/ue (sorted, disjoint; at least one member) inside
+ * which none of points (sorted) starts; returns (frames, near), or None when rows are not sorted by
+ * start or points not sorted. rules/host_work.py's _free_near_numpy is the twin. */
+static PyObject *free_near(PyObject *self, PyObject *args) {
+    Py_buffer b_s, b_e, b_name, b_rows, b_mark, b_pts, b_us, b_ue, b_fr, b_fs, b_fe, b_near;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*w*w*w*w*", &b_s, &b_e, &b_name, &b_rows, &b_mark, &b_pts, &b_us,
+                          &b_ue, &b_fr, &b_fs, &b_fe, &b_near))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n_ev = b_s.len / 8, n = b_rows.itemsize ? b_rows.len / b_rows.itemsize : 0;
+    Py_ssize_t n_pts = b_pts.len / 8, n_u = b_us.len / 8;
+    if (b_e.len != b_s.len || b_name.itemsize < 1 || b_name.len / b_name.itemsize != n_ev ||
+        (b_rows.itemsize != 4 && b_rows.itemsize != 8) || b_ue.len != b_us.len || n_u < 1 ||
+        b_fr.len < n * 8 || b_fs.len < n * 8 || b_fe.len < n * 8 || b_near.len < n * 8) {
+        PyErr_SetString(PyExc_ValueError, "_cgaps.free_near: array sizes disagree");
+        goto done;
+    }
+    const int64_t *s = (const int64_t *)b_s.buf, *e = (const int64_t *)b_e.buf;
+    const int64_t *pts = (const int64_t *)b_pts.buf, *us = (const int64_t *)b_us.buf, *ue = (const int64_t *)b_ue.buf;
+    int64_t *fr = (int64_t *)b_fr.buf, *fs = (int64_t *)b_fs.buf, *fe = (int64_t *)b_fe.buf, *near = (int64_t *)b_near.buf;
+    for (Py_ssize_t k = 1; k < n_pts; k++)
+        if (pts[k] < pts[k - 1]) { result = Py_None; Py_INCREF(result); goto done; }
+    Py_ssize_t m = 0, q = 0, j = 0, k = 0;
+    int64_t prev = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = index_at(&b_rows, i);
+        if (r < 0 || r >= n_ev) {
+            PyErr_SetString(PyExc_IndexError, "_cgaps.free_near: a row out of range");
+            goto done;
+        }
+        if (s[r] < prev) { result = Py_None; Py_INCREF(result); goto done; }
+        prev = s[r];
+        int hit = table_at(&b_mark, code_at(&b_name, r));
+        if (hit < 0) {
+            PyErr_SetString(PyExc_IndexError, "_cgaps.free_near: a name code out of range");
+            goto done;
+        }
+        if (hit) continue;
+        fr[m] = r;
+        fs[m] = s[r];
+        fe[m] = e[r];
+        while (j < n_u && ue[j] <= s[r]) j++; /* the first member ending after the start (else the last) */
+        Py_ssize_t u = j < n_u ? j : n_u - 1;
+        if (ue[u] > s[r] && us[u] < e[r]) {
+            while (k < n_pts && pts[k] < s[r]) k++; /* the first point at or after the start */
+            if (k == n_pts || pts[k] >= e[r]) near[q++] = m;
+        }
+        m++;
+    }
+    result = Py_BuildValue("nn", m, q);
+done:
+    PyBuffer_Release(&b_s); PyBuffer_Release(&b_e); PyBuffer_Release(&b_name); PyBuffer_Release(&b_rows);
+    PyBuffer_Release(&b_mark); PyBuffer_Release(&b_pts); PyBuffer_Release(&b_us); PyBuffer_Release(&b_ue);
+    PyBuffer_Release(&b_fr); PyBuffer_Release(&b_fs); PyBuffer_Release(&b_fe); PyBuffer_Release(&b_near);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"covered", covered, METH_VARARGS, "covered(start, end, rows, qs, qe, out): union coverage per query"},
     {"longest", longest, METH_VARARGS, "longest(start, end, rows, qs, qe, length, index): longest overlap per query"},
@@ -537,6 +598,7 @@ static PyMethodDef methods[] = {
     {"positions", positions, METH_VARARGS, "positions(keys, queries, out): where sorted queries are among sorted keys"},
     {"holes", holes, METH_VARARGS, "holes(us, ue, ws, we, w_idx, gs, ge): the union's holes inside each window"},
     {"union_rows", union_rows, METH_VARARGS, "union_rows(start, end, rows, us, ue): union of rows sorted by start"},
+    {"free_near", free_near, METH_VARARGS, "free_near(start, end, name, rows, marker, points, us, ue, f_rows, f_s, f_e, near)"},
     {"bucket_max", bucket_max, METH_VARARGS, "bucket_max(start, end, rows, bounds, max_len, out, cat, cat_ok, name, name_ok)"},
     {NULL, NULL, 0, NULL}};
 

@@ -62,3 +62,50 @@ def test_switched_off_gives_the_twin(monkeypatch: pytest.MonkeyPatch) -> None:
     parts = ("p", np.array(["a", "b", "a"], dtype=object))
     monkeypatch.setenv(textcat.DISABLE_ENV, "1")
     assert textcat.cat(*parts).tolist() == ["pa", "pb", "pa"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_factorize_equals_pandas_factorize(seed: int) -> None:
+    """``textcat.factorize`` (codes by identity, then the distinct objects by value) gives pandas'
+    codes and first-appearance order: equal texts held by distinct objects, '' and non-ASCII text,
+    rows of one shared object, empty input, and values that are not all str (pandas' own path)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 5_000))
+    shared = np.array(WORDS, dtype=object)
+    values = shared[rng.integers(0, len(WORDS), n)]
+    fresh = rng.random(n) < 0.3  # the same texts as new objects (equal, not identical)
+    values[fresh] = ["".join(list(s)) + "" for s in values[fresh].tolist()]
+    cases = [values, np.array([], dtype=object), np.full(7, "", dtype=object),
+             np.array(["b", "a", "b", None, "a", float("nan")], dtype=object), np.array(["1", 1, "1"], dtype=object)]
+    for case in cases:
+        got, uniq = textcat.factorize(case)
+        want, want_uniq = pd.factorize(case, use_na_sentinel=False)
+        assert got.tolist() == want.tolist()
+        assert [repr(u) for u in uniq.tolist()] == [repr(u) for u in want_uniq.tolist()]
+        assert uniq.dtype == object
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_parts_stacked_and_filled_equal_the_str_texts(seed: int) -> None:
+    """``cat_parts``, ``where_parts`` and ``fill`` (codes written into one matrix) give the rows
+    ``cat``/``np.where`` give: parts of different widths, empty parts, no rows, rows filled twice."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    words = np.array(WORDS, dtype=object)
+
+    def col() -> np.ndarray:
+        return words[rng.integers(0, len(WORDS), n)]
+
+    a, b, c = col(), col(), col()
+    wide = textcat.cat_parts("x", a, "", b, " y ", c, n=n)
+    assert wide.rows() == textcat.cat_python("x", a, "", b, " y ", c).tolist()
+    narrow = textcat.texts(b, n)
+    cond = rng.random(n) < 0.5
+    got = textcat.where_parts(cond, wide, narrow)  # wider filled into narrower
+    assert got.rows() == np.where(cond, textcat.cat_python("x", a, b, " y ", c), b).tolist()
+    got = textcat.where_parts(cond, narrow, wide)  # narrower filled into wider
+    assert got.rows() == np.where(cond, b, textcat.cat_python("x", a, b, " y ", c)).tolist()
+    got = textcat.where_parts(~cond, textcat.texts("", n), got)  # empty parts
+    assert got.rows() == np.where(~cond, "", np.where(cond, b, textcat.cat_python("x", a, b, " y ", c))).tolist()

@@ -26,7 +26,7 @@ from traceread.host_calls import SYNC
 from traceread.lanes import event_view
 from traceread.rules import textcat
 from traceread.rules._calls import api_calls as calls_of
-from traceread.rules._calls import distinct, name_hits, thread_cpu_ops
+from traceread.rules._calls import distinct, longer_than, name_hits, thread_cpu_ops
 from traceread.trace import Trace
 
 # Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
@@ -447,7 +447,7 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
         cs = calls.start
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = cs[k] == lstart[sel]
-        sel, tid = sel[found], calls.tid[k[found]]
+        sel, tid = sel[found], calls.tid_of(k[found])
         for t in distinct(tid):
             q = sel[tid == t]
             thread_ops, os_, reach = thread_cpu_ops(trace, rank, t)
@@ -485,7 +485,7 @@ def longest_api_call(gaps: pd.DataFrame, trace: Trace | None, longer_than_ns: in
     g_end = col(gaps, "end_ns", dtype=np.int64)
     for rank in distinct(g_rank):  # ranks and devices are few
         calls = calls_of(trace, rank)  # sorted by start once for every rule: no sort per device
-        calls = calls.where(calls.end - calls.start > longer_than_ns)
+        calls = calls.where(longer_than(trace, rank, longer_than_ns))
         if len(calls.rows) == 0:
             continue
         for dev in distinct(g_dev[g_rank == rank]):

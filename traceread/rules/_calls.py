@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from traceread import schema
+from traceread import intervals, schema
 from traceread.lanes import API_CATS, EventView, event_view
 from traceread.trace import Trace
 
@@ -205,6 +205,20 @@ class Calls:
         assert self._view is not None
         return self._view.tid[self.rows].astype(np.int64, copy=False)
 
+    def end_of(self, at: np.ndarray) -> np.ndarray:
+        """``end[at]`` (int64) without reading every call's end (``at``: a mask or positions)."""
+        if self._end is not None:
+            return self._end[at]
+        assert self._view is not None
+        return self._view.end[self.rows[at]].astype(np.int64, copy=False)
+
+    def tid_of(self, at: np.ndarray) -> np.ndarray:
+        """``tid[at]`` (int64) without reading every call's thread (``at``: a mask or positions)."""
+        if self._tid is not None:
+            return self._tid[at]
+        assert self._view is not None
+        return self._view.tid[self.rows[at]].astype(np.int64, copy=False)
+
     def where(self, keep: np.ndarray) -> Calls:
         rows = self.rows[keep]
         if self._view is None:
@@ -227,6 +241,15 @@ def api_calls(trace: Trace, rank: int) -> Calls:
             del order
         return Calls(rows, start, v.name[rows], view=v)
     return _cached(trace, ("api", rank), make)
+
+
+def longer_than(trace: Trace, rank: int, ns: int) -> np.ndarray:
+    """Bool per call of ``api_calls(trace, rank)``: it lasted longer than ``ns`` (found once for the
+    rules that read it: every call's end is read for it)."""
+    def make() -> np.ndarray:
+        calls = api_calls(trace, rank)
+        return calls.end - calls.start > ns
+    return _cached(trace, ("longer_than", rank, ns), make)
 
 
 def distinct(values: np.ndarray) -> list[int]:
@@ -283,7 +306,9 @@ def thread_host_rows(trace: Trace, rank: int, tid: int) -> np.ndarray:
         host = select(trace, HOST_WORK, rank)
         tids = _cached(trace, ("host_tids", rank), lambda: v.tid[host])
         rows = host[tids == tid]
-        return rows[np.argsort(v.start[rows], kind="stable")]
+        start = v.start[rows]
+        # (a Kineto thread's frames are written in start order: a check, not a sort, in the common case)
+        return rows if intervals.is_sorted(start) else rows[np.argsort(start, kind="stable")]
     return _cached(trace, ("thread_host", rank, tid), make)
 
 

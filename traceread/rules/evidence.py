@@ -76,7 +76,7 @@ def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray, at: np.ndarray |
             full = np.full(n, -1, dtype=np.int32)
             if part is not None:
                 keep = want[part]
-                codes, uniq = pd.factorize(values[keep], use_na_sentinel=False)
+                codes, uniq = textcat.factorize(values[keep])
                 if np.count_nonzero(keep) < np.count_nonzero(want):  # rows outside ``at`` read ''
                     empty = np.flatnonzero(uniq == "")
                     if len(empty) == 0:
@@ -86,7 +86,7 @@ def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray, at: np.ndarray |
                 full[part[keep]] = codes
             else:
                 rows = np.flatnonzero(want)
-                codes, uniq = pd.factorize(values[rows], use_na_sentinel=False)
+                codes, uniq = textcat.factorize(values[rows])
                 full[rows] = codes
             if len(uniq) <= 30_000:
                 full = full.astype(np.int16)

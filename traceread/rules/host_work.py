@@ -59,13 +59,12 @@ def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
         is_launch = matching(trace, calls, KERNEL_LAUNCH, GRAPH_LAUNCH)
         if not is_launch.any():
             continue
-        every = calls.tid
-        lo = int(np.min(every, where=is_launch, initial=np.iinfo(np.int64).max))
-        if lo == int(np.max(every, where=is_launch, initial=np.iinfo(np.int64).min)):
+        tid = calls.tid_of(is_launch)  # (the launches' threads only)
+        lo = int(np.min(tid))
+        if lo == int(np.max(tid)):
             out[sel] = lo  # one launching thread (the common case): no search, no copy of the launches
             continue
-        cs, tid = calls.start[is_launch], every[is_launch]
-        del every
+        cs = calls.start[is_launch]
         out[sel] = _busiest(tid, calls.rows[is_launch])
         k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
         found = (lstart[sel] >= 0) & (cs[k] == lstart[sel])
@@ -107,23 +106,20 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
     gs = col(gaps, "start_ns", dtype=np.int64)
     ge = col(gaps, "end_ns", dtype=np.int64)
     for rank in distinct(g_rank):  # ranks and threads are few
-        held: np.ndarray | None = None  # per call of the rank: a launch or sync (found once for its threads)
+        held: tuple[np.ndarray, np.ndarray] | None = None  # the rank's launch and sync calls: starts, threads
         for tid in distinct(tids[g_rank == rank]):
             sel = np.flatnonzero((g_rank == rank) & (tids == tid))
             sel = sel[ge[sel] - gs[sel] > cfg.input_work_min_ns]  # the only gaps a rule reads it for
             hev = thread_host_rows(trace, rank, tid)  # sorted by start (frame order among equal starts)
-            hev = hev[~marker[v.name[hev]]]
             if len(sel) == 0 or len(hev) == 0:
                 continue
-            calls = api_calls(trace, rank)  # sorted by start
-            held = holds[calls.name] if held is None else held
-            frames = _Frames(v.start[hev].astype(np.int64, copy=False), v.end[hev].astype(np.int64, copy=False), hev,
-                             calls.start[held & (calls.tid == tid)])
+            if held is None:  # (found once for the rank's threads)
+                calls = api_calls(trace, rank)  # sorted by start
+                at = holds[calls.name]
+                held = calls.start[at], v.tid[calls.rows[at]]
             # Only frames overlapping those gaps count (and every frame enclosing one overlaps them too).
             us, ue = intervals.union(gs[sel], ge[sel])
-            j = np.minimum(_count_at_or_before(ue, frames.s), len(ue) - 1)
-            near = np.flatnonzero((ue[j] > frames.s) & (us[j] < frames.e))
-            near = near[frames.free(near)]
+            frames, near = _free_near(v, hev, marker, held[0][held[1] == tid], us, ue)
             if len(near) == 0:
                 continue
             s, e = frames.s[near], frames.e[near]
@@ -144,6 +140,36 @@ def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Th
             if named:
                 label[np.concatenate(named)] = frames.labels(v, np.concatenate(tops))
     return ns, label
+
+
+def _free_near(v: EventView, hev: np.ndarray, marker: np.ndarray, points: np.ndarray, us: np.ndarray,
+               ue: np.ndarray) -> tuple[_Frames, np.ndarray]:
+    """The thread's frames ``hev`` (sorted by start) but the markers (``marker`` per name code), and the
+    positions among them of the launch-free ones (no launch or sync call of ``points`` starts inside)
+    overlapping the union ``us``/``ue`` of the gaps (at least one member). Compiled (``_cgaps.free_near``:
+    one pass over the frames, no array per step) where built, else :func:`_free_near_numpy`, its twin."""
+    c = intervals.sweeper()
+    if c is not None:
+        n = len(hev)
+        rows, s, e, near = (np.empty(n, dtype=np.int64) for _ in range(4))
+        got = c.free_near(np.ascontiguousarray(v.start, np.int64), np.ascontiguousarray(v.end, np.int64),
+                          np.ascontiguousarray(v.name), np.ascontiguousarray(hev), np.ascontiguousarray(marker, bool),
+                          np.ascontiguousarray(points, np.int64), np.ascontiguousarray(us, np.int64),
+                          np.ascontiguousarray(ue, np.int64), rows, s, e, near)
+        if got is not None:  # (None: not sorted as it needs; the twin answers)
+            m, q = got
+            return _Frames(s[:m], e[:m], rows[:m], points), near[:q]
+    return _free_near_numpy(v, hev, marker, points, us, ue)
+
+
+def _free_near_numpy(v: EventView, hev: np.ndarray, marker: np.ndarray, points: np.ndarray, us: np.ndarray,
+                     ue: np.ndarray) -> tuple[_Frames, np.ndarray]:
+    """:func:`_free_near` in numpy (the compiled pass's twin)."""
+    hev = hev[~marker[v.name[hev]]]
+    frames = _Frames(v.start[hev].astype(np.int64, copy=False), v.end[hev].astype(np.int64, copy=False), hev, points)
+    j = np.minimum(_count_at_or_before(ue, frames.s), len(ue) - 1)
+    near = np.flatnonzero((ue[j] > frames.s) & (us[j] < frames.e))
+    return frames, near[frames.free(near)]
 
 
 def _count_at_or_before(points: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -186,7 +212,10 @@ class _Frames:
         where = np.empty(len(at), dtype=np.int64)
         where[np.argsort(at, kind="stable")] = np.arange(len(at))
         names = _names_at(v, self.rows[at])
-        return np.array([_label(s, e, names, int(where[p])) for p in pos.tolist()] or [""], dtype=object)[:len(tops)]
+        top = where[pos]
+        ends = np.searchsorted(s, e[top], side="left")  # past each top's descendants (one search for all)
+        return np.array([_label(s, e, names, k, hi) for k, hi in zip(top.tolist(), ends.tolist(), strict=True)]
+                        or [""], dtype=object)[:len(tops)]
 
 
 def _outer_first(s: np.ndarray, e: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -211,10 +240,10 @@ def _fmt_ms(ns: int) -> str:
     return f"{ns / 1e6:.1f} ms" if ns >= 100_000 else f"{ns / 1e3:.0f} us"
 
 
-def _label(s: np.ndarray, e: np.ndarray, names: Callable[[int], str], top: int) -> str:
-    """The frame at ``top`` and its longest meaningful descendants (generic forwarding frames skipped)."""
+def _label(s: np.ndarray, e: np.ndarray, names: Callable[[int], str], top: int, hi: int) -> str:
+    """The frame at ``top`` and its longest meaningful descendants (generic forwarding frames skipped;
+    ``hi``: the first frame starting at or after its end)."""
     lo = top + 1
-    hi = int(np.searchsorted(s, e[top], side="left"))
     span = max(int(e[top] - s[top]), 1)
     inner = np.arange(lo, hi)
     inner = inner[(e[inner] - s[inner]) >= _MIN_CHILD_SHARE * span]
@@ -237,11 +266,14 @@ def _label(s: np.ndarray, e: np.ndarray, names: Callable[[int], str], top: int) 
 
 
 def _children(s: np.ndarray, e: np.ndarray, inner: np.ndarray) -> list[int]:
-    """The members of ``inner`` (sorted by start, outer first) not nested in an earlier member."""
-    out: list[int] = []
-    reach = np.iinfo(np.int64).min
-    for k in inner:
-        if e[k] > reach:
-            out.append(int(k))
-            reach = int(e[k])
+    """The members of ``inner`` (sorted by start, outer first) not nested in an earlier member: those
+    ending after every earlier one (a member nested in an earlier one never raises that reach, so the
+    reach of the earlier members is the reach of the kept ones)."""
+    if len(inner) == 0:
+        return []
+    ends = e[inner]
+    keep = np.empty(len(inner), dtype=bool)
+    keep[0] = ends[0] > np.iinfo(np.int64).min
+    np.greater(ends[1:], np.maximum.accumulate(ends)[:-1], out=keep[1:])
+    out: list[int] = inner[keep].tolist()
     return out

@@ -83,7 +83,7 @@ from traceread.rules._base import (
     fmt_pct,
     texts,
 )
-from traceread.rules._calls import Calls, Spec, api_calls, api_ranks, matching, name_hits, select
+from traceread.rules._calls import Calls, Spec, api_calls, api_ranks, longer_than, matching, name_hits, select
 from traceread.trace import Trace
 
 NAME = "one-time-cost"
@@ -274,7 +274,7 @@ def _one_time_spans(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -
 
     for rank in api_ranks(trace):  # ranks are few, in order of their first call
         calls = api_calls(trace, rank)  # sorted by start; each part below is put back in frame order
-        long_here = calls.end - calls.start > cfg.launch_call_max_ns
+        long_here = longer_than(trace, rank, cfg.launch_call_max_ns)
 
         def part(keep: np.ndarray, calls: Calls = calls) -> np.ndarray:
             """Positions of the calls ``keep`` selects, in frame order."""
@@ -288,13 +288,13 @@ def _one_time_spans(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -
         # Module loading and driver initialization: runs of calls.
         mod = part(matching(trace, calls, MODULE_LOAD))
         if len(mod):
-            s, e, labels = _runs(calls.start[mod], calls.end[mod], calls.tid[mod], v.names[calls.name[mod]],
-                                 calls.start[kernel_launch], calls.tid[kernel_launch], cfg.one_time_run_gap_ns)
+            s, e, labels = _runs(calls.start[mod], calls.end_of(mod), calls.tid_of(mod), v.names[calls.name[mod]],
+                                 calls.start[kernel_launch], calls.tid_of(kernel_launch), cfg.one_time_run_gap_ns)
             out.add(np.full(len(s), rank, np.int64), s, e, "module-load", labels)
         # Graph capture: Begin..End spans and instantiation.
         is_begin = matching(trace, calls, CAPTURE_BEGIN)
         marks = part(is_begin | matching(trace, calls, CAPTURE_END))
-        cs, ce = _capture_spans(calls.tid[marks], calls.start[marks], calls.end[marks], is_begin[marks], thread_ends)
+        cs, ce = _capture_spans(calls.tid_of(marks), calls.start[marks], calls.end_of(marks), is_begin[marks], thread_ends)
         if len(cs):
             out.add(np.full(len(cs), rank, np.int64), cs, ce, "graph-capture", np.full(len(cs), "stream capture", dtype=object))
         add(matching(trace, calls, CAPTURE), "graph-capture")
@@ -306,7 +306,7 @@ def _one_time_spans(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -
         long_setup = long_here & (alloc_call | context_call)
         if long_setup.any():  # the library ops are searched only for the calls they could make lazy
             at = np.flatnonzero(long_setup)
-            lazy[at] |= _inside_first_library_op(trace, calls.tid[at], calls.start[at], rank)
+            lazy[at] |= _inside_first_library_op(trace, calls.tid_of(at), calls.start[at], rank)
         add(lazy, "lazy-init")
         # Long context / stream / pinned-memory setup calls.
         add(long_here & context_call & ~lazy, "context")

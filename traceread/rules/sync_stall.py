@@ -68,8 +68,9 @@ NAME = "sync-stall"
 
 def _first_overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Per query ``[gs, ge)``: when the earliest interval overlapping it began (clipped to ``gs``; -1: none)."""
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
+    if not intervals.is_sorted(s):  # (the rules' calls come sorted by start: no sort)
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], e[o]
     out = np.full(len(gs), -1, dtype=np.int64)
     k = np.searchsorted(s, gs, side="right") - 1
     reach = np.maximum.accumulate(e)
@@ -104,15 +105,16 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
         if not allocator_recurs(calls.start[a], steps, rank, cfg):
             a = np.zeros_like(a)
         b = sync[calls.name] | a
-        s_all, e_all = calls.start, calls.end
-        if b.any():
-            blocked_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_all[b], e_all[b]))
-            block_start[sel] = _first_overlap(gs[sel], ge[sel], s_all[b], e_all[b])
+        if b.any():  # (the ends of these calls only: not a gather of every call's end)
+            s_b, e_b = calls.start[b], calls.where(b).end
+            blocked_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_b, e_b))
+            block_start[sel] = _first_overlap(gs[sel], ge[sel], s_b, e_b)
         if a.any():
-            alloc_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_all[a], e_all[a]))
+            s_a, e_a = calls.start[a], calls.where(a).end
+            alloc_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_a, e_a))
             # calls overlapping the gap (one that began before it and holds it counts: a 70 ms hipFree)
-            alloc_calls[sel] = (np.searchsorted(s_all[a], ge[sel], side="left")
-                                - np.searchsorted(np.sort(e_all[a]), gs[sel], side="right"))
+            alloc_calls[sel] = (np.searchsorted(s_a, ge[sel], side="left")
+                                - np.searchsorted(np.sort(e_a), gs[sel], side="right"))
     return blocked_ns, alloc_ns, alloc_calls, block_start
 
 

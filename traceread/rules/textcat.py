@@ -68,6 +68,27 @@ def cat_python(*parts: np.ndarray | str) -> np.ndarray:
     return out
 
 
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values, use_na_sentinel=False)`` of an object array of str (codes, and the distinct
+    values in order of first appearance): compiled, the rows are coded by identity (the rules' text
+    columns hold a few shared str objects) and only the distinct objects are hashed and compared,
+    several times less work than hashing every row. Anything but str (or without the compiled
+    module): pandas' factorize, its twin."""
+    arr = np.asarray(values, dtype=object)
+    if COMPILED is not None and not switched_off(DISABLE_ENV) and arr.ndim == 1:
+        try:
+            raw, firsts = COMPILED.codes(arr.tolist())
+        except TypeError:  # not every value a str: pandas' rules for the rest
+            pass
+        else:
+            # Equal texts held by distinct objects: coded again by value (their order of first
+            # appearance is their first object's, so the codes and order are pandas').
+            by_value, uniq = pd.factorize(np.asarray(firsts, dtype=object), use_na_sentinel=False)
+            return by_value[np.frombuffer(raw, dtype=np.int32)], uniq
+    codes, uniq = pd.factorize(arr, use_na_sentinel=False)
+    return codes, uniq
+
+
 # --- text kept as parts (the writers' form) ------------------------------------------------------
 
 _LAZY: contextvars.ContextVar[bool] = contextvars.ContextVar("traceread_text_parts", default=False)
@@ -156,15 +177,18 @@ def texts(part: Texts | np.ndarray | str, n: int) -> Texts:
 
 
 def _stack(parts: list[Texts], n: int) -> Texts:
-    """The parts' texts joined row by row (tables concatenated, codes side by side)."""
+    """The parts' texts joined row by row (tables concatenated, codes side by side, written into one
+    matrix: no matrix per part and no copy to stack them)."""
     table: list[str] = [""]
-    blocks = []
+    codes = np.empty((n, sum(t.codes.shape[1] for t in parts)), dtype=np.int32)
+    at = 0
     for t in parts:
-        if t.codes.shape[1]:
-            blocks.append(t.codes + np.int32(len(table)))
+        k = t.codes.shape[1]
+        if k:
+            np.add(t.codes, np.int32(len(table)), out=codes[:, at:at + k], casting="unsafe")
             table.extend(t.table)
-    codes = np.hstack(blocks) if blocks else np.zeros((n, 0), dtype=np.int32)
-    return Texts(table, np.ascontiguousarray(codes, dtype=np.int32))
+            at += k
+    return Texts(table, codes)
 
 
 def cat_parts(*parts: Texts | np.ndarray | str, n: int | None = None) -> Texts:
@@ -184,11 +208,16 @@ def cat_parts(*parts: Texts | np.ndarray | str, n: int | None = None) -> Texts:
 
 def fill(out: Texts, rows: np.ndarray, part: Texts) -> Texts:
     """``out`` with rows ``rows`` (positions) holding ``part``'s texts (``len(rows)`` of them)."""
-    k = max(out.codes.shape[1], part.codes.shape[1])
-    codes = np.zeros((len(out), k), dtype=np.int32)
-    codes[:, :out.codes.shape[1]] = out.codes
-    codes[rows] = 0
-    codes[rows, :part.codes.shape[1]] = part.codes + np.int32(len(out.table))
+    ko, kp = out.codes.shape[1], part.codes.shape[1]
+    k = max(ko, kp)
+    if ko == k:  # (a copy of out's codes, not zeros and then a copy)
+        codes = np.array(out.codes, dtype=np.int32, order="C")
+    else:
+        codes = np.zeros((len(out), k), dtype=np.int32)
+        codes[:, :ko] = out.codes
+    if kp < k:
+        codes[rows, kp:] = 0
+    codes[rows, :kp] = part.codes + np.int32(len(out.table))
     return Texts(out.table + part.table, codes)
 
 
