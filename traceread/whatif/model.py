@@ -41,7 +41,7 @@ import pandas as pd
 
 from traceread import schema
 from traceread.config import Thresholds
-from traceread.lanes import API_CATS, OP_LANES, EventView, subset
+from traceread.lanes import API_CATS, HOST_LANES, OP_LANES, EventView, selection_key, subset
 from traceread.whatif import sweep
 
 HOST_POINT, OP_START = 0, 1
@@ -124,14 +124,35 @@ def _nodes_order(time: np.ndarray, sub: np.ndarray, tie: np.ndarray) -> np.ndarr
     return np.lexsort((tie, sub, time))
 
 
+def rank_calls(rank: int) -> tuple[Any, ...]:
+    """The :meth:`EventView.rows` arguments of the rank's CUDA API calls (the model's host calls)."""
+    return (schema.LANE_CPU_THREAD,), API_CATS, rank
+
+
+def rank_ops(rank: int) -> tuple[Any, ...]:
+    """The :meth:`EventView.rows` arguments of the rank's GPU ops (the model's op nodes)."""
+    return OP_LANES, None, rank
+
+
+def rank_host(rank: int) -> tuple[Any, ...]:
+    """The :meth:`EventView.rows` arguments of the rank's host ranges (what host-time fixes search)."""
+    return HOST_LANES, None, rank
+
+
+def selections(rank: int) -> tuple[tuple[Any, ...], ...]:
+    """The cache keys of the view's selections a replay of ``rank`` reads (the model's, the fixes'): what the
+    analysis keeps of the view's cache once it is done with the rest (:meth:`EventView.keep_selections`)."""
+    return tuple(selection_key(*args) for args in (rank_calls(rank), rank_ops(rank), rank_host(rank)))
+
+
 def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> RankModel:
     """The model of ``rank`` in the view ``v`` (the frame's numpy columns and launch links).
 
     ``step_points``: recorded host times to carry as host points (step boundaries), so a replay can
     say where they moved.
     """
-    calls = v.rows((schema.LANE_CPU_THREAD,), cats=API_CATS, rank=rank)  # cached: the launch-bound fix's too
-    ops = v.rows(OP_LANES, rank=rank)
+    calls = v.rows(*rank_calls(rank))  # cached: the launch-bound fix's too
+    ops = v.rows(*rank_ops(rank))
     ops = subset(ops, v.device[ops] >= 0)
     launch = v.launch_of(ops) if len(ops) else np.zeros(0, np.int64)
     is_sync = v.flag("sync", calls) if len(calls) else np.zeros(0, bool)
