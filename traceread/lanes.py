@@ -6,6 +6,10 @@ optimizer, ProfilerStep) and links every GPU op to the host call that launched i
 ``(rank, pid, correlation)``: correlation ids are per process, so never correlation alone. Kineto
 writes the device index as a GPU row's pid; when a GPU row's pid is not a host pid of its rank and
 the rank has a single launching process, that process is used.
+
+The view caches its row selections and unions (:meth:`EventView.rows`, :func:`compute_union`); the
+analysis drops them once its steps, gaps, rules and tables are done, but the replay's
+(:meth:`EventView.keep_selections`, keyed by :func:`selection_key`).
 """
 
 from __future__ import annotations
