@@ -111,7 +111,9 @@ def summarize(trace: Trace, identity: RankIdentity, steps: pd.DataFrame, gaps: p
         step_cols["own_ns"] = np.asarray(own_ns, dtype=np.int64)
     gap_cols = _columns(gaps.reset_index(drop=True), GAP_COLUMNS) if len(gaps) else \
         {c: np.zeros(0, dtype=str if c == "class" else np.int64) for c in GAP_COLUMNS}
-    return RankSummary(identity=identity, collectives=_collectives(trace, rank, gap_cols, step_cols, _class_codes(gaps)),
+    codes = _class_codes(gaps)
+    del gaps  # the rank's rows were copied into gap_cols: this copy goes before the collectives' leads are made
+    return RankSummary(identity=identity, collectives=_collectives(trace, rank, gap_cols, step_cols, codes),
                        steps=step_cols, gaps=gap_cols, step_source=step_source)
 
 

@@ -131,6 +131,9 @@ class _Unit:
     def plan(self, f: Fix | Scale) -> fx.Plan:
         if f not in self.plans:
             self.plans[f] = fx.plan(self.model, f, self.ctx)
+            # A plan's temporaries go back (the launch-bound fix's are ~0.2 GB on a 5M-kernel rank): kept, the
+            # replays' copies after it grew the heap past them; once per fix, not once per replay.
+            heap.trim()
         return self.plans[f]
 
     def _changes(self, f: Fix | Scale) -> bool:

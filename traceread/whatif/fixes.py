@@ -30,7 +30,7 @@ import pandas as pd
 from traceread import intervals, kernel_classes, schema
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK
-from traceread.lanes import API_CATS, HOST_LANES, EventView
+from traceread.lanes import EventView
 from traceread.vocabulary import (
     COMM_BOUND,
     DATA_STARVED,
@@ -40,7 +40,7 @@ from traceread.vocabulary import (
     PIPELINE_BUBBLE,
     SYNC_STALL,
 )
-from traceread.whatif.model import OP_START, RankModel
+from traceread.whatif.model import OP_START, RankModel, rank_calls, rank_host
 from traceread.whatif.sweep import fits, host_cut
 
 # The levers a fix can name, in the report's order of gap classes, then the busy lever.
@@ -258,7 +258,7 @@ def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, row
 
 def _data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     v = ctx.view
-    rows = v.rows(HOST_LANES, rank=m.rank)
+    rows = v.rows(*rank_host(m.rank))
     # Whether a row is data loading is a property of its name: one table per name, one lookup per row.
     codes = v.name[rows]  # -1 (missing) indexes the trailing ''
     seen = np.zeros(len(v.names), dtype=bool)
@@ -305,7 +305,7 @@ def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
 
 def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     v = ctx.view
-    calls = v.rows((schema.LANE_CPU_THREAD,), cats=API_CATS, rank=m.rank)  # the model's own (cached)
+    calls = v.rows(*rank_calls(m.rank))  # the model's own (cached)
     if len(calls) < 2:
         return Plan()
     tid, start = v.tid[calls], v.start[calls]
@@ -399,7 +399,7 @@ def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     ops = m.op_nodes
     hit = v.map_names(m.row[ops], match) if len(ops) else np.zeros(0, bool)
     scaled = _Op(_DUR_DIV, ops[hit], factor=fix.factor)
-    rows = v.rows(HOST_LANES, rank=m.rank)
+    rows = v.rows(*rank_host(m.rank))
     if not len(rows):
         return _ops(scaled)
     hit_rows = v.map_names(rows, match)

@@ -39,14 +39,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceread import schema
+from traceread import heap, schema
 from traceread.config import Thresholds
-from traceread.lanes import API_CATS, OP_LANES, EventView, subset
+from traceread.lanes import API_CATS, HOST_LANES, OP_LANES, EventView, selection_key, subset
 from traceread.whatif import sweep
 
 HOST_POINT, OP_START = 0, 1
 _I64 = np.int64
-_CALIBRATE_SLICE = 1 << 20  # ops per pass of the calibration (bounds its temporaries)
+_CALIBRATE_SLICE = 1 << 18  # ops per pass of the calibration (bounds its temporaries: a dozen int64 of this length)
 SRC = sweep.SRC  # edge sources (node indices) as int32: half of int64's bytes in the model and the sweep
 
 # Nominal delays when the trace has none to measure them from (ns).
@@ -124,14 +124,35 @@ def _nodes_order(time: np.ndarray, sub: np.ndarray, tie: np.ndarray) -> np.ndarr
     return np.lexsort((tie, sub, time))
 
 
+def rank_calls(rank: int) -> tuple[Any, ...]:
+    """The :meth:`EventView.rows` arguments of the rank's CUDA API calls (the model's host calls)."""
+    return (schema.LANE_CPU_THREAD,), API_CATS, rank
+
+
+def rank_ops(rank: int) -> tuple[Any, ...]:
+    """The :meth:`EventView.rows` arguments of the rank's GPU ops (the model's op nodes)."""
+    return OP_LANES, None, rank
+
+
+def rank_host(rank: int) -> tuple[Any, ...]:
+    """The :meth:`EventView.rows` arguments of the rank's host ranges (what host-time fixes search)."""
+    return HOST_LANES, None, rank
+
+
+def selections(rank: int) -> tuple[tuple[Any, ...], ...]:
+    """The cache keys of the view's selections a replay of ``rank`` reads (the model's, the fixes'): what the
+    analysis keeps of the view's cache once it is done with the rest (:meth:`EventView.keep_selections`)."""
+    return tuple(selection_key(*args) for args in (rank_calls(rank), rank_ops(rank), rank_host(rank)))
+
+
 def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> RankModel:
     """The model of ``rank`` in the view ``v`` (the frame's numpy columns and launch links).
 
     ``step_points``: recorded host times to carry as host points (step boundaries), so a replay can
     say where they moved.
     """
-    calls = v.rows((schema.LANE_CPU_THREAD,), cats=API_CATS, rank=rank)  # cached: the launch-bound fix's too
-    ops = v.rows(OP_LANES, rank=rank)
+    calls = v.rows(*rank_calls(rank))  # cached: the launch-bound fix's too
+    ops = v.rows(*rank_ops(rank))
     ops = subset(ops, v.device[ops] >= 0)
     launch = v.launch_of(ops) if len(ops) else np.zeros(0, np.int64)
     is_sync = v.flag("sync", calls) if len(calls) else np.zeros(0, bool)
@@ -163,10 +184,8 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     pos[order] = np.arange(n, dtype=SRC)  # pos[i]: node index of unsorted item i
     node_time = time[order]
     del time, order
-    src = np.full((n, 3), -1, dtype=SRC)
-    # Delays and durations at int32 while every value fits (the model's largest arrays; widened on the first
-    # value that does not, _put); rows at int32 in a frame of fewer than 2^31 rows.
-    delay = np.zeros((n, 3), dtype=np.int32)
+    # Durations at int32 while every value fits (widened on the first value that does not, _put); rows at
+    # int32 in a frame of fewer than 2^31 rows.
     kind = np.full(n, HOST_POINT, dtype=np.int8)
     row = np.full(n, -1, dtype=np.int32 if len(v.start) < 2**31 else _I64)
     kind[pos[n_host:]] = OP_START
@@ -174,11 +193,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     row[pos[n_host:]] = ops
     dur = _put(np.zeros(n, dtype=np.int32), pos[n_host:], oe - os_)
 
-    # Host clock: each host point after the previous one by the measured interval.
     host_nodes = np.flatnonzero(kind == HOST_POINT).astype(SRC)  # pos[:n_host] in node order
-    if len(host_nodes) > 1:
-        src[host_nodes[1:], 0] = host_nodes[:-1]
-        delay = _put(delay, (host_nodes[1:], 0), np.diff(node_time[host_nodes]))
 
     # --- GPU ops: launch, stream predecessor, cross-stream wait -------------------------------
     op_node = pos[n_host:].copy()  # not a view: the model keeps it, and pos goes once the indices are read
@@ -247,6 +262,18 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
     unexplained = want[~has_x[want]]
     # what the waits needed goes before the calibration's arrays come (the build's peak on a big rank)
     del per_device, stream_key, lat, idle_before, linked, explained, dev, fast, queued, gap
+
+    # The edges (the model's largest arrays, (n, 3) each) are made once the waits are found: beside the ops'
+    # temporaries of the waits they were the build's peak (5M-kernel export). Delays at int32 while every
+    # value fits (widened on the first value that does not, _put). The waits' freed temporaries go back first:
+    # the edges are mapped afresh (larger than a thread's heap), not made of them.
+    heap.trim()
+    src = np.full((n, 3), -1, dtype=SRC)
+    delay = np.zeros((n, 3), dtype=np.int32)
+    # Host clock: each host point after the previous one by the measured interval.
+    if len(host_nodes) > 1:
+        src[host_nodes[1:], 0] = host_nodes[:-1]
+        delay = _put(delay, (host_nodes[1:], 0), np.diff(node_time[host_nodes]))
 
     # Calibrate: nominal delays clipped to the measured start, the binding edge gets the measured one; a
     # slice of ops at a time (a dozen op-length int64 temporaries at once were the build's peak).

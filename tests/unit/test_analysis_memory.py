@@ -1,0 +1,53 @@
+"""What the analysis holds through its replay and job section: the engine's cached selections are dropped
+but the replay's once the rules, attribution and tables are done (lanes.EventView.keep_selections), with
+the same results."""
+
+from __future__ import annotations
+
+import numpy as np
+from conftest import FIXTURES
+
+import traceread.whatif as whatif
+from traceread import lanes
+from traceread.analysis import analyze
+from traceread.loaders import load
+from traceread.render.whatif import record
+from traceread.whatif.model import selections
+
+ONE = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
+
+
+def test_keep_selections_drops_the_rest_and_remakes_them_alike() -> None:
+    v = lanes.event_view(load(ONE))
+    rank = int(v.rank[0])
+    ops = v.rows(lanes.OP_LANES, rank=rank).copy()
+    calls = v.rows(("cpu_thread",), cats=lanes.API_CATS, rank=rank).copy()
+    union = lanes.compute_union(v, rank, int(v.device[v.rows(lanes.OP_LANES)][0]))
+    kept = lanes.selection_key(lanes.OP_LANES, rank=rank)
+    v.keep_selections({kept})
+    assert {k for k in v._rows if k[0] != "constant"} == {kept}
+    assert not v._lane_rows
+    np.testing.assert_array_equal(v.rows(lanes.OP_LANES, rank=rank), ops)
+    np.testing.assert_array_equal(v.rows(("cpu_thread",), cats=lanes.API_CATS, rank=rank), calls)
+    again = lanes.compute_union(v, rank, int(v.device[v.rows(lanes.OP_LANES)][0]))
+    for a, b in zip(union, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_replay_starts_with_only_its_own_selections_cached(monkeypatch) -> None:
+    trace = load(ONE)
+    real = whatif.predict
+    held: list[set] = []
+
+    def spy(traces, *args, **kwargs):
+        held.append({k for k in lanes.cached_view(traces[0])._rows if k[0] != "constant"})
+        return real(traces, *args, **kwargs)
+
+    monkeypatch.setattr(whatif, "predict", spy)
+    a = analyze([trace])
+    got = record(a.whatif)
+    ranks = {int(r) for r in a.steps["rank"].unique()}
+    assert held and held[0] <= {k for r in ranks for k in selections(r)}
+    # the same prediction as a replay on a fresh view (every selection made again)
+    lanes._CACHE.clear()
+    assert got == record(real([trace], a.steps, a.gaps, a.cfg))
