@@ -192,32 +192,27 @@ class Calls:
     @property
     def end(self) -> np.ndarray:
         """int64"""
-        if self._end is not None:
-            return self._end
-        assert self._view is not None
-        return self._view.end[self.rows].astype(np.int64, copy=False)
+        return self.end_of(slice(None))
 
     @property
     def tid(self) -> np.ndarray:
         """int64"""
-        if self._tid is not None:
-            return self._tid
-        assert self._view is not None
-        return self._view.tid[self.rows].astype(np.int64, copy=False)
+        return self.tid_of(slice(None))
 
-    def end_of(self, at: np.ndarray) -> np.ndarray:
+    def end_of(self, at: np.ndarray | slice) -> np.ndarray:
         """``end[at]`` (int64) without reading every call's end (``at``: a mask or positions)."""
-        if self._end is not None:
-            return self._end[at]
-        assert self._view is not None
-        return self._view.end[self.rows[at]].astype(np.int64, copy=False)
+        return self._column(self._end, "end", at)
 
-    def tid_of(self, at: np.ndarray) -> np.ndarray:
+    def tid_of(self, at: np.ndarray | slice) -> np.ndarray:
         """``tid[at]`` (int64) without reading every call's thread (``at``: a mask or positions)."""
-        if self._tid is not None:
-            return self._tid[at]
+        return self._column(self._tid, "tid", at)
+
+    def _column(self, own: np.ndarray | None, name: str, at: np.ndarray | slice) -> np.ndarray:
+        """The calls' ``at`` of a column kept (``own``) or read from the view's ``name`` column."""
+        if own is not None:
+            return own[at]
         assert self._view is not None
-        return self._view.tid[self.rows[at]].astype(np.int64, copy=False)
+        return getattr(self._view, name)[self.rows[at]].astype(np.int64, copy=False)
 
     def where(self, keep: np.ndarray) -> Calls:
         rows = self.rows[keep]

@@ -106,11 +106,11 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
             a = np.zeros_like(a)
         b = sync[calls.name] | a
         if b.any():  # (the ends of these calls only: not a gather of every call's end)
-            s_b, e_b = calls.start[b], calls.where(b).end
+            s_b, e_b = calls.start[b], calls.end_of(b)
             blocked_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_b, e_b))
             block_start[sel] = _first_overlap(gs[sel], ge[sel], s_b, e_b)
         if a.any():
-            s_a, e_a = calls.start[a], calls.where(a).end
+            s_a, e_a = calls.start[a], calls.end_of(a)
             alloc_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_a, e_a))
             # calls overlapping the gap (one that began before it and holds it counts: a 70 ms hipFree)
             alloc_calls[sel] = (np.searchsorted(s_a, ge[sel], side="left")
