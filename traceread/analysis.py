@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from traceread.ranks.summary import RankSummary
 
 SCHEMA_VERSION = "1.4"
+# The most events the analysed traces may hold for the what-if replay to start beside the rules (_Replay).
+REPLAY_BESIDE_RULES_MAX_EVENTS = 8_000_000
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 
@@ -195,9 +198,18 @@ def analyze(
     """
     notes: list[str] = []
     unavailable: list[str] = []
-    per = [pipe.run_one(i, t, cfg, warmup_steps, step_range, notes, unavailable) for i, t in enumerate(traces)]
-    steps = pipe.concat([p.steps for p in per], pipe.STEP_OUT_COLUMNS)
-    gaps = pipe.concat(aligned([p.gaps for p in per]), pipe.GAP_MIN_COLUMNS)
+    per = [pipe.found_steps(i, t, cfg, warmup_steps, step_range) for i, t in enumerate(traces)]
+    replay = _Replay.start(traces, per, cfg)
+    try:
+        for i, (t, p) in enumerate(zip(traces, per, strict=True)):
+            pipe.finish_one(i, t, cfg, p)
+            notes.extend(p.notes)
+            unavailable.extend(p.unavailable)
+        steps = pipe.concat([p.steps for p in per], pipe.STEP_OUT_COLUMNS)
+        gaps = pipe.concat(aligned([p.gaps for p in per]), pipe.GAP_MIN_COLUMNS)
+    except BaseException as exc:
+        replay.cancel(exc)
+        raise
     attribution = pipe.concat([p.attribution for p in per], pipe.ATTR_COLUMNS)
     kernels = pipe.concat([p.kernels for p in per], None)
     collectives = pipe.concat([p.collectives for p in per], None)
@@ -221,8 +233,8 @@ def analyze(
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
     _keep_replay_selections(traces, steps)
-    heap.trim()  # freed pages go back before the replay, the analysis' largest step (see pipeline.run_one)
-    replay = _Replay(lambda: _whatif(traces, steps, gaps, cfg))
+    heap.trim()  # freed pages go back before the replay's fixes, the analysis' largest step (see pipeline.finish_one)
+    replay.classified(steps, gaps)
     summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
     result = Analysis(
         traces=summaries, steps=steps, gaps=gaps, attribution=attribution,
@@ -281,20 +293,58 @@ def _waiting_evidence(section: Any, dominant: str) -> str:
 class _Replay:
     """The what-if replay (about a fifth of ``analyze`` on a 1 GB trace) on a thread of its own.
 
-    It reads the traces, steps and gaps and writes nothing they hold, and most of its time is numpy
-    and compiled code that releases the GIL, so it runs beside what follows it: the trace summaries
-    and, for one rank, the rendering of the report's steps and gaps tables, which come before the
-    ``whatif`` object in the JSON. Reading ``Analysis.whatif`` or ``Analysis.unavailable`` waits for it
-    (the JSON and Markdown read them after those tables); a job's section waits before it starts.
+    It starts once the steps are found (:meth:`start`): while the rules classify the gaps on the main thread
+    it builds the first rank's model and replays it as recorded (``whatif.predict_staged``); its fixes wait
+    for the classified gaps (:meth:`classified`). It reads the traces, steps and gaps and writes nothing
+    they hold, and most of its time is numpy and compiled code that releases the GIL, so it runs beside
+    the rules and then beside what follows them: the trace summaries and, for one rank, the rendering of
+    the report's steps and gaps tables, which come before the ``whatif`` object in the JSON. Reading
+    ``Analysis.whatif`` or ``Analysis.unavailable`` waits for it (the JSON and Markdown read them after
+    those tables); a job's section waits before it starts.
+
+    Several inputs, or one of more than ``REPLAY_BESIDE_RULES_MAX_EVENTS`` events, start the replay only
+    when the rules are done (as :meth:`classified` is called): a rank's model beside the rules' working
+    memory would raise the analysis' peak (a 5M-kernel export: ~0.3 GB a rank).
     """
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Any, inputs: Future[tuple[pd.DataFrame, pd.DataFrame]], early: bool = True) -> None:
         self._fn = fn
         self._failed: list[str] = []
         self._value: Any = None
         self._error: BaseException | None = None
+        self._inputs = inputs
         self._thread = threading.Thread(target=self._run, name="traceread-whatif")
-        self._thread.start()
+        self._early = early
+        if early:
+            self._thread.start()
+
+    @classmethod
+    def start(cls, traces: Any, per: list[pipe.PerTrace], cfg: Thresholds) -> _Replay:
+        """The replay of ``traces`` from their steps as found (``per``)."""
+        found = pipe.concat([pipe.with_trace(p.found, i) for i, p in enumerate(per)
+                             if p.found is not None and len(p.found)], pipe.STEP_OUT_COLUMNS)
+        # One input only: the engine keeps one trace's view at a time (traceread.lanes.event_view), which the
+        # replay of one trace and the rules of another would take from each other.
+        early = len(traces) == 1 and len(traces[0].events) <= REPLAY_BESIDE_RULES_MAX_EVENTS
+        if early and not found.empty:
+            from traceread.lanes import event_view
+
+            event_view(traces[0])  # built here, not by both threads at once
+        inputs: Future[tuple[pd.DataFrame, pd.DataFrame]] = Future()
+        return cls(lambda: _whatif(traces, found, inputs.result, cfg), inputs, early=early)
+
+    def classified(self, steps: pd.DataFrame, gaps: pd.DataFrame) -> None:
+        """The analysis' steps (with idle by class) and classified gaps: the fixes' inputs."""
+        self._inputs.set_result((steps, gaps))
+        if not self._early:
+            self._thread.start()
+
+    def cancel(self, exc: BaseException) -> None:
+        """The analysis failed before its gaps were classified: the replay stops and is not waited for."""
+        if not self._inputs.done():
+            self._inputs.set_exception(exc)
+        if self._early:
+            self._thread.join()
 
     def _run(self) -> None:
         try:
@@ -310,13 +360,13 @@ class _Replay:
         return self._value, tuple(self._failed)
 
 
-def _whatif(traces: Any, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> Any:
-    """What each fix would buy (:func:`traceread.whatif.predict`), or None without steps."""
+def _whatif(traces: Any, steps: pd.DataFrame, classified: Any, cfg: Thresholds) -> Any:
+    """What each fix would buy (:func:`traceread.whatif.predict_staged`), or None without steps."""
     if steps.empty:
         return None
-    from traceread.whatif import predict
+    from traceread.whatif import predict_staged
 
-    return predict(list(traces), steps, gaps, cfg)
+    return predict_staged(list(traces), steps, classified, cfg)
 
 
 def _keep_replay_selections(traces: Any, steps: pd.DataFrame) -> None:

@@ -61,17 +61,21 @@ class EventView:
 
     def lane_rows(self, lane: str) -> np.ndarray:
         """Row indices of one lane (cached)."""
-        if lane not in self._lane_rows:
+        # A local, not a second read of the cache: the analysis' replay thread reads the view while the
+        # main thread may replace the caches (keep_selections).
+        rows = self._lane_rows.get(lane)
+        if rows is None:
             code = self.lane_codes.get(lane, -99)
-            self._lane_rows[lane] = row_indices(np.flatnonzero(self.lane == code), len(self.lane))
-        return self._lane_rows[lane]
+            rows = self._lane_rows[lane] = row_indices(np.flatnonzero(self.lane == code), len(self.lane))
+        return rows
 
     def rows(self, lanes, cats=None, rank=None, device=None) -> np.ndarray:
         """Sorted row indices on ``lanes`` (and ``cats``, ``rank``, ``device`` when given). Cached;
         callers must not modify the result."""
         key = selection_key(lanes, cats, rank, device)
-        if key in self._rows:
-            return self._rows[key]
+        cached = self._rows.get(key)
+        if cached is not None:
+            return cached
         if cats is None and rank is None and device is None:
             parts = [r for r in (self.lane_rows(x) for x in lanes) if len(r)] or [np.zeros(0, np.int64)]
             # each lane's rows are sorted: a stable sort merges the runs (in linear time)
@@ -109,10 +113,11 @@ class EventView:
         """The one value of ``col`` when every row holds it (a one-rank or one-device trace: then
         selecting by it keeps every row and needs no comparison per row), else None."""
         key = ("constant", id(col))
-        if key not in self._rows:
+        value = self._rows.get(key, _UNSET)
+        if value is _UNSET:
             one = len(col) > 0 and np.min(col) == np.max(col)
-            self._rows[key] = col[0].item() if one else None
-        return self._rows[key]
+            value = self._rows[key] = col[0].item() if one else None
+        return value
 
     def flag(self, name: str, rows: np.ndarray) -> np.ndarray:
         """Bool per row: does the row's name carry flag ``name``."""
@@ -180,13 +185,14 @@ class EventView:
         """``(link_host, link_gpu)`` sorted by host row (stable: a host row's ops keep their order);
         sorted once per view, shared by every rank."""
         key = ("links_by_host",)
-        if key not in self._rows:
+        cached = self._rows.get(key)
+        if cached is None:
             lh, lg = self.link_host, self.link_gpu
             if not intervals.is_sorted(lh):
                 o = np.argsort(lh, kind="stable")
                 lh, lg = lh[o], lg[o]
-            self._rows[key] = (lh, lg)
-        return self._rows[key]
+            cached = self._rows[key] = (lh, lg)
+        return cached
 
 
 def selection_key(lanes, cats=None, rank=None, device=None) -> tuple[Any, ...]:
@@ -295,6 +301,7 @@ def _link(v: EventView) -> None:
         v.link_gpu, v.link_host = g_all, h_all
 
 
+_UNSET = object()  # not cached yet (None is a cached value: no constant)
 _CACHE: list = []  # [(weakref to events frame, EventView)]: steps and gaps share one view
 
 

@@ -1,7 +1,7 @@
 """The steps of :func:`traceread.analysis.analyze`: each piece run on one trace, and the job-level figures.
 
-Per trace, :func:`run_one` finds the steps (:mod:`traceread.steps`), the gaps (:mod:`traceread.gaps`)
-and their classes (:mod:`traceread.rules`), the attribution (:mod:`traceread.attribution`) and the
+Per trace, :func:`found_steps` finds the steps (:mod:`traceread.steps`) and :func:`finish_one` the
+gaps (:mod:`traceread.gaps`) and their classes (:mod:`traceread.rules`), the attribution (:mod:`traceread.attribution`) and the
 scoreboard tables (:mod:`traceread.metrics`), each result carrying a ``trace`` column; ``concat``
 joins them over the traces. Over the job: :func:`overall_dominant` (the verdict and the runner-up),
 :func:`run_mfu` and :func:`launch_stats`.
@@ -78,7 +78,9 @@ class PerTrace:
     kernels: pd.DataFrame | None = None
     collectives: pd.DataFrame | None = None
     step_source: str = "unknown"
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # in the order the report lists them
+    unavailable: list[str] = field(default_factory=list)
+    found: pd.DataFrame | None = None  # the steps as found (find_steps), without idle by class or trace
     # The attribution's dominant cause of this trace and its named evidence (``attribution.dominant_evidence``):
     # the analysis of this one trace reuses it rather than grouping every gap of that cause again.
     dominant: tuple[str, str] | None = None
@@ -100,42 +102,51 @@ def _default_index(df: pd.DataFrame) -> bool:
     return isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1
 
 
-def _with_trace(df: pd.DataFrame, index: int) -> pd.DataFrame:
+def with_trace(df: pd.DataFrame, index: int) -> pd.DataFrame:
     # A new frame sharing the columns (not a deep copy: a 5M-gap frame is GBs); the column is added to it only.
     out = df.copy(deep=False) if _default_index(df) else df.reset_index(drop=True)
     out.insert(0, "trace", np.int32(index))
     return out
 
 
-def run_one(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None, step_range: str | None,
-            notes: list[str], unavailable: list[str]) -> PerTrace:
-    """Steps, gaps, classes, attribution, kernel and collective tables of one trace."""
+def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
+                step_range: str | None) -> PerTrace:
+    """One trace's caveats and its steps as found (``PerTrace.found``, without idle by class): the analysis
+    starts its replay from these (``whatif.predict_staged``), then :func:`finish_one` does the rest."""
     out = PerTrace()
     label = trace.meta.path.rsplit("/", 1)[-1]
-    notes.extend(f"{label}: {w}" for w in trace.meta.warnings)  # the loader's caveats (truncation, epoch)
+    out.notes.extend(f"{label}: {w}" for w in trace.meta.warnings)  # the loader's caveats (truncation, epoch)
     from traceread.sanity import sanity_notes
     from traceread.steps import find_steps
 
-    notes.extend(f"{label}: {n}" for n in sanity_notes(trace, cfg))
+    out.notes.extend(f"{label}: {n}" for n in sanity_notes(trace, cfg))
     res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range)
-    steps = res.steps.reset_index(drop=True)
+    out.found = res.steps.reset_index(drop=True)
     out.step_source = res.source
-    notes.extend(f"{label}: {n}" if len(label) else n for n in res.notes)
+    out.notes.extend(f"{label}: {n}" if len(label) else n for n in res.notes)
+    return out
+
+
+def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace) -> PerTrace:
+    """Gaps, classes, attribution, kernel and collective tables of one trace, from its steps as found
+    (``out.found``: :func:`found_steps`); notes and unavailable lines go to ``out``."""
+    steps = out.found if out.found is not None else pd.DataFrame()
     if steps.empty:
         from traceread.sanity import missing_gpu_activity
 
+        label = trace.meta.path.rsplit("/", 1)[-1]
         why = missing_gpu_activity(trace) or "no steps could be found"
-        unavailable.append(f"{label}: no GPU activity to analyse: {why}")
-        return _tables(index, trace, steps, out, unavailable)
+        out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
+        return _tables(index, trace, steps, out, out.unavailable)
 
-    gaps = _classified_gaps(trace, steps, cfg, notes)
+    gaps = _classified_gaps(trace, steps, cfg, out.notes)
     # The rules' temporaries are freed: their pages go back, not into the peak of what follows
     # (the command keeps freed heap memory for reuse: traceread.heap.reuse_freed_pages).
     heap.trim()
-    out.steps = _with_trace(idle_by_class(steps, gaps), index)
-    out.gaps = _with_trace(gaps, index)
-    out.attribution = _attribution(trace, steps, gaps, cfg, index, out, notes)
-    _tables(index, trace, steps, out, unavailable)
+    out.steps = with_trace(idle_by_class(steps, gaps), index)
+    out.gaps = with_trace(gaps, index)
+    out.attribution = _attribution(trace, steps, gaps, cfg, index, out, out.notes)
+    _tables(index, trace, steps, out, out.unavailable)
     heap.trim()
     return out
 
@@ -207,7 +218,7 @@ def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thr
     out.dominant = (attr.dominant_cause, attr.dominant_evidence)
     # The attribution's table also holds per-unit shares and verdicts; the analysis keeps the ns parts.
     frame = attr.table[["rank", "device", "step_ns"] + [part_col(p) for p in PARTS]]
-    return _with_trace(frame.astype({"rank": "int32", "device": "int32"}), index)
+    return with_trace(frame.astype({"rank": "int32", "device": "int32"}), index)
 
 
 def guarded(what: str, fn: Callable[[], T], unavailable: list[str]) -> T | None:
@@ -231,9 +242,9 @@ def _tables(index: int, trace: Trace, steps: pd.DataFrame, out: PerTrace, unavai
     from traceread.metrics.kernels import kernel_table
 
     k = guarded("kernel table", lambda: kernel_table(trace), unavailable)
-    out.kernels = _with_trace(k, index) if k is not None else None
+    out.kernels = with_trace(k, index) if k is not None else None
     c = guarded("collective table", lambda: collective_table(trace, steps), unavailable)
-    out.collectives = _with_trace(c, index) if c is not None and len(c) else None
+    out.collectives = with_trace(c, index) if c is not None and len(c) else None
     return out
 
 

@@ -5,6 +5,7 @@ Loaders return :class:`Trace`; analyses read it and never modify it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -134,6 +135,8 @@ class SideTables(MutableMapping[str, "pd.DataFrame"]):
         # the pending tables it does not name.
         self._tables: dict[str, pd.DataFrame | None] = dict(tables or {})
         self._pending = dict(pending or {})
+        # A pending table is read once: the analysis' replay thread and the rules may ask for it together.
+        self._reading = threading.Lock()
         for name in self._pending:
             self._tables.setdefault(name, None)
         assert all(t is not None or n in self._pending for n, t in self._tables.items()), "table without reader"
@@ -141,7 +144,10 @@ class SideTables(MutableMapping[str, "pd.DataFrame"]):
     def __getitem__(self, name: str) -> pd.DataFrame:
         table = self._tables[name]
         if table is None:
-            table = self._tables[name] = self._pending.pop(name)()
+            with self._reading:
+                table = self._tables[name]
+                if table is None:
+                    table = self._tables[name] = self._pending.pop(name)()
         return table
 
     def __setitem__(self, name: str, table: pd.DataFrame) -> None:
@@ -170,6 +176,7 @@ class SideTables(MutableMapping[str, "pd.DataFrame"]):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._tables, self._pending = dict(state["tables"]), {}
+        self._reading = threading.Lock()
 
     def __repr__(self) -> str:
         return f"SideTables({', '.join(n + ('' if self.is_read(n) else ' (pending)') for n in self._tables)})"

@@ -1,6 +1,6 @@
 """What the analysis holds through its replay and job section: the engine's cached selections are dropped
-but the replay's once the rules, attribution and tables are done (lanes.EventView.keep_selections), with
-the same results."""
+but the replay's once the rules, attribution and tables are done (lanes.EventView.keep_selections), before
+the replay's fixes, with the same results."""
 
 from __future__ import annotations
 
@@ -34,20 +34,27 @@ def test_keep_selections_drops_the_rest_and_remakes_them_alike() -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_the_replay_starts_with_only_its_own_selections_cached(monkeypatch) -> None:
+def test_the_replay_fixes_start_with_only_its_own_selections_cached(monkeypatch) -> None:
+    """The replay begins beside the rules (analysis._Replay); once they are done, when its fixes first read
+    the classified gaps, the view holds only the replay's own selections."""
     trace = load(ONE)
-    real = whatif.predict
+    real = whatif.predict_staged
     held: list[set] = []
 
-    def spy(traces, *args, **kwargs):
-        held.append({k for k in lanes.cached_view(traces[0])._rows if k[0] != "constant"})
-        return real(traces, *args, **kwargs)
+    def spy(traces, steps, classified, *args, **kwargs):
+        def seen():
+            out = classified()
+            if not held:
+                held.append({k for k in lanes.cached_view(traces[0])._rows if k[0] != "constant"})
+            return out
 
-    monkeypatch.setattr(whatif, "predict", spy)
+        return real(traces, steps, seen, *args, **kwargs)
+
+    monkeypatch.setattr(whatif, "predict_staged", spy)
     a = analyze([trace])
     got = record(a.whatif)
     ranks = {int(r) for r in a.steps["rank"].unique()}
     assert held and held[0] <= {k for r in ranks for k in selections(r)}
     # the same prediction as a replay on a fresh view (every selection made again)
     lanes._CACHE.clear()
-    assert got == record(real([trace], a.steps, a.gaps, a.cfg))
+    assert got == record(whatif.predict([trace], a.steps, a.gaps, a.cfg))

@@ -70,12 +70,14 @@ def test_verdict_of_the_shares(case):
 def test_analyze_one_trace_or_several(monkeypatch, case, n):
     given, want = CASES[case]
 
-    def run_one(index, trace, cfg, warmup_steps, step_range, notes, unavailable):
+    def finish_one(index, trace, cfg, out):
         table = pd.DataFrame(_units(given, 1)).assign(rank=0)
         table.insert(0, "trace", np.int32(index))
-        return pipe.PerTrace(attribution=table)
+        out.attribution = table
+        return out
 
-    monkeypatch.setattr(pipe, "run_one", run_one)
+    monkeypatch.setattr(pipe, "found_steps", lambda *args: pipe.PerTrace())
+    monkeypatch.setattr(pipe, "finish_one", finish_one)
     traces = [make_events([kernel(0, STEP_NS, rank=0)]) for _ in range(n)]
     a = analyze(traces, cfg=CFG)
     _same((a.dominant_cause, a.dominant_cost_share), want)

@@ -1,5 +1,6 @@
-"""The what-if replay runs on a thread beside the rendering (analysis._Replay): same results, its
-failures still listed, in the same place, and errors that are not a table's failure still raised."""
+"""The what-if replay runs on a thread beside the rules and the rendering (analysis._Replay): same results,
+its failures still listed, in the same place, errors that are not a table's failure still raised, and a
+failure of the rules neither hangs nor leaves the replay running."""
 
 from __future__ import annotations
 
@@ -23,15 +24,15 @@ def _fails(*args, **kwargs):
 def test_the_replay_runs_on_its_own_thread_and_gives_the_same_prediction(monkeypatch):
     trace = load(ONE)
     threads: list[str] = []
-    real = whatif.predict
+    real = whatif.predict_staged
 
     def spy(*args, **kwargs):
         threads.append(threading.current_thread().name)
         return real(*args, **kwargs)
 
     plain = analyze([trace])
-    expected = record(real([trace], plain.steps, plain.gaps, plain.cfg))
-    monkeypatch.setattr(whatif, "predict", spy)
+    expected = record(whatif.predict([trace], plain.steps, plain.gaps, plain.cfg))
+    monkeypatch.setattr(whatif, "predict_staged", spy)
     a = analyze([trace])
     assert record(a.whatif) == expected
     assert threads == ["traceread-whatif"]
@@ -40,7 +41,7 @@ def test_the_replay_runs_on_its_own_thread_and_gives_the_same_prediction(monkeyp
 def test_a_failed_replay_is_listed_as_unavailable_last(monkeypatch):
     trace = load(ONE)
     before = analyze([trace]).unavailable
-    monkeypatch.setattr(whatif, "predict", _fails)
+    monkeypatch.setattr(whatif, "predict_staged", _fails)
     a = analyze([trace])
     assert a.whatif is None
     assert a.unavailable == before + ("what-if replay: failed (RuntimeError: replay broke)",)
@@ -48,7 +49,7 @@ def test_a_failed_replay_is_listed_as_unavailable_last(monkeypatch):
 
 def test_in_a_job_the_replay_failure_comes_before_the_job_sections_lines(monkeypatch):
     pair = [load(FIXTURES / "hta_nccl_a100_rank0of2.json.gz"), load(FIXTURES / "hta_nccl_a100_rank0of2.json.gz")]
-    monkeypatch.setattr(whatif, "predict", _fails)
+    monkeypatch.setattr(whatif, "predict_staged", _fails)
     a = analyze(pair)
     assert a.job is not None  # the job path: the section waits for the replay
     assert a.whatif is None
@@ -62,7 +63,7 @@ def test_an_error_that_is_no_tables_failure_is_raised_where_the_replay_is_read(m
         raise ImportError("no module named traceread.whatif.model")
 
     trace = load(ONE)
-    monkeypatch.setattr(whatif, "predict", broken)
+    monkeypatch.setattr(whatif, "predict_staged", broken)
     a = analyze([trace])
     with pytest.raises(ImportError, match="traceread.whatif.model"):
         a.whatif  # noqa: B018
@@ -73,15 +74,63 @@ def test_an_analysis_whose_replay_still_runs_pickles_with_its_result(monkeypatch
     import time
 
     trace = load(ONE)
-    real = whatif.predict
+    real = whatif.predict_staged
 
     def slow(*args, **kwargs):
         time.sleep(0.3)  # still running when pickled
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(whatif, "predict", slow)
+    monkeypatch.setattr(whatif, "predict_staged", slow)
     a = analyze([trace])
     copy = pickle.loads(pickle.dumps(a))
     assert copy.whatif is not None
     assert record(copy.whatif) == record(a.whatif)
     assert copy.unavailable == a.unavailable
+
+
+def test_the_replay_models_while_the_rules_classify_and_predicts_the_same_as_after_them(monkeypatch):
+    """One trace's replay builds its first rank's model before the rules are done (the rules here wait for
+    that build); with the replay started only after the rules (REPLAY_BESIDE_RULES_MAX_EVENTS 0, as for a
+    big trace) and with predict() on the finished analysis, the prediction is the same."""
+    import traceread.analysis as analysis
+    import traceread.pipeline as pipe
+    from traceread.whatif import model as mdl
+
+    trace = load(ONE)
+    late_cfg = analysis.REPLAY_BESIDE_RULES_MAX_EVENTS
+    monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)
+    late = analyze([trace])
+    late_whatif = record(late.whatif)
+    monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", late_cfg)
+
+    built = threading.Event()
+    real_build, real_finish = mdl.build, pipe.finish_one
+
+    def build(*args, **kwargs):
+        out = real_build(*args, **kwargs)
+        built.set()
+        return out
+
+    def finish(*args, **kwargs):
+        assert built.wait(timeout=120), "the replay did not build its model beside the rules"
+        return real_finish(*args, **kwargs)
+
+    monkeypatch.setattr(mdl, "build", build)
+    monkeypatch.setattr(pipe, "finish_one", finish)
+    early = analyze([trace])
+    assert record(early.whatif) == late_whatif
+    assert late_whatif == record(whatif.predict([trace], late.steps, late.gaps, late.cfg))
+    assert early.unavailable == late.unavailable
+
+
+def test_a_failure_of_the_rules_is_raised_and_stops_the_replay(monkeypatch):
+    import traceread.pipeline as pipe
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("rules broke")
+
+    trace = load(ONE)
+    monkeypatch.setattr(pipe, "finish_one", broken)
+    with pytest.raises(RuntimeError, match="rules broke"):
+        analyze([trace])
+    assert not [t for t in threading.enumerate() if t.name == "traceread-whatif"]

@@ -11,6 +11,7 @@ from traceread.cli.options import gates, thresholds, workload_options
 from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.loaders import expand_paths, load
+from traceread.loaders.prefetch import also_import
 from traceread.printable import printable
 
 
@@ -79,6 +80,10 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
         ranks = parse_ranks(plot_ranks)
     elif plot_ranks is not None:
         raise UsageError("--ranks chooses the ranks of the --plot picture: give --plot PATH too")
+    # What runs after the load, imported beside the first trace's decode (traceread.loaders.prefetch).
+    also_import("traceread.analysis", "traceread.steps", "traceread.gaps", "traceread.rules", "traceread.attribution",
+                "traceread.metrics.kernels", "traceread.metrics.collectives", "traceread.whatif", "traceread.render",
+                *(["traceread.render.jsonout"] if json_path else []), *(["traceread.render.markdown"] if md_path else []))
     loaded, unreadable = [], []
     for path in _expand(traces):
         try:

@@ -1,4 +1,5 @@
-"""Import pandas on a background thread while this process decodes a trace.
+"""Import pandas (and the modules the command names, :func:`also_import`) on a background thread while
+this process decodes a trace.
 
 Importing pandas (with numpy's and pyarrow's set-up) takes ~0.25 s of one core, a sixth of a whole
 ``analyze`` of a 233 MB trace. Decoding the file runs in the compiled scanner with the GIL released,
@@ -10,18 +11,27 @@ import lock), and not a daemon: the interpreter waits for it at exit instead of 
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 
 _started = threading.Lock()
 _thread: list[threading.Thread] = []
+_after: list[str] = []  # modules the command imports once the trace is loaded (also_import)
 
 
 def _import_pandas() -> None:
-    try:
-        import pandas  # noqa: F401
-    except Exception:  # the importing caller meets the same error where it needs pandas, and reports it
-        pass
+    for name in ["pandas", *_after]:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the importing caller meets the same error where it needs the module, and reports it
+            pass
+
+
+def also_import(*names: str) -> None:
+    """Import ``names`` on the same thread after pandas: the command's own modules (the analysis and its
+    renderers, ~0.2 s of imports on one core) then cost the main thread nothing after the decode."""
+    _after.extend(n for n in names if n not in _after)
 
 
 def pandas_in_background() -> None:

@@ -9,7 +9,7 @@ assumptions made. :func:`rank_at_speed` is the straggler lever for the job analy
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -186,22 +186,30 @@ def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg
     return list(_each_unit(traces, steps, gaps, cfg))
 
 
-def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds
-               ) -> Iterator[_Unit]:
-    """Each (trace, rank)'s unit, its model built when the unit is reached."""
+def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame | Callable[[], pd.DataFrame],
+               cfg: Thresholds, unfixed: Sequence[bool] = ()) -> Iterator[_Unit]:
+    """Each (trace, rank)'s unit, its model built when the unit is reached. ``gaps`` may be a function that
+    returns them (:func:`predict_staged`: it may wait for the rules); it is called once a unit's ``unfixed``
+    replays (the recorded dependencies: ``False`` calibrated, ``True`` nominal), which read no gap, have run."""
     for i, trace in enumerate(traces):
         st = steps[steps["trace"] == i] if "trace" in steps.columns else steps
         if st.empty:
             continue
-        g = _trace_gaps(gaps, i)
         v = event_view(trace)
+        g: pd.DataFrame | None = None  # the trace's gaps as the fixes read them: made once, for its first rank
         for rank in np.unique(st["rank"].to_numpy()):
             rs = st[st["rank"] == rank]
             m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
             index = rp.StepIndex.of(m, rs)
-            unit = _Unit(i, m, rs, index.bounds(rp.recorded(m)), fx.Context(v, g, cfg, trace.side.get("copy_args")),
+            unit = _Unit(i, m, rs, index.bounds(rp.recorded(m)),
+                         fx.Context(v, pd.DataFrame(columns=list(_GAP_COLUMNS)), cfg, trace.side.get("copy_args")),
                          index)
             del m, index  # only the unit holds them: released, the model goes before the next one is built
+            for nominal in unfixed:
+                unit.outcome([], nominal)
+            if g is None:
+                g = _trace_gaps(gaps() if callable(gaps) else gaps, i)
+            unit.ctx = replace(unit.ctx, gaps=g)
             yield unit
 
 
@@ -253,15 +261,26 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
     """Replay every rank of ``traces`` (the analysis' ``steps`` and classified ``gaps``, with a
     ``trace`` column) and predict each fix (default: every lever at its default factor). None when
     there are no steps."""
+    return predict_staged(traces, steps, lambda: (steps, gaps), cfg, fixes)
+
+
+def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
+                   classified: Callable[[], tuple[pd.DataFrame, pd.DataFrame]], cfg: Thresholds,
+                   fixes: Sequence[Fix | Scale] | None = None) -> WhatIf | None:
+    """:func:`predict` begun before the rules have classified the gaps (``analysis`` runs it beside them):
+    ``steps`` are the steps as found, without their idle by class; the first rank's model is built and
+    its replays as recorded run from them alone. ``classified()`` returns the analysis' steps (with idle by
+    class) and classified gaps, waiting for them if need be; the fixes read those."""
     todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
     steady = [f for f in todo if not (isinstance(f, Fix) and f.cause == ONE_TIME_COST)]
     # Every replay of a rank runs while its model is built, then the model goes (one rank's at a time).
-    replays: list[tuple[Sequence[Fix | Scale], bool]] = [([], False), ([], True), *(([f], False) for f in todo)]
+    unfixed = (False, True)
+    replays: list[tuple[Sequence[Fix | Scale], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
     if len(steady) > 1:
         replays.append((steady, False))
     units = []
-    for u in _each_unit(traces, steps, gaps, cfg):
+    for u in _each_unit(traces, steps, lambda: classified()[1], cfg, unfixed):
         # The build's temporaries go back once (kept, the replays' copies landed beside them in the heap's
         # free pieces and grew it past the build's peak: 5M-kernel export), but no trim between a rank's
         # replays: under analyze's heap setting (traceread.heap.reuse_freed_pages) each replay reuses the
@@ -275,6 +294,7 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
         heap.trim()  # the model's pages go back
     if not units:
         return None
+    steps = classified()[0]
     measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])
     replayed, span0 = _run(units, [])
     dependency_step, _ = _run(units, [], nominal=True)
@@ -352,5 +372,5 @@ def rank_at_speed(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFra
                          f"rank {rank} {factor:g}x faster; the others stop waiting for it at collectives")
 
 
-__all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "FIX_CAUSES", "predict", "rank_at_speed", "WHATIF_VERSION",
+__all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "FIX_CAUSES", "predict", "predict_staged", "rank_at_speed", "WHATIF_VERSION",
            "ALL_FIXED"]
