@@ -58,3 +58,27 @@ def test_the_replay_fixes_start_with_only_its_own_selections_cached(monkeypatch)
     # the same prediction as a replay on a fresh view (every selection made again)
     lanes._CACHE.clear()
     assert got == record(whatif.predict([trace], a.steps, a.gaps, a.cfg))
+
+
+def test_the_gaps_command_classifies_without_the_engines_selections(monkeypatch, tmp_path) -> None:
+    """``traceread gaps`` drops the engine's cached selections before the rules (which read their own
+    context) and its tables: the same gaps as with them kept."""
+    import traceread.cli.gaps as gaps_cli
+    from traceread.cli import main
+
+    held: list[set] = []
+    real = gaps_cli.classify
+
+    def spy(gaps, steps, trace, *args, **kwargs):
+        view = lanes.cached_view(trace)
+        held.append({k for k in view._rows if k[0] != "constant"} if view is not None else set())
+        return real(gaps, steps, trace, *args, **kwargs)
+
+    monkeypatch.setattr(gaps_cli, "classify", spy)
+    out = tmp_path / "dropped.csv"
+    assert main(["gaps", str(ONE), "--csv", str(out)]) == 0
+    assert held == [set()]
+    monkeypatch.setattr(gaps_cli, "drop_selections", lambda trace: None)
+    kept = tmp_path / "kept.csv"
+    assert main(["gaps", str(ONE), "--csv", str(kept)]) == 0
+    assert held[1] and out.read_bytes() == kept.read_bytes()

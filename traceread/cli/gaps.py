@@ -8,11 +8,13 @@ import click
 import numpy as np
 import pandas as pd
 
+from traceread import heap
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open
 from traceread.cli.output import emit_chunks, json_option
 from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, find_gaps, with_fractions
+from traceread.lanes import drop_selections
 from traceread.loaders import load
 from traceread.pipeline import idle_by_class
 from traceread.render import csv_table, json_tables, rowjoin
@@ -98,7 +100,11 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     cfg = Thresholds().with_overrides(parse_set_options(sets))
     tr = load(trace, progress=True, step_range=step_range)
     result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
-    gaps = classify(find_gaps(tr, result.steps, cfg), result.steps, tr, cfg, text=False)
+    found = find_gaps(tr, result.steps, cfg)
+    drop_selections(tr)  # the engine's: the rules and the tables below read none of them
+    heap.trim()
+    gaps = classify(found, result.steps, tr, cfg, text=False)
+    del found
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
     totals = step_totals(result.steps, gaps).assign(start_ns=result.steps["start_ns"].to_numpy())  # same rows
     columns = _columns(gaps, cfg)
