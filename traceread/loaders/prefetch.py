@@ -11,7 +11,6 @@ import lock), and not a daemon: the interpreter waits for it at exit instead of 
 
 from __future__ import annotations
 
-import importlib
 import sys
 import threading
 
@@ -23,7 +22,7 @@ _after: list[str] = []  # modules the command imports once the trace is loaded (
 def _import_pandas() -> None:
     for name in ["pandas", *_after]:
         try:
-            importlib.import_module(name)
+            __import__(name)  # an import statement's own hook (builtins.__import__), as ``import pandas`` calls
         except Exception:  # the importing caller meets the same error where it needs the module, and reports it
             pass
 
