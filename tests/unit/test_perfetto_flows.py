@@ -17,6 +17,9 @@ from traceread.analysis import analyze
 from traceread.loaders import load
 from traceread.render import perfetto, timeline
 
+# One xdist worker runs this module's tests (tests/conftest.py): its module-scoped ``job`` is made once.
+pytestmark = pytest.mark.xdist_group("perfetto_flows")
+
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
