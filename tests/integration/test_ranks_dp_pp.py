@@ -49,8 +49,7 @@ CASES.update({f"{k}-after": dataclasses.replace(CASES[k], **v) for k, v in AFTER
 
 
 # Every case's job is generated, written, loaded and analysed once per test process (the module's cache);
-# the xdist group keeps the module's tests on one worker, so each case is analysed once in the whole run.
-pytestmark = pytest.mark.xdist_group("ranks_dp_pp")
+# under -n the module's tests run on one worker (tests/conftest.py ONE_WORKER_MODULES), so once in the run.
 
 
 @pytest.fixture(scope="module")

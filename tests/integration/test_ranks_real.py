@@ -13,8 +13,8 @@ from tests.conftest import SHARED_TRACES, needs_shared
 from traceread import load
 from traceread.ranks import group_jobs, identify
 
-# One xdist worker runs this module's tests (tests/conftest.py): its module-scoped ``groups`` is made once.
-pytestmark = [needs_shared, pytest.mark.xdist_group("ranks_real")]
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``groups`` is made once.
+pytestmark = needs_shared
 K = SHARED_TRACES / "kineto"
 N = SHARED_TRACES / "nsys"
 FILES = ["hta_sampled_rank0of128.json.gz", "hta_sampled_rank1of128.json.gz", "hta_nccl_a100_rank0of2.json.gz",

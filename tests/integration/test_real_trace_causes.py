@@ -25,9 +25,9 @@ from traceread.analysis import analyze
 from traceread.config import Thresholds
 from traceread.rules.evidence import with_evidence
 
-# One xdist worker runs this module's tests (tests/conftest.py), so the analyses the later tests share with
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES), so the analyses the later tests share with
 # test_dominant_cause_and_why (_analysis) are made once.
-pytestmark = [needs_shared, pytest.mark.xdist_group("real_trace_causes")]
+pytestmark = needs_shared
 MS = 1_000_000
 
 # --- independent reading ----------------------------------------------------------------------

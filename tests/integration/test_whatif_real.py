@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from conftest import FIXTURES, SHARED_TRACES, needs_shared, shared_kineto, shared_nsys
 
 import traceread
@@ -12,9 +11,8 @@ from traceread.whatif import Fix, predict
 MIN_STEADY = 3
 WORKERS0 = SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers0_run2.pt.trace.json.gz"
 WORKERS4 = SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers4_run2.pt.trace.json.gz"
-# One xdist worker runs this module's tests (tests/conftest.py), so the two ResNet-50 runs that every test
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES), so the two ResNet-50 runs that every test
 # reads are loaded and analysed once (_analysed keeps them; predict and to_markdown only read an analysis).
-pytestmark = pytest.mark.xdist_group("whatif_real")
 _kept: dict = {}
 
 

@@ -17,9 +17,7 @@ from traceread.analysis import analyze
 from traceread.loaders import load
 from traceread.render import perfetto, timeline
 
-# One xdist worker runs this module's tests (tests/conftest.py): its module-scoped ``job`` is made once.
-pytestmark = pytest.mark.xdist_group("perfetto_flows")
-
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``job`` is made once.
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
