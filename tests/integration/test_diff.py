@@ -19,6 +19,7 @@ from tracesynth.planted import CLASSES, PlantSpec, plant
 from traceread.cli import main
 from traceread.diff.render import schema
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``traces`` is made once.
 
 def _only(**w: float) -> dict[str, float]:
     return {c: w.get(c.replace("-", "_"), 0.0) for c in CLASSES}

@@ -23,6 +23,8 @@ from traceread.render.names import scrub_paths
 from traceread.rules import evidence, textcat
 from traceread.rules._base import cat, cat_where, choose, fmt_int, fmt_ns, fmt_pct, where
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``gaps`` is made once.
+
 HOSTILE = ['say "hi"', "back\\slash", "esc\x1b[31m\nnl\ttab", "del\x7f c1\x9b\x85", "\u00b5s \u65e5\u672c \U0001f600",
            "/home/alice/proj/train.py(12): step", "C:\\Users\\bob\\x.py", "a, b", "", "sync/", "\\", "plain"]
 

@@ -22,6 +22,8 @@ from traceread.gaps import find_gaps
 from traceread.rules import classify
 from traceread.steps import find_steps
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``resnet`` is made once.
+
 CFG = Thresholds()
 RESNET = SHARED_TRACES / "kineto" / "kineto2021_resnet50_bare_list.pt.trace.json.gz"
 NCCL = SHARED_TRACES / "kineto" / "hta_nccl_a100_rank0of2.json.gz"

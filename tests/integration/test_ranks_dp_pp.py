@@ -48,6 +48,10 @@ AFTER = {"lead-slow-4x4": {"slow_factor": 1.0}, "lead-slow-2x4": {"slow_factor":
 CASES.update({f"{k}-after": dataclasses.replace(CASES[k], **v) for k, v in AFTER.items()})
 
 
+# Every case's job is generated, written, loaded and analysed once per test process (the module's cache);
+# under -n the module's tests run on one worker (tests/conftest.py ONE_WORKER_MODULES), so once in the run.
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     cache: dict[str, tuple] = {}
@@ -56,15 +60,25 @@ def runs(tmp_path_factory):
         if (name, fmt) not in cache:
             job = make_job(CASES[name])
             paths = write_job(job, str(tmp_path_factory.mktemp(name)), fmt=fmt)
-            traces = [load(p) for p in paths]
-            analysis = analyze(traces)
-            ids = [i for t in traces for i in identify(t)]
-            groups = group_jobs(ids)
-            assert len(groups) == 1
-            summaries = [rank_summary(analysis, i) for i in ids]
-            cache[(name, fmt)] = (job, analyze_job(summaries, group=groups[0]), paths, analysis)
+            analysis = analyze([load(p) for p in paths])
+            # the job report analyze() made (its job section: the analysis' own rank summaries, grouped and
+            # aligned), not a second rank_summary + analyze_job pass over the same tables; that the public
+            # rank_summary/analyze_job path gives the same report is test_public_rank_path_gives_the_same_report
+            assert analysis.job is not None and len(analysis.job.groups) == 1
+            cache[(name, fmt)] = (job, analysis.job.reports[0], paths, analysis)
         return cache[(name, fmt)]
     return get
+
+
+@pytest.mark.parametrize("name", ["slow-2x4-no-seq", "stage-2x4"])
+def test_public_rank_path_gives_the_same_report(runs, name):
+    """identify -> group_jobs -> rank_summary -> analyze_job over the analysis gives the report analyze() made."""
+    _, rep, _, analysis = runs(name)
+    ids = [i for t in analysis.inputs for i in identify(t)]
+    groups = group_jobs(ids)
+    assert len(groups) == 1
+    again = analyze_job([rank_summary(analysis, i) for i in ids], group=groups[0])
+    assert again.to_dict() == rep.to_dict()
 
 
 def _others_time_in_collectives(rep) -> dict[int, int]:

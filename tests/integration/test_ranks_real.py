@@ -13,6 +13,7 @@ from tests.conftest import SHARED_TRACES, needs_shared
 from traceread import load
 from traceread.ranks import group_jobs, identify
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``groups`` is made once.
 pytestmark = needs_shared
 K = SHARED_TRACES / "kineto"
 N = SHARED_TRACES / "nsys"

@@ -25,6 +25,8 @@ from traceread.analysis import analyze
 from traceread.config import Thresholds
 from traceread.rules.evidence import with_evidence
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES), so the analyses the later tests share with
+# test_dominant_cause_and_why (_analysis) are made once.
 pytestmark = needs_shared
 MS = 1_000_000
 
@@ -541,12 +543,28 @@ def test_the_hand_read_reason_holds_in_the_raw_file(name):
     EXPECTED[name][1](SHARED_TRACES / name)
 
 
+# The traces the tests after test_dominant_cause_and_why read again: analysed once (default Thresholds, as
+# there), the Analysis kept for the module. The tests only read it (with_evidence and render make new
+# frames and text).
+_REUSED = ("nsys/nvfuser_h100_2024.sqlite", "kineto/tracelens_vllm_graph_capture_rocm.json.gz",
+           "kineto/hta_legacy_categories_rank1.json.gz", "kineto/hta_rocm_mi250_train.json.gz",
+           "nsys/nsysai_tiny_rtx3080_2026.sqlite", "kineto/zoology_a100_no_kernel_records.json")
+_analysed: dict[str, object] = {}
+
+
+def _analysis(name: str):
+    if name not in _REUSED:
+        return analyze([load(SHARED_TRACES / name)], cfg=Thresholds())
+    if name not in _analysed:
+        _analysed[name] = analyze([load(SHARED_TRACES / name)], cfg=Thresholds())
+    return _analysed[name]
+
+
 @pytest.mark.parametrize(("name", "want", "why"), list(_cases()))
 def test_dominant_cause_and_why(name, want, why):
-    path = SHARED_TRACES / name
     # the hand-read reason is re-measured in the raw file by test_the_hand_read_reason_holds_in_the_raw_file
     # (never xfail); not again here, where it doubled the slowest traces' time
-    a = analyze([load(path)], cfg=Thresholds())
+    a = _analysis(name)
     got = "none" if a.steps.empty else a.dominant_cause
     assert got in want, f"{name}: {got} ({a.dominant_cost_share:.0%}), expected {want}"
 
@@ -558,7 +576,7 @@ def test_one_time_windows_say_not_steady_state_and_how_to_reprofile():
 
     for name, kind in (("nsys/nvfuser_h100_2024.sqlite", "compile"),
                        ("kineto/tracelens_vllm_graph_capture_rocm.json.gz", "graph-capture")):
-        a = analyze([load(SHARED_TRACES / name)], cfg=Thresholds())
+        a = _analysis(name)
         assert a.dominant_cause == "one-time-cost" and a.dominant_evidence == kind
         out = io.StringIO()
         render(a, out)
@@ -574,7 +592,7 @@ def test_a_long_first_launch_is_judged_the_same_in_every_trace():
     seen = 0
     for name in ("kineto/hta_legacy_categories_rank1.json.gz", "kineto/hta_rocm_mi250_train.json.gz",
                  "nsys/nvfuser_h100_2024.sqlite", "nsys/nsysai_tiny_rtx3080_2026.sqlite"):
-        a = analyze([load(SHARED_TRACES / name)], cfg=Thresholds())
+        a = _analysis(name)
         g = with_evidence(a.gaps, a.cfg)
         launch = g[g["evidence"].str.contains("first kernel launch")]
         assert len(launch) and (launch["class"] == "one-time-cost").all()
@@ -587,7 +605,7 @@ def test_lost_kernel_records_are_named_not_a_cpu_only_capture():
 
     from traceread.render.markdown import render
 
-    a = analyze([load(SHARED_TRACES / "kineto/zoology_a100_no_kernel_records.json")], cfg=Thresholds())
+    a = _analysis("kineto/zoology_a100_no_kernel_records.json")
     out = io.StringIO()
     render(a, out)
     verdict = out.getvalue().split("## Verdict", 1)[1].split("##", 1)[0]

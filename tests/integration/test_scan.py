@@ -16,6 +16,7 @@ from traceread.cli import main
 from traceread.render import jsonout
 from traceread.scan.cache import DIRNAME
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``tree`` and ``scanned`` are made once.
 
 def _schema(name: str) -> dict:
     from importlib import resources

@@ -17,6 +17,7 @@ from tracesynth.stragglers import StragglerSpec, make_job, write_job
 
 from traceread.cli import main
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``scanned`` is made once.
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory):

@@ -56,10 +56,12 @@ def _check_scopes(job_dir: Path, tmp: Path, capsys) -> None:
     job = _key(together["dominant_cause"], together["dominant_cost_share"])
     as_dir = _analyze_json(capsys, str(job_dir))
     assert _key(as_dir["dominant_cause"], as_dir["dominant_cost_share"]) == job
-    for rep in (traceread.analyze(str(job_dir)), traceread.analyze(files), traceread.analyze(traceread.load(files))):
+    of_list = traceread.analyze(files)
+    for rep in (traceread.analyze(str(job_dir)), of_list, traceread.analyze(traceread.load(files))):
         assert _key(rep.verdict.cause, rep.verdict.share) == job and rep.scope.kind == "job"
-    # Each rank's own verdict (the per-rank rows) is the verdict of its trace alone.
-    ranks = traceread.analyze(files).rank_verdicts()
+    # Each rank's own verdict (the per-rank rows) is the verdict of its trace alone (the rows of the
+    # list's report above, not of a second analysis of the same list).
+    ranks = of_list.rank_verdicts()
     for _, r in ranks.iterrows():
         assert _key(r["cause"], r["share"]) == alone[Path(r["path"]).name]
     # Scan: trace rows and the job row.

@@ -9,11 +9,25 @@ from traceread.analysis import analyze
 from traceread.whatif import Fix, predict
 
 MIN_STEADY = 3
+WORKERS0 = SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers0_run2.pt.trace.json.gz"
+WORKERS4 = SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers4_run2.pt.trace.json.gz"
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES), so the two ResNet-50 runs that every test
+# reads are loaded and analysed once (_analysed keeps them; predict and to_markdown only read an analysis).
+_kept: dict = {}
+
+
+def _analysed(path):
+    if path in _kept:
+        return _kept[path]
+    t = traceread.load(str(path))
+    got = (t, analyze([t]))
+    if path in (WORKERS0, WORKERS4):
+        _kept[path] = got
+    return got
 
 
 def _predict(path, fixes=None):
-    t = traceread.load(str(path))
-    a = analyze([t])
+    t, a = _analysed(path)
     return a, predict([t], a.steps, a.gaps, a.cfg, fixes)
 
 
@@ -47,8 +61,7 @@ def test_resnet50_data_loading_removed_predicts_the_four_worker_run() -> None:
     loader workers). Both sides: median of the steady steps as the analysis flags them over the 6 recorded
     ProfilerSteps (none is warm-up; workers4's last step, ending in ~80 ms of profiler shutdown, is an
     outlier over 1.5x the median and left out)."""
-    before = SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers0_run2.pt.trace.json.gz"
-    after = SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers4_run2.pt.trace.json.gz"
+    before, after = WORKERS0, WORKERS4
     a, w = _predict(before, [Fix("data-starved")])
     assert a.dominant_cause == "data-starved"
     _, wa = _predict(after, [])
@@ -67,8 +80,7 @@ def test_resnet50_data_loading_removed_predicts_the_four_worker_run() -> None:
 def test_report_orders_fixes_by_predicted_saving_and_says_why_when_idle_shares_disagree() -> None:
     from traceread.render.markdown import to_markdown
 
-    t = traceread.load(str(SHARED_TRACES / "kineto" / "kineto2021_resnet50_workers0_run2.pt.trace.json.gz"))
-    a = analyze([t])
+    _, a = _analysed(WORKERS0)
     text = to_markdown(a)
     section = text[text.index("## What each fix would buy"):text.index("## Largest gaps")]
     assert "Replay error: calibrated +0.0%, dependencies alone " in section

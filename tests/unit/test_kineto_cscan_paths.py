@@ -31,6 +31,8 @@ from test_kineto_scanner import _chunk_of, _same_chunk, needs_scanner
 
 from traceread.loaders.kineto import decode, scan
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``general_builds`` is made once.
+
 SOURCE = REPO / "traceread" / "loaders" / "kineto" / "_cscan.c"
 _EV = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 4, "ts": 5, "dur": 1%s}'
 

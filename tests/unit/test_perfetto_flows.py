@@ -17,6 +17,7 @@ from traceread.analysis import analyze
 from traceread.loaders import load
 from traceread.render import perfetto, timeline
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``job`` is made once.
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):

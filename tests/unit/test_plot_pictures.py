@@ -17,6 +17,8 @@ from traceread.cli import main
 from traceread.loaders import load
 from traceread.render import plot, plot_job, plotbits
 
+# One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``job8`` is made once.
+
 STRAGGLER = 5
 FIXTURE = str(Path(__file__).resolve().parents[2] / "fixtures" / "hta_alexnet_a100.json.gz")
 
