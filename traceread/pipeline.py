@@ -1,9 +1,9 @@
 """The steps of :func:`traceread.analysis.analyze`: each piece run on one trace, and the job-level figures.
 
 Per trace, :func:`found_steps` finds the steps (:mod:`traceread.steps`) and :func:`finish_one` the
-gaps (:mod:`traceread.gaps`) and their classes (:mod:`traceread.rules`), the attribution (:mod:`traceread.attribution`) and the
-scoreboard tables (:mod:`traceread.metrics`), each result carrying a ``trace`` column; ``concat``
-joins them over the traces. Over the job: :func:`overall_dominant` (the verdict and the runner-up),
+gaps (:mod:`traceread.gaps`) and their classes (:mod:`traceread.rules`), the attribution
+(:mod:`traceread.attribution`) and the scoreboard tables (:mod:`traceread.metrics`), each result
+carrying a ``trace`` column; ``concat`` joins them over the traces. Over the job: :func:`overall_dominant` (the verdict and the runner-up),
 :func:`run_mfu` and :func:`launch_stats`.
 
 A table that fails on an input (a :class:`~traceread.errors.UserFacingError` or a bug in that table)
@@ -109,12 +109,17 @@ def with_trace(df: pd.DataFrame, index: int) -> pd.DataFrame:
     return out
 
 
+def _label(trace: Trace) -> str:
+    """The file name that prefixes a trace's notes and unavailable lines."""
+    return trace.meta.path.rsplit("/", 1)[-1]
+
+
 def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
                 step_range: str | None) -> PerTrace:
     """One trace's caveats and its steps as found (``PerTrace.found``, without idle by class): the analysis
     starts its replay from these (``whatif.predict_staged``), then :func:`finish_one` does the rest."""
     out = PerTrace()
-    label = trace.meta.path.rsplit("/", 1)[-1]
+    label = _label(trace)
     out.notes.extend(f"{label}: {w}" for w in trace.meta.warnings)  # the loader's caveats (truncation, epoch)
     from traceread.sanity import sanity_notes
     from traceread.steps import find_steps
@@ -134,9 +139,8 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace) -> PerT
     if steps.empty:
         from traceread.sanity import missing_gpu_activity
 
-        label = trace.meta.path.rsplit("/", 1)[-1]
         why = missing_gpu_activity(trace) or "no steps could be found"
-        out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
+        out.unavailable.append(f"{_label(trace)}: no GPU activity to analyse: {why}")
         return _tables(index, trace, steps, out, out.unavailable)
 
     gaps = _classified_gaps(trace, steps, cfg, out.notes)
