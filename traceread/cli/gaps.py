@@ -10,7 +10,7 @@ import pandas as pd
 
 from traceread import heap
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
-from traceread.atomic import atomic_open
+from traceread.atomic import atomic_open, write_pieces
 from traceread.cli.output import emit_chunks, json_option
 from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, find_gaps, with_fractions
@@ -112,8 +112,7 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
         # Column-wise, a chunk of rows at a time (text cells shown with \xNN for controls, as pandas'
         # writer was given them); bytes written as they come.
         with atomic_open(csv_path, "wb") as fh:
-            for piece in csv_table.csv_chunks([csv_table.CsvColumn(n, v, f) for n, v, f in columns], len(gaps)):
-                fh.write(piece)
+            write_pieces(fh, csv_table.csv_chunks([csv_table.CsvColumn(n, v, f) for n, v, f in columns], len(gaps)))
 
     def chunks() -> Iterator[bytes]:
         # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every

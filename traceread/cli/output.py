@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 
-from traceread.atomic import atomic_open
+from traceread.atomic import atomic_open, write_pieces
 from traceread.printable import printable
 
 json_option = click.option(
@@ -38,9 +39,7 @@ def emit_chunks(table_text: str, chunks: Callable[[], Iterator[bytes]], json_pat
     click.echo(printable(table_text, layout=True), nl=not table_text.endswith("\n"))
     if json_path:
         with atomic_open(json_path, "wb") as fh:
-            for piece in chunks():
-                fh.write(piece)
-            fh.write(b"\n")
+            write_pieces(fh, itertools.chain(chunks(), (b"\n",)))
 
 
 def _dumps(data: Any) -> bytes:

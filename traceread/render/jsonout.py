@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
+from traceread.atomic import write_pieces
 from traceread.render import json_tables, json_text
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
@@ -222,5 +223,4 @@ def encode(report: dict[str, Any]) -> bytes:
 
 
 def render(analysis: Analysis, out: IO[bytes]) -> None:
-    for piece in chunks(analysis):
-        out.write(piece)
+    write_pieces(out, chunks(analysis))
