@@ -193,11 +193,16 @@ def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.lin
     end = lineterminator.encode()
     yield b",".join(_listed([c.name for c in columns])) + end
     formatters = [_Column(c) for c in columns]
-    for lo in range(0, rows, CHUNK_ROWS):
-        hi = min(rows, lo + CHUNK_ROWS)
-        parts = [f.cells(lo, hi) for f in formatters]
-        pieces = [b""]
-        for i, part in enumerate(parts):  # nothing between a column's parts, a comma between columns
-            pieces += [b""] * (len(part) - 1) + [b"," if i < len(parts) - 1 else b""]
-        yield from rowjoin.join_pieces(pieces, [c for part in parts for c in part], hi - lo, end)
+
+    def blocks() -> Iterator[rowjoin.Block]:
+        for lo in range(0, rows, CHUNK_ROWS):
+            hi = min(rows, lo + CHUNK_ROWS)
+            parts = [f.cells(lo, hi) for f in formatters]
+            pieces = [b""]
+            for i, part in enumerate(parts):  # nothing between a column's parts, a comma between columns
+                pieces += [b""] * (len(part) - 1) + [b"," if i < len(parts) - 1 else b""]
+            yield pieces, [c for part in parts for c in part], hi - lo, end
+
+    for block in rowjoin.joined_ahead(blocks()):
+        yield from block
         yield end

@@ -265,12 +265,17 @@ def table_chunks(fields: tuple[Field, ...], rows: int, indent: int = 2) -> Itera
     pieces = [printable_json(p) for p in _pieces(fields, indent + 2)]  # keys are text too
     pieces[0] = b" " * (indent + 2) + pieces[0]
     columns = [_Column(f) for f in _leaves(fields)]
+
+    def blocks() -> Iterator[rowjoin.Block]:
+        for lo in range(0, rows, CHUNK_ROWS):
+            hi = min(rows, lo + CHUNK_ROWS)
+            yield pieces, [c.encode(lo, hi) for c in columns], hi - lo, b",\n"
+
     yield b"[\n"
-    for lo in range(0, rows, CHUNK_ROWS):
-        hi = min(rows, lo + CHUNK_ROWS)
-        if lo:
+    for i, block in enumerate(rowjoin.joined_ahead(blocks())):
+        if i:
             yield b",\n"
-        yield from rowjoin.join_pieces(pieces, [c.encode(lo, hi) for c in columns], hi - lo, b",\n")
+        yield from block
     yield b"\n" + b" " * indent + b"]"
 
 

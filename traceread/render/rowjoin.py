@@ -17,7 +17,8 @@ or with ``TRACEREAD_NO_CJOIN=1``; a test compares the two.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -176,6 +177,28 @@ def join_pieces(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep:
         yield piece
         rows = max(1, size * (hi - lo) // max(1, len(piece)))
         lo = hi
+
+
+Block: TypeAlias = tuple[Sequence[bytes], Sequence[Column], int, bytes]  # join_pieces' pieces, columns, n, sep
+
+
+def joined_ahead(blocks: Iterable[Block]) -> Iterator[list[bytes]]:
+    """:func:`join_pieces` of each block of ``blocks``, in order, a block's pieces as one list, each block
+    joined on a thread of its own while ``blocks`` makes the next: a table writer's encoding of a chunk's
+    columns holds the GIL, the compiled join does not, so the two overlap. One block waits at most."""
+    with ThreadPoolExecutor(1, thread_name_prefix="traceread-join") as pool:
+        pending: Future[list[bytes]] | None = None
+        for pieces, columns, n, sep in blocks:
+            made = pool.submit(_joined, pieces, columns, n, sep)
+            if pending is not None:
+                yield pending.result()
+            pending = made
+        if pending is not None:
+            yield pending.result()
+
+
+def _joined(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes) -> list[bytes]:
+    return list(join_pieces(pieces, columns, n, sep))
 
 
 def cells(column: Column, n: int) -> list[bytes]:
