@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import stat
 import sys
 import tempfile
 import threading
@@ -69,9 +70,17 @@ def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
         else:
             yield sys.stdout
         return
-    directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise OutputError(path, "it is a folder; give a file name")
+    if _special(path):
+        # /dev/null, /dev/stdout, a named pipe: written in place. There is nothing to replace atomically,
+        # and renaming a file over it would put a regular file where the device was.
+        with _errors_named(path), open(path, mode, encoding=None if "b" in mode else "utf-8") as out:
+            yield out
+        return
+    # A link to a file: that file is replaced (beside it), the link kept.
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    directory = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(directory):
         raise OutputError(path, f"folder {directory} does not exist")
     try:
@@ -82,13 +91,35 @@ def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as fh:
             yield fh
         os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; outputs get the usual permissions
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
             raise OutputError(path, exc.strerror or str(exc)) from exc
         raise
+
+
+def _special(path: str) -> bool:
+    """``path`` exists and is not a regular file or a folder (a device, a pipe, a socket), links followed,
+    or names a descriptor (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``: the file already open)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) or \
+        os.path.abspath(path).startswith(("/dev/", "/proc/"))
+
+
+@contextlib.contextmanager
+def _errors_named(path: str) -> Iterator[None]:
+    """An OSError (other than a closed pipe: the reader went away) as an OutputError naming ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        raise OutputError(path, exc.strerror or str(exc)) from exc
 
 
 # Pieces made ahead of the file's writes (a writer's pieces are about 1 MB: rowjoin.PIECE_BYTES)
