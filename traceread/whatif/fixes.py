@@ -238,6 +238,8 @@ def _shrink_host(m: RankModel, us: np.ndarray, ue: np.ndarray, frac: float) -> _
     if len(us) == 0:
         return None
     nodes, cut = host_cut(m.time, m.src, m.delay, m.clock_edges(), us, ue, frac)
+    if len(cut) and fits(cut, np.int32):  # the plan is kept through the rank's replays: int32 halves it
+        cut = cut.astype(np.int32)  # (applied in int64 arithmetic, as any width is)
     return _Op(_SHRINK, nodes, cut, 0)
 
 
