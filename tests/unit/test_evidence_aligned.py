@@ -45,3 +45,20 @@ def test_multi_trace_analysis_keeps_number_and_flag_columns_typed() -> None:
             assert dt.subtype != np.dtype(object) and not pd.isna(dt.fill_value), (c, dt)
     text = evidence_text(a.gaps, None, a.cfg)  # every sentence made from the concatenated data
     assert len(text) == len(a.gaps) and all(isinstance(t, str) and t for t in text[a.gaps["class"].notna()])
+
+
+def test_a_flag_most_rows_hold_is_stored_left_out_as_true_and_concatenates_with_the_others() -> None:
+    """A flag most gaps hold (a 5M-gap export's ``queued``: 93%) is stored with True left out; frames whose
+    flag leaves out False concatenate with it without pandas' mixed-fill warning, every value kept."""
+    from traceread.rules.evidence import _fill
+
+    assert _fill(np.array([True, True, False])) and not _fill(np.array([True, False]))
+    mostly = pd.DataFrame({"evidence.queued": pd.arrays.SparseArray(np.array([True, True, False]), fill_value=True)})
+    rarely = pd.DataFrame({"evidence.queued": _flag([False, True])})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for frames, first in (([mostly, rarely], True), ([rarely, mostly, pd.DataFrame({"x": [1]})], False)):
+            out = pd.concat(aligned(frames), ignore_index=True)
+            assert out["evidence.queued"].dtype == pd.SparseDtype(bool, first)
+            want = [v for f in frames for v in (f["evidence.queued"].tolist() if "evidence.queued" in f else [False])]
+            assert out["evidence.queued"].tolist() == want

@@ -69,6 +69,20 @@ def test_kernel_spanning_a_step_boundary():
     assert spans(gaps) == [(0, 80), (130, 200)] and gaps["step"].tolist() == [1, 2]
 
 
+def test_step_numbers_and_offsets_are_int32_when_every_one_fits():
+    """A gap's step number and offset are held at int32 (a 5M-gap export: 18 MB less held each) unless one
+    does not fit."""
+    rows = [annotation("ProfilerStep#1", 0, 100), annotation("ProfilerStep#2", 100, 200), kernel(80, 130)]
+    _, _, gaps = run(rows)
+    assert gaps["step"].dtype == np.int32 and gaps["step"].tolist() == [1, 2]
+    assert gaps["offset_ns"].dtype == np.int32 and gaps["offset_ns"].tolist() == [0, 30]
+    big = [annotation(f"ProfilerStep#{2**31 + 1}", 0, 100), kernel(80, 90),
+           annotation(f"ProfilerStep#{2**31 + 2}", 100, 2**32), kernel(2**31 + 200, 2**31 + 300)]
+    _, _, gaps = run(big)
+    assert gaps["step"].dtype == np.int64 and gaps["step"].tolist() == [2**31 + 1, 2**31 + 1, 2**31 + 2, 2**31 + 2]
+    assert gaps["offset_ns"].dtype == np.int64 and gaps["offset_ns"].tolist() == [0, 90, 0, 2**31 + 200]
+
+
 def test_gpu_lagging_its_cpu_step_is_not_idle():
     rows = [annotation("ProfilerStep#1", 0, 100), annotation("ProfilerStep#2", 100, 200),
             api("cudaLaunchKernel", 10, 20, corr=1), kernel(30, 150, corr=1),

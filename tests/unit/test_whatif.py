@@ -373,3 +373,24 @@ def test_a_ranks_replays_copy_into_the_same_scratch_arrays_with_the_same_results
     assert {"delay", "dur", "start"} <= set(seen)
     u.release()
     assert not u.scratch
+
+
+def test_plans_applied_a_slice_at_a_time_and_memory_bound_judged_by_name_change_nothing(mixed, monkeypatch) -> None:
+    """A plan's steps are applied a slice of their nodes at a time (bounded temporaries: a 5M-kernel rank's
+    launch-bound cut is millions of delays) and the memory-bound fix judges each distinct kernel name once:
+    every prediction is the one from whole steps, and the fix's kernels those of a class per kernel."""
+    from traceread import kernel_classes, schema
+    from traceread.whatif import fixes as fx
+
+    a = analyze([mixed])
+    want = predict([mixed], a.steps, a.gaps, a.cfg)
+    monkeypatch.setattr(fx, "_APPLY_SLICE", 3)
+    assert predict([mixed], a.steps, a.gaps, a.cfg) == want
+    v = event_view(mixed)
+    m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
+    nodes = m.op_nodes[m.lane == v.lane_codes.get(schema.LANE_GPU_COMPUTE, -99)]
+    cls = np.asarray(kernel_classes.classify(np.asarray(v.names_of(m.row[nodes]), dtype=object)))
+    graph = v.cat[m.row[nodes]] == v.cat_codes.get(schema.CAT_GRAPH, -99)
+    per_kernel = nodes[~kernel_classes.is_compute_bound_class(cls) & (cls != kernel_classes.CLS_OTHER) & ~graph]
+    got = fx.memory_bound_ops(m, v)
+    assert len(got) and np.array_equal(got, per_kernel)

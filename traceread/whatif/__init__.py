@@ -205,6 +205,7 @@ def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame 
                          fx.Context(v, pd.DataFrame(columns=list(_GAP_COLUMNS)), cfg, trace.side.get("copy_args")),
                          index)
             del m, index  # only the unit holds them: released, the model goes before the next one is built
+            heap.trim()  # the build's freed temporaries go back before the replays' copies are made
             for nominal in unfixed:
                 unit.outcome([], nominal)
             if g is None:
@@ -290,8 +291,9 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
         for fixed, nominal in replays:
             u.outcome(fixed, nominal)
         u.release()
+        mdl.forget_selections(u.ctx.view, u.model.rank)
         units.append(u)
-        heap.trim()  # the model's pages go back
+        heap.trim()  # the model's pages and the rank's selections go back
     if not units:
         return None
     steps = classified()[0]

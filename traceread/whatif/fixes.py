@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, kernel_classes, schema
+from traceread import heap, intervals, kernel_classes, schema
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK
 from traceread.lanes import EventView
@@ -172,35 +172,51 @@ def plan(m: RankModel, fix: Fix | Scale, ctx: Context) -> Plan:
 
 
 def apply_plan(e: Edges, p: Plan) -> None:
-    """Make the changes of ``p`` to ``e`` (in place)."""
+    """Make the changes of ``p`` to ``e`` (in place), a slice of each step's nodes at a time (a step's nodes are
+    distinct, so no slice reads what another wrote): the launch-bound fix shrinks millions of delays, whose int64
+    temporaries at once were ~0.1 GB beside the replay's copies."""
     for op in p.ops:
-        nodes = op.nodes
-        if op.kind == _SHRINK:
-            cut = op.values
-            if op.slot:  # an earlier fix may have dropped this edge (a freed sync): nothing left to shrink
-                live = e.src[nodes, op.slot] >= 0
-                nodes, cut = nodes[live], np.asarray(cut)[live]
-            e.store("delay", (nodes, op.slot), np.maximum(e.delay[nodes, op.slot].astype(_I64) - cut, 0))
-        elif op.kind == _FREE:
-            values = op.values
-            if op.waiting:
-                live = e.src[nodes, 1] >= 0
-                nodes, values = nodes[live], np.asarray(values)[live]
-            e.writable("src")[nodes, 1] = -1
-            e.store("delay", (nodes, 0), np.asarray(values))
+        for lo in range(0, len(op.nodes), _APPLY_SLICE):
+            _apply_op(e, op, slice(lo, lo + _APPLY_SLICE))
+
+
+_APPLY_SLICE = 1 << 18  # nodes of a plan's step applied at a time (bounds its temporaries)
+
+
+def _apply_op(e: Edges, op: _Op, sl: slice) -> None:
+    """Make the change of ``op`` to the nodes ``op.nodes[sl]`` (its per-node values sliced alike)."""
+    nodes = op.nodes[sl]
+    if op.kind == _SHRINK:
+        cut = _part(op.values, sl)
+        if op.slot:  # an earlier fix may have dropped this edge (a freed sync): nothing left to shrink
+            live = e.src[nodes, op.slot] >= 0
+            nodes, cut = nodes[live], np.asarray(cut)[live]
+        e.store("delay", (nodes, op.slot), np.maximum(e.delay[nodes, op.slot].astype(_I64) - cut, 0))
+    elif op.kind == _FREE:
+        values = _part(op.values, sl)
+        if op.waiting:
+            live = e.src[nodes, 1] >= 0
+            nodes, values = nodes[live], np.asarray(values)[live]
+        e.writable("src")[nodes, 1] = -1
+        e.store("delay", (nodes, 0), np.asarray(values))
+    else:
+        dur = e.dur[nodes].astype(_I64)  # int64 arithmetic whatever the model keeps them in
+        if op.kind == _DUR_ZERO:
+            dur[:] = 0
+        elif op.kind == _DUR_DIV:
+            dur = (dur / op.factor).astype(_I64)
+        elif op.kind == _DUR_MIN:
+            dur = np.minimum(dur, np.asarray(_part(op.values, sl)))
+        elif op.kind == _DUR_CUT:
+            dur = np.maximum(dur - _part(op.values, sl), 0)
         else:
-            dur = e.dur[nodes].astype(_I64)  # int64 arithmetic whatever the model keeps them in
-            if op.kind == _DUR_ZERO:
-                dur[:] = 0
-            elif op.kind == _DUR_DIV:
-                dur = (dur / op.factor).astype(_I64)
-            elif op.kind == _DUR_MIN:
-                dur = np.minimum(dur, np.asarray(op.values))
-            elif op.kind == _DUR_CUT:
-                dur = np.maximum(dur - op.values, 0)
-            else:
-                raise ValueError(f"unknown plan step {op.kind!r}")
-            e.store("dur", nodes, dur)
+            raise ValueError(f"unknown plan step {op.kind!r}")
+        e.store("dur", nodes, dur)
+
+
+def _part(values: Any, sl: slice) -> Any:
+    """A step's values for the nodes ``sl``: per node (sliced), or one value for all."""
+    return values[sl] if isinstance(values, np.ndarray) and values.ndim else values
 
 
 def apply(m: RankModel, e: Edges, fix: Fix | Scale, ctx: Context) -> None:
@@ -222,6 +238,8 @@ def _shrink_host(m: RankModel, us: np.ndarray, ue: np.ndarray, frac: float) -> _
     if len(us) == 0:
         return None
     nodes, cut = host_cut(m.time, m.src, m.delay, m.clock_edges(), us, ue, frac)
+    if len(cut) and fits(cut, np.int32):  # the plan is kept through the rank's replays: int32 halves it
+        cut = cut.astype(np.int32)  # (applied in int64 arithmetic, as any width is)
     return _Op(_SHRINK, nodes, cut, 0)
 
 
@@ -324,9 +342,33 @@ def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     ok = b > a
     if not ok.all():
         a, b = a[ok], b[ok]
-    us, ue = intervals.union(a, b)
-    del a, b, ok
+    del ok
+    us, ue = _union_of_own(a, b)
+    del a, b
+    # The selections' freed temporaries go back before the cut's output is made (kept, the cut's arrays landed
+    # beside them: the replay's peak on a 5M-kernel export)
+    heap.trim()
     return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
+
+
+def _union_of_own(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``intervals.union(s, e)`` of intervals of positive length in arrays of the caller's own (written in
+    place): the ends' running max overwrites ``e``, and intervals already disjoint come back as they are
+    (the union's copies and masks over millions of launch pairs were half the launch-bound plan's peak)."""
+    if len(s) and not intervals.is_sorted(s):
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+        del order
+    np.maximum.accumulate(e, out=e)  # the reach
+    new = np.empty(len(s), dtype=bool)
+    new[:1] = True
+    np.greater(s[1:], e[:-1], out=new[1:])  # a new member starts strictly beyond everything before it
+    if new.all():
+        return s, e
+    first = np.flatnonzero(new)
+    del new
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], e[last]
 
 
 def _sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
@@ -379,8 +421,14 @@ def memory_bound_ops(m: RankModel, v: EventView) -> np.ndarray:
     nodes = m.op_nodes[m.lane == compute]
     rows = m.row[nodes]
     graph = v.cat[rows] == v.cat_codes.get(schema.CAT_GRAPH, -99)
-    cls = v.map_names(rows, lambda names: np.asarray(kernel_classes.classify(np.asarray(names, dtype=object))))
-    mem = ~kernel_classes.is_compute_bound_class(cls) & (cls != kernel_classes.CLS_OTHER) & ~graph
+
+    def memory_bound(names: np.ndarray) -> np.ndarray:
+        cls = np.asarray(kernel_classes.classify(np.asarray(names, dtype=object)))
+        return ~kernel_classes.is_compute_bound_class(cls) & (cls != kernel_classes.CLS_OTHER)
+
+    # Judged once per distinct name, then a flag per kernel (a class text per kernel, and the membership test
+    # of millions of texts, were the replay's peak on a 5M-kernel export)
+    mem = v.map_names(rows, memory_bound) & ~graph
     return nodes[mem]
 
 

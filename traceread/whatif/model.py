@@ -145,6 +145,14 @@ def selections(rank: int) -> tuple[tuple[Any, ...], ...]:
     return tuple(selection_key(*args) for args in (rank_calls(rank), rank_ops(rank), rank_host(rank)))
 
 
+def forget_selections(v: EventView, rank: int) -> None:
+    """Drop the view's cached selections of ``rank``'s replay (:func:`selections`) once its replays have run:
+    the analysis kept them for the replay only, and the job section after it holds the rank summaries
+    (a 5M-kernel export: 27 MB a rank). Made again if asked for."""
+    mine = set(selections(rank))
+    v.keep_selections([k for k in list(v._rows) if k not in mine])
+
+
 def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> RankModel:
     """The model of ``rank`` in the view ``v`` (the frame's numpy columns and launch links).
 
