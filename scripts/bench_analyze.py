@@ -14,6 +14,7 @@ interleaved (best wall time shown; HTA and nsys-ai once):
   + N launches over 2 processes, default 5M): ``traceread analyze -o report.md`` against
   ``nsys-ai skill run gpu_idle_gaps`` on each device (run on a copy: it indexes its input).
 
+Each contender starts with its input read through once (in the page cache: ``cached``).
 Memory is the largest RSS of the process tree summed over it, sampled every 20 ms from
 ``/proc/PID/statm``; CPU is user + system of the process and its children (``os.wait4``). The
 machine's load average is printed with the table: other jobs on a shared machine change wall
@@ -113,13 +114,24 @@ def kineto_contenders(trace: Path, tmp: str, hta_dir: str | None) -> list[tuple[
     return out
 
 
+def cached(path: Path) -> None:
+    """Read ``path`` through once, so that the next contender finds it in the page cache. Without this the
+    first contender of a round could read it from disk (this machine's memory manager evicts idle file
+    pages: a 1.1 GB `info` took 23.5 s of wall time for 3.8 s of CPU) and the ratios depended on the order."""
+    with open(path, "rb", buffering=0) as f:
+        while f.read(1 << 24):
+            pass
+
+
 def run_rows(label: str, size_mb: float, contenders: list[tuple[str, list[str]]], repeat: int,
-             timeout: float, once: tuple[str, ...] = ("HTA", "nsys-ai")) -> list[tuple]:
+             timeout: float, once: tuple[str, ...] = ("HTA", "nsys-ai"), inputs: tuple[Path, ...] = ()) -> list[tuple]:
     best: dict[str, dict] = {}
     for k in range(repeat):
         for name, cmd in contenders:
             if k and (name.startswith(once) or "error" in best.get(name, {})):
                 continue
+            for path in inputs:
+                cached(path)
             r = measure(cmd, timeout)
             print(f"  {label} | {name}: {r}", file=sys.stderr)
             if name not in best or "error" in best[name] or ("wall" in r and r["wall"] < best[name]["wall"]):
@@ -138,12 +150,15 @@ def nsys_rows(args: argparse.Namespace, workdir: Path) -> list[tuple]:
     with tempfile.TemporaryDirectory(prefix="bench-analyze-", dir=workdir) as tmp:
         rows = run_rows(label, size, [("traceread analyze (Markdown)",
                                        [*TRACEREAD, "analyze", str(export), "-o", os.path.join(tmp, "r.md")])],
-                        args.repeat, args.timeout)
+                        args.repeat, args.timeout, inputs=(export,))
         if NSYS_AI and not args.skip_nsys_ai:
             copy = os.path.join(tmp, "export.sqlite")
             shutil.copyfile(export, copy)  # nsys-ai writes indexes into its input and a cache beside it
-            parts = [measure([NSYS_AI, "skill", "run", "gpu_idle_gaps", copy, "--format", "json", "-p", f"device={d}"],
-                             args.timeout) for d in (0, 1)]
+            parts = []
+            for d in (0, 1):
+                cached(Path(copy))
+                parts.append(measure([NSYS_AI, "skill", "run", "gpu_idle_gaps", copy, "--format", "json", "-p",
+                                      f"device={d}"], args.timeout))
             ok = [p for p in parts if "error" not in p]
             total = ({"wall": sum(p["wall"] for p in ok), "cpu": sum(p["cpu"] for p in ok),
                       "peak": max(p["peak"] for p in ok)} if len(ok) == len(parts) else parts[0])
@@ -204,10 +219,10 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "traceread")], check=True)
     rows: list[tuple] = []
     with tempfile.TemporaryDirectory(prefix="bench-analyze-", dir=opts.workdir) as tmp:
-        if opts.traces:
+        if opts.traces:  # each contender starts with its input in the page cache (cached)
             for t in map(Path, opts.traces):
                 rows += run_rows(t.name, t.stat().st_size / 1e6, kineto_contenders(t, tmp, None)[:3],
-                                 opts.repeat, opts.timeout)
+                                 opts.repeat, opts.timeout, inputs=(t,))
         else:
             for size in (int(s) for s in opts.sizes.split(",") if s):
                 trace = scaled_input(opts.workdir, opts.source, size)
@@ -218,7 +233,7 @@ def main() -> None:
                     os.makedirs(hta_dir, exist_ok=True)
                     os.symlink(trace.resolve(), os.path.join(hta_dir, trace.name))
                 rows += run_rows(f"{opts.source.name.split('.')[0]} x{size} MB", mb,
-                                 kineto_contenders(trace, tmp, hta_dir), opts.repeat, opts.timeout)
+                                 kineto_contenders(trace, tmp, hta_dir), opts.repeat, opts.timeout, inputs=(trace,))
             if not opts.skip_nsys:
                 rows += nsys_rows(opts, opts.workdir)
     print(table(rows))
