@@ -12,6 +12,7 @@ call themselves rank 0 stay apart. A *unit* is one (trace, rank, device).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -196,10 +197,19 @@ def analyze(
     could not load, carried through so every report lists them. ``rank_pattern`` is the file-name
     rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``).
     """
-    notes: list[str] = []
-    unavailable: list[str] = []
     per = [pipe.found_steps(i, t, cfg, warmup_steps, step_range) for i, t in enumerate(traces)]
     replay = _Replay.start(traces, per, cfg)
+    # An input small enough for its replay beside the rules also keeps freed pages from one phase to the next
+    with heap.freed_pages_kept() if replay.early else contextlib.nullcontext():
+        return _finish(traces, per, replay, workload, cfg, top_gaps, failures, rank_pattern)
+
+
+def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], replay: _Replay,
+            workload: Workload | None, cfg: Thresholds, top_gaps: int, failures: tuple[Failure, ...] | list[Failure],
+            rank_pattern: str | None) -> Analysis:
+    """:func:`analyze` once the steps are found and the replay started."""
+    notes: list[str] = []
+    unavailable: list[str] = []
     try:
         for i, (t, p) in enumerate(zip(traces, per, strict=True)):
             pipe.finish_one(i, t, cfg, p)
@@ -314,7 +324,7 @@ class _Replay:
         self._error: BaseException | None = None
         self._inputs = inputs
         self._thread = threading.Thread(target=self._run, name="traceread-whatif")
-        self._early = early
+        self.early = early  # started beside the rules (one input of at most REPLAY_BESIDE_RULES_MAX_EVENTS events)
         if early:
             self._thread.start()
 
@@ -336,14 +346,14 @@ class _Replay:
     def classified(self, steps: pd.DataFrame, gaps: pd.DataFrame) -> None:
         """The analysis' steps (with idle by class) and classified gaps: the fixes' inputs."""
         self._inputs.set_result((steps, gaps))
-        if not self._early:
+        if not self.early:
             self._thread.start()
 
     def cancel(self, exc: BaseException) -> None:
         """The analysis failed before its gaps were classified: the replay stops and is not waited for."""
         if not self._inputs.done():
             self._inputs.set_exception(exc)
-        if self._early:
+        if self.early:
             self._thread.join()
 
     def _run(self) -> None:

@@ -59,3 +59,36 @@ def test_user_malloc_settings_win() -> None:
 def test_elsewhere_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     assert heap.reuse_freed_pages() is False
+
+
+def _counting_trims(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    monkeypatch.setattr(heap, "_looked", True)
+    monkeypatch.setattr(heap, "_trim", lambda pad: calls.append(pad) or 0)
+    return calls
+
+
+def test_no_pages_given_back_inside_freed_pages_kept(monkeypatch) -> None:
+    calls = _counting_trims(monkeypatch)
+    with heap.freed_pages_kept():
+        heap.trim()
+        with heap.freed_pages_kept():
+            heap.trim()
+        heap.trim()
+    assert calls == []
+    heap.trim()
+    assert calls == [0]
+
+
+def test_a_small_input_keeps_freed_pages_through_its_analysis_and_a_large_one_does_not(monkeypatch) -> None:
+    from traceread import analysis
+    from traceread.loaders import load
+
+    trace = load(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hta_alexnet_a100.json.gz"))
+    calls = _counting_trims(monkeypatch)
+    analysis.analyze([trace]).whatif  # noqa: B018 - waits for the replay (its trims after analyze returns count)
+    small = len(calls)
+    monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)  # as a trace over the limit is analysed
+    calls.clear()
+    analysis.analyze([trace]).whatif  # noqa: B018
+    assert small < len(calls)  # the phases' trims give pages back only for the larger input
