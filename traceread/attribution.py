@@ -40,12 +40,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema
+from traceread import grouped, intervals, schema
 from traceread import kernel_classes as kc
 from traceread.config import Thresholds
 from traceread.lanes import EventView, event_view
@@ -128,14 +128,22 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     rows = []
     graph_ns = 0
     gaps = classified_gaps if classified_gaps is not None else pd.DataFrame()
-    # Each unit's gaps by row positions found once: a mask over the whole frame per unit would cost
-    # time quadratic in the number of devices.
-    gap_rows = schema.rank_device_rows(gaps) if len(gaps) and "class" in gaps.columns else {}
-    # A unit's gaps are read for these columns only (each unit's selection copied every column).
-    gaps_read = gaps[[c for c in ("start_ns", "end_ns", "class") if c in gaps.columns]] if len(gaps) else gaps
-    for key, st in steps.groupby(["rank", "device"], sort=True):
-        rank, device = cast("tuple[int, int]", key)
-        ws, we = intervals.union(st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64))
+    # Units and each unit's gaps by numpy group-bys (pandas' cost per operation was most of this on a small
+    # trace); each unit's gaps by row positions found once: a mask over the whole frame per unit would
+    # cost time quadratic in the number of devices.
+    s_rank, s_dev = steps["rank"].to_numpy(), steps["device"].to_numpy()
+    unit_of, n_units = grouped.codes(s_rank, s_dev) if len(steps) else (np.zeros(0, np.int64), 0)
+    firsts = grouped.first_rows(unit_of, n_units)
+    gap_unit = _gap_units(gaps, s_rank[firsts], s_dev[firsts])
+    gap_order = np.argsort(gap_unit, kind="stable")
+    gap_bounds = np.searchsorted(gap_unit[gap_order], np.arange(n_units + 1))
+    g_start = gaps["start_ns"].to_numpy(np.int64) if len(gap_unit) else np.zeros(0, np.int64)
+    g_end = gaps["end_ns"].to_numpy(np.int64) if len(gap_unit) else np.zeros(0, np.int64)
+    s_start, s_end = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+    for u, first in enumerate(firsts):
+        rank, device = s_rank[first].item(), s_dev[first].item()
+        mine_steps = np.flatnonzero(unit_of == u)
+        ws, we = intervals.union(s_start[mine_steps], s_end[mine_steps])
         window = intervals.total_length(ws, we)
         # the unit's kernels in start order, sorted once for every measure below
         unit = v.rows((schema.LANE_GPU_COMPUTE,), rank=int(rank), device=int(device))  # sorted rows
@@ -154,20 +162,21 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
         # when no classified kernel ran (the union of the classified kernels is the rest of busy).
         classified = _covered(v, mine[known[sel]], ws, we)
         graph_ns += _covered(v, mine[graph_rows[sel]], ws, we)
-        row: dict[str, Any] = {"rank": int(rank), "device": int(device), "steps": int(len(st)), "step_ns": window,
-                               part_col(COMPUTE_BOUND): cb, part_col(MEMORY_BOUND): classified - cb,
-                               part_col(UNCLASSIFIED): busy - classified}
-        unit_gaps = gaps_read.iloc[gap_rows[(rank, device)]] if (rank, device) in gap_rows else gaps_read.iloc[:0]
-        row.update(_idle_by_class(unit_gaps, rank, device, ws, we, window - busy, notes))
+        row: dict[str, Any] = {"rank": int(rank), "device": int(device), "steps": int(len(mine_steps)),
+                               "step_ns": window, part_col(COMPUTE_BOUND): cb,
+                               part_col(MEMORY_BOUND): classified - cb, part_col(UNCLASSIFIED): busy - classified}
+        at = gap_order[gap_bounds[u]:gap_bounds[u + 1]]  # the unit's gaps, in frame order
+        row.update(_idle_by_class(gaps, at, g_start[at], g_end[at], rank, device, ws, we, window - busy, notes))
         rows.append(row)
-    table = pd.DataFrame(rows, columns=["rank", "device", "steps", "step_ns"] + [part_col(p) for p in PARTS])
-    for c in table.columns:
-        table[c] = table[c].astype("int32" if c in ("rank", "device") else "int64")
-    total_ns = int(table["step_ns"].sum()) if len(table) else 0
-    denom = table["step_ns"].replace(0, 1).astype(np.float64)
+    columns = ["rank", "device", "steps", "step_ns"] + [part_col(p) for p in PARTS]
+    data: dict[str, Any] = {c: np.array([r[c] for r in rows], dtype=np.int32 if c in ("rank", "device") else np.int64)
+                            for c in columns}
+    denom = np.where(data["step_ns"] == 0, 1, data["step_ns"]).astype(np.float64)
     for p in PARTS:
-        table[share_col(p)] = table[part_col(p)] / denom
-    table["verdict"] = [verdict({p: float(r[share_col(p)]) for p in PARTS}, cfg).cause for _, r in table.iterrows()]
+        data[share_col(p)] = data[part_col(p)] / denom
+    data["verdict"] = [verdict({p: float(data[share_col(p)][i]) for p in PARTS}, cfg).cause for i in range(len(rows))]
+    table = pd.DataFrame(data)
+    total_ns = int(table["step_ns"].sum()) if len(table) else 0
     shares = shares_of(table) or {p: 0.0 for p in PARTS}
     run = table_verdict(table, cfg)
     dominant, cost = run.cause, run.share
@@ -267,23 +276,36 @@ def _covered(v: EventView, rows: np.ndarray, ws: np.ndarray, we: np.ndarray) -> 
     return int(intervals.rows_covered(v.start, v.end, rows, ws, we).sum())
 
 
-def _idle_by_class(g: pd.DataFrame, rank: int, device: int, ws: np.ndarray, we: np.ndarray, idle: int,
-                   notes: list[str]) -> dict[str, int]:
-    """Idle ns per gap class inside the window; the parts sum to ``idle`` exactly (``g``: the unit's gaps)."""
+def _gap_units(gaps: pd.DataFrame, u_rank: np.ndarray, u_dev: np.ndarray) -> np.ndarray:
+    """Per gap, the position of its (rank, device) among the units ``(u_rank, u_dev)`` (-1: none of them);
+    no gaps when they carry no class."""
+    if not len(gaps) or "class" not in gaps.columns:
+        return np.zeros(0, dtype=np.int64)
+    return grouped.lookup([u_rank, u_dev], [gaps["rank"].to_numpy(), gaps["device"].to_numpy()])
+
+
+def _idle_by_class(gaps: pd.DataFrame, at: np.ndarray, start: np.ndarray, end: np.ndarray, rank: int, device: int,
+                   ws: np.ndarray, we: np.ndarray, idle: int, notes: list[str]) -> dict[str, int]:
+    """Idle ns per gap class inside the window; the parts sum to ``idle`` exactly (the unit's gaps: the rows
+    ``at`` of ``gaps``, from ``start`` to ``end``)."""
     out = {part_col(c): 0 for c in GAP_CLASSES}
-    if len(g) and "class" in g.columns:
-        inside = intervals.overlap_with_union(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64),
-                                              ws, we)
-        cls = g["class"]
+    if len(at):
+        inside = intervals.overlap_with_union(start, end, ws, we)
+        cls = gaps["class"]
         if isinstance(cls.dtype, pd.CategoricalDtype):  # by code: no class-name string per gap
             names = cls.cat.categories.astype(str)
-            by_code = pd.Series(inside).groupby(cls.cat.codes.to_numpy()).sum()
-            sums = pd.Series(by_code.to_numpy(), index=[names[k] if k >= 0 else "nan" for k in by_code.index])
+            present, inverse = np.unique(cls.cat.codes.to_numpy()[at], return_inverse=True)
+            sums = np.zeros(len(present), dtype=np.int64)
+            np.add.at(sums, inverse.reshape(-1), inside)
+            for k, total in zip(present.tolist(), sums.tolist(), strict=True):
+                name = names[k] if k >= 0 else "nan"
+                if name in GAP_CLASSES:
+                    out[part_col(name)] = int(total)
         else:
-            sums = pd.Series(inside).groupby(cls.astype(str).to_numpy()).sum()
-        for c, v in sums.items():
-            if c in GAP_CLASSES:
-                out[part_col(c)] = int(v)
+            by_name = pd.Series(inside).groupby(cls.iloc[at].astype(str).to_numpy()).sum()
+            for c, v in by_name.items():
+                if c in GAP_CLASSES:
+                    out[part_col(c)] = int(v)
     found = sum(out.values())
     if found > idle and found:
         # Gaps overlapping each other or busy time would count twice: scale back onto the idle time.

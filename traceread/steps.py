@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceread import heap, intervals, schema, step_inference
+from traceread import grouped, heap, intervals, schema, step_inference
 from traceread.config import Thresholds
 from traceread.host_calls import PROFILER_STEP_RE
 from traceread.lanes import HOST_LANES, OP_LANES, EventView, compute_union, event_view, rank_devices, subset
@@ -52,21 +52,28 @@ def _empty_host() -> pd.DataFrame:
 
 
 def _host_frame(rank, step, start, end) -> pd.DataFrame:
-    df = pd.DataFrame({"rank": np.asarray(rank, dtype=np.int32), "step": np.asarray(step, dtype=np.int64),
-                       "cpu_start_ns": np.asarray(start, dtype=np.int64),
-                       "cpu_end_ns": np.asarray(end, dtype=np.int64)})
-    # One row per (rank, step): duplicate annotations (several threads) span their union.
-    df = df.groupby(["rank", "step"], as_index=False).agg(
-        cpu_start_ns=("cpu_start_ns", "min"), cpu_end_ns=("cpu_end_ns", "max"))
-    return df.sort_values(["rank", "cpu_start_ns", "step"], ignore_index=True)
+    """One row per (rank, step), sorted by rank, start, step: duplicate annotations (several threads)
+    span their union. numpy group-bys: pandas' per-operation cost was most of this on a small trace."""
+    rank, step = np.asarray(rank, dtype=np.int32), np.asarray(step, dtype=np.int64)
+    start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    code, n = grouped.codes(rank, step)
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, code, start)
+    np.maximum.at(hi, code, end)
+    first = grouped.first_rows(code, n)
+    rank, step = rank[first], step[first]
+    order = np.lexsort((step, lo, rank))
+    return pd.DataFrame({"rank": rank[order], "step": step[order], "cpu_start_ns": lo[order], "cpu_end_ns": hi[order]})
 
 
 def _numbered(v: EventView, rows: np.ndarray) -> pd.DataFrame:
     """Host ranges numbered 0.. per rank in start order."""
-    df = pd.DataFrame({"rank": v.rank[rows], "s": v.start[rows], "e": v.end[rows]})
-    df = df.sort_values(["rank", "s"], kind="stable", ignore_index=True)
-    df["step"] = df.groupby("rank").cumcount()
-    return _host_frame(df["rank"], df["step"], df["s"], df["e"])
+    rank, start, end = v.rank[rows], v.start[rows], v.end[rows]
+    order = np.lexsort((start, rank))  # stable
+    rank, start, end = rank[order], start[order], end[order]
+    code, n = grouped.codes(rank)
+    return _host_frame(rank, grouped.cumcount(code, n), start, end)
 
 
 def _from_nvtx(v: EventView, step_range: str) -> pd.DataFrame:
@@ -84,8 +91,7 @@ def _from_nvtx(v: EventView, step_range: str) -> pd.DataFrame:
 def _from_profiler_steps(trace: Trace, v: EventView) -> tuple[pd.DataFrame, str]:
     meta_steps = trace.meta.steps
     if meta_steps is not None and len(meta_steps):
-        names = meta_steps["name"].astype(str) if "name" in meta_steps else pd.Series(dtype=str)
-        nvtx = trace.meta.format == "nsys" and not names.str.match(PROFILER_STEP_RE.pattern).all()
+        nvtx = trace.meta.format == "nsys" and not _names(meta_steps).str.match(PROFILER_STEP_RE.pattern).all()
         df = _host_frame(meta_steps["rank"], meta_steps["step"], meta_steps["start_ns"], meta_steps["end_ns"])
         return df, SOURCE_NVTX if nvtx else SOURCE_PROFILER_STEP
     host = v.rows(HOST_LANES)
@@ -95,11 +101,20 @@ def _from_profiler_steps(trace: Trace, v: EventView) -> tuple[pd.DataFrame, str]
     return _host_frame(v.rank[rows], num[keep], v.start[rows], v.end[rows]), SOURCE_PROFILER_STEP
 
 
-def _gpu_spans(v: EventView) -> pd.DataFrame:
-    """Per rank: first start and last end of any GPU op."""
+def _names(meta_steps: pd.DataFrame) -> pd.Series:
+    return meta_steps["name"].astype(str) if "name" in meta_steps else pd.Series(dtype=str)
+
+
+def _gpu_spans(v: EventView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per rank (ascending): the rank, first start and last end of any GPU op."""
     rows = v.rows(OP_LANES)
-    df = pd.DataFrame({"rank": v.rank[rows], "s": v.start[rows], "e": v.end[rows]})
-    return df.groupby("rank").agg(s=("s", "min"), e=("e", "max"))
+    code, n = grouped.codes(v.rank[rows])
+    start, end = v.start[rows].astype(np.int64), v.end[rows].astype(np.int64)
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, code, start)
+    np.maximum.at(hi, code, end)
+    return v.rank[rows][grouped.first_rows(code, n)], lo, hi
 
 
 def _from_marker(v: EventView, flag: str, boundary: str) -> pd.DataFrame:
@@ -126,8 +141,8 @@ def _from_marker(v: EventView, flag: str, boundary: str) -> pd.DataFrame:
 
 
 def _from_gpu_span(v: EventView) -> pd.DataFrame:
-    spans = _gpu_spans(v)
-    return _host_frame(spans.index, np.zeros(len(spans)), spans["s"], spans["e"])
+    rank, start, end = _gpu_spans(v)
+    return _host_frame(rank, np.zeros(len(rank)), start, end)
 
 
 def _host_steps(trace: Trace, v: EventView, step_range: str | None,
@@ -177,12 +192,17 @@ def _marked_steps(trace: Trace, v: EventView, step_range: str | None) -> tuple[p
     return _from_gpu_span(v), SOURCE_GPU_SPAN, notes
 
 
-def _extend(v: EventView, host: pd.DataFrame, rank: int, device: int, gpu_time: bool = False) -> pd.DataFrame:
+# The columns of the steps frame as built before the frame itself (``_extend``, ``find_steps``).
+_Cols = dict[str, np.ndarray]
+
+
+def _extend(v: EventView, host: _Cols, rank: int, device: int, gpu_time: bool = False) -> _Cols:
     """Host steps of ``rank`` stretched onto ``device`` for GPU lag (see module docstring).
 
     With ``gpu_time`` the bounds are already GPU times: GPU work joins the step it starts in."""
-    h = host[host["rank"] == rank].sort_values("cpu_start_ns", kind="stable")
-    cs, ce = h["cpu_start_ns"].to_numpy(), h["cpu_end_ns"].to_numpy()
+    mine = np.flatnonzero(host["rank"] == rank)
+    mine = mine[np.argsort(host["cpu_start_ns"][mine], kind="stable")]
+    cs, ce = host["cpu_start_ns"][mine], host["cpu_end_ns"][mine]
     ops = v.rows(OP_LANES, rank=rank, device=device)
     launch = v.launch_of(ops)
     linked = launch >= 0
@@ -195,36 +215,44 @@ def _extend(v: EventView, host: pd.DataFrame, rank: int, device: int, gpu_time: 
     dev_end = np.maximum.accumulate(np.maximum(ce, last_op)) if len(cs) else ce
     prev_end = np.concatenate(([np.iinfo(np.int64).min], dev_end[:-1]))
     dev_start = np.maximum(cs, prev_end)
-    return pd.DataFrame({
-        "rank": np.int32(rank), "device": np.int32(device), "step": h["step"].to_numpy(),
-        "start_ns": dev_start, "end_ns": dev_end, "cpu_start_ns": cs, "cpu_end_ns": ce,
-    })
+    return {"rank": np.full(len(cs), rank, dtype=np.int32), "device": np.full(len(cs), device, dtype=np.int32),
+            "step": host["step"][mine], "start_ns": dev_start, "end_ns": dev_end, "cpu_start_ns": cs, "cpu_end_ns": ce}
 
 
 def outliers(steps: pd.DataFrame, cfg: Thresholds) -> np.ndarray:
     """Per step: longer than ``outlier_step_factor`` times its device's median non-warmup step."""
-    length = (steps["end_ns"] - steps["start_ns"]).astype("float64")
-    median = length.where(~steps["warmup"]).groupby([steps["rank"], steps["device"]]).transform("median")
-    return (length > cfg.outlier_step_factor * median).to_numpy()
+    return _outliers(steps["rank"].to_numpy(), steps["device"].to_numpy(), steps["start_ns"].to_numpy(),
+                     steps["end_ns"].to_numpy(), steps["warmup"].to_numpy(bool), cfg)
 
 
-def _flag(steps: pd.DataFrame, source: str, cfg: Thresholds, warmup_steps: int | None,
-          notes: list[str]) -> None:
-    """Set ``warmup`` and ``outlier`` in place on a frame this module owns."""
-    order_in_rank = steps.groupby(["rank", "device"]).cumcount().to_numpy()
+def _outliers(rank: np.ndarray, device: np.ndarray, start: np.ndarray, end: np.ndarray, warmup: np.ndarray,
+              cfg: Thresholds) -> np.ndarray:
+    length = (end - start).astype(np.float64)
+    code, n = grouped.codes(rank, device)
+    median = grouped.median(np.where(warmup, np.nan, length), code, n)[code]
+    return length > cfg.outlier_step_factor * median
+
+
+def _flag(steps: _Cols, source: str, cfg: Thresholds, warmup_steps: int | None, notes: list[str]) -> None:
+    """Set ``warmup`` and ``outlier`` in ``steps`` (numpy group-bys: pandas' per-operation cost was
+    most of this on a small trace)."""
+    code, n = grouped.codes(steps["rank"], steps["device"])
+    order_in_rank = grouped.cumcount(code, n)
     if warmup_steps is not None:
         steps["warmup"] = order_in_rank < warmup_steps
         if warmup_steps:
             notes.append(f"The first {warmup_steps} step(s) are warmup (--warmup-steps).")
     else:
-        first = steps.groupby(["rank", "device"])["step"].transform("min").to_numpy()
-        count = steps.groupby(["rank", "device"])["step"].transform("size").to_numpy()
-        auto = (source == SOURCE_PROFILER_STEP) & (first == 0) & (count >= cfg.warmup_min_steps)
+        first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, code, steps["step"])
+        count = grouped.sizes(code, n)
+        auto = (source == SOURCE_PROFILER_STEP) & (first[code] == 0) & (count[code] >= cfg.warmup_min_steps)
         steps["warmup"] = auto & (order_in_rank == 0)
         if steps["warmup"].any():
             notes.append("ProfilerStep#0 is marked warmup: the profiler schedule recorded no warmup "
                          "of its own.")
-    steps["outlier"] = outliers(steps, cfg)
+    steps["outlier"] = _outliers(steps["rank"], steps["device"], steps["start_ns"], steps["end_ns"],
+                                 steps["warmup"], cfg)
     n_out = int(steps["outlier"].sum())
     if n_out:
         notes.append(f"{n_out} step(s) longer than {cfg.outlier_step_factor:g}x the median step are "
@@ -240,30 +268,30 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
     the device's compute kernels inside the device-extended step; ``idle_ns`` the rest.
     """
     v = event_view(trace)
-    host, source, notes, gpu_time = _host_steps(trace, v, step_range, cfg)
-    unended = (host["cpu_end_ns"] <= host["cpu_start_ns"]).to_numpy()
+    frame, source, notes, gpu_time = _host_steps(trace, v, step_range, cfg)
+    # The steps are built as arrays and made a frame once (a frame per device, a concat and a cast
+    # cost more than the work on a small trace).
+    host = {c: frame[c].to_numpy() for c in ("rank", "step", "cpu_start_ns", "cpu_end_ns")}
+    unended = host["cpu_end_ns"] <= host["cpu_start_ns"]
     if unended.any():  # a step marker with no end or no duration: the run crashed or the file was cut mid-step
         notes.append(f"{int(unended.sum())} step marker(s) without a duration (no end recorded) are left out.")
-        host = host[~unended]
+        host = {c: a[~unended] for c, a in host.items()}
     pairs = rank_devices(v)
-    parts = [_extend(v, host, r, d, gpu_time) for r, d in pairs if (host["rank"] == r).any()]
-    unmarked = sorted({r for r, _ in pairs if not (host["rank"] == r).any()})
+    marked = set(np.unique(host["rank"]).tolist())
+    parts = [_extend(v, host, r, d, gpu_time) for r, d in pairs if r in marked]
+    unmarked = sorted({r for r, _ in pairs if r not in marked})
     if unmarked:
         notes.append(f"Rank(s) {', '.join(map(str, unmarked))} ran GPU work but carry no step markers; "
                      "they are left out of step analyses.")
-    if parts:
-        steps = pd.concat(parts, ignore_index=True)
-    else:
-        steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in
-                              ("rank", "device", "step", "start_ns", "end_ns", "cpu_start_ns", "cpu_end_ns")})
-    busy = np.zeros(len(steps), dtype=np.int64)
-    for (r, d), grp in schema.rank_device_rows(steps).items():
+    busy = []
+    for (r, d), part in zip(((r, d) for r, d in pairs if r in marked), parts, strict=True):
         us, ue = compute_union(v, int(r), int(d))
-        busy[grp] = intervals.overlap_with_union(steps["start_ns"].to_numpy()[grp],
-                                                 steps["end_ns"].to_numpy()[grp], us, ue)
-    steps["busy_ns"] = busy
-    steps["idle_ns"] = steps["end_ns"] - steps["start_ns"] - busy
+        busy.append(intervals.overlap_with_union(part["start_ns"], part["end_ns"], us, ue).astype(np.int64))
+    steps: _Cols = {c: (np.concatenate([p[c] for p in parts]) if parts else np.zeros(0, dtype=np.int64))
+                    for c in ("rank", "device", "step", "start_ns", "end_ns", "cpu_start_ns", "cpu_end_ns")}
+    steps["busy_ns"] = np.concatenate(busy) if busy else np.zeros(0, dtype=np.int64)
+    steps["idle_ns"] = steps["end_ns"] - steps["start_ns"] - steps["busy_ns"]
     _flag(steps, source, cfg, warmup_steps, notes)
-    steps = steps[list(schema.STEP_COLUMNS)].astype({k: v[0] for k, v in schema.STEP_COLUMNS.items()})
+    out = pd.DataFrame({c: steps[c].astype(t[0], copy=False) for c, t in schema.STEP_COLUMNS.items()})
     heap.trim()  # building the event view freed large temporaries: return their pages
-    return StepResult(steps.reset_index(drop=True), source, notes)
+    return StepResult(out, source, notes)

@@ -69,11 +69,13 @@ def test_positions_is_multiindex_get_indexer() -> None:
     query[0][:12], query[1][:12] = index.get_level_values(0), index.get_level_values(1)
     want = index.get_indexer(pd.MultiIndex.from_arrays(query))
     assert (want >= 0).sum() >= 12
-    assert np.array_equal(_calls.positions(index, query), want)
+    levels = [index.get_level_values(i).to_numpy() for i in range(index.nlevels)]
+    assert np.array_equal(_calls.positions(levels, query), want)
     wide = [query[0], query[1], query[2] * (1 << 40)]  # too many combinations for a table: pandas' lookup
     wide_index = pd.MultiIndex.from_arrays([index.get_level_values(0), index.get_level_values(1),
                                             index.get_level_values(2) * (1 << 40)])
-    assert np.array_equal(_calls.positions(wide_index, wide),
+    wide_levels = [wide_index.get_level_values(i).to_numpy() for i in range(wide_index.nlevels)]
+    assert np.array_equal(_calls.positions(wide_levels, wide),
                           wide_index.get_indexer(pd.MultiIndex.from_arrays(wide)))
 
 

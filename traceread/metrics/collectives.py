@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema
+from traceread import grouped, intervals, schema
 from traceread import kernel_classes as kc
 from traceread.collective_identity import identify
 from traceread.lanes import compute_rows, compute_union, event_view
@@ -38,7 +38,9 @@ def bus_factor(collective: str, n: int | float) -> float:
 
 
 def collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
-    """Per comm kernel: its collective_args (own row first, else its record_param_comms op's)."""
+    """Per comm kernel (``comm``: its ``row``, ``rank`` and ``external_id``): its collective_args (own row
+    first, else its record_param_comms op's; every value missing when neither has one). Text columns hold
+    str or NaN, number columns numbers (NaN where missing)."""
     args = trace.side_table("collective_args")
     cols = ["collective", "in_nelems", "out_nelems", "dtype", "group_size", "group_name", "group_desc"]
     empty = pd.DataFrame({c: pd.Series([None] * len(comm), dtype=object) for c in cols}, index=comm.index)
@@ -46,6 +48,50 @@ def collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
         return empty
     if "seq" in args.columns:  # recorded sequence numbers travel with the rest (ranks.summary aligns by them)
         cols = [*cols, "seq"]
+    a_row = args["row"].to_numpy(np.int64)
+    if len(np.unique(a_row)) != len(a_row):
+        return _merged_args(trace, comm, args, cols)  # rows with two records: as the merges give them
+    # Found by numpy lookups, not two merges (two frames per trace and per rank of a job: the most of a
+    # small trace's collective table)
+    ev = trace.events
+    v = event_view(trace)
+    c_row = comm["row"].to_numpy(np.int64)
+    order = np.argsort(a_row, kind="stable")
+    at = np.minimum(np.searchsorted(a_row[order], c_row), len(a_row) - 1)
+    own = np.where(a_row[order][at] == c_row, order[at], -1)
+    # The record_param_comms op's: an args row off the comm lane with an External id, the first per
+    # (rank, External id), joined on the kernel's (rank, External id).
+    h_rank, h_ext = ev["rank"].to_numpy()[a_row], ev["external_id"].to_numpy()[a_row]
+    host = np.flatnonzero((v.lane[a_row] != v.lane_codes.get(schema.LANE_GPU_COMM, -99)) & (h_ext != schema.NO_ID))
+    if len(host):
+        code, n = grouped.codes(h_rank[host], h_ext[host])
+        host = host[np.sort(grouped.first_rows(code, n))]
+    pos = grouped.lookup([h_rank[host], h_ext[host]], [comm["rank"].to_numpy(), comm["external_id"].to_numpy()])
+    via = host[np.maximum(pos, 0)] if len(host) else pos
+    src = np.where(own >= 0, own, np.where(pos >= 0, via, -1))
+    return pd.DataFrame({c: _values(args[c], src) for c in cols}, index=comm.index)
+
+
+def _values(column: pd.Series, src: np.ndarray) -> np.ndarray:
+    """``column``'s value at each row ``src`` (-1: missing, NaN)."""
+    ok = src >= 0
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        cats = np.append(np.asarray(column.cat.categories, dtype=object), np.nan)  # code -1: missing
+        out = np.full(len(src), np.nan, dtype=object)
+        out[ok] = cats[column.cat.codes.to_numpy()[src[ok]]]
+        return out
+    values = column.to_numpy()
+    if values.dtype.kind in "iub":  # numbers: float with NaN where missing, as a join gives them
+        taken = values[np.maximum(src, 0)]
+        return taken if ok.all() else np.where(ok, taken, np.nan)
+    out = np.full(len(src), np.nan, dtype=object if values.dtype.kind not in "f" else np.float64)
+    out[ok] = values[src[ok]]
+    return out
+
+
+def _merged_args(trace: Trace, comm: pd.DataFrame, args: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """:func:`collective_args` by joins, for a side table with two records of one row (a join repeats the
+    kernel, and the table fails as it always did)."""
     ev = trace.events
     own = comm[["row"]].merge(args, on="row", how="left")
     own.index = comm.index
@@ -63,16 +109,6 @@ def collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _joined(f: pd.DataFrame, col: str, keys: pd.Index, skip_empty: bool = False) -> pd.Series:
-    """Per (collective, group) of ``keys``: the distinct values of ``col``, sorted and comma-joined ('' for none;
-    empty strings left out with ``skip_empty``). Made from the distinct rows, not by a Python pass over every call."""
-    u = f[["collective", "group", col]].drop_duplicates()
-    if skip_empty:
-        u = u[(u[col] != "").to_numpy()]
-    j = u.groupby(["collective", "group"], sort=False)[col].agg(lambda s: ",".join(sorted(s)))
-    return j.reindex(keys, fill_value="")
-
-
 def _group_sizes(trace: Trace, name: pd.Series, desc: pd.Series, recorded: pd.Series) -> np.ndarray:
     """Group size per call: recorded, else the pg_config entry of that group, else world size for default_pg."""
     size = pd.to_numeric(recorded, errors="coerce").to_numpy(dtype=np.float64, copy=True)
@@ -81,11 +117,14 @@ def _group_sizes(trace: Trace, name: pd.Series, desc: pd.Series, recorded: pd.Se
           if isinstance(p, dict)}
     world = trace.meta.world_size
     # Few distinct groups, many calls: resolve each distinct (name, desc) once.
-    key = pd.DataFrame({"n": np.asarray(name, dtype=object), "d": np.asarray(desc, dtype=object)})
-    codes = key.groupby(["n", "d"], sort=False).ngroup().to_numpy()
-    uniq = key.drop_duplicates()  # same first-appearance order as ngroup(sort=False)
+    # (numbered in order of first appearance by factorizing, not a frame's group-by: the same numbers)
+    names, descs = np.asarray(name, dtype=object), np.asarray(desc, dtype=object)
+    c_name, u_name = pd.factorize(names)
+    c_desc, _ = pd.factorize(descs)
+    codes, uniq = pd.factorize(np.asarray(c_name, np.int64) * (len(u_name) + 1) + np.asarray(c_desc, np.int64))
+    first = grouped.first_rows(np.asarray(codes, np.int64), len(uniq))
     per = np.array([pg.get(str(n)) or (world if d == "default_pg" else None) or np.nan
-                    for n, d in zip(uniq["n"], uniq["d"], strict=True)], dtype=np.float64)
+                    for n, d in zip(names[first], descs[first], strict=True)], dtype=np.float64)
     fill = per[codes] if len(codes) else np.zeros(0)
     return np.where(np.isnan(size), fill, size)
 
@@ -99,29 +138,32 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
     """
     ev = trace.events
     v = event_view(trace)
-    # the comm lane's rows from the engine's view (cached, on category codes): not a string comparison per event
-    sel = v.lane_rows(schema.LANE_GPU_COMM)
-    comm = ev[["rank", "device", "name", "start_ns", "end_ns", "external_id"]].take(sel).assign(
-        row=sel.astype(np.int64))
-    if steps_df is not None and len(steps_df) and len(comm):
-        comm = comm[_in_steps(comm, steps_df[~steps_df["warmup"]])]
-    if comm.empty:
+    # the comm lane's rows from the engine's view (cached, on category codes): not a string comparison per
+    # event; its columns as arrays, grouped with numpy (pandas' cost per operation was most of this table's
+    # time on a small trace)
+    sel = v.lane_rows(schema.LANE_GPU_COMM).astype(np.int64)
+    if steps_df is not None and len(steps_df) and len(sel):
+        sel = sel[_in_steps(v.rank[sel], v.device[sel], v.start[sel], steps_df[~steps_df["warmup"].to_numpy(bool)])]
+    if len(sel) == 0:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
-    comm = comm.assign(dur_ns=(comm["end_ns"] - comm["start_ns"]).astype(np.int64))
+    rank, dev, start, end = v.rank[sel], v.device[sel], v.start[sel], v.end[sel]
+    dur = (end - start).astype(np.int64)
     # Each unit's compute rows from the engine's view (its cached row selections), not a copy of every
     # compute kernel's columns grouped by unit (0.4 s at 5M kernels).
-    exposed = np.zeros(len(comm), dtype=np.int64)
-    for (rank, dev), idx in schema.rank_device_rows(comm, observed=True).items():
-        c = v.rows((schema.LANE_GPU_COMPUTE,), rank=int(rank), device=int(dev))
-        q = comm.iloc[idx]
+    exposed = np.zeros(len(sel), dtype=np.int64)
+    unit, n_units = grouped.codes(rank, dev)
+    for u, first in enumerate(grouped.first_rows(unit, n_units)):
+        idx = np.flatnonzero(unit == u)
+        r, d = int(rank[first]), int(dev[first])
+        c = v.rows((schema.LANE_GPU_COMPUTE,), rank=r, device=d)
         # The gap engine's cached busy union when the lane holds only its compute rows (kernels and
         # graphs: the usual case), else the lane's own union.
-        same = len(compute_rows(v, int(rank), int(dev))) == len(c)
-        us, ue = compute_union(v, int(rank), int(dev)) if same else intervals.union(v.start[c], v.end[c])
-        hidden = intervals.overlap_with_union(q["start_ns"].to_numpy(), q["end_ns"].to_numpy(), us, ue)
-        exposed[idx] = q["dur_ns"].to_numpy() - hidden
+        same = len(compute_rows(v, r, d)) == len(c)
+        us, ue = compute_union(v, r, d) if same else intervals.union(v.start[c], v.end[c])
+        exposed[idx] = dur[idx] - intervals.overlap_with_union(start[idx], end[idx], us, ue)
+    comm = pd.DataFrame({"row": sel, "rank": rank, "external_id": ev["external_id"].to_numpy()[sel]})
     a = collective_args(trace, comm)
-    typ, source = identify(trace).of(comm["row"].to_numpy())
+    typ, source = identify(trace).of(sel)
     gname = a["group_name"].fillna("").astype(str)
     gdesc = a["group_desc"].fillna("").astype(str)
     dtype = a["dtype"].fillna("").astype(str)
@@ -129,38 +171,69 @@ def collective_table(trace: Trace, steps_df: pd.DataFrame | None = None) -> pd.D
     nel = np.fmax(pd.to_numeric(a["in_nelems"], errors="coerce").to_numpy(dtype=np.float64),
                   pd.to_numeric(a["out_nelems"], errors="coerce").to_numpy(dtype=np.float64))
     nbytes = np.where((nel > 0) & (elsize > 0), nel * elsize, np.nan)
-    f = pd.DataFrame({"collective": typ, "group": gname.to_numpy(), "group_desc": gdesc.to_numpy(),
-                      "group_size": _group_sizes(trace, gname, gdesc, a["group_size"]),
-                      "dur_ns": comm["dur_ns"].to_numpy(), "exposed_ns": exposed, "bytes": nbytes,
-                      "dtype": dtype.to_numpy(), "source": source})
-    f["bw_ns"] = np.where(np.isnan(nbytes) | (f["dur_ns"] <= 0), 0, f["dur_ns"])
-    f["bw_bytes"] = np.where(f["bw_ns"] > 0, nbytes, 0.0)
-    g = f.groupby(["collective", "group"], sort=False)
+    return _by_group(typ, gname.to_numpy(), gdesc.to_numpy(), _group_sizes(trace, gname, gdesc, a["group_size"]),
+                     dur, exposed, nbytes, dtype.to_numpy(), source)
+
+
+def _by_group(typ: np.ndarray, gname: np.ndarray, gdesc: np.ndarray, gsize: np.ndarray, dur: np.ndarray,
+              exposed: np.ndarray, nbytes: np.ndarray, dtype: np.ndarray, source: np.ndarray) -> pd.DataFrame:
+    """The table: per (collective, group) in order of first appearance (a group-by with ``sort=False``),
+    then by total time (ties in that order)."""
+    c_typ, u_typ = pd.factorize(typ)
+    c_name, u_name = pd.factorize(gname)
+    code, uniq = pd.factorize(np.asarray(c_typ, np.int64) * (len(u_name) + 1) + np.asarray(c_name, np.int64))
+    code, n = np.asarray(code, dtype=np.int64), len(uniq)
+    first = grouped.first_rows(code, n)
+    count = grouped.sizes(code, n)
+    total, exp_ns, bw_ns = (np.zeros(n, dtype=np.int64) for _ in range(3))
+    np.add.at(total, code, dur)
+    np.add.at(exp_ns, code, exposed)
+    bw_ns_row = np.where(np.isnan(nbytes) | (dur <= 0), 0, dur)
+    np.add.at(bw_ns, code, bw_ns_row)
+    size = np.full(n, np.nan)
+    np.fmax.at(size, code, gsize)  # the largest known size (NaN when none is)
+    bw_bytes = grouped.total(np.where(bw_ns_row > 0, nbytes, 0.0), code, n)
     out = pd.DataFrame({
-        "group_desc": g["group_desc"].first(), "group_size": g["group_size"].max(), "count": g.size(),
-        "total_ns": g["dur_ns"].sum(), "exposed_ns": g["exposed_ns"].sum(), "msg_bytes": g["bytes"].median(),
-        "dtype": _joined(f, "dtype", g.size().index, skip_empty=True),
-        "bw_bytes": g["bw_bytes"].sum(), "bw_ns": g["bw_ns"].sum(),
-        "identified_by": _joined(f, "source", g.size().index)}).reset_index()
+        "collective": typ[first], "group": gname[first], "group_desc": gdesc[first], "group_size": size,
+        "count": count, "total_ns": total, "exposed_ns": exp_ns, "msg_bytes": grouped.median(nbytes, code, n),
+        "dtype": _joined(code, n, dtype, skip_empty=True), "bw_bytes": bw_bytes, "bw_ns": bw_ns,
+        "identified_by": _joined(code, n, source)})
     out["mean_ns"] = out["total_ns"] / out["count"]
-    out["exposed_frac"] = np.where(out["total_ns"] > 0, out["exposed_ns"] / out["total_ns"].clip(lower=1), 0.0)
-    out["algbw_gbps"] = np.where(out["bw_ns"] > 0, out["bw_bytes"] / out["bw_ns"].clip(lower=1), np.nan)
-    out["bus_factor"] = [bus_factor(c, n) for c, n in zip(out["collective"], out["group_size"], strict=True)]
+    out["exposed_frac"] = np.where(total > 0, exp_ns / np.maximum(total, 1), 0.0)
+    out["algbw_gbps"] = np.where(bw_ns > 0, bw_bytes / np.maximum(bw_ns, 1), np.nan)
+    out["bus_factor"] = [bus_factor(c, k) for c, k in zip(out["collective"], out["group_size"], strict=True)]
     out["busbw_gbps"] = out["algbw_gbps"] * out["bus_factor"]
-    out = out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    out = out.iloc[np.argsort(-total, kind="stable")].reset_index(drop=True)  # ties keep their order
     return out[COLUMNS]
 
 
-def _in_steps(comm: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+def _joined(code: np.ndarray, n: int, values: np.ndarray, skip_empty: bool = False) -> np.ndarray:
+    """Per group: the distinct ``values`` of its rows, sorted and comma-joined ('' for none; empty strings
+    left out with ``skip_empty``). Made from the distinct (group, value) pairs, not a pass over every call."""
+    words, at = pd.factorize(values)
+    words = np.where(np.asarray(words) < 0, len(at), words).astype(np.int64)  # a missing value: none
+    pairs = np.unique(code * (len(at) + 1) + words)
+    found: list[list[str]] = [[] for _ in range(n)]
+    for g, w in zip((pairs // (len(at) + 1)).tolist(), (pairs % (len(at) + 1)).tolist(), strict=True):
+        if w < len(at) and not (skip_empty and at[w] == ""):
+            found[g].append(at[w])
+    return np.array([",".join(sorted(f)) for f in found], dtype=object)
+
+
+def _in_steps(rank: np.ndarray, dev: np.ndarray, start: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     """Mask: kernel starts inside one of the steps of its (rank, device)."""
-    keep = np.zeros(len(comm), dtype=bool)
-    step_rows = schema.rank_device_rows(steps)
-    for (rank, dev), idx in schema.rank_device_rows(comm, observed=True).items():
-        st = steps.iloc[step_rows.get((rank, dev), np.zeros(0, np.intp))].sort_values("start_ns")
-        if st.empty:
+    keep = np.zeros(len(start), dtype=bool)
+    s_rank, s_dev = steps["rank"].to_numpy(), steps["device"].to_numpy()
+    s_start, s_end = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
+    unit, n_units = grouped.codes(rank, dev)
+    for u, first in enumerate(grouped.first_rows(unit, n_units)):
+        idx = np.flatnonzero(unit == u)
+        mine = np.flatnonzero((s_rank == rank[first]) & (s_dev == dev[first]))
+        if len(mine) == 0:
             continue
-        t = comm["start_ns"].to_numpy()[idx]
-        j = np.searchsorted(st["start_ns"].to_numpy(), t, side="right") - 1
+        mine = mine[np.argsort(s_start[mine], kind="quicksort")]  # as the frame's sort_values (ties alike)
+        t = start[idx]
+        j = np.searchsorted(s_start[mine], t, side="right") - 1
         ok = j >= 0
-        keep[idx[ok]] = t[ok] < st["end_ns"].to_numpy()[j[ok]]
+        keep[idx[ok]] = t[ok] < s_end[mine][j[ok]]
     return keep

@@ -20,6 +20,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
 from traceread.collective_identity import recorded_type
+from traceread.lanes import event_view
 from traceread.ranks.identity import RankIdentity
 from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, part_col
@@ -146,16 +147,17 @@ def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
                  steps: dict[str, np.ndarray], class_codes: np.ndarray | None = None) -> dict[str, np.ndarray]:
     from traceread.metrics.precision import TORCH_DTYPES
 
-    ev = trace.events
-    sel = ((ev["lane"] == schema.LANE_GPU_COMM) & (ev["rank"] == rank)).to_numpy()
-    comm = ev.loc[sel, ["rank", "device", "name", "start_ns", "end_ns", "external_id"]].assign(
-        row=np.flatnonzero(sel).astype(np.int64)).sort_values(["device", "start_ns"], kind="stable")
-    n = len(comm)
-    if n == 0:
+    # The rank's comm rows from the engine's view (cached selections, no comparison per event), as arrays
+    # in (device, start) order: a frame selection and sort cost more than the work on a small trace.
+    v = event_view(trace)
+    rows = v.rows((schema.LANE_GPU_COMM,), rank=rank).astype(np.int64)
+    rows = rows[np.lexsort((v.start[rows], v.device[rows]))]  # stable
+    if len(rows) == 0:
         return {c: np.zeros(0, dtype=str if c in ("pg", "pg_desc", "collective") else np.int64)
                 for c in COLLECTIVE_COLUMNS}
+    comm = pd.DataFrame({"row": rows, "rank": v.rank[rows], "external_id": trace.events["external_id"].to_numpy()[rows]})
     a = _args(trace, comm)
-    typ = kc.collective_type(comm["name"])
+    typ = kc.collective_type(v.names[v.name[rows]])
     rec = a["collective"].notna().to_numpy()
     if rec.any():
         names = a["collective"][rec].astype(str).to_numpy()
@@ -168,9 +170,9 @@ def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
     nel = np.fmax(pd.to_numeric(a["in_nelems"], errors="coerce").to_numpy(dtype=np.float64),
                   pd.to_numeric(a["out_nelems"], errors="coerce").to_numpy(dtype=np.float64))
     nbytes = np.where((nel > 0) & (elsize > 0), nel * elsize, -1).astype(np.int64)
-    dev = comm["device"].to_numpy().astype(np.int64)
-    start = comm["start_ns"].to_numpy()
-    end = comm["end_ns"].to_numpy()
+    dev = v.device[rows].astype(np.int64)
+    start = v.start[rows]
+    end = v.end[rows]
     lead_start, busy, idle = _leads(trace, rank, dev, start, end, gaps, class_codes)
     out = {"device": dev, "pg": a["group_name"].fillna("").astype(str).to_numpy(dtype=str),
            "pg_desc": a["group_desc"].fillna("").astype(str).to_numpy(dtype=str),
@@ -188,18 +190,17 @@ def _leads(trace: Trace, rank: int, dev: np.ndarray, start: np.ndarray, end: np.
     compute kernel), compute busy ns and compute-idle ns by gap class inside the lead. ``class_codes``:
     each gap's class as its index in ``GAP_CLASSES`` (:func:`_class_codes`), compared instead of the
     class text (ten string comparisons of every gap, ~0.2 s per million-gap rank)."""
-    ev = trace.events
+    v = event_view(trace)
     n = len(start)
     lead_start = np.zeros(n, dtype=np.int64)
     busy = np.zeros(n, dtype=np.int64)
     idle = {c: np.zeros(n, dtype=np.int64) for c in GAP_CLASSES}
-    comp = ev.loc[((ev["lane"] == schema.LANE_GPU_COMPUTE) & (ev["rank"] == rank)).to_numpy(),
-                  ["device", "start_ns", "end_ns"]]  # the columns read, not every column of every kernel
-    cdev = comp["device"].to_numpy()
+    comp = v.rows((schema.LANE_GPU_COMPUTE,), rank=rank)  # the rank's kernels (cached, in frame order)
+    cdev = v.device[comp]
     for d in np.unique(dev):
         idx = np.flatnonzero(dev == d)  # already in start order
         c = comp[cdev == d]
-        us, ue = intervals.union(c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
+        us, ue = intervals.union(v.start[c], v.end[c])
         prev = np.maximum.accumulate(end[idx])
         first = int(us[0]) if len(us) else int(start[idx[0]])
         ls = np.concatenate(([min(first, int(start[idx[0]]))], prev[:-1]))

@@ -30,6 +30,7 @@ import pandas as pd
 from traceread.capture_edges import capture_edges
 from traceread.config import Thresholds
 from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, texts
+from traceread.rules._calls import positions
 from traceread.steps import outliers
 from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY
@@ -84,9 +85,9 @@ def captured(gaps: pd.DataFrame, steps: pd.DataFrame | None, edges: pd.DataFrame
                                                            int(st["start_ns"].iat[i]) + 1)
     if "outlier" in st.columns and "warmup" in st.columns:
         st["outlier"] = outliers(st, cfg)
-    at = pd.MultiIndex.from_frame(st[["rank", "device", "step"]].astype("int64")).get_indexer(
-        pd.MultiIndex.from_arrays([col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64),
-                                   col(gaps, "step", -1, dtype=np.int64)]))
+    at = positions([st["rank"].to_numpy(), st["device"].to_numpy(), st["step"].to_numpy()],
+                   [col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64),
+                    col(gaps, "step", -1, dtype=np.int64)])
     ok = at >= 0
     ws = np.where(ok, st["start_ns"].to_numpy(np.int64)[np.maximum(at, 0)], 0)
     we = np.where(ok, st["end_ns"].to_numpy(np.int64)[np.maximum(at, 0)], 1)

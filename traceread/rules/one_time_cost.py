@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema
+from traceread import grouped, intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import (
     AUTOTUNE_RANGE,
@@ -101,9 +101,14 @@ def _step_windows(steps: pd.DataFrame | None, rank: int) -> tuple[np.ndarray, np
     """One window per step number of ``rank`` (its devices' steps merged), sorted."""
     if steps is None or steps.empty:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    s = steps[steps["rank"] == rank].groupby("step", sort=True).agg(start_ns=("start_ns", "min"),
-                                                                      end_ns=("end_ns", "max"))
-    return s["start_ns"].to_numpy(np.int64), s["end_ns"].to_numpy(np.int64)
+    # numpy, not a frame group-by (asked per rank and kind of call: a fixed cost on small traces)
+    mine = steps["rank"].to_numpy() == rank
+    code, n = grouped.codes(steps["step"].to_numpy()[mine])
+    start = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(start, code, steps["start_ns"].to_numpy(np.int64)[mine])
+    np.maximum.at(end, code, steps["end_ns"].to_numpy(np.int64)[mine])
+    return start, end
 
 
 def allocator_recurs(alloc_starts: np.ndarray, steps: pd.DataFrame | None, rank: int, cfg: Thresholds) -> bool:

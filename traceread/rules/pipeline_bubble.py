@@ -53,6 +53,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceread import grouped
 from traceread.config import Thresholds
 from traceread.rules._base import (
     MAX_UNIT_NOTES,
@@ -128,41 +129,46 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame | None, cfg: Thresholds,
     keep = ~steps["warmup"].to_numpy(bool)
     if "outlier" in steps.columns:
         keep &= ~steps["outlier"].to_numpy(bool)
-    analysed = steps.loc[keep, ["rank", "device", "step"]]
-    counts = analysed.groupby(["rank", "device"]).size()
-    short = counts[counts < cfg.bubble_min_steps]
-    for (rank, device), k in list(short.items())[:MAX_UNIT_NOTES]:
+    # numpy group-bys (traceread.grouped): pandas' per-operation cost was most of this on small traces
+    s_keys = [steps["rank"].to_numpy(), steps["device"].to_numpy(), steps["step"].to_numpy()]
+    a_keys = [k[keep] for k in s_keys]  # the analysed steps
+    a_unit, n_units = grouped.codes(*a_keys[:2])
+    first = grouped.first_rows(a_unit, n_units)
+    counts = grouped.sizes(a_unit, n_units)  # analysed steps per (rank, device), in key order
+    short = np.flatnonzero(counts < cfg.bubble_min_steps)
+    for u in short[:MAX_UNIT_NOTES]:
+        rank, device, k = a_keys[0][first[u]].item(), a_keys[1][first[u]].item(), int(counts[u])
         notes.append(f"pipeline bubbles cannot be judged on rank {rank} device {device}: only {k} analysed "
                      f"step(s), periodicity needs at least {cfg.bubble_min_steps}")
     if len(short) > MAX_UNIT_NOTES:  # one line for the rest: a note per GPU of thousands is not read
         notes.append(f"pipeline bubbles cannot be judged on {len(short) - MAX_UNIT_NOTES} more rank/device "
-                     f"pairs either: only {int(short.min())}-{int(short.max())} analysed step(s)")
-    units = counts[counts >= cfg.bubble_min_steps]
-    if units.empty:
+                     f"pairs either: only {int(counts[short].min())}-{int(counts[short].max())} analysed step(s)")
+    judged = np.flatnonzero(counts >= cfg.bubble_min_steps)
+    if len(judged) == 0:
         return periodic, presence, cv, notes
-    unit_index = pd.MultiIndex.from_tuples(list(units.index), names=["rank", "device"])
     g_keys = [col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64), col(gaps, "step", -1, dtype=np.int64)]
-    g_unit = positions(unit_index, g_keys[:2])
-    step_keys = pd.MultiIndex.from_frame(analysed.astype("int64"))
-    in_step = positions(step_keys, g_keys) >= 0
+    g_unit = positions([a_keys[0][first[judged]], a_keys[1][first[judged]]], g_keys[:2])
+    in_step = positions(a_keys, g_keys) >= 0
     dur = col(gaps, "dur_ns", dtype=np.int64)
     long_enough = (g_unit >= 0) & (dur >= cfg.bubble_min_gap_ns)
     if eligible is not None:
         long_enough &= eligible
     if not (long_enough & in_step).any():
         return periodic, presence, cv, notes
-    lengths = (steps["end_ns"] - steps["start_ns"]).to_numpy(np.int64)
-    at = positions(pd.MultiIndex.from_frame(steps[["rank", "device", "step"]].astype("int64")), g_keys)
+    lengths = (steps["end_ns"].to_numpy() - steps["start_ns"].to_numpy()).astype(np.int64)
+    at = positions(s_keys, g_keys)
     step_len = np.where(at >= 0, lengths[np.maximum(at, 0)], -1).astype(np.float64)
-    # The unit's median analysed step length turns a place in the step into a fraction of a step.
-    med = pd.Series(step_len[in_step]).groupby(g_unit[in_step]).median()
-    unit_len = np.maximum(med.reindex(np.maximum(g_unit, 0)).to_numpy(), 1.0)
+    # The unit's median analysed step length turns a place in the step into a fraction of a step
+    # (NaN for a unit none of whose gaps is in an analysed step, as a reindex gives).
+    measured = in_step & (g_unit >= 0)
+    med = grouped.median(step_len[measured], g_unit[measured], len(judged))
+    unit_len = np.maximum(med[np.maximum(g_unit, 0)], 1.0)
     offset = col(gaps, "offset_ns", dtype=np.float64)
     phase = np.clip(np.nan_to_num(col(gaps, "phase", 0.0, dtype=np.float64)), 0.0, 1.0 - 1e-12)
     places = [(phase, True),  # 1a. phase (the step boundary wraps)
               (np.clip(offset / unit_len, 0.0, 1.0 - 1e-12), False),  # 1b. from the step start
               (np.clip((step_len - offset) / unit_len, 0.0, 1.0 - 1e-12), False)]  # 1c. to the step end
-    n_steps = units.to_numpy()
+    n_steps = counts[judged]
     # A gap's place is read from the nearer end of its step: from the start in the first half,
     # to the end in the second (a fill's distance to the end is the whole, varying, step).
     first_half = offset < step_len / 2.0
@@ -202,21 +208,25 @@ def _by_window(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long
     if wrap:
         dplace = np.minimum(dplace, 1.0 - dplace)  # the step boundary wraps
     dist = (dplace / width) ** 2 + ((logd[rep] - (dwin + 0.5) * dwidth) / dwidth) ** 2
-    df = pd.DataFrame({"unit": g_unit[rep], "win": win, "dwin": dwin,
-                       "step": col(gaps, "step", dtype=np.int64)[rep], "dur": dur[rep].astype(np.float64),
-                       "dist": dist})
-    per_step = (df.sort_values("dist", kind="stable")
-                .drop_duplicates(["unit", "win", "dwin", "step"]))
-    by_win = per_step.groupby(["unit", "win", "dwin"], sort=False)["dur"]
-    stats = pd.DataFrame({"size": by_win.size(), "mean": by_win.mean(), "std": by_win.std(ddof=0)})
+    unit, step, wdur = g_unit[rep], col(gaps, "step", dtype=np.int64)[rep], dur[rep].astype(np.float64)
+    # Per step, the row nearest the window's centre (the first in a stable sort by distance: a sort and
+    # drop_duplicates), kept in that order: the window's mean and std add its gaps in that order.
+    order = np.argsort(dist, kind="stable")
+    key, n_keys = grouped.codes(unit[order], win[order], dwin[order], step[order])
+    kept = order[np.sort(grouped.first_rows(key, n_keys))]
+    wkey, n_wins = grouped.codes(unit[kept], win[kept], dwin[kept])
+    w_first = kept[grouped.first_rows(wkey, n_wins)]
+    size = grouped.sizes(wkey, n_wins)
+    w_mean = grouped.mean(wdur[kept], wkey, n_wins)
+    w_std = grouped.std(wdur[kept], wkey, n_wins)
     # Judged on analysed steps, applied to every long gap of the unit (warmup and outlier steps too).
     cand = np.flatnonzero(long_enough)
-    pos = stats.index.get_indexer(pd.MultiIndex.from_arrays([g_unit[cand], gbin[cand], dbin[cand]]))
+    pos = grouped.lookup([unit[w_first], win[w_first], dwin[w_first]], [g_unit[cand], gbin[cand], dbin[cand]])
     found = pos >= 0
     cand, pos = cand[found], pos[found]
-    p = stats["size"].to_numpy()[pos].astype(np.float64) / unit_steps[g_unit[cand]].astype(np.float64)
-    mean = stats["mean"].to_numpy()[pos]
-    c = np.where(mean > 0, stats["std"].to_numpy()[pos] / np.maximum(mean, 1.0), np.inf)
+    p = size[pos].astype(np.float64) / unit_steps[g_unit[cand]].astype(np.float64)
+    mean = w_mean[pos]
+    c = np.where(mean > 0, w_std[pos] / np.maximum(mean, 1.0), np.inf)
     # The gap itself must be the window's gap: within 1 + 2 * bubble_max_cv (1.4x) of its mean
     # duration. The bins reach further (up to ~1.6x), and a gap outside the analysed steps is not in
     # the window's statistics at all: a 1.3 ms one-off in the warmup step beside 0.85 ms drains was
@@ -238,39 +248,40 @@ def _by_order(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long_
     idx = np.flatnonzero(long_enough)
     if len(idx) == 0:
         return
-    df = pd.DataFrame({"unit": g_unit[idx], "step": col(gaps, "step", -1, dtype=np.int64)[idx],
-                       "start": col(gaps, "start_ns", dtype=np.int64)[idx],
-                       "offset": col(gaps, "offset_ns", dtype=np.float64)[idx],
-                       "length": step_len[idx].astype(np.float64),
-                       "dur": col(gaps, "dur_ns", dtype=np.float64)[idx], "analysed": in_step[idx], "i": idx,
-                       "early": first_half[idx]})
-    df = df.sort_values(["unit", "step", "start"], kind="stable", ignore_index=True)
-    by_step = df.groupby(["unit", "step"], sort=False)
-    df["first"] = by_step.cumcount()
-    df["last"] = by_step.cumcount(ascending=False)
-    n_steps = unit_steps[df["unit"].to_numpy()].astype(np.float64)
-    dur = df["dur"].to_numpy()
+    # numpy group-bys (traceread.grouped) in place of a frame's: the gaps in (unit, step, start) order
+    order = idx[np.lexsort((col(gaps, "start_ns", dtype=np.int64)[idx], col(gaps, "step", -1, dtype=np.int64)[idx],
+                            g_unit[idx]))]
+    unit, step = g_unit[order], col(gaps, "step", -1, dtype=np.int64)[order]
+    offset = col(gaps, "offset_ns", dtype=np.float64)[order]
+    length = step_len[order].astype(np.float64)
+    dur = col(gaps, "dur_ns", dtype=np.float64)[order]
+    analysed, early = in_step[order], first_half[order]
+    by_step, n_by_step = grouped.codes(unit, step)
+    counted = {"first": grouped.cumcount(by_step, n_by_step), "last": grouped.cumcount(by_step, n_by_step, ascending=False)}
+    n_steps = unit_steps[unit].astype(np.float64)
     # Where the gap sits, from the end it is counted from: a gap counted from the start keeps its
     # offset from the step start, one counted from the end its distance to the step end, whatever
     # the step's length does in between.
-    df["from_first"] = df["offset"]
-    df["from_last"] = df["length"] - df["offset"]
+    place = {"first": offset, "last": length - offset}
     for rank in ("first", "last"):
-        keys = ["unit", rank]
-        at = pd.MultiIndex.from_frame(df[keys])
-        ref = df[df["analysed"]].groupby(keys)[["dur", f"from_{rank}", "length"]].median().reindex(at)
-        moved = np.abs(df[f"from_{rank}"].to_numpy() - ref[f"from_{rank}"].to_numpy())
+        key, n_keys = grouped.codes(unit, counted[rank])
+        ka = key[analysed]
+        ref_dur, ref_place, ref_len = (grouped.median(x[analysed], ka, n_keys)[key] for x in (dur, place[rank], length))
+        moved = np.abs(place[rank] - ref_place)
         with np.errstate(invalid="ignore"):
-            ok = (np.abs(dur / ref["dur"].to_numpy() - 1.0) <= cfg.bubble_duration_tolerance) & \
-                (moved <= cfg.bubble_order_phase_tolerance * ref["length"].to_numpy())
-        ok &= df["early"].to_numpy() == (rank == "first")  # counted from the nearer end
-        g = df[ok & df["analysed"].to_numpy()].groupby(keys)
-        st = pd.DataFrame({"n": g["step"].nunique(), "mean": g["dur"].mean(),
-                           "std": g["dur"].std(ddof=0)}).reindex(at)
-        p = st["n"].fillna(0).to_numpy() / n_steps
-        c = (st["std"] / st["mean"].clip(lower=1.0)).to_numpy()
+            ok = (np.abs(dur / ref_dur - 1.0) <= cfg.bubble_duration_tolerance) & \
+                (moved <= cfg.bubble_order_phase_tolerance * ref_len)
+        ok &= early == (rank == "first")  # counted from the nearer end
+        sel = ok & analysed
+        ks = key[sel]
+        # distinct steps per key (nunique): each (key, step) pair once
+        pair, n_pairs = grouped.codes(ks, step[sel])
+        distinct = np.bincount(ks[grouped.first_rows(pair, n_pairs)], minlength=n_keys)
+        k_mean, k_std = grouped.mean(dur[sel], ks, n_keys), grouped.std(dur[sel], ks, n_keys)
+        p = distinct[key].astype(np.float64) / n_steps
+        c = k_std[key] / np.maximum(k_mean[key], 1.0)
         hit = ok & (p >= cfg.bubble_presence)
-        rows = df["i"].to_numpy()[hit]
+        rows = order[hit]
         better = ~periodic[rows] | (p[hit] > np.nan_to_num(presence[rows]))
         periodic[rows] = True
         presence[rows[better]] = p[hit][better]
