@@ -43,15 +43,26 @@ def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     s, e = s[keep], e[keep]
     if len(s) == 0:
         return s.copy(), e.copy()
-    if not is_sorted(s):
+    return union_of_own(s, e)
+
+
+def union_of_own(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`union` of int64 intervals all of positive length, in arrays the caller gives up (``e`` is
+    overwritten with the ends' running max, and intervals already disjoint come back as they are: no copy
+    of millions of launch pairs)."""
+    if len(s) and not is_sorted(s):
         order = np.argsort(s, kind="stable")
         s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
+        del order
+    reach = np.maximum.accumulate(e, out=e)
     # A new merged interval starts where a start lies strictly beyond everything before it.
     new = np.empty(len(s), dtype=bool)
-    new[0] = True
+    new[:1] = True
     np.greater(s[1:], reach[:-1], out=new[1:])
+    if new.all():
+        return s, reach
     first = np.flatnonzero(new)
+    del new
     last = np.append(first[1:] - 1, len(s) - 1)
     return s[first], reach[last]
 

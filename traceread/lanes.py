@@ -109,6 +109,12 @@ class EventView:
         self._rows = {k: v for k, v in self._rows.items() if k in keys or k[0] == "constant"}
         self._lane_rows = {}
 
+    def forget_selections(self, keys: Collection[tuple[Any, ...]]) -> None:
+        """Drop the cached selections of ``keys`` (:func:`selection_key`) and the lane tables, keeping the rest
+        (:meth:`keep_selections`' complement); what is dropped is made again if asked for."""
+        self._rows = {k: v for k, v in self._rows.items() if k not in keys}
+        self._lane_rows = {}
+
     def _constant(self, col: np.ndarray) -> Any:
         """The one value of ``col`` when every row holds it (a one-rank or one-device trace: then
         selecting by it keeps every row and needs no comparison per row), else None."""

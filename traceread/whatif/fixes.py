@@ -343,32 +343,12 @@ def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     if not ok.all():
         a, b = a[ok], b[ok]
     del ok
-    us, ue = _union_of_own(a, b)
+    us, ue = intervals.union_of_own(a, b)
     del a, b
     # The selections' freed temporaries go back before the cut's output is made (kept, the cut's arrays landed
     # beside them: the replay's peak on a 5M-kernel export)
     heap.trim()
     return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
-
-
-def _union_of_own(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``intervals.union(s, e)`` of intervals of positive length in arrays of the caller's own (written in
-    place): the ends' running max overwrites ``e``, and intervals already disjoint come back as they are
-    (the union's copies and masks over millions of launch pairs were half the launch-bound plan's peak)."""
-    if len(s) and not intervals.is_sorted(s):
-        order = np.argsort(s, kind="stable")
-        s, e = s[order], e[order]
-        del order
-    np.maximum.accumulate(e, out=e)  # the reach
-    new = np.empty(len(s), dtype=bool)
-    new[:1] = True
-    np.greater(s[1:], e[:-1], out=new[1:])  # a new member starts strictly beyond everything before it
-    if new.all():
-        return s, e
-    first = np.flatnonzero(new)
-    del new
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], e[last]
 
 
 def _sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:

@@ -149,8 +149,7 @@ def forget_selections(v: EventView, rank: int) -> None:
     """Drop the view's cached selections of ``rank``'s replay (:func:`selections`) once its replays have run:
     the analysis kept them for the replay only, and the job section after it holds the rank summaries
     (a 5M-kernel export: 27 MB a rank). Made again if asked for."""
-    mine = set(selections(rank))
-    v.keep_selections([k for k in list(v._rows) if k not in mine])
+    v.forget_selections(set(selections(rank)))
 
 
 def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> RankModel:
