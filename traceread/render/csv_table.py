@@ -138,7 +138,7 @@ class _Parts:
                 buf = buf.replace(b'"', b'""')
             self.cells = rowjoin.separated(buf, _NL)
             self.table = t.table
-        text = rowjoin.gather(self.cells, t.codes)
+        text = rowjoin.Later(rowjoin.gather, self.cells, t.codes)  # laid out on the join's thread
         if not self.special.any() or not t.codes.shape[1]:
             return [text]
         mark = rowjoin.spread([b"", b'"'], self.special[t.codes].any(axis=1).view(np.uint8))

@@ -176,7 +176,7 @@ class _Parts:
                 codes = codes.copy()
                 codes[whole] = 0
                 codes[whole, 0] = len(starts) + np.arange(len(whole), dtype=np.int32)
-        return rowjoin.gather(cells, codes, b'"', b'"')
+        return rowjoin.Later(rowjoin.gather, cells, codes, b'"', b'"')  # laid out on the join's thread
 
 
 class _Column:

@@ -28,8 +28,30 @@ from traceread.extensions import optional, switched_off
 
 DISABLE_ENV = "TRACEREAD_NO_CJOIN"
 
-# cells, (buffer, starts, ends), or 64-bit integers
-Column: TypeAlias = list[bytes] | tuple[bytes, np.ndarray, np.ndarray] | np.ndarray
+
+
+class Later:
+    """A column made on the join's thread (:func:`joined_ahead`): ``fn(*args)``, a compiled step that
+    needs no GIL (:func:`gather`'s layout of text kept as parts), so the thread encoding the next
+    chunk's columns does not wait for it."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: Any, *args: Any) -> None:
+        self.fn, self.args = fn, args
+
+    def made(self) -> Ready:
+        return made(self.fn(*self.args))
+
+
+# cells, (buffer, starts, ends), or 64-bit integers; a Column may also be one of these made when joined
+Ready: TypeAlias = list[bytes] | tuple[bytes, np.ndarray, np.ndarray] | np.ndarray
+Column: TypeAlias = Ready | Later
+
+
+def made(column: Column) -> Ready:
+    """``column`` itself, or what a :class:`Later` one makes."""
+    return column.made() if isinstance(column, Later) else column
 PIECE_BYTES = 1 << 20  # join_pieces' piece size: a fraction of a CPU cache, many rows (not a threshold)
 
 
@@ -61,13 +83,18 @@ def integers(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.uint64 if a.dtype == np.uint64 else np.int64)
 
 
-def float_reprs(a: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+def float_reprs(a: np.ndarray) -> Later | None:
     """A float64 array's cells as Python's ``repr`` (pandas' CSV text of a float64; NaN as nothing),
-    formatted by the compiled module; None without it (``csv_table`` then formats each distinct value
-    with ``repr``: the twin)."""
+    formatted by the compiled module on the join's thread (:class:`Later`); None without it
+    (``csv_table`` then formats each distinct value with ``repr``: the twin)."""
     if COMPILED is None or switched_off(DISABLE_ENV):
         return None
-    buf, offsets = COMPILED.reprs(np.ascontiguousarray(a, dtype=np.float64))
+    return Later(_reprs, np.ascontiguousarray(a, dtype=np.float64))
+
+
+def _reprs(a: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
+    assert COMPILED is not None  # (float_reprs made this only with it)
+    buf, offsets = COMPILED.reprs(a)
     at = np.frombuffer(offsets, dtype=np.int64)
     return buf, at[:-1], at[1:]
 
@@ -162,9 +189,10 @@ def join(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes,
     """The rows (module doc) as one bytes object; with ``lo``/``hi``: rows ``[lo, hi)`` of it, each row
     but row 0 after its ``sep`` (consecutive ranges concatenate to the whole)."""
     end = n if hi is None else hi
+    ready = [made(c) for c in columns]
     if COMPILED is None or switched_off(DISABLE_ENV):
-        return join_python(pieces, columns, n, sep, lo, end)
-    return bytes(COMPILED.join(list(pieces), list(columns), n, sep, lo, end))
+        return join_python(pieces, ready, n, sep, lo, end)
+    return bytes(COMPILED.join(list(pieces), ready, n, sep, lo, end))
 
 
 def join_pieces(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes,
@@ -198,11 +226,12 @@ def joined_ahead(blocks: Iterable[Block]) -> Iterator[list[bytes]]:
 
 
 def _joined(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes) -> list[bytes]:
-    return list(join_pieces(pieces, columns, n, sep))
+    return list(join_pieces(pieces, [made(c) for c in columns], n, sep))  # each Later made once
 
 
 def cells(column: Column, n: int) -> list[bytes]:
     """A column's ``n`` cells as a list of bytes (for a few: tables, headers; and the Python twin)."""
+    column = made(column)
     if isinstance(column, np.ndarray):
         if column.dtype not in (np.int64, np.uint64) or column.shape != (n,):
             raise ValueError("join: an integer column must be n int64 or uint64 values")
