@@ -146,3 +146,30 @@ def test_a_failure_making_a_block_is_raised_and_no_join_thread_is_left() -> None
     with pytest.raises(ValueError, match="bad column"):
         list(rowjoin.joined_ahead(blocks()))
     assert not [t for t in threading.enumerate() if t.name.startswith("traceread-join")]
+
+
+def test_a_later_column_is_made_on_the_join_thread_with_the_same_bytes() -> None:
+    # The CSV's float texts and the parts' layout are made where the block is joined, not where it is encoded.
+    import threading
+
+    table = rowjoin.separated(b"ab\ncd\n", ord("\n"))
+    codes = np.array([[0, 1], [2, 0], [1, 1]], dtype=np.int32)
+    where: list[str] = []
+
+    def gather(*args):
+        where.append(threading.current_thread().name)
+        return rowjoin.gather(*args)
+
+    floats = np.array([0.1, 1 / 3, float("nan")])
+    now = [rowjoin.gather(table, codes, b'"', b'"'), rowjoin.separated(b"0.1,0.3333333333333333,", ord(","))]
+    later = [rowjoin.Later(gather, table, codes, b'"', b'"')]
+    if (reprs := rowjoin.float_reprs(floats)) is not None:
+        assert isinstance(reprs, rowjoin.Later)
+        later.append(reprs)
+    else:
+        later.append(now[1])
+    pieces = [b"<", b"|", b">"]
+    got = [b"".join(b) for b in rowjoin.joined_ahead(iter([(pieces, later, 3, b"\n")]))]
+    assert got == [rowjoin.join(pieces, now, 3, b"\n")] == [b'<"abcd"|0.1>\n<"ab"|0.3333333333333333>\n<"cdcd"|>']
+    assert where and all(name.startswith("traceread-join") for name in where)
+    assert rowjoin.join(pieces, later, 3, b"\n") == got[0]  # a direct join makes them too
