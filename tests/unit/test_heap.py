@@ -1,5 +1,6 @@
-"""The command's malloc setting (traceread.heap.reuse_freed_pages): applied on glibc, left to the user
-when they set malloc's own environment, and large allocations then come from the heap."""
+"""The command's malloc settings (traceread.heap.reuse_freed_pages, heap.one_heap): applied on glibc, left to
+the user when they set malloc's own environment; large allocations then come from the heap, and what one
+thread freed is reused by another."""
 
 from __future__ import annotations
 
@@ -92,3 +93,47 @@ def test_a_small_input_keeps_freed_pages_through_its_analysis_and_a_large_one_do
     calls.clear()
     analysis.analyze([trace]).whatif  # noqa: B018
     assert small < len(calls)  # the phases' trims give pages back only for the larger input
+
+
+_THREADS_PROBE = """
+import numpy as np, sys, threading
+from traceread import heap
+applied = heap.one_heap() if sys.argv[1] == "1" else False
+heap.reuse_freed_pages()
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+def work():  # a thread's 32 MiB, touched and freed (below a thread arena's 64 MiB: its own heap would hold it)
+    a = np.ones(32 << 20, np.uint8); del a
+t = threading.Thread(target=work); t.start(); t.join()
+before = rss()
+b = np.ones(32 << 20, np.uint8)  # the main thread's, touched
+print(int(applied), (rss() - before) >> 20)
+"""
+
+
+def _threads_probe(apply: bool, env: dict[str, str]) -> tuple[bool, int]:
+    out = subprocess.run([sys.executable, "-c", _THREADS_PROBE, "1" if apply else "0"], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return out[0] == "1", int(out[1])
+
+
+@pytest.mark.skipif(not GLIBC, reason="the setting is glibc's")
+def test_one_heap_lets_a_thread_reuse_what_another_freed() -> None:
+    env = _clean_env()
+    applied, grown = _threads_probe(True, env)
+    _, grown_apart = _threads_probe(False, env)
+    assert applied
+    assert grown_apart >= 24  # in an arena of its own, the thread's freed pages serve no other thread
+    assert grown <= 8  # one heap: the main thread's array takes the pages the thread freed
+
+
+@pytest.mark.skipif(not GLIBC, reason="the setting is glibc's")
+def test_one_heap_leaves_user_malloc_settings() -> None:
+    applied, _ = _threads_probe(True, {**_clean_env(), "MALLOC_ARENA_MAX": "4"})
+    assert not applied
+
+
+def test_one_heap_elsewhere_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert heap.one_heap() is False

@@ -119,13 +119,16 @@ def run() -> None:
     and atexit handlers run; only the cycle search is skipped, which at exit frees nothing the
     exit would not.
 
-    Settings: the collector runs less often (``GC_THRESHOLDS``), and numpy's OpenBLAS starts no
+    Settings: the collector runs less often (``GC_THRESHOLDS``), numpy's OpenBLAS starts no
     threads unless the user asks for them: traceread does no linear algebra, and each OpenBLAS
     thread (one per core) spins at start-up (measured 0.19 of 0.85 CPU s of importing numpy and
-    pandas on 2 cores)."""
+    pandas on 2 cores), and threads share one malloc heap (``heap.one_heap``)."""
     import gc
 
+    from traceread.heap import one_heap
+
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    one_heap()  # before any thread starts (the loader's halves): see its doc
     gc.set_threshold(*GC_THRESHOLDS)
     code = main()
     gc.freeze()
