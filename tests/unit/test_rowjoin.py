@@ -51,6 +51,17 @@ def test_integer_columns_and_ranges_as_python_writes_them(seed: int) -> None:
         got = list(rowjoin.join_pieces(pieces, columns, n, b";\n", size))
         assert b"".join(got) == whole
         assert all(got) and (n == 0 or len(got) <= n)
+    if rowjoin.COMPILED is not None:  # the compiled split: whole rows, each piece at least size bytes but the last
+        rows = [len(rowjoin.join_python(pieces, columns, n, b";\n", i, i + 1)) for i in range(n)]
+        for size in (1, 100, 700, 1 << 20):
+            cuts, acc = [0], 0
+            for i, r in enumerate(rows):
+                acc += r
+                if acc >= size or i == n - 1:
+                    cuts.append(i + 1)
+                    acc = 0
+            want = [rowjoin.join_python(pieces, columns, n, b";\n", lo, hi) for lo, hi in zip(cuts, cuts[1:], strict=False)]
+            assert rowjoin.COMPILED.join_split(pieces, columns, n, b";\n", size) == want
 
 
 def test_bad_ranges_and_integer_columns_are_refused() -> None:
@@ -68,6 +79,14 @@ def test_bad_ranges_and_integer_columns_are_refused() -> None:
             join([b"", b""], [ints.astype(np.float64)], 3, b",")  # not integers
         with pytest.raises(ValueError):
             join([b"", b""], [ints], 2, b",")  # not n values
+    if rowjoin.COMPILED is not None:
+        split = rowjoin.COMPILED.join_split
+        assert split([b"", b""], [ints], 3, b",", 2) == [b"0,1", b",2"]
+        for bad in ((3, 0), (-1, 5), (2, 5)):  # no size, negative n, not n values
+            with pytest.raises(ValueError):
+                split([b"", b""], [ints], bad[0], b",", bad[1])
+        with pytest.raises(ValueError):
+            split([b""], [ints], 3, b",", 5)  # pieces not one more than columns
 
 
 def test_distinct_values_by_identity_compiled_and_python() -> None:
