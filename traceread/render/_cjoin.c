@@ -12,12 +12,12 @@
  * cut to its size at the end. The loops run without the GIL where they touch no Python object (no
  * column is a list): a writer may lay out a table on a thread.
  *
- * gather(...) lays out rows of text kept as parts (see rowjoin.gather). */
+ * gather(...) lays out rows of text kept as parts (see rowjoin.gather); reprs(...), floats' texts, is in
+ * _frepr.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <math.h>
-#include <stddef.h>
 #include <string.h>
 
 #define SLACK 16
@@ -335,94 +335,10 @@ done:
     return result;
 }
 
-/* reprs(values): (buf, offsets) with cell i = buf[offsets[i]:offsets[i + 1]] being Python's repr of the
- * float64 values[i] (what pandas' CSV writes for a float64), or nothing for NaN; offsets are n + 1
- * native int64 as bytes. A pass without the GIL formats what _frepr.c decides exactly (almost all values
- * of a gaps table: a call to PyOS_double_to_string, float.__repr__'s, needs the GIL and costs ~400 ns);
- * the few doubtful values then go through PyOS_double_to_string and are put in their places. */
-#define REPR_MAX 32 /* repr of any double is at most 24 characters ("-2.2250738585072014e-308") */
-void frepr_init(void); /* _frepr.c */
-int frepr_fast(void);
-void frepr_power(int e, const char *text, size_t len);
-ptrdiff_t frepr_pass(const double *v, ptrdiff_t n, char *buf, int64_t *off, int64_t *doubtful);
-void frepr_insert(char *buf, int64_t *off, ptrdiff_t n, const int64_t *doubtful, ptrdiff_t nd,
-                  const char *texts, ptrdiff_t stride, const int *lens);
-static Py_ssize_t repr_fallbacks; /* values given to PyOS_double_to_string so far (under the GIL; tests) */
-
-static PyObject *reprs(PyObject *self, PyObject *arg) {
-    (void)self;
-    Py_buffer view;
-    PyObject *buf = NULL, *offsets = NULL, *result = NULL;
-    int64_t *doubtful = NULL;
-    char *texts = NULL;
-    int *lens = NULL;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    const char *f = view.format;
-    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
-    if (view.itemsize != 8 || f == NULL || f[0] != 'd' || f[1] != '\0') {
-        PyErr_SetString(PyExc_ValueError, "reprs: values must be float64");
-        goto done;
-    }
-    Py_ssize_t n = view.len / 8;
-    if (n > (PY_SSIZE_T_MAX - 1) / REPR_MAX) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    buf = PyBytes_FromStringAndSize(NULL, n * REPR_MAX);
-    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
-    doubtful = PyMem_RawMalloc(n ? (size_t)n * 8 : 1); /* pages untouched but for the doubtful few */
-    if (buf == NULL || offsets == NULL) goto done;
-    if (doubtful == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    char *out = PyBytes_AS_STRING(buf);
-    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
-    const double *v = (const double *)view.buf;
-    Py_ssize_t nd;
-    Py_BEGIN_ALLOW_THREADS
-    nd = frepr_pass(v, n, out, off, doubtful);
-    Py_END_ALLOW_THREADS
-    if (nd > 0) {
-        texts = PyMem_Malloc((size_t)nd * REPR_MAX);
-        lens = PyMem_Malloc((size_t)nd * sizeof(int));
-        if (texts == NULL || lens == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        for (Py_ssize_t t = 0; t < nd; t++) {
-            char *text = PyOS_double_to_string(v[doubtful[t]], 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float.__repr__'s call */
-            if (text == NULL) goto done;
-            size_t m = strlen(text);
-            if (m > REPR_MAX) m = REPR_MAX; /* cannot happen (at most 24) */
-            memcpy(texts + t * REPR_MAX, text, m);
-            lens[t] = (int)m;
-            PyMem_Free(text);
-        }
-        repr_fallbacks += nd;
-        Py_BEGIN_ALLOW_THREADS
-        frepr_insert(out, off, n, doubtful, nd, texts, REPR_MAX, lens);
-        Py_END_ALLOW_THREADS
-    }
-    if (_PyBytes_Resize(&buf, off[n]) < 0) goto done;
-    result = PyTuple_Pack(2, buf, offsets);
-done:
-    Py_XDECREF(buf);
-    Py_XDECREF(offsets);
-    PyMem_RawFree(doubtful);
-    PyMem_Free(texts);
-    PyMem_Free(lens);
-    PyBuffer_Release(&view);
-    return result;
-}
-
-/* repr_fallbacks(): how many values reprs has given to PyOS_double_to_string so far (a test's check
- * that the GIL-free path is the one taken). */
-static PyObject *fallbacks(PyObject *self, PyObject *unused) {
-    (void)self;
-    (void)unused;
-    return PyLong_FromSsize_t(repr_fallbacks);
-}
+/* reprs(values) and repr_fallbacks(): in _frepr.c (floats' texts, mostly without the GIL). */
+PyObject *frepr_reprs(PyObject *self, PyObject *arg);
+PyObject *frepr_fallbacks(PyObject *self, PyObject *unused);
+int frepr_module_init(PyObject *module);
 
 /* gather(buf, starts, ends, codes, k, pre, post): (out, offsets) with row i of out (out[offsets[i]:offsets[i + 1]])
  * being pre + the k cells buf[starts[c]:ends[c]] of c = codes[i * k + j] + post: rows of text kept as parts
@@ -517,8 +433,8 @@ release:
 
 static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS, "gather(buf, starts, ends, codes, k, pre, post): (bytes, n + 1 int64 offsets as bytes), rows laid out from coded parts"},
-    {"reprs", reprs, METH_O, "reprs(float64 values): (buf, n + 1 int64 offsets as bytes), Python's repr of each, NaN empty"},
-    {"repr_fallbacks", fallbacks, METH_NOARGS, "repr_fallbacks(): how many values reprs gave to Python's own formatter so far"},
+    {"reprs", frepr_reprs, METH_O, "reprs(float64 values): (buf, n + 1 int64 offsets as bytes), Python's repr of each, NaN empty"},
+    {"repr_fallbacks", frepr_fallbacks, METH_NOARGS, "repr_fallbacks(): how many values reprs gave to Python's own formatter so far"},
     {"distinct", distinct, METH_O, "distinct(values): (int64 codes as bytes, the distinct objects by identity)"},
     {"join", join, METH_VARARGS, "join(pieces, columns, n, sep, lo=0, hi=n): rows [lo, hi) of a table laid out from its columns"},
     {NULL, NULL, 0, NULL}};
@@ -527,14 +443,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cjoin", "Table rows
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__cjoin(void) {
-    frepr_init();
-    for (int e = -64; e <= 64; e++) { /* _frepr.c's powers of two, formatted by Python (~30 us) */
-        char *text = PyOS_double_to_string(ldexp(1.0, e), 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-        if (text == NULL) return NULL;
-        frepr_power(e, text, strlen(text));
-        PyMem_Free(text);
-    }
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "FAST_REPRS", frepr_fast()) < 0) Py_CLEAR(m);
+    if (m != NULL && frepr_module_init(m) < 0) Py_CLEAR(m);
     return m;
 }

@@ -1,6 +1,7 @@
-/* Python's repr of a double, without the GIL, for the values this file can decide exactly (_cjoin.c's
- * reprs calls it; Python's own PyOS_double_to_string, which needs the GIL and costs ~400 ns a value,
- * formats the rest). Written here from the definition of repr, not taken from any published algorithm.
+/* The _cjoin module's reprs (its table in _cjoin.c): Python's repr of doubles, without the GIL for the
+ * values this file can decide exactly; Python's own PyOS_double_to_string, which needs the GIL and costs
+ * ~400 ns a value, formats the rest. Written here from the definition of repr, not taken from any
+ * published algorithm.
  *
  * repr gives the shortest decimal that reads back as x, the one nearest x among several of that length.
  * For a finite x > 0 with x = m / 2^k (m the 53-bit significand, hidden bit included), the reals that
@@ -20,32 +21,28 @@
  * formatted by Python once, at the module's init), larger or smaller magnitudes, and builds without
  * unsigned __int128; the caller gives those to Python. tests/unit/test_float_reprs.py compares the
  * result with repr byte for byte on millions of values of every kind. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
-#include <stddef.h>
 
+#define REPR_MAX 32 /* a cell's room: repr of any double is at most 24 characters ("-2.2250738585072014e-308") */
 #define KMAX 89 /* x >= 2^52 / 2^89 = 2^-37; 10^27 >= 2^89 and 5^27 < 2^64 */
 
 /* The powers of two 2^-POW2_MAX .. 2^POW2_MAX (m a power of two: the interval below x is half as wide as
- * the one above) as Python formats them, set once by the module's init (frepr_power); 0: not set. */
+ * the one above) as Python formats them, set once by the module's init; 0: not set. */
 #define POW2_MAX 64
 static char POW2_TEXT[2 * POW2_MAX + 1][24];
 static unsigned char POW2_LEN[2 * POW2_MAX + 1];
-
-void frepr_power(int e, const char *text, size_t len) {
-    if (e >= -POW2_MAX && e <= POW2_MAX && len > 0 && len <= sizeof POW2_TEXT[0]) {
-        memcpy(POW2_TEXT[e + POW2_MAX], text, len);
-        POW2_LEN[e + POW2_MAX] = (unsigned char)len;
-    }
-}
 
 #if defined(__SIZEOF_INT128__)
 typedef unsigned __int128 u128;
 static uint64_t POW5[28];         /* 5^0 .. 5^27 */
 static unsigned char Q[KMAX + 1]; /* the smallest q with 10^q >= 2^k */
 
-void frepr_init(void) {
+#define FAST 1
+static void tables(void) {
     POW5[0] = 1;
     for (int q = 1; q < 28; q++) POW5[q] = POW5[q - 1] * 5;
     u128 ten = 1;
@@ -79,7 +76,7 @@ static int shortest(double x, char *out) {
         memcpy(out, POW2_TEXT[be - 1023 + POW2_MAX], POW2_LEN[be - 1023 + POW2_MAX]);
         return POW2_LEN[be - 1023 + POW2_MAX];
     }
-    if (frac == 0 || k < 0 || k > KMAX) return -1; /* 0, 2^e, x >= 2^53, x < 2^-18, subnormal, inf */
+    if (frac == 0 || k < 0 || k > KMAX) return -1; /* 0, 2^e, x >= 2^53, x < 2^-37, subnormal, inf */
     uint64_t m = frac | (UINT64_C(1) << 52);
     int q = Q[k], sh = k - q;                      /* sh >= 0 */
     u128 t = POW5[q], p = (u128)m * t;             /* x * 10^q = p / 2^sh */
@@ -171,10 +168,9 @@ static int shortest(double x, char *out) {
     }
     return (int)(o - out);
 }
-int frepr_fast(void) { return 1; }
 #else
-int frepr_fast(void) { return 0; }
-void frepr_init(void) {}
+#define FAST 0
+static void tables(void) {}
 static int shortest(double x, char *out) { /* no 128-bit integers: Python formats everything */
     (void)x;
     (void)out;
@@ -182,13 +178,13 @@ static int shortest(double x, char *out) { /* no 128-bit integers: Python format
 }
 #endif
 
-/* The n values' reprs laid out in buf (room for 32 bytes a value), cell i at off[i]..off[i + 1]; NaN an
+/* The n values' reprs laid out in buf (room for REPR_MAX bytes a value), cell i at off[i]..off[i + 1]; NaN an
  * empty cell. A doubtful value is left empty and its index stored in doubtful (room for n); their count
  * is returned. Touches no Python object: the caller runs it without the GIL. */
-ptrdiff_t frepr_pass(const double *v, ptrdiff_t n, char *buf, int64_t *off, int64_t *doubtful) {
+static Py_ssize_t pass(const double *v, Py_ssize_t n, char *buf, int64_t *off, int64_t *doubtful) {
     char *out = buf;
-    ptrdiff_t nd = 0;
-    for (ptrdiff_t i = 0; i < n; i++) {
+    Py_ssize_t nd = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
         off[i] = out - buf;
         double x = v[i];
         if (x != x) continue; /* NaN: an empty cell */
@@ -209,19 +205,117 @@ ptrdiff_t frepr_pass(const double *v, ptrdiff_t n, char *buf, int64_t *off, int6
     return nd;
 }
 
-/* The doubtful cells' texts (nd of them, text t at texts + t * stride, lens[t] bytes) put in their empty
+/* The doubtful cells' texts (nd of them, text t at texts + t * REPR_MAX, lens[t] bytes) put in their empty
  * places, the cells after them moved up (from the end, so each byte moves once) and off adjusted. */
-void frepr_insert(char *buf, int64_t *off, ptrdiff_t n, const int64_t *doubtful, ptrdiff_t nd,
-                  const char *texts, ptrdiff_t stride, const int *lens) {
+static void insert(char *buf, int64_t *off, Py_ssize_t n, const int64_t *doubtful, Py_ssize_t nd,
+                   const char *texts, const int *lens) {
     int64_t shift = 0, end = off[n];
-    for (ptrdiff_t t = 0; t < nd; t++) shift += lens[t];
-    for (ptrdiff_t t = nd - 1; t >= 0; t--) { /* shift: the texts 0..t's length */
+    for (Py_ssize_t t = 0; t < nd; t++) shift += lens[t];
+    for (Py_ssize_t t = nd - 1; t >= 0; t--) { /* shift: the texts 0..t's length */
         int64_t at = off[doubtful[t]];
         memmove(buf + at + shift, buf + at, (size_t)(end - at));
-        ptrdiff_t last = t + 1 < nd ? doubtful[t + 1] : n;
-        for (ptrdiff_t i = doubtful[t] + 1; i <= last; i++) off[i] += shift;
+        Py_ssize_t last = t + 1 < nd ? doubtful[t + 1] : n;
+        for (Py_ssize_t i = doubtful[t] + 1; i <= last; i++) off[i] += shift;
         shift -= lens[t];
-        memcpy(buf + at + shift, texts + t * stride, (size_t)lens[t]); /* off[doubtful[t]]: at t - 1 */
+        memcpy(buf + at + shift, texts + t * REPR_MAX, (size_t)lens[t]); /* off[doubtful[t]]: at t - 1 */
         end = at;
     }
+}
+
+/* reprs(values): (buf, offsets) with cell i = buf[offsets[i]:offsets[i + 1]] being Python's repr of the
+ * float64 values[i] (what pandas' CSV writes for a float64), or nothing for NaN; offsets are n + 1
+ * native int64 as bytes. A pass without the GIL formats what shortest() decides exactly (almost all values
+ * of a gaps table: a call to PyOS_double_to_string, float.__repr__'s, needs the GIL and costs ~400 ns);
+ * the few doubtful values then go through PyOS_double_to_string and are put in their places. */
+static Py_ssize_t repr_fallbacks; /* values given to PyOS_double_to_string so far (under the GIL; tests) */
+
+PyObject *frepr_reprs(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    PyObject *buf = NULL, *offsets = NULL, *result = NULL;
+    int64_t *doubtful = NULL;
+    char *texts = NULL;
+    int *lens = NULL;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    const char *f = view.format;
+    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
+    if (view.itemsize != 8 || f == NULL || f[0] != 'd' || f[1] != '\0') {
+        PyErr_SetString(PyExc_ValueError, "reprs: values must be float64");
+        goto done;
+    }
+    Py_ssize_t n = view.len / 8;
+    if (n > (PY_SSIZE_T_MAX - 1) / REPR_MAX) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    buf = PyBytes_FromStringAndSize(NULL, n * REPR_MAX);
+    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
+    doubtful = PyMem_RawMalloc(n ? (size_t)n * 8 : 1); /* pages untouched but for the doubtful few */
+    if (buf == NULL || offsets == NULL) goto done;
+    if (doubtful == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    char *out = PyBytes_AS_STRING(buf);
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
+    const double *v = (const double *)view.buf;
+    Py_ssize_t nd;
+    Py_BEGIN_ALLOW_THREADS
+    nd = pass(v, n, out, off, doubtful);
+    Py_END_ALLOW_THREADS
+    if (nd > 0) {
+        texts = PyMem_Malloc((size_t)nd * REPR_MAX);
+        lens = PyMem_Malloc((size_t)nd * sizeof(int));
+        if (texts == NULL || lens == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t t = 0; t < nd; t++) {
+            char *text = PyOS_double_to_string(v[doubtful[t]], 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float.__repr__'s call */
+            if (text == NULL) goto done;
+            size_t m = strlen(text);
+            if (m > REPR_MAX) m = REPR_MAX; /* cannot happen (at most 24) */
+            memcpy(texts + t * REPR_MAX, text, m);
+            lens[t] = (int)m;
+            PyMem_Free(text);
+        }
+        repr_fallbacks += nd;
+        Py_BEGIN_ALLOW_THREADS
+        insert(out, off, n, doubtful, nd, texts, lens);
+        Py_END_ALLOW_THREADS
+    }
+    if (_PyBytes_Resize(&buf, off[n]) < 0) goto done;
+    result = PyTuple_Pack(2, buf, offsets);
+done:
+    Py_XDECREF(buf);
+    Py_XDECREF(offsets);
+    PyMem_RawFree(doubtful);
+    PyMem_Free(texts);
+    PyMem_Free(lens);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* repr_fallbacks(): how many values reprs has given to PyOS_double_to_string so far (a test's check
+ * that the GIL-free path is the one taken). */
+PyObject *frepr_fallbacks(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyLong_FromSsize_t(repr_fallbacks);
+}
+
+/* The module's init: the tables, the powers of two as Python formats them (~30 us), FAST_REPRS. */
+int frepr_module_init(PyObject *module) {
+    tables();
+    for (int e = -POW2_MAX; e <= POW2_MAX; e++) {
+        char *text = PyOS_double_to_string(ldexp(1.0, e), 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        if (text == NULL) return -1;
+        size_t len = strlen(text);
+        if (len <= sizeof POW2_TEXT[0]) {
+            memcpy(POW2_TEXT[e + POW2_MAX], text, len);
+            POW2_LEN[e + POW2_MAX] = (unsigned char)len;
+        }
+        PyMem_Free(text);
+    }
+    return PyModule_AddIntConstant(module, "FAST_REPRS", FAST);
 }
