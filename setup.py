@@ -45,8 +45,10 @@ setup(
                  # resolves SQLite's functions at run time, so it needs no SQLite headers or library here
                  Extension("traceread.loaders.nsys._cread", ["traceread/loaders/nsys/_cread.c"], optional=True,
                            extra_compile_args=["-O2"], libraries=["dl"]),
-                 # a column-wise writer's rows (traceread/render/rowjoin.py has its exact Python twin)
-                 Extension("traceread.render._cjoin", ["traceread/render/_cjoin.c"], optional=True,
+                 # a column-wise writer's rows (traceread/render/rowjoin.py has its exact Python twin), and
+                 # floats' reprs (_frepr.c: without the GIL where it decides exactly; Python's own for the rest)
+                 Extension("traceread.render._cjoin", ["traceread/render/_cjoin.c", "traceread/render/_frepr.c"],
+                           optional=True,
                            extra_compile_args=["-O2"]),
                  # the evidence sentences' row-wise concatenation (traceread/rules/textcat.py has its exact twin)
                  Extension("traceread.rules._ccat", ["traceread/rules/_ccat.c"], optional=True,

@@ -12,7 +12,8 @@
  * cut to its size at the end. The loops run without the GIL where they touch no Python object (no
  * column is a list): a writer may lay out a table on a thread.
  *
- * gather(...) lays out rows of text kept as parts (see rowjoin.gather). */
+ * gather(...) lays out rows of text kept as parts (see rowjoin.gather); reprs(...), floats' texts, is in
+ * _frepr.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -478,58 +479,10 @@ done:
     return result;
 }
 
-/* reprs(values): (buf, offsets) with cell i = buf[offsets[i]:offsets[i + 1]] being Python's repr of the
- * float64 values[i] (what pandas' CSV writes for a float64), or nothing for NaN; offsets are n + 1
- * native int64 as bytes. */
-#define REPR_MAX 32 /* repr of any double is at most 24 characters ("-2.2250738585072014e-308") */
-static PyObject *reprs(PyObject *self, PyObject *arg) {
-    (void)self;
-    Py_buffer view;
-    PyObject *buf = NULL, *offsets = NULL, *result = NULL;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    const char *f = view.format;
-    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
-    if (view.itemsize != 8 || f == NULL || f[0] != 'd' || f[1] != '\0') {
-        PyErr_SetString(PyExc_ValueError, "reprs: values must be float64");
-        goto done;
-    }
-    Py_ssize_t n = view.len / 8;
-    if (n > (PY_SSIZE_T_MAX - 1) / REPR_MAX) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    buf = PyBytes_FromStringAndSize(NULL, n * REPR_MAX);
-    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
-    if (buf == NULL || offsets == NULL) goto done;
-    char *out = PyBytes_AS_STRING(buf), *start = out;
-    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
-    const double *v = (const double *)view.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        off[i] = out - start;
-        double x = v[i];
-        if (x != x) continue; /* NaN: an empty cell */
-        if (x == 0.0 && !signbit(x)) { /* most overlap fractions: no call */
-            memcpy(out, "0.0", 3);
-            out += 3;
-            continue;
-        }
-        char *text = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float.__repr__'s call */
-        if (text == NULL) goto done;
-        size_t m = strlen(text);
-        if (m > REPR_MAX) m = REPR_MAX; /* cannot happen (at most 24) */
-        memcpy(out, text, m);
-        PyMem_Free(text);
-        out += m;
-    }
-    off[n] = out - start;
-    if (_PyBytes_Resize(&buf, out - start) < 0) goto done;
-    result = PyTuple_Pack(2, buf, offsets);
-done:
-    Py_XDECREF(buf);
-    Py_XDECREF(offsets);
-    PyBuffer_Release(&view);
-    return result;
-}
+/* reprs(values) and repr_fallbacks(): in _frepr.c (floats' texts, mostly without the GIL). */
+PyObject *frepr_reprs(PyObject *self, PyObject *arg);
+PyObject *frepr_fallbacks(PyObject *self, PyObject *unused);
+int frepr_module_init(PyObject *module);
 
 /* gather(buf, starts, ends, codes, k, pre, post): (out, offsets) with row i of out (out[offsets[i]:offsets[i + 1]])
  * being pre + the k cells buf[starts[c]:ends[c]] of c = codes[i * k + j] + post: rows of text kept as parts
@@ -624,7 +577,8 @@ release:
 
 static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS, "gather(buf, starts, ends, codes, k, pre, post): (bytes, n + 1 int64 offsets as bytes), rows laid out from coded parts"},
-    {"reprs", reprs, METH_O, "reprs(float64 values): (buf, n + 1 int64 offsets as bytes), Python's repr of each, NaN empty"},
+    {"reprs", frepr_reprs, METH_O, "reprs(float64 values): (buf, n + 1 int64 offsets as bytes), Python's repr of each, NaN empty"},
+    {"repr_fallbacks", frepr_fallbacks, METH_NOARGS, "repr_fallbacks(): how many values reprs gave to Python's own formatter so far"},
     {"distinct", distinct, METH_O, "distinct(values): (int64 codes as bytes, the distinct objects by identity)"},
     {"join", join, METH_VARARGS, "join(pieces, columns, n, sep, lo=0, hi=n): rows [lo, hi) of a table laid out from its columns"},
     {"join_split", join_split, METH_VARARGS, "join_split(pieces, columns, n, sep, size): join's bytes as pieces of whole rows of at least size bytes"},
@@ -633,4 +587,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cjoin", "Table rows from columns", -1, methods,
                                     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__cjoin(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__cjoin(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && frepr_module_init(m) < 0) Py_CLEAR(m);
+    return m;
+}

@@ -85,8 +85,9 @@ def integers(a: np.ndarray) -> np.ndarray:
 
 def float_reprs(a: np.ndarray) -> Later | None:
     """A float64 array's cells as Python's ``repr`` (pandas' CSV text of a float64; NaN as nothing),
-    formatted by the compiled module on the join's thread (:class:`Later`); None without it
-    (``csv_table`` then formats each distinct value with ``repr``: the twin)."""
+    formatted by the compiled module on the join's thread (:class:`Later`; ``_frepr.c``: without the GIL
+    but for the few values it leaves to Python's own formatter); None without it (``csv_table`` then
+    formats each distinct value with ``repr``: the twin)."""
     if COMPILED is None or switched_off(DISABLE_ENV):
         return None
     return Later(_reprs, np.ascontiguousarray(a, dtype=np.float64))
