@@ -47,8 +47,9 @@ setup(
                            extra_compile_args=["-O2"], libraries=["dl"]),
                  # a column-wise writer's rows (traceread/render/rowjoin.py has its exact Python twin), and
                  # floats' reprs (_frepr.c: without the GIL where it decides exactly; Python's own for the rest)
-                 Extension("traceread.render._cjoin", ["traceread/render/_cjoin.c", "traceread/render/_frepr.c"],
-                           optional=True,
+                 Extension("traceread.render._cjoin", ["traceread/render/_cjoin.c", "traceread/render/_frepr.c",
+                                                          "traceread/render/_cparts.c"],
+                           depends=["traceread/render/_cjoin.h"], optional=True,
                            extra_compile_args=["-O2"]),
                  # the evidence sentences' row-wise concatenation (traceread/rules/textcat.py has its exact twin)
                  Extension("traceread.rules._ccat", ["traceread/rules/_ccat.c"], optional=True,

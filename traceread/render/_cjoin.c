@@ -10,17 +10,18 @@
  * per cell cost more than the copying: a short cell is moved as a fixed SLACK bytes (inlined moves)
  * wherever SLACK bytes can be read from its source, into a result allocated SLACK bytes longer and
  * cut to its size at the end. The loops run without the GIL where they touch no Python object (no
- * column is a list): a writer may lay out a table on a thread.
+ * column is a list): a writer may lay out a table on a thread. join_split(...) gives the same bytes as
+ * pieces of whole rows, in one call.
  *
- * gather(...) lays out rows of text kept as parts (see rowjoin.gather); reprs(...), floats' texts, is in
- * _frepr.c. */
+ * gather(...), rows of text kept as parts (see rowjoin.gather), and distinct(...) are in _cparts.c;
+ * reprs(...), floats' texts, is in _frepr.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
 
-#define SLACK 16
+#include "_cjoin.h"
 /* The constant pieces between cells (a JSON row's '",\n      "key": ') are moved as a fixed PIECE_SLACK
  * bytes: most are longer than SLACK, and a call to memcpy each cost a fifth of the join. */
 #define PIECE_SLACK 48
@@ -176,77 +177,125 @@ static inline char *put_piece(char *out, const char *src, Py_ssize_t m) {
     return out + m;
 }
 
-/* out has SLACK bytes beyond what is written (the result's spare tail). */
-static inline char *put(char *out, const char *src, Py_ssize_t m, int roomy) {
-    if (roomy && m <= SLACK)
-        memcpy(out, src, SLACK); /* a constant size: moves, not a call (a larger size measured slower) */
-    else
-        memcpy(out, src, (size_t)m);
-    return out + m;
+/* A table being laid out: its columns opened, its constant pieces padded (join and join_split). */
+typedef struct {
+    PyObject *pieces, *columns; /* PySequence_Fast of each (owned) */
+    Py_buffer sep;
+    int have_sep;
+    Column *cols;
+    char *padded;    /* the pieces and sep, each followed by PIECE_SLACK spare bytes */
+    const char **at; /* where each piece (then sep) starts in padded */
+    Py_ssize_t *len; /* the pieces' lengths */
+    Py_ssize_t k, fixed;
+    int lists; /* a column is a list: its bytes objects could be replaced by another thread, so the GIL is kept */
+} Layout;
+
+static void layout_close(Layout *t) {
+    if (t->cols != NULL) {
+        for (Py_ssize_t j = 0; j < t->k; j++) {
+            Py_XDECREF(t->cols[j].fast);
+            if (t->cols[j].held_ints) PyBuffer_Release(&t->cols[j].ints);
+            if (t->cols[j].held > 0) PyBuffer_Release(&t->cols[j].starts);
+            if (t->cols[j].held > 1) PyBuffer_Release(&t->cols[j].ends);
+        }
+        PyMem_Free(t->cols);
+    }
+    PyMem_Free(t->padded);
+    PyMem_Free(t->at);
+    PyMem_Free(t->len);
+    Py_XDECREF(t->pieces);
+    Py_XDECREF(t->columns);
+    if (t->have_sep) PyBuffer_Release(&t->sep);
 }
 
-static PyObject *join(PyObject *self, PyObject *args) {
-    PyObject *pieces_obj, *columns_obj, *pieces = NULL, *columns = NULL, *result = NULL;
-    Py_ssize_t n, k = 0, from = 0, to = -1;
+/* Opens rows [from, to) of the n-row table; 0, or -1 with an exception set (then layout_close). */
+static int layout_open(Layout *t, PyObject *pieces_obj, PyObject *columns_obj, Py_ssize_t n, Py_ssize_t from,
+                       Py_ssize_t to) {
+    t->pieces = PySequence_Fast(pieces_obj, "join: pieces must be a sequence of bytes");
+    t->columns = PySequence_Fast(columns_obj, "join: columns must be a sequence");
+    if (t->pieces == NULL || t->columns == NULL) return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(t->columns);
+    if (PySequence_Fast_GET_SIZE(t->pieces) != k + 1) {
+        PyErr_SetString(PyExc_ValueError, "join: pieces must be one more than columns");
+        return -1;
+    }
+    PyObject **piece = PySequence_Fast_ITEMS(t->pieces);
+    for (Py_ssize_t j = 0; j <= k; j++) {
+        if (!PyBytes_Check(piece[j])) {
+            PyErr_SetString(PyExc_TypeError, "join: pieces must be bytes");
+            return -1;
+        }
+        t->fixed += PyBytes_GET_SIZE(piece[j]);
+    }
+    t->padded = PyMem_Calloc((size_t)(t->fixed + t->sep.len + (k + 2) * PIECE_SLACK), 1);
+    t->at = PyMem_Calloc((size_t)(k + 2), sizeof(char *));
+    t->len = PyMem_Calloc((size_t)(k + 1), sizeof(Py_ssize_t));
+    t->cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Column));
+    if (t->cols == NULL || t->padded == NULL || t->at == NULL || t->len == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        t->k = j + 1; /* opened so far: layout_close releases them */
+        if (open_column(PySequence_Fast_GET_ITEM(t->columns, j), n, from, to, &t->cols[j]) < 0) return -1;
+    }
+    t->k = k;
+    char *p = t->padded;
+    for (Py_ssize_t j = 0; j <= k + 1; j++) {
+        Py_ssize_t m = j <= k ? PyBytes_GET_SIZE(piece[j]) : t->sep.len;
+        memcpy(p, j <= k ? PyBytes_AS_STRING(piece[j]) : (const char *)t->sep.buf, (size_t)m);
+        t->at[j] = p;
+        p += m + PIECE_SLACK;
+        if (j <= k) t->len[j] = m;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) t->lists |= t->cols[j].fast != NULL;
+    return 0;
+}
+
+/* Row i's size, its sep included (every row but row 0 has one before it). */
+static inline Py_ssize_t row_size(const Layout *t, Py_ssize_t i) {
+    Py_ssize_t row = t->fixed + (i ? t->sep.len : 0);
+    for (Py_ssize_t j = 0; j < t->k; j++) row += cell_len(&t->cols[j], i);
+    return row;
+}
+
+/* Rows [from, to) written at out (PIECE_SLACK spare bytes beyond them); the end returned. */
+static char *put_rows(const Layout *t, char *out, Py_ssize_t from, Py_ssize_t to) {
     char digits[DIGITS + SLACK] = {0};
-    Py_buffer sep;
-    Column *cols = NULL;
-    char *padded = NULL; /* the pieces and sep, each followed by SLACK spare bytes */
-    const char **at = NULL;
-    Py_ssize_t *len = NULL; /* the pieces' lengths */
+    for (Py_ssize_t i = from; i < to; i++) {
+        if (i) out = put_piece(out, t->at[t->k + 1], t->sep.len);
+        for (Py_ssize_t j = 0; j <= t->k; j++) {
+            out = put_piece(out, t->at[j], t->len[j]);
+            if (j == t->k) break;
+            const char *d;
+            int roomy;
+            Py_ssize_t m = cell(&t->cols[j], i, &d, &roomy, digits);
+            out = put(out, d, m, roomy);
+        }
+    }
+    return out;
+}
+
+/* The sizes first (checked against overflow), then one copy into the result; both without the GIL when no
+ * column is a list. */
+static PyObject *join(PyObject *self, PyObject *args) {
+    PyObject *pieces_obj, *columns_obj, *result = NULL;
+    Py_ssize_t n, from = 0, to = -1;
+    Layout t = {0};
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOny*|nn", &pieces_obj, &columns_obj, &n, &sep, &from, &to)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOny*|nn", &pieces_obj, &columns_obj, &n, &t.sep, &from, &to)) return NULL;
+    t.have_sep = 1;
     if (to < 0) to = n;
     if (n < 0 || from < 0 || from > to || to > n) {
         PyErr_SetString(PyExc_ValueError, "join: n must not be negative, and 0 <= lo <= hi <= n");
         goto done;
     }
-    pieces = PySequence_Fast(pieces_obj, "join: pieces must be a sequence of bytes");
-    columns = PySequence_Fast(columns_obj, "join: columns must be a sequence");
-    if (pieces == NULL || columns == NULL) goto done;
-    k = PySequence_Fast_GET_SIZE(columns);
-    if (PySequence_Fast_GET_SIZE(pieces) != k + 1) {
-        PyErr_SetString(PyExc_ValueError, "join: pieces must be one more than columns");
-        goto done;
-    }
-    PyObject **piece = PySequence_Fast_ITEMS(pieces);
-    Py_ssize_t fixed = 0;
-    for (Py_ssize_t j = 0; j <= k; j++) {
-        if (!PyBytes_Check(piece[j])) {
-            PyErr_SetString(PyExc_TypeError, "join: pieces must be bytes");
-            goto done;
-        }
-        fixed += PyBytes_GET_SIZE(piece[j]);
-    }
-    padded = PyMem_Calloc((size_t)(fixed + sep.len + (k + 2) * PIECE_SLACK), 1);
-    at = PyMem_Calloc((size_t)(k + 2), sizeof(char *));
-    len = PyMem_Calloc((size_t)(k + 1), sizeof(Py_ssize_t));
-    cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Column));
-    if (cols == NULL || padded == NULL || at == NULL || len == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t j = 0; j < k; j++) {
-        if (open_column(PySequence_Fast_GET_ITEM(columns, j), n, from, to, &cols[j]) < 0) goto done;
-    }
-    char *p = padded;
-    for (Py_ssize_t j = 0; j <= k + 1; j++) {
-        Py_ssize_t m = j <= k ? PyBytes_GET_SIZE(piece[j]) : sep.len;
-        memcpy(p, j <= k ? PyBytes_AS_STRING(piece[j]) : (const char *)sep.buf, (size_t)m);
-        at[j] = p;
-        p += m + PIECE_SLACK;
-    }
-    /* the size first (checked against overflow), then one copy into the result; both without the GIL
-     * when no column is a list (whose bytes objects another thread could replace meanwhile) */
-    int lists = 0;
-    for (Py_ssize_t j = 0; j < k; j++) lists |= cols[j].fast != NULL;
-    for (Py_ssize_t j = 0; j <= k; j++) len[j] = PyBytes_GET_SIZE(piece[j]);
+    if (layout_open(&t, pieces_obj, columns_obj, n, from, to) < 0) goto done;
     Py_ssize_t total = 0;
     int too_big = 0;
-    PyThreadState *unlocked = lists ? NULL : PyEval_SaveThread();
+    PyThreadState *unlocked = t.lists ? NULL : PyEval_SaveThread();
     for (Py_ssize_t i = from; i < to; i++) {
-        Py_ssize_t row = fixed + (i ? sep.len : 0);
-        for (Py_ssize_t j = 0; j < k; j++) row += cell_len(&cols[j], i);
+        Py_ssize_t row = row_size(&t, i);
         if (total > PY_SSIZE_T_MAX - PIECE_SLACK - row) {
             too_big = 1;
             break;
@@ -260,37 +309,12 @@ static PyObject *join(PyObject *self, PyObject *args) {
     }
     result = PyBytes_FromStringAndSize(NULL, total + PIECE_SLACK);
     if (result == NULL) goto done;
-    char *out = PyBytes_AS_STRING(result);
-    unlocked = lists ? NULL : PyEval_SaveThread();
-    for (Py_ssize_t i = from; i < to; i++) {
-        if (i) out = put_piece(out, at[k + 1], sep.len);
-        for (Py_ssize_t j = 0; j <= k; j++) {
-            out = put_piece(out, at[j], len[j]);
-            if (j == k) break;
-            const char *d;
-            int roomy;
-            Py_ssize_t m = cell(&cols[j], i, &d, &roomy, digits);
-            out = put(out, d, m, roomy);
-        }
-    }
+    unlocked = t.lists ? NULL : PyEval_SaveThread();
+    put_rows(&t, PyBytes_AS_STRING(result), from, to);
     if (unlocked != NULL) PyEval_RestoreThread(unlocked);
     _PyBytes_Resize(&result, total); /* NULL, with the error set, if it failed */
 done:
-    if (cols != NULL) {
-        for (Py_ssize_t j = 0; j < k; j++) {
-            Py_XDECREF(cols[j].fast);
-            if (cols[j].held_ints) PyBuffer_Release(&cols[j].ints);
-            if (cols[j].held > 0) PyBuffer_Release(&cols[j].starts);
-            if (cols[j].held > 1) PyBuffer_Release(&cols[j].ends);
-        }
-        PyMem_Free(cols);
-    }
-    PyMem_Free(padded);
-    PyMem_Free(at);
-    PyMem_Free(len);
-    Py_XDECREF(pieces);
-    Py_XDECREF(columns);
-    PyBuffer_Release(&sep);
+    layout_close(&t);
     return result;
 }
 
@@ -298,70 +322,32 @@ done:
  * of whole rows, each of at least size bytes but the last (one row at least; [] when n is 0). One call for
  * a writer's block: the thread laying it out takes the GIL four times a block. A Python loop of join calls,
  * one per piece of about a megabyte, took it twice a piece, and on a writer's thread each time waited for
- * the thread encoding the next block (the 1.1 GB trace's gap table: 0.6 s of waits for 0.2 s of work). */
+ * the thread encoding the next block. */
 static PyObject *join_split(PyObject *self, PyObject *args) {
-    PyObject *pieces_obj, *columns_obj, *pieces = NULL, *columns = NULL, *result = NULL;
-    Py_ssize_t n, size, k = 0, n_out = 0;
-    char digits[DIGITS + SLACK] = {0};
-    Py_buffer sep;
-    Column *cols = NULL;
-    char *padded = NULL;
-    const char **at = NULL;
-    Py_ssize_t *len = NULL, *cut = NULL, *bytes = NULL; /* piece p: rows [cut[p], cut[p + 1]), bytes[p] long */
+    PyObject *pieces_obj, *columns_obj, *result = NULL;
+    Py_ssize_t n, size, n_out = 0;
+    Py_ssize_t *cut = NULL, *bytes = NULL; /* piece q: rows [cut[q], cut[q + 1]), bytes[q] long */
     PyObject **made = NULL;
+    Layout t = {0};
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOny*n", &pieces_obj, &columns_obj, &n, &sep, &size)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOny*n", &pieces_obj, &columns_obj, &n, &t.sep, &size)) return NULL;
+    t.have_sep = 1;
     if (n < 0 || size < 1) {
         PyErr_SetString(PyExc_ValueError, "join_split: n must not be negative, and size must be positive");
         goto done;
     }
-    pieces = PySequence_Fast(pieces_obj, "join: pieces must be a sequence of bytes");
-    columns = PySequence_Fast(columns_obj, "join: columns must be a sequence");
-    if (pieces == NULL || columns == NULL) goto done;
-    k = PySequence_Fast_GET_SIZE(columns);
-    if (PySequence_Fast_GET_SIZE(pieces) != k + 1) {
-        PyErr_SetString(PyExc_ValueError, "join: pieces must be one more than columns");
-        goto done;
-    }
-    PyObject **piece = PySequence_Fast_ITEMS(pieces);
-    Py_ssize_t fixed = 0;
-    for (Py_ssize_t j = 0; j <= k; j++) {
-        if (!PyBytes_Check(piece[j])) {
-            PyErr_SetString(PyExc_TypeError, "join: pieces must be bytes");
-            goto done;
-        }
-        fixed += PyBytes_GET_SIZE(piece[j]);
-    }
-    padded = PyMem_Calloc((size_t)(fixed + sep.len + (k + 2) * PIECE_SLACK), 1);
-    at = PyMem_Calloc((size_t)(k + 2), sizeof(char *));
-    len = PyMem_Calloc((size_t)(k + 1), sizeof(Py_ssize_t));
-    cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Column));
+    if (layout_open(&t, pieces_obj, columns_obj, n, 0, n) < 0) goto done;
     cut = PyMem_Calloc((size_t)n + 2, sizeof(Py_ssize_t));
     bytes = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
-    if (cols == NULL || padded == NULL || at == NULL || len == NULL || cut == NULL || bytes == NULL) {
+    if (cut == NULL || bytes == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t j = 0; j < k; j++) {
-        if (open_column(PySequence_Fast_GET_ITEM(columns, j), n, 0, n, &cols[j]) < 0) goto done;
-    }
-    char *p = padded;
-    for (Py_ssize_t j = 0; j <= k + 1; j++) {
-        Py_ssize_t m = j <= k ? PyBytes_GET_SIZE(piece[j]) : sep.len;
-        memcpy(p, j <= k ? PyBytes_AS_STRING(piece[j]) : (const char *)sep.buf, (size_t)m);
-        at[j] = p;
-        p += m + PIECE_SLACK;
-    }
-    int lists = 0; /* a list column's bytes objects could be replaced by another thread: the GIL is kept */
-    for (Py_ssize_t j = 0; j < k; j++) lists |= cols[j].fast != NULL;
-    for (Py_ssize_t j = 0; j <= k; j++) len[j] = PyBytes_GET_SIZE(piece[j]);
-    /* the rows' sizes, cut into pieces (checked against overflow) */
     int too_big = 0;
-    PyThreadState *unlocked = lists ? NULL : PyEval_SaveThread();
+    PyThreadState *unlocked = t.lists ? NULL : PyEval_SaveThread();
     Py_ssize_t acc = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t row = fixed + (i ? sep.len : 0);
-        for (Py_ssize_t j = 0; j < k; j++) row += cell_len(&cols[j], i);
+        Py_ssize_t row = row_size(&t, i);
         if (acc > PY_SSIZE_T_MAX - PIECE_SLACK - row) {
             too_big = 1;
             break;
@@ -387,21 +373,8 @@ static PyObject *join_split(PyObject *self, PyObject *args) {
         made[q] = PyBytes_FromStringAndSize(NULL, bytes[q] + PIECE_SLACK); /* the copies' spare tail */
         if (made[q] == NULL) goto done;
     }
-    unlocked = lists ? NULL : PyEval_SaveThread();
-    for (Py_ssize_t q = 0; q < n_out; q++) {
-        char *out = PyBytes_AS_STRING(made[q]);
-        for (Py_ssize_t i = cut[q]; i < cut[q + 1]; i++) {
-            if (i) out = put_piece(out, at[k + 1], sep.len);
-            for (Py_ssize_t j = 0; j <= k; j++) {
-                out = put_piece(out, at[j], len[j]);
-                if (j == k) break;
-                const char *d;
-                int roomy;
-                Py_ssize_t m = cell(&cols[j], i, &d, &roomy, digits);
-                out = put(out, d, m, roomy);
-            }
-        }
-    }
+    unlocked = t.lists ? NULL : PyEval_SaveThread();
+    for (Py_ssize_t q = 0; q < n_out; q++) put_rows(&t, PyBytes_AS_STRING(made[q]), cut[q], cut[q + 1]);
     if (unlocked != NULL) PyEval_RestoreThread(unlocked);
     result = PyList_New(n_out);
     if (result == NULL) goto done;
@@ -418,64 +391,9 @@ done:
         for (Py_ssize_t q = 0; q < n_out; q++) Py_XDECREF(made[q]);
         PyMem_Free(made);
     }
-    if (cols != NULL) {
-        for (Py_ssize_t j = 0; j < k; j++) {
-            Py_XDECREF(cols[j].fast);
-            if (cols[j].held_ints) PyBuffer_Release(&cols[j].ints);
-            if (cols[j].held > 0) PyBuffer_Release(&cols[j].starts);
-            if (cols[j].held > 1) PyBuffer_Release(&cols[j].ends);
-        }
-        PyMem_Free(cols);
-    }
-    PyMem_Free(padded);
-    PyMem_Free(at);
-    PyMem_Free(len);
     PyMem_Free(cut);
     PyMem_Free(bytes);
-    Py_XDECREF(pieces);
-    Py_XDECREF(columns);
-    PyBuffer_Release(&sep);
-    return result;
-}
-
-/* distinct(values): (codes, firsts) with firsts the distinct objects of the list values (by identity, in
- * order of first appearance) and codes the native int64 bytes of each value's index in firsts: a writer
- * encodes each distinct object once (rows sharing a sentence share its str). */
-static PyObject *distinct(PyObject *self, PyObject *arg) {
-    (void)self;
-    if (!PyList_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "distinct: values must be a list");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(arg), cap = 16, used = 0;
-    while (cap < 2 * n) cap *= 2;
-    PyObject **keys = PyMem_Calloc((size_t)cap, sizeof(PyObject *));
-    int64_t *index = PyMem_Malloc((size_t)cap * sizeof(int64_t));
-    PyObject *codes = PyBytes_FromStringAndSize(NULL, n * 8), *firsts = PyList_New(0), *result = NULL;
-    if (keys == NULL || index == NULL) PyErr_NoMemory();
-    if (keys == NULL || index == NULL || codes == NULL || firsts == NULL) goto done;
-    int64_t *code = (int64_t *)PyBytes_AS_STRING(codes);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyList_GET_ITEM(arg, i);
-        uint64_t h = (uint64_t)(uintptr_t)v;
-        h ^= h >> 33;
-        h *= 0xff51afd7ed558ccdULL;
-        h ^= h >> 33;
-        Py_ssize_t at = (Py_ssize_t)(h & (uint64_t)(cap - 1));
-        while (keys[at] != NULL && keys[at] != v) at = (at + 1) & (cap - 1);
-        if (keys[at] == NULL) {
-            keys[at] = v;
-            index[at] = used++;
-            if (PyList_Append(firsts, v) < 0) goto done;
-        }
-        code[i] = index[at];
-    }
-    result = PyTuple_Pack(2, codes, firsts);
-done:
-    PyMem_Free(keys);
-    PyMem_Free(index);
-    Py_XDECREF(codes);
-    Py_XDECREF(firsts);
+    layout_close(&t);
     return result;
 }
 
@@ -484,102 +402,15 @@ PyObject *frepr_reprs(PyObject *self, PyObject *arg);
 PyObject *frepr_fallbacks(PyObject *self, PyObject *unused);
 int frepr_module_init(PyObject *module);
 
-/* gather(buf, starts, ends, codes, k, pre, post): (out, offsets) with row i of out (out[offsets[i]:offsets[i + 1]])
- * being pre + the k cells buf[starts[c]:ends[c]] of c = codes[i * k + j] + post: rows of text kept as parts
- * (a table of their distinct encoded parts, int32 codes per row and part) laid out as one buffer; offsets are
- * n + 1 native int64 as bytes. The two passes (sizes, copies) touch no Python object and run without the GIL. */
-static PyObject *gather(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf, st, en, codes, pre, post;
-    Py_ssize_t k;
-    PyObject *st_obj, *en_obj, *codes_obj, *out = NULL, *offsets = NULL, *result = NULL;
-    int have = 0;
-    if (!PyArg_ParseTuple(args, "y*OOOny*y*", &buf, &st_obj, &en_obj, &codes_obj, &k, &pre, &post)) return NULL;
-    if (PyObject_GetBuffer(st_obj, &st, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto release;
-    have = 1;
-    if (PyObject_GetBuffer(en_obj, &en, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto release;
-    have = 2;
-    if (PyObject_GetBuffer(codes_obj, &codes, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto release;
-    have = 3;
-    if (st.itemsize != 8 || en.itemsize != 8 || st.len != en.len || codes.itemsize != 4 || k < 0 ||
-        (k == 0 ? codes.len != 0 : codes.len % (4 * k) != 0)) {
-        PyErr_SetString(PyExc_ValueError, "gather: int64 starts and ends of the table, int32 codes of n rows of k");
-        goto release;
-    }
-    Py_ssize_t m = st.len / 8, n = k ? codes.len / (4 * k) : 0;
-    const int64_t *lo = (const int64_t *)st.buf, *hi = (const int64_t *)en.buf;
-    const int32_t *code = (const int32_t *)codes.buf;
-    const char *src = (const char *)buf.buf, *p0 = (const char *)pre.buf, *p1 = (const char *)post.buf;
-    Py_ssize_t np0 = pre.len, np1 = post.len, buflen = buf.len;
-    if (k == 0) {
-        PyErr_SetString(PyExc_ValueError, "gather: k must be positive");
-        goto release;
-    }
-    int bad = 0;
-    Py_ssize_t total = 0;
-    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
-    if (offsets == NULL) goto release;
-    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t c = 0; c < m && !bad; c++)
-        if (lo[c] < 0 || lo[c] > hi[c] || hi[c] > buflen) bad = 1;
-    for (Py_ssize_t i = 0; i < n && !bad; i++) {
-        off[i] = total;
-        Py_ssize_t row = np0 + np1;
-        for (Py_ssize_t j = 0; j < k; j++) {
-            int32_t c = code[i * k + j];
-            if (c < 0 || c >= m) {
-                bad = 1;
-                break;
-            }
-            row += (Py_ssize_t)(hi[c] - lo[c]);
-        }
-        if (total > PY_SSIZE_T_MAX - SLACK - row) bad = 2;
-        total += row;
-    }
-    off[n] = total;
-    Py_END_ALLOW_THREADS
-    if (bad) {
-        if (bad == 2)
-            PyErr_NoMemory();
-        else
-            PyErr_SetString(PyExc_ValueError, "gather: a code or cell outside its table");
-        goto release;
-    }
-    out = PyBytes_FromStringAndSize(NULL, total + SLACK);
-    if (out == NULL) goto release;
-    char *o = PyBytes_AS_STRING(out);
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        memcpy(o, p0, (size_t)np0);
-        o += np0;
-        for (Py_ssize_t j = 0; j < k; j++) {
-            int32_t c = code[i * k + j];
-            o = put(o, src + lo[c], (Py_ssize_t)(hi[c] - lo[c]), lo[c] + SLACK <= buflen);
-        }
-        memcpy(o, p1, (size_t)np1);
-        o += np1;
-    }
-    Py_END_ALLOW_THREADS
-    if (_PyBytes_Resize(&out, total) < 0) goto release;
-    result = PyTuple_Pack(2, out, offsets);
-release:
-    Py_XDECREF(out);
-    Py_XDECREF(offsets);
-    if (have > 0) PyBuffer_Release(&st);
-    if (have > 1) PyBuffer_Release(&en);
-    if (have > 2) PyBuffer_Release(&codes);
-    PyBuffer_Release(&buf);
-    PyBuffer_Release(&pre);
-    PyBuffer_Release(&post);
-    return result;
-}
+/* gather(...) and distinct(values): in _cparts.c (text kept as parts). */
+PyObject *cparts_gather(PyObject *self, PyObject *args);
+PyObject *cparts_distinct(PyObject *self, PyObject *arg);
 
 static PyMethodDef methods[] = {
-    {"gather", gather, METH_VARARGS, "gather(buf, starts, ends, codes, k, pre, post): (bytes, n + 1 int64 offsets as bytes), rows laid out from coded parts"},
+    {"gather", cparts_gather, METH_VARARGS, "gather(buf, starts, ends, codes, k, pre, post): (bytes, n + 1 int64 offsets as bytes), rows laid out from coded parts"},
     {"reprs", frepr_reprs, METH_O, "reprs(float64 values): (buf, n + 1 int64 offsets as bytes), Python's repr of each, NaN empty"},
     {"repr_fallbacks", frepr_fallbacks, METH_NOARGS, "repr_fallbacks(): how many values reprs gave to Python's own formatter so far"},
-    {"distinct", distinct, METH_O, "distinct(values): (int64 codes as bytes, the distinct objects by identity)"},
+    {"distinct", cparts_distinct, METH_O, "distinct(values): (int64 codes as bytes, the distinct objects by identity)"},
     {"join", join, METH_VARARGS, "join(pieces, columns, n, sep, lo=0, hi=n): rows [lo, hi) of a table laid out from its columns"},
     {"join_split", join_split, METH_VARARGS, "join_split(pieces, columns, n, sep, size): join's bytes as pieces of whole rows of at least size bytes"},
     {NULL, NULL, 0, NULL}};
