@@ -84,6 +84,13 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     also_import("traceread.analysis", "traceread.steps", "traceread.gaps", "traceread.rules", "traceread.attribution",
                 "traceread.metrics.kernels", "traceread.metrics.collectives", "traceread.whatif", "traceread.render",
                 *(["traceread.render.jsonout"] if json_path else []), *(["traceread.render.markdown"] if md_path else []))
+    # Freed heap pages are reused from the start (traceread.heap.reuse_freed_pages): the analysis then
+    # takes the pages the load's decode buffers freed, instead of faulting in fresh ones (the kernel
+    # zeroing them was a third of the analysis' CPU time on a 1 GB trace before this setting). The
+    # analysis' peak is above the load's, so keeping the load's freed pages does not raise it.
+    from traceread.heap import reuse_freed_pages
+
+    reuse_freed_pages()
     loaded, unreadable = [], []
     for path in _expand(traces):
         try:
@@ -99,11 +106,6 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     from traceread.render import write_outputs
 
     failures = [Failure(path, problem) for path, problem in unreadable]
-    # From here on freed heap pages are reused (a third of the analysis' CPU time on a 1 GB trace was
-    # the kernel faulting in fresh pages for numpy temporaries); not during the load, whose peak it raises.
-    from traceread.heap import reuse_freed_pages
-
-    reuse_freed_pages()
     try:
         result = analyze(loaded, workload=workload, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
                          step_range=step_range, failures=failures, rank_pattern=rank_pattern)
