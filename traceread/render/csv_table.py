@@ -203,6 +203,6 @@ def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.lin
                 pieces += [b""] * (len(part) - 1) + [b"," if i < len(parts) - 1 else b""]
             yield pieces, [c for part in parts for c in part], hi - lo, end
 
-    for block in rowjoin.joined_ahead(blocks()):
+    for block in rowjoin.joined_ahead(blocks(), threads=1):  # short rows: one join keeps up (rowjoin.JOIN_THREADS)
         yield from block
         yield end

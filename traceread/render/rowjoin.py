@@ -218,22 +218,24 @@ def join_pieces(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep:
 Block: TypeAlias = tuple[Sequence[bytes], Sequence[Column], int, bytes]  # join_pieces' pieces, columns, n, sep
 
 
-# Threads joining blocks at once. With one, the thread encoding the blocks waited for the join of the block
-# before the last (the join copies every byte of the output): on the 1.1 GB trace's JSON gap table, 0.16-0.19 s
-# of 0.7 s. Blocks in flight: one more than the threads (each adds a block's columns and pieces to the peak).
+# Threads joining a JSON table's blocks at once. With one, the thread encoding the blocks waited for the
+# join of the block before the last (the join copies every byte of the output): on the 1.1 GB trace's JSON
+# gap table, 0.16-0.19 s of 0.7 s. Blocks in flight: one more than the threads (each adds a block's columns
+# and pieces to the peak). A CSV's rows are short beside their encoding: one thread keeps up (the 2M-kernel
+# export's gaps --csv took as long with two, at 50-60 MB more).
 JOIN_THREADS = 2
 
 
-def joined_ahead(blocks: Iterable[Block]) -> Iterator[list[bytes]]:
+def joined_ahead(blocks: Iterable[Block], threads: int = JOIN_THREADS) -> Iterator[list[bytes]]:
     """:func:`join_pieces` of each block of ``blocks``, in order, a block's pieces as one list, each block
-    joined on a thread (``JOIN_THREADS`` of them) while ``blocks`` makes the next: a table writer's
-    encoding of a chunk's columns holds the GIL, the compiled join does not, so they overlap. At most
-    ``JOIN_THREADS + 1`` blocks are made and not yet handed on."""
-    with ThreadPoolExecutor(JOIN_THREADS, thread_name_prefix="traceread-join") as pool:
+    joined on a thread (``threads`` of them) while ``blocks`` makes the next: a table writer's encoding of
+    a chunk's columns holds the GIL, the compiled join does not, so they overlap. At most ``threads + 1``
+    blocks are made and not yet handed on."""
+    with ThreadPoolExecutor(threads, thread_name_prefix="traceread-join") as pool:
         pending: deque[Future[list[bytes]]] = deque()
         for pieces, columns, n, sep in blocks:
             pending.append(pool.submit(_joined, pieces, columns, n, sep))
-            if len(pending) > JOIN_THREADS:
+            if len(pending) > threads:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
