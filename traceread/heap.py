@@ -77,15 +77,9 @@ def reuse_freed_pages() -> bool:
     no gain). Not applied when the user set malloc's own environment settings, which then decide.
     True when applied.
     """
-    if not sys.platform.startswith("linux") or any(
-            k.startswith("MALLOC_") or k == "GLIBC_TUNABLES" for k in os.environ):
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc
-        return False
+    mallopt = _mallopt()
     # glibc still maps what its heap cannot grow to hold (a thread's arena, a failed brk)
-    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, KEEP_TOP_BYTES))
+    return mallopt is not None and bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, KEEP_TOP_BYTES))
 
 
 def one_heap() -> bool:
@@ -100,11 +94,17 @@ def one_heap() -> bool:
     glibc reads the limit when a second arena is first needed, so it is set at the command's start.
     Not applied when the user set malloc's own environment settings, which then decide. True when applied.
     """
+    mallopt = _mallopt()
+    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, 1))
+
+
+def _mallopt() -> Callable[[int, int], int] | None:
+    """glibc's ``mallopt``, or None: not Linux, not glibc, or the user set malloc's own environment
+    settings (``MALLOC_*``, ``GLIBC_TUNABLES``), which then decide."""
     if not sys.platform.startswith("linux") or any(
             k.startswith("MALLOC_") or k == "GLIBC_TUNABLES" for k in os.environ):
-        return False
+        return None
     try:
-        mallopt = ctypes.CDLL(None).mallopt
+        return ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc
-        return False
-    return bool(mallopt(_M_ARENA_MAX, 1))
+        return None

@@ -29,8 +29,9 @@ print(int(applied), faults() - before)
 """
 
 
-def _probe(apply: bool, env: dict[str, str]) -> tuple[bool, int]:
-    out = subprocess.run([sys.executable, "-c", _PROBE, "1" if apply else "0"], env=env, check=True,
+def _probe(apply: bool, env: dict[str, str], script: str = _PROBE) -> tuple[bool, int]:
+    """(setting applied, the script's measure) from a fresh process: malloc's settings are per process."""
+    out = subprocess.run([sys.executable, "-c", script, "1" if apply else "0"], env=env, check=True,
                          capture_output=True, text=True).stdout.split()
     return out[0] == "1", int(out[1])
 
@@ -51,15 +52,6 @@ def test_freed_large_allocations_are_reused_without_faulting() -> None:
     assert faults * 10 < faults_plain  # the heap's freed pages are reused
 
 
-@pytest.mark.skipif(not GLIBC, reason="the setting is glibc's")
-def test_user_malloc_settings_win() -> None:
-    applied, _ = _probe(True, {**_clean_env(), "MALLOC_ARENA_MAX": "2"})
-    assert not applied
-
-
-def test_elsewhere_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "platform", "darwin")
-    assert heap.reuse_freed_pages() is False
 
 
 def _counting_trims(monkeypatch) -> list[int]:
@@ -113,9 +105,7 @@ print(int(applied), (rss() - before) >> 20)
 
 
 def _threads_probe(apply: bool, env: dict[str, str]) -> tuple[bool, int]:
-    out = subprocess.run([sys.executable, "-c", _THREADS_PROBE, "1" if apply else "0"], env=env, check=True,
-                         capture_output=True, text=True).stdout.split()
-    return out[0] == "1", int(out[1])
+    return _probe(apply, env, _THREADS_PROBE)
 
 
 @pytest.mark.skipif(not GLIBC, reason="the setting is glibc's")
@@ -128,12 +118,14 @@ def test_one_heap_lets_a_thread_reuse_what_another_freed() -> None:
     assert grown <= 8  # one heap: the main thread's array takes the pages the thread freed
 
 
-@pytest.mark.skipif(not GLIBC, reason="the setting is glibc's")
-def test_one_heap_leaves_user_malloc_settings() -> None:
-    applied, _ = _threads_probe(True, {**_clean_env(), "MALLOC_ARENA_MAX": "4"})
+@pytest.mark.skipif(not GLIBC, reason="the settings are glibc's")
+@pytest.mark.parametrize("probe", [_probe, _threads_probe])
+def test_user_malloc_settings_win(probe) -> None:
+    applied, _ = probe(True, {**_clean_env(), "MALLOC_ARENA_MAX": "2"})
     assert not applied
 
 
-def test_one_heap_elsewhere_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("setting", [heap.reuse_freed_pages, heap.one_heap])
+def test_elsewhere_a_no_op(monkeypatch: pytest.MonkeyPatch, setting) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
-    assert heap.one_heap() is False
+    assert setting() is False
