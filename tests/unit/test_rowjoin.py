@@ -192,3 +192,16 @@ def test_a_later_column_is_made_on_the_join_thread_with_the_same_bytes() -> None
     assert got == [rowjoin.join(pieces, now, 3, b"\n")] == [b'<"abcd"|0.1>\n<"ab"|0.3333333333333333>\n<"cdcd"|>']
     assert where and all(name.startswith("traceread-join") for name in where)
     assert rowjoin.join(pieces, later, 3, b"\n") == got[0]  # a direct join makes them too
+
+
+def test_integers_at_every_power_of_ten_edge_as_python_writes_them() -> None:
+    # The compiled join counts an integer's digits from its bit length: each edge of a digit count, both signs.
+    signed = [0, 2**63 - 1, -2**63] + [s * (10**k + d) for k in range(19) for d in (-1, 0, 1) for s in (1, -1)]
+    unsigned = [0, 2**64 - 1] + [10**k + d for k in range(20) for d in (-1, 0, 1) if 10**k + d < 2**64]
+    for values, dtype in ((signed, np.int64), (unsigned, np.uint64)):
+        a = np.array(values, dtype=dtype)
+        want = b",".join(str(v).encode() for v in values)
+        assert rowjoin.join_python([b"", b""], [a], len(a), b",") == want
+        if rowjoin.COMPILED is not None:
+            assert rowjoin.COMPILED.join([b"", b""], [a], len(a), b",") == want
+            assert b"".join(rowjoin.COMPILED.join_split([b"", b""], [a], len(a), b",", 7)) == want
