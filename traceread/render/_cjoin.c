@@ -322,6 +322,30 @@ static char *put_rows(const Layout *t, char *out, Py_ssize_t from, Py_ssize_t to
     return out;
 }
 
+/* Rows [from, to) cut into pieces of whole rows, each of at least size bytes but the last: piece q is rows
+ * [cut[q], cut[q + 1]), bytes[q] long (cut holds to - from + 2 entries, bytes to - from + 1). The count of
+ * pieces, or -1 when a piece's size would overflow. Touches no Python object (run without the GIL). */
+static Py_ssize_t cut_rows(const Layout *t, Py_ssize_t from, Py_ssize_t to, Py_ssize_t size, Py_ssize_t *cut,
+                           Py_ssize_t *bytes) {
+    Py_ssize_t n_out = 0, acc = 0, rows[TILE];
+    cut[0] = from;
+    for (Py_ssize_t i0 = from; i0 < to; i0 += TILE) {
+        Py_ssize_t i1 = to - i0 < TILE ? to : i0 + TILE;
+        row_sizes(t, i0, i1, rows);
+        for (Py_ssize_t i = i0; i < i1; i++) {
+            Py_ssize_t row = rows[i - i0];
+            if (acc > PY_SSIZE_T_MAX - PIECE_SLACK - row) return -1;
+            acc += row;
+            if (acc >= size || i == to - 1) {
+                bytes[n_out] = acc;
+                cut[++n_out] = i + 1;
+                acc = 0;
+            }
+        }
+    }
+    return n_out;
+}
+
 /* The sizes first (checked against overflow), then one copy into the result; both without the GIL when no
  * column is a list. */
 static PyObject *join(PyObject *self, PyObject *args) {
@@ -337,25 +361,15 @@ static PyObject *join(PyObject *self, PyObject *args) {
         goto done;
     }
     if (layout_open(&t, pieces_obj, columns_obj, n, from, to) < 0) goto done;
-    Py_ssize_t total = 0, size[TILE];
-    int too_big = 0;
+    Py_ssize_t cut[3], bytes[2]; /* one piece (none when from == to): no size reaches PY_SSIZE_T_MAX */
     PyThreadState *unlocked = t.lists ? NULL : PyEval_SaveThread();
-    for (Py_ssize_t i0 = from; i0 < to && !too_big; i0 += TILE) {
-        Py_ssize_t i1 = to - i0 < TILE ? to : i0 + TILE;
-        row_sizes(&t, i0, i1, size);
-        for (Py_ssize_t r = 0; r < i1 - i0; r++) {
-            if (total > PY_SSIZE_T_MAX - PIECE_SLACK - size[r]) {
-                too_big = 1;
-                break;
-            }
-            total += size[r];
-        }
-    }
+    Py_ssize_t n_out = cut_rows(&t, from, to, PY_SSIZE_T_MAX, cut, bytes);
     if (unlocked != NULL) PyEval_RestoreThread(unlocked);
-    if (too_big) {
+    if (n_out < 0) {
         PyErr_NoMemory();
         goto done;
     }
+    Py_ssize_t total = n_out ? bytes[0] : 0;
     result = PyBytes_FromStringAndSize(NULL, total + PIECE_SLACK);
     if (result == NULL) goto done;
     unlocked = t.lists ? NULL : PyEval_SaveThread();
@@ -386,34 +400,17 @@ static PyObject *join_split(PyObject *self, PyObject *args) {
         goto done;
     }
     if (layout_open(&t, pieces_obj, columns_obj, n, 0, n) < 0) goto done;
-    cut = PyMem_Calloc((size_t)n + 2, sizeof(Py_ssize_t));
-    bytes = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    cut = PyMem_Malloc(((size_t)n + 2) * sizeof(Py_ssize_t));
+    bytes = PyMem_Malloc(((size_t)n + 1) * sizeof(Py_ssize_t));
     if (cut == NULL || bytes == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    int too_big = 0;
     PyThreadState *unlocked = t.lists ? NULL : PyEval_SaveThread();
-    Py_ssize_t acc = 0, rows[TILE];
-    for (Py_ssize_t i0 = 0; i0 < n && !too_big; i0 += TILE) {
-        Py_ssize_t i1 = n - i0 < TILE ? n : i0 + TILE;
-        row_sizes(&t, i0, i1, rows);
-        for (Py_ssize_t i = i0; i < i1; i++) {
-            Py_ssize_t row = rows[i - i0];
-            if (acc > PY_SSIZE_T_MAX - PIECE_SLACK - row) {
-                too_big = 1;
-                break;
-            }
-            acc += row;
-            if (acc >= size || i == n - 1) {
-                bytes[n_out] = acc;
-                cut[++n_out] = i + 1;
-                acc = 0;
-            }
-        }
-    }
+    n_out = cut_rows(&t, 0, n, size, cut, bytes);
     if (unlocked != NULL) PyEval_RestoreThread(unlocked);
-    if (too_big) {
+    if (n_out < 0) {
+        n_out = 0; /* (nothing made to release) */
         PyErr_NoMemory();
         goto done;
     }

@@ -28,7 +28,7 @@ import pandas as pd
 from traceread.extensions import optional, switched_off
 
 DISABLE_ENV = "TRACEREAD_NO_CJOIN"
-
+PIECE_BYTES = 1 << 20  # join_pieces' piece size: a fraction of a CPU cache, many rows (not a threshold)
 
 
 class Later:
@@ -42,7 +42,7 @@ class Later:
         self.fn, self.args = fn, args
 
     def made(self) -> Ready:
-        return made(self.fn(*self.args))
+        return self.fn(*self.args)
 
 
 # cells, (buffer, starts, ends), or 64-bit integers; a Column may also be one of these made when joined
@@ -53,7 +53,6 @@ Column: TypeAlias = Ready | Later
 def made(column: Column) -> Ready:
     """``column`` itself, or what a :class:`Later` one makes."""
     return column.made() if isinstance(column, Later) else column
-PIECE_BYTES = 1 << 20  # join_pieces' piece size: a fraction of a CPU cache, many rows (not a threshold)
 
 
 # None when built without a compiler: the Python twin joins (same bytes, slower)
@@ -242,7 +241,7 @@ def joined_ahead(blocks: Iterable[Block], threads: int = JOIN_THREADS) -> Iterat
 
 
 def _joined(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes) -> list[bytes]:
-    return list(join_pieces(pieces, [made(c) for c in columns], n, sep))  # each Later made once
+    return list(join_pieces(pieces, columns, n, sep))  # (its Later columns made here, on the join's thread)
 
 
 def cells(column: Column, n: int) -> list[bytes]:
