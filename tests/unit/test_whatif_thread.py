@@ -134,3 +134,34 @@ def test_a_failure_of_the_rules_is_raised_and_stops_the_replay(monkeypatch):
     with pytest.raises(RuntimeError, match="rules broke"):
         analyze([trace])
     assert not [t for t in threading.enumerate() if t.name == "traceread-whatif"]
+
+
+def test_the_fixes_that_read_no_gap_are_replayed_before_the_rules_are_done(monkeypatch):
+    """predict_staged plans (and replays) the launch, communication and memory-bound fixes before it asks
+    for the classified gaps, on the core the rules leave idle; the fixes that read gaps only after; the
+    prediction is predict()'s."""
+    from traceread.whatif import fixes as fx
+
+    trace = load(ONE)
+    a = analyze([trace])
+    assert a.whatif is not None  # waits for the analysis' own replay (its plans are not counted below)
+    planned: list[str] = []
+    real_plan = fx.plan
+
+    def plan(m, fix, ctx):
+        planned.append(fix.cause)
+        return real_plan(m, fix, ctx)
+
+    asked: list[list[str]] = []
+
+    def classified():
+        asked.append(list(planned))
+        return a.steps, a.gaps
+
+    monkeypatch.setattr(fx, "plan", plan)
+    staged = whatif.predict_staged([trace], a.steps, classified, a.cfg)
+    before = set(asked[0])
+    assert before == {c for c in fx.FIX_CAUSES if not fx.reads_gaps(fx.Fix(c))}
+    assert before == {"launch-bound", "comm-bound", "memory-bound"}
+    assert set(planned) - before == set(fx.GAP_CLASSES_READ)
+    assert record(staged) == record(whatif.predict([trace], a.steps, a.gaps, a.cfg))

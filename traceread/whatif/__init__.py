@@ -187,10 +187,10 @@ def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg
 
 
 def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame | Callable[[], pd.DataFrame],
-               cfg: Thresholds, unfixed: Sequence[bool] = ()) -> Iterator[_Unit]:
+               cfg: Thresholds, early: Sequence[tuple[Sequence[Fix | Scale], bool]] = ()) -> Iterator[_Unit]:
     """Each (trace, rank)'s unit, its model built when the unit is reached. ``gaps`` may be a function that
-    returns them (:func:`predict_staged`: it may wait for the rules); it is called once a unit's ``unfixed``
-    replays (the recorded dependencies: ``False`` calibrated, ``True`` nominal), which read no gap, have run."""
+    returns them (:func:`predict_staged`: it may wait for the rules); it is called once a unit's ``early``
+    replays (``(fixes, nominal)``, as :meth:`_Unit.outcome` takes them), which read no gap, have run."""
     for i, trace in enumerate(traces):
         st = steps[steps["trace"] == i] if "trace" in steps.columns else steps
         if st.empty:
@@ -206,8 +206,8 @@ def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame 
                          index)
             del m, index  # only the unit holds them: released, the model goes before the next one is built
             heap.trim()  # the build's freed temporaries go back before the replays' copies are made
-            for nominal in unfixed:
-                unit.outcome([], nominal)
+            for fixed, nominal in early:
+                unit.outcome(fixed, nominal)
             if g is None:
                 g = _trace_gaps(gaps() if callable(gaps) else gaps, i)
             unit.ctx = replace(unit.ctx, gaps=g)
@@ -270,7 +270,8 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
                    fixes: Sequence[Fix | Scale] | None = None) -> WhatIf | None:
     """:func:`predict` begun before the rules have classified the gaps (``analysis`` runs it beside them):
     ``steps`` are the steps as found, without their idle by class; the first rank's model is built and
-    its replays as recorded run from them alone. ``classified()`` returns the analysis' steps (with idle by
+    its replays as recorded, and those of the fixes that read no gap (``fixes.reads_gaps``), run from them
+    alone. ``classified()`` returns the analysis' steps (with idle by
     class) and classified gaps, waiting for them if need be; the fixes read those."""
     todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
@@ -280,8 +281,12 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     replays: list[tuple[Sequence[Fix | Scale], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
     if len(steady) > 1:
         replays.append((steady, False))
+    # The replays that read no gap (the recorded dependencies; the fixes of causes the rules' classes do not
+    # locate: launch, communication, memory-bound kernels) run before the rules are done, on the core the
+    # rules leave idle; the rest wait for the classified gaps.
+    early = [(fixed, nominal) for fixed, nominal in replays if not any(fx.reads_gaps(f) for f in fixed)]
     units = []
-    for u in _each_unit(traces, steps, lambda: classified()[1], cfg, unfixed):
+    for u in _each_unit(traces, steps, lambda: classified()[1], cfg, early):
         # The build's temporaries go back once (kept, the replays' copies landed beside them in the heap's
         # free pieces and grew it past the build's peak: 5M-kernel export), but no trim between a rank's
         # replays: under analyze's heap setting (traceread.heap.reuse_freed_pages) each replay reuses the

@@ -251,6 +251,12 @@ def _ops(*ops: _Op | None) -> Plan:
 GAP_CLASSES_READ: tuple[str, ...] = (DATA_STARVED, SYNC_STALL, ONE_TIME_COST, PIPELINE_BUBBLE)
 
 
+def reads_gaps(fix: Fix | Scale) -> bool:
+    """Whether planning ``fix`` reads the classified gaps (``Context.gaps``): the others are planned and
+    replayed before the rules have classified them (``whatif.predict_staged``)."""
+    return isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ
+
+
 def _gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
     g = ctx.gaps
     if g.empty or "class" not in g.columns:
@@ -440,4 +446,4 @@ _FIXES = {DATA_STARVED: _data_starved, LAUNCH_BOUND: _launch_bound, SYNC_STALL: 
           MEMORY_BOUND: _memory_bound}
 
 __all__ = ["FIX_CAUSES", "Fix", "Scale", "Edges", "Context", "Plan", "plan", "apply", "apply_plan",
-           "memory_bound_ops", "OP_START", "GAP_CLASSES_READ"]
+           "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps"]
