@@ -210,9 +210,12 @@ def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], r
     """:func:`analyze` once the steps are found and the replay started."""
     notes: list[str] = []
     unavailable: list[str] = []
+    # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
+    # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
+    early = replay.classified if replay.early and len(traces) == 1 else None
     try:
         for i, (t, p) in enumerate(zip(traces, per, strict=True)):
-            pipe.finish_one(i, t, cfg, p)
+            pipe.finish_one(i, t, cfg, p, early)
             notes.extend(p.notes)
             unavailable.extend(p.unavailable)
         steps = pipe.concat([p.steps for p in per], pipe.STEP_OUT_COLUMNS)
@@ -344,7 +347,10 @@ class _Replay:
         return cls(lambda: _whatif(traces, found, inputs.result, cfg), inputs, early=early)
 
     def classified(self, steps: pd.DataFrame, gaps: pd.DataFrame) -> None:
-        """The analysis' steps (with idle by class) and classified gaps: the fixes' inputs."""
+        """The analysis' steps (with idle by class) and classified gaps: the fixes' inputs (given once: a later
+        call, with the same frames, does nothing)."""
+        if self._inputs.done():
+            return
         self._inputs.set_result((steps, gaps))
         if not self.early:
             self._thread.start()

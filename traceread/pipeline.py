@@ -132,9 +132,12 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     return out
 
 
-def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace) -> PerTrace:
+def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
+               classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None) -> PerTrace:
     """Gaps, classes, attribution, kernel and collective tables of one trace, from its steps as found
-    (``out.found``: :func:`found_steps`); notes and unavailable lines go to ``out``."""
+    (``out.found``: :func:`found_steps`); notes and unavailable lines go to ``out``. ``classified`` is
+    given ``out.steps`` and ``out.gaps`` as soon as the gaps are classified (the what-if replay beside
+    the rules starts its fixes then, beside the attribution and tables)."""
     steps = out.found if out.found is not None else pd.DataFrame()
     if steps.empty:
         from traceread.sanity import missing_gpu_activity
@@ -149,6 +152,8 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace) -> PerT
     heap.trim()
     out.steps = with_trace(idle_by_class(steps, gaps), index)
     out.gaps = with_trace(gaps, index)
+    if classified is not None:
+        classified(out.steps, out.gaps)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, out.notes)
     _tables(index, trace, steps, out, out.unavailable)
     heap.trim()

@@ -1,6 +1,6 @@
 """What the analysis holds through its replay and job section: the engine's cached selections are dropped
 but the replay's once the rules, attribution and tables are done (lanes.EventView.keep_selections), before
-the replay's fixes, with the same results."""
+the fixes of a replay that starts after the rules, with the same results."""
 
 from __future__ import annotations
 
@@ -34,28 +34,31 @@ def test_keep_selections_drops_the_rest_and_remakes_them_alike() -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_the_replay_fixes_start_with_only_its_own_selections_cached(monkeypatch) -> None:
-    """The replay begins beside the rules (analysis._Replay); once they are done, when its fixes first read
-    the classified gaps, the view holds only the replay's own selections."""
+def test_a_replay_after_the_rules_starts_with_only_its_own_selections_cached(monkeypatch) -> None:
+    """A replay that starts once the rules, attribution and tables are done (several inputs, or one of more
+    than REPLAY_BESIDE_RULES_MAX_EVENTS events: the 5M-kernel export) finds the view holding only the
+    selections it reads. (A replay beside the rules reads the gaps as soon as they are classified, beside
+    the attribution and tables, which still read the engine's.) The prediction is the same either way."""
+    import traceread.analysis as analysis
+
     trace = load(ONE)
+    beside = record(analyze([trace]).whatif)
+    monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)
     real = whatif.predict_staged
     held: list[set] = []
 
-    def spy(traces, steps, classified, *args, **kwargs):
-        def seen():
-            out = classified()
-            if not held:
-                held.append({k for k in lanes.cached_view(traces[0])._rows if k[0] != "constant"})
-            return out
-
-        return real(traces, steps, seen, *args, **kwargs)
+    def spy(traces, *args, **kwargs):
+        held.append({k for k in lanes.cached_view(traces[0])._rows if k[0] != "constant"})
+        return real(traces, *args, **kwargs)
 
     monkeypatch.setattr(whatif, "predict_staged", spy)
     a = analyze([trace])
     got = record(a.whatif)
     ranks = {int(r) for r in a.steps["rank"].unique()}
     assert held and held[0] <= {k for r in ranks for k in selections(r)}
+    assert got == beside
     # the same prediction as a replay on a fresh view (every selection made again)
+    monkeypatch.setattr(whatif, "predict_staged", real)
     lanes._CACHE.clear()
     assert got == record(whatif.predict([trace], a.steps, a.gaps, a.cfg))
 

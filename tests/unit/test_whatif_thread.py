@@ -165,3 +165,36 @@ def test_the_fixes_that_read_no_gap_are_replayed_before_the_rules_are_done(monke
     assert before == {"launch-bound", "comm-bound", "memory-bound"}
     assert set(planned) - before == set(fx.GAP_CLASSES_READ)
     assert record(staged) == record(whatif.predict([trace], a.steps, a.gaps, a.cfg))
+
+
+@pytest.mark.parametrize("beside", [True, False])
+def test_a_replay_beside_the_rules_gets_the_classified_gaps_before_the_attribution(monkeypatch, beside):
+    """One input's replay beside the rules is given its steps and gaps as soon as the gaps are classified
+    (pipeline.finish_one), so its fixes are planned beside the attribution and tables; a replay after the
+    rules (REPLAY_BESIDE_RULES_MAX_EVENTS 0) is given them once those are done. Once given, a second call
+    changes nothing; the prediction is the same."""
+    import traceread.analysis as analysis
+    import traceread.pipeline as pipe
+
+    trace = load(ONE)
+    if not beside:
+        monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)
+    order: list[str] = []
+    real_classified, real_attribution = analysis._Replay.classified, pipe._attribution
+
+    def classified(self, steps, gaps):
+        order.append("classified")
+        return real_classified(self, steps, gaps)
+
+    def attribution(*args, **kwargs):
+        order.append("attribution")
+        return real_attribution(*args, **kwargs)
+
+    monkeypatch.setattr(analysis._Replay, "classified", classified)
+    monkeypatch.setattr(pipe, "_attribution", attribution)
+    a = analyze([trace])
+    if beside:
+        assert order == ["classified", "attribution", "classified"]  # the second (the analysis' own) does nothing
+    else:
+        assert order == ["attribution", "classified"]
+    assert record(a.whatif) == record(whatif.predict([trace], a.steps, a.gaps, a.cfg))
