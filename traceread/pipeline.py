@@ -81,6 +81,7 @@ class PerTrace:
     notes: list[str] = field(default_factory=list)  # in the order the report lists them
     unavailable: list[str] = field(default_factory=list)
     found: pd.DataFrame | None = None  # the steps as found (find_steps), without idle by class or trace
+    sanity_at: int = 0  # where in ``notes`` the trace's sanity notes go (made by finish_one, beside the replay)
     # The attribution's dominant cause of this trace and its named evidence (``attribution.dominant_evidence``):
     # the analysis of this one trace reuses it rather than grouping every gap of that cause again.
     dominant: tuple[str, str] | None = None
@@ -121,10 +122,9 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     out = PerTrace()
     label = _label(trace)
     out.notes.extend(f"{label}: {w}" for w in trace.meta.warnings)  # the loader's caveats (truncation, epoch)
-    from traceread.sanity import sanity_notes
     from traceread.steps import find_steps
 
-    out.notes.extend(f"{label}: {n}" for n in sanity_notes(trace, cfg))
+    out.sanity_at = len(out.notes)  # the sanity notes come next, made by finish_one (the replay starts before)
     res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range)
     out.found = res.steps.reset_index(drop=True)
     out.step_source = res.source
@@ -135,9 +135,14 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
 def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
                classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None) -> PerTrace:
     """Gaps, classes, attribution, kernel and collective tables of one trace, from its steps as found
-    (``out.found``: :func:`found_steps`); notes and unavailable lines go to ``out``. ``classified`` is
+    (``out.found``: :func:`found_steps`), and its sanity notes (after the loader's caveats, made here so
+    that the replay starts before them); notes and unavailable lines go to ``out``. ``classified`` is
     given ``out.steps`` and ``out.gaps`` as soon as the gaps are classified (the what-if replay beside
     the rules starts its fixes then, beside the attribution and tables)."""
+    from traceread.sanity import sanity_notes
+
+    label = _label(trace)
+    out.notes[out.sanity_at:out.sanity_at] = [f"{label}: {n}" for n in sanity_notes(trace, cfg)]
     steps = out.found if out.found is not None else pd.DataFrame()
     if steps.empty:
         from traceread.sanity import missing_gpu_activity
