@@ -106,13 +106,15 @@ class EventView:
         the steps, gaps, rules and tables are done with them: the analysis keeps only what its replay reads
         (a 5M-kernel export's view held 0.27 GB of them through the replay). What is dropped is made again
         if asked for; the launch links stay."""
-        self._rows = {k: v for k, v in self._rows.items() if k in keys or k[0] == "constant"}
+        # A snapshot first (one C call under the GIL): the analysis' replay thread may add a selection meanwhile,
+        # which iterating the live dict would raise on; one added after the snapshot is made again if asked for.
+        self._rows = {k: v for k, v in tuple(self._rows.items()) if k in keys or k[0] == "constant"}
         self._lane_rows = {}
 
     def forget_selections(self, keys: Collection[tuple[Any, ...]]) -> None:
         """Drop the cached selections of ``keys`` (:func:`selection_key`) and the lane tables, keeping the rest
         (:meth:`keep_selections`' complement); what is dropped is made again if asked for."""
-        self._rows = {k: v for k, v in self._rows.items() if k not in keys}
+        self._rows = {k: v for k, v in tuple(self._rows.items()) if k not in keys}  # a snapshot: keep_selections
         self._lane_rows = {}
 
     def _constant(self, col: np.ndarray) -> Any:
@@ -360,10 +362,10 @@ def compute_rows(v: EventView, rank: int, device: int) -> np.ndarray:
 def compute_union(v: EventView, rank: int, device: int) -> tuple[np.ndarray, np.ndarray]:
     """The device's compute busy time: union of :func:`compute_rows` intervals (cached)."""
     key = ("compute_union", rank, device)
-    if key not in v._rows:
-        rows = compute_rows(v, rank, device)
-        v._rows[key] = intervals.rows_union(v.start, v.end, rows)
-    return v._rows[key]
+    cached = v._rows.get(key)  # read once: the replay's thread may meet keep_selections replacing the cache
+    if cached is None:
+        cached = v._rows[key] = intervals.rows_union(v.start, v.end, compute_rows(v, rank, device))
+    return cached
 
 
 def rank_devices(v: EventView) -> list[tuple[int, int]]:
