@@ -148,7 +148,7 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
         from traceread.sanity import missing_gpu_activity
 
         why = missing_gpu_activity(trace) or "no steps could be found"
-        out.unavailable.append(f"{_label(trace)}: no GPU activity to analyse: {why}")
+        out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
         return _tables(index, trace, steps, out, out.unavailable)
 
     gaps = _classified_gaps(trace, steps, cfg, out.notes)

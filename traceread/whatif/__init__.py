@@ -271,8 +271,8 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     """:func:`predict` begun before the rules have classified the gaps (``analysis`` runs it beside them):
     ``steps`` are the steps as found, without their idle by class; the first rank's model is built and
     its replays as recorded, and those of the fixes that read no gap (``fixes.reads_gaps``), run from them
-    alone. ``classified()`` returns the analysis' steps (with idle by
-    class) and classified gaps, waiting for them if need be; the fixes read those."""
+    alone. ``classified()`` returns the analysis' steps (with idle by class) and classified gaps, waiting
+    for them if need be; the other fixes read those."""
     todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
     steady = [f for f in todo if not (isinstance(f, Fix) and f.cause == ONE_TIME_COST)]
