@@ -13,6 +13,11 @@ interleaved (best wall time shown; HTA and nsys-ai once):
 * The nsys export ``scripts/bench_nsys.py --kernels N`` makes (``scripts/gen_nsys.py``: N kernels
   + N launches over 2 processes, default 5M): ``traceread analyze -o report.md`` against
   ``nsys-ai skill run gpu_idle_gaps`` on each device (run on a copy: it indexes its input).
+* ``gaps`` outputs on the ``--gaps-kernels`` export (default 2M; 0 skips): the engine alone (load +
+  steps + gaps: ``bench_nsys.py``'s own process), ``traceread gaps`` (the table), ``--json`` and
+  ``--csv``, and beside each output a process that only writes as many bytes as that output has
+  (1 MiB blocks to the same folder): the floor the disk and page cache put under writing it. Every
+  writer starts with the outputs removed and ``sync`` done, so none pays for another's dirty pages.
 
 Each contender starts with its input read through once (in the page cache: ``cached``).
 Memory is the largest RSS of the process tree summed over it, sampled every 20 ms from
@@ -38,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from proctree import process_tree, rss_bytes
@@ -58,6 +64,9 @@ NSYS_AI = _tool("NSYS_AI", REPO / ".venv-nsysai" / "bin" / "nsys-ai", REPO.paren
 
 TRACEREAD = [sys.executable, "-c", "from traceread.cli import run; run()"]
 ORJSON = [sys.executable, "-c", "import sys, orjson; orjson.loads(open(sys.argv[1], 'rb').read())"]
+# As many bytes as the file argv[1] has, written to argv[2] in 1 MiB blocks (the floor under writing it).
+WRITE_SAME_SIZE = [sys.executable, "-c", "import os, sys\nleft = os.path.getsize(sys.argv[1])\nblock = b'0' * (1 << 20)\n"
+                   "with open(sys.argv[2], 'wb') as f:\n    while left > 0:\n        left -= f.write(block[:left])"]
 HTA_CODE = """
 import logging, sys
 logging.disable(logging.WARNING)
@@ -124,12 +133,15 @@ def cached(path: Path) -> None:
 
 
 def run_rows(label: str, size_mb: float, contenders: list[tuple[str, list[str]]], repeat: int,
-             timeout: float, once: tuple[str, ...] = ("HTA", "nsys-ai"), inputs: tuple[Path, ...] = ()) -> list[tuple]:
+             timeout: float, once: tuple[str, ...] = ("HTA", "nsys-ai"), inputs: tuple[Path, ...] = (),
+             prepare: Callable[[], None] | None = None) -> list[tuple]:
     best: dict[str, dict] = {}
     for k in range(repeat):
         for name, cmd in contenders:
             if k and (name.startswith(once) or "error" in best.get(name, {})):
                 continue
+            if prepare is not None:
+                prepare()
             for path in inputs:
                 cached(path)
             r = measure(cmd, timeout)
@@ -166,6 +178,44 @@ def nsys_rows(args: argparse.Namespace, workdir: Path) -> list[tuple]:
     return rows
 
 
+def gaps_rows(args: argparse.Namespace, workdir: Path) -> list[tuple]:
+    """``gaps`` and its outputs on the ``--gaps-kernels`` export against the engine alone and against
+    writing the outputs' bytes (issue 28: each within 1.5x the engine's time)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench_nsys import TRACEREAD_CHILD, ensure_export
+
+    export = workdir / f"bench_{args.gaps_kernels}kernels_2ranks.sqlite"
+    ensure_export(str(export), args.gaps_kernels, 2, False)
+    label = f"nsys export, {args.gaps_kernels / 1e6:g}M kernels: gaps outputs"
+    with tempfile.TemporaryDirectory(prefix="bench-gaps-", dir=workdir) as tmp:
+        js, csv, floor = (os.path.join(tmp, n) for n in ("g.json", "g.csv", "write.bin"))
+        gaps = [*TRACEREAD, "gaps", str(export)]
+
+        def prepare() -> None:  # no writer pays for an earlier one's file or dirty pages
+            for name in os.listdir(tmp):
+                if not name.startswith("g."):  # the outputs themselves give the floor's size
+                    os.remove(os.path.join(tmp, name))
+            os.sync()
+
+        contenders = [("engine: load + steps + gaps", [sys.executable, "-c", TRACEREAD_CHILD, str(export)]),
+                      ("traceread gaps (the table)", gaps),
+                      ("traceread gaps --json", [*gaps, "--json", js]),
+                      ("write of the --json output's bytes alone", [*WRITE_SAME_SIZE, js, floor]),
+                      ("traceread gaps --csv", [*gaps, "--csv", csv]),
+                      ("write of the --csv output's bytes alone", [*WRITE_SAME_SIZE, csv, floor])]
+        rows = run_rows(label, export.stat().st_size / 1e6, contenders, args.repeat, args.timeout,
+                        inputs=(export,), prepare=prepare)
+        sizes = {"json": os.path.getsize(js) / 1e6 if os.path.exists(js) else 0.0,
+                 "csv": os.path.getsize(csv) / 1e6 if os.path.exists(csv) else 0.0}
+    out = []
+    for lb, mb, name, r in rows:
+        fmt = name.rsplit("--", 1)[-1] if name.startswith("traceread gaps --") else None
+        if fmt is not None:
+            name, r = f"{name} ({sizes[fmt]:,.0f} MB written)", {**r, "output_mb": sizes[fmt]}
+        out.append((lb, mb, name, r))
+    return out
+
+
 def table(rows: list[tuple]) -> str:
     lines = ["| input | MB | contender | wall s | CPU s | peak MB |", "|---|---:|---|---:|---:|---:|"]
     for label, size, name, r in rows:
@@ -197,6 +247,14 @@ def ratios(rows: list[tuple]) -> list[str]:
         if ns and md:
             out.append(f"{label}: nsys-ai CPU / analyze CPU = {ns['cpu'] / md['cpu']:.1f}x; peak "
                        f"{md['peak']:,.0f} MB (analyze) vs {ns['peak']:,.0f} MB (nsys-ai)")
+        engine = got.get("engine: load + steps + gaps")
+        for name, r in got.items():
+            if engine and name.startswith("traceread gaps"):
+                budget = engine["peak"] + r.get("output_mb", 0.0)
+                out.append(f"{label}: {name[len('traceread '):]} / engine = {r['wall'] / engine['wall']:.2f}x wall; "
+                           f"peak {r['peak']:,.0f} MB vs engine + output {budget:,.0f} MB")
+            elif engine and name.startswith("write of"):
+                out.append(f"{label}: {name} / engine = {r['wall'] / engine['wall']:.2f}x wall")
     return out
 
 
@@ -210,6 +268,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--hta-max-mb", type=float, default=300, help="run HTA on inputs up to this size")
     ap.add_argument("--kernels", type=int, default=5_000_000, help="kernels in the nsys export")
+    ap.add_argument("--gaps-kernels", type=int, default=2_000_000,
+                    help="kernels in the export whose gaps outputs are timed (0: skip)")
     ap.add_argument("--skip-nsys", action="store_true")
     ap.add_argument("--skip-nsys-ai", action="store_true")
     opts = ap.parse_args()
@@ -236,6 +296,8 @@ def main() -> None:
                                  kineto_contenders(trace, tmp, hta_dir), opts.repeat, opts.timeout, inputs=(trace,))
             if not opts.skip_nsys:
                 rows += nsys_rows(opts, opts.workdir)
+            if opts.gaps_kernels:
+                rows += gaps_rows(opts, opts.workdir)
     print(table(rows))
     print()
     for line in ratios(rows):
