@@ -72,3 +72,19 @@ def pytest_xdist_make_scheduler(config, log):  # noqa: ANN001, ANN201 - xdist's 
             return module if module in ONE_WORKER_MODULES else nodeid
 
     return _OneWorkerModules(config, log)
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001 - pytest's hook types
+    """Say once how many tests skipped because the reference traces are absent (a user's clone has no
+    ../shared): those skips are expected there, and named here rather than left silent."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    absent = sum(1 for r in skipped if "not present" in _skip_reason(r) or "reference set" in _skip_reason(r))
+    if absent:
+        terminalreporter.write_line(
+            f"{absent} tests skipped: they read the reference traces in {SHARED_TRACES}, which are not present "
+            "(set TRACEREAD_SHARED to the folder holding traces/ to run them)")

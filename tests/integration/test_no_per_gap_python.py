@@ -12,6 +12,7 @@ and stay under the bound because gaps share their shown values.
 from __future__ import annotations
 
 import collections
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from tracesynth.kineto_writer import write_kineto
 from tracesynth.planted import CLASSES, PlantSpec, plant
 
+import traceread
 from traceread import load
 from traceread.analysis import analyze
 from traceread.cli import main
@@ -26,6 +28,9 @@ from traceread.render import jsonout, markdown
 from traceread.scan.tables import gap_numbers, gap_texts
 
 PER_GAP_SHARE = 0.1  # the most-called traceread function: at most one call per ten gaps
+# traceread's own code is what lies under the installed package's folder: a name test ("traceread" in the
+# path) also matched pandas and numpy inside a venv kept in a clone named traceread-src
+PACKAGE_DIR = os.path.dirname(traceread.__file__) + os.sep
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +44,8 @@ def _calls(fn) -> collections.Counter:
     counts: collections.Counter = collections.Counter()
 
     def hook(frame, event, arg) -> None:
-        if event == "call" and "traceread" in frame.f_code.co_filename and "/tests/" not in frame.f_code.co_filename:
-            counts[(frame.f_code.co_filename.rsplit("traceread", 1)[-1], frame.f_code.co_name)] += 1
+        if event == "call" and frame.f_code.co_filename.startswith(PACKAGE_DIR):
+            counts[(frame.f_code.co_filename[len(PACKAGE_DIR):], frame.f_code.co_name)] += 1
 
     sys.setprofile(hook)
     try:
