@@ -11,6 +11,10 @@ standard output captured into a file of its own, so the listing also covers what
 
     python scripts/check_outputs.py OUTDIR                 # writes OUTDIR/ and OUTDIR.sha256
     python scripts/check_outputs.py OUTDIR --compare BASE.sha256
+    python scripts/check_outputs.py OUTDIR --list-only      # hashes an OUTDIR written before
+
+The scan's cache folder, its timing and its settings key differ between two runs of the same code and
+are left out; the output folder's own path is replaced by ``OUT``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import argparse
 import contextlib
 import hashlib
 import io
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -79,11 +85,32 @@ def write_all(out: Path) -> None:
     _run(["scan", str(REPO / "fixtures"), "--out", str(d), "--workers", "1"], out / "scan.out")
 
 
+# What differs between two runs of the same code: the scan's timing, its settings key and its cache
+VOLATILE_KEYS = ("seconds", "settings_key")
+
+
+def _stable(f: Path, out: Path) -> bytes:
+    data = f.read_bytes()
+    if f.name == "scan.out":
+        data = re.sub(rb"[0-9.]+ s -> .*", b"S s -> OUT", data)
+    elif f.name == "index.json":
+        doc = json.loads(data)
+
+        def drop(x: object) -> object:
+            if isinstance(x, dict):
+                return {k: drop(v) for k, v in x.items() if k not in VOLATILE_KEYS}
+            if isinstance(x, list):
+                return [drop(v) for v in x]
+            return x
+        data = json.dumps(drop(doc), sort_keys=True).encode()
+    return data.replace(str(out).encode(), b"OUT")
+
+
 def listing(out: Path) -> dict[str, str]:
     sums = {}
     for f in sorted(out.rglob("*")):
-        if f.is_file():
-            sums[str(f.relative_to(out))] = hashlib.sha256(f.read_bytes()).hexdigest()
+        if f.is_file() and ".traceread-cache" not in f.parts:
+            sums[str(f.relative_to(out))] = hashlib.sha256(_stable(f, out)).hexdigest()
     return sums
 
 
@@ -91,8 +118,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path)
     ap.add_argument("--compare", type=Path, help="a listing written before: report every file that differs")
+    ap.add_argument("--list-only", action="store_true", help="only hash an OUTDIR written before")
     args = ap.parse_args()
-    write_all(args.out)
+    if not args.list_only:
+        write_all(args.out)
     sums = listing(args.out)
     text = "".join(f"{h}  {name}\n" for name, h in sums.items())
     Path(f"{args.out}.sha256").write_text(text)

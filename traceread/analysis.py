@@ -33,10 +33,13 @@ from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, NO_GPU_ACTIVITY, PARTS
 from traceread.vocabulary import VERDICTS as CAUSES
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from traceread.metrics.mfu import MfuResult
     from traceread.metrics.workload import Workload
     from traceread.ranks.identity import RankIdentity
     from traceread.ranks.summary import RankSummary
+    from traceread.whatif import Fix, Scale
 
 SCHEMA_VERSION = "1.4"
 # The most events the analysed traces may hold for the what-if replay to start beside the rules (_Replay).
@@ -190,15 +193,17 @@ def analyze(
     step_range: str | None = None,
     failures: tuple[Failure, ...] | list[Failure] = (),
     rank_pattern: str | None = None,
+    fixes: Sequence[Fix | Scale] | None = None,
 ) -> Analysis:
     """Run the whole diagnosis on ``traces`` (loaded, one job) and return an :class:`Analysis`.
 
     ``workload`` holds the MFU inputs (:class:`~traceread.metrics.workload.Workload`) or is None; ``failures`` are inputs the caller
     could not load, carried through so every report lists them. ``rank_pattern`` is the file-name
-    rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``).
+    rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``). ``fixes`` are the
+    levers the what-if replays (default: every lever at its default factor; ``traceread whatif --fix``).
     """
     per = [pipe.found_steps(i, t, cfg, warmup_steps, step_range) for i, t in enumerate(traces)]
-    replay = _Replay.start(traces, per, cfg)
+    replay = _Replay.start(traces, per, cfg, fixes)
     # An input small enough for its replay beside the rules also keeps freed pages from one phase to the next
     with heap.freed_pages_kept() if replay.early else contextlib.nullcontext():
         return _finish(traces, per, replay, workload, cfg, top_gaps, failures, rank_pattern)
@@ -332,8 +337,9 @@ class _Replay:
             self._thread.start()
 
     @classmethod
-    def start(cls, traces: Any, per: list[pipe.PerTrace], cfg: Thresholds) -> _Replay:
-        """The replay of ``traces`` from their steps as found (``per``)."""
+    def start(cls, traces: Any, per: list[pipe.PerTrace], cfg: Thresholds,
+              fixes: Sequence[Fix | Scale] | None = None) -> _Replay:
+        """The replay of ``traces`` from their steps as found (``per``), predicting ``fixes`` (None: every lever)."""
         found = pipe.concat([pipe.with_trace(p.found, i) for i, p in enumerate(per)
                              if p.found is not None and len(p.found)], pipe.STEP_OUT_COLUMNS)
         # One input only: the engine keeps one trace's view at a time (traceread.lanes.event_view), which the
@@ -344,7 +350,7 @@ class _Replay:
 
             event_view(traces[0])  # built here, not by both threads at once
         inputs: Future[tuple[pd.DataFrame, pd.DataFrame]] = Future()
-        return cls(lambda: _whatif(traces, found, inputs.result, cfg), inputs, early=early)
+        return cls(lambda: _whatif(traces, found, inputs.result, cfg, fixes), inputs, early=early)
 
     def classified(self, steps: pd.DataFrame, gaps: pd.DataFrame) -> None:
         """The analysis' steps (with idle by class) and classified gaps: the fixes' inputs (given once: a later
@@ -376,13 +382,14 @@ class _Replay:
         return self._value, tuple(self._failed)
 
 
-def _whatif(traces: Any, steps: pd.DataFrame, classified: Any, cfg: Thresholds) -> Any:
+def _whatif(traces: Any, steps: pd.DataFrame, classified: Any, cfg: Thresholds,
+            fixes: Sequence[Fix | Scale] | None = None) -> Any:
     """What each fix would buy (:func:`traceread.whatif.predict_staged`), or None without steps."""
     if steps.empty:
         return None
     from traceread.whatif import predict_staged
 
-    return predict_staged(list(traces), steps, classified, cfg)
+    return predict_staged(list(traces), steps, classified, cfg, fixes)
 
 
 def _keep_replay_selections(traces: Any, steps: pd.DataFrame) -> None:

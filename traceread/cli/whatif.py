@@ -13,7 +13,9 @@ from traceread.cli.output import emit, json_option
 from traceread.errors import EXIT_OK, UsageError
 from traceread.loaders import load
 from traceread.printable import printable
-from traceread.whatif import FIX_CAUSES, Fix, Scale, predict
+from traceread.whatif import FIX_CAUSES, Fix, Scale
+
+REPLAY_FAILED = "what-if replay: "  # the analysis' unavailable line when its replay could not run
 
 
 def _factor(text: str, what: str) -> float:
@@ -64,10 +66,14 @@ def command(traces, fix_items, scale_items, out_path, json_path, set_items, conf
     cfg = thresholds(config_path, set_items)
     todo: list[Fix | Scale] = [parse_fix(f) for f in fix_items] + [parse_scale(s) for s in scale_items]
     loaded = [load(path, progress=True, step_range=step_range) for path in traces]
-    result = analyze(loaded, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range)
-    w = predict(loaded, result.steps, result.gaps, cfg, todo or None)
+    # the analysis' own replay predicts the fixes asked for: no second replay of the same model
+    result = analyze(loaded, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range, fixes=todo or None)
+    w = result.whatif
     if w is None:
-        raise UsageError("no steps with GPU activity to replay in " + ", ".join(traces))
+        failed = next((line for line in result.unavailable if line.startswith(REPLAY_FAILED)), None)
+        if failed is not None and ": failed (" in failed:
+            raise RuntimeError(failed)  # a bug in the replay: exit 3, as when it ran outside the analysis
+        raise UsageError(failed or "no steps with GPU activity to replay in " + ", ".join(traces))
     from traceread.render.whatif import record, text_report
 
     text = text_report(w, [t.meta.path.rsplit("/", 1)[-1] for t in loaded])
