@@ -90,3 +90,19 @@ def test_real_trace_report(name: str, tmp_path: Path) -> None:
     local = tmp_path / src.name  # same file name wherever ../shared lives
     shutil.copyfile(src, local)
     check_golden(name, _report(local, tmp_path))
+
+
+EXAMPLE = REPO / "docs" / "example-report.md"
+
+
+def test_the_readme_example_report_is_the_fixture_report(tmp_path: Path) -> None:
+    """docs/example-report.md, linked from the README as the full report, is the report of the fixture the
+    README analyses, as the code makes it today (TRACEREAD_UPDATE_GOLDEN=1 rewrites it with the goldens)."""
+    text = _report(REPO / "fixtures" / "kineto2021_resnet50_bare_list.pt.trace.json.gz", tmp_path)
+    if UPDATE:
+        EXAMPLE.write_text(text, encoding="utf-8")
+        return
+    want = EXAMPLE.read_text(encoding="utf-8")
+    if text != want:
+        diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True), "docs", "now", n=1))
+        pytest.fail(f"{EXAMPLE.name} is stale (TRACEREAD_UPDATE_GOLDEN=1 rewrites it):\n{diff[:6000]}")
