@@ -193,15 +193,15 @@ _MEMCPY_NAME = re.compile(r"^Memcpy (\w+) \((\w+) -> (\w+)\)")
 
 @pytest.mark.parametrize("path", [RESNET, NCCL], ids=lambda p: p.name)
 def test_copy_summary_matches_the_kineto_copies(path: Path) -> None:
-    want: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    want: dict[tuple[int, str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
     for e in _events(path):
         cat = _cat(e)
         if cat in ("memcpy", "gpu_memcpy"):
             kind, src, dst = _MEMCPY_NAME.match(e["name"]).groups()
             host = src if src in ("Pinned", "Pageable") else dst if dst in ("Pinned", "Pageable") else ""
-            key = (_KIND.get(kind, kind), host)
+            key = (int(e["args"]["device"]), _KIND.get(kind, kind), host)
         elif cat in ("memset", "gpu_memset"):
-            key = ("memset", "")
+            key = (int(e["args"]["device"]), "memset", "")
         else:
             continue
         w = want[key]
@@ -209,12 +209,12 @@ def test_copy_summary_matches_the_kineto_copies(path: Path) -> None:
         w[1] += int(e["args"]["bytes"])
         w[2] += _dur(e)
     t = kernel_tables(traceread.load(path)).frames["copies"]
-    got = {(r.kind, r.host_memory): [r.count, r.bytes, r.total_ns] for r in t.itertuples()}
+    got = {(r.device, r.kind, r.host_memory): [r.count, r.bytes, r.total_ns] for r in t.itertuples()}
     assert got.keys() == want.keys()
     for key, (n, nbytes, ns) in want.items():
         assert got[key][:2] == [n, nbytes]
         assert got[key][2] == pytest.approx(ns, abs=n)
-        row = t[(t["kind"] == key[0]) & (t["host_memory"] == key[1])].iloc[0]
+        row = t[(t["device"] == key[0]) & (t["kind"] == key[1]) & (t["host_memory"] == key[2])].iloc[0]
         assert row["gbps"] == pytest.approx(nbytes / ns, rel=1e-3)  # bytes per ns = GB/s
 
 
@@ -224,24 +224,29 @@ def test_copy_summary_matches_the_nsys_copies() -> None:
     try:
         kinds = dict(con.execute("SELECT id, name FROM ENUM_CUDA_MEMCPY_OPER").fetchall())
         mem = dict(con.execute("SELECT id, label FROM ENUM_CUDA_MEM_KIND").fetchall())
-        copies = con.execute("SELECT copyKind, srcKind, dstKind, COUNT(*), SUM(bytes), SUM(end - start) "
-                             "FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1, 2, 3").fetchall()
-        memset = con.execute("SELECT COUNT(*), SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchone()
+        copies = con.execute("SELECT deviceId, copyKind, srcKind, dstKind, COUNT(*), SUM(bytes), SUM(end - start) "
+                             "FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1, 2, 3, 4").fetchall()
+        memset = con.execute("SELECT deviceId, COUNT(*), SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMSET "
+                             "GROUP BY 1").fetchall()
     finally:
         con.close()
-    want: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
-    for ck, sk, dk, n, nbytes, ns in copies:
+    want: dict[tuple[int, str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for dev, ck, sk, dk, n, nbytes, ns in copies:
         kind = {"HTOD": "H2D", "DTOH": "D2H", "DTOD": "D2D", "PTOP": "P2P", "HTOH": "H2H"}[kinds[ck].rsplit("_", 1)[1]]
         host = next((mem[k] for k in (sk, dk) if mem[k] in ("Pinned", "Pageable")), "")
-        w = want[(kind, host)]
+        w = want[(dev, kind, host)]
         w[0], w[1], w[2] = w[0] + n, w[1] + nbytes, w[2] + ns
-    want[("memset", "")] = list(memset)
+    for dev, n, nbytes, ns in memset:
+        want[(dev, "memset", "")] = [n, nbytes, ns]
     t = kernel_tables(traceread.load(H100)).frames["copies"]
-    got = {(r.kind, r.host_memory): [r.count, r.bytes, r.total_ns] for r in t.itertuples()}
+    got = {(r.device, r.kind, r.host_memory): [r.count, r.bytes, r.total_ns] for r in t.itertuples()}
     assert got == dict(want)
-    pinned = t[(t["kind"] == "H2D") & (t["host_memory"] == "Pinned")].iloc[0]
-    assert pinned["bytes"] > 25e9  # the pinned host-to-device copies, with their bytes
-    assert pinned["gbps"] == pytest.approx(want[("H2D", "Pinned")][1] / want[("H2D", "Pinned")][2])
+    pinned = t[(t["kind"] == "H2D") & (t["host_memory"] == "Pinned")]
+    assert len(pinned) == 2  # one row per GPU of the export
+    for r in pinned.itertuples():  # ~25 GB of pinned host-to-device copies each, with their bytes and GB/s
+        nbytes, ns = want[(r.device, "H2D", "Pinned")][1:]
+        assert r.bytes == nbytes > 25e9
+        assert r.gbps == pytest.approx(nbytes / ns)
 
 
 # --- host API --------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The copy summary by kind, as ``nsys stats --report cuda_gpu_mem_size_sum / cuda_gpu_mem_time_sum``
 give it: GPU copies and memsets by direction and host memory kind.
 
-One row per (``kind``, ``host_memory``): ``kind`` is H2D, D2H, D2D, P2P, H2H (another recorded copy
+One row per (``rank``, ``device``, ``kind``, ``host_memory``), so each GPU's traffic reads alone: ``kind`` is H2D, D2H, D2D, P2P, H2H (another recorded copy
 kind as written; ``(unknown)`` where the trace records none) or ``memset``; ``host_memory`` the host side's
 memory kind as recorded (Pinned, Pageable; '' for device-only copies, memsets, or when not recorded).
 Columns ``count, bytes, total_ns, mean_ns, gbps, share``: ``bytes`` sums the recorded sizes, ``gbps``
@@ -19,7 +19,7 @@ from traceread import schema
 from traceread.lanes import event_view
 from traceread.trace import Trace
 
-COLUMNS = ["kind", "host_memory", "count", "bytes", "total_ns", "mean_ns", "gbps", "bytes_unknown", "share"]
+COLUMNS = ["rank", "device", "kind", "host_memory", "count", "bytes", "total_ns", "mean_ns", "gbps", "bytes_unknown", "share"]
 KINDS = {"HtoD": "H2D", "DtoH": "D2H", "DtoD": "D2D", "PtoP": "P2P", "HtoH": "H2H"}
 MEMSET = "memset"
 UNKNOWN = "(unknown)"
@@ -36,12 +36,13 @@ def _text(column: pd.Series, src: np.ndarray) -> np.ndarray:
 
 
 def copy_summary(trace: Trace) -> pd.DataFrame:
-    """One row per (kind, host memory) (``COLUMNS``), by total time; empty when the trace has no copies."""
+    """One row per (rank, device, kind, host memory) (``COLUMNS``), by total time; empty when the trace has no
+    copies."""
     v = event_view(trace)
     rows = np.sort(np.concatenate([v.lane_rows(schema.LANE_MEMCPY), v.lane_rows(schema.LANE_MEMSET)])).astype(np.int64)
     if len(rows) == 0:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in zip(COLUMNS, [
-            "object", "object", "int64", "int64", "int64", "float64", "float64", "int64", "float64"], strict=True)})
+            "int64", "int64", "object", "object", "int64", "int64", "int64", "float64", "float64", "int64", "float64"], strict=True)})
     args = trace.side_table("copy_args").drop_duplicates("row")
     a_row = args["row"].to_numpy(np.int64)
     src = np.full(len(rows), -1, dtype=np.int64)  # each copy's args row, -1: none recorded
@@ -59,9 +60,9 @@ def copy_summary(trace: Trace) -> pd.DataFrame:
     host = np.where(memset, "", host)
     nbytes = np.where(src >= 0, args["bytes"].to_numpy(np.int64)[np.maximum(src, 0)], -1) if len(a_row) else src
     dur = (v.end[rows] - v.start[rows]).astype(np.int64)
-    f = pd.DataFrame({"kind": kind, "host_memory": host, "dur": dur, "known": nbytes >= 0,
+    f = pd.DataFrame({"rank": v.rank[rows].astype(np.int64), "device": v.device[rows].astype(np.int64), "kind": kind, "host_memory": host, "dur": dur, "known": nbytes >= 0,
                       "bytes": np.maximum(nbytes, 0), "known_ns": np.where(nbytes >= 0, dur, 0)})
-    g = f.groupby(["kind", "host_memory"], sort=True)
+    g = f.groupby(["rank", "device", "kind", "host_memory"], sort=True)
     out = pd.DataFrame({"count": g.size(), "bytes": g["bytes"].sum(), "total_ns": g["dur"].sum(),
                         "known": g["known"].sum(), "known_ns": g["known_ns"].sum()}).reset_index()
     out["mean_ns"] = out["total_ns"] / out["count"]
@@ -70,5 +71,6 @@ def copy_summary(trace: Trace) -> pd.DataFrame:
     out["bytes_unknown"] = (out["count"] - out["known"]).astype(np.int64)
     total = int(out["total_ns"].sum())
     out["share"] = out["total_ns"] / total if total > 0 else 0.0
-    out = out.sort_values(["total_ns", "kind"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    out = out.sort_values(["total_ns", "rank", "device", "kind"], ascending=[False, True, True, True],
+                          kind="stable").reset_index(drop=True)
     return out[COLUMNS].astype({"count": "int64", "bytes": "int64", "total_ns": "int64"})

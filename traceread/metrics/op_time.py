@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceread import grouped, intervals, schema
+from traceread import intervals, schema
 from traceread.lanes import EventView, event_view
 from traceread.metrics.kernels import _kernel_rows
 from traceread.trace import Trace
@@ -39,14 +39,24 @@ NO_MODULES = ("the trace records no nn.Module hierarchy (Kineto python_function 
               "recorded with with_stack=True; Nsight Systems exports have none)")
 
 
+def _thread_key(v: EventView, rows: np.ndarray) -> np.ndarray:
+    """One int per (rank, pid, tid) of ``rows``: hashed (``pd.factorize``), not sorted; a sort of every
+    op row was most of this table's time."""
+    code = np.zeros(len(rows), dtype=np.int64)
+    for col in (v.rank, v.pid, v.tid):
+        c, uniq = pd.factorize(col[rows])
+        code = code * (len(uniq) + 1) + c
+        code = pd.factorize(code)[0].astype(np.int64)  # dense again: the product never overflows
+    return code
+
+
 def _innermost_on_thread(v: EventView, at_rows: np.ndarray, times: np.ndarray, cand: np.ndarray) -> np.ndarray:
     """Per query (a host row ``at_rows`` giving the thread, and a time), the innermost ``cand`` row on the
     same (rank, pid, tid) covering the time, -1 for none."""
     out = np.full(len(at_rows), -1, dtype=np.int64)
     if len(at_rows) == 0 or len(cand) == 0:
         return out
-    both = np.concatenate([at_rows, cand])
-    key, _ = grouped.codes(v.rank[both], v.pid[both], v.tid[both])
+    key = _thread_key(v, np.concatenate([at_rows, cand]))
     kq, kc = key[:len(at_rows)], key[len(at_rows):]
     c_order = np.argsort(kc, kind="stable")
     kc_sorted = kc[c_order]
@@ -93,8 +103,9 @@ def op_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray] | N
     kernels = np.bincount(inv, minlength=n).astype(np.int64)
     # op calls: distinct owner rows per name
     has = owner >= 0
-    pairs = np.unique(np.stack([inv[has], owner[has]]), axis=1) if has.any() else np.zeros((2, 0), np.int64)
-    calls = np.bincount(pairs[0], minlength=n).astype(np.int64)
+    # (an op row has one name: its distinct rows, counted by the name's group)
+    first = np.unique(owner[has], return_index=True)[1]
+    calls = np.bincount(inv[has][first], minlength=n).astype(np.int64)
     special = {no_name: NO_OP, no_name + 1: NO_LAUNCH}
     label = np.array([special.get(int(c)) or str(v.names[c]) for c in used], dtype=object)  # per distinct op
     all_ns = int(total.sum())
@@ -131,8 +142,7 @@ def module_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray]
     gpu = np.zeros(len(mods), dtype=np.int64)
     count = np.zeros(len(mods), dtype=np.int64)
     if len(linked):
-        both = np.concatenate([launch[linked], mods])
-        key, _ = grouped.codes(v.rank[both], v.pid[both], v.tid[both])
+        key = _thread_key(v, np.concatenate([launch[linked], mods]))
         kl, km = key[:len(linked)], key[len(linked):]
         for k in np.unique(km):  # a loop over threads, not events
             q = np.flatnonzero(kl == k)
@@ -149,7 +159,7 @@ def module_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray]
             count[m] = hi - lo
     # depth: how many module frames enclose a frame's start on its thread (laminar: the frames nest)
     depth = np.zeros(len(mods), dtype=np.int64)
-    key, _ = grouped.codes(v.rank[mods], v.pid[mods], v.tid[mods])
+    key = _thread_key(v, mods)
     for k in np.unique(key):
         m = np.flatnonzero(key == k)
         s, e = v.start[mods[m]], v.end[mods[m]]
