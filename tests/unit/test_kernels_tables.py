@@ -375,3 +375,77 @@ def test_nsys_op_table_sums_to_the_kernel_table_and_guesses_no_bytes() -> None:
     assert int(ops.loc[NO_LAUNCH, "kernels"]) == unlinked > 0
     assert "aten::mm" in ops.index
     assert tables.frames["mem_bandwidth"].empty and "no recorded bytes" in tables.notes["mem_bandwidth"]
+
+
+# --- hand-built traces: the rules the tables follow --------------------------------------------------
+def test_op_table_takes_the_innermost_op_on_the_launching_thread() -> None:
+    from scoreboard_frames import ev, kernel, launch, make_trace
+
+    from traceread import schema
+
+    rows = [
+        ev(schema.LANE_CPU_THREAD, "aten::linear", 0, 100),
+        ev(schema.LANE_CPU_THREAD, "aten::addmm", 10, 50),
+        launch("cudaLaunchKernel", 20, 25, corr=1),  # inside addmm (inside linear): addmm's
+        launch("cudaLaunchKernel", 60, 65, corr=2),  # inside linear only
+        ev(schema.LANE_CPU_THREAD, "aten::mul", 200, 300, tid=2),  # another thread's op around launch 3
+        launch("cudaLaunchKernel", 210, 215, corr=3),  # thread 1: no op around it
+        kernel("k1", 30, 40, correlation=1), kernel("k2", 70, 90, correlation=2),
+        kernel("k3", 220, 250, correlation=3), kernel("k4", 260, 265),  # k4: no launch call
+    ]
+    t = kernel_tables(make_trace(rows)).frames["ops"].set_index("op")
+    assert dict(t["total_ns"]) == {"aten::addmm": 10, "aten::linear": 20, NO_OP: 30, NO_LAUNCH: 5}
+    assert dict(t["calls"]) == {"aten::addmm": 1, "aten::linear": 1, NO_OP: 0, NO_LAUNCH: 0}
+
+
+def test_module_table_counts_inclusive_and_self_time() -> None:
+    from scoreboard_frames import ev, kernel, launch, make_trace
+
+    from traceread import schema
+
+    py = {"category": schema.CAT_PYTHON}
+    rows = [
+        ev(schema.LANE_CPU_THREAD, "nn.Module: Net_0", 0, 100, **py),
+        ev(schema.LANE_CPU_THREAD, "nn.Module: Linear_0", 10, 40, **py),
+        launch("cudaLaunchKernel", 20, 25, corr=1), launch("cudaLaunchKernel", 50, 55, corr=2),
+        launch("cudaLaunchKernel", 150, 155, corr=3),  # outside every module (backward)
+        kernel("k1", 30, 40, correlation=1), kernel("k2", 60, 80, correlation=2), kernel("k3", 160, 200, correlation=3),
+    ]
+    t = kernel_tables(make_trace(rows)).frames["modules"].set_index("module")
+    assert dict(t["gpu_ns"]) == {"Net_0": 30, "Linear_0": 10, "(no module)": 40}
+    assert dict(t["self_ns"]) == {"Net_0": 20, "Linear_0": 10, "(no module)": 40}
+    assert dict(t["depth"]) == {"Net_0": 0, "Linear_0": 1, "(no module)": 0}
+
+
+def test_duration_statistics_are_numpys() -> None:
+    import numpy as np
+
+    from traceread.metrics.durations import by_name
+
+    rng = np.random.default_rng(7)
+    code = rng.integers(0, 5, 1000)
+    dur = rng.integers(1, 10_000, 1000)
+    t = by_name(code, np.array(list("abcde"), dtype=object), dur).set_index("name")
+    for i, name in enumerate("abcde"):
+        d = dur[code == i]
+        assert t.loc[name, "count"] == len(d) and t.loc[name, "total_ns"] == d.sum()
+        assert t.loc[name, "median_ns"] == pytest.approx(np.median(d))
+        assert t.loc[name, "p90_ns"] == pytest.approx(np.percentile(d, 90))
+        assert t.loc[name, "p99_ns"] == pytest.approx(np.percentile(d, 99))
+        assert (t.loc[name, "min_ns"], t.loc[name, "max_ns"]) == (d.min(), d.max())
+
+
+def test_a_trace_without_gpu_work_gives_empty_tables_that_say_why(tmp_path: Path) -> None:
+    from scoreboard_frames import ev, make_trace
+
+    from traceread import schema
+    from traceread.render.tables import render_tables, write_csv
+
+    tables = kernel_tables(make_trace([ev(schema.LANE_CPU_THREAD, "aten::add", 0, 10)]))
+    for name in ("ops", "modules", "ranges", "copies", "host_api", "collectives"):
+        assert tables.frames[name].empty and tables.notes[name], name
+    text = render_tables(tables)
+    assert "no GPU kernels" in text and "no GPU copies" in text
+    paths = write_csv(tables, str(tmp_path / "out"))
+    assert [Path(p).name for p in paths] == [f"{n}.csv" for n in TABLES]
+    assert (tmp_path / "out" / "copies.csv").read_text().startswith("rank,device,kind,host_memory,count,bytes")
