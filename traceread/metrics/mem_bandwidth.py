@@ -112,9 +112,13 @@ def mem_bandwidth(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray
     mem_ns, unknown_ns = int(dur[mem].sum()), int(dur[mem & ~known].sum())
     missing = int((mem & ~known).sum())
     n_part = int((mem & partial).sum())
-    why = ("the launching op recorded no input shapes and dtypes (profile with record_shapes=True), launched "
-           "several kernels" + (f", or reads part of its inputs ({n_part} kernels of indexing/gather ops)"
-                                if n_part else ""))
+    typed = any(bool(t) for t in shapes["input_types"])  # stops at the first op with dtypes
+    if not typed:
+        why = ("the trace records no op input shapes with dtypes (Kineto record_shapes=True; Nsight Systems exports "
+               "have none)")
+    else:
+        why = ("the launching op recorded no input shapes and dtypes, launched several kernels"
+               + (f", or reads part of its inputs ({n_part} kernels of indexing/gather ops)" if n_part else ""))
     note = (f"{missing} of {int(mem.sum())} memory-bound kernels ({unknown_ns / mem_ns:.0%} of their GPU time) have "
             f"no recorded bytes: {why}; not estimated") if missing else ""
     if not known.any():
