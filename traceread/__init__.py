@@ -7,6 +7,7 @@ Public API (docs/api.md)::
     report = traceread.analyze("rank0.pt.trace.json.gz")  # or a Trace, a directory, a list of either
     report.verdict, report.scope                        # the dominant cause, and what it speaks for
     report.steps, report.gaps, report.kernels, report.attribution   # DataFrames with trace and path
+    traceread.tables("rank0.pt.trace.json.gz")["ops"]   # the `kernels` tables as DataFrames
     print(report.to_markdown())                         # as `traceread analyze` prints it
 """
 
@@ -18,12 +19,12 @@ if TYPE_CHECKING:
     from traceread.analysis import Analysis
     from traceread.trace import DeviceInfo, RankInfo, Trace, TraceMeta
 
-__all__ = ["load", "analyze", "Report", "Analysis", "Trace", "TraceMeta", "DeviceInfo", "RankInfo"]
+__all__ = ["load", "analyze", "tables", "Report", "Analysis", "Trace", "TraceMeta", "DeviceInfo", "RankInfo"]
 __version__ = "0.1.0"
 # Public names -> the module that defines them, imported on first use: ``import traceread.cli``
 # (``traceread --help``, ``--version``) then pays for neither pandas nor the analysis stack, and
 # loading alone (and the loader's worker processes) does not import the analysis.
-_LAZY = {"load": "traceread.api", "analyze": "traceread.api", "Report": "traceread.api", "Analysis": "traceread.analysis",
+_LAZY = {"load": "traceread.api", "analyze": "traceread.api", "tables": "traceread.api", "Report": "traceread.api", "Analysis": "traceread.analysis",
          "Trace": "traceread.trace", "TraceMeta": "traceread.trace", "DeviceInfo": "traceread.trace",
          "RankInfo": "traceread.trace"}
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 PathLike = Union[str, "os.PathLike[str]"]
 Source = Union[PathLike, "Trace"]
 
-__all__ = ["load", "analyze", "Report"]
+__all__ = ["load", "analyze", "tables", "Report"]
 
 
 def load(source: PathLike | Iterable[PathLike], *, step_range: str | None = None,
@@ -93,6 +93,41 @@ def analyze(source: Source | Iterable[Source], *, job: PathLike | Mapping[str, A
     result = run(traces, workload=_workload(job), cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
                  step_range=step_range, rank_pattern=rank_pattern)
     return Report(result)
+
+
+def tables(source: Source | Iterable[Source], *, step_range: str | None = None) -> dict[str, pd.DataFrame]:
+    """The tables ``traceread kernels`` prints, as DataFrames: ``ops`` (GPU time per launching op),
+    ``modules`` (per ``nn.Module``), ``ranges`` (annotation/NVTX summary), ``copies`` (by kind, bytes,
+    GB/s), ``host_api`` (CUDA API summary), ``collectives`` (bus bandwidth) and ``mem_bandwidth``
+    (achieved TB/s of memory-bound kernels with recorded bytes); ``traceread.metrics.tables`` documents
+    the columns.
+
+    ``source`` as for :func:`analyze`; every frame starts with ``trace`` (the input's index) and ``path``.
+    A table a trace cannot give is empty, never invented: ``frame.attrs["note"]`` says why (one line per
+    input, ``path: note``, when several were given).
+    """
+    import pandas as pd
+
+    from traceread.metrics.tables import TABLES, kernel_tables
+
+    traces = _traces(source, step_range)
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in TABLES}
+    notes: dict[str, list[str]] = {name: [] for name in TABLES}
+    for i, tr in enumerate(traces):
+        got = kernel_tables(tr)
+        for name in TABLES:
+            frame = got.frames[name]
+            frame.insert(0, "trace", i)
+            frame.insert(1, "path", tr.meta.path)
+            parts[name].append(frame)
+            if got.notes[name]:
+                notes[name].append(got.notes[name] if len(traces) == 1 else f"{tr.meta.path}: {got.notes[name]}")
+    out = {}
+    for name in TABLES:
+        frame = pd.concat(parts[name], ignore_index=True) if len(parts[name]) > 1 else parts[name][0]
+        frame.attrs["note"] = "\n".join(notes[name])
+        out[name] = frame
+    return out
 
 
 def _workload(job: PathLike | Mapping[str, Any] | Workload | None) -> Workload | None:

@@ -10,8 +10,10 @@ from traceread.config import Thresholds, load_config_file, parse_set_options
 from traceread.loaders import load
 from traceread.metrics.kernels import kernel_report
 from traceread.metrics.roofline import roofline
+from traceread.metrics.tables import kernel_tables
 from traceread.metrics.workload import DTYPES
 from traceread.render.kernels import render_kernel_report, render_roofline
+from traceread.render.tables import render_tables, write_csv
 
 
 @click.command("kernels")
@@ -24,10 +26,14 @@ from traceread.render.kernels import render_kernel_report, render_roofline
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="TOML config with [thresholds] and [kernel_patterns] tables.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Override a threshold.")
+@click.option("--csv", "csv_dir", metavar="DIR", default=None,
+              help="Also write each table (ops, modules, ranges, copies, host_api, collectives, mem_bandwidth) "
+                   "as DIR/<table>.csv.")
 def command(trace: str, json_path: str | None, top: int, dtype: str | None, gpu: str | None,
-            config_path: str | None, sets: tuple[str, ...]) -> None:
+            config_path: str | None, sets: tuple[str, ...], csv_dir: str | None = None) -> None:
     """Top kernels by GPU time with their class, time by class, launch statistics, hints and the
-    roofline of recorded matmul/attention shapes."""
+    roofline of recorded matmul/attention shapes; GPU time per op and per nn.Module, annotation ranges,
+    copies by kind, the CUDA API summary, collectives and the bandwidth of memory-bound kernels."""
     cfg = Thresholds()
     kernel_classes.clear_user_patterns()
     try:
@@ -41,5 +47,9 @@ def command(trace: str, json_path: str | None, top: int, dtype: str | None, gpu:
     finally:
         kernel_classes.clear_user_patterns()
     roof = roofline(tr, cfg, gpu=gpu, fp32_as="tf32" if dtype == "tf32" else "fp32")
-    text = render_kernel_report(report, top) + "\n\n" + render_roofline(roof, cfg, top)
-    emit(text, {**report.to_dict(), "roofline": roof.to_dict()}, json_path)
+    tables = kernel_tables(tr)
+    text = render_kernel_report(report, top) + "\n\n" + render_roofline(roof, cfg, top) + "\n\n" + \
+        render_tables(tables, top)
+    if csv_dir:
+        write_csv(tables, csv_dir)
+    emit(text, {**report.to_dict(), "roofline": roof.to_dict(), "tables": tables.to_dict()}, json_path)

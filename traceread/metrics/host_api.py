@@ -1,0 +1,40 @@
+"""The host API summary, as ``nsys stats --report cuda_api_sum`` gives it: one row per CUDA/HIP
+runtime or driver call name.
+
+Columns: ``api, role, count, total_ns, mean_ns, median_ns, p90_ns, p99_ns, min_ns, max_ns, share``.
+Percentiles are numpy's ``linear`` ones (:mod:`traceread.metrics.durations`); ``share`` is each call's
+total over all API time (nsys' "Time (%)"). ``role`` is what :mod:`traceread.host_calls` calls the API
+(launch, sync, memory, or '' for anything else), the same patterns the gap engine and the rules read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceread import schema
+from traceread.host_calls import LAUNCH, MEMORY, SYNC
+from traceread.lanes import API_CATS, event_view
+from traceread.metrics.durations import by_name
+from traceread.trace import Trace
+
+COLUMNS = ["api", "role", "count", "total_ns", "mean_ns", "median_ns", "p90_ns", "p99_ns", "min_ns", "max_ns",
+           "share"]
+
+
+def role(name: str) -> str:
+    """launch, sync (launch+sync for a call that is both), memory, or ''."""
+    parts = [r for r, rx in (("launch", LAUNCH), ("sync", SYNC)) if rx.search(name)]
+    if not parts and MEMORY.search(name):
+        parts = ["memory"]
+    return "+".join(parts)
+
+
+def host_api_summary(trace: Trace) -> pd.DataFrame:
+    """One row per runtime/driver API name (``COLUMNS``), by total time; empty when none was traced."""
+    v = event_view(trace)
+    rows = v.rows((schema.LANE_CPU_THREAD,), cats=API_CATS)
+    names, at = v.distinct_names(rows)
+    out = by_name(at, names, (v.end[rows] - v.start[rows]).astype(np.int64), label="api")
+    out.insert(1, "role", [role(n) for n in out["api"]])  # one per distinct name
+    return out[COLUMNS]
