@@ -4,7 +4,8 @@ Kineto by name (``*.json``, ``*.json.gz``, ``*.pt.trace.json(.gz)``, ``*.json.tm
 Nsight Systems SQLite exports by their tables (opened read-only; other SQLite files are "not
 traces"), ``.nsys-rep`` reports (the loader exports them when ``nsys`` is on PATH). Everything else
 is counted and skipped. Directory symlinks are followed once (a loop is reported, not walked
-forever); a file reached twice through symlinks is analysed once.
+forever); a file reached twice through symlinks is analysed once, and so is a capture whose Kineto
+files name one ``trace_id`` (copies: :func:`_one_per_capture`).
 """
 
 from __future__ import annotations
@@ -118,8 +119,38 @@ def discover(roots: list[str], exclude: list[str] | None = None) -> Discovery:
             _consider(root, root, os.path.basename(root), out, seen_files, explicit=True)
     _distinct_names(out)
     out.candidates.sort(key=lambda c: c.rel)
+    _one_per_capture(out)
     out.problems.sort(key=lambda p: p.rel)
     return out
+
+
+COPY_SKIP = "copies of a trace found elsewhere in the tree (the same trace_id in the file; the first by path is analysed)"
+
+
+def _one_per_capture(out: Discovery) -> None:
+    """Kineto files whose header names the same ``trace_id`` hold one capture (a trace copied to a
+    second folder, or kept both plain and gzipped): only the first by path (a finished file before a
+    crashed run's ``.json.tmp``) is analysed, the others are counted as skipped. The id is read from
+    the file's first bytes (:func:`~traceread.loaders.kineto.chunks.peek_header`); it is compared, never
+    shown. Files without one are all analysed."""
+    from traceread.loaders.kineto.chunks import peek_header
+    from traceread.loaders.kineto.meta import trace_id
+
+    first: dict[str, str] = {}
+    copies: set[str] = set()
+    for c in sorted((c for c in out.candidates if c.kind == "kineto"),
+                    key=lambda c: (c.rel.lower().endswith(".tmp"), c.rel)):
+        top = peek_header(c.path)
+        tid = trace_id(top) if top else None
+        if tid is None:
+            continue
+        if tid in first:
+            copies.add(c.rel)
+            out.skip(COPY_SKIP)
+        else:
+            first[tid] = c.rel
+    if copies:
+        out.candidates = [c for c in out.candidates if c.rel not in copies]
 
 
 def _distinct_names(out: Discovery) -> None:
