@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import SHARED_TRACES, needs_shared
 from test_kineto_scanner import assert_same_trace
 
 from traceread import schema
@@ -290,15 +291,17 @@ def test_scan_counts_a_trace_id_once(tmp_path: Path, capsys) -> None:
     write(doc, tree / "run" / "rank0.pt.trace.json")
     write(doc, tree / "backup" / "rank0.pt.trace.json.gz")  # the same capture, copied and gzipped
     write(newer_trace(trace_id="cap-2", rank=1), tree / "run" / "rank1.pt.trace.json")
+    # the profiler session's next capture: the same trace_id (as real sessions write it), other events
+    write(newer_trace(job=JOB, trace_id="cap-1", t0_us=9_000.0), tree / "later" / "rank0.pt.trace.json")
     write(newer_trace(trace_id=None, rank=1), tree / "other" / "rank1.pt.trace.json")  # no id: analysed
     write(newer_trace(trace_id=None, rank=1), tree / "other2" / "rank1.pt.trace.json")
     out = tmp_path / "out"
     assert main(["scan", str(tree), "--out", str(out), "--workers", "1"]) == 0
     index = json.loads((out / "index.json").read_text())
     analysed = sorted(t["path"] for t in index["traces"])
-    assert analysed == ["backup/rank0.pt.trace.json.gz", "other/rank1.pt.trace.json",
+    assert analysed == ["backup/rank0.pt.trace.json.gz", "later/rank0.pt.trace.json", "other/rank1.pt.trace.json",
                         "other2/rank1.pt.trace.json", "run/rank1.pt.trace.json"]
-    assert index["scan"]["files_found"] == 4
+    assert index["scan"]["files_found"] == 5
     assert list(index["scan"]["skipped"].values()) == [1] and "trace_id" in next(iter(index["scan"]["skipped"]))
     printed = capsys.readouterr().out
     for f in out.rglob("*"):
@@ -314,3 +317,34 @@ def test_traces_without_the_new_features_load_as_before(tmp_path: Path) -> None:
     assert t.meta.extra["counter_events"] == 0 and t.meta.extra["stream_sync_rows"] == 0
     assert t.meta.job == {} and t.meta.trace_id is None
     assert np.array_equal(np.unique(t.events["stream"].to_numpy()), np.array([-1, 7, 13]))
+
+
+@needs_shared
+def test_real_session_ids_are_not_copies(tmp_path: Path) -> None:
+    """Two distinct vLLM captures of the reference traces share one trace_id (a profiler session's id):
+    both are analysed; a decompressed copy of one is the one skipped."""
+    real = SHARED_TRACES / "kineto"
+    replay, piecewise = real / "tracelens_vllm_graph_replay_rocm.json.gz", real / "tracelens_vllm_piecewise_exec_mi300x.json.gz"
+    ids = []
+    for p in (replay, piecewise):
+        text = gzip.decompress(p.read_bytes())
+        top = json.loads(text)
+        ids.append(top["trace_id"])
+        t = load_kineto(str(p), workers=1)
+        assert t.meta.trace_id == top["trace_id"]
+        # independent count: counter samples by stdlib json (none in these files), flows and counters
+        phases = [e.get("ph") for e in top["traceEvents"]]
+        assert t.meta.extra["counter_events"] == phases.count("C")
+        assert t.meta.extra["non_row_events"] == sum(ph not in ("X", "i", "I", "M") for ph in phases)
+    assert ids[0] == ids[1]
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "b").mkdir()
+    (tree / "a" / replay.name).write_bytes(replay.read_bytes())
+    (tree / "a" / piecewise.name).write_bytes(piecewise.read_bytes())
+    (tree / "b" / "replay_copy.json").write_bytes(gzip.decompress(replay.read_bytes()))
+    out = tmp_path / "out"
+    assert main(["scan", str(tree), "--out", str(out), "--workers", "1"]) == 0
+    index = json.loads((out / "index.json").read_text())
+    assert sorted(t["path"] for t in index["traces"]) == sorted([f"a/{piecewise.name}", f"a/{replay.name}"])
+    assert sum(index["scan"]["skipped"].values()) == 1
