@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import SHARED_TRACES, needs_shared
+from conftest import FIXTURES, SHARED_TRACES, needs_shared, shared_kineto
 from test_kineto_scanner import assert_same_trace
 
 from traceread import schema
 from traceread.cli import main
 from traceread.host_calls import DEVICE_ALLOCATOR, MEMORY, SYNC, calls_matching
 from traceread.loaders.kineto import chunks, load_kineto, scan
+from traceread.loaders.kineto.source import Source
 from traceread.ranks import group_jobs
 from traceread.ranks.identity import identify
 from traceread.trace import job_digest
@@ -348,3 +349,27 @@ def test_real_session_ids_are_not_copies(tmp_path: Path) -> None:
     index = json.loads((out / "index.json").read_text())
     assert sorted(t["path"] for t in index["traces"]) == sorted([f"a/{piecewise.name}", f"a/{replay.name}"])
     assert sum(index["scan"]["skipped"].values()) == 1
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json*")) + shared_kineto(), ids=lambda p: p.name)
+def test_peek_header_is_the_loaders_header(path: Path) -> None:
+    """scan's look at a file's first bytes reads the header the loader reads (bare lists have none)."""
+    src = Source(str(path), ahead=False)
+    try:
+        top, bare, _ = chunks.read_header(src)
+    finally:
+        src.close()
+    assert chunks.peek_header(str(path)) == (None if bare else top)
+
+
+def test_peek_header_of_other_files(tmp_path: Path) -> None:
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "cfg.json").write_text('{"lr": 0.1}')
+    (tmp_path / "bad.json.gz").write_bytes(b"\x1f\x8b\x08\x00not deflate")
+    long_header = {"schemaVersion": 1, "pad": "x" * (chunks.PEEK_HEADER + 10), "traceEvents": []}
+    (tmp_path / "long.json").write_text(json.dumps(long_header))
+    for name in ("list.json", "cfg.json", "bad.json.gz", "long.json", "missing.json"):
+        assert chunks.peek_header(str(tmp_path / name)) is None, name
+    doc = newer_trace(trace_id="z9")
+    doc["traceEvents"] = doc.pop("traceEvents")  # the id before the array, as Kineto writes it
+    assert chunks.peek_header(str(write(doc, tmp_path / "t.json.gz")))["trace_id"] == "z9"

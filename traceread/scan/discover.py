@@ -142,9 +142,11 @@ def _one_per_capture(out: Discovery) -> None:
     from traceread.loaders.kineto.chunks import peek_header
     from traceread.loaders.kineto.meta import trace_id
 
+    kineto = [c for c in out.candidates if c.kind == "kineto"]
+    if len(kineto) < 2:
+        return
     by_id: dict[str, list[Candidate]] = {}
-    for c in sorted((c for c in out.candidates if c.kind == "kineto"),
-                    key=lambda c: (c.rel.lower().endswith(".tmp"), c.rel)):
+    for c in sorted(kineto, key=lambda c: (c.rel.lower().endswith(".tmp"), c.rel)):
         top = peek_header(c.path)
         tid = trace_id(top) if top else None
         if tid is not None:

@@ -102,6 +102,7 @@ def read_header(src: Source) -> tuple[dict[str, Any], bool, memoryview | None]:
 
 
 PEEK_HEADER = 256 << 10  # peek_header's look at a file's start: Kineto headers are a few KB
+_PEEK_STEP = 16 << 10
 
 
 def peek_header(path: str, limit: int = PEEK_HEADER) -> dict[str, Any] | None:
@@ -114,14 +115,21 @@ def peek_header(path: str, limit: int = PEEK_HEADER) -> dict[str, Any] | None:
     except OSError:
         return None
     try:
-        buf = src.read(limit)
-        start = _NON_SPACE.search(buf)
-        if start is None or buf[start.start(): start.start() + 1] != b"{":
-            return None
-        lead = start.start()
-        for m in TRACE_EVENTS_KEY.finditer(buf, lead):
-            if top_level_key_start(buf, lead, m.start()):
-                return _loads_object(b"{" + buf[lead + 1: m.start()].rstrip().rstrip(b",") + b"}")
+        buf = b""
+        while len(buf) < limit:  # a few KB hold most headers: read on only while the key is not found
+            block = src.read(_PEEK_STEP)
+            searched = max(0, len(buf) - 256)  # a key (and its spaces) cut by the block end is found again
+            buf += block
+            start = _NON_SPACE.search(buf)
+            if start is not None and buf[start.start(): start.start() + 1] != b"{":
+                return None
+            if start is not None:
+                lead = start.start()
+                for m in TRACE_EVENTS_KEY.finditer(buf, max(lead, searched)):
+                    if top_level_key_start(buf, lead, m.start()):
+                        return _loads_object(b"{" + buf[lead + 1: m.start()].rstrip().rstrip(b",") + b"}")
+            if not block:
+                break
         return None
     except (OSError, TraceReadError, EOFError, ValueError):
         return None
