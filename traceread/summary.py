@@ -42,7 +42,7 @@ class TraceSummary:
     # Chrome-trace counter samples (``ph: C``: MTIA/XPU counters...): not rows of the frame, counted
     counter_events: int = 0
     # the job's digest when the file names its job (Kineto PT_PROFILER_JOB_*): the values are environment
-    # values and never shown; traces of one job attempt share the digest
+    # values and never shown; the traces of one job (name and version) share the digest
     job_digest: str = ""
 
     def to_dict(self) -> dict[str, Any]:

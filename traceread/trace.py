@@ -106,7 +106,8 @@ class TraceMeta:
     # keys "name", "version", "attempt", each a string; empty when the file names none. Environment
     # values: they group and tell traces apart, and are never shown (see ``job_digest``).
     job: dict[str, str] = field(default_factory=dict)
-    trace_id: str | None = None  # the file's own capture id (top-level ``trace_id``): one capture, however copied
+    # the file's top-level ``trace_id``: a profiler session's id (the captures one session exports share it)
+    trace_id: str | None = None
 
     @property
     def world_size(self) -> int | None:

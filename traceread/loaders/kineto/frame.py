@@ -226,13 +226,12 @@ class FrameBuilder:
         norm[instant] = categories.index(schema.CAT_INSTANT)
         gpu_lanes = [lanes.index(x) for x in cats.GPU_LANES]
         on_gpu = codes_in(lane, gpu_lanes, len(lanes))
+        self.stream_sync_rows = _stream_sync_rows(col, on_gpu, cat_codes, cat_values, name_codes, name_values)
         for name, fallback in (("device", "pid"), ("stream", "tid")):  # in place: no column copies
             arr = col[name]
             unset = on_gpu & (arr == -1)
             arr[unset] = col[fallback][unset]
             arr[~on_gpu] = -1
-            if name == "stream":
-                self.stream_sync_rows = _stream_sync_rows(col, unset, cat_codes, cat_values, name_codes, name_values)
         dev = col["device"]
         dev[(dev < np.iinfo(np.int32).min) | (dev > np.iinfo(np.int32).max)] = -1
 
@@ -284,20 +283,20 @@ class FrameBuilder:
         return SideTables(side, pending)
 
 
-def _stream_sync_rows(col: dict[str, np.ndarray], unset: np.ndarray, cat_codes: np.ndarray, cat_values: list[str],
+def _stream_sync_rows(col: dict[str, np.ndarray], on_gpu: np.ndarray, cat_codes: np.ndarray, cat_values: list[str],
                       name_codes: np.ndarray, name_values: list[str]) -> int:
-    """Stream Sync rows on Kineto's separate sync row (``tid = stream + 1,000,000``): their stream
-    where ``args.stream`` was absent (``unset``: the stream was taken from the tid) is the tid less the
-    offset, as Kineto wrote it. Returns how many Stream Sync rows sit on such a row (either way)."""
+    """Stream Sync rows on Kineto's separate sync row (``tid = stream + 1,000,000``): without
+    ``args.stream`` their stream is the tid less the offset, as Kineto wrote it (not the tid, the
+    other GPU rows' fallback). Returns how many Stream Sync rows sit on such a row (either way)."""
     syncs = [i for i, v in enumerate(cat_values) if cats.is_sync(v)]
     names = [i for i, v in enumerate(name_values) if v == cats.STREAM_SYNC_NAME]
     if not syncs or not names:
         return 0
     tid, stream = col["tid"], col["stream"]
-    rows = (codes_in(cat_codes, syncs, len(cat_values)) & codes_in(name_codes, names, len(name_values))
+    rows = (on_gpu & codes_in(cat_codes, syncs, len(cat_values)) & codes_in(name_codes, names, len(name_values))
             & (tid >= cats.SYNC_STREAM_TID_OFFSET))
-    moved = rows & unset
-    stream[moved] = tid[moved] - cats.SYNC_STREAM_TID_OFFSET
+    unset = rows & (stream == -1)
+    stream[unset] = tid[unset] - cats.SYNC_STREAM_TID_OFFSET
     return int((rows & (stream == tid - cats.SYNC_STREAM_TID_OFFSET)).sum())
 
 
