@@ -56,13 +56,19 @@ SYNC = _calls(*_EXPLICIT_SYNC, *_BLOCKING_COPY, *_SYNCING_FREE)
 
 # --- memory: the device allocator, and every allocation / registration call ---------------------------
 # Device-memory allocator calls: the caching allocator's growth, or its thrash when they recur.
+# The driver's ``cuMem*`` calls include the virtual-memory API that PyTorch's expandable segments
+# (and other pool allocators) grow and shrink device memory with: reserve an address range, create a
+# physical allocation, map it, set its access, and the reverse; newer Kineto records them as
+# ``cuda_driver`` rows. ``cuMemGetInfo`` (a query) and ``cuMemset*`` (a fill) are not allocator work.
 _DEVICE_ALLOCATOR = (r"(cuda|hip)(Malloc|MallocAsync|MallocManaged|ExtMallocWithFlags|Free|FreeAsync)",
-                     r"cuMem(Alloc|Free|Create|Release|Map|Unmap)\w*")
+                     r"cuMem(Alloc|Free|Create|Release|Map|Unmap)\w*",
+                     r"cuMem(AddressReserve|AddressFree|SetAccess|GetAllocationGranularity|RetainAllocationHandle|"
+                     r"GetAllocationPropertiesFromHandle|ExportToShareableHandle|ImportFromShareableHandle|Pool\w+)")
 DEVICE_ALLOCATOR = _calls(*_DEVICE_ALLOCATOR)
 # Any memory management call (device allocator, pitched/array/pinned host memory, registration):
 # what the gap engine measures as ``alloc_ns``.
 MEMORY = _calls(*_DEVICE_ALLOCATOR, r"(cuda|hip)(Malloc\w*|Free\w*|HostAlloc|HostRegister|HostUnregister)",
-                r"cuMem(AddressReserve|AddressFree|HostAlloc|HostRegister)\w*")
+                r"cuMem(HostAlloc|HostRegister)\w*")
 
 # --- one-time work: graph capture, module loading, context setup, compilation ---------------------------
 CAPTURE = _calls(r"(cuda|hip|cu)(Graph(Exec)?Instantiate\w*|GraphUpload\w*|StreamBeginCapture\w*|StreamEndCapture\w*)")

@@ -129,7 +129,7 @@ def missing_gpu_activity(trace: Trace) -> str:
                 "counters per range) and no kernel, copy or memset record; the range profiler replaces the "
                 "activity trace, so there are no GPU timings to diagnose: profile again without counters "
                 "(no `profiler_metrics`) for the timeline")
-    flows = int(trace.meta.extra.get("non_row_events", 0) or 0)
+    flows = int(trace.meta.extra.get("non_row_events", 0) or 0) - int(trace.meta.extra.get("counter_events", 0) or 0)
     linked = f" and {flows} flow events linking them to GPU work" if flows else ""
     if launches and trace.meta.truncated:
         return (f"the file is truncated: {launches} launch calls{linked} survive but no kernel, copy or memset "

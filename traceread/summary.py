@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from traceread import schema
-from traceread.trace import Trace
+from traceread.trace import Trace, job_digest
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,11 @@ class TraceSummary:
     profiler_options: dict[str, Any]
     truncated: bool
     warnings: list[str] = field(default_factory=list)
+    # Chrome-trace counter samples (``ph: C``: MTIA/XPU counters...): not rows of the frame, counted
+    counter_events: int = 0
+    # the job's digest when the file names its job (Kineto PT_PROFILER_JOB_*): the values are environment
+    # values and never shown; the traces of one job (name and version) share the digest
+    job_digest: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,4 +97,6 @@ def summarize(trace: Trace) -> TraceSummary:
         profiler_options=dict(meta.profiler_options),
         truncated=meta.truncated,
         warnings=list(meta.warnings),
+        counter_events=int(meta.extra.get("counter_events", 0) or 0),
+        job_digest=job_digest(meta.job),
     )

@@ -5,6 +5,7 @@ Loaders return :class:`Trace`; analyses read it and never modify it.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
@@ -28,6 +29,16 @@ def shown_path(path: str) -> str:
         return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a surrogate that stands for no byte
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def job_digest(job: dict[str, str], attempt: bool = False) -> str:
+    """A short stable digest of a job's name and version (and ``attempt``: its attempt index too), ''
+    for none: reports tell jobs apart by it, never by the values (environment values never reach a report)."""
+    if not job:
+        return ""
+    keys = ("name", "version", "attempt") if attempt else ("name", "version")
+    text = "\x00".join(job.get(k, "") for k in keys) + ("\x00attempt" if attempt else "")
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=4).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,12 @@ class TraceMeta:
     warnings: list[str] = field(default_factory=list)
     truncated: bool = False  # file ended early; events before the cut were kept
     extra: dict[str, Any] = field(default_factory=dict)  # format-specific facts (schema versions...)
+    # The profiled job as the file names it (Kineto 2026+: PT_PROFILER_JOB_NAME, _VERSION, _ATTEMPT_INDEX):
+    # keys "name", "version", "attempt", each a string; empty when the file names none. Environment
+    # values: they group and tell traces apart, and are never shown (see ``job_digest``).
+    job: dict[str, str] = field(default_factory=dict)
+    # the file's top-level ``trace_id``: a profiler session's id (the captures one session exports share it)
+    trace_id: str | None = None
 
     @property
     def world_size(self) -> int | None:

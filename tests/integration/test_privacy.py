@@ -27,7 +27,9 @@ def _kineto(tmp: Path) -> Path:
     [path] = write_kineto(plant(PLANTED).scenario, str(tmp / "k.pt.trace.json"))
     doc = json.loads(Path(path).read_text())
     doc.update({"hostname": SECRET, "username": SECRET, "traceName": f"/home/{SECRET}/run/trace.json",
-                "environment": {"USER": SECRET, "HOSTNAME": SECRET, "PATH": f"/home/{SECRET}/bin"}})
+                "environment": {"USER": SECRET, "HOSTNAME": SECRET, "PATH": f"/home/{SECRET}/bin"},
+                # Kineto 2026 copies these environment variables into the top level (EnvMetadata.h)
+                "PT_PROFILER_JOB_NAME": SECRET, "PT_PROFILER_JOB_VERSION": SECRET, "host_name": SECRET})
     doc.setdefault("distributedInfo", {}).update({"host_name": SECRET, "master_addr": f"{SECRET}.cluster",
                                                    "username": SECRET})
     evs = doc["traceEvents"]

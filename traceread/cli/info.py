@@ -78,8 +78,12 @@ def _table(s: TraceSummary, dec: dict | None = None) -> str:
     rows.append(("per lane", _counts(s.events_per_lane)))
     rows.append(("per category", _counts(s.events_per_category)))
     rows.append(("raw categories", _counts(s.events_per_raw_category)))
+    if s.counter_events:
+        rows.append(("counters", f"{s.counter_events:,} counter events (ph C): samples, not rows of the timeline"))
     steps = f"{s.profiler_steps}" + (f" (#{s.step_range[0]}..#{s.step_range[1]})" if s.step_range else "")
     rows.append(("profiler steps", steps))
+    if s.job_digest:
+        rows.append(("job", f"named by the file (PT_PROFILER_JOB_*), digest {s.job_digest} (values not shown)"))
     if s.profiler_options:
         rows.append(("options", ", ".join(f"{k}={v}" for k, v in s.profiler_options.items())))
     rows += [("warnings" if i == 0 else "", w) for i, w in enumerate(s.warnings or ["(none)"])]

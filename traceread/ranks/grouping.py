@@ -7,6 +7,8 @@ Rules, in order (each group's ``evidence`` says which applied):
    one job on its own (its processes are its ranks, on one clock).
 2. File names: traces without rank metadata whose names match the rank pattern (named group ``rank``)
    and are equal once the rank is blanked out are candidates for one job.
+   A job the files name (Kineto ``PT_PROFILER_JOB_NAME``/``_VERSION``) is part of the key: traces of
+   different named jobs never share a group; each job attempt (``_ATTEMPT_INDEX``) is a capture of its own.
 3. Time: candidates form one *capture* only where their epoch windows overlap (within
    ``Thresholds.capture_window_slack_ns``); windows apart are separate captures (separate groups)
    of the same job key, never blended. Traces whose time base is not epoch cannot be placed in time:
@@ -145,22 +147,49 @@ def _stem(path: str, rx: re.Pattern[str]) -> str:
 
 
 def _bucket(ident: RankIdentity, rx: re.Pattern[str]) -> tuple[tuple, str, str]:
-    """(bucket key, rule, job key text) of one identity."""
+    """(bucket key, rule, job key text) of one identity.
+
+    A job the file names (Kineto ``PT_PROFILER_JOB_*``: ``job_digest``) is part of every key: traces
+    of two jobs never share a group, and ranks whose distributedInfo holds only the rank are one job
+    when they name the same one. Its attempts are split into captures (:func:`_captures`)."""
     d = os.path.dirname(ident.path)
-    if ident.rank_source == SOURCE_DISTRIBUTED and not (ident.world_size or ident.backend or ident.process_groups):
+    jd = ident.job_digest
+    named = f", job {jd}" if jd else ""
+    if ident.rank_source == SOURCE_DISTRIBUTED and not (ident.world_size or ident.backend or ident.process_groups
+                                                         or jd):
         # distributedInfo with only a rank: nothing ties such traces into one job but overlapping windows
         return ("meta-rank-only", d), RULE_METADATA_RANK_ONLY, ""
     if ident.rank_source == SOURCE_DISTRIBUTED:
         pgs = tuple(sorted(ident.process_groups, key=str))
-        return (("meta", d, ident.world_size, ident.backend, pgs), RULE_METADATA,
+        return (("meta", d, ident.world_size, ident.backend, pgs, jd), RULE_METADATA,
                 f"{d or '.'}: world {ident.world_size or '?'}, backend {ident.backend or '?'}, "
-                f"{len(pgs)} process groups")
+                f"{len(pgs)} process groups{named}")
     if ident.rank_source == SOURCE_NSYS_PROCESS:
         return ("export", ident.path), RULE_NSYS_EXPORT, ident.path
     if ident.rank_source == SOURCE_FILENAME:
         stem = _stem(ident.path, rx)
-        return ("name", d, stem, ident.world_size), RULE_FILENAME, os.path.join(d, stem)
+        return ("name", d, stem, ident.world_size, jd), RULE_FILENAME, os.path.join(d, stem) + named
     return ("single", ident.path, ident.member), RULE_SINGLE, ident.label
+
+
+def _captures(items: list[RankIdentity], slack_ns: int) -> tuple[list[list[RankIdentity]], bool]:
+    """:func:`_split_captures` within each job attempt the files name (``attempt_digest``): two attempts
+    of one job are separate captures even where their windows touch (a restart right after a failure)."""
+    attempts: dict[str, list[RankIdentity]] = {}
+    for i in items:
+        attempts.setdefault(i.attempt_digest, []).append(i)
+    if len(attempts) == 1:
+        return _split_captures(items, slack_ns)
+    caps: list[list[RankIdentity]] = []
+    comparable = True
+    for part in attempts.values():
+        c, ok = _split_captures(part, slack_ns)
+        caps += c
+        comparable &= ok
+    # in time order (untimed ones last), as _split_captures orders one attempt's
+    caps.sort(key=lambda c: (min((m.start_epoch_ns for m in c if m.start_epoch_ns is not None), default=1 << 62),
+                             c[0].path, c[0].member))
+    return caps, comparable
 
 
 def _split_captures(items: list[RankIdentity], slack_ns: int) -> tuple[list[list[RankIdentity]], bool]:
@@ -193,7 +222,7 @@ def group_jobs(identities: list[RankIdentity], rank_pattern: str | None = None,
         buckets.setdefault(key, (rule, job_key, []))[2].append(ident)
     groups: list[JobGroup] = []
     for _key, (rule, job_key, items) in buckets.items():
-        caps, comparable = _split_captures(items, cfg.capture_window_slack_ns)
+        caps, comparable = _captures(items, cfg.capture_window_slack_ns)
         if rule == RULE_METADATA_RANK_ONLY:  # each capture is a job of its own
             for cap in caps:
                 groups.append(_group(rule, f"{os.path.dirname(cap[0].path) or '.'}: {cap[0].label} (rank only)",
@@ -278,6 +307,13 @@ def _evidence(rule: str, members: tuple[RankIdentity, ...], world: int | None, w
         ev.append(f"{n} trace(s) grouped by file name (rank pattern), no rank metadata in the files, same directory")
     else:
         ev.append("no rank recorded (no distributedInfo, no rank in the file name): a job of its own")
+    named = sorted({m.job_digest for m in members} - {""})
+    if named:  # one, as the job digest is part of every grouping key
+        attempts = sorted({m.attempt_digest for m in members})
+        ev.append(f"the file{'s' if n > 1 else ''} name{'' if n > 1 else 's'} job {', '.join(named)} "
+                  f"(digest of PT_PROFILER_JOB_NAME and _VERSION; the values are environment values, not shown), "
+                  + (f"attempt {attempts[0]}" if len(attempts) == 1 else f"{len(attempts)} attempts")
+                  + " (digest with _ATTEMPT_INDEX)")
     if len(worlds) > 1:
         ev.append(f"members disagree on the world size ({', '.join(map(str, worlds))}); the largest is used")
     if start is not None and end is not None and n > 1 and comparable:

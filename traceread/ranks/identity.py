@@ -2,7 +2,8 @@
 
 An identity is small, frozen and picklable, so scan workers can send it to the parent. It holds no
 user, host or environment value: only the path as given, the format, rank facts and where they came
-from, process-group names and sizes, the GPU model and the time window.
+from, process-group names and sizes, the GPU model, the time window, and digests of the job the
+file names (never its name).
 
 Rank sources, in order of trust:
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from traceread import schema
 from traceread.limits import RANK_MAX, int_text
-from traceread.trace import EpochWindow, Trace
+from traceread.trace import EpochWindow, Trace, job_digest
 
 # rank-3, rank_3, rank3, worker3, worker-3 (the digits after the word); a user's --rank-pattern
 # replaces it and must have a named group ``rank`` (``world`` optional).
@@ -62,6 +63,10 @@ class RankIdentity(EpochWindow):
     start_ns: int
     end_ns: int
     n_events: int
+    # digests of the job the file names (Kineto PT_PROFILER_JOB_*: name and version; and with the
+    # attempt index), '' when it names none: the values are environment values, never held here
+    job_digest: str = ""
+    attempt_digest: str = ""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -141,7 +146,7 @@ def identify(trace: Trace, path: str | None = None, rank_pattern: str | None = N
             member=member, members_in_file=len(frame_ranks), devices=devs,
             gpu_model=models[0] if models else "", backend=backend, process_groups=pgs,
             time_base=meta.time_base, epoch_offset_ns=meta.epoch_offset_if_epoch, start_ns=start, end_ns=end,
-            n_events=int(sel.sum())))
+            n_events=int(sel.sum()), job_digest=job_digest(meta.job), attempt_digest=job_digest(meta.job, attempt=True)))
     return out
 
 

@@ -4,7 +4,8 @@ Kineto by name (``*.json``, ``*.json.gz``, ``*.pt.trace.json(.gz)``, ``*.json.tm
 Nsight Systems SQLite exports by their tables (opened read-only; other SQLite files are "not
 traces"), ``.nsys-rep`` reports (the loader exports them when ``nsys`` is on PATH). Everything else
 is counted and skipped. Directory symlinks are followed once (a loop is reported, not walked
-forever); a file reached twice through symlinks is analysed once.
+forever); a file reached twice through symlinks is analysed once, and so is a Kineto capture kept
+twice (one ``trace_id`` and the same text: :func:`_one_per_capture`).
 """
 
 from __future__ import annotations
@@ -118,8 +119,74 @@ def discover(roots: list[str], exclude: list[str] | None = None) -> Discovery:
             _consider(root, root, os.path.basename(root), out, seen_files, explicit=True)
     _distinct_names(out)
     out.candidates.sort(key=lambda c: c.rel)
+    _one_per_capture(out)
     out.problems.sort(key=lambda p: p.rel)
     return out
+
+
+COPY_SKIP = ("copies of a trace found elsewhere in the tree (the same trace_id and the same content; "
+             "the first by path is analysed)")
+_HASH_READ = 4 << 20
+
+
+def _one_per_capture(out: Discovery) -> None:
+    """Kineto files that name one ``trace_id`` and hold the same JSON text are one capture (a trace
+    copied to a second folder, or kept both plain and gzipped): only the first by path (a finished
+    file before a crashed run's ``.json.tmp``) is analysed, the others are counted as skipped.
+
+    The id alone does not make a copy: a profiler session writes it into every capture it exports
+    (two distinct vLLM captures in the reference traces share one), so files sharing an id are
+    compared by a digest of their uncompressed text; only those are read whole. The id is read from
+    the file's first bytes (:func:`~traceread.loaders.kineto.chunks.peek_header`), compared, never
+    shown. Files without one are all analysed."""
+    from traceread.loaders.kineto.chunks import peek_header
+    from traceread.loaders.kineto.meta import trace_id
+
+    kineto = [c for c in out.candidates if c.kind == "kineto"]
+    if len(kineto) < 2:
+        return
+    by_id: dict[str, list[Candidate]] = {}
+    for c in sorted(kineto, key=lambda c: (c.rel.lower().endswith(".tmp"), c.rel)):
+        top = peek_header(c.path)
+        tid = trace_id(top) if top else None
+        if tid is not None:
+            by_id.setdefault(tid, []).append(c)
+    copies: set[str] = set()
+    for group in by_id.values():
+        if len(group) < 2:
+            continue
+        seen: set[str] = set()
+        for c in group:
+            digest = _text_digest(c.path)
+            if digest is None:
+                continue
+            if digest in seen:
+                copies.add(c.rel)
+                out.skip(COPY_SKIP)
+            seen.add(digest)
+    if copies:
+        out.candidates = [c for c in out.candidates if c.rel not in copies]
+
+
+def _text_digest(path: str) -> str | None:
+    """A digest of a Kineto file's uncompressed text (plain and gzipped copies agree); None when it
+    cannot be read whole (the analysis then reports the problem)."""
+    from traceread.errors import TraceReadError
+    from traceread.loaders.kineto.source import Source
+
+    try:
+        src = Source(path, ahead=False)
+    except OSError:
+        return None
+    h = hashlib.blake2b(digest_size=16)
+    try:
+        while block := src.read(_HASH_READ):
+            h.update(block)
+    except (OSError, TraceReadError, EOFError, ValueError):
+        return None
+    finally:
+        src.close()
+    return h.hexdigest()
 
 
 def _distinct_names(out: Discovery) -> None:

@@ -6,7 +6,9 @@ traces, string or int pid/tid, int or float timestamps. The file is streamed in 
 decoded in parallel (``stream``); timestamps become exact int64 ns without float64.
 
 Rows: every ``X`` (complete) and ``i`` (instant) event; flows (``s``/``f``), counters and metadata
-(``M``) are not rows (thread/process names from ``M`` rows go to ``meta.extra``). Rows keep the
+(``M``) are not rows (thread/process names from ``M`` rows go to ``meta.extra``; counters are
+counted there). "Stream Sync" rows that Kineto 2026-04+ writes at ``tid = stream + 1,000,000`` are
+synchronizations of that stream (``categories.SYNC_STREAM_TID_OFFSET``). Rows keep the
 file's order (Kineto groups them by producer: CPU ops, then GPU activity); sort by ``start_ns``
 where order matters. Side tables (``schema.SIDE_TABLES``) hold kernel launch
 configuration, copy sizes, collective args (NCCL kernels and ``record_param_comms``) and input
@@ -67,6 +69,8 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
         "bare_list": stream.bare_list,
         "json_bytes": stream.json_bytes,
         "non_row_events": builder.other_events,
+        "counter_events": builder.counter_events,  # of the non-row events, counter samples (ph C)
+        "stream_sync_rows": builder.stream_sync_rows,  # Stream Sync rows at tid = stream + 1,000,000 (2026-04+)
         "raw_categories": list(builder.cat_ids),  # as written (sanity: counter-only captures)
         "kineto_decoder": builder.decoder_summary(),
         # integer-microsecond timestamps (PyTorch 1.13-2.3): a recorded duration is off by up to 1 us
@@ -86,6 +90,8 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
         warnings=warnings,
         truncated=stream.truncated,
         extra=extra,
+        job=km.job(stream.top),
+        trace_id=km.trace_id(stream.top),
     )
     return Trace(events=events, meta=meta, side=side)
 

@@ -687,7 +687,7 @@ typedef struct { int state; Py_ssize_t o, l; int esc; } StrVal;
 typedef struct { int present, ok; int64_t v[3]; } Triple;
 
 typedef struct {
-    char ph;  /* 'X', 'i', 'M', 's' (skipped: another known phase), 0 (none), '?' (unknown) */
+    char ph;  /* 'X', 'i', 'M', 'C' (counter), 's' (skipped: another known phase), 0 (none), '?' (unknown) */
     int bad;  /* a row would be wrong here: duplicate key, wrong type, odd value */
     StrVal cat, name;
     IdVal pid, tid;
@@ -931,7 +931,8 @@ static char phase_of(const uint8_t *p, Py_ssize_t l) {
     case 'X': return 'X';
     case 'i': case 'I': return 'i';
     case 'M': return 'M';
-    default: return strchr("BECbnesStTpFfPONDRcVv()", p[0]) && p[0] ? 's' : '?';
+    case 'C': return 'C'; /* a counter: skipped like 's', and counted */
+    default: return strchr("BEbnesStTpFfPONDRcVv()", p[0]) && p[0] ? 's' : '?';
     }
 }
 
@@ -1032,6 +1033,7 @@ typedef struct {
     Vec extra;   /* msgspec events: start, end, row (-1: metadata) */
     Vec strings; /* string ids: column (0 pid, 1 tid), row, offset, length */
     int64_t other, unsure; /* unsure: values written as UNSURE */
+    int64_t counters; /* of the other events, counter samples (ph C) */
     int float_ts;
 } Chunk;
 
@@ -1108,8 +1110,9 @@ static const char *scan_all(Chunk *ch) {
         } else if (ev.ph == 'M') {
             int64_t rec[3] = {start, i, -1};
             if (vec_push(&ch->extra, rec, 3) < 0) return "out of memory";
-        } else if (ev.ph == 's') {
+        } else if (ev.ph == 's' || ev.ph == 'C') {
             ch->other++;
+            ch->counters += ev.ph == 'C';
         } else {
             return ev.ph ? "unknown phase" : "event without ph";
         }
@@ -1185,8 +1188,8 @@ static PyObject *result(Chunk *ch) {
             PyList_SET_ITEM(extra_rows, j, row);
         }
     }
-    return Py_BuildValue("(nnLiNNNNNNL)", ch->rows, ch->nkern, (long long)ch->other, ch->float_ts, cats, names,
-                         shapes, strings, extra, extra_rows, (long long)ch->unsure);
+    return Py_BuildValue("(nnLiNNNNNNLL)", ch->rows, ch->nkern, (long long)ch->other, ch->float_ts, cats, names,
+                         shapes, strings, extra, extra_rows, (long long)ch->unsure, (long long)ch->counters);
 fail:
     Py_XDECREF(cats);
     Py_XDECREF(names);
@@ -1212,7 +1215,8 @@ PyDoc_STRVAR(scan_doc,
 "Scan one chunk of a Kineto event array (events separated by commas, no brackets).\n"
 "cols: writable int64 buffer of 13 * cap values, kern: 9 * cap (column-major, see the C source).\n"
 "Returns (rows, kernels, other_events, float_ts, cat_values, name_values, shape_texts, string_ids,\n"
-"extra_json, extra_rows, unsure), or a reason string when the chunk must be decoded the exact msgspec way.");
+"extra_json, extra_rows, unsure, counter_events), or a reason string when the chunk must be decoded the\n"
+"exact msgspec way. counter_events: how many of the other events are counters (ph C).");
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *body_obj, *cols_obj, *kern_obj;

@@ -48,6 +48,13 @@ GPU_LANES = frozenset(s.GPU_LANES) | {s.LANE_GPU_ANNOTATION}
 
 PROFILER_STEP_PREFIX = "ProfilerStep#"
 
+# Kineto 2026-04+ (output_json.cpp, ``kSyncStreamTidOffset``) writes CUPTI "Stream Sync" records on a
+# row of their own, ``tid = stream + 1,000,000`` (thread name "stream <id> (sync)"), so that a viewer
+# does not draw them over the stream's kernels; ``args.stream`` keeps the real stream. Such a row is
+# a synchronization of that stream, never work on stream 1,000,000+.
+STREAM_SYNC_NAME = "Stream Sync"
+SYNC_STREAM_TID_OFFSET = 1_000_000
+
 
 def lookup(raw: str) -> tuple[str, str]:
     """(lane, category) of one raw Kineto category."""
@@ -64,6 +71,10 @@ def is_kernel(raw: str) -> bool:
 
 def is_copy(raw: str) -> bool:
     return lookup(raw)[1] in (s.CAT_MEMCPY, s.CAT_MEMSET)
+
+
+def is_sync(raw: str) -> bool:
+    return lookup(raw)[1] == s.CAT_SYNC
 
 
 def is_cpu_op(raw: str) -> bool:

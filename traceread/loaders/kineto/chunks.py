@@ -101,6 +101,42 @@ def read_header(src: Source) -> tuple[dict[str, Any], bool, memoryview | None]:
             raise TraceReadError(src.path, "not a Kineto trace: no traceEvents array")
 
 
+PEEK_HEADER = 256 << 10  # peek_header's look at a file's start: Kineto headers are a few KB
+_PEEK_STEP = 16 << 10
+
+
+def peek_header(path: str, limit: int = PEEK_HEADER) -> dict[str, Any] | None:
+    """The top-level keys a Kineto file writes before its event array, from its first ``limit``
+    (uncompressed) bytes only, as :func:`read_header` parses them; None when the file is not such
+    an object, its header is longer, or it cannot be read. For ``scan``, which tells copies of one
+    capture (one ``trace_id``) apart before analysing anything."""
+    try:
+        src = Source(path, ahead=False)
+    except OSError:
+        return None
+    try:
+        buf = b""
+        while len(buf) < limit:  # a few KB hold most headers: read on only while the key is not found
+            block = src.read(_PEEK_STEP)
+            searched = max(0, len(buf) - 256)  # a key (and its spaces) cut by the block end is found again
+            buf += block
+            start = _NON_SPACE.search(buf)
+            if start is not None and buf[start.start(): start.start() + 1] != b"{":
+                return None
+            if start is not None:
+                lead = start.start()
+                for m in TRACE_EVENTS_KEY.finditer(buf, max(lead, searched)):
+                    if top_level_key_start(buf, lead, m.start()):
+                        return _loads_object(b"{" + buf[lead + 1: m.start()].rstrip().rstrip(b",") + b"}")
+            if not block:
+                break
+        return None
+    except (OSError, TraceReadError, EOFError, ValueError):
+        return None
+    finally:
+        src.close()
+
+
 def next_cut(buf: bytearray | memoryview, chunk: int, searched: int = 0) -> tuple[int, int] | None:
     """The event boundary nearest after ``chunk`` bytes of ``buf`` (searching further if the usual
     window holds none), as (end of the last event, start of the next); None when there is none yet.
@@ -243,7 +279,7 @@ def _decode_exact(buf: bytearray, end: int, res: StreamResult) -> None:
     if not end:
         return
     out = decode_chunk(bytes(memoryview(buf)[:end]), final=True)
-    if out["n"] or out["meta_rows"] or out["notes"]:
+    if out["n"] or out["meta_rows"] or out["notes"] or out["counter_events"]:
         res.sink.add(out)
 
 

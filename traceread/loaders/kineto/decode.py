@@ -32,6 +32,7 @@ from traceread.loaders.kineto.events import (
     NO_TIME,
     AnyEvent,
     Args,
+    CounterSample,
     Event,
     Instant,
     Meta,
@@ -211,6 +212,8 @@ def _by_phase(ev: Event) -> Any:
         return Instant(ev.cat, ev.name, ev.pid, ev.tid, ev.ts, ev.dur, ev.args)
     if ev.ph == "M":
         return Meta(ev.name, ev.pid, ev.tid, ev.args)
+    if ev.ph == "C":
+        return CounterSample()
     return Skipped()
 
 
@@ -404,7 +407,8 @@ def _columns(events: list[Any], notes: Counter[str], int_time: bool = False) -> 
         "device": device,
         "stream": stream,
         "meta_rows": meta,
-        "other_events": int((kind == 3).sum()),  # flows, counters: not rows
+        "other_events": int((kind >= 3).sum()),  # flows, counters: not rows
+        "counter_events": int((kind == 4).sum()),
     }
     out.update(_side_values(args, cat_codes, cat_values, name_codes, name_values, notes))
     out["notes"] = dict(notes)

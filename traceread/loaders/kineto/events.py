@@ -126,15 +126,20 @@ class Skipped(Struct, tag_field="ph", tag="", gc=False):
     """An event of a phase that is not a row (flows, counters, async, ...): nothing is kept."""
 
 
+class CounterSample(Struct, tag_field="ph", tag="C", gc=False):
+    """A counter sample (``ph: C``: MTIA/XPU counters, memory counters): not a row, but counted."""
+
+
 # every other phase of the Chrome trace event format
 _SKIPPED = [Skipped] + [msgspec.defstruct(f"Skipped_{i}", [], bases=(Skipped,), tag=ph, gc=False)
-                        for i, ph in enumerate("BECbnesStTpFfPONDRcVv()")]
+                        for i, ph in enumerate("BEbnesStTpFfPONDRcVv()")]
+# 0 row, 1 instant, 2 metadata, 3 skipped, 4 counter (skipped too, and counted)
 _KIND: dict[type, int] = {Row: 0, Instant: 1, InstantOld: 1, RowIntTime: 0, InstantIntTime: 1, InstantOldIntTime: 1, Meta: 2,
-         **{t: 3 for t in _SKIPPED}}
+         **{t: 3 for t in _SKIPPED}, CounterSample: 4}
 INT_TIME_TYPES = (RowIntTime, InstantIntTime, InstantOldIntTime)
 # The unions the decoders take (runtime values: the skipped phases' structs are built above).
-AnyEvent: Any = functools.reduce(operator.or_, [Row, Instant, InstantOld, Meta, *_SKIPPED])
-AnyEventIntTime: Any = functools.reduce(operator.or_, [RowIntTime, InstantIntTime, InstantOldIntTime, Meta,
+AnyEvent: Any = functools.reduce(operator.or_, [Row, Instant, InstantOld, Meta, CounterSample, *_SKIPPED])
+AnyEventIntTime: Any = functools.reduce(operator.or_, [RowIntTime, InstantIntTime, InstantOldIntTime, Meta, CounterSample,
                                                         *_SKIPPED])
 EVENT_LIST: Any = types.GenericAlias(list, (AnyEvent,))  # list[AnyEvent], which a type checker reads as a type
 EVENT_LIST_INT_TIME: Any = types.GenericAlias(list, (AnyEventIntTime,))

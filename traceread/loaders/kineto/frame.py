@@ -50,6 +50,8 @@ class FrameBuilder:
         self.notes: Counter[str] = Counter()
         self.float_ts = False
         self.other_events = 0
+        self.counter_events = 0  # Chrome-trace counters (``ph: C``): not rows, counted
+        self.stream_sync_rows = 0  # set by build: Stream Sync rows on Kineto's separate sync row
         self.n = 0
         # which decoder took the chunks: {"scanner"|"msgspec": [chunks, JSON bytes]}; why msgspec
         self.decoders: dict[str, list[int]] = {}
@@ -86,6 +88,7 @@ class FrameBuilder:
         self.notes.update(c["notes"])
         self.meta_rows.extend(c["meta_rows"])
         self.other_events += c["other_events"]
+        self.counter_events += c["counter_events"]
         if not c["n"]:
             return
         self.float_ts |= c["float_ts"]
@@ -141,7 +144,8 @@ class FrameBuilder:
             "strings": dict(self.string_ids), "kernel": self.kernel, "copy": self.copy,
             "collective": self.collective, "shape_rows": self.shape_rows, "shape_codes": self.shape_codes,
             "shape_texts": list(self.shape_ids), "meta_rows": self.meta_rows, "notes": dict(self.notes),
-            "float_ts": self.float_ts, "other_events": self.other_events, "n": self.n,
+            "float_ts": self.float_ts, "other_events": self.other_events, "counter_events": self.counter_events,
+            "n": self.n,
             "decoders": self.decoders, "fallback_reasons": dict(self.fallback_reasons),
         }
 
@@ -165,6 +169,7 @@ class FrameBuilder:
         self.notes.update(st["notes"])
         self.meta_rows.extend(st["meta_rows"])
         self.other_events += st["other_events"]
+        self.counter_events += st["counter_events"]
         self.float_ts |= st["float_ts"]
         if st["n"]:
             rows = self.columns.spare(st["n"])
@@ -221,6 +226,7 @@ class FrameBuilder:
         norm[instant] = categories.index(schema.CAT_INSTANT)
         gpu_lanes = [lanes.index(x) for x in cats.GPU_LANES]
         on_gpu = codes_in(lane, gpu_lanes, len(lanes))
+        self.stream_sync_rows = _stream_sync_rows(col, on_gpu, cat_codes, cat_values, name_codes, name_values)
         for name, fallback in (("device", "pid"), ("stream", "tid")):  # in place: no column copies
             arr = col[name]
             unset = on_gpu & (arr == -1)
@@ -275,6 +281,23 @@ class FrameBuilder:
             pending["op_shapes"] = functools.partial(_op_shapes, list(self.shape_ids), list(self.shape_rows),
                                                      list(self.shape_codes))
         return SideTables(side, pending)
+
+
+def _stream_sync_rows(col: dict[str, np.ndarray], on_gpu: np.ndarray, cat_codes: np.ndarray, cat_values: list[str],
+                      name_codes: np.ndarray, name_values: list[str]) -> int:
+    """Stream Sync rows on Kineto's separate sync row (``tid = stream + 1,000,000``): without
+    ``args.stream`` their stream is the tid less the offset, as Kineto wrote it (not the tid, the
+    other GPU rows' fallback). Returns how many Stream Sync rows sit on such a row (either way)."""
+    syncs = [i for i, v in enumerate(cat_values) if cats.is_sync(v)]
+    names = [i for i, v in enumerate(name_values) if v == cats.STREAM_SYNC_NAME]
+    if not syncs or not names:
+        return 0
+    tid, stream = col["tid"], col["stream"]
+    rows = (on_gpu & codes_in(cat_codes, syncs, len(cat_values)) & codes_in(name_codes, names, len(name_values))
+            & (tid >= cats.SYNC_STREAM_TID_OFFSET))
+    unset = rows & (stream == -1)
+    stream[unset] = tid[unset] - cats.SYNC_STREAM_TID_OFFSET
+    return int((rows & (stream == tid - cats.SYNC_STREAM_TID_OFFSET)).sum())
 
 
 def _kernel_args(parts: list[dict[str, np.ndarray]], kernel_rows: np.ndarray) -> pd.DataFrame:

@@ -87,6 +87,39 @@ def distributed(top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Kineto 2026+ copies these environment variables into the top level (libkineto/include/EnvMetadata.h);
+# their values are strings. ``host_name``, written beside them, is never read.
+JOB_KEYS = (("name", "PT_PROFILER_JOB_NAME"), ("version", "PT_PROFILER_JOB_VERSION"),
+            ("attempt", "PT_PROFILER_JOB_ATTEMPT_INDEX"))
+_ID_MAX = 1024  # characters: a longer value is no id a writer made
+
+
+def _id_text(value: Any) -> str | None:
+    """A metadata value as id text (a string or an integer), or None when it is none."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    text = value if isinstance(value, str) else str(value) if value.bit_length() < 128 else None
+    return text if text and len(text) <= _ID_MAX else None
+
+
+def job(top: dict[str, Any]) -> dict[str, str]:
+    """The profiled job the file names ({} without ``PT_PROFILER_JOB_NAME``): name, version, attempt."""
+    name = _id_text(top.get("PT_PROFILER_JOB_NAME"))
+    if name is None:
+        return {}
+    out = {"name": name}
+    for key, field_name in JOB_KEYS[1:]:
+        text = _id_text(top.get(field_name))
+        if text is not None:
+            out[key] = text
+    return out
+
+
+def trace_id(top: dict[str, Any]) -> str | None:
+    """The file's top-level ``trace_id`` (user metadata some writers add), or None."""
+    return _id_text(top.get("trace_id"))
+
+
 def profiler_options(top: dict[str, Any]) -> dict[str, Any]:
     return {k: top[k] for k in PROFILER_OPTIONS if k in top}
 

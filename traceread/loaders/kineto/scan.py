@@ -39,6 +39,7 @@ UNSURE = np.iinfo(np.int64).min  # the C's mark for a value only the fallback gi
 _MIN_EVENT = 16  # bytes: no row event is shorter ({"ph":"i","ts":1} is 17), so rows <= len / 16
 _TYPICAL_EVENT = 64  # bytes: real traces' rows are 100-500 bytes; a chunk with more rows is rescanned
 _NO_ROOM = "more rows than the caller's capacity"  # the C scanner's reason when cap was too small
+_RESULT_FIELDS = 12  # the scanner's result tuple (see scan_doc in _cscan.c)
 
 _LIST_DECODER = msgspec.json.Decoder(EVENT_LIST)
 _STR_DECODER = msgspec.json.Decoder(str)
@@ -76,7 +77,9 @@ def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
             break
     if isinstance(res, str):
         return None, res
-    n, nk, other, float_ts, cat_raw, name_raw, shape_texts, strings, extra, extra_rows, unsure = res
+    if len(res) != _RESULT_FIELDS:  # an extension built from an older _cscan.c: rebuild it (pip install -e .)
+        return None, "compiled scanner older than this loader"
+    n, nk, other, float_ts, cat_raw, name_raw, shape_texts, strings, extra, extra_rows, unsure, counters = res
     try:
         cat_values, name_values = _texts(cat_raw), _texts(name_raw)
         decoded = _LIST_DECODER.decode(extra) if extra is not None else []
@@ -136,6 +139,7 @@ def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
         "stream": stream,
         "meta_rows": meta,
         "other_events": other,
+        "counter_events": counters,
         "kernel": {"row": k[0].copy(), "grid": np.ascontiguousarray(k[1:4].T),
                    "block": np.ascontiguousarray(k[4:7].T), "registers": k[7].copy(), "shared_mem": k[8].copy()},
         "copy": {"row": copy_rows.astype(np.int64), "bytes": nbytes},
