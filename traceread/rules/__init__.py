@@ -14,27 +14,27 @@
 5. ``launch-bound``: the GPU waited for a host busy dispatching launches.
 
 Every rule is a pair of vectorized functions over the whole gaps frame (see ``rules._base``); no
-Python loop runs per gap. First responses per class are data in ``rules.responses``.
+Python loop runs per gap. Which rules there are, and their order, is read off the cause records
+(``traceread.causes``: each names its rule module and its precedence); the words of each class
+(first response, levers) are in its record too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 
 import numpy as np
 import pandas as pd
 
-from traceread import heap
+from traceread import causes, heap
 from traceread.config import Thresholds
 from traceread.rules import (
     _calls,
     capture_boundary,
-    comm_bound,
-    data_starved,
     evidence,
     host_work,
-    launch_bound,
     one_time_cost,
     pipeline_bubble,
     sync_stall,
@@ -56,22 +56,26 @@ from traceread.rules._base import (
     timestamp_tick_ns,
     waited_for_comm,
 )
-from traceread.rules.responses import FIRST_RESPONSES, first_response
 from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, UNATTRIBUTED
 
-RULES: list[Rule] = [
-    capture_boundary.RULE,
-    one_time_cost.RULE,
-    data_starved.RULE,
-    comm_bound.RULE,
-    sync_stall.RULE,
-    pipeline_bubble.RULE,
-    launch_bound.RULE,
-]
 
-__all__ = ["GAP_CLASSES", "RULES", "FIRST_RESPONSES", "Rule", "RuleContext", "build_context", "classify",
-           "first_response", "notes"]
+def _rule_of(cause: causes.Cause) -> Rule:
+    """The ``RULE`` of the module a cause record names (rule modules are this package's: resolved here)."""
+    rule = importlib.import_module(str(cause.rule)).RULE
+    if not isinstance(rule, Rule) or rule.name != cause.name:
+        raise TypeError(f"{cause.rule}.RULE is not the rule of {cause.name!r}")
+    return rule
+
+
+# The rules in the order they are tried, and the residual class's (its evidence; it claims what is left).
+RULES: tuple[Rule, ...] = tuple(_rule_of(c) for c in causes.rules_in_order())
+RESIDUAL: Rule = _rule_of(causes.residual())
+# The context the rules get: the join of the facts every rule declares, in RuleContext's field order.
+FACTS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RuleContext)
+                               if any(f.name in r.facts for r in RULES + (RESIDUAL,)))
+
+__all__ = ["GAP_CLASSES", "RULES", "RESIDUAL", "FACTS", "Rule", "RuleContext", "build_context", "classify", "notes"]
 
 
 # The rules' context is built for the gaps a rule can claim only (their columns copied once) when they
@@ -167,7 +171,7 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
     # A drain-sync's queued wait takes out the idle of every earlier gap of its device, claimable or not.
     wait = sync_stall.queued_wait(gaps, held, sync_start, unrecorded=whole.boundary(*capture_boundary.LEADS), at=rows)
     return RuleContext(judged=pick(whole.judged), queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
-                       sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin, sync_wait_ns=wait,
+                       sync_end_ns=sync_end, sync_origin=sync_origin, sync_wait_ns=wait,
                        dispatch=dispatch, dispatch_op=dispatch_op, api_call_ns=api_call_ns,
                        api_call_name=api_call_name, periodic=periodic, presence=presence, cv=cv, notes=bubble_notes,
                        one_time_ns=one_ns, one_time_kind=one_kind, one_time_label=one_label,
