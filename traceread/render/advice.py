@@ -5,10 +5,10 @@ are its record in :mod:`traceread.causes` (read here and by the other renderers,
 from __future__ import annotations
 
 from traceread import causes
-from traceread.causes import levers
+from traceread.causes import first_response, levers
 from traceread.causes.builtin import EVIDENCE_TEXT, HEALTHY, ONE_TIME_COST
 
-__all__ = ["meaning", "title", "levers", "verdict"]
+__all__ = ["meaning", "title", "first_response", "levers", "verdict"]
 
 
 def meaning(cause: str) -> str:
