@@ -231,3 +231,23 @@ def test_a_cause_defined_outside_the_package_flows_into_every_output(tmp_path):
 def test_the_toy_is_not_a_cause_here():
     """The records of this process are the built-in ones (the toy lived in its own process only)."""
     assert causes.find("toy-bound") is None and "toy-bound" not in plotbits.CLASS_COLORS
+
+
+def test_the_builder_computes_only_the_declared_facts(monkeypatch):
+    """A fact no rule declares is not computed: the builder builds the join, not a fixed list."""
+    import pandas as pd
+    from test_rules import CFG, gap
+
+    from traceread import rules
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("computed a fact no rule declares")
+
+    gaps = pd.DataFrame([gap()])
+    monkeypatch.setattr(rules, "dispatch_cover", refuse)
+    with pytest.raises(AssertionError, match="no rule declares"):
+        rules.build_context(gaps, None, None, CFG)
+    monkeypatch.setattr(rules, "FACTS_SET", rules.FACTS_SET - {"dispatch", "dispatch_op"})
+    ctx = rules.build_context(gaps, None, None, CFG)
+    assert not ctx.dispatch.any() and list(ctx.dispatch_op) == [""]
+    assert ctx.judged.all()  # the declared facts are still there

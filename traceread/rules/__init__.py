@@ -74,6 +74,7 @@ RESIDUAL: Rule = _rule_of(causes.residual())
 # The context the rules get: the join of the facts every rule declares, in RuleContext's field order.
 FACTS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RuleContext)
                                if any(f.name in r.facts for r in RULES + (RESIDUAL,)))
+FACTS_SET = frozenset(FACTS)
 
 __all__ = ["GAP_CLASSES", "RULES", "RESIDUAL", "FACTS", "Rule", "RuleContext", "build_context", "classify", "notes"]
 
@@ -142,7 +143,8 @@ def _claimable(gaps: pd.DataFrame, whole: _Whole, cfg: Thresholds) -> np.ndarray
 
 def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
                   cfg: Thresholds) -> RuleContext:
-    """The per-gap facts every rule may read (launch timing, sync at drain, periodicity)."""
+    """The per-gap facts the rules read (launch timing, sync at drain, periodicity...): the join of the facts
+    every rule declares (``FACTS``); a field no rule declares is left empty."""
     return _context(gaps, gaps, None, steps, trace, cfg, _whole(gaps, steps, trace, cfg))
 
 
@@ -153,23 +155,44 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
     def pick(a: np.ndarray) -> np.ndarray:
         return a if rows is None else a[rows]
 
+    n = len(part)
+
+    def wanted(*facts: str) -> bool:  # the context is the join of the rules' facts: no other is computed
+        return not FACTS_SET.isdisjoint(facts)
+
+    def none(dtype: type | str) -> np.ndarray:  # a fact no rule reads
+        return texts(n) if dtype is object else np.zeros(n, dtype=dtype)
+
     queued, late = pick(whole.queued), pick(whole.late)
     capture_kind = whole.capture(whole.capture_kind_at, rows)
-    held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(part, trace, cfg)
-    sync_origin = sync_stall.origin_op(part, trace, held, sync_start, sync_tid)
-    work_ns, work_label = host_work.host_work(part, trace, host_work.launching_thread(part, trace), cfg)
-    dispatch, dispatch_op = dispatch_cover(part, trace)
-    api_call_ns, api_call_name = longest_api_call(part, trace, cfg.launch_call_max_ns)
-    # Periodicity reads places in the captured part of each step, boundary stretches left out.
+    if wanted("sync_at_drain", "sync_name", "sync_end_ns", "sync_origin", "sync_wait_ns"):
+        held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(part, trace, cfg)
+    else:
+        held, sync_name, sync_end, sync_start, sync_tid = none(bool), none(object), none("i8"), none("i8"), none("i8")
+    sync_origin = sync_stall.origin_op(part, trace, held, sync_start, sync_tid) if wanted("sync_origin") \
+        else none(object)
+    work_ns, work_label = host_work.host_work(part, trace, host_work.launching_thread(part, trace), cfg) \
+        if wanted("host_work_ns", "host_work_label") else (none("i8"), none(object))
+    dispatch, dispatch_op = dispatch_cover(part, trace) if wanted("dispatch", "dispatch_op") \
+        else (none("f8"), none(object))
+    api_call_ns, api_call_name = longest_api_call(part, trace, cfg.launch_call_max_ns) \
+        if wanted("api_call_ns", "api_call_name") else (none("i8"), none(object))
+    # Periodicity reads places in the captured part of each step, boundary stretches left out (always: its
+    # notes say what could not be judged).
     tail = comm_tail(part, trace)
     eligible = pipeline_bubble.waits_like_a_bubble(part, queued, cfg, waited_for_comm(part, tail, cfg)) & \
         (capture_kind == "")
     periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(
         *capture_boundary.captured(part, steps, whole.edges, cfg), cfg, eligible)
-    one_ns, one_kind, one_label, one_count = one_time_cost.cover(part, steps, trace, cfg)
-    blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(part, steps, trace, cfg)
+    one_ns, one_kind, one_label, one_count = one_time_cost.cover(part, steps, trace, cfg) \
+        if wanted("one_time_ns", "one_time_kind", "one_time_label", "one_time_count") \
+        else (none("i8"), none(object), none(object), none("i8"))
+    blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(part, steps, trace, cfg) \
+        if wanted("sync_blocked_ns", "sync_alloc_ns", "sync_alloc_calls", "sync_block_start_ns") \
+        else (none("i8"), none("i8"), none("i8"), none("i8"))
     # A drain-sync's queued wait takes out the idle of every earlier gap of its device, claimable or not.
-    wait = sync_stall.queued_wait(gaps, held, sync_start, unrecorded=whole.boundary(*capture_boundary.LEADS), at=rows)
+    wait = sync_stall.queued_wait(gaps, held, sync_start, unrecorded=whole.boundary(*capture_boundary.LEADS),
+                                  at=rows) if wanted("sync_wait_ns") else none("i8")
     return RuleContext(judged=pick(whole.judged), queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
                        sync_end_ns=sync_end, sync_origin=sync_origin, sync_wait_ns=wait,
                        dispatch=dispatch, dispatch_op=dispatch_op, api_call_ns=api_call_ns,
