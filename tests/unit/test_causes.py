@@ -54,6 +54,15 @@ def test_the_shipped_schema_lists_the_records():
     assert jsonout.schema() == shipped
 
 
+def test_records_are_frozen_and_hashable():
+    c = causes.get("data-starved")
+    assert len(set(causes.CAUSES)) == len(causes.CAUSES) and hash(c) == hash(causes.get("data-starved"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.title = "x"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        c.by_evidence["x"] = ("y", ())  # type: ignore[index]
+
+
 def test_a_record_is_checked_when_made():
     with pytest.raises(ValueError, match="kind"):
         causes.Cause("x", "sideways", "X", "m", "r", ())

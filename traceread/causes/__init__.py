@@ -65,7 +65,8 @@ class Cause:
     # Perfetto: the GPU lanes whose work a gap of this class waits on (a flow arrow from it to the gap).
     evidence_lanes: tuple[str, ...] = ()
     # A named piece of evidence (``evidence_kind``) with a fix of its own: kind -> (first response, levers).
-    by_evidence: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=lambda: MappingProxyType({}))
+    by_evidence: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=lambda: MappingProxyType({}),
+                                                               hash=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
