@@ -24,11 +24,13 @@ PACKAGE = "traceread"
 # A module no entry covers fails the test: put a new module where its job belongs.
 LAYERS: list[tuple[str, list[str]]] = [
     # Definitions every layer shares: errors, thresholds, the frame's schema and the Trace container,
-    # names and patterns (kernel classes, gap classes, host calls), input limits, output primitives,
-    # pure interval arithmetic. Knows nothing of how a trace is read or analysed.
+    # the cause records (traceread.causes: a record names its rule and fix by module path, each resolved by
+    # its own layer, so the record sits here and nothing imports up), names and patterns (kernel classes,
+    # gap classes, host calls), input limits, output primitives, pure interval arithmetic. Knows nothing of how a trace is read or analysed.
     ("base", [
         "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace", "traceread.printable",
         "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.extensions", "traceread.vocabulary",
+        "traceread.causes",
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals", "traceread.grouped",
     ]),
     # Readers of the two input formats; they produce a Trace.

@@ -31,7 +31,7 @@ not what the run pays every step. The runner-up is the largest other named idle 
 memory-bound when memory-bound kernels dominate busy time), never ``unattributed`` nor
 ``unclassified`` (neither names a fix).
 
-The first response (``rules.responses.first_response``, read by the renderers) follows the largest
+The first response (``causes.first_response``, read by the renderers) follows the largest
 piece of evidence inside the dominant class (``dominant_evidence``: the gaps' ``evidence_kind``): a
 sync-stall held by recurring allocator calls gets the allocator fix, not "remove ``.item()``".
 """

@@ -1,8 +1,9 @@
 """The names every layer shares: gap classes, busy parts, verdicts, and their column names.
 
-One home for the words of the diagnosis, so that the engine, the rules, attribution, the job
+One home for the names of the diagnosis, so that the engine, the rules, attribution, the job
 analysis, the renderers, scan and diff cannot drift apart (a copy without ``one-time-cost`` once
-reported a straggler's compile time as "short-gaps"). This module imports nothing of traceread.
+reported a straggler's compile time as "short-gaps"). The names and their order are read off the cause
+records (``traceread.causes``): this module imports nothing else of traceread.
 
 * ``GAP_CLASSES``: what a compute-idle gap is classified as (``traceread.rules``), in report order;
   ``unattributed`` last.
@@ -18,28 +19,31 @@ reported a straggler's compile time as "short-gaps"). This module imports nothin
 
 from __future__ import annotations
 
-LAUNCH_BOUND = "launch-bound"
-COMM_BOUND = "comm-bound"
-DATA_STARVED = "data-starved"
-PIPELINE_BUBBLE = "pipeline-bubble"
-SYNC_STALL = "sync-stall"
-ONE_TIME_COST = "one-time-cost"
-CAPTURE_BOUNDARY = "capture-boundary"
-UNATTRIBUTED = "unattributed"
+from traceread.causes import BOUNDARY, BUSY, CAUSES, GAP_KINDS
+from traceread.causes.builtin import (
+    CAPTURE_BOUNDARY,
+    COMM_BOUND,
+    COMPUTE_BOUND,
+    DATA_STARVED,
+    HEALTHY,
+    LAUNCH_BOUND,
+    MEMORY_BOUND,
+    ONE_TIME_COST,
+    PIPELINE_BUBBLE,
+    SYNC_STALL,
+    UNATTRIBUTED,
+    UNCLASSIFIED,
+)
 
-GAP_CLASSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE_BUBBLE, SYNC_STALL, ONE_TIME_COST,
-                                CAPTURE_BOUNDARY, UNATTRIBUTED)
+# The tuples below are read off the cause records (traceread.causes), in their report order.
+GAP_CLASSES: tuple[str, ...] = tuple(c.name for c in CAUSES if c.kind in GAP_KINDS)
 # Idle classes that are causes (report schema 1.2: capture-boundary is a part of step time, never a cause).
-IDLE_CAUSES: tuple[str, ...] = tuple(c for c in GAP_CLASSES if c != CAPTURE_BOUNDARY)
+IDLE_CAUSES: tuple[str, ...] = tuple(c.name for c in CAUSES if c.kind in GAP_KINDS and c.kind != BOUNDARY)
 
-COMPUTE_BOUND = "compute-bound"
-MEMORY_BOUND = "memory-bound"
-UNCLASSIFIED = "unclassified"  # busy in kernels of unknown class (report schema 1.2)
-BUSY_PARTS: tuple[str, ...] = (COMPUTE_BOUND, MEMORY_BOUND, UNCLASSIFIED)
+BUSY_PARTS: tuple[str, ...] = tuple(c.name for c in CAUSES if c.kind == BUSY)
 PARTS: tuple[str, ...] = BUSY_PARTS + GAP_CLASSES
 
-HEALTHY = "healthy"
-VERDICTS: tuple[str, ...] = IDLE_CAUSES + (MEMORY_BOUND, HEALTHY)
+VERDICTS: tuple[str, ...] = IDLE_CAUSES + tuple(c.name for c in CAUSES if c.verdict and c.kind not in GAP_KINDS)
 # dominant_cause of a report whose traces hold no GPU activity at all (report schema 1.1).
 NO_GPU_ACTIVITY = "no-gpu-activity"
 

@@ -11,9 +11,9 @@ from conftest import SHARED_TRACES, needs_shared
 
 from traceread import load
 from traceread.analysis import analyze
+from traceread.causes import first_response
 from traceread.config import Thresholds
 from traceread.rules.evidence import with_evidence
-from traceread.rules.responses import first_response
 
 pytestmark = needs_shared
 

@@ -85,7 +85,7 @@ def test_only_the_capture_boundary_claims_an_unjudged_gap() -> None:
                          "launch_count": np.full(n, 500), "step_p2p_count": np.ones(n)})
     every = np.ones(n, dtype=bool)
     ctx = RuleContext(judged=~every, queued=every, late=every, sync_at_drain=every, sync_name=np.full(n, "x", object),
-                      sync_end_ns=gaps["end_ns"].to_numpy(), sync_start_ns=np.zeros(n, np.int64),
+                      sync_end_ns=gaps["end_ns"].to_numpy(),
                       sync_origin=np.full(n, "x", object), sync_wait_ns=np.full(n, 10**7),
                       dispatch=np.ones(n), dispatch_op=np.full(n, "x", object), api_call_ns=np.zeros(n, np.int64),
                       api_call_name=np.full(n, "", object), periodic=every, presence=np.ones(n), cv=np.zeros(n),

@@ -11,9 +11,9 @@ from _frames import annotation, api, kernel, make_events, op
 from test_rules import CFG, US, gap, one, queued
 
 from traceread.attribution import dominant_idle
+from traceread.causes import first_response
 from traceread.render import advice
 from traceread.rules import GAP_CLASSES, classify
-from traceread.rules.responses import first_response
 
 
 def _steps(n: int, length: int = 1_000 * US) -> pd.DataFrame:

@@ -17,11 +17,10 @@ from _frames import annotation, api, kernel, make_events, op
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceread import rules
+from traceread import causes, rules
 from traceread.config import Thresholds
 from traceread.render import advice
-from traceread.rules import GAP_CLASSES, RULES, classify, responses
-from traceread.rules.responses import FIRST_RESPONSES
+from traceread.rules import GAP_CLASSES, RULES, classify
 from traceread.vocabulary import VERDICTS
 
 CFG = Thresholds()
@@ -61,15 +60,15 @@ def test_classes_rules_and_responses_agree():
                                                          "comm-bound", "sync-stall", "pipeline-bubble", "launch-bound",
                                                          "unattributed"]
     assert set(GAP_CLASSES) == {r.name for r in RULES} | {"unattributed"}
-    assert set(GAP_CLASSES) | {"memory-bound", "healthy"} == set(FIRST_RESPONSES)
+    assert set(GAP_CLASSES) | {"memory-bound", "healthy"} == {c.name for c in causes.CAUSES if c.first_response}
 
 
-def test_one_advice_table_covers_every_verdict():
-    """The renderers read the advice of rules.responses; none words it again."""
-    for table in (responses.MEANING, responses.TITLE, responses.FIRST_RESPONSES, responses.LEVERS):
-        assert set(table) == set(VERDICTS) | {"capture-boundary"}  # a gap class the tables show, never a verdict
-    assert advice.FIRST_RESPONSES is responses.FIRST_RESPONSES and advice.LEVERS is responses.LEVERS
-    assert advice.first_response is responses.first_response
+def test_one_advice_record_covers_every_verdict():
+    """The renderers read the advice of the cause records; none words it again."""
+    for name in set(VERDICTS) | {"capture-boundary"}:  # a gap class the advice shows, never a verdict
+        c = causes.get(name)
+        assert c.meaning and c.title and c.first_response and c.levers, name
+        assert advice.meaning(name) is c.meaning and advice.levers(name) is c.levers
 
 
 @pytest.mark.parametrize("module", [rules.data_starved, rules.comm_bound, rules.sync_stall,
@@ -146,9 +145,9 @@ def test_pageable_h2d_copy_covering_gap_is_data_starved_even_with_blocking_memcp
     assert row["class"] == "data-starved"
     assert "pageable host-to-device copy" in row["evidence"]
     assert row["evidence_kind"] == "pageable-copy"
-    fix = responses.first_response("data-starved", "pageable-copy")
+    fix = causes.first_response("data-starved", "pageable-copy")
     assert "pin_memory=True" in fix and "non_blocking=True" in fix and "workers" not in fix
-    assert "pin_memory=True" in responses.levers("data-starved", "pageable-copy")[0]
+    assert "pin_memory=True" in causes.levers("data-starved", "pageable-copy")[0]
 
 
 @pytest.mark.parametrize(("pageable_us", "kind"), [(0, "data-starved"), (300, "data-starved"),

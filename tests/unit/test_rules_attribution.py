@@ -7,8 +7,8 @@ import pandas as pd
 from _frames import kernel, make_events
 
 from traceread.attribution import PARTS, Attribution, attribute, part_col
+from traceread.causes import first_response
 from traceread.config import Thresholds
-from traceread.rules.responses import first_response
 
 CFG = Thresholds()
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"

@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceread import causes
+from traceread.causes.builtin import HEALTHY
 from traceread.config import Thresholds
 from traceread.diff import stats, tables
 from traceread.diff.side import SideFacts
-from traceread.rules.responses import FIRST_RESPONSES, MEANING
 from traceread.vocabulary import GAP_CLASSES, PARTS
 
 DIFF_SCHEMA_VERSION = "1.1"
@@ -245,9 +246,10 @@ def compare(b: SideFacts, a: SideFacts, cfg: Thresholds) -> Diff:
 
 def _first_fix(a: SideFacts) -> str:
     cause = a.dominant_cause
-    if cause == "healthy":
-        return f"healthy: {FIRST_RESPONSES['healthy']}."
-    return f"{cause}: {MEANING.get(cause, '')}; {FIRST_RESPONSES.get(cause, '')}."
+    c = causes.find(cause)
+    if cause == HEALTHY and c is not None:
+        return f"healthy: {c.first_response}."
+    return f"{cause}: {c.meaning if c else ''}; {c.first_response if c else ''}."
 
 
 def gate(d: Diff, pct: float) -> tuple[bool, str]:

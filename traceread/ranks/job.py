@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from traceread import causes
 from traceread.config import Thresholds
 from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
 from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
@@ -57,19 +58,11 @@ from traceread.ranks.waiting import (
 from traceread.vocabulary import GAP_CLASSES
 
 COMPONENTS = ("compute",) + GAP_CLASSES + ("short-gaps",)
-REASONS = {
+# Why a straggler reached a collective late: a gap class's reason is its record's (traceread.causes).
+REASONS: dict[str, str] = {
     "compute": "its own compute: its kernels between collectives ran longer than the median rank's "
                "(slower kernels or more work on this rank)",
-    "data-starved": "a data stall: it waited for the data loader / host-to-device batch copy before the collective",
-    "launch-bound": "launch overhead: its GPU waited for the host to dispatch kernels",
-    "sync-stall": "a host sync: the host blocked on the GPU, then launched late",
-    "unattributed": "host work with no GPU activity (unattributed idle) before the collective",
-    "comm-bound": "waiting on other communication before the collective",
-    "pipeline-bubble": "a pipeline bubble before the collective",
-    "one-time-cost": "one-time work (compilation, graph capture, module loading, first launches, context setup, "
-                     "allocator growth) before the collective",
-    "capture-boundary": "the capture's edge: its GPU was busy with work issued before the capture began, or the "
-                        "profiler was shutting down (not a cause)",
+    **{c.name: str(c.job_reason) for c in causes.gap_classes()},
     "short-gaps": "many short idle gaps between its kernels (turnaround below the judged gap size)",
     "earlier-delay": "a delay before the interval its trace shows: its lead to the collective is no longer than "
                      "the others', so it reached the previous collective's end late already (or calls are missing)",

@@ -26,7 +26,7 @@ from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
 from traceread.rules.evidence import EvidenceChunks, with_evidence
 from traceread.scope import analysis_scope
-from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
+from traceread.vocabulary import GAP_CLASSES, NO_GPU_ACTIVITY, PARTS, VERDICTS, part_col
 
 if TYPE_CHECKING:
     from traceread.analysis import LaunchStats, Removal
@@ -40,8 +40,16 @@ _SCRUB = ("next_kernel_name", "longest_cpu_name", "python_frame")
 
 
 def schema() -> dict[str, Any]:
-    """The JSON Schema of the report (draft 2020-12)."""
-    return json.loads(resources.files("traceread").joinpath("data/report.schema.json").read_text("utf-8"))
+    """The JSON Schema of the report (draft 2020-12), its enums of classes and causes read off the cause
+    records (``traceread.causes``; the shipped file lists the built-in ones, as tests/unit/test_causes.py checks)."""
+    doc: dict[str, Any] = json.loads(resources.files("traceread").joinpath("data/report.schema.json").read_text("utf-8"))
+    defs, parts = doc["$defs"], doc["properties"]["attribution"]["items"]["properties"]["parts"]
+    defs["gap_class"]["enum"] = list(GAP_CLASSES)
+    defs["by_class_ns"]["required"] = list(GAP_CLASSES)
+    defs["cause"]["enum"] = list(VERDICTS) + [NO_GPU_ACTIVITY]
+    parts["required"] = list(PARTS)
+    parts["propertyNames"]["enum"] = list(PARTS)
+    return doc
 
 
 def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from typing import IO, Any, cast
 import numpy as np
 import pandas as pd
 
+from traceread import causes
 from traceread.analysis import Analysis
 from traceread.attribution import verdict
 from traceread.config import Thresholds
@@ -101,7 +102,7 @@ def _verdict(a: Analysis) -> str:
     text = advice.verdict(a.dominant_cause, a.dominant_cost_share, a.dominant_evidence)
     if a.second_cause and a.second_cost_share >= a.cfg.report_second_min_share:
         text += (f" Next largest: {a.second_cause}, {a.second_cost_share:.0%} of step time "
-                 f"({advice.MEANING[a.second_cause]}).")
+                 f"({advice.meaning(a.second_cause)}).")
     total = int(a.attribution["step_ns"].sum()) if len(a.attribution) else 0
     edge = int(a.attribution[part_col(CAPTURE_BOUNDARY)].sum()) if total else 0
     if edge:
@@ -152,16 +153,12 @@ def _share_rows(attr: pd.DataFrame) -> list[tuple[str, int, float]]:
     return [(p, int(total[part_col(p)]), float(total[part_col(p)]) / step_ns) for p in PARTS]
 
 
-_PART_LABEL = {"compute-bound": "busy: compute-bound kernels", "memory-bound": "busy: memory-bound kernels",
-               "unclassified": "busy: unclassified kernels"}
-
-
 def _where(a: Analysis) -> str:
     if a.attribution.empty:
         return ""
     lines = ["## Where the step time goes", ""]
     # Unclassified busy time is shown only when some kernel had no class (most traces have none).
-    rows = [[md_text(_PART_LABEL.get(p, f"idle: {p}")), ms(ns), pct(sh), bar(sh)]
+    rows = [[md_text(causes.get(p).part_label), ms(ns), pct(sh), bar(sh)]
             for p, ns, sh in _share_rows(a.attribution) if ns or p != UNCLASSIFIED]
     total_ns = int(a.attribution["step_ns"].sum())
     rows.append(["**total**", ms(total_ns), pct(1.0 if total_ns else 0.0), ""])
@@ -346,12 +343,12 @@ def _per_step(a: Analysis) -> str:
 def _next(a: Analysis) -> str:
     if a.steps.empty:
         return ""
-    lines = ["## What to do next", "", f"**{advice.TITLE[a.dominant_cause]}** ({pct(a.dominant_cost_share, 0)} "
+    lines = ["## What to do next", "", f"**{advice.title(a.dominant_cause)}** ({pct(a.dominant_cost_share, 0)} "
              "of step time), in this order:", ""]
     lines += [f"{i}. {lever}" for i, lever in enumerate(advice.levers(a.dominant_cause, a.dominant_evidence), 1)]
     if a.second_cause and a.second_cost_share >= a.cfg.report_second_min_share:
-        lines += ["", f"Then **{advice.TITLE[a.second_cause]}** ({pct(a.second_cost_share, 0)} of step time):", ""]
-        lines += [f"{i}. {lever}" for i, lever in enumerate(advice.LEVERS[a.second_cause], 1)]
+        lines += ["", f"Then **{advice.title(a.second_cause)}** ({pct(a.second_cost_share, 0)} of step time):", ""]
+        lines += [f"{i}. {lever}" for i, lever in enumerate(advice.levers(a.second_cause), 1)]
     lines += ["", "Fix one cause at a time and re-measure: the next trace shows what became dominant."]
     return "\n".join(lines)
 

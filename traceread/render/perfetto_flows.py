@@ -26,14 +26,14 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from traceread import schema
+from traceread import causes, schema
 from traceread.analysis import Analysis
 from traceread.intervals import longest_overlap
 from traceread.render import timeline
-from traceread.vocabulary import COMM_BOUND, DATA_STARVED
 
 _LAUNCH_CATS = (schema.CAT_RUNTIME, schema.CAT_DRIVER)
-_EVIDENCE_LANES = {COMM_BOUND: (schema.LANE_GPU_COMM,), DATA_STARVED: (schema.LANE_MEMCPY, schema.LANE_MEMSET)}
+# A gap class -> the GPU lanes its gaps wait on (its record's evidence_lanes): a flow arrow from that work to the gap.
+_EVIDENCE_LANES = {c.name: c.evidence_lanes for c in causes.gap_classes() if c.evidence_lanes}
 
 
 @dataclass

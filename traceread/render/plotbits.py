@@ -15,15 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceread import causes
 from traceread.intervals import overlap_with_union, union
 from traceread.render.names import shorten
 from traceread.vocabulary import GAP_CLASSES
 
-CLASS_COLORS = {
-    "launch-bound": "#e15759", "comm-bound": "#f28e2b", "data-starved": "#4e79a7",
-    "pipeline-bubble": "#b07aa1", "sync-stall": "#edc948", "one-time-cost": "#9c9ede", "unattributed": "#bab0ac",
-    "capture-boundary": "#d7d7d7",
-}
+# Each gap class's shade is its record's (traceread.causes).
+CLASS_COLORS = {c.name: str(c.colour) for c in causes.gap_classes()}
 LANE_COLORS = {"runtime": "#59a14f", "host": "#c7d9c2", "compute": "#1f4e79", "comm": "#ff7f0e",
                "copy": "#76b7b2", "annotation": "#9c755f"}
 STRAGGLER_COLOR = "#c00000"
@@ -135,5 +133,6 @@ def legend_handles(seen: set[str], lanes: tuple[tuple[str, str], ...]) -> list[A
     from matplotlib.patches import Patch
 
     handles = [Patch(color=LANE_COLORS[k], label=lab) for k, lab in lanes]
-    handles += [Patch(color=CLASS_COLORS[c], alpha=IDLE_ALPHA, label=f"idle: {c}") for c in GAP_CLASSES if c in seen]
+    handles += [Patch(color=CLASS_COLORS[c], alpha=IDLE_ALPHA, label=causes.get(c).part_label)
+                for c in GAP_CLASSES if c in seen]
     return handles

@@ -14,27 +14,27 @@
 5. ``launch-bound``: the GPU waited for a host busy dispatching launches.
 
 Every rule is a pair of vectorized functions over the whole gaps frame (see ``rules._base``); no
-Python loop runs per gap. First responses per class are data in ``rules.responses``.
+Python loop runs per gap. Which rules there are, and their order, is read off the cause records
+(``traceread.causes``: each names its rule module and its precedence); the words of each class
+(first response, levers) are in its record too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 
 import numpy as np
 import pandas as pd
 
-from traceread import heap
+from traceread import causes, heap
 from traceread.config import Thresholds
 from traceread.rules import (
     _calls,
     capture_boundary,
-    comm_bound,
-    data_starved,
     evidence,
     host_work,
-    launch_bound,
     one_time_cost,
     pipeline_bubble,
     sync_stall,
@@ -56,22 +56,27 @@ from traceread.rules._base import (
     timestamp_tick_ns,
     waited_for_comm,
 )
-from traceread.rules.responses import FIRST_RESPONSES, first_response
 from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, UNATTRIBUTED
 
-RULES: list[Rule] = [
-    capture_boundary.RULE,
-    one_time_cost.RULE,
-    data_starved.RULE,
-    comm_bound.RULE,
-    sync_stall.RULE,
-    pipeline_bubble.RULE,
-    launch_bound.RULE,
-]
 
-__all__ = ["GAP_CLASSES", "RULES", "FIRST_RESPONSES", "Rule", "RuleContext", "build_context", "classify",
-           "first_response", "notes"]
+def _rule_of(cause: causes.Cause) -> Rule:
+    """The ``RULE`` of the module a cause record names (rule modules are this package's: resolved here)."""
+    rule = importlib.import_module(str(cause.rule)).RULE
+    if not isinstance(rule, Rule) or rule.name != cause.name:
+        raise TypeError(f"{cause.rule}.RULE is not the rule of {cause.name!r}")
+    return rule
+
+
+# The rules in the order they are tried, and the residual class's (its evidence; it claims what is left).
+RULES: tuple[Rule, ...] = tuple(_rule_of(c) for c in causes.rules_in_order())
+RESIDUAL: Rule = _rule_of(causes.residual())
+# The context the rules get: the join of the facts every rule declares, in RuleContext's field order.
+FACTS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RuleContext)
+                               if any(f.name in r.facts for r in RULES + (RESIDUAL,)))
+FACTS_SET = frozenset(FACTS)
+
+__all__ = ["GAP_CLASSES", "RULES", "RESIDUAL", "FACTS", "Rule", "RuleContext", "build_context", "classify", "notes"]
 
 
 # The rules' context is built for the gaps a rule can claim only (their columns copied once) when they
@@ -138,7 +143,8 @@ def _claimable(gaps: pd.DataFrame, whole: _Whole, cfg: Thresholds) -> np.ndarray
 
 def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
                   cfg: Thresholds) -> RuleContext:
-    """The per-gap facts every rule may read (launch timing, sync at drain, periodicity)."""
+    """The per-gap facts the rules read (launch timing, sync at drain, periodicity...): the join of the facts
+    every rule declares (``FACTS``); a field no rule declares is left empty."""
     return _context(gaps, gaps, None, steps, trace, cfg, _whole(gaps, steps, trace, cfg))
 
 
@@ -149,25 +155,46 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
     def pick(a: np.ndarray) -> np.ndarray:
         return a if rows is None else a[rows]
 
+    n = len(part)
+
+    def wanted(*facts: str) -> bool:  # the context is the join of the rules' facts: no other is computed
+        return not FACTS_SET.isdisjoint(facts)
+
+    def none(dtype: type | str) -> np.ndarray:  # a fact no rule reads
+        return texts(n) if dtype is object else np.zeros(n, dtype=dtype)
+
     queued, late = pick(whole.queued), pick(whole.late)
     capture_kind = whole.capture(whole.capture_kind_at, rows)
-    held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(part, trace, cfg)
-    sync_origin = sync_stall.origin_op(part, trace, held, sync_start, sync_tid)
-    work_ns, work_label = host_work.host_work(part, trace, host_work.launching_thread(part, trace), cfg)
-    dispatch, dispatch_op = dispatch_cover(part, trace)
-    api_call_ns, api_call_name = longest_api_call(part, trace, cfg.launch_call_max_ns)
-    # Periodicity reads places in the captured part of each step, boundary stretches left out.
+    if wanted("sync_at_drain", "sync_name", "sync_end_ns", "sync_origin", "sync_wait_ns"):
+        held, sync_name, sync_end, sync_start, sync_tid = sync_at_drain(part, trace, cfg)
+    else:
+        held, sync_name, sync_end, sync_start, sync_tid = none(bool), none(object), none("i8"), none("i8"), none("i8")
+    sync_origin = sync_stall.origin_op(part, trace, held, sync_start, sync_tid) if wanted("sync_origin") \
+        else none(object)
+    work_ns, work_label = host_work.host_work(part, trace, host_work.launching_thread(part, trace), cfg) \
+        if wanted("host_work_ns", "host_work_label") else (none("i8"), none(object))
+    dispatch, dispatch_op = dispatch_cover(part, trace) if wanted("dispatch", "dispatch_op") \
+        else (none("f8"), none(object))
+    api_call_ns, api_call_name = longest_api_call(part, trace, cfg.launch_call_max_ns) \
+        if wanted("api_call_ns", "api_call_name") else (none("i8"), none(object))
+    # Periodicity reads places in the captured part of each step, boundary stretches left out (always: its
+    # notes say what could not be judged).
     tail = comm_tail(part, trace)
     eligible = pipeline_bubble.waits_like_a_bubble(part, queued, cfg, waited_for_comm(part, tail, cfg)) & \
         (capture_kind == "")
     periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(
         *capture_boundary.captured(part, steps, whole.edges, cfg), cfg, eligible)
-    one_ns, one_kind, one_label, one_count = one_time_cost.cover(part, steps, trace, cfg)
-    blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(part, steps, trace, cfg)
+    one_ns, one_kind, one_label, one_count = one_time_cost.cover(part, steps, trace, cfg) \
+        if wanted("one_time_ns", "one_time_kind", "one_time_label", "one_time_count") \
+        else (none("i8"), none(object), none(object), none("i8"))
+    blocked_ns, alloc_ns, alloc_calls, block_start = sync_stall.blocked(part, steps, trace, cfg) \
+        if wanted("sync_blocked_ns", "sync_alloc_ns", "sync_alloc_calls", "sync_block_start_ns") \
+        else (none("i8"), none("i8"), none("i8"), none("i8"))
     # A drain-sync's queued wait takes out the idle of every earlier gap of its device, claimable or not.
-    wait = sync_stall.queued_wait(gaps, held, sync_start, unrecorded=whole.boundary(*capture_boundary.LEADS), at=rows)
+    wait = sync_stall.queued_wait(gaps, held, sync_start, unrecorded=whole.boundary(*capture_boundary.LEADS),
+                                  at=rows) if wanted("sync_wait_ns") else none("i8")
     return RuleContext(judged=pick(whole.judged), queued=queued, late=late, sync_at_drain=held, sync_name=sync_name,
-                       sync_end_ns=sync_end, sync_start_ns=sync_start, sync_origin=sync_origin, sync_wait_ns=wait,
+                       sync_end_ns=sync_end, sync_origin=sync_origin, sync_wait_ns=wait,
                        dispatch=dispatch, dispatch_op=dispatch_op, api_call_ns=api_call_ns,
                        api_call_name=api_call_name, periodic=periodic, presence=presence, cv=cv, notes=bubble_notes,
                        one_time_ns=one_ns, one_time_kind=one_kind, one_time_label=one_label,

@@ -36,7 +36,8 @@ MAX_UNIT_NOTES = 3
 
 @dataclass(frozen=True)
 class Rule:
-    """One cause: its class name, its mask and its evidence (see module docstring)."""
+    """The code of one gap class: its name, its mask and its evidence (see module docstring); the rest of
+    what is known of the class is its record in ``traceread.causes``, which names this rule's module."""
 
     name: str
     mask: Callable[[pd.DataFrame, RuleContext, Thresholds], np.ndarray]
@@ -46,6 +47,9 @@ class Rule:
     # The context fields ``evidence`` reads beyond the gap columns: kept with the rule's gaps as data
     # (``rules.evidence``), so that the sentence is formatted only where it is shown or written.
     reads: tuple[str, ...] = ()
+    # Every context field the rule reads (mask, kind, evidence, and helpers of other rules it calls): the
+    # facts it needs. The context the rules get is the join of every rule's facts (``rules.FACTS``).
+    facts: tuple[str, ...] = ()
 
 
 @dataclass
@@ -58,7 +62,6 @@ class RuleContext:
     sync_at_drain: np.ndarray  # a host sync call was in progress when the GPU went idle
     sync_name: np.ndarray  # its name ('' when none)
     sync_end_ns: np.ndarray  # when it returned (-1 when none)
-    sync_start_ns: np.ndarray  # when it was called (-1 when none): before the drain by how much it waited
     sync_origin: np.ndarray  # the host op enclosing it (aten::item...; '' when none)
     sync_wait_ns: np.ndarray  # how long it waited while the GPU ran queued work (0 when none)
     dispatch: np.ndarray  # share of the gap the launching thread spent inside the op that launched

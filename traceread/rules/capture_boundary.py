@@ -169,4 +169,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     return ctx.capture_text.astype(object)
 
 
-RULE = Rule(NAME, mask, evidence, kind, reads=("capture_text",))
+# The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
+FACTS = ("capture_kind", "capture_text")
+
+RULE = Rule(NAME, mask, evidence, kind, reads=("capture_text",), facts=FACTS)

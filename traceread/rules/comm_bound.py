@@ -63,4 +63,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                fmt_ns(col(gaps, "dur_ns")), " gap; ", how)
 
 
-RULE = Rule(NAME, mask, evidence, reads=("queued", "late"))
+# The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
+FACTS = ("judged", "queued", "late", "periodic", "comm_tail_ns")
+
+RULE = Rule(NAME, mask, evidence, reads=("queued", "late"), facts=FACTS)

@@ -103,4 +103,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     return where(kind(gaps, ctx) == "host-input", inline, cat(main, other, "; compute and communication idle"))
 
 
-RULE = Rule(NAME, mask, evidence, kind, reads=("host_work_ns", "host_work_label"))
+# The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
+FACTS = ("judged", "queued", "host_work_ns", "host_work_label")
+
+RULE = Rule(NAME, mask, evidence, kind, reads=("host_work_ns", "host_work_label"), facts=FACTS)

@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules import textcat, unattributed
+from traceread.rules import textcat
 from traceread.rules._base import Rows, RuleContext, column_cache
-from traceread.vocabulary import GAP_CLASSES, UNATTRIBUTED
+from traceread.vocabulary import GAP_CLASSES
 
 PREFIX = "evidence."  # the data columns' names: PREFIX + a RuleContext field
 # Rows formatted at a time: the sentence's parts exist for one chunk only (a memory bound).
@@ -44,12 +44,10 @@ Formatter = Callable[[pd.DataFrame | Rows, RuleContext, Thresholds], np.ndarray]
 @functools.cache
 def _formatters() -> dict[int, tuple[Formatter, tuple[str, ...]]]:
     """Class code (in ``GAP_CLASSES``) -> (its evidence function, the context fields it reads)."""
-    from traceread.rules import RULES  # the rules package imports this module
+    from traceread.rules import RESIDUAL, RULES  # the rules package imports this module
 
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
-    out: dict[int, tuple[Formatter, tuple[str, ...]]] = {code[r.name]: (r.evidence, r.reads) for r in RULES}
-    out[code[UNATTRIBUTED]] = (unattributed.evidence, unattributed.READS)
-    return out
+    return {code[r.name]: (r.evidence, r.reads) for r in RULES + (RESIDUAL,)}
 
 
 def is_data(column: object) -> bool:

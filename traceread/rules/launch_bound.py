@@ -67,4 +67,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                beside)
 
 
-RULE = Rule(NAME, mask, evidence, reads=("dispatch", "dispatch_op"))
+# The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
+FACTS = ("judged", "late", "dispatch", "dispatch_op", "api_call_ns")
+
+RULE = Rule(NAME, mask, evidence, reads=("dispatch", "dispatch_op"), facts=FACTS)

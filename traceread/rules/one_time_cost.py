@@ -401,5 +401,8 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                " gap; paid once per process, not every step: profile steady-state steps")
 
 
+# The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
+FACTS = ("judged", "queued", "one_time_ns", "one_time_kind", "one_time_label", "one_time_count")
+
 RULE = Rule(NAME, mask, evidence, lambda gaps, ctx: ctx.one_time_kind.astype(object),
-            reads=("one_time_ns", "one_time_kind", "one_time_label", "one_time_count"))
+            reads=("one_time_ns", "one_time_kind", "one_time_label", "one_time_count"), facts=FACTS)

@@ -311,4 +311,7 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                fmt_int(steps_p2p), " point-to-point transfers in the step")
 
 
-RULE = Rule(NAME, mask, evidence, reads=("periodic", "presence", "cv"))
+# The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
+FACTS = ("judged", "queued", "late", "periodic", "presence", "cv", "comm_tail_ns")
+
+RULE = Rule(NAME, mask, evidence, reads=("periodic", "presence", "cv"), facts=FACTS)

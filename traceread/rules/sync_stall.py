@@ -253,6 +253,11 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     return where(alloc, alloc_text, sync_text)
 
 
+# The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
+FACTS = ("judged", "queued", "periodic", "sync_at_drain", "sync_name", "sync_end_ns", "sync_origin",
+         "sync_wait_ns", "sync_blocked_ns", "sync_alloc_ns", "sync_alloc_calls", "sync_block_start_ns",
+         "host_work_label")
+
 RULE = Rule(NAME, mask, evidence, kind, reads=(
     "sync_at_drain", "sync_name", "sync_end_ns", "sync_origin", "sync_wait_ns", "sync_blocked_ns", "sync_alloc_ns",
-    "sync_alloc_calls", "host_work_label"))
+    "sync_alloc_calls", "host_work_label"), facts=FACTS)

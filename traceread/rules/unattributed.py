@@ -17,6 +17,7 @@ import pandas as pd
 from traceread.config import Thresholds
 from traceread.rules._base import (
     Rows,
+    Rule,
     RuleContext,
     cat,
     cat_where,
@@ -33,6 +34,12 @@ from traceread.rules._base import (
 NAME = "unattributed"
 # The context fields ``evidence`` reads beyond the gap columns (as a rule's ``Rule.reads``).
 READS = ("queued", "late", "turnaround", "api_call_ns", "api_call_name")
+
+
+def rest(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """Every gap: the residual class takes what no rule before it claimed (``rules.classify`` starts every
+    gap as unattributed and does not try this mask)."""
+    return np.ones(len(gaps), dtype=bool)
 
 
 def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -67,3 +74,6 @@ def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
                     choose(ctx.queued.astype(np.int64), ["launch not recorded)", "already queued)"]), other=why)
     why = cat_where(fits, "no signature fits the ", (fmt_ns, dur), " gap (", reason, ")", other=why)
     return cat(why, ": ", seen)
+
+
+RULE = Rule(NAME, rest, evidence, reads=READS, facts=READS)

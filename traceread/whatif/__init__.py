@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceread import heap
+from traceread import causes, heap
 from traceread.config import Thresholds
 from traceread.lanes import event_view
 from traceread.trace import Trace
-from traceread.vocabulary import COMM_BOUND, GAP_CLASSES, ONE_TIME_COST, part_col
+from traceread.vocabulary import COMM_BOUND, GAP_CLASSES, part_col
 from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
@@ -84,16 +84,10 @@ class WhatIf:
         return None
 
 
-ASSUMPTION_OF = {
-    "data-starved": "data loading on the training thread takes no time",
-    "launch-bound": "kernels replayed from CUDA graphs: host time from one launch to the next is "
-                    "whatif_graph_node_ns",
-    "sync-stall": "the syncs inside sync-stall gaps return without waiting",
-    "comm-bound": "communication fully overlapped (nothing waits for it)",
-    "one-time-cost": "the one-time work (compilation, capture, set-up) is absent",
-    "pipeline-bubble": "the pipeline bubble shrinks whatif_bubble_factor-fold (interleaved 1F1B)",
-    "memory-bound": "memory-bound kernels whatif_memory_factor-fold faster (fusion)",
-}
+def _one_time(cause: str) -> bool:
+    """A fix of one-time work: it buys no steady-state figure (its saving is once)."""
+    c = causes.find(cause)
+    return c is not None and c.kind == causes.ONE_TIME
 
 
 @dataclass
@@ -275,7 +269,7 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     for them if need be; the other fixes read those."""
     todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
-    steady = [f for f in todo if not (isinstance(f, Fix) and f.cause == ONE_TIME_COST)]
+    steady = [f for f in todo if not (isinstance(f, Fix) and _one_time(f.cause))]
     # Every replay of a rank runs while its model is built, then the model goes (one rank's at a time).
     unfixed = (False, True)
     replays: list[tuple[Sequence[Fix | Scale], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
@@ -340,11 +334,12 @@ def _prediction(units: list[_Unit], f: Fix | Scale, measured: int, span0: int, s
     if isinstance(f, Scale):
         return _as_prediction(f.label(), "scale", result, measured, span0, None, False,
                               f"ops and host ranges matching {f.pattern!r} {f.factor:g}x faster")
-    why = ASSUMPTION_OF.get(f.cause, "")
+    cause = causes.find(f.cause)
+    why = cause.assumption if cause is not None else ""
     if f.factor is not None:
         why = f"{f.cause}: {f.factor:g}x faster"
     return _as_prediction(f.label(), f.cause, result, measured, span0, _naive(steps, f.cause),
-                          f.cause == ONE_TIME_COST, why)
+                          _one_time(f.cause), why)
 
 
 def _as_prediction(label: str, cause: str, result: tuple[int, int], measured: int, span0: int,

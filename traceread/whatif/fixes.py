@@ -20,32 +20,25 @@ made once per rank and fix and serves the fix's own replay and the "all" replay 
 
 from __future__ import annotations
 
+import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
-from traceread import heap, intervals, kernel_classes, schema
+from traceread import causes, heap, intervals, kernel_classes, schema
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK
 from traceread.lanes import EventView
-from traceread.vocabulary import (
-    COMM_BOUND,
-    DATA_STARVED,
-    LAUNCH_BOUND,
-    MEMORY_BOUND,
-    ONE_TIME_COST,
-    PIPELINE_BUBBLE,
-    SYNC_STALL,
-)
+from traceread.vocabulary import DATA_STARVED, ONE_TIME_COST, PIPELINE_BUBBLE, SYNC_STALL
 from traceread.whatif.model import OP_START, RankModel, rank_calls, rank_host
 from traceread.whatif.sweep import fits, host_cut
 
-# The levers a fix can name, in the report's order of gap classes, then the busy lever.
-FIX_CAUSES: tuple[str, ...] = (LAUNCH_BOUND, COMM_BOUND, DATA_STARVED, PIPELINE_BUBBLE, SYNC_STALL, ONE_TIME_COST,
-                               MEMORY_BOUND)
+# The levers a fix can name: the causes whose record names a planner (traceread.causes), in report order.
+FIX_CAUSES: tuple[str, ...] = tuple(c.name for c in causes.fixes())
 _I64 = np.int64
 
 
@@ -165,10 +158,22 @@ def plan(m: RankModel, fix: Fix | Scale, ctx: Context) -> Plan:
     """What ``fix`` changes in ``m`` (module doc)."""
     if isinstance(fix, Scale):
         return _scale(m, fix, ctx)
-    fn = _FIXES.get(fix.cause)
-    if fn is None:
+    cause = causes.find(fix.cause)
+    if cause is None or cause.fix is None:
         raise ValueError(f"unknown fix {fix.cause!r}; known: {', '.join(FIX_CAUSES)}")
-    return fn(m, fix, ctx)
+    return planner(cause)(m, fix, ctx)
+
+
+Planner = Callable[[RankModel, "Fix", Context], Plan]
+
+
+def planner(cause: causes.Cause) -> Planner:
+    """The planner a cause record names (``module:function``; resolved here, in the what-if's layer)."""
+    module, _, name = str(cause.fix).partition(":")
+    fn = getattr(importlib.import_module(module), name, None)
+    if not callable(fn):
+        raise TypeError(f"cause {cause.name!r}: its fix {cause.fix} is not a function")
+    return cast(Planner, fn)
 
 
 def apply_plan(e: Edges, p: Plan) -> None:
@@ -247,8 +252,8 @@ def _ops(*ops: _Op | None) -> Plan:
     return _plan(*(op for op in ops if op is not None))
 
 
-# The gap classes a fix reads (_gap_union): a unit keeps only these rows of its trace's gaps.
-GAP_CLASSES_READ: tuple[str, ...] = (DATA_STARVED, SYNC_STALL, ONE_TIME_COST, PIPELINE_BUBBLE)
+# The gap classes a fix reads (gap_union): a unit keeps only these rows of its trace's gaps.
+GAP_CLASSES_READ: tuple[str, ...] = tuple(c.name for c in causes.fixes() if c.fix_reads_gaps)
 
 
 def reads_gaps(fix: Fix | Scale) -> bool:
@@ -257,7 +262,7 @@ def reads_gaps(fix: Fix | Scale) -> bool:
     return isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ
 
 
-def _gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
+def gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
     g = ctx.gaps
     if g.empty or "class" not in g.columns:
         return np.zeros(0, _I64), np.zeros(0, _I64)
@@ -280,7 +285,7 @@ def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, row
 
 # --- the levers -----------------------------------------------------------------------------------------
 
-def _data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+def plan_data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     v = ctx.view
     rows = v.rows(*rank_host(m.rank))
     # Whether a row is data loading is a property of its name: one table per name, one lookup per row.
@@ -319,7 +324,7 @@ def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
     pinned = htod & (src_kind == "Pinned")
     if not pinned.any():
         return ()
-    us, ue = _gap_union(ctx, m, DATA_STARVED)
+    us, ue = gap_union(ctx, m, DATA_STARVED)
     start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
     slow = htod & (src_kind == "Pageable") & (intervals.overlap_with_union(start, end, us, ue) > 0)
     waits = np.isin(m.src[m.sync_end, 1], nodes[slow])
@@ -327,7 +332,7 @@ def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
             _Op(_FREE, m.sync_end[waits], m.sync_wait_slot_delay[waits], waiting=True))
 
 
-def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     v = ctx.view
     calls = v.rows(*rank_calls(m.rank))  # the model's own (cached)
     if len(calls) < 2:
@@ -357,8 +362,8 @@ def _launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
 
 
-def _sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    us, ue = _gap_union(ctx, m, SYNC_STALL)
+def plan_sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+    us, ue = gap_union(ctx, m, SYNC_STALL)
     ends = m.sync_end
     if len(us) == 0 or len(ends) == 0:
         return Plan()
@@ -367,21 +372,21 @@ def _sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     return _ops(_Op(_FREE, ends[inside], m.sync_wait_slot_delay[inside]))
 
 
-def _comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     code = ctx.view.lane_codes.get(schema.LANE_GPU_COMM, -99)
     nodes = m.op_nodes[m.lane == code]
     return _ops(_Op(_DUR_ZERO, nodes) if fix.factor is None else _Op(_DUR_DIV, nodes, factor=fix.factor))
 
 
-def _one_time(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    us, ue = _gap_union(ctx, m, ONE_TIME_COST)
+def plan_one_time(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+    us, ue = gap_union(ctx, m, ONE_TIME_COST)
     return _ops(_shrink_host(m, us, ue, 1.0))
 
 
-def _pipeline_bubble(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+def plan_pipeline_bubble(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     factor = fix.factor if fix.factor is not None else ctx.cfg.whatif_bubble_factor
     frac = 1.0 - 1.0 / factor
-    us, ue = _gap_union(ctx, m, PIPELINE_BUBBLE)
+    us, ue = gap_union(ctx, m, PIPELINE_BUBBLE)
     if len(us) == 0:
         return Plan()
     # Every wait inside the bubble (an edge's span, a p2p kernel's time, the host there) shrinks.
@@ -408,17 +413,17 @@ def memory_bound_ops(m: RankModel, v: EventView) -> np.ndarray:
     rows = m.row[nodes]
     graph = v.cat[rows] == v.cat_codes.get(schema.CAT_GRAPH, -99)
 
-    def memory_bound(names: np.ndarray) -> np.ndarray:
+    def is_memory_bound(names: np.ndarray) -> np.ndarray:
         cls = np.asarray(kernel_classes.classify(np.asarray(names, dtype=object)))
         return ~kernel_classes.is_compute_bound_class(cls) & (cls != kernel_classes.CLS_OTHER)
 
     # Judged once per distinct name, then a flag per kernel (a class text per kernel, and the membership test
     # of millions of texts, were the replay's peak on a 5M-kernel export)
-    mem = v.map_names(rows, memory_bound) & ~graph
+    mem = v.map_names(rows, is_memory_bound) & ~graph
     return nodes[mem]
 
 
-def _memory_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+def plan_memory_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     factor = fix.factor if fix.factor is not None else ctx.cfg.whatif_memory_factor
     return _ops(_Op(_DUR_DIV, memory_bound_ops(m, ctx.view), factor=factor))
 
@@ -441,9 +446,7 @@ def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     return _ops(scaled, _shrink_host(m, us, ue, 1.0 - 1.0 / fix.factor))
 
 
-_FIXES = {DATA_STARVED: _data_starved, LAUNCH_BOUND: _launch_bound, SYNC_STALL: _sync_stall,
-          COMM_BOUND: _comm_bound, ONE_TIME_COST: _one_time, PIPELINE_BUBBLE: _pipeline_bubble,
-          MEMORY_BOUND: _memory_bound}
-
-__all__ = ["FIX_CAUSES", "Fix", "Scale", "Edges", "Context", "Plan", "plan", "apply", "apply_plan",
-           "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps"]
+__all__ = ["FIX_CAUSES", "Fix", "Scale", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
+           "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_data_starved",
+           "plan_launch_bound", "plan_sync_stall", "plan_comm_bound", "plan_one_time", "plan_pipeline_bubble",
+           "plan_memory_bound"]
