@@ -1,7 +1,18 @@
-"""Loaders: sniff a file's format and dispatch to the Kineto or Nsight Systems reader.
+"""Loaders: detect a file's format by its content and dispatch to its reader.
 
 Every loader returns a :class:`traceread.trace.Trace` whose events frame passes
 :func:`traceread.schema.validate`.
+
+Formats are named by :mod:`traceread.loaders.detect` (``detect.FORMATS``: kineto, nsys, nsys-rep,
+xplane, xplane-json, rocprofv3-json, rocpd, rpd, rocprof-v1, rpd-json, perfetto, and the refusals
+traceread-perfetto, chrome-json, sqlite, json, binary). The Kineto and Nsight Systems readers are
+called directly; every other reader is one line of :data:`READERS`::
+
+    READERS = {"perfetto": "traceread.loaders.perfetto:load_perfetto", ...}
+
+``format -> "module:function"``, imported on first use and called as ``function(path, progress=bool)``
+returning a Trace (its errors raised as ``TraceReadError(path, "...")``). A detected format with no
+entry is refused naming it ("a rocprofv3 JSON (rocprofiler-sdk): no reader in this build").
 """
 
 from __future__ import annotations
@@ -10,40 +21,53 @@ import os
 import sqlite3
 import stat
 import tempfile
+from typing import cast
 
 from traceread import heap
 from traceread.atomic import note_input
 from traceread.errors import TraceReadError
 from traceread.limits import TooManyEvents
+from traceread.loaders import detect
 from traceread.trace import Trace, shown_path
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
+SQLITE_MAGIC = detect.SQLITE_MAGIC
+GZIP_MAGIC = detect.GZIP_MAGIC
+
+# format -> "module:function" of its reader (see the module's docstring); one line per format.
+READERS: dict[str, str] = {
+    "perfetto": "traceread.loaders.perfetto:load_perfetto",
+}
+
+# Formats refused with a reason of their own (not "no reader in this build").
+REFUSED: dict[str, str] = {
+    detect.ROCPROF_V1: "not supported (record with rocprofv3 of rocprofiler-sdk, which traceread reads)",
+    detect.CHROME_JSON: "not a PyTorch profiler trace, and traceread has no reader for it",
+    detect.UNKNOWN_JSON: "not a trace",
+}
 
 
 def sniff(path: str) -> str:
-    """Return "kineto", "nsys" or "nsys-rep" for ``path``; raise TraceReadError otherwise."""
+    """The format of ``path`` by its content (a name of ``detect.FORMATS``): raises TraceReadError
+    when it is not a trace to read (missing, a directory, unreadable, empty, of no known format, or
+    traceread's own Perfetto output)."""
     if not os.path.exists(path):
         raise TraceReadError(path, "no such file")
     if os.path.isdir(path):
         raise TraceReadError(path, "is a directory, not a trace file")
-    if path.endswith(".nsys-rep") or path.endswith(".qdrep"):
-        return "nsys-rep"
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(16)
+        found = detect.detect(path)
     except OSError as exc:  # no permission, an I/O error: a problem of this input, not a bug
         raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
-    if not head:
-        raise TraceReadError(path, "empty file")
-    if head.startswith(SQLITE_MAGIC):
-        return "nsys"
-    if head.startswith(GZIP_MAGIC):
-        return "kineto"
-    stripped = head.lstrip()
-    if stripped[:1] in (b"{", b"["):
-        return "kineto"
-    raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export)")
+    if found.format == detect.UNKNOWN_BINARY:
+        if found.why == "empty file":
+            raise TraceReadError(path, "empty file")
+        raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export, "
+                                   "nor another format traceread knows)")
+    if found.format == detect.TRACEREAD_PERFETTO:
+        raise TraceReadError(path, f"not a trace: {detect.describe(found.format)}")
+    if found.format == detect.UNKNOWN_SQLITE:
+        return detect.NSYS  # the Nsight Systems reader says what the database lacks, as it always has
+    return found.format
 
 
 def trace_files(directory: str | os.PathLike[str]) -> list[str]:
@@ -183,6 +207,8 @@ def _spool(path: str, copy: str) -> None:
 
 
 def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
+    if kind not in (detect.KINETO, detect.NSYS, detect.NSYS_REP):
+        return _load_other(path, kind, progress)
     try:
         if kind == "kineto":
             from traceread.loaders.kineto import load_kineto
@@ -214,4 +240,33 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
 
         raise TraceReadError(path, f"not a readable Nsight Systems export ({one_line(exc)})") from None
     except OSError as exc:  # the file became unreadable after sniff() opened it, or the disk failed
+        raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
+
+
+def _load_other(path: str, kind: str, progress: bool) -> Trace:
+    """Read ``path`` of format ``kind`` with its entry of READERS, or refuse it naming the format."""
+    what = detect.describe(kind)
+    if kind in REFUSED:
+        raise TraceReadError(path, f"{what}: {REFUSED[kind]}")
+    target = READERS.get(kind)
+    if target is None:
+        raise TraceReadError(path, f"{what}: no reader in this build")
+    import importlib
+
+    module, _, func = target.partition(":")
+    reader = getattr(importlib.import_module(module), func)
+    try:
+        return cast(Trace, reader(path, progress=progress))
+    except TooManyEvents as exc:
+        raise TraceReadError(path, str(exc)) from None
+    except MemoryError:
+        raise TraceReadError(path, "out of memory while loading: needs more memory than this process may use "
+                                   "(--max-memory, or a machine with more memory)") from None
+    except RecursionError:
+        raise TraceReadError(path, f"{what} nested too deeply (a hostile or corrupt file)") from None
+    except sqlite3.Error as exc:
+        from traceread.loaders.nsys.read import one_line
+
+        raise TraceReadError(path, f"not a readable {what.split(' ', 1)[1]} ({one_line(exc)})") from None
+    except OSError as exc:
         raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None

@@ -1,0 +1,60 @@
+"""Perfetto protobuf traces (``.pftrace``) -> the normalized events frame.
+
+Written by rocprofv3 (``--output-format pftrace``) and by PyTorch's Kineto Perfetto output. The
+pipeline: ``decode`` (the packets, with the ``perfetto`` package's protobuf classes: tracks, slices,
+interned names, annotations, flows, clocks) -> ``frame`` (places, lanes, correlation). One rank
+(rank 0) per file; times are the trace clock's ns (time base ``relative``: a Perfetto trace clock,
+boot time by default, has no known epoch). Nothing is downloaded or run: Perfetto's trace processor
+is not used.
+"""
+
+from __future__ import annotations
+
+import os
+
+from traceread import schema
+from traceread.errors import TraceReadError
+from traceread.limits import check_events
+from traceread.loaders.kineto.frame import profiler_steps
+from traceread.loaders.perfetto.decode import decode
+from traceread.loaders.perfetto.frame import build
+from traceread.trace import DeviceInfo, RankInfo, Trace, TraceMeta
+
+
+def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace:
+    """Load one Perfetto protobuf trace; TraceReadError (one line) when it cannot be read."""
+    path = os.fspath(path)
+    with open(path, "rb") as fh:
+        data = fh.read()
+    d = decode(path, data)
+    del data
+    check_events(len(d.slices.start))
+    try:
+        events, facts = build(path, d)
+    except ValueError as exc:
+        raise TraceReadError(path, f"not a readable Perfetto trace ({exc})") from None
+    schema.validate(events)
+    warnings = [f"{what}: {count:,}" for what, count in sorted(d.notes.items())]
+    if d.truncated:
+        warnings.append("the file ends inside a trace packet (cut short?): the packets before the cut were read")
+    if not len(events):
+        warnings.append("the trace holds no slices")
+    steps = profiler_steps(events, 0, warnings)
+    devices = [DeviceInfo(rank=0, id=dev, name="", used=True) for dev in facts["devices"]]
+    writer = "rocprofv3" if any(t.name.startswith(("COMPUTE ", "COPY to AGENT")) for t in d.tracks.values()) \
+        else "kineto" if any(t.name == "Kineto Trace" for t in d.tracks.values()) else "unknown writer"
+    meta = TraceMeta(
+        path=path,
+        format="perfetto",
+        generation=f"perfetto protobuf ({writer})",
+        time_base=schema.TIME_RELATIVE,
+        devices=devices,
+        ranks=[RankInfo(rank=0, rank_source="default", world_size=None, world_size_source="unknown",
+                        pid=facts["pid"])],
+        steps=steps,
+        warnings=warnings,
+        truncated=d.truncated,
+        extra={"packets": d.packets, "sequences": d.sequences, "tracks": len(d.tracks), "writer": writer,
+               "non_row_events": dict(d.notes)},
+    )
+    return Trace(events=events, meta=meta)

@@ -1,0 +1,340 @@
+"""A Perfetto protobuf trace -> its tracks and slices, with the ``perfetto`` package's protobuf classes.
+
+The file is a ``Trace``: repeated ``packet`` (field 1) records, each decoded alone so a file cut
+mid-packet keeps every packet before the cut. Per packet sequence (``trusted_packet_sequence_id``)
+the incremental state is kept as Perfetto defines it: interned event names, categories, debug
+annotation names and string values (cleared by ``SEQ_INCREMENTAL_STATE_CLEARED``), the packet
+defaults (default track, timestamp clock), and sequence-scoped clocks from ``clock_snapshot``
+(incremental clocks add each packet's timestamp to the previous one; each is mapped to the trace
+clock by its snapshot). Slices: ``TYPE_SLICE_BEGIN``/``TYPE_SLICE_END`` pairs per track, legacy
+complete events (phase ``X`` with a duration), instants; counters are counted, not kept.
+
+The trace processor of the ``perfetto`` package is never used (it downloads a binary at first use).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
+
+from traceread.errors import TraceReadError
+
+SEQ_CLEARED = TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+BOOTTIME = 6  # Perfetto's default trace clock
+SEQ_SCOPED_CLOCKS = range(64, 128)
+_ANN_VALUES = ("int_value", "uint_value", "double_value", "bool_value", "string_value", "pointer_value",
+               "legacy_json_value")
+
+
+@dataclass
+class Track:
+    uuid: int
+    parent: int = 0
+    name: str = ""
+    pid: int | None = None  # a process or thread descriptor's pid
+    tid: int | None = None  # a thread descriptor's tid
+    kind: str = "track"  # "process", "thread", "counter" or "track"
+
+
+@dataclass
+class Slices:
+    """Decoded slices as columns (one entry per slice, in the order they ended)."""
+
+    track: list[int] = field(default_factory=list)
+    start: list[int] = field(default_factory=list)
+    end: list[int] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    category: list[str] = field(default_factory=list)
+    args: list[dict[str, Any]] = field(default_factory=list)
+    flows: list[tuple[int, ...]] = field(default_factory=list)  # flow ids it starts, continues or ends
+    correlation: list[int] = field(default_factory=list)  # TrackEvent.correlation_id, -1 when absent
+    instant: list[bool] = field(default_factory=list)
+
+
+@dataclass
+class Decoded:
+    tracks: dict[int, Track]
+    slices: Slices
+    notes: Counter[str]
+    packets: int
+    sequences: int
+    truncated: bool = False
+
+
+@dataclass
+class _Open:
+    ts: int
+    name: str
+    category: str
+    args: dict[str, Any]
+    flows: tuple[int, ...]
+    correlation: int
+
+
+@dataclass
+class _Sequence:
+    names: dict[int, str] = field(default_factory=dict)
+    categories: dict[int, str] = field(default_factory=dict)
+    ann_names: dict[int, str] = field(default_factory=dict)
+    ann_strings: dict[int, str] = field(default_factory=dict)
+    default_track: int | None = None
+    default_clock: int | None = None
+    thread_track: int | None = None  # legacy packet-level thread_descriptor
+    # sequence-scoped clock -> [current value, snapshot value, multiplier, trace-clock value at snapshot, incremental]
+    clocks: dict[int, list[int]] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.names.clear()
+        self.categories.clear()
+        self.ann_names.clear()
+        self.ann_strings.clear()
+        self.default_track = self.default_clock = None
+
+
+def packets(path: str, data: bytes, notes: Counter[str]) -> tuple[list[bytes], bool]:
+    """The packets' bytes (compressed packets inflated) and whether the file ends mid-packet."""
+    out: list[bytes] = []
+    cut = _split(path, data, out, notes)
+    return out, cut
+
+
+def _split(path: str, data: bytes, out: list[bytes], notes: Counter[str]) -> bool:
+    i, n = 0, len(data)
+    view = memoryview(data)
+    while i < n:
+        try:
+            key, j = _varint(data, i)
+            wire = key & 7
+            if wire == 2:
+                size, j = _varint(data, j)
+            elif wire == 0:
+                _, j = _varint(data, j)
+                size = 0
+            else:
+                raise TraceReadError(path, f"not a readable Perfetto trace (byte {i:,}: wire type {wire} where "
+                                           "trace packets are expected)")
+        except IndexError:
+            return True
+        if j + size > n:
+            return True
+        if key >> 3 == 1 and wire == 2:
+            out.append(bytes(view[j:j + size]))
+        elif key >> 3 != 1:
+            notes["top-level fields other than packets (skipped)"] += 1
+        i = j + size
+    return False
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        out |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return out, i
+        shift += 7
+        if shift > 63:
+            raise IndexError("varint too long")
+
+
+def decode(path: str, data: bytes) -> Decoded:
+    """Every track and slice of the Perfetto trace ``data`` (the bytes of ``path``)."""
+    notes: Counter[str] = Counter()
+    raw, cut = packets(path, data, notes)
+    if not raw:
+        raise TraceReadError(path, "not a readable Perfetto trace (no complete trace packet)")
+    tracks: dict[int, Track] = {}
+    out = Slices()
+    seqs: dict[int, _Sequence] = {}
+    open_: dict[int, list[_Open]] = {}
+    count = 0
+    queue = list(reversed(raw))
+    while queue:
+        buf = queue.pop()
+        try:
+            p = TracePacket.FromString(buf)
+        except DecodeError:
+            if count == 0:
+                raise TraceReadError(path, "not a readable Perfetto trace (its first packet does not decode)") from None
+            notes["packets that do not decode (skipped)"] += 1
+            continue
+        count += 1
+        if p.HasField("compressed_packets"):
+            try:
+                inner = zlib.decompress(p.compressed_packets)
+            except zlib.error:
+                notes["compressed packets that do not inflate (skipped)"] += 1
+                continue
+            more: list[bytes] = []
+            _split(path, inner, more, notes)
+            queue.extend(reversed(more))
+            continue
+        seq = seqs.setdefault(p.trusted_packet_sequence_id, _Sequence())
+        if p.sequence_flags & SEQ_CLEARED or p.incremental_state_cleared:
+            seq.clear()
+        if p.HasField("trace_packet_defaults"):
+            d = p.trace_packet_defaults
+            if d.HasField("timestamp_clock_id"):
+                seq.default_clock = d.timestamp_clock_id
+            if d.HasField("track_event_defaults") and d.track_event_defaults.HasField("track_uuid"):
+                seq.default_track = d.track_event_defaults.track_uuid
+        if p.HasField("clock_snapshot"):
+            _snapshot(seq, p)
+        if p.HasField("interned_data"):
+            _intern(seq, p)
+        if p.HasField("track_descriptor"):
+            _track(tracks, p.track_descriptor)
+        if p.HasField("thread_descriptor"):  # the legacy form: the sequence's events are this thread's
+            td = p.thread_descriptor
+            uuid = -(td.pid << 32 | td.tid) - 1  # a key no descriptor uses (uuids are positive)
+            tracks.setdefault(uuid, Track(uuid, 0, td.thread_name, td.pid, td.tid, "thread"))
+            seq.thread_track = uuid
+        if p.HasField("track_event"):
+            _event(p, seq, tracks, open_, out, notes)
+    for stack in open_.values():
+        if stack:
+            notes["slices begun and never ended (the capture stopped inside them; dropped)"] += len(stack)
+    return Decoded(tracks, out, notes, count, len(seqs), cut)
+
+
+def _snapshot(seq: _Sequence, p: TracePacket) -> None:
+    snap = p.clock_snapshot
+    values = {c.clock_id: c for c in snap.clocks}
+    ref_id = snap.primary_trace_clock if snap.primary_trace_clock in values else BOOTTIME
+    ref = values.get(ref_id)
+    if ref is None:
+        ref = next((c for c in snap.clocks if c.clock_id not in SEQ_SCOPED_CLOCKS), None)
+    for c in snap.clocks:
+        if c.clock_id in SEQ_SCOPED_CLOCKS:
+            mult = c.unit_multiplier_ns or 1
+            seq.clocks[c.clock_id] = [c.timestamp, c.timestamp, mult, ref.timestamp if ref is not None else 0,
+                                      int(c.is_incremental)]
+
+
+def _intern(seq: _Sequence, p: TracePacket) -> None:
+    d = p.interned_data
+    for e in d.event_names:
+        seq.names[e.iid] = e.name
+    for c in d.event_categories:
+        seq.categories[c.iid] = c.name
+    for a in d.debug_annotation_names:
+        seq.ann_names[a.iid] = a.name
+    for s in d.debug_annotation_string_values:
+        seq.ann_strings[s.iid] = s.str.decode("utf-8", "replace")
+
+
+def _track(tracks: dict[int, Track], d: Any) -> None:
+    t = tracks.get(d.uuid) or Track(d.uuid)
+    tracks[d.uuid] = t
+    if d.HasField("parent_uuid"):
+        t.parent = d.parent_uuid
+    if d.HasField("name") or d.HasField("static_name"):
+        t.name = d.name if d.HasField("name") else d.static_name
+    if d.HasField("process"):
+        t.kind, t.pid = "process", d.process.pid
+        t.name = t.name or d.process.process_name
+    if d.HasField("thread"):
+        t.kind, t.pid, t.tid = "thread", d.thread.pid, d.thread.tid
+        t.name = t.name or d.thread.thread_name
+    if d.HasField("counter"):
+        t.kind = "counter"
+
+
+def _timestamp(p: TracePacket, seq: _Sequence) -> int:
+    clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else seq.default_clock
+    ts = int(p.timestamp)
+    if clock is None or clock not in seq.clocks:
+        return ts
+    c = seq.clocks[clock]
+    if c[4]:  # incremental: the packet holds the delta from the previous one on this clock
+        c[0] += ts
+        ts = c[0]
+    return (ts - c[1]) * c[2] + c[3]
+
+
+def _event(p: TracePacket, seq: _Sequence, tracks: dict[int, Track], open_: dict[int, list[_Open]],
+           out: Slices, notes: Counter[str]) -> None:
+    ev = p.track_event
+    ts = _timestamp(p, seq)
+    if ev.HasField("track_uuid"):
+        track = ev.track_uuid
+    elif seq.default_track is not None:
+        track = seq.default_track
+    elif seq.thread_track is not None:
+        track = seq.thread_track
+    else:
+        track = 0
+    kind = ev.type
+    dur = None
+    if kind == TrackEvent.TYPE_UNSPECIFIED and ev.HasField("legacy_event"):
+        phase = chr(ev.legacy_event.phase) if 0 < ev.legacy_event.phase < 128 else ""
+        if phase == "X":
+            dur = int(ev.legacy_event.duration_us) * 1000
+        kind = {"B": TrackEvent.TYPE_SLICE_BEGIN, "E": TrackEvent.TYPE_SLICE_END, "X": TrackEvent.TYPE_SLICE_BEGIN,
+                "I": TrackEvent.TYPE_INSTANT, "i": TrackEvent.TYPE_INSTANT}.get(phase, 0)
+    if kind == TrackEvent.TYPE_SLICE_END:
+        stack = open_.get(track)
+        if not stack:
+            notes["slice ends without a begin on their track (skipped)"] += 1
+            return
+        o = stack.pop()
+        _add(out, track, o.ts, max(ts, o.ts), o.name, o.category, o.args, o.flows, o.correlation, False)
+        return
+    if kind == TrackEvent.TYPE_COUNTER:
+        notes["counter values (not events)"] += 1
+        return
+    if kind not in (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_INSTANT):
+        notes["track events of no slice type (skipped)"] += 1
+        return
+    name = ev.name if ev.HasField("name") else seq.names.get(ev.name_iid, "") if ev.name_iid else ""
+    if ev.categories:
+        cat = ev.categories[0]
+    elif ev.category_iids:
+        cat = seq.categories.get(ev.category_iids[0], "")
+    else:
+        cat = ""
+    args = _annotations(ev, seq)
+    flows = tuple(ev.flow_ids) + tuple(ev.flow_ids_old) + tuple(ev.terminating_flow_ids) + \
+        tuple(ev.terminating_flow_ids_old)
+    corr = int(ev.correlation_id) if ev.HasField("correlation_id") else -1
+    if kind == TrackEvent.TYPE_INSTANT:
+        _add(out, track, ts, ts, name, cat, args, flows, corr, True)
+    elif dur is not None:
+        _add(out, track, ts, ts + max(dur, 0), name, cat, args, flows, corr, False)
+    else:
+        open_.setdefault(track, []).append(_Open(ts, name, cat, args, flows, corr))
+
+
+def _annotations(ev: Any, seq: _Sequence) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in ev.debug_annotations:
+        key = a.name if a.HasField("name") else seq.ann_names.get(a.name_iid, "")
+        if not key:
+            continue
+        if a.HasField("string_value_iid"):
+            out[key] = seq.ann_strings.get(a.string_value_iid, "")
+            continue
+        for f in _ANN_VALUES:
+            if a.HasField(f):
+                out[key] = getattr(a, f)
+                break
+    return out
+
+
+def _add(out: Slices, track: int, start: int, end: int, name: str, cat: str, args: dict[str, Any],
+         flows: tuple[int, ...], corr: int, instant: bool) -> None:
+    out.track.append(track)
+    out.start.append(start)
+    out.end.append(end)
+    out.name.append(name)
+    out.category.append(cat)
+    out.args.append(args)
+    out.flows.append(flows)
+    out.correlation.append(corr)
+    out.instant.append(instant)
