@@ -40,8 +40,8 @@ READERS: dict[str, str] = {
 
 # Formats refused with a reason of their own (not "no reader in this build").
 REFUSED: dict[str, str] = {
-    detect.ROCPROF_V1: "not supported (record with rocprofv3 of rocprofiler-sdk, which traceread reads)",
-    detect.CHROME_JSON: "not a PyTorch profiler trace, and traceread has no reader for it",
+    detect.ROCPROF_V1: "not supported (record with rocprofv3 of rocprofiler-sdk instead)",
+    detect.CHROME_JSON: "traceread has no reader for it",
     detect.UNKNOWN_JSON: "not a trace",
 }
 

@@ -11,6 +11,7 @@ dispatch (:mod:`traceread.loaders`) decides which it reads and which it refuses,
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import zlib
@@ -270,3 +271,46 @@ def _fields(msg: bytes, limit: int = 12) -> list[tuple[int, int, int | bytes]]:
 
 def describe(fmt: str) -> str:
     return FORMATS.get(fmt, fmt)
+
+
+def xplane_planes(path: str, limit: int = 4096) -> list[str]:
+    """The plane names of an XSpace file (``/device:GPU:0``, ``/host:CPU``...), reading each plane's
+    first bytes only and seeking past the rest; [] when the file is not one."""
+    out: list[str] = []
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            pos = 0
+            while pos < size and len(out) < limit:
+                fh.seek(pos)
+                head = fh.read(64)
+                if not head or head[0] != 0x0A:
+                    break
+                n, i = _varint(head, 1)
+                name = next((v for num, wire, v in _fields(head[i:i + n], 3) if num == 2 and wire == 2), None)
+                if isinstance(name, bytes):
+                    out.append(name.decode("utf-8", "replace"))
+                pos += i + n
+    except (OSError, IndexError, ValueError):
+        return out
+    return out
+
+
+_PROCESS_NAME = re.compile(rb'"name"\s*:\s*"process_name"[^{}]*?"args"\s*:\s*\{\s*"name"\s*:\s*"([^"\\]{1,200})"'
+                           rb'|"args"\s*:\s*\{\s*"name"\s*:\s*"([^"\\]{1,200})"\s*\}[^{}]*?"name"\s*:\s*"process_name"')
+
+
+def json_processes(path: str, peek: int = 1 << 20) -> set[str]:
+    """The process names in the first MB of a (possibly gzip) Chrome JSON: a trace-viewer JSON's
+    planes, which its metadata events name before any other event."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(peek)
+    except OSError:
+        return set()
+    if raw.startswith(GZIP_MAGIC):
+        try:
+            raw = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, peek)
+        except zlib.error:
+            return set()
+    return {(a or b).decode("utf-8", "replace") for a, b in _PROCESS_NAME.findall(raw)}
