@@ -68,8 +68,8 @@ def write_xplane(d: Path) -> Path:
 def _trace_viewer_json(planes: list[str]) -> bytes:
     events: list[dict] = [{"ph": "M", "pid": i + 1, "name": "process_name", "args": {"name": n}}
                           for i, n in enumerate(planes)]
-    events += [{"ph": "X", "pid": 1, "tid": 16, "ts": 1.0, "dur": 2.0, "name": "fusion.1",
-                "args": {"correlation_id": "7"}}]
+    events += [{"ph": "X", "pid": 1, "tid": 16, "ts": 1.0 + 3 * i, "dur": 2.0, "name": f"fusion.{i % 7}",
+                "args": {"correlation_id": str(7 + i)}} for i in range(2000)]
     return json.dumps({"displayTimeUnit": "ns", "metadata": {"highres-ticks": True},
                        "traceEvents": events}).encode()
 
