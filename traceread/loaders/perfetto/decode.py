@@ -193,7 +193,7 @@ def decode(path: str, data: bytes) -> Decoded:
         if p.HasField("thread_descriptor"):  # the legacy form: the sequence's events are this thread's
             td = p.thread_descriptor
             uuid = -(td.pid << 32 | td.tid) - 1  # a key no descriptor uses (uuids are positive)
-            tracks.setdefault(uuid, Track(uuid, 0, td.thread_name, td.pid, td.tid, "thread"))
+            tracks.setdefault(uuid, Track(uuid, 0, text(td.thread_name), td.pid, td.tid, "thread"))
             seq.thread_track = uuid
         if p.HasField("track_event"):
             _event(p, seq, tracks, open_, out, notes)
@@ -217,16 +217,21 @@ def _snapshot(seq: _Sequence, p: TracePacket) -> None:
                                       int(c.is_incremental)]
 
 
+def text(value: Any) -> str:
+    """A string field as text: a damaged file's invalid UTF-8 comes back as bytes from the decoder."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def _intern(seq: _Sequence, p: TracePacket) -> None:
     d = p.interned_data
     for e in d.event_names:
-        seq.names[e.iid] = e.name
+        seq.names[e.iid] = text(e.name)
     for c in d.event_categories:
-        seq.categories[c.iid] = c.name
+        seq.categories[c.iid] = text(c.name)
     for a in d.debug_annotation_names:
-        seq.ann_names[a.iid] = a.name
+        seq.ann_names[a.iid] = text(a.name)
     for s in d.debug_annotation_string_values:
-        seq.ann_strings[s.iid] = s.str.decode("utf-8", "replace")
+        seq.ann_strings[s.iid] = text(s.str)
 
 
 def _track(tracks: dict[int, Track], d: Any) -> None:
@@ -235,13 +240,13 @@ def _track(tracks: dict[int, Track], d: Any) -> None:
     if d.HasField("parent_uuid"):
         t.parent = d.parent_uuid
     if d.HasField("name") or d.HasField("static_name"):
-        t.name = d.name if d.HasField("name") else d.static_name
+        t.name = text(d.name if d.HasField("name") else d.static_name)
     if d.HasField("process"):
         t.kind, t.pid = "process", d.process.pid
-        t.name = t.name or d.process.process_name
+        t.name = t.name or text(d.process.process_name)
     if d.HasField("thread"):
         t.kind, t.pid, t.tid = "thread", d.thread.pid, d.thread.tid
-        t.name = t.name or d.thread.thread_name
+        t.name = t.name or text(d.thread.thread_name)
     if d.HasField("counter"):
         t.kind = "counter"
 
@@ -292,9 +297,9 @@ def _event(p: TracePacket, seq: _Sequence, tracks: dict[int, Track], open_: dict
     if kind not in (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_INSTANT):
         notes["track events of no slice type (skipped)"] += 1
         return
-    name = ev.name if ev.HasField("name") else seq.names.get(ev.name_iid, "") if ev.name_iid else ""
+    name = text(ev.name) if ev.HasField("name") else seq.names.get(ev.name_iid, "") if ev.name_iid else ""
     if ev.categories:
-        cat = ev.categories[0]
+        cat = text(ev.categories[0])
     elif ev.category_iids:
         cat = seq.categories.get(ev.category_iids[0], "")
     else:
@@ -314,7 +319,7 @@ def _event(p: TracePacket, seq: _Sequence, tracks: dict[int, Track], open_: dict
 def _annotations(ev: Any, seq: _Sequence) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for a in ev.debug_annotations:
-        key = a.name if a.HasField("name") else seq.ann_names.get(a.name_iid, "")
+        key = text(a.name) if a.HasField("name") else seq.ann_names.get(a.name_iid, "")
         if not key:
             continue
         if a.HasField("string_value_iid"):
@@ -322,7 +327,8 @@ def _annotations(ev: Any, seq: _Sequence) -> dict[str, Any]:
             continue
         for f in _ANN_VALUES:
             if a.HasField(f):
-                out[key] = getattr(a, f)
+                v = getattr(a, f)
+                out[key] = text(v) if isinstance(v, (str, bytes)) else v
                 break
     return out
 
