@@ -131,7 +131,11 @@ def write_rocprofv3_pftrace(path: Path, *, iterations: int = 6, agent: int = 2, 
                    {"begin_ns": s, "end_ns": e, "delta_ns": e - s, "tid": pid, "corr_id": c}, flow=c)
         host.event(e, TrackEvent.TYPE_SLICE_END, trk)
     for s, e, trk, name, cat, c in sorted(ops, key=lambda o: (o[4], o[0])):
-        args: dict[str, int | str] = {"begin_ns": s, "end_ns": e, "corr_id": c, "agent": "GPU-0", "queue": 1}
+        args: dict[str, int | str] = {"begin_ns": s, "end_ns": e, "delta_ns": e - s, "corr_id": c}
+        if cat == "kernel_dispatch":  # the agent's index among GPUs; copies name their source and target
+            args.update({"agent": "GPU-0", "queue": 1, "grid_size": 65536, "workgroup_size": 256})
+        else:
+            args.update({"src_agent": "CPU-0", "dst_agent": "GPU-0", "copy_bytes": 1 << 20})
         gpu.event(s, TrackEvent.TYPE_SLICE_BEGIN, trk, name, cat, args, flow=c)
         gpu.event(e, TrackEvent.TYPE_SLICE_END, trk)
     path.write_bytes(b.serialize())

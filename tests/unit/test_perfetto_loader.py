@@ -108,7 +108,10 @@ def test_rocprofv3_pftrace_counts_lanes_and_links(tmp_path) -> None:
     assert set(gpu_corr) == {s["args"]["corr_id"] for s in kernels + copies}
     # host threads: the main thread's tid and the rocprofv3 "THREAD k (tid)" track's tid
     assert set(ev.loc[ev["lane"] == "cpu_thread", "tid"]) == {4242, 4249}
-    assert [d.id for d in t.meta.devices] == [0]  # the "agent" annotation's GPU index
+    # the "agent" annotation's GPU index (the track names the agent's node id, 2): copies, which name
+    # no agent, sit on the same GPU as the kernels
+    assert [d.id for d in t.meta.devices] == [0]
+    assert set(ev.loc[ev["lane"] == "memcpy", "device"]) == {0}
 
 
 def test_rocprofv3_pftrace_is_not_cpu_only(tmp_path, capsys) -> None:

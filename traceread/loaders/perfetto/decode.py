@@ -1,7 +1,8 @@
 """A Perfetto protobuf trace -> its tracks and slices, with the ``perfetto`` package's protobuf classes.
 
-The file is a ``Trace``: repeated ``packet`` (field 1) records, each decoded alone so a file cut
-mid-packet keeps every packet before the cut. Per packet sequence (``trusted_packet_sequence_id``)
+The file is a ``Trace``: repeated ``packet`` (field 1) records, decoded at once; a file that does not
+decode whole (cut mid-packet, damaged) is split into its packets, each decoded alone, so every packet
+before the damage is kept. Per packet sequence (``trusted_packet_sequence_id``)
 the incremental state is kept as Perfetto defines it: interned event names, categories, debug
 annotation names and string values (cleared by ``SEQ_INCREMENTAL_STATE_CLEARED``), the packet
 defaults (default track, timestamp clock), and sequence-scoped clocks from ``clock_snapshot``
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import DecodeError
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PbTrace
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
 
 from traceread.errors import TraceReadError
@@ -146,26 +148,30 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
 def decode(path: str, data: bytes) -> Decoded:
     """Every track and slice of the Perfetto trace ``data`` (the bytes of ``path``)."""
     notes: Counter[str] = Counter()
-    raw, cut = packets(path, data, notes)
-    if not raw:
+    cut = False
+    try:  # the whole message at once (decoded in C); a damaged file is read packet by packet
+        queue: list[Any] = list(reversed(PbTrace.FromString(data).packet))
+    except DecodeError:
+        raw, cut = packets(path, data, notes)
+        queue = list(reversed(raw))
+    if not queue:
         raise TraceReadError(path, "not a readable Perfetto trace (no complete trace packet)")
-    tracks: dict[int, Track] = {}
-    out = Slices()
-    seqs: dict[int, _Sequence] = {}
-    open_: dict[int, list[_Open]] = {}
+    st = _State()
     count = 0
-    queue = list(reversed(raw))
     while queue:
-        buf = queue.pop()
-        try:
-            p = TracePacket.FromString(buf)
-        except DecodeError:
-            if count == 0:
-                raise TraceReadError(path, "not a readable Perfetto trace (its first packet does not decode)") from None
-            notes["packets that do not decode (skipped)"] += 1
-            continue
+        p = queue.pop()
+        if isinstance(p, bytes):
+            try:
+                p = TracePacket.FromString(p)
+            except DecodeError:
+                if count == 0:
+                    raise TraceReadError(path, "not a readable Perfetto trace (its first packet does not decode)") \
+                        from None
+                notes["packets that do not decode (skipped)"] += 1
+                continue
         count += 1
-        if p.HasField("compressed_packets"):
+        data_field = p.WhichOneof("data")
+        if data_field == "compressed_packets":
             try:
                 inner = zlib.decompress(p.compressed_packets)
             except zlib.error:
@@ -175,7 +181,9 @@ def decode(path: str, data: bytes) -> Decoded:
             _split(path, inner, more, notes)
             queue.extend(reversed(more))
             continue
-        seq = seqs.setdefault(p.trusted_packet_sequence_id, _Sequence())
+        seq = st.seqs.get(p.trusted_packet_sequence_id)
+        if seq is None:
+            seq = st.seqs[p.trusted_packet_sequence_id] = _Sequence()
         if p.sequence_flags & SEQ_CLEARED or p.incremental_state_cleared:
             seq.clear()
         if p.HasField("trace_packet_defaults"):
@@ -184,23 +192,31 @@ def decode(path: str, data: bytes) -> Decoded:
                 seq.default_clock = d.timestamp_clock_id
             if d.HasField("track_event_defaults") and d.track_event_defaults.HasField("track_uuid"):
                 seq.default_track = d.track_event_defaults.track_uuid
-        if p.HasField("clock_snapshot"):
-            _snapshot(seq, p)
         if p.HasField("interned_data"):
             _intern(seq, p)
-        if p.HasField("track_descriptor"):
-            _track(tracks, p.track_descriptor)
-        if p.HasField("thread_descriptor"):  # the legacy form: the sequence's events are this thread's
+        if data_field == "track_event":
+            _event(p, seq, st, notes)
+        elif data_field == "track_descriptor":
+            _track(st.tracks, p.track_descriptor)
+        elif data_field == "clock_snapshot":
+            _snapshot(seq, p)
+        elif data_field == "thread_descriptor":  # the legacy form: the sequence's events are this thread's
             td = p.thread_descriptor
             uuid = -(td.pid << 32 | td.tid) - 1  # a key no descriptor uses (uuids are positive)
-            tracks.setdefault(uuid, Track(uuid, 0, text(td.thread_name), td.pid, td.tid, "thread"))
+            st.tracks.setdefault(uuid, Track(uuid, 0, text(td.thread_name), td.pid, td.tid, "thread"))
             seq.thread_track = uuid
-        if p.HasField("track_event"):
-            _event(p, seq, tracks, open_, out, notes)
-    for stack in open_.values():
+    for stack in st.open.values():
         if stack:
             notes["slices begun and never ended (the capture stopped inside them; dropped)"] += len(stack)
-    return Decoded(tracks, out, notes, count, len(seqs), cut)
+    return Decoded(st.tracks, st.out, notes, count, len(st.seqs), cut)
+
+
+@dataclass
+class _State:
+    tracks: dict[int, Track] = field(default_factory=dict)
+    out: Slices = field(default_factory=Slices)
+    seqs: dict[int, _Sequence] = field(default_factory=dict)
+    open: dict[int, list[_Open]] = field(default_factory=dict)
 
 
 def _snapshot(seq: _Sequence, p: TracePacket) -> None:
@@ -252,8 +268,10 @@ def _track(tracks: dict[int, Track], d: Any) -> None:
 
 
 def _timestamp(p: TracePacket, seq: _Sequence) -> int:
-    clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else seq.default_clock
     ts = int(p.timestamp)
+    if not seq.clocks:
+        return ts
+    clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else seq.default_clock
     if clock is None or clock not in seq.clocks:
         return ts
     c = seq.clocks[clock]
@@ -263,8 +281,7 @@ def _timestamp(p: TracePacket, seq: _Sequence) -> int:
     return (ts - c[1]) * c[2] + c[3]
 
 
-def _event(p: TracePacket, seq: _Sequence, tracks: dict[int, Track], open_: dict[int, list[_Open]],
-           out: Slices, notes: Counter[str]) -> None:
+def _event(p: TracePacket, seq: _Sequence, st: _State, notes: Counter[str]) -> None:
     ev = p.track_event
     ts = _timestamp(p, seq)
     if ev.HasField("track_uuid"):
@@ -277,59 +294,70 @@ def _event(p: TracePacket, seq: _Sequence, tracks: dict[int, Track], open_: dict
         track = 0
     kind = ev.type
     dur = None
+    if kind == TrackEvent.TYPE_SLICE_END:
+        stack = st.open.get(track)
+        if not stack:
+            notes["slice ends without a begin on their track (skipped)"] += 1
+            return
+        o = stack.pop()
+        _add(st.out, track, o.ts, max(ts, o.ts), o.name, o.category, o.args, o.flows, o.correlation, False)
+        return
     if kind == TrackEvent.TYPE_UNSPECIFIED and ev.HasField("legacy_event"):
         phase = chr(ev.legacy_event.phase) if 0 < ev.legacy_event.phase < 128 else ""
         if phase == "X":
             dur = int(ev.legacy_event.duration_us) * 1000
         kind = {"B": TrackEvent.TYPE_SLICE_BEGIN, "E": TrackEvent.TYPE_SLICE_END, "X": TrackEvent.TYPE_SLICE_BEGIN,
                 "I": TrackEvent.TYPE_INSTANT, "i": TrackEvent.TYPE_INSTANT}.get(phase, 0)
-    if kind == TrackEvent.TYPE_SLICE_END:
-        stack = open_.get(track)
-        if not stack:
-            notes["slice ends without a begin on their track (skipped)"] += 1
+        if kind == TrackEvent.TYPE_SLICE_END:
+            stack = st.open.get(track)
+            if stack:
+                o = stack.pop()
+                _add(st.out, track, o.ts, max(ts, o.ts), o.name, o.category, o.args, o.flows, o.correlation, False)
             return
-        o = stack.pop()
-        _add(out, track, o.ts, max(ts, o.ts), o.name, o.category, o.args, o.flows, o.correlation, False)
-        return
     if kind == TrackEvent.TYPE_COUNTER:
         notes["counter values (not events)"] += 1
         return
     if kind not in (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_INSTANT):
         notes["track events of no slice type (skipped)"] += 1
         return
-    name = text(ev.name) if ev.HasField("name") else seq.names.get(ev.name_iid, "") if ev.name_iid else ""
+    which = ev.WhichOneof("name_field")
+    name = text(ev.name) if which == "name" else seq.names.get(ev.name_iid, "") if which == "name_iid" else ""
     if ev.categories:
         cat = text(ev.categories[0])
     elif ev.category_iids:
         cat = seq.categories.get(ev.category_iids[0], "")
     else:
         cat = ""
-    args = _annotations(ev, seq)
-    flows = tuple(ev.flow_ids) + tuple(ev.flow_ids_old) + tuple(ev.terminating_flow_ids) + \
-        tuple(ev.terminating_flow_ids_old)
-    corr = int(ev.correlation_id) if ev.HasField("correlation_id") else -1
+    args = _annotations(ev, seq) if ev.debug_annotations else {}
+    flows = tuple(ev.flow_ids)
+    if ev.terminating_flow_ids or ev.flow_ids_old or ev.terminating_flow_ids_old:
+        flows += tuple(ev.flow_ids_old) + tuple(ev.terminating_flow_ids) + tuple(ev.terminating_flow_ids_old)
+    corr = int(ev.correlation_id) if ev.WhichOneof("correlation_id_field") == "correlation_id" else -1
     if kind == TrackEvent.TYPE_INSTANT:
-        _add(out, track, ts, ts, name, cat, args, flows, corr, True)
+        _add(st.out, track, ts, ts, name, cat, args, flows, corr, True)
     elif dur is not None:
-        _add(out, track, ts, ts + max(dur, 0), name, cat, args, flows, corr, False)
+        _add(st.out, track, ts, ts + max(dur, 0), name, cat, args, flows, corr, False)
     else:
-        open_.setdefault(track, []).append(_Open(ts, name, cat, args, flows, corr))
+        st.open.setdefault(track, []).append(_Open(ts, name, cat, args, flows, corr))
+
+
+# The annotations the frame reads (correlation, the agent, Kineto's metadata); others are not kept.
+USED_ANNOTATIONS = frozenset({"corr_id", "correlation_id", "correlation", "agent", "dst_agent", "metadata"})
 
 
 def _annotations(ev: Any, seq: _Sequence) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for a in ev.debug_annotations:
-        key = text(a.name) if a.HasField("name") else seq.ann_names.get(a.name_iid, "")
-        if not key:
+        which = a.WhichOneof("name_field")
+        key = text(a.name) if which == "name" else seq.ann_names.get(a.name_iid, "") if which == "name_iid" else ""
+        if key not in USED_ANNOTATIONS:
             continue
-        if a.HasField("string_value_iid"):
+        kind = a.WhichOneof("value")
+        if kind == "string_value_iid":
             out[key] = seq.ann_strings.get(a.string_value_iid, "")
-            continue
-        for f in _ANN_VALUES:
-            if a.HasField(f):
-                v = getattr(a, f)
-                out[key] = text(v) if isinstance(v, (str, bytes)) else v
-                break
+        elif kind in _ANN_VALUES:
+            v = getattr(a, kind)
+            out[key] = text(v) if isinstance(v, (str, bytes)) else v
     return out
 
 

@@ -123,6 +123,8 @@ def build(path: str, d: Decoded) -> tuple[pd.DataFrame, dict[str, Any]]:
     tid = np.full(n, -1, np.int64)
     corr = np.full(n, -1, np.int64)
     ext = np.full(n, -1, np.int64)
+    gpu_of_node: dict[int, int] = {}  # rocprofv3: an agent's node id -> its index among GPUs
+    unnamed: list[int] = []  # GPU rows whose slice names no agent
     for i, (trk, cat, args, c) in enumerate(zip(sl.track, sl.category, sl.args, sl.correlation, strict=True)):
         p = places[trk]
         kind = p.gpu or ("kernel" if GPU_CATEGORIES.get(cat) == "kernel" else "")
@@ -131,9 +133,12 @@ def build(path: str, d: Decoded) -> tuple[pd.DataFrame, dict[str, Any]]:
         gpu[i] = kind
         meta = _metadata(args) if "metadata" in args else {}
         dev, strm = p.device, p.stream
-        agent = args.get("agent")
+        agent = args.get("agent", args.get("dst_agent"))
         if kind and isinstance(agent, str) and (m := _AGENT_GPU.search(agent)):
             dev = int(m.group(1))
+            gpu_of_node.setdefault(p.device, dev)
+        elif kind and p.gpu:
+            unnamed.append(i)
         if kind and (v := _int(meta.get("device"))) is not None:
             dev = v
         if kind and (v := _int(meta.get("stream"))) is not None:
@@ -154,6 +159,10 @@ def build(path: str, d: Decoded) -> tuple[pd.DataFrame, dict[str, Any]]:
         e = _int(meta.get("External id"))
         if e is not None:
             ext[i] = e
+    for i in unnamed:  # a track's agent node id, as the GPU index its other slices named
+        node = places[sl.track[i]].device
+        if node in gpu_of_node:
+            device[i] = gpu_of_node[node]
     if n and not (corr >= 0).any():
         _flow_correlation(sl.flows, gpu, corr)
     names = pd.Series(sl.name, dtype=object)
