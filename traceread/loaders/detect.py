@@ -2,8 +2,8 @@
 
 :func:`detect` reads at most :data:`PEEK_BYTES` of a file (of its decompressed content when it is
 gzip) and, for an SQLite database, the names in its schema (opened read-only and immutable: nothing
-is created beside it). A file's name is never consulted, except for ``.nsys-rep``/``.qdrep`` (an
-Nsight Systems report is a container traceread cannot read without ``nsys``).
+is created beside it). A file's name is only consulted for a ``.nsys-rep``/``.qdrep`` whose content
+is of no format traceread knows (an Nsight Systems report is a container read through ``nsys``).
 
 Every outcome is a format name (the keys of :data:`FORMATS`), the unknown ones included; the loader
 dispatch (:mod:`traceread.loaders`) decides which it reads and which it refuses, naming them.
@@ -85,12 +85,18 @@ _RPD_LINK = re.compile(rb'"cat"\s*:\s*"api_op"')
 
 def detect(path: str) -> Detected:
     """The format of the file at ``path`` by its content; OSError when it cannot be read."""
-    if path.endswith((".nsys-rep", ".qdrep")):
-        return Detected(NSYS_REP, "an Nsight Systems report by its name")
     with open(path, "rb") as fh:
         head = fh.read(PEEK_BYTES)
     if not head:
         return Detected(UNKNOWN_BINARY, "empty file")
+    found = _by_head(path, head)
+    if found.format == UNKNOWN_BINARY and path.endswith((".nsys-rep", ".qdrep")):
+        # an Nsight Systems report (a container of its own): read through `nsys export`
+        return Detected(NSYS_REP, "an Nsight Systems report by its name, of no other format by its content")
+    return found
+
+
+def _by_head(path: str, head: bytes) -> Detected:
     if head.startswith(SQLITE_MAGIC):
         return detect_sqlite(path)
     if head.startswith(GZIP_MAGIC):
