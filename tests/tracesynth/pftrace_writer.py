@@ -196,6 +196,9 @@ def write_kineto_pftrace(path: Path, *, steps: int = 3, pid: int = 777, device: 
 
     top = proc("Kineto Trace", 0)
     dev = proc(f"Device {device}", device)
+    p = packet()  # handleDeviceInfo names the device's process after it
+    p.track_descriptor.uuid, p.track_descriptor.name = dev, "NVIDIA H100 80GB HBM3 [GPU 0]"
+    p.track_descriptor.process.pid, p.track_descriptor.process.process_name = device, "NVIDIA H100 80GB HBM3"
     host = thread(f"thread {pid} (python)", top, pid, pid)
     stream = thread("stream 7", dev, device, 7)
     t = start_ns

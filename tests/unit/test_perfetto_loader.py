@@ -138,6 +138,12 @@ def test_kineto_pftrace_steps_streams_and_correlation(tmp_path) -> None:
     assert sorted(launches["correlation"]) == sorted(k["correlation"])
     assert (k["external_id"] >= 0).all()
     assert Counter(ev["lane"].astype(str))["cpu_annotation"] == len(steps)
+    assert [(dv.id, dv.name) for dv in t.meta.devices] == [(0, "NVIDIA H100 80GB HBM3")]
+
+
+def test_rank_from_the_file_name(tmp_path) -> None:
+    t = load(str(write_kineto_pftrace(tmp_path / "train_rank3.pftrace", steps=1)))
+    assert set(t.events["rank"]) == {3} and t.meta.ranks[0].rank_source == "file name"
 
 
 def test_cut_pftrace_keeps_the_packets_before_the_cut(tmp_path) -> None:

@@ -2,8 +2,8 @@
 
 Written by rocprofv3 (``--output-format pftrace``) and by PyTorch's Kineto Perfetto output. The
 pipeline: ``decode`` (the packets, with the ``perfetto`` package's protobuf classes: tracks, slices,
-interned names, annotations, flows, clocks) -> ``frame`` (places, lanes, correlation). One rank
-(rank 0) per file; times are the trace clock's ns (time base ``relative``: a Perfetto trace clock,
+interned names, annotations, flows, clocks) -> ``frame`` (places, lanes, correlation). One rank per
+file (from the file name, ``rank3``/``worker3``, as for Kineto; else 0); times are the trace clock's ns (time base ``relative``: a Perfetto trace clock,
 boot time by default, has no known epoch). Nothing is downloaded or run: Perfetto's trace processor
 is not used.
 """
@@ -16,8 +16,9 @@ from traceread import schema
 from traceread.errors import TraceReadError
 from traceread.limits import check_events
 from traceread.loaders.kineto.frame import profiler_steps
+from traceread.loaders.kineto.meta import rank_of
 from traceread.loaders.perfetto.decode import decode
-from traceread.loaders.perfetto.frame import build
+from traceread.loaders.perfetto.frame import build, device_names
 from traceread.trace import DeviceInfo, RankInfo, Trace, TraceMeta
 
 
@@ -29,18 +30,21 @@ def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace
     d = decode(path, data)
     del data
     check_events(len(d.slices.start))
+    warnings: list[str] = []
+    rank, rank_source, world, world_source = rank_of(path, {}, warnings)  # a rank in the file name
     try:
-        events, facts = build(path, d)
+        events, facts = build(path, d, rank)
     except ValueError as exc:
         raise TraceReadError(path, f"not a readable Perfetto trace ({exc})") from None
     schema.validate(events)
-    warnings = [f"{what}: {count:,}" for what, count in sorted(d.notes.items())]
+    warnings += [f"{what}: {count:,}" for what, count in sorted(d.notes.items())]
     if d.truncated:
         warnings.append("the file ends inside a trace packet (cut short?): the packets before the cut were read")
     if not len(events):
         warnings.append("the trace holds no slices")
-    steps = profiler_steps(events, 0, warnings)
-    devices = [DeviceInfo(rank=0, id=dev, name="", used=True) for dev in facts["devices"]]
+    steps = profiler_steps(events, rank, warnings)
+    names = device_names(d.tracks)
+    devices = [DeviceInfo(rank=rank, id=dev, name=names.get(dev, ""), used=True) for dev in facts["devices"]]
     writer = "rocprofv3" if any(t.name.startswith(("COMPUTE ", "COPY to AGENT")) for t in d.tracks.values()) \
         else "kineto" if any(t.name == "Kineto Trace" for t in d.tracks.values()) else "unknown writer"
     meta = TraceMeta(
@@ -49,7 +53,7 @@ def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace
         generation=f"perfetto protobuf ({writer})",
         time_base=schema.TIME_RELATIVE,
         devices=devices,
-        ranks=[RankInfo(rank=0, rank_source="default", world_size=None, world_size_source="unknown",
+        ranks=[RankInfo(rank=rank, rank_source=rank_source, world_size=world, world_size_source=world_source,
                         pid=facts["pid"])],
         steps=steps,
         warnings=warnings,

@@ -105,8 +105,8 @@ def _metadata(args: dict[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def build(path: str, d: Decoded) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The events frame (rank 0) and facts for meta: devices used, host pid, notes."""
+def build(path: str, d: Decoded, rank: int = 0) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The events frame (of ``rank``) and facts for meta: devices used, host pid."""
     sl = d.slices
     n = len(sl.start)
     places = {u: place_of(u, d.tracks) for u in set(sl.track)}
@@ -176,7 +176,7 @@ def build(path: str, d: Decoded) -> tuple[pd.DataFrame, dict[str, Any]]:
     pid[(gpu != "") & (pid < 0)] = main_pid
     events = pd.DataFrame({
         "trace": pd.Categorical.from_codes(np.zeros(n, np.int8), categories=pd.Index([shown_path(path)])),
-        "rank": np.zeros(n, np.int32),
+        "rank": np.full(n, rank, np.int32),
         "lane": pd.Categorical(lane, categories=list(S.LANES)),
         "device": device,
         "stream": stream,
@@ -240,3 +240,13 @@ def _lanes(names: pd.Series, cats: pd.Series, gpu: np.ndarray, instant: np.ndarr
     inst = host & instant
     lane[inst], category[inst] = S.LANE_INSTANT, S.CAT_INSTANT
     return lane, category
+
+
+def device_names(tracks: dict[int, Track]) -> dict[int, str]:
+    """Kineto's device processes (pid = the device) named ``<name> [<label>]``: device -> name."""
+    out: dict[int, str] = {}
+    for t in tracks.values():
+        if t.kind == "process" and t.pid is not None and t.name and not t.name.startswith(("Device ", "Kineto ")):
+            if any(c.kind == "thread" and c.parent == t.uuid and _STREAM.match(c.name) for c in tracks.values()):
+                out[t.pid] = t.name.split(" [")[0]
+    return out
