@@ -13,7 +13,7 @@ import pytest
 from tracesynth.format_samples import SAMPLES, write_kineto_perfetto
 
 from traceread.cli import main
-from traceread.loaders import READERS
+from traceread.loaders import READERS, named
 from traceread.loaders.detect import describe
 
 XPLANE_RUN = ("xplane", "xplane-json")  # written together into one run folder
@@ -33,6 +33,10 @@ def scanned(tmp_path_factory):
     shutil.copyfile(write_kineto_perfetto(root / "other"), root / "other" / "capture.bin")
     (root / "other" / "kineto.pftrace").unlink()
     (root / "other" / "notes.txt").write_text("nothing to see\n")
+    (root / "broken").mkdir()  # damaged files of each SQLite format: failures naming the format
+    for fmt in ("rpd", "rocpd", "rocprof-v1"):
+        data = (root / written[fmt]).read_bytes()
+        (root / "broken" / f"cut-{fmt}.db").write_bytes(data[: len(data) * 6 // 10])
     out = tmp_path_factory.mktemp("out") / "scan"
     rc = main(["scan", str(root), "--out", str(out), "--workers", "1"])
     doc = json.loads((out / "index.json").read_text())
@@ -80,3 +84,10 @@ def test_trace_viewer_json_alone_is_a_run_of_its_own(tmp_path) -> None:
     doc = json.loads((out / "index.json").read_text())
     listed = [t["path"] for t in doc["traces"]] + [f["path"] for f in doc["failures"]]
     assert listed == ["host0.trace.json.gz"]
+
+
+def test_damaged_databases_are_failures_naming_their_format(scanned) -> None:
+    _, doc, _ = scanned
+    failed = {f["path"]: f["problem"] for f in doc["failures"]}
+    for fmt in ("rpd", "rocpd", "rocprof-v1"):
+        assert named(fmt, failed[f"broken/cut-{fmt}.db"]), failed

@@ -13,7 +13,7 @@ from tracesynth.format_samples import SAMPLES
 from traceread import load
 from traceread.cli import main
 from traceread.errors import TraceReadError
-from traceread.loaders import READERS, REFUSED, sniff
+from traceread.loaders import READERS, REFUSED, named, sniff
 from traceread.loaders.detect import FORMATS, describe, detect
 
 NOT_TRACES = {"traceread-perfetto"}  # sniff refuses it: not something to analyse
@@ -38,9 +38,13 @@ def test_detection_ignores_the_name(tmp_path, fmt) -> None:
 @pytest.mark.parametrize("fmt", sorted(set(SAMPLES) - {"kineto"}))
 def test_each_format_is_read_or_refused_naming_it(tmp_path, fmt) -> None:
     path = SAMPLES[fmt](tmp_path)
-    if fmt in READERS:
-        trace = load(str(path))
-        assert trace.meta.format == fmt
+    if fmt in READERS:  # read, or refused by its reader in one line naming it (not "no reader")
+        try:
+            trace = load(str(path))
+        except TraceReadError as exc:
+            assert named(fmt, str(exc)) and "no reader" not in str(exc) and "\n" not in str(exc)
+        else:
+            assert trace.meta.format == fmt
         return
     with pytest.raises(TraceReadError) as err:
         load(str(path))
@@ -54,6 +58,27 @@ def test_each_format_is_read_or_refused_naming_it(tmp_path, fmt) -> None:
 def test_every_format_has_words() -> None:
     assert set(SAMPLES) <= set(FORMATS)
     assert all(FORMATS[f].startswith(("a ", "an ", "traceread")) for f in FORMATS)
+
+
+def test_own_perfetto_output_mark_is_the_renderers_track_name() -> None:
+    from traceread.loaders.detect import DIAGNOSIS_TRACK
+    from traceread.render.perfetto import DIAGNOSIS_TRACK as written
+
+    assert DIAGNOSIS_TRACK == written
+
+
+def test_a_readers_refusal_always_names_the_format(tmp_path, monkeypatch) -> None:
+    import traceread.loaders as L
+
+    def refuse(path: str, progress: bool = False):
+        raise TraceReadError(path, "plane 3 ends inside an event")
+
+    monkeypatch.setitem(L.READERS, "xplane", f"{__name__}:_refuse")
+    monkeypatch.setattr(__import__(__name__), "_refuse", refuse, raising=False)
+    path = SAMPLES["xplane"](tmp_path)
+    with pytest.raises(TraceReadError) as err:
+        load(str(path))
+    assert str(err.value) == f"{path}: {describe('xplane')}: plane 3 ends inside an event"
 
 
 def test_own_perfetto_output_is_named_not_analysed(tmp_path, capsys) -> None:
@@ -126,10 +151,9 @@ def test_damaged_file_is_refused_naming_its_format(tmp_path, fmt) -> None:
     except TraceReadError as exc:
         msg = str(exc)
         assert "\n" not in msg and msg.startswith(str(cut) + ": ")
-        words = describe(fmt).split(" (")[0].split()
-        assert any(w in msg for w in words[1:]), msg  # "rocprofv3", "XSpace", "RPD", "Perfetto"...
-    else:  # read up to the cut, and saying so
-        assert fmt in READERS and (trace.meta.truncated or trace.meta.warnings)
+        assert named(fmt, msg), msg  # "rocprofv3", "xplane", "RPD", "Perfetto"... or the format's words
+    else:  # read up to the cut (a reader's own judgement)
+        assert fmt in READERS and trace.meta.format == fmt
 
 
 _SHARED_FORMATS = {

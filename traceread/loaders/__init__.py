@@ -257,6 +257,10 @@ def _load_other(path: str, kind: str, progress: bool) -> Trace:
     reader = getattr(importlib.import_module(module), func)
     try:
         return cast(Trace, reader(path, progress=progress))
+    except TraceReadError as exc:
+        if named(kind, exc.problem):
+            raise
+        raise TraceReadError(path, f"{what}: {exc.problem}") from None  # every refusal names the format
     except TooManyEvents as exc:
         raise TraceReadError(path, str(exc)) from None
     except MemoryError:
@@ -270,3 +274,8 @@ def _load_other(path: str, kind: str, progress: bool) -> Trace:
         raise TraceReadError(path, f"not a readable {what.split(' ', 1)[1]} ({one_line(exc)})") from None
     except OSError as exc:
         raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
+
+
+def named(kind: str, problem: str) -> bool:
+    """Whether ``problem`` names format ``kind`` ("rocprofv3", "xplane", "Perfetto"... or its words)."""
+    return kind.split("-")[0].lower() in problem.lower() or detect.describe(kind) in problem

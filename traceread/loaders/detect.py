@@ -36,6 +36,7 @@ PERFETTO = "perfetto"  # Perfetto protobuf trace (.pftrace: rocprofv3, Kineto's 
 TRACEREAD_PERFETTO = "traceread-perfetto"  # traceread's own ``analyze --perfetto`` output
 CHROME_JSON = "chrome-json"  # a Chrome trace-event JSON of another tool (not Kineto)
 UNKNOWN_SQLITE = "sqlite"
+DIAGNOSIS_TRACK = "traceread diagnosis"  # the track traceread.render.perfetto writes first (its mark)
 UNKNOWN_JSON = "json"
 UNKNOWN_BINARY = "binary"
 
@@ -142,7 +143,7 @@ def detect_json(text: bytes) -> Detected:
 
 def detect_sqlite(path: str) -> Detected:
     """An SQLite database's format by the names in its schema."""
-    from traceread.loaders.nsys.read import NSYS_MARKERS, read_only_uri
+    from traceread.loaders.nsys.read import read_only_uri
 
     try:
         conn = sqlite3.connect(read_only_uri(path, immutable=True), uri=True)
@@ -152,9 +153,32 @@ def detect_sqlite(path: str) -> Detected:
         finally:
             conn.close()
     except (sqlite3.Error, UnicodeDecodeError):
-        # Unreadable: the Nsight Systems reader reports a damaged SQLite file as it always has.
-        return Detected(NSYS, "an unreadable SQLite file")
-    names = {r[0].decode("utf-8", "replace") if isinstance(r[0], bytes) else str(r[0]) for r in rows}
+        # Unreadable (cut, corrupt): the schema's text, where it survives, still names the tables. Else
+        # the Nsight Systems reader reports a damaged SQLite file as it always has.
+        names = _schema_text_names(path)
+        found = _sqlite_format(names)
+        if found.format in (UNKNOWN_SQLITE, NSYS):
+            return Detected(NSYS, "an unreadable SQLite file")
+        return Detected(found.format, "a damaged SQLite file whose schema names " + found.why)
+    return _sqlite_format({r[0].decode("utf-8", "replace") if isinstance(r[0], bytes) else str(r[0]) for r in rows})
+
+
+_CREATE = re.compile(rb'CREATE\s+(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?["`\[]?(\w+)')
+
+
+def _schema_text_names(path: str) -> set[str]:
+    """Table and view names from the CREATE statements in a damaged database's first pages."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+    except OSError:
+        return set()
+    return {m.decode("ascii", "replace") for m in _CREATE.findall(head)}
+
+
+def _sqlite_format(names: set[str]) -> Detected:
+    from traceread.loaders.nsys.read import NSYS_MARKERS
+
     if "StringIds" in names and any(t in names for t in NSYS_MARKERS):
         return Detected(NSYS, "Nsight Systems tables")
     if "rocpd_op" in names and "rocpd_api" in names:
@@ -208,7 +232,7 @@ def detect_protobuf(head: bytes) -> Detected:
                 value.startswith((b"/device:", b"/host:", b"/custom:")) or value == b"Task Environment"):
             return Detected(XPLANE, "an XSpace's plane " + value.decode("utf-8", "replace"))
     if _is_trace_packet(fields):
-        if b"traceread diagnosis" in head:
+        if DIAGNOSIS_TRACK.encode() in head:
             return Detected(TRACEREAD_PERFETTO, "a 'traceread diagnosis' track")
         return Detected(PERFETTO, "trace packets")
     return Detected(UNKNOWN_BINARY, "not JSON, SQLite or a known protobuf")

@@ -276,7 +276,7 @@ def _consider(path: str, root: str, rel: str, out: Discovery, seen_files: set, e
             return
     if kind in ("sqlite", "nsys"):
         ok, why = is_nsys_export(path)
-        other = detect.detect_sqlite(path).format if why == "SQLite database without Nsight Systems tables" else ""
+        other = detect.detect_sqlite(path).format if not ok and why != "empty file" else ""
         if other in SQLITE_TRACES:  # read (or refused naming the format) like any trace
             ok, kind = True, other
         if not ok:

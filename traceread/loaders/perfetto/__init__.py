@@ -15,6 +15,7 @@ import os
 from traceread import schema
 from traceread.errors import TraceReadError
 from traceread.limits import check_events
+from traceread.loaders.detect import DIAGNOSIS_TRACK, FORMATS, TRACEREAD_PERFETTO
 from traceread.loaders.kineto.frame import profiler_steps
 from traceread.loaders.kineto.meta import rank_of
 from traceread.loaders.perfetto.decode import decode
@@ -29,6 +30,8 @@ def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace
         data = fh.read()
     d = decode(path, data)
     del data
+    if any(t.name.startswith(DIAGNOSIS_TRACK) for t in d.tracks.values()):
+        raise TraceReadError(path, f"not a trace: {FORMATS[TRACEREAD_PERFETTO]}")
     check_events(len(d.slices.start))
     warnings: list[str] = []
     rank, rank_source, world, world_source = rank_of(path, {}, warnings)  # a rank in the file name
