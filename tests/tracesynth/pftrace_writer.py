@@ -7,7 +7,7 @@ AGENT [n] STREAM [s] (GPU)``; categories ``hip_api``, ``kernel_dispatch``, ``mem
 call and its GPU op share a process-scoped flow and a ``corr_id`` annotation).
 ``write_kineto_pftrace``: as Kineto's PerfettoTraceBuilder writes it (a "Kineto Trace" process,
 one process per device, resource threads ``stream N``, a child track per activity, plain names,
-``metadata`` JSON and ``correlation_id`` annotations).
+``metadata`` (the activity's JSON args without their braces) and ``correlation_id`` annotations).
 """
 
 from __future__ import annotations
@@ -185,8 +185,9 @@ def write_kineto_pftrace(path: Path, *, steps: int = 3, pid: int = 777, device: 
         p.timestamp = s
         ev = p.track_event
         ev.type, ev.name, ev.track_uuid = TrackEvent.TYPE_SLICE_BEGIN, name, child
-        a = ev.debug_annotations.add()
-        a.name, a.string_value = "metadata", json.dumps(meta)
+        if meta:  # metadataJson(): the args as the Chrome JSON writes them inside "args": {...}, no braces
+            a = ev.debug_annotations.add()
+            a.name, a.string_value = "metadata", json.dumps(meta)[1:-1]
         if corr:
             a = ev.debug_annotations.add()
             a.name, a.int_value = "correlation_id", corr

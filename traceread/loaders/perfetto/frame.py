@@ -94,12 +94,14 @@ def _int(v: Any) -> int | None:
 
 
 def _metadata(args: dict[str, Any]) -> dict[str, Any]:
-    """Kineto's ``metadata`` annotation: a JSON object of the activity's args ({} when absent or bad)."""
+    """Kineto's ``metadata`` annotation: the activity's args as its Chrome JSON writes them inside
+    ``"args": {...}`` (``"device": 0, "stream": 7, ...``, without the braces; {} when absent or bad)."""
     text = args.get("metadata")
-    if not isinstance(text, str) or not text.lstrip().startswith("{"):
+    if not isinstance(text, str) or not text.strip():
         return {}
+    text = text.strip()
     try:
-        value = json.loads(text)
+        value = json.loads(text if text.startswith("{") else "{" + text + "}")
     except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
