@@ -11,8 +11,12 @@ called directly; every other reader is one line of :data:`READERS`::
     READERS = {"perfetto": "traceread.loaders.perfetto:load_perfetto", ...}
 
 ``format -> "module:function"``, imported on first use and called as ``function(path, progress=bool)``
-returning a Trace (its errors raised as ``TraceReadError(path, "...")``). A detected format with no
-entry is refused naming it ("a rocprofv3 JSON (rocprofiler-sdk): no reader in this build").
+returning a Trace whose ``meta.format`` is the key (the report and index schemas list the keys); its
+errors raised as ``TraceReadError(path, "...")``, prefixed with the format's words when they do not
+name it. A detected format with no entry is refused naming it ("a rocprofv3 JSON (rocprofiler-sdk): no
+reader in this build", or :data:`REFUSED`'s words: a legacy rocprof v1 database, another tool's JSON).
+The other readers of issue 45 register as ``"xplane"``, ``"xplane-json"``, ``"rocprofv3-json"``,
+``"rocpd"``, ``"rpd"``, ``"rpd-json"`` (and may take ``"rocprof-v1"``, refused by default).
 """
 
 from __future__ import annotations
@@ -246,11 +250,9 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
 def _load_other(path: str, kind: str, progress: bool) -> Trace:
     """Read ``path`` of format ``kind`` with its entry of READERS, or refuse it naming the format."""
     what = detect.describe(kind)
-    if kind in REFUSED:
-        raise TraceReadError(path, f"{what}: {REFUSED[kind]}")
-    target = READERS.get(kind)
+    target = READERS.get(kind)  # a registered reader wins over REFUSED's default words
     if target is None:
-        raise TraceReadError(path, f"{what}: no reader in this build")
+        raise TraceReadError(path, f"{what}: {REFUSED.get(kind, 'no reader in this build')}")
     import importlib
 
     module, _, func = target.partition(":")
