@@ -207,3 +207,18 @@ def test_slices_never_ended_are_counted_not_kept(tmp_path) -> None:
     t = load(str(path))
     assert len(t.events) == 1 and np.array_equal(t.events["start_ns"].to_numpy(), [10])
     assert any("never ended" in w for w in t.meta.warnings)
+
+
+def test_report_json_of_a_pftrace_fits_the_schema(tmp_path) -> None:
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    path = write_rocprofv3_pftrace(tmp_path / "run.pftrace")
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(path), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    schema_doc = json.loads(resources.files("traceread").joinpath("data/report.schema.json").read_text("utf-8"))
+    jsonschema.validate(doc, schema_doc)
+    assert doc["traces"][0]["format"] == "perfetto"
