@@ -69,16 +69,6 @@ class Decoded:
 
 
 @dataclass
-class _Open:
-    ts: int
-    name: str
-    category: str
-    args: dict[str, Any]
-    flows: tuple[int, ...]
-    correlation: int
-
-
-@dataclass
 class _Sequence:
     names: dict[int, str] = field(default_factory=dict)
     categories: dict[int, str] = field(default_factory=dict)
@@ -208,15 +198,17 @@ def decode(path: str, data: bytes) -> Decoded:
     for stack in st.open.values():
         if stack:
             notes["slices begun and never ended (the capture stopped inside them; dropped)"] += len(stack)
-    return Decoded(st.tracks, st.out, notes, count, len(st.seqs), cut)
+    cols = [list(c) for c in zip(*st.rows, strict=True)] if st.rows else [[] for _ in range(9)]
+    return Decoded(st.tracks, Slices(*cols), notes, count, len(st.seqs), cut)
 
 
 @dataclass
 class _State:
     tracks: dict[int, Track] = field(default_factory=dict)
-    out: Slices = field(default_factory=Slices)
+    # slices as rows (track, start, end, name, category, args, flows, correlation, instant)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
     seqs: dict[int, _Sequence] = field(default_factory=dict)
-    open: dict[int, list[_Open]] = field(default_factory=dict)
+    open: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)  # (start, name, ..., correlation)
 
 
 def _snapshot(seq: _Sequence, p: TracePacket) -> None:
@@ -300,7 +292,7 @@ def _event(p: TracePacket, seq: _Sequence, st: _State, notes: Counter[str]) -> N
             notes["slice ends without a begin on their track (skipped)"] += 1
             return
         o = stack.pop()
-        _add(st.out, track, o.ts, max(ts, o.ts), o.name, o.category, o.args, o.flows, o.correlation, False)
+        st.rows.append((track, o[0], max(ts, o[0]), *o[1:], False))
         return
     if kind == TrackEvent.TYPE_UNSPECIFIED and ev.HasField("legacy_event"):
         phase = chr(ev.legacy_event.phase) if 0 < ev.legacy_event.phase < 128 else ""
@@ -312,7 +304,7 @@ def _event(p: TracePacket, seq: _Sequence, st: _State, notes: Counter[str]) -> N
             stack = st.open.get(track)
             if stack:
                 o = stack.pop()
-                _add(st.out, track, o.ts, max(ts, o.ts), o.name, o.category, o.args, o.flows, o.correlation, False)
+                st.rows.append((track, o[0], max(ts, o[0]), *o[1:], False))
             return
     if kind == TrackEvent.TYPE_COUNTER:
         notes["counter values (not events)"] += 1
@@ -334,11 +326,11 @@ def _event(p: TracePacket, seq: _Sequence, st: _State, notes: Counter[str]) -> N
         flows += tuple(ev.flow_ids_old) + tuple(ev.terminating_flow_ids) + tuple(ev.terminating_flow_ids_old)
     corr = int(ev.correlation_id) if ev.WhichOneof("correlation_id_field") == "correlation_id" else -1
     if kind == TrackEvent.TYPE_INSTANT:
-        _add(st.out, track, ts, ts, name, cat, args, flows, corr, True)
+        st.rows.append((track, ts, ts, name, cat, args, flows, corr, True))
     elif dur is not None:
-        _add(st.out, track, ts, ts + max(dur, 0), name, cat, args, flows, corr, False)
+        st.rows.append((track, ts, ts + max(dur, 0), name, cat, args, flows, corr, False))
     else:
-        st.open.setdefault(track, []).append(_Open(ts, name, cat, args, flows, corr))
+        st.open.setdefault(track, []).append((ts, name, cat, args, flows, corr))
 
 
 # The annotations the frame reads (correlation, the agent, Kineto's metadata); others are not kept.
@@ -359,16 +351,3 @@ def _annotations(ev: Any, seq: _Sequence) -> dict[str, Any]:
             v = getattr(a, kind)
             out[key] = text(v) if isinstance(v, (str, bytes)) else v
     return out
-
-
-def _add(out: Slices, track: int, start: int, end: int, name: str, cat: str, args: dict[str, Any],
-         flows: tuple[int, ...], corr: int, instant: bool) -> None:
-    out.track.append(track)
-    out.start.append(start)
-    out.end.append(end)
-    out.name.append(name)
-    out.category.append(cat)
-    out.args.append(args)
-    out.flows.append(flows)
-    out.correlation.append(corr)
-    out.instant.append(instant)
