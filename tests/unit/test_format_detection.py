@@ -183,3 +183,15 @@ def test_shared_kineto_and_nsys_traces_keep_their_format() -> None:
         for p in sorted((SHARED_TRACES / sub).iterdir()):
             if p.is_file() and p.suffix != ".md":
                 assert detect(str(p)).format == fmt, p.name
+
+
+def test_a_folder_holds_an_xplane_run_once(tmp_path) -> None:
+    from traceread.loaders import trace_files
+
+    xplane, js = SAMPLES["xplane"](tmp_path), SAMPLES["xplane-json"](tmp_path)
+    assert trace_files(tmp_path) == [str(xplane)]  # the JSON derived from it is the same run
+    js.unlink()
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    moved = SAMPLES["xplane-json"](other)
+    assert trace_files(tmp_path) == [str(xplane), str(moved)]  # in another folder: a run of its own

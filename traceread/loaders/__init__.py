@@ -78,20 +78,24 @@ def trace_files(directory: str | os.PathLike[str]) -> list[str]:
     """Files under ``directory`` that sniff as traces, sorted (hidden files and folders skipped).
 
     What a directory given in place of a trace means, for ``analyze``, ``diff`` and
-    ``traceread.analyze`` alike: every trace under it (a README or a job file is left out).
+    ``traceread.analyze`` alike: every trace under it (a README or a job file is left out), each run
+    once (a trace-viewer JSON beside the ``.xplane.pb`` it was derived from is left out).
     """
     out = []
     for root, dirs, files in os.walk(os.fspath(directory)):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found: list[tuple[str, str]] = []
         for name in sorted(files):
             if name.startswith("."):
                 continue
             path = os.path.join(root, name)
             try:
-                sniff(path)
+                found.append((path, sniff(path)))
             except TraceReadError:
                 continue  # not a trace (a README, a job file)
-            out.append(path)
+        xplanes = [p for p, fmt in found if fmt == detect.XPLANE]
+        out += [p for p, fmt in found
+                if not (xplanes and fmt == detect.XPLANE_JSON and detect.derived_from_xplane(p, xplanes))]
     return out
 
 

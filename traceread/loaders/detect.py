@@ -344,3 +344,21 @@ def json_processes(path: str, peek: int = 1 << 20) -> set[str]:
         except zlib.error:
             return set()
     return {(a or b).decode("utf-8", "replace") for a, b in _PROCESS_NAME.findall(raw)}
+
+
+def derived_from_xplane(json_path: str, xplanes: list[str], planes: dict[str, set[str]] | None = None) -> bool:
+    """Whether the trace-viewer JSON ``json_path`` is the same run as one of ``xplanes`` (the .xplane.pb
+    files of its folder): its processes are among that xplane's planes, preferring an xplane of the
+    same host prefix (``host0.trace.json.gz`` beside ``host0.xplane.pb``). ``planes`` caches plane sets."""
+    procs = json_processes(json_path)
+    if not procs:
+        return False
+    planes = {} if planes is None else planes
+    host = os.path.basename(json_path).split(".")[0]
+    same_host = [x for x in xplanes if os.path.basename(x).split(".")[0] == host]
+    for x in same_host or xplanes:
+        if x not in planes:
+            planes[x] = set(xplane_planes(x))
+        if procs <= planes[x]:
+            return True
+    return False

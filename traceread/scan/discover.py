@@ -293,32 +293,18 @@ def _one_run_once(out: Discovery) -> None:
     """A trace-viewer JSON beside the ``.xplane.pb`` it was derived from (same folder, its processes
     among the xplane's planes, the same host prefix when several xplanes are there) is the same run:
     the xplane is read, the JSON is counted as skipped."""
-    xplanes: dict[str, list[Candidate]] = {}
+    xplanes: dict[str, list[str]] = {}
     for c in out.candidates:
         if c.kind == detect.XPLANE:
-            xplanes.setdefault(os.path.dirname(c.path), []).append(c)
+            xplanes.setdefault(os.path.dirname(c.path), []).append(c.path)
     if not xplanes:
         return
     keep = []
     planes: dict[str, set[str]] = {}
     for c in out.candidates:
         beside = xplanes.get(os.path.dirname(c.path), []) if c.kind == detect.XPLANE_JSON else []
-        if beside and _derived_from(c, beside, planes):
+        if beside and detect.derived_from_xplane(c.path, beside, planes):
             out.skip("trace-viewer JSONs beside the .xplane.pb of the same run (the .xplane.pb is read)")
             continue
         keep.append(c)
     out.candidates[:] = keep
-
-
-def _derived_from(js: Candidate, xplanes: list[Candidate], planes: dict[str, set[str]]) -> bool:
-    procs = detect.json_processes(js.path)
-    if not procs:
-        return False
-    host = os.path.basename(js.path).split(".")[0]
-    same_host = [x for x in xplanes if os.path.basename(x.path).split(".")[0] == host]
-    for x in same_host or xplanes:
-        if x.path not in planes:
-            planes[x.path] = set(detect.xplane_planes(x.path))
-        if procs <= planes[x.path]:
-            return True
-    return False
