@@ -52,3 +52,13 @@ def test_every_seed_unmutated_through_every_command(worker, seeds, tmp_path) -> 
             path.write_bytes(seed.read_bytes())
             why = check_case(worker, str(path), command, str(case))
             assert why is None, f"{name}: {why}"
+
+
+def test_scan_of_a_folder_with_no_recognisable_file_names_the_folder(worker, seeds, tmp_path) -> None:
+    # a pftrace whose first byte is destroyed is no format at all: scan finds nothing, and says where
+    (tmp_path / "in").mkdir()
+    data = bytearray(seeds["perfetto"].read_bytes())
+    data[0] = 0xFF
+    path = tmp_path / "in" / "capture.pftrace"
+    path.write_bytes(bytes(data))
+    assert check_case(worker, str(path), "scan", str(tmp_path)) is None

@@ -195,3 +195,14 @@ def test_a_folder_holds_an_xplane_run_once(tmp_path) -> None:
     other.mkdir()
     moved = SAMPLES["xplane-json"](other)
     assert trace_files(tmp_path) == [str(xplane), str(moved)]  # in another folder: a run of its own
+
+
+def test_damage_past_the_first_fields_keeps_the_format(tmp_path) -> None:
+    # found by scripts/fuzz_long.py (seed 77): 11 continuation bytes inside an xplane's first plane,
+    # past its name, made the whole file "a binary file of no known format"
+    for fmt in ("xplane", "perfetto"):
+        data = SAMPLES[fmt](tmp_path).read_bytes()
+        at = 40
+        bad = tmp_path / f"damaged-{fmt}"
+        bad.write_bytes(data[:at] + b"\xff" * 11 + data[at:])
+        assert detect(str(bad)).format == fmt

@@ -267,8 +267,9 @@ def _first_message(head: bytes) -> bytes | None:
 
 
 def _fields(msg: bytes, limit: int = 12) -> list[tuple[int, int, int | bytes]]:
-    """The first ``limit`` (field number, wire type, value) of ``msg``; [] when they are not protobuf.
-    A length-delimited field cut by the end of the peek ends the list."""
+    """The first ``limit`` (field number, wire type, value) of ``msg``, up to the first that is not
+    protobuf (damage past the message's first fields leaves those) or a length-delimited field cut by
+    the end of the peek; [] when the first is not."""
     out: list[tuple[int, int, int | bytes]] = []
     i = 0
     try:
@@ -276,7 +277,7 @@ def _fields(msg: bytes, limit: int = 12) -> list[tuple[int, int, int | bytes]]:
             key, i = _varint(msg, i)
             num, wire = key >> 3, key & 7
             if num == 0:
-                return []
+                break
             if wire == 0:
                 v, i = _varint(msg, i)
                 out.append((num, wire, v))
@@ -293,9 +294,9 @@ def _fields(msg: bytes, limit: int = 12) -> list[tuple[int, int, int | bytes]]:
                 i += 4
                 out.append((num, wire, 0))
             else:
-                return []
+                break
     except (IndexError, ValueError):
-        return out if out else []
+        pass
     return out
 
 
