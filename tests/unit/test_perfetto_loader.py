@@ -222,3 +222,21 @@ def test_report_json_of_a_pftrace_fits_the_schema(tmp_path) -> None:
     schema_doc = json.loads(resources.files("traceread").joinpath("data/report.schema.json").read_text("utf-8"))
     jsonschema.validate(doc, schema_doc)
     assert doc["traces"][0]["format"] == "perfetto"
+
+
+def test_a_pftrace_with_no_slice_is_refused_not_called_cpu_only(tmp_path, capsys) -> None:
+    # found by scripts/fuzz_long.py (seed 78): a damaged file left with no slice reached the diagnosis
+    # (an internal error, then "a CPU-only capture"): a Perfetto trace with no slice is refused, saying so
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.track_descriptor.uuid, p.track_descriptor.name = 5, "COMPUTE AGENT [1] STREAM [2] (GPU)"
+    p = b.add_packet()
+    p.trusted_packet_sequence_id, p.timestamp = 1, 10
+    p.track_event.type, p.track_event.track_uuid, p.track_event.counter_value = TrackEvent.TYPE_COUNTER, 5, 3
+    path = tmp_path / "empty.pftrace"
+    path.write_bytes(b.serialize())
+    with pytest.raises(TraceReadError, match="holding no track-event slice .*counter values"):
+        load(str(path))
+    assert main(["analyze", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "empty.pftrace" in err

@@ -32,6 +32,10 @@ def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace
     del data
     if any(t.name.startswith(DIAGNOSIS_TRACK) for t in d.tracks.values()):
         raise TraceReadError(path, f"not a trace: {FORMATS[TRACEREAD_PERFETTO]}")
+    if not d.slices.start:  # a system trace (ftrace, counters), or one whose events were lost: nothing to read
+        why = ", ".join(f"{what}: {count:,}" for what, count in sorted(d.notes.items()))
+        raise TraceReadError(path, f"a Perfetto protobuf trace holding no track-event slice ({d.packets:,} packets"
+                                   + (f"; {why}" if why else "") + ")")
     check_events(len(d.slices.start))
     warnings: list[str] = []
     rank, rank_source, world, world_source = rank_of(path, {}, warnings)  # a rank in the file name
@@ -43,8 +47,6 @@ def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace
     warnings += [f"{what}: {count:,}" for what, count in sorted(d.notes.items())]
     if d.truncated:
         warnings.append("the file ends inside a trace packet (cut short?): the packets before the cut were read")
-    if not len(events):
-        warnings.append("the trace holds no slices")
     steps = profiler_steps(events, rank, warnings)
     names = device_names(d.tracks)
     devices = [DeviceInfo(rank=rank, id=dev, name=names.get(dev, ""), used=True) for dev in facts["devices"]]
@@ -62,6 +64,7 @@ def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace
         warnings=warnings,
         truncated=d.truncated,
         extra={"packets": d.packets, "sequences": d.sequences, "tracks": len(d.tracks), "writer": writer,
-               "non_row_events": dict(d.notes)},
+               # events that are not rows (counter values, unmatched ends...): a count, as Kineto's
+               "non_row_events": sum(d.notes.values()), "notes": dict(d.notes)},
     )
     return Trace(events=events, meta=meta)
