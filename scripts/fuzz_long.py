@@ -2,7 +2,10 @@
 
     python scripts/fuzz_long.py --minutes 30 --failures fuzz-failures/ [--seed N]
 
-Each input runs through ``analyze``, ``gaps``, ``kernels`` or ``info`` in a watched worker process
+Seeds: Kineto JSON, nsys exports and a file of every other format traceread detects (rocprofv3,
+rocpd, RPD, xplane, trace-viewer JSON, Perfetto...: ``tests/fuzz/fuzz_formats.py``; a new format is
+one entry of ``tracesynth.format_samples.SAMPLES``). Each input runs through ``analyze``, ``gaps``,
+``kernels`` or ``info`` in a watched worker process
 (60 s hang watchdog); each Kineto input is also loaded by the compiled scanner and by the msgspec
 fallback, which must agree. An input that gives anything but a result or a one-line exit-2 error naming the
 file (or lets a raw control character from the trace reach the output) is copied into ``--failures``
@@ -28,6 +31,7 @@ import click
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "fuzz")]
 
+from fuzz_formats import format_seeds, mutate_format, mutations  # noqa: E402
 from fuzz_harness import Worker, check_case  # noqa: E402
 from fuzz_mutations import (  # noqa: E402
     COMMANDS,
@@ -54,7 +58,7 @@ def main(minutes: float, failures_dir: str, seed: int | None) -> None:
     tty = sys.stderr.isatty()
     with tempfile.TemporaryDirectory(prefix="traceread-fuzz-") as tmp_s:
         tmp = Path(tmp_s)
-        jb, nb = json_bases(tmp), nsys_bases(tmp)
+        jb, nb, fb = json_bases(tmp), nsys_bases(tmp), format_seeds(tmp / "format-seeds")
         worker = Worker()
         deadline = time.monotonic() + minutes * 60
         start, runs, bad = time.monotonic(), 0, 0
@@ -63,8 +67,14 @@ def main(minutes: float, failures_dir: str, seed: int | None) -> None:
                 case = tmp / f"case{runs}"
                 case.mkdir()
                 command = rnd.choice(COMMANDS)
-                is_json = rnd.random() < 0.6
-                if is_json:
+                draw = rnd.random()
+                is_json = draw < 0.5
+                if draw >= 0.8:  # every other format detected (format_seeds): one seed entry per format
+                    base = rnd.choice(sorted(fb))
+                    kind = rnd.choice(mutations(fb[base]))
+                    (case / "in").mkdir()
+                    path, how = mutate_format(rnd, fb[base], case / "in", kind)
+                elif is_json:
                     base = rnd.choice(sorted(jb))
                     kind = rnd.choice(LONG_JSON_MUTATIONS)
                     data, how = mutate_json(rnd, jb[base], kind)

@@ -90,7 +90,7 @@ class TraceMeta:
     """Trace-level facts beside the events frame."""
 
     path: str
-    format: str  # "kineto" or "nsys"
+    format: str  # the reader's format name (traceread.loaders.detect): "kineto", "nsys", "perfetto"...
     generation: str  # human-readable format generation, e.g. "kineto 2024+ (float relative ts)"
     time_base: str  # one of schema.TIME_BASES
     epoch_offset_ns: int | None = None  # add to start_ns for Unix epoch ns (time_base == "epoch")

@@ -10,6 +10,8 @@ import click
 from traceread.cli.options import gates, thresholds, workload_flag_options
 from traceread.config import load_config_file
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, UsageError
+from traceread.printable import printable
+from traceread.trace import shown_path
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)i?b?\s*$", re.I)
 
@@ -85,8 +87,10 @@ def command(paths, out, workers, trace_timeout, max_rss, dask, resume, no_cache,
                f"{len(failed)} failed, {not_traces} not traces, {sum(res.index['scan']['skipped'].values())} other "
                f"files skipped, {res.seconds:.1f} s -> {os.path.join(out, 'index.md')}")
     if res.analysed == 0:
+        where = ", ".join(printable(shown_path(p)) for p in paths)
         click.echo("traceread: error: no trace could be read" + (f" (see {os.path.join(out, 'failures.md')})"
-                                                                  if res.failures else " (no trace files found)"),
+                                                                  if res.failures else
+                                                                  f" (no trace files found under {where})"),
                    err=True)
         return EXIT_USAGE
     tripped = [(j["job"], c, p, j["shares"].get(c, 0.0)) for j in res.jobs for c, p in fail_gates

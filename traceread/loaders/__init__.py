@@ -1,7 +1,22 @@
-"""Loaders: sniff a file's format and dispatch to the Kineto or Nsight Systems reader.
+"""Loaders: detect a file's format by its content and dispatch to its reader.
 
 Every loader returns a :class:`traceread.trace.Trace` whose events frame passes
 :func:`traceread.schema.validate`.
+
+Formats are named by :mod:`traceread.loaders.detect` (``detect.FORMATS``: kineto, nsys, nsys-rep,
+xplane, xplane-json, rocprofv3-json, rocpd, rpd, rocprof-v1, rpd-json, perfetto, and the refusals
+traceread-perfetto, chrome-json, sqlite, json, binary). The Kineto and Nsight Systems readers are
+called directly; every other reader is one line of :data:`READERS`::
+
+    READERS = {"perfetto": "traceread.loaders.perfetto:load_perfetto", ...}
+
+``format -> "module:function"``, imported on first use and called as ``function(path, progress=bool)``
+returning a Trace whose ``meta.format`` is the key (the report and index schemas list the keys); its
+errors raised as ``TraceReadError(path, "...")``, prefixed with the format's words when they do not
+name it. A detected format with no entry is refused naming it ("a rocprofv3 JSON (rocprofiler-sdk): no
+reader in this build", or :data:`REFUSED`'s words: a legacy rocprof v1 database, another tool's JSON).
+The other readers of issue 45 register as ``"xplane"``, ``"xplane-json"``, ``"rocprofv3-json"``,
+``"rocpd"``, ``"rpd"``, ``"rpd-json"`` (and may take ``"rocprof-v1"``, refused by default).
 """
 
 from __future__ import annotations
@@ -10,60 +25,77 @@ import os
 import sqlite3
 import stat
 import tempfile
+from typing import cast
 
 from traceread import heap
 from traceread.atomic import note_input
 from traceread.errors import TraceReadError
 from traceread.limits import TooManyEvents
+from traceread.loaders import detect
 from traceread.trace import Trace, shown_path
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
+SQLITE_MAGIC = detect.SQLITE_MAGIC
+GZIP_MAGIC = detect.GZIP_MAGIC
+
+# format -> "module:function" of its reader (see the module's docstring); one line per format.
+READERS: dict[str, str] = {
+    "perfetto": "traceread.loaders.perfetto:load_perfetto",
+}
+
+# Formats refused with a reason of their own (not "no reader in this build").
+REFUSED: dict[str, str] = {
+    detect.ROCPROF_V1: "not supported (record with rocprofv3 of rocprofiler-sdk instead)",
+    detect.CHROME_JSON: "traceread has no reader for it",
+    detect.UNKNOWN_JSON: "not a trace",
+}
 
 
 def sniff(path: str) -> str:
-    """Return "kineto", "nsys" or "nsys-rep" for ``path``; raise TraceReadError otherwise."""
+    """The format of ``path`` by its content (a name of ``detect.FORMATS``): raises TraceReadError
+    when it is not a trace to read (missing, a directory, unreadable, empty, of no known format, or
+    traceread's own Perfetto output)."""
     if not os.path.exists(path):
         raise TraceReadError(path, "no such file")
     if os.path.isdir(path):
         raise TraceReadError(path, "is a directory, not a trace file")
-    if path.endswith(".nsys-rep") or path.endswith(".qdrep"):
-        return "nsys-rep"
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(16)
+        found = detect.detect(path)
     except OSError as exc:  # no permission, an I/O error: a problem of this input, not a bug
         raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
-    if not head:
-        raise TraceReadError(path, "empty file")
-    if head.startswith(SQLITE_MAGIC):
-        return "nsys"
-    if head.startswith(GZIP_MAGIC):
-        return "kineto"
-    stripped = head.lstrip()
-    if stripped[:1] in (b"{", b"["):
-        return "kineto"
-    raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export)")
+    if found.format == detect.UNKNOWN_BINARY:
+        if found.why == "empty file":
+            raise TraceReadError(path, "empty file")
+        raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export, "
+                                   "nor another format traceread knows)")
+    if found.format == detect.TRACEREAD_PERFETTO:
+        raise TraceReadError(path, f"not a trace: {detect.describe(found.format)}")
+    if found.format == detect.UNKNOWN_SQLITE:
+        return detect.NSYS  # the Nsight Systems reader says what the database lacks, as it always has
+    return found.format
 
 
 def trace_files(directory: str | os.PathLike[str]) -> list[str]:
     """Files under ``directory`` that sniff as traces, sorted (hidden files and folders skipped).
 
     What a directory given in place of a trace means, for ``analyze``, ``diff`` and
-    ``traceread.analyze`` alike: every trace under it (a README or a job file is left out).
+    ``traceread.analyze`` alike: every trace under it (a README or a job file is left out), each run
+    once (a trace-viewer JSON beside the ``.xplane.pb`` it was derived from is left out).
     """
     out = []
     for root, dirs, files in os.walk(os.fspath(directory)):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found: list[tuple[str, str]] = []
         for name in sorted(files):
             if name.startswith("."):
                 continue
             path = os.path.join(root, name)
             try:
-                sniff(path)
+                found.append((path, sniff(path)))
             except TraceReadError:
                 continue  # not a trace (a README, a job file)
-            out.append(path)
+        xplanes = [p for p, fmt in found if fmt == detect.XPLANE]
+        out += [p for p, fmt in found
+                if not (xplanes and fmt == detect.XPLANE_JSON and detect.derived_from_xplane(p, xplanes))]
     return out
 
 
@@ -183,6 +215,8 @@ def _spool(path: str, copy: str) -> None:
 
 
 def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
+    if kind not in (detect.KINETO, detect.NSYS, detect.NSYS_REP):
+        return _load_other(path, kind, progress)
     try:
         if kind == "kineto":
             from traceread.loaders.kineto import load_kineto
@@ -215,3 +249,39 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
         raise TraceReadError(path, f"not a readable Nsight Systems export ({one_line(exc)})") from None
     except OSError as exc:  # the file became unreadable after sniff() opened it, or the disk failed
         raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
+
+
+def _load_other(path: str, kind: str, progress: bool) -> Trace:
+    """Read ``path`` of format ``kind`` with its entry of READERS, or refuse it naming the format."""
+    what = detect.describe(kind)
+    target = READERS.get(kind)  # a registered reader wins over REFUSED's default words
+    if target is None:
+        raise TraceReadError(path, f"{what}: {REFUSED.get(kind, 'no reader in this build')}")
+    import importlib
+
+    module, _, func = target.partition(":")
+    reader = getattr(importlib.import_module(module), func)
+    try:
+        return cast(Trace, reader(path, progress=progress))
+    except TraceReadError as exc:
+        if named(kind, exc.problem):
+            raise
+        raise TraceReadError(path, f"{what}: {exc.problem}") from None  # every refusal names the format
+    except TooManyEvents as exc:
+        raise TraceReadError(path, str(exc)) from None
+    except MemoryError:
+        raise TraceReadError(path, "out of memory while loading: needs more memory than this process may use "
+                                   "(--max-memory, or a machine with more memory)") from None
+    except RecursionError:
+        raise TraceReadError(path, f"{what} nested too deeply (a hostile or corrupt file)") from None
+    except sqlite3.Error as exc:
+        from traceread.loaders.nsys.read import one_line
+
+        raise TraceReadError(path, f"not a readable {what.split(' ', 1)[1]} ({one_line(exc)})") from None
+    except OSError as exc:
+        raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
+
+
+def named(kind: str, problem: str) -> bool:
+    """Whether ``problem`` names format ``kind`` ("rocprofv3", "xplane", "Perfetto"... or its words)."""
+    return kind.split("-")[0].lower() in problem.lower() or detect.describe(kind) in problem

@@ -17,12 +17,17 @@ import sqlite3
 import stat
 from dataclasses import dataclass, field
 
+from traceread.loaders import detect
 from traceread.trace import shown_path
 
 KINETO_SUFFIXES = (".json", ".json.gz", ".json.tmp")
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# SQLite databases of the other profilers (read, or refused naming the format, like any trace)
+SQLITE_TRACES = (detect.RPD, detect.ROCPD, detect.ROCPROF_V1)
+# formats found by content in a file of any name; the rest of an unknown name is "other files"
+_UNKNOWN = (detect.UNKNOWN_BINARY, detect.UNKNOWN_JSON, detect.UNKNOWN_SQLITE)
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,7 @@ class Candidate:
     path: str  # absolute path as reached (symlinks kept: the user's name for it)
     rel: str  # the user's view: relative to its scan root (prefixed with the root's name when several)
     root: str  # the scan root it was found under (absolute)
-    kind: str  # "kineto", "nsys" or "nsys-rep"
+    kind: str  # a format name of traceread.loaders.detect ("kineto", "nsys", "nsys-rep", "xplane", ...)
     size: int
     mtime_ns: int
     inode: int
@@ -102,6 +107,35 @@ def is_nsys_export(path: str) -> tuple[bool, str]:
     return False, "SQLite database without Nsight Systems tables"
 
 
+def by_content(path: str) -> str | None:
+    """The format of a file whose name says nothing, by its content (a regular, readable, non-empty
+    file only: nothing else is opened); None when it is no trace traceread knows."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0 or not os.access(path, os.R_OK):
+            return None
+        found = detect.detect(path)
+    except OSError:
+        return None
+    if found.format in _UNKNOWN or (found.format == detect.KINETO and found.why in ("gzip", "JSON")):
+        return None  # a JSON or gzip with no mark of a trace, under a name no trace has: another file
+    if found.format == detect.NSYS and found.why != "Nsight Systems tables":
+        return None
+    return found.format
+
+
+def _json_kind(path: str) -> str:
+    """A file named like a Kineto trace: the JSON format its content names (Kineto when unsure)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "kineto"
+        found = detect.detect(path)
+    except OSError:
+        return "kineto"
+    return found.format if found.format in (detect.XPLANE_JSON, detect.ROCPROFV3_JSON, detect.RPD_JSON,
+                                            detect.CHROME_JSON, detect.PERFETTO) else "kineto"
+
+
 def discover(roots: list[str], exclude: list[str] | None = None) -> Discovery:
     """Walk ``roots`` (files or directories) and sort every file into candidates, problems and skips.
 
@@ -118,6 +152,7 @@ def discover(roots: list[str], exclude: list[str] | None = None) -> Discovery:
         else:
             _consider(root, root, os.path.basename(root), out, seen_files, explicit=True)
     _distinct_names(out)
+    _one_run_once(out)
     out.candidates.sort(key=lambda c: c.rel)
     _one_per_capture(out)
     out.problems.sort(key=lambda p: p.rel)
@@ -266,8 +301,15 @@ def _consider(path: str, root: str, rel: str, out: Discovery, seen_files: set, e
     rel = shown_path(rel)  # reports, the index and the tables are UTF-8; ``path`` keeps the name's own bytes
     kind = trace_kind(os.path.basename(path))
     if kind is None and not explicit:
-        out.skip("other files")
-        return
+        kind = by_content(path)
+        if kind is None:
+            out.skip("other files")
+            return
+        if kind == detect.TRACEREAD_PERFETTO:
+            out.problems.append(Problem(rel, f"not a trace: {detect.describe(kind)}", "not-trace"))
+            return
+    elif kind == "kineto":
+        kind = _json_kind(path)
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -301,11 +343,35 @@ def _consider(path: str, root: str, rel: str, out: Discovery, seen_files: set, e
             return
     if kind in ("sqlite", "nsys"):
         ok, why = is_nsys_export(path)
+        other = detect.detect_sqlite(path).format if not ok and why != "empty file" else ""
+        if other in SQLITE_TRACES:  # read (or refused naming the format) like any trace
+            ok, kind = True, other
         if not ok:
             # an SQLite file that SQLite cannot read is damaged (truncated, corrupt): a failure
             kind_of = "failed" if why.startswith(("cannot read", "not a readable SQLite")) else "not-trace"
             out.problems.append(Problem(rel, why, kind_of))
             return
-        kind = "nsys"
+        kind = kind if kind in SQLITE_TRACES else "nsys"
     out.candidates.append(Candidate(path=os.path.abspath(path), rel=rel, root=root, kind=kind, size=st.st_size,
                                     mtime_ns=st.st_mtime_ns, inode=st.st_ino))
+
+
+def _one_run_once(out: Discovery) -> None:
+    """A trace-viewer JSON beside the ``.xplane.pb`` it was derived from (same folder, its processes
+    among the xplane's planes, the same host prefix when several xplanes are there) is the same run:
+    the xplane is read, the JSON is counted as skipped."""
+    xplanes: dict[str, list[str]] = {}
+    for c in out.candidates:
+        if c.kind == detect.XPLANE:
+            xplanes.setdefault(os.path.dirname(c.path), []).append(c.path)
+    if not xplanes:
+        return
+    keep = []
+    planes: dict[str, set[str]] = {}
+    for c in out.candidates:
+        beside = xplanes.get(os.path.dirname(c.path), []) if c.kind == detect.XPLANE_JSON else []
+        if beside and detect.derived_from_xplane(c.path, beside, planes):
+            out.skip("trace-viewer JSONs beside the .xplane.pb of the same run (the .xplane.pb is read)")
+            continue
+        keep.append(c)
+    out.candidates[:] = keep
