@@ -22,7 +22,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def sniff(path: str) -> str:
-    """Return "kineto", "nsys" or "nsys-rep" for ``path``; raise TraceReadError otherwise."""
+    """Return "kineto", "nsys", "nsys-rep" or a ROCm kind (rocprof.load_rocm's) for ``path``; raise
+    TraceReadError otherwise."""
     if not os.path.exists(path):
         raise TraceReadError(path, "no such file")
     if os.path.isdir(path):
@@ -37,13 +38,35 @@ def sniff(path: str) -> str:
     if not head:
         raise TraceReadError(path, "empty file")
     if head.startswith(SQLITE_MAGIC):
-        return "nsys"
+        return _sqlite_format(path)
     if head.startswith(GZIP_MAGIC):
-        return "kineto"
+        return _json_format(path)
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"["):
-        return "kineto"
+        return _json_format(path)
     raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export)")
+
+
+def _sqlite_format(path: str) -> str:
+    """"nsys", or a ROCm database kind (rocprof.load_rocm's); a legacy rocprof v1 database is refused.
+    An SQLite file of no known kind, or one whose schema cannot be read, goes to the nsys reader,
+    which names what it is."""
+    from traceread.loaders import sqlite_kind as K
+
+    try:
+        kind = K.sqlite_kind(path)
+    except (sqlite3.DatabaseError, UnicodeDecodeError):
+        return "nsys"
+    if kind == K.ROCPROF_V1:
+        raise TraceReadError(path, K.ROCPROF_V1_REFUSAL)
+    return kind if kind in (K.RPD, K.ROCPD) else "nsys"
+
+
+def _json_format(path: str) -> str:
+    """"kineto", or a ROCm JSON kind found in the file's first bytes (rocprof.json_kind)."""
+    from traceread.loaders.rocprof import json_kind
+
+    return json_kind(path) or "kineto"
 
 
 def trace_files(directory: str | os.PathLike[str]) -> list[str]:
@@ -188,6 +211,10 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
             from traceread.loaders.kineto import load_kineto
 
             return load_kineto(path, progress=progress, workers=decoders)
+        if kind not in ("nsys", "nsys-rep"):  # a ROCm format (rocprof.load_rocm names the kinds)
+            from traceread.loaders.rocprof import load_rocm
+
+            return load_rocm(path, kind)
         from traceread.loaders.nsys import load_nsys
 
         try:
