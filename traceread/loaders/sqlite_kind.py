@@ -30,7 +30,7 @@ NAMES = {
 }
 ROCPROF_V1_REFUSAL = "a legacy rocprof v1 database: not supported; re-profile with rocprofv3"
 
-# Tables whose presence beside StringIds marks an nsys export (the nsys reader's own list, kept in step).
+# Tables whose presence beside StringIds marks an nsys export (the nsys reader uses this list).
 NSYS_MARKERS = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME",
                 "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API",
                 "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "PROCESSES", "ThreadNames")
@@ -56,7 +56,8 @@ def schema_names(path: str) -> tuple[set[str], set[str]]:
         rows = conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
     finally:
         conn.close()
-    tables, views = set(), set()
+    tables: set[str] = set()
+    views: set[str] = set()
     for kind, name in rows:
         text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
         (views if kind in (b"view", "view") else tables).add(text)

@@ -325,6 +325,5 @@ def _markers(recs: list[Api], kinds: list[KindNames], messages: list[Any], pid: 
                             (instant, S.LANE_INSTANT, S.CAT_INSTANT)):
         if mask.any():
             names, code = intern(label[mask])
-            out.append(block("marker_api", lane, cat, names, code, start[mask], end[mask], pid, tid[mask],
-                             correlation=corr[mask]))
+            out.append(block("marker_api", lane, cat, names, code, start[mask], end[mask], pid, tid[mask]))
     return out
