@@ -222,6 +222,12 @@ def test_rpd_frame(tmp_path):
     assert list(tr.meta.steps["step"]) == [0, 1, 2]
     assert set(tr.side["copy_args"].loc[lambda d: d["copy_kind"] != "", "bytes"]) == {4096}
     assert [(d.id, d.used) for d in tr.meta.devices] == [(1, True)]
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE rocpd_api_ops")
+    db.commit()
+    db.close()
+    with pytest.raises(TraceReadError, match=r"rocmProfileData \(RPD\) database \(no rocpd_api_ops table\)"):
+        load(path)
 
 
 @needs_shared
@@ -353,7 +359,7 @@ def test_every_sqlite_kind_is_named(tmp_path):
         [K.NSYS, K.RPD, K.ROCPD, K.ROCPROF_V1, K.UNKNOWN]
     assert load(nsys).meta.format == "nsys"
     assert load(rpd).meta.format == "rpd" and load(rocpd).meta.format == "rocpd"
-    with pytest.raises(TraceReadError, match="legacy rocprof v1 database: not supported; re-profile with rocprofv3"):
+    with pytest.raises(TraceReadError, match=r"legacy rocprof v1 database.*not supported.*rocprofv3"):
         load(v1)
     with pytest.raises(TraceReadError, match="no trace format traceread reads"):
         load(other)

@@ -214,7 +214,7 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
         if kind not in ("nsys", "nsys-rep"):  # a ROCm format (rocprof.load_rocm names the kinds)
             from traceread.loaders.rocprof import load_rocm
 
-            return load_rocm(path, kind)
+            return load_rocm(path, kind, progress=progress)
         from traceread.loaders.nsys import load_nsys
 
         try:

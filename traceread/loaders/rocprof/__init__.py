@@ -14,8 +14,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from traceread.loaders.rocprof.rpdjson import looks_like_rpd_trace_json
-from traceread.loaders.rocprof.v3json import looks_like_rocprofv3_json
+from traceread.loaders.rocprof.rocpd import load_rocpd
+from traceread.loaders.rocprof.rpd import load_rpd
+from traceread.loaders.rocprof.rpdjson import load_rpd_trace_json, looks_like_rpd_trace_json
+from traceread.loaders.rocprof.v3json import load_rocprofv3_json, looks_like_rocprofv3_json
 
 ROCPROFV3_JSON = "rocprofv3-json"
 RPD_JSON = "rpd-json"
@@ -45,28 +47,16 @@ def json_kind(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def load_rocm(path: str, kind: str) -> Trace:
+def load_rocm(path: str, kind: str, progress: bool = False) -> Trace:
     """Load ``path`` of ``kind`` (ROCPROFV3_JSON, RPD_JSON, or sqlite_kind's RPD / ROCPD)."""
     from traceread.loaders import sqlite_kind as K
 
-    if kind == ROCPROFV3_JSON:
-        from traceread.loaders.rocprof.v3json import load_rocprofv3_json
-
-        return load_rocprofv3_json(path)
-    if kind == RPD_JSON:
-        from traceread.loaders.rocprof.rpdjson import load_rpd_trace_json
-
-        return load_rpd_trace_json(path)
-    if kind == K.RPD:
-        from traceread.loaders.rocprof.rpd import load_rpd
-
-        return load_rpd(path)
-    if kind == K.ROCPD:
-        from traceread.loaders.rocprof.rocpd import load_rocpd
-
-        return load_rocpd(path)
-    raise ValueError(f"not a ROCm format: {kind}")
+    readers = {ROCPROFV3_JSON: load_rocprofv3_json, RPD_JSON: load_rpd_trace_json, K.RPD: load_rpd,
+               K.ROCPD: load_rocpd}
+    if kind not in readers:
+        raise ValueError(f"not a ROCm format: {kind}")
+    return readers[kind](path, progress=progress)
 
 
-__all__ = ["HEAD_BYTES", "ROCPROFV3_JSON", "RPD_JSON", "json_kind", "load_rocm", "looks_like_rocprofv3_json",
-           "looks_like_rpd_trace_json"]
+__all__ = ["HEAD_BYTES", "ROCPROFV3_JSON", "RPD_JSON", "json_kind", "load_rocm", "load_rocpd", "load_rocprofv3_json",
+           "load_rpd", "load_rpd_trace_json", "looks_like_rocprofv3_json", "looks_like_rpd_trace_json"]

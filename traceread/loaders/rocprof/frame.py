@@ -111,6 +111,8 @@ def build(path: str, parts: Parts) -> Trace:
     source = "process order" if len(order) > 1 else "default"
     ranks = [RankInfo(rank=i, rank_source=source, world_size=None, world_size_source="unknown", pid=p)
              for i, p in enumerate(order)]
+    if not ranks and blocks:  # no process id in the file: one rank, as a one-process file has
+        ranks = [RankInfo(rank=0, rank_source="default", world_size=None, world_size_source="unknown")]
     pid_rank = {p: i for i, p in enumerate(order)}
     events, side = out.finish(path, pid_rank)
     devices = _devices(parts, ranks, pid_rank, used)
@@ -156,7 +158,7 @@ def steps(events: pd.DataFrame) -> pd.DataFrame | None:
     lookup[list(hits)] = [-1 if v is None else v for v in hits.values()]
     code = events["name"].cat.codes.to_numpy()
     host = np.isin(events["lane"].cat.codes.to_numpy(), [LANE[S.LANE_CPU_ANNOTATION], LANE[S.LANE_CPU_THREAD]])
-    rows = np.flatnonzero(host & (lookup[code] >= -1) & np.isin(code, list(hits)))
+    rows = np.flatnonzero(host & np.isin(code, list(hits)))
     if not len(rows):
         return None
     sel = events.iloc[rows]

@@ -40,12 +40,13 @@ WHAT = "rocprofv3 rocpd database"
 _MARKER = re.compile(r"^MARKER_")
 
 
-def load_rocpd(path: str | os.PathLike[str]) -> Trace:
+def load_rocpd(path: str | os.PathLike[str], progress: bool = False) -> Trace:
+    """Load a rocpd database; TraceReadError naming the format on bad input (``progress``: accepted, unused)."""
     path = os.fspath(path)
     try:
         tables, views = K.schema_names(path)
         conn = Q.connect(path)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise Q.refuse(path, WHAT, exc) from None
     try:
         src = _Sources(conn, tables, views)
@@ -56,7 +57,7 @@ def load_rocpd(path: str | os.PathLike[str]) -> Trace:
             raise TraceReadError(path, f"a {WHAT} whose dispatches have no start column (a pre-release schema "
                                        "with a timestamp table): not supported; re-export with ROCm 7")
         parts = _read(conn, src)
-    except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+    except (sqlite3.Error, ValueError, TypeError, OverflowError, UnicodeDecodeError) as exc:
         raise Q.refuse(path, WHAT, exc) from None
     finally:
         conn.close()

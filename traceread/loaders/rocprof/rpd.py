@@ -41,11 +41,12 @@ FORMAT = "rpd"
 WHAT = "rocmProfileData (RPD) database"
 
 
-def load_rpd(path: str | os.PathLike[str]) -> Trace:
+def load_rpd(path: str | os.PathLike[str], progress: bool = False) -> Trace:
+    """Load an RPD database; TraceReadError naming the format on bad input (``progress``: accepted, unused)."""
     path = os.fspath(path)
     try:
         conn = Q.connect(path)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise Q.refuse(path, WHAT, exc) from None
     try:
         tables, _views = K.schema_names(path)
@@ -53,7 +54,7 @@ def load_rpd(path: str | os.PathLike[str]) -> Trace:
         if missing:
             raise TraceReadError(path, f"not a readable {WHAT} (no {', '.join(missing)} table)")
         parts = _read(conn, tables)
-    except (sqlite3.Error, ValueError, TypeError, OverflowError) as exc:
+    except (sqlite3.Error, ValueError, TypeError, OverflowError, UnicodeDecodeError) as exc:
         raise Q.refuse(path, WHAT, exc) from None
     finally:
         conn.close()

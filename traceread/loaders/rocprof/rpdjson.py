@@ -76,7 +76,8 @@ class Wrapped(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(Union[list[Ev], Wrapped])  # noqa: UP007 - msgspec needs the runtime union
 
 
-def load_rpd_trace_json(path: str | os.PathLike[str]) -> Trace:
+def load_rpd_trace_json(path: str | os.PathLike[str], progress: bool = False) -> Trace:
+    """Load rpd2tracing's Chrome JSON (plain or gzip); TraceReadError naming the format on bad input (``progress``: accepted, unused)."""
     from traceread.loaders.kineto.source import Source
 
     path = os.fspath(path)
@@ -97,7 +98,12 @@ def load_rpd_trace_json(path: str | os.PathLike[str]) -> Trace:
         why = "truncated" if "truncated" in why.lower() else why[:200]
         raise TraceReadError(path, f"not a readable {WHAT} file ({why})") from None
     evs = doc.traceEvents if isinstance(doc, Wrapped) else doc
-    return build(path, _parts(evs))
+    try:
+        parts = _parts(evs)
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise TraceReadError(path, f"not a readable {WHAT} file (a value out of range: "
+                                   f"{' '.join(str(exc).split())[:120]})") from None
+    return build(path, parts)
 
 
 def _obj(evs: list[Ev], attr: str) -> pd.Series:

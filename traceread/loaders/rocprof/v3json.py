@@ -164,8 +164,10 @@ def col(records: list, attr: str) -> np.ndarray:
     return np.fromiter(map(attrgetter(attr), records), dtype=np.int64, count=len(records))
 
 
-def load_rocprofv3_json(path: str | os.PathLike[str], data: bytes | None = None) -> Trace:
-    """Load a rocprofv3 JSON file (plain or gzip). Raises TraceReadError naming the format on bad input."""
+def load_rocprofv3_json(path: str | os.PathLike[str], progress: bool = False, data: bytes | None = None) -> Trace:
+    """Load a rocprofv3 JSON file (plain or gzip; ``data``: its bytes, already read). Raises TraceReadError
+    naming the format on bad input. ``progress`` is accepted for the loader table (a load takes well under
+    a second per 100k records: nothing to show)."""
     from traceread.loaders.kineto.source import Source
 
     path = os.fspath(path)
@@ -193,8 +195,12 @@ def load_rocprofv3_json(path: str | os.PathLike[str], data: bytes | None = None)
     parts = Parts(fmt=FORMAT, generation="rocprofv3 JSON (rocprofiler-sdk)", time_base=S.TIME_RELATIVE,
                   options={"kernel_trace": False, "hip_trace": False, "marker_trace": False})
     queues: set[int] = set()
-    for tool in doc.tools:
-        _tool(tool, parts, queues)
+    try:
+        for tool in doc.tools:
+            _tool(tool, parts, queues)
+    except (OverflowError, ValueError, TypeError) as exc:  # an integer past int64 (msgspec reads uint64)
+        raise TraceReadError(path, f"not a readable {WHAT} file (a value out of range: "
+                                   f"{' '.join(str(exc).split())[:120]})") from None
     if len(doc.tools) == 1:
         parts.device_pid = doc.tools[0].metadata.pid
     parts.extra["queues"] = len(queues)
