@@ -251,6 +251,15 @@ def test_rpd2tracing_json_reads_as_gpu_work(tmp_path, capsys):
     rc, text = cli(capsys, "analyze", str(out))
     assert rc == 0, text
     assert "CPU-only" not in text and "No GPU activity" not in text
+    # rpd2tracing's marker frames projected onto a GPU queue are GPU annotations, never kernels
+    text = out.read_text().rstrip().rstrip("]")
+    frame = ',{"pid":"1","tid":"0","name":"ProfilerStep#0","ts":"5000018","dur":"200","ph":"X",' \
+            '"args":{"desc":"UserMarker frame: 2 ops"}}\n]\n'
+    framed = tmp_path / "framed.json"
+    framed.write_text(text + frame)
+    tr2 = load(framed)
+    assert lane_count(tr2, S.LANE_GPU_ANNOTATION) == 1
+    assert (tr2.events["category"] == S.CAT_KERNEL).sum() == (tr.events["category"] == S.CAT_KERNEL).sum()
     # damaged: cut in the middle
     cut = tmp_path / "cut.json"
     cut.write_bytes(out.read_bytes()[: len(out.read_bytes()) // 2])

@@ -21,7 +21,8 @@ through ``np.fromiter``: no Python bytecode runs per record.
 from __future__ import annotations
 
 import os
-from operator import attrgetter
+from itertools import chain
+from operator import attrgetter, methodcaller
 from typing import Any
 
 import msgspec
@@ -38,21 +39,21 @@ WHAT = "rocprofv3 JSON"
 GPU_AGENT = 2  # rocprofiler_agent_type_t: 1 CPU, 2 GPU
 
 
-class Handle(msgspec.Struct):
+class Handle(msgspec.Struct, gc=False):
     handle: int = -1
 
 
-class Corr(msgspec.Struct):
+class Corr(msgspec.Struct, gc=False):
     internal: int = -1
 
 
-class Dim(msgspec.Struct):
+class Dim(msgspec.Struct, gc=False):
     x: int = -1
     y: int = -1
     z: int = -1
 
 
-class DispatchInfo(msgspec.Struct):
+class DispatchInfo(msgspec.Struct, gc=False):
     agent_id: Handle = msgspec.field(default_factory=Handle)
     queue_id: Handle = msgspec.field(default_factory=Handle)
     kernel_id: int = -1
@@ -61,7 +62,7 @@ class DispatchInfo(msgspec.Struct):
     grid_size: Dim = msgspec.field(default_factory=Dim)
 
 
-class Dispatch(msgspec.Struct):
+class Dispatch(msgspec.Struct, gc=False):
     start_timestamp: int
     end_timestamp: int
     thread_id: int = -1
@@ -70,7 +71,7 @@ class Dispatch(msgspec.Struct):
     stream_id: Handle = msgspec.field(default_factory=Handle)
 
 
-class Api(msgspec.Struct):
+class Api(msgspec.Struct, gc=False):
     start_timestamp: int
     end_timestamp: int
     kind: int = -1
@@ -79,7 +80,7 @@ class Api(msgspec.Struct):
     correlation_id: Corr = msgspec.field(default_factory=Corr)
 
 
-class Copy(msgspec.Struct):
+class Copy(msgspec.Struct, gc=False):
     start_timestamp: int
     end_timestamp: int
     kind: int = -1
@@ -92,11 +93,11 @@ class Copy(msgspec.Struct):
     stream_id: Handle = msgspec.field(default_factory=Handle)
 
 
-class MemBank(msgspec.Struct):
+class MemBank(msgspec.Struct, gc=False):
     size_in_bytes: int = 0
 
 
-class Agent(msgspec.Struct):
+class Agent(msgspec.Struct, gc=False):
     id: Handle = msgspec.field(default_factory=Handle)
     type: int = 0
     cu_count: int = 0
@@ -106,30 +107,30 @@ class Agent(msgspec.Struct):
     mem_banks: list[MemBank] = msgspec.field(default_factory=list)
 
 
-class Symbol(msgspec.Struct):
+class Symbol(msgspec.Struct, gc=False):
     kernel_id: int = -1
     formatted_kernel_name: str = ""
     demangled_kernel_name: str = ""
     kernel_name: str = ""
 
 
-class KindNames(msgspec.Struct):
+class KindNames(msgspec.Struct, gc=False):
     kind: str = ""
     operations: list[str] = msgspec.field(default_factory=list)
 
 
-class Strings(msgspec.Struct):
+class Strings(msgspec.Struct, gc=False):
     buffer_records: list[KindNames] = msgspec.field(default_factory=list)
     marker_api: list[Any] = msgspec.field(default_factory=list)
 
 
-class Metadata(msgspec.Struct):
+class Metadata(msgspec.Struct, gc=False):
     pid: int = -1
     init_time: int = -1
     fini_time: int = -1
 
 
-class Buffers(msgspec.Struct):
+class Buffers(msgspec.Struct, gc=False):
     kernel_dispatch: list[Dispatch] = msgspec.field(default_factory=list)
     memory_copy: list[Copy] = msgspec.field(default_factory=list)
     hip_api: list[Api] = msgspec.field(default_factory=list)
@@ -138,7 +139,7 @@ class Buffers(msgspec.Struct):
     marker_api: list[Api] = msgspec.field(default_factory=list)
 
 
-class Tool(msgspec.Struct):
+class Tool(msgspec.Struct, gc=False):
     metadata: Metadata = msgspec.field(default_factory=Metadata)
     agents: list[Agent] = msgspec.field(default_factory=list)
     strings: Strings = msgspec.field(default_factory=Strings)
@@ -146,7 +147,7 @@ class Tool(msgspec.Struct):
     buffer_records: Buffers = msgspec.field(default_factory=Buffers)
 
 
-class Document(msgspec.Struct):
+class Document(msgspec.Struct, gc=False):
     tools: list[Tool] = msgspec.field(name="rocprofiler-sdk-tool")
 
 
@@ -162,6 +163,16 @@ def looks_like_rocprofv3_json(head: bytes) -> bool:
 def col(records: list, attr: str) -> np.ndarray:
     """One int64 column of ``records`` (a dotted attribute path), read in C."""
     return np.fromiter(map(attrgetter(attr), records), dtype=np.int64, count=len(records))
+
+
+def cols(records: list, *attrs: str) -> list[np.ndarray]:
+    """Several int64 columns of ``records`` in one pass (read in C: attrgetter, chain, fromiter)."""
+    if len(attrs) == 1:
+        return [col(records, attrs[0])]
+    flat = np.fromiter(chain.from_iterable(map(attrgetter(*attrs), records)), dtype=np.int64,
+                       count=len(records) * len(attrs))
+    table = flat.reshape(-1, len(attrs))
+    return [np.ascontiguousarray(table[:, i]) for i in range(len(attrs))]
 
 
 def load_rocprofv3_json(path: str | os.PathLike[str], progress: bool = False, data: bytes | None = None) -> Trace:
@@ -252,7 +263,12 @@ def _device(handles: np.ndarray, gpu_of: dict[int, int]) -> np.ndarray:
 
 def _kernels(recs: list[Dispatch], symbols: list[Symbol], gpu_of: dict[int, int], pid: int,
              queues: set[int]) -> Any:
-    kid = col(recs, "dispatch_info.kernel_id")
+    (kid, queue, stream, agent, start, end, corr, wgx, wgy, wgz, gx, gy, gz, lds) = cols(
+        recs, "dispatch_info.kernel_id", "dispatch_info.queue_id.handle", "stream_id.handle",
+        "dispatch_info.agent_id.handle", "start_timestamp", "end_timestamp", "correlation_id.internal",
+        "dispatch_info.workgroup_size.x", "dispatch_info.workgroup_size.y", "dispatch_info.workgroup_size.z",
+        "dispatch_info.grid_size.x", "dispatch_info.grid_size.y", "dispatch_info.grid_size.z",
+        "dispatch_info.group_segment_size")
     sym_ids = np.array([s.kernel_id for s in symbols], dtype=np.int64)
     sym_names = np.array([s.formatted_kernel_name or s.demangled_kernel_name or s.kernel_name for s in symbols]
                          + [""], dtype=object)
@@ -265,21 +281,16 @@ def _kernels(recs: list[Dispatch], symbols: list[Symbol], gpu_of: dict[int, int]
     uname = np.where(uname == "", pd.Series(uniq).map(lambda k: f"kernel {k}").to_numpy(dtype=object), uname)
     names, ucode = intern(uname.astype(object))
     code = ucode[inv.reshape(-1)]
-    queue = col(recs, "dispatch_info.queue_id.handle")
     queues.update(pd.unique(queue).tolist())
-    stream = col(recs, "stream_id.handle")
-    wg = [col(recs, f"dispatch_info.workgroup_size.{a}") for a in "xyz"]
-    grid = [col(recs, f"dispatch_info.grid_size.{a}") for a in "xyz"]
+    wg, grid = [wgx, wgy, wgz], [gx, gy, gz]
     # HSA grid sizes count work-items; the frame counts blocks (workgroups)
     blocks_ = [np.where(w > 0, -(-g // np.maximum(w, 1)), -1) for g, w in zip(grid, wg, strict=True)]
     n = len(recs)
     side = {"kernel_args": {"grid_x": blocks_[0], "grid_y": blocks_[1], "grid_z": blocks_[2], "block_x": wg[0],
                             "block_y": wg[1], "block_z": wg[2], "registers": np.full(n, -1, dtype=np.int64),
-                            "shared_mem_bytes": col(recs, "dispatch_info.group_segment_size")}}
+                            "shared_mem_bytes": lds}}
     return block("kernel_dispatch", kernel_lanes(names, code), S.CAT_KERNEL, names, code,
-                 col(recs, "start_timestamp"), col(recs, "end_timestamp"), pid, stream,
-                 _device(col(recs, "dispatch_info.agent_id.handle"), gpu_of), stream,
-                 col(recs, "correlation_id.internal"), side)
+                 start, end, pid, stream, _device(agent, gpu_of), stream, corr, side)
 
 
 def _op_names(kinds: list[KindNames], kind: np.ndarray, op: np.ndarray) -> np.ndarray:
@@ -294,37 +305,31 @@ def _op_names(kinds: list[KindNames], kind: np.ndarray, op: np.ndarray) -> np.nd
 
 
 def _copies(recs: list[Copy], kinds: list[KindNames], gpu_of: dict[int, int], pid: int) -> Any:
-    ops = _op_names(kinds, col(recs, "kind"), col(recs, "operation"))
-    direction = pd.Series(ops, dtype=object).str.replace("MEMORY_COPY_", "", regex=False)
+    kind, op, start, end, corr, dst_h, src_h, nbytes, stream = cols(
+        recs, "kind", "operation", "start_timestamp", "end_timestamp", "correlation_id.internal",
+        "dst_agent_id.handle", "src_agent_id.handle", "bytes", "stream_id.handle")
+    direction = pd.Series(_op_names(kinds, kind, op), dtype=object).str.replace("MEMORY_COPY_", "", regex=False)
     copy_kind = direction.map(COPY_KINDS).fillna("").to_numpy(dtype=object)
-    dst = _device(col(recs, "dst_agent_id.handle"), gpu_of)
-    src = _device(col(recs, "src_agent_id.handle"), gpu_of)
-    stream = col(recs, "stream_id.handle")
-    return copy_block("memory_copy", copy_kind, col(recs, "start_timestamp"), col(recs, "end_timestamp"), pid,
-                      stream, np.where(dst >= 0, dst, src), stream, col(recs, "correlation_id.internal"),
-                      col(recs, "bytes"))
+    dst, src = _device(dst_h, gpu_of), _device(src_h, gpu_of)
+    return copy_block("memory_copy", copy_kind, start, end, pid, stream, np.where(dst >= 0, dst, src), stream, corr,
+                      nbytes)
+
+
+_API_COLS = ("kind", "operation", "start_timestamp", "end_timestamp", "thread_id", "correlation_id.internal")
 
 
 def _api(table: str, recs: list[Api], kinds: list[KindNames], pid: int, lane: str, cat: str) -> Any:
-    names, code = intern(_op_names(kinds, col(recs, "kind"), col(recs, "operation")))
-    return block(table, lane, cat, names, code, col(recs, "start_timestamp"), col(recs, "end_timestamp"), pid,
-                 col(recs, "thread_id"), correlation=col(recs, "correlation_id.internal"))
+    kind, op, start, end, tid, corr = cols(recs, *_API_COLS)
+    names, code = intern(_op_names(kinds, kind, op))
+    return block(table, lane, cat, names, code, start, end, pid, tid, correlation=corr)
 
 
 def _markers(recs: list[Api], kinds: list[KindNames], messages: list[Any], pid: int) -> list[Any]:
     """roctx ranges (annotations named by their message) and marks (instants)."""
-    text: dict[int, str] = {}
-    for m in messages:  # [{"key": correlation id, "value": message}] (a few per run)
-        if isinstance(m, dict) and isinstance(m.get("key"), int) and isinstance(m.get("value"), str):
-            text[m["key"]] = m["value"]
-        elif isinstance(m, list) and len(m) == 2 and isinstance(m[0], int) and isinstance(m[1], str):
-            text[m[0]] = m[1]
-    ops = _op_names(kinds, col(recs, "kind"), col(recs, "operation"))
-    corr = col(recs, "correlation_id.internal")
-    msg = pd.Series(corr).map(text).to_numpy(dtype=object)
+    kind, op, start, end, tid, corr = cols(recs, *_API_COLS)
+    ops = _op_names(kinds, kind, op)
+    msg = pd.Series(corr).map(_messages(messages)).to_numpy(dtype=object)
     label = np.where(pd.isna(msg), ops, msg).astype(object)
-    start, end = col(recs, "start_timestamp"), col(recs, "end_timestamp")
-    tid = col(recs, "thread_id")
     instant = end <= start
     out = []
     for mask, lane, cat in ((~instant, S.LANE_CPU_ANNOTATION, S.CAT_USER_ANNOTATION),
@@ -333,3 +338,17 @@ def _markers(recs: list[Api], kinds: list[KindNames], messages: list[Any], pid: 
             names, code = intern(label[mask])
             out.append(block("marker_api", lane, cat, names, code, start[mask], end[mask], pid, tid[mask]))
     return out
+
+
+def _messages(messages: list[Any]) -> pd.Series:
+    """roctx messages by correlation id: strings.marker_api is the tool's map, written as
+    ``[{"key": id, "value": message}, ...]``; entries of another shape are left out."""
+    try:
+        keys = pd.to_numeric(pd.Series(list(map(methodcaller("get", "key"), messages)), dtype=object),
+                             errors="coerce")
+        values = pd.Series(list(map(methodcaller("get", "value"), messages)), dtype=object)
+    except (AttributeError, TypeError):  # not a list of objects: no messages
+        return pd.Series(dtype=object)
+    ok = keys.notna().to_numpy() & values.map(type).eq(str).to_numpy()
+    out = pd.Series(values[ok].to_numpy(), index=keys[ok].astype(np.int64).to_numpy())
+    return out[~out.index.duplicated(keep="last")]
