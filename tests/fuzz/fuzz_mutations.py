@@ -1,4 +1,5 @@
-"""Mutations of Kineto JSON text and nsys SQLite exports.
+"""Mutations of Kineto JSON text and nsys SQLite exports (and of the ROCm formats: the JSON byte-level
+mutations, mutate_rocprofv3, and the SQLite mutations on the RPD and rocpd tables).
 
 Each ``mutate_*`` takes a seeded ``random.Random`` and a mutation kind (hypothesis draws both in the
 test suite; ``scripts/fuzz_long.py`` picks them at random) and returns a description of what it
@@ -64,6 +65,44 @@ def nsys_bases(tmp: Path) -> dict[str, Path]:
         if (SHARED_TRACES / "nsys" / p).exists():
             out[p] = SHARED_TRACES / "nsys" / p
     return out
+
+
+def rocm_bases(tmp: Path) -> tuple[dict[str, str], dict[str, Path]]:
+    """ROCm inputs written as their tools write them: (JSON texts, SQLite files)."""
+    from tracesynth import rocm
+
+    rpd, rocpd = tmp / "rocm-rpd.sqlite", tmp / "rocm-rocpd.sqlite"
+    rocm.write_rpd(rpd)
+    rocm.write_rocpd(rocpd)
+    rocm.rpd2tracing(rpd, tmp / "rocm-rpd2tracing.json")
+    texts = {"rocm-rocprofv3": json.dumps(rocm.rocprofv3_json(steps=3)),
+             "rocm-rpd2tracing": (tmp / "rocm-rpd2tracing.json").read_text()}
+    return texts, {"rocm-rpd": rpd, "rocm-rocpd": rocpd}
+
+
+ROCPROFV3_MUTATIONS = ("v3-field", "v3-drop-key", "v3-int-edge")
+
+
+def mutate_rocprofv3(rnd: random.Random, text: str, kind: str) -> tuple[bytes, str]:
+    """A rocprofv3 JSON with one record field changed (a weird value, removed, an integer edge)."""
+    doc = json.loads(text)
+    tool = doc["rocprofiler-sdk-tool"][0]
+    tables = [(name, recs) for name, recs in tool["buffer_records"].items() if recs] + \
+        [("agents", tool["agents"]), ("kernel_symbols", tool["kernel_symbols"])]
+    name, recs = tables[rnd.randrange(len(tables))]
+    rec = recs[rnd.randrange(len(recs))]
+    holder = rec
+    if isinstance(rec.get("dispatch_info"), dict) and rnd.random() < 0.5:
+        holder = rec["dispatch_info"]
+    key = rnd.choice(sorted(holder))
+    marker = "\u2603V3\u2603"
+    if kind == "v3-drop-key":
+        del holder[key]
+        return json.dumps(doc).encode(), f"{name}: key {key} removed"
+    value = rnd.choice(_INT_EDGES if kind == "v3-int-edge" else _WEIRD_VALUES)
+    holder[key] = marker + value
+    out = json.dumps(doc).replace(json.dumps(marker + value), value)
+    return out.encode(), f"{name}: {key} = {value[:25]}"
 
 
 def write_json_case(d: Path, base: str, data: bytes, gz: bool) -> Path:
@@ -348,6 +387,12 @@ _KEY_TABLES = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUP
                "ENUM_NSYS_EVENT_TYPE", "META_DATA_EXPORT", "CUDA_GPU_MEMORY_USAGE_EVENTS"]
 
 
+def _key_tables(db: sqlite3.Connection) -> list[str]:
+    """The tables worth mutating: nsys' key tables, and every ROCm one (RPD's, rocpd's UUID-suffixed)."""
+    have = _tables(db)
+    return [t for t in _KEY_TABLES if t in have] + sorted(t for t in have if t.startswith("rocpd_"))
+
+
 def _drop_column(db: sqlite3.Connection, table: str, col: str) -> None:
     keep = [c for c in _columns(db, table) if c != col]
     cols = ", ".join(f'"{c}"' for c in keep)
@@ -370,7 +415,7 @@ def mutate_sqlite(rnd: random.Random, path: Path, kind: str) -> str:
         return "random bytes overwritten"
     db = sqlite3.connect(path)
     try:
-        tables = [t for t in _KEY_TABLES if t in _tables(db)]
+        tables = _key_tables(db)
         table = tables[rnd.randrange(len(tables))]
         cols = _columns(db, table)
         col = cols[rnd.randrange(len(cols))]
@@ -464,7 +509,7 @@ def _wal_leftover(rnd: random.Random, path: Path) -> str:
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA wal_autocheckpoint=0")
-        tables = [t for t in _KEY_TABLES if t in _tables(db)]
+        tables = _key_tables(db)
         table = tables[rnd.randrange(len(tables))]
         db.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE abs(random()) % 4 = 0')
         db.commit()

@@ -18,11 +18,14 @@ from fuzz_harness import Worker, check_case
 from fuzz_mutations import (
     COMMANDS,
     JSON_MUTATIONS,
+    ROCPROFV3_MUTATIONS,
     SQLITE_MUTATIONS,
     json_bases,
     mutate_json,
+    mutate_rocprofv3,
     mutate_sqlite,
     nsys_bases,
+    rocm_bases,
     write_json_case,
 )
 from hypothesis import HealthCheck, given, settings
@@ -98,6 +101,58 @@ def test_mutated_nsys_sqlite(worker, bases, tmp_path_factory, data) -> None:
     command = data.draw(st.sampled_from(COMMANDS), label="command")
     try:
         _check(worker, str(path), command, d, str(base_path))
+    except AssertionError as exc:
+        raise AssertionError(f"{base_name}: {how}\n{exc}") from None
+
+
+@pytest.fixture(scope="module")
+def rocm(tmp_path_factory):
+    return RocmBases(rocm_bases(tmp_path_factory.mktemp("rocm-bases")))
+
+
+class RocmBases(tuple):
+    """(JSON texts, SQLite files); a short repr, as Bases."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self[0])} ROCm JSON and {len(self[1])} ROCm SQLite base inputs>"
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_rocm_json(worker, rocm, tmp_path_factory, data) -> None:
+    """rocprofv3 and rpd2tracing JSON: the JSON mutations, and rocprofv3 record fields changed."""
+    texts, _ = rocm
+    base_name = data.draw(st.sampled_from(sorted(texts)), label="base")
+    text = texts[base_name]
+    kinds = JSON_MUTATIONS + (ROCPROFV3_MUTATIONS if base_name == "rocm-rocprofv3" else ())
+    kind = data.draw(st.sampled_from(kinds), label="mutation")
+    rnd = random.Random(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    mutated, how = mutate_rocprofv3(rnd, text, kind) if kind in ROCPROFV3_MUTATIONS else mutate_json(rnd, text, kind)
+    d = tmp_path_factory.mktemp("case")
+    path = write_json_case(d / "in", base_name, mutated, gz=data.draw(st.booleans(), label="gzip"))
+    base = write_json_case(d, "base-" + base_name, text.encode("utf-8"), gz=False)
+    command = data.draw(st.sampled_from(COMMANDS), label="command")
+    try:
+        _check(worker, str(path), command, d, str(base))
+    except AssertionError as exc:
+        raise AssertionError(f"{base_name}: {how}\n{exc}") from None
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_rocm_sqlite(worker, rocm, tmp_path_factory, data) -> None:
+    """RPD and rocpd databases under the SQLite mutations (their own tables)."""
+    _, dbs = rocm
+    base_name = data.draw(st.sampled_from(sorted(dbs)), label="base")
+    d = tmp_path_factory.mktemp("case")
+    (d / "in").mkdir()
+    path = d / "in" / f"{base_name}.sqlite"
+    path.write_bytes(dbs[base_name].read_bytes())
+    kind = data.draw(st.sampled_from(SQLITE_MUTATIONS), label="mutation")
+    how = mutate_sqlite(random.Random(data.draw(st.integers(0, 2**32 - 1), label="seed")), path, kind)
+    command = data.draw(st.sampled_from(COMMANDS), label="command")
+    try:
+        _check(worker, str(path), command, d, str(dbs[base_name]))
     except AssertionError as exc:
         raise AssertionError(f"{base_name}: {how}\n{exc}") from None
 

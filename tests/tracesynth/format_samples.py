@@ -122,11 +122,12 @@ def write_rpd(d: Path) -> Path:
 
 
 def write_rocpd(d: Path) -> Path:
-    uuid = "00000393_6d8f_4f7e_9a4e_3c1d7a1e0b2c"
-    tables = ["rocpd_info_node", "rocpd_info_agent", "rocpd_string", "rocpd_kernel_dispatch"]
-    ddl = [f"CREATE TABLE rocpd_{t[6:]}_{uuid} (id integer PRIMARY KEY, guid text, nid integer)" for t in tables]
-    ddl += [f"CREATE VIEW {t} AS SELECT * FROM rocpd_{t[6:]}_{uuid}" for t in tables]
-    return _sqlite(d / "908_results.db", ddl)
+    """A rocpd database of the published schema (tracesynth.rocm builds it from its excerpt)."""
+    from tracesynth import rocm
+
+    path = d / "908_results.db"
+    rocm.write_rocpd(path)
+    return path
 
 
 def write_rocprof_v1(d: Path) -> Path:

@@ -40,6 +40,10 @@ GZIP_MAGIC = detect.GZIP_MAGIC
 # format -> "module:function" of its reader (see the module's docstring); one line per format.
 READERS: dict[str, str] = {
     "perfetto": "traceread.loaders.perfetto:load_perfetto",
+    "rocprofv3-json": "traceread.loaders.rocprof:load_rocprofv3_json",
+    "rocpd": "traceread.loaders.rocprof:load_rocpd",
+    "rpd": "traceread.loaders.rocprof:load_rpd",
+    "rpd-json": "traceread.loaders.rocprof:load_rpd_trace_json",
 }
 
 # Formats refused with a reason of their own (not "no reader in this build").

@@ -80,8 +80,6 @@ _KINETO_KEYS = re.compile(rb'"(schemaVersion|deviceProperties|distributedInfo|tr
                           rb'PT_PROFILER_JOB_NAME|record_shapes|with_stack|cupti_version|roctracer_version)"\s*:')
 _CAT = re.compile(rb'"cat"\s*:\s*"([^"\\]{0,64})"')
 _XPLANE_PROCESS = re.compile(rb'"name"\s*:\s*"(/device:[A-Z]+:\d+|/host:CPU|/host:metadata|Task Environment)')
-_RPD_PROCESS = re.compile(rb'"args"\s*:\s*\{\s*"name"\s*:\s*"(GPU\d+|Hip \d+|HSA \d+)"')
-_RPD_LINK = re.compile(rb'"cat"\s*:\s*"api_op"')
 
 
 def detect(path: str) -> Detected:
@@ -127,8 +125,9 @@ def detect_json(text: bytes) -> Detected:
         return Detected(ROCPROFV3_JSON, "a rocprofiler-sdk-tool object")
     if _XPLANE_PROCESS.search(text) and b"process_name" in text:
         return Detected(XPLANE_JSON, "processes named after xplane planes")
-    if re.match(rb'\s*(\{\s*"traceEvents"\s*:\s*)?\[\s*\{\s*\}', text) or _RPD_LINK.search(text) or \
-            (_RPD_PROCESS.search(text) and b"_name" in text):
+    from traceread.loaders.rocprof.rpdjson import looks_like_rpd_trace_json
+
+    if looks_like_rpd_trace_json(text):
         return Detected(RPD_JSON, "rpd2tracing's process and thread names")
     if _KINETO_KEYS.search(text):
         return Detected(KINETO, "Kineto's top-level keys")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from traceread.errors import TraceReadError
+from traceread.loaders import sqlite_kind
 from traceread.loaders.nsys import cread
 
 # Parallel reader threads for big tables (more than ~4 gains little: the int conversion holds the GIL).
@@ -38,9 +39,7 @@ _SPARSE_CHECK = 1 << 24  # rowid spans wider than this are counted (16M: seconds
 PID_SHIFT = 24
 ID_MASK = 0xFFFFFF  # pids and tids are 24-bit fields of globalTid/globalPid (B.3)
 # Tables whose presence marks a file as an nsys export.
-NSYS_MARKERS = ("META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME",
-                 "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API",
-                 "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "PROCESSES", "ThreadNames")
+NSYS_MARKERS = sqlite_kind.NSYS_MARKERS
 
 
 def one_line(exc: BaseException) -> str:
@@ -379,6 +378,7 @@ def open_export(path: str) -> Export:
         conn = _connect(source, copy_dir is not None)
         conn.text_factory = bytes  # decode ourselves, with replacement, once per distinct string
         tables = [decode(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        views = {decode(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='view'")}
     except sqlite3.DatabaseError as exc:
         if copy_dir is not None:
             copy_dir.cleanup()
@@ -386,7 +386,9 @@ def open_export(path: str) -> Export:
     ex = Export(path=path, conn=conn, source=source, copy_dir=copy_dir, private=copy_dir is not None)
     if "StringIds" not in tables or not any(t in tables for t in NSYS_MARKERS):
         ex.close()
-        raise TraceReadError(path, "SQLite file is not an Nsight Systems export (no StringIds or nsys tables)")
+        kind = sqlite_kind.classify(set(tables), views)
+        what = sqlite_kind.ROCPROF_V1_REFUSAL if kind == sqlite_kind.ROCPROF_V1 else sqlite_kind.NAMES[kind]
+        raise TraceReadError(path, f"SQLite file is not an Nsight Systems export: {what}")
     for t in tables:
         if re.fullmatch(r"[A-Za-z0-9_]+", t):
             info = conn.execute(f"PRAGMA table_info({t})").fetchall()
