@@ -15,6 +15,7 @@ from traceread import heap
 from traceread.atomic import note_input
 from traceread.errors import TraceReadError
 from traceread.limits import TooManyEvents
+from traceread.loaders import xplane
 from traceread.trace import Trace, shown_path
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -22,7 +23,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def sniff(path: str) -> str:
-    """Return "kineto", "nsys" or "nsys-rep" for ``path``; raise TraceReadError otherwise."""
+    """Return "kineto", "nsys", "nsys-rep", "xplane" or "xplane-json" for ``path``; raise TraceReadError
+    otherwise."""
     if not os.path.exists(path):
         raise TraceReadError(path, "no such file")
     if os.path.isdir(path):
@@ -31,18 +33,18 @@ def sniff(path: str) -> str:
         return "nsys-rep"
     try:
         with open(path, "rb") as fh:
-            head = fh.read(16)
+            head = fh.read(64)
     except OSError as exc:  # no permission, an I/O error: a problem of this input, not a bug
         raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
     if not head:
         raise TraceReadError(path, "empty file")
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
-    if head.startswith(GZIP_MAGIC):
-        return "kineto"
+    if xplane.looks_like_xplane(head):
+        return xplane.FORMAT
     stripped = head.lstrip()
-    if stripped[:1] in (b"{", b"["):
-        return "kineto"
+    if head.startswith(GZIP_MAGIC) or stripped[:1] in (b"{", b"["):
+        return xplane.FORMAT_VIEWER if xplane.is_trace_viewer(path) else "kineto"
     raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export)")
 
 
@@ -184,6 +186,8 @@ def _spool(path: str, copy: str) -> None:
 
 def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
     try:
+        if kind in (xplane.FORMAT, xplane.FORMAT_VIEWER):
+            return xplane.load(path, kind)
         if kind == "kineto":
             from traceread.loaders.kineto import load_kineto
 

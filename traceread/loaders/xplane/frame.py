@@ -1,0 +1,233 @@
+"""A decoded XSpace (:class:`model.Decoded`) -> the events frame and side tables.
+
+Where each line's events go (``schema.LANES``):
+
+* a GPU plane's ``Stream #N(...)`` lines: kernels on ``gpu_compute`` (communication kernels, by name,
+  on ``gpu_comm``), copies (a ``memcpy_details`` stat, a copy name or a ``Memcpy`` line) on
+  ``memcpy``, memsets on ``memset``; ``stream`` = N;
+* a TPU plane's ``XLA Ops`` line: the ops are the device's work, ``gpu_compute``; collectives (an
+  ``hlo_category`` or name of all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
+  send/recv) on ``gpu_comm``. ``Async XLA Ops``: async copies on ``memcpy``, async collectives on
+  ``gpu_comm``, the rest as annotations;
+* every other device line (``XLA Modules``, ``Steps``, a GPU plane's derived ``XLA Ops``/``TensorFlow
+  Ops``, ``XLA TraceMe``...): ``gpu_annotation`` (they describe work the streams already hold);
+* the host plane's lines (one per thread, ``tid`` = the line id): CUDA/HIP calls as
+  ``runtime``/``driver`` (their ``correlation_id`` links them to the GPU work they launched), events
+  with a ``step_num`` stat (JAX ``StepTraceAnnotation``) as ``cpu_annotation``, Python frames
+  (``$file:line fn``) as ``python_function``, zero-length events as ``instant``, the rest as
+  ``cpu_op``.
+
+One process wrote an XSpace: every row is rank 0 and has no pid (``-1``). ``raw_category`` is the
+line's kind: its name without the stream or thread number (``Stream(Kernel)``, ``Host Threads``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from traceread import schema as S
+from traceread.host_calls import ASYNC_COPY
+from traceread.kernel_classes import is_communication
+from traceread.limits import check_events
+from traceread.loaders.xplane import model as M
+from traceread.trace import shown_path
+
+DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU|[A-Z_]+):(\d{1,9})\b")
+HOST_PLANE = "/host:CPU"
+_STREAM = re.compile(r"^Stream #(\d{1,18})")
+_NUMBER_TAIL = re.compile(r"(\s*#-?\d+|/-?\d+)")
+_COPY_NAME = re.compile(r"memcpy|^Copy(HostTo|DeviceTo|PeerTo|Device|Host)|copy-(start|done)|async-copy|dma", re.I)
+_MEMSET_NAME = re.compile(r"memset", re.I)
+_API = re.compile(r"^(cuda|hip)[A-Z]\w*$|^hsa_\w+$")
+_DRIVER = re.compile(r"^cu[A-Z]\w*$")
+_COLLECTIVE = re.compile(r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast|"
+                         r"ragged-all-to-all|\bsend\b|\brecv\b|psum|all_reduce|all_gather|reduce_scatter", re.I)
+# TPU op lines: the ops run one at a time on the core; these lines are the device's work.
+TPU_OPS_LINE = "XLA Ops"
+ASYNC_OPS_LINE = "Async XLA Ops"
+
+_LANE = {name: i for i, name in enumerate(S.LANES)}
+_CAT = {name: i for i, name in enumerate(S.CATEGORIES)}
+
+
+def line_kind(name: str) -> str:
+    """A line's name without its stream or thread number: ``Stream #16(Kernel)`` -> ``Stream(Kernel)``."""
+    return _NUMBER_TAIL.sub("", name).strip() or "line"
+
+
+def device_of(plane_name: str) -> tuple[str, int] | None:
+    """(kind, index) of a device plane (``/device:TPU:3`` -> ("TPU", 3)), else None."""
+    m = DEVICE_PLANE.match(plane_name)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+class _Names:
+    """Per distinct event name, what it is (computed once per name, not per event)."""
+
+    def __init__(self, names: list[str], categories: list[str]) -> None:
+        arr = np.array(names, dtype=object)
+        self.comm_kernel = is_communication(arr) if len(arr) else np.zeros(0, dtype=bool)
+        self.copy = np.array([bool(_COPY_NAME.search(n) or "copy" in c) for n, c in zip(names, categories, strict=True)],
+                             dtype=bool)
+        self.memset = np.array([bool(_MEMSET_NAME.search(n)) for n in names], dtype=bool)
+        self.runtime = np.array([bool(_API.match(n)) for n in names], dtype=bool)
+        self.driver = np.array([bool(_DRIVER.match(n)) for n in names], dtype=bool)
+        self.python = np.array([n.startswith("$") for n in names], dtype=bool)
+        self.collective = np.array([bool(_COLLECTIVE.search(c) or (not c and _COLLECTIVE.search(n)))
+                                    for n, c in zip(names, categories, strict=True)], dtype=bool)
+        self.async_copy_call = np.array([bool(ASYNC_COPY.match(n)) for n in names], dtype=bool)
+
+
+def build(d: M.Decoded, path: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """The events frame and its side tables."""
+    n = d.n
+    check_events(n)
+    names = _Names(d.names, d.categories)
+    lane = np.full(n, _LANE[S.LANE_CPU_THREAD], dtype=np.int8)
+    cat = np.full(n, _CAT[S.CAT_CPU_OP], dtype=np.int8)
+    device = np.full(n, S.NO_ID, dtype=np.int32)
+    stream = np.full(n, S.NO_ID, dtype=np.int64)
+    tid = np.full(n, S.NO_ID, dtype=np.int64)
+    kinds: list[str] = []
+    raw = np.zeros(n, dtype=np.int16)
+    has_copy_details = np.zeros(n, dtype=bool)
+    if M.MEMCPY_DETAILS in d.texts:
+        t = d.texts[M.MEMCPY_DETAILS]
+        has_copy_details[t.rows] = True
+        has_copy_details[t.ref_rows] = True
+    starts = np.searchsorted(d.line, np.arange(len(d.lines) + 1)) if _sorted(d.line) else None
+    for li, ln in enumerate(d.lines):
+        rows = np.arange(starts[li], starts[li + 1]) if starts is not None else np.flatnonzero(d.line == li)
+        if not len(rows):
+            continue
+        plane = d.planes[ln.plane]
+        kind = line_kind(ln.name)
+        if kind not in kinds:
+            kinds.append(kind)
+        raw[rows] = kinds.index(kind)
+        code = d.name[rows]
+        dev = device_of(plane.name)
+        if dev is not None:
+            device[rows] = dev[1]
+            m = _STREAM.match(ln.name)
+            stream[rows] = int(m.group(1)) if m else ln.id
+            tid[rows] = stream[rows]
+            _device_line(lane, cat, rows, code, names, dev[0], ln.name, has_copy_details)
+        elif plane.name == HOST_PLANE:
+            tid[rows] = ln.id
+            _host_line(lane, cat, rows, code, names, d)
+        else:  # /host:metadata, Task Environment, a custom plane: kept as host rows of no thread
+            tid[rows] = ln.id
+    corr = d.ints[M.CORRELATION]
+    # one category per distinct name (the decoder keeps a name twice when two XLA categories share it)
+    uniq, inverse = np.unique(np.array(d.names, dtype=object), return_inverse=True)
+    name_code = inverse.reshape(-1).astype(np.int64)[d.name] if n else np.zeros(0, np.int64)
+    events = pd.DataFrame({
+        "trace": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([shown_path(path)])),
+        "rank": np.zeros(n, dtype=np.int32),
+        "lane": pd.Categorical.from_codes(lane, categories=pd.Index(list(S.LANES))),
+        "device": device, "stream": stream,
+        "pid": np.full(n, S.NO_ID, dtype=np.int64), "tid": tid,
+        "name": pd.Categorical.from_codes(name_code, categories=pd.Index(uniq, dtype=object)),
+        "category": pd.Categorical.from_codes(cat, categories=pd.Index(list(S.CATEGORIES))),
+        "raw_category": pd.Categorical.from_codes(raw, categories=pd.Index(kinds or ["line"])),
+        "start_ns": d.start_ns.astype(np.int64), "end_ns": d.end_ns.astype(np.int64),
+        "correlation": corr.astype(np.int64),
+        "external_id": np.full(n, S.NO_ID, dtype=np.int64),
+    })
+    side = _side(d, lane, names)
+    return events, side
+
+
+def _sorted(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+
+
+def _device_line(lane: np.ndarray, cat: np.ndarray, rows: np.ndarray, code: np.ndarray, names: _Names,
+                 kind: str, line_name: str, copy_details: np.ndarray) -> None:
+    if _STREAM.match(line_name):
+        is_copy = names.copy[code] | copy_details[rows] | ("memcpy" in line_name.lower())
+        is_memset = names.memset[code] & ~is_copy
+        comm = names.comm_kernel[code] & ~is_copy & ~is_memset
+        lane[rows] = np.where(is_copy, _LANE[S.LANE_MEMCPY], np.where(
+            is_memset, _LANE[S.LANE_MEMSET], np.where(comm, _LANE[S.LANE_GPU_COMM], _LANE[S.LANE_GPU_COMPUTE])))
+        cat[rows] = np.where(is_copy, _CAT[S.CAT_MEMCPY], np.where(is_memset, _CAT[S.CAT_MEMSET], _CAT[S.CAT_KERNEL]))
+        return
+    if kind == "TPU" and line_name == TPU_OPS_LINE:
+        coll = names.collective[code]
+        lane[rows] = np.where(coll, _LANE[S.LANE_GPU_COMM], _LANE[S.LANE_GPU_COMPUTE])
+        cat[rows] = _CAT[S.CAT_KERNEL]
+        return
+    if kind == "TPU" and line_name == ASYNC_OPS_LINE:
+        coll = names.collective[code]
+        copy = names.copy[code] & ~coll
+        lane[rows] = np.where(coll, _LANE[S.LANE_GPU_COMM], np.where(copy, _LANE[S.LANE_MEMCPY],
+                                                                     _LANE[S.LANE_GPU_ANNOTATION]))
+        cat[rows] = np.where(coll, _CAT[S.CAT_KERNEL], np.where(copy, _CAT[S.CAT_MEMCPY], _CAT[S.CAT_GPU_ANNOTATION]))
+        return
+    lane[rows] = _LANE[S.LANE_GPU_ANNOTATION]
+    cat[rows] = _CAT[S.CAT_GPU_ANNOTATION]
+
+
+def _host_line(lane: np.ndarray, cat: np.ndarray, rows: np.ndarray, code: np.ndarray, names: _Names,
+               d: M.Decoded) -> None:
+    runtime, driver = names.runtime[code], names.driver[code]
+    step = d.ints[M.STEP_NUM][rows] >= 0
+    zero = d.end_ns[rows] == d.start_ns[rows]
+    py = names.python[code]
+    c = np.full(len(rows), _CAT[S.CAT_CPU_OP], dtype=np.int8)
+    c[py] = _CAT[S.CAT_PYTHON]
+    c[zero & ~runtime & ~driver] = _CAT[S.CAT_INSTANT]
+    c[step] = _CAT[S.CAT_USER_ANNOTATION]
+    c[driver] = _CAT[S.CAT_DRIVER]
+    c[runtime] = _CAT[S.CAT_RUNTIME]
+    lane_rows = np.full(len(rows), _LANE[S.LANE_CPU_THREAD], dtype=np.int8)
+    lane_rows[c == _CAT[S.CAT_INSTANT]] = _LANE[S.LANE_INSTANT]
+    lane_rows[c == _CAT[S.CAT_USER_ANNOTATION]] = _LANE[S.LANE_CPU_ANNOTATION]
+    lane[rows], cat[rows] = lane_rows, c
+
+
+_SIZE = re.compile(r"\bsize:(\d{1,18})\b")
+_KIND = re.compile(r"\bkind:(\w+)")
+_KIND_NAMES = {"hosttodevice": "HtoD", "devicetohost": "DtoH", "devicetodevice": "DtoD", "peertopeer": "PtoP",
+               "hosttohost": "HtoH", "h2d": "HtoD", "d2h": "DtoH", "d2d": "DtoD", "p2p": "PtoP"}
+_NAME_KIND = re.compile(r"(HostToDevice|DeviceToHost|DeviceToDevice|PeerToPeer|H2D|D2H|D2D|P2P|HtoD|DtoH|DtoD)", re.I)
+
+
+def _copy_kind(detail: str, name: str) -> str:
+    m = _KIND.search(detail)
+    k = _KIND_NAMES.get(m.group(1).lower(), "") if m else ""
+    if not k:
+        n = _NAME_KIND.search(name)
+        k = _KIND_NAMES.get(n.group(1).lower(), n.group(1)) if n else ""
+    return k
+
+
+def _side(d: M.Decoded, lane: np.ndarray, names: _Names) -> dict[str, pd.DataFrame]:
+    """copy_args for the copy rows (bytes and kind from ``memcpy_details`` or the name)."""
+    copy_rows = np.flatnonzero(lane == _LANE[S.LANE_MEMCPY])
+    if not len(copy_rows):
+        return {}
+    detail = [""] * len(copy_rows)
+    if M.MEMCPY_DETAILS in d.texts:
+        rows, vals = d.texts[M.MEMCPY_DETAILS].values()
+        pos = np.searchsorted(copy_rows, rows)
+        ok = (pos < len(copy_rows)) & (copy_rows[np.minimum(pos, len(copy_rows) - 1)] == rows)
+        for p, v in zip(pos[ok].tolist(), [v for v, o in zip(vals, ok.tolist(), strict=True) if o], strict=True):
+            detail[p] = v
+    # one parse per distinct (detail, name): copies repeat the same few descriptions
+    key = pd.Series([f"{a}\x00{d.names[c]}" for a, c in zip(detail, d.name[copy_rows].tolist(), strict=True)])
+    codes, uniq = pd.factorize(key)
+    size, kind = [], []
+    for u in uniq:
+        det, name = u.split("\x00", 1)
+        m = _SIZE.search(det)
+        size.append(int(m.group(1)) if m and int(m.group(1)) > 0 else -1)
+        kind.append(_copy_kind(det, name))
+    return {"copy_args": pd.DataFrame({
+        "row": copy_rows.astype(np.int64), "bytes": np.array(size, dtype=np.int64)[codes],
+        "copy_kind": pd.Categorical(np.array(kind, dtype=object)[codes]),
+        "src_kind": pd.Categorical([""] * len(copy_rows)), "dst_kind": pd.Categorical([""] * len(copy_rows))})}
