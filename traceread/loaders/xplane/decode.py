@@ -20,7 +20,7 @@ from traceread.loaders.xplane import model as M
 from traceread.loaders.xplane import wire
 from traceread.loaders.xplane.proto import message_classes
 
-_LIMIT_NS = 1 << 62  # line timestamps and event offsets past this are no times (a damaged file)
+_LIMIT = 1 << 62  # line timestamps (ns), event offsets and durations (ps) past this are no times
 
 
 class Damaged(ValueError):
@@ -133,9 +133,9 @@ def _events(planes: list[M.Plane], lines: list[M.Line], line_ts: list[int], blob
         raise Damaged(f"an event: {exc}") from None
     notes: list[str] = []
     ts = np.array(line_ts, dtype=np.int64)[line] if n else np.zeros(0, np.int64)
-    if n and (np.abs(ts).max() >= _LIMIT_NS or np.abs(off).max() // 1000 >= _LIMIT_NS
-              or np.abs(dur).max() // 1000 >= _LIMIT_NS):
-        raise Damaged("an event time past 2^62 ns (not a time)")
+    # offset + duration must fit int64 ps, and the line's ns plus that in ns must fit int64 ns
+    if n and any(int(np.max(a)) >= _LIMIT or int(np.min(a)) <= -_LIMIT for a in (ts, off, dur)):
+        raise Damaged("an event time past 2^62 (ns for a line, ps for an event): not a time")
     neg = dur < 0
     if neg.any():
         notes.append(f"{int(neg.sum()):,} event(s) with a negative duration: made zero-length")

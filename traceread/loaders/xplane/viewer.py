@@ -78,8 +78,8 @@ def read_viewer(path: str) -> M.Decoded:
     for e in evs:
         if e.get("ph") != "M":
             continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        name = args.get("name")
+        got = e.get("args")
+        name = got.get("name") if isinstance(got, dict) else None
         if e.get("name") == "process_name" and isinstance(name, str):
             planes_by_pid.setdefault(e.get("pid"), len(planes))
             if planes_by_pid[e.get("pid")] == len(planes):
@@ -110,13 +110,14 @@ def read_viewer(path: str) -> M.Decoded:
     start_ns = np.rint(ts * 1000).astype(np.int64)
     end_ns = np.maximum(np.rint((ts + dur) * 1000).astype(np.int64), start_ns)
     names: dict[tuple[str, str], int] = {}
-    args = [e.get("args") if isinstance(e.get("args"), dict) else {} for e in timed]
+    empty: dict[str, Any] = {}
+    args: list[dict[str, Any]] = [a if isinstance(a := e.get("args"), dict) else empty for e in timed]
     code = np.fromiter((names.setdefault((str(e.get("name", "")), str(a.get(M.HLO_CATEGORY, "") or "")), len(names))
                         for e, a in zip(timed, args, strict=True)), dtype=np.int64, count=n)
     ints = M.empty_ints(n)
     for k in M.INT_STATS:
         ints[k] = np.fromiter((_int(a.get(k)) if k in a else -1 for a in args), dtype=np.int64, count=n)
-    texts = {}
+    texts: dict[str, M.Texts] = {}
     for k in M.TEXT_STATS:
         rows = [i for i, a in enumerate(args) if isinstance(a.get(k), str)]
         if rows:
