@@ -121,6 +121,9 @@ def test_gpu_space_rows_lanes_and_counts(tmp_path) -> None:
     assert len(copies) == _count(planes, "/device:GPU:0", "Memcpy") == 3
     args = trace.side_table("copy_args")
     assert list(args["bytes"]) == [4096] * 3 and set(args["copy_kind"].astype(str)) == {"HtoD"}
+    ka = trace.side_table("kernel_args")
+    assert list(ka["row"]) == sorted(kern.index) and set(ka["grid_x"]) == {8} and set(ka["block_x"]) == {128}
+    assert set(ka["registers"]) == {32}
     # the derived XLA Ops line describes the kernels: an annotation, never compute time again
     ops = ev[ev["raw_category"] == "XLA Ops"]
     assert len(ops) == 9 and set(ops["lane"]) == {schema.LANE_GPU_ANNOTATION}

@@ -231,3 +231,38 @@ def _side(d: M.Decoded, lane: np.ndarray, names: _Names) -> dict[str, pd.DataFra
         "row": copy_rows.astype(np.int64), "bytes": np.array(size, dtype=np.int64)[codes],
         "copy_kind": pd.Categorical(np.array(kind, dtype=object)[codes]),
         "src_kind": pd.Categorical([""] * len(copy_rows)), "dst_kind": pd.Categorical([""] * len(copy_rows))})}
+
+
+_KV = re.compile(r"\b(regs|static_shared|dynamic_shared|group_mem|grid|block):([0-9,]{1,40})")
+_MAX_REGS = 1 << 16  # registers per thread above this are no count (an uninitialised field: ROCm writes 2^31)
+
+
+def _dims(text: str | None) -> tuple[int, int, int]:
+    parts = (text or "").split(",")
+    if len(parts) != 3 or not all(p.isdigit() and len(p) < 12 for p in parts):
+        return -1, -1, -1
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def kernel_args(texts: M.Texts | None, kernel_rows: np.ndarray) -> pd.DataFrame:
+    """The ``kernel_args`` side table of ``kernel_rows`` from their ``kernel_details`` stat
+    (``regs:32 static_shared:0 dynamic_shared:0 grid:8,1,1 block:128,1,1``); -1 where it says nothing."""
+    cols = list(S.SIDE_TABLES["kernel_args"])
+    rows, vals = texts.values() if texts is not None else (np.zeros(0, np.int64), [])
+    keep = np.isin(rows, kernel_rows)
+    rows = rows[keep]
+    vals = [v for v, k in zip(vals, keep.tolist(), strict=True) if k]
+    codes, uniq = pd.factorize(pd.Series(vals, dtype=object)) if vals else (np.zeros(0, np.int64), [])
+    table = np.full((len(uniq), len(cols) - 1), -1, dtype=np.int64)
+    for i, text in enumerate(uniq):  # one parse per distinct launch configuration
+        kv = dict(_KV.findall(str(text)))
+        table[i, 0:3] = _dims(kv.get("grid"))
+        table[i, 3:6] = _dims(kv.get("block"))
+        regs = kv.get("regs", "")
+        table[i, 6] = int(regs) if regs.isdigit() and int(regs) <= _MAX_REGS else -1
+        shared = [int(kv[k]) for k in ("static_shared", "dynamic_shared", "group_mem") if kv.get(k, "").isdigit()]
+        table[i, 7] = sum(shared) if shared else -1
+    out = {"row": rows.astype(np.int64)}
+    for j, c in enumerate(cols[1:]):
+        out[c] = table[codes, j] if len(codes) else np.zeros(0, np.int64)
+    return pd.DataFrame(out)

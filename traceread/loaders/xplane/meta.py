@@ -35,10 +35,10 @@ STEP_SOURCE_ANNOTATION = "StepTraceAnnotation"
 STEP_SOURCE_MODULE = "inferred:xla-module:"
 MIN_MODULE_RUNS = 2
 
-# AMD Instinct parts by (architecture, compute units, memory GiB), as in the Kineto loader's table.
+# AMD Instinct parts by (architecture, compute units, memory GiB). gfx950 is left out: the MI350X and
+# the MI355X share 256 compute units and 288 GB, and their peaks differ.
 _AMD_PARTS = {("gfx942", 304, 192): "AMD Instinct MI300X", ("gfx942", 304, 256): "AMD Instinct MI325X",
-              ("gfx942", 228, 128): "AMD Instinct MI300A", ("gfx950", 256, 288): "AMD Instinct MI355X",
-              ("gfx950", 256, 256): "AMD Instinct MI350X", ("gfx90a", 110, 64): "AMD Instinct MI250X"}
+              ("gfx942", 228, 128): "AMD Instinct MI300A", ("gfx90a", 110, 64): "AMD Instinct MI250X"}
 _ROCM_CC_ARCH = {"9.4": "gfx942", "9.0": "gfx90a", "9.5": "gfx950"}
 
 
@@ -58,8 +58,8 @@ def _gpu_name(stats: dict[str, Any], cc: str | None) -> str:
     if vendor.lower().startswith("amd") and cc in _ROCM_CC_ARCH:
         arch = _ROCM_CC_ARCH[cc]
         part = _AMD_PARTS.get((arch, cores or 0, gib or 0))
-        what = f"{arch}, {cores or '?'} compute units, {gib or '?'} GB"
-        return f"{part} ({what}; the xplane gives no model name)" if part else f"AMD GPU ({what})"
+        what = f"{arch}, {cores or '?'} CUs, {gib or '?'} GB"
+        return f"{part} ({what})" if part else f"AMD GPU ({what})"
     bits = [f"compute capability {cc}" if cc else "", f"{cores} SMs" if cores else "", f"{gib} GB" if gib else ""]
     detail = ", ".join(b for b in bits if b)
     label = {"nvidia": "NVIDIA GPU", "amd": "AMD GPU"}.get(vendor.lower(), "GPU")
@@ -97,6 +97,10 @@ def devices(d: M.Decoded, events: pd.DataFrame) -> tuple[list[DeviceInfo], dict[
         out[idx] = DeviceInfo(rank=0, id=idx, name="", used=True)
     nameless = [i for i, dv in out.items() if dv.used and (not dv.name or dv.name.startswith(("GPU", "NVIDIA GPU",
                                                                                               "AMD GPU")))]
+    derived = sorted(i for i, dv in out.items() if dv.used and dv.name.startswith("AMD Instinct"))
+    if derived:
+        notes.append(f"device(s) {', '.join(map(str, derived))}: the xplane gives no model name; named from the "
+                     "architecture, compute units and memory its plane records")
     if nameless:
         notes.append(f"device(s) {', '.join(map(str, sorted(nameless)))}: the xplane gives no model name "
                      "(pass --gpu NAME for MFU and the roofline)")

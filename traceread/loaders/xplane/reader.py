@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any
+
+import numpy as np
 
 from traceread import schema
 from traceread.errors import TraceReadError
 from traceread.loaders.xplane import meta as xm
 from traceread.loaders.xplane import model as M
 from traceread.loaders.xplane.decode import Damaged, decode
-from traceread.loaders.xplane.frame import build
+from traceread.loaders.xplane.frame import build, kernel_args
 from traceread.loaders.xplane.sniff import FORMAT, FORMAT_VIEWER, looks_like_xplane
 from traceread.trace import RankInfo, SideTables, Trace, TraceMeta
 
@@ -78,4 +81,8 @@ def to_trace(d: M.Decoded, path: str, generation: str, fmt: str) -> Trace:
                      devices=devices,
                      ranks=[RankInfo(rank=0, rank_source="default", world_size=None, world_size_source="unknown")],
                      steps=steps, warnings=warnings, truncated=d.truncated, extra=extra)
-    return Trace(events=events, meta=meta, side=SideTables(dict(side)))
+    # launch configurations are parsed when first asked for (the roofline and kernel tables read them)
+    kernels = np.flatnonzero(events["category"].to_numpy() == schema.CAT_KERNEL)
+    pending = {"kernel_args": partial(kernel_args, d.texts.get(M.KERNEL_DETAILS), kernels)} \
+        if M.KERNEL_DETAILS in d.texts and len(kernels) else {}
+    return Trace(events=events, meta=meta, side=SideTables(dict(side), pending))
