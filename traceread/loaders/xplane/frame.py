@@ -252,10 +252,11 @@ def kernel_args(texts: M.Texts | None, kernel_rows: np.ndarray) -> pd.DataFrame:
     keep = np.isin(rows, kernel_rows)
     rows = rows[keep]
     vals = [v for v, k in zip(vals, keep.tolist(), strict=True) if k]
-    codes, uniq = pd.factorize(pd.Series(vals, dtype=object)) if vals else (np.zeros(0, np.int64), [])
+    codes, found = pd.factorize(np.array(vals, dtype=object)) if vals else (np.zeros(0, np.int64), np.zeros(0, object))
+    uniq: list[str] = [str(t) for t in np.asarray(found).tolist()]
     table = np.full((len(uniq), len(cols) - 1), -1, dtype=np.int64)
     for i, text in enumerate(uniq):  # one parse per distinct launch configuration
-        kv = dict(_KV.findall(str(text)))
+        kv = dict(_KV.findall(text))
         table[i, 0:3] = _dims(kv.get("grid"))
         table[i, 3:6] = _dims(kv.get("block"))
         regs = kv.get("regs", "")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from traceread import schema
 from traceread.errors import TraceReadError
@@ -83,6 +85,7 @@ def to_trace(d: M.Decoded, path: str, generation: str, fmt: str) -> Trace:
                      steps=steps, warnings=warnings, truncated=d.truncated, extra=extra)
     # launch configurations are parsed when first asked for (the roofline and kernel tables read them)
     kernels = np.flatnonzero(events["category"].to_numpy() == schema.CAT_KERNEL)
-    pending = {"kernel_args": partial(kernel_args, d.texts.get(M.KERNEL_DETAILS), kernels)} \
-        if M.KERNEL_DETAILS in d.texts and len(kernels) else {}
+    pending: dict[str, Callable[[], pd.DataFrame]] = {}
+    if M.KERNEL_DETAILS in d.texts and len(kernels):
+        pending["kernel_args"] = partial(kernel_args, d.texts[M.KERNEL_DETAILS], kernels)
     return Trace(events=events, meta=meta, side=SideTables(dict(side), pending))
