@@ -157,6 +157,22 @@ def test_launch_calls_link_to_their_kernels_and_steps_come_from_the_annotation(t
     assert trace.meta.extra["step_source"] == "StepTraceAnnotation"
 
 
+def test_gpu_steps_from_module_runs_on_the_device_threads(tmp_path) -> None:
+    """No step marker: run k of the most repeated module is its k-th range on each device's thread."""
+    host = PlaneWriter("/host:CPU")
+    for thread, lag in ((11, 0), (12, 3_000_000_000)):  # the second device's thread runs 3 ms later
+        runs = [("jit_step:XLA GPU module", k * 20_000_000_000 + lag, 5_000_000_000, {}) for k in range(4)]
+        runs.append(("jit_init:XLA GPU module", 90_000_000_000 + lag, 1_000_000_000, {}))
+        host.line(thread, f"py_xla_execute/{thread}", 1_000, runs)
+    gpu = PlaneWriter("/device:GPU:0")
+    gpu.line(7, "Stream #7(Kernel)", 1_000, [("k", k * 20_000_000_000 + 1_000_000, 1_000_000, {}) for k in range(4)])
+    trace = load(_write(tmp_path, "m.xplane.pb", space([gpu, host, _task_env()])))
+    steps = trace.meta.steps
+    assert trace.meta.extra["step_source"] == "inferred:xla-module:jit_step"
+    assert list(steps["start_ns"]) == [1_000 + k * 20_000_000 for k in range(4)]
+    assert list(steps["end_ns"]) == [1_000 + k * 20_000_000 for k in range(1, 4)] + [1_000 + 68_000_000]
+
+
 def test_devices_named_from_the_plane_and_no_host_names(tmp_path) -> None:
     trace = load(_write(tmp_path, "run.xplane.pb", gpu_space()))
     (dev,) = trace.meta.devices

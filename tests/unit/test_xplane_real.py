@@ -62,6 +62,10 @@ def test_conv_8_gpus() -> None:
         assert want == (60 if dev == 0 else 25)
         assert len(_gpu(trace, dev, schema.LANE_GPU_COMPUTE)) == want
     assert all(d.used for d in trace.meta.devices) and len(trace.meta.devices) == 8
+    # steps: the runs of the module, counted per device thread by the independent reader
+    runs = [len([e for e in ln.events if e.name == "jit_forward_3d_conv:XLA GPU module"])
+            for p in _walk(CONV8) if p.name == "/host:CPU" for ln in p.lines]
+    assert max(runs) == 5 and len(trace.meta.steps) == 5
     assert all(d.name.startswith("AMD Instinct MI300X") for d in trace.meta.devices)
 
 

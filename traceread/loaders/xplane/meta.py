@@ -9,8 +9,9 @@ nameless ROCm device); a TPU plane carries ``device_type_string`` (``TPU v6 Lite
 
 Steps, where the file marks them: a device's ``Steps`` line (TensorFlow), else host events with a
 ``step_num`` stat (JAX ``StepTraceAnnotation``); else the runs of the XLA module run most often on
-the first device with an ``XLA Modules`` line (step k from run k's start to run k+1's start), else
-none (the analysis infers them).
+the first device with an ``XLA Modules`` line (a TPU), or timed on the host (``jit_f:XLA GPU module``
+ranges of a GPU XSpace, overlapping ranges of the per-device threads merged into one run); step k
+runs from run k's start to run k+1's start. Else none (the analysis infers them).
 
 Only these stats are read: host names, paths and source locations some planes carry never reach
 the meta.
@@ -181,4 +182,38 @@ def _module_steps(d: M.Decoded) -> tuple[pd.DataFrame | None, str | None, str | 
                 "most often), each from its start to the next run's start.")
         return (_frame(np.zeros(len(runs)), np.arange(len(runs)), [d.names[best]] * len(runs), start, end),
                 STEP_SOURCE_MODULE + module, note)
-    return None, None, None
+    return _host_module_steps(d)
+
+
+_GPU_MODULE = re.compile(r"^(.{1,200}):XLA GPU module$")
+
+
+def _host_module_steps(d: M.Decoded) -> tuple[pd.DataFrame | None, str | None, str | None]:
+    """A GPU XSpace has no XLA Modules line: its host threads time each module run (``jit_f:XLA GPU
+    module``, on one thread per device). Run k of the module is its k-th range on every such thread:
+    from the earliest thread's start to the latest thread's end."""
+    modules = {c: m.group(1) for c, nm in enumerate(d.names) if (m := _GPU_MODULE.match(nm))}
+    if not modules:
+        return None, None, None
+    is_module = np.zeros(len(d.names), dtype=bool)
+    is_module[list(modules)] = True
+    rows = np.flatnonzero(is_module[d.name])
+    best: tuple[int, np.ndarray, np.ndarray] | None = None
+    for c in np.unique(d.name[rows]).tolist():
+        mine = rows[d.name[rows] == c]
+        per_line = [mine[d.line[mine] == li] for li in np.unique(d.line[mine]).tolist()]
+        k = max(len(r) for r in per_line)
+        full = [r[np.argsort(d.start_ns[r], kind="stable")] for r in per_line if len(r) == k]
+        starts = np.min([d.start_ns[r] for r in full], axis=0)
+        ends = np.max([d.end_ns[r] for r in full], axis=0)
+        if best is None or k > len(best[1]):
+            best = (c, starts, ends)
+    if best is None or len(best[1]) < MIN_MODULE_RUNS:
+        return None, None, None
+    code, starts, ends = best
+    module = modules[code][:80]
+    end = np.append(starts[1:], ends[-1])
+    note = (f"No step markers: steps are the {len(starts)} runs of the XLA module {module!r} (the module run "
+            "most often, timed on the host), each from its start to the next run's start.")
+    return (_frame(np.zeros(len(starts)), np.arange(len(starts)), [d.names[code]] * len(starts), starts, end),
+            STEP_SOURCE_MODULE + module, note)
