@@ -121,6 +121,7 @@ def test_gpu_space_rows_lanes_and_counts(tmp_path) -> None:
     assert len(copies) == _count(planes, "/device:GPU:0", "Memcpy") == 3
     args = trace.side_table("copy_args")
     assert list(args["bytes"]) == [4096] * 3 and set(args["copy_kind"].astype(str)) == {"HtoD"}
+    assert set(args["src_kind"].astype(str)) == {"Pinned"} and set(args["dst_kind"].astype(str)) == {"Device"}
     ka = trace.side_table("kernel_args")
     assert list(ka["row"]) == sorted(kern.index) and set(ka["grid_x"]) == {8} and set(ka["block_x"]) == {128}
     assert set(ka["registers"]) == {32}
@@ -294,3 +295,11 @@ def test_info_and_analyze_commands(tmp_path, capsys) -> None:
     assert main(["analyze", path]) == 0
     out = capsys.readouterr().out
     assert "CPU-only" not in out and "No GPU activity" not in out
+
+
+def test_device_only_capture_says_host_causes_cannot_be_named(tmp_path) -> None:
+    gpu = PlaneWriter("/device:GPU:0")
+    gpu.line(7, "Stream #7(Kernel)", 1_000, [("k", k * 1_000_000, 500_000, {}) for k in range(5)])
+    trace = load(_write(tmp_path, "dev.xplane.pb", space([gpu])))
+    assert len(trace.events) == 5 and trace.meta.time_base == schema.TIME_SESSION
+    assert any("device-only capture" in w for w in trace.meta.warnings)

@@ -221,16 +221,31 @@ def _side(d: M.Decoded, lane: np.ndarray, names: _Names) -> dict[str, pd.DataFra
     # one parse per distinct (detail, name): copies repeat the same few descriptions
     key = pd.Series([f"{a}\x00{d.names[c]}" for a, c in zip(detail, d.name[copy_rows].tolist(), strict=True)])
     codes, uniq = pd.factorize(key)
-    size, kind = [], []
+    size, kind, src, dst = [], [], [], []
     for u in uniq:
         det, name = u.split("\x00", 1)
         m = _SIZE.search(det)
         size.append(int(m.group(1)) if m and int(m.group(1)) > 0 else -1)
         kind.append(_copy_kind(det, name))
+        src.append(_memory_kind(_SRC.search(det)))
+        dst.append(_memory_kind(_DST.search(det)))
     return {"copy_args": pd.DataFrame({
         "row": copy_rows.astype(np.int64), "bytes": np.array(size, dtype=np.int64)[codes],
         "copy_kind": pd.Categorical(np.array(kind, dtype=object)[codes]),
-        "src_kind": pd.Categorical([""] * len(copy_rows)), "dst_kind": pd.Categorical([""] * len(copy_rows))})}
+        "src_kind": pd.Categorical(np.array(src, dtype=object)[codes]),
+        "dst_kind": pd.Categorical(np.array(dst, dtype=object)[codes])})}
+
+
+# CUPTI's memory kinds as XLA's memcpy_details writes them (kind_src:pageable kind_dst:device), named as
+# the other loaders name them.
+_SRC = re.compile(r"\bkind_src:(\w+)")
+_DST = re.compile(r"\bkind_dst:(\w+)")
+_MEMORY_KINDS = {"pageable": "Pageable", "pinned": "Pinned", "device": "Device", "array": "Array",
+                 "managed": "Managed", "device_static": "Device Static", "managed_static": "Managed Static"}
+
+
+def _memory_kind(m: re.Match[str] | None) -> str:
+    return _MEMORY_KINDS.get(m.group(1).lower(), "") if m else ""
 
 
 _KV = re.compile(r"\b(regs|static_shared|dynamic_shared|group_mem|grid|block):([0-9,]{1,40})")

@@ -15,7 +15,7 @@ from traceread.errors import TraceReadError
 from traceread.loaders.xplane import meta as xm
 from traceread.loaders.xplane import model as M
 from traceread.loaders.xplane.decode import Damaged, decode
-from traceread.loaders.xplane.frame import build, kernel_args
+from traceread.loaders.xplane.frame import HOST_PLANE, build, kernel_args
 from traceread.loaders.xplane.sniff import FORMAT, FORMAT_VIEWER, looks_like_xplane
 from traceread.trace import RankInfo, SideTables, Trace, TraceMeta
 
@@ -69,6 +69,9 @@ def to_trace(d: M.Decoded, path: str, generation: str, fmt: str) -> Trace:
                         "so no op links to a launch call and launch-bound is not judged")
     if not len(events):
         warnings.append("the trace holds no events")
+    elif not any(p.name == HOST_PLANE for p in d.planes) and any(dv.used for dv in devices):
+        warnings.append("no host plane (/host:CPU): a device-only capture, so idle time cannot be traced to a host "
+                        "cause (launches, data loading, synchronization)")
     steps, step_source, step_note = xm.steps(d, events)
     if step_note:
         warnings.append(step_note)
