@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema as S
-from traceread.host_calls import ASYNC_COPY
 from traceread.kernel_classes import is_communication
 from traceread.limits import check_events
 from traceread.loaders.xplane import model as M
@@ -78,7 +77,6 @@ class _Names:
         self.python = np.array([n.startswith("$") for n in names], dtype=bool)
         self.collective = np.array([bool(_COLLECTIVE.search(c) or (not c and _COLLECTIVE.search(n)))
                                     for n, c in zip(names, categories, strict=True)], dtype=bool)
-        self.async_copy_call = np.array([bool(ASYNC_COPY.match(n)) for n in names], dtype=bool)
 
 
 def build(d: M.Decoded, path: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:

@@ -19,7 +19,6 @@ not in this JSON: devices are unnamed and the time base is ``session``.
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from typing import Any
 
@@ -30,16 +29,38 @@ from traceread.loaders.xplane import model as M
 
 
 def _read(path: str) -> bytes:
+    """The file's JSON bytes, gunzipped in bounded pieces under the gzip limits (``--max-json-size``,
+    ``--max-gzip-ratio``): a bomb is refused before it fills memory."""
+    from traceread.limits import LIMITS, check_inflated, format_size
+
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return raw
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise TraceReadError(path, f"a damaged trace-viewer JSON (gzip: {exc})") from None
     except OSError as exc:
         raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
+    if raw[:2] != b"\x1f\x8b":
+        if len(raw) > LIMITS.max_json_bytes:
+            raise TraceReadError(path, f"holds more than {format_size(LIMITS.max_json_bytes)} of JSON (--max-json-size)")
+        return raw
+    parts: list[bytes] = []
+    total, data = 0, raw
+    try:
+        while data:
+            z = zlib.decompressobj(16 + zlib.MAX_WBITS)  # one gzip member; a file may hold several
+            while True:
+                piece = z.decompress(data, 1 << 24)
+                total += len(piece)
+                check_inflated(path, total, len(raw))
+                parts.append(piece)
+                data = z.unconsumed_tail
+                if z.eof or not (data or piece):
+                    break
+            if not z.eof:
+                raise TraceReadError(path, "a damaged trace-viewer JSON (the gzip stream ends early)")
+            data = z.unused_data
+    except zlib.error as exc:
+        raise TraceReadError(path, f"a damaged trace-viewer JSON (gzip: {exc})") from None
+    return b"".join(parts)
 
 
 def _int(v: Any) -> int:
