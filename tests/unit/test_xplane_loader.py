@@ -303,3 +303,17 @@ def test_device_only_capture_says_host_causes_cannot_be_named(tmp_path) -> None:
     trace = load(_write(tmp_path, "dev.xplane.pb", space([gpu])))
     assert len(trace.events) == 5 and trace.meta.time_base == schema.TIME_SESSION
     assert any("device-only capture" in w for w in trace.meta.warnings)
+
+
+def test_a_device_line_not_named_stream_holds_work_when_its_events_are_activity_records(tmp_path) -> None:
+    gpu = PlaneWriter("/device:GPU:1")
+    gpu.line(40, "Memcpy D2D", 1_000, [("MemcpyD2D", k * 1_000_000, 500_000, {"correlation_id": k,
+                                        "memcpy_details": "kind_src:device kind_dst:device size:64"})
+                                       for k in range(4)])
+    gpu.line(41, "TensorFlow Ops", 1_000, [("fusion", k * 1_000_000, 500_000, {}) for k in range(4)])
+    trace = load(_write(tmp_path, "l.xplane.pb", space([gpu])))
+    ev = trace.events
+    copies = ev[ev["lane"] == schema.LANE_MEMCPY]
+    assert len(copies) == 4 and set(copies["stream"]) == {40} and set(copies["device"]) == {1}
+    assert set(ev[ev["raw_category"] == "TensorFlow Ops"]["lane"]) == {schema.LANE_GPU_ANNOTATION}
+    assert set(trace.side_table("copy_args")["copy_kind"].astype(str)) == {"DtoD"}

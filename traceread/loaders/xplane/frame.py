@@ -89,23 +89,18 @@ def build(d: M.Decoded, path: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame
     device = np.full(n, S.NO_ID, dtype=np.int32)
     stream = np.full(n, S.NO_ID, dtype=np.int64)
     tid = np.full(n, S.NO_ID, dtype=np.int64)
-    kinds: list[str] = []
-    raw = np.zeros(n, dtype=np.int16)
-    has_copy_details = np.zeros(n, dtype=bool)
-    if M.MEMCPY_DETAILS in d.texts:
-        t = d.texts[M.MEMCPY_DETAILS]
-        has_copy_details[t.rows] = True
-        has_copy_details[t.ref_rows] = True
+    kinds: dict[str, int] = {}
+    raw = np.zeros(n, dtype=np.int32)
+    has_copy_details = _flag(d, M.MEMCPY_DETAILS)
+    # a GPU activity record: launched (a correlation id) or described as a kernel or a copy
+    activity = has_copy_details | _flag(d, M.KERNEL_DETAILS) | (d.ints[M.CORRELATION] >= 0)
     starts = np.searchsorted(d.line, np.arange(len(d.lines) + 1)) if _sorted(d.line) else None
     for li, ln in enumerate(d.lines):
         rows = np.arange(starts[li], starts[li + 1]) if starts is not None else np.flatnonzero(d.line == li)
         if not len(rows):
             continue
         plane = d.planes[ln.plane]
-        kind = line_kind(ln.name)
-        if kind not in kinds:
-            kinds.append(kind)
-        raw[rows] = kinds.index(kind)
+        raw[rows] = kinds.setdefault(line_kind(ln.name), len(kinds))
         code = d.name[rows]
         dev = device_of(plane.name)
         if dev is not None:
@@ -113,7 +108,10 @@ def build(d: M.Decoded, path: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame
             m = _STREAM.match(ln.name)
             stream[rows] = int(m.group(1)) if m else ln.id
             tid[rows] = stream[rows]
-            _device_line(lane, cat, rows, code, names, dev[0], ln.name, has_copy_details)
+            # streams are "Stream #N(...)" lines; a line otherwise named whose events are activity
+            # records (not derived annotations) holds device work too
+            work = m is not None or bool(activity[rows].mean() >= 0.5)
+            _device_line(lane, cat, rows, code, names, dev[0], ln.name, has_copy_details, work)
         elif plane.name == HOST_PLANE:
             tid[rows] = ln.id
             _host_line(lane, cat, rows, code, names, d)
@@ -131,7 +129,7 @@ def build(d: M.Decoded, path: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame
         "pid": np.full(n, S.NO_ID, dtype=np.int64), "tid": tid,
         "name": pd.Categorical.from_codes(name_code, categories=pd.Index(uniq, dtype=object)),
         "category": pd.Categorical.from_codes(cat, categories=pd.Index(list(S.CATEGORIES))),
-        "raw_category": pd.Categorical.from_codes(raw, categories=pd.Index(kinds or ["line"])),
+        "raw_category": pd.Categorical.from_codes(raw, categories=pd.Index(list(kinds) or ["line"])),
         "start_ns": d.start_ns.astype(np.int64), "end_ns": d.end_ns.astype(np.int64),
         "correlation": corr.astype(np.int64),
         "external_id": np.full(n, S.NO_ID, dtype=np.int64),
@@ -144,9 +142,18 @@ def _sorted(a: np.ndarray) -> bool:
     return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
 
 
+def _flag(d: M.Decoded, stat: str) -> np.ndarray:
+    """Per event: whether it carries the text stat ``stat``."""
+    out = np.zeros(d.n, dtype=bool)
+    if stat in d.texts:
+        out[d.texts[stat].rows] = True
+        out[d.texts[stat].ref_rows] = True
+    return out
+
+
 def _device_line(lane: np.ndarray, cat: np.ndarray, rows: np.ndarray, code: np.ndarray, names: _Names,
-                 kind: str, line_name: str, copy_details: np.ndarray) -> None:
-    if _STREAM.match(line_name):
+                 kind: str, line_name: str, copy_details: np.ndarray, work: bool) -> None:
+    if work and not (kind == "TPU" and line_name in (TPU_OPS_LINE, ASYNC_OPS_LINE)):
         is_copy = names.copy[code] | copy_details[rows] | ("memcpy" in line_name.lower())
         is_memset = names.memset[code] & ~is_copy
         comm = names.comm_kernel[code] & ~is_copy & ~is_memset
