@@ -10,11 +10,13 @@ XSpace reads the same. Damaged files are refused naming the format.
 from __future__ import annotations
 
 import gzip
+from pathlib import Path
 
 import numpy as np
 import pytest
 from xplane_synth import PlaneWriter, space, viewer_json, walk
 
+import traceread
 from traceread import schema
 from traceread.errors import TraceReadError
 from traceread.lanes import event_view
@@ -285,16 +287,26 @@ def test_garbage_after_a_plane_header_is_refused(tmp_path) -> None:
         load(_write(tmp_path, "bad.xplane.pb", bad))
 
 
-def test_info_and_analyze_commands(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("which", ["gpu", "tpu"])
+def test_info_and_analyze_commands(tmp_path, capsys, which) -> None:
+    import json
+
+    import jsonschema
+
     from traceread.cli import main
 
-    path = str(_write(tmp_path, "run.xplane.pb", gpu_space()))
+    path = str(_write(tmp_path, "run.xplane.pb", gpu_space() if which == "gpu" else tpu_space()))
     assert main(["info", path]) == 0
     out = capsys.readouterr().out
     assert "xplane" in out and "CPU-only" not in out
-    assert main(["analyze", path]) == 0
+    report = tmp_path / "report.json"
+    assert main(["analyze", path, "--json", str(report)]) == 0
     out = capsys.readouterr().out
     assert "CPU-only" not in out and "No GPU activity" not in out
+    doc = json.loads(report.read_text())
+    schema_doc = json.loads((Path(traceread.__file__).parent / "data" / "report.schema.json").read_text())
+    jsonschema.validate(doc, schema_doc)
+    assert doc["traces"][0]["format"] == "xplane"
 
 
 def test_device_only_capture_says_host_causes_cannot_be_named(tmp_path) -> None:
