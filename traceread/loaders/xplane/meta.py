@@ -103,7 +103,8 @@ def devices(d: M.Decoded, events: pd.DataFrame) -> tuple[list[DeviceInfo], dict[
         notes.append(f"device(s) {', '.join(map(str, derived))}: the xplane gives no model name; named from the "
                      "architecture, compute units and memory its plane records")
     if nameless:
-        notes.append(f"device(s) {', '.join(map(str, sorted(nameless)))}: the xplane gives no model name "
+        why = ("the trace-viewer JSON keeps no device stats" if d.from_viewer else "the xplane gives no model name")
+        notes.append(f"device(s) {', '.join(map(str, sorted(nameless)))}: {why} "
                      "(pass --gpu NAME for MFU and the roofline)")
     return [out[k] for k in sorted(out)], peaks, notes
 
@@ -115,7 +116,8 @@ def time_base(d: M.Decoded) -> tuple[str, int | None, str | None]:
         return S.TIME_EPOCH, d.epoch_ns, None
     if d.n and 10**18 <= int(d.start_ns.min()) <= EPOCH_NS_MAX:
         return S.TIME_EPOCH, 0, None
-    return S.TIME_SESSION, None, "no profile start time (Task Environment): times are from the profile's start"
+    where = "the trace-viewer JSON does not record" if d.from_viewer else "no Task Environment plane records"
+    return S.TIME_SESSION, None, f"{where} the profile's start time: times are ns from the profile's start"
 
 
 def _frame(rank: np.ndarray, step: np.ndarray, name: list[str], start: np.ndarray, end: np.ndarray) -> pd.DataFrame:

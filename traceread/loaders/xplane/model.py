@@ -93,6 +93,7 @@ class Decoded:
     notes: list[str] = field(default_factory=list)  # things the reader dropped or repaired, for warnings
     epoch_ns: int | None = None  # the profile's start (Task Environment), when the file records one
     truncated: bool = False  # events were dropped before the file was written (trace viewer limit)
+    from_viewer: bool = False  # read from the trace-viewer JSON (no plane stats, no profile start)
 
     @property
     def n(self) -> int:

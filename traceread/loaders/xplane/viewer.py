@@ -147,7 +147,7 @@ def read_viewer(path: str) -> M.Decoded:
     order = np.argsort(line, kind="stable")  # events grouped by line, as in an XSpace
     d = M.Decoded(planes=planes, lines=lines, line=line, name=code, names=[k[0] for k in names],
                   categories=[k[1] for k in names], start_ns=start_ns, end_ns=end_ns, ints=ints, texts=texts,
-                  notes=notes, truncated=doc.get("filteredByVisibility") is True)
+                  notes=notes, truncated=doc.get("filteredByVisibility") is True, from_viewer=True)
     return _reorder(d, order)
 
 
