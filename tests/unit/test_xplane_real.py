@@ -144,3 +144,15 @@ def test_info_and_analyze_say_something_true(path, capsys) -> None:
     assert "CPU-only" not in out and "No GPU activity" not in out
     if path == TPU:
         assert "Launch-bound" not in out and "launch-bound** |" not in out
+
+
+def test_no_other_shared_trace_is_taken_for_an_xplane() -> None:
+    from traceread.loaders.xplane import is_trace_viewer, looks_like_xplane
+
+    others = [p for p in SHARED_TRACES.rglob("*") if p.is_file() and not p.name.endswith(".xplane.pb")]
+    assert len(others) > 10
+    for p in others:
+        assert not looks_like_xplane(p.read_bytes()[:64]), p.name
+        assert not is_trace_viewer(str(p)), p.name
+    for p in SAMPLES:
+        assert sniff(str(p)) == "xplane"
