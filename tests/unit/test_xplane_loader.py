@@ -323,9 +323,13 @@ def test_a_device_line_not_named_stream_holds_work_when_its_events_are_activity_
                                         "memcpy_details": "kind_src:device kind_dst:device size:64"})
                                        for k in range(4)])
     gpu.line(41, "TensorFlow Ops", 1_000, [("fusion", k * 1_000_000, 500_000, {}) for k in range(4)])
+    # kernels whose names read like copies or memsets: their kernel_details say what they are
+    gpu.line(42, "Stream #42(Kernel)", 1_000, [(name, k * 1_000_000, 500_000, {"kernel_details": "grid:1,1,1 block:64,1,1"})
+                                               for k, name in enumerate(["memcpy_strided_kernel", "memset_zero_kernel"])])
     trace = load(_write(tmp_path, "l.xplane.pb", space([gpu])))
     ev = trace.events
     copies = ev[ev["lane"] == schema.LANE_MEMCPY]
     assert len(copies) == 4 and set(copies["stream"]) == {40} and set(copies["device"]) == {1}
     assert set(ev[ev["raw_category"] == "TensorFlow Ops"]["lane"]) == {schema.LANE_GPU_ANNOTATION}
+    assert set(ev[ev["stream"] == 42]["lane"]) == {schema.LANE_GPU_COMPUTE}
     assert set(trace.side_table("copy_args")["copy_kind"].astype(str)) == {"DtoD"}

@@ -2,9 +2,11 @@
 
 Where each line's events go (``schema.LANES``):
 
-* a GPU plane's ``Stream #N(...)`` lines: kernels on ``gpu_compute`` (communication kernels, by name,
-  on ``gpu_comm``), copies (a ``memcpy_details`` stat, a copy name or a ``Memcpy`` line) on
-  ``memcpy``, memsets on ``memset``; ``stream`` = N;
+* a GPU plane's ``Stream #N(...)`` lines (and a line otherwise named whose events are activity
+  records: launched, or with kernel or copy details): kernels on ``gpu_compute`` (communication
+  kernels, by name, on ``gpu_comm``), copies (a ``memcpy_details`` stat; without ``kernel_details``,
+  a copy name or a ``Memcpy`` line) on ``memcpy``, memsets on ``memset``; ``stream`` = N (else the
+  line id);
 * a TPU plane's ``XLA Ops`` line: the ops are the device's work, ``gpu_compute``; collectives (an
   ``hlo_category`` or name of all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
   send/recv) on ``gpu_comm``. ``Async XLA Ops``: async copies on ``memcpy``, async collectives on
@@ -38,7 +40,7 @@ DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU|[A-Z_]+):(\d{1,9})\b")
 HOST_PLANE = "/host:CPU"
 _STREAM = re.compile(r"^Stream #(\d{1,18})")
 _NUMBER_TAIL = re.compile(r"(\s*#-?\d+|/-?\d+)")
-_COPY_NAME = re.compile(r"memcpy|^Copy(HostTo|DeviceTo|PeerTo|Device|Host)|copy-(start|done)|async-copy|dma", re.I)
+_COPY_NAME = re.compile(r"memcpy|^Copy(HostTo|DeviceTo|PeerTo|Device|Host)|copy-(start|done)|async-copy", re.I)
 _MEMSET_NAME = re.compile(r"memset", re.I)
 _API = re.compile(r"^(cuda|hip)[A-Z]\w*$|^hsa_\w+$")
 _DRIVER = re.compile(r"^cu[A-Z]\w*$")
@@ -92,8 +94,9 @@ def build(d: M.Decoded, path: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame
     kinds: dict[str, int] = {}
     raw = np.zeros(n, dtype=np.int32)
     has_copy_details = _flag(d, M.MEMCPY_DETAILS)
+    has_kernel_details = _flag(d, M.KERNEL_DETAILS)
     # a GPU activity record: launched (a correlation id) or described as a kernel or a copy
-    activity = has_copy_details | _flag(d, M.KERNEL_DETAILS) | (d.ints[M.CORRELATION] >= 0)
+    activity = has_copy_details | has_kernel_details | (d.ints[M.CORRELATION] >= 0)
     starts = np.searchsorted(d.line, np.arange(len(d.lines) + 1)) if _sorted(d.line) else None
     for li, ln in enumerate(d.lines):
         rows = np.arange(starts[li], starts[li + 1]) if starts is not None else np.flatnonzero(d.line == li)
@@ -111,7 +114,7 @@ def build(d: M.Decoded, path: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame
             # streams are "Stream #N(...)" lines; a line otherwise named whose events are activity
             # records (not derived annotations) holds device work too
             work = m is not None or bool(activity[rows].mean() >= 0.5)
-            _device_line(lane, cat, rows, code, names, dev[0], ln.name, has_copy_details, work)
+            _device_line(lane, cat, rows, code, names, dev[0], ln.name, (has_copy_details, has_kernel_details), work)
         elif plane.name == HOST_PLANE:
             tid[rows] = ln.id
             _host_line(lane, cat, rows, code, names, d)
@@ -152,10 +155,12 @@ def _flag(d: M.Decoded, stat: str) -> np.ndarray:
 
 
 def _device_line(lane: np.ndarray, cat: np.ndarray, rows: np.ndarray, code: np.ndarray, names: _Names,
-                 kind: str, line_name: str, copy_details: np.ndarray, work: bool) -> None:
+                 kind: str, line_name: str, details: tuple[np.ndarray, np.ndarray], work: bool) -> None:
     if work and not (kind == "TPU" and line_name in (TPU_OPS_LINE, ASYNC_OPS_LINE)):
-        is_copy = names.copy[code] | copy_details[rows] | ("memcpy" in line_name.lower())
-        is_memset = names.memset[code] & ~is_copy
+        # the stats decide; a name or the line's kind only where neither stat is there
+        copy_details, kernel_details = details[0][rows], details[1][rows]
+        is_copy = copy_details | (~kernel_details & (names.copy[code] | ("memcpy" in line_name.lower())))
+        is_memset = names.memset[code] & ~is_copy & ~kernel_details
         comm = names.comm_kernel[code] & ~is_copy & ~is_memset
         lane[rows] = np.where(is_copy, _LANE[S.LANE_MEMCPY], np.where(
             is_memset, _LANE[S.LANE_MEMSET], np.where(comm, _LANE[S.LANE_GPU_COMM], _LANE[S.LANE_GPU_COMPUTE])))
