@@ -333,3 +333,23 @@ def test_a_device_line_not_named_stream_holds_work_when_its_events_are_activity_
     assert set(ev[ev["raw_category"] == "TensorFlow Ops"]["lane"]) == {schema.LANE_GPU_ANNOTATION}
     assert set(ev[ev["stream"] == 42]["lane"]) == {schema.LANE_GPU_COMPUTE}
     assert set(trace.side_table("copy_args")["copy_kind"].astype(str)) == {"DtoD"}
+
+
+def test_tpu_host_offload_copies_are_copies_with_their_direction(tmp_path) -> None:
+    """copy-start/copy-done ops start a DMA and wait for it: the copy lane, HtoD when the source is in host
+    memory (layout S(5)), DtoH when the destination is."""
+    tpu = PlaneWriter("/device:TPU:0")
+    h2d = "%copy-start = (f32[8]{0}, f32[8]{0:S(5)}, u32[]) copy-start(f32[8]{0:S(5)} %p)"
+    d2h = "%copy-start.1 = (f32[8]{0:S(5)}, f32[8]{0}, u32[]) copy-start(f32[8]{0} %q)"
+    done = "%copy-done.1 = f32[8]{0:S(5)} copy-done((f32[8]{0:S(5)}, f32[8]{0}, u32[]) %copy-start.1)"
+    ops = [(h2d, 0, 1_000, {}, {"hlo_category": "copy-start"}, "copy-start"),
+           (d2h, 2_000, 1_000, {}, {"hlo_category": "copy-start"}, "copy-start.1"),
+           ("%fusion = f32[8]{0} fusion(...)", 4_000, 10_000, {}, {"hlo_category": "loop fusion"}, "fusion"),
+           (done, 20_000, 5_000_000, {}, {"hlo_category": "copy-done"}, "copy-done.1")]
+    tpu.line(3, "XLA Ops", 0, ops)
+    trace = load(_write(tmp_path, "t.xplane.pb", space([tpu])))
+    ev = trace.events
+    assert list(ev["lane"].astype(str)) == [schema.LANE_MEMCPY, schema.LANE_MEMCPY, schema.LANE_GPU_COMPUTE,
+                                            schema.LANE_MEMCPY]
+    args = trace.side_table("copy_args").sort_values("row")
+    assert list(args["copy_kind"].astype(str)) == ["HtoD", "DtoH", "DtoH"]

@@ -94,7 +94,14 @@ def test_tpu_ops_collectives_and_device_name() -> None:
         ev = trace.events
         ops = ev[(ev["device"] == dev) & (ev["raw_category"] == "XLA Ops")]
         assert len(ops) == len(ops_line.events)
-        assert set(ops["lane"].astype(str)) == {schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM}
+        # the ops: compute, the psums on the communication lane, and the host-offload copies (copy-start and
+        # copy-done start a DMA and wait for it) on the copy lane, half each way
+        assert set(ops["lane"].astype(str)) == {schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM, schema.LANE_MEMCPY}
+        copies = ops[ops["lane"] == schema.LANE_MEMCPY]
+        want = [e for e in ops_line.events if e.category in ("copy-start", "copy-done")]
+        assert len(copies) == len(want) > 0
+        kinds = trace.side_table("copy_args").set_index("row").loc[copies.index, "copy_kind"].astype(str)
+        assert kinds.value_counts().to_dict() == {"HtoD": len(want) // 2, "DtoH": len(want) // 2}
         comm = _gpu(trace, dev, schema.LANE_GPU_COMM)
         assert len(comm) == 3 and set(comm["name"].astype(str)) == {"all-reduce"}
         assert sorted(comm["start_ns"].tolist()) == sorted(e.start_ps // 1000 for e in psums)

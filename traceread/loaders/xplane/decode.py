@@ -53,7 +53,7 @@ def decode(data: bytes) -> M.Decoded:
     space = parse_space(data)
     planes: list[M.Plane] = []
     lines: list[M.Line] = []
-    names: dict[tuple[str, str], int] = {}  # (name, category) -> code
+    names: dict[tuple[str, str, str], int] = {}  # (name, category, copy direction) -> code
     line_ts: list[int] = []
     blobs: list[bytes] = []
     counts: list[int] = []
@@ -80,7 +80,8 @@ def decode(data: bytes) -> M.Decoded:
                     cat = v if isinstance(v, str) else ""
             shown = md.display_name or md.name
             ids.append(int(k))
-            codes.append(names.setdefault((shown, cat), len(names)))
+            direction = M.copy_direction(md.name) if "copy" in cat or "copy-" in md.name[:40] else ""
+            codes.append(names.setdefault((shown, cat, direction), len(names)))
         order = np.argsort(np.array(ids, dtype=np.int64), kind="stable")
         plane_meta_ids.append(np.array(ids, dtype=np.int64)[order])
         plane_name_code.append(np.array(codes, dtype=np.int64)[order])
@@ -93,10 +94,9 @@ def decode(data: bytes) -> M.Decoded:
             counts.append(len(evs))
             blobs.append(b"".join(evs))
             sizes.append(np.fromiter(map(len, evs), dtype=np.int64, count=len(evs)))
-    name_list = [n for n, _ in names]
-    cat_list = [c for _, c in names]
+    keys = list(names)
     out = _events(planes, lines, line_ts, blobs, counts, sizes, plane_meta_ids, plane_name_code, plane_stat_ids,
-                  plane_stat_names, name_list, cat_list)
+                  plane_stat_names, [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys])
     out.epoch_ns = epoch
     return out
 
@@ -104,7 +104,7 @@ def decode(data: bytes) -> M.Decoded:
 def _events(planes: list[M.Plane], lines: list[M.Line], line_ts: list[int], blobs: list[bytes], counts: list[int],
             sizes: list[np.ndarray], meta_ids: list[np.ndarray], name_codes: list[np.ndarray],
             stat_ids: list[dict[str, int]], stat_names: list[dict[int, str]], names: list[str],
-            cats: list[str]) -> M.Decoded:
+            cats: list[str], directions: list[str]) -> M.Decoded:
     buf = np.frombuffer(b"".join(blobs), dtype=np.uint8)
     size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
     n = len(size)
@@ -158,11 +158,10 @@ def _events(planes: list[M.Plane], lines: list[M.Line], line_ts: list[int], blob
         code[rows[hit]] = name_codes[pi][pos[hit]]
     if (code < 0).any():
         notes.append(f"{int((code < 0).sum()):,} event(s) name metadata their plane does not define: named ''")
-        names = [*names, ""]
-        cats = [*cats, ""]
+        names, cats, directions = [*names, ""], [*cats, ""], [*directions, ""]
         code = np.where(code < 0, len(names) - 1, code)
     ints, texts = _stats(buf, s, owner, plane, stat_ids, stat_names, n)
-    out = M.Decoded(planes=planes, lines=lines, line=line, name=code, names=names, categories=cats,
+    out = M.Decoded(planes=planes, lines=lines, line=line, name=code, names=names, categories=cats, directions=directions,
                     start_ns=start_ns, end_ns=end_ns, ints=ints, texts=texts, notes=notes)
     if dropped:
         _take(out, np.flatnonzero(keep))

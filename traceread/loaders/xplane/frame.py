@@ -9,8 +9,10 @@ Where each line's events go (``schema.LANES``):
   line id);
 * a TPU plane's ``XLA Ops`` line: the ops are the device's work, ``gpu_compute``; collectives (an
   ``hlo_category`` or name of all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
-  send/recv) on ``gpu_comm``. ``Async XLA Ops``: async copies on ``memcpy``, async collectives on
-  ``gpu_comm``, the rest as annotations;
+  send/recv) on ``gpu_comm``; ``copy-start``/``copy-done`` (a DMA started and waited for: host
+  offloading) on ``memcpy``, HtoD or DtoH by the host memory space ``S(5)`` in their HLO text.
+  ``Async XLA Ops``: async copies on ``memcpy``, async collectives on ``gpu_comm``, the rest as
+  annotations;
 * every other device line (``XLA Modules``, ``Steps``, a GPU plane's derived ``XLA Ops``/``TensorFlow
   Ops``, ``XLA TraceMe``...): ``gpu_annotation`` (they describe work the streams already hold);
 * the host plane's lines (one per thread, ``tid`` = the line id): CUDA/HIP calls as
@@ -167,9 +169,12 @@ def _device_line(lane: np.ndarray, cat: np.ndarray, rows: np.ndarray, code: np.n
         cat[rows] = np.where(is_copy, _CAT[S.CAT_MEMCPY], np.where(is_memset, _CAT[S.CAT_MEMSET], _CAT[S.CAT_KERNEL]))
         return
     if kind == "TPU" and line_name == TPU_OPS_LINE:
+        # copy-start/copy-done ops start a DMA and wait for it: the core is moving data, not computing
         coll = names.collective[code]
-        lane[rows] = np.where(coll, _LANE[S.LANE_GPU_COMM], _LANE[S.LANE_GPU_COMPUTE])
-        cat[rows] = _CAT[S.CAT_KERNEL]
+        copy = names.copy[code] & ~coll
+        lane[rows] = np.where(coll, _LANE[S.LANE_GPU_COMM], np.where(copy, _LANE[S.LANE_MEMCPY],
+                                                                     _LANE[S.LANE_GPU_COMPUTE]))
+        cat[rows] = np.where(copy, _CAT[S.CAT_MEMCPY], _CAT[S.CAT_KERNEL])
         return
     if kind == "TPU" and line_name == ASYNC_OPS_LINE:
         coll = names.collective[code]
@@ -229,14 +234,15 @@ def _side(d: M.Decoded, lane: np.ndarray, names: _Names) -> dict[str, pd.DataFra
         for p, v in zip(pos[ok].tolist(), [v for v, o in zip(vals, ok.tolist(), strict=True) if o], strict=True):
             detail[p] = v
     # one parse per distinct (detail, name): copies repeat the same few descriptions
-    key = pd.Series([f"{a}\x00{d.names[c]}" for a, c in zip(detail, d.name[copy_rows].tolist(), strict=True)])
+    key = pd.Series([f"{a}\x00{d.directions[c]}\x00{d.names[c]}"
+                     for a, c in zip(detail, d.name[copy_rows].tolist(), strict=True)])
     codes, uniq = pd.factorize(key)
     size, kind, src, dst = [], [], [], []
     for u in uniq:
-        det, name = u.split("\x00", 1)
+        det, direction, name = u.split("\x00", 2)
         m = _SIZE.search(det)
         size.append(int(m.group(1)) if m and int(m.group(1)) > 0 else -1)
-        kind.append(_copy_kind(det, name))
+        kind.append(direction or _copy_kind(det, name))
         src.append(_memory_kind(_SRC.search(det)))
         dst.append(_memory_kind(_DST.search(det)))
     return {"copy_args": pd.DataFrame({

@@ -7,6 +7,7 @@ events frame.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,7 @@ class Decoded:
     name: np.ndarray  # int64: index into names
     names: list[str]  # event names (metadata display name, else name)
     categories: list[str]  # per name: the XLA op category (hlo_category) or ''
+    directions: list[str]  # per name: an XLA copy op's direction (HtoD, DtoH) read from its HLO text, or ''
     start_ns: np.ndarray  # int64, the line's timestamp_ns + the event's offset_ps // 1000
     end_ns: np.ndarray  # int64
     ints: dict[str, np.ndarray]  # INT_STATS: int64 per event, -1 where absent
@@ -98,6 +100,24 @@ class Decoded:
     @property
     def n(self) -> int:
         return len(self.line)
+
+
+# XLA's memory space 5 is host memory (host offloading): a layout ending in S(5) lives on the host.
+_HOST_SPACE = "S(5)"
+_COPY_OP = re.compile(r"\bcopy-(start|done)(?:\.\d+)?\(")
+
+
+def copy_direction(hlo: str) -> str:
+    """HtoD or DtoH for an XLA copy-start/copy-done whose HLO text (``%copy-start = (f32[..]{..}, ...)
+    copy-start(f32[..]{..S(5)} %p)``) puts one side in host memory; '' otherwise."""
+    m = _COPY_OP.search(hlo)
+    if m is None:
+        return ""
+    result, operand = hlo[:m.start()], hlo[m.end():]
+    if m.group(1) == "start":  # the result is (destination, source, context): the operand is the source
+        return "HtoD" if _HOST_SPACE in operand else "DtoH" if _HOST_SPACE in result else ""
+    # copy-done's result is the destination
+    return "DtoH" if _HOST_SPACE in result else "HtoD" if _HOST_SPACE in operand else ""
 
 
 def empty_ints(n: int) -> dict[str, np.ndarray]:

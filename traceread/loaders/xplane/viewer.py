@@ -130,10 +130,11 @@ def read_viewer(path: str) -> M.Decoded:
         raise TraceReadError(path, "a damaged trace-viewer JSON: an event time is not a time")
     start_ns = np.rint(ts * 1000).astype(np.int64)
     end_ns = np.maximum(np.rint((ts + dur) * 1000).astype(np.int64), start_ns)
-    names: dict[tuple[str, str], int] = {}
+    names: dict[tuple[str, str, str], int] = {}
     empty: dict[str, Any] = {}
     args: list[dict[str, Any]] = [a if isinstance(a := e.get("args"), dict) else empty for e in timed]
-    code = np.fromiter((names.setdefault((str(e.get("name", "")), str(a.get(M.HLO_CATEGORY, "") or "")), len(names))
+    code = np.fromiter((names.setdefault((str(e.get("name", "")), str(a.get(M.HLO_CATEGORY, "") or ""),
+                                          _direction(a)), len(names))
                         for e, a in zip(timed, args, strict=True)), dtype=np.int64, count=n)
     ints = M.empty_ints(n)
     for k in M.INT_STATS:
@@ -146,9 +147,15 @@ def read_viewer(path: str) -> M.Decoded:
     notes = [f"{skipped:,} counter or async event(s) of the trace viewer are not rows"] if skipped else []
     order = np.argsort(line, kind="stable")  # events grouped by line, as in an XSpace
     d = M.Decoded(planes=planes, lines=lines, line=line, name=code, names=[k[0] for k in names],
-                  categories=[k[1] for k in names], start_ns=start_ns, end_ns=end_ns, ints=ints, texts=texts,
+                  categories=[k[1] for k in names], directions=[k[2] for k in names], start_ns=start_ns, end_ns=end_ns, ints=ints, texts=texts,
                   notes=notes, truncated=doc.get("filteredByVisibility") is True, from_viewer=True)
     return _reorder(d, order)
+
+
+def _direction(args: dict[str, Any]) -> str:
+    """A copy op's direction from the HLO text xprof keeps in ``long_name`` (see model.copy_direction)."""
+    long = args.get("long_name")
+    return M.copy_direction(long) if isinstance(long, str) and "copy-" in long[:40] else ""
 
 
 def _dur(v: Any) -> float:
