@@ -173,6 +173,7 @@ class WEvent:
     start_ps: int  # line timestamp_ns * 1000 + offset_ps
     dur_ps: int
     stats: dict[str, Any]
+    long_name: str = ""  # the metadata's name when a display name is shown instead (an XLA op's HLO text)
 
 
 @dataclass
@@ -229,7 +230,8 @@ def walk(data: bytes) -> list[WPlane]:
                 d = dict(m)
                 mstats = dict(_stat(x, snames) for k, x in m if k == 5)
                 shown = (d.get(4) or d.get(2, b"")).decode()
-                emeta[entry.get(1, 0)] = (shown, mstats.get("hlo_category") or "")
+                long = d.get(2, b"").decode() if d.get(4) else ""
+                emeta[entry.get(1, 0)] = (shown, mstats.get("hlo_category") or "", long)
         plane = WPlane(name="", id=0, stats={}, lines=[])
         for n, v in parts:
             if n == 1:
@@ -249,9 +251,10 @@ def walk(data: bytes) -> list[WPlane]:
                         continue
                     ef = list(_fields(ev))
                     e = dict(ef)
-                    shown, cat = emeta.get(e.get(1, 0), ("", ""))
+                    shown, cat, long = emeta.get(e.get(1, 0), ("", "", ""))
                     stats = dict(_stat(x, snames) for kk, x in ef if kk == 4)
-                    line.events.append(WEvent(shown, cat, ts * 1000 + _i64(e.get(2, 0)), _i64(e.get(3, 0)), stats))
+                    line.events.append(WEvent(shown, cat, ts * 1000 + _i64(e.get(2, 0)), _i64(e.get(3, 0)), stats,
+                                              long))
                 plane.lines.append(line)
         out.append(plane)
     return out
@@ -290,6 +293,8 @@ def viewer_json(planes: list[WPlane], filtered: bool = False, python_dump: bool 
                 args = {k: v for k, v in e.stats.items() if v is not None}
                 if e.category:
                     args["hlo_category"] = e.category
+                if e.long_name:  # xprof shows the display name and keeps the full name here
+                    args["long_name"] = e.long_name
                 ev = {"pid": pid, "tid": tid, "name": e.name, "ts": e.start_ps / 1e6,
                       "dur": max(e.dur_ps, 1) / 1e6, "ph": "X"}
                 if args:

@@ -353,3 +353,7 @@ def test_tpu_host_offload_copies_are_copies_with_their_direction(tmp_path) -> No
                                             schema.LANE_MEMCPY]
     args = trace.side_table("copy_args").sort_values("row")
     assert list(args["copy_kind"].astype(str)) == ["HtoD", "DtoH", "DtoH"]
+    # the trace-viewer JSON keeps the HLO text in long_name: the same directions
+    viewer = load(_write(tmp_path, "t.trace.json", viewer_json(walk(space([tpu])))))
+    vargs = viewer.side_table("copy_args").sort_values("row")
+    assert list(vargs["copy_kind"].astype(str)) == ["HtoD", "DtoH", "DtoH"]
