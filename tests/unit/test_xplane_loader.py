@@ -266,6 +266,7 @@ def test_sniff_heads() -> None:
     assert looks_like_xplane(data[:64]) and looks_like_xplane(tpu_space()[:64])
     assert not looks_like_xplane(b'{"traceEvents": []}') and not looks_like_xplane(b"SQLite format 3\x00")
     assert not looks_like_xplane(b"\x0a\x05hello world")  # field 1, but no plane inside
+    assert not looks_like_xplane(b"\x0a\x05\x08\x01") and not looks_like_xplane(data[:8])  # no name seen
     assert looks_like_trace_viewer(viewer_json(walk(data))[:4096])
     assert looks_like_trace_viewer(viewer_json(walk(data), python_dump=True)[:4096])
     assert not looks_like_trace_viewer(b'{"schemaVersion": 1, "displayTimeUnit": "ms", "traceEvents": []}')

@@ -10,8 +10,8 @@ nameless ROCm device); a TPU plane carries ``device_type_string`` (``TPU v6 Lite
 Steps, where the file marks them: a device's ``Steps`` line (TensorFlow), else host events with a
 ``step_num`` stat (JAX ``StepTraceAnnotation``); else the runs of the XLA module run most often on
 the first device with an ``XLA Modules`` line (a TPU), or timed on the host (``jit_f:XLA GPU module``
-ranges of a GPU XSpace, overlapping ranges of the per-device threads merged into one run); step k
-runs from run k's start to run k+1's start. Else none (the analysis infers them).
+ranges of a GPU XSpace: run k is the k-th range on every per-device thread); step k runs from run k's
+start to run k+1's start. Else none (the analysis infers them).
 
 Only these stats are read: host names, paths and source locations some planes carry never reach
 the meta.

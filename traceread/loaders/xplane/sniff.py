@@ -31,23 +31,21 @@ def _varint(head: bytes, at: int) -> tuple[int, int] | None:
 def looks_like_xplane(head: bytes) -> bool:
     """Whether the first bytes of a file are an XSpace: field 1 (a plane) whose message opens with
     the plane's id (field 1) and/or name (field 2), the name a plane name (``/device:``, ``/host:``,
-    ``Task Environment``). Needs about 32 bytes (fewer: only what they show is checked)."""
+    ``Task Environment``). Reads up to the name: about 32 bytes."""
     if len(head) < 4 or head[0] != 0x0A:
         return False
     got = _varint(head, 1)
     if got is None:
         return False
     size, at = got
-    if size < 2:
+    if size < 2 or at >= len(head):
         return False
     if head[at] == 0x08:  # the plane's id
         got = _varint(head, at + 1)
         if got is None:
             return False
         at = got[1]
-        if at >= len(head):
-            return True
-    if head[at] != 0x12:  # the plane's name
+    if at >= len(head) or head[at] != 0x12:  # the plane's name (within the first bytes of any real XSpace)
         return False
     got = _varint(head, at + 1)
     if got is None:
