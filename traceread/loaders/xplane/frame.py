@@ -233,13 +233,14 @@ def _side(d: M.Decoded, lane: np.ndarray, names: _Names) -> dict[str, pd.DataFra
         ok = (pos < len(copy_rows)) & (copy_rows[np.minimum(pos, len(copy_rows) - 1)] == rows)
         for p, v in zip(pos[ok].tolist(), [v for v, o in zip(vals, ok.tolist(), strict=True) if o], strict=True):
             detail[p] = v
-    # one parse per distinct (detail, name): copies repeat the same few descriptions
-    key = pd.Series([f"{a}\x00{d.directions[c]}\x00{d.names[c]}"
-                     for a, c in zip(detail, d.name[copy_rows].tolist(), strict=True)])
-    codes, uniq = pd.factorize(key)
+    # one parse per distinct (detail, name code): copies repeat the same few descriptions. A dict, not
+    # pd.factorize: older pandas hashes object strings as C strings, so text after a NUL would not count.
+    index: dict[tuple[str, int], int] = {}
+    codes = np.array([index.setdefault((a, c), len(index)) for a, c in zip(detail, d.name[copy_rows].tolist(),
+                                                                           strict=True)], dtype=np.int64)
     size, kind, src, dst = [], [], [], []
-    for u in uniq:
-        det, direction, name = u.split("\x00", 2)
+    for det, c in index:
+        direction, name = d.directions[c], d.names[c]
         m = _SIZE.search(det)
         size.append(int(m.group(1)) if m and int(m.group(1)) > 0 else -1)
         kind.append(direction or _copy_kind(det, name))
@@ -283,8 +284,9 @@ def kernel_args(texts: M.Texts | None, kernel_rows: np.ndarray) -> pd.DataFrame:
     keep = np.isin(rows, kernel_rows)
     rows = rows[keep]
     vals = [v for v, k in zip(vals, keep.tolist(), strict=True) if k]
-    codes, found = pd.factorize(np.array(vals, dtype=object)) if vals else (np.zeros(0, np.int64), np.zeros(0, object))
-    uniq: list[str] = [str(t) for t in np.asarray(found).tolist()]
+    seen: dict[str, int] = {}  # a dict, not pd.factorize: see _side
+    codes = np.array([seen.setdefault(v, len(seen)) for v in vals], dtype=np.int64)
+    uniq = list(seen)
     table = np.full((len(uniq), len(cols) - 1), -1, dtype=np.int64)
     for i, text in enumerate(uniq):  # one parse per distinct launch configuration
         kv = dict(_KV.findall(text))
