@@ -17,8 +17,7 @@ limit: the trace is marked truncated. Plane stats (device vendor, peaks) and the
 not in this JSON: devices are unnamed and the time base is ``session``.
 
 The document is parsed by orjson and its columns gathered per event in Python (a few microseconds an
-event; xprof caps a viewer JSON at about a million events): the ``.xplane.pb`` of the same run is
-the faster and the more complete input.
+event): the ``.xplane.pb`` of the same run is the faster and the more complete input.
 """
 
 from __future__ import annotations
