@@ -38,8 +38,8 @@ def gpu_space() -> bytes:
     """One GPU: 3 steps of 3 kernels (one NCCL) launched by cuLaunchKernel, 2 H2D copies, a derived
     XLA Ops line; StepTraceAnnotation 'train' with step_num on the host."""
     gpu = PlaneWriter("/device:GPU:0", 1)
-    for k, v in (("device_vendor", "Nvidia"), ("core_count", 132), ("memory_size", ("u", 80 * 2**30)),
-                 ("compute_cap_major", 9), ("compute_cap_minor", 0)):
+    for k, v in (("device_vendor", "Nvidia"), ("gpu_device_name", "NVIDIA H100 80GB HBM3"), ("core_count", 132),
+                 ("memory_size", ("u", 80 * 2**30)), ("compute_cap_major", 9), ("compute_cap_minor", 0)):
         gpu.plane_stat(k, v)
     host = PlaneWriter("/host:CPU", 2)
     kern, launches, steps, ops, copies, copy_calls = [], [], [], [], [], []
@@ -62,6 +62,7 @@ def gpu_space() -> bytes:
     gpu.line(13, "Stream #13(MemcpyH2D)", 1_000, copies)
     gpu.line(2, "XLA Ops", 1_000, ops)
     host.line(4242, "Host Threads/4242", 1_000, launches + copy_calls, display="Host Threads/4242")
+    host.line(4243, "Host Threads/4242/NVTX", 1_000, [("forward", 0, 5_000_000_000, {})])
     host.line(77, "python", 1_000, [*steps, ("$train.py:10 step", 0, 9_500_000_000, {}),
                                     ("MemoryAllocation", 3_000_000, 0, {"bytes_allocated": 4096})])
     return space([PlaneWriter("/host:metadata"), gpu, host, _task_env()], hostnames=("secret-host-name",))
@@ -180,7 +181,9 @@ def test_devices_named_from_the_plane_and_no_host_names(tmp_path) -> None:
     trace = load(_write(tmp_path, "run.xplane.pb", gpu_space()))
     (dev,) = trace.meta.devices
     assert dev.used and dev.sm_count == 132 and dev.memory_bytes == 80 * 2**30 and dev.compute_capability == "9.0"
-    assert "NVIDIA" in dev.name
+    assert dev.name == "NVIDIA H100 80GB HBM3"  # the peak table knows it: MFU needs no --gpu
+    nvtx = trace.events[trace.events["raw_category"] == "Host Threads/NVTX"]
+    assert len(nvtx) == 1 and set(nvtx["lane"]) == {schema.LANE_CPU_ANNOTATION}
     assert "secret-host-name" not in repr(trace.meta)
 
 

@@ -15,7 +15,8 @@ Where each line's events go (``schema.LANES``):
   annotations;
 * every other device line (``XLA Modules``, ``Steps``, a GPU plane's derived ``XLA Ops``/``TensorFlow
   Ops``, ``XLA TraceMe``...): ``gpu_annotation`` (they describe work the streams already hold);
-* the host plane's lines (one per thread, ``tid`` = the line id): CUDA/HIP calls as
+* the host plane's lines (one per thread, ``tid`` = the line id; a thread's ``.../NVTX`` line as
+  ``cpu_annotation``): CUDA/HIP calls as
   ``runtime``/``driver`` (their ``correlation_id`` links them to the GPU work they launched), events
   with a ``step_num`` stat (JAX ``StepTraceAnnotation``) as ``cpu_annotation``, Python frames
   (``$file:line fn``) as ``python_function``, zero-length events as ``instant``, the rest as
@@ -120,6 +121,8 @@ def build(d: M.Decoded, path: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame
         elif plane.name == HOST_PLANE:
             tid[rows] = ln.id
             _host_line(lane, cat, rows, code, names, d)
+            if ln.name.endswith("/NVTX"):  # CUPTI's NVTX ranges of a thread: user annotations
+                lane[rows], cat[rows] = _LANE[S.LANE_CPU_ANNOTATION], _CAT[S.CAT_USER_ANNOTATION]
         else:  # /host:metadata, Task Environment, a custom plane: kept as host rows of no thread
             tid[rows] = ln.id
     corr = d.ints[M.CORRELATION]

@@ -1,8 +1,9 @@
 """Trace-level facts of an XSpace: devices and their peaks, the time base, steps.
 
 Devices come from the device planes' stats: a GPU plane carries ``device_vendor``, ``core_count``,
-``memory_size`` and ``compute_cap_major``/``minor`` but no model name, so an AMD part is named from
-its architecture, compute units and memory when they identify one (as the Kineto loader does for a
+``memory_size``, ``compute_cap_major``/``minor`` and, from XLA's CUPTI collector, ``gpu_device_name``;
+without a name (ROCm) an AMD part is named from its architecture, compute units and memory when they
+identify one (as the Kineto loader does for a
 nameless ROCm device); a TPU plane carries ``device_type_string`` (``TPU v6 Lite``) and its peaks
 (``peak_teraflops_per_second``, ``peak_hbm_bw_gigabytes_per_second``), kept in
 ``meta.extra["device_peaks"]`` beside the peak table's row for the same name.
@@ -52,6 +53,9 @@ def _num(v: Any) -> float | None:
 
 
 def _gpu_name(stats: dict[str, Any], cc: str | None) -> str:
+    named = stats.get("gpu_device_name")  # XLA's CUPTI collector records cuDeviceGetName's answer
+    if isinstance(named, str) and named.strip() and named.isprintable() and len(named) < 100:
+        return named.strip()
     vendor = stats.get("device_vendor")
     vendor = vendor if isinstance(vendor, str) and vendor.isprintable() and len(vendor) < 40 else ""
     cores, mem = _int(stats.get("core_count")), _int(stats.get("memory_size"))
