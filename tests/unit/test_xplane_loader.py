@@ -262,6 +262,9 @@ def test_tpu_trace_viewer_json(tmp_path) -> None:
     trace = load(path)
     comm = trace.events[trace.events["lane"] == schema.LANE_GPU_COMM]
     assert len(comm) == 6 and sorted(set(comm["device"])) == [0, 1]
+    # the JSON keeps no plane stats: the chips are TPUs of no known type, and the notes say so
+    assert {d.name for d in trace.meta.devices} == {"TPU"}
+    assert any("keeps no device stats" in w for w in trace.meta.warnings)
 
 
 def test_sniff_heads() -> None:

@@ -100,8 +100,8 @@ def devices(d: M.Decoded, events: pd.DataFrame) -> tuple[list[DeviceInfo], dict[
                               memory_bytes=_int(st.get("memory_size")), compute_capability=cc, used=idx in used)
     for idx in sorted(used - set(out)):
         out[idx] = DeviceInfo(rank=0, id=idx, name="", used=True)
-    nameless = [i for i, dv in out.items() if dv.used and (not dv.name or dv.name.startswith(("GPU", "NVIDIA GPU",
-                                                                                              "AMD GPU")))]
+    nameless = [i for i, dv in out.items() if dv.used and (dv.name in ("", "TPU") or dv.name.startswith(
+        ("GPU", "NVIDIA GPU", "AMD GPU")))]
     derived = sorted(i for i, dv in out.items() if dv.used and dv.name.startswith("AMD Instinct"))
     if derived:
         notes.append(f"device(s) {', '.join(map(str, derived))}: the xplane gives no model name; named from the "
