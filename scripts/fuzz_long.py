@@ -9,7 +9,8 @@ file (or lets a raw control character from the trace reach the output) is copied
 with a ``.txt`` beside it saying what was done and what happened. Mutations: the suite's (byte flips,
 truncation, wrong types, control characters and invalid UTF-8 in string fields, integers at 2^31,
 2^53, 2^63, 2^64 and beyond, long stretches without an event boundary, SQLite layouts) plus world
-sizes up to 10^12 (``LONG_JSON_MUTATIONS``); the worker's memory is capped at 8 GiB.
+sizes up to 10^12 (``LONG_JSON_MUTATIONS``), and XSpace protobufs (``tests/fuzz/fuzz_xplane.py``); the
+worker's memory is capped at 8 GiB.
 Needs the test extras (``pip install -e '.[test]'``); reads ../shared/traces when present.
 """
 
@@ -39,6 +40,8 @@ from fuzz_mutations import (  # noqa: E402
     nsys_bases,
     write_json_case,
 )
+from fuzz_xplane import BYTE_MUTATIONS as XPLANE_MUTATIONS  # noqa: E402
+from fuzz_xplane import XPLANE_COMMANDS, mutate_xplane, xplane_bases  # noqa: E402
 
 from traceread.loaders.kineto.scan import BUILT as SCANNER_BUILT  # noqa: E402
 
@@ -54,7 +57,7 @@ def main(minutes: float, failures_dir: str, seed: int | None) -> None:
     tty = sys.stderr.isatty()
     with tempfile.TemporaryDirectory(prefix="traceread-fuzz-") as tmp_s:
         tmp = Path(tmp_s)
-        jb, nb = json_bases(tmp), nsys_bases(tmp)
+        jb, nb, xb = json_bases(tmp), nsys_bases(tmp), xplane_bases()
         worker = Worker()
         deadline = time.monotonic() + minutes * 60
         start, runs, bad = time.monotonic(), 0, 0
@@ -63,8 +66,15 @@ def main(minutes: float, failures_dir: str, seed: int | None) -> None:
                 case = tmp / f"case{runs}"
                 case.mkdir()
                 command = rnd.choice(COMMANDS)
-                is_json = rnd.random() < 0.6
-                if is_json:
+                draw = rnd.random()
+                is_json = draw < 0.5
+                if draw >= 0.85:  # an XSpace protobuf (.xplane.pb)
+                    base = rnd.choice(sorted(xb))
+                    command = rnd.choice(XPLANE_COMMANDS)
+                    data, how = mutate_xplane(rnd, xb[base], rnd.choice(XPLANE_MUTATIONS))
+                    path = case / f"{base}.xplane.pb"
+                    path.write_bytes(data)
+                elif is_json:
                     base = rnd.choice(sorted(jb))
                     kind = rnd.choice(LONG_JSON_MUTATIONS)
                     data, how = mutate_json(rnd, jb[base], kind)
