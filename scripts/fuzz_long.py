@@ -12,7 +12,8 @@ file (or lets a raw control character from the trace reach the output) is copied
 with a ``.txt`` beside it saying what was done and what happened. Mutations: the suite's (byte flips,
 truncation, wrong types, control characters and invalid UTF-8 in string fields, integers at 2^31,
 2^53, 2^63, 2^64 and beyond, long stretches without an event boundary, SQLite layouts) plus world
-sizes up to 10^12 (``LONG_JSON_MUTATIONS``); the worker's memory is capped at 8 GiB.
+sizes up to 10^12 (``LONG_JSON_MUTATIONS``), and XSpace protobufs (``tests/fuzz/fuzz_xplane.py``); the
+worker's memory is capped at 8 GiB.
 Needs the test extras (``pip install -e '.[test]'``); reads ../shared/traces when present.
 """
 
@@ -43,6 +44,8 @@ from fuzz_mutations import (  # noqa: E402
     nsys_bases,
     write_json_case,
 )
+from fuzz_xplane import BYTE_MUTATIONS as XPLANE_MUTATIONS  # noqa: E402
+from fuzz_xplane import XPLANE_COMMANDS, mutate_xplane, xplane_bases  # noqa: E402
 
 from traceread.loaders.kineto.scan import BUILT as SCANNER_BUILT  # noqa: E402
 
@@ -59,6 +62,7 @@ def main(minutes: float, failures_dir: str, seed: int | None) -> None:
     with tempfile.TemporaryDirectory(prefix="traceread-fuzz-") as tmp_s:
         tmp = Path(tmp_s)
         jb, nb, fb = json_bases(tmp), nsys_bases(tmp), format_seeds(tmp / "format-seeds")
+        xb = xplane_bases()
         worker = Worker()
         deadline = time.monotonic() + minutes * 60
         start, runs, bad = time.monotonic(), 0, 0
@@ -69,7 +73,13 @@ def main(minutes: float, failures_dir: str, seed: int | None) -> None:
                 command = rnd.choice(COMMANDS)
                 draw = rnd.random()
                 is_json = draw < 0.5
-                if draw >= 0.8:  # every other format detected (format_seeds): one seed entry per format
+                if draw >= 0.9:  # an XSpace protobuf (.xplane.pb), mutated field by field
+                    base = rnd.choice(sorted(xb))
+                    command = rnd.choice(XPLANE_COMMANDS)
+                    data, how = mutate_xplane(rnd, xb[base], rnd.choice(XPLANE_MUTATIONS))
+                    path = case / f"{base}.xplane.pb"
+                    path.write_bytes(data)
+                elif draw >= 0.8:  # every other format detected (format_seeds): one seed entry per format
                     base = rnd.choice(sorted(fb))
                     kind = rnd.choice(mutations(fb[base]))
                     (case / "in").mkdir()

@@ -93,7 +93,8 @@ def _from_profiler_steps(trace: Trace, v: EventView) -> tuple[pd.DataFrame, str]
     if meta_steps is not None and len(meta_steps):
         nvtx = trace.meta.format == "nsys" and not _names(meta_steps).str.match(PROFILER_STEP_RE.pattern).all()
         df = _host_frame(meta_steps["rank"], meta_steps["step"], meta_steps["start_ns"], meta_steps["end_ns"])
-        return df, SOURCE_NVTX if nvtx else SOURCE_PROFILER_STEP
+        named = trace.meta.extra.get("step_source")  # a loader that found steps another way names it (xplane)
+        return df, named if isinstance(named, str) and named else SOURCE_NVTX if nvtx else SOURCE_PROFILER_STEP
     host = v.rows(HOST_LANES)
     num = v.step_number[v.name[host]]
     keep = num >= 0

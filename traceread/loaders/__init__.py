@@ -40,6 +40,8 @@ GZIP_MAGIC = detect.GZIP_MAGIC
 # format -> "module:function" of its reader (see the module's docstring); one line per format.
 READERS: dict[str, str] = {
     "perfetto": "traceread.loaders.perfetto:load_perfetto",
+    "xplane": "traceread.loaders.xplane:load_space",
+    "xplane-json": "traceread.loaders.xplane:load_viewer_json",
     "rocprofv3-json": "traceread.loaders.rocprof:load_rocprofv3_json",
     "rocpd": "traceread.loaders.rocprof:load_rocpd",
     "rpd": "traceread.loaders.rocprof:load_rpd",

@@ -45,6 +45,7 @@ _AMD_MI355 = "AMD Instinct MI355X datasheet (2025), dense matrix rates"
 _NV_GP100 = "NVIDIA Quadro GP100 datasheet: FP32 10.3, FP16 (2x rate, no tensor cores) 20.7, 717 GB/s"
 _NV_TURING = "NVIDIA Turing whitepaper: RTX 2080 Ti FP16 tensor with FP32 accumulate (what PyTorch uses)"
 _NV_GA102 = "NVIDIA Ampere GA102 whitepaper: tensor FP16/BF16 with FP32 accumulate, dense"
+_GOOGLE_TPU = "Google Cloud TPU documentation (system architecture), per chip: peak BF16 compute, HBM bandwidth"
 
 
 @dataclass(frozen=True, eq=False)  # rows are singletons: identity equality and hashing
@@ -123,6 +124,12 @@ PEAK_TABLE: tuple[GpuPeak, ...] = (
     _row("RTX-2080-TI", r"RTX 2080 Ti", 0.616, _NV_TURING, fp16=53.8, fp32=13.4),
     _row("RTX-3090", r"RTX 3090(?! Ti)", 0.936, _NV_GA102, bf16=71.0, fp16=71.0, tf32=35.6, fp32=35.6),
     _row("RTX-3080", r"RTX 3080(?! Ti)", 0.76, _NV_GA102, bf16=59.5, fp16=59.5, tf32=29.8, fp32=29.8),
+    # TPUs as their xplanes name them (device_type_string; JAX's device_kind): "TPU v6 Lite" is v6e.
+    # The xplane also carries the chip's own peak (meta.extra["device_peaks"]), which these match.
+    _row("TPU-v6e", r"^TPU v6 ?(lite|e)\b", 1.64, _GOOGLE_TPU, bf16=918.0),
+    _row("TPU-v5e", r"^TPU v5 ?(lite|e)\b", 0.819, _GOOGLE_TPU, bf16=197.0),
+    _row("TPU-v5p", r"^TPU v5p?$|^TPU v5p\b", 2.765, _GOOGLE_TPU, bf16=459.0),
+    _row("TPU-v4", r"^TPU v4\b", 1.2, _GOOGLE_TPU, bf16=275.0),
 )
 
 _COMPILED = tuple((row, re.compile(row.pattern, re.IGNORECASE)) for row in PEAK_TABLE)
