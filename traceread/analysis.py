@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from traceread.ranks.summary import RankSummary
     from traceread.whatif import Fix, Scale
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 # The most events the analysed traces may hold for the what-if replay to start beside the rules (_Replay).
 REPLAY_BESIDE_RULES_MAX_EVENTS = 8_000_000
 __all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",

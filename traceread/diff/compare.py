@@ -30,7 +30,7 @@ from traceread.diff import stats, tables
 from traceread.diff.side import SideFacts
 from traceread.vocabulary import GAP_CLASSES, PARTS
 
-DIFF_SCHEMA_VERSION = "1.1"
+DIFF_SCHEMA_VERSION = "1.2"
 VERDICTS = ("improved", "regressed", "no significant change", "inconclusive", "not comparable")
 
 

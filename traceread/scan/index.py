@@ -14,7 +14,7 @@ from traceread.render.names import md_text
 from traceread.scan.whatifcols import best_text
 from traceread.vocabulary import GAP_CLASSES
 
-INDEX_SCHEMA_VERSION = "1.1"
+INDEX_SCHEMA_VERSION = "1.2"
 
 
 def dominant_lost_ns(row: dict[str, Any]) -> int:
