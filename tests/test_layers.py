@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace", "traceread.printable",
         "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.extensions", "traceread.vocabulary",
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals", "traceread.grouped",
+        "traceread.bounds",
     ]),
     # Readers of the two input formats; they produce a Trace.
     ("loaders", ["traceread.loaders"]),

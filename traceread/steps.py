@@ -19,7 +19,6 @@ last GPU op launched during N). Consecutive steps on a device never overlap.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,9 +80,12 @@ def _from_nvtx(v: EventView, step_range: str) -> pd.DataFrame:
     names = v.names_of(host)
     exact = names == step_range
     if not exact.any():
-        pat = re.compile(step_range)
+        from traceread import bounds
+
+        # the user's regex over names the trace chooses: refused if it can backtrack for ever, timed
+        pat = bounds.user_pattern(step_range, "--step-range")
         uniq = np.unique(names.astype(str))
-        hits = {n for n in uniq if pat.search(n)}
+        hits = {n for n, hit in zip(uniq, bounds.search_names(pat, uniq, "--step-range"), strict=True) if hit}
         exact = np.isin(names.astype(str), list(hits))
     return _numbered(v, host[exact])
 
