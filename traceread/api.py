@@ -13,6 +13,7 @@ imports each one only when a function needs it, so ``import traceread`` stays ch
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import os
@@ -46,14 +47,34 @@ def load(source: PathLike | Iterable[PathLike], *, step_range: str | None = None
     a step (Nsight Systems input); ``progress`` draws a progress bar on standard error.
     Unreadable input raises :class:`traceread.errors.TraceReadError`.
     """
-    from traceread.loaders import expand_paths
     from traceread.loaders import load as load_one
 
     _check_text(step_range, "step_range")
     if isinstance(source, (str, os.PathLike)) and not os.path.isdir(source):
         return load_one(source, progress=progress, step_range=step_range)
     items = _items(source, "source", traces=False)
-    return [load_one(p, progress=progress, step_range=step_range) for p in expand_paths(items)]
+    return [load_one(p, progress=progress, step_range=step_range) for p in _expand(items, _left_out.get())]
+
+
+# What the folders of the current analyze() call held but could not read (load() alone: a warning).
+_left_out: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar("left_out", default=None)
+
+
+def _expand(items: list[Any], left_out: list[tuple[str, str]] | None) -> list[str]:
+    """``loaders.expand_paths``, saying what a folder held but could not be read: a warning (the
+    API's standard error), and in analyze()'s report as a note."""
+    import warnings
+
+    from traceread.loaders import expand_paths, left_out_text
+
+    skipped: list[tuple[str, str]] = []
+    try:
+        return expand_paths(items, skipped)
+    finally:
+        if skipped:
+            warnings.warn(f"traceread: left out {len(skipped)} file(s): {left_out_text(skipped)}", stacklevel=4)
+            if left_out is not None:
+                left_out += skipped
 
 
 def _items(source: Any, what: str, traces: bool) -> list[Any]:
@@ -136,9 +157,18 @@ def analyze(source: Source | Iterable[Source], *, job: PathLike | Mapping[str, A
         raise bounds.BadType(f"thresholds: expected a mapping or a Thresholds, got {type(thresholds).__name__}")
     cfg = thresholds if isinstance(thresholds, Thresholds) else Thresholds().with_overrides(dict(thresholds or {}))
     workload = _workload(job)
-    traces = _traces(source, step_range)
+    left_out: list[tuple[str, str]] = []
+    token = _left_out.set(left_out)
+    try:
+        traces = _traces(source, step_range)
+    finally:
+        _left_out.reset(token)
     result = run(traces, workload=workload, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
                  step_range=step_range, rank_pattern=rank_pattern)
+    if left_out:  # the report says what its folders held but it could not read
+        from traceread.loaders import left_out_notes
+
+        result = dataclasses.replace(result, notes=result.notes + left_out_notes(left_out))
     return Report(result)
 
 

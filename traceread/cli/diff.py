@@ -10,6 +10,7 @@ from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.metrics.workload import Workload, make_workload, read_workload_file
 from traceread.printable import printable
+from traceread.trace import shown_path
 
 
 def _workload(path: str | None) -> Workload | None:
@@ -55,15 +56,23 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
 
     if is_scan_output(before) and is_scan_output(after):
         return _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct, fix)
-    sides = []
+    sides, left_out = [], []  # type: ignore[var-annotated]
     for path in (before, after):
         try:
-            sides.append(load_side(path, step_range))
+            sides.append(load_side(path, step_range, left_out))
         except TraceReadError as exc:
             click.echo(f"traceread: error: {printable(str(exc))}", err=True)
+    for path, why in left_out:  # what a folder held but could not be read: said, and noted in the report
+        click.echo(f"traceread: note: {printable(shown_path(path))}: left out: {printable(why)}", err=True)
     if len(sides) < 2:
         return EXIT_USAGE
     result = diff(sides[0], sides[1], job_b, job_a, cfg, warmup_steps, step_range, fix)
+    if left_out:
+        import dataclasses
+
+        from traceread.loaders import left_out_notes
+
+        result = dataclasses.replace(result, notes=result.notes + left_out_notes(left_out))
     if json_path:
         with atomic_open(json_path, "wb") as fh:
             render_json(result, fh)

@@ -46,41 +46,82 @@ def sniff(path: str) -> str:
     raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export)")
 
 
-def trace_files(directory: str | os.PathLike[str]) -> list[str]:
+LeftOut = list[tuple[str, str]]  # (path, why) of what a folder expansion could not read
+
+
+def trace_files(directory: str | os.PathLike[str], left_out: LeftOut | None = None) -> list[str]:
     """Files under ``directory`` that sniff as traces, sorted (hidden files and folders skipped).
 
     What a directory given in place of a trace means, for ``analyze``, ``diff`` and
     ``traceread.analyze`` alike: every trace under it (a README or a job file is left out).
+    Only regular files are opened: a FIFO, socket or device inside the folder would block the
+    sniff for ever or never end. What could not be read (no permission, an unreadable subfolder,
+    a non-regular file) is appended to ``left_out`` as (path, why), for the caller's note.
     """
+    skipped: LeftOut = left_out if left_out is not None else []
+
+    def unreadable(exc: OSError) -> None:  # os.walk's error on a subfolder it cannot list
+        skipped.append((str(exc.filename), f"folder not read ({exc.strerror or exc})"))
+
     out = []
-    for root, dirs, files in os.walk(os.fspath(directory)):
+    for root, dirs, files in os.walk(os.fspath(directory), onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if name.startswith("."):
                 continue
             path = os.path.join(root, name)
             try:
+                mode = os.stat(path).st_mode
+            except OSError as exc:  # a dangling link, no permission on the way
+                skipped.append((path, f"not read ({exc.strerror or exc})"))
+                continue
+            if not stat.S_ISREG(mode):
+                if not stat.S_ISDIR(mode):  # a link to a folder is os.walk's (not followed)
+                    skipped.append((path, "not a regular file (a FIFO, socket or device): not opened"))
+                continue
+            try:
                 sniff(path)
-            except TraceReadError:
-                continue  # not a trace (a README, a job file)
+            except TraceReadError as exc:
+                if exc.problem.startswith("cannot read"):
+                    skipped.append((path, f"not read ({exc.problem})"))
+                continue  # else not a trace (a README, a job file)
             out.append(path)
     return out
 
 
-def expand_paths(paths: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]) -> list[str]:
+def expand_paths(paths: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...],
+                 left_out: LeftOut | None = None) -> list[str]:
     """Each input as trace files: a file stays itself, a directory becomes :func:`trace_files` of it
-    (a directory with none raises TraceReadError)."""
+    (a directory with none raises TraceReadError); what a folder held but could not be read goes to
+    ``left_out`` (see :func:`trace_files`)."""
     out: list[str] = []
     for item in paths:
         p = os.fspath(item)
         if os.path.isdir(p):
-            found = trace_files(p)
+            skipped: LeftOut = []
+            found = trace_files(p, skipped)
+            if left_out is not None:
+                left_out += skipped
             if not found:
-                raise TraceReadError(p, "no trace files in this directory")
+                why = f" ({len(skipped)} left out: {left_out_text(skipped)})" if skipped else ""
+                raise TraceReadError(p, f"no trace files in this directory{why}")
             out += found
         else:
             out.append(p)
     return out
+
+
+def left_out_notes(left_out: LeftOut) -> tuple[str, ...]:
+    """The report's notes for what a folder held but could not be read (one per file, the first 20)."""
+    notes = tuple(f"{shown_path(p)}: left out of this analysis: {why}" for p, why in left_out[:20])
+    more = (f"and {len(left_out) - 20} more files left out",) if len(left_out) > 20 else ()
+    return notes + more
+
+
+def left_out_text(left_out: LeftOut, most: int = 3) -> str:
+    """``path: why; ...`` for the first ``most`` entries, the rest counted."""
+    text = "; ".join(f"{shown_path(p)}: {why}" for p, why in left_out[:most])
+    return text + (f"; and {len(left_out) - most} more" if len(left_out) > most else "")
 
 
 def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: str | None = None,
