@@ -153,3 +153,81 @@ def _number(text: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def test_a_pipe_is_sniffed_before_it_is_copied_and_the_copy_is_bounded(tmp_path, capsys) -> None:
+    # `cat /dev/zero | traceread info /dev/stdin` spooled up to 64 GiB into TMPDIR before looking
+    fifo = tmp_path / "zeros"
+    os.mkfifo(fifo)
+    written = {"n": 0}
+
+    def feed(head: bytes) -> None:
+        try:
+            with open(fifo, "wb") as fh:
+                fh.write(head)
+                block = bytes(1 << 20)
+                while written["n"] < 256 << 20:  # what an unbounded copy would take in
+                    fh.write(block)
+                    written["n"] += len(block)
+        except BrokenPipeError:
+            pass
+
+    for head in (b"", b'{"traceEvents": ['):
+        written["n"] = 0
+        t = threading.Thread(target=feed, args=(head,), daemon=True)
+        t.start()
+        rc = _in_time(lambda: main(["info", str(fifo)]))
+        t.join(60)
+        err = capsys.readouterr().err
+        assert rc == EXIT_USAGE and "not a trace" in err, err
+        assert written["n"] < 32 << 20, written  # refused within the first blocks
+
+
+def test_a_sparse_file_is_refused_quickly_by_its_holes(tmp_path, capsys) -> None:
+    # 20 GiB apparent size: read and hashed whole (78 s, 9.5 GB resident) before "ends inside the array"
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    sparse = tree / "big.pt.trace.json"
+    with open(sparse, "wb") as fh:
+        fh.write(b'{"traceEvents": [')
+        fh.truncate(20 << 30)
+    if os.stat(sparse).st_blocks * 512 >= 1 << 30:
+        pytest.skip("this file system stores no holes")
+    rc = _in_time(lambda: main(["info", str(sparse)]))
+    assert rc == EXIT_USAGE
+    assert "sparse" in capsys.readouterr().err
+    _trace(tree)
+    rc = _in_time(lambda: main(["scan", str(tree), "--out", str(tmp_path / "out"), "--workers", "1"]), 120)
+    assert rc == 0
+    capsys.readouterr()
+    assert "sparse" in (tmp_path / "out" / "failures.md").read_text()
+
+
+@pytest.mark.parametrize("body", [
+    "params = " + "[" * 100_000 + "]" * 100_000,  # 100,000 nested arrays aborted the whole scan with exit 3
+    f"params = 7e9\nglobal_batch = {2**64}\nseq_len = 4096\n",  # past int64: failed every trace under it
+    f"params = 7e9\nglobal_batch = {2**40}\nseq_len = {2**40}\n",  # a product past int64
+    "x" * (2 << 20),  # larger than any job file
+])
+def test_one_bad_job_file_in_a_scanned_tree_fails_only_its_traces(tmp_path, capsys, body) -> None:
+    tree = tmp_path / "tree"
+    (tree / "bad").mkdir(parents=True)
+    (tree / "good").mkdir()
+    _trace(tree / "bad")
+    _trace(tree / "good")
+    (tree / "bad" / "traceread-job.toml").write_text(body)
+    out = tmp_path / "out"
+    rc = _in_time(lambda: main(["scan", str(tree), "--out", str(out), "--workers", "1"]), 300)
+    err = capsys.readouterr().err
+    assert rc == 0 and "internal error" not in err, err
+    index = json.loads((out / "index.json").read_text())
+    text = json.dumps(index)
+    assert "good" in text and "traceread-job.toml" in (out / "failures.md").read_text()
+
+
+def test_a_job_file_that_is_a_fifo_or_too_deep_is_one_line(tmp_path, capsys) -> None:
+    path = _trace(tmp_path)
+    fifo = tmp_path / "job.toml"
+    os.mkfifo(fifo)
+    rc = _in_time(lambda: main(["analyze", str(path), "--job", str(fifo)]))
+    assert rc == EXIT_USAGE and "not a regular file" in capsys.readouterr().err

@@ -139,7 +139,10 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
         if _is_stream(path):
             trace = _load_stream(path, progress, step_range, decoders)
         else:
-            trace = _load(path, sniff(path), progress, step_range, decoders)
+            kind = sniff(path)
+            if kind == "kineto":
+                check_extent(path)
+            trace = _load(path, kind, progress, step_range, decoders)
         _check_span(path, trace)
         trace.meta.path = shown_path(trace.meta.path)  # a name of any bytes: reports are UTF-8
         return trace
@@ -198,7 +201,20 @@ def _load_stream(path: str, progress: bool, step_range: str | None, decoders: in
     return trace
 
 
+# What a stream may copy into TMPDIR beyond --max-json-size: the free space of its folder less this
+# margin (the copy never fills the disk other programs write to).
+SPOOL_FREE_MARGIN = 1 << 30
+SPOOL_BLOCK = 1 << 20
+# A run of NUL bytes as long as a file system block: never in JSON text, even a damaged writer's
+# (a stray control character is repaired; a block of zeros is a hole or /dev/zero).
+NUL_RUN = bytes(4096)
+
+
 def _spool(path: str, copy: str) -> None:
+    """Copy the stream at ``path`` to ``copy``, bounded: its first block is sniffed before anything
+    is kept (``cat /dev/zero`` is refused at once, not after 64 GiB), the copy stops at
+    ``--max-json-size`` or at the free space of the temporary folder less SPOOL_FREE_MARGIN, and a
+    plain JSON stream holding a run of NUL_RUN bytes (never in JSON text) stops where it does."""
     from traceread.limits import LIMITS, format_size
 
     try:
@@ -208,19 +224,62 @@ def _spool(path: str, copy: str) -> None:
     try:
         os.set_blocking(fd, True)
         with open(fd, "rb", closefd=False) as src, open(copy, "xb") as dst:
-            total = 0
-            while block := src.read(1 << 20):
+            total, plain = 0, None
+            cap = LIMITS.max_json_bytes
+            try:
+                vfs = os.statvfs(os.path.dirname(copy))
+                cap = min(cap, max(vfs.f_bavail * vfs.f_frsize - SPOOL_FREE_MARGIN, SPOOL_BLOCK))
+            except OSError:
+                pass
+            while block := src.read(SPOOL_BLOCK):
                 total += len(block)
-                if total > LIMITS.max_json_bytes:
-                    raise TraceReadError(path, f"the stream holds more than {format_size(LIMITS.max_json_bytes)} "
-                                               "(--max-json-size)")
+                if total > cap:
+                    raise TraceReadError(path, f"the stream holds more than {format_size(cap)} (--max-json-size, "
+                                               "or the free space of the temporary folder, TMPDIR)")
                 dst.write(block)
+                if plain is None:  # the first block: is this a trace at all?
+                    dst.flush()
+                    try:
+                        plain = sniff(copy) == "kineto" and not block.startswith(GZIP_MAGIC)
+                    except TraceReadError as exc:
+                        raise TraceReadError(path, exc.problem) from None
+                if plain and (nul := block.find(NUL_RUN)) >= 0:
+                    raise TraceReadError(path, f"not a trace: a run of NUL bytes at byte {total - len(block) + nul:,} "
+                                               "(JSON text holds none)")
     except OSError as exc:
         raise TraceReadError(path, f"cannot copy the stream to a temporary file ({exc.strerror})") from None
     finally:
         os.close(fd)
     if not total:
         raise TraceReadError(path, "empty (a pipe or FIFO nothing was written to)")
+
+
+def check_extent(path: str) -> None:
+    """Refuse a sparse Kineto file: one with a hole (a run of NUL bytes the file system does not
+    store) before its end. JSON text and gzip data never hold a block of NUL bytes, and reading or
+    hashing the holes of a 20 GiB sparse file took minutes and gigabytes for nothing. The file
+    system says where the first hole is (SEEK_HOLE), so the answer takes no read; a file whose
+    allocated blocks cover its size (the usual case) is not even asked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return  # the load says what is wrong with it
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_blocks * 512 >= st.st_size or not hasattr(os, "SEEK_HOLE"):
+            return
+        try:
+            hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        except OSError:  # a file system without hole reporting
+            return
+        if hole < st.st_size:
+            from traceread.limits import format_size
+
+            raise TraceReadError(path, f"a sparse file: {format_size(st.st_size)} long, {format_size(st.st_blocks * 512)} "
+                                       f"stored, with a hole of NUL bytes at byte {hole:,}: not a trace "
+                                       "(JSON and gzip hold no run of NUL bytes)")
+    finally:
+        os.close(fd)
 
 
 def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
