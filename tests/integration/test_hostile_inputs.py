@@ -231,3 +231,25 @@ def test_a_job_file_that_is_a_fifo_or_too_deep_is_one_line(tmp_path, capsys) -> 
     os.mkfifo(fifo)
     rc = _in_time(lambda: main(["analyze", str(path), "--job", str(fifo)]))
     assert rc == EXIT_USAGE and "not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["VIRTUAL", "STORED"])
+def test_an_nsys_export_with_a_generated_column_is_refused_before_it_is_read(tmp_path, capsys, kind) -> None:
+    # a `start` computing a 200 MB blob per row: 330 s and 1.09 GB for 240 rows
+    import sqlite3
+
+    from tracesynth.nsys_writer import write_nsys
+
+    path = Path(write_nsys(plant(PlantSpec(seed=11, ranks=1, steps=4)).scenario, tmp_path / "n.sqlite"))
+    with sqlite3.connect(path) as db:
+        sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'").fetchone()[0]
+        cols = [r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)") if r[1] != "start"]
+        db.execute(sql.replace("CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL,",
+                               "K2 (s0 INTEGER NOT NULL, start INTEGER GENERATED ALWAYS AS "
+                               f"(s0 + length(zeroblob(1000)) * 0) {kind},"))
+        db.execute(f"INSERT INTO K2 (s0, {', '.join(cols)}) SELECT start, {', '.join(cols)} FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        db.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+        db.execute("ALTER TABLE K2 RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
+    assert main(["info", str(path)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "generated" in err and "start" in err and len(err.strip().splitlines()) == 1
