@@ -40,7 +40,7 @@ def sniff(path: str) -> str:
         return "nsys"
     if head.startswith(GZIP_MAGIC):
         return "kineto"
-    stripped = head.lstrip()
+    stripped = head.removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 byte order mark may lead
     if stripped[:1] in (b"{", b"["):
         return "kineto"
     raise TraceReadError(path, "not a trace (neither Kineto JSON, gzip, nor an Nsight Systems SQLite export)")

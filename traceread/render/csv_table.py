@@ -22,13 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceread.printable import printable
+from traceread.printable import BIDI_UTF8_LEADS, printable
 from traceread.render import rowjoin
 from traceread.rules import textcat
 
 CHUNK_ROWS = 65_536  # rows formatted at a time: bounds the chunk's bytes, not a threshold
 _C0_BUT_NL = bytes([*range(0x0A), *range(0x0B, 0x20), 0x7F])  # C0 but the joining newline, and DEL
 _C1 = re.compile(rb"\xc2[\x80-\x9f]")
+_BIDI = re.compile(rb"\xd8\x9c|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]")  # printable.BIDI_CHARS in UTF-8
 _QUOTE, _COMMA, _NL = ord('"'), ord(","), ord("\n")
 
 
@@ -109,6 +110,8 @@ def _has_control(buf: bytes) -> bool:
     """Whether UTF-8 ``buf`` holds a control character other than the joining newline (C1 is
     0xC2 0x80-0x9F); ``bytes.translate``/``find`` are C passes (a regex scans several times slower)."""
     if len(buf.translate(None, _C0_BUT_NL)) != len(buf):
+        return True
+    if any(buf.find(lead) >= 0 for lead in BIDI_UTF8_LEADS) and _BIDI.search(buf) is not None:
         return True
     return buf.find(b"\xc2") >= 0 and _C1.search(buf) is not None
 
