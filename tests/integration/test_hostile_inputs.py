@@ -253,3 +253,23 @@ def test_an_nsys_export_with_a_generated_column_is_refused_before_it_is_read(tmp
     assert main(["info", str(path)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "generated" in err and "start" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_unreadable_subfolder_is_noted_as_root_too(tmp_path, capsys, monkeypatch) -> None:
+    """os.walk's error on a subfolder it cannot list (as a folder without permission gives)."""
+    folder = tmp_path / "run"
+    (folder / "sub").mkdir(parents=True)
+    _trace(folder, "a.pt.trace.json")
+    _trace(folder / "sub", "c.pt.trace.json")
+    real = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path).endswith("sub"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(folder), "--json", str(out)]) == 0
+    assert "sub: left out: folder not read (Permission denied)" in capsys.readouterr().err
+    assert any("sub" in n and "folder not read" in n for n in json.loads(out.read_text())["notes"])
