@@ -139,3 +139,18 @@ def test_user_regex_matching_runs_under_a_time_budget() -> None:
         bounds.search_names(rx, ["a" * 5000], "p", budget_s=0.2)
     assert time.monotonic() - t0 < 30
     assert bounds.search_names(re.compile("gemm"), ["sgemm", "x" * 100_000 + "gemm", "conv"], "p") == [True, False, False]
+
+
+@pytest.mark.parametrize("argv", [["diff", "{t}", "{t}", "--fail-on-regression", "nan"],
+                                  ["scan", "{t}", "--out", "{o}", "--trace-timeout", "nan"],
+                                  ["gaps", "{t}", "--top", "-1"], ["kernels", "{t}", "--top", "-1"],
+                                  ["gaps", "{t}", "--warmup-steps", "-3"]])
+def test_other_commands_numbers_are_checked_too(trace, capsys, tmp_path, argv) -> None:
+    _one_line_usage(capsys, [a.format(t=trace, o=tmp_path / "out") for a in argv]) if argv[0] in ("diff", "scan") \
+        else _click_usage(capsys, [a.format(t=trace) for a in argv])
+    assert not (tmp_path / "out").exists()
+
+
+def _click_usage(capsys, argv: list[str]) -> None:
+    assert main(argv) == EXIT_USAGE
+    assert "Invalid value" in capsys.readouterr().err

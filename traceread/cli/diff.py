@@ -42,6 +42,10 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
     from traceread.diff.inputs import load_side
     from traceread.diff.render import render_json, render_markdown
 
+    if fail_pct is not None:  # NaN never compares true: a gate that never fires (traceread.bounds)
+        from traceread import bounds
+
+        fail_pct = bounds.finite(fail_pct, "--fail-on-regression", 0.0)
     if job_path and (job_before_path or job_after_path):
         raise UsageError("give --job for both sides, or --job-before/--job-after, not both")
     cfg = thresholds(config_path, set_items)
