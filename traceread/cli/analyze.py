@@ -97,7 +97,8 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     from traceread.heap import reuse_freed_pages
 
     reuse_freed_pages()
-    loaded, unreadable, left_out = [], [], []  # type: ignore[var-annotated]
+    loaded, unreadable = [], []
+    left_out: list[tuple[str, str]] = []  # what the folders held but could not be read
     for path in _expand(traces, left_out):
         try:
             loaded.append(load(path, progress=True, step_range=step_range))

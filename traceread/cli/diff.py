@@ -60,7 +60,8 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
 
     if is_scan_output(before) and is_scan_output(after):
         return _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct, fix)
-    sides, left_out = [], []  # type: ignore[var-annotated]
+    sides = []
+    left_out: list[tuple[str, str]] = []  # what the folders held but could not be read
     for path in (before, after):
         try:
             sides.append(load_side(path, step_range, left_out))
