@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.extensions", "traceread.vocabulary",
         "traceread.causes",
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals", "traceread.grouped",
+        "traceread.bounds",
     ]),
     # Readers of the two input formats; they produce a Trace.
     ("loaders", ["traceread.loaders"]),

@@ -13,9 +13,12 @@ imports each one only when a function needs it, so ``import traceread`` stays ch
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import functools
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
@@ -44,13 +47,61 @@ def load(source: PathLike | Iterable[PathLike], *, step_range: str | None = None
     a step (Nsight Systems input); ``progress`` draws a progress bar on standard error.
     Unreadable input raises :class:`traceread.errors.TraceReadError`.
     """
-    from traceread.loaders import expand_paths
     from traceread.loaders import load as load_one
 
+    _check_text(step_range, "step_range")
     if isinstance(source, (str, os.PathLike)) and not os.path.isdir(source):
         return load_one(source, progress=progress, step_range=step_range)
-    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-    return [load_one(p, progress=progress, step_range=step_range) for p in expand_paths(items)]
+    items = _items(source, "source", traces=False)
+    return [load_one(p, progress=progress, step_range=step_range) for p in _expand(items, _left_out.get())]
+
+
+# What the folders of the current analyze() call held but could not read (load() alone: a warning).
+_left_out: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar("left_out", default=None)
+
+
+def _expand(items: list[Any], left_out: list[tuple[str, str]] | None) -> list[str]:
+    """``loaders.expand_paths``, saying what a folder held but could not be read: a warning (the
+    API's standard error), and in analyze()'s report as a note."""
+    import warnings
+
+    from traceread.loaders import expand_paths, left_out_text
+
+    skipped: list[tuple[str, str]] = []
+    try:
+        return expand_paths(items, skipped)
+    finally:
+        if skipped:
+            warnings.warn(f"traceread: left out {len(skipped)} file(s): {left_out_text(skipped)}", stacklevel=4)
+            if left_out is not None:
+                left_out += skipped
+
+
+def _items(source: Any, what: str, traces: bool) -> list[Any]:
+    """``source`` as a list of paths (and Traces, with ``traces``), refusing what is not one, as the
+    CLI's arguments are always paths: bytes would be iterated as numbers, a file object read line by
+    line as paths (and its content shown in the error), a DataFrame's column labels taken for paths."""
+    from traceread import bounds
+    from traceread.trace import Trace
+
+    if isinstance(source, (str, os.PathLike)) or (traces and isinstance(source, Trace)):
+        return [source]
+    # a list, tuple, set or a generator of them; not a file (it iterates over lines), not an
+    # array or a frame (they iterate over values or column labels)
+    if hasattr(source, "read") or not isinstance(source, (list, tuple, set, frozenset, Iterator)):
+        bounds.path_like(source, what)
+    items = list(source)
+    for i, item in enumerate(items):
+        if not (traces and isinstance(item, Trace)):
+            bounds.path_like(item, f"{what}[{i}]")
+    return items
+
+
+def _check_text(value: Any, what: str) -> None:
+    if value is not None and not isinstance(value, str):
+        from traceread import bounds
+
+        raise bounds.BadType(f"{what}: expected a str or None, got {type(value).__name__}")
 
 
 def _traces(source: Source | Iterable[Source], step_range: str | None) -> list[Trace]:
@@ -58,7 +109,7 @@ def _traces(source: Source | Iterable[Source], step_range: str | None) -> list[T
 
     if isinstance(source, Trace):
         return [source]
-    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    items = _items(source, "source", traces=True)
     out: list[Trace] = []
     for item in items:
         if isinstance(item, Trace):
@@ -85,13 +136,39 @@ def analyze(source: Source | Iterable[Source], *, job: PathLike | Mapping[str, A
     ``Workload``. ``thresholds``: overrides by name (``{"healthy_max_idle": 0.05}``, as ``--set``)
     or a ``traceread.config.Thresholds``. The other arguments are the ``analyze`` options.
     """
+    from traceread import bounds
     from traceread.analysis import analyze as run
     from traceread.config import Thresholds
 
-    traces = _traces(source, step_range)
+    # the arguments checked as the CLI checks its options, before any trace is read
+    top_gaps = bounds.integer(top_gaps, "top_gaps", 0)
+    if warmup_steps is not None:
+        warmup_steps = bounds.integer(warmup_steps, "warmup_steps", 0)
+    _check_text(step_range, "step_range")
+    _check_text(rank_pattern, "rank_pattern")
+    if rank_pattern is not None:
+        from traceread.ranks.identity import compile_rank_pattern
+
+        try:
+            compile_rank_pattern(rank_pattern)
+        except (ValueError, re.error) as exc:
+            raise bounds.BadValue(f"rank_pattern: {exc}") from None
+    if not (thresholds is None or isinstance(thresholds, (Thresholds, Mapping))):
+        raise bounds.BadType(f"thresholds: expected a mapping or a Thresholds, got {type(thresholds).__name__}")
     cfg = thresholds if isinstance(thresholds, Thresholds) else Thresholds().with_overrides(dict(thresholds or {}))
-    result = run(traces, workload=_workload(job), cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
+    workload = _workload(job)
+    left_out: list[tuple[str, str]] = []
+    token = _left_out.set(left_out)
+    try:
+        traces = _traces(source, step_range)
+    finally:
+        _left_out.reset(token)
+    result = run(traces, workload=workload, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
                  step_range=step_range, rank_pattern=rank_pattern)
+    if left_out:  # the report says what its folders held but it could not read
+        from traceread.loaders import left_out_notes
+
+        result = dataclasses.replace(result, notes=result.notes + left_out_notes(left_out))
     return Report(result)
 
 
@@ -135,9 +212,21 @@ def _workload(job: PathLike | Mapping[str, Any] | Workload | None) -> Workload |
 
     if job is None or isinstance(job, Workload):
         return job
+    from traceread import bounds
+
     if isinstance(job, (str, os.PathLike)):
         return make_workload(read_workload_file(os.fspath(job)), {})
-    values = {k.replace("-", "_"): v for k, v in job.items()}
+    if not isinstance(job, Mapping):
+        raise bounds.BadType(f"job: expected a path, a mapping or a Workload, got {type(job).__name__}")
+    known = {f.name for f in dataclasses.fields(Workload)}
+    values = {}
+    for key, value in job.items():
+        if not isinstance(key, str):
+            raise bounds.BadType(f"job: keys are str, got {key!r}")
+        name = key.replace("-", "_")
+        if name not in known:
+            raise bounds.BadValue(f"job: unknown key {key!r}; known: {', '.join(sorted(known))}")
+        values[name] = value
     return make_workload({k: coerce_field(k, v, "job: ") for k, v in values.items()}, {})
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -297,6 +299,10 @@ def parse_set_options(items: tuple[str, ...] | list[str]) -> dict[str, str]:
     return out
 
 
+# The largest config or job TOML file read (they hold tens of keys).
+CONFIG_MAX_BYTES = 1 << 20
+
+
 def load_config_file(path: str) -> dict[str, Any]:
     """Read a TOML config file (``[thresholds]``, ``[kernel_patterns]``, ``[job]`` tables)."""
     if sys.version_info >= (3, 11):
@@ -307,14 +313,23 @@ def load_config_file(path: str) -> dict[str, Any]:
 
     note_input(path)  # an output of this command never replaces it
     try:
-        with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
+        # bounded like every other input: a job or config file is a few hundred bytes; one found in a
+        # scanned tree may be anything (an 8 GB sparse file, 100,000 nested arrays)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:  # a FIFO never blocks the open
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise UsageError(f"{path}: not a regular file")
+            data = fh.read(CONFIG_MAX_BYTES + 1)
+        if len(data) > CONFIG_MAX_BYTES:
+            raise UsageError(f"{path}: larger than {CONFIG_MAX_BYTES:,} bytes: not a config or job file")
+        raw = tomllib.loads(data.decode("utf-8"))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read config file ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:  # tomllib decodes the file as UTF-8 before parsing it
+    except UnicodeDecodeError:  # TOML is UTF-8 text
         raise UsageError(f"{path}: not valid TOML (the file is not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # the parser recurses per nesting level
+        raise UsageError(f"{path}: not valid TOML (values nested too deeply)") from None
     for table in ("thresholds", "kernel_patterns"):
         if not isinstance(raw.get(table, {}), dict):
             raise UsageError(f"{path}: [{table}] must be a table, got {type(raw[table]).__name__}")

@@ -170,10 +170,15 @@ def register_patterns_from_config(table: dict, source: str = "config") -> int:
             raise UsageError(f"{source}: [kernel_patterns] {cls!r}: expected one of {', '.join(KERNEL_CLASSES)} "
                              "= \"regex\" or [\"regex\", ...]")
         for rx in regexes:
+            from traceread import bounds
+
             try:
-                register_pattern(cls, str(rx))
+                re.compile(str(rx))
             except re.error as exc:
                 raise UsageError(f"{source}: [kernel_patterns] {cls}: bad regex {rx!r} ({exc})") from None
+            # a pattern that can backtrack for ever on a trace's names is refused (bounds.user_pattern)
+            bounds.user_pattern(str(rx), f"{source}: [kernel_patterns] {cls}", re.IGNORECASE)
+            register_pattern(cls, str(rx))
             added += 1
     return added
 

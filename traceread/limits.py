@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from traceread import bounds
 from traceread.errors import UsageError
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -19,10 +20,11 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 def parse_size(text: str) -> int:
     """``"64G"``, ``"512M"``, ``"1.5T"`` or a plain byte count -> bytes."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.I)
+    m = re.fullmatch(r"\s*([0-9]{1,30}(?:\.[0-9]{1,30})?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.I)
     if not m:
         raise UsageError(f"{text!r} is not a size (examples: 64G, 512M, 1000000)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    # checked in one place (traceread.bounds): a size is 1 byte .. 2^63-1 bytes
+    return bounds.integer(int(float(m.group(1)) * _UNITS[m.group(2).upper()]), f"size {text!r}", 1, bounds.INT64_MAX)
 
 
 def format_size(n: int) -> str:
@@ -128,22 +130,18 @@ def configure(max_json_size: str | None = None, max_gzip_ratio: float | None = N
     for name in ("max_json_bytes", "max_gzip_ratio", "max_memory_bytes", "max_events"):
         setattr(LIMITS, name, getattr(fresh, name))
     if max_events is None and os.environ.get("TRACEREAD_MAX_EVENTS"):
-        try:
-            max_events = int(os.environ["TRACEREAD_MAX_EVENTS"])
-        except ValueError:
-            raise UsageError("TRACEREAD_MAX_EVENTS is not an integer") from None
+        max_events = bounds.integer(os.environ["TRACEREAD_MAX_EVENTS"], "TRACEREAD_MAX_EVENTS", 1)
     if max_events is not None:
-        LIMITS.max_events = max_events
+        # -1 or 0 would be taken for "no limit" or blame the first file read: a usage error here
+        LIMITS.max_events = bounds.integer(max_events, "--max-events", 1)
     max_json_size = max_json_size or os.environ.get("TRACEREAD_MAX_JSON_SIZE")
     ratio = max_gzip_ratio if max_gzip_ratio is not None else os.environ.get("TRACEREAD_MAX_GZIP_RATIO")
     max_memory = max_memory or os.environ.get("TRACEREAD_MAX_MEMORY")
     if max_json_size:
         LIMITS.max_json_bytes = parse_size(max_json_size)
     if ratio is not None:
-        try:
-            LIMITS.max_gzip_ratio = float(ratio)
-        except ValueError:
-            raise UsageError(f"--max-gzip-ratio {ratio!r} is not a number") from None
+        # NaN would compare false and let a bomb inflate in full; below 1 no gzip could be read
+        LIMITS.max_gzip_ratio = bounds.finite(ratio, "--max-gzip-ratio", 1.0, 1e9)
     if max_memory:
         LIMITS.max_memory_bytes = parse_size(max_memory)
         import importlib

@@ -16,16 +16,23 @@ import re
 from typing import IO
 
 # C0 (0x00-0x1f, ESC and BEL among them), DEL and C1 (0x80-0x9f: 0x9b is a one-byte CSI, 0x9d OSC).
-CONTROL_CHARS = r"[\x00-\x1f\x7f-\x9f]"  # the class as a regex (pandas' str.contains takes it)
+# Bidirectional controls too (U+202A-202E embeddings and overrides, U+2066-2069 isolates, U+200E/F
+# and U+061C marks): an override (U+202E) makes a name read backwards on a terminal or a rendered
+# page ("Trojan source"); they are shown as ``\u202e``.
+BIDI_CHARS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+CONTROL_CHARS = f"[\x00-\x1f\x7f-\x9f{BIDI_CHARS}]"  # the class as a regex (pandas' str.contains takes it)
 _CONTROL = re.compile(CONTROL_CHARS)
-_CONTROL_BUT_LAYOUT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # keeps \t and \n
+_CONTROL_BUT_LAYOUT = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CHARS}]")  # keeps \t and \n
+# The bidi controls' UTF-8 lead bytes (E2 80, E2 81, D8 9C): a byte search finds whether any may be there.
+BIDI_UTF8_LEADS = (b"\xe2\x80", b"\xe2\x81", b"\xd8\x9c")
 # In UTF-8 JSON, DEL is the byte 0x7f and a C1 character the bytes C2 80..C2 9F; both only occur
 # inside strings (orjson escapes C0 already), and 0xC2 is always a lead byte, so this finds exactly them.
 _JSON_RAW_CONTROL = re.compile(rb"\x7f|\xc2[\x80-\x9f]")
 
 
 def _hex(m: re.Match) -> str:
-    return f"\\x{ord(m.group()):02x}"
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def printable(text: str, layout: bool = False) -> str:

@@ -19,7 +19,6 @@ last GPU op launched during N). Consecutive steps on a device never overlap.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,9 +80,12 @@ def _from_nvtx(v: EventView, step_range: str) -> pd.DataFrame:
     names = v.names_of(host)
     exact = names == step_range
     if not exact.any():
-        pat = re.compile(step_range)
+        from traceread import bounds
+
+        # the user's regex over names the trace chooses: refused if it can backtrack for ever, timed
+        pat = bounds.user_pattern(step_range, "--step-range")
         uniq = np.unique(names.astype(str))
-        hits = {n for n in uniq if pat.search(n)}
+        hits = {n for n, hit in zip(uniq, bounds.search_names(pat, uniq, "--step-range"), strict=True) if hit}
         exact = np.isin(names.astype(str), list(hits))
     return _numbered(v, host[exact])
 
@@ -220,6 +222,23 @@ def _extend(v: EventView, host: _Cols, rank: int, device: int, gpu_time: bool = 
             "step": host["step"][mine], "start_ns": dev_start, "end_ns": dev_end, "cpu_start_ns": cs, "cpu_end_ns": ce}
 
 
+def _note_collapsed(v: EventView, steps: _Cols, notes: list[str]) -> None:
+    """Say why steps have no GPU time left: work linked to an earlier step ran past them. When GPU
+    ops start before the launch call their correlation id names (impossible: the ids are permuted
+    or damaged), the links are what stretched a step over the ones after it."""
+    collapsed = int(((steps["end_ns"] <= steps["start_ns"]) & (steps["cpu_end_ns"] > steps["cpu_start_ns"])).sum())
+    if not collapsed:
+        return
+    ops = v.rows(OP_LANES)
+    launch = v.launch_of(ops)
+    linked = launch >= 0
+    early = int((v.start[ops[linked]] < v.start[launch[linked]]).sum())
+    why = (f"; {early:,} of {int(linked.sum()):,} linked GPU ops start before the launch call their correlation id "
+           "names, so the correlation ids do not match the launches (permuted or damaged) and a step is stretched "
+           "over the ones after it" if early else ": the GPU work launched in an earlier step runs past them")
+    notes.append(f"{collapsed} step(s) are 0 ns long on the GPU{why}.")
+
+
 def outliers(steps: pd.DataFrame, cfg: Thresholds) -> np.ndarray:
     """Per step: longer than ``outlier_step_factor`` times its device's median non-warmup step."""
     return _outliers(steps["rank"].to_numpy(), steps["device"].to_numpy(), steps["start_ns"].to_numpy(),
@@ -292,6 +311,7 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
                     for c in ("rank", "device", "step", "start_ns", "end_ns", "cpu_start_ns", "cpu_end_ns")}
     steps["busy_ns"] = np.concatenate(busy) if busy else np.zeros(0, dtype=np.int64)
     steps["idle_ns"] = steps["end_ns"] - steps["start_ns"] - steps["busy_ns"]
+    _note_collapsed(v, steps, notes)
     _flag(steps, source, cfg, warmup_steps, notes)
     out = pd.DataFrame({c: steps[c].astype(t[0], copy=False) for c, t in schema.STEP_COLUMNS.items()})
     heap.trim()  # building the event view freed large temporaries: return their pages

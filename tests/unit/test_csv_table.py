@@ -36,10 +36,15 @@ def _reference(df: pd.DataFrame) -> bytes:
     df = df.copy()
     for c in df.columns:
         if df[c].dtype == object or isinstance(df[c].dtype, pd.CategoricalDtype):
-            df[c] = df[c].astype(object).map(lambda v: printable(v) if isinstance(v, str) else v)
+            df[c] = df[c].astype(object).map(lambda v: _neutral(printable(v)) if isinstance(v, str) else v)
     out = io.StringIO()
     df.to_csv(out, index=False)
     return out.getvalue().encode()
+
+
+def _neutral(text: str) -> str:
+    """A text cell that would start a spreadsheet formula, with the apostrophe that makes it text."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
 def _written(df: pd.DataFrame) -> bytes:
@@ -55,10 +60,12 @@ def _hostile() -> pd.DataFrame:
                        1e300, 2.0, np.nan, 1e-5, 9007199254740993.0], dtype=np.float64),
         "h": np.linspace(0, 1, n).astype(np.float32), "b": np.arange(n) % 3 == 0,
         "s": pd.Series(TEXT, dtype=object),
-        "c": pd.Categorical(["x", None, "y\x9b", "x", "%", None, "y\x9b", "z", "a,b", 'q"', "x", "x", "", "z",
+        "c": pd.Categorical(["x", None, "y\x9b", "=x", "%", None, "y\x9b", "z", "a,b", 'q"', "x", "x", "", "z",
                              "z", "\n", "x"]),
         "sp": pd.arrays.SparseArray(np.arange(n, dtype=np.int64) % 4 * 5, fill_value=0),
-        "o": pd.Series([1, 2.5, True, None, "t", b"x", float("nan"), 3, 4, 5, 6, 7, 8, 9, 10, -1, 0], dtype=object),
+        "o": pd.Series([1, 2.5, True, None, "t", b"x", float("nan"), 3, "@x", 5, 6, 7, 8, 9, 10, -1, 0], dtype=object),
+        "fo": pd.Series(["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "a=b", "\t=1",
+                         "\r=1", "", None, "=", "-", "x", "+", "@", "=a,b", "\n=", "ok"], dtype=object),
         'we"ird,name': np.arange(n),
     })
 

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from traceread.atomic import guard_inputs
 
     guard_inputs()  # this command's inputs, from here on: no output of it replaces one
+    _encodable_streams()
     try:
         rv = cli.main(args=argv, prog_name="traceread", standalone_mode=False)
     except UserFacingError as exc:
@@ -104,6 +105,24 @@ def main(argv: list[str] | None = None) -> int:
                    "(a bug in traceread; rerun with --debug for the traceback)", err=True)
         return EXIT_INTERNAL
     return int(rv or 0)
+
+
+def _encodable_streams() -> None:
+    """Standard output and error never fail on a character their encoding lacks (an ASCII or
+    Latin-1 locale: the report's own ellipsis, a micro sign, a kernel name turned every report
+    into exit 3). Into a pipe or file the bytes are UTF-8, as every file traceread writes; on a
+    terminal of another encoding, what it cannot show is escaped (``\u2026``)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
+        if encoding in ("utf-8", "utf8") or not hasattr(stream, "reconfigure"):
+            continue
+        try:
+            if stream.isatty():
+                stream.reconfigure(errors="backslashreplace")
+            else:
+                stream.reconfigure(encoding="utf-8", errors="backslashreplace")
+        except (OSError, ValueError):  # a stream closed or already written in another encoding
+            continue
 
 
 # The command's process settings (see run()). gen0 threshold: the imports alone create ~120k

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 
@@ -10,9 +11,10 @@ import click
 from traceread.cli.options import gates, thresholds, workload_options
 from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
-from traceread.loaders import expand_paths, load
+from traceread.loaders import expand_paths, left_out_notes, load
 from traceread.loaders.prefetch import also_import
 from traceread.printable import printable
+from traceread.trace import shown_path
 
 
 def _check_rank_pattern(pattern: str | None) -> None:
@@ -26,8 +28,9 @@ def _check_rank_pattern(pattern: str | None) -> None:
         raise UsageError(f"--rank-pattern: {exc}") from None
 
 
-def _expand(traces: tuple[str, ...]) -> list[str]:
-    """The trace files of the inputs: a directory stands for every trace under it (as ``diff DIR``)."""
+def _expand(traces: tuple[str, ...], left_out: list[tuple[str, str]]) -> list[str]:
+    """The trace files of the inputs: a directory stands for every trace under it (as ``diff DIR``);
+    what a folder held but could not be read is added to ``left_out`` and said on standard error."""
     for path in traces:
         if not os.path.isdir(path):
             continue
@@ -38,9 +41,12 @@ def _expand(traces: tuple[str, ...]) -> list[str]:
             raise UsageError(f"{path}: a `traceread scan` output directory; its reports are under traces/ "
                              "(diff two scan outputs with `traceread diff`)")
     try:
-        return expand_paths(traces)
+        return expand_paths(traces, left_out)
     except TraceReadError as exc:
         raise UsageError(str(exc)) from None
+    finally:
+        for path, why in left_out:
+            click.echo(f"traceread: note: {printable(shown_path(path))}: left out: {printable(why)}", err=True)
 
 
 @click.command("analyze")
@@ -92,7 +98,8 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
 
     reuse_freed_pages()
     loaded, unreadable = [], []
-    for path in _expand(traces):
+    left_out: list[tuple[str, str]] = []  # what the folders held but could not be read
+    for path in _expand(traces, left_out):
         try:
             loaded.append(load(path, progress=True, step_range=step_range))
         except TraceReadError as exc:
@@ -112,6 +119,8 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     except MemoryError:  # name the input: the process-wide message cannot
         raise TraceReadError(", ".join(t.meta.path for t in loaded), "out of memory while analysing: needs more "
                              "memory than this process may use (--max-memory, or a machine with more memory)") from None
+    if left_out:  # the report says what its folders held but it could not read (exit 0: others were read)
+        result = dataclasses.replace(result, notes=result.notes + left_out_notes(left_out))
     md_out = None if (json_path == "-" and md_path == "-") else md_path
     write_outputs(result, md_out, json_path, plot_path, perfetto_path, perfetto_steps,
                   plot_ranks=ranks)

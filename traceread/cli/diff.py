@@ -10,6 +10,7 @@ from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.metrics.workload import Workload, make_workload, read_workload_file
 from traceread.printable import printable
+from traceread.trace import shown_path
 
 
 def _workload(path: str | None) -> Workload | None:
@@ -41,6 +42,10 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
     from traceread.diff.inputs import load_side
     from traceread.diff.render import render_json, render_markdown
 
+    if fail_pct is not None:  # NaN never compares true: a gate that never fires (traceread.bounds)
+        from traceread import bounds
+
+        fail_pct = bounds.finite(fail_pct, "--fail-on-regression", 0.0)
     if job_path and (job_before_path or job_after_path):
         raise UsageError("give --job for both sides, or --job-before/--job-after, not both")
     cfg = thresholds(config_path, set_items)
@@ -56,14 +61,23 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
     if is_scan_output(before) and is_scan_output(after):
         return _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct, fix)
     sides = []
+    left_out: list[tuple[str, str]] = []  # what the folders held but could not be read
     for path in (before, after):
         try:
-            sides.append(load_side(path, step_range))
+            sides.append(load_side(path, step_range, left_out))
         except TraceReadError as exc:
             click.echo(f"traceread: error: {printable(str(exc))}", err=True)
+    for path, why in left_out:  # what a folder held but could not be read: said, and noted in the report
+        click.echo(f"traceread: note: {printable(shown_path(path))}: left out: {printable(why)}", err=True)
     if len(sides) < 2:
         return EXIT_USAGE
     result = diff(sides[0], sides[1], job_b, job_a, cfg, warmup_steps, step_range, fix)
+    if left_out:
+        import dataclasses
+
+        from traceread.loaders import left_out_notes
+
+        result = dataclasses.replace(result, notes=result.notes + left_out_notes(left_out))
     if json_path:
         with atomic_open(json_path, "wb") as fh:
             render_json(result, fh)

@@ -90,9 +90,9 @@ def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[st
 @click.argument("trace", type=click.Path(dir_okay=False))
 @json_option
 @click.option("--csv", "csv_path", metavar="PATH", default=None, help="Write the gaps table as CSV.")
-@click.option("--warmup-steps", type=int, default=None, help="Mark the first K steps as warmup.")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Mark the first K steps as warmup.")
 @click.option("--step-range", default=None, metavar="NAME", help="NVTX range to use as the step marker.")
-@click.option("--top", type=int, default=10, show_default=True, help="Longest gaps shown in the table.")
+@click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="Longest gaps shown in the table.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Override a threshold.")
 def command(trace: str, json_path: str | None, csv_path: str | None, warmup_steps: int | None,
             step_range: str | None, top: int, sets: tuple[str, ...]) -> None:

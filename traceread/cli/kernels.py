@@ -19,7 +19,7 @@ from traceread.render.tables import render_tables, write_csv
 @click.command("kernels")
 @click.argument("trace", type=click.Path(dir_okay=False))
 @json_option
-@click.option("--top", type=int, default=20, show_default=True, help="Kernels shown in the table (the JSON lists all).")
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True, help="Kernels shown in the table (the JSON lists all).")
 @click.option("--dtype", type=click.Choice(DTYPES), default=None,
               help="Run precision for the fp32-GEMM hint (default: read from recorded shapes).")
 @click.option("--gpu", default=None, help="Peak-table GPU (e.g. H100-SXM) for the roofline, overriding the trace.")

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from traceread import kernel_classes
+from traceread import bounds, kernel_classes
 from traceread.config import Thresholds, load_config_file, parse_set_options
 from traceread.errors import UsageError
 from traceread.metrics.workload import (
@@ -41,11 +41,11 @@ def gates(items: tuple[str, ...]) -> list[tuple[str, float]]:
 
     out = []
     for item in items:
-        cls, _, pct = item.rpartition(":")
-        try:
-            out.append((cls, float(pct.rstrip("%"))))
-        except ValueError:
-            raise UsageError(f"--fail-on expects CLASS:PCT, got {item!r}") from None
+        cls, sep, pct = item.rpartition(":")
+        if not sep:
+            raise UsageError(f"--fail-on expects CLASS:PCT, got {item!r}")
+        # NaN or inf would never compare true: a gate that never fires (bounds: 0..100)
+        out.append((cls, bounds.percent(pct, f"--fail-on {item!r}")))
         if cls not in PARTS:
             raise UsageError(f"--fail-on: unknown class {cls!r}; choose one of {', '.join(PARTS)}")
     return out

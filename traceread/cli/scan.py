@@ -69,6 +69,9 @@ def command(paths, out, workers, trace_timeout, max_rss, dask, resume, no_cache,
             raise UsageError(f"--rank-pattern: bad regex ({exc})") from None
     if resume and no_cache:
         raise UsageError("--resume and --no-cache contradict each other")
+    from traceread import bounds  # NaN passes click's range and would never time out (bounds: one place)
+
+    trace_timeout = bounds.finite(trace_timeout, "--trace-timeout", 0.0, 1e9, lo_open=True)
     cfg, fail_gates = thresholds(config_path, set_items), gates(fail_on)
     conf = load_config_file(config_path) if config_path else {}
     patterns = tuple(sorted((cls, tuple([rx] if isinstance(rx, str) else rx))

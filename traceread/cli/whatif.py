@@ -6,6 +6,7 @@ import re
 
 import click
 
+from traceread import bounds
 from traceread.analysis import analyze
 from traceread.atomic import atomic_open
 from traceread.cli.options import thresholds
@@ -19,13 +20,8 @@ REPLAY_FAILED = "what-if replay: "  # the analysis' unavailable line when its re
 
 
 def _factor(text: str, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{what}: {text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise UsageError(f"{what}: the factor must be a positive number, got {text!r}")
-    return value
+    # one place for every number (traceread.bounds): finite, and a factor whose int64 products hold
+    return bounds.factor(text, what)
 
 
 def parse_fix(item: str) -> Fix:
@@ -41,10 +37,7 @@ def parse_scale(item: str) -> Scale:
     pattern, sep, factor = item.rpartition("=")
     if not sep or not pattern:
         raise UsageError(f"--scale {item!r}: expected PATTERN=FACTOR")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(f"--scale {item!r}: {exc}") from None
+    bounds.user_pattern(pattern, f"--scale {item!r}", re.IGNORECASE)  # refused if it can backtrack for ever
     return Scale(pattern, _factor(factor, f"--scale {pattern}"))
 
 

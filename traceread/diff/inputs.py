@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 
 from traceread.errors import UsageError
-from traceread.loaders import load, trace_files
+from traceread.loaders import left_out_text, load, trace_files
 from traceread.trace import Trace
 
 
-def load_side(path: str, step_range: str | None = None) -> list[list[Trace]]:
-    """The captures of one side (each a list of traces); raises TraceReadError / UsageError."""
+def load_side(path: str, step_range: str | None = None,
+              left_out: list[tuple[str, str]] | None = None) -> list[list[Trace]]:
+    """The captures of one side (each a list of traces); raises TraceReadError / UsageError. What a
+    directory held but could not be read goes to ``left_out`` (``loaders.trace_files``)."""
     if not os.path.isdir(path):
         return [[load(path, progress=True, step_range=step_range)]]
     from traceread.diff.scan_sides import is_scan_output
@@ -27,9 +29,13 @@ def load_side(path: str, step_range: str | None = None) -> list[list[Trace]]:
                          "against another scan output only")
     from traceread.ranks import group_jobs, identify
 
-    files = trace_files(path)
+    skipped: list[tuple[str, str]] = []
+    files = trace_files(path, skipped)
+    if left_out is not None:
+        left_out += skipped
     if not files:
-        raise UsageError(f"{path}: no trace files in this directory")
+        why = f" ({len(skipped)} left out: {left_out_text(skipped)})" if skipped else ""
+        raise UsageError(f"{path}: no trace files in this directory{why}")
     traces = {f: load(f, progress=True, step_range=step_range) for f in files}
     identities = [i for f, t in traces.items() for i in identify(t, f)]
     groups = group_jobs(identities)

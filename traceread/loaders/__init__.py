@@ -80,15 +80,26 @@ def sniff(path: str) -> str:
     return found.format
 
 
-def trace_files(directory: str | os.PathLike[str]) -> list[str]:
+LeftOut = list[tuple[str, str]]  # (path, why) of what a folder expansion could not read
+
+
+def trace_files(directory: str | os.PathLike[str], left_out: LeftOut | None = None) -> list[str]:
     """Files under ``directory`` that sniff as traces, sorted (hidden files and folders skipped).
 
     What a directory given in place of a trace means, for ``analyze``, ``diff`` and
     ``traceread.analyze`` alike: every trace under it (a README or a job file is left out), each run
     once (a trace-viewer JSON beside the ``.xplane.pb`` it was derived from is left out).
+    Only regular files are opened: a FIFO, socket or device inside the folder would block the
+    sniff for ever or never end. What could not be read (no permission, an unreadable subfolder,
+    a non-regular file) is appended to ``left_out`` as (path, why), for the caller's note.
     """
+    skipped: LeftOut = left_out if left_out is not None else []
+
+    def unreadable(exc: OSError) -> None:  # os.walk's error on a subfolder it cannot list
+        skipped.append((str(exc.filename), f"folder not read ({exc.strerror or exc})"))
+
     out = []
-    for root, dirs, files in os.walk(os.fspath(directory)):
+    for root, dirs, files in os.walk(os.fspath(directory), onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found: list[tuple[str, str]] = []
         for name in sorted(files):
@@ -96,29 +107,59 @@ def trace_files(directory: str | os.PathLike[str]) -> list[str]:
                 continue
             path = os.path.join(root, name)
             try:
+                mode = os.stat(path).st_mode
+            except OSError as exc:  # a dangling link, no permission on the way
+                skipped.append((path, f"not read ({exc.strerror or exc})"))
+                continue
+            if not stat.S_ISREG(mode):
+                if not stat.S_ISDIR(mode):  # a link to a folder is os.walk's (not followed)
+                    skipped.append((path, "not a regular file (a FIFO, socket or device): not opened"))
+                continue
+            try:
                 found.append((path, sniff(path)))
-            except TraceReadError:
-                continue  # not a trace (a README, a job file)
+            except TraceReadError as exc:
+                if exc.problem.startswith("cannot read"):
+                    skipped.append((path, f"not read ({exc.problem})"))
+                continue  # else not a trace (a README, a job file)
         xplanes = [p for p, fmt in found if fmt == detect.XPLANE]
         out += [p for p, fmt in found
                 if not (xplanes and fmt == detect.XPLANE_JSON and detect.derived_from_xplane(p, xplanes))]
     return out
 
 
-def expand_paths(paths: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]) -> list[str]:
+def expand_paths(paths: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...],
+                 left_out: LeftOut | None = None) -> list[str]:
     """Each input as trace files: a file stays itself, a directory becomes :func:`trace_files` of it
-    (a directory with none raises TraceReadError)."""
+    (a directory with none raises TraceReadError); what a folder held but could not be read goes to
+    ``left_out`` (see :func:`trace_files`)."""
     out: list[str] = []
     for item in paths:
         p = os.fspath(item)
         if os.path.isdir(p):
-            found = trace_files(p)
+            skipped: LeftOut = []
+            found = trace_files(p, skipped)
+            if left_out is not None:
+                left_out += skipped
             if not found:
-                raise TraceReadError(p, "no trace files in this directory")
+                why = f" ({len(skipped)} left out: {left_out_text(skipped)})" if skipped else ""
+                raise TraceReadError(p, f"no trace files in this directory{why}")
             out += found
         else:
             out.append(p)
     return out
+
+
+def left_out_notes(left_out: LeftOut) -> tuple[str, ...]:
+    """The report's notes for what a folder held but could not be read (one per file, the first 20)."""
+    notes = tuple(f"{shown_path(p)}: left out of this analysis: {why}" for p, why in left_out[:20])
+    more = (f"and {len(left_out) - 20} more files left out",) if len(left_out) > 20 else ()
+    return notes + more
+
+
+def left_out_text(left_out: LeftOut, most: int = 3) -> str:
+    """``path: why; ...`` for the first ``most`` entries, the rest counted."""
+    text = "; ".join(f"{shown_path(p)}: {why}" for p, why in left_out[:most])
+    return text + (f"; and {len(left_out) - most} more" if len(left_out) > most else "")
 
 
 def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: str | None = None,
@@ -136,7 +177,10 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
         if _is_stream(path):
             trace = _load_stream(path, progress, step_range, decoders)
         else:
-            trace = _load(path, sniff(path), progress, step_range, decoders)
+            kind = sniff(path)
+            if kind == "kineto":
+                check_extent(path)
+            trace = _load(path, kind, progress, step_range, decoders)
         _check_span(path, trace)
         trace.meta.path = shown_path(trace.meta.path)  # a name of any bytes: reports are UTF-8
         return trace
@@ -195,7 +239,20 @@ def _load_stream(path: str, progress: bool, step_range: str | None, decoders: in
     return trace
 
 
+# What a stream may copy into TMPDIR beyond --max-json-size: the free space of its folder less this
+# margin (the copy never fills the disk other programs write to).
+SPOOL_FREE_MARGIN = 1 << 30
+SPOOL_BLOCK = 1 << 20
+# A run of NUL bytes as long as a file system block: never in JSON text, even a damaged writer's
+# (a stray control character is repaired; a block of zeros is a hole or /dev/zero).
+NUL_RUN = bytes(4096)
+
+
 def _spool(path: str, copy: str) -> None:
+    """Copy the stream at ``path`` to ``copy``, bounded: its first block is sniffed before anything
+    is kept (``cat /dev/zero`` is refused at once, not after 64 GiB), the copy stops at
+    ``--max-json-size`` or at the free space of the temporary folder less SPOOL_FREE_MARGIN, and a
+    plain JSON stream holding a run of NUL_RUN bytes (never in JSON text) stops where it does."""
     from traceread.limits import LIMITS, format_size
 
     try:
@@ -205,19 +262,62 @@ def _spool(path: str, copy: str) -> None:
     try:
         os.set_blocking(fd, True)
         with open(fd, "rb", closefd=False) as src, open(copy, "xb") as dst:
-            total = 0
-            while block := src.read(1 << 20):
+            total, plain = 0, None
+            cap = LIMITS.max_json_bytes
+            try:
+                vfs = os.statvfs(os.path.dirname(copy))
+                cap = min(cap, max(vfs.f_bavail * vfs.f_frsize - SPOOL_FREE_MARGIN, SPOOL_BLOCK))
+            except OSError:
+                pass
+            while block := src.read(SPOOL_BLOCK):
                 total += len(block)
-                if total > LIMITS.max_json_bytes:
-                    raise TraceReadError(path, f"the stream holds more than {format_size(LIMITS.max_json_bytes)} "
-                                               "(--max-json-size)")
+                if total > cap:
+                    raise TraceReadError(path, f"the stream holds more than {format_size(cap)} (--max-json-size, "
+                                               "or the free space of the temporary folder, TMPDIR)")
                 dst.write(block)
+                if plain is None:  # the first block: is this a trace at all?
+                    dst.flush()
+                    try:
+                        plain = sniff(copy) == "kineto" and not block.startswith(GZIP_MAGIC)
+                    except TraceReadError as exc:
+                        raise TraceReadError(path, exc.problem) from None
+                if plain and (nul := block.find(NUL_RUN)) >= 0:
+                    raise TraceReadError(path, f"not a trace: a run of NUL bytes at byte {total - len(block) + nul:,} "
+                                               "(JSON text holds none)")
     except OSError as exc:
         raise TraceReadError(path, f"cannot copy the stream to a temporary file ({exc.strerror})") from None
     finally:
         os.close(fd)
     if not total:
         raise TraceReadError(path, "empty (a pipe or FIFO nothing was written to)")
+
+
+def check_extent(path: str) -> None:
+    """Refuse a sparse Kineto file: one with a hole (a run of NUL bytes the file system does not
+    store) before its end. JSON text and gzip data never hold a block of NUL bytes, and reading or
+    hashing the holes of a 20 GiB sparse file took minutes and gigabytes for nothing. The file
+    system says where the first hole is (SEEK_HOLE), so the answer takes no read; a file whose
+    allocated blocks cover its size (the usual case) is not even asked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return  # the load says what is wrong with it
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_blocks * 512 >= st.st_size or not hasattr(os, "SEEK_HOLE"):
+            return
+        try:
+            hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        except OSError:  # a file system without hole reporting
+            return
+        if hole < st.st_size:
+            from traceread.limits import format_size
+
+            raise TraceReadError(path, f"a sparse file: {format_size(st.st_size)} long, {format_size(st.st_blocks * 512)} "
+                                       f"stored, with a hole of NUL bytes at byte {hole:,}: not a trace "
+                                       "(JSON and gzip hold no run of NUL bytes)")
+    finally:
+        os.close(fd)
 
 
 def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:

@@ -95,6 +95,9 @@ def detect(path: str) -> Detected:
     return found
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def _by_head(path: str, head: bytes) -> Detected:
     if head.startswith(SQLITE_MAGIC):
         return detect_sqlite(path)
@@ -102,12 +105,14 @@ def _by_head(path: str, head: bytes) -> Detected:
         body = _gunzip_head(head)
         if body is None:  # not inflatable: a damaged gzip, which the Kineto reader reports as before
             return Detected(KINETO, "gzip")
-        if body.lstrip()[:1] in (b"{", b"["):
-            return detect_json(body)
+        text = body.removeprefix(UTF8_BOM)
+        if text.lstrip()[:1] in (b"{", b"["):
+            return detect_json(text)
         found = detect_protobuf(body)
         return found if found.format != UNKNOWN_BINARY else Detected(KINETO, "gzip")
-    if head.lstrip()[:1] in (b"{", b"["):
-        return detect_json(head)
+    text = head.removeprefix(UTF8_BOM)  # a UTF-8 byte order mark may lead a JSON file
+    if text.lstrip()[:1] in (b"{", b"["):
+        return detect_json(text)
     return detect_protobuf(head)
 
 

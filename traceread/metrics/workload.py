@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from traceread import bounds
 from traceread.errors import UsageError
 
 MODES: tuple[str, ...] = ("train", "inference")
@@ -37,14 +38,17 @@ def parse_count(value: Any, what: str) -> float:
         out = float(m.group(1)) * _SUFFIX[m.group(2).lower()]
     if not out > 0:
         raise UsageError(f"{what} must be positive, got {value!r}")
-    return out
+    # one place for every number (traceread.bounds): finite and at most 2^63-1, as the JSON holds it
+    return bounds.finite(out, what, 0.0, float(bounds.INT64_MAX), lo_open=True)
 
 
 def _int(value: Any, what: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):  # exact, however large: then refused
+        return bounds.integer(value, what, 1, bounds.INT64_MAX)
     out = parse_count(value, what)
     if out != int(out):
         raise UsageError(f"{what} must be a whole number, got {value!r}")
-    return int(out)
+    return bounds.integer(int(out), what, 1, bounds.INT64_MAX)
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,10 @@ class Workload:
     # --- checks -----------------------------------------------------------------------------------
     def validate(self) -> None:
         """Raise UsageError on an impossible or inconsistent combination."""
+        for name in sorted(_INT_FIELDS | _FLOAT_FIELDS):  # a Workload built directly (the API) as well
+            value = getattr(self, name)
+            if value is not None:
+                coerce_field(name, value, "--")
         if self.mode not in MODES:
             raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.dtype is not None and self.dtype not in DTYPES:
@@ -120,11 +128,11 @@ class Workload:
                 raise UsageError(f"--global-batch {self.global_batch} != --micro-batch {mb} x "
                                  f"--grad-accum {ga} x --dp {dp} = {mb * ga * dp}")
             if self.seq_len is not None:
-                found.append((mb * ga * dp * self.seq_len,
-                              f"micro-batch {mb} x grad-accum {ga} x dp {dp} x seq-len {self.seq_len}"))
+                how = f"micro-batch {mb} x grad-accum {ga} x dp {dp} x seq-len {self.seq_len}"
+                found.append((bounds.product([mb, ga, dp, self.seq_len], how), how))
         if self.global_batch is not None and self.seq_len is not None:
-            found.append((self.global_batch * self.seq_len,
-                          f"global-batch {self.global_batch} x seq-len {self.seq_len}"))
+            how = f"global-batch {self.global_batch} x seq-len {self.seq_len}"
+            found.append((bounds.product([self.global_batch, self.seq_len], how), how))
         if (self.global_batch is not None or all(p is not None for p in parts)) and self.seq_len is None \
                 and self.tokens_per_step is None:
             raise UsageError("a batch size needs --seq-len to give tokens per optimizer step")

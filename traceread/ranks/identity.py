@@ -97,7 +97,10 @@ class RankIdentity(EpochWindow):
 
 def compile_rank_pattern(pattern: str | None) -> re.Pattern[str]:
     """The rank pattern (``DEFAULT_RANK_PATTERN`` when None); raises ValueError without a ``rank`` group."""
-    rx = re.compile(pattern or DEFAULT_RANK_PATTERN, re.I)
+    from traceread import bounds
+
+    # a file name is short, but a pattern that can backtrack for ever is refused as everywhere
+    rx = bounds.user_pattern(pattern or DEFAULT_RANK_PATTERN, "rank pattern", re.I)
     if "rank" not in rx.groupindex:
         raise ValueError(f"rank pattern {pattern!r} has no named group 'rank' (write (?P<rank>\\d+))")
     return rx

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceread.printable import printable
+from traceread.printable import BIDI_UTF8_LEADS, printable
 from traceread.render import rowjoin
 from traceread.rules import textcat
 
 CHUNK_ROWS = 65_536  # rows formatted at a time: bounds the chunk's bytes, not a threshold
 _C0_BUT_NL = bytes([*range(0x0A), *range(0x0B, 0x20), 0x7F])  # C0 but the joining newline, and DEL
 _C1 = re.compile(rb"\xc2[\x80-\x9f]")
+_BIDI = re.compile(rb"\xd8\x9c|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]")  # printable.BIDI_CHARS in UTF-8
 _QUOTE, _COMMA, _NL = ord('"'), ord(","), ord("\n")
 
 
@@ -50,7 +51,9 @@ def text_cells(values: list) -> list[rowjoin.Column]:
     if not values:
         return [[]]
     arr = np.asarray(values, dtype=object)
+    text = None  # which cells are text (None: all); a number, even -1, is no formula
     if pd.api.types.infer_dtype(arr, skipna=False) != "string":  # a C pass; rare
+        text = np.array([isinstance(v, str) for v in values], dtype=bool)
         missing = pd.isna(arr)
         arr = np.array(["" if m else v if isinstance(v, str) else str(v) for v, m in zip(values, missing.tolist(),
                                                                                      strict=True)] + [""],
@@ -60,15 +63,41 @@ def text_cells(values: list) -> list[rowjoin.Column]:
     if _has_control(buf) or joined.count("\n") != len(arr) - 1:  # a hostile name: rare
         buf = "\n".join([printable(v) for v in arr.tolist()]).encode("utf-8")
     u8 = np.frombuffer(buf, dtype=np.uint8)
+    newlines = np.flatnonzero(u8 == _NL)
+    formula = _formula_cells(u8, newlines, text)
     special = np.flatnonzero((u8 == _COMMA) | (u8 == _QUOTE))
     if not len(special):
-        return [rowjoin.separated(buf, _NL)]
+        return [rowjoin.separated(buf, _NL)] if formula is None else [formula, rowjoin.separated(buf, _NL)]
     quoted = np.zeros(len(arr), dtype=np.uint8)
-    quoted[np.searchsorted(np.flatnonzero(u8 == _NL), special)] = 1  # the cells holding one
+    quoted[np.searchsorted(newlines, special)] = 1  # the cells holding one
     if buf.find(b'"') >= 0:
         buf = buf.replace(b'"', b'""')
     mark = rowjoin.spread([b"", b'"'], quoted)
-    return [mark, rowjoin.separated(buf, _NL), mark]
+    return [mark, *([] if formula is None else [formula]), rowjoin.separated(buf, _NL), mark]
+
+
+# CSV injection: a cell starting with one of these is a formula to a spreadsheet (=HYPERLINK(...),
+# +cmd|..., -2+3, @SUM(...)). Such a text cell gets a leading apostrophe, so that it reads as text
+# (the usual defence; docs/reliability.md). Tab and carriage return, the other two starters, never
+# lead a cell: control characters are shown as ``\x09`` first.
+FORMULA_STARTS = b"=+-@"
+_FORMULA = np.zeros(256, dtype=bool)
+_FORMULA[list(FORMULA_STARTS)] = True
+
+
+def _formula_cells(u8: np.ndarray, newlines: np.ndarray, text: np.ndarray | None = None) -> rowjoin.Column | None:
+    """The apostrophe (or nothing) before each cell of the newline-joined ``u8`` that would start a
+    formula (of the ``text`` cells, all when None), as a ``rowjoin`` column; None when no cell does
+    (the usual case: nothing added)."""
+    if not len(u8):
+        return None
+    starts = np.concatenate([np.zeros(1, np.int64), newlines + 1])
+    hit = _FORMULA[u8[np.minimum(starts, len(u8) - 1)]] & (starts < len(u8))  # an empty cell starts at a newline
+    if text is not None:
+        hit &= text
+    if not hit.any():
+        return None
+    return rowjoin.spread([b"", b"'"], hit.view(np.uint8))
 
 
 def _listed(values: list) -> list[bytes]:
@@ -81,6 +110,8 @@ def _has_control(buf: bytes) -> bool:
     """Whether UTF-8 ``buf`` holds a control character other than the joining newline (C1 is
     0xC2 0x80-0x9F); ``bytes.translate``/``find`` are C passes (a regex scans several times slower)."""
     if len(buf.translate(None, _C0_BUT_NL)) != len(buf):
+        return True
+    if any(buf.find(lead) >= 0 for lead in BIDI_UTF8_LEADS) and _BIDI.search(buf) is not None:
         return True
     return buf.find(b"\xc2") >= 0 and _C1.search(buf) is not None
 
@@ -124,6 +155,8 @@ class _Parts:
         self.table: list[str] | None = None  # the table encoded below (kept: its id is the key)
         self.cells: tuple[bytes, np.ndarray, np.ndarray] = (b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.special = np.zeros(0, dtype=bool)  # per part: holds a comma or quote
+        self.formula = np.zeros(0, dtype=bool)  # per part: starts with a formula character
+        self.empty = np.zeros(0, dtype=bool)  # per part: ''
 
     def cells_of(self, t: textcat.Texts) -> list[rowjoin.Column]:
         if t.table is not self.table:  # as text_cells escapes a chunk's texts, once per table
@@ -132,6 +165,11 @@ class _Parts:
             if _has_control(buf) or joined.count("\n") != len(t.table) - 1:  # a hostile name: rare
                 buf = "\n".join([printable(p) for p in t.table]).encode("utf-8")
             u8 = np.frombuffer(buf, dtype=np.uint8)
+            starts = np.concatenate([np.zeros(1, np.int64), np.flatnonzero(u8 == _NL) + 1])
+            ends = np.append(starts[1:] - 1, len(u8))
+            self.empty = ends == starts
+            self.formula = ~self.empty & _FORMULA[u8[np.minimum(starts, max(len(u8) - 1, 0))]] if len(u8) else \
+                np.zeros(len(t.table), dtype=bool)
             self.special = np.zeros(len(t.table), dtype=bool)
             self.special[np.searchsorted(np.flatnonzero(u8 == _NL), np.flatnonzero((u8 == _COMMA) | (u8 == _QUOTE)))] = True
             if buf.find(b'"') >= 0:
@@ -139,10 +177,25 @@ class _Parts:
             self.cells = rowjoin.separated(buf, _NL)
             self.table = t.table
         text = rowjoin.Later(rowjoin.gather, self.cells, t.codes)  # laid out on the join's thread
+        formula = self._formula_rows(t.codes)
+        shown: list[rowjoin.Column] = [text] if formula is None else [formula, text]
         if not self.special.any() or not t.codes.shape[1]:
-            return [text]
+            return shown
         mark = rowjoin.spread([b"", b'"'], self.special[t.codes].any(axis=1).view(np.uint8))
-        return [mark, text, mark]
+        return [mark, *shown, mark]
+
+    def _formula_rows(self, codes: np.ndarray) -> rowjoin.Column | None:
+        """The apostrophe before rows whose first non-empty part starts a formula (as text_cells)."""
+        if not self.formula.any() or not codes.shape[1]:
+            return None
+        hit = np.zeros(len(codes), dtype=bool)
+        decided = np.zeros(len(codes), dtype=bool)
+        for k in range(codes.shape[1]):  # parts per row: a few
+            c = codes[:, k]
+            now = ~decided & ~self.empty[c]
+            hit |= now & self.formula[c]
+            decided |= now
+        return rowjoin.spread([b"", b"'"], hit.view(np.uint8)) if hit.any() else None
 
 
 class _Column:

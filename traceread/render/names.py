@@ -172,29 +172,70 @@ def _plain_arg_runs(chars: list[str], o: int, c: int) -> list[tuple[int, int]]:
     return runs
 
 
+# Past this many characters a name is collapsed in bulk: groups nested deeper than HUGE_DEPTH are
+# emptied in one pass, then every candidate of the best kind at once per round, so that the work
+# stays linear in the name's length (one at a time, a 34 KB name of template groups took minutes).
+# Shorter names (every real kernel name seen) collapse one group at a time, longest first.
+HUGE_NAME = 1024
+HUGE_DEPTH = 2
+
+
 def _collapse(s: _Chars, max_len: int) -> None:
     """Collapse template/argument lists to ``…`` while the name is too long: lists of plain types and
     numbers first, then runs of plain arguments beside a named one, then the rest, longest first."""
+    if len(s) > HUGE_NAME:
+        _empty_deep_groups(s)
     while len(s) > max_len:
-        best = None
-        groups = _groups(s.c)
-        angles = [(lo, lc) for lo, lc in groups if s.c[lo] == "<"]
-        for o, c in groups:
-            if s.c[o] == "(" and not any(lo < o < lc for lo, lc in angles):
-                continue  # a call outside templates (``enumerate(DataLoader)#...``) is part of the name
-            inner = s.c[o + 1:c]
-            candidates = [(2, o + 1, c)] if inner != [ELLIPSIS] and (
-                not any(ch in _OPEN for ch in inner) or _all_collapsed(inner)) else []
-            if candidates and _says_little("".join(inner)):
-                candidates = [(0, o + 1, c)]
-            candidates += [(1, a, b) for a, b in _plain_arg_runs(s.c, o, c)]
-            for kind, a, b in candidates:
-                rank = (kind, -(b - a))
-                if s.removable(a, b) and (best is None or rank < best[0]):
-                    best = (rank, a, b)
-        if best is None:
+        found = _candidates(s)
+        if not found:
             return
-        s.replace(best[1], best[2], ELLIPSIS)
+        if len(s) > HUGE_NAME:  # in bulk: the candidates of one kind are disjoint (innermost groups, runs)
+            kind = min(k for k, _, _ in found)
+            for _, a, b in sorted((c for c in found if c[0] == kind), key=lambda c: -c[1]):
+                s.replace(a, b, ELLIPSIS)
+            continue
+        _, a, b = min(found, key=lambda c: (c[0], -(c[2] - c[1])))
+        s.replace(a, b, ELLIPSIS)
+
+
+def _candidates(s: _Chars) -> list[tuple[int, int, int]]:
+    """(kind, start, end) of every span :func:`_collapse` may turn into ``…`` (removable ones)."""
+    groups = _groups(s.c)
+    # how many template groups hold each position: a call outside templates is part of the name
+    depth = [0] * (len(s.c) + 1)
+    for lo, lc in groups:
+        if s.c[lo] == "<":
+            depth[lo + 1] += 1
+            depth[lc] -= 1
+    for i in range(1, len(depth)):
+        depth[i] += depth[i - 1]
+    out = []
+    for o, c in groups:
+        if s.c[o] == "(" and depth[o] == 0:
+            continue  # a call outside templates (``enumerate(DataLoader)#...``) is part of the name
+        inner = s.c[o + 1:c]
+        candidates = [(2, o + 1, c)] if inner != [ELLIPSIS] and (
+            not any(ch in _OPEN for ch in inner) or _all_collapsed(inner)) else []
+        if candidates and _says_little("".join(inner)):
+            candidates = [(0, o + 1, c)]
+        candidates += [(1, a, b) for a, b in _plain_arg_runs(s.c, o, c)]
+        out += [(kind, a, b) for kind, a, b in candidates if s.removable(a, b)]
+    return out
+
+
+def _empty_deep_groups(s: _Chars) -> None:
+    """``…`` inside every group nested deeper than HUGE_DEPTH (one pass; kept characters stay)."""
+    spans, stack = [], []
+    for i, ch in enumerate(s.c):
+        if ch in _OPEN:
+            stack.append(i)
+        elif ch in _CLOSE and stack:
+            o = stack.pop()
+            if len(stack) == HUGE_DEPTH and i > o + 1:  # the outermost group at that depth
+                spans.append((o + 1, i))
+    for a, b in reversed(spans):  # disjoint, right to left: earlier indices stay valid
+        if s.removable(a, b):
+            s.replace(a, b, ELLIPSIS)
 
 
 _PLAIN = frozenset("bool char short int long unsigned signed float double half Half BFloat16 bfloat16 const "
@@ -323,13 +364,50 @@ def _diff_spans(mine: list[tuple[int, int, str]], theirs: list[str]) -> list[tup
     """Character spans of ``mine``'s tokens that differ from ``theirs`` (an insertion on their side marks
     the token beside it)."""
     spans = []
-    matcher = difflib.SequenceMatcher(None, [w for _, _, w in mine], theirs, autojunk=False)
+    words = [w for _, _, w in mine]
+    if len(words) + len(theirs) > _DIFF_TOKENS:
+        return _diff_spans_huge(mine, words, theirs)
+    matcher = difflib.SequenceMatcher(None, words, theirs, autojunk=False)
     for op, i1, i2, _, _ in matcher.get_opcodes():
         if op == "equal":
             continue
         if i2 == i1:  # they have tokens here that we lack: our neighbour tells us apart
             i1, i2 = (i1 - 1, i1) if i1 > 0 else (0, 1)
         spans.append((mine[i1][0], mine[min(i2, len(mine)) - 1][1]))
+    return spans
+
+
+# Names of more tokens than this (together) are compared in linear time: their common start and end
+# set aside, the rest token by token, the first _HUGE_SPANS differences kept (the alignment is
+# quadratic in the tokens: two 34 KB names that differ near their end took minutes).
+_DIFF_TOKENS = 2_000
+_HUGE_SPANS = 8
+
+
+def _diff_spans_huge(mine: list[tuple[int, int, str]], words: list[str], theirs: list[str]) -> list[tuple[int, int]]:
+    n = min(len(words), len(theirs))
+    p = 0
+    while p < n and words[p] == theirs[p]:
+        p += 1
+    q = 0
+    while q < n - p and words[-1 - q] == theirs[-1 - q]:
+        q += 1
+    a, b = words[p:len(words) - q], theirs[p:len(theirs) - q]
+    if not a:  # they have tokens here that we lack: our neighbour tells us apart
+        at = min(p, len(mine) - 1) if p < len(mine) else len(mine) - 1
+        at = p - 1 if p > 0 else at
+        return [(mine[max(at, 0)][0], mine[max(at, 0)][1])] if mine else []
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(a) and len(spans) < _HUGE_SPANS:
+        if i < len(b) and a[i] == b[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(a) and not (j < len(b) and a[j] == b[j]):
+            j += 1
+        spans.append((mine[p + i][0], mine[p + j - 1][1]))
+        i = j
     return spans
 
 

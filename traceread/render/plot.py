@@ -136,16 +136,24 @@ def plot_format(path: str) -> str:
 def render(a: Analysis, path: str, ranks: tuple[int, ...] | None = None) -> None:
     """Draw the picture into ``path`` (format by extension). ``ranks``: the ranks to draw (None:
     all of a job); several ranks are drawn as a job (``plot_job``), one as its detailed timeline."""
+    import logging
+    import warnings
+
     from traceread.render import plot_job
 
     units = plot_job.select_units(a, ranks)
     fmt, metadata = PLOT_FORMATS[plot_format(path)]
-    if len({(u.trace, u.rank) for u in plot_job.as_units(units)}) > 1:
-        fig = plot_job.figure(a, units)
-    else:
-        fig = _rank_figure(a, units.iloc[0] if len(units) else None)
-    with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format=fmt, metadata=metadata)
+    # matplotlib's own warnings (a glyph a kernel name holds that no font has, the font cache
+    # being built) are not the user's business: standard error carries traceread's lines only
+    logging.getLogger("matplotlib").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if len({(u.trace, u.rank) for u in plot_job.as_units(units)}) > 1:
+            fig = plot_job.figure(a, units)
+        else:
+            fig = _rank_figure(a, units.iloc[0] if len(units) else None)
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format=fmt, metadata=metadata)
 
 
 def _rank_figure(a: Analysis, unit: pd.Series | None):  # noqa: ANN202 - matplotlib is imported lazily

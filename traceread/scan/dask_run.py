@@ -28,10 +28,18 @@ _TIMEOUTS = (TimeoutError, asyncio.TimeoutError)
 
 
 def _client(address: str, workers: int, max_rss: int):  # noqa: ANN202 - distributed is optional
+    import logging
+    import warnings
+
     try:
         from distributed import Client, LocalCluster
     except ImportError:
         raise UsageError("--dask needs the distributed package: pip install 'traceread[dask]'") from None
+    # distributed logs and warns on standard error (ports, worker restarts, the event loop): the
+    # scan says what matters in its own lines
+    for name in ("distributed", "tornado", "bokeh"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"distributed(\..*)?$")
     if address == "local":
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=max_rss,
                                dashboard_address=None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from traceread.errors import UsageError
 from traceread.metrics.workload import make_workload, read_workload_file
 from traceread.scan.discover import Candidate
 
@@ -45,7 +46,10 @@ class JobInputsFinder:
             src, values = self._tree_file(c)
             if src is not None:
                 src = os.path.relpath(src, _root_dir(c))
-        workload = make_workload(values, self.cli_values)
+        try:
+            workload = make_workload(values, self.cli_values)
+        except UsageError as exc:  # name the job file: its values together are out of range
+            raise UsageError(f"{src}: {exc}" if src and not str(exc).startswith(src) else str(exc)) from None
         self.sources[c.rel] = src
         return workload.to_dict() if workload is not None else None
 

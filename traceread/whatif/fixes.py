@@ -29,7 +29,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from traceread import causes, heap, intervals, kernel_classes, schema
+from traceread import bounds, causes, heap, intervals, kernel_classes, schema
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK
 from traceread.lanes import EventView
@@ -49,6 +49,10 @@ class Fix:
     cause: str
     factor: float | None = None
 
+    def __post_init__(self) -> None:  # the API's Fix as the CLI's: a factor in bounds' range
+        if self.factor is not None:
+            object.__setattr__(self, "factor", bounds.factor(self.factor, f"factor of {self.cause}"))
+
     def label(self) -> str:
         return self.cause if self.factor is None else f"{self.cause}={self.factor:g}"
 
@@ -60,6 +64,9 @@ class Scale:
 
     pattern: str
     factor: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "factor", bounds.factor(self.factor, f"factor of {self.pattern!r}"))
 
     def label(self) -> str:
         return f"{self.pattern}={self.factor:g}"
@@ -209,7 +216,11 @@ def _apply_op(e: Edges, op: _Op, sl: slice) -> None:
         if op.kind == _DUR_ZERO:
             dur[:] = 0
         elif op.kind == _DUR_DIV:
-            dur = (dur / op.factor).astype(_I64)
+            scaled = dur / op.factor
+            if len(scaled) and scaled.max() >= 2.0**62:  # a slow-down past int64 would wrap (bounds.FACTOR_MIN)
+                raise bounds.BadValue(f"a factor of {op.factor:g} makes an op last {scaled.max():.3g} ns, "
+                                      "past what int64 nanoseconds hold")
+            dur = scaled.astype(_I64)
         elif op.kind == _DUR_MIN:
             dur = np.minimum(dur, np.asarray(_part(op.values, sl)))
         elif op.kind == _DUR_CUT:
@@ -430,10 +441,11 @@ def plan_memory_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
 
 def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     v = ctx.view
-    rx = re.compile(fix.pattern, re.IGNORECASE)
+    what = f"--scale {fix.pattern}"
+    rx = bounds.user_pattern(fix.pattern, what, re.IGNORECASE)  # the API's Scale too
 
-    def match(names: np.ndarray) -> np.ndarray:
-        return np.array([bool(rx.search(str(n))) for n in names], dtype=bool)
+    def match(names: np.ndarray) -> np.ndarray:  # bounded: first 16 KiB of each name, a time budget
+        return np.array(bounds.search_names(rx, names, what), dtype=bool)
 
     ops = m.op_nodes
     hit = v.map_names(m.row[ops], match) if len(ops) else np.zeros(0, bool)

@@ -85,6 +85,13 @@ def read_header(src: Source) -> tuple[dict[str, Any], bool, memoryview | None]:
                 continue
             raise TraceReadError(src.path, "empty file" if not src.gzip else "empty file (gzip holds no data)")
         lead = start.start()
+        if buf.startswith(_BOM, lead) and not buf[:lead].strip():  # a UTF-8 byte order mark (some editors write one)
+            start = _NON_SPACE.search(buf, lead + len(_BOM))
+            if start is None:
+                if block:
+                    continue
+                raise TraceReadError(src.path, "empty file (a byte order mark only)")
+            lead = start.start()
         first = buf[lead: lead + 1]
         if first == b"[":
             return {}, True, memoryview(buf)[lead + 1:]
@@ -95,6 +102,8 @@ def read_header(src: Source) -> tuple[dict[str, Any], bool, memoryview | None]:
                 head = buf[lead + 1: m.start()].rstrip().rstrip(b",")
                 top = _loads_object(b"{" + head + b"}") or {}
                 return top, False, memoryview(buf)[m.end():]
+        if (kind := _events_not_array(buf, lead)) is not None:  # not a truncation: a value of another type
+            raise TraceReadError(src.path, f"not a trace: traceEvents is {kind}, not an array of events")
         if not block and (src.gzip_cut or b'"schemaVersion"' in buf or b'"deviceProperties"' in buf):
             return {}, False, None  # a Kineto header cut short before the event array
         if not block or len(buf) > HEADER_MAX:
@@ -135,6 +144,19 @@ def peek_header(path: str, limit: int = PEEK_HEADER) -> dict[str, Any] | None:
         return None
     finally:
         src.close()
+
+
+_BOM = b"\xef\xbb\xbf"
+_EVENTS_ANY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*([^\[ \t\r\n])')
+_KINDS = {ord('"'): "a string", ord("n"): "null", ord("{"): "an object", ord("t"): "a boolean", ord("f"): "a boolean"}
+
+
+def _events_not_array(buf: bytes, lead: int) -> str | None:
+    """What a top-level ``traceEvents`` holds when it is not an array ("a string", "null"), else None."""
+    for m in _EVENTS_ANY.finditer(buf, lead):
+        if top_level_key_start(buf, lead, m.start()):
+            return _KINDS.get(buf[m.start(1)], "a number")
+    return None
 
 
 def next_cut(buf: bytearray | memoryview, chunk: int, searched: int = 0) -> tuple[int, int] | None:
@@ -240,8 +262,10 @@ def exact_rest(src: Source, restart: bytes | int, res: StreamResult) -> None:
         if array_end is not None:
             _decode_exact(buf, at + array_end, res)
             trailer = bytes(memoryview(buf)[at + array_end + 1:]) + _read_all(src)
-            if not res.bare_list:
-                _parse_trailer(trailer, res)
+            if not res.bare_list and "traceEvents" in _parse_trailer(trailer, res):
+                # a JSON reader keeps the last of a repeated key, this reader the first: neither is sure
+                raise TraceReadError(src.path, "not a trace: the key traceEvents appears twice (which array "
+                                               "holds the events is not sure)")
             _note_bad_check(src, res)
             return
         if end is not None:
@@ -305,16 +329,20 @@ def _read_all(src: Source) -> bytes:
         parts.append(block)
 
 
-def _parse_trailer(trailer: bytes, res: StreamResult) -> None:
-    """Keys after the event array (traceName, baseTimeNanoseconds in 2024-25 files, logs)."""
+def _parse_trailer(trailer: bytes, res: StreamResult) -> set[str]:
+    """Keys after the event array (traceName, baseTimeNanoseconds in 2024-25 files, logs); returns
+    the keys found there."""
     text = trailer.strip()
     if not text or text == b"}":
-        return
+        return set()
     body = text[1:] if text.startswith(b",") else text
     extra = _loads_object(b"{" + body) if body.rstrip().endswith(b"}") else None
     if extra is None:
         res.warnings.append("the keys after the event array are incomplete or not valid JSON")
         m = _BASE_TIME.search(body)
         extra = {"baseTimeNanoseconds": bounded_int(m.group(1).decode())} if m else {}
+        if _EVENTS_ANY.search(body) or TRACE_EVENTS_KEY.search(body):
+            extra["traceEvents"] = None
     for k, v in extra.items():
         res.top.setdefault(k, v)
+    return set(extra)

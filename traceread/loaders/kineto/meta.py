@@ -220,6 +220,13 @@ def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | Non
     first_us = float(np.min(events["start_ns"].to_numpy(), where=where, initial=np.iinfo(np.int64).max)) / 1000
     if EPOCH_US_MIN <= first_us <= EPOCH_US_MAX:
         return schema.TIME_EPOCH, 0, None
+    # One odd start (an event with a second "ts": a JSON reader keeps the last) must not make a
+    # trace of epoch times "relative": the middle start decides, the ones before the range are noted.
+    starts = events["start_ns"].to_numpy()[np.asarray(timed)] if timed.any() else events["start_ns"].to_numpy()
+    if EPOCH_US_MIN <= float(np.median(starts)) / 1000 <= EPOCH_US_MAX:
+        early = int((starts < EPOCH_US_MIN * 1000).sum())
+        return schema.TIME_EPOCH, 0, (f"{early:,} event(s) start before 2001 while the others are Unix-epoch times "
+                                      "(a timestamp given twice in an event, or a damaged one): kept as they are")
     base = top.get("baseTimeNanoseconds")
     if isinstance(base, int) and not isinstance(base, bool) and 0 < base <= EPOCH_NS_MAX:
         return schema.TIME_EPOCH, base, None

@@ -391,7 +391,14 @@ def open_export(path: str) -> Export:
         raise TraceReadError(path, f"SQLite file is not an Nsight Systems export: {what}")
     for t in tables:
         if re.fullmatch(r"[A-Za-z0-9_]+", t):
-            info = conn.execute(f"PRAGMA table_info({t})").fetchall()
+            # table_xinfo lists the generated columns table_info leaves out (hidden 2: computed on
+            # every read, 3: stored); an export has none, and a computed one runs the file's own
+            # expression per row read (a 200 MB blob per row: minutes and gigabytes for 240 rows)
+            info = conn.execute(f"PRAGMA table_xinfo({t})").fetchall()
+            if computed := [decode(r[1]) for r in info if r[6]]:
+                ex.close()
+                raise TraceReadError(path, f"table {t} has generated or hidden columns ({', '.join(computed[:3])}): "
+                                           "not an Nsight Systems export (nsys writes plain columns)")
             ex.columns[t] = [decode(r[1]) for r in info]
             ex.notnull[t] = {decode(r[1]) for r in info if r[3]}
     # Newer exports may suffix NVTX_EVENTS (unverified claim, B.6): accept the first such table.
