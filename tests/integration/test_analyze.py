@@ -246,3 +246,32 @@ def test_nsys_rep_is_refused_with_exit_2(tmp_path, capsys) -> None:
     rep.write_bytes(b"\x00" * 64)
     assert main(["analyze", str(rep)]) == 2
     assert "run.nsys-rep" in capsys.readouterr().err
+
+
+def test_a_run_folder_with_a_config_file_is_analysed_with_a_note(tmp_path, capsys) -> None:
+    """A run folder holds a config.json and a metrics JSON beside its trace: the trace is analysed (exit 0),
+    each non-trace JSON is named once in a note, on standard error and in the Python API's report."""
+    import shutil
+    import warnings
+
+    import traceread
+    from conftest import FIXTURES
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(FIXTURES / "hta_alexnet_a100.json.gz", run)
+    (run / "config.json").write_text('{"lr": 0.1, "batch": 32, "layers": [64, 128]}\n')
+    (run / "metrics.json").write_text('{"loss": [2.3, 1.9], "step": [1, 2]}\n')
+    out = tmp_path / "r.md"
+    assert main(["analyze", str(run), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    report = out.read_text()
+    for name in ("config.json", "metrics.json"):
+        assert err.count(name) == 1 and f"{name}: left out of this analysis: not a trace" in report
+    assert "## Verdict" in report
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        result = traceread.analyze(str(run))
+    assert sum("config.json" in n for n in result.notes) == 1
+    assert main(["analyze", str(run / "config.json")]) == 2  # named on its own, it is still refused
+    assert "not a trace" in capsys.readouterr().err

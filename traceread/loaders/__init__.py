@@ -116,11 +116,16 @@ def trace_files(directory: str | os.PathLike[str], left_out: LeftOut | None = No
                     skipped.append((path, "not a regular file (a FIFO, socket or device): not opened"))
                 continue
             try:
-                found.append((path, sniff(path)))
+                kind = sniff(path)
             except TraceReadError as exc:
                 if exc.problem.startswith("cannot read"):
                     skipped.append((path, f"not read ({exc.problem})"))
                 continue  # else not a trace (a README, a job file)
+            why = refusal(kind)
+            if why is not None:  # a JSON or database that is no trace (a run's config.json), or one of no reader
+                skipped.append((path, why))
+                continue
+            found.append((path, kind))
         xplanes = [p for p, fmt in found if fmt == detect.XPLANE]
         out += [p for p, fmt in found
                 if not (xplanes and fmt == detect.XPLANE_JSON and detect.derived_from_xplane(p, xplanes))]
@@ -357,12 +362,22 @@ def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders
         raise TraceReadError(path, f"cannot read ({exc.strerror or exc})") from None
 
 
+def refusal(kind: str) -> str | None:
+    """Why a file of format ``kind`` is not read ("a JSON file of no known trace format: not a trace"), or
+    None when a reader of this build takes it."""
+    if kind in (detect.KINETO, detect.NSYS, detect.NSYS_REP) or kind in READERS:
+        return None  # a registered reader wins over REFUSED's default words
+    if kind == detect.UNKNOWN_JSON:  # said as the Kineto reader said it, which scan counts as "not a trace"
+        return "not a trace: a JSON file with no traceEvents array, of no known trace format"
+    return f"{detect.describe(kind)}: {REFUSED.get(kind, 'no reader in this build')}"
+
+
 def _load_other(path: str, kind: str, progress: bool) -> Trace:
     """Read ``path`` of format ``kind`` with its entry of READERS, or refuse it naming the format."""
     what = detect.describe(kind)
-    target = READERS.get(kind)  # a registered reader wins over REFUSED's default words
+    target = READERS.get(kind)
     if target is None:
-        raise TraceReadError(path, f"{what}: {REFUSED.get(kind, 'no reader in this build')}")
+        raise TraceReadError(path, refusal(kind) or what)
     import importlib
 
     module, _, func = target.partition(":")

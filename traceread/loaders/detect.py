@@ -107,12 +107,12 @@ def _by_head(path: str, head: bytes) -> Detected:
             return Detected(KINETO, "gzip")
         text = body.removeprefix(UTF8_BOM)
         if text.lstrip()[:1] in (b"{", b"["):
-            return detect_json(text)
+            return detect_json(text, whole=len(head) < PEEK_BYTES and len(body) < PEEK_BYTES)
         found = detect_protobuf(body)
         return found if found.format != UNKNOWN_BINARY else Detected(KINETO, "gzip")
     text = head.removeprefix(UTF8_BOM)  # a UTF-8 byte order mark may lead a JSON file
     if text.lstrip()[:1] in (b"{", b"["):
-        return detect_json(text)
+        return detect_json(text, whole=len(head) < PEEK_BYTES)
     return detect_protobuf(head)
 
 
@@ -124,8 +124,10 @@ def _gunzip_head(head: bytes) -> bytes | None:
         return None
 
 
-def detect_json(text: bytes) -> Detected:
-    """A JSON file's format from its first bytes (a Chrome trace of Kineto or of another tool)."""
+def detect_json(text: bytes, whole: bool = False) -> Detected:
+    """A JSON file's format from its first bytes (a Chrome trace of Kineto or of another tool); ``whole``:
+    ``text`` is the whole file, so an object without a ``traceEvents`` key anywhere is no trace at all (a
+    run's ``config.json`` or metrics beside its traces)."""
     if re.match(rb'\s*\{\s*"rocprofiler-sdk-tool"\s*:', text):
         return Detected(ROCPROFV3_JSON, "a rocprofiler-sdk-tool object")
     if _XPLANE_PROCESS.search(text) and b"process_name" in text:
@@ -136,6 +138,8 @@ def detect_json(text: bytes) -> Detected:
         return Detected(RPD_JSON, "rpd2tracing's process and thread names")
     if _KINETO_KEYS.search(text):
         return Detected(KINETO, "Kineto's top-level keys")
+    if whole and text.lstrip()[:1] == b"{" and b'"traceEvents"' not in text:
+        return Detected(UNKNOWN_JSON, "a whole JSON object without traceEvents")
     cats = {c.lower() for c in _CAT.findall(text)}
     if cats and not any(c.decode("utf-8", "replace") in KINETO_CATS for c in cats):
         return Detected(CHROME_JSON, "no Kineto category among " + ", ".join(sorted(
