@@ -254,8 +254,9 @@ def test_a_run_folder_with_a_config_file_is_analysed_with_a_note(tmp_path, capsy
     import shutil
     import warnings
 
-    import traceread
     from conftest import FIXTURES
+
+    import traceread
 
     run = tmp_path / "run"
     run.mkdir()
