@@ -26,6 +26,7 @@ import pandas as pd
 from traceread import heap, schema
 from traceread import pipeline as pipe
 from traceread.config import Thresholds
+from traceread.findings import Findings
 from traceread.pipeline import UNIT, LaunchStats
 from traceread.rules.evidence import aligned
 from traceread.trace import EpochWindow, Trace
@@ -161,6 +162,11 @@ class Analysis:
     @property
     def units(self) -> pd.DataFrame:
         return self.attribution[UNIT]
+
+    @property
+    def findings(self) -> Findings:
+        """What the reports show beyond the tables (largest gaps with evidence, per-unit verdicts), made when asked."""
+        return Findings(self)
 
     def unit_label(self, trace: int, rank: int, device: int) -> str:
         """``rank 0 / GPU 1``; prefixed with the file when two inputs share a rank number."""
