@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from traceread.metrics.mfu import MfuResult
     from traceread.metrics.workload import Workload
     from traceread.ranks.identity import RankIdentity
+    from traceread.ranks.section import JobSection
     from traceread.ranks.summary import RankSummary
-    from traceread.whatif import Fix, Scale
+    from traceread.whatif import Fix, Scale, WhatIf
 
 SCHEMA_VERSION = "1.4"
 # The most events the analysed traces may hold for the what-if replay to start beside the rules (_Replay).
@@ -136,8 +137,8 @@ class Analysis:
     # no-gpu-activity: what is missing, per trace, from evidence in the file (sanity.missing_gpu_activity)
     refusal: str = ""
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
-    job: Any = None  # traceread.ranks.section.JobSection or None
-    whatif: Any = None  # traceread.whatif.WhatIf or None: what each fix would buy (the dependency replay)
+    job: JobSection | None = None  # several ranks: how they group into jobs, alignment, stragglers
+    whatif: WhatIf | None = None  # what each fix would buy (the dependency replay), None when it could not run
     # The replay while it still runs on its thread (see _Replay); reading ``whatif`` or ``unavailable`` waits for it.
     _replay: _Replay | None = field(default=None, repr=False)
 
@@ -276,16 +277,16 @@ def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], r
                            lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
     for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
         for s in rep.stragglers:
-            if s["others_comm_bound_waiting_ns"] > 0:
-                notes.append(f"comm-bound: {s['others_comm_bound_waiting_ns'] / 1e6:.3f} ms of the comm-bound time on "
-                             f"the other ranks of {rep.name} is waiting for straggler rank {s['rank']} ({s['cause']}), "
+            if s.others_comm_bound_waiting_ns > 0:
+                notes.append(f"comm-bound: {s.others_comm_bound_waiting_ns / 1e6:.3f} ms of the comm-bound time on "
+                             f"the other ranks of {rep.name} is waiting for straggler rank {s.rank} ({s.cause}), "
                              "not slow interconnect (see the job section)")
-        wf = rep.waiting_for or {}
-        if wf.get("kind") in ("rank", "stage") and wf.get("class") and wf.get("class_share"):
-            who = f"straggler rank {wf['rank']}" if wf["kind"] == "rank" else f"pipeline stage {wf['stage']}"
+        wf = rep.waiting_for
+        if wf is not None and wf.kind in ("rank", "stage") and wf.cls and wf.class_share:
+            who = f"straggler rank {wf.rank}" if wf.kind == "rank" else f"pipeline stage {wf.stage}"
             fix = (" (slower than the other stages: rebalance layers across stages; a different schedule does not "
-                   "remove it)" if wf["kind"] == "stage" else "")
-            notes.append(f"{wf['class']}: {wf['class_share']:.0%} of the {wf['class']} time on the other ranks of "
+                   "remove it)" if wf.kind == "stage" else "")
+            notes.append(f"{wf.cls}: {wf.class_share:.0%} of the {wf.cls} time on the other ranks of "
                          f"{rep.name} is waiting for {who}{fix} (see the job section)")
     return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
                                unavailable=tuple(dict.fromkeys(unavailable)),
@@ -301,15 +302,15 @@ def _dominant_evidence(per: list[pipe.PerTrace], gaps: pd.DataFrame, dominant: s
     return dominant_evidence(gaps, dominant)
 
 
-def _waiting_evidence(section: Any, dominant: str) -> str:
+def _waiting_evidence(section: JobSection | None, dominant: str) -> str:
     """``stage-imbalance`` / ``straggler`` when most of the dominant class's time on the other ranks of a job is
     waiting for one stage / one rank (its first fix is that stage's layers or that rank, not a schedule)."""
     for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
-        wf = rep.waiting_for or {}
-        if wf.get("class") == dominant and (wf.get("class_share") or 0.0) >= 0.5:
-            if wf["kind"] == "stage" and dominant == "pipeline-bubble":
+        wf = rep.waiting_for
+        if wf is not None and wf.cls == dominant and (wf.class_share or 0.0) >= 0.5:
+            if wf.kind == "stage" and dominant == "pipeline-bubble":
                 return "stage-imbalance"
-            if wf["kind"] == "rank" and dominant in ("pipeline-bubble", "comm-bound"):
+            if wf.kind == "rank" and dominant in ("pipeline-bubble", "comm-bound"):
                 return "straggler"
     return ""
 
@@ -425,7 +426,8 @@ def _groups(traces: Any, cfg: Thresholds, rank_pattern: str | None) -> list[Any]
     return group_jobs(ids, rank_pattern, cfg) if len(ids) > 1 else None
 
 
-def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None, groups: list[Any]) -> Any:
+def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None,
+                 groups: list[Any]) -> JobSection | None:
     from traceread.ranks.section import job_section
 
     return job_section(result.inputs, lambda identity: rank_summary(result, identity), cfg, rank_pattern, groups)

@@ -46,10 +46,11 @@ from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
 from traceread.ranks.predict import job_prediction
+from traceread.ranks.results import StageImbalance, Straggler, WaitingFor
 from traceread.ranks.summary import RankSummary, lead_col
 from traceread.ranks.waiting import (
     fmt_ms,
-    imbalance_dict,
+    imbalance_record,
     others_class,
     step_culprits,
     verdict_text,
@@ -78,7 +79,7 @@ class JobReport:
     alignment: tuple[RankAlignment, ...]
     matched_collectives: int
     collectives: tuple[dict[str, Any], ...]
-    stragglers: tuple[dict[str, Any], ...]
+    stragglers: tuple[Straggler, ...]  # worst first
     step: dict[str, Any]
     verdict: str
     group: dict[str, Any] | None = None
@@ -86,8 +87,8 @@ class JobReport:
     unavailable: tuple[str, ...] = ()
     thresholds: dict[str, Any] = field(default_factory=dict)
     stages: dict[str, Any] | None = None  # pipeline stages read from p2p (count, ranks per stage, evidence)
-    stage_imbalance: dict[str, Any] | None = None  # the slow stage, when every rank of one stage is slower
-    waiting_for: dict[str, Any] | None = None  # whom the others' waiting is for: kind rank | stage | moving
+    stage_imbalance: StageImbalance | None = None  # the slow stage, when every rank of one stage is slower
+    waiting_for: WaitingFor | None = None  # whom the others' waiting is for: kind rank | stage | moving
     # what the job would step at without its straggler / with balanced stages (traceread.ranks.predict; None
     # without either, or without own steps): {"straggler_free_step_ns", "balanced_stages_step_ns", "method", ...}
     prediction: dict[str, Any] | None = None
@@ -95,10 +96,12 @@ class JobReport:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "group": self.group, "ranks": list(self.ranks),
                 "alignment": [a.to_dict() for a in self.alignment], "matched_collectives": self.matched_collectives,
-                "collectives": list(self.collectives), "stragglers": list(self.stragglers), "step": self.step,
-                "verdict": self.verdict, "notes": list(self.notes), "unavailable": list(self.unavailable),
-                "thresholds": self.thresholds, "stages": self.stages, "stage_imbalance": self.stage_imbalance,
-                "waiting_for": self.waiting_for, "prediction": self.prediction}
+                "collectives": list(self.collectives), "stragglers": [s.to_dict() for s in self.stragglers],
+                "step": self.step, "verdict": self.verdict, "notes": list(self.notes),
+                "unavailable": list(self.unavailable), "thresholds": self.thresholds, "stages": self.stages,
+                "stage_imbalance": self.stage_imbalance.to_dict() if self.stage_imbalance is not None else None,
+                "waiting_for": self.waiting_for.to_dict() if self.waiting_for is not None else None,
+                "prediction": self.prediction}
 
 
 def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen
@@ -238,7 +241,7 @@ def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ran
 
 
 def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any],
-                cfg: Thresholds) -> tuple[dict[int, dict], list[dict], str, dict[str, Any]]:
+                cfg: Thresholds) -> tuple[dict[int, dict], list[Straggler], str, dict[str, Any]]:
     ranks, n = t["ranks"], t["n"]
     extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None}
     if n == 0:
@@ -275,7 +278,7 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         extra["stages"] = {"count": st.count, "evidence": st.evidence,
                            "ranks": [[r for r, s in zip(ranks, st.stage, strict=True) if s == k] for k in range(st.count)]}
     culprits = step_culprits(b, t["step"], len(ranks))
-    out: list[dict[str, Any]] = []
+    out: list[Straggler] = []
     loose: list[tuple[int, float, float, float]] = []
     moving: list[tuple[int, float]] = []
     best_share = 0.0
@@ -300,21 +303,22 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
             moving.append((r, share))
             continue
         out.append(_entry(usable, t, st, ex, b, i, r, m, share, lateness, unc, others_wait[i], others_time[i]))
-    out.sort(key=lambda e: -e["attributed_wait_ns"])
+    out.sort(key=lambda e: -e.attributed_wait_ns)
     verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg)
-    extra["stage_imbalance"] = imbalance_dict(imb, b, st, usable, t, off) if imb is not None else None
+    extra["stage_imbalance"] = imbalance_record(imb, b, st, usable, t, off) if imb is not None else None
+    wf: WaitingFor | None = None
     if out:
-        i = ranks.index(out[0]["rank"])
-        extra["waiting_for"] = waiting_for(usable, off, t, b, [i], "rank", out[0]["rank"])
+        i = ranks.index(out[0].rank)
+        wf = waiting_for(usable, off, t, b, [i], "rank", out[0].rank)
     elif imb is not None:
         members = [j for j in range(len(ranks)) if st.stage[j] == imb.stage]
-        extra["waiting_for"] = waiting_for(usable, off, t, b, members, "stage", imb.stage)
+        wf = waiting_for(usable, off, t, b, members, "stage", imb.stage)
     elif moving:
-        extra["waiting_for"] = {"kind": "moving", "step_culprits": {int(s): int(ranks[c]) for s, c in culprits.items()}}
-    wf = extra["waiting_for"]
-    if wf and wf.get("class") and wf.get("class_share") is not None and wf["kind"] in ("rank", "stage"):
-        verdict += (f"; the other ranks' largest idle class, {wf['class']} ({wf['class_time_share']:.0%} of their "
-                    f"time), is {wf['class_share']:.0%} waiting for {'it' if wf['kind'] == 'rank' else 'that stage'}")
+        wf = WaitingFor("moving", step_culprits={int(s): int(ranks[c]) for s, c in culprits.items()})
+    extra["waiting_for"] = wf
+    if wf and wf.cls and wf.class_share is not None and wf.kind in ("rank", "stage"):
+        verdict += (f"; the other ranks' largest idle class, {wf.cls} ({wf.class_time_share or 0.0:.0%} of their "
+                    f"time), is {wf.class_share:.0%} waiting for {'it' if wf.kind == 'rank' else 'that stage'}")
     return per_rank, out, verdict, extra
 
 
@@ -329,7 +333,7 @@ def _lateness(arr: np.ndarray, present: np.ndarray, i: int, m: np.ndarray) -> fl
 
 def _entry(usable: list[RankSummary], t: dict[str, Any], st: Any, ex: Any, b: Any, i: int, r: int,
            m: np.ndarray, share: float, lateness: float, unc: float, others_wait: float,
-           others_time: float) -> dict[str, Any]:
+           others_time: float) -> Straggler:
     ranks = t["ranks"]
     n = len(ranks)
     peers = (st.stage == st.stage[i]) & (np.arange(n) != i)
@@ -375,19 +379,17 @@ def _entry(usable: list[RankSummary], t: dict[str, Any], st: Any, ex: Any, b: An
         ev.append(f"{fmt_ms(attributed)} ({attributed / others_wait:.0%}) of the other ranks' waiting in collectives "
                   "is for it, directly or through the ranks that waited for it first")
     cb, cb_total = others_class(usable, t, b, [i], "comm-bound")
-    entry = {"rank": r, "waited_on_ns": int(b.direct[:, i].sum() - b.direct[i, i]), "last_arrivals": int(m.sum()),
-             "matched_collectives": t["n"], "median_lateness_ns": int(lateness), "share_of_others_time": float(share),
-             "cause": cause, "reason": REASONS[cause], "cause_basis": basis,
-             "stage": int(st.stage[i]) if st.count > 1 else None,
-             "lead_excess_ns": {c: int(v) for c, v in delta.items()},
-             "step_excess_ns": {c: int(v) for c, v in step_ex.items()},
-             "attributed_wait_ns": int(attributed), "others_waiting_ns": int(others_wait),
-             "attributed_share": float(attributed / others_wait) if others_wait > 0 else 0.0,
-             "others_comm_bound_waiting_ns": int(cb), "others_comm_bound_ns": int(cb_total), "evidence": ev}
     if cb_total > 0:
         ev.append(f"{fmt_ms(cb)} ({cb / cb_total:.0%}) of the comm-bound time on the other ranks is waiting for "
                   f"rank {r}, not slow interconnect")
-    return entry
+    return Straggler(
+        rank=r, waited_on_ns=int(b.direct[:, i].sum() - b.direct[i, i]), last_arrivals=int(m.sum()),
+        matched_collectives=t["n"], median_lateness_ns=int(lateness), share_of_others_time=float(share),
+        cause=cause, reason=REASONS[cause], cause_basis=basis, stage=int(st.stage[i]) if st.count > 1 else None,
+        lead_excess_ns={c: int(v) for c, v in delta.items()}, step_excess_ns={c: int(v) for c, v in step_ex.items()},
+        attributed_wait_ns=int(attributed), others_waiting_ns=int(others_wait),
+        attributed_share=float(attributed / others_wait) if others_wait > 0 else 0.0,
+        others_comm_bound_waiting_ns=int(cb), others_comm_bound_ns=int(cb_total), evidence=tuple(ev))
 
 
 def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from traceread.ranks.align import primary_device
+from traceread.ranks.results import StageImbalance, Straggler
 from traceread.ranks.summary import RankSummary
 
 METHOD = ("what-if replay: each rank's own step (its replay with communication taking no time); the job "
@@ -67,8 +68,8 @@ def _predict(steps: np.ndarray, own: np.ndarray, measured: dict[int, int], faste
     return int(np.median(vals)) if vals else None
 
 
-def job_prediction(usable: list[RankSummary], step: dict[str, Any], stragglers: list[dict[str, Any]],
-                   imbalance: dict[str, Any] | None, stage_ranks: list[list[int]] | None) -> dict[str, Any] | None:
+def job_prediction(usable: list[RankSummary], step: dict[str, Any], stragglers: list[Straggler],
+                   imbalance: StageImbalance | None, stage_ranks: list[list[int]] | None) -> dict[str, Any] | None:
     """The job report's ``prediction`` (module doc), None without a straggler or slow stage, or without
     own steps (summaries of an older scan cache)."""
     if not stragglers and imbalance is None:
@@ -82,7 +83,7 @@ def job_prediction(usable: list[RankSummary], step: dict[str, Any], stragglers: 
                            "measured_step_ns": step.get("median_job_step_ns")}
     compute = np.array([_compute(s) for s in usable])
     if stragglers:
-        r = int(stragglers[0]["rank"])
+        r = int(stragglers[0].rank)
         i = ranks.index(r) if r in ranks else -1
         peers = next((g for g in (stage_ranks or []) if r in g), ranks)
         peer_compute = [compute[ranks.index(p)] for p in peers if p != r and p in ranks]
@@ -93,13 +94,13 @@ def job_prediction(usable: list[RankSummary], step: dict[str, Any], stragglers: 
                                 "assumption": f"rank {r} runs at the median speed of "
                                               + ("its pipeline stage" if stage_ranks else "the other ranks")
                                               + f" (its compute {f:.2f}x theirs)"}
-    if imbalance is not None and imbalance.get("others_compute_per_step_ns"):
-        f = max(float(imbalance["compute_per_step_ns"]) / float(imbalance["others_compute_per_step_ns"]), 1.0)
-        idx = np.array([ranks.index(r) for r in imbalance["ranks"] if r in ranks], dtype=np.int64)
+    if imbalance is not None and imbalance.others_compute_per_step_ns:
+        f = max(float(imbalance.compute_per_step_ns) / float(imbalance.others_compute_per_step_ns), 1.0)
+        idx = np.array([ranks.index(r) for r in imbalance.ranks if r in ranks], dtype=np.int64)
         if len(idx):
             out["balanced_stages_step_ns"] = _predict(steps, own, measured, idx, f)
-            out["stage"] = {"stage": int(imbalance["stage"]), "factor": round(f, 4),
-                            "assumption": f"every rank of stage {imbalance['stage']} runs at the other stages' "
+            out["stage"] = {"stage": int(imbalance.stage), "factor": round(f, 4),
+                            "assumption": f"every rank of stage {imbalance.stage} runs at the other stages' "
                                           f"median rank's compute speed (theirs {f:.2f}x)"}
     if out["straggler_free_step_ns"] is None and out["balanced_stages_step_ns"] is None:
         return None

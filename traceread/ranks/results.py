@@ -1,0 +1,98 @@
+"""The job report's typed results: a straggler, the slow pipeline stage, whom the others wait for.
+
+Read by attribute across packages (the analysis' notes, the renderers, diff); each ``to_dict()`` is its
+object of the JSON report (``job.groups[].report``) and of a scan's ``jobs/<job>.json``, key for key in
+the order the schema lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, eq=False)
+class Straggler:
+    """A rank the job waits for (:func:`traceread.ranks.analyze_job`): how much, why, and the evidence."""
+
+    rank: int
+    waited_on_ns: int  # the others' waits for it where it arrived last (per waiter a union, summed)
+    last_arrivals: int
+    matched_collectives: int
+    median_lateness_ns: int
+    share_of_others_time: float
+    cause: str  # a key of traceread.ranks.job.REASONS
+    reason: str
+    cause_basis: str  # lead | step
+    stage: int | None
+    lead_excess_ns: dict[str, int]  # per component: its lead's excess over its peers' median
+    step_excess_ns: dict[str, int]
+    attributed_wait_ns: int  # the others' waiting attributed to it (passed on along chains)
+    others_waiting_ns: int
+    attributed_share: float
+    others_comm_bound_waiting_ns: int  # the others' comm-bound idle inside their waits for it
+    others_comm_bound_ns: int
+    evidence: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "waited_on_ns": self.waited_on_ns, "last_arrivals": self.last_arrivals,
+                "matched_collectives": self.matched_collectives, "median_lateness_ns": self.median_lateness_ns,
+                "share_of_others_time": self.share_of_others_time, "cause": self.cause, "reason": self.reason,
+                "cause_basis": self.cause_basis, "stage": self.stage, "lead_excess_ns": dict(self.lead_excess_ns),
+                "step_excess_ns": dict(self.step_excess_ns), "attributed_wait_ns": self.attributed_wait_ns,
+                "others_waiting_ns": self.others_waiting_ns, "attributed_share": self.attributed_share,
+                "others_comm_bound_waiting_ns": self.others_comm_bound_waiting_ns,
+                "others_comm_bound_ns": self.others_comm_bound_ns, "evidence": list(self.evidence)}
+
+
+@dataclass(frozen=True, eq=False)
+class StageImbalance:
+    """The slow pipeline stage (every rank of it computes longer per step), its figures and its fix."""
+
+    stage: int
+    ranks: tuple[int, ...]
+    compute_per_step_ns: int  # the stage's median rank's compute per step
+    others_compute_per_step_ns: int  # the other stages' median rank's
+    excess: float
+    attributed_wait_ns: int  # the other stages' waiting attributed to it
+    others_waiting_ns: int
+    attributed_share: float
+    fix: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "ranks": list(self.ranks), "compute_per_step_ns": self.compute_per_step_ns,
+                "others_compute_per_step_ns": self.others_compute_per_step_ns, "excess": self.excess,
+                "attributed_wait_ns": self.attributed_wait_ns, "others_waiting_ns": self.others_waiting_ns,
+                "attributed_share": self.attributed_share, "fix": self.fix}
+
+
+@dataclass(frozen=True, eq=False)
+class WaitingFor:
+    """Whom the other ranks' waiting is for: ``kind`` ``rank`` (``rank``), ``stage`` (``stage``) or ``moving``
+    (no single rank: ``step_culprits``, step -> the rank most waited for). For a rank or stage, the other
+    ranks' largest idle class (``cls``: None without idle), its share of their time and how much of it is
+    waiting for it (``class_waiting_ns`` None where no class was measured)."""
+
+    kind: str
+    rank: int | None = None
+    stage: int | None = None
+    ranks: tuple[int, ...] = ()
+    cls: str | None = None
+    class_share: float | None = None
+    class_time_share: float | None = None
+    class_waiting_ns: int | None = None
+    step_culprits: dict[int, int] | None = None
+
+    @property
+    def who(self) -> int | None:
+        """The rank or stage waited for (None when it moves)."""
+        return self.rank if self.kind == "rank" else self.stage if self.kind == "stage" else None
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == "moving":
+            return {"kind": self.kind, "step_culprits": dict(self.step_culprits or {})}
+        out: dict[str, Any] = {"kind": self.kind, self.kind: self.who, "ranks": list(self.ranks), "class": self.cls,
+                               "class_share": self.class_share, "class_time_share": self.class_time_share}
+        if self.class_waiting_ns is not None:
+            out["class_waiting_ns"] = self.class_waiting_ns
+        return out
