@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("base", [
         "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace", "traceread.printable",
         "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.extensions", "traceread.vocabulary",
-        "traceread.causes",
+        "traceread.causes", "traceread.note",
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals", "traceread.grouped",
     ]),
     # Readers of the two input formats; they produce a Trace.

@@ -27,6 +27,7 @@ from traceread import heap, schema
 from traceread import pipeline as pipe
 from traceread.config import Thresholds
 from traceread.findings import Findings
+from traceread.note import STRAGGLER_COMM_BOUND, WAITING_FOR, Note
 from traceread.pipeline import UNIT, LaunchStats
 from traceread.rules.evidence import aligned
 from traceread.trace import EpochWindow, Trace
@@ -128,7 +129,7 @@ class Analysis:
     kernels: pd.DataFrame
     collectives: pd.DataFrame
     launch_stats: LaunchStats | None
-    notes: tuple[str, ...]
+    notes: tuple[str | Note, ...]  # a Note is worded by the renderers (traceread.render.notes)
     unavailable: tuple[str, ...]
     cfg: Thresholds
     top_gaps: int = 10
@@ -220,7 +221,7 @@ def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], r
             workload: Workload | None, cfg: Thresholds, top_gaps: int, failures: tuple[Failure, ...] | list[Failure],
             rank_pattern: str | None) -> Analysis:
     """:func:`analyze` once the steps are found and the replay started."""
-    notes: list[str] = []
+    notes: list[str | Note] = []
     unavailable: list[str] = []
     # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
     # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
@@ -278,16 +279,12 @@ def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], r
     for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
         for s in rep.stragglers:
             if s.others_comm_bound_waiting_ns > 0:
-                notes.append(f"comm-bound: {s.others_comm_bound_waiting_ns / 1e6:.3f} ms of the comm-bound time on "
-                             f"the other ranks of {rep.name} is waiting for straggler rank {s.rank} ({s.cause}), "
-                             "not slow interconnect (see the job section)")
+                notes.append(Note.of(STRAGGLER_COMM_BOUND, job=rep.name, rank=s.rank, cause=s.cause,
+                                     waiting_ns=s.others_comm_bound_waiting_ns))
         wf = rep.waiting_for
         if wf is not None and wf.kind in ("rank", "stage") and wf.cls and wf.class_share:
-            who = f"straggler rank {wf.rank}" if wf.kind == "rank" else f"pipeline stage {wf.stage}"
-            fix = (" (slower than the other stages: rebalance layers across stages; a different schedule does not "
-                   "remove it)" if wf.kind == "stage" else "")
-            notes.append(f"{wf.cls}: {wf.class_share:.0%} of the {wf.cls} time on the other ranks of "
-                         f"{rep.name} is waiting for {who}{fix} (see the job section)")
+            notes.append(Note.of(WAITING_FOR, idle_class=wf.cls, share=wf.class_share, job=rep.name,
+                                 waits_on=wf.kind, who=wf.who))
     return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
                                unavailable=tuple(dict.fromkeys(unavailable)),
                                dominant_evidence=_waiting_evidence(section, dominant) or result.dominant_evidence)

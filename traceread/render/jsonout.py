@@ -21,7 +21,7 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.atomic import write_pieces
-from traceread.render import json_tables, json_text
+from traceread.render import json_tables, json_text, notes
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
 from traceread.scope import analysis_scope
@@ -213,7 +213,7 @@ def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
         "launch_stats": plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
         "whatif": _whatif(a) if replay else None,
-        "notes": [scrub_paths(n) for n in a.notes],
+        "notes": [scrub_paths(notes.text(n)) for n in a.notes],
         "unavailable": list(a.unavailable) if replay else None,
         "thresholds": plain(a.cfg.to_dict()),
         "job": plain(a.job.to_dict()) if a.job is not None else None,

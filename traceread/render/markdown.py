@@ -17,7 +17,7 @@ from traceread import causes
 from traceread.analysis import Analysis
 from traceread.config import Thresholds
 from traceread.printable import printable
-from traceread.render import advice, jobsection, jsonout
+from traceread.render import advice, jobsection, jsonout, notes
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
 from traceread.scope import analysis_scope
@@ -360,7 +360,7 @@ def _method(a: Analysis) -> str:
         lines.append(f"- MFU convention: {md_text(MFU_CONVENTION)}.")
     else:
         lines.append(f"- {md_text(a.mfu_hint)}.".replace("..", "."))
-    lines += [f"- {md_text(n)}" for n in a.notes]
+    lines += [f"- {md_text(notes.text(n))}" for n in a.notes]
     lines += [f"- Not computed: {md_text(u)}" for u in a.unavailable]
     lines += [f"- Input not read: {md_code(f.path.rsplit('/', 1)[-1])}: {md_text(f.problem)}" for f in a.failures]
     lines += ["", "Thresholds in force (override with `--set name=value` or `--config`):", ""]
