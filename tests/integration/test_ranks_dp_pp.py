@@ -181,8 +181,9 @@ def test_moving_imbalance_names_no_single_straggler(runs):
 
 def test_stages_read_from_the_transfers(runs):
     job, rep, _, _ = runs("slow-4x4")
-    assert rep.stages["count"] == 4
-    assert rep.stages["ranks"] == [[r for r, s in enumerate(job.truth["stage"]) if s == k] for k in range(4)]
+    assert rep.stages is not None and rep.stages.count == 4
+    assert [list(r) for r in rep.stages.ranks] == [[r for r, s in enumerate(job.truth["stage"]) if s == k]
+                                                   for k in range(4)]
     assert {r["rank"]: r["stage"] for r in rep.ranks} == dict(enumerate(job.truth["stage"]))
 
 
@@ -230,16 +231,16 @@ def _check_pair(runs, name: str, key: str, tolerance: float, fmt: str = "kineto"
     job, rep, _, analysis = runs(name, fmt)
     after_job, after, _, _ = runs(f"{name}-after", fmt)
     pred = rep.prediction
-    assert pred is not None and pred[key] is not None
+    assert pred is not None and getattr(pred, key) is not None
     measured_after = after.step["median_job_step_ns"]
     # the after run is the generator's, simulated afresh: it agrees with its own truth
     truth_after = float(np.median(after_job.truth["job_step_ns"][1:]))
     assert abs(measured_after / truth_after - 1) <= 0.01
-    error = pred[key] / measured_after - 1
-    assert abs(error) <= tolerance, (name, pred[key], measured_after, error)
+    error = getattr(pred, key) / measured_after - 1
+    assert abs(error) <= tolerance, (name, getattr(pred, key), measured_after, error)
     # and the job was much slower before: the prediction is not the measured step
     assert rep.step["median_job_step_ns"] >= 1.15 * measured_after
-    return {"predicted": pred[key], "after": measured_after, "error": error}
+    return {"predicted": getattr(pred, key), "after": measured_after, "error": error}
 
 
 @pytest.mark.parametrize("name", ["lead-slow-4x4", "lead-slow-2x4"])
@@ -247,8 +248,9 @@ def test_straggler_free_prediction_matches_the_run_without_the_slow_worker(runs,
     job, rep, _, _ = runs(name)
     slow = job.truth["slow_rank"]
     assert [s.rank for s in rep.stragglers] == [slow]
-    assert rep.prediction["straggler"]["rank"] == slow
-    assert abs(rep.prediction["straggler"]["factor"] - job.spec.slow_factor) <= 0.05
+    assert rep.prediction is not None and rep.prediction.straggler is not None
+    assert rep.prediction.straggler.rank == slow
+    assert abs(rep.prediction.straggler.factor - job.spec.slow_factor) <= 0.05
     _check_pair(runs, name, "straggler_free_step_ns", 0.10)
 
 
@@ -256,8 +258,9 @@ def test_straggler_free_prediction_matches_the_run_without_the_slow_worker(runs,
 def test_balanced_stages_prediction_matches_the_run_with_the_stage_at_normal_speed(runs, name):
     job, rep, _, _ = runs(name)
     assert rep.stage_imbalance is not None and rep.stage_imbalance.stage == job.truth["slow_stage"]
-    assert rep.prediction["stage"]["stage"] == job.truth["slow_stage"]
-    assert rep.prediction["straggler_free_step_ns"] is None
+    assert rep.prediction is not None and rep.prediction.stage is not None
+    assert rep.prediction.stage.stage == job.truth["slow_stage"]
+    assert rep.prediction.straggler_free_step_ns is None
     _check_pair(runs, name, "balanced_stages_step_ns", 0.10)
 
 

@@ -46,7 +46,7 @@ from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
 from traceread.ranks.predict import job_prediction
-from traceread.ranks.results import StageImbalance, Straggler, WaitingFor
+from traceread.ranks.results import JobPrediction, PipelineStages, StageImbalance, Straggler, WaitingFor
 from traceread.ranks.summary import RankSummary, lead_col
 from traceread.ranks.waiting import (
     fmt_ms,
@@ -86,22 +86,23 @@ class JobReport:
     notes: tuple[str, ...] = ()
     unavailable: tuple[str, ...] = ()
     thresholds: dict[str, Any] = field(default_factory=dict)
-    stages: dict[str, Any] | None = None  # pipeline stages read from p2p (count, ranks per stage, evidence)
+    stages: PipelineStages | None = None  # pipeline stages read from p2p (count, ranks per stage, evidence)
     stage_imbalance: StageImbalance | None = None  # the slow stage, when every rank of one stage is slower
     waiting_for: WaitingFor | None = None  # whom the others' waiting is for: kind rank | stage | moving
     # what the job would step at without its straggler / with balanced stages (traceread.ranks.predict; None
-    # without either, or without own steps): {"straggler_free_step_ns", "balanced_stages_step_ns", "method", ...}
-    prediction: dict[str, Any] | None = None
+    # without either, or without own steps)
+    prediction: JobPrediction | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "group": self.group, "ranks": list(self.ranks),
                 "alignment": [a.to_dict() for a in self.alignment], "matched_collectives": self.matched_collectives,
                 "collectives": list(self.collectives), "stragglers": [s.to_dict() for s in self.stragglers],
                 "step": self.step, "verdict": self.verdict, "notes": list(self.notes),
-                "unavailable": list(self.unavailable), "thresholds": self.thresholds, "stages": self.stages,
+                "unavailable": list(self.unavailable), "thresholds": self.thresholds,
+                "stages": self.stages.to_dict() if self.stages is not None else None,
                 "stage_imbalance": self.stage_imbalance.to_dict() if self.stage_imbalance is not None else None,
                 "waiting_for": self.waiting_for.to_dict() if self.waiting_for is not None else None,
-                "prediction": self.prediction}
+                "prediction": self.prediction.to_dict() if self.prediction is not None else None}
 
 
 def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen
@@ -155,7 +156,7 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     ranks = tuple({**b, **per_rank.get(b["rank"], {}), **off[b["rank"]].to_dict()} for b in base_ranks)
     step = _steps(usable, off)
     prediction = job_prediction(usable, step, strag, extra["stage_imbalance"],
-                                extra["stages"]["ranks"] if extra["stages"] else None)
+                                [list(r) for r in extra["stages"].ranks] if extra["stages"] else None)
     return JobReport(name, ranks, tuple(alignments), int(table["n"]), tuple(table["records"]), tuple(strag),
                      step, verdict, gdict, tuple(notes), tuple(unavailable), thresholds,
                      stages=extra["stages"], stage_imbalance=extra["stage_imbalance"],
@@ -275,8 +276,8 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
                     "mean_wait_ns": int(np.nanmean(waits[i])) if present[i].any() else None,
                     "collectives_matched": int(present[i].sum())} for i, r in enumerate(ranks)}
     if st.count > 1:
-        extra["stages"] = {"count": st.count, "evidence": st.evidence,
-                           "ranks": [[r for r, s in zip(ranks, st.stage, strict=True) if s == k] for k in range(st.count)]}
+        extra["stages"] = PipelineStages(st.count, st.evidence, tuple(
+            tuple(r for r, s in zip(ranks, st.stage, strict=True) if s == k) for k in range(st.count)))
     culprits = step_culprits(b, t["step"], len(ranks))
     out: list[Straggler] = []
     loose: list[tuple[int, float, float, float]] = []

@@ -96,3 +96,63 @@ class WaitingFor:
         if self.class_waiting_ns is not None:
             out["class_waiting_ns"] = self.class_waiting_ns
         return out
+
+
+@dataclass(frozen=True, eq=False)
+class PipelineStages:
+    """The pipeline stages read from the point-to-point transfers: how many, how they were found, the ranks
+    of each (stage order)."""
+
+    count: int
+    evidence: str
+    ranks: tuple[tuple[int, ...], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "evidence": self.evidence, "ranks": [list(r) for r in self.ranks]}
+
+
+@dataclass(frozen=True)
+class StragglerSpeedup:
+    """The straggler-free prediction's assumption: ``rank`` runs ``factor`` x faster (its peers' speed)."""
+
+    rank: int
+    factor: float
+    assumption: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "factor": self.factor, "assumption": self.assumption}
+
+
+@dataclass(frozen=True)
+class StageSpeedup:
+    """The balanced-stages prediction's assumption: every rank of ``stage`` runs ``factor`` x faster."""
+
+    stage: int
+    factor: float
+    assumption: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "factor": self.factor, "assumption": self.assumption}
+
+
+@dataclass(frozen=True)
+class JobPrediction:
+    """What the job would step at without its straggler / with balanced stages (``traceread.ranks.predict``;
+    a figure is None where it could not be predicted), the method, the measured step, and the assumptions."""
+
+    straggler_free_step_ns: int | None
+    balanced_stages_step_ns: int | None
+    method: str
+    measured_step_ns: int | None
+    straggler: StragglerSpeedup | None = None
+    stage: StageSpeedup | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"straggler_free_step_ns": self.straggler_free_step_ns,
+                               "balanced_stages_step_ns": self.balanced_stages_step_ns, "method": self.method,
+                               "measured_step_ns": self.measured_step_ns}
+        if self.straggler is not None:
+            out["straggler"] = self.straggler.to_dict()
+        if self.stage is not None:
+            out["stage"] = self.stage.to_dict()
+        return out

@@ -43,21 +43,22 @@ def _stages_markdown(rep: JobReport, h: str) -> list[str]:
     out: list[str] = []
     wf = rep.waiting_for
     if rep.stages:
-        out += ["", f"{h}# Pipeline stages", "", md_text(rep.stages["evidence"][0].upper() + rep.stages["evidence"][1:])
-                + ": " + "; ".join(f"stage {k}: ranks {ranges(r)}" for k, r in enumerate(rep.stages["ranks"])) + "."]
+        ev = rep.stages.evidence
+        out += ["", f"{h}# Pipeline stages", "", md_text(ev[0].upper() + ev[1:])
+                + ": " + "; ".join(f"stage {k}: ranks {ranges(r)}" for k, r in enumerate(rep.stages.ranks)) + "."]
     imb = rep.stage_imbalance
     if imb:
         out += ["", f"Stage {imb.stage} is the slowest: compute {dur(imb.compute_per_step_ns)} per step against "
                     f"{dur(imb.others_compute_per_step_ns)} on the other stages' median rank ({imb.excess:+.0%}); "
                     f"{pct(imb.attributed_share)} of the other ranks' waiting in collectives is for it. "
                     f"Fix: {md_text(imb.fix)}."]
-    pred = rep.prediction or {}
-    said = [f"{label} {dur(pred[k])}" for k, label in (("straggler_free_step_ns", "without the straggler"),
-                                                         ("balanced_stages_step_ns", "with balanced stages"))
-            if pred.get(k) is not None]
-    if said:
+    pred = rep.prediction
+    said = [] if pred is None else [
+        f"{label} {dur(ns)}" for ns, label in ((pred.straggler_free_step_ns, "without the straggler"),
+                                              (pred.balanced_stages_step_ns, "with balanced stages")) if ns is not None]
+    if said and pred is not None:
         out += ["", "Predicted job step " + "; ".join(said)
-                + (f" ({md_text(str(pred['method']))})" if pred.get("method") else "") + "."]
+                + (f" ({md_text(str(pred.method))})" if pred.method else "") + "."]
     if wf is not None and wf.kind == "moving":
         steps = wf.step_culprits or {}
         out += ["", "Most waiting per step is for: " + ", ".join(f"step {k}: rank {v}" for k, v in steps.items())
