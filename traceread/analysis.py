@@ -112,7 +112,11 @@ class Analysis:
     * ``removal``: the upper bound of removing the dominant cause (:class:`Removal`), or None.
     * ``launch_stats``: :class:`~traceread.pipeline.LaunchStats` when launch-bound matters, or None.
     * ``job``: a ``traceread.ranks.section.JobSection`` when the inputs hold two ranks or more: how
-      they group into jobs/captures (with evidence), and each job's clock alignment and stragglers.
+      they group into jobs/captures (with evidence), and each job's clock alignment and stragglers
+      (typed: ``traceread.ranks.results``).
+    * ``notes``: method notes, each a sentence or a ``traceread.note.Note`` the renderers word.
+    * ``findings`` (property): what the reports show beyond these tables, made when asked
+      (``traceread.findings``: the largest gaps with their evidence, each unit's own verdict).
     """
 
     traces: tuple[TraceSummary, ...]
