@@ -12,7 +12,7 @@ from conftest import FIXTURES
 import traceread
 from traceread.analysis import analyze
 from traceread.note import STRAGGLER_COMM_BOUND, WAITING_FOR, Note
-from traceread.ranks.results import StageImbalance, Straggler, WaitingFor
+from traceread.ranks.results import JobStep, JobStepRow, StageImbalance, Straggler, WaitingFor
 from traceread.render import notes
 from traceread.rules.evidence import evidence_text
 
@@ -91,3 +91,12 @@ def test_typed_job_results_give_every_field_in_order() -> None:
     assert list(measured.to_dict()) == ["kind", "stage", "ranks", "class", "class_share", "class_time_share",
                                         "class_waiting_ns"] and measured.who == 1
     assert WaitingFor("moving", step_culprits={0: 3}).to_dict() == {"kind": "moving", "step_culprits": {0: 3}}
+    # a job step without any rank's steps lists no max-rank or spread median (the report's shape since 1.0)
+    assert JobStep(0, None, None, ranked=False).to_dict() == {"steps": 0, "median_job_step_ns": None,
+                                                             "median_unaligned_job_step_ns": None, "per_step": []}
+    row = JobStepRow(3, 10, 11, 9, 1, 2)
+    step = JobStep(1, 10, 11, 9, 2, (row,))
+    assert list(step.to_dict()) == ["steps", "median_job_step_ns", "median_unaligned_job_step_ns",
+                                    "median_max_rank_step_ns", "median_end_spread_ns", "per_step"]
+    assert step.to_dict()["per_step"] == [{"step": 3, "job_step_ns": 10, "unaligned_job_step_ns": 11,
+                                           "max_rank_step_ns": 9, "slowest_rank": 1, "end_spread_ns": 2}]

@@ -46,7 +46,15 @@ from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
 from traceread.ranks.predict import job_prediction
-from traceread.ranks.results import JobPrediction, PipelineStages, StageImbalance, Straggler, WaitingFor
+from traceread.ranks.results import (
+    JobPrediction,
+    JobStep,
+    JobStepRow,
+    PipelineStages,
+    StageImbalance,
+    Straggler,
+    WaitingFor,
+)
 from traceread.ranks.summary import RankSummary, lead_col
 from traceread.ranks.waiting import (
     fmt_ms,
@@ -80,7 +88,7 @@ class JobReport:
     matched_collectives: int
     collectives: tuple[dict[str, Any], ...]
     stragglers: tuple[Straggler, ...]  # worst first
-    step: dict[str, Any]
+    step: JobStep
     verdict: str
     group: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
@@ -97,7 +105,7 @@ class JobReport:
         return {"name": self.name, "group": self.group, "ranks": list(self.ranks),
                 "alignment": [a.to_dict() for a in self.alignment], "matched_collectives": self.matched_collectives,
                 "collectives": list(self.collectives), "stragglers": [s.to_dict() for s in self.stragglers],
-                "step": self.step, "verdict": self.verdict, "notes": list(self.notes),
+                "step": self.step.to_dict(), "verdict": self.verdict, "notes": list(self.notes),
                 "unavailable": list(self.unavailable), "thresholds": self.thresholds,
                 "stages": self.stages.to_dict() if self.stages is not None else None,
                 "stage_imbalance": self.stage_imbalance.to_dict() if self.stage_imbalance is not None else None,
@@ -393,7 +401,7 @@ def _entry(usable: list[RankSummary], t: dict[str, Any], st: Any, ex: Any, b: An
         others_comm_bound_waiting_ns=int(cb), others_comm_bound_ns=int(cb_total), evidence=tuple(ev))
 
 
-def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> dict[str, Any]:
+def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> JobStep:
     """Job step time on aligned windows: per step number, last end minus first start over ranks."""
     rows = []
     for s in usable:
@@ -409,7 +417,7 @@ def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> dict[str
             raw_e = int(st["end_ns"][k]) + epoch_shift(s)
             rows.append((int(st["step"][k]), int(s.identity.rank or 0), raw_s - o, raw_e - o, raw_s, raw_e))
     if not rows:
-        return {"steps": 0, "median_job_step_ns": None, "median_unaligned_job_step_ns": None, "per_step": []}
+        return JobStep(0, None, None, ranked=False)
     arr = np.array(rows, dtype=np.int64)
     per = []
     for step in np.unique(arr[:, 0]):
@@ -417,13 +425,12 @@ def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> dict[str
         if len(x) < 2 and len(usable) > 1:
             continue
         durs = x[:, 3] - x[:, 2]
-        per.append({"step": int(step), "job_step_ns": int(x[:, 3].max() - x[:, 2].min()),
-                    "unaligned_job_step_ns": int(x[:, 5].max() - x[:, 4].min()),
-                    "max_rank_step_ns": int(durs.max()), "slowest_rank": int(x[durs.argmax(), 1]),
-                    "end_spread_ns": int(x[:, 3].max() - x[:, 3].min())})
-    def med(key):
-        return (int(np.median([p[key] for p in per])) if per else None)
-    return {"steps": len(per), "median_job_step_ns": med("job_step_ns"),
-            "median_unaligned_job_step_ns": med("unaligned_job_step_ns"),
-            "median_max_rank_step_ns": med("max_rank_step_ns"), "median_end_spread_ns": med("end_spread_ns"),
-            "per_step": per}
+        per.append(JobStepRow(step=int(step), job_step_ns=int(x[:, 3].max() - x[:, 2].min()),
+                              unaligned_job_step_ns=int(x[:, 5].max() - x[:, 4].min()),
+                              max_rank_step_ns=int(durs.max()), slowest_rank=int(x[durs.argmax(), 1]),
+                              end_spread_ns=int(x[:, 3].max() - x[:, 3].min())))
+
+    def med(values: list[int]) -> int | None:
+        return int(np.median(values)) if per else None
+    return JobStep(len(per), med([p.job_step_ns for p in per]), med([p.unaligned_job_step_ns for p in per]),
+                   med([p.max_rank_step_ns for p in per]), med([p.end_spread_ns for p in per]), tuple(per))

@@ -15,12 +15,17 @@ difference. Plain data in, a :class:`~traceread.ranks.results.JobPrediction` out
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from traceread.ranks.align import primary_device
-from traceread.ranks.results import JobPrediction, StageImbalance, StageSpeedup, Straggler, StragglerSpeedup
+from traceread.ranks.results import (
+    JobPrediction,
+    JobStep,
+    StageImbalance,
+    StageSpeedup,
+    Straggler,
+    StragglerSpeedup,
+)
 from traceread.ranks.summary import RankSummary
 
 METHOD = ("what-if replay: each rank's own step (its replay with communication taking no time); the job "
@@ -69,14 +74,14 @@ def _predict(steps: np.ndarray, own: np.ndarray, measured: dict[int, int], faste
     return int(np.median(vals)) if vals else None
 
 
-def job_prediction(usable: list[RankSummary], step: dict[str, Any], stragglers: list[Straggler],
+def job_prediction(usable: list[RankSummary], step: JobStep, stragglers: list[Straggler],
                    imbalance: StageImbalance | None, stage_ranks: list[list[int]] | None) -> JobPrediction | None:
     """The job report's ``prediction`` (module doc), None without a straggler or slow stage, or without
     own steps (summaries of an older scan cache)."""
     if not stragglers and imbalance is None:
         return None
     table = _own_table(usable)
-    measured = {int(p["step"]): int(p["job_step_ns"]) for p in step.get("per_step", [])}
+    measured = {p.step: p.job_step_ns for p in step.per_step}
     if table is None or not measured:
         return None
     steps, own, ranks = table
@@ -106,4 +111,4 @@ def job_prediction(usable: list[RankSummary], step: dict[str, Any], stragglers: 
                                  f"median rank's compute speed (theirs {f:.2f}x)")
     if free_ns is None and balanced_ns is None:
         return None
-    return JobPrediction(free_ns, balanced_ns, METHOD, step.get("median_job_step_ns"), straggler, stage)
+    return JobPrediction(free_ns, balanced_ns, METHOD, step.median_job_step_ns, straggler, stage)

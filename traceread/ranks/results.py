@@ -156,3 +156,45 @@ class JobPrediction:
         if self.stage is not None:
             out["stage"] = self.stage.to_dict()
         return out
+
+
+@dataclass(frozen=True)
+class JobStepRow:
+    """One step number of a job on aligned windows: the job's step (last end minus first start over its
+    ranks), the same from raw timestamps, the slowest rank's own step and which rank, the ends' spread."""
+
+    step: int
+    job_step_ns: int
+    unaligned_job_step_ns: int
+    max_rank_step_ns: int
+    slowest_rank: int
+    end_spread_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "job_step_ns": self.job_step_ns, "unaligned_job_step_ns": self.unaligned_job_step_ns,
+                "max_rank_step_ns": self.max_rank_step_ns, "slowest_rank": self.slowest_rank,
+                "end_spread_ns": self.end_spread_ns}
+
+
+@dataclass(frozen=True, eq=False)
+class JobStep:
+    """The job's step time on aligned windows: medians over ``per_step`` (None without steps).
+    ``ranked``: False when no rank had a step to place (its object then lists no max-rank or spread
+    median)."""
+
+    steps: int
+    median_job_step_ns: int | None
+    median_unaligned_job_step_ns: int | None
+    median_max_rank_step_ns: int | None = None
+    median_end_spread_ns: int | None = None
+    per_step: tuple[JobStepRow, ...] = ()
+    ranked: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"steps": self.steps, "median_job_step_ns": self.median_job_step_ns,
+                               "median_unaligned_job_step_ns": self.median_unaligned_job_step_ns}
+        if self.ranked:
+            out["median_max_rank_step_ns"] = self.median_max_rank_step_ns
+            out["median_end_spread_ns"] = self.median_end_spread_ns
+        out["per_step"] = [p.to_dict() for p in self.per_step]
+        return out

@@ -75,11 +75,11 @@ def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
         return "\n".join(lines)
     lines += ["", f"**{md_text(rep.verdict[0].upper() + rep.verdict[1:])}.**"]
     st = rep.step
-    if st.get("median_job_step_ns"):
-        lines += ["", f"Job step time on aligned windows: {dur(st['median_job_step_ns'])} median over "
-                      f"{st['steps']} steps (from raw timestamps: {_opt_dur(st.get('median_unaligned_job_step_ns'))}); "
-                      f"the slowest rank's own step: {_opt_dur(st.get('median_max_rank_step_ns'))}; ranks end "
-                      f"within {_opt_dur(st.get('median_end_spread_ns'))} of each other."]
+    if st.median_job_step_ns:
+        lines += ["", f"Job step time on aligned windows: {dur(st.median_job_step_ns)} median over "
+                      f"{st.steps} steps (from raw timestamps: {_opt_dur(st.median_unaligned_job_step_ns)}); "
+                      f"the slowest rank's own step: {_opt_dur(st.median_max_rank_step_ns)}; ranks end "
+                      f"within {_opt_dur(st.median_end_spread_ns)} of each other."]
     lines += _stages_markdown(rep, h)
     if rep.stragglers:
         rows: list[tuple[str, ...]] = [(str(s.rank), _opt(s.stage), dur(s.attributed_wait_ns),
