@@ -83,7 +83,7 @@ def test_public_rank_path_gives_the_same_report(runs, name):
 
 def _others_time_in_collectives(rep) -> dict[int, int]:
     """Per rank, the time the other ranks spent in matched collectives (from the report's own table)."""
-    ranks = [r["rank"] for r in rep.ranks if r["offset_ns"] is not None]
+    ranks = [r.rank for r in rep.ranks if r.alignment is not None and r.alignment.offset_ns is not None]
     own = np.zeros(len(ranks))
     for rec in rep.collectives:
         own += np.array([w or 0 for w in rec["wait_ns"]], dtype=np.float64)
@@ -115,9 +115,10 @@ def test_no_share_of_others_waiting_exceeds_their_time(runs, name):
     _, rep, _, _ = runs(name)
     bound = _others_time_in_collectives(rep)
     for r in rep.ranks:
-        assert 0.0 <= r["share_of_others_time"] <= 1.0
+        w = r.waits
+        assert w is not None and 0.0 <= w.share_of_others_time <= 1.0
         # the waits for a rank never exceed the time the others spent in those collectives
-        assert r["waited_on_ns"] <= bound[r["rank"]] and r["attributed_wait_ns"] <= bound[r["rank"]]
+        assert w.waited_on_ns <= bound[r.rank] and w.attributed_wait_ns <= bound[r.rank]
     for s in rep.stragglers:
         assert 0.0 <= s.share_of_others_time <= 1.0 and 0.0 <= s.attributed_share <= 1.0
 
@@ -185,7 +186,7 @@ def test_stages_read_from_the_transfers(runs):
     assert rep.stages is not None and rep.stages.count == 4
     assert [list(r) for r in rep.stages.ranks] == [[r for r, s in enumerate(job.truth["stage"]) if s == k]
                                                    for k in range(4)]
-    assert {r["rank"]: r["stage"] for r in rep.ranks} == dict(enumerate(job.truth["stage"]))
+    assert {r.rank: r.stage for r in rep.ranks} == dict(enumerate(job.truth["stage"]))
 
 
 def test_kineto_seq_reaches_the_collective_args(runs):

@@ -64,7 +64,8 @@ def test_balanced_job_names_no_straggler(tmp_path, fmt):
     _check_offsets(job, rep)
     assert rep.stragglers == ()
     assert rep.verdict.startswith("balanced")
-    assert sum(r["last_arrivals"] for r in rep.ranks) == rep.matched_collectives  # everyone is last sometimes
+    assert all(r.waits is not None for r in rep.ranks)
+    assert sum(r.waits.last_arrivals for r in rep.ranks if r.waits) == rep.matched_collectives  # everyone is last sometimes
 
 
 @pytest.mark.parametrize("seed,ranks,straggler,delay,offsets,jitter", [
@@ -86,7 +87,8 @@ def test_small_imbalance_is_not_named(tmp_path):
     """A delay of a few us per collective costs the others well under the threshold."""
     job, _, _, rep, _ = _run(StragglerSpec(straggler=1, delay_ns=4_000, jitter=0.0, seed=2), tmp_path)
     assert rep.stragglers == ()
-    waited = {r["rank"]: r["waited_on_ns"] for r in rep.ranks}
+    waited = {r.rank: r.waits.waited_on_ns for r in rep.ranks if r.waits}
+    assert len(waited) == len(rep.ranks)
     assert waited[1] == max(waited.values())  # measured, just not significant
 
 

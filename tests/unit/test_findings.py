@@ -12,7 +12,16 @@ from conftest import FIXTURES
 import traceread
 from traceread.analysis import analyze
 from traceread.note import STRAGGLER_COMM_BOUND, WAITING_FOR, Note
-from traceread.ranks.results import JobStep, JobStepRow, StageImbalance, Straggler, WaitingFor
+from traceread.ranks.align import RankAlignment
+from traceread.ranks.results import (
+    JobRank,
+    JobStep,
+    JobStepRow,
+    RankWaits,
+    StageImbalance,
+    Straggler,
+    WaitingFor,
+)
 from traceread.render import notes
 from traceread.rules.evidence import evidence_text
 
@@ -100,3 +109,12 @@ def test_typed_job_results_give_every_field_in_order() -> None:
                                     "median_max_rank_step_ns", "median_end_spread_ns", "per_step"]
     assert step.to_dict()["per_step"] == [{"step": 3, "job_step_ns": 10, "unaligned_job_step_ns": 11,
                                            "max_rank_step_ns": 9, "slowest_rank": 1, "end_spread_ns": 2}]
+    # a rank: its own facts, then its waits and alignment when the job was judged (the merged JSON object)
+    bare = JobRank(1, "r1.json", "/x/r1.json", 0, 12)
+    assert list(bare.to_dict()) == ["rank", "trace", "path", "device", "collectives"] and bare.stage is None
+    judged = dataclasses.replace(bare, waits=RankWaits(2, 30, 40, 1, 0.1, 5, 12),
+                                 alignment=RankAlignment(1, 100, 10, "graph", 12, 0, 3))
+    got = judged.to_dict()
+    assert list(got) == ["rank", "trace", "path", "device", "collectives", *RankWaits.__dataclass_fields__,
+                         *[k for k in judged.alignment.to_dict() if k != "rank"]]
+    assert got["rank"] == 1 and got["offset_ns"] == 100 and judged.stage == 1

@@ -33,6 +33,7 @@ with balanced stages, from each rank's own step in the what-if replay (:mod:`tra
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,9 +49,11 @@ from traceread.ranks.grouping import JobGroup
 from traceread.ranks.predict import job_prediction
 from traceread.ranks.results import (
     JobPrediction,
+    JobRank,
     JobStep,
     JobStepRow,
     PipelineStages,
+    RankWaits,
     StageImbalance,
     Straggler,
     WaitingFor,
@@ -83,7 +86,7 @@ class JobReport:
     """Plain data; ``to_dict()`` is the ``job`` object of the JSON report (and ``jobs/<job>.json``)."""
 
     name: str
-    ranks: tuple[dict[str, Any], ...]
+    ranks: tuple[JobRank, ...]
     alignment: tuple[RankAlignment, ...]
     matched_collectives: int
     collectives: tuple[dict[str, Any], ...]
@@ -102,7 +105,7 @@ class JobReport:
     prediction: JobPrediction | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "group": self.group, "ranks": list(self.ranks),
+        return {"name": self.name, "group": self.group, "ranks": [r.to_dict() for r in self.ranks],
                 "alignment": [a.to_dict() for a in self.alignment], "matched_collectives": self.matched_collectives,
                 "collectives": list(self.collectives), "stragglers": [s.to_dict() for s in self.stragglers],
                 "step": self.step.to_dict(), "verdict": self.verdict, "notes": list(self.notes),
@@ -139,9 +142,8 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
                                                "straggler_min_uncertainty_factor", "straggler_min_own_excess",
                                                "straggler_min_step_share", "stage_imbalance_min_excess")}
     gdict = group.to_dict() if group is not None else None
-    base_ranks: tuple[dict[str, Any], ...] = tuple({"rank": s.identity.claimed_rank, "trace": s.identity.label, "path": s.identity.path,
-                        "device": primary_device(s), "collectives": int(len(s.collectives["end_ns"]))}
-                       for s in ranked)
+    base_ranks = tuple(JobRank(s.identity.claimed_rank, s.identity.label, s.identity.path, primary_device(s),
+                               int(len(s.collectives["end_ns"]))) for s in ranked)
     if len(ranked) < 2:
         unavailable.append("alignment and stragglers: fewer than two distinct ranks")
         return JobReport(name, base_ranks, (), 0, (), (), _steps(ranked, {}), "not judged: fewer than two ranks",
@@ -161,7 +163,7 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     rows = instances(ranked, es)[np.flatnonzero(ok)]
     table = _instances(usable, off, rows[:, (rows >= 0).sum(axis=0) >= 2])
     per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg)
-    ranks = tuple({**b, **per_rank.get(b["rank"], {}), **off[b["rank"]].to_dict()} for b in base_ranks)
+    ranks = tuple(dataclasses.replace(b, waits=per_rank.get(b.rank), alignment=off[b.rank]) for b in base_ranks)
     step = _steps(usable, off)
     prediction = job_prediction(usable, step, strag, extra["stage_imbalance"],
                                 [list(r) for r in extra["stages"].ranks] if extra["stages"] else None)
@@ -250,7 +252,7 @@ def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ran
 
 
 def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any],
-                cfg: Thresholds) -> tuple[dict[int, dict], list[Straggler], str, dict[str, Any]]:
+                cfg: Thresholds) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
     ranks, n = t["ranks"], t["n"]
     extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None}
     if n == 0:
@@ -278,11 +280,11 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
     caused = b.direct.sum(axis=0) - np.diag(b.direct)
     blamed = b.attributed.sum(axis=0) - np.diag(b.attributed)
     waits = np.where(present, end - arr, np.nan)
-    per_rank = {r: {"last_arrivals": int(count[i]), "waited_on_ns": int(caused[i]),
-                    "attributed_wait_ns": int(blamed[i]), "stage": int(st.stage[i]) if st.count > 1 else None,
-                    "share_of_others_time": float(blamed[i] / others_time[i]) if others_time[i] > 0 else 0.0,
-                    "mean_wait_ns": int(np.nanmean(waits[i])) if present[i].any() else None,
-                    "collectives_matched": int(present[i].sum())} for i, r in enumerate(ranks)}
+    per_rank = {r: RankWaits(last_arrivals=int(count[i]), waited_on_ns=int(caused[i]),
+                             attributed_wait_ns=int(blamed[i]), stage=int(st.stage[i]) if st.count > 1 else None,
+                             share_of_others_time=float(blamed[i] / others_time[i]) if others_time[i] > 0 else 0.0,
+                             mean_wait_ns=int(np.nanmean(waits[i])) if present[i].any() else None,
+                             collectives_matched=int(present[i].sum())) for i, r in enumerate(ranks)}
     if st.count > 1:
         extra["stages"] = PipelineStages(st.count, st.evidence, tuple(
             tuple(r for r, s in zip(ranks, st.stage, strict=True) if s == k) for k in range(st.count)))

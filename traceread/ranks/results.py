@@ -1,4 +1,4 @@
-"""The job report's typed results: a straggler, the slow pipeline stage, whom the others wait for.
+"""The job report's typed results: its ranks, a straggler, the slow stage, whom the others wait for, the step.
 
 Read by attribute across packages (the analysis' notes, the renderers, diff); each ``to_dict()`` is its
 object of the JSON report (``job.groups[].report``) and of a scan's ``jobs/<job>.json``, key for key in
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from traceread.ranks.align import RankAlignment
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,4 +199,51 @@ class JobStep:
             out["median_max_rank_step_ns"] = self.median_max_rank_step_ns
             out["median_end_spread_ns"] = self.median_end_spread_ns
         out["per_step"] = [p.to_dict() for p in self.per_step]
+        return out
+
+
+@dataclass(frozen=True)
+class RankWaits:
+    """One rank's part in the job's matched collectives: how often it arrived last, the others' waits for it
+    (direct, and attributed through chains), its stage, and its own mean wait."""
+
+    last_arrivals: int
+    waited_on_ns: int
+    attributed_wait_ns: int
+    stage: int | None
+    share_of_others_time: float
+    mean_wait_ns: int | None
+    collectives_matched: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"last_arrivals": self.last_arrivals, "waited_on_ns": self.waited_on_ns,
+                "attributed_wait_ns": self.attributed_wait_ns, "stage": self.stage,
+                "share_of_others_time": self.share_of_others_time, "mean_wait_ns": self.mean_wait_ns,
+                "collectives_matched": self.collectives_matched}
+
+
+@dataclass(frozen=True, eq=False)
+class JobRank:
+    """One rank of a job report: its trace, device and collectives, its waits (None when no collective was
+    matched or the job was not judged) and its clock alignment (None when not judged)."""
+
+    rank: int
+    trace: str
+    path: str
+    device: int
+    collectives: int
+    waits: RankWaits | None = None
+    alignment: RankAlignment | None = None
+
+    @property
+    def stage(self) -> int | None:
+        return self.waits.stage if self.waits is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rank": self.rank, "trace": self.trace, "path": self.path, "device": self.device,
+                               "collectives": self.collectives}
+        if self.waits is not None:
+            out.update(self.waits.to_dict())
+        if self.alignment is not None:
+            out.update(self.alignment.to_dict())
         return out

@@ -92,14 +92,17 @@ def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
         for s in rep.stragglers:
             lines += ["", f"Rank {s.rank}: {md_text(s.reason)}."]
             lines += [f"- {md_text(e)}" for e in s.evidence]
-    by_rank = {r["rank"]: r for r in rep.ranks}
+    by_rank = {r.rank: r for r in rep.ranks}
     rows = []
     for a in rep.alignment:
-        r = by_rank.get(a.rank, {})
-        rows.append((str(a.rank),) + ((_opt(r.get("stage")),) if rep.stages else ()) + (md_code(str(r.get("trace", ""))),
-                     "n/a" if a.offset_ns is None else f"{a.offset_ns / 1e6:+,.3f} ms",
-                     _opt_dur(a.uncertainty_ns), _opt_dur(a.end_spread_ns), str(a.matched),
-                     str(r.get("last_arrivals", "")), _opt_dur(r.get("waited_on_ns")), md_text(a.method)))
+        r = by_rank.get(a.rank)
+        w = r.waits if r is not None else None
+        rows.append((str(a.rank),) + ((_opt(r.stage if r is not None else None),) if rep.stages else ())
+                    + (md_code(r.trace if r is not None else ""),
+                       "n/a" if a.offset_ns is None else f"{a.offset_ns / 1e6:+,.3f} ms",
+                       _opt_dur(a.uncertainty_ns), _opt_dur(a.end_spread_ns), str(a.matched),
+                       str(w.last_arrivals) if w is not None else "", _opt_dur(w.waited_on_ns if w is not None else None),
+                       md_text(a.method)))
     if rows:
         lines += ["", f"{h}# Clock alignment and arrivals", "",
                   f"{rep.matched_collectives} collectives matched across ranks. Offset: the rank's clock minus "
