@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("base", [
         "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace", "traceread.printable",
         "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.extensions", "traceread.vocabulary",
-        "traceread.causes",
+        "traceread.causes", "traceread.note",
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals", "traceread.grouped",
         "traceread.bounds",
     ]),
@@ -51,9 +51,11 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("ranks", ["traceread.ranks"]),
     # The what-if replay (reserved: not built yet).
     ("whatif", ["traceread.whatif"]),
-    # The analysis: runs the pieces above and returns an Analysis.
-    ("analysis", ["traceread.analysis", "traceread.pipeline", "traceread.scope"]),
-    # Renderers read an Analysis (Markdown, JSON, pictures, Perfetto); serialization lives here.
+    # The analysis: runs the pieces above and returns an Analysis, with its findings (what the reports show
+    # beyond the tables: largest gaps with their evidence, per-unit verdicts).
+    ("analysis", ["traceread.analysis", "traceread.pipeline", "traceread.scope", "traceread.findings"]),
+    # Renderers read an Analysis (Markdown, JSON, pictures, Perfetto) and only format it: no rule or
+    # attribution module (test_renderers_only_format); serialization lives here.
     ("render", ["traceread.render"]),
     # Many analyses: scanning a tree of traces, comparing two runs.
     ("scan/diff", ["traceread.scan", "traceread.diff"]),
@@ -263,6 +265,21 @@ def test_no_cycles_across_packages() -> None:
             edges = [f"  {a} -> {b}" for a in component for b in sorted(graph[a] & members)]
             bad.append(f"cycle through {', '.join(packages)}:\n" + "\n".join(edges))
     assert not bad, "import cycles between packages:\n" + "\n".join(bad)
+
+
+# What a renderer may not import: the analysis' findings (``Analysis.findings``) carry what it shows.
+NOT_FOR_RENDERERS = ("traceread.rules", "traceread.attribution")
+
+
+def test_renderers_only_format() -> None:
+    """No module under ``traceread.render`` imports a rule or attribution module (wherever the import
+    sits): evidence sentences and per-unit verdicts come from the analysis' findings."""
+    bad = [imp.where() for imp in _all_imports()
+           if imp.importer.startswith("traceread.render")
+           and any(imp.target == m or imp.target.startswith(m + ".") for m in NOT_FOR_RENDERERS)]
+    assert not bad, "renderers importing rules or attribution:\n" + "\n".join(bad)
+    renderers = {imp.importer for imp in _all_imports() if imp.importer.startswith("traceread.render")}
+    assert "traceread.render.markdown" in renderers  # the check reads the renderers' imports
 
 
 def test_scripts_use_public_names() -> None:

@@ -26,6 +26,8 @@ import pandas as pd
 from traceread import heap, schema
 from traceread import pipeline as pipe
 from traceread.config import Thresholds
+from traceread.findings import Findings
+from traceread.note import STRAGGLER_COMM_BOUND, WAITING_FOR, Note
 from traceread.pipeline import UNIT, LaunchStats
 from traceread.rules.evidence import aligned
 from traceread.trace import EpochWindow, Trace
@@ -38,8 +40,9 @@ if TYPE_CHECKING:
     from traceread.metrics.mfu import MfuResult
     from traceread.metrics.workload import Workload
     from traceread.ranks.identity import RankIdentity
+    from traceread.ranks.section import JobSection
     from traceread.ranks.summary import RankSummary
-    from traceread.whatif import Fix, Scale
+    from traceread.whatif import Fix, Scale, WhatIf
 
 SCHEMA_VERSION = "1.5"
 # The most events the analysed traces may hold for the what-if replay to start beside the rules (_Replay).
@@ -109,7 +112,11 @@ class Analysis:
     * ``removal``: the upper bound of removing the dominant cause (:class:`Removal`), or None.
     * ``launch_stats``: :class:`~traceread.pipeline.LaunchStats` when launch-bound matters, or None.
     * ``job``: a ``traceread.ranks.section.JobSection`` when the inputs hold two ranks or more: how
-      they group into jobs/captures (with evidence), and each job's clock alignment and stragglers.
+      they group into jobs/captures (with evidence), and each job's clock alignment and stragglers
+      (typed: ``traceread.ranks.results``).
+    * ``notes``: method notes, each a sentence or a ``traceread.note.Note`` the renderers word.
+    * ``findings`` (property): what the reports show beyond these tables, made when asked
+      (``traceread.findings``: the largest gaps with their evidence, each unit's own verdict).
     """
 
     traces: tuple[TraceSummary, ...]
@@ -126,7 +133,7 @@ class Analysis:
     kernels: pd.DataFrame
     collectives: pd.DataFrame
     launch_stats: LaunchStats | None
-    notes: tuple[str, ...]
+    notes: tuple[str | Note, ...]  # a Note is worded by the renderers (traceread.render.notes)
     unavailable: tuple[str, ...]
     cfg: Thresholds
     top_gaps: int = 10
@@ -135,8 +142,8 @@ class Analysis:
     # no-gpu-activity: what is missing, per trace, from evidence in the file (sanity.missing_gpu_activity)
     refusal: str = ""
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
-    job: Any = None  # traceread.ranks.section.JobSection or None
-    whatif: Any = None  # traceread.whatif.WhatIf or None: what each fix would buy (the dependency replay)
+    job: JobSection | None = None  # several ranks: how they group into jobs, alignment, stragglers
+    whatif: WhatIf | None = None  # what each fix would buy (the dependency replay), None when it could not run
     # The replay while it still runs on its thread (see _Replay); reading ``whatif`` or ``unavailable`` waits for it.
     _replay: _Replay | None = field(default=None, repr=False)
 
@@ -161,6 +168,11 @@ class Analysis:
     @property
     def units(self) -> pd.DataFrame:
         return self.attribution[UNIT]
+
+    @property
+    def findings(self) -> Findings:
+        """What the reports show beyond the tables (largest gaps with evidence, per-unit verdicts), made when asked."""
+        return Findings(self)
 
     def unit_label(self, trace: int, rank: int, device: int) -> str:
         """``rank 0 / GPU 1``; prefixed with the file when two inputs share a rank number."""
@@ -213,7 +225,7 @@ def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], r
             workload: Workload | None, cfg: Thresholds, top_gaps: int, failures: tuple[Failure, ...] | list[Failure],
             rank_pattern: str | None) -> Analysis:
     """:func:`analyze` once the steps are found and the replay started."""
-    notes: list[str] = []
+    notes: list[str | Note] = []
     unavailable: list[str] = []
     # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
     # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
@@ -270,17 +282,13 @@ def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], r
                            lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
     for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
         for s in rep.stragglers:
-            if s["others_comm_bound_waiting_ns"] > 0:
-                notes.append(f"comm-bound: {s['others_comm_bound_waiting_ns'] / 1e6:.3f} ms of the comm-bound time on "
-                             f"the other ranks of {rep.name} is waiting for straggler rank {s['rank']} ({s['cause']}), "
-                             "not slow interconnect (see the job section)")
-        wf = rep.waiting_for or {}
-        if wf.get("kind") in ("rank", "stage") and wf.get("class") and wf.get("class_share"):
-            who = f"straggler rank {wf['rank']}" if wf["kind"] == "rank" else f"pipeline stage {wf['stage']}"
-            fix = (" (slower than the other stages: rebalance layers across stages; a different schedule does not "
-                   "remove it)" if wf["kind"] == "stage" else "")
-            notes.append(f"{wf['class']}: {wf['class_share']:.0%} of the {wf['class']} time on the other ranks of "
-                         f"{rep.name} is waiting for {who}{fix} (see the job section)")
+            if s.others_comm_bound_waiting_ns > 0:
+                notes.append(Note.of(STRAGGLER_COMM_BOUND, job=rep.name, rank=s.rank, cause=s.cause,
+                                     waiting_ns=s.others_comm_bound_waiting_ns))
+        wf = rep.waiting_for
+        if wf is not None and wf.kind in ("rank", "stage") and wf.cls and wf.class_share:
+            notes.append(Note.of(WAITING_FOR, idle_class=wf.cls, share=wf.class_share, job=rep.name,
+                                 waits_on=wf.kind, who=wf.who))
     return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
                                unavailable=tuple(dict.fromkeys(unavailable)),
                                dominant_evidence=_waiting_evidence(section, dominant) or result.dominant_evidence)
@@ -295,15 +303,15 @@ def _dominant_evidence(per: list[pipe.PerTrace], gaps: pd.DataFrame, dominant: s
     return dominant_evidence(gaps, dominant)
 
 
-def _waiting_evidence(section: Any, dominant: str) -> str:
+def _waiting_evidence(section: JobSection | None, dominant: str) -> str:
     """``stage-imbalance`` / ``straggler`` when most of the dominant class's time on the other ranks of a job is
     waiting for one stage / one rank (its first fix is that stage's layers or that rank, not a schedule)."""
     for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
-        wf = rep.waiting_for or {}
-        if wf.get("class") == dominant and (wf.get("class_share") or 0.0) >= 0.5:
-            if wf["kind"] == "stage" and dominant == "pipeline-bubble":
+        wf = rep.waiting_for
+        if wf is not None and wf.cls == dominant and (wf.class_share or 0.0) >= 0.5:
+            if wf.kind == "stage" and dominant == "pipeline-bubble":
                 return "stage-imbalance"
-            if wf["kind"] == "rank" and dominant in ("pipeline-bubble", "comm-bound"):
+            if wf.kind == "rank" and dominant in ("pipeline-bubble", "comm-bound"):
                 return "straggler"
     return ""
 
@@ -419,7 +427,8 @@ def _groups(traces: Any, cfg: Thresholds, rank_pattern: str | None) -> list[Any]
     return group_jobs(ids, rank_pattern, cfg) if len(ids) > 1 else None
 
 
-def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None, groups: list[Any]) -> Any:
+def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None,
+                 groups: list[Any]) -> JobSection | None:
     from traceread.ranks.section import job_section
 
     return job_section(result.inputs, lambda identity: rank_summary(result, identity), cfg, rank_pattern, groups)

@@ -283,9 +283,7 @@ class Report:
     @functools.cached_property
     def gaps(self) -> pd.DataFrame:
         # The analysis keeps the evidence as data; the sentences are made here, once, when asked for.
-        from traceread.rules.evidence import with_evidence
-
-        return self._with_path(with_evidence(self.analysis.gaps, self.analysis.cfg))
+        return self._with_path(self.analysis.findings.with_evidence(self.analysis.gaps))
 
     @property
     def kernels(self) -> pd.DataFrame:
@@ -325,15 +323,9 @@ class Report:
         cause, share``."""
         import pandas as pd
 
-        from traceread.attribution import verdict
-        from traceread.vocabulary import PARTS, part_col
-
-        rows = []
-        for _, r in self.attribution.iterrows():  # one row per rank/GPU: few
-            step = float(r["step_ns"]) or 1.0
-            v = verdict({p: float(r[part_col(p)]) / step for p in PARTS}, self.analysis.cfg)
-            rows.append({"trace": int(r["trace"]), "path": r["path"], "rank": int(r["rank"]),
-                         "device": int(r["device"]), "cause": v.cause, "share": v.share})
+        paths = self.attribution["path"].tolist() if len(self.attribution) else []
+        rows = [{"trace": v.trace, "path": path, "rank": v.rank, "device": v.device, "cause": v.cause,
+                 "share": v.share} for v, path in zip(self.analysis.findings.unit_verdicts(), paths, strict=True)]
         return pd.DataFrame(rows, columns=["trace", "path", "rank", "device", "cause", "share"])
 
     # --- text --------------------------------------------------------------------------------------

@@ -83,7 +83,7 @@ def test_public_rank_path_gives_the_same_report(runs, name):
 
 def _others_time_in_collectives(rep) -> dict[int, int]:
     """Per rank, the time the other ranks spent in matched collectives (from the report's own table)."""
-    ranks = [r["rank"] for r in rep.ranks if r["offset_ns"] is not None]
+    ranks = [r.rank for r in rep.ranks if r.alignment is not None and r.alignment.offset_ns is not None]
     own = np.zeros(len(ranks))
     for rec in rep.collectives:
         own += np.array([w or 0 for w in rec["wait_ns"]], dtype=np.float64)
@@ -94,19 +94,19 @@ def _others_time_in_collectives(rep) -> dict[int, int]:
 def test_slow_worker_named_with_its_own_compute(runs, name):
     job, rep, _, analysis = runs(name)
     slow = job.truth["slow_rank"]
-    assert [s["rank"] for s in rep.stragglers] == [slow]
+    assert [s.rank for s in rep.stragglers] == [slow]
     s = rep.stragglers[0]
-    assert s["cause"] == "compute"  # compared with its own stage's median rank, not "earlier-delay"
-    assert s["stage"] == job.truth["stage"][slow]
-    assert "pipeline stage" in s["evidence"][2] or "pipeline stage" in s["evidence"][1]
+    assert s.cause == "compute"  # compared with its own stage's median rank, not "earlier-delay"
+    assert s.stage == job.truth["stage"][slow]
+    assert "pipeline stage" in s.evidence[2] or "pipeline stage" in s.evidence[1]
     # at least half of the other ranks' waiting is attributed to it
-    assert s["attributed_share"] >= 0.5
+    assert s.attributed_share >= 0.5
     assert rep.stage_imbalance is None
-    assert rep.waiting_for["kind"] == "rank" and rep.waiting_for["rank"] == slow
+    assert rep.waiting_for is not None and rep.waiting_for.kind == "rank" and rep.waiting_for.rank == slow
     assert rep.verdict.startswith(f"rank {slow} ")
-    assert f"is {rep.waiting_for['class_share']:.0%} waiting for it" in rep.verdict
+    assert f"is {rep.waiting_for.class_share:.0%} waiting for it" in rep.verdict
     # the run's headline: its dominant class is mostly waiting for that rank, so fix the rank first
-    assert analysis.dominant_cause == rep.waiting_for["class"] == "pipeline-bubble"
+    assert analysis.dominant_cause == rep.waiting_for.cls == "pipeline-bubble"
     assert analysis.dominant_evidence == "straggler"
 
 
@@ -115,11 +115,12 @@ def test_no_share_of_others_waiting_exceeds_their_time(runs, name):
     _, rep, _, _ = runs(name)
     bound = _others_time_in_collectives(rep)
     for r in rep.ranks:
-        assert 0.0 <= r["share_of_others_time"] <= 1.0
+        w = r.waits
+        assert w is not None and 0.0 <= w.share_of_others_time <= 1.0
         # the waits for a rank never exceed the time the others spent in those collectives
-        assert r["waited_on_ns"] <= bound[r["rank"]] and r["attributed_wait_ns"] <= bound[r["rank"]]
+        assert w.waited_on_ns <= bound[r.rank] and w.attributed_wait_ns <= bound[r.rank]
     for s in rep.stragglers:
-        assert 0.0 <= s["share_of_others_time"] <= 1.0 and 0.0 <= s["attributed_share"] <= 1.0
+        assert 0.0 <= s.share_of_others_time <= 1.0 and 0.0 <= s.attributed_share <= 1.0
 
 
 @pytest.mark.parametrize("name", ["slow-4x4", "slow-2x4-no-seq", "stage-4x4"])
@@ -146,9 +147,10 @@ def test_every_rank_aligned_through_the_group_graph(runs, name):
 def test_aligned_job_step_agrees_with_raw_when_clocks_agree(runs):
     job, rep, _, _ = runs("slow-2x4")  # every rank on one clock
     st = rep.step
-    assert abs(st["median_job_step_ns"] - st["median_unaligned_job_step_ns"]) <= 0.05 * st["median_unaligned_job_step_ns"]
+    assert st.median_job_step_ns is not None and st.median_unaligned_job_step_ns is not None
+    assert abs(st.median_job_step_ns - st.median_unaligned_job_step_ns) <= 0.05 * st.median_unaligned_job_step_ns
     truth = float(np.median(job.truth["job_step_ns"][1:]))
-    assert abs(st["median_job_step_ns"] - truth) <= 0.05 * truth
+    assert abs(st.median_job_step_ns - truth) <= 0.05 * truth
 
 
 @pytest.mark.parametrize("name", ["stage-2x4", "stage-4x4"])
@@ -156,15 +158,15 @@ def test_slow_stage_named_not_one_rank_nor_a_schedule(runs, name):
     job, rep, _, _ = runs(name)
     stage = job.truth["slow_stage"]
     imb = rep.stage_imbalance
-    assert imb is not None and imb["stage"] == stage
-    assert imb["ranks"] == [r for r, s in enumerate(job.truth["stage"]) if s == stage]
-    assert abs(imb["excess"] - (job.spec.stage_factor - 1)) <= 0.1
+    assert imb is not None and imb.stage == stage
+    assert list(imb.ranks) == [r for r, s in enumerate(job.truth["stage"]) if s == stage]
+    assert abs(imb.excess - (job.spec.stage_factor - 1)) <= 0.1
     assert rep.stragglers == ()
     assert rep.verdict.startswith(f"pipeline stage {stage} ")
     assert "rebalance layers across stages" in rep.verdict and "does not remove" in rep.verdict
     assert "interleaved" not in rep.verdict and "zero-bubble" not in rep.verdict
-    assert rep.waiting_for["kind"] == "stage" and rep.waiting_for["class"] == "pipeline-bubble"
-    assert rep.waiting_for["class_share"] >= 0.5 and imb["attributed_share"] >= 0.5
+    assert rep.waiting_for is not None and rep.waiting_for.kind == "stage" and rep.waiting_for.cls == "pipeline-bubble"
+    assert (rep.waiting_for.class_share or 0.0) >= 0.5 and imb.attributed_share >= 0.5
 
 
 def test_moving_imbalance_names_no_single_straggler(runs):
@@ -172,18 +174,19 @@ def test_moving_imbalance_names_no_single_straggler(runs):
     assert analysis.dominant_evidence not in ("straggler", "stage-imbalance")
     assert rep.stragglers == () and rep.stage_imbalance is None
     assert rep.verdict.startswith("no single straggler")
-    assert rep.waiting_for["kind"] == "moving"
+    assert rep.waiting_for is not None and rep.waiting_for.kind == "moving"
     # most of each step's waiting is for the rank slowed that step (the generator's movers)
-    culprits = rep.waiting_for["step_culprits"]
+    culprits = rep.waiting_for.step_culprits or {}
     hits = sum(1 for s, r in culprits.items() if job.truth["movers"][s] == r)
     assert hits >= 0.75 * len(culprits)
 
 
 def test_stages_read_from_the_transfers(runs):
     job, rep, _, _ = runs("slow-4x4")
-    assert rep.stages["count"] == 4
-    assert rep.stages["ranks"] == [[r for r, s in enumerate(job.truth["stage"]) if s == k] for k in range(4)]
-    assert {r["rank"]: r["stage"] for r in rep.ranks} == dict(enumerate(job.truth["stage"]))
+    assert rep.stages is not None and rep.stages.count == 4
+    assert [list(r) for r in rep.stages.ranks] == [[r for r, s in enumerate(job.truth["stage"]) if s == k]
+                                                   for k in range(4)]
+    assert {r.rank: r.stage for r in rep.ranks} == dict(enumerate(job.truth["stage"]))
 
 
 def test_kineto_seq_reaches_the_collective_args(runs):
@@ -230,34 +233,36 @@ def _check_pair(runs, name: str, key: str, tolerance: float, fmt: str = "kineto"
     job, rep, _, analysis = runs(name, fmt)
     after_job, after, _, _ = runs(f"{name}-after", fmt)
     pred = rep.prediction
-    assert pred is not None and pred[key] is not None
-    measured_after = after.step["median_job_step_ns"]
+    assert pred is not None and getattr(pred, key) is not None
+    measured_after = after.step.median_job_step_ns
     # the after run is the generator's, simulated afresh: it agrees with its own truth
     truth_after = float(np.median(after_job.truth["job_step_ns"][1:]))
     assert abs(measured_after / truth_after - 1) <= 0.01
-    error = pred[key] / measured_after - 1
-    assert abs(error) <= tolerance, (name, pred[key], measured_after, error)
+    error = getattr(pred, key) / measured_after - 1
+    assert abs(error) <= tolerance, (name, getattr(pred, key), measured_after, error)
     # and the job was much slower before: the prediction is not the measured step
-    assert rep.step["median_job_step_ns"] >= 1.15 * measured_after
-    return {"predicted": pred[key], "after": measured_after, "error": error}
+    assert rep.step.median_job_step_ns >= 1.15 * measured_after
+    return {"predicted": getattr(pred, key), "after": measured_after, "error": error}
 
 
 @pytest.mark.parametrize("name", ["lead-slow-4x4", "lead-slow-2x4"])
 def test_straggler_free_prediction_matches_the_run_without_the_slow_worker(runs, name):
     job, rep, _, _ = runs(name)
     slow = job.truth["slow_rank"]
-    assert [s["rank"] for s in rep.stragglers] == [slow]
-    assert rep.prediction["straggler"]["rank"] == slow
-    assert abs(rep.prediction["straggler"]["factor"] - job.spec.slow_factor) <= 0.05
+    assert [s.rank for s in rep.stragglers] == [slow]
+    assert rep.prediction is not None and rep.prediction.straggler is not None
+    assert rep.prediction.straggler.rank == slow
+    assert abs(rep.prediction.straggler.factor - job.spec.slow_factor) <= 0.05
     _check_pair(runs, name, "straggler_free_step_ns", 0.10)
 
 
 @pytest.mark.parametrize("name", ["lead-stage-2x4", "lead-stage-4x4"])
 def test_balanced_stages_prediction_matches_the_run_with_the_stage_at_normal_speed(runs, name):
     job, rep, _, _ = runs(name)
-    assert rep.stage_imbalance is not None and rep.stage_imbalance["stage"] == job.truth["slow_stage"]
-    assert rep.prediction["stage"]["stage"] == job.truth["slow_stage"]
-    assert rep.prediction["straggler_free_step_ns"] is None
+    assert rep.stage_imbalance is not None and rep.stage_imbalance.stage == job.truth["slow_stage"]
+    assert rep.prediction is not None and rep.prediction.stage is not None
+    assert rep.prediction.stage.stage == job.truth["slow_stage"]
+    assert rep.prediction.straggler_free_step_ns is None
     _check_pair(runs, name, "balanced_stages_step_ns", 0.10)
 
 
@@ -266,6 +271,6 @@ def test_balanced_stages_prediction_matches_the_run_with_the_stage_at_normal_spe
 def test_straggler_removed_in_a_data_parallel_job(runs, name, fmt):
     """Issue 25's pairs: a 4- and an 8-rank job, one slow rank, jitter 0.1; within 5% of the after run."""
     job, rep, _, _ = runs(name, fmt)
-    assert [s["rank"] for s in rep.stragglers] == [job.truth["slow_rank"]]
+    assert [s.rank for s in rep.stragglers] == [job.truth["slow_rank"]]
     got = _check_pair(runs, name, "straggler_free_step_ns", 0.05, fmt)
-    assert got["predicted"] < rep.step["median_job_step_ns"]
+    assert got["predicted"] < rep.step.median_job_step_ns

@@ -47,15 +47,15 @@ def test_planted_straggler_found_with_rank_wait_and_reason(tmp_path, fmt, mechan
     job, groups, _, rep, _ = _run(spec, tmp_path, fmt)
     assert len(groups) == 1 and groups[0].ranks == (0, 1, 2, 3) and not groups[0].missing_ranks
     _check_offsets(job, rep)
-    assert [s["rank"] for s in rep.stragglers] == [2]
+    assert [s.rank for s in rep.stragglers] == [2]
     s = rep.stragglers[0]
     truth = job.truth["waited_on_ns"][2]
-    assert abs(s["waited_on_ns"] - truth) <= 0.05 * truth
-    assert s["last_arrivals"] == job.truth["last_arrivals"][2]
-    assert s["cause"] == cause
-    assert abs(s["median_lateness_ns"] - spec.delay_ns) <= 0.05 * spec.delay_ns
+    assert abs(s.waited_on_ns - truth) <= 0.05 * truth
+    assert s.last_arrivals == job.truth["last_arrivals"][2]
+    assert s.cause == cause
+    assert abs(s.median_lateness_ns - spec.delay_ns) <= 0.05 * spec.delay_ns
     # the others' comm-bound time inside their waits is named as waiting for the straggler
-    assert s["others_comm_bound_waiting_ns"] > 0.9 * truth
+    assert s.others_comm_bound_waiting_ns > 0.9 * truth
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
@@ -64,7 +64,8 @@ def test_balanced_job_names_no_straggler(tmp_path, fmt):
     _check_offsets(job, rep)
     assert rep.stragglers == ()
     assert rep.verdict.startswith("balanced")
-    assert sum(r["last_arrivals"] for r in rep.ranks) == rep.matched_collectives  # everyone is last sometimes
+    assert all(r.waits is not None for r in rep.ranks)
+    assert sum(r.waits.last_arrivals for r in rep.ranks if r.waits) == rep.matched_collectives  # everyone is last sometimes
 
 
 @pytest.mark.parametrize("seed,ranks,straggler,delay,offsets,jitter", [
@@ -77,16 +78,17 @@ def test_straggler_under_variation(tmp_path, seed, ranks, straggler, delay, offs
                          seed=seed, steps=6, collectives=3)
     job, _, _, rep, _ = _run(spec, tmp_path)
     _check_offsets(job, rep)
-    assert [s["rank"] for s in rep.stragglers] == [straggler]
+    assert [s.rank for s in rep.stragglers] == [straggler]
     truth = job.truth["waited_on_ns"][straggler]
-    assert abs(rep.stragglers[0]["waited_on_ns"] - truth) <= 0.05 * truth
+    assert abs(rep.stragglers[0].waited_on_ns - truth) <= 0.05 * truth
 
 
 def test_small_imbalance_is_not_named(tmp_path):
     """A delay of a few us per collective costs the others well under the threshold."""
     job, _, _, rep, _ = _run(StragglerSpec(straggler=1, delay_ns=4_000, jitter=0.0, seed=2), tmp_path)
     assert rep.stragglers == ()
-    waited = {r["rank"]: r["waited_on_ns"] for r in rep.ranks}
+    waited = {r.rank: r.waits.waited_on_ns for r in rep.ranks if r.waits}
+    assert len(waited) == len(rep.ranks)
     assert waited[1] == max(waited.values())  # measured, just not significant
 
 
@@ -168,6 +170,6 @@ def test_one_nsys_export_holding_every_rank(tmp_path):
     assert all(a.method.startswith("shared clock") for a in rep.alignment[1:])
     (s,) = rep.stragglers
     truth = job.truth["waited_on_ns"][1]
-    assert s["rank"] == 1 and s["cause"] == "sync-stall" and abs(s["waited_on_ns"] - truth) <= 0.05 * truth
+    assert s.rank == 1 and s.cause == "sync-stall" and abs(s.waited_on_ns - truth) <= 0.05 * truth
     direct = rank_summary(analysis, ids[1])  # what a scan worker computes for one rank
     assert len(direct.collectives["end_ns"]) == 32 and direct.identity.rank == 1

@@ -144,7 +144,7 @@ def test_straggler_needs_more_than_the_alignment_error():
     assert rep.alignment[1].end_spread_ns > 100_000
     assert rep.stragglers == ()
     tight = analyze_job([a, dataclasses.replace(b, collectives={**b.collectives, "end_ns": ends + 5})])
-    assert [s["rank"] for s in tight.stragglers] == [1]
+    assert [s.rank for s in tight.stragglers] == [1]
 
 
 def test_nearest_end_matching_when_records_are_dropped():
@@ -184,6 +184,6 @@ def test_a_stragglers_one_time_cost_is_named_not_short_gaps():
     cb[lead_col("one-time-cost")] = np.full(30, 60_000, dtype=np.int64)
     rep = analyze_job([a, dataclasses.replace(b, collectives=cb)])
     (s,) = rep.stragglers
-    assert s["rank"] == 1 and s["cause"] == "one-time-cost" and s["reason"] == REASONS["one-time-cost"]
-    assert s["lead_excess_ns"]["one-time-cost"] == 60_000 and s["lead_excess_ns"]["short-gaps"] == 0
+    assert s.rank == 1 and s.cause == "one-time-cost" and s.reason == REASONS["one-time-cost"]
+    assert s.lead_excess_ns["one-time-cost"] == 60_000 and s.lead_excess_ns["short-gaps"] == 0
     assert set(REASONS) >= set(COMPONENTS)

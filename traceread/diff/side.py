@@ -139,10 +139,10 @@ def _shapes(a: Analysis, cfg: Thresholds, notes: list[str]) -> pd.DataFrame:
 
 def _stragglers_of(a: Analysis) -> tuple[dict[str, Any], ...]:
     """The stragglers the analysis' job section (traceread.ranks) names, over its jobs."""
-    section = getattr(a, "job", None)
+    section = a.job
     reports = [r for r in (section.reports if section is not None else ()) if r is not None]
-    return tuple({"rank": s.get("rank"), "cause": s.get("cause"), "reason": s.get("reason"),
-                  "waited_on_ns": s.get("waited_on_ns")} for r in reports for s in r.stragglers)
+    return tuple({"rank": s.rank, "cause": s.cause, "reason": s.reason,
+                  "waited_on_ns": s.waited_on_ns} for r in reports for s in r.stragglers)
 
 
 def _optimizer_steps(a: Analysis, cfg: Thresholds, notes: list[str]) -> float | None:

@@ -29,11 +29,11 @@ API (stable; extended, never broken):
   ``start_epoch_ns``/``end_epoch_ns``, ``evidence`` (sentences) and ``to_dict()``.
 * ``analyze_job(summaries, cfg=Thresholds(), group=None) -> JobReport``: alignment (per rank offset,
   uncertainty, method), matched collectives (arrival, wait, last rank), per-rank last arrivals and
-  ``waited_on_ns``, ``stragglers`` worst first (``rank, waited_on_ns, last_arrivals, cause, reason,
-  evidence, ...``), job step time on aligned windows, ``verdict``; ``JobReport.to_dict()`` is JSON-able.
+  ``waited_on_ns``, ``stragglers`` worst first (``Straggler``: ``rank, waited_on_ns, last_arrivals, cause,
+  reason, evidence, ...``), job step time on aligned windows, ``verdict``; ``JobReport.to_dict()`` is JSON-able.
   Ranks are aligned through the process-group graph (``traceread.ranks.graph``); ``stages`` (pipeline
-  stages read from p2p), ``stage_imbalance`` (the slow stage and its fix), ``waiting_for`` (whom the
-  others' waiting is for: a rank, a stage, or moving) and per rank/straggler ``stage``,
+  stages read from p2p), ``stage_imbalance`` (``StageImbalance``: the slow stage and its fix), ``waiting_for``
+  (``WaitingFor``: whom the others' waiting is for: a rank, a stage, or moving) and per rank/straggler ``stage``,
   ``attributed_wait_ns`` (waits passed on along chains, ``traceread.ranks.blame``) and
   ``share_of_others_time`` (at most 1); ``prediction``: the job step without the straggler / with
   balanced stages from the ranks' own steps in the what-if replay (``traceread.ranks.predict``).
@@ -52,7 +52,9 @@ from traceread.ranks.align import RankAlignment, align
 from traceread.ranks.grouping import JobGroup, group_jobs, ranges
 from traceread.ranks.identity import DEFAULT_RANK_PATTERN, RankIdentity, identify, rank_from_name
 from traceread.ranks.job import JobReport, analyze_job
+from traceread.ranks.results import StageImbalance, Straggler, WaitingFor
 from traceread.ranks.summary import RankSummary, summarize
 
 __all__ = ["DEFAULT_RANK_PATTERN", "JobGroup", "JobReport", "RankAlignment", "RankIdentity", "RankSummary",
-           "align", "analyze_job", "group_jobs", "identify", "rank_from_name", "ranges", "summarize"]
+           "StageImbalance", "Straggler", "WaitingFor", "align", "analyze_job", "group_jobs", "identify",
+           "rank_from_name", "ranges", "summarize"]

@@ -33,6 +33,7 @@ with balanced stages, from each rank's own step in the what-if replay (:mod:`tra
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,10 +47,21 @@ from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
 from traceread.ranks.predict import job_prediction
+from traceread.ranks.results import (
+    JobPrediction,
+    JobRank,
+    JobStep,
+    JobStepRow,
+    PipelineStages,
+    RankWaits,
+    StageImbalance,
+    Straggler,
+    WaitingFor,
+)
 from traceread.ranks.summary import RankSummary, lead_col
 from traceread.ranks.waiting import (
     fmt_ms,
-    imbalance_dict,
+    imbalance_record,
     others_class,
     step_culprits,
     verdict_text,
@@ -74,31 +86,34 @@ class JobReport:
     """Plain data; ``to_dict()`` is the ``job`` object of the JSON report (and ``jobs/<job>.json``)."""
 
     name: str
-    ranks: tuple[dict[str, Any], ...]
+    ranks: tuple[JobRank, ...]
     alignment: tuple[RankAlignment, ...]
     matched_collectives: int
     collectives: tuple[dict[str, Any], ...]
-    stragglers: tuple[dict[str, Any], ...]
-    step: dict[str, Any]
+    stragglers: tuple[Straggler, ...]  # worst first
+    step: JobStep
     verdict: str
     group: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
     unavailable: tuple[str, ...] = ()
     thresholds: dict[str, Any] = field(default_factory=dict)
-    stages: dict[str, Any] | None = None  # pipeline stages read from p2p (count, ranks per stage, evidence)
-    stage_imbalance: dict[str, Any] | None = None  # the slow stage, when every rank of one stage is slower
-    waiting_for: dict[str, Any] | None = None  # whom the others' waiting is for: kind rank | stage | moving
+    stages: PipelineStages | None = None  # pipeline stages read from p2p (count, ranks per stage, evidence)
+    stage_imbalance: StageImbalance | None = None  # the slow stage, when every rank of one stage is slower
+    waiting_for: WaitingFor | None = None  # whom the others' waiting is for: kind rank | stage | moving
     # what the job would step at without its straggler / with balanced stages (traceread.ranks.predict; None
-    # without either, or without own steps): {"straggler_free_step_ns", "balanced_stages_step_ns", "method", ...}
-    prediction: dict[str, Any] | None = None
+    # without either, or without own steps)
+    prediction: JobPrediction | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "group": self.group, "ranks": list(self.ranks),
+        return {"name": self.name, "group": self.group, "ranks": [r.to_dict() for r in self.ranks],
                 "alignment": [a.to_dict() for a in self.alignment], "matched_collectives": self.matched_collectives,
-                "collectives": list(self.collectives), "stragglers": list(self.stragglers), "step": self.step,
-                "verdict": self.verdict, "notes": list(self.notes), "unavailable": list(self.unavailable),
-                "thresholds": self.thresholds, "stages": self.stages, "stage_imbalance": self.stage_imbalance,
-                "waiting_for": self.waiting_for, "prediction": self.prediction}
+                "collectives": list(self.collectives), "stragglers": [s.to_dict() for s in self.stragglers],
+                "step": self.step.to_dict(), "verdict": self.verdict, "notes": list(self.notes),
+                "unavailable": list(self.unavailable), "thresholds": self.thresholds,
+                "stages": self.stages.to_dict() if self.stages is not None else None,
+                "stage_imbalance": self.stage_imbalance.to_dict() if self.stage_imbalance is not None else None,
+                "waiting_for": self.waiting_for.to_dict() if self.waiting_for is not None else None,
+                "prediction": self.prediction.to_dict() if self.prediction is not None else None}
 
 
 def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen
@@ -127,9 +142,8 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
                                                "straggler_min_uncertainty_factor", "straggler_min_own_excess",
                                                "straggler_min_step_share", "stage_imbalance_min_excess")}
     gdict = group.to_dict() if group is not None else None
-    base_ranks: tuple[dict[str, Any], ...] = tuple({"rank": s.identity.claimed_rank, "trace": s.identity.label, "path": s.identity.path,
-                        "device": primary_device(s), "collectives": int(len(s.collectives["end_ns"]))}
-                       for s in ranked)
+    base_ranks = tuple(JobRank(s.identity.claimed_rank, s.identity.label, s.identity.path, primary_device(s),
+                               int(len(s.collectives["end_ns"]))) for s in ranked)
     if len(ranked) < 2:
         unavailable.append("alignment and stragglers: fewer than two distinct ranks")
         return JobReport(name, base_ranks, (), 0, (), (), _steps(ranked, {}), "not judged: fewer than two ranks",
@@ -149,10 +163,10 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     rows = instances(ranked, es)[np.flatnonzero(ok)]
     table = _instances(usable, off, rows[:, (rows >= 0).sum(axis=0) >= 2])
     per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg)
-    ranks = tuple({**b, **per_rank.get(b["rank"], {}), **off[b["rank"]].to_dict()} for b in base_ranks)
+    ranks = tuple(dataclasses.replace(b, waits=per_rank.get(b.rank), alignment=off[b.rank]) for b in base_ranks)
     step = _steps(usable, off)
     prediction = job_prediction(usable, step, strag, extra["stage_imbalance"],
-                                extra["stages"]["ranks"] if extra["stages"] else None)
+                                [list(r) for r in extra["stages"].ranks] if extra["stages"] else None)
     return JobReport(name, ranks, tuple(alignments), int(table["n"]), tuple(table["records"]), tuple(strag),
                      step, verdict, gdict, tuple(notes), tuple(unavailable), thresholds,
                      stages=extra["stages"], stage_imbalance=extra["stage_imbalance"],
@@ -238,7 +252,7 @@ def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ran
 
 
 def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any],
-                cfg: Thresholds) -> tuple[dict[int, dict], list[dict], str, dict[str, Any]]:
+                cfg: Thresholds) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
     ranks, n = t["ranks"], t["n"]
     extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None}
     if n == 0:
@@ -266,16 +280,16 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
     caused = b.direct.sum(axis=0) - np.diag(b.direct)
     blamed = b.attributed.sum(axis=0) - np.diag(b.attributed)
     waits = np.where(present, end - arr, np.nan)
-    per_rank = {r: {"last_arrivals": int(count[i]), "waited_on_ns": int(caused[i]),
-                    "attributed_wait_ns": int(blamed[i]), "stage": int(st.stage[i]) if st.count > 1 else None,
-                    "share_of_others_time": float(blamed[i] / others_time[i]) if others_time[i] > 0 else 0.0,
-                    "mean_wait_ns": int(np.nanmean(waits[i])) if present[i].any() else None,
-                    "collectives_matched": int(present[i].sum())} for i, r in enumerate(ranks)}
+    per_rank = {r: RankWaits(last_arrivals=int(count[i]), waited_on_ns=int(caused[i]),
+                             attributed_wait_ns=int(blamed[i]), stage=int(st.stage[i]) if st.count > 1 else None,
+                             share_of_others_time=float(blamed[i] / others_time[i]) if others_time[i] > 0 else 0.0,
+                             mean_wait_ns=int(np.nanmean(waits[i])) if present[i].any() else None,
+                             collectives_matched=int(present[i].sum())) for i, r in enumerate(ranks)}
     if st.count > 1:
-        extra["stages"] = {"count": st.count, "evidence": st.evidence,
-                           "ranks": [[r for r, s in zip(ranks, st.stage, strict=True) if s == k] for k in range(st.count)]}
+        extra["stages"] = PipelineStages(st.count, st.evidence, tuple(
+            tuple(r for r, s in zip(ranks, st.stage, strict=True) if s == k) for k in range(st.count)))
     culprits = step_culprits(b, t["step"], len(ranks))
-    out: list[dict[str, Any]] = []
+    out: list[Straggler] = []
     loose: list[tuple[int, float, float, float]] = []
     moving: list[tuple[int, float]] = []
     best_share = 0.0
@@ -300,21 +314,22 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
             moving.append((r, share))
             continue
         out.append(_entry(usable, t, st, ex, b, i, r, m, share, lateness, unc, others_wait[i], others_time[i]))
-    out.sort(key=lambda e: -e["attributed_wait_ns"])
+    out.sort(key=lambda e: -e.attributed_wait_ns)
     verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg)
-    extra["stage_imbalance"] = imbalance_dict(imb, b, st, usable, t, off) if imb is not None else None
+    extra["stage_imbalance"] = imbalance_record(imb, b, st, usable, t, off) if imb is not None else None
+    wf: WaitingFor | None = None
     if out:
-        i = ranks.index(out[0]["rank"])
-        extra["waiting_for"] = waiting_for(usable, off, t, b, [i], "rank", out[0]["rank"])
+        i = ranks.index(out[0].rank)
+        wf = waiting_for(usable, off, t, b, [i], "rank", out[0].rank)
     elif imb is not None:
         members = [j for j in range(len(ranks)) if st.stage[j] == imb.stage]
-        extra["waiting_for"] = waiting_for(usable, off, t, b, members, "stage", imb.stage)
+        wf = waiting_for(usable, off, t, b, members, "stage", imb.stage)
     elif moving:
-        extra["waiting_for"] = {"kind": "moving", "step_culprits": {int(s): int(ranks[c]) for s, c in culprits.items()}}
-    wf = extra["waiting_for"]
-    if wf and wf.get("class") and wf.get("class_share") is not None and wf["kind"] in ("rank", "stage"):
-        verdict += (f"; the other ranks' largest idle class, {wf['class']} ({wf['class_time_share']:.0%} of their "
-                    f"time), is {wf['class_share']:.0%} waiting for {'it' if wf['kind'] == 'rank' else 'that stage'}")
+        wf = WaitingFor("moving", step_culprits={int(s): int(ranks[c]) for s, c in culprits.items()})
+    extra["waiting_for"] = wf
+    if wf and wf.cls and wf.class_share is not None and wf.kind in ("rank", "stage"):
+        verdict += (f"; the other ranks' largest idle class, {wf.cls} ({wf.class_time_share or 0.0:.0%} of their "
+                    f"time), is {wf.class_share:.0%} waiting for {'it' if wf.kind == 'rank' else 'that stage'}")
     return per_rank, out, verdict, extra
 
 
@@ -329,7 +344,7 @@ def _lateness(arr: np.ndarray, present: np.ndarray, i: int, m: np.ndarray) -> fl
 
 def _entry(usable: list[RankSummary], t: dict[str, Any], st: Any, ex: Any, b: Any, i: int, r: int,
            m: np.ndarray, share: float, lateness: float, unc: float, others_wait: float,
-           others_time: float) -> dict[str, Any]:
+           others_time: float) -> Straggler:
     ranks = t["ranks"]
     n = len(ranks)
     peers = (st.stage == st.stage[i]) & (np.arange(n) != i)
@@ -375,22 +390,20 @@ def _entry(usable: list[RankSummary], t: dict[str, Any], st: Any, ex: Any, b: An
         ev.append(f"{fmt_ms(attributed)} ({attributed / others_wait:.0%}) of the other ranks' waiting in collectives "
                   "is for it, directly or through the ranks that waited for it first")
     cb, cb_total = others_class(usable, t, b, [i], "comm-bound")
-    entry = {"rank": r, "waited_on_ns": int(b.direct[:, i].sum() - b.direct[i, i]), "last_arrivals": int(m.sum()),
-             "matched_collectives": t["n"], "median_lateness_ns": int(lateness), "share_of_others_time": float(share),
-             "cause": cause, "reason": REASONS[cause], "cause_basis": basis,
-             "stage": int(st.stage[i]) if st.count > 1 else None,
-             "lead_excess_ns": {c: int(v) for c, v in delta.items()},
-             "step_excess_ns": {c: int(v) for c, v in step_ex.items()},
-             "attributed_wait_ns": int(attributed), "others_waiting_ns": int(others_wait),
-             "attributed_share": float(attributed / others_wait) if others_wait > 0 else 0.0,
-             "others_comm_bound_waiting_ns": int(cb), "others_comm_bound_ns": int(cb_total), "evidence": ev}
     if cb_total > 0:
         ev.append(f"{fmt_ms(cb)} ({cb / cb_total:.0%}) of the comm-bound time on the other ranks is waiting for "
                   f"rank {r}, not slow interconnect")
-    return entry
+    return Straggler(
+        rank=r, waited_on_ns=int(b.direct[:, i].sum() - b.direct[i, i]), last_arrivals=int(m.sum()),
+        matched_collectives=t["n"], median_lateness_ns=int(lateness), share_of_others_time=float(share),
+        cause=cause, reason=REASONS[cause], cause_basis=basis, stage=int(st.stage[i]) if st.count > 1 else None,
+        lead_excess_ns={c: int(v) for c, v in delta.items()}, step_excess_ns={c: int(v) for c, v in step_ex.items()},
+        attributed_wait_ns=int(attributed), others_waiting_ns=int(others_wait),
+        attributed_share=float(attributed / others_wait) if others_wait > 0 else 0.0,
+        others_comm_bound_waiting_ns=int(cb), others_comm_bound_ns=int(cb_total), evidence=tuple(ev))
 
 
-def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> dict[str, Any]:
+def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> JobStep:
     """Job step time on aligned windows: per step number, last end minus first start over ranks."""
     rows = []
     for s in usable:
@@ -406,7 +419,7 @@ def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> dict[str
             raw_e = int(st["end_ns"][k]) + epoch_shift(s)
             rows.append((int(st["step"][k]), int(s.identity.rank or 0), raw_s - o, raw_e - o, raw_s, raw_e))
     if not rows:
-        return {"steps": 0, "median_job_step_ns": None, "median_unaligned_job_step_ns": None, "per_step": []}
+        return JobStep(0, None, None, ranked=False)
     arr = np.array(rows, dtype=np.int64)
     per = []
     for step in np.unique(arr[:, 0]):
@@ -414,13 +427,12 @@ def _steps(usable: list[RankSummary], off: dict[int, RankAlignment]) -> dict[str
         if len(x) < 2 and len(usable) > 1:
             continue
         durs = x[:, 3] - x[:, 2]
-        per.append({"step": int(step), "job_step_ns": int(x[:, 3].max() - x[:, 2].min()),
-                    "unaligned_job_step_ns": int(x[:, 5].max() - x[:, 4].min()),
-                    "max_rank_step_ns": int(durs.max()), "slowest_rank": int(x[durs.argmax(), 1]),
-                    "end_spread_ns": int(x[:, 3].max() - x[:, 3].min())})
-    def med(key):
-        return (int(np.median([p[key] for p in per])) if per else None)
-    return {"steps": len(per), "median_job_step_ns": med("job_step_ns"),
-            "median_unaligned_job_step_ns": med("unaligned_job_step_ns"),
-            "median_max_rank_step_ns": med("max_rank_step_ns"), "median_end_spread_ns": med("end_spread_ns"),
-            "per_step": per}
+        per.append(JobStepRow(step=int(step), job_step_ns=int(x[:, 3].max() - x[:, 2].min()),
+                              unaligned_job_step_ns=int(x[:, 5].max() - x[:, 4].min()),
+                              max_rank_step_ns=int(durs.max()), slowest_rank=int(x[durs.argmax(), 1]),
+                              end_spread_ns=int(x[:, 3].max() - x[:, 3].min())))
+
+    def med(values: list[int]) -> int | None:
+        return int(np.median(values)) if per else None
+    return JobStep(len(per), med([p.job_step_ns for p in per]), med([p.unaligned_job_step_ns for p in per]),
+                   med([p.max_rank_step_ns for p in per]), med([p.end_spread_ns for p in per]), tuple(per))

@@ -1,6 +1,6 @@
 """What the job would step at without its straggler, or with balanced pipeline stages.
 
-``job_prediction(usable, step, stragglers, imbalance, stage_ranks) -> dict | None`` reads each rank's
+``job_prediction(usable, step, stragglers, imbalance, stage_ranks) -> JobPrediction | None`` reads each rank's
 *own* step lengths from its summary (``steps["own_ns"]``: the what-if replay of that rank with every
 communication kernel taking no time, :func:`traceread.whatif.straggler.free_comm_lengths`, computed
 where the trace was loaded). Speeding a rank up ``f``-fold divides its own step by ``f`` (every
@@ -9,16 +9,23 @@ less the change of the slowest rank's own step; its median over the steady steps
 straggler runs at its pipeline stage's median rank's compute speed (its compute per step over theirs;
 all other ranks without stages); every rank of the slow stage at the other stages' median rank's.
 What the own-step model leaves out (the transfers, a pipeline's fill and drain) cancels in the
-difference. Plain data in, plain data out: the job report's ``prediction``.
+difference. Plain data in, a :class:`~traceread.ranks.results.JobPrediction` out: the job report's
+``prediction``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from traceread.ranks.align import primary_device
+from traceread.ranks.results import (
+    JobPrediction,
+    JobStep,
+    StageImbalance,
+    StageSpeedup,
+    Straggler,
+    StragglerSpeedup,
+)
 from traceread.ranks.summary import RankSummary
 
 METHOD = ("what-if replay: each rank's own step (its replay with communication taking no time); the job "
@@ -67,40 +74,41 @@ def _predict(steps: np.ndarray, own: np.ndarray, measured: dict[int, int], faste
     return int(np.median(vals)) if vals else None
 
 
-def job_prediction(usable: list[RankSummary], step: dict[str, Any], stragglers: list[dict[str, Any]],
-                   imbalance: dict[str, Any] | None, stage_ranks: list[list[int]] | None) -> dict[str, Any] | None:
+def job_prediction(usable: list[RankSummary], step: JobStep, stragglers: list[Straggler],
+                   imbalance: StageImbalance | None, stage_ranks: list[list[int]] | None) -> JobPrediction | None:
     """The job report's ``prediction`` (module doc), None without a straggler or slow stage, or without
     own steps (summaries of an older scan cache)."""
     if not stragglers and imbalance is None:
         return None
     table = _own_table(usable)
-    measured = {int(p["step"]): int(p["job_step_ns"]) for p in step.get("per_step", [])}
+    measured = {p.step: p.job_step_ns for p in step.per_step}
     if table is None or not measured:
         return None
     steps, own, ranks = table
-    out: dict[str, Any] = {"straggler_free_step_ns": None, "balanced_stages_step_ns": None, "method": METHOD,
-                           "measured_step_ns": step.get("median_job_step_ns")}
+    free_ns: int | None = None
+    balanced_ns: int | None = None
+    straggler: StragglerSpeedup | None = None
+    stage: StageSpeedup | None = None
     compute = np.array([_compute(s) for s in usable])
     if stragglers:
-        r = int(stragglers[0]["rank"])
+        r = int(stragglers[0].rank)
         i = ranks.index(r) if r in ranks else -1
         peers = next((g for g in (stage_ranks or []) if r in g), ranks)
         peer_compute = [compute[ranks.index(p)] for p in peers if p != r and p in ranks]
         if i >= 0 and peer_compute and np.median(peer_compute) > 0:
             f = max(float(compute[i] / np.median(peer_compute)), 1.0)
-            out["straggler_free_step_ns"] = _predict(steps, own, measured, np.array([i]), f)
-            out["straggler"] = {"rank": r, "factor": round(f, 4),
-                                "assumption": f"rank {r} runs at the median speed of "
-                                              + ("its pipeline stage" if stage_ranks else "the other ranks")
-                                              + f" (its compute {f:.2f}x theirs)"}
-    if imbalance is not None and imbalance.get("others_compute_per_step_ns"):
-        f = max(float(imbalance["compute_per_step_ns"]) / float(imbalance["others_compute_per_step_ns"]), 1.0)
-        idx = np.array([ranks.index(r) for r in imbalance["ranks"] if r in ranks], dtype=np.int64)
+            free_ns = _predict(steps, own, measured, np.array([i]), f)
+            straggler = StragglerSpeedup(r, round(f, 4), f"rank {r} runs at the median speed of "
+                                         + ("its pipeline stage" if stage_ranks else "the other ranks")
+                                         + f" (its compute {f:.2f}x theirs)")
+    if imbalance is not None and imbalance.others_compute_per_step_ns:
+        f = max(float(imbalance.compute_per_step_ns) / float(imbalance.others_compute_per_step_ns), 1.0)
+        idx = np.array([ranks.index(r) for r in imbalance.ranks if r in ranks], dtype=np.int64)
         if len(idx):
-            out["balanced_stages_step_ns"] = _predict(steps, own, measured, idx, f)
-            out["stage"] = {"stage": int(imbalance["stage"]), "factor": round(f, 4),
-                            "assumption": f"every rank of stage {imbalance['stage']} runs at the other stages' "
-                                          f"median rank's compute speed (theirs {f:.2f}x)"}
-    if out["straggler_free_step_ns"] is None and out["balanced_stages_step_ns"] is None:
+            balanced_ns = _predict(steps, own, measured, idx, f)
+            stage = StageSpeedup(int(imbalance.stage), round(f, 4),
+                                 f"every rank of stage {imbalance.stage} runs at the other stages' "
+                                 f"median rank's compute speed (theirs {f:.2f}x)")
+    if free_ns is None and balanced_ns is None:
         return None
-    return out
+    return JobPrediction(free_ns, balanced_ns, METHOD, step.median_job_step_ns, straggler, stage)

@@ -6,6 +6,7 @@ Helpers of :mod:`traceread.ranks.job` over its instance matrices (``t``) and :cl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from traceread.config import Thresholds
 from traceread.ranks.align import epoch_shift, primary_device
 from traceread.ranks.blame import step_parts
 from traceread.ranks.grouping import ranges
+from traceread.ranks.results import StageImbalance, Straggler, WaitingFor
 from traceread.ranks.summary import RankSummary
 from traceread.vocabulary import GAP_CLASSES
 
@@ -63,7 +65,7 @@ def others_class(usable: list[RankSummary], t: dict[str, Any], b: Any, who: list
     return inside, total
 
 
-def verdict_text(out: list[dict], imb: Any, st: Any, loose: list, moving: list, culprits: dict[int, int],
+def verdict_text(out: list[Straggler], imb: Any, st: Any, loose: list, moving: list, culprits: dict[int, int],
              ranks: list[int], best_share: float, cfg: Thresholds) -> str:
     if imb is not None:
         v = (f"pipeline stage {imb.stage} (ranks {ranges(list(imb.ranks))}) holds the job back: every rank of it "
@@ -72,14 +74,14 @@ def verdict_text(out: list[dict], imb: Any, st: Any, loose: list, moving: list, 
              "other stages wait for it in pipeline bubbles: rebalance layers across stages (fewer on stage "
              f"{imb.stage}); a different pipeline schedule does not remove this wait")
         if out:
-            v += f"; besides, rank {out[0]['rank']} is slower than its own stage ({out[0]['cause']})"
+            v += f"; besides, rank {out[0].rank} is slower than its own stage ({out[0].cause})"
         return v
     if out:
         s = out[0]
-        where = f" (pipeline stage {s['stage']})" if s.get("stage") is not None else ""
-        return (f"rank {s['rank']}{where} holds the job back: the other ranks waited {fmt_ms(s['attributed_wait_ns'])} "
-                f"for it ({s['attributed_share']:.0%} of their waiting in collectives, {s['share_of_others_time']:.1%} "
-                f"of their time); cause: {s['cause']}")
+        where = f" (pipeline stage {s.stage})" if s.stage is not None else ""
+        return (f"rank {s.rank}{where} holds the job back: the other ranks waited {fmt_ms(s.attributed_wait_ns)} "
+                f"for it ({s.attributed_share:.0%} of their waiting in collectives, {s.share_of_others_time:.1%} "
+                f"of their time); cause: {s.cause}")
     if moving:
         who = sorted({ranks[c] for c in culprits.values()})
         return (f"no single straggler: the rank the others wait for changes from step to step ({len(who)} different "
@@ -94,22 +96,23 @@ def verdict_text(out: list[dict], imb: Any, st: Any, loose: list, moving: list, 
             f"is under the {cfg.straggler_min_wait_share:.0%} threshold or not above the median rank's)")
 
 
-def imbalance_dict(imb: Any, b: Any, st: Any, usable: list[RankSummary], t: dict[str, Any],
-                    off: dict[int, Any]) -> dict[str, Any]:
+def imbalance_record(imb: Any, b: Any, st: Any, usable: list[RankSummary], t: dict[str, Any],
+                     off: dict[int, Any]) -> StageImbalance:
     members = [j for j in range(len(t["ranks"])) if st.stage[j] == imb.stage]
     outside = [j for j in range(len(t["ranks"])) if j not in members]
     attributed = float(b.attributed[np.ix_(outside, members)].sum()) if outside else 0.0
     waiting = float(b.waiting[outside].sum()) if outside else 0.0
-    return {"stage": imb.stage, "ranks": list(imb.ranks), "compute_per_step_ns": imb.compute_ns,
-            "others_compute_per_step_ns": imb.others_ns, "excess": float(imb.excess),
-            "attributed_wait_ns": int(attributed), "others_waiting_ns": int(waiting),
-            "attributed_share": float(attributed / waiting) if waiting > 0 else 0.0,
-            "fix": f"rebalance layers across pipeline stages (move layers off stage {imb.stage}); a different "
-                   "pipeline schedule does not remove this wait"}
+    return StageImbalance(
+        stage=imb.stage, ranks=tuple(imb.ranks), compute_per_step_ns=imb.compute_ns,
+        others_compute_per_step_ns=imb.others_ns, excess=float(imb.excess),
+        attributed_wait_ns=int(attributed), others_waiting_ns=int(waiting),
+        attributed_share=float(attributed / waiting) if waiting > 0 else 0.0,
+        fix=f"rebalance layers across pipeline stages (move layers off stage {imb.stage}); a different "
+            "pipeline schedule does not remove this wait")
 
 
 def waiting_for(usable: list[RankSummary], off: dict[int, Any], t: dict[str, Any], b: Any,
-                 who: list[int], kind: str, name: int) -> dict[str, Any]:
+                 who: list[int], kind: str, name: int) -> WaitingFor:
     """The other ranks' largest idle class and how much of it is waiting for ``who``."""
     idle = {c: 0.0 for c in GAP_CLASSES if c != "capture-boundary"}
     total = 0.0
@@ -122,12 +125,11 @@ def waiting_for(usable: list[RankSummary], off: dict[int, Any], t: dict[str, Any
             for k, c in enumerate(GAP_CLASSES):
                 if c in idle:
                     idle[c] += float(v[1 + k])
-    out: dict[str, Any] = {"kind": kind, kind: name, "ranks": [t["ranks"][j] for j in who], "class": None,
-                           "class_share": None, "class_time_share": None}
+    out = WaitingFor(kind, rank=name if kind == "rank" else None, stage=name if kind == "stage" else None,
+                     ranks=tuple(t["ranks"][j] for j in who))
     if total <= 0 or not any(idle.values()):
         return out
     cls = max(idle, key=lambda c: idle[c])
     inside, cls_total = others_class(usable, t, b, who, cls)
-    out.update({"class": cls, "class_time_share": idle[cls] / total,
-                "class_share": inside / cls_total if cls_total > 0 else 0.0, "class_waiting_ns": int(inside)})
-    return out
+    return dataclasses.replace(out, cls=cls, class_time_share=idle[cls] / total,
+                               class_share=inside / cls_total if cls_total > 0 else 0.0, class_waiting_ns=int(inside))

@@ -6,7 +6,7 @@ Each column of a chunk of rows is formatted once: integers in decimal by the joi
 numpy's ``astype(str)`` (what pandas calls; for float64 that is Python's ``repr``) once per distinct
 value, booleans and categories from a table of their few texts, text cells joined and escaped as one
 buffer (numpy finds the cells to quote), or, for text kept as parts (the evidence sentences:
-``EvidenceChunks.parts``), each distinct part shown and escaped once and the rows laid out in C
+``Analysis.findings.evidence_chunks``' ``parts``), each distinct part shown and escaped once and the rows laid out in C
 (``_Parts``); ``rowjoin.join_pieces`` lays the rows out (pieces of about a megabyte). Text cells are shown with control characters as ``\\xNN`` (``printable``), as every text
 output is; a missing value is always written as '' (the row-wise writer wrote 'nan'/'None' in a
 chunk where the same column also held a control character).
@@ -24,7 +24,6 @@ import pandas as pd
 
 from traceread.printable import BIDI_UTF8_LEADS, printable
 from traceread.render import rowjoin
-from traceread.rules import textcat
 
 CHUNK_ROWS = 65_536  # rows formatted at a time: bounds the chunk's bytes, not a threshold
 _C0_BUT_NL = bytes([*range(0x0A), *range(0x0B, 0x20), 0x7F])  # C0 but the joining newline, and DEL
@@ -146,7 +145,7 @@ def number_cells(a: np.ndarray) -> rowjoin.Column | None:
 
 
 class _Parts:
-    """Text kept as parts (``textcat.Texts``: the evidence sentences) as CSV cells: each distinct part
+    """Text kept as parts (``rowjoin.TextParts``: the evidence sentences) as CSV cells: each distinct part
     shown (``printable``) and its quotes doubled once (both character by character, so the parts
     concatenate to the sentence's cell), a row quoted where a part holds a comma or quote, the rows
     laid out by ``rowjoin.gather``."""
@@ -158,7 +157,7 @@ class _Parts:
         self.formula = np.zeros(0, dtype=bool)  # per part: starts with a formula character
         self.empty = np.zeros(0, dtype=bool)  # per part: ''
 
-    def cells_of(self, t: textcat.Texts) -> list[rowjoin.Column]:
+    def cells_of(self, t: rowjoin.TextParts) -> list[rowjoin.Column]:
         if t.table is not self.table:  # as text_cells escapes a chunk's texts, once per table
             joined = "\n".join(t.table)
             buf = joined.encode("utf-8")
@@ -205,8 +204,8 @@ class _Column:
         self.chunk, self.codes = c.chunk, None
         self.values: np.ndarray | pd.api.extensions.ExtensionArray | None = None
         self.table: list[bytes] = []
-        # a chunk that can give its text as parts (rules.evidence.EvidenceChunks), and their encoder
-        self.parts: Callable[[int, int], textcat.Texts | None] | None = getattr(c.chunk, "parts", None)
+        # a chunk that can give its text as parts (``Analysis.findings.evidence_chunks``), and their encoder
+        self.parts: Callable[[int, int], rowjoin.TextParts | None] | None = getattr(c.chunk, "parts", None)
         self.encoder = _Parts()
         if c.chunk is not None:
             return

@@ -7,7 +7,7 @@ and the rows are laid out by ``rowjoin.join_pieces`` (compiled: one copy per cel
 megabyte), so memory is bounded by a chunk and the cost by C loops. DEL and C1 characters are escaped
 (``printable_json``) in the text columns' encodings, the only place they can be. A field may give its values a chunk at a time (``Field.chunk``: text formatted only for the
 rows being written, derived columns computed per chunk); a chunk function with a ``parts`` method
-(``rules.evidence.EvidenceChunks``) gives its text as parts, escaped once per distinct part and laid
+(``Analysis.findings.evidence_chunks``) gives its text as parts, escaped once per distinct part and laid
 out in C (``_Parts``: no str per row). The layout is orjson's
 ``OPT_INDENT_2`` at the depth the table sits in the document (a list under a top-level key); the
 tests compare the result with ``json_text.dumps`` of the same records.
@@ -26,7 +26,6 @@ import pandas as pd
 
 from traceread.printable import printable_json
 from traceread.render import json_text, rowjoin
-from traceread.rules import textcat
 
 CHUNK_ROWS = 16_384  # rows encoded at a time: bounds the per-chunk bytes objects, not a threshold
 
@@ -144,7 +143,7 @@ def _numbers(a: np.ndarray) -> rowjoin.Column | None:
 
 
 class _Parts:
-    """Text kept as parts (``textcat.Texts``: the evidence sentences) as JSON cells: each distinct part
+    """Text kept as parts (``rowjoin.TextParts``: the evidence sentences) as JSON cells: each distinct part
     escaped once (orjson, then ``printable_json``: both escape character by character, so the
     escaped parts concatenate to the escaped sentence), the rows laid out by ``rowjoin.gather``
     between quotes. ``text`` (path scrubbing) is not applied part by part (a path may run across
@@ -156,7 +155,7 @@ class _Parts:
         self.cells: tuple[bytes, np.ndarray, np.ndarray] = (b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.separated: np.ndarray | None = None  # per part: holds a path separator
 
-    def encode(self, t: textcat.Texts) -> rowjoin.Column:
+    def encode(self, t: rowjoin.TextParts) -> rowjoin.Column:
         if t.table is not self.table:
             self.cells = _unquoted_cells(t.table)
             self.separated = None
@@ -189,8 +188,8 @@ class _Column:
         self.sparse: rowjoin.SparseRows | None = None
         self.chunk = f.chunk
         self.text, self.raw = f.text, f.raw
-        # a chunk that can give its text as parts (rules.evidence.EvidenceChunks)
-        self.parts: Callable[[int, int], textcat.Texts | None] | None = getattr(f.chunk, "parts", None)
+        # a chunk that can give its text as parts (``Analysis.findings.evidence_chunks``)
+        self.parts: Callable[[int, int], rowjoin.TextParts | None] | None = getattr(f.chunk, "parts", None)
         self.encoder = _Parts(None if f.raw else f.text)
         if f.chunk is not None:
             return

@@ -21,10 +21,9 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.atomic import write_pieces
-from traceread.render import json_tables, json_text
+from traceread.render import json_tables, json_text, notes
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
-from traceread.rules.evidence import EvidenceChunks, with_evidence
 from traceread.scope import analysis_scope
 from traceread.vocabulary import GAP_CLASSES, NO_GPU_ACTIVITY, PARTS, VERDICTS, part_col
 
@@ -85,7 +84,7 @@ def gap_records(a: Analysis) -> list[dict[str, Any]]:
 
 
 def _gaps(a: Analysis) -> list[dict[str, Any]]:
-    g = with_evidence(a.gaps, a.cfg)
+    g = a.findings.with_evidence(a.gaps)
     if g.empty:
         return []
     extra = [c for c in _GAP_EXTRA if c in g.columns]
@@ -116,7 +115,7 @@ def _gap_fields(a: Analysis) -> tuple[json_tables.Field, ...]:
     fixed = [F(c, g[c]) for c in ("trace", "rank", "device", "step", "start_ns", "end_ns", "class")]
     extra = [F(c, g[c], text=scrub_paths if c in _SCRUB else None) for c in _GAP_EXTRA if c in g.columns]
     offset_ms = g["offset_ns"].to_numpy().astype(np.float64) / 1e6
-    evidence = F("evidence", chunk=EvidenceChunks(g, a.cfg), text=scrub_paths)
+    evidence = F("evidence", chunk=a.findings.evidence_chunks(g), text=scrub_paths)
     return (*fixed, evidence, *extra, F("offset_ms", offset_ms))
 
 
@@ -214,7 +213,7 @@ def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
         "launch_stats": plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
         "whatif": _whatif(a) if replay else None,
-        "notes": [scrub_paths(n) for n in a.notes],
+        "notes": [scrub_paths(notes.text(n)) for n in a.notes],
         "unavailable": list(a.unavailable) if replay else None,
         "thresholds": plain(a.cfg.to_dict()),
         "job": plain(a.job.to_dict()) if a.job is not None else None,

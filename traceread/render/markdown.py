@@ -15,14 +15,11 @@ import pandas as pd
 
 from traceread import causes
 from traceread.analysis import Analysis
-from traceread.attribution import verdict
 from traceread.config import Thresholds
-from traceread.gaps import with_fractions
 from traceread.printable import printable
-from traceread.render import advice, jobsection, jsonout
+from traceread.render import advice, jobsection, jsonout, notes
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
-from traceread.rules.evidence import with_evidence
 from traceread.scope import analysis_scope
 from traceread.vocabulary import BUSY_PARTS, CAPTURE_BOUNDARY, GAP_CLASSES, PARTS, UNCLASSIFIED, part_col
 
@@ -172,12 +169,11 @@ def _where(a: Analysis) -> str:
         medians = (steady["end_ns"] - steady["start_ns"]).astype(np.float64).groupby(
             [steady["trace"], steady["rank"], steady["device"]]).median().to_dict() if len(steady) else {}
         rows = []
-        for _, r in a.attribution.iterrows():
+        for (_, r), own in zip(a.attribution.iterrows(), a.findings.unit_verdicts(), strict=True):
             med = float(medians.get((r["trace"], r["rank"], r["device"]), 0.0))
             step_ns = float(r["step_ns"]) or 1.0
             busy = sum(r[part_col(p)] for p in BUSY_PARTS) / step_ns
             shares = {c: r[part_col(c)] / step_ns for c in GAP_CLASSES}
-            own = verdict({p: r[part_col(p)] / step_ns for p in PARTS}, a.cfg)
             rows.append([md_text(_label(a, r)), ms(med), pct(busy), pct(1 - busy)]
                         + [pct(shares[c]) for c in GAP_CLASSES] + [f"{own.cause} {bar(own.share, 10)}"])
         lines.append(table(headers, rows, "lrrr" + "r" * len(GAP_CLASSES) + "l"))
@@ -213,12 +209,8 @@ def _gaps(a: Analysis) -> str:
     if g.empty:
         return ""
     # Gaps under the smallest judged gap are counted but never listed (a short trace would list 1 ns ones).
-    # Only the listed rows are taken from the frame (selecting the listable gaps first copied most of a
-    # multi-million-row frame to keep ten of them).
-    dur_ns = g["dur_ns"].to_numpy()
-    listed = np.flatnonzero(dur_ns >= a.cfg.min_judged_gap_ns)
-    longest = pd.Series(dur_ns[listed]).nlargest(a.top_gaps, keep="first").index.to_numpy()
-    top = with_evidence(with_fractions(g.iloc[listed[longest]]), a.cfg)  # "Other lanes" shows X_frac
+    largest = a.findings.largest_gaps()
+    top = largest.rows  # "Other lanes" shows X_frac
     clocks = {t.index: _clock(t) for t in a.traces}
     rows = []
     for _, r in top.iterrows():
@@ -227,7 +219,7 @@ def _gaps(a: Analysis) -> str:
                      f"**{r['class']}**", md_text(str(r["evidence"])), other_lanes(r)])
     meanings = sorted({c.meaning for c in clocks.values()})
     where = meanings[0] if len(meanings) == 1 else "as each trace's viewer shows it (" + "; ".join(meanings) + ")"
-    short = len(g) - len(listed) if len(top) < a.top_gaps else 0  # said only when it shortens the table
+    short = largest.unlisted  # said only when it shortens the table
     skipped = f" ({short:,} under {dur(a.cfg.min_judged_gap_ns)}, the smallest judged gap, not listed)" if short else ""
     return (f"## Largest gaps\n\nThe {len(top)} longest of {len(g):,} compute-idle gaps{skipped}; start is {where}.\n\n"
             + table(["Start", "Duration", "Rank / GPU", "Step", "Class", "Evidence", "Other lanes"], rows,
@@ -368,7 +360,7 @@ def _method(a: Analysis) -> str:
         lines.append(f"- MFU convention: {md_text(MFU_CONVENTION)}.")
     else:
         lines.append(f"- {md_text(a.mfu_hint)}.".replace("..", "."))
-    lines += [f"- {md_text(n)}" for n in a.notes]
+    lines += [f"- {md_text(notes.text(n))}" for n in a.notes]
     lines += [f"- Not computed: {md_text(u)}" for u in a.unavailable]
     lines += [f"- Input not read: {md_code(f.path.rsplit('/', 1)[-1])}: {md_text(f.problem)}" for f in a.failures]
     lines += ["", "Thresholds in force (override with `--set name=value` or `--config`):", ""]

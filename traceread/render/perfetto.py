@@ -24,12 +24,11 @@ from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
 from traceread import schema
 from traceread.analysis import Analysis
-from traceread.config import Thresholds
+from traceread.findings import Findings
 from traceread.gaps import with_fractions
 from traceread.render import perfetto_flows, timeline
 from traceread.render.names import scrub_paths
 from traceread.render.perfetto_flows import Flows
-from traceread.rules.evidence import with_evidence
 
 SEQ_ID = 1
 DIAGNOSIS_TRACK = "traceread diagnosis"
@@ -129,8 +128,8 @@ class _Writer:
             self._event(track, stack.pop(), TrackEvent.TYPE_SLICE_END)
 
 
-def _gap_args(g: pd.DataFrame, cfg: Thresholds) -> list[dict]:
-    g = with_evidence(with_fractions(g), cfg)
+def _gap_args(g: pd.DataFrame, findings: Findings) -> list[dict]:
+    g = findings.with_evidence(with_fractions(g))
     cols = ["evidence"] + [c for c in _GAP_ANNOTATIONS if c in g.columns]
     data = {c: g[c].tolist() for c in cols}
     out = []
@@ -160,7 +159,7 @@ def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, slot: int, 
     if len(g):
         g = g[(g["trace"] == t) & (g["rank"] == rank) & (g["device"] == dev) & g["step"].isin(wins["step"])]
         w.slices_on(diag, g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), g["class"].astype(str).tolist(),
-                    _gap_args(g, a.cfg), flows.of_gaps(g.index.to_numpy()))
+                    _gap_args(g, a.findings), flows.of_gaps(g.index.to_numpy()))
     for gpu in timeline.window_events(a, t, rank, dev, wins, timeline.DEVICE_LANES):
         for (lane_key, stream), e in gpu.groupby([gpu["lane"].astype(str), "stream"], sort=True):
             lane = str(lane_key)  # grouped by the lane as text

@@ -19,6 +19,7 @@ import pandas as pd
 from traceread import schema
 from traceread.analysis import Analysis
 from traceread.errors import UsageError
+from traceread.ranks.results import Straggler
 from traceread.render import plotbits, timeline
 
 MAX_RANKS = 32  # row groups drawn (stragglers first kept); more would not be readable
@@ -77,11 +78,11 @@ def units_with_ranks(a: Analysis) -> pd.DataFrame:
     return u.sort_values(["job_rank", "trace", "device"], kind="stable").reset_index(drop=True)
 
 
-def stragglers(a: Analysis) -> dict[tuple[int, int], dict[str, Any]]:
+def stragglers(a: Analysis) -> dict[tuple[int, int], Straggler]:
     """(group, rank) -> the job analysis' straggler record."""
     if a.job is None:
         return {}
-    return {(gi, int(s["rank"])): s for gi, r in enumerate(a.job.reports) if r is not None for s in r.stragglers}
+    return {(gi, int(s.rank)): s for gi, r in enumerate(a.job.reports) if r is not None for s in r.stragglers}
 
 
 def select_units(a: Analysis, ranks: tuple[int, ...] | None) -> pd.DataFrame:
@@ -132,7 +133,7 @@ def _step_window(a: Analysis, u: Unit, step: int) -> tuple[int, int] | None:
 
 
 def _panel(ax: Any, a: Analysis, units: pd.DataFrame, step: int, label: str,
-           late: dict[tuple[int, int], dict[str, Any]]) -> set[str]:
+           late: dict[tuple[int, int], Straggler]) -> set[str]:
     wins = [_step_window(a, u, step) for u in as_units(units)]
     shifts = _shifts(a, units, wins)
     spans = [(w[0] + sh, w[1] + sh) for w, sh in zip(wins, shifts, strict=True) if w is not None]
@@ -146,7 +147,7 @@ def _panel(ax: Any, a: Analysis, units: pd.DataFrame, step: int, label: str,
         key = (u.group, u.job_rank)
         text = a.unit_label(u.trace, u.job_rank, u.device)
         if key in late:
-            text += f"  STRAGGLER ({late[key].get('cause', '')})"
+            text += f"  STRAGGLER ({late[key].cause})"
         ticks += [y, y - 1]
         names += [text if w is not None else f"{text} (no step {step})", "comm"]
         colors += [plotbits.STRAGGLER_COLOR if key in late else "black", "grey"]

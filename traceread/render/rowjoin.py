@@ -7,7 +7,7 @@ pieces[k]`` over the ``k`` columns, and the ``n`` rows are joined by ``sep``. A 
 whose cell ``i`` is ``buf[starts[i]:ends[i]]`` (:func:`separated`: the cells of a buffer cut at a
 separator; :func:`spread`: a table of distinct texts spread by code; no bytes object per cell), or
 an array of ``n`` int64 or uint64 values, written in decimal (JSON's and CSV's integers).
-:func:`gather` makes a triple from text kept as parts (``rules.textcat.Texts``: a table of encoded
+:func:`gather` makes a triple from text kept as parts (:class:`TextParts`: a table of encoded
 parts and codes per row), and the join and gather run without the GIL (a writer on a thread).
 :func:`join_pieces` gives the same bytes as pieces of about a given size (a writer's buffer: written
 while still in the CPU's cache, and reused by the allocator instead of fresh pages every chunk). The compiled join is used when it was built (``setup.py`` builds it
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,19 @@ from traceread.extensions import optional, switched_off
 
 DISABLE_ENV = "TRACEREAD_NO_CJOIN"
 PIECE_BYTES = 1 << 20  # join_pieces' piece size: a fraction of a CPU cache, many rows (not a threshold)
+
+
+class TextParts(Protocol):
+    """Rows of text kept as their parts, as a writer reads them (the evidence sentences of
+    ``Analysis.findings.evidence_chunks``, its ``parts``): row ``i`` is ``"".join(table[c] for c in
+    codes[i])``; ``table[0]`` is ``""``, ``codes`` a C-contiguous ``(n, k)`` int32 matrix."""
+
+    table: list[str]
+    codes: np.ndarray
+
+    def rows(self, at: np.ndarray | None = None) -> list[str]:
+        """The texts of rows ``at`` (all: None) as str."""
+        ...
 
 
 class Later:
@@ -155,7 +168,7 @@ def take(column: tuple[bytes, np.ndarray, np.ndarray], codes: np.ndarray) -> tup
 
 def gather(table: tuple[bytes, np.ndarray, np.ndarray], codes: np.ndarray, pre: bytes = b"",
            post: bytes = b"") -> tuple[bytes, np.ndarray, np.ndarray]:
-    """Rows of text kept as parts (``textcat.Texts``) laid out as a column: row ``i`` is ``pre`` + the
+    """Rows of text kept as parts (:class:`TextParts`) laid out as a column: row ``i`` is ``pre`` + the
     cells ``codes[i, 0], codes[i, 1], ...`` of ``table`` (a column of the distinct parts, encoded) +
     ``post``. Compiled: no Python object per row, and without the GIL (a writer on a thread)."""
     codes = np.ascontiguousarray(codes, dtype=np.int32)

@@ -68,9 +68,9 @@ def section(a: Analysis) -> str:
             pred, saving = ms(p.step_ns), f"{ms(p.saving_ns)} ({pct(p.saving_share)})"
         naive = ms(p.naive_step_ns) if p.naive_step_ns is not None else "-"
         rows.append([md_text(p.fix), pred, saving, naive, md_text(p.assumption)])
-    if w.all_fixed is not None and w.all_fixed.step_ns is not None:
-        p = w.all_fixed
-        rows.append(["all of them", ms(p.step_ns), f"{ms(p.saving_ns)} ({pct(p.saving_share)})", "-",
+    every = w.all_fixed
+    if every is not None and every.step_ns is not None:
+        rows.append(["all of them", ms(every.step_ns), f"{ms(every.saving_ns or 0)} ({pct(every.saving_share)})", "-",
                      "every steady-state fix at once"])
     body = table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl")
     notes = "".join(f"\n\n{md_text(n)}." for n in w.notes)

@@ -141,8 +141,8 @@ def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInp
         rep.pop("name")
         doc.update(rep)
         doc["world_size"] = g.world_size
-        if report.step.get("median_job_step_ns"):
-            doc["median_step_ns"] = int(report.step["median_job_step_ns"])  # on aligned windows
+        if report.step.median_job_step_ns:
+            doc["median_step_ns"] = int(report.step.median_job_step_ns)  # on aligned windows
         for o in members:
             job_of.setdefault(o.trace_id, name)
         jobs.append(doc)
