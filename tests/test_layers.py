@@ -52,6 +52,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("whatif", ["traceread.whatif"]),
     # The analysis: runs the pieces above and returns an Analysis.
     ("analysis", ["traceread.analysis", "traceread.pipeline", "traceread.scope"]),
+    # The runner calls the analysis' stages and owns their threads, heap and caches (``runner.analyze``).
+    ("runner", ["traceread.runner"]),
     # Renderers read an Analysis (Markdown, JSON, pictures, Perfetto); serialization lives here.
     ("render", ["traceread.render"]),
     # Many analyses: scanning a tree of traces, comparing two runs.

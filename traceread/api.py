@@ -85,8 +85,8 @@ def analyze(source: Source | Iterable[Source], *, job: PathLike | Mapping[str, A
     ``Workload``. ``thresholds``: overrides by name (``{"healthy_max_idle": 0.05}``, as ``--set``)
     or a ``traceread.config.Thresholds``. The other arguments are the ``analyze`` options.
     """
-    from traceread.analysis import analyze as run
     from traceread.config import Thresholds
+    from traceread.runner import analyze as run
 
     traces = _traces(source, step_range)
     cfg = thresholds if isinstance(thresholds, Thresholds) else Thresholds().with_overrides(dict(thresholds or {}))

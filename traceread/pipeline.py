@@ -1,4 +1,4 @@
-"""The steps of :func:`traceread.analysis.analyze`: each piece run on one trace, and the job-level figures.
+"""The steps of :func:`traceread.runner.analyze`: each piece run on one trace, and the job-level figures.
 
 Per trace, :func:`found_steps` finds the steps (:mod:`traceread.steps`) and :func:`finish_one` the
 gaps (:mod:`traceread.gaps`) and their classes (:mod:`traceread.rules`), the attribution
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from traceread import heap
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
 from traceread.trace import Trace
@@ -132,13 +131,19 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     return out
 
 
+def _nothing() -> None:
+    pass
+
+
 def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
-               classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None) -> PerTrace:
+               classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None,
+               between: Callable[[], None] = _nothing) -> PerTrace:
     """Gaps, classes, attribution, kernel and collective tables of one trace, from its steps as found
     (``out.found``: :func:`found_steps`), and its sanity notes (after the loader's caveats, made here so
     that the replay starts before them); notes and unavailable lines go to ``out``. ``classified`` is
     given ``out.steps`` and ``out.gaps`` as soon as the gaps are classified (the what-if replay beside
-    the rules starts its fixes then, beside the attribution and tables)."""
+    the rules starts its fixes then, beside the attribution and tables). ``between`` is called after the rules
+    and after the tables (the runner gives the freed heap pages back there)."""
     from traceread.sanity import sanity_notes
 
     label = _label(trace)
@@ -152,16 +157,14 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
         return _tables(index, trace, steps, out, out.unavailable)
 
     gaps = _classified_gaps(trace, steps, cfg, out.notes)
-    # The rules' temporaries are freed: their pages go back, not into the peak of what follows
-    # (the command keeps freed heap memory for reuse: traceread.heap.reuse_freed_pages).
-    heap.trim()
+    between()  # the rules' temporaries are freed: their pages go back, not into the peak of what follows
     out.steps = with_trace(idle_by_class(steps, gaps), index)
     out.gaps = with_trace(gaps, index)
     if classified is not None:
         classified(out.steps, out.gaps)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, out.notes)
     _tables(index, trace, steps, out, out.unavailable)
-    heap.trim()
+    between()
     return out
 
 

@@ -74,16 +74,17 @@ def test_no_pages_given_back_inside_freed_pages_kept(monkeypatch) -> None:
 
 
 def test_a_small_input_keeps_freed_pages_through_its_analysis_and_a_large_one_does_not(monkeypatch) -> None:
-    from traceread import analysis
+    from traceread import runner
     from traceread.loaders import load
+    from traceread.runner import replay
 
     trace = load(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hta_alexnet_a100.json.gz"))
     calls = _counting_trims(monkeypatch)
-    analysis.analyze([trace]).whatif  # noqa: B018 - waits for the replay (its trims after analyze returns count)
+    runner.analyze([trace])  # waits for the replay (its trims after the analysis' stages count)
     small = len(calls)
-    monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)  # as a trace over the limit is analysed
+    monkeypatch.setattr(replay, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)  # as a trace over the limit is analysed
     calls.clear()
-    analysis.analyze([trace]).whatif  # noqa: B018
+    runner.analyze([trace])
     assert small < len(calls)  # the phases' trims give pages back only for the larger input
 
 

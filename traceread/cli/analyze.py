@@ -102,8 +102,9 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
         return EXIT_USAGE
     # Imported once the traces are loaded: pandas, which these import, was imported beside the
     # first trace's decode (traceread.loaders.prefetch) instead of before it.
-    from traceread.analysis import Failure, analyze
+    from traceread.analysis import Failure
     from traceread.render import write_outputs
+    from traceread.runner import analyze
 
     failures = [Failure(path, problem) for path, problem in unreadable]
     try:
