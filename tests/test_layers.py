@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # gap classes, host calls), input limits, output primitives, pure interval arithmetic. Knows nothing of how a trace is read or analysed.
     ("base", [
         "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace", "traceread.printable",
-        "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.extensions", "traceread.vocabulary",
+        "traceread.atomic", "traceread.limits", "traceread.extensions", "traceread.vocabulary",
         "traceread.causes",
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals", "traceread.grouped",
     ]),

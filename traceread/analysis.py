@@ -292,15 +292,16 @@ def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None, gr
     from traceread.ranks.section import job_section
 
     def summary(identity: RankIdentity) -> RankSummary:
-        out = rank_summary(result, identity)
+        out = rank_summary(result, identity, between)
         between()  # a rank's selections and unions go back before the next rank's
         return out
 
     return job_section(result.inputs, summary, cfg, rank_pattern, groups)
 
 
-def rank_summary(result: Analysis, identity: RankIdentity) -> RankSummary:
-    """``identity``'s rank digest (:func:`traceread.ranks.summarize`) from the analysis of its trace."""
+def rank_summary(result: Analysis, identity: RankIdentity, between: Callable[[], None] = _nothing) -> RankSummary:
+    """``identity``'s rank digest (:func:`traceread.ranks.summarize`) from the analysis of its trace (``between``:
+    as the what-if's model build calls it, when the rank is replayed here)."""
     from traceread.ranks.summary import GAP_COLUMNS, summarize
 
     index = next((t.index for t in result.traces if t.path == identity.path), None)
@@ -313,7 +314,7 @@ def rank_summary(result: Analysis, identity: RankIdentity) -> RankSummary:
     own = getattr(result.whatif, "own_steps", {}).get((index, identity.frame_rank))
     summary = summarize(result.inputs[index], identity, steps, gaps, result.traces[index].step_source,
                         own if own is not None else _own_steps(result.inputs[index], steps, result.cfg,
-                                                               identity.frame_rank))
+                                                               identity.frame_rank, between))
     return summary
 
 
@@ -327,7 +328,8 @@ def _trace_rows(frame: pd.DataFrame, index: int, columns: tuple[str, ...]) -> pd
     return frame if hit.all() else frame.loc[hit, [c for c in columns if c in frame.columns]]
 
 
-def _own_steps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int) -> np.ndarray | None:
+def _own_steps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int,
+               between: Callable[[], None] = _nothing) -> np.ndarray | None:
     """The rank's own step per step row in the what-if replay (communication free), for the job's
     straggler-free prediction; None when the replay cannot run (the prediction is then left out)."""
     if steps.empty:
@@ -335,7 +337,7 @@ def _own_steps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int) ->
     from traceread.whatif.straggler import free_comm_lengths
 
     try:
-        return free_comm_lengths(trace, steps, cfg, rank)
+        return free_comm_lengths(trace, steps, cfg, rank, between)
     except Exception:  # noqa: BLE001 - an optional figure: the job report says nothing rather than fail
         return None
 

@@ -45,7 +45,7 @@ def load(source: PathLike | Iterable[PathLike], *, step_range: str | None = None
     Unreadable input raises :class:`traceread.errors.TraceReadError`.
     """
     from traceread.loaders import expand_paths
-    from traceread.loaders import load as load_one
+    from traceread.runner import load as load_one
 
     if isinstance(source, (str, os.PathLike)) and not os.path.isdir(source):
         return load_one(source, progress=progress, step_range=step_range)

@@ -114,8 +114,12 @@ def _label(trace: Trace) -> str:
     return trace.meta.path.rsplit("/", 1)[-1]
 
 
+def _nothing() -> None:
+    pass
+
+
 def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
-                step_range: str | None) -> PerTrace:
+                step_range: str | None, between: Callable[[], None] = _nothing) -> PerTrace:
     """One trace's caveats and its steps as found (``PerTrace.found``, without idle by class): the analysis
     starts its replay from these (``whatif.predict_staged``), then :func:`finish_one` does the rest."""
     out = PerTrace()
@@ -124,15 +128,11 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     from traceread.steps import find_steps
 
     out.sanity_at = len(out.notes)  # the sanity notes come next, made by finish_one (the replay starts before)
-    res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range)
+    res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range, between=between)
     out.found = res.steps.reset_index(drop=True)
     out.step_source = res.source
     out.notes.extend(f"{label}: {n}" if len(label) else n for n in res.notes)
     return out
-
-
-def _nothing() -> None:
-    pass
 
 
 def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
@@ -156,7 +156,7 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
         out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
         return _tables(index, trace, steps, out, out.unavailable)
 
-    gaps = _classified_gaps(trace, steps, cfg, out.notes)
+    gaps = _classified_gaps(trace, steps, cfg, out.notes, between)
     between()  # the rules' temporaries are freed: their pages go back, not into the peak of what follows
     out.steps = with_trace(idle_by_class(steps, gaps), index)
     out.gaps = with_trace(gaps, index)
@@ -168,11 +168,12 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     return out
 
 
-def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str]) -> pd.DataFrame:
+def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str],
+                     between: Callable[[], None] = _nothing) -> pd.DataFrame:
     from traceread.gaps import find_gaps
     from traceread.rules import classify
 
-    out = classify(find_gaps(trace, steps, cfg), steps, trace, cfg, text=False)  # evidence as data
+    out = classify(find_gaps(trace, steps, cfg, between), steps, trace, cfg, text=False, between=between)
     # What the rules could not judge (bubbles with few steps). Popped, not read: pandas deep-copies
     # attrs into every frame derived from this one, a cost per operation that grows with the notes.
     notes.extend(out.attrs.pop("notes", []))

@@ -1,4 +1,4 @@
-"""The command's malloc settings (traceread.heap.reuse_freed_pages, heap.one_heap): applied on glibc, left to
+"""The command's malloc settings (traceread.runner.heap.reuse_freed_pages, heap.one_heap): applied on glibc, left to
 the user when they set malloc's own environment; large allocations then come from the heap, and what one
 thread freed is reused by another."""
 
@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
-from traceread import heap
+from traceread.runner import heap
 
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
 _PROBE = """
 import numpy as np, resource, sys
-from traceread import heap
+from traceread.runner import heap
 applied = heap.reuse_freed_pages() if sys.argv[1] == "1" else False
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -90,7 +90,7 @@ def test_a_small_input_keeps_freed_pages_through_its_analysis_and_a_large_one_do
 
 _THREADS_PROBE = """
 import numpy as np, sys, threading
-from traceread import heap
+from traceread.runner import heap
 applied = heap.one_heap() if sys.argv[1] == "1" else False
 heap.reuse_freed_pages()
 def rss():

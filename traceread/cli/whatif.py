@@ -10,9 +10,8 @@ from traceread.atomic import atomic_open
 from traceread.cli.options import thresholds
 from traceread.cli.output import emit, json_option
 from traceread.errors import EXIT_OK, UsageError
-from traceread.loaders import load
 from traceread.printable import printable
-from traceread.runner import analyze
+from traceread.runner import analyze, load
 from traceread.whatif import FIX_CAUSES, Fix, Scale
 
 REPLAY_FAILED = "what-if replay: "  # the analysis' unavailable line when its replay could not run

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 
 from traceread.errors import UsageError
-from traceread.loaders import load, trace_files
+from traceread.loaders import trace_files
+from traceread.runner import load
 from traceread.trace import Trace
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from traceread import pipeline as pipe
 from traceread.config import Thresholds
+from traceread.runner import heap
 
 if TYPE_CHECKING:
     from traceread.trace import Trace
@@ -101,4 +102,4 @@ def _whatif(traces: Sequence[Trace], steps: pd.DataFrame, classified: Callable[[
         return None
     from traceread.whatif import predict_staged
 
-    return predict_staged(list(traces), steps, classified, cfg, fixes)
+    return predict_staged(list(traces), steps, classified, cfg, fixes, heap.trim)
