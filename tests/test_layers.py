@@ -326,11 +326,7 @@ MUTABLE_ALLOWED = {
     "traceread.loaders.prefetch._after": "the modules the command asked to import after the load",
     "traceread.scan.dask_run._ANALYSING": "scan's worker orchestration: when each task's analysis began",
     # Caches keyed by data, not moved into a runner-owned cache object yet (issue 41):
-    "traceread.lanes._CACHE": "PENDING: the event view of the last events frame (weak reference)",
-    "traceread.capture_edges._LAST": "PENDING: the last capture edges (weak references to events and steps)",
-    "traceread.collective_identity._CACHE": "PENDING: the collective identity of the last events frame",
     "traceread.rules._base._COLUMNS": "PENDING: column_cache's registry (id of a gaps frame)",
-    "traceread.rules._calls._SHARED": "PENDING: shared()'s registry (id of an events frame)",
     "traceread.host_calls._HITS": "PENDING: pattern hits per name categories (id of a dtype)",
 }
 _MUTATORS = {"append", "extend", "insert", "pop", "popitem", "clear", "update", "setdefault", "add", "discard",

@@ -59,7 +59,7 @@ def test_a_replay_after_the_rules_starts_with_only_its_own_selections_cached(mon
     assert got == beside
     # the same prediction as a replay on a fresh view (every selection made again)
     monkeypatch.setattr(whatif, "predict_staged", real)
-    lanes._CACHE.clear()
+    trace.cache = None  # the engine's cache goes with it
     assert got == record(whatif.predict([trace], a.steps, a.gaps, a.cfg))
 
 

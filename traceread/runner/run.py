@@ -12,6 +12,7 @@ import pandas as pd
 from traceread import pipeline as pipe
 from traceread.analysis import Analysis, Failure, Hooks, finish
 from traceread.config import Thresholds
+from traceread.lanes import EngineCache
 from traceread.runner import heap
 from traceread.runner.replay import REPLAY_BESIDE_RULES_MAX_EVENTS, Replay
 from traceread.trace import Trace
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from traceread.metrics.workload import Workload
     from traceread.whatif import Fix, Scale
 
-__all__ = ["analyze", "keep_replay_selections", "REPLAY_BESIDE_RULES_MAX_EVENTS"]
+__all__ = ["analyze", "keep_replay_selections", "share_cache", "REPLAY_BESIDE_RULES_MAX_EVENTS"]
 
 
 def analyze(
@@ -41,6 +42,7 @@ def analyze(
     file-name rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``). ``fixes`` are
     the levers the what-if replays (default: every lever at its default factor; ``traceread whatif --fix``).
     """
+    share_cache(traces)
     per = [pipe.found_steps(i, t, cfg, warmup_steps, step_range, heap.trim) for i, t in enumerate(traces)]
     replay = Replay.start(traces, per, cfg, fixes)
 
@@ -62,6 +64,15 @@ def analyze(
         raise
     whatif, failed = replay.result()  # the replay may still run: it ran beside the tables and summaries
     return dataclasses.replace(result, whatif=whatif, unavailable=tuple(dict.fromkeys(result.unavailable + failed)))
+
+
+def share_cache(traces: Sequence[Trace]) -> EngineCache:
+    """One engine cache for every trace of an analysis (the one the first of them already carries, else a new
+    one): it keeps one trace's event view at a time, so the analysis of several holds one view, not one each."""
+    cache = next((t.cache for t in traces if t.cache is not None), None) or EngineCache()
+    for t in traces:
+        t.cache = cache
+    return cache
 
 
 def keep_replay_selections(traces: Sequence[Trace], steps: pd.DataFrame) -> None:
