@@ -66,7 +66,7 @@ def test_a_replay_after_the_rules_starts_with_only_its_own_selections_cached(mon
 def test_the_gaps_command_classifies_without_the_engines_selections(monkeypatch, tmp_path) -> None:
     """``traceread gaps`` drops the engine's cached selections before the rules (which read their own
     context) and its tables: the same gaps as with them kept."""
-    import traceread.cli.gaps as gaps_cli
+    import traceread.runner.gaps as gaps_cli  # the command's stages
     from traceread.cli import main
 
     held: list[set] = []
