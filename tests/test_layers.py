@@ -48,7 +48,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("attribution/metrics", ["traceread.attribution", "traceread.metrics"]),
     # Several ranks: grouping into jobs, alignment, stragglers. Take frames or plain data.
     ("ranks", ["traceread.ranks"]),
-    # The what-if replay (reserved: not built yet).
+    # The what-if: a dependency replay of each rank, once per fix.
     ("whatif", ["traceread.whatif"]),
     # The analysis: runs the pieces above and returns an Analysis.
     ("analysis", ["traceread.analysis", "traceread.pipeline", "traceread.scope"]),
