@@ -327,7 +327,6 @@ MUTABLE_ALLOWED = {
     "traceread.scan.dask_run._ANALYSING": "scan's worker orchestration: when each task's analysis began",
     # Caches keyed by data, not moved into a runner-owned cache object yet (issue 41):
     "traceread.rules._base._COLUMNS": "PENDING: column_cache's registry (id of a gaps frame)",
-    "traceread.host_calls._HITS": "PENDING: pattern hits per name categories (id of a dtype)",
 }
 _MUTATORS = {"append", "extend", "insert", "pop", "popitem", "clear", "update", "setdefault", "add", "discard",
              "remove"}
