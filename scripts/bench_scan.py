@@ -173,7 +173,7 @@ def run(cmd: list[str]) -> dict:
 
 BASELINE = r"""
 import io, json, os, sys, time
-from traceread.analysis import analyze
+from traceread.runner import analyze
 from traceread.loaders import load
 from traceread.render import jsonout, markdown
 times = {}

@@ -26,7 +26,7 @@ def _rss_gb() -> float:
 
 
 def run(n: int) -> dict:
-    from traceread.analysis import analyze
+    from traceread.runner import analyze
     from traceread.whatif import predict
 
     trace = bench_gaps.build_trace(n)

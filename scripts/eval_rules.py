@@ -131,7 +131,7 @@ def _lost_records_named(seeds: int, fmts: list[str]) -> tuple[int, int]:
     from tracesynth.capture import lost_kernel_records
 
     from traceread import load
-    from traceread.analysis import analyze
+    from traceread.runner import analyze
 
     named = total = 0
     with tempfile.TemporaryDirectory(prefix="traceread-lost-") as tmp:

@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # gap classes, host calls), input limits, output primitives, pure interval arithmetic. Knows nothing of how a trace is read or analysed.
     ("base", [
         "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace", "traceread.printable",
-        "traceread.atomic", "traceread.limits", "traceread.heap", "traceread.extensions", "traceread.vocabulary",
+        "traceread.atomic", "traceread.limits", "traceread.extensions", "traceread.vocabulary",
         "traceread.causes", "traceread.note",
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals", "traceread.grouped",
         "traceread.bounds",
@@ -49,11 +49,13 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("attribution/metrics", ["traceread.attribution", "traceread.metrics"]),
     # Several ranks: grouping into jobs, alignment, stragglers. Take frames or plain data.
     ("ranks", ["traceread.ranks"]),
-    # The what-if replay (reserved: not built yet).
+    # The what-if: a dependency replay of each rank, once per fix.
     ("whatif", ["traceread.whatif"]),
     # The analysis: runs the pieces above and returns an Analysis, with its findings (what the reports show
     # beyond the tables: largest gaps with their evidence, per-unit verdicts).
     ("analysis", ["traceread.analysis", "traceread.pipeline", "traceread.scope", "traceread.findings"]),
+    # The runner calls the analysis' stages and owns their threads, heap and caches (``runner.analyze``).
+    ("runner", ["traceread.runner"]),
     # Renderers read an Analysis (Markdown, JSON, pictures, Perfetto) and only format it: no rule or
     # attribution module (test_renderers_only_format); serialization lives here.
     ("render", ["traceread.render"]),
@@ -308,3 +310,132 @@ def test_the_checker_sees_what_it_checks() -> None:
     assert _layer("traceread.render.jsonout") > _layer("traceread.analysis") > _layer("traceread.rules")
     assert _strongly_connected({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert _resolve("traceread.loaders._no_such_extension") == ("traceread.loaders", "_no_such_extension")
+
+
+# --- The runner owns threads, the heap and caches ------------------------------------------------------------
+
+CONCURRENCY = ("threading", "concurrent", "multiprocessing", "_thread")
+HEAP = "traceread.runner.heap"
+# Modules outside the runner that may still use these, each with its reason. An entry names a module and
+# everything under it. Shrink this list; never grow it without a reason a reviewer accepts.
+CONCURRENCY_ALLOWED = {
+    "traceread.runner": "the runner: the what-if replay's thread",
+    "traceread.scan": "scan's worker orchestration (its worker processes and their pipes)",
+    "traceread.loaders": "the loaders' own decode parallelism (a second decoding process, the gunzip read-ahead, "
+                         "the nsys readers, pandas imported beside the decode): not moved into the runner yet",
+    "traceread.trace": "a lock only: a trace's pending side table is read once when the replay's thread and the "
+                       "rules ask for it together (no thread is started)",
+    "traceread.atomic": "write_pieces' writer thread (output I/O beside the formatting): not moved yet",
+    "traceread.render.rowjoin": "the table writers' joining pool (render/): not moved yet",
+    "traceread.bounds": "reads which thread it runs on (a user regex's time budget is a SIGALRM, main thread "
+                        "only); starts none",
+}
+HEAP_ALLOWED = {  # exact module names (a new module of the package is not let in by its parent)
+    "traceread.runner": "its own",
+    "traceread.scan.pool": "scan's worker orchestration: a worker gives its pages back between traces",
+    "traceread.cli": "the command's process-wide malloc setting at its start (one_heap)",
+    "traceread.cli.analyze": "``analyze``'s malloc setting once its traces are loaded (reuse_freed_pages)",
+}
+# Module-level containers that are mutated, or names ending in _CACHE, outside the runner: each is a cache
+# keyed by data (an object's id or a weak reference) unless listed here with why it is not, or why it stays.
+MUTABLE_ALLOWED = {
+    "traceread.cli._debug": "the command's --debug switch (one flag), not a cache",
+    "traceread.kernel_classes._USER_PATTERNS": "the user's --kernel-pattern registry (configuration), not a cache",
+    "traceread.loaders.kineto.decode._ARG_TYPES": "a constant table filled once at import",
+    "traceread.loaders.prefetch._thread": "the handle of the pandas-import thread (see CONCURRENCY_ALLOWED)",
+    "traceread.loaders.prefetch._after": "the modules the command asked to import after the load",
+    "traceread.scan.dask_run._ANALYSING": "scan's worker orchestration: when each task's analysis began",
+    # Caches keyed by data, not moved into a runner-owned cache object yet (issue 41):
+    "traceread.rules._base._COLUMNS": "PENDING: column_cache's registry (id of a gaps frame)",
+}
+_MUTATORS = {"append", "extend", "insert", "pop", "popitem", "clear", "update", "setdefault", "add", "discard",
+             "remove"}
+_CONTAINER_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "WeakKeyDictionary",
+                    "WeakValueDictionary", "WeakSet"}
+
+
+def _allowed(module: str, table: dict[str, str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in table)
+
+
+def test_only_the_runner_starts_threads_and_trims_the_heap() -> None:
+    bad = []
+    for imp in _all_imports():
+        if not imp.importer.startswith(PACKAGE):
+            continue
+        if imp.target == HEAP or (imp.target == "traceread.runner" and imp.name == "heap"):
+            if not (imp.importer in HEAP_ALLOWED or _allowed(imp.importer, {"traceread.runner": ""})):
+                bad.append(f"{imp.where()}: the heap is the runner's (take a ``between`` hook instead)")
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for name in names:
+                if name.split(".")[0] in CONCURRENCY and not _allowed(module, CONCURRENCY_ALLOWED):
+                    bad.append(f"{module}:{node.lineno} imports {name}: threads and processes are the runner's")
+    assert not bad, "\n".join(bad)
+
+
+def _module_containers(tree: ast.Module) -> dict[str, int]:
+    """Module-level names bound to a mutable container (a display or a container's constructor): name -> line."""
+    out = {}
+    for node in tree.body:
+        targets, value = ((node.targets, node.value) if isinstance(node, ast.Assign) else
+                          ([node.target], node.value) if isinstance(node, ast.AnnAssign) else ([], None))
+        for t in targets:
+            if not isinstance(t, ast.Name) or value is None:
+                continue
+            call = value.func if isinstance(value, ast.Call) else None
+            called = getattr(call, "id", getattr(call, "attr", None))
+            if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)) or \
+                    called in _CONTAINER_CALLS or t.id.upper().endswith("_CACHE"):
+                out[t.id] = node.lineno
+    return out
+
+
+def _mutated(tree: ast.Module, names: set[str]) -> set[str]:
+    """Which of ``names`` the module mutates: a mutating method, an item or slice assigned or deleted, or a
+    ``global`` rebinding."""
+    hit = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and node.func.attr in _MUTATORS:
+            hit.add(node.func.value.id)
+        targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
+                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        hit.update(t.value.id for t in targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name))
+        if isinstance(node, ast.Global):
+            hit.update(node.names)
+    return hit & names
+
+
+def _module_caches() -> dict[str, str]:
+    found = {}
+    for module, path in MODULES.items():
+        if _allowed(module, {"traceread.runner": ""}):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        containers = _module_containers(tree)
+        for name in _mutated(tree, set(containers)) | {n for n in containers if n.upper().endswith("_CACHE")}:
+            found[f"{module}.{name}"] = f"{path.relative_to(REPO)}:{containers[name]}"
+    return found
+
+
+def test_no_module_level_mutable_cache_outside_the_runner() -> None:
+    found = _module_caches()
+    bad = [f"{where}: {name} is a module-level mutable container (a cache belongs to the runner's cache object)"
+           for name, where in sorted(found.items()) if name not in MUTABLE_ALLOWED]
+    stale = [f"{name}: allowed but no longer there: remove it from MUTABLE_ALLOWED" for name in MUTABLE_ALLOWED
+             if name not in found]
+    assert not bad + stale, "\n".join(bad + stale)
+
+
+def test_the_cache_and_concurrency_checks_see_what_they_check() -> None:
+    tree = ast.parse("A = {}\nB: list = []\nC = 1\nD = set()\nX_CACHE = None\ndef f():\n    A[1] = 2\n"
+                     "    D.add(3)\n    global C\n")
+    containers = _module_containers(tree)
+    assert set(containers) == {"A", "B", "D", "X_CACHE"}
+    assert _mutated(tree, set(containers)) == {"A", "D"}
+    assert "traceread.runner.replay" in MODULES and "traceread.runner.heap" in MODULES
+    assert not _allowed("traceread.rules", CONCURRENCY_ALLOWED) and _allowed("traceread.loaders.kineto.split",
+                                                                               CONCURRENCY_ALLOWED)

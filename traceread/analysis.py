@@ -1,7 +1,8 @@
 """The diagnosis pipeline: steps -> gaps -> rules -> attribution -> kernels/collectives/MFU.
 
-``analyze(traces, workload, cfg) -> Analysis`` reads loaded traces and returns plain data (a frozen
-dataclass of DataFrames, dicts and strings); it does no I/O. Every renderer (Markdown, JSON, the
+``finish(traces, per, workload, cfg, ...) -> Analysis`` reads loaded traces and returns plain data (a frozen
+dataclass of DataFrames, dicts and strings); it does no I/O. :func:`traceread.runner.analyze` runs it (with the
+what-if replay beside it) and is the entry point. Every renderer (Markdown, JSON, the
 timeline picture, Perfetto) reads an :class:`Analysis` and nothing else. Whatever could not be
 computed is listed in ``Analysis.unavailable`` with the reason, never silently skipped.
 
@@ -12,19 +13,17 @@ call themselves rank 0 stay apart. A *unit* is one (trace, rank, device).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import threading
-from concurrent.futures import Future
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from traceread import heap, schema
 from traceread import pipeline as pipe
+from traceread import schema
 from traceread.config import Thresholds
 from traceread.findings import Findings
 from traceread.note import STRAGGLER_COMM_BOUND, WAITING_FOR, Note
@@ -35,19 +34,15 @@ from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, NO_GPU_ACTIVITY, PARTS
 from traceread.vocabulary import VERDICTS as CAUSES
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from traceread.metrics.mfu import MfuResult
     from traceread.metrics.workload import Workload
     from traceread.ranks.identity import RankIdentity
     from traceread.ranks.section import JobSection
     from traceread.ranks.summary import RankSummary
-    from traceread.whatif import Fix, Scale, WhatIf
+    from traceread.whatif import WhatIf
 
 SCHEMA_VERSION = "1.5"
-# The most events the analysed traces may hold for the what-if replay to start beside the rules (_Replay).
-REPLAY_BESIDE_RULES_MAX_EVENTS = 8_000_000
-__all__ = ["analyze", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
+__all__ = ["finish", "Hooks", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 
 
@@ -144,26 +139,6 @@ class Analysis:
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
     job: JobSection | None = None  # several ranks: how they group into jobs, alignment, stragglers
     whatif: WhatIf | None = None  # what each fix would buy (the dependency replay), None when it could not run
-    # The replay while it still runs on its thread (see _Replay); reading ``whatif`` or ``unavailable`` waits for it.
-    _replay: _Replay | None = field(default=None, repr=False)
-
-    def __getattribute__(self, name: str) -> Any:
-        if name in ("whatif", "unavailable") and object.__getattribute__(self, "_replay") is not None:
-            object.__getattribute__(self, "_resolve")()
-        return object.__getattribute__(self, name)
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled or copied with the replay's result (a running thread cannot be pickled)."""
-        self.whatif  # noqa: B018 - waits for the replay
-        return dict(object.__getattribute__(self, "__dict__"))
-
-    def _resolve(self) -> None:
-        replay = object.__getattribute__(self, "_replay")
-        value, failed = replay.result()
-        before = object.__getattribute__(self, "unavailable")
-        object.__setattr__(self, "whatif", value)
-        object.__setattr__(self, "unavailable", tuple(dict.fromkeys(before + failed)))
-        object.__setattr__(self, "_replay", None)
 
     @property
     def units(self) -> pd.DataFrame:
@@ -196,50 +171,42 @@ class Analysis:
         return keep if len(keep) else s
 
 
-def analyze(
-    traces: list[Trace] | tuple[Trace, ...],
-    workload: Workload | None = None,
-    cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen, never mutated
-    top_gaps: int = 10,
-    warmup_steps: int | None = None,
-    step_range: str | None = None,
-    failures: tuple[Failure, ...] | list[Failure] = (),
-    rank_pattern: str | None = None,
-    fixes: Sequence[Fix | Scale] | None = None,
-) -> Analysis:
-    """Run the whole diagnosis on ``traces`` (loaded, one job) and return an :class:`Analysis`.
-
-    ``workload`` holds the MFU inputs (:class:`~traceread.metrics.workload.Workload`) or is None; ``failures`` are inputs the caller
-    could not load, carried through so every report lists them. ``rank_pattern`` is the file-name
-    rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``). ``fixes`` are the
-    levers the what-if replays (default: every lever at its default factor; ``traceread whatif --fix``).
-    """
-    per = [pipe.found_steps(i, t, cfg, warmup_steps, step_range) for i, t in enumerate(traces)]
-    replay = _Replay.start(traces, per, cfg, fixes)
-    # An input small enough for its replay beside the rules also keeps freed pages from one phase to the next
-    with heap.freed_pages_kept() if replay.early else contextlib.nullcontext():
-        return _finish(traces, per, replay, workload, cfg, top_gaps, failures, rank_pattern)
+def _nothing() -> None:
+    pass
 
 
-def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], replay: _Replay,
-            workload: Workload | None, cfg: Thresholds, top_gaps: int, failures: tuple[Failure, ...] | list[Failure],
-            rank_pattern: str | None) -> Analysis:
-    """:func:`analyze` once the steps are found and the replay started."""
+def _no_replay() -> tuple[Any, tuple[str, ...]]:
+    return None, ()
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What the runner (:mod:`traceread.runner`) gives the stages: where its replay and its heap come in.
+    Each hook changes nothing the analysis computes; their defaults do nothing."""
+
+    # One input's steps and classified gaps, as soon as the rules are done with them (pipeline.finish_one)
+    classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None
+    # The analysis' steps and gaps, once the attribution and tables are done with the engine's selections
+    rules_done: Callable[[pd.DataFrame, pd.DataFrame], None] = lambda steps, gaps: None
+    # The what-if and its unavailable lines (waits for the replay): read before a job's section
+    replayed: Callable[[], tuple[Any, tuple[str, ...]]] = _no_replay
+    between: Callable[[], None] = _nothing  # called between phases (and between a job's ranks)
+
+
+def finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], workload: Workload | None,
+           cfg: Thresholds, top_gaps: int, failures: tuple[Failure, ...] | list[Failure], rank_pattern: str | None,
+           hooks: Hooks = Hooks()) -> Analysis:  # noqa: B008 - frozen, never mutated
+    """The analysis of ``traces`` once their steps are found (``per``: :func:`traceread.pipeline.found_steps`).
+    The what-if is the runner's (:func:`traceread.runner.analyze`): read here (``hooks.replayed``) only for a
+    job's section."""
     notes: list[str | Note] = []
     unavailable: list[str] = []
-    # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
-    # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
-    early = replay.classified if replay.early and len(traces) == 1 else None
-    try:
-        for i, (t, p) in enumerate(zip(traces, per, strict=True)):
-            pipe.finish_one(i, t, cfg, p, early)
-            notes.extend(p.notes)
-            unavailable.extend(p.unavailable)
-        steps = pipe.concat([p.steps for p in per], pipe.STEP_OUT_COLUMNS)
-        gaps = pipe.concat(aligned([p.gaps for p in per]), pipe.GAP_MIN_COLUMNS)
-    except BaseException as exc:
-        replay.cancel(exc)
-        raise
+    for i, (t, p) in enumerate(zip(traces, per, strict=True)):
+        pipe.finish_one(i, t, cfg, p, hooks.classified, hooks.between)
+        notes.extend(p.notes)
+        unavailable.extend(p.unavailable)
+    steps = pipe.concat([p.steps for p in per], pipe.STEP_OUT_COLUMNS)
+    gaps = pipe.concat(aligned([p.gaps for p in per]), pipe.GAP_MIN_COLUMNS)
     attribution = pipe.concat([p.attribution for p in per], pipe.ATTR_COLUMNS)
     kernels = pipe.concat([p.kernels for p in per], None)
     collectives = pipe.concat([p.collectives for p in per], None)
@@ -262,9 +229,7 @@ def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], r
     groups = pipe.guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
     removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
     launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
-    _keep_replay_selections(traces, steps)
-    heap.trim()  # freed pages go back before the replay's fixes, the analysis' largest step (see pipeline.finish_one)
-    replay.classified(steps, gaps)
+    hooks.rules_done(steps, gaps)
     summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
     result = Analysis(
         traces=summaries, steps=steps, gaps=gaps, attribution=attribution,
@@ -273,13 +238,15 @@ def _finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], r
         mfu=mfu, mfu_hint=mfu_hint, kernels=kernels, collectives=collectives, launch_stats=launch,
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
-        dominant_evidence=_dominant_evidence(per, gaps, dominant), refusal=refusal, _replay=replay,
+        dominant_evidence=_dominant_evidence(per, gaps, dominant), refusal=refusal,
     )
     if groups is None:
-        return result  # the replay may still run: the renderers read it last (_Replay)
-    unavailable[:] = result.unavailable  # waits for the replay: the job section reads its own steps
+        return result  # the runner adds the what-if
+    whatif, failed = hooks.replayed()  # the job section reads the replay's own steps
+    result = dataclasses.replace(result, whatif=whatif, unavailable=tuple(dict.fromkeys(result.unavailable + failed)))
+    unavailable[:] = result.unavailable
     section = pipe.guarded("job section (alignment, stragglers)",
-                           lambda: _job_section(result, cfg, rank_pattern, groups), unavailable)
+                           lambda: _job_section(result, cfg, rank_pattern, groups, hooks.between), unavailable)
     for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
         for s in rep.stragglers:
             if s.others_comm_bound_waiting_ns > 0:
@@ -316,104 +283,6 @@ def _waiting_evidence(section: JobSection | None, dominant: str) -> str:
     return ""
 
 
-class _Replay:
-    """The what-if replay (about a fifth of ``analyze`` on a 1 GB trace) on a thread of its own.
-
-    It starts once the steps are found (:meth:`start`): while the rules classify the gaps on the main thread
-    it builds the first rank's model and replays it as recorded (``whatif.predict_staged``); its fixes wait
-    for the classified gaps (:meth:`classified`). It reads the traces, steps and gaps and writes nothing
-    they hold, and most of its time is numpy and compiled code that releases the GIL, so it runs beside
-    the rules and then beside what follows them: the trace summaries and, for one rank, the rendering of
-    the report's steps and gaps tables, which come before the ``whatif`` object in the JSON. Reading
-    ``Analysis.whatif`` or ``Analysis.unavailable`` waits for it (the JSON and Markdown read them after
-    those tables); a job's section waits before it starts.
-
-    Several inputs, or one of more than ``REPLAY_BESIDE_RULES_MAX_EVENTS`` events, start the replay only
-    when the rules are done (as :meth:`classified` is called): a rank's model beside the rules' working
-    memory would raise the analysis' peak (a 5M-kernel export: ~0.3 GB a rank).
-    """
-
-    def __init__(self, fn: Any, inputs: Future[tuple[pd.DataFrame, pd.DataFrame]], early: bool = True) -> None:
-        self._fn = fn
-        self._failed: list[str] = []
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._inputs = inputs
-        self._thread = threading.Thread(target=self._run, name="traceread-whatif")
-        self.early = early  # started beside the rules (one input of at most REPLAY_BESIDE_RULES_MAX_EVENTS events)
-        if early:
-            self._thread.start()
-
-    @classmethod
-    def start(cls, traces: Any, per: list[pipe.PerTrace], cfg: Thresholds,
-              fixes: Sequence[Fix | Scale] | None = None) -> _Replay:
-        """The replay of ``traces`` from their steps as found (``per``), predicting ``fixes`` (None: every lever)."""
-        found = pipe.concat([pipe.with_trace(p.found, i) for i, p in enumerate(per)
-                             if p.found is not None and len(p.found)], pipe.STEP_OUT_COLUMNS)
-        # One input only: the engine keeps one trace's view at a time (traceread.lanes.event_view), which the
-        # replay of one trace and the rules of another would take from each other.
-        early = len(traces) == 1 and len(traces[0].events) <= REPLAY_BESIDE_RULES_MAX_EVENTS
-        if early and not found.empty:
-            from traceread.lanes import event_view
-
-            event_view(traces[0])  # built here, not by both threads at once
-        inputs: Future[tuple[pd.DataFrame, pd.DataFrame]] = Future()
-        return cls(lambda: _whatif(traces, found, inputs.result, cfg, fixes), inputs, early=early)
-
-    def classified(self, steps: pd.DataFrame, gaps: pd.DataFrame) -> None:
-        """The analysis' steps (with idle by class) and classified gaps: the fixes' inputs (given once: a later
-        call, with the same frames, does nothing)."""
-        if self._inputs.done():
-            return
-        self._inputs.set_result((steps, gaps))
-        if not self.early:
-            self._thread.start()
-
-    def cancel(self, exc: BaseException) -> None:
-        """The analysis failed before its gaps were classified: the replay stops and is not waited for."""
-        if not self._inputs.done():
-            self._inputs.set_exception(exc)
-        if self.early:
-            self._thread.join()
-
-    def _run(self) -> None:
-        try:
-            self._value = pipe.guarded("what-if replay", self._fn, self._failed)
-        except BaseException as exc:  # noqa: BLE001 - re-raised where the result is read
-            self._error = exc
-
-    def result(self) -> tuple[Any, tuple[str, ...]]:
-        """The replay's value (None when it could not run) and its ``unavailable`` lines."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value, tuple(self._failed)
-
-
-def _whatif(traces: Any, steps: pd.DataFrame, classified: Any, cfg: Thresholds,
-            fixes: Sequence[Fix | Scale] | None = None) -> Any:
-    """What each fix would buy (:func:`traceread.whatif.predict_staged`), or None without steps."""
-    if steps.empty:
-        return None
-    from traceread.whatif import predict_staged
-
-    return predict_staged(list(traces), steps, classified, cfg, fixes)
-
-
-def _keep_replay_selections(traces: Any, steps: pd.DataFrame) -> None:
-    """The engine's cached selections of each trace are dropped once the steps, gaps, rules, attribution
-    and tables are done with them, but those the replay reads of its ranks (the replay is the analysis'
-    largest step: a 5M-kernel export's view held 0.27 GB of selections through it, 0.06 GB of them read)."""
-    from traceread.lanes import cached_view
-    from traceread.whatif.model import selections
-
-    for i, trace in enumerate(traces):
-        view = cached_view(trace)
-        if view is not None:
-            ranks = steps.loc[steps["trace"] == i, "rank"].unique() if len(steps) else ()
-            view.keep_selections({key for r in ranks for key in selections(int(r))})
-
-
 def _has_gpu_activity(trace: Trace) -> bool:
     return bool(trace.events["lane"].isin(schema.GPU_LANES).any())
 
@@ -427,15 +296,22 @@ def _groups(traces: Any, cfg: Thresholds, rank_pattern: str | None) -> list[Any]
     return group_jobs(ids, rank_pattern, cfg) if len(ids) > 1 else None
 
 
-def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None,
-                 groups: list[Any]) -> JobSection | None:
+def _job_section(result: Analysis, cfg: Thresholds, rank_pattern: str | None, groups: list[Any],
+                 between: Callable[[], None] = _nothing) -> JobSection | None:
+    """The job's section; ``between`` is called after each rank's digest (before the next rank's)."""
     from traceread.ranks.section import job_section
 
-    return job_section(result.inputs, lambda identity: rank_summary(result, identity), cfg, rank_pattern, groups)
+    def summary(identity: RankIdentity) -> RankSummary:
+        out = rank_summary(result, identity, between)
+        between()  # a rank's selections and unions go back before the next rank's
+        return out
+
+    return job_section(result.inputs, summary, cfg, rank_pattern, groups)
 
 
-def rank_summary(result: Analysis, identity: RankIdentity) -> RankSummary:
-    """``identity``'s rank digest (:func:`traceread.ranks.summarize`) from the analysis of its trace."""
+def rank_summary(result: Analysis, identity: RankIdentity, between: Callable[[], None] = _nothing) -> RankSummary:
+    """``identity``'s rank digest (:func:`traceread.ranks.summarize`) from the analysis of its trace (``between``:
+    as the what-if's model build calls it, when the rank is replayed here)."""
     from traceread.ranks.summary import GAP_COLUMNS, summarize
 
     index = next((t.index for t in result.traces if t.path == identity.path), None)
@@ -448,8 +324,7 @@ def rank_summary(result: Analysis, identity: RankIdentity) -> RankSummary:
     own = getattr(result.whatif, "own_steps", {}).get((index, identity.frame_rank))
     summary = summarize(result.inputs[index], identity, steps, gaps, result.traces[index].step_source,
                         own if own is not None else _own_steps(result.inputs[index], steps, result.cfg,
-                                                               identity.frame_rank))
-    heap.trim()  # a rank's selections and unions go back before the next rank's (5M-kernel export: -0.2 GB)
+                                                               identity.frame_rank, between))
     return summary
 
 
@@ -463,7 +338,8 @@ def _trace_rows(frame: pd.DataFrame, index: int, columns: tuple[str, ...]) -> pd
     return frame if hit.all() else frame.loc[hit, [c for c in columns if c in frame.columns]]
 
 
-def _own_steps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int) -> np.ndarray | None:
+def _own_steps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int,
+               between: Callable[[], None] = _nothing) -> np.ndarray | None:
     """The rank's own step per step row in the what-if replay (communication free), for the job's
     straggler-free prediction; None when the replay cannot run (the prediction is then left out)."""
     if steps.empty:
@@ -471,7 +347,7 @@ def _own_steps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int) ->
     from traceread.whatif.straggler import free_comm_lengths
 
     try:
-        return free_comm_lengths(trace, steps, cfg, rank)
+        return free_comm_lengths(trace, steps, cfg, rank, between)
     except Exception:  # noqa: BLE001 - an optional figure: the job report says nothing rather than fail
         return None
 

@@ -47,7 +47,7 @@ def load(source: PathLike | Iterable[PathLike], *, step_range: str | None = None
     a step (Nsight Systems input); ``progress`` draws a progress bar on standard error.
     Unreadable input raises :class:`traceread.errors.TraceReadError`.
     """
-    from traceread.loaders import load as load_one
+    from traceread.runner import load as load_one
 
     _check_text(step_range, "step_range")
     if isinstance(source, (str, os.PathLike)) and not os.path.isdir(source):
@@ -137,8 +137,8 @@ def analyze(source: Source | Iterable[Source], *, job: PathLike | Mapping[str, A
     or a ``traceread.config.Thresholds``. The other arguments are the ``analyze`` options.
     """
     from traceread import bounds
-    from traceread.analysis import analyze as run
     from traceread.config import Thresholds
+    from traceread.runner import analyze as run
 
     # the arguments checked as the CLI checks its options, before any trace is read
     top_gaps = bounds.integer(top_gaps, "top_gaps", 0)

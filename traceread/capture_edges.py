@@ -30,7 +30,6 @@ then the kernel starts: a one-time cost, not a boundary).
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, cast
 
 import numpy as np
@@ -39,7 +38,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import KERNEL_LAUNCH
-from traceread.lanes import HOST_LANES, OP_LANES, EventView, event_view
+from traceread.lanes import HOST_LANES, OP_LANES, EventView, engine_cache, event_view
 from traceread.trace import Trace
 
 EDGE_COLUMNS: tuple[str, ...] = (
@@ -57,20 +56,20 @@ def _empty() -> pd.DataFrame:
                          for c in EDGE_COLUMNS})
 
 
-# The last result, for the same events frame, steps frame and thresholds: the gap engine (where to
-# cut gaps) and the rules (what a boundary gap is) both ask, one after the other.
-_LAST: list = []  # [(weakref to events, weakref to steps, cfg, edges)]
-
-
 def capture_edges(trace: Trace, steps: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
     """One row per rank/device of ``steps`` with its lead and tail boundaries (module doc)."""
     if steps is None or steps.empty:
         return _empty()
-    for ev_ref, st_ref, c, edges in _LAST:
-        if ev_ref() is trace.events and st_ref() is steps and c == cfg:
-            return edges.copy()
+    # The last result, for the same steps frame and thresholds, is kept in the engine's cache beside the
+    # frame's view: the gap engine (where to cut gaps) and the rules (what a boundary gap is) both ask.
+    event_view(trace)  # the view the result is kept beside
+    derived = engine_cache(trace).derived_of(trace.events)
+    last = derived.get("capture_edges") if derived is not None else None
+    if last is not None and last[0] is steps and last[1] == cfg:
+        return last[2].copy()
     edges = _capture_edges(trace, steps, cfg)
-    _LAST[:] = [(weakref.ref(trace.events), weakref.ref(steps), cfg, edges)]
+    if derived is not None:
+        derived["capture_edges"] = (steps, cfg, edges)
     return edges.copy()
 
 

@@ -38,7 +38,6 @@ matches no host op: containment alone answers there.
 from __future__ import annotations
 
 import re
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +45,7 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
-from traceread.lanes import HOST_LANES, EventView, event_view
+from traceread.lanes import HOST_LANES, EventView, engine_cache, event_view
 from traceread.trace import Trace
 
 SRC_KERNEL_NAME = "kernel-name"
@@ -137,17 +136,17 @@ class Identity:
         return np.isin(self.of(rows)[0], list(kc.P2P_TYPES))
 
 
-_CACHE: list = []  # [(weakref to events frame, Identity)]
-
-
 def identify(trace: Trace) -> Identity:
-    """The :class:`Identity` of every ``gpu_comm`` row of ``trace`` (computed once per frame)."""
-    ev = trace.events
-    for ref, ident in _CACHE:
-        if ref() is ev and len(ident.rows) == len(event_view(trace).rows((schema.LANE_GPU_COMM,))):
-            return ident
-    ident = _identify(trace, event_view(trace))
-    _CACHE[:] = [(weakref.ref(ev), ident)]
+    """The :class:`Identity` of every ``gpu_comm`` row of ``trace`` (computed once per frame, kept in the
+    engine's cache beside the frame's view)."""
+    v = event_view(trace)
+    derived = engine_cache(trace).derived_of(trace.events)
+    ident = derived.get("collective_identity") if derived is not None else None
+    if ident is not None and len(ident.rows) == len(v.rows((schema.LANE_GPU_COMM,))):
+        return ident
+    ident = _identify(trace, v)
+    if derived is not None:
+        derived["collective_identity"] = ident
     return ident
 
 

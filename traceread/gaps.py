@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from traceread import heap, intervals, schema
+from traceread import intervals, schema
 from traceread.capture_edges import capture_edges, split_points
 from traceread.collective_identity import identify, step_p2p_counts
 from traceread.config import Thresholds
@@ -412,7 +412,12 @@ def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.nd
     return out
 
 
-def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds | None = None) -> pd.DataFrame:
+def _nothing() -> None:
+    """The default ``between`` hook: nothing between the pieces (the runner gives freed heap pages back there)."""
+
+
+def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds | None = None,
+              between: Callable[[], None] = _nothing) -> pd.DataFrame:
     """Every compute-idle gap inside every step of every device, with its overlap measurements.
 
     A gap holding a capture edge (:mod:`traceread.capture_edges`, thresholds from ``cfg``: the
@@ -424,6 +429,8 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds | None = Non
     fractions: :func:`with_fractions` adds them), sorted by rank, device, start. Times in ns
     (int64); ``step`` and ``offset_ns`` int32 when every value fits (else int64); ``phase`` = offset_ns / step length; string columns are
     categorical ('' when unknown); ``next_launch_*_ns`` are -1 when the launch is unknown.
+    ``between`` is called between devices (each device's temporaries are freed by then) and between the
+    columns of the assembled frame.
     """
     v = event_view(trace)
     parts = []
@@ -440,13 +447,13 @@ def find_gaps(trace: Trace, steps_df: pd.DataFrame, cfg: Thresholds | None = Non
                             cuts.get((int(r), int(d)), no_cuts))
         if part is not None:
             parts.append(part)
-        heap.trim()  # the device's temporaries are freed: their pages go back before the next
+        between()  # the device's temporaries are freed: their pages can go back before the next
     if not parts:
         return empty_gaps()
-    return _assemble(v, parts)
+    return _assemble(v, parts, between)
 
 
-def _assemble(v: EventView, parts: list[dict[str, Any]]) -> pd.DataFrame:
+def _assemble(v: EventView, parts: list[dict[str, Any]], between: Callable[[], None] = _nothing) -> pd.DataFrame:
     """One frame from per-device column dicts, column by column: each part's array is popped (and
     freed) once its column exists, and the frame takes the columns without copying them again."""
     dtypes = _gap_dtypes()
@@ -470,5 +477,5 @@ def _assemble(v: EventView, parts: list[dict[str, Any]]) -> pd.DataFrame:
                 data[c] = arr.astype(dtypes[c], copy=False)
             del arr
         if len(parts) > 1:
-            heap.trim()  # the popped pieces came from the heap: without this they stay resident
+            between()  # the popped pieces came from the heap: their pages can go back
     return pd.DataFrame(data, copy=False)

@@ -162,20 +162,7 @@ def calls_matching(names: pd.Series, rx: re.Pattern[str]) -> np.ndarray:
     return (codes >= 0) & hit[np.maximum(codes, 0)]
 
 
-# (categories dtype, pattern) -> hits: the rules test the same names frame against the same patterns
-# again and again (every subset of the events frame shares its name categories). The dtype is kept
-# in the value so that its id is not reused while the entry lives; the last few are enough.
-_HITS: dict[tuple[int, re.Pattern[str]], tuple[pd.CategoricalDtype, np.ndarray]] = {}
-_HITS_KEPT = 64
-
-
 def _category_hits(dtype: pd.CategoricalDtype, rx: re.Pattern[str]) -> np.ndarray:
-    key = (id(dtype), rx)
-    hit = _HITS.get(key)
-    if hit is not None and hit[0] is dtype:
-        return hit[1]
-    out = np.array([bool(rx.search(str(x))) for x in dtype.categories], dtype=bool)
-    if len(_HITS) >= _HITS_KEPT:
-        _HITS.pop(next(iter(_HITS)))
-    _HITS[key] = (dtype, out)
-    return out
+    """Per category of ``dtype``: ``rx`` finds it. Not kept between calls: its callers (the sanity notes once
+    per trace, data-starved's labels made afresh per call) never ask twice for the same categories."""
+    return np.array([bool(rx.search(str(x))) for x in dtype.categories], dtype=bool)

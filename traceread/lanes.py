@@ -15,7 +15,6 @@ analysis drops them once its steps, gaps, rules and tables are done, but the rep
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -310,16 +309,50 @@ def _link(v: EventView) -> None:
 
 
 _UNSET = object()  # not cached yet (None is a cached value: no constant)
-_CACHE: list = []  # [(weakref to events frame, EventView)]: steps and gaps share one view
+
+
+class EngineCache:
+    """The engine's memory: the event view of one events frame at a time (steps, gaps, rules and the replay
+    share it) and what is derived from that view (``derived``: collective identity, capture edges, the rules'
+    shared selections), dropped when the view is replaced. The runner makes one per analysis and every trace
+    of it carries it (``Trace.cache``); a trace used outside a runner makes its own on first use
+    (:func:`engine_cache`). Nothing of it is data: a pickled trace carries an empty one."""
+
+    def __init__(self) -> None:
+        self._events: Any = None  # the frame ``view`` was built from
+        self.view: EventView | None = None
+        self.derived: dict[str, Any] = {}
+
+    def view_of(self, events: pd.DataFrame) -> EventView | None:
+        """The view kept for ``events``, or None."""
+        view = self.view
+        if view is not None and self._events is events and view.start.shape[0] == len(events):
+            return view
+        return None
+
+    def keep(self, events: pd.DataFrame, view: EventView) -> None:
+        """``view`` is ``events``' view from now on (the view before it and what was derived from it go)."""
+        self._events, self.view, self.derived = events, view, {}
+
+    def derived_of(self, events: pd.DataFrame) -> dict[str, Any] | None:
+        """What is derived from ``events``' view while it is the one kept, or None."""
+        return self.derived if self.view_of(events) is not None else None
+
+    def __reduce__(self) -> tuple[type[EngineCache], tuple[()]]:
+        return (EngineCache, ())
+
+
+def engine_cache(trace: Trace) -> EngineCache:
+    """The cache ``trace`` carries (the runner's), made for it on first use outside a runner."""
+    cache = trace.cache
+    if cache is None:
+        cache = trace.cache = EngineCache()
+    return cache
 
 
 def cached_view(trace: Trace) -> EventView | None:
     """The :class:`EventView` of ``trace.events`` when one is built and kept, else None (none is built)."""
-    ev = trace.events
-    for ref, view in _CACHE:
-        if ref() is ev and view.start.shape[0] == len(ev):
-            return view
-    return None
+    return trace.cache.view_of(trace.events) if trace.cache is not None else None
 
 
 def drop_selections(trace: Trace) -> None:
@@ -350,7 +383,7 @@ def event_view(trace: Trace) -> EventView:
         name_flags=flags, step_number=step_number,
     )
     _link(view)
-    _CACHE[:] = [(weakref.ref(ev), view)]
+    engine_cache(trace).keep(ev, view)
     return view
 
 

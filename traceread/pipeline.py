@@ -1,4 +1,4 @@
-"""The steps of :func:`traceread.analysis.analyze`: each piece run on one trace, and the job-level figures.
+"""The steps of :func:`traceread.runner.analyze`: each piece run on one trace, and the job-level figures.
 
 Per trace, :func:`found_steps` finds the steps (:mod:`traceread.steps`) and :func:`finish_one` the
 gaps (:mod:`traceread.gaps`) and their classes (:mod:`traceread.rules`), the attribution
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from traceread import heap
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
 from traceread.trace import Trace
@@ -115,8 +114,12 @@ def _label(trace: Trace) -> str:
     return trace.meta.path.rsplit("/", 1)[-1]
 
 
+def _nothing() -> None:
+    pass
+
+
 def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
-                step_range: str | None) -> PerTrace:
+                step_range: str | None, between: Callable[[], None] = _nothing) -> PerTrace:
     """One trace's caveats and its steps as found (``PerTrace.found``, without idle by class): the analysis
     starts its replay from these (``whatif.predict_staged``), then :func:`finish_one` does the rest."""
     out = PerTrace()
@@ -125,7 +128,7 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     from traceread.steps import find_steps
 
     out.sanity_at = len(out.notes)  # the sanity notes come next, made by finish_one (the replay starts before)
-    res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range)
+    res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range, between=between)
     out.found = res.steps.reset_index(drop=True)
     out.step_source = res.source
     out.notes.extend(f"{label}: {n}" if len(label) else n for n in res.notes)
@@ -133,12 +136,14 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
 
 
 def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
-               classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None) -> PerTrace:
+               classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None,
+               between: Callable[[], None] = _nothing) -> PerTrace:
     """Gaps, classes, attribution, kernel and collective tables of one trace, from its steps as found
     (``out.found``: :func:`found_steps`), and its sanity notes (after the loader's caveats, made here so
     that the replay starts before them); notes and unavailable lines go to ``out``. ``classified`` is
     given ``out.steps`` and ``out.gaps`` as soon as the gaps are classified (the what-if replay beside
-    the rules starts its fixes then, beside the attribution and tables)."""
+    the rules starts its fixes then, beside the attribution and tables). ``between`` is called after the rules
+    and after the tables (the runner gives the freed heap pages back there)."""
     from traceread.sanity import sanity_notes
 
     label = _label(trace)
@@ -151,25 +156,24 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
         out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
         return _tables(index, trace, steps, out, out.unavailable)
 
-    gaps = _classified_gaps(trace, steps, cfg, out.notes)
-    # The rules' temporaries are freed: their pages go back, not into the peak of what follows
-    # (the command keeps freed heap memory for reuse: traceread.heap.reuse_freed_pages).
-    heap.trim()
+    gaps = _classified_gaps(trace, steps, cfg, out.notes, between)
+    between()  # the rules' temporaries are freed: their pages go back, not into the peak of what follows
     out.steps = with_trace(idle_by_class(steps, gaps), index)
     out.gaps = with_trace(gaps, index)
     if classified is not None:
         classified(out.steps, out.gaps)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, out.notes)
     _tables(index, trace, steps, out, out.unavailable)
-    heap.trim()
+    between()
     return out
 
 
-def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str]) -> pd.DataFrame:
+def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str],
+                     between: Callable[[], None] = _nothing) -> pd.DataFrame:
     from traceread.gaps import find_gaps
     from traceread.rules import classify
 
-    out = classify(find_gaps(trace, steps, cfg), steps, trace, cfg, text=False)  # evidence as data
+    out = classify(find_gaps(trace, steps, cfg, between), steps, trace, cfg, text=False, between=between)
     # What the rules could not judge (bubbles with few steps). Popped, not read: pandas deep-copies
     # attrs into every frame derived from this one, a cost per operation that grows with the notes.
     notes.extend(out.attrs.pop("notes", []))

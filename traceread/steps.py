@@ -19,12 +19,13 @@ last GPU op launched during N). Consecutive steps on a device never overlap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from traceread import grouped, heap, intervals, schema, step_inference
+from traceread import grouped, intervals, schema, step_inference
 from traceread.config import Thresholds
 from traceread.host_calls import PROFILER_STEP_RE
 from traceread.lanes import HOST_LANES, OP_LANES, EventView, compute_union, event_view, rank_devices, subset
@@ -279,13 +280,18 @@ def _flag(steps: _Cols, source: str, cfg: Thresholds, warmup_steps: int | None, 
                      "flagged as outliers (kept in the attribution, left out of medians).")
 
 
+def _nothing() -> None:
+    """The default ``between`` hook: nothing between the pieces (the runner gives freed heap pages back there)."""
+
+
 def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
-               step_range: str | None = None) -> StepResult:
+               step_range: str | None = None, between: Callable[[], None] = _nothing) -> StepResult:
     """Steps per rank x device.
 
     Returns a :class:`StepResult` whose ``steps`` frame has ``schema.STEP_COLUMNS`` (ns, int64),
     one row per rank x device x step, sorted by rank, device, start. ``busy_ns`` is the union of
-    the device's compute kernels inside the device-extended step; ``idle_ns`` the rest.
+    the device's compute kernels inside the device-extended step; ``idle_ns`` the rest. ``between`` is
+    called once the steps are made (building the event view freed large temporaries by then).
     """
     v = event_view(trace)
     frame, source, notes, gpu_time = _host_steps(trace, v, step_range, cfg)
@@ -314,5 +320,5 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
     _note_collapsed(v, steps, notes)
     _flag(steps, source, cfg, warmup_steps, notes)
     out = pd.DataFrame({c: steps[c].astype(t[0], copy=False) for c, t in schema.STEP_COLUMNS.items()})
-    heap.trim()  # building the event view freed large temporaries: return their pages
+    between()  # building the event view freed large temporaries: their pages can go back
     return StepResult(out, source, notes)

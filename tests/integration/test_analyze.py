@@ -160,8 +160,8 @@ def test_failing_piece_degrades_and_a_missing_module_is_an_error(planted, monkey
 
     import traceread.metrics.kernels as kernels
     from traceread import load
-    from traceread.analysis import analyze
     from traceread.render.markdown import to_markdown
+    from traceread.runner import analyze
 
     trace = load(planted[0])
 
@@ -186,7 +186,7 @@ def test_a_module_of_the_project_that_does_not_import_is_an_error(planted, monke
     import sys
 
     from traceread import load
-    from traceread.analysis import analyze
+    from traceread.runner import analyze
 
     trace = load(planted[0])
     monkeypatch.setitem(sys.modules, "traceread.metrics.collectives", None)  # import fails

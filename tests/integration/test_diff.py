@@ -266,10 +266,10 @@ def test_directory_with_two_jobs_is_a_usage_error(tmp_path: Path, capsys: pytest
 
 @pytest.fixture(scope="module")
 def noop_side(traces: dict[str, Path]):
-    from traceread.analysis import analyze
     from traceread.config import Thresholds
     from traceread.diff import capture_from_analysis, summarize_side
     from traceread.loaders import load
+    from traceread.runner import analyze
 
     cfg = Thresholds()
     cap = capture_from_analysis(analyze([load(str(traces["noop_a"]))], cfg=cfg), cfg, [])

@@ -13,11 +13,11 @@ from tracesynth.kineto_writer import write_kineto
 from tracesynth.planted import CLASSES, PlantSpec, plant
 
 from traceread import load, rules
-from traceread.analysis import analyze
 from traceread.config import Thresholds
 from traceread.gaps import find_gaps
 from traceread.rules import evidence, unattributed
 from traceread.rules._base import Rows, column_cache
+from traceread.runner import analyze
 from traceread.steps import find_steps
 from traceread.vocabulary import UNATTRIBUTED
 

@@ -17,11 +17,11 @@ from tracesynth.kineto_writer import write_kineto
 from tracesynth.planted import CLASSES, PlantSpec, plant
 
 from traceread import load
-from traceread.analysis import analyze
 from traceread.render import csv_table, json_tables, rowjoin
 from traceread.render.names import scrub_paths
 from traceread.rules import evidence, textcat
 from traceread.rules._base import cat, cat_where, choose, fmt_int, fmt_ns, fmt_pct, where
+from traceread.runner import analyze
 
 # One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``gaps`` is made once.
 

@@ -22,9 +22,9 @@ from tracesynth.planted import CLASSES, PlantSpec, plant
 
 import traceread
 from traceread import load
-from traceread.analysis import analyze
 from traceread.cli import main
 from traceread.render import jsonout, markdown
+from traceread.runner import analyze
 from traceread.scan.tables import gap_numbers, gap_texts
 
 PER_GAP_SHARE = 0.1  # the most-called traceread function: at most one call per ten gaps

@@ -15,10 +15,10 @@ from tracesynth.one_time import SCENARIOS, plant_scenario
 from tracesynth.planted import classify_file, confusion, scores, truth_for
 
 from traceread import load
-from traceread.analysis import analyze
 from traceread.config import Thresholds
 from traceread.render import jsonout, markdown
 from traceread.rules.evidence import with_evidence
+from traceread.runner import analyze
 
 CFG = Thresholds()
 ABOUT = {"capture": ("one-time-cost",), "compile": ("one-time-cost",), "lazy-load": ("one-time-cost",),

@@ -20,10 +20,11 @@ import pytest
 from tracesynth.dp_pp import DpPpSpec, make_job, write_job
 
 from traceread import load
-from traceread.analysis import analyze, rank_summary
+from traceread.analysis import rank_summary
 from traceread.cli import main
 from traceread.ranks import analyze_job, group_jobs, identify
 from traceread.ranks.align import METHOD_SEQ
+from traceread.runner import analyze
 
 CASES = {
     "slow-4x4": DpPpSpec(dp=4, pp=4, slow_rank=6, slow_factor=1.5, seed=1),

@@ -17,9 +17,10 @@ import pytest
 from tracesynth.stragglers import StragglerSpec, make_job, write_job
 
 from traceread import load
-from traceread.analysis import analyze, rank_summary
+from traceread.analysis import rank_summary
 from traceread.cli import main
 from traceread.ranks import analyze_job, group_jobs, identify
+from traceread.runner import analyze
 
 
 def _run(spec: StragglerSpec, tmp_path, fmt: str = "kineto"):

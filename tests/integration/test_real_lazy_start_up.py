@@ -10,9 +10,9 @@ import json
 from conftest import SHARED_TRACES, needs_shared
 
 from traceread import load
-from traceread.analysis import analyze
 from traceread.config import Thresholds
 from traceread.rules.evidence import with_evidence
+from traceread.runner import analyze
 
 pytestmark = needs_shared
 

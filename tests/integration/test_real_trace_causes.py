@@ -22,9 +22,9 @@ from conftest import SHARED_TRACES, needs_shared
 from xplane_synth import WEvent, WPlane, walk
 
 from traceread import load
-from traceread.analysis import analyze
 from traceread.config import Thresholds
 from traceread.rules.evidence import with_evidence
+from traceread.runner import analyze
 
 # One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES), so the analyses the later tests share with
 # test_dominant_cause_and_why (_analysis) are made once.

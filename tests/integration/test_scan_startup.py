@@ -83,7 +83,7 @@ def test_damaged_files_of_known_formats_are_failures_and_strict_fails(tmp_path, 
 
 
 def test_truncated_kineto_verdict_names_the_truncation(tmp_path):
-    from traceread.analysis import analyze
+    from traceread.runner import analyze
 
     tree = _small_tree(tmp_path)
     k0 = (tree / "jobK" / "train.rank0.pt.trace.json").read_bytes()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import FIXTURES, SHARED_TRACES, needs_shared, shared_kineto, shared_nsys
 
 import traceread
-from traceread.analysis import analyze
+from traceread.runner import analyze
 from traceread.whatif import Fix, predict
 
 MIN_STEADY = 3

@@ -9,9 +9,9 @@ from conftest import FIXTURES
 
 import traceread.whatif as whatif
 from traceread import lanes
-from traceread.analysis import analyze
 from traceread.loaders import load
 from traceread.render.whatif import record
+from traceread.runner import analyze
 from traceread.whatif.model import selections
 
 ONE = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
@@ -39,11 +39,11 @@ def test_a_replay_after_the_rules_starts_with_only_its_own_selections_cached(mon
     than REPLAY_BESIDE_RULES_MAX_EVENTS events: the 5M-kernel export) finds the view holding only the
     selections it reads. (A replay beside the rules reads the gaps as soon as they are classified, beside
     the attribution and tables, which still read the engine's.) The prediction is the same either way."""
-    import traceread.analysis as analysis
+    import traceread.runner.replay as replay
 
     trace = load(ONE)
     beside = record(analyze([trace]).whatif)
-    monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)
+    monkeypatch.setattr(replay, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)
     real = whatif.predict_staged
     held: list[set] = []
 
@@ -59,14 +59,14 @@ def test_a_replay_after_the_rules_starts_with_only_its_own_selections_cached(mon
     assert got == beside
     # the same prediction as a replay on a fresh view (every selection made again)
     monkeypatch.setattr(whatif, "predict_staged", real)
-    lanes._CACHE.clear()
+    trace.cache = None  # the engine's cache goes with it
     assert got == record(whatif.predict([trace], a.steps, a.gaps, a.cfg))
 
 
 def test_the_gaps_command_classifies_without_the_engines_selections(monkeypatch, tmp_path) -> None:
     """``traceread gaps`` drops the engine's cached selections before the rules (which read their own
     context) and its tables: the same gaps as with them kept."""
-    import traceread.cli.gaps as gaps_cli
+    import traceread.runner.gaps as gaps_cli  # the command's stages
     from traceread.cli import main
 
     held: list[set] = []

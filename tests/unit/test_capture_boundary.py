@@ -20,10 +20,10 @@ from tracesynth.nsys_writer import write_nsys
 from tracesynth.planted import PlantSpec, classify_file, plant
 
 from traceread import load
-from traceread.analysis import analyze
 from traceread.attribution import verdict
 from traceread.config import Thresholds
 from traceread.render.markdown import render
+from traceread.runner import analyze
 from traceread.vocabulary import PARTS, VERDICTS
 
 CFG = Thresholds()

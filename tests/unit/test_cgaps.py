@@ -142,10 +142,10 @@ def test_gaps_of_real_traces_are_the_same_without_the_sweeps(path, monkeypatch):
         pytest.skip(f"not loadable: {exc}")
     steps = find_steps(trace, Thresholds()).steps
     monkeypatch.delenv(iv.DISABLE_ENV, raising=False)
-    ce._LAST.clear()  # the capture edges are cached per trace: made anew with each setting
+    trace.cache = None  # the capture edges are kept in the engine's cache: made anew with each setting
     edges, compiled = ce.capture_edges(trace, steps, Thresholds()), find_gaps(trace, steps)
     monkeypatch.setenv(iv.DISABLE_ENV, "1")
-    ce._LAST.clear()
+    trace.cache = None
     pd.testing.assert_frame_equal(ce.capture_edges(trace, steps, Thresholds()), edges, check_exact=True)
     pd.testing.assert_frame_equal(find_gaps(trace, steps), compiled, check_exact=True)
 

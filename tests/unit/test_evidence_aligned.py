@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traceread.analysis import analyze
 from traceread.loaders import load
 from traceread.rules.evidence import aligned, evidence_text, is_data
+from traceread.runner import analyze
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

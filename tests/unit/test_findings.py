@@ -10,7 +10,6 @@ import pytest
 from conftest import FIXTURES
 
 import traceread
-from traceread.analysis import analyze
 from traceread.note import STRAGGLER_COMM_BOUND, WAITING_FOR, Note
 from traceread.ranks.align import RankAlignment
 from traceread.ranks.results import (
@@ -24,6 +23,7 @@ from traceread.ranks.results import (
 )
 from traceread.render import notes
 from traceread.rules.evidence import evidence_text
+from traceread.runner import analyze
 
 ALEXNET = FIXTURES / "hta_alexnet_a100.json.gz"
 RESNET = FIXTURES / "kineto2021_resnet50_bare_list.pt.trace.json.gz"

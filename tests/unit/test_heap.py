@@ -1,4 +1,4 @@
-"""The command's malloc settings (traceread.heap.reuse_freed_pages, heap.one_heap): applied on glibc, left to
+"""The command's malloc settings (traceread.runner.heap.reuse_freed_pages, heap.one_heap): applied on glibc, left to
 the user when they set malloc's own environment; large allocations then come from the heap, and what one
 thread freed is reused by another."""
 
@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
-from traceread import heap
+from traceread.runner import heap
 
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
 _PROBE = """
 import numpy as np, resource, sys
-from traceread import heap
+from traceread.runner import heap
 applied = heap.reuse_freed_pages() if sys.argv[1] == "1" else False
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -74,22 +74,23 @@ def test_no_pages_given_back_inside_freed_pages_kept(monkeypatch) -> None:
 
 
 def test_a_small_input_keeps_freed_pages_through_its_analysis_and_a_large_one_does_not(monkeypatch) -> None:
-    from traceread import analysis
+    from traceread import runner
     from traceread.loaders import load
+    from traceread.runner import replay
 
     trace = load(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hta_alexnet_a100.json.gz"))
     calls = _counting_trims(monkeypatch)
-    analysis.analyze([trace]).whatif  # noqa: B018 - waits for the replay (its trims after analyze returns count)
+    runner.analyze([trace])  # waits for the replay (its trims after the analysis' stages count)
     small = len(calls)
-    monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)  # as a trace over the limit is analysed
+    monkeypatch.setattr(replay, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)  # as a trace over the limit is analysed
     calls.clear()
-    analysis.analyze([trace]).whatif  # noqa: B018
+    runner.analyze([trace])
     assert small < len(calls)  # the phases' trims give pages back only for the larger input
 
 
 _THREADS_PROBE = """
 import numpy as np, sys, threading
-from traceread import heap
+from traceread.runner import heap
 applied = heap.one_heap() if sys.argv[1] == "1" else False
 heap.reuse_freed_pages()
 def rss():

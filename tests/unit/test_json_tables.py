@@ -19,9 +19,9 @@ from tracesynth.nsys_writer import write_nsys
 from tracesynth.planted import CLASSES, PlantSpec, plant
 
 from traceread import load
-from traceread.analysis import analyze
 from traceread.render import json_tables, json_text, jsonout
 from traceread.render.names import scrub_paths
+from traceread.runner import analyze
 
 
 def _same_bytes(a) -> None:

@@ -13,9 +13,9 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 from tracesynth.stragglers import StragglerSpec, make_job, write_job
 
 from traceread import schema
-from traceread.analysis import analyze
 from traceread.loaders import load
 from traceread.render import perfetto, timeline
+from traceread.runner import analyze
 
 # One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``job`` is made once.
 

@@ -12,10 +12,10 @@ from tracesynth.kineto_writer import write_kineto
 from tracesynth.model import HostRange
 from tracesynth.stragglers import MAIN, StragglerSpec, make_job, write_job
 
-from traceread.analysis import analyze
 from traceread.cli import main
 from traceread.loaders import load
 from traceread.render import plot, plot_job, plotbits
+from traceread.runner import analyze
 
 # One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``job8`` is made once.
 

@@ -15,11 +15,11 @@ from conftest import FIXTURES, SHARED_TRACES, needs_shared
 from tracesynth.nsys_writer import write_nsys
 from tracesynth.repeating import loop
 
-from traceread.analysis import analyze
 from traceread.loaders import load
 from traceread.render import jsonout
 from traceread.render.fmt import ViewerClock
 from traceread.render.markdown import to_markdown
+from traceread.runner import analyze
 
 _GAP_ROW = re.compile(r"^\| ([\d,.]+) (s|ms) \| ", re.M)
 

@@ -53,7 +53,7 @@ def test_rank_selections_split_from_one_pass_keep_no_whole_copy(two_ranks) -> No
     with _calls.shared(two_ranks):
         for r in (0, 1, 5):
             assert np.array_equal(_calls.select(two_ranks, API, r), plain[r])
-        kept = _calls._SHARED[id(two_ranks.events)][1]
+        kept = _calls._scope(two_ranks)
         assert ("select", API, None, ()) not in kept  # the whole selection was not asked for: not kept
         assert _calls.api_ranks(two_ranks) == ranks and sorted(ranks) == [0, 1]
         _calls.release(two_ranks)

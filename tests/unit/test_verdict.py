@@ -16,10 +16,10 @@ import pytest
 from _frames import kernel, make_events
 
 from traceread import pipeline as pipe
-from traceread.analysis import analyze
 from traceread.attribution import Verdict, table_verdict, verdict
 from traceread.config import Thresholds
 from traceread.diff.side import capture_from_reports, summarize_side
+from traceread.runner import analyze
 from traceread.scan.jobs import _aggregate
 from traceread.scan.work import Outcome
 from traceread.vocabulary import PARTS, part_col
@@ -70,7 +70,7 @@ def test_verdict_of_the_shares(case):
 def test_analyze_one_trace_or_several(monkeypatch, case, n):
     given, want = CASES[case]
 
-    def finish_one(index, trace, cfg, out, classified=None):
+    def finish_one(index, trace, cfg, out, classified=None, between=None):
         table = pd.DataFrame(_units(given, 1)).assign(rank=0)
         table.insert(0, "trace", np.int32(index))
         out.attribution = table

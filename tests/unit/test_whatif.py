@@ -12,8 +12,8 @@ from tracesynth.nsys_writer import write_nsys
 from tracesynth.planted import PlantSpec, plant
 
 import traceread
-from traceread.analysis import analyze
 from traceread.lanes import event_view
+from traceread.runner import analyze
 from traceread.vocabulary import GAP_CLASSES
 from traceread.whatif import FIX_CAUSES, Fix, Scale, predict
 from traceread.whatif import model as mdl

@@ -1,6 +1,6 @@
-"""The what-if replay runs on a thread beside the rules and the rendering (analysis._Replay): same results,
-its failures still listed, in the same place, errors that are not a table's failure still raised, and a
-failure of the rules neither hangs nor leaves the replay running."""
+"""The what-if replay runs on the runner's thread beside the rules (runner.replay.Replay): same results,
+its failures still listed, in the same place, errors that are not a table's failure still raised, a
+failure of the rules neither hangs nor leaves the replay running, and the analysis handed out is plain data."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from conftest import FIXTURES
 
 import traceread.whatif as whatif
-from traceread.analysis import analyze
 from traceread.loaders import load
 from traceread.render.whatif import record
+from traceread.runner import analyze
 
 ONE = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
 
@@ -64,14 +64,19 @@ def test_an_error_that_is_no_tables_failure_is_raised_where_the_replay_is_read(m
 
     trace = load(ONE)
     monkeypatch.setattr(whatif, "predict_staged", broken)
-    a = analyze([trace])
     with pytest.raises(ImportError, match="traceread.whatif.model"):
-        a.whatif  # noqa: B018
+        analyze([trace])
+    assert not [t for t in threading.enumerate() if t.name == "traceread-whatif"]
 
 
-def test_an_analysis_whose_replay_still_runs_pickles_with_its_result(monkeypatch):
+def test_the_analysis_handed_out_is_plain_data_with_its_replays_result(monkeypatch):
+    """A replay still running when the stages are done is waited for: the analysis holds its result and no
+    thread, pickles as it is and reads like any frozen dataclass."""
+    import dataclasses
     import pickle
     import time
+
+    import traceread.analysis as analysis
 
     trace = load(ONE)
     real = whatif.predict_staged
@@ -82,6 +87,10 @@ def test_an_analysis_whose_replay_still_runs_pickles_with_its_result(monkeypatch
 
     monkeypatch.setattr(whatif, "predict_staged", slow)
     a = analyze([trace])
+    assert not [t for t in threading.enumerate() if t.name == "traceread-whatif"]
+    assert "__getattribute__" not in vars(analysis.Analysis)
+    assert {f.name for f in dataclasses.fields(a)} == set(vars(a))  # nothing but its fields
+    assert a.whatif is not None
     copy = pickle.loads(pickle.dumps(a))
     assert copy.whatif is not None
     assert record(copy.whatif) == record(a.whatif)
@@ -92,16 +101,16 @@ def test_the_replay_models_while_the_rules_classify_and_predicts_the_same_as_aft
     """One trace's replay builds its first rank's model before the rules are done (the rules here wait for
     that build); with the replay started only after the rules (REPLAY_BESIDE_RULES_MAX_EVENTS 0, as for a
     big trace) and with predict() on the finished analysis, the prediction is the same."""
-    import traceread.analysis as analysis
     import traceread.pipeline as pipe
+    import traceread.runner.replay as replay
     from traceread.whatif import model as mdl
 
     trace = load(ONE)
-    late_cfg = analysis.REPLAY_BESIDE_RULES_MAX_EVENTS
-    monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)
+    late_cfg = replay.REPLAY_BESIDE_RULES_MAX_EVENTS
+    monkeypatch.setattr(replay, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)
     late = analyze([trace])
     late_whatif = record(late.whatif)
-    monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", late_cfg)
+    monkeypatch.setattr(replay, "REPLAY_BESIDE_RULES_MAX_EVENTS", late_cfg)
 
     built = threading.Event()
     real_build, real_finish = mdl.build, pipe.finish_one
@@ -173,14 +182,14 @@ def test_a_replay_beside_the_rules_gets_the_classified_gaps_before_the_attributi
     (pipeline.finish_one), so its fixes are planned beside the attribution and tables; a replay after the
     rules (REPLAY_BESIDE_RULES_MAX_EVENTS 0) is given them once those are done. Once given, a second call
     changes nothing; the prediction is the same."""
-    import traceread.analysis as analysis
     import traceread.pipeline as pipe
+    import traceread.runner.replay as replay
 
     trace = load(ONE)
     if not beside:
-        monkeypatch.setattr(analysis, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)
+        monkeypatch.setattr(replay, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)
     order: list[str] = []
-    real_classified, real_attribution = analysis._Replay.classified, pipe._attribution
+    real_classified, real_attribution = replay.Replay.classified, pipe._attribution
 
     def classified(self, steps, gaps):
         order.append("classified")
@@ -190,7 +199,7 @@ def test_a_replay_beside_the_rules_gets_the_classified_gaps_before_the_attributi
         order.append("attribution")
         return real_attribution(*args, **kwargs)
 
-    monkeypatch.setattr(analysis._Replay, "classified", classified)
+    monkeypatch.setattr(replay.Replay, "classified", classified)
     monkeypatch.setattr(pipe, "_attribution", attribution)
     a = analyze([trace])
     if beside:

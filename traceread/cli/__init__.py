@@ -144,7 +144,7 @@ def run() -> None:
     pandas on 2 cores), and threads share one malloc heap (``heap.one_heap``)."""
     import gc
 
-    from traceread.heap import one_heap
+    from traceread.runner.heap import one_heap
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     one_heap()  # before any thread starts (the loader's halves): see its doc

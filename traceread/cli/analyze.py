@@ -11,9 +11,10 @@ import click
 from traceread.cli.options import gates, thresholds, workload_options
 from traceread.cli.output import json_option
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
-from traceread.loaders import expand_paths, left_out_notes, load
+from traceread.loaders import expand_paths, left_out_notes
 from traceread.loaders.prefetch import also_import
 from traceread.printable import printable
+from traceread.runner import load
 from traceread.trace import shown_path
 
 
@@ -90,11 +91,11 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     also_import("traceread.analysis", "traceread.steps", "traceread.gaps", "traceread.rules", "traceread.attribution",
                 "traceread.metrics.kernels", "traceread.metrics.collectives", "traceread.whatif", "traceread.render",
                 *(["traceread.render.jsonout"] if json_path else []), *(["traceread.render.markdown"] if md_path else []))
-    # Freed heap pages are reused from the start (traceread.heap.reuse_freed_pages): the analysis then
+    # Freed heap pages are reused from the start (traceread.runner.heap.reuse_freed_pages): the analysis then
     # takes the pages the load's decode buffers freed, instead of faulting in fresh ones (the kernel
     # zeroing them was a third of the analysis' CPU time on a 1 GB trace before this setting). The
     # analysis' peak is above the load's, so keeping the load's freed pages does not raise it.
-    from traceread.heap import reuse_freed_pages
+    from traceread.runner.heap import reuse_freed_pages
 
     reuse_freed_pages()
     loaded, unreadable = [], []
@@ -109,8 +110,9 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
         return EXIT_USAGE
     # Imported once the traces are loaded: pandas, which these import, was imported beside the
     # first trace's decode (traceread.loaders.prefetch) instead of before it.
-    from traceread.analysis import Failure, analyze
+    from traceread.analysis import Failure
     from traceread.render import write_outputs
+    from traceread.runner import analyze
 
     failures = [Failure(path, problem) for path, problem in unreadable]
     try:

@@ -8,22 +8,19 @@ import click
 import numpy as np
 import pandas as pd
 
-from traceread import heap
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open, write_pieces
 from traceread.cli.output import emit_chunks, json_option
 from traceread.config import Thresholds, parse_set_options
-from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, find_gaps, with_fractions
-from traceread.lanes import drop_selections
-from traceread.loaders import load
+from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, with_fractions
 from traceread.pipeline import idle_by_class
 from traceread.render import csv_table, json_tables, rowjoin
 from traceread.render.fmt import ViewerClock, dur
 from traceread.render.jsonout import trace_entry
-from traceread.rules import classify
 from traceread.rules.evidence import EvidenceChunks, shown_columns
+from traceread.runner import load
+from traceread.runner.gaps import classified_gaps
 from traceread.step_totals import step_totals
-from traceread.steps import find_steps
 from traceread.vocabulary import GAP_CLASSES, part_col
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
@@ -99,12 +96,7 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     """Steps and every compute-idle gap of each GPU, with what overlapped each gap."""
     cfg = Thresholds().with_overrides(parse_set_options(sets))
     tr = load(trace, progress=True, step_range=step_range)
-    result = find_steps(tr, cfg, warmup_steps=warmup_steps, step_range=step_range)
-    found = find_gaps(tr, result.steps, cfg)
-    drop_selections(tr)  # the engine's: the rules and the tables below read none of them
-    heap.trim()
-    gaps = classify(found, result.steps, tr, cfg, text=False)
-    del found
+    result, gaps = classified_gaps(tr, cfg, warmup_steps, step_range)
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
     totals = step_totals(result.steps, gaps).assign(start_ns=result.steps["start_ns"].to_numpy())  # same rows
     columns = _columns(gaps, cfg)

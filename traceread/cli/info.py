@@ -7,7 +7,7 @@ import datetime as dt
 import click
 
 from traceread.cli.output import emit, json_option
-from traceread.loaders import load
+from traceread.runner import load
 from traceread.summary import TraceSummary, summarize
 from traceread.trace import Trace
 

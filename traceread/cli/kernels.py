@@ -7,13 +7,13 @@ import click
 from traceread import kernel_classes
 from traceread.cli.output import emit, json_option
 from traceread.config import Thresholds, load_config_file, parse_set_options
-from traceread.loaders import load
 from traceread.metrics.kernels import kernel_report
 from traceread.metrics.roofline import roofline
 from traceread.metrics.tables import kernel_tables
 from traceread.metrics.workload import DTYPES
 from traceread.render.kernels import render_kernel_report, render_roofline
 from traceread.render.tables import render_tables, write_csv
+from traceread.runner import load
 
 
 @click.command("kernels")

@@ -7,13 +7,12 @@ import re
 import click
 
 from traceread import bounds
-from traceread.analysis import analyze
 from traceread.atomic import atomic_open
 from traceread.cli.options import thresholds
 from traceread.cli.output import emit, json_option
 from traceread.errors import EXIT_OK, UsageError
-from traceread.loaders import load
 from traceread.printable import printable
+from traceread.runner import analyze, load
 from traceread.whatif import FIX_CAUSES, Fix, Scale
 
 REPLAY_FAILED = "what-if replay: "  # the analysis' unavailable line when its replay could not run

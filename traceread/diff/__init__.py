@@ -1,7 +1,7 @@
 """``traceread diff BEFORE AFTER``: did the fix move the number, and where did the bottleneck go?
 
 Data flow: :mod:`inputs` turns each side's path into captures of loaded traces; each capture goes
-through :func:`traceread.analysis.analyze` unchanged; :mod:`side` reads the analyses into
+through :func:`traceread.runner.analyze` unchanged; :mod:`side` reads the analyses into
 :class:`SideFacts`; :mod:`compare` judges comparability, runs the test (:mod:`stats`) and builds the
 tables (:mod:`tables`, kernels matched with :mod:`kernel_key`); :mod:`render` writes Markdown and JSON.
 """
@@ -25,8 +25,8 @@ def diff(before: list[list[Trace]], after: list[list[Trace]], job_before: Any = 
     """Diff two sides, each a list of captures (the loaded traces of one run: its ranks). ``fix``: the
     fix that was made (a :data:`traceread.whatif.FIX_CAUSES` cause), checked against the before side's
     prediction (:mod:`traceread.diff.whatif`)."""
-    from traceread.analysis import analyze
     from traceread.diff.whatif import attach
+    from traceread.runner import analyze
 
     sides, before_caps = [], []
     for label, captures, workload in (("before", before, job_before), ("after", after, job_after)):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 
 from traceread.errors import UsageError
-from traceread.loaders import left_out_text, load, trace_files
+from traceread.loaders import left_out_text, trace_files
+from traceread.runner import load
 from traceread.trace import Trace
 
 

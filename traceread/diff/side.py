@@ -156,7 +156,7 @@ def _optimizer_steps(a: Analysis, cfg: Thresholds, notes: list[str]) -> float | 
 
 
 def capture_from_analysis(a: Analysis, cfg: Thresholds, notes: list[str]) -> Capture:
-    """The tables of one analysed run (its ranks analysed together by :func:`traceread.analysis.analyze`)."""
+    """The tables of one analysed run (its ranks analysed together by :func:`traceread.runner.analyze`)."""
     traces = tuple({"path": t.path, "format": t.format, "devices": list(t.devices), "world_size": t.world_size,
                     "step_source": t.step_source, "ranks": list(t.ranks)} for t in a.traces)
     kernels = a.kernels[["name", "count", "total_ns"]] if len(a.kernels) and "name" in a.kernels.columns else \

@@ -25,9 +25,9 @@ import os
 import sqlite3
 import stat
 import tempfile
+from collections.abc import Callable
 from typing import cast
 
-from traceread import heap
 from traceread.atomic import note_input
 from traceread.errors import TraceReadError
 from traceread.limits import TooManyEvents
@@ -167,14 +167,19 @@ def left_out_text(left_out: LeftOut, most: int = 3) -> str:
     return text + (f"; and {len(left_out) - most} more" if len(left_out) > most else "")
 
 
+def _nothing() -> None:
+    """The default ``between`` hook: nothing between the pieces (the runner gives freed heap pages back there)."""
+
+
 def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: str | None = None,
-         decoders: int | None = None) -> Trace:
+         decoders: int | None = None, between: Callable[[], None] = _nothing) -> Trace:
     """Load one trace file into the normalized frame.
 
     ``progress`` shows a progress bar on standard error (multi-GB loads); ``step_range`` names a
     user NVTX range to use as the step marker in Nsight Systems input. ``decoders`` caps the
     Kineto decoding processes (default: the machine's cores, which may fork a second decoder or a
     pool); ``traceread scan`` passes 1 because each of its workers is already one of N processes.
+    ``between`` is called once the load is done or failed (its read buffers and chunk arrays are freed).
     """
     path = os.fspath(path)
     note_input(path)  # an output of this command never replaces it (atomic.check_not_input)
@@ -190,7 +195,7 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
         trace.meta.path = shown_path(trace.meta.path)  # a name of any bytes: reports are UTF-8
         return trace
     finally:
-        heap.trim()  # a load frees its read buffers and chunk arrays: give their pages back
+        between()  # a load frees its read buffers and chunk arrays: their pages can go back
 
 
 def _check_span(path: str, trace: Trace) -> None:

@@ -23,8 +23,7 @@ def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: st
     for path in (markdown, json_path, plot_path, perfetto_path):  # before any is written
         if path:
             check_not_input(path)
-    # JSON first: its steps and gaps tables come before the what-if, which may still be replaying
-    # (analysis._Replay); the Markdown reads the what-if in its first section.
+    # JSON, Markdown, picture, Perfetto: the order the outputs were always written in.
     if json_path:
         from traceread.render import jsonout
 

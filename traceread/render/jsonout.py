@@ -125,7 +125,7 @@ def chunks(a: Analysis) -> Iterator[bytes]:
     doc = to_report(a, tables=False, replay=False)
     tables = {"steps": (_step_fields(a) if len(a.steps) else (), len(a.steps)),
               "gaps": (_gap_fields(a) if len(a.gaps) else (), len(a.gaps))}
-    # read once the tables before them are written: the replay may still run (analysis._Replay)
+    # written after the tables, as the document has always placed them
     late = {"whatif": lambda: _whatif(a), "unavailable": lambda: list(a.unavailable)}
     yield from json_tables.document_chunks(doc, tables, late)
     yield b"\n"

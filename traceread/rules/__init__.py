@@ -24,11 +24,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
-from traceread import causes, heap
+from traceread import causes
 from traceread.config import Thresholds
 from traceread.rules import (
     _calls,
@@ -204,8 +205,12 @@ def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, st
                        turnaround=pick(whole.turnaround), comm_tail_ns=tail)
 
 
+def _nothing() -> None:
+    """The default ``between`` hook: nothing between the pieces (the runner gives freed heap pages back there)."""
+
+
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
-             cfg: Thresholds, text: bool = True) -> pd.DataFrame:
+             cfg: Thresholds, text: bool = True, between: Callable[[], None] = _nothing) -> pd.DataFrame:
     """The gaps frame plus ``class`` (one of ``GAP_CLASSES``), ``evidence`` (a sentence) and
     ``evidence_kind``.
 
@@ -214,16 +219,16 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     ``trace`` (host sync calls; may be None), ``cfg``. Out: a new frame, same rows and order;
     ``attrs["notes"]`` holds user-facing sentences (e.g. bubbles not judged for lack of steps).
     The input is not modified. ``text=False`` (the analysis): the evidence is kept as data instead
-    of a sentence per gap, made where it is shown or written (``rules.evidence``).
+    of a sentence per gap, made where it is shown or written (``rules.evidence``). ``between`` is called
+    once the rules' context is freed.
     """
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
     with column_cache(out), _calls.shared(trace):
         out = _classify(out, steps_df, trace, cfg)
         if text:
             out = evidence.with_evidence(out, cfg)
-    # The context's temporaries are freed: their pages go back, not under what the caller allocates
-    # next (the gaps table's step totals on a 2M-gap export grew the peak by 70 MB above them).
-    heap.trim()
+    # The context's temporaries are freed: their pages can go back, not under what the caller allocates next
+    between()
     return out
 
 

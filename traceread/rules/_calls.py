@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from traceread import intervals, schema
-from traceread.lanes import API_CATS, EventView, event_view
+from traceread.lanes import API_CATS, EventView, engine_cache, event_view
 from traceread.trace import Trace
 
 T = TypeVar("T")
@@ -32,8 +32,13 @@ Spec = tuple[tuple[str, tuple[str, ...], bool], ...]
 API: Spec = ((schema.LANE_CPU_THREAD, tuple(sorted(API_CATS)), False),)
 
 
-# Traces whose selections are kept while ``shared`` is open: id of the events frame -> (frame, key -> value).
-_SHARED: dict[int, tuple[Any, dict[tuple[Any, ...], Any]]] = {}
+_SCOPE = "rule_selections"  # the key of an open ``shared`` scope in the engine's cache (EngineCache.derived)
+
+
+def _scope(trace: Trace) -> dict[tuple[Any, ...], Any] | None:
+    """The selections kept for ``trace`` while :func:`shared` is open (in the engine's cache beside its view)."""
+    derived = trace.cache.derived_of(trace.events) if trace.cache is not None else None
+    return derived.get(_SCOPE) if derived is not None else None
 
 
 @contextmanager
@@ -42,11 +47,15 @@ def shared(trace: Trace | None) -> Iterator[None]:
     if trace is None:
         yield
         return
-    _SHARED[id(trace.events)] = (trace.events, {})
+    event_view(trace)  # the view the selections are kept beside
+    derived = engine_cache(trace).derived_of(trace.events)
+    if derived is not None:
+        derived[_SCOPE] = {}
     try:
         yield
     finally:
-        _SHARED.pop(id(trace.events), None)
+        if derived is not None:
+            derived.pop(_SCOPE, None)
 
 
 def release(trace: Trace | None) -> None:
@@ -54,19 +63,19 @@ def release(trace: Trace | None) -> None:
     no more of them (the rules' masks read the context only)."""
     if trace is None:
         return
-    scope = _SHARED.get(id(trace.events))
-    if scope is not None and scope[0] is trace.events:
-        scope[1].clear()
+    scope = _scope(trace)
+    if scope is not None:
+        scope.clear()
 
 
 def _cached(trace: Trace, key: tuple[Any, ...], make: Callable[[], T]) -> T:
     """``make()``, kept while :func:`shared` is open on ``trace`` (else not kept)."""
-    scope = _SHARED.get(id(trace.events))
-    if scope is None or scope[0] is not trace.events:
+    scope = _scope(trace)
+    if scope is None:
         return make()
-    if key not in scope[1]:
-        scope[1][key] = make()
-    out: T = scope[1][key]
+    if key not in scope:
+        scope[key] = make()
+    out: T = scope[key]
     return out
 
 
@@ -122,11 +131,11 @@ def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pa
 
     key = ("select", spec, rank, tuple((rx.pattern, rx.flags) for rx in names))
     if rank is not None:
-        scope = _SHARED.get(id(trace.events))
-        if scope is not None and scope[0] is trace.events and key not in scope[1]:
-            _split_by_rank(trace, spec, names, scope[1])
-        if scope is not None and scope[0] is trace.events:
-            out: np.ndarray = scope[1].get(key, np.zeros(0, dtype=np.int32))
+        scope = _scope(trace)
+        if scope is not None and key not in scope:
+            _split_by_rank(trace, spec, names, scope)
+        if scope is not None:
+            out: np.ndarray = scope.get(key, np.zeros(0, dtype=np.int32))
             return out
 
     def make() -> np.ndarray:
@@ -262,11 +271,11 @@ def api_ranks(trace: Trace) -> list[int]:
     """The ranks that have runtime/driver calls, in order of their first call in the frame."""
     v = event_view(trace)
 
-    scope = _SHARED.get(id(trace.events))
-    if _only_rank(trace) is None and scope is not None and scope[0] is trace.events:
-        if ("ranks", API, ()) not in scope[1]:
-            _split_by_rank(trace, API, (), scope[1])  # (the ranks' own selections come with it)
-        ranks: list[int] = scope[1][("ranks", API, ())]
+    scope = _scope(trace)
+    if _only_rank(trace) is None and scope is not None:
+        if ("ranks", API, ()) not in scope:
+            _split_by_rank(trace, API, (), scope)  # (the ranks' own selections come with it)
+        ranks: list[int] = scope[("ranks", API, ())]
         return ranks
 
     def make() -> list[int]:

@@ -34,7 +34,7 @@ START_LIMIT_S = 300.0  # a worker not ready after this long is stuck (its file f
 def _serve(conn: Connection, settings: Settings, inherited: tuple[Connection, ...] = (),
            outdir: str | None = None) -> None:
     """A worker's loop: a task in, an outcome out, until the parent sends None or goes away."""
-    from traceread.heap import trim
+    from traceread.runner.heap import trim
 
     for c in inherited:  # forked copies of the parent's pipe ends: with them open, a killed parent would
         c.close()  # never give this worker EOF (it would wait, or block sending, forever)

@@ -232,10 +232,9 @@ def _not_a_trace(problem: str) -> bool:
 
 
 def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = None) -> None:
-    from traceread.analysis import analyze
-    from traceread.loaders import load
     from traceread.metrics.workload import Workload
     from traceread.render import jsonout, markdown
+    from traceread.runner import analyze, load
     from traceread.scan.rows import trace_row
     from traceread.scan.tables import gap_numbers, gap_texts, report_tables
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceread import causes, heap
+from traceread import causes
 from traceread.config import Thresholds
 from traceread.lanes import event_view
 from traceread.trace import Trace
@@ -125,9 +125,9 @@ class _Unit:
     def plan(self, f: Fix | Scale) -> fx.Plan:
         if f not in self.plans:
             self.plans[f] = fx.plan(self.model, f, self.ctx)
-            # A plan's temporaries go back (the launch-bound fix's are ~0.2 GB on a 5M-kernel rank): kept, the
-            # replays' copies after it grew the heap past them; once per fix, not once per replay.
-            heap.trim()
+            # A plan's temporaries can go back: kept, the replays' copies after it grew the heap past them; once
+            # per fix, not once per replay.
+            self.ctx.between()
         return self.plans[f]
 
     def _changes(self, f: Fix | Scale) -> bool:
@@ -176,15 +176,22 @@ def _trace_gaps(gaps: pd.DataFrame, i: int) -> pd.DataFrame:
     return gaps.loc[keep, cols]
 
 
-def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds) -> list[_Unit]:
-    return list(_each_unit(traces, steps, gaps, cfg))
+def _nothing() -> None:
+    """The default ``between`` hook: nothing between the pieces (the runner gives freed heap pages back there)."""
+
+
+def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds,
+           between: Callable[[], None] = _nothing) -> list[_Unit]:
+    return list(_each_unit(traces, steps, gaps, cfg, between=between))
 
 
 def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame | Callable[[], pd.DataFrame],
-               cfg: Thresholds, early: Sequence[tuple[Sequence[Fix | Scale], bool]] = ()) -> Iterator[_Unit]:
+               cfg: Thresholds, early: Sequence[tuple[Sequence[Fix | Scale], bool]] = (),
+               between: Callable[[], None] = _nothing) -> Iterator[_Unit]:
     """Each (trace, rank)'s unit, its model built when the unit is reached. ``gaps`` may be a function that
     returns them (:func:`predict_staged`: it may wait for the rules); it is called once a unit's ``early``
-    replays (``(fixes, nominal)``, as :meth:`_Unit.outcome` takes them), which read no gap, have run."""
+    replays (``(fixes, nominal)``, as :meth:`_Unit.outcome` takes them), which read no gap, have run.
+    ``between`` is called between the pieces of a rank's build, its plans and its replays."""
     for i, trace in enumerate(traces):
         st = steps[steps["trace"] == i] if "trace" in steps.columns else steps
         if st.empty:
@@ -193,13 +200,14 @@ def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame 
         g: pd.DataFrame | None = None  # the trace's gaps as the fixes read them: made once, for its first rank
         for rank in np.unique(st["rank"].to_numpy()):
             rs = st[st["rank"] == rank]
-            m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
+            m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg, between)
             index = rp.StepIndex.of(m, rs)
             unit = _Unit(i, m, rs, index.bounds(rp.recorded(m)),
-                         fx.Context(v, pd.DataFrame(columns=list(_GAP_COLUMNS)), cfg, trace.side.get("copy_args")),
+                         fx.Context(v, pd.DataFrame(columns=list(_GAP_COLUMNS)), cfg, trace.side.get("copy_args"),
+                                    between),
                          index)
             del m, index  # only the unit holds them: released, the model goes before the next one is built
-            heap.trim()  # the build's freed temporaries go back before the replays' copies are made
+            between()  # the build's freed temporaries can go back before the replays' copies are made
             for fixed, nominal in early:
                 unit.outcome(fixed, nominal)
             if g is None:
@@ -252,21 +260,23 @@ def _naive(steps: pd.DataFrame, cause: str) -> int | None:
 
 
 def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds,
-            fixes: Sequence[Fix | Scale] | None = None) -> WhatIf | None:
+            fixes: Sequence[Fix | Scale] | None = None, between: Callable[[], None] = _nothing) -> WhatIf | None:
     """Replay every rank of ``traces`` (the analysis' ``steps`` and classified ``gaps``, with a
     ``trace`` column) and predict each fix (default: every lever at its default factor). None when
     there are no steps."""
-    return predict_staged(traces, steps, lambda: (steps, gaps), cfg, fixes)
+    return predict_staged(traces, steps, lambda: (steps, gaps), cfg, fixes, between)
 
 
 def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
                    classified: Callable[[], tuple[pd.DataFrame, pd.DataFrame]], cfg: Thresholds,
-                   fixes: Sequence[Fix | Scale] | None = None) -> WhatIf | None:
+                   fixes: Sequence[Fix | Scale] | None = None,
+                   between: Callable[[], None] = _nothing) -> WhatIf | None:
     """:func:`predict` begun before the rules have classified the gaps (``analysis`` runs it beside them):
     ``steps`` are the steps as found, without their idle by class; the first rank's model is built and
     its replays as recorded, and those of the fixes that read no gap (``fixes.reads_gaps``), run from them
     alone. ``classified()`` returns the analysis' steps (with idle by class) and classified gaps, waiting
-    for them if need be; the other fixes read those."""
+    for them if need be; the other fixes read those. ``between`` is called between the pieces of each rank's
+    build, plans and replays (the runner gives freed heap pages back there)."""
     todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
     steady = [f for f in todo if not (isinstance(f, Fix) and _one_time(f.cause))]
@@ -280,19 +290,17 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     # rules leave idle; the rest wait for the classified gaps.
     early = [(fixed, nominal) for fixed, nominal in replays if not any(fx.reads_gaps(f) for f in fixed)]
     units = []
-    for u in _each_unit(traces, steps, lambda: classified()[1], cfg, early):
-        # The build's temporaries go back once (kept, the replays' copies landed beside them in the heap's
-        # free pieces and grew it past the build's peak: 5M-kernel export), but no trim between a rank's
-        # replays: under analyze's heap setting (traceread.heap.reuse_freed_pages) each replay reuses the
-        # pages the replay before it freed (returned, every replay faulted its copies in afresh: a fifth of
-        # the replays' time).
-        heap.trim()
+    for u in _each_unit(traces, steps, lambda: classified()[1], cfg, early, between):
+        # The build's temporaries can go back once (kept, the replays' copies landed beside them in the heap's
+        # free pieces and grew it past the build's peak), but nothing between a rank's replays: each replay
+        # then reuses the pages the replay before it freed.
+        between()
         for fixed, nominal in replays:
             u.outcome(fixed, nominal)
         u.release()
         mdl.forget_selections(u.ctx.view, u.model.rank)
         units.append(u)
-        heap.trim()  # the model's pages and the rank's selections go back
+        between()  # the model's pages and the rank's selections can go back
     if not units:
         return None
     steps = classified()[0]

@@ -29,7 +29,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from traceread import bounds, causes, heap, intervals, kernel_classes, schema
+from traceread import bounds, causes, intervals, kernel_classes, schema
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK
 from traceread.lanes import EventView
@@ -123,6 +123,7 @@ class Context:
     gaps: pd.DataFrame  # this trace's gaps: ``class``, ``rank``, ``start_ns``, ``end_ns`` at least (may be empty)
     cfg: Thresholds
     copies: pd.DataFrame | None = None  # the trace's ``copy_args`` side table (row, copy_kind, src_kind)
+    between: Callable[[], None] = lambda: None  # called between a plan's pieces (the runner's heap trim)
 
 
 # What a step of a plan does to its nodes (``values``: per node, or one value):
@@ -367,9 +368,9 @@ def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     del ok
     us, ue = intervals.union_of_own(a, b)
     del a, b
-    # The selections' freed temporaries go back before the cut's output is made (kept, the cut's arrays landed
-    # beside them: the replay's peak on a 5M-kernel export)
-    heap.trim()
+    # The selections' freed temporaries can go back before the cut's output is made (kept, the cut's arrays
+    # landed beside them)
+    ctx.between()
     return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
 
 

@@ -33,13 +33,14 @@ Assumptions (what a trace cannot say, listed in every result by :func:`assumptio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from traceread import heap, schema
+from traceread import schema
 from traceread.config import Thresholds
 from traceread.lanes import API_CATS, HOST_LANES, OP_LANES, EventView, selection_key, subset
 from traceread.whatif import sweep
@@ -152,7 +153,12 @@ def forget_selections(v: EventView, rank: int) -> None:
     v.forget_selections(set(selections(rank)))
 
 
-def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> RankModel:
+def _nothing() -> None:
+    """The default ``between`` hook: nothing between the pieces (the runner gives freed heap pages back there)."""
+
+
+def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
+          between: Callable[[], None] = _nothing) -> RankModel:
     """The model of ``rank`` in the view ``v`` (the frame's numpy columns and launch links).
 
     ``step_points``: recorded host times to carry as host points (step boundaries), so a replay can
@@ -272,9 +278,9 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds) -> 
 
     # The edges (the model's largest arrays, (n, 3) each) are made once the waits are found: beside the ops'
     # temporaries of the waits they were the build's peak (5M-kernel export). Delays at int32 while every
-    # value fits (widened on the first value that does not, _put). The waits' freed temporaries go back first:
-    # the edges are mapped afresh (larger than a thread's heap), not made of them.
-    heap.trim()
+    # value fits (widened on the first value that does not, _put). The waits' freed temporaries can go back
+    # first (``between``): the edges are mapped afresh (larger than a thread's heap), not made of them.
+    between()
     src = np.full((n, 3), -1, dtype=SRC)
     delay = np.zeros((n, 3), dtype=np.int32)
     # Host clock: each host point after the previous one by the measured interval.

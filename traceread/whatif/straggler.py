@@ -14,6 +14,7 @@ analysis needs per rank (it travels in the rank summary; :mod:`traceread.ranks.p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,14 +39,19 @@ def _comm_free(m: mdl.RankModel, view: EventView) -> fx.Edges:
     return e
 
 
-def free_comm_lengths(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int) -> np.ndarray:
+def _nothing() -> None:
+    """The default ``between`` hook: nothing between the pieces (the runner gives freed heap pages back there)."""
+
+
+def free_comm_lengths(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: int,
+                      between: Callable[[], None] = _nothing) -> np.ndarray:
     """Rank ``rank``'s own step lengths (its rows of ``steps``, in order): its replay with every
-    communication kernel taking no time."""
+    communication kernel taking no time. ``between``: as :func:`traceread.whatif.model.build` calls it."""
     rs = steps[steps["rank"] == rank]
     if rs.empty:
         return np.zeros(0, dtype=_I64)
     v = event_view(trace)
-    m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg)
+    m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg, between)
     index = rp.StepIndex.of(m, rs)
     return index.lengths(rp.replay(m, _comm_free(m, v)), index.bounds(rp.recorded(m)))
 

@@ -44,7 +44,7 @@ def trim() -> None:
 @contextlib.contextmanager
 def freed_pages_kept() -> Iterator[None]:
     """:func:`trim` gives nothing back inside (every thread): freed pages stay for the next phase's reuse.
-    For an analysis that already trades memory for time (``analysis.REPLAY_BESIDE_RULES_MAX_EVENTS``): a
+    For an analysis that already trades memory for time (``runner.replay.REPLAY_BESIDE_RULES_MAX_EVENTS``): a
     page given back is faulted in again, zeroed, when the next phase allocates (1.1 GB trace: trims between
     the phases gave back ~0.8 GB, refaulting it was ~0.3-0.5 s of kernel time, keeping it ~+100 MB peak)."""
     global _kept

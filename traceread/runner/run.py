@@ -1,0 +1,89 @@
+"""The runner's :func:`analyze`: the stages in order, the replay beside them, the heap between them."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from traceread import pipeline as pipe
+from traceread.analysis import Analysis, Failure, Hooks, finish
+from traceread.config import Thresholds
+from traceread.lanes import EngineCache
+from traceread.runner import heap
+from traceread.runner.replay import REPLAY_BESIDE_RULES_MAX_EVENTS, Replay
+from traceread.trace import Trace
+
+if TYPE_CHECKING:
+    from traceread.metrics.workload import Workload
+    from traceread.whatif import Fix, Scale
+
+__all__ = ["analyze", "keep_replay_selections", "share_cache", "REPLAY_BESIDE_RULES_MAX_EVENTS"]
+
+
+def analyze(
+    traces: list[Trace] | tuple[Trace, ...],
+    workload: Workload | None = None,
+    cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen, never mutated
+    top_gaps: int = 10,
+    warmup_steps: int | None = None,
+    step_range: str | None = None,
+    failures: tuple[Failure, ...] | list[Failure] = (),
+    rank_pattern: str | None = None,
+    fixes: Sequence[Fix | Scale] | None = None,
+) -> Analysis:
+    """Run the whole diagnosis on ``traces`` (loaded, one job) and return an :class:`~traceread.analysis.Analysis`.
+
+    ``workload`` holds the MFU inputs (:class:`~traceread.metrics.workload.Workload`) or is None; ``failures`` are
+    inputs the caller could not load, carried through so every report lists them. ``rank_pattern`` is the
+    file-name rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``). ``fixes`` are
+    the levers the what-if replays (default: every lever at its default factor; ``traceread whatif --fix``).
+    """
+    share_cache(traces)
+    per = [pipe.found_steps(i, t, cfg, warmup_steps, step_range, heap.trim) for i, t in enumerate(traces)]
+    replay = Replay.start(traces, per, cfg, fixes)
+
+    def rules_done(steps: pd.DataFrame, gaps: pd.DataFrame) -> None:
+        keep_replay_selections(traces, steps)
+        heap.trim()  # freed pages go back before the replay's fixes, the analysis' largest step
+        replay.classified(steps, gaps)
+
+    # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
+    # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
+    hooks = Hooks(classified=replay.classified if replay.early and len(traces) == 1 else None,
+                  rules_done=rules_done, replayed=replay.result, between=heap.trim)
+    try:
+        # An input small enough for its replay beside the rules also keeps freed pages from one phase to the next
+        with heap.freed_pages_kept() if replay.early else contextlib.nullcontext():
+            result = finish(traces, per, workload, cfg, top_gaps, failures, rank_pattern, hooks)
+    except BaseException as exc:
+        replay.cancel(exc)
+        raise
+    whatif, failed = replay.result()  # the replay may still run: it ran beside the tables and summaries
+    return dataclasses.replace(result, whatif=whatif, unavailable=tuple(dict.fromkeys(result.unavailable + failed)))
+
+
+def share_cache(traces: Sequence[Trace]) -> EngineCache:
+    """One engine cache for every trace of an analysis (the one the first of them already carries, else a new
+    one): it keeps one trace's event view at a time, so the analysis of several holds one view, not one each."""
+    cache = next((t.cache for t in traces if t.cache is not None), None) or EngineCache()
+    for t in traces:
+        t.cache = cache
+    return cache
+
+
+def keep_replay_selections(traces: Sequence[Trace], steps: pd.DataFrame) -> None:
+    """The engine's cached selections of each trace are dropped once the steps, gaps, rules, attribution
+    and tables are done with them, but those the replay reads of its ranks (the replay is the analysis'
+    largest step)."""
+    from traceread.lanes import cached_view
+    from traceread.whatif.model import selections
+
+    for i, trace in enumerate(traces):
+        view = cached_view(trace)
+        if view is not None:
+            ranks: Any = steps.loc[steps["trace"] == i, "rank"].unique() if len(steps) else ()
+            view.keep_selections({key for r in ranks for key in selections(int(r))})
