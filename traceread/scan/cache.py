@@ -167,7 +167,7 @@ class Cache:
         """The job documents and trace -> job map of ``directory`` from the last scan, if built for
         ``key`` (its traces' versions, result keys and job input files) and still on disk."""
         e = self._jobs().get(directory)
-        if e is None or e[0] != key:
+        if not isinstance(e, tuple) or e[0] != key:  # None, or stored (encoded) by this run
             return None
         jobs_dir = os.path.join(os.path.dirname(self.dir), "jobs")
         if not all(os.path.exists(os.path.join(jobs_dir, j["file"] + x)) for j in e[1] for x in (".json", ".md")):
@@ -175,7 +175,11 @@ class Cache:
         return e[1], e[2]
 
     def store_job_docs(self, directory: str, key: str, docs: list[dict[str, Any]], job_of: dict[str, str]) -> None:
-        self._jobs()[directory] = (key, docs, job_of)
+        """Kept encoded until :meth:`compact` writes them: a job report is far larger as Python objects, and
+        a big scan's parent would hold every one of them."""
+        import msgspec
+
+        self._jobs()[directory] = msgspec.Raw(cachecodec.encode((key, docs, job_of)))  # type: ignore[assignment]
         self.jobs_changed = True
 
     def _jobs(self) -> dict[str, tuple]:
