@@ -72,7 +72,7 @@ def prune_stale(directory: str, before: float | None = None) -> list[str]:
     named by traceread's own pattern; a temporary whose writer still runs is never touched. Returns the
     names removed."""
     cutoff = _run_start if before is None else before
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:
