@@ -25,6 +25,9 @@
   one job of 2 ranks per directory), scanned once (``--workers 2 --no-cache``) in a process that
   reports its own peak RSS (``ru_maxrss``: the parent alone, its workers not counted), and the size
   of ``traces.parquet``, its footer (Parquet's serialized file metadata) and its row groups.
+  ``--replay``: the same scan with the analyses replaced (a worker analyses one file of each name and
+  hands the parent copies of that result, its report files and cache parts written per file): the
+  parent's work (jobs, tables, index, cache) is the scan's own, at a fraction of the CPU time.
 * Load average (1/5/15 min) at the start and the end: on a shared machine the figures are only
   comparable within one run. ``--json PATH`` writes every figure (``summary``: speed-up, overhead,
   re-scan wall and in-process time, RSS against its bound, load; ``table``: the contenders' rows).
@@ -196,6 +199,26 @@ print(json.dumps(times))
 TINY_SCAN = r"""
 import json, resource, sys
 from traceread.cli import main
+if sys.argv[4] == "replay":
+    import copy, os
+    from traceread.scan import pool
+    from traceread.scan.work import _write_parts, content_hash, run_task, trace_id, write_report_files
+    templates = {}
+
+    def replayed(task, settings, outdir=None):  # a worker: the first file of each name analysed, then copied
+        name = os.path.basename(task.path)
+        if name not in templates:
+            templates[name] = run_task(task, settings)  # its bytes travel in the outcome
+        t = templates[name]
+        o = copy.copy(t)
+        o.rel, o.path, o.content_hash = task.rel, task.path, content_hash(task.path)
+        o.trace_id, o.row = trace_id(task.rel, o.content_hash), {**t.row, "path": task.rel}
+        if outdir is not None:
+            write_report_files(outdir, o)
+            _write_parts(outdir, o)
+        return o
+
+    pool.run_task = replayed
 rc = main(["scan", sys.argv[1], "--out", sys.argv[2], "--workers", sys.argv[3], "--no-cache"])
 print(json.dumps({"rc": rc, "parent_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
@@ -264,9 +287,10 @@ def tiny(args: argparse.Namespace) -> None:
     if args.fresh or not os.path.isdir(tree):
         shutil.rmtree(work, ignore_errors=True)
         build_tiny_tree(work, args.tiny)
-    out = os.path.join(work, "out")
+    out = os.path.join(work, "out-replay" if args.replay else "out")
     shutil.rmtree(out, ignore_errors=True)
-    r = _run_watched([sys.executable, "-c", TINY_SCAN, tree, out, str(args.workers)], out)
+    r = _run_watched([sys.executable, "-c", TINY_SCAN, tree, out, str(args.workers),
+                      "replay" if args.replay else "analyse"], out)
     got = json.loads(r["stdout"].splitlines()[-1])
     path = os.path.join(out, "traces.parquet")
     meta = pq.ParquetFile(path).metadata
@@ -334,6 +358,9 @@ def main() -> None:
     ap.add_argument("--json", dest="json_path")
     ap.add_argument("--tiny", type=int, default=0, metavar="N", help="the scale point: N tiny traces (see above)")
     ap.add_argument("--workers", type=int, default=2, help="--workers of the --tiny scan")
+    ap.add_argument("--replay", action="store_true",
+                    help="--tiny with the parent's work only: each worker analyses the first file of each name and "
+                         "returns copies of that result for the others (under their own paths and ids)")
     ap.add_argument("--table-rows", type=int, default=0, metavar="N",
                     help="the parquet writer alone: one tiny trace's rows appended N times (see tables_only)")
     args = ap.parse_args()
