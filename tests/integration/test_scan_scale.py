@@ -71,11 +71,13 @@ def test_the_parent_keeps_index_rows_not_outcomes_or_job_reports(tree, tmp_path,
     # every analysed trace is an encoded index row once its folder's jobs and table rows are written
     assert len(kept["done"]) == 2 * JOBS and all(isinstance(o, IndexRow) for o in kept["done"].values())
     assert all(isinstance(o.data, bytes) and len(o.data) < 4096 for o in kept["done"].values())
-    # jobs: their index rows (the whole reports are in jobs/), and the cache holds them encoded
+    # jobs: their index rows (the whole reports are in jobs/), and the cache holds them encoded until it
+    # writes them
     reports = {j["file"]: json.loads((out / "jobs" / f"{j['file']}.json").read_text()) for j in res.jobs}
     assert len(reports) == JOBS and "traces" in next(iter(reports.values()))
     assert all(set(j) == set(job_row(reports[j["file"]])) and "traces" not in j for j in kept["jobs"])
-    assert all(isinstance(v, msgspec.Raw) for v in kept["cache_jobs"].values())
+    assert all(isinstance(v, bytes) for v in kept["cache_jobs"].values())  # encoded, compressed
+    assert len(msgspec.msgpack.decode((out / ".traceread-cache" / "jobs.msgpack").read_bytes())["dirs"]) == JOBS
     # index.json, written row by row, is the worst-first list of exactly those rows
     index = json.loads((out / "index.json").read_text())
     rows = [o.row() for o in kept["done"].values()]
