@@ -21,6 +21,13 @@
   psutil), against the bound: the peak of the largest file's ``traceread analyze``
   in its own process times the workers, plus the parent (the ``--workers 2`` scan process's own
   peak; it holds index rows and one result at a time, never a frame).
+* ``--tiny N``: the scale point instead: N tiny Kineto traces (copies of two 2-rank templates of 3 steps, ~30 KB each,
+  one job of 2 ranks per directory), scanned once (``--workers 2 --no-cache``) in a process that
+  reports its own peak RSS (``ru_maxrss``: the parent alone, its workers not counted), and the size
+  of ``traces.parquet``, its footer (Parquet's serialized file metadata) and its row groups.
+  ``--replay``: the same scan with the analyses replaced (a worker analyses one file of each name and
+  hands the parent copies of that result, its report files and cache parts written per file): the
+  parent's work (jobs, tables, index, cache) is the scan's own, at a fraction of the CPU time.
 * Load average (1/5/15 min) at the start and the end: on a shared machine the figures are only
   comparable within one run. ``--json PATH`` writes every figure (``summary``: speed-up, overhead,
   re-scan wall and in-process time, RSS against its bound, load; ``table``: the contenders' rows).
@@ -189,6 +196,158 @@ print(json.dumps(times))
 """
 
 
+TINY_SCAN = r"""
+import json, resource, sys
+from traceread.cli import main
+if sys.argv[4] == "replay":
+    import copy, os
+    from traceread.scan import pool
+    from traceread.scan.work import _write_parts, content_hash, run_task, trace_id, write_report_files
+    templates = {}
+
+    def replayed(task, settings, outdir=None):  # a worker: the first file of each name analysed, then copied
+        name = os.path.basename(task.path)
+        if name not in templates:
+            templates[name] = run_task(task, settings)  # its bytes travel in the outcome
+        t = templates[name]
+        o = copy.copy(t)
+        o.rel, o.path, o.content_hash = task.rel, task.path, content_hash(task.path)
+        o.trace_id, o.row = trace_id(task.rel, o.content_hash), {**t.row, "path": task.rel}
+        if outdir is not None:
+            write_report_files(outdir, o)
+            _write_parts(outdir, o)
+        return o
+
+    pool.run_task = replayed
+rc = main(["scan", sys.argv[1], "--out", sys.argv[2], "--workers", sys.argv[3], "--no-cache"])
+print(json.dumps({"rc": rc, "parent_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def build_tiny_tree(root: str, traces: int, per_dir: int = 2) -> str:
+    """``traces`` tiny Kineto files under ``root/tree``: a 2-rank job of 3 steps per directory."""
+    from tracesynth.kineto_writer import write_kineto
+    from tracesynth.planted import PlantSpec, plant
+
+    tpl = os.path.join(root, "_templates")
+    os.makedirs(tpl, exist_ok=True)
+    files = write_kineto(plant(PlantSpec(seed=7, ranks=per_dir, steps=3, weights={})).scenario,  # ~30 KB each
+                         os.path.join(tpl, "train.rank{rank}.pt.trace.json"))
+    base = b'"baseTimeNanoseconds": 1735632360000000000'
+    data = []
+    for f in files:
+        with open(f, "rb") as fh:
+            data.append(fh.read())
+        assert base in data[-1]
+    tree = os.path.join(root, "tree")
+    for i in range(0, traces, per_dir):
+        d = os.path.join(tree, f"group{i // 1000:03d}", f"job{i:05d}")
+        os.makedirs(d)
+        # each job at its own time (as real runs are): its rows' epoch times differ, as their values would
+        epoch = f'"baseTimeNanoseconds": {1735632360000000000 + i * 1_000_003_789}'.encode()
+        for src, text in zip(files[: min(per_dir, traces - i)], data, strict=False):
+            with open(os.path.join(d, os.path.basename(src)), "wb") as fh:
+                fh.write(text.replace(base, epoch, 1))
+    return tree
+
+
+def _run_watched(cmd: list[str], out: str, every_s: float = 30.0) -> dict:
+    """Run the scan; every ``every_s`` print the reports written so far and the scan process's own peak
+    RSS so far (VmHWM: the parent alone), so that a run cut short still says where it stood."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while True:
+        try:
+            proc.wait(timeout=every_s)
+            break
+        except subprocess.TimeoutExpired:
+            hwm = ""
+            try:
+                with open(f"/proc/{proc.pid}/status") as fh:
+                    hwm = next(line.split(None, 1)[1].strip() for line in fh if line.startswith("VmHWM"))
+            except (OSError, StopIteration):
+                pass
+            try:
+                written = len(os.listdir(os.path.join(out, "traces"))) // 2
+            except OSError:
+                written = 0
+            print(f"  {time.perf_counter() - t0:,.0f} s: {written} traces written, parent peak so far {hwm}",
+                  flush=True)
+    stdout, stderr = proc.communicate()
+    return {"wall_s": time.perf_counter() - t0, "rc": proc.returncode, "stdout": stdout, "stderr": stderr[-500:],
+            "parent_peak_rss": 0}
+
+
+def tiny(args: argparse.Namespace) -> None:
+    """The scale point: the parent's peak RSS and traces.parquet's footer on ``args.tiny`` tiny traces."""
+    import pyarrow.parquet as pq
+
+    work = os.path.join(args.workdir, f"tiny{args.tiny}")
+    tree = os.path.join(work, "tree")
+    if args.fresh or not os.path.isdir(tree):
+        shutil.rmtree(work, ignore_errors=True)
+        build_tiny_tree(work, args.tiny)
+    out = os.path.join(work, "out-replay" if args.replay else "out")
+    shutil.rmtree(out, ignore_errors=True)
+    r = _run_watched([sys.executable, "-c", TINY_SCAN, tree, out, str(args.workers),
+                      "replay" if args.replay else "analyse"], out)
+    got = json.loads(r["stdout"].splitlines()[-1])
+    path = os.path.join(out, "traces.parquet")
+    meta = pq.ParquetFile(path).metadata
+    size, footer = os.path.getsize(path), meta.serialized_size
+    with open(os.path.join(out, "index.json")) as fh:
+        analysed = len(json.load(fh)["traces"])
+    summary = {"traces": args.tiny, "analysed": analysed, "rc": got["rc"], "wall_s": r["wall_s"],
+               "parent_peak_rss_mb": got["parent_maxrss_kb"] / 1024,
+               "traces_parquet_bytes": size, "footer_bytes": footer, "footer_share": footer / size,
+               "row_groups": meta.num_row_groups, "rows": meta.num_rows,
+               "load_end": os.getloadavg()}
+    print(f"{args.tiny} tiny traces ({analysed} analysed, rc {got['rc']}) in {r['wall_s']:.0f} s: parent peak RSS "
+          f"{summary['parent_peak_rss_mb']:,.0f} MB (target < 400); traces.parquet {size:,} bytes, footer "
+          f"{footer:,} ({100 * footer / size:.2f}%, target < 5%), {meta.num_row_groups} row groups of "
+          f"{meta.num_rows} rows; load average at the end {_load(summary['load_end'])}")
+    if args.json_path:
+        with open(args.json_path, "w") as fh:
+            json.dump(summary, fh, indent=2)
+
+
+def tables_only(args: argparse.Namespace) -> None:
+    """The parquet writer alone at scale: one tiny trace analysed (scan.work.run_task), then its index row
+    and rows appended ``args.table_rows`` times under distinct trace ids, paths, jobs and epochs, as the
+    scan's parent appends them; the footer share of each table and this process's peak RSS."""
+    import resource
+
+    import pyarrow.parquet as pq
+
+    from traceread.scan.tables import TableWriter
+    from traceread.scan.work import Settings, Task, run_task
+
+    work = os.path.join(args.workdir, "tables-only")
+    shutil.rmtree(work, ignore_errors=True)
+    tree = build_tiny_tree(work, 2)
+    path = next(os.path.join(d, f) for d, _, fs in os.walk(tree) for f in fs)
+    st = os.stat(path)
+    o = run_task(Task(path=path, rel="job/train.rank0.pt.trace.json", kind="kineto", size=st.st_size,
+                      mtime_ns=st.st_mtime_ns, inode=st.st_ino), Settings())
+    assert o.status == "ok" and o.tables is not None, o.problem
+    t0 = time.perf_counter()
+    w = TableWriter(work)
+    for i in range(args.table_rows):
+        row = {**o.row, "path": f"group{i // 1000:03d}/job{i:05d}/train.rank0.pt.trace.json",
+               "epoch_offset_ns": 1735632360000000000 + i * 1_000_003_789}
+        w.add(f"group{i // 1000:03d}__job{i:05d}__train.rank0.pt.trace.json-{i:08x}", f"group{i // 1000:03d}/job{i:05d}",
+              row, o.tables)
+    counts = w.commit()
+    print(f"{args.table_rows} traces' rows appended in {time.perf_counter() - t0:.1f} s; peak RSS of this process "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+    for name in ("gaps", "steps", "traces"):
+        f = os.path.join(work, f"{name}.parquet")
+        meta = pq.ParquetFile(f).metadata
+        size = os.path.getsize(f)
+        print(f"  {name}.parquet: {counts[name]:,} rows, {size:,} bytes, footer {meta.serialized_size:,} "
+              f"({100 * meta.serialized_size / size:.2f}%), {meta.num_row_groups} row groups")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--traces", type=int, default=500)
@@ -197,7 +356,20 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="rebuild the tree")
     ap.add_argument("--no-dask", action="store_true")
     ap.add_argument("--json", dest="json_path")
+    ap.add_argument("--tiny", type=int, default=0, metavar="N", help="the scale point: N tiny traces (see above)")
+    ap.add_argument("--workers", type=int, default=2, help="--workers of the --tiny scan")
+    ap.add_argument("--replay", action="store_true",
+                    help="--tiny with the parent's work only: each worker analyses the first file of each name and "
+                         "returns copies of that result for the others (under their own paths and ids)")
+    ap.add_argument("--table-rows", type=int, default=0, metavar="N",
+                    help="the parquet writer alone: one tiny trace's rows appended N times (see tables_only)")
     args = ap.parse_args()
+    if args.table_rows:
+        tables_only(args)
+        return
+    if args.tiny:
+        tiny(args)
+        return
     tree = os.path.join(args.workdir, "tree")
     meta_path = os.path.join(args.workdir, "tree.json")
     if args.fresh or not os.path.exists(meta_path):

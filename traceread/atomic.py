@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
+import signal
 import stat
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import IO
 
@@ -19,10 +22,111 @@ from traceread.errors import OutputError, UsageError
 _inputs: dict[tuple[int, int], str] | None = None
 
 
+# Temporaries of atomic_open: ``.traceread-<writer pid>-<random>.tmp`` beside the target. A writer killed
+# where it cannot clean up (SIGKILL, a power cut) leaves one; the next run that writes into that folder
+# removes it (prune_stale). ``.traceread-<random>.tmp`` (no pid) is an older version's name.
+TEMP_PREFIX = ".traceread-"
+_TEMP = re.compile(r"\.traceread-(?:(\d{1,10})-)?[A-Za-z0-9_]{1,64}\.tmp")
+_run_start = time.time()  # the run's start: a temporary without a pid older than this is stale
+_pruned: set[str] = set()  # folders this process has pruned (once each: a scan writes thousands of files)
+
+
 def guard_inputs() -> None:
     """A command starts (``cli.main``): from now on the files it reads are inputs no output may replace."""
-    global _inputs
+    global _inputs, _run_start
     _inputs = {}
+    _run_start = time.time()
+    _pruned.clear()
+
+
+def _started_at(pid: int) -> float | None:
+    """When process ``pid`` started (Unix time), from /proc; None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            ticks = int(fh.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _writer_gone(pid: int, mtime: float) -> bool:
+    """The process that wrote a temporary (at ``mtime``) is gone: no such pid, or the pid now names a
+    process started after the file was last written (reused)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        pass
+    born = _started_at(pid)
+    return born is not None and born > mtime + 1
+
+
+def prune_stale(directory: str, before: float | None = None) -> list[str]:
+    """Remove the temporaries of atomic writes in ``directory`` whose writer is gone (or, named without a
+    pid by an older version, last written before ``before``: default the run's start). Only regular files
+    named by traceread's own pattern; a temporary whose writer still runs is never touched. Returns the
+    names removed."""
+    cutoff = _run_start if before is None else before
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = _TEMP.fullmatch(name)
+        if m is None:
+            continue
+        path = os.path.join(directory, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if _writer_gone(int(m.group(1)), st.st_mtime) if m.group(1) else st.st_mtime < cutoff:
+                os.unlink(path)
+                removed.append(name)
+        except (OSError, ValueError):
+            continue
+    return removed
+
+
+def _prune_once(directory: str) -> None:
+    key = os.path.abspath(directory)
+    if key not in _pruned:
+        _pruned.add(key)
+        prune_stale(directory)
+
+
+def check_link(path: str) -> None:
+    """OutputError when ``path`` is a symbolic link (or a chain of them) that another user planted in a
+    sticky world-writable folder (``/tmp``): the kernel's protected_symlinks rule, which a rename over
+    the link's target would sidestep (``-o /tmp/report.md`` replacing a file the victim owns). A link
+    owned by this user or root, or in any other folder, is followed."""
+    hops, p = 0, path
+    while hops < 40:
+        try:
+            st = os.lstat(p)
+        except (OSError, ValueError):
+            return
+        if not stat.S_ISLNK(st.st_mode):
+            return
+        folder = os.path.dirname(os.path.abspath(p))
+        try:
+            d = os.stat(folder)
+        except OSError:
+            return
+        if d.st_mode & stat.S_ISVTX and d.st_mode & stat.S_IWOTH and st.st_uid not in (os.geteuid(), 0):
+            raise OutputError(path, f"a symbolic link of another user (uid {st.st_uid}) in the shared folder "
+                                    f"{folder}; not followed (remove it, or choose another name)")
+        try:
+            p = os.path.join(folder, os.readlink(p))
+        except OSError:
+            return
+        hops += 1
 
 
 def note_input(path: str) -> None:
@@ -53,6 +157,39 @@ def check_not_input(path: str) -> None:
                          "(choose another file name)")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is (as SIGINT raises KeyboardInterrupt), so that every
+    cleanup runs: an atomic write's temporary is removed, a scan stops its workers and waits for them."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+TERMINATING = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    for s in TERMINATING:  # once: a second signal must not cut the cleanup the first one started
+        signal.signal(s, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def termination_raises() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise :class:`Terminated` (in the main thread; elsewhere, where no
+    handler can be set, nothing changes); the previous handlers come back on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, _raise_terminated) for s in TERMINATING}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def current_umask() -> int:
     """The process umask (read by setting it and putting it back: there is no getter)."""
     mask = os.umask(0)
@@ -70,6 +207,7 @@ def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
         else:
             yield sys.stdout
         return
+    check_link(path)
     if os.path.isdir(path):
         raise OutputError(path, "it is a folder; give a file name")
     if _special(path):
@@ -83,8 +221,9 @@ def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
     directory = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(directory):
         raise OutputError(path, f"folder {directory} does not exist")
+    _prune_once(directory)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".traceread-", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise OutputError(path, exc.strerror or str(exc)) from None
     try:

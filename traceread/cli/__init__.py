@@ -73,16 +73,23 @@ def _mapped_under_cap(exc: ImportError) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (tests call this directly)."""
     _debug["on"] = os.environ.get("TRACEREAD_DEBUG", "") not in ("", "0")
-    from traceread.atomic import guard_inputs
+    from traceread.atomic import Terminated, guard_inputs, termination_raises
 
     guard_inputs()  # this command's inputs, from here on: no output of it replaces one
     _encodable_streams()
     try:
-        rv = cli.main(args=argv, prog_name="traceread", standalone_mode=False)
+        with termination_raises():  # SIGTERM/SIGHUP clean up as SIGINT does (temporaries, a scan's workers)
+            rv = cli.main(args=argv, prog_name="traceread", standalone_mode=False)
     except UserFacingError as exc:
         click.echo(f"traceread: error: {printable(str(exc))}", err=True)  # it may quote the trace
         return exc.exit_code
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, Terminated) as exc:
+        stop = exc if isinstance(exc, Terminated) else exc.__context__
+        if isinstance(stop, Terminated):  # the shell's code for a process ended by a signal
+            import signal
+
+            click.echo(f"traceread: stopped by {signal.Signals(stop.signum).name}", err=True)
+            return 128 + stop.signum
         click.echo("traceread: aborted", err=True)
         return EXIT_USAGE
     except click.ClickException as exc:

@@ -9,7 +9,7 @@ import re
 import click
 
 from traceread.cli.options import gates, thresholds, workload_options
-from traceread.cli.output import json_option
+from traceread.cli.output import json_option, output_path
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.loaders import expand_paths, left_out_notes
 from traceread.loaders.prefetch import also_import
@@ -52,14 +52,14 @@ def _expand(traces: tuple[str, ...], left_out: list[tuple[str, str]]) -> list[st
 
 @click.command("analyze")
 @click.argument("traces", nargs=-1, required=True)  # files, or directories of them
-@click.option("-o", "--output", "md_path", default="-", metavar="PATH", help="Markdown report file (default: stdout).")
+@click.option("-o", "--output", "md_path", default="-", metavar="PATH", callback=output_path, help="Markdown report file (default: stdout).")
 @json_option
-@click.option("--plot", "plot_path", metavar="PATH",
+@click.option("--plot", "plot_path", metavar="PATH", callback=output_path,
               help="Timeline picture of the median and worst steps (.png, .svg, .pdf, .jpg).")
 @click.option("--ranks", "plot_ranks", metavar="all|LIST", default=None,
               help="Ranks --plot draws: all (default: every rank of a job, one row group each, stragglers "
                    "marked) or a list such as 0,3,5-7; one rank: its detailed timeline.")
-@click.option("--perfetto", "perfetto_path", metavar="PATH", help="Annotated Perfetto trace (.pftrace).")
+@click.option("--perfetto", "perfetto_path", metavar="PATH", callback=output_path, help="Annotated Perfetto trace (.pftrace).")
 @click.option("--perfetto-steps", type=click.Choice(["key", "all"]), default="key", show_default=True,
               help="key: the median and worst steps; all: every step.")
 @click.option("--top-gaps", type=click.IntRange(min=0), default=10, show_default=True, help="Gaps listed.")

@@ -6,7 +6,7 @@ import click
 
 from traceread.atomic import atomic_open
 from traceread.cli.options import thresholds
-from traceread.cli.output import json_option
+from traceread.cli.output import json_option, output_path
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.metrics.workload import Workload, make_workload, read_workload_file
 from traceread.printable import printable
@@ -20,7 +20,7 @@ def _workload(path: str | None) -> Workload | None:
 @click.command("diff")
 @click.argument("before")
 @click.argument("after")
-@click.option("-o", "--output", "md_path", default="-", metavar="PATH", help="Markdown diff file (default: stdout).")
+@click.option("-o", "--output", "md_path", default="-", metavar="PATH", callback=output_path, help="Markdown diff file (default: stdout).")
 @json_option
 @click.option("--job", "job_path", metavar="TOML", help="Job inputs (tokens per step, model size) for both sides.")
 @click.option("--job-before", "job_before_path", metavar="TOML", help="Job inputs of the before side.")

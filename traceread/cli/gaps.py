@@ -10,7 +10,7 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.atomic import atomic_open, write_pieces
-from traceread.cli.output import emit_chunks, json_option
+from traceread.cli.output import emit_chunks, json_option, output_path
 from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, with_fractions
 from traceread.pipeline import idle_by_class
@@ -86,7 +86,7 @@ def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[st
 @click.command("gaps")
 @click.argument("trace", type=click.Path(dir_okay=False))
 @json_option
-@click.option("--csv", "csv_path", metavar="PATH", default=None, help="Write the gaps table as CSV.")
+@click.option("--csv", "csv_path", metavar="PATH", default=None, callback=output_path, help="Write the gaps table as CSV.")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Mark the first K steps as warmup.")
 @click.option("--step-range", default=None, metavar="NAME", help="NVTX range to use as the step marker.")
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="Longest gaps shown in the table.")

@@ -11,8 +11,29 @@ import click
 from traceread.atomic import atomic_open, write_pieces
 from traceread.printable import printable
 
+
+def output_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Callback of every output option: an empty path (an unset shell variable: ``-o "$OUT"``) is a usage
+    error, not "no output"; so is standard output (``-``) given to two outputs (``--csv - --json -``
+    would interleave them)."""
+    from click.core import ParameterSource
+
+    from traceread.errors import UsageError
+
+    name = max(param.opts, key=len) if param.opts else str(param.name)
+    if value == "":
+        raise UsageError(f"{name}: an empty path (an unset variable?); give a file name, or '-' for standard output")
+    if value == "-" and ctx.get_parameter_source(str(param.name)) == ParameterSource.COMMANDLINE:
+        taken = ctx.meta.setdefault("traceread.stdout", [])
+        taken.append(name)
+        if len(taken) > 1:
+            raise UsageError(f"{taken[0]} and {taken[1]} both write to standard output ('-'); give one of them a "
+                             "file name")
+    return value
+
+
 json_option = click.option(
-    "--json", "json_path", metavar="PATH", default=None,
+    "--json", "json_path", metavar="PATH", default=None, callback=output_path,
     help="Also write the same content as JSON to PATH ('-' for standard output, replacing the table).",
 )
 

@@ -8,6 +8,7 @@ import re
 import click
 
 from traceread.cli.options import gates, thresholds, workload_flag_options
+from traceread.cli.output import output_path
 from traceread.config import load_config_file
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, UsageError
 from traceread.printable import printable
@@ -26,7 +27,7 @@ def parse_size(text: str) -> int:
 
 @click.command("scan")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--out", "out", required=True, metavar="OUTDIR", help="Directory for the reports (created).")
+@click.option("--out", "out", required=True, metavar="OUTDIR", callback=output_path, help="Directory for the reports (created).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: the machine's cores).")
 @click.option("--trace-timeout", type=click.FloatRange(min=0, min_open=True), default=1800.0, show_default=True,

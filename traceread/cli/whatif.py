@@ -9,7 +9,7 @@ import click
 from traceread import bounds
 from traceread.atomic import atomic_open
 from traceread.cli.options import thresholds
-from traceread.cli.output import emit, json_option
+from traceread.cli.output import emit, json_option, output_path
 from traceread.errors import EXIT_OK, UsageError
 from traceread.printable import printable
 from traceread.runner import analyze, load
@@ -46,7 +46,7 @@ def parse_scale(item: str) -> Scale:
               help=f"A fix to predict ({', '.join(FIX_CAUSES)}); FACTOR: that many times faster. Default: every lever.")
 @click.option("--scale", "scale_items", multiple=True, metavar="PATTERN=FACTOR",
               help="GPU ops and host ranges whose name matches PATTERN (regex) run FACTOR times faster.")
-@click.option("-o", "--output", "out_path", default="-", metavar="PATH", help="Write the table here (default: stdout).")
+@click.option("-o", "--output", "out_path", default="-", metavar="PATH", callback=output_path, help="Write the table here (default: stdout).")
 @json_option
 @click.option("--set", "set_items", multiple=True, metavar="NAME=VALUE", help="Override a threshold.")
 @click.option("--config", "config_path", metavar="TOML", help="Config file ([thresholds]).")

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import os
+import zlib
 from typing import IO, Any
 
 from traceread.atomic import atomic_open
@@ -37,6 +38,13 @@ LOG = "log.jsonl"
 JOBS = "jobs.msgpack"
 FORMAT = 4  # bump when the entry layout changes: older caches are ignored (4: no more pickles)
 _STATUSES = ("ok", "not-trace", "failed")
+
+
+def _map_header(n: int) -> bytes:
+    """The MessagePack header of a map of ``n`` entries."""
+    if n < 16:
+        return bytes([0x80 | n])
+    return b"\xde" + n.to_bytes(2, "big") if n < 1 << 16 else b"\xdf" + n.to_bytes(4, "big")
 
 
 def result_key(settings_key: str, job: dict[str, Any] | None) -> str:
@@ -61,7 +69,8 @@ class Cache:
         self.dir = os.path.join(outdir, DIRNAME)
         self.entries: dict[str, dict[str, Any]] = {}  # rel -> last entry
         self.reuse = reuse
-        self.jobs: dict[str, tuple] | None = None  # directory -> (key, job docs, trace id -> job); read lazily
+        # directory -> (key, job docs, trace id -> job), read lazily; or, stored by this run, that encoded and compressed
+        self.jobs: dict[str, tuple | bytes] | None = None
         self.jobs_changed = False
         self._rows: dict[str, dict[str, Any]] = {}  # rel -> its index row, read and checked by _complete
         os.makedirs(self.dir, exist_ok=True)
@@ -167,7 +176,7 @@ class Cache:
         """The job documents and trace -> job map of ``directory`` from the last scan, if built for
         ``key`` (its traces' versions, result keys and job input files) and still on disk."""
         e = self._jobs().get(directory)
-        if e is None or e[0] != key:
+        if not isinstance(e, tuple) or e[0] != key:  # None, or stored (encoded) by this run
             return None
         jobs_dir = os.path.join(os.path.dirname(self.dir), "jobs")
         if not all(os.path.exists(os.path.join(jobs_dir, j["file"] + x)) for j in e[1] for x in (".json", ".md")):
@@ -175,16 +184,19 @@ class Cache:
         return e[1], e[2]
 
     def store_job_docs(self, directory: str, key: str, docs: list[dict[str, Any]], job_of: dict[str, str]) -> None:
-        self._jobs()[directory] = (key, docs, job_of)
+        """Kept encoded and compressed until :meth:`compact` writes them: a job report is far larger as
+        Python objects, and a big scan's parent would hold every one of them."""
+        packed = zlib.compress(cachecodec.encode((key, docs, job_of)), 1)
+        self._jobs()[directory] = packed
         self.jobs_changed = True
 
-    def _jobs(self) -> dict[str, tuple]:
+    def _jobs(self) -> dict[str, tuple | bytes]:
         if self.jobs is None:
             self.jobs = {}
             if self.reuse:
                 with contextlib.suppress(OSError, Damaged):
                     with open(os.path.join(self.dir, JOBS), "rb") as fh:
-                        self.jobs = cachecodec.decode_jobs(fh.read(), FORMAT)
+                        self.jobs = dict(cachecodec.decode_jobs(fh.read(), FORMAT))
         return self.jobs
 
     def compact(self, keep: set[str]) -> None:
@@ -199,9 +211,16 @@ class Cache:
         used.add(JOBS)
         dirs = {os.path.dirname(r) for r in keep}
         if self.jobs is not None and (self.jobs_changed or set(self.jobs) - dirs):
-            data = cachecodec.encode({"format": FORMAT, "dirs": {d: e for d, e in self.jobs.items() if d in dirs}})
+            # {"format": FORMAT, "dirs": {directory: entry}} written entry by entry (an entry stored by this
+            # run is unpacked only as it is written): never the whole document in memory at once
+            kept = [d for d in self.jobs if d in dirs]
             with atomic_open(os.path.join(self.dir, JOBS), "wb") as fh:
-                fh.write(data)
+                fh.write(_map_header(2) + cachecodec.encode("format") + cachecodec.encode(FORMAT)
+                         + cachecodec.encode("dirs") + _map_header(len(kept)))
+                for d in kept:
+                    entry = self.jobs[d]
+                    fh.write(cachecodec.encode(d) + (zlib.decompress(entry) if isinstance(entry, bytes)
+                                                     else cachecodec.encode(entry)))
             self.jobs_changed = False
         for name in os.listdir(self.dir):
             if name.endswith((SUFFIX, ".pkl")) and name not in used:  # .pkl: an older version's, never read

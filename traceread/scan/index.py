@@ -7,6 +7,7 @@ data and text out; the caller writes the files.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from traceread.render.fmt import table
@@ -61,7 +62,9 @@ def _lost(row: dict[str, Any]) -> str:
     return ", ".join(f"{c} {v / 1e9:,.3f}" for v, c in parts[:3])
 
 
-def index_markdown(doc: dict[str, Any]) -> str:
+def index_markdown(doc: dict[str, Any], traces: Iterable[dict[str, Any]] | None = None) -> str:
+    """index.md; ``traces``: the trace rows, worst first, when ``doc`` does not hold them (a scan writes
+    them row by row)."""
     s = doc["scan"]
     lines = ["# traceread scan", "",
              f"{s['traces_ok']} traces analysed in {len(doc['jobs'])} jobs; {len(doc['failures'])} failed, "
@@ -81,12 +84,12 @@ def index_markdown(doc: dict[str, Any]) -> str:
         lines.append(table(["Job", "Ranks", "GPU", "Steps", "Median step", "Idle", "Verdict of the job",
                             "Lost GPU-s", "MFU", "Lost GPU-s by cause", "Stragglers", "Best fix (GPU-s saved)"], rows,
                            "lllrrrlrrlll"))
-    if doc["traces"]:
+    if doc["traces"] or (traces is not None and s["traces_ok"]):
         lines += ["", "## Traces", ""]
         rows = [[f"[{md_text(t['path'])}]({t['link_md']})", md_text(t["job"]), t["ranks_text"],
                  md_text(", ".join(t["gpus"])), str(t["steps"]), _ms(t["median_step_ns"]), _pct(t["idle_share"]),
                  f"**{t['dominant_cause']}** {_pct(t['dominant_cost_share'])}", _s(t["dominant_lost_ns"]),
-                 _pct(t["mfu"]), best_text(t)] for t in doc["traces"]]
+                 _pct(t["mfu"]), best_text(t)] for t in (doc["traces"] if traces is None else traces)]
         lines.append(table(["Trace", "Job", "Rank/world", "GPU", "Steps", "Median step", "Idle", "Verdict of the trace",
                             "Lost GPU-s", "MFU", "Best fix (GPU-s saved)"], rows, "llllrrrlrrl"))
     return "\n".join(lines) + "\n"

@@ -211,7 +211,9 @@ def job_markdown(j: dict[str, Any], section: str) -> str:
 
 def write_jobs(out: str, jobs: list[dict[str, Any]], md: dict[str, str]) -> None:
     from traceread.render.json_text import dumps
+    from traceread.scan.owner import record
 
+    record(out, [f"jobs/{j['file']}{x}" for j in jobs for x in (".json", ".md")])  # before they exist
     for j in jobs:
         base = os.path.join(out, "jobs", j["file"])
         with atomic_open(base + ".json", "wb") as fh:

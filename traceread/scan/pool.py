@@ -12,6 +12,7 @@ listed as a failure, and the scan goes on.
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing
 import os
 import time
@@ -29,27 +30,34 @@ IN_FLIGHT = 2
 READY = "ready"  # what a worker sends once its start-up is done
 BEGIN = "begin"  # (BEGIN, its monotonic clock): a worker starts a file; that file's clock starts then
 START_LIMIT_S = 300.0  # a worker not ready after this long is stuck (its file fails, a new worker starts)
+# a busy worker told to stop (SIGTERM: the scan ends early, or was itself terminated) gets this long to
+# remove its temporaries and exit before it is killed
+STOP_WAIT_S = 5.0
 
 
 def _serve(conn: Connection, settings: Settings, inherited: tuple[Connection, ...] = (),
            outdir: str | None = None) -> None:
     """A worker's loop: a task in, an outcome out, until the parent sends None or goes away."""
+    from traceread.atomic import termination_raises
     from traceread.runner.heap import trim
 
     for c in inherited:  # forked copies of the parent's pipe ends: with them open, a killed parent would
         c.close()  # never give this worker EOF (it would wait, or block sending, forever)
     try:
-        warm_up()  # start-up, not any file's time
-        conn.send(READY)
-        while True:
-            task = conn.recv()
-            if task is None:
-                return
-            conn.send((BEGIN, time.monotonic()))  # CLOCK_MONOTONIC: one clock for every process
-            outcome = run_task(task, settings, outdir)
-            trim()  # the freed frames of this file go back to the OS, not into the next file's peak
-            conn.send(outcome)
-    except (EOFError, OSError, KeyboardInterrupt):
+        # SIGTERM/SIGHUP (from the scan stopping it, or sent to the whole process group): raised, so the
+        # report being written leaves no temporary, and the worker exits
+        with termination_raises():
+            warm_up()  # start-up, not any file's time
+            conn.send(READY)
+            while True:
+                task = conn.recv()
+                if task is None:
+                    return
+                conn.send((BEGIN, time.monotonic()))  # CLOCK_MONOTONIC: one clock for every process
+                outcome = run_task(task, settings, outdir)
+                trim()  # the freed frames of this file go back to the OS, not into the next file's peak
+                conn.send(outcome)
+    except (EOFError, OSError, KeyboardInterrupt):  # KeyboardInterrupt: SIGINT, and Terminated
         return
 
 
@@ -216,13 +224,19 @@ class WorkerPool:
         return Outcome(rel=task.rel, path=task.path, status="failed", problem=problem)
 
     def close(self) -> None:
+        """Stop every worker and wait for it: an idle one is told to finish, a busy one (the scan ends
+        early: an error, SIGINT, SIGTERM) gets SIGTERM and ``STOP_WAIT_S`` to clean up; none outlives
+        this (a worker left running would go on writing into the output folder, unlimited)."""
         for w in self.workers:
-            if w.proc.is_alive() and not w.tasks:
-                try:
+            if not w.proc.is_alive():
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                if w.tasks:
+                    w.proc.terminate()
+                else:
                     w.conn.send(None)
-                except OSError:
-                    pass
+        deadline = time.monotonic() + STOP_WAIT_S
         for w in self.workers:
-            w.proc.join(2 if not w.tasks else 0)
+            w.proc.join(max(0.0, deadline - time.monotonic()))
             self._kill(w)
         self.workers = []

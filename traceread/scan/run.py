@@ -8,7 +8,6 @@ roots is ever written.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -20,6 +19,8 @@ from traceread.scan.cache import DIRNAME, Cache, result_key
 from traceread.scan.discover import Candidate, discover
 from traceread.scan.jobinputs import JobInputsFinder
 from traceread.scan.outputs import ScanOutputs, stamped_counts, tables_key
+from traceread.scan.owner import OutLock, check_out, record, start_manifest
+from traceread.scan.owner import prune as prune_recorded
 from traceread.scan.progress import ScanProgress
 from traceread.scan.tables import remove_stale_tables
 from traceread.scan.work import Outcome, Settings, Task, write_report_files
@@ -43,24 +44,11 @@ class ScanOptions:
 @dataclass
 class ScanResult:
     index: dict[str, Any]
-    jobs: list[dict[str, Any]]  # the job reports as written to jobs/<job>.json
+    jobs: list[dict[str, Any]]  # each job's index.json row (jobs/<file>.json holds its whole report)
     analysed: int  # traces with a report (fresh or reused)
     reused: int  # of those, taken from the cache without analysing
     failures: list[dict[str, Any]]  # kind "failed" / "not-trace"
     seconds: float
-
-
-def check_out(roots: list[str], out: str, allow_inside: bool) -> None:
-    """Refuse an output directory inside a scanned tree (its reports would be scanned next time)."""
-    real_out = os.path.realpath(out)
-    for r in roots:
-        real = os.path.realpath(r)
-        if not os.path.exists(r):
-            raise UsageError(f"{r}: no such file or directory")
-        if os.path.isdir(real) and (real_out == real or real_out.startswith(real.rstrip(os.sep) + os.sep)) \
-                and not allow_inside:
-            raise UsageError(f"--out {out} lies inside the scanned tree {r}; choose another directory or pass "
-                             "--allow-out-inside (it is then skipped while scanning)")
 
 
 def scan(opt: ScanOptions) -> ScanResult:
@@ -76,9 +64,19 @@ def scan(opt: ScanOptions) -> ScanResult:
 
 
 def _scan(opt: ScanOptions) -> ScanResult:
-    t0 = time.monotonic()
     check_out(opt.roots, opt.out, opt.allow_out_inside)
+    os.makedirs(opt.out, exist_ok=True)
+    lock = OutLock(opt.out)  # one scan at a time into a folder: a second is refused, never interleaved
+    try:
+        return _locked_scan(opt)
+    finally:
+        lock.release()
+
+
+def _locked_scan(opt: ScanOptions) -> ScanResult:
+    t0, started = time.monotonic(), time.time()
     found = discover(opt.roots, exclude=[opt.out])
+    start_manifest(opt.out)  # from here on the folder is a scan's; only what the manifest names is pruned
     os.makedirs(os.path.join(opt.out, "traces"), exist_ok=True)
     os.makedirs(os.path.join(opt.out, "jobs"), exist_ok=True)
     remove_stale_tables(opt.out)  # of a scan killed while writing them
@@ -111,10 +109,13 @@ def _scan(opt: ScanOptions) -> ScanResult:
     reused = sum(o.status == "ok" for o in known)
     bar = ScanProgress(total=len(found.candidates), done=len(known), failed=sum(o.status == "failed" for o in known),
                        enabled=opt.progress)
+    # reports of earlier scans reused: recorded too (a folder an older version wrote has no manifest yet)
+    record(opt.out, [f"traces/{o.trace_id}{x}" for o in known if o.status == "ok" for x in (".json", ".md")])
+    outcomes = _outcomes(opt, tasks)
     try:
         for o in known:
             outputs.add(o)
-        for o in _outcomes(opt, tasks):
+        for o in outcomes:
             c = by_rel[o.rel]
             if o.status == "reused":  # touched but unchanged: the worker matched the content hash
                 o = cache.load(cache.entries[c.rel])
@@ -131,10 +132,13 @@ def _scan(opt: ScanOptions) -> ScanResult:
         outputs.abort()
         raise
     finally:
+        close = getattr(outcomes, "close", None)
+        if close is not None:  # the workers stopped and waited for here, whatever ended the loop
+            close()
         bar.close()
     cache.compact(set(by_rel))
     cache.close()
-    _prune(opt.out, {o.trace_id for o in outputs.done}, {j["file"] for j in outputs.jobs})
+    _prune(opt.out, {o.trace_id for o in outputs.done.values()}, {j["file"] for j in outputs.jobs}, started)
     return ScanResult(index=index, jobs=outputs.jobs, analysed=len(outputs.done), reused=reused,
                       failures=outputs.failures, seconds=time.monotonic() - t0)
 
@@ -176,14 +180,15 @@ def _cacheable(o: Outcome) -> bool:
         o.status == "failed" and bool(o.content_hash) and not o.problem.startswith("changed while being read")))
 
 
-def _prune(out: str, trace_ids: set[str], job_files: set[str]) -> None:
-    """Remove reports of files no longer in the tree (or of their older contents), and the temporary
-    files of writes that never finished (a worker killed for its time or memory while writing)."""
-    for sub, keep in (("traces", trace_ids), ("jobs", job_files), (DIRNAME, None)):
-        d = os.path.join(out, sub)
-        for name in os.listdir(d):
-            stem = name.rsplit(".", 1)[0]
-            if (keep is not None and name.endswith((".md", ".json")) and stem not in keep) or \
-                    (name.startswith(".traceread-") and name.endswith(".tmp")):
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(d, name))
+def _prune(out: str, trace_ids: set[str], job_files: set[str], started: float) -> None:
+    """Remove the reports and job files this folder's scans wrote (its manifest names them) that are no
+    longer current (files gone from the tree, older contents), and the temporaries of writes that never
+    finished (a worker killed while writing: :func:`~traceread.atomic.prune_stale`). Nothing else in
+    ``out`` is ever removed: a file no scan recorded stays, whatever its name."""
+    from traceread.atomic import prune_stale
+
+    keep = {f"traces/{t}{x}" for t in trace_ids for x in (".json", ".md")} | \
+        {f"jobs/{j}{x}" for j in job_files for x in (".json", ".md")}
+    prune_recorded(out, keep)
+    for sub in ("", "traces", "jobs", DIRNAME):
+        prune_stale(os.path.join(out, sub), started)

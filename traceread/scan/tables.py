@@ -5,8 +5,10 @@ worker from the report it has just built (:func:`report_tables`; the parent neve
 report) and kept in the cache, so a re-scan rebuilds the tables without reading any trace or report.
 
 Written as the scan goes (:class:`TableWriter`): when a directory's jobs are final, its traces'
-rows are appended, one row group per trace with a fixed schema, so the parent holds one trace's
-rows at a time. A parquet file cannot be read half-written (its footer comes last), so the rows go
+rows are appended, with a fixed schema, in row groups sized by rows (:data:`ROW_GROUP_ROWS`), not
+one per trace: a row group per tiny trace made the footer most of the file (10,000 traces: 38 of
+69 MB) and its metadata, held by the writer until the file closes, most of the parent's memory. The
+parent holds at most one row group's rows per table (and a large trace's own rows). A parquet file cannot be read half-written (its footer comes last), so the rows go
 to hidden temporary files in OUTDIR (``.gaps.parquet-*.tmp``, ...) that are renamed over the
 tables at the end of the scan; until then the previous scan's tables stay readable. Every row
 carries ``trace_id``, ``job``, ``rank`` and ``device``; row groups follow the order in which
@@ -25,6 +27,14 @@ from typing import Any
 
 from traceread.scan.whatifcols import FIXES, column, unit_columns
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
+
+# A row group is written once this many rows (or ROW_GROUP_BYTES of them) are waiting; a trace with more
+# rows than that is written at once, in row groups of this many rows
+ROW_GROUP_ROWS = 1 << 16
+ROW_GROUP_BYTES = 16 << 20
+# small tables waiting for their row group are joined into one block every this many (each holds its own
+# buffers and schema: ten thousand of them, a few rows each, would cost more than their rows)
+JOIN_EVERY = 256
 
 _GAP_NUM = ("dur_ns", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns", "launch_count")
 _GAP_TEXT = ("next_kernel_name", "longest_cpu_name", "python_frame")
@@ -256,6 +266,11 @@ class TableWriter:
         self.tmp: dict[str, str] = {}
         self.locks: list[int] = []  # the temporary files' descriptors, locked while this scan writes them
         self.writers: dict[str, Any] = {}
+        # per table: the rows waiting for their row group, as joined blocks then the tables added since
+        self.blocks: dict[str, list[Any]] = {name: [] for name in self.schemas}
+        self.recent: dict[str, list[Any]] = {name: [] for name in self.schemas}
+        self.waiting: dict[str, tuple[int, int]] = dict.fromkeys(self.schemas, (0, 0))  # rows, bytes
+        self.row_groups = dict.fromkeys(self.schemas, 0)
         try:
             for name, schema in self.schemas.items():
                 fd, self.tmp[name] = tempfile.mkstemp(prefix=f".{name}.parquet-", suffix=".tmp", dir=outdir)
@@ -280,14 +295,48 @@ class TableWriter:
         self._write("traces", _table(self.schemas["traces"], trace_columns(row, trace_id, job)))
 
     def _write(self, name: str, table: Any) -> None:
-        if table.num_rows:
-            self.writers[name].write_table(table)
-            self.counts[name] += table.num_rows
+        """Queue ``table``'s rows; a row group is written once enough wait."""
+        import pyarrow as pa
+
+        if not table.num_rows:
+            return
+        self.counts[name] += table.num_rows
+        rows, size = self.waiting[name]
+        self.waiting[name] = rows, size = rows + table.num_rows, size + table.nbytes
+        self.recent[name].append(table)
+        if rows >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
+            self._flush(name)
+        elif len(self.recent[name]) >= JOIN_EVERY:
+            self.blocks[name].append(pa.concat_tables(self.recent[name]).combine_chunks())
+            self.recent[name] = []
+
+    def _flush(self, name: str, final: bool = False) -> None:
+        """Write the waiting rows of table ``name`` in row groups of ``ROW_GROUP_ROWS``; fewer rows wait for
+        more (a large trace's remainder), unless ``final`` or they pass ``ROW_GROUP_BYTES``."""
+        import pyarrow as pa
+
+        tables = self.blocks[name] + self.recent[name]
+        self.blocks[name], self.recent[name], self.waiting[name] = [], [], (0, 0)
+        if not tables:
+            return
+        rows = pa.concat_tables(tables).combine_chunks()
+        del tables
+        n = rows.num_rows
+        full = n if final or rows.nbytes >= ROW_GROUP_BYTES else n - n % ROW_GROUP_ROWS
+        for start in range(0, full, ROW_GROUP_ROWS):
+            self.writers[name].write_table(rows.slice(start, min(ROW_GROUP_ROWS, full - start)),
+                                           row_group_size=ROW_GROUP_ROWS)
+            self.row_groups[name] += 1
+        if full < n:
+            rest = rows.slice(full)
+            self.recent[name], self.waiting[name] = [rest], (rest.num_rows, rest.nbytes)
 
     def commit(self) -> dict[str, int]:
         """Close the files and rename them over ``gaps/steps/traces.parquet``; returns the row counts."""
         from traceread.atomic import current_umask
 
+        for name in self.writers:
+            self._flush(name, final=True)
         for w in self.writers.values():
             w.close()
         self.writers = {}
@@ -313,6 +362,8 @@ class TableWriter:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         self.writers, self.tmp = {}, {}
+        self.blocks = {name: [] for name in self.schemas}
+        self.recent = {name: [] for name in self.schemas}
         self._unlock()
 
 

@@ -207,8 +207,10 @@ def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outco
 def write_report_files(outdir: str, o: Outcome) -> None:
     """``traces/<id>.json`` and ``.md`` of an ok outcome, atomically; the outcome keeps only its row."""
     from traceread.atomic import atomic_open
+    from traceread.scan.owner import record
 
     assert o.md is not None and o.json is not None
+    record(outdir, [f"traces/{o.trace_id}.json", f"traces/{o.trace_id}.md"])  # before: never an unrecorded file
     base = os.path.join(outdir, "traces", o.trace_id)
     with atomic_open(base + ".json", "wb") as fh:
         fh.write(o.json)
