@@ -203,6 +203,32 @@ def test_a_sparse_file_is_refused_quickly_by_its_holes(tmp_path, capsys) -> None
     assert "sparse" in (tmp_path / "out" / "failures.md").read_text()
 
 
+@pytest.mark.parametrize(("name", "head"), [
+    ("big.sqlite", b"SQLite format 3\x00" + b"\x10\x00\x01\x01" + b"\x00" * 80),  # an nsys export's header
+    ("big.xplane.pb", b"\n\x12\n\x10/device:GPU:0"),  # an XSpace's first plane
+])
+def test_a_sparse_file_of_any_format_is_refused_before_it_is_read(tmp_path, capsys, name, head) -> None:
+    """Every input is measured by its stored blocks, not only Kineto JSON: a 20 GiB SQLite or protobuf file
+    that is almost all holes is refused in one line by info and by a scan (before its holes are hashed)."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    sparse = tree / name
+    with open(sparse, "wb") as fh:
+        fh.write(head)
+        fh.truncate(20 << 30)
+    if os.stat(sparse).st_blocks * 512 >= 1 << 30:
+        pytest.skip("this file system stores no holes")
+    rc = _in_time(lambda: main(["info", str(sparse)]))
+    assert rc == EXIT_USAGE
+    assert "sparse" in capsys.readouterr().err
+    _trace(tree)
+    rc = _in_time(lambda: main(["scan", str(tree), "--out", str(tmp_path / "out"), "--workers", "1"]), 120)
+    assert rc == 0  # in time: refused by its content or its holes, never read whole
+    capsys.readouterr()
+    index = json.loads((tmp_path / "out" / "index.json").read_text())
+    assert all(t["path"] != name for t in index["traces"])
+
+
 @pytest.mark.parametrize("body", [
     "params = " + "[" * 100_000 + "]" * 100_000,  # 100,000 nested arrays aborted the whole scan with exit 3
     f"params = 7e9\nglobal_batch = {2**64}\nseq_len = 4096\n",  # past int64: failed every trace under it

@@ -188,8 +188,7 @@ def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: st
             trace = _load_stream(path, progress, step_range, decoders)
         else:
             kind = sniff(path)
-            if kind == "kineto":
-                check_extent(path)
+            check_extent(path)
             trace = _load(path, kind, progress, step_range, decoders)
         _check_span(path, trace)
         trace.meta.path = shown_path(trace.meta.path)  # a name of any bytes: reports are UTF-8
@@ -302,11 +301,17 @@ def _spool(path: str, copy: str) -> None:
         raise TraceReadError(path, "empty (a pipe or FIFO nothing was written to)")
 
 
+# The least share of an SQLite file's size that must be stored for it to be read when it has holes.
+SQLITE_MIN_STORED = 0.5
+
+
 def check_extent(path: str) -> None:
-    """Refuse a sparse Kineto file: one with a hole (a run of NUL bytes the file system does not
-    store) before its end. JSON text and gzip data never hold a block of NUL bytes, and reading or
-    hashing the holes of a 20 GiB sparse file took minutes and gigabytes for nothing. The file
-    system says where the first hole is (SEEK_HOLE), so the answer takes no read; a file whose
+    """Refuse a sparse input: one with a hole (a run of NUL bytes the file system does not store)
+    before its end. JSON text, gzip data and the protobuf traces never hold a block of NUL bytes, and
+    reading or hashing the holes of a 20 GiB sparse file took minutes and gigabytes for nothing. An
+    SQLite database (nsys, RPD, rocpd) may hold zeroed pages a file system stores as a hole, so it is
+    refused only when most of it is holes (less than ``SQLITE_MIN_STORED`` of its size stored). The
+    file system says where the first hole is (SEEK_HOLE), so the answer takes no read; a file whose
     allocated blocks cover its size (the usual case) is not even asked."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -322,6 +327,12 @@ def check_extent(path: str) -> None:
             return
         if hole < st.st_size:
             from traceread.limits import format_size
+
+            if os.pread(fd, len(SQLITE_MAGIC), 0) == SQLITE_MAGIC:
+                if st.st_blocks * 512 >= SQLITE_MIN_STORED * st.st_size:
+                    return  # zeroed pages of a database stored as holes: read as any database
+                raise TraceReadError(path, f"a sparse SQLite file: {format_size(st.st_size)} long, only "
+                                           f"{format_size(st.st_blocks * 512)} stored: not an export a profiler wrote")
 
             raise TraceReadError(path, f"a sparse file: {format_size(st.st_size)} long, {format_size(st.st_blocks * 512)} "
                                        f"stored, with a hole of NUL bytes at byte {hole:,}: not a trace "

@@ -241,10 +241,9 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
     from traceread.scan.tables import gap_numbers, gap_texts, report_tables
 
     _register_patterns(settings.kernel_patterns)
-    if task.kind == "kineto":  # a sparse file is refused before its holes are read and hashed
-        from traceread.loaders import check_extent
+    from traceread.loaders import check_extent
 
-        check_extent(task.path)
+    check_extent(task.path)  # a sparse file is refused before its holes are read and hashed
     out.content_hash = content_hash(task.path)
     out.trace_id = trace_id(task.rel, out.content_hash)
     if out.content_hash in task.reuse:
