@@ -140,7 +140,10 @@ def test_perfetto_tracks_are_named_by_what_they_hold(home: Path) -> None:
 def test_scan_into_a_fresh_folder(home: Path) -> None:
     import pyarrow.parquet as pq
 
-    _run(home, "traceread scan fixtures/ --out scan-report")
+    _no_rough_edges(_run(home, "traceread scan fixtures/ --out scan-report"), "scan")
+    one = _run(home, f"traceread scan {RESNET} --out one-trace")
+    assert "1 trace analysed" in one and " in 1 job," in one
+    _no_rough_edges(one + (home / "one-trace" / "index.md").read_text("utf-8"), "scan of one trace")
     out = home / "scan-report"
     index = (out / "index.md").read_text("utf-8")
     _no_rough_edges(index, "scan index.md")
