@@ -329,11 +329,11 @@ class Report:
         return pd.DataFrame(rows, columns=["trace", "path", "rank", "device", "cause", "share"])
 
     # --- text --------------------------------------------------------------------------------------
-    def to_markdown(self) -> str:
-        """The Markdown report, as ``traceread analyze`` prints it."""
+    def to_markdown(self, verbose: bool = False) -> str:
+        """The Markdown report, as ``traceread analyze`` prints it (``verbose``: as ``--verbose`` does)."""
         from traceread.render.markdown import to_markdown
 
-        return to_markdown(self.analysis)
+        return to_markdown(self.analysis, verbose=verbose)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report as plain data (``traceread/data/report.schema.json``)."""

@@ -46,10 +46,11 @@ class VerdictScope:
         if self.kind == TRACE:
             return f"for the trace {quote(self.name)} ({pairs})"
         if self.kind == JOB:
-            return f"for the job {quote(self.name)} ({self.traces} traces, {pairs})"
+            return f"for the job {quote(self.name)} ({_count(self.traces, 'trace')}, {pairs})"
         if self.kind == RANK:
             return f"for {self.name}"
-        return (f"over all {self.traces} inputs together ({self.jobs} jobs or captures, {pairs}; "
+        return (f"over all {self.traces} inputs together ({self.jobs} job{'' if self.jobs == 1 else 's'} or "
+                f"capture{'' if self.jobs == 1 else 's'}, {pairs}; "
                 "traceread scan gives each its own)")
 
 
@@ -73,3 +74,8 @@ def side_scope(paths: tuple[str, ...] | list[str], units: int, name: str = "") -
         return VerdictScope(TRACE, os.path.basename(paths[0]), 1, units)
     return VerdictScope(JOB, name or (os.path.basename(os.path.commonpath(list(paths))) if paths else ""),
                         len(paths), units)
+
+
+def _count(n: int, noun: str) -> str:
+    # render.fmt.plural's rule; this module sits below the renderers (tests/test_layers.py)
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -237,6 +237,12 @@ def test_config_file_and_set_override_thresholds(planted, tmp_path, capsys) -> N
     conf.write_text("[thresholds]\nhealthy_max_idle = 0.2\nbubble_min_steps = 6\n")
     assert main(["analyze", planted[0], "--config", str(conf), "--set", "bubble_min_steps=5"]) == 0
     out = capsys.readouterr().out
+    # the method notes name the overridden ones; the table of every threshold is --verbose's
+    assert "except: `bubble_min_steps=5`, `healthy_max_idle=0.2`." in out or \
+        "except: `healthy_max_idle=0.2`, `bubble_min_steps=5`." in out
+    assert "| `healthy_max_idle` |" not in out
+    assert main(["analyze", planted[0], "--config", str(conf), "--set", "bubble_min_steps=5", "--verbose"]) == 0
+    out = capsys.readouterr().out
     assert "| `healthy_max_idle` | 0.2 (default 0.1) |" in out
     assert "| `bubble_min_steps` | 5 (default 4) |" in out  # --set wins over the file
 

@@ -108,7 +108,7 @@ def test_locked_export_is_read_not_listed_as_not_a_trace(tmp_path: Path) -> None
         assert _kernels(path) == want
         assert main(["scan", str(path.parent), "--out", str(tmp_path / "out")]) == 0
         index = (tmp_path / "out" / "index.md").read_text()
-        assert "1 traces analysed" in index and "0 not traces" in index, index[:400]
+        assert "1 trace analysed" in index and "0 not traces" in index, index[:400]
         assert _tree_state(path.parent) == before
     finally:
         writer.execute("ROLLBACK")

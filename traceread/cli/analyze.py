@@ -70,9 +70,11 @@ def _expand(traces: tuple[str, ...], left_out: list[tuple[str, str]]) -> list[st
 @click.option("--step-range", metavar="NAME", default=None, help="NVTX range that marks one step (nsys input).")
 @click.option("--rank-pattern", metavar="REGEX", default=None,
               help="File-name rank pattern for traces without rank metadata; needs a named group (?P<rank>...).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="End the Markdown report with every threshold in force (the JSON always has them).")
 @workload_options
 def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, perfetto_steps, top_gaps, fail_on,
-            set_items, config_path, warmup_steps, step_range, rank_pattern, workload) -> int:
+            set_items, config_path, warmup_steps, step_range, rank_pattern, verbose, workload) -> int:
     """Diagnose why GPU time is lost: dominant cause, evidence, scoreboard and what to do next.
 
     TRACES: trace files, or directories (every trace under one, as `traceread diff DIR` reads it)."""
@@ -125,7 +127,7 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
         result = dataclasses.replace(result, notes=result.notes + left_out_notes(left_out))
     md_out = None if (json_path == "-" and md_path == "-") else md_path
     write_outputs(result, md_out, json_path, plot_path, perfetto_path, perfetto_steps,
-                  plot_ranks=ranks)
+                  plot_ranks=ranks, verbose=verbose)
     if failures:
         return EXIT_USAGE
     shares = result.shares()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import IO
+
 import click
 
 from traceread.atomic import atomic_open
@@ -82,9 +85,23 @@ def command(before, after, md_path, json_path, job_path, job_before_path, job_af
         with atomic_open(json_path, "wb") as fh:
             render_json(result, fh)
     if md_path and not (json_path == "-" and md_path == "-"):
-        with atomic_open(md_path, "w") as fh:
-            render_markdown(result, fh)
+        _write_markdown(md_path, lambda fh: render_markdown(result, fh))
     return _gate([("", result)], fail_pct)
+
+
+def _write_markdown(md_path: str, render: Callable[[IO[str]], None]) -> None:
+    """The Markdown report to its file, or to the terminal without Markdown's backslash escapes."""
+    if md_path != "-":
+        with atomic_open(md_path, "w") as fh:
+            render(fh)
+        return
+    import io
+
+    from traceread.render.names import terminal_text
+
+    buf = io.StringIO()
+    render(buf)
+    click.echo(printable(terminal_text(buf.getvalue()), layout=True), nl=False)
 
 
 def _gate(diffs, fail_pct: float | None) -> int:
@@ -113,6 +130,5 @@ def _scans(before, after, job_b, job_a, cfg, md_path, json_path, fail_pct, fix=N
         with atomic_open(json_path, "wb") as fh:
             fh.write(dumps(scan_to_json(result)) + b"\n")
     if md_path and not (json_path == "-" and md_path == "-"):
-        with atomic_open(md_path, "w") as fh:
-            render_scan_markdown(result, fh)
+        _write_markdown(md_path, lambda fh: render_scan_markdown(result, fh))
     return _gate(list(result.diffs), fail_pct)

@@ -15,7 +15,7 @@ from traceread.config import Thresholds, parse_set_options
 from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, with_fractions
 from traceread.pipeline import idle_by_class
 from traceread.render import csv_table, json_tables, rowjoin
-from traceread.render.fmt import ViewerClock, dur
+from traceread.render.fmt import ViewerClock, dur, plural
 from traceread.render.jsonout import trace_entry
 from traceread.rules.evidence import EvidenceChunks, shown_columns
 from traceread.runner import load
@@ -78,7 +78,7 @@ def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[st
     longest["next_kernel_name"] = longest["next_kernel_name"].str.slice(0, _NAME_WIDTH)
     shorter = len(gaps) - len(at)
     skipped = f" ({shorter} under {dur(min_listed_ns)}, the smallest judged gap, not listed)" if shorter else ""
-    lines += [f"{len(gaps)} gaps; the {len(longest)} longest{skipped}:",
+    lines += [f"{plural(len(gaps), 'gap')}; the {len(longest)} longest{skipped}:",
               longest.to_string(index=False) if len(longest) else "(none)"]
     return "\n".join(lines)
 

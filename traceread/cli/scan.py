@@ -87,9 +87,12 @@ def command(paths, out, workers, trace_timeout, max_rss, dask, resume, no_cache,
     res = scan(opt)
     failed = [f for f in res.failures if f["kind"] == "failed"]
     not_traces = len(res.failures) - len(failed)
-    click.echo(f"traceread scan: {res.analysed} traces analysed ({res.reused} reused) in {len(res.jobs)} jobs, "
-               f"{len(failed)} failed, {not_traces} not traces, {sum(res.index['scan']['skipped'].values())} other "
-               f"files skipped, {res.seconds:.1f} s -> {os.path.join(out, 'index.md')}")
+    from traceread.render.fmt import plural
+
+    click.echo(f"traceread scan: {plural(res.analysed, 'trace')} analysed ({res.reused} reused) in "
+               f"{plural(len(res.jobs), 'job')}, {len(failed)} failed, {not_traces} not traces, "
+               f"{plural(sum(res.index['scan']['skipped'].values()), 'other file')} skipped, {res.seconds:.1f} s -> "
+               f"{os.path.join(out, 'index.md')}")
     if res.analysed == 0:
         where = ", ".join(printable(shown_path(p)) for p in paths)
         click.echo("traceread: error: no trace could be read" + (f" (see {os.path.join(out, 'failures.md')})"

@@ -22,7 +22,7 @@ from traceread.diff.side import SideFacts
 from traceread.diff.whatif import markdown as whatif_markdown
 from traceread.diff.whatif import record as whatif_record
 from traceread.printable import printable
-from traceread.render.fmt import dur, pct, table
+from traceread.render.fmt import dur, pct, plural, table
 from traceread.render.json_text import plain
 from traceread.render.names import ShortNames, md_code, md_name, md_text
 
@@ -122,7 +122,7 @@ def _scope_text(s: SideFacts) -> str:
     if _scope_kind(s) == "trace":
         return f"the trace {md_code(os.path.basename(s.paths[0]))}"
     pooled = f", {s.captures} captures pooled" if s.captures > 1 else ""
-    return f"the job of {len(s.paths)} traces ({s.ranks} rank(s){pooled})"
+    return f"the job of {plural(len(s.paths), 'trace')} ({plural(s.ranks, 'rank')}{pooled})"
 
 
 def _md_steps(d: Diff) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from traceread.render.fmt import signed_pct
+from traceread.render.fmt import saving, signed_pct
 from traceread.whatif import ALL_FIXED
 
 DELIVERED, FELL_SHORT, BEAT = "delivered", "fell short", "beat the prediction"
@@ -118,7 +118,7 @@ def markdown(c: FixCheck | None) -> list[str]:
         if r.predicted_step_ns is None or not (moves or made):  # as the report: fixes that move the step
             continue
         rows.append([md_text(r.fix) + made, _ms(r.predicted_step_ns),
-                     f"{r.predicted_saving_ns / 1e6:+,.2f} ms" if r.predicted_saving_ns is not None else "-",
+                     saving(r.predicted_saving_ns, decimals=2),
                      _ms(r.naive_step_ns) if r.naive_step_ns is not None else "-",
                      f"{signed_pct(r.error)}" if r.error is not None else "-"])
     dep = f", dependencies alone {signed_pct(c.dependency_error)}" if c.dependency_error is not None else ""

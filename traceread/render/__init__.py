@@ -17,9 +17,10 @@ if TYPE_CHECKING:  # the JSON encoder (render.json_text) is used without the ana
 
 def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: str | None = None,
                   plot_path: str | None = None, perfetto_path: str | None = None,
-                  perfetto_steps: str = "key", plot_ranks: tuple[int, ...] | None = None) -> None:
+                  perfetto_steps: str = "key", plot_ranks: tuple[int, ...] | None = None,
+                  verbose: bool = False) -> None:
     """Write each requested output (``-`` is standard output for Markdown and JSON); ``plot_ranks``:
-    the ranks the picture draws (None: all of a job)."""
+    the ranks the picture draws (None: all of a job); ``verbose``: the Markdown lists every threshold."""
     for path in (markdown, json_path, plot_path, perfetto_path):  # before any is written
         if path:
             check_not_input(path)
@@ -33,7 +34,7 @@ def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: st
         from traceread.render import markdown as md
 
         with atomic_open(markdown, "w") as fh:
-            md.render(analysis, fh)
+            md.render(analysis, fh, verbose=verbose)
     if plot_path:
         from traceread.render import plot
 

@@ -57,6 +57,25 @@ def dur(ns: float) -> str:
     return f"{ns / 1e9:.2f} s"
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 step``, ``2 steps``, ``1,024 gaps``: a count with its noun in the number it needs."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+NO_GAIN = "none (no gain predicted)"
+
+
+def saving(ns: float | None, share: float | None = None, decimals: int = 3) -> str:
+    """A predicted saving as ``12.345 ms (5.8%)`` (``decimals`` of a ms); one that rounds to nothing or
+    below (a replay that predicts the fix costs time) reads ``none (no gain predicted)``: the JSON
+    keeps the signed figure."""
+    if ns is None:
+        return "-"
+    if float(ns) < 0.5e6 / 10**decimals:  # would print as 0.000 ms, or as a negative saving
+        return NO_GAIN
+    return f"{float(ns) / 1e6:,.{decimals}f} ms" + (f" ({pct(share)})" if share is not None else "")
+
+
 def pct(x: float | None, digits: int = 1) -> str:
     return "n/a" if x is None or pd.isna(x) else f"{100 * x:.{digits}f}%"
 

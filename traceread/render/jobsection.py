@@ -10,7 +10,7 @@ from typing import Any
 from traceread.ranks.grouping import JobGroup, missing_text, ranges
 from traceread.ranks.job import JobReport
 from traceread.ranks.section import JobSection
-from traceread.render.fmt import dur, pct, table
+from traceread.render.fmt import dur, pct, plural, table
 from traceread.render.names import md_code, md_text
 
 
@@ -77,7 +77,7 @@ def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
     st = rep.step
     if st.median_job_step_ns:
         lines += ["", f"Job step time on aligned windows: {dur(st.median_job_step_ns)} median over "
-                      f"{st.steps} steps (from raw timestamps: {_opt_dur(st.median_unaligned_job_step_ns)}); "
+                      f"{plural(st.steps, 'step')} (from raw timestamps: {_opt_dur(st.median_unaligned_job_step_ns)}); "
                       f"the slowest rank's own step: {_opt_dur(st.median_max_rank_step_ns)}; ranks end "
                       f"within {_opt_dur(st.median_end_spread_ns)} of each other."]
     lines += _stages_markdown(rep, h)

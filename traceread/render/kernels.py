@@ -14,7 +14,7 @@ from typing import Any, cast
 from traceread.config import Thresholds
 from traceread.metrics.kernels import KernelReport
 from traceread.metrics.roofline import Roofline
-from traceread.render.fmt import dur
+from traceread.render.fmt import dur, plural
 from traceread.render.names import ShortNames, shorten
 
 _EMPTY_TAIL = re.compile(r"(, \[\])+\]$")  # scalar arguments record as [] dims: not worth a column
@@ -36,8 +36,8 @@ def render_kernel_report(report: KernelReport, top: int = 20) -> str:
     t = report.table
     if t.empty:
         return "no GPU kernels in this trace"
-    out = [f"{int(t['count'].sum())} kernels, {len(t)} distinct names, {dur(t['total_ns'].sum())} of GPU time",
-           "", f"top {min(top, len(t))} kernels by GPU time:"]
+    out = [f"{plural(int(t['count'].sum()), 'kernel')}, {plural(len(t), 'distinct name')}, {dur(t['total_ns'].sum())} of GPU time",
+           "", f"top {plural(min(top, len(t)), 'kernel')} by GPU time:"]
     shown = t.head(top)
     # Long templated names can shorten alike: keep what tells the shown ones apart (work bounded
     # by the rows shown: comparing every distinct name of a trace grows with their number squared).
@@ -64,7 +64,7 @@ def _launch_lines(st: dict) -> list[str]:
         return ["launches: no kernel could be linked to its launch call (no correlation ids)"]
     lat = st["launch_latency_ns"]
     share = st.get("shorter_than_launch_share")
-    lines = [f"launches: {st['linked']} of {st['kernels']} kernels linked to their launch call",
+    lines = [f"launches: {st['linked']} of {plural(int(st['kernels']), 'kernel')} linked to their launch call",
              f"  shorter than their launch call: {st['shorter_than_launch']}"
              + (f" ({share:.0%})" if share is not None else "")
              + f"; median kernel {dur(st['median_kernel_ns'])}"

@@ -29,13 +29,15 @@ MAX_STEP_ROWS = 30  # per-step rows per rank/GPU before the table stops being re
 MAX_STEP_SECTIONS = 8  # rank/GPU pairs given a per-step table
 
 
-def render(analysis: Analysis, out: IO[str]) -> None:
-    out.write(to_markdown(analysis))
+def render(analysis: Analysis, out: IO[str], verbose: bool = False) -> None:
+    out.write(to_markdown(analysis, verbose=verbose))
 
 
-def to_markdown(a: Analysis) -> str:
+def to_markdown(a: Analysis, verbose: bool = False) -> str:
+    """The report; ``verbose`` adds the appendix of every threshold in force (the JSON always has them)."""
     sections = [_header(a), _verdict(a), _scoreboard(a), _where(a), _removal(a), jobsection.section(a.job),
-                _gaps(a), _kernels(a), _per_step(a), _next(a), _method(a)]
+                _gaps(a), _kernels(a), _per_step(a), _next(a), _method(a),
+                _thresholds_appendix(a) if verbose else ""]
     # Names are escaped where they are formatted; this catches any other text from the trace.
     return printable("\n\n".join(s.rstrip() for s in sections if s) + "\n", layout=True)
 
@@ -136,7 +138,7 @@ def _scoreboard(a: Analysis) -> str:
         else:
             text = str(v)
         rows.append([md_text("input: " + key.replace("_", " ")), md_text(text)])
-    out = head + table(["", ""], rows, "lr")
+    out = head + table(["Figure", "Value"], rows, "lr")
     if m.formula:
         out += "\n\n" + md_text(m.formula)
     for w in m.warnings:
@@ -159,7 +161,7 @@ def _where(a: Analysis) -> str:
             for p, ns, sh in _share_rows(a.attribution) if ns or p != UNCLASSIFIED]
     total_ns = int(a.attribution["step_ns"].sum())
     rows.append(["**total**", ms(total_ns), pct(1.0 if total_ns else 0.0), ""])
-    lines.append(table(["Part of step time", "Time", "Share", ""], rows, "lrrl"))
+    lines.append(table(["Part of step time", "Time", "Share", "Share bar"], rows, "lrrl"))
     if len(a.attribution) > 1:
         lines += ["", "Per rank and GPU:", ""]
         # The last column is each rank/GPU's own verdict, by the rule that gives the run's.
@@ -274,7 +276,7 @@ def _kernels(a: Analysis) -> str:
                 for key, v in jsonout.launch_stats_record(a.launch_stats).items() if key != "trace"]
         one = a.launch_stats.trace  # several inputs: every figure is of one of them
         scope = "" if one is None else f"Of {md_code(a.traces[one].name)}, gaps and kernels alike.\n\n"
-        parts.append("### Launch statistics\n\n" + scope + table(["", ""], rows, "lr"))
+        parts.append("### Launch statistics\n\n" + scope + table(["Statistic", "Value"], rows, "lr"))
     return "## Kernels, collectives and launches\n\n" + "\n\n".join(parts) if parts else ""
 
 
@@ -326,7 +328,7 @@ def _per_step(a: Analysis) -> str:
                          ms(r["idle_ns"]), cause, flag])
         if s.groupby(["trace", "rank", "device"]).ngroups > 1:
             lines += ["", f"### {md_text(a.unit_label(int(ti), int(rank), int(dev)))}"]
-        lines += ["", table(["Step", "Step time", "Busy", "Idle", "Largest idle class", ""], rows, "rrrrll")]
+        lines += ["", table(["Step", "Step time", "Busy", "Idle", "Largest idle class", "Flag"], rows, "rrrrll")]
         if len(g) > MAX_STEP_ROWS:
             lines += ["", f"The first {MAX_STEP_ROWS} of {len(g)} steps; every step is in the JSON."]
     return "\n".join(lines)
@@ -363,10 +365,29 @@ def _method(a: Analysis) -> str:
     lines += [f"- {md_text(notes.text(n))}" for n in a.notes]
     lines += [f"- Not computed: {md_text(u)}" for u in a.unavailable]
     lines += [f"- Input not read: {md_code(f.path.rsplit('/', 1)[-1])}: {md_text(f.problem)}" for f in a.failures]
-    lines += ["", "Thresholds in force (override with `--set name=value` or `--config`):", ""]
+    lines.append(f"- {_thresholds_line(a)}")
+    return "\n".join(lines)
+
+
+def _overridden(a: Analysis) -> list[str]:
+    """The thresholds that differ from their defaults, in the order ``Thresholds.describe()`` lists them."""
+    defaults = Thresholds()
+    return [d["name"] for d in Thresholds.describe() if getattr(a.cfg, d["name"]) != getattr(defaults, d["name"])]
+
+
+def _thresholds_line(a: Analysis) -> str:
+    """One line naming the overridden thresholds (the full table is the ``--verbose`` appendix)."""
+    changed = _overridden(a)
+    text = "thresholds: the defaults (`traceread analyze --verbose` lists them)"
+    if changed:
+        text += ", except: " + ", ".join(md_code(f"{n}={getattr(a.cfg, n)}") for n in changed)
+    return text + "."
+
+
+def _thresholds_appendix(a: Analysis) -> str:
     defaults = Thresholds()
     rows = [[md_code(d["name"]), md_text(str(getattr(a.cfg, d["name"]))) +
              (" (default " + md_text(str(d["default"])) + ")" if getattr(a.cfg, d["name"]) != getattr(
                  defaults, d["name"]) else ""), md_text(d["unit"])] for d in Thresholds.describe()]
-    lines.append(table(["Threshold", "Value", "Unit"], rows, "lrl"))
-    return "\n".join(lines)
+    return ("## Appendix: thresholds in force\n\nOverride with `--set name=value` or `--config`.\n\n"
+            + table(["Threshold", "Value", "Unit"], rows, "lrl"))

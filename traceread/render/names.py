@@ -543,6 +543,17 @@ def md_text(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+_MD_ESCAPED = re.compile(r"\\([\\`*_\[\]#~])|&(amp|lt|gt);")
+_ENTITIES = {"amp": "&", "lt": "<", "gt": ">"}
+
+
+def terminal_text(markdown: str) -> str:
+    """Markdown text as a terminal shows it: the backslash escapes :func:`md_text` adds are removed
+    (``resnet50\\_run2`` reads ``resnet50_run2``, ``&lt;`` reads ``<``), except ``\\|``, which keeps a table's cells apart.
+    Files written with ``-o`` keep the escapes: they are read as Markdown."""
+    return _MD_ESCAPED.sub(lambda m: m.group(1) or _ENTITIES[m.group(2)], markdown)
+
+
 def md_code(text: str) -> str:
     """A Markdown code span holding ``text`` verbatim, safe inside a table cell.
 

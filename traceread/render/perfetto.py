@@ -170,11 +170,21 @@ def _emit_unit(w: _Writer, a: Analysis, t: int, rank: int, dev: int, slot: int, 
                         flows=flows.of_events(t, e.index.to_numpy()))
 
 
+def host_track_name(tid: int, lanes: pd.Series) -> str:
+    """``CPU thread 1234``; a negative tid is no OS thread (the profiler's own rows, such as Kineto's
+    user annotations, or an id it could not record), so the track says what its events are instead."""
+    if tid >= 0:
+        return f"CPU thread {tid}"
+    annotations = bool((lanes.astype(str) == schema.LANE_CPU_ANNOTATION).all())
+    return f"host {'annotations' if annotations else 'thread'} (unknown tid: recorded as {tid})"
+
+
 def _emit_host(w: _Writer, a: Analysis, t: int, rank: int, wins: pd.DataFrame, flows: Flows) -> None:
     proc = _uuid("rank", t, rank)
     for host in timeline.window_events(a, t, rank, None, wins, timeline.HOST_LANES):
         for tid, e in host.groupby("tid", sort=True):
-            trk = w.track(_uuid("cpu", t, rank, tid), f"CPU thread {tid}", proc, order=int(cast(int, tid)) % 100)
+            trk = w.track(_uuid("cpu", t, rank, tid), host_track_name(int(cast(int, tid)), e["lane"]), proc,
+                          order=int(cast(int, tid)) % 100)
             names = [scrub_paths(n) for n in e["name"].astype(str).tolist()]
             w.slices_on(trk, e["start_ns"].to_numpy(), e["end_ns"].to_numpy(), names,
                         flows=flows.of_events(t, e.index.to_numpy()))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from traceread.analysis import Analysis
-from traceread.render.fmt import ms, pct, signed_pct, table
+from traceread.render.fmt import ms, plural, saving, signed_pct, table
 from traceread.render.names import md_text
 from traceread.vocabulary import GAP_CLASSES
 
@@ -55,7 +55,7 @@ def section(a: Analysis) -> str:
     head = "## What each fix would buy\n\n"
     intro = (f"Predicted by replaying the trace's dependencies (launches, streams, syncs; docs/whatif.md) with each "
              f"fix applied. Replay error: {replay_error_text(w)} (replayed {ms(w.replayed_step_ns)} against the "
-             f"measured median step {ms(w.measured_step_ns)}, {w.steady_steps} steady steps). The naive figure "
+             f"measured median step {ms(w.measured_step_ns)}, {plural(w.steady_steps, 'steady step')}). The naive figure "
              f"is the step minus the cause's idle time.")
     shown = _shown(w)
     if not shown:
@@ -63,14 +63,14 @@ def section(a: Analysis) -> str:
     rows = []
     for p in shown:
         if p.step_ns is None:
-            pred, saving = "one-time: no steady-state figure", f"{ms(p.once_ns)} once"
+            pred, saved = "one-time: no steady-state figure", f"{ms(p.once_ns)} once"
         else:
-            pred, saving = ms(p.step_ns), f"{ms(p.saving_ns)} ({pct(p.saving_share)})"
+            pred, saved = ms(p.step_ns), saving(p.saving_ns, p.saving_share)
         naive = ms(p.naive_step_ns) if p.naive_step_ns is not None else "-"
-        rows.append([md_text(p.fix), pred, saving, naive, md_text(p.assumption)])
+        rows.append([md_text(p.fix), pred, saved, naive, md_text(p.assumption)])
     every = w.all_fixed
     if every is not None and every.step_ns is not None:
-        rows.append(["all of them", ms(every.step_ns), f"{ms(every.saving_ns or 0)} ({pct(every.saving_share)})", "-",
+        rows.append(["all of them", ms(every.step_ns), saving(every.saving_ns or 0, every.saving_share), "-",
                      "every steady-state fix at once"])
     body = table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl")
     notes = "".join(f"\n\n{md_text(n)}." for n in w.notes)
@@ -96,7 +96,7 @@ def record(w: Any) -> dict[str, Any]:
 def text_report(w: Any, paths: list[str]) -> str:
     """``traceread whatif``'s table: each requested fix, its predicted step and saving, the naive figure."""
     lines = [f"What each fix would buy ({', '.join(md_text(p) for p in paths)})", "",
-             f"measured median step {ms(w.measured_step_ns)} over {w.steady_steps} steady steps; replay "
+             f"measured median step {ms(w.measured_step_ns)} over {plural(w.steady_steps, 'steady step')}; replay "
              f"{ms(w.replayed_step_ns)} (error {replay_error_text(w)})", ""]
     rows = []
     for p in list(w.fixes) + ([w.all_fixed] if w.all_fixed is not None else []):
@@ -104,7 +104,7 @@ def text_report(w: Any, paths: list[str]) -> str:
             rows.append([md_text(p.fix), "one-time", f"{ms(p.once_ns)} once", "-", md_text(p.assumption)])
             continue
         naive = ms(p.naive_step_ns) if p.naive_step_ns is not None else "-"
-        rows.append([md_text(p.fix), ms(p.step_ns), f"{ms(p.saving_ns)} ({pct(p.saving_share)})", naive,
+        rows.append([md_text(p.fix), ms(p.step_ns), saving(p.saving_ns, p.saving_share), naive,
                      md_text(p.assumption)])
     lines.append(table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl"))
     lines += ["", "Assumed dependencies:"] + [f"- {a}" for a in w.assumptions] + [f"- {n}" for n in w.notes]

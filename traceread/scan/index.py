@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from traceread.render.fmt import table
+from traceread.render.fmt import plural, table
 from traceread.render.names import md_text
 from traceread.scan.whatifcols import best_text
 from traceread.vocabulary import GAP_CLASSES
 
-INDEX_SCHEMA_VERSION = "1.2"
+INDEX_SCHEMA_VERSION = "1.3"
 
 
 def dominant_lost_ns(row: dict[str, Any]) -> int:
@@ -67,8 +67,9 @@ def index_markdown(doc: dict[str, Any], traces: Iterable[dict[str, Any]] | None 
     them row by row)."""
     s = doc["scan"]
     lines = ["# traceread scan", "",
-             f"{s['traces_ok']} traces analysed in {len(doc['jobs'])} jobs; {len(doc['failures'])} failed, "
-             f"{len(doc['not_traces'])} not traces, {sum(s['skipped'].values())} other files skipped "
+             f"{plural(s['traces_ok'], 'trace')} analysed in {plural(len(doc['jobs']), 'job')}; "
+             f"{len(doc['failures'])} failed, {len(doc['not_traces'])} not traces, "
+             f"{plural(sum(s['skipped'].values()), 'other file')} skipped "
              f"([failures](failures.md)). Sorted by the GPU time the dominant cause costs, worst first; "
              "GPU time lost = idle GPU-seconds of that class summed over the job's GPUs; best fix = the fix the "
              "dependency replay predicts to save most GPU time over the analysed window (docs/whatif.md). A job's "

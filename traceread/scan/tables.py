@@ -13,7 +13,8 @@ to hidden temporary files in OUTDIR (``.gaps.parquet-*.tmp``, ...) that are rena
 tables at the end of the scan; until then the previous scan's tables stay readable. Every row
 carries ``trace_id``, ``job``, ``rank`` and ``device``; row groups follow the order in which
 directories finished (sort by ``trace_id`` for a fixed order). Times are the trace's own ns plus,
-where the trace's time base is the Unix epoch, ``start_epoch_ns``/``end_epoch_ns``.
+where the trace's time base is the Unix epoch, ``start_epoch_ns``/``end_epoch_ns``. Each
+``traces.parquet`` row also carries its trace's verdict, ``dominant_cause`` and ``dominant_cost_share``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def _schemas() -> dict[str, Any]:
                               ("time_base", pa.string()), ("epoch_offset_ns", pa.int64())] + span
                        + [("steps", pa.int64()), ("median_step_ns", pa.int64()), ("step_ns", pa.int64())]
                        + [(part_col(p), pa.int64()) for p in PARTS]
+                       + [("dominant_cause", pa.string()), ("dominant_cost_share", pa.float64())]
                        + [("dependency_error", pa.float64())] + [(column(f), pa.int64()) for f in FIXES])
     return {"gaps": gaps, "steps": steps, "traces": traces}
 
@@ -241,6 +243,10 @@ def trace_columns(row: dict[str, Any], trace_id: str, job: str) -> dict[str, lis
     cols["step_ns"] = [u["step_ns"] for u in units]
     for p in PARTS:
         cols[part_col(p)] = [u.get(part_col(p), 0) for u in units]
+    # The trace's verdict (its index.json row's), on each of its rows: filter or group the units by it.
+    cols["dominant_cause"] = [row.get("dominant_cause")] * n
+    share = row.get("dominant_cost_share")
+    cols["dominant_cost_share"] = [float(share) if share is not None else None] * n
     cols.update(unit_columns(row, units))
     return cols
 

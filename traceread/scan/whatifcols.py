@@ -24,9 +24,14 @@ def column(fix: str) -> str:
     return "recoverable_" + fix.replace("-", "_") + "_ns"
 
 
+# Under half a GPU-millisecond the index's GPU-seconds (3 decimals) read 0.000: no fix is "best" then.
+MIN_BEST_NS = 500_000
+
+
 def _best(recoverable: dict[str, int]) -> tuple[str | None, int]:
-    """The single fix that recovers most (``all`` is not one fix)."""
-    single = [(ns, fix) for fix, ns in recoverable.items() if fix != ALL_FIXED and ns > 0]
+    """The single fix that recovers most (``all`` is not one fix); none when the most is below what
+    the index shows (``recoverable_ns`` keeps every fix's exact figure)."""
+    single = [(ns, fix) for fix, ns in recoverable.items() if fix != ALL_FIXED and ns >= MIN_BEST_NS]
     if not single:
         return None, 0
     ns, fix = min(single, key=lambda x: (-x[0], x[1]))
@@ -85,8 +90,11 @@ def unit_columns(row: dict[str, Any], units: list[dict[str, Any]]) -> dict[str, 
 
 
 def best_text(row: dict[str, Any]) -> str:
-    """``data-starved 1.234`` (GPU-s) for the index tables; empty without a prediction."""
+    """``data-starved 1.234`` (GPU-s) for the index tables; ``none`` when no fix recovers a shown
+    amount; empty without a prediction."""
     w = row.get("whatif")
-    if not w or not w.get("best_fix"):
+    if not w:
         return ""
+    if not w.get("best_fix") or int(w.get("best_recoverable_ns") or 0) < MIN_BEST_NS:
+        return "none"
     return f"{w['best_fix']} {w['best_recoverable_ns'] / 1e9:,.3f}"
