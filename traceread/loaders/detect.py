@@ -96,6 +96,16 @@ def detect(path: str) -> Detected:
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
+# rpd2tracing's JSON: an empty first event (Kineto never writes one) and its own names, flows or args. Kept
+# here, not in the reader's package: detection must not import the readers (nor pandas, which they import).
+_RPD_START = re.compile(rb'^\s*(?:\{\s*"traceEvents"\s*:\s*)?\[\s*\{\s*\}\s*,')
+_RPD_SIGNS = (b'"args":{"name":"GPU', b'"args":{"name":"Hip ', b'"cat":"api_op"', b'"args":{"desc":"')
+
+
+def looks_like_rpd_trace_json(head: bytes) -> bool:
+    """Whether the first uncompressed bytes of a JSON file are rpd2tracing's: an empty first event
+    (Kineto never writes one) and its own process/thread names, flows or args."""
+    return bool(_RPD_START.match(head)) and any(s in head for s in _RPD_SIGNS)
 
 
 def _by_head(path: str, head: bytes) -> Detected:
@@ -132,8 +142,6 @@ def detect_json(text: bytes, whole: bool = False) -> Detected:
         return Detected(ROCPROFV3_JSON, "a rocprofiler-sdk-tool object")
     if _XPLANE_PROCESS.search(text) and b"process_name" in text:
         return Detected(XPLANE_JSON, "processes named after xplane planes")
-    from traceread.loaders.rocprof.rpdjson import looks_like_rpd_trace_json
-
     if looks_like_rpd_trace_json(text):
         return Detected(RPD_JSON, "rpd2tracing's process and thread names")
     if _KINETO_KEYS.search(text):

@@ -17,7 +17,6 @@ process is its call's. Graph rows (``args.kernels``) repeat their kernels and ar
 from __future__ import annotations
 
 import os
-import re
 from operator import attrgetter
 from typing import Any, Union
 
@@ -27,6 +26,7 @@ import pandas as pd
 
 from traceread import schema as S
 from traceread.errors import TraceReadError
+from traceread.loaders.detect import looks_like_rpd_trace_json  # noqa: F401 - re-exported: the reader's test
 from traceread.loaders.rocprof.frame import (
     COPY_KINDS,
     LANE,
@@ -41,14 +41,8 @@ from traceread.trace import Trace
 
 FORMAT = "rpd-json"
 WHAT = "rpd2tracing JSON"
-_START = re.compile(rb'^\s*(?:\{\s*"traceEvents"\s*:\s*)?\[\s*\{\s*\}\s*,')
-_SIGNS = (b'"args":{"name":"GPU', b'"args":{"name":"Hip ', b'"cat":"api_op"', b'"args":{"desc":"')
 
 
-def looks_like_rpd_trace_json(head: bytes) -> bool:
-    """Whether the first uncompressed bytes of a JSON file are rpd2tracing's: an empty first event
-    (Kineto never writes one) and its own process/thread names, flows or args."""
-    return bool(_START.match(head)) and any(s in head for s in _SIGNS)
 
 
 class Args(msgspec.Struct):
