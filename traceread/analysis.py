@@ -330,8 +330,7 @@ def rank_summary(result: Analysis, identity: RankIdentity, between: Callable[[],
 
 def _trace_rows(frame: pd.DataFrame, index: int, columns: tuple[str, ...]) -> pd.DataFrame:
     """The rows of input ``index``: ``frame`` itself when every row is (one input), else only ``columns`` of
-    them (a boolean selection copies every column: the gaps' evidence too, 0.9 GB per rank of a 5M-gap
-    export)."""
+    them (a boolean selection copies every column: the gaps' evidence too, a sentence per gap)."""
     if not len(frame):
         return frame
     hit = (frame["trace"] == index).to_numpy()

@@ -262,15 +262,15 @@ def _errors_named(path: str) -> Iterator[None]:
 
 
 # Pieces made ahead of the file's writes (a writer's pieces are about 1 MB: rowjoin.PIECE_BYTES). At least a
-# table block's (16-30 MB, joined at once): with 4, the thread encoding the next block waited to hand over the
-# pieces of the last (0.04-0.08 s of a 1.1 GB trace's JSON), which are held in memory anyway.
+# table block's (a block is joined at once): with fewer, the thread encoding the next block waits to hand over
+# the pieces of the last, which are held in memory anyway.
 WRITE_AHEAD_PIECES = 32
 
 
 def write_pieces(fh: IO[bytes], pieces: Iterable[bytes]) -> None:
     """Write ``pieces`` to ``fh`` in order, each write on a thread of its own while the next pieces are
     made: a table writer's formatting (CPU) and the kernel's copying into the page cache (which holds no
-    GIL; half the time of a 3.5 GB gap table) overlap. At most ``WRITE_AHEAD_PIECES`` wait. The first
+    GIL; much of a big table's time) overlap. At most ``WRITE_AHEAD_PIECES`` wait. The first
     error of either side is raised here, and nothing is written after it."""
     ahead: queue.Queue[bytes | None] = queue.Queue(maxsize=WRITE_AHEAD_PIECES)
     failed: list[BaseException] = []

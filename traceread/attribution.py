@@ -205,7 +205,7 @@ def evidence_split(gaps: pd.DataFrame, cause: str) -> dict[str, int]:
     if gaps is None or not len(gaps) or "class" not in gaps.columns or "evidence_kind" not in gaps.columns:
         return {}
     # on the categorical's codes (no string per gap), and only the two columns read, as numpy arrays
-    # (a frame selection of the two columns cost ~0.05 s at 300k gaps)
+    # (not a frame selection of the two columns, which builds a new frame per call)
     hit = class_mask(gaps["class"], cause)
     if not hit.any():
         return {}

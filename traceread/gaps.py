@@ -13,7 +13,7 @@ last kernel to step end. Each gap is measured against everything else that was b
 
 All ``X_ns`` overlaps are lengths (ns) of the union of X's intervals inside the gap, so they never
 exceed ``dur_ns``; ``X_frac = X_ns / dur_ns``. The frame holds only the ``X_ns`` (a trace can have
-millions of gaps, and 16 float64 fractions beside 16 int64 lengths were 40% of the frame); outputs
+millions of gaps, and 16 float64 fractions beside 16 int64 lengths would double those columns); outputs
 that show fractions add them with :func:`with_fractions` for the rows they write, rules compute
 them with ``rules._base.frac``.
 
@@ -59,8 +59,8 @@ FRACTION_COLUMNS: tuple[str, ...] = tuple(f"{k}_frac" for k in OVERLAP_KINDS)  #
 FRAME_COLUMNS: tuple[str, ...] = tuple(c for c in GAP_COLUMNS if c not in FRACTION_COLUMNS)
 _SPARSE_NS = pd.SparseDtype(np.int64, 0)  # X_ns overlaps: see _sparse
 _INT32_COLUMNS = ("launch_count", "queue_depth", "step_p2p_count")  # counts: int32 halves them
-# Step numbers and offsets into the step: int32 when every value fits (a 5M-gap export: 37 -> 18 MB each, held
-# from the rules to the end), else int64
+# Step numbers and offsets into the step: int32 when every value fits (half of int64's bytes, held from the
+# rules to the end), else int64
 _NARROW = ("step", "offset_ns")
 _STR_COLUMNS = ("longest_cpu_name", "python_frame", "next_kernel_name")  # event-name codes
 _TYPE_COLUMNS = ("comm_type",)  # plain strings
@@ -72,7 +72,7 @@ _COPY_DIRS = {"HtoD": "memcpy_htod", "DtoH": "memcpy_dtoh", "DtoD": "memcpy_dtod
 
 def _sparse(a: np.ndarray) -> pd.arrays.SparseArray:
     """An overlap column stored sparse (zeros not held): of a launch-bound trace's millions of
-    gaps, 0-17% overlap a comm kernel or a runtime call and none a copy, sync or allocation."""
+    gaps, few overlap a comm kernel or a runtime call and fewer still a copy, sync or allocation."""
     return pd.arrays.SparseArray(a, fill_value=0, dtype=_SPARSE_NS)
 
 
@@ -106,7 +106,7 @@ def with_fractions(gaps: pd.DataFrame) -> pd.DataFrame:
     order = [c for c in GAP_COLUMNS if c in gaps.columns or c in fractions]
     order += [c for c in gaps.columns if c not in order]
     # The fractions joined as one frame, then one selection in order: not 16 insertions into a
-    # copy then a reordering copy (the Markdown's ten gaps paid ~0.03 s for those).
+    # copy then a reordering copy (each insertion into a frame copies its blocks).
     out = pd.concat([gaps, pd.DataFrame(fractions, index=gaps.index)], axis=1)[order] if fractions else gaps[order]
     out.attrs = copy.deepcopy(gaps.attrs)
     return out

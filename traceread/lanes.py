@@ -103,10 +103,11 @@ class EventView:
     def keep_selections(self, keys: Collection[tuple[Any, ...]]) -> None:
         """Drop the cached selections, unions and tables but those of ``keys`` (:func:`selection_key`), once
         the steps, gaps, rules and tables are done with them: the analysis keeps only what its replay reads
-        (a 5M-kernel export's view held 0.27 GB of them through the replay). What is dropped is made again
-        if asked for; the launch links stay."""
-        # A snapshot first (one C call under the GIL): the analysis' replay thread may add a selection meanwhile,
-        # which iterating the live dict would raise on; one added after the snapshot is made again if asked for.
+        (the others, row indices of every lane and kind, would stay through the replay). What is dropped is
+        made again if asked for; the launch links stay."""
+        # A snapshot first (one C call under the GIL): the runner's replay thread may add a selection
+        # meanwhile, which iterating the live dict would raise on; one added after the snapshot is made
+        # again if asked for.
         self._rows = {k: v for k, v in tuple(self._rows.items()) if k in keys or k[0] == "constant"}
         self._lane_rows = {}
 
@@ -358,7 +359,7 @@ def cached_view(trace: Trace) -> EventView | None:
 def drop_selections(trace: Trace) -> None:
     """Drop the cached selections of ``trace``'s view (:meth:`EventView.keep_selections` of none): for a
     command whose next steps read none of them (the rules read their own context; ``gaps`` after the
-    engine: ~150 MiB on a 2M-kernel export)."""
+    engine: they hold row indices of every lane and kind)."""
     view = cached_view(trace)
     if view is not None:
         view.keep_selections(())

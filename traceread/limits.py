@@ -41,8 +41,8 @@ class Limits:
     # Uncompressed JSON a single gzip trace may inflate to. Real multi-GB traces stay far below;
     # a gzip bomb is stopped here with a message instead of filling the disk cache and the CPU.
     max_json_bytes: int = 64 << 30
-    # Inflated/compressed ratio, judged once 256 MiB are inflated: JSON traces compress 5-40x
-    # (the reference set: 1-26x); a ratio past this is not a trace.
+    # Inflated/compressed ratio, judged once 256 MiB are inflated: JSON traces compress tens of
+    # times at most; a ratio past this is not a trace.
     max_gzip_ratio: float = 250.0
     gzip_ratio_after_bytes: int = 256 << 20
     # Address-space cap (bytes) of this process, None = none: a trace too large for it fails with a
@@ -94,10 +94,9 @@ class TooManyEvents(Exception):
 
 
 # Peak memory of ``traceread analyze`` per event of its input: the frame is ~100 B per event, the
-# analysis (lanes, links, intervals, per-step tables) takes the rest. Measured as peak RSS less a
-# tiny trace's, over events: 656 B on param_linear scaled to 400 MB (1.17M events), 672 B on the
-# ResNet-50 trace scaled to 233 MB (0.5M events); rounded up. (The default was memory / 100 B,
-# which let a 35M-event trace be killed by the kernel long before the cap.)
+# analysis (lanes, links, intervals, per-step tables) takes the rest: peak RSS less a tiny trace's,
+# over events, on traces scaled up, rounded up. (A cap of memory / 100 B counted the frame alone and
+# let a trace be killed by the kernel long before the cap.)
 ANALYZE_BYTES_PER_EVENT = 700
 
 

@@ -90,7 +90,7 @@ def concat(frames: list[pd.DataFrame | None], columns: list[str] | None) -> pd.D
     """Concatenate per-trace frames; an empty frame with ``columns`` when there are none."""
     kept = [f for f in frames if f is not None and len(f)]
     if len(kept) == 1 and _default_index(kept[0]):
-        return kept[0]  # one trace: concatenating would copy every column (a 5M-gap frame is GBs)
+        return kept[0]  # one trace: concatenating would copy every column (of millions of gaps, maybe)
     if kept:
         return pd.concat(kept, ignore_index=True)
     return pd.DataFrame({c: pd.Series(dtype="int64") for c in (columns or ["trace"])})
@@ -103,7 +103,7 @@ def _default_index(df: pd.DataFrame) -> bool:
 
 
 def with_trace(df: pd.DataFrame, index: int) -> pd.DataFrame:
-    # A new frame sharing the columns (not a deep copy: a 5M-gap frame is GBs); the column is added to it only.
+    # A new frame sharing the columns (not a deep copy of maybe millions of gaps); the column is added to it.
     out = df.copy(deep=False) if _default_index(df) else df.reset_index(drop=True)
     out.insert(0, "trace", np.int32(index))
     return out
@@ -196,7 +196,7 @@ def idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
 def _idle_parts(steps: pd.DataFrame, gaps: pd.DataFrame) -> np.ndarray:
     """Per step row and class of ``GAP_CLASSES``: the idle ns of its gaps (int64). A gap counts for
     every step row of its (rank, device, step). Keys and classes as integer codes (a group-by of the
-    gaps on four keys, then a mapping back onto the steps, cost ~0.07 s at 300k gaps)."""
+    gaps on four keys, then a mapping back onto the steps, hashes every key of every gap)."""
     parts = np.zeros((len(steps), len(GAP_CLASSES)), dtype=np.int64)
     if not len(gaps) or not len(steps):
         return parts

@@ -199,7 +199,7 @@ def rank_device_rows(events: pd.DataFrame, **groupby: Any) -> dict[tuple[Any, An
 def lane_is(events: pd.DataFrame, lane: str) -> np.ndarray:
     """Boolean per row: whether it is on ``lane``. Compares the category codes: comparing the
     column with a string makes pandas 3 build an Arrow string array of the categories first
-    (about 2 ms a call on a 0.5M-row frame)."""
+    (a copy per call, at every one of many calls)."""
     col = events["lane"].cat
     code = col.categories.get_loc(lane) if lane in col.categories else -2
     return col.codes.to_numpy() == code

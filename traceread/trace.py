@@ -152,7 +152,7 @@ class SideTables(MutableMapping[str, "pd.DataFrame"]):
         # the pending tables it does not name.
         self._tables: dict[str, pd.DataFrame | None] = dict(tables or {})
         self._pending = dict(pending or {})
-        # A pending table is read once: the analysis' replay thread and the rules may ask for it together.
+        # A pending table is read once: the runner's replay thread and the rules may ask for it together.
         self._reading = threading.Lock()
         for name in self._pending:
             self._tables.setdefault(name, None)

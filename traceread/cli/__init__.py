@@ -132,23 +132,23 @@ def _encodable_streams() -> None:
             continue
 
 
-# The command's process settings (see run()). gen0 threshold: the imports alone create ~120k
-# long-lived objects (pandas, numpy, click); at Python's default of 700 the collector runs ~170
-# times over them while nothing they hold is garbage (measured 0.1 s of 0.8 s of imports).
+# The command's process settings (see run()). gen0 threshold: the imports alone create a hundred
+# thousand or more long-lived objects (pandas, numpy, click); at Python's default of 700 the collector
+# runs over them again and again while nothing they hold is garbage.
 GC_THRESHOLDS = (20_000, 50, 100)
 
 
 def run() -> None:
     """The ``traceread`` command: :func:`main` under the command's process settings, then exit
     without the interpreter's last garbage collection over every object the run created (pandas
-    and the frames: measured 0.25 s of a 1.5 s ``traceread info``). Objects are still finalized
+    and the frames: a pass over millions of objects that frees nothing). Objects are still finalized
     and atexit handlers run; only the cycle search is skipped, which at exit frees nothing the
     exit would not.
 
     Settings: the collector runs less often (``GC_THRESHOLDS``), numpy's OpenBLAS starts no
     threads unless the user asks for them: traceread does no linear algebra, and each OpenBLAS
-    thread (one per core) spins at start-up (measured 0.19 of 0.85 CPU s of importing numpy and
-    pandas on 2 cores), and threads share one malloc heap (``heap.one_heap``)."""
+    thread (one per core) spins at start-up, taking CPU from the imports on a machine of few cores),
+    and threads share one malloc heap (``traceread.runner.heap.one_heap``)."""
     import gc
 
     from traceread.runner.heap import one_heap

@@ -94,8 +94,8 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
                 "traceread.metrics.kernels", "traceread.metrics.collectives", "traceread.whatif", "traceread.render",
                 *(["traceread.render.jsonout"] if json_path else []), *(["traceread.render.markdown"] if md_path else []))
     # Freed heap pages are reused from the start (traceread.runner.heap.reuse_freed_pages): the analysis then
-    # takes the pages the load's decode buffers freed, instead of faulting in fresh ones (the kernel
-    # zeroing them was a third of the analysis' CPU time on a 1 GB trace before this setting). The
+    # takes the pages the load's decode buffers freed, instead of faulting in fresh ones (which the
+    # kernel must zero first, on the analysis' time). The
     # analysis' peak is above the load's, so keeping the load's freed pages does not raise it.
     from traceread.runner.heap import reuse_freed_pages
 

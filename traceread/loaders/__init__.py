@@ -308,7 +308,7 @@ SQLITE_MIN_STORED = 0.5
 def check_extent(path: str) -> None:
     """Refuse a sparse input: one with a hole (a run of NUL bytes the file system does not store)
     before its end. JSON text, gzip data and the protobuf traces never hold a block of NUL bytes, and
-    reading or hashing the holes of a 20 GiB sparse file took minutes and gigabytes for nothing. An
+    reading or hashing the holes of a large sparse file would take minutes and gigabytes for nothing. An
     SQLite database (nsys, RPD, rocpd) may hold zeroed pages a file system stores as a hole, so it is
     refused only when most of it is holes (less than ``SQLITE_MIN_STORED`` of its size stored). The
     file system says where the first hole is (SEEK_HOLE), so the answer takes no read; a file whose

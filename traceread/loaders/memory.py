@@ -1,16 +1,16 @@
 """Memory settings for the duration of a load.
 
 Two process-wide allocator defaults cost a fresh process most of its page faults while it
-streams a trace (measured on the 2-core dev machine, each fault ~1.5 us):
+streams a trace:
 
 * numpy asks the kernel for transparent huge pages on every large array (``madvise``). Where the
   kernel then compacts memory on the first touch (THP ``defrag=madvise``, a common default), each
-  fresh 2 MB page stalls: filling 200 MB of new arrays took 0.42 s with the advice and 0.11 s
-  without, and copying a forked child's 110 MB of rows into the frame 0.29 s against 0.07 s.
+  fresh 2 MB page stalls on its first touch while the kernel compacts memory to make it, which
+  costs filling new arrays (or copying a forked child's rows into the frame) more than it saves.
 * glibc's malloc hands multi-MB blocks (the inflated gzip blocks, read blocks, chunk buffers)
-  back to the kernel on every free and maps fresh pages for the next one. Keeping up to 64 MB
-  of freed heap and serving blocks below 8 MB from it cut the faults of loading the 21 MB
-  param_linear trace from 16.6k to 12.2k and its median load time from 0.138 s to 0.121 s.
+  back to the kernel on every free and maps fresh pages for the next one. Keeping some freed
+  heap (``LOAD_TRIM_THRESHOLD``) and serving blocks below ``LOAD_MMAP_THRESHOLD`` from it lets
+  each block reuse the pages of the one freed before it instead of faulting in new ones.
 
 Both are set only inside :func:`load_settings`; numpy's switch is restored afterwards and glibc's
 parameters are set back to their documented defaults (128 KiB each).

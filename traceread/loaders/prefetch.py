@@ -1,8 +1,8 @@
 """Import pandas (and the modules the command names, :func:`also_import`) on a background thread while
 this process decodes a trace.
 
-Importing pandas (with numpy's and pyarrow's set-up) takes ~0.25 s of one core, a sixth of a whole
-``analyze`` of a 233 MB trace. Decoding the file runs in the compiled scanner with the GIL released,
+Importing pandas (with numpy's and pyarrow's set-up) is a sizeable share of a whole ``analyze`` of a
+mid-sized trace. Decoding the file runs in the compiled scanner with the GIL released,
 so the import can run beside it: the loader's modules import pandas only where they build a frame
 (after the decode), and by then the import is done or nearly so. Started only after the loader has
 forked any decoding child or pool (a fork while another thread imports would hand the child a held
@@ -29,7 +29,7 @@ def _import_pandas() -> None:
 
 def also_import(*names: str) -> None:
     """Import ``names`` on the same thread after pandas: the command's own modules (the analysis and its
-    renderers, ~0.2 s of imports on one core) then cost the main thread nothing after the decode."""
+    renderers, whose imports take one core a while) then cost the main thread nothing after the decode."""
     _after.extend(n for n in names if n not in _after)
 
 

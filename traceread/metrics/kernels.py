@@ -43,9 +43,9 @@ _KERNEL_LANES = (schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM)
 
 def _kernel_rows(trace: Trace) -> np.ndarray:
     """Sorted rows of the GPU kernels (compute and communication lanes), from the engine's cached
-    lane rows and category codes (a Categorical ``isin`` and a string comparison per event cost
-    ~0.1 s at 3M events, twice: for the kernel table and the launch statistics). Not cached in the
-    view: at 5M kernels the selection is 20 MB that would stay for the rest of the analysis."""
+    lane rows and category codes (not a Categorical ``isin`` and a string comparison per event,
+    twice: for the kernel table and the launch statistics). Not cached in the view: the selection
+    (a row index per kernel) would stay for the rest of the analysis."""
     v = event_view(trace)
     parts = [r for r in (v.lane_rows(lane) for lane in _KERNEL_LANES) if len(r)] or [np.zeros(0, np.int64)]
     # each lane's rows are sorted: a stable sort merges the runs (in linear time)
@@ -82,7 +82,7 @@ def kernel_table(trace: Trace, kernels: pd.DataFrame | None = None) -> pd.DataFr
 
 def _names_and_durations(trace: Trace) -> pd.DataFrame:
     """The two columns :func:`kernel_table` reads of :func:`kernels_frame`'s rows: ``name, dur_ns`` (not a copy
-    of nine columns and a class string per kernel: 1.2 s and ~0.5 GB at 5M kernels)."""
+    of nine columns and a class string per kernel)."""
     v = event_view(trace)
     rows = _kernel_rows(trace)
     return pd.DataFrame({"name": trace.events["name"].array.take(rows),
@@ -108,7 +108,7 @@ def launch_stats(trace: Trace, kernels: pd.DataFrame | None = None) -> dict[str,
     Latency is kernel start minus launch-call start. Graph launches (one call, many kernels) count in
     the latency but not in the "shorter than its launch" comparison. Made on the engine's view (rows,
     name codes, times), once per distinct name for the classes and the graph test: the kernels'
-    frame with a launch name per kernel cost ~0.4 s at 300k kernels. Linking is the project's one rule
+    frame would hold a launch name per kernel. Linking is the project's one rule
     (:mod:`traceread.lanes`): (rank, pid, correlation), Kineto's device-index pids mapped to the rank's
     launching process.
     """

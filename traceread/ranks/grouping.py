@@ -40,7 +40,7 @@ RULE_FILENAME = "filename"
 RULE_SINGLE = "single"
 RULE_METADATA_RANK_ONLY = "metadata-rank-only"
 # missing ranks named one by one in a job; past this many they are counted ("and N more"): the world size
-# comes from the file, and a list of 10^7 missing ranks made a 149 MB job report
+# comes from the file, and a list of every missing rank of a huge claimed world would make a huge job report
 MISSING_LISTED = 1024
 
 

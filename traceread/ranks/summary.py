@@ -189,7 +189,7 @@ def _leads(trace: Trace, rank: int, dev: np.ndarray, start: np.ndarray, end: np.
     """Per collective: lead start (its device's previous collective end, else that device's first
     compute kernel), compute busy ns and compute-idle ns by gap class inside the lead. ``class_codes``:
     each gap's class as its index in ``GAP_CLASSES`` (:func:`_class_codes`), compared instead of the
-    class text (ten string comparisons of every gap, ~0.2 s per million-gap rank)."""
+    class text (ten string comparisons of every gap)."""
     v = event_view(trace)
     n = len(start)
     lead_start = np.zeros(n, dtype=np.int64)

@@ -23,7 +23,7 @@
 
 #include "_cjoin.h"
 /* The constant pieces between cells (a JSON row's '",\n      "key": ') are moved as a fixed PIECE_SLACK
- * bytes: most are longer than SLACK, and a call to memcpy each cost a fifth of the join. */
+ * bytes: most are longer than SLACK, and a call to memcpy per piece per row would be a large share of the join. */
 #define PIECE_SLACK 48
 #define DIGITS (SLACK + 8) /* room for a 64-bit integer's decimal digits */
 
@@ -185,8 +185,7 @@ static inline char *put_piece(char *out, const char *src, Py_ssize_t m) {
 
 /* Rows are laid out a tile of TILE rows at a time: the tile's cells are found column by column (each
  * column's values read in order), then its rows written from them. Read row by row, a row's ~80 column
- * arrays were as many streams of cache misses (the CSV gap table: ~19 ns a cell, most of it waiting on
- * those loads). */
+ * arrays were as many streams of cache misses (most of a cell's time was waiting on those loads). */
 #define TILE 64
 #define DIGITS_STRIDE (DIGITS + SLACK)
 typedef struct {

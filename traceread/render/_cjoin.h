@@ -12,7 +12,7 @@
 /* out has SLACK bytes beyond what is written (the result's spare tail). */
 static inline char *put(char *out, const char *src, Py_ssize_t m, int roomy) {
     if (roomy && m <= SLACK)
-        memcpy(out, src, SLACK); /* a constant size: moves, not a call (a larger size measured slower) */
+        memcpy(out, src, SLACK); /* a constant size: moves, not a call (a larger one moves more bytes than most cells hold) */
     else
         memcpy(out, src, (size_t)m);
     return out + m;

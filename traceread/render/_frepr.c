@@ -1,6 +1,6 @@
 /* The _cjoin module's reprs (its table in _cjoin.c): Python's repr of doubles, without the GIL for the
- * values this file can decide exactly; Python's own PyOS_double_to_string, which needs the GIL and costs
- * ~400 ns a value, formats the rest. Written here from the definition of repr, not taken from any
+ * values this file can decide exactly; Python's own PyOS_double_to_string, which needs the GIL and makes a
+ * Python string per value, formats the rest. Written here from the definition of repr, not taken from any
  * published algorithm.
  *
  * repr gives the shortest decimal that reads back as x, the one nearest x among several of that length.
@@ -225,7 +225,7 @@ static void insert(char *buf, int64_t *off, Py_ssize_t n, const int64_t *doubtfu
 /* reprs(values): (buf, offsets) with cell i = buf[offsets[i]:offsets[i + 1]] being Python's repr of the
  * float64 values[i] (what pandas' CSV writes for a float64), or nothing for NaN; offsets are n + 1
  * native int64 as bytes. A pass without the GIL formats what shortest() decides exactly (almost all values
- * of a gaps table: a call to PyOS_double_to_string, float.__repr__'s, needs the GIL and costs ~400 ns);
+ * of a gaps table: a call to PyOS_double_to_string, float.__repr__'s, needs the GIL and allocates);
  * the few doubtful values then go through PyOS_double_to_string and are put in their places. */
 static Py_ssize_t repr_fallbacks; /* values given to PyOS_double_to_string so far (under the GIL; tests) */
 
@@ -304,7 +304,7 @@ PyObject *frepr_fallbacks(PyObject *self, PyObject *unused) {
     return PyLong_FromSsize_t(repr_fallbacks);
 }
 
-/* The module's init: the tables, the powers of two as Python formats them (~30 us), FAST_REPRS. */
+/* The module's init: the tables, the powers of two as Python formats them (once per process), FAST_REPRS. */
 int frepr_module_init(PyObject *module) {
     tables();
     for (int e = -POW2_MAX; e <= POW2_MAX; e++) {

@@ -174,7 +174,7 @@ def _plain_arg_runs(chars: list[str], o: int, c: int) -> list[tuple[int, int]]:
 
 # Past this many characters a name is collapsed in bulk: groups nested deeper than HUGE_DEPTH are
 # emptied in one pass, then every candidate of the best kind at once per round, so that the work
-# stays linear in the name's length (one at a time, a 34 KB name of template groups took minutes).
+# stays linear in the name's length (one at a time, the work is quadratic in a name of many groups).
 # Shorter names (every real kernel name seen) collapse one group at a time, longest first.
 HUGE_NAME = 1024
 HUGE_DEPTH = 2
@@ -379,7 +379,7 @@ def _diff_spans(mine: list[tuple[int, int, str]], theirs: list[str]) -> list[tup
 
 # Names of more tokens than this (together) are compared in linear time: their common start and end
 # set aside, the rest token by token, the first _HUGE_SPANS differences kept (the alignment is
-# quadratic in the tokens: two 34 KB names that differ near their end took minutes).
+# quadratic in the tokens: two very long names that differ near their end would take minutes).
 _DIFF_TOKENS = 2_000
 _HUGE_SPANS = 8
 
@@ -480,7 +480,7 @@ class ShortNames:
     ``shown``: the names a table shows, when it shows only some. They are kept apart from each other
     and from their :data:`SHOWN_NEIGHBOURS` neighbours each side in name order among ``names``
     (names that shorten alike share their start, so sort together); the work is then bounded by
-    the rows shown, not by a trace's thousands of distinct names (each shortening costs ~1 ms).
+    the rows shown, not by a trace's thousands of distinct names (each shortening is Python work per token).
     """
 
     def __init__(self, names, max_len: int = DEFAULT_MAX_LEN, shown=None) -> None:

@@ -231,10 +231,9 @@ Block: TypeAlias = tuple[Sequence[bytes], Sequence[Column], int, bytes]  # join_
 
 
 # Threads joining a JSON table's blocks at once. With one, the thread encoding the blocks waited for the
-# join of the block before the last (the join copies every byte of the output): on the 1.1 GB trace's JSON
-# gap table, 0.16-0.19 s of 0.7 s. Blocks in flight: one more than the threads (each adds a block's columns
-# and pieces to the peak). A CSV's rows are short beside their encoding: one thread keeps up (the 2M-kernel
-# export's gaps --csv took as long with two, at 50-60 MB more).
+# join of the block before the last (the join copies every byte of the output). Blocks in flight: one more
+# than the threads (each adds a block's columns and pieces to the peak). A CSV's rows are short beside their
+# encoding: one thread keeps up (a second gains no time and adds a block to the peak).
 JOIN_THREADS = 2
 
 

@@ -1,15 +1,16 @@
 """Give freed heap memory back to the operating system between the big phases of an analysis.
 
 glibc's malloc serves the multi-MB numpy temporaries of a phase from its heap once its dynamic
-mmap threshold has risen, and keeps the pages after they are freed: on a 10M-event nsys export
-the process held 500 MB of freed heap through the gaps phase. ``malloc_trim(0)`` returns every
+mmap threshold has risen, and keeps the pages after they are freed: a large export's analysis
+would hold a whole phase's freed temporaries through the next one. ``malloc_trim(0)`` returns every
 free whole page (not only the heap's top); it takes milliseconds. Elsewhere (musl, macOS,
 Windows) this does nothing.
 
 :func:`reuse_freed_pages` is ``traceread analyze``'s setting once its traces are loaded: glibc maps every
 allocation above its mmap threshold (at most 32 MiB) afresh and unmaps it when freed, so each
-large numpy temporary of a 1 GB trace faulted its pages in again (2.1M minor faults, 4.9 s of
-kernel time in a 14 s ``analyze``). Served from the heap instead, freed pages are reused.
+large numpy temporary of a large trace faults its pages in again, and the kernel's zeroing of those
+fresh pages becomes a large share of the analysis' time. Served from the heap instead, freed pages
+are reused.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def trim() -> None:
 def freed_pages_kept() -> Iterator[None]:
     """:func:`trim` gives nothing back inside (every thread): freed pages stay for the next phase's reuse.
     For an analysis that already trades memory for time (``runner.replay.REPLAY_BESIDE_RULES_MAX_EVENTS``): a
-    page given back is faulted in again, zeroed, when the next phase allocates (1.1 GB trace: trims between
-    the phases gave back ~0.8 GB, refaulting it was ~0.3-0.5 s of kernel time, keeping it ~+100 MB peak)."""
+    page given back is faulted in again, zeroed, when the next phase allocates, and keeping the pages costs
+    less peak memory than refaulting them costs kernel time."""
     global _kept
     _kept += 1
     try:
@@ -68,13 +69,12 @@ KEEP_TOP_BYTES = 2**31 - 1
 def reuse_freed_pages() -> bool:
     """Serve large allocations from the heap and keep its freed top for reuse (glibc only).
 
-    Measured on ``analyze`` of a 1.1 GB Kineto trace: 2.1M -> 0.3M minor page faults, kernel
-    time 4.9 -> 1.5 s. Freed memory is then kept in the heap, so a phase's peak can grow by what
-    it cannot reuse: ``analyze`` sets it before its load (the analysis reuses the decode's freed
-    buffers: 1.1 GB trace, alternated runs, 3.19-3.96 -> 3.17-3.30 s, kernel time 1.27-1.36 ->
-    0.95-1.14 s, the same peak; the 5M-kernel export's peak within its runs' spread), with
-    :func:`trim` between the analysis' phases; ``info`` does not (its peak grew 11% with it, for
-    no gain). Not applied when the user set malloc's own environment settings, which then decide.
+    Most of a large analysis' minor page faults, and the kernel time spent zeroing their pages, go
+    away. Freed memory is then kept in the heap, so a phase's peak can grow by what it cannot reuse:
+    ``analyze`` sets it before its load (the analysis then reuses the decode's freed buffers, at no
+    cost in peak), with :func:`trim` between the analysis' phases; ``info`` does not (it has no later
+    phase to reuse the pages, so its peak would only grow). Not applied when the user set malloc's
+    own environment settings, which then decide.
     True when applied.
     """
     mallopt = _mallopt()
@@ -88,9 +88,9 @@ def one_heap() -> bool:
     glibc gives each new thread an arena of its own (up to eight per core), mapped afresh, whose freed
     memory serves only the threads using that arena. traceread's threads (the loader's halves, the what-if
     replay, the table writers) make few, large allocations, so sharing one heap costs no waiting, and
-    each reuses what the others freed instead of faulting in new pages: ``analyze`` of the 1.1 GB
-    trace peaked 55 MB lower (860 -> 805 MB) with a fifth fewer page faults; the replay's thread had
-    faulted in its whole model fresh (the kernel zeroing those pages was ~0.3 s of its time).
+    each reuses what the others freed instead of faulting in new pages: with an arena of its own the
+    replay's thread faulted in its whole model fresh (the kernel zeroing those pages on its time), and
+    the arenas' freed memory added to the peak.
     glibc reads the limit when a second arena is first needed, so it is set at the command's start.
     Not applied when the user set malloc's own environment settings, which then decide. True when applied.
     """

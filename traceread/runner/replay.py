@@ -22,7 +22,7 @@ REPLAY_BESIDE_RULES_MAX_EVENTS = 8_000_000
 
 
 class Replay:
-    """The what-if replay (about a fifth of ``analyze`` on a 1 GB trace) on a thread of its own.
+    """The what-if replay (a large share of ``analyze`` on a large trace) on a thread of its own.
 
     It starts once the steps are found (:meth:`start`): while the rules classify the gaps on the main thread
     it builds the first rank's model and replays it as recorded (``whatif.predict_staged``); its fixes wait

@@ -43,7 +43,7 @@ from traceread.trace import shown_path
 
 INDEX_REFRESH_S = 1.0  # index.json/md and failures.md are rewritten at most this often during a scan (0: always)
 # ... and at most this share of the scan's time: a rewrite is O(all rows so far), so at a fixed period a
-# big scan's rewrites would grow quadratically (500 traces: ~35 ms each, ~1 s apart)
+# big scan's rewrites would grow quadratically (each rewrite longer, as often)
 INDEX_SHARE = 0.01
 TABLE_NAMES = ("gaps", "steps", "traces")
 _EMPTY_TRACES = b'\n  "traces": []'  # where dumps puts the (empty) traces of the index document

@@ -173,8 +173,8 @@ def run_task(task: Task, settings: Settings, outdir: str | None = None) -> Outco
 
     ``outdir`` (the local pool, which shares the scan's filesystem): the worker writes the trace's
     report files and its cache parts (table rows, rank identities and summaries) there itself, and
-    the outcome comes back without them (``written``): a 28 MB trace's report is 127 MB of JSON and
-    70 MB of table rows, which would otherwise be pickled, piped, unpickled and written again by the
+    the outcome comes back without them (``written``): a trace's JSON report and table rows can be
+    several times the trace's size, and would otherwise be pickled, piped, unpickled and written again by the
     parent. Without it (Dask) the bytes travel in the outcome."""
     from traceread.errors import OutputError, UserFacingError
 
@@ -279,7 +279,7 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
         out.row["gpus"] = sorted({i.gpu_model for i in out.identities if i.gpu_model})
     # The report's gap table is written column-wise (no dict per gap) and the parquet rows come from
     # the same columns; the frames go before the rows are made, and the bytes (with outdir) go to disk
-    # before them: a 28 MB trace makes 127 MB of JSON and 70 MB of rows.
+    # before them: a trace's JSON and rows can be several times its size.
     report = jsonout.to_report(analysis, tables=False)
     report["steps"] = jsonout.step_records(analysis)  # one row per step: few
     numbers = gap_numbers(analysis.gaps)

@@ -271,7 +271,8 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
                    classified: Callable[[], tuple[pd.DataFrame, pd.DataFrame]], cfg: Thresholds,
                    fixes: Sequence[Fix | Scale] | None = None,
                    between: Callable[[], None] = _nothing) -> WhatIf | None:
-    """:func:`predict` begun before the rules have classified the gaps (``analysis`` runs it beside them):
+    """:func:`predict` begun before the rules have classified the gaps (the runner runs it beside them,
+    :mod:`traceread.runner.replay`):
     ``steps`` are the steps as found, without their idle by class; the first rank's model is built and
     its replays as recorded, and those of the fixes that read no gap (``fixes.reads_gaps``), run from them
     alone. ``classified()`` returns the analysis' steps (with idle by class) and classified gaps, waiting

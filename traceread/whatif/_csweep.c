@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 /* The sweep's loop for one pair of delay and duration widths (int32 or int64 each: a model stores each array
- * at int32 when every value fits, model._narrow); every sum is int64, as in the Python twin. Returns 1 when
+ * at int32 when every value fits, model._put); every sum is int64, as in the Python twin. Returns 1 when
  * an edge points forward. */
 #define SWEEP_LOOP(NAME, DELAY_T, DUR_T)                                                                   \
     static int NAME(Py_ssize_t n, const int64_t *time, const int32_t *src, const DELAY_T *delay,          \
@@ -135,7 +135,7 @@ static PyObject *host_cut(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     /* The union's coverage before a node's time (times ascending, members sorted and disjoint): the members
      * starting at or before the time in full but the last, which counts up to the time. Read at each node and
-     * its source only, by a cursor per side (no array over every node: 60 MB on a 5M-kernel rank): the nodes
+     * its source only, by a cursor per side (no int64 array over every node of a rank): the nodes
      * ascend, and so do the sources but a sync end's own start. */
     HostCursor at_node = {0, 0}, at_src = {0, 0};
     for (Py_ssize_t q = 0; q < k; q++) {

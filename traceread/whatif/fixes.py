@@ -107,7 +107,7 @@ class Edges:
 
     def store(self, name: str, index: Any, values: np.ndarray | int) -> None:
         """``name[index] = values`` (ns, computed in int64) on the writable copy, widened to int64 first when
-        the model kept the array at int32 (:func:`traceread.whatif.model.narrow`) and a value does not fit."""
+        the model kept the array at int32 (``traceread.whatif.model._put``) and a value does not fit."""
         out = self.writable(name)
         if out.dtype != _I64 and not fits(values, out.dtype):
             out = out.astype(_I64)
@@ -187,7 +187,7 @@ def planner(cause: causes.Cause) -> Planner:
 def apply_plan(e: Edges, p: Plan) -> None:
     """Make the changes of ``p`` to ``e`` (in place), a slice of each step's nodes at a time (a step's nodes are
     distinct, so no slice reads what another wrote): the launch-bound fix shrinks millions of delays, whose int64
-    temporaries at once were ~0.1 GB beside the replay's copies."""
+    temporaries all at once would add to the peak beside the replay's copies."""
     for op in p.ops:
         for lo in range(0, len(op.nodes), _APPLY_SLICE):
             _apply_op(e, op, slice(lo, lo + _APPLY_SLICE))
@@ -430,7 +430,7 @@ def memory_bound_ops(m: RankModel, v: EventView) -> np.ndarray:
         return ~kernel_classes.is_compute_bound_class(cls) & (cls != kernel_classes.CLS_OTHER)
 
     # Judged once per distinct name, then a flag per kernel (a class text per kernel, and the membership test
-    # of millions of texts, were the replay's peak on a 5M-kernel export)
+    # of millions of texts, would be the replay's peak on a large export)
     mem = v.map_names(rows, is_memory_bound) & ~graph
     return nodes[mem]
 

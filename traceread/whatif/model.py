@@ -70,7 +70,7 @@ ASSUMPTIONS = (
 class RankModel:
     """One rank's dependency model (module doc). Node arrays are in sweep order. Node indices, frame rows,
     delays and durations are int32 while every value fits (delays and durations widen to int64 on the first
-    value that does not): a 5M-kernel rank's model is 360 MB, not 550."""
+    value that does not): those arrays then take half of int64's bytes."""
 
     rank: int
     time: np.ndarray  # recorded time of each node, ns
@@ -149,7 +149,7 @@ def selections(rank: int) -> tuple[tuple[Any, ...], ...]:
 def forget_selections(v: EventView, rank: int) -> None:
     """Drop the view's cached selections of ``rank``'s replay (:func:`selections`) once its replays have run:
     the analysis kept them for the replay only, and the job section after it holds the rank summaries
-    (a 5M-kernel export: 27 MB a rank). Made again if asked for."""
+    (the selections are row indices of every kernel of the rank). Made again if asked for."""
     v.forget_selections(set(selections(rank)))
 
 
@@ -237,7 +237,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     lat = os_ - ls
     # A stream was idle before an op when the gap after its predecessor is longer than any turnaround
     # (the same bound that tells turnaround from a wait below): a deep queue's ops are a turnaround apart,
-    # and counting them idle made a 190 ms queue the "launch latency" (nsysai_h100_2gpu_window_2026).
+    # and counting them idle would make a deep queue's whole wait the "launch latency".
     idle_before = ~has_prev | (os_ - pe > cfg.whatif_wait_min_ns)
     linked = ~orphan & (launch_point >= 0)
     # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued) and
@@ -277,7 +277,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     del per_device, stream_key, lat, idle_before, linked, explained, dev, fast, queued, gap
 
     # The edges (the model's largest arrays, (n, 3) each) are made once the waits are found: beside the ops'
-    # temporaries of the waits they were the build's peak (5M-kernel export). Delays at int32 while every
+    # temporaries of the waits they would be the build's peak. Delays at int32 while every
     # value fits (widened on the first value that does not, _put). The waits' freed temporaries can go back
     # first (``between``): the edges are mapped afresh (larger than a thread's heap), not made of them.
     between()

@@ -27,7 +27,7 @@ COMPILED = optional("traceread.whatif._csweep")
 
 def _ns(a: np.ndarray) -> np.ndarray:
     """``a`` (ns) as the compiled loops read it: int32 stays (a model keeps its delays and durations at
-    int32 when every value fits, :func:`traceread.whatif.model.narrow`), anything else is int64."""
+    int32 when every value fits, ``traceread.whatif.model._put``), anything else is int64."""
     return np.ascontiguousarray(a, np.int32 if a.dtype == np.int32 else np.int64)
 
 

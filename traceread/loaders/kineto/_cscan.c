@@ -156,7 +156,7 @@ static int32_t table_code(Table *t, const uint8_t *s, Py_ssize_t o1, Py_ssize_t 
 }
 
 /* table_code of one span, first asking the two values looked up last (most rows repeat one).
- * Not inlined: inlined, GCC stops inlining event_at into the chunk loop (4% more instructions). */
+ * Not inlined: inlined, GCC stops inlining event_at into the chunk loop (more instructions per event). */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif

@@ -1,6 +1,7 @@
 """Kineto ``cat`` strings of every generation -> (lane, normalized category).
 
-Sources: ../shared/reference/trace-formats.md A.4 (category timeline) and A.9 (ROCm, MTIA).
+Sources: libkineto's ``ActivityType`` names (``libkineto/include/ActivityType.h``; the ``cat``
+string since 2021-06), the hard-coded names written before them, and the ROCm and MTIA builds'.
 Lookups are case-sensitive first, then lowercased, so ``Kernel``/``kernel`` and
 ``gpu_user_Annotation``/``gpu_user_annotation`` both land where they belong.
 """

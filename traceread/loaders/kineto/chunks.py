@@ -38,9 +38,9 @@ from traceread.loaders.progress import Progress
 
 CHUNK = 4 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
 SERIAL_CHUNK: int | None = None  # in-process chunk bytes; None: by decoder (serial_chunk), tests set it
-MSGSPEC_CHUNK = 1 << 20  # msgspec chunks: measured faster than larger ones (fewer fresh pages, warm caches)
+MSGSPEC_CHUNK = 1 << 20  # msgspec chunks: smaller than the scanner's (fewer fresh pages, warm caches)
 SCANNER_CHUNK = 4 << 20  # compiled-scanner chunks: the per-chunk Python work (value tables, merging)
-# is amortized over 4x the rows; measured on the 233 MB ResNet trace: 10-15% less CPU than 1 MB
+# is amortized over 4x the rows of a 1 MB chunk
 WINDOW = 1 << 20  # how far past a chunk's target size to look for an event boundary
 LOOKAHEAD = 256 << 10  # the stream's last bytes are always scanned exactly (array end, trailer)
 HEADER_MAX = 256 << 20  # give up looking for "traceEvents" after this much text
@@ -245,7 +245,7 @@ def exact_rest(src: Source, restart: bytes | int, res: StreamResult) -> None:
     Linear on any input: an :class:`ArrayScanner` looks at each byte once as blocks arrive; the
     complete events are decoded once, in pieces of about ``CHUNK`` bytes, and dropped; a stretch
     between values (whitespace, commas) is not kept. Only an event still open is held, however
-    long it is. (Rescanning a growing buffer per block took 1,109 s on 1 GiB of spaces.)
+    long it is. (Rescanning a growing buffer per block would be quadratic in a long stretch.)
     """
     scanner = ArrayScanner()
     buf = bytearray()  # undecoded text: complete events (buf[:complete]), then an open one

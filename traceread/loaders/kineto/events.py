@@ -1,12 +1,12 @@
 """Typed msgspec structs for Kineto events: only the fields the frame needs are decoded.
 
 The decoder dispatches on ``ph``: rows (``X``, instants) and metadata get their fields, every
-other phase (flows are a third of a Kineto file) becomes an empty object with its values skipped.
+other phase (flows are much of a Kineto file) becomes an empty object with its values skipped.
 
 Two families of row structs differ only in how ``ts``/``dur`` arrive. :data:`AnyEvent` keeps them
 as raw number text (exact for any format: float microseconds become ns digit by digit).
 :data:`AnyEventIntTime` takes them as JSON integers, which 2020-24 files write: msgspec builds
-the ints directly (measured 0.45 ms less per MB than text plus parsing); a float anywhere fails
+the ints directly (no text made and parsed again per value); a float anywhere fails
 the chunk's decode, which then goes the text way.
 """
 

@@ -260,9 +260,9 @@ class FrameBuilder:
     def _side_tables(self, name_values: list[str], name_codes: np.ndarray,
                      kernel_rows: np.ndarray | None) -> SideTables:
         # Every table is read on first use (kernels, roofline, MFU from shapes, diff): `traceread
-        # info` and a bare load need none of them, and building them all was 25-45 ms of a
-        # 233 MB load's serial tail (merging the chunks' parts, the tables' frames, one Python
-        # object per op row for shapes). Which tables exist is known now, without reading.
+        # info` and a bare load need none of them, and building them all would lengthen the load's
+        # serial tail (merging the chunks' parts, the tables' frames, one Python object per op row
+        # for shapes). Which tables exist is known now, without reading.
         side: dict[str, pd.DataFrame | None] = {}
         pending: dict[str, Callable[[], pd.DataFrame]] = {}
         kernel = [p for p in self.kernel if len(p["row"])]
@@ -349,7 +349,7 @@ def _collective_args(collective: list[tuple]) -> pd.DataFrame:
 
 def _ints(values: tuple) -> np.ndarray:
     """:func:`_int` of each value, parsed once per distinct value (sizes and group sizes repeat over
-    thousands of calls; parsing each text cost ~0.05 s per side table of 5k calls). Keyed by type
+    thousands of calls, and parsing is Python work per text). Keyed by type
     too: ``True == 1`` but parses to -1."""
     keys = list(zip(map(type, values), values, strict=True))
     try:

@@ -35,7 +35,7 @@ from traceread.loaders.kineto.window import MappedWindow, ReadWindow
 from traceread.loaders.progress import Progress
 
 _PIPE_SIZE = 1 << 20  # Linux's default cap for an unprivileged process (/proc/sys/fs/pipe-max-size)
-SPLIT_MIN = 16 << 20  # JSON bytes; below, forking costs about what it saves (measured)
+SPLIT_MIN = 16 << 20  # JSON bytes; below, forking and the pipe cost about what the second core saves
 _COPY_SPLIT_MIN = 4 << 20  # bytes per thread below which a second copying thread is not worth starting
 
 
@@ -92,8 +92,8 @@ def copy_columns(dst: dict[str, Any], src: dict[str, Any]) -> None:
     """``dst[name][:] = src[name]`` for every column, on two threads when there is much to copy.
 
     The rows land on fresh pages, whose first-touch faults are most of the copy's cost, and numpy
-    releases the GIL while it copies: the 1 GB trace's 1.5M second-half rows (110 MB) took about
-    0.1 s on one thread, 0.06-0.08 s split by bytes over two (measured).
+    releases the GIL while it copies, so two threads fault in and fill the pages of their halves
+    at once (split by bytes, so the halves take about as long).
     """
     a: list[str] = []
     b: list[str] = []
@@ -143,7 +143,7 @@ def start_child(path: str, split_at: int) -> Child | None:
     """Fork the child that decodes from the first boundary after body offset ``split_at``.
 
     Called before this process reads anything: the less memory the two share when forking, the
-    fewer pages either copies on its first write (measured: 3k fewer page faults on 21 MB).
+    fewer pages either copies on its first write (each copy is a page fault).
     Returns None when forking is not possible.
     """
     try:
@@ -172,7 +172,8 @@ def start_child(path: str, split_at: int) -> Child | None:
 
 
 def _widen(fd: int) -> None:
-    """Grow the pipe's buffer: with the default 64 KB the rows crawl across at ~0.3 GB/s (measured)."""
+    """Grow the pipe's buffer: with the default 64 KiB the rows cross in many small writes, each a
+    system call and a wake-up of the reader."""
     try:
         import fcntl
 
@@ -276,7 +277,7 @@ def child_result(child: Child, start: int, spare_rows: Any) -> dict[str, Any] | 
 
 
 def _reap(pid: int) -> None:
-    """Collect the exited child in a thread: its teardown (freeing its memory) takes ~6 ms."""
+    """Collect the exited child in a thread: its teardown (freeing its memory) need not hold this one up."""
     threading.Thread(target=_wait, args=(pid,), name="traceread-reap", daemon=True).start()
 
 

@@ -39,7 +39,7 @@ from traceread.loaders.prefetch import pandas_in_background
 from traceread.loaders.progress import Progress
 
 _PEEK = 64 << 10  # looked at first: events are rarely longer
-PARALLEL_MIN = 48 << 20  # measured: below ~50 MB a worker pool costs more than it saves
+PARALLEL_MIN = 48 << 20  # below, a worker pool's start-up and piping cost more than it saves
 PROGRESS_MIN = 64 << 20  # smaller files load in well under a second: no bar
 
 
@@ -138,8 +138,8 @@ class _Dispatch:
     order as soon as the oldest is ready, and this process waits only when ``max_inflight``
     are outstanding (bounded memory).
 
-    This process does not decode while it has workers: measured, a long decode call here holds
-    the GIL the pool's threads need to move results, and the workers then stall.
+    This process does not decode while it has workers: a long decode call here holds the GIL
+    the pool's threads need to move results, and the workers then stall.
     """
 
     def __init__(self, pool: Any, nworkers: int) -> None:

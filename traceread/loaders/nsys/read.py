@@ -145,7 +145,7 @@ class Export:
 
         # The compiled reader's buffers are allocated here, in the consuming thread, where the
         # memory of chunks the frame writer is done with is reused (in the reader threads' own
-        # malloc arenas it was not: peak RSS of info on a 1M-kernel export 340 -> 309 MB).
+        # malloc arenas it was not, and each arena's freed chunks added to the peak).
         compiled = cread.enabled()
 
         def submit(r: tuple[int, int]) -> Future:
@@ -211,7 +211,7 @@ class Export:
         if table in self._spans:
             return self._spans[table]
         # Two queries: SQLite answers MIN(rowid) or MAX(rowid) alone from the b-tree's edge, but
-        # both in one SELECT scans the whole table (seconds at 5M rows).
+        # both in one SELECT scans the whole table.
         rowid = self.rowid(table)
         lo = self.conn.execute(f"SELECT MIN({rowid}) FROM {table}").fetchone()[0]
         hi = self.conn.execute(f"SELECT MAX({rowid}) FROM {table}").fetchone()[0]
@@ -393,7 +393,7 @@ def open_export(path: str) -> Export:
         if re.fullmatch(r"[A-Za-z0-9_]+", t):
             # table_xinfo lists the generated columns table_info leaves out (hidden 2: computed on
             # every read, 3: stored); an export has none, and a computed one runs the file's own
-            # expression per row read (a 200 MB blob per row: minutes and gigabytes for 240 rows)
+            # expression per row read (a huge blob per row would take minutes and gigabytes)
             info = conn.execute(f"PRAGMA table_xinfo({t})").fetchall()
             if computed := [decode(r[1]) for r in info if r[6]]:
                 ex.close()

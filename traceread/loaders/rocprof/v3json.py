@@ -177,8 +177,8 @@ def cols(records: list, *attrs: str) -> list[np.ndarray]:
 
 def load_rocprofv3_json(path: str | os.PathLike[str], progress: bool = False, data: bytes | None = None) -> Trace:
     """Load a rocprofv3 JSON file (plain or gzip; ``data``: its bytes, already read). Raises TraceReadError
-    naming the format on bad input. ``progress`` is accepted for the loader table (a load takes well under
-    a second per 100k records: nothing to show)."""
+    naming the format on bad input. ``progress`` is accepted for the loader table (one decode of the
+    whole file, with no stages to report: nothing to show)."""
     from traceread.loaders.kineto.source import Source
 
     path = os.fspath(path)
