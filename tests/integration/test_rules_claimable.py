@@ -39,8 +39,8 @@ def _both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pd.DataFram
         shown["evidence"] = evidence.evidence_text(data, None, CFG)
         shown.attrs = dict(data.attrs)
         out.append(shown)
-    with column_cache(gaps):
-        left_out = int(np.count_nonzero(~rules._claimable(gaps, rules._whole(gaps, steps, trace, CFG), CFG)))
+    with column_cache(gaps) as cols:
+        left_out = int(np.count_nonzero(~rules._claimable(cols, rules._whole(cols, steps, trace, CFG), CFG)))
     return out[0], out[1], left_out
 
 

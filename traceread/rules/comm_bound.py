@@ -21,12 +21,12 @@ all-to-all built from SendRecv kernels stays here.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import pipeline_bubble
 from traceread.rules._base import (
-    Rows,
+    Frame,
+    Gaps,
     Rule,
     RuleContext,
     cat,
@@ -41,7 +41,7 @@ from traceread.rules._base import (
 NAME = "comm-bound"
 
 
-def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     covered = frac(gaps, "comm") >= cfg.comm_cover
     # The host sat in a sync for most of the gap (a device sync returning at the drain does not).
     waited = ~ctx.late | (frac(gaps, "sync") >= cfg.comm_cover)
@@ -51,7 +51,7 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.judged & covered & waited & waited_for_comm(gaps, ctx.comm_tail_ns, cfg) & ~structural
 
 
-def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     coll = frac(gaps, "comm_collective")
     p2p = frac(gaps, "comm_p2p")
     typ = col(gaps, "comm_type", "").astype(str).astype(object)
