@@ -16,7 +16,7 @@ from traceread import load, rules
 from traceread.config import Thresholds
 from traceread.gaps import find_gaps
 from traceread.rules import evidence, unattributed
-from traceread.rules._base import Rows, column_cache
+from traceread.rules._columns import Rows, column_cache
 from traceread.runner import analyze
 from traceread.steps import find_steps
 from traceread.vocabulary import UNATTRIBUTED

@@ -18,7 +18,8 @@ from traceread import load, rules
 from traceread.config import Thresholds
 from traceread.gaps import find_gaps
 from traceread.rules import evidence
-from traceread.rules._base import RuleContext, column_cache
+from traceread.rules._base import RuleContext
+from traceread.rules._columns import column_cache
 from traceread.steps import find_steps
 from traceread.vocabulary import CAPTURE_BOUNDARY
 

@@ -42,14 +42,8 @@ from traceread.rules import (
     textcat,
 )
 from traceread.rules._base import (
-    ColumnCache,
-    Frame,
-    Rows,
     Rule,
     RuleContext,
-    cached,
-    col,
-    column_cache,
     comm_tail,
     dispatch_cover,
     launch_timing,
@@ -59,6 +53,7 @@ from traceread.rules._base import (
     timestamp_tick_ns,
     waited_for_comm,
 )
+from traceread.rules._columns import ColumnCache, Frame, Rows, cached, col, column_cache
 from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, UNATTRIBUTED
 

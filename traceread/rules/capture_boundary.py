@@ -29,8 +29,9 @@ import pandas as pd
 
 from traceread.capture_edges import capture_edges
 from traceread.config import Thresholds
-from traceread.rules._base import Frame, Gaps, Rule, RuleContext, cat, col, fmt_ns, frame_of, texts
+from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, texts
 from traceread.rules._calls import positions
+from traceread.rules._columns import Frame, Gaps, col, frame_of
 from traceread.steps import outliers
 from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY

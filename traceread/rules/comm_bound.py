@@ -24,19 +24,8 @@ import numpy as np
 
 from traceread.config import Thresholds
 from traceread.rules import pipeline_bubble
-from traceread.rules._base import (
-    Frame,
-    Gaps,
-    Rule,
-    RuleContext,
-    cat,
-    col,
-    fmt_ns,
-    fmt_pct,
-    frac,
-    waited_for_comm,
-    where,
-)
+from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, fmt_pct, waited_for_comm, where
+from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "comm-bound"
 

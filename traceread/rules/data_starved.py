@@ -38,7 +38,8 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK, calls_matching
-from traceread.rules._base import Frame, Gaps, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac, where
+from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, fmt_pct, where
+from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "data-starved"
 

@@ -29,7 +29,8 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import textcat
-from traceread.rules._base import ColumnCache, Frame, Rows, RuleContext, column_cache, frame_of
+from traceread.rules._base import RuleContext
+from traceread.rules._columns import ColumnCache, Frame, Rows, column_cache, frame_of
 from traceread.vocabulary import GAP_CLASSES
 
 PREFIX = "evidence."  # the data columns' names: PREFIX + a RuleContext field

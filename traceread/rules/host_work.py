@@ -32,8 +32,9 @@ from traceread.host_calls import (
     frame_label,
 )
 from traceread.lanes import EventView, event_view
-from traceread.rules._base import Frame, col, texts
+from traceread.rules._base import texts
 from traceread.rules._calls import api_calls, api_ranks, distinct, matching, name_hits, thread_host_rows
+from traceread.rules._columns import Frame, col
 from traceread.trace import Trace
 
 # Frames that only forward to their callee: the label names what is inside them instead.

@@ -23,20 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from traceread.config import Thresholds
-from traceread.rules._base import (
-    Frame,
-    Gaps,
-    Rule,
-    RuleContext,
-    cat,
-    cat_where,
-    col,
-    fmt_int,
-    fmt_ns,
-    fmt_pct,
-    frac,
-    launch_calls,
-)
+from traceread.rules._base import Rule, RuleContext, cat, cat_where, fmt_int, fmt_ns, fmt_pct, launch_calls
+from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "launch-bound"
 

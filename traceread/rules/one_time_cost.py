@@ -72,19 +72,9 @@ from traceread.host_calls import (
     TEARDOWN,
 )
 from traceread.lanes import HOST_LANES, EventView, event_view
-from traceread.rules._base import (
-    Frame,
-    Gaps,
-    Rule,
-    RuleContext,
-    cat,
-    col,
-    fmt_int,
-    fmt_ns,
-    fmt_pct,
-    texts,
-)
+from traceread.rules._base import Rule, RuleContext, cat, fmt_int, fmt_ns, fmt_pct, texts
 from traceread.rules._calls import Calls, Spec, api_calls, api_ranks, longer_than, matching, name_hits, select
+from traceread.rules._columns import Frame, Gaps, col
 from traceread.trace import Trace
 
 NAME = "one-time-cost"

@@ -57,20 +57,17 @@ from traceread import grouped
 from traceread.config import Thresholds
 from traceread.rules._base import (
     MAX_UNIT_NOTES,
-    Frame,
-    Gaps,
     Rule,
     RuleContext,
     cat,
-    col,
     fmt_int,
     fmt_ns,
     fmt_pct,
-    frac,
     waited_for_comm,
     where,
 )
 from traceread.rules._calls import positions
+from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "pipeline-bubble"
 

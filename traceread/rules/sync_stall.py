@@ -46,21 +46,9 @@ from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import DEVICE_ALLOCATOR, SYNC
 from traceread.lanes import HOST_LANES, event_view
-from traceread.rules._base import (
-    Frame,
-    Gaps,
-    Rule,
-    RuleContext,
-    cat,
-    col,
-    fmt_int,
-    fmt_ns,
-    fmt_pct,
-    frac,
-    texts,
-    where,
-)
+from traceread.rules._base import Rule, RuleContext, cat, fmt_int, fmt_ns, fmt_pct, texts, where
 from traceread.rules._calls import api_calls, distinct, name_hits
+from traceread.rules._columns import Frame, Gaps, col, frac
 from traceread.rules.one_time_cost import allocator_recurs
 from traceread.trace import Trace
 

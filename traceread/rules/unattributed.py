@@ -15,20 +15,18 @@ import numpy as np
 
 from traceread.config import Thresholds
 from traceread.rules._base import (
-    Gaps,
     Rule,
     RuleContext,
     cat,
     cat_where,
     choose,
-    col,
     fmt_int,
     fmt_ns,
     fmt_ns_text,
     fmt_pct,
-    frac,
     launch_calls,
 )
+from traceread.rules._columns import Gaps, col, frac
 
 NAME = "unattributed"
 # The context fields ``evidence`` reads beyond the gap columns (as a rule's ``Rule.reads``).
