@@ -346,8 +346,6 @@ MUTABLE_ALLOWED = {
     "traceread.loaders.prefetch._after": "the modules the command asked to import after the load",
     "traceread.scan.dask_run._ANALYSING": "scan's worker orchestration: when each task's analysis began",
     "traceread.atomic._pruned": "the folders this command has pruned of stale temporaries (reset per command)",
-    # Caches keyed by data, not moved into a runner-owned cache object yet (issue 41):
-    "traceread.rules._base._COLUMNS": "PENDING: column_cache's registry (id of a gaps frame)",
 }
 _MUTATORS = {"append", "extend", "insert", "pop", "popitem", "clear", "update", "setdefault", "add", "discard",
              "remove"}

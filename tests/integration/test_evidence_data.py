@@ -16,7 +16,7 @@ from traceread import load, rules
 from traceread.config import Thresholds
 from traceread.gaps import find_gaps
 from traceread.rules import evidence, unattributed
-from traceread.rules._base import Rows, column_cache
+from traceread.rules._columns import Rows, column_cache
 from traceread.runner import analyze
 from traceread.steps import find_steps
 from traceread.vocabulary import UNATTRIBUTED
@@ -35,13 +35,13 @@ def _reference(gaps: pd.DataFrame, steps: pd.DataFrame, trace, classes: np.ndarr
     """Each gap's sentence from the full rule context, as classify made it before the data was kept."""
     ref = np.full(len(gaps), "", dtype=object)
     out = gaps.copy(deep=False)
-    with column_cache(out):
-        ctx = rules.build_context(out, steps, trace, CFG)
+    with column_cache(out) as cols:
+        ctx = rules.build_context(cols, steps, trace, CFG)
         fns = {r.name: r.evidence for r in rules.RULES} | {UNATTRIBUTED: unattributed.evidence}
         for name, fn in fns.items():
             idx = np.flatnonzero(classes == name)
             if len(idx):
-                ref[idx] = fn(Rows(out, idx), rules._subset(ctx, idx), CFG)
+                ref[idx] = fn(Rows(cols, idx), rules._subset(ctx, idx), CFG)
     return ref
 
 

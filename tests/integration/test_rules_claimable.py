@@ -18,7 +18,8 @@ from traceread import load, rules
 from traceread.config import Thresholds
 from traceread.gaps import find_gaps
 from traceread.rules import evidence
-from traceread.rules._base import RuleContext, column_cache
+from traceread.rules._base import RuleContext
+from traceread.rules._columns import column_cache
 from traceread.steps import find_steps
 from traceread.vocabulary import CAPTURE_BOUNDARY
 
@@ -39,8 +40,8 @@ def _both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[pd.DataFram
         shown["evidence"] = evidence.evidence_text(data, None, CFG)
         shown.attrs = dict(data.attrs)
         out.append(shown)
-    with column_cache(gaps):
-        left_out = int(np.count_nonzero(~rules._claimable(gaps, rules._whole(gaps, steps, trace, CFG), CFG)))
+    with column_cache(gaps) as cols:
+        left_out = int(np.count_nonzero(~rules._claimable(cols, rules._whole(cols, steps, trace, CFG), CFG)))
     return out[0], out[1], left_out
 
 

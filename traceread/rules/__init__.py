@@ -42,14 +42,10 @@ from traceread.rules import (
     textcat,
 )
 from traceread.rules._base import (
-    Rows,
     Rule,
     RuleContext,
-    col,
-    column_cache,
     comm_tail,
     dispatch_cover,
-    forget_columns,
     launch_timing,
     longest_api_call,
     sync_at_drain,
@@ -57,6 +53,7 @@ from traceread.rules._base import (
     timestamp_tick_ns,
     waited_for_comm,
 )
+from traceread.rules._columns import ColumnCache, Frame, Rows, cached, col, column_cache
 from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, UNATTRIBUTED
 
@@ -121,7 +118,7 @@ class _Whole:
         return out
 
 
-def _whole(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> _Whole:
+def _whole(gaps: Frame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> _Whole:
     queued, late = launch_timing(gaps)
     dur = col(gaps, "dur_ns", dtype=np.int64)
     # A gap within the GPU's own turnaround is judged only when the host provably submitted late.
@@ -134,7 +131,7 @@ def _whole(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, 
                   capture_kind_at=kind_at, capture_text_at=text_at, edges=edges)
 
 
-def _claimable(gaps: pd.DataFrame, whole: _Whole, cfg: Thresholds) -> np.ndarray:
+def _claimable(gaps: Frame, whole: _Whole, cfg: Thresholds) -> np.ndarray:
     """Bool per gap: a rule past the capture boundary may claim it or read it. Every such rule's mask
     requires ``judged``; periodicity (which compares a gap with the others of its place in the step)
     reads gaps of at least ``bubble_min_gap_ns`` only. Any other gap is a capture boundary or
@@ -142,14 +139,15 @@ def _claimable(gaps: pd.DataFrame, whole: _Whole, cfg: Thresholds) -> np.ndarray
     return whole.judged | (col(gaps, "dur_ns", dtype=np.int64) >= cfg.bubble_min_gap_ns)
 
 
-def build_context(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
+def build_context(gaps: Frame, steps: pd.DataFrame | None, trace: Trace | None,
                   cfg: Thresholds) -> RuleContext:
     """The per-gap facts the rules read (launch timing, sync at drain, periodicity...): the join of the facts
     every rule declares (``FACTS``); a field no rule declares is left empty."""
-    return _context(gaps, gaps, None, steps, trace, cfg, _whole(gaps, steps, trace, cfg))
+    cols = cached(gaps)
+    return _context(cols, cols, None, steps, trace, cfg, _whole(cols, steps, trace, cfg))
 
 
-def _context(part: pd.DataFrame, gaps: pd.DataFrame, rows: np.ndarray | None, steps: pd.DataFrame | None,
+def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFrame | None,
              trace: Trace | None, cfg: Thresholds, whole: _Whole) -> RuleContext:
     """The context of ``part``: the rows ``rows`` of ``gaps`` (None: all of it; else at least every
     ``_claimable`` one), ``whole`` read for every gap."""
@@ -223,33 +221,32 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     once the rules' context is freed.
     """
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
-    with column_cache(out), _calls.shared(trace):
-        out = _classify(out, steps_df, trace, cfg)
+    with column_cache(out) as cols, _calls.shared(trace):
+        out = _classify(cols, steps_df, trace, cfg)
         if text:
-            out = evidence.with_evidence(out, cfg)
+            out = evidence.with_evidence(cols, cfg)
     # The context's temporaries are freed: their pages can go back, not under what the caller allocates next
     between()
     return out
 
 
-def _classify(out: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
+def _classify(cols: ColumnCache, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
+    out = cols.frame
     n = len(out)
-    whole = _whole(out, steps_df, trace, cfg)
+    whole = _whole(cols, steps_df, trace, cfg)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
     # (the capture boundary's gaps too, claimable or not: a few per device, and their kinds and sentences
     # are then the part's own, not arrays over every gap)
-    rows: np.ndarray | None = np.flatnonzero(_claimable(out, whole, cfg) | whole.boundary())
+    rows: np.ndarray | None = np.flatnonzero(_claimable(cols, whole, cfg) | whole.boundary())
     # (none claimable: the whole frame still, for periodicity's notes on steps too few to judge)
     if rows is not None and not 0 < len(rows) <= min(JUDGED_SUBSET_SHARE * n, n - 1):
         rows = None
-    part = out if rows is None else out.take(rows)
     with contextlib.ExitStack() as stack:
-        if part is not out:
-            stack.enter_context(column_cache(part))
-        ctx = _context(part, out, rows, steps_df, trace, cfg, whole)
+        part = cols if rows is None else stack.enter_context(column_cache(out.take(rows)))
+        ctx = _context(part, cols, rows, steps_df, trace, cfg, whole)
         _calls.release(trace)  # the trace's selections: the rules read the context only from here on
-        if part is not out:
-            forget_columns(out)  # the rules read the claimable rows' own columns from here on
+        if part is not cols:
+            cols.forget()  # the rules read the claimable rows' own columns from here on
         cls, kinds = _rules(part, ctx, cfg)
         del part
     if rows is not None:  # the other gaps: unattributed (see _claimable; the boundary's are in ``rows``)
@@ -277,7 +274,7 @@ def _kinds_column(kinds: np.ndarray, index: pd.Index) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(codes, categories=cats), index=index, copy=False)
 
 
-def _rules(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> tuple[np.ndarray, np.ndarray]:
+def _rules(gaps: ColumnCache, ctx: RuleContext, cfg: Thresholds) -> tuple[np.ndarray, np.ndarray]:
     """Class codes (int8, in ``GAP_CLASSES``) and evidence kinds of every gap: the first rule whose mask holds."""
     n = len(gaps)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}

@@ -2,8 +2,9 @@
 
 A rule is two vectorized functions over the whole gaps frame (``traceread.gaps.find_gaps`` columns):
 ``mask(gaps, ctx, cfg) -> bool ndarray`` (the signature holds) and
-``evidence(gaps, ctx, cfg) -> object ndarray`` (one sentence per row saying what decided it). The
-context carries facts that need the trace or the steps (sync in progress at the drain, periodicity)
+``evidence(gaps, ctx, cfg) -> object ndarray`` (one sentence per row saying what decided it); they
+read its columns with ``col``/``frac`` (``rules._columns``: ``classify`` hands them a ``ColumnCache``
+over the frame, which converts each column once). The context carries facts that need the trace or the steps (sync in progress at the drain, periodicity)
 so that the rules themselves read only columns. The context fields ``evidence`` reads are named in
 ``Rule.reads``: the analysis keeps them with the gaps and makes the sentences only for the rows an
 output shows or writes (``rules.evidence``).
@@ -12,13 +13,10 @@ output shows or writes (``rules.evidence``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
@@ -27,6 +25,7 @@ from traceread.lanes import event_view
 from traceread.rules import textcat
 from traceread.rules._calls import api_calls as calls_of
 from traceread.rules._calls import distinct, longer_than, name_hits, thread_cpu_ops
+from traceread.rules._columns import Frame, Gaps, col
 from traceread.trace import Trace
 
 # Notes of one kind named GPU by GPU before the rest are counted in one line: a report on a job of
@@ -40,10 +39,10 @@ class Rule:
     what is known of the class is its record in ``traceread.causes``, which names this rule's module."""
 
     name: str
-    mask: Callable[[pd.DataFrame, RuleContext, Thresholds], np.ndarray]
-    evidence: Callable[[pd.DataFrame | Rows, RuleContext, Thresholds], np.ndarray]
+    mask: Callable[[Frame, RuleContext, Thresholds], np.ndarray]
+    evidence: Callable[[Gaps, RuleContext, Thresholds], np.ndarray]
     # The named piece of evidence per row (``allocator``, ``compile``...); None: the class itself.
-    kind: Callable[[pd.DataFrame | Rows, RuleContext], np.ndarray] | None = None
+    kind: Callable[[Gaps, RuleContext], np.ndarray] | None = None
     # The context fields ``evidence`` reads beyond the gap columns: kept with the rule's gaps as data
     # (``rules.evidence``), so that the sentence is formatted only where it is shown or written.
     reads: tuple[str, ...] = ()
@@ -94,88 +93,6 @@ class RuleContext:
     turnaround: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     # how long the gap went on after the last communication kernel in it ended (rules._base.comm_tail)
     comm_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-
-
-class Rows:
-    """Some rows of a gaps frame, without copying the frame (evidence is built for a rule's hits)."""
-
-    def __init__(self, frame: pd.DataFrame, idx: np.ndarray) -> None:
-        self.frame, self.idx, self.columns = frame, idx, frame.columns
-
-    def __len__(self) -> int:
-        return len(self.idx)
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        cached = _COLUMNS.get(id(self.frame))
-        if cached is not None and cached[0] is self.frame:
-            return col(self.frame, name)[self.idx]
-        # Only these rows (formatting a chunk of a frame's evidence must not convert whole columns).
-        return np.asarray(self.frame[name].array.take(self.idx))
-
-
-# Frames whose columns are read many times by the rules (see ``column_cache``): id -> (frame, columns).
-_COLUMNS: dict[int, tuple[pd.DataFrame, dict[tuple[str, Any, Any], np.ndarray]]] = {}
-
-
-@contextmanager
-def column_cache(frame: pd.DataFrame) -> Iterator[None]:
-    """While open, ``col``/``frac`` of ``frame`` convert each column once (dense, typed, read-only) and
-    hand the same array to every rule: the rules read the same few columns dozens of times, and the
-    engine's overlap columns are sparse, so every plain read densified a copy. The frame must not be
-    modified while the cache is open."""
-    _COLUMNS[id(frame)] = (frame, {})
-    try:
-        yield
-    finally:
-        _COLUMNS.pop(id(frame), None)
-
-
-def forget_columns(frame: pd.DataFrame) -> None:
-    """Free the columns ``column_cache(frame)`` converted so far (it stays open): for a phase that no
-    longer reads them."""
-    cached = _COLUMNS.get(id(frame))
-    if cached is not None and cached[0] is frame:
-        cached[1].clear()
-
-
-def col(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str = 0,
-        dtype: Any = None) -> np.ndarray:
-    """A gaps column as an ndarray (of ``dtype`` when given), or ``default`` everywhere when the
-    engine did not provide it. Inside ``column_cache(gaps)`` the array is shared: never modify it."""
-    cached = _COLUMNS.get(id(gaps))
-    if cached is not None and cached[0] is gaps:
-        arrays = cached[1]
-        key = (name, None if dtype is None else np.dtype(dtype).str, default)
-        out = arrays.get(key)
-        if out is None:
-            out = _column(gaps, name, default, dtype)
-            out.flags.writeable = False
-            arrays[key] = out
-        return out
-    return _column(gaps, name, default, dtype)
-
-
-def _column(gaps: pd.DataFrame | Rows, name: str, default: float | int | bool | str, dtype: Any) -> np.ndarray:
-    if name in gaps.columns:
-        return np.asarray(gaps[name], dtype=dtype)
-    return np.full(len(gaps), default, dtype=dtype)
-
-
-def frac(gaps: pd.DataFrame | Rows, name: str) -> np.ndarray:
-    """``<name>_frac`` as float64 (recomputed from ``<name>_ns`` when the fraction is missing; inside
-    ``column_cache(gaps)`` once, and shared: never modify it)."""
-    if f"{name}_frac" in gaps.columns:
-        return col(gaps, f"{name}_frac", dtype=np.float64)
-    cached = _COLUMNS.get(id(gaps))
-    key = (f"{name}_ns / dur_ns", "frac", 0)
-    if cached is not None and cached[0] is gaps and key in cached[1]:
-        return cached[1][key]
-    dur = np.maximum(col(gaps, "dur_ns", 1, dtype=np.float64), 1.0)
-    out = col(gaps, f"{name}_ns", dtype=np.float64) / dur
-    if cached is not None and cached[0] is gaps:
-        out.flags.writeable = False
-        cached[1][key] = out
-    return out
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------
@@ -314,7 +231,7 @@ def timestamp_tick_ns(trace: Trace | None) -> int:
     return q if q > 1 else 0
 
 
-def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def launch_timing(gaps: Frame) -> tuple[np.ndarray, np.ndarray]:
     """``(queued, late)``: was the next compute kernel already submitted when the GPU went idle?
 
     queued: its launch call returned at or before the gap start (the GPU had the work and waited
@@ -331,7 +248,7 @@ def launch_timing(gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return queued, late
 
 
-def launch_calls(gaps: pd.DataFrame | Rows) -> np.ndarray:
+def launch_calls(gaps: Gaps) -> np.ndarray:
     """Launch calls during each gap, as its evidence counts them: the engine's ``launch_count`` (calls
     that began in it) plus the next kernel's own launch when it began before the gap and was still
     running at its start (the evidence said "0 launch call(s)" next to a host inside that launch)."""
@@ -342,7 +259,7 @@ def launch_calls(gaps: pd.DataFrame | Rows) -> np.ndarray:
     return col(gaps, "launch_count", dtype=np.int64) + in_flight
 
 
-def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
+def sync_at_drain(gaps: Frame, trace: Trace | None, cfg: Thresholds
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Was a host sync call (``host_calls.SYNC``) of the gap's rank in progress when the gap began?
 
@@ -383,7 +300,7 @@ def sync_at_drain(gaps: pd.DataFrame, trace: Trace | None, cfg: Thresholds
     return held, names, ends, starts, tids
 
 
-def comm_tail(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
+def comm_tail(gaps: Frame, trace: Trace | None) -> np.ndarray:
     """Per gap, how long it went on after the last communication kernel overlapping it ended (ns): 0
     when one runs to its end, or without a trace; the whole gap when none overlaps it."""
     n = len(gaps)
@@ -413,7 +330,7 @@ def comm_tail(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
     return tail
 
 
-def waited_for_comm(gaps: pd.DataFrame | Rows, tail: np.ndarray, cfg: Thresholds) -> np.ndarray:
+def waited_for_comm(gaps: Gaps, tail: np.ndarray, cfg: Thresholds) -> np.ndarray:
     """Compute could have been waiting for the communication: it ran until shortly before the gap ended
     (at most ``comm_tail_max`` of the gap, or a kernel-to-kernel turnaround, after the last one ended;
     ``tail`` from :func:`comm_tail`, empty: unknown, taken as waited). A collective that ended long
@@ -423,7 +340,7 @@ def waited_for_comm(gaps: pd.DataFrame | Rows, tail: np.ndarray, cfg: Thresholds
     return tail <= np.maximum(cfg.turnaround_max_ns, cfg.comm_tail_max * dur)
 
 
-def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray]:
+def dispatch_cover(gaps: Frame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray]:
     """How much of each gap the host spent dispatching the operator that ends it.
 
     The next kernel's launch call is found by its start time on the gap's rank; on that thread,
@@ -466,7 +383,7 @@ def dispatch_cover(gaps: pd.DataFrame, trace: Trace | None) -> tuple[np.ndarray,
     return share, names
 
 
-def longest_api_call(gaps: pd.DataFrame, trace: Trace | None, longer_than_ns: int = -1
+def longest_api_call(gaps: Frame, trace: Trace | None, longer_than_ns: int = -1
                      ) -> tuple[np.ndarray, np.ndarray]:
     """The single CUDA runtime/driver call of the gap's rank that overlaps each gap the longest.
 

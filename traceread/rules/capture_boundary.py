@@ -29,8 +29,9 @@ import pandas as pd
 
 from traceread.capture_edges import capture_edges
 from traceread.config import Thresholds
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, texts
+from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, texts
 from traceread.rules._calls import positions
+from traceread.rules._columns import Frame, Gaps, col, frame_of
 from traceread.steps import outliers
 from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY
@@ -61,8 +62,8 @@ def edges_of(steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -
     return capture_edges(trace, steps, cfg)
 
 
-def captured(gaps: pd.DataFrame, steps: pd.DataFrame | None, edges: pd.DataFrame | None, cfg: Thresholds
-             ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def captured(gaps: Frame, steps: pd.DataFrame | None, edges: pd.DataFrame | None, cfg: Thresholds
+             ) -> tuple[Frame, pd.DataFrame | None]:
     """``gaps`` and ``steps`` with the first and last steps trimmed to the captured time (their
     ``offset_ns`` and ``phase`` measured from the trimmed start, outliers judged on the trimmed
     lengths), for periodicity: a bubble keeps its place in a step that the capture opened late or
@@ -91,7 +92,7 @@ def captured(gaps: pd.DataFrame, steps: pd.DataFrame | None, edges: pd.DataFrame
     ok = at >= 0
     ws = np.where(ok, st["start_ns"].to_numpy(np.int64)[np.maximum(at, 0)], 0)
     we = np.where(ok, st["end_ns"].to_numpy(np.int64)[np.maximum(at, 0)], 1)
-    g = gaps.copy()
+    g = frame_of(gaps).copy()
     gs = col(gaps, "start_ns", dtype=np.int64)
     offset = np.where(ok, np.maximum(gs - ws, 0), col(gaps, "offset_ns", dtype=np.int64))
     g["offset_ns"] = offset
@@ -99,7 +100,7 @@ def captured(gaps: pd.DataFrame, steps: pd.DataFrame | None, edges: pd.DataFrame
     return g, st
 
 
-def cover(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
+def cover(gaps: Frame, edges: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
     """Per gap: ``(kind, evidence)``: the boundary the gap lies in ('' when none) and its sentence."""
     at, kind_at, text_at = cover_at(gaps, edges)
     kind, text = texts(len(gaps)), texts(len(gaps))
@@ -107,7 +108,7 @@ def cover(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, n
     return kind, text
 
 
-def cover_at(gaps: pd.DataFrame, edges: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cover_at(gaps: Frame, edges: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`cover` of the gaps at a boundary only (a few per device: no string array over every gap):
     ``(positions, kind, evidence)``, positions ascending."""
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -157,15 +158,15 @@ def lead(kinds: np.ndarray) -> np.ndarray:
     return np.isin(kinds, LEADS)
 
 
-def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.capture_kind != ""
 
 
-def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
+def kind(gaps: Gaps, ctx: RuleContext) -> np.ndarray:
     return ctx.capture_kind.astype(object)
 
 
-def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.capture_text.astype(object)
 
 

@@ -21,27 +21,16 @@ all-to-all built from SendRecv kernels stays here.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import pipeline_bubble
-from traceread.rules._base import (
-    Rows,
-    Rule,
-    RuleContext,
-    cat,
-    col,
-    fmt_ns,
-    fmt_pct,
-    frac,
-    waited_for_comm,
-    where,
-)
+from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, fmt_pct, waited_for_comm, where
+from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "comm-bound"
 
 
-def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     covered = frac(gaps, "comm") >= cfg.comm_cover
     # The host sat in a sync for most of the gap (a device sync returning at the drain does not).
     waited = ~ctx.late | (frac(gaps, "sync") >= cfg.comm_cover)
@@ -51,7 +40,7 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.judged & covered & waited & waited_for_comm(gaps, ctx.comm_tail_ns, cfg) & ~structural
 
 
-def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     coll = frac(gaps, "comm_collective")
     p2p = frac(gaps, "comm_p2p")
     typ = col(gaps, "comm_type", "").astype(str).astype(object)

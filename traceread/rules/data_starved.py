@@ -38,12 +38,13 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK, calls_matching
-from traceread.rules._base import Rows, Rule, RuleContext, cat, col, fmt_ns, fmt_pct, frac, where
+from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, fmt_pct, where
+from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "data-starved"
 
 
-def host_input(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def host_input(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Host-side input work holds the gap (see module doc)."""
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     dispatching = frac(gaps, "cpu_runtime") >= cfg.launch_cpu_cover
@@ -63,13 +64,13 @@ def _input_work(labels: np.ndarray) -> np.ndarray:
     return out
 
 
-def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     loader = (frac(gaps, "dataloader") >= cfg.data_loader_cover) & ~ctx.queued
     copy = frac(gaps, "memcpy_htod") >= cfg.data_loader_cover
     return ctx.judged & (loader | copy | host_input(gaps, ctx, cfg))
 
 
-def pageable_copy(gaps: pd.DataFrame | Rows) -> np.ndarray:
+def pageable_copy(gaps: Gaps) -> np.ndarray:
     """Per gap: the host-to-device copy holds it more than a loader does, and at least half of the
     copied time (union, ns) is from pageable memory."""
     htod_ns = col(gaps, "memcpy_htod_ns", dtype=np.int64)
@@ -77,7 +78,7 @@ def pageable_copy(gaps: pd.DataFrame | Rows) -> np.ndarray:
     return (pageable_ns > 0) & (2 * pageable_ns >= htod_ns) & (frac(gaps, "memcpy_htod") > frac(gaps, "dataloader"))
 
 
-def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
+def kind(gaps: Gaps, ctx: RuleContext) -> np.ndarray:
     """``host-input`` where no loader ran and host input work holds more of the gap than the H2D copy;
     else ``pageable-copy`` where a pageable host-to-device copy holds the gap; else the class name."""
     no_loader = col(gaps, "dataloader_ns", dtype=np.int64) == 0
@@ -86,7 +87,7 @@ def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
                     np.where(pageable_copy(gaps), "pageable-copy", NAME)).astype(object)
 
 
-def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     loader = frac(gaps, "dataloader")
     htod = frac(gaps, "memcpy_htod")
     main = where(loader >= htod,

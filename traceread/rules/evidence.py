@@ -29,7 +29,8 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import textcat
-from traceread.rules._base import Rows, RuleContext, column_cache
+from traceread.rules._base import RuleContext
+from traceread.rules._columns import ColumnCache, Frame, Rows, column_cache, frame_of
 from traceread.vocabulary import GAP_CLASSES
 
 PREFIX = "evidence."  # the data columns' names: PREFIX + a RuleContext field
@@ -107,7 +108,7 @@ def _fill(dense: np.ndarray) -> Any:
     return dense.dtype.type(0)
 
 
-def _context(gaps: pd.DataFrame, idx: np.ndarray, reads: tuple[str, ...]) -> RuleContext:
+def _context(gaps: Frame, idx: np.ndarray, reads: tuple[str, ...]) -> RuleContext:
     """The context of rows ``idx`` as their evidence reads it: the stored fields, zeros for the rest."""
     rows = Rows(gaps, idx)
     zeros = np.zeros(len(idx))
@@ -116,8 +117,8 @@ def _context(gaps: pd.DataFrame, idx: np.ndarray, reads: tuple[str, ...]) -> Rul
     return RuleContext(**values)
 
 
-def _class_codes(gaps: pd.DataFrame, idx: np.ndarray) -> np.ndarray:
-    s = gaps["class"]
+def _class_codes(gaps: Frame, idx: np.ndarray) -> np.ndarray:
+    s = frame_of(gaps)["class"]
     if isinstance(s.dtype, pd.CategoricalDtype) and tuple(s.cat.categories) == GAP_CLASSES:
         return np.asarray(s.array.codes)[idx]
     return pd.Categorical(np.asarray(s.array.take(idx), dtype=object), categories=list(GAP_CLASSES)).codes
@@ -160,13 +161,14 @@ def _other_fill(dtype: Any, first: pd.SparseDtype) -> bool:
     return isinstance(dtype, pd.SparseDtype) and bool(dtype.fill_value != first.fill_value)
 
 
-def evidence_text(gaps: pd.DataFrame, rows: np.ndarray | None, cfg: Thresholds) -> np.ndarray:
+def evidence_text(gaps: Frame, rows: np.ndarray | None, cfg: Thresholds) -> np.ndarray:
     """The evidence sentence of each of ``rows`` (positions in ``gaps``; None: every row), as an object
     array: made from the evidence data by the rules' evidence functions (``cfg``: the thresholds the
-    gaps were classified with), a class and up to ``CHUNK_ROWS`` rows at a time."""
+    gaps were classified with), a class and up to ``CHUNK_ROWS`` rows at a time. Of a ``ColumnCache``,
+    each column the sentences read is converted once for all of them."""
     idx = np.arange(len(gaps)) if rows is None else np.asarray(rows, dtype=np.int64)
     if "evidence" in gaps.columns:  # sentences already made (a hand-built or text=True frame)
-        return np.asarray(gaps["evidence"].array.take(idx), dtype=object)
+        return np.asarray(frame_of(gaps)["evidence"].array.take(idx), dtype=object)
     out = np.full(len(idx), "", dtype=object)
     if not len(idx) or "class" not in gaps.columns:
         return out
@@ -195,11 +197,11 @@ def evidence_parts(gaps: pd.DataFrame, rows: np.ndarray | None, cfg: Thresholds)
         # A block of consecutive rows (a writer's): its columns made dense once (``column_cache``), each
         # class's rows then taken from them (pandas' take of a sparse column costs several times that).
         gaps, idx = gaps.iloc[int(idx[0]):int(idx[-1]) + 1], np.arange(n)
-    with column_cache(gaps):
-        return _parts(gaps, idx, cfg)
+    with column_cache(gaps) as cols:
+        return _parts(cols, idx, cfg)
 
 
-def _parts(gaps: pd.DataFrame, idx: np.ndarray, cfg: Thresholds) -> textcat.Texts:
+def _parts(gaps: ColumnCache, idx: np.ndarray, cfg: Thresholds) -> textcat.Texts:
     n = len(idx)
     cls = _class_codes(gaps, idx)
     made: list[tuple[np.ndarray, textcat.Texts]] = []
@@ -219,14 +221,14 @@ def _parts(gaps: pd.DataFrame, idx: np.ndarray, cfg: Thresholds) -> textcat.Text
     return textcat.Texts(table, codes)
 
 
-def with_evidence(gaps: pd.DataFrame, cfg: Thresholds) -> pd.DataFrame:
-    """``gaps`` with its ``evidence`` column (after ``class``, as ``classify`` placed it) and without
-    the evidence data: a sentence per row, so for the rows a user or an output asks for."""
+def with_evidence(gaps: Frame, cfg: Thresholds) -> pd.DataFrame:
+    """``gaps`` (the frame) with its ``evidence`` column (after ``class``, as ``classify`` placed it) and
+    without the evidence data: a sentence per row, so for the rows a user or an output asks for."""
     data = [c for c in gaps.columns if is_data(c)]
     if not data and ("evidence" in gaps.columns or "class" not in gaps.columns):
-        return gaps
+        return frame_of(gaps)
     text = evidence_text(gaps, None, cfg)
-    out = gaps.drop(columns=data)
+    out = frame_of(gaps).drop(columns=data)
     if "evidence" not in out.columns:
         out.insert(out.columns.get_loc("class") + 1, "evidence", pd.Series(text, index=out.index, dtype=object))
     return out

@@ -32,8 +32,9 @@ from traceread.host_calls import (
     frame_label,
 )
 from traceread.lanes import EventView, event_view
-from traceread.rules._base import col, texts
+from traceread.rules._base import texts
 from traceread.rules._calls import api_calls, api_ranks, distinct, matching, name_hits, thread_host_rows
+from traceread.rules._columns import Frame, col
 from traceread.trace import Trace
 
 # Frames that only forward to their callee: the label names what is inside them instead.
@@ -43,7 +44,7 @@ _MIN_CHILD_SHARE = 0.05  # descendants under 5% of the outer frame are not named
 _NAMED = 2  # descendants named beside the outer frame
 
 
-def launching_thread(gaps: pd.DataFrame, trace: Trace | None) -> np.ndarray:
+def launching_thread(gaps: Frame, trace: Trace | None) -> np.ndarray:
     """Per gap, the thread that launched its next kernel, else the rank's busiest launching thread (-1: none)."""
     n = len(gaps)
     out = np.full(n, -1, dtype=np.int64)
@@ -85,7 +86,7 @@ def _busiest(tid: np.ndarray, rows: np.ndarray) -> int:
 _MARKERS = re.compile("^(?:" + re.escape(PROFILER_STEP_PREFIX) + "|" + re.escape(DATALOADER_PREFIX) + ")")
 
 
-def host_work(gaps: pd.DataFrame, trace: Trace | None, tids: np.ndarray, cfg: Thresholds
+def host_work(gaps: Frame, trace: Trace | None, tids: np.ndarray, cfg: Thresholds
               ) -> tuple[np.ndarray, np.ndarray]:
     """Per gap longer than ``input_work_min_ns`` (the only gaps a rule reads it for; 0 and '' for the
     rest): ``(ns, label)``: launch-free host work on thread ``tids`` overlapping the gap (union, ns),

@@ -21,27 +21,15 @@ CUDA graphs would not remove).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.rules._base import (
-    Rows,
-    Rule,
-    RuleContext,
-    cat,
-    cat_where,
-    col,
-    fmt_int,
-    fmt_ns,
-    fmt_pct,
-    frac,
-    launch_calls,
-)
+from traceread.rules._base import Rule, RuleContext, cat, cat_where, fmt_int, fmt_ns, fmt_pct, launch_calls
+from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "launch-bound"
 
 
-def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     runtime = frac(gaps, "cpu_runtime") >= cfg.launch_cpu_cover
     launches = np.maximum(col(gaps, "launch_count", dtype=np.int64), 1)
     dense = col(gaps, "dur_ns", dtype=np.int64) <= launches * cfg.launch_max_ns_per_launch
@@ -51,7 +39,7 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.judged & ctx.late & ~driver_work & (runtime | dense | dispatching)
 
 
-def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     start = col(gaps, "start_ns", dtype=np.int64)
     lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
     issued = cat_where(lstart >= start, "next kernel launched ", (fmt_ns, lstart - start), " after the GPU went idle",

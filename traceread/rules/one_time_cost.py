@@ -72,18 +72,9 @@ from traceread.host_calls import (
     TEARDOWN,
 )
 from traceread.lanes import HOST_LANES, EventView, event_view
-from traceread.rules._base import (
-    Rows,
-    Rule,
-    RuleContext,
-    cat,
-    col,
-    fmt_int,
-    fmt_ns,
-    fmt_pct,
-    texts,
-)
+from traceread.rules._base import Rule, RuleContext, cat, fmt_int, fmt_ns, fmt_pct, texts
 from traceread.rules._calls import Calls, Spec, api_calls, api_ranks, longer_than, matching, name_hits, select
+from traceread.rules._columns import Frame, Gaps, col
 from traceread.trace import Trace
 
 NAME = "one-time-cost"
@@ -343,7 +334,7 @@ def _first_launch(v: EventView, launches: np.ndarray, rank: int) -> np.ndarray:
     return out
 
 
-def cover(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds
+def cover(gaps: Frame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per gap: ``(ns, kind, label, count)``: one-time work covering it (union, ns), the kind that
     covers the most, the longest overlapping interval's name, and how many one-time intervals start in it."""
@@ -388,12 +379,12 @@ def cover(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, c
     return ns, kind, label, count
 
 
-def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     return ctx.judged & ~ctx.queued & (ctx.one_time_ns / dur >= cfg.one_time_cover)
 
 
-def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     what = np.array([KIND_TEXT.get(k, k) for k in ctx.one_time_kind], dtype=object)
     return cat("one-time cost: ", what, " (", ctx.one_time_label, "; ", fmt_int(ctx.one_time_count),

@@ -57,29 +57,27 @@ from traceread import grouped
 from traceread.config import Thresholds
 from traceread.rules._base import (
     MAX_UNIT_NOTES,
-    Rows,
     Rule,
     RuleContext,
     cat,
-    col,
     fmt_int,
     fmt_ns,
     fmt_pct,
-    frac,
     waited_for_comm,
     where,
 )
 from traceread.rules._calls import positions
+from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "pipeline-bubble"
 
 
-def pipeline_evidence(gaps: pd.DataFrame) -> np.ndarray:
+def pipeline_evidence(gaps: Frame) -> np.ndarray:
     """Bool per gap: its step holds a point-to-point transfer (by identity), or one overlaps the gap."""
     return (col(gaps, "step_p2p_count") > 0) | (col(gaps, "comm_p2p_ns") > 0)
 
 
-def waits_on_p2p(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def waits_on_p2p(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Bool per gap: a point-to-point transfer covers most of it and compute waited for it (the
     next kernel was queued or its launch is unknown, it was submitted with most of the gap still
     ahead, or the host sat in a sync for most of the gap)."""
@@ -92,7 +90,7 @@ def waits_on_p2p(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.nd
     return p2p & (~ctx.late | held_after_submit | (frac(gaps, "sync") >= cfg.comm_cover))
 
 
-def takes(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def takes(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """The gaps this rule claims (``mask`` without the judged-length condition); comm-bound and
     sync-stall leave these to it."""
     hidden = ctx.periodic & ctx.queued & waits_like_a_bubble(gaps, ctx.queued, cfg,
@@ -101,7 +99,7 @@ def takes(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
         (waits_on_p2p(gaps, ctx, cfg) | hidden)
 
 
-def waits_like_a_bubble(gaps: pd.DataFrame, queued: np.ndarray, cfg: Thresholds,
+def waits_like_a_bubble(gaps: Frame, queued: np.ndarray, cfg: Thresholds,
                         comm_waited: np.ndarray | None = None) -> np.ndarray:
     """The bubble's local signature: a p2p wait or a queued kernel, with no collective it could have
     waited for (``comm_waited``: ``rules._base.waited_for_comm``; None: any) and no H2D copy."""
@@ -113,7 +111,7 @@ def waits_like_a_bubble(gaps: pd.DataFrame, queued: np.ndarray, cfg: Thresholds,
     return (p2p | queued) & ~other
 
 
-def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame | None, cfg: Thresholds, eligible: np.ndarray | None = None
+def periodicity(gaps: Frame, steps: pd.DataFrame | None, cfg: Thresholds, eligible: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """``(periodic, presence, cv, notes)`` per gap (see module docstring).
 
@@ -179,7 +177,7 @@ def periodicity(gaps: pd.DataFrame, steps: pd.DataFrame | None, cfg: Thresholds,
     return periodic, presence, cv, notes
 
 
-def _by_window(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long_enough: np.ndarray,
+def _by_window(gaps: Frame, g_unit: np.ndarray, in_step: np.ndarray, long_enough: np.ndarray,
                place: np.ndarray, wrap: bool, unit_steps: np.ndarray, cfg: Thresholds, periodic: np.ndarray,
                presence: np.ndarray, cv: np.ndarray) -> None:
     """Periodicity by windows of place in the step (a fraction in [0, 1)) and duration (module
@@ -240,7 +238,7 @@ def _by_window(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long
     periodic[cand[hit]] = True
 
 
-def _by_order(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long_enough: np.ndarray,
+def _by_order(gaps: Frame, g_unit: np.ndarray, in_step: np.ndarray, long_enough: np.ndarray,
               first_half: np.ndarray, unit_steps: np.ndarray, step_len: np.ndarray, cfg: Thresholds,
               periodic: np.ndarray, presence: np.ndarray, cv: np.ndarray) -> None:
     """Periodicity by order among the step's long gaps of the same waiting signature (module
@@ -288,7 +286,7 @@ def _by_order(gaps: pd.DataFrame, g_unit: np.ndarray, in_step: np.ndarray, long_
         cv[rows[better]] = c[hit][better]
 
 
-def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.judged & takes(gaps, ctx, cfg)
 
 
@@ -297,7 +295,7 @@ def _two(x: np.ndarray) -> np.ndarray:
     return np.char.mod("%.2f", np.asarray(x, dtype=np.float64)).astype(object)
 
 
-def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     p2p = frac(gaps, "comm_p2p")
     waits_on = where(p2p >= cfg.comm_cover,
                         cat("waits on a point-to-point transfer covering ", fmt_pct(p2p), " of it"),

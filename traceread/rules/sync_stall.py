@@ -46,20 +46,9 @@ from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.host_calls import DEVICE_ALLOCATOR, SYNC
 from traceread.lanes import HOST_LANES, event_view
-from traceread.rules._base import (
-    Rows,
-    Rule,
-    RuleContext,
-    cat,
-    col,
-    fmt_int,
-    fmt_ns,
-    fmt_pct,
-    frac,
-    texts,
-    where,
-)
+from traceread.rules._base import Rule, RuleContext, cat, fmt_int, fmt_ns, fmt_pct, texts, where
 from traceread.rules._calls import api_calls, distinct, name_hits
+from traceread.rules._columns import Frame, Gaps, col, frac
 from traceread.rules.one_time_cost import allocator_recurs
 from traceread.trace import Trace
 
@@ -82,7 +71,7 @@ def _first_overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray)
     return out
 
 
-def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds
+def blocked(gaps: Frame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per gap: ``(blocked_ns, alloc_ns, alloc_calls, block_start_ns)``: host time inside sync calls or
     recurring allocator calls (union), the allocator part of it, how many allocator calls overlap
@@ -118,7 +107,7 @@ def blocked(gaps: pd.DataFrame, steps: pd.DataFrame | None, trace: Trace | None,
     return blocked_ns, alloc_ns, alloc_calls, block_start
 
 
-def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: np.ndarray, tid: np.ndarray
+def origin_op(gaps: Frame, trace: Trace | None, held: np.ndarray, start: np.ndarray, tid: np.ndarray
               ) -> np.ndarray:
     """Per gap, the host op that issued its drain sync: the outermost CPU op on the sync's thread
     enclosing the call at ``start`` (``aten::item`` around ``aten::_local_scalar_dense``), else the
@@ -154,7 +143,7 @@ def origin_op(gaps: pd.DataFrame, trace: Trace | None, held: np.ndarray, start: 
     return out
 
 
-def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray,
+def queued_wait(gaps: Frame, held: np.ndarray, sync_start: np.ndarray,
                 unrecorded: np.ndarray | None = None, at: np.ndarray | None = None) -> np.ndarray:
     """Per gap, how long its drain sync waited while the GPU ran queued work: compute-busy time between
     the sync's call and the drain (the idle of earlier gaps of the device in that window taken out).
@@ -183,13 +172,13 @@ def queued_wait(gaps: pd.DataFrame, held: np.ndarray, sync_start: np.ndarray,
     return out
 
 
-def drain_sync(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def drain_sync(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """A sync in progress at the drain that waited at least ``sync_min_wait_ns`` while the GPU ran queued
     work (the host lost the lead it had), rather than returning at once or waiting on an idle GPU."""
     return ctx.sync_at_drain & (ctx.sync_wait_ns >= cfg.sync_min_wait_ns)
 
 
-def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def stall_ns(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Host-blocked time of each gap plus the refill right after the sync (see module doc)."""
     start = col(gaps, "start_ns", dtype=np.int64)
     end = col(gaps, "end_ns", dtype=np.int64)
@@ -202,14 +191,14 @@ def stall_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np
     return np.minimum(np.maximum(ctx.sync_blocked_ns + refill_ns, lead_ns(gaps, ctx, cfg)), end - start)
 
 
-def lead_ns(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def lead_ns(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Per gap, the part of it a drain-sync's lost lead would have hidden: the host work after the sync
     would have run while the GPU still had the queued work it waited for (0 without a drain-sync)."""
     dur = col(gaps, "end_ns", dtype=np.int64) - col(gaps, "start_ns", dtype=np.int64)
     return np.where(drain_sync(gaps, ctx, cfg), np.minimum(ctx.sync_wait_ns, dur), 0)
 
 
-def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     # A host blocked on a pipeline's recurring p2p recv is waiting on the schedule: a bubble.
     structural = ctx.periodic & (frac(gaps, "comm_p2p") >= cfg.comm_cover)
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
@@ -221,13 +210,13 @@ def mask(gaps: pd.DataFrame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     return ctx.judged & held & ~ctx.queued & ~structural & ~submitted_first
 
 
-def kind(gaps: pd.DataFrame | Rows, ctx: RuleContext) -> np.ndarray:
+def kind(gaps: Gaps, ctx: RuleContext) -> np.ndarray:
     """``allocator`` where allocator calls hold more of the gap than the other syncs, else ``sync``."""
     other = ctx.sync_blocked_ns - ctx.sync_alloc_ns
     return np.where(ctx.sync_alloc_ns >= np.maximum(other, 1), "allocator", "sync").astype(object)
 
 
-def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     start = col(gaps, "start_ns", dtype=np.int64)
     stalled = stall_ns(gaps, ctx, cfg)

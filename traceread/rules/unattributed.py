@@ -12,37 +12,34 @@ a quiet host stretch (checkpointing, logging, garbage collection) from missing d
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules._base import (
-    Rows,
     Rule,
     RuleContext,
     cat,
     cat_where,
     choose,
-    col,
     fmt_int,
     fmt_ns,
     fmt_ns_text,
     fmt_pct,
-    frac,
     launch_calls,
 )
+from traceread.rules._columns import Gaps, col, frac
 
 NAME = "unattributed"
 # The context fields ``evidence`` reads beyond the gap columns (as a rule's ``Rule.reads``).
 READS = ("queued", "late", "turnaround", "api_call_ns", "api_call_name")
 
 
-def rest(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def rest(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """Every gap: the residual class takes what no rule before it claimed (``rules.classify`` starts every
     gap as unattributed and does not try this mask)."""
     return np.ones(len(gaps), dtype=bool)
 
 
-def evidence(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = col(gaps, "dur_ns", dtype=np.int64)
     # which of three sentences (an object array of references, not a fixed-width copy of each per row)
     who = np.where(ctx.queued, 0, np.where(ctx.late, 1, 2))
