@@ -37,22 +37,21 @@ def by_name(code: np.ndarray, names: np.ndarray, dur: np.ndarray, share_of: floa
         return pd.DataFrame({label: pd.Series(dtype=object),
                              **{c: pd.Series(dtype="int64" if c in ("count", "total_ns", "min_ns", "max_ns")
                                              else "float64") for c in STAT_COLUMNS}})
-    used, inv = np.unique(code, return_inverse=True)
-    inv = inv.reshape(-1)
-    n = len(used)
-    order = np.lexsort((dur, inv))
-    v = dur[order].astype(np.float64)
-    count = np.bincount(inv, minlength=n).astype(np.int64)
-    start = np.concatenate(([0], np.cumsum(count)[:-1])).astype(np.int64)
-    total = np.zeros(n, dtype=np.int64)  # exact int64 sums (bincount's weights would give floats)
-    np.add.at(total, inv, dur)
+    # One sort by (name, duration) gives the groups, their order statistics and their sums at once.
+    order = np.lexsort((dur, code))
+    sorted_code, sorted_dur = code[order], dur[order]
+    start = np.concatenate(([0], np.flatnonzero(np.diff(sorted_code)) + 1)).astype(np.int64)
+    used = sorted_code[start]
+    count = np.diff(np.append(start, len(sorted_code))).astype(np.int64)
+    v = sorted_dur.astype(np.float64)
+    total = np.add.reduceat(sorted_dur, start).astype(np.int64)  # exact int64 sums (not float weights)
     denom = float(share_of) if share_of else float(total.sum())
     out = pd.DataFrame({
         label: np.asarray(names, dtype=object)[used].astype(str),
         "count": count, "total_ns": total, "mean_ns": total / count,
         "median_ns": _quantile(v, start, count, 0.5), "p90_ns": _quantile(v, start, count, 0.9),
         "p99_ns": _quantile(v, start, count, 0.99),
-        "min_ns": dur[order][start], "max_ns": dur[order][start + count - 1],
+        "min_ns": sorted_dur[start], "max_ns": sorted_dur[start + count - 1],
         "share": total / denom if denom > 0 else 0.0,
     })
     return out.sort_values(["total_ns", label], ascending=[False, True], kind="stable").reset_index(drop=True)

@@ -39,9 +39,25 @@ NO_MODULES = ("the trace records no nn.Module hierarchy (Kineto python_function 
               "recorded with with_stack=True; Nsight Systems exports have none)")
 
 
+def _sums(inv: np.ndarray, values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Exact int64 sums of ``values`` per group ``inv`` (``counts`` per group, none empty): a sort and
+    ``add.reduceat`` (``np.add.at`` is many times slower, bincount's weights are floats)."""
+    order = np.argsort(inv, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    return np.add.reduceat(values[order].astype(np.int64), starts).astype(np.int64)
+
+
 def _thread_key(v: EventView, rows: np.ndarray) -> np.ndarray:
     """One int per (rank, pid, tid) of ``rows``: hashed (``pd.factorize``), not sorted; a sort of every
     op row was most of this table's time."""
+    cols = [np.asarray(col[rows], dtype=np.int64) for col in (v.rank, v.pid, v.tid)]
+    lows = [int(c.min()) if len(c) else 0 for c in cols]
+    bits = [(int(c.max()) - lo).bit_length() if len(c) else 0 for c, lo in zip(cols, lows, strict=True)]
+    if sum(bits) <= 62:  # the three fit one int64: packed, then hashed once (not three times)
+        packed = np.zeros(len(rows), dtype=np.int64)
+        for c, lo, b in zip(cols, lows, bits, strict=True):
+            packed = (packed << b) | (c - lo)
+        return pd.factorize(packed)[0].astype(np.int64)
     code = np.zeros(len(rows), dtype=np.int64)
     for col in (v.rank, v.pid, v.tid):
         c, uniq = pd.factorize(col[rows])
@@ -78,6 +94,10 @@ def kernel_owners(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     launch = np.asarray(v.launch_of(rows), dtype=np.int64)
     ops = v.rows((schema.LANE_CPU_THREAD,), cats=(schema.CAT_CPU_OP,)).astype(np.int64)
     ok = np.flatnonzero(launch >= 0)
+    # Only an op covering some launch call (of any thread) can own a kernel: the others (most ops launch
+    # nothing) leave the search, which a subset of a laminar set answers the same.
+    at = np.sort(v.start[launch[ok]])
+    ops = ops[np.searchsorted(at, v.end[ops]) > np.searchsorted(at, v.start[ops])]
     owner = np.full(len(rows), -1, dtype=np.int64)
     owner[ok] = _innermost_on_thread(v, launch[ok], v.start[launch[ok]], ops)
     return rows, launch, owner
@@ -98,9 +118,8 @@ def op_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray] | N
     used, inv = np.unique(code, return_inverse=True)
     inv = inv.reshape(-1)
     n = len(used)
-    total = np.zeros(n, dtype=np.int64)
-    np.add.at(total, inv, dur)
     kernels = np.bincount(inv, minlength=n).astype(np.int64)
+    total = _sums(inv, dur, kernels)
     # op calls: distinct owner rows per name
     has = owner >= 0
     # (an op row has one name: its distinct rows, counted by the name's group)
