@@ -13,7 +13,7 @@ standard output captured into a file of its own, so the listing also covers what
     python scripts/check_outputs.py OUTDIR --compare BASE.sha256
     python scripts/check_outputs.py OUTDIR --list-only      # hashes an OUTDIR written before
 
-The scan's cache folder, its timing and its settings key differ between two runs of the same code and
+The scan's cache folder, its lock file (the scan's pid), its timing and its settings key differ between two runs of the same code and
 are left out; the output folder's own path is replaced by ``OUT``.
 """
 
@@ -109,7 +109,7 @@ def _stable(f: Path, out: Path) -> bytes:
 def listing(out: Path) -> dict[str, str]:
     sums = {}
     for f in sorted(out.rglob("*")):
-        if f.is_file() and ".traceread-cache" not in f.parts:
+        if f.is_file() and ".traceread-cache" not in f.parts and f.name != ".traceread-scan.lock":
             sums[str(f.relative_to(out))] = hashlib.sha256(_stable(f, out)).hexdigest()
     return sums
 

@@ -15,7 +15,7 @@ All ``X_ns`` overlaps are lengths (ns) of the union of X's intervals inside the 
 exceed ``dur_ns``; ``X_frac = X_ns / dur_ns``. The frame holds only the ``X_ns`` (a trace can have
 millions of gaps, and 16 float64 fractions beside 16 int64 lengths would double those columns); outputs
 that show fractions add them with :func:`with_fractions` for the rows they write, rules compute
-them with ``rules._base.frac``.
+them with ``rules._columns.frac``.
 
 Communication is split by collective identity (:mod:`traceread.collective_identity`, from the host
 op that launched each kernel): ``comm_p2p`` is point-to-point (send, recv, send-recv), and

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -299,3 +300,28 @@ def test_an_unreadable_subfolder_is_noted_as_root_too(tmp_path, capsys, monkeypa
     assert main(["analyze", str(folder), "--json", str(out)]) == 0
     assert "sub: left out: folder not read (Permission denied)" in capsys.readouterr().err
     assert any("sub" in n and "folder not read" in n for n in json.loads(out.read_text())["notes"])
+
+
+def test_a_slow_scale_pattern_is_stopped_before_the_replay_thread(tmp_path, capsys, monkeypatch) -> None:
+    """``whatif --scale '.*.*.*=2'`` over a name of 5,000 characters backtracks for ~n^3 steps. The replay
+    matches names on its own thread, where no signal can stop the regex engine (the process then ignored
+    SIGTERM until the match ended); the runner matches the pattern first on the main thread, under the
+    budget: a usage error in time, never a hang."""
+    import gzip
+
+    from conftest import FIXTURES
+
+    from traceread import bounds
+
+    doc = json.loads(gzip.decompress((FIXTURES / "hta_alexnet_a100.json.gz").read_bytes()))
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    op = next(e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    op["name"] = "a" * 5000
+    path = tmp_path / "long_name.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(bounds, "MATCH_BUDGET_S", 1.0)
+    # in this (main) thread, as a command runs: the budget is a signal only the main thread receives
+    started = time.monotonic()
+    rc = main(["whatif", str(path), "--scale", ".*.*.*==2"])
+    assert rc == EXIT_USAGE and time.monotonic() - started < 30
+    assert "took more than 1 s" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from traceread.metrics.workload import Workload
     from traceread.whatif import Fix, Scale
 
-__all__ = ["analyze", "keep_replay_selections", "share_cache", "REPLAY_BESIDE_RULES_MAX_EVENTS"]
+__all__ = ["analyze", "check_user_patterns", "keep_replay_selections", "share_cache", "REPLAY_BESIDE_RULES_MAX_EVENTS"]
 
 
 def analyze(
@@ -43,6 +44,7 @@ def analyze(
     the levers the what-if replays (default: every lever at its default factor; ``traceread whatif --fix``).
     """
     share_cache(traces)
+    check_user_patterns(traces, fixes)
     per = [pipe.found_steps(i, t, cfg, warmup_steps, step_range, heap.trim) for i, t in enumerate(traces)]
     replay = Replay.start(traces, per, cfg, fixes)
 
@@ -64,6 +66,28 @@ def analyze(
         raise
     whatif, failed = replay.result()  # the replay may still run: it ran beside the tables and summaries
     return dataclasses.replace(result, whatif=whatif, unavailable=tuple(dict.fromkeys(result.unavailable + failed)))
+
+
+def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale] | None) -> None:
+    """Match each ``--scale`` pattern over every name of ``traces`` here, in the calling thread, before the
+    replay's thread does. A regex cannot be stopped inside a thread (the time budget of
+    :func:`traceread.bounds.search_names` is a signal, which only the main thread receives), so a pattern
+    that backtracks for ever on a trace's names would hang the replay, and the process with it: past the
+    budget here it is a usage error, and within it the replay's matching of the same names is as quick."""
+    from traceread import bounds
+    from traceread.whatif import Scale
+
+    scales = [f for f in fixes or () if isinstance(f, Scale)]
+    if not scales:
+        return
+    names: set[str] = set()
+    for t in traces:
+        col = t.events["name"]
+        names.update(map(str, col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else col.unique()))
+    ordered = sorted(names)
+    for s in scales:
+        what = f"--scale {s.pattern}"
+        bounds.search_names(bounds.user_pattern(s.pattern, what, re.IGNORECASE), ordered, what, bounds.MATCH_BUDGET_S)
 
 
 def share_cache(traces: Sequence[Trace]) -> EngineCache:
