@@ -254,8 +254,8 @@ def detect_protobuf(head: bytes) -> Detected:
     return Detected(UNKNOWN_BINARY, "not JSON, SQLite or a known protobuf")
 
 
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    """(value, next index); raises IndexError/ValueError on a cut or overlong varint."""
+def read_varint(buf: bytes, i: int) -> tuple[int, int]:
+    """A protobuf varint at ``buf[i]``: (value, next index); IndexError on a cut or overlong varint."""
     out = shift = 0
     while True:
         b = buf[i]
@@ -265,7 +265,7 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
             return out, i
         shift += 7
         if shift > 63:
-            raise ValueError("varint too long")
+            raise IndexError("varint too long")
 
 
 def _first_message(head: bytes) -> bytes | None:
@@ -274,7 +274,7 @@ def _first_message(head: bytes) -> bytes | None:
     if len(head) < 2 or head[0] != 0x0A:
         return None
     try:
-        size, i = _varint(head, 1)
+        size, i = read_varint(head, 1)
     except (IndexError, ValueError):
         return None
     if size == 0 or size > 1 << 34:
@@ -290,15 +290,15 @@ def _fields(msg: bytes, limit: int = 12) -> list[tuple[int, int, int | bytes]]:
     i = 0
     try:
         while i < len(msg) and len(out) < limit:
-            key, i = _varint(msg, i)
+            key, i = read_varint(msg, i)
             num, wire = key >> 3, key & 7
             if num == 0:
                 break
             if wire == 0:
-                v, i = _varint(msg, i)
+                v, i = read_varint(msg, i)
                 out.append((num, wire, v))
             elif wire == 2:
-                n, i = _varint(msg, i)
+                n, i = read_varint(msg, i)
                 out.append((num, wire, msg[i:i + n]))
                 if i + n > len(msg):
                     break
@@ -333,7 +333,7 @@ def xplane_planes(path: str, limit: int = 4096) -> list[str]:
                 head = fh.read(64)
                 if not head or head[0] != 0x0A:
                     break
-                n, i = _varint(head, 1)
+                n, i = read_varint(head, 1)
                 name = next((v for num, wire, v in _fields(head[i:i + n], 3) if num == 2 and wire == 2), None)
                 if isinstance(name, bytes):
                     out.append(name.decode("utf-8", "replace"))

@@ -25,6 +25,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PbTrace
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
 
 from traceread.errors import TraceReadError
+from traceread.loaders.detect import read_varint
 
 SEQ_CLEARED = TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 BOOTTIME = 6  # Perfetto's default trace clock
@@ -100,12 +101,12 @@ def _split(path: str, data: bytes, out: list[bytes], notes: Counter[str]) -> boo
     view = memoryview(data)
     while i < n:
         try:
-            key, j = _varint(data, i)
+            key, j = read_varint(data, i)
             wire = key & 7
             if wire == 2:
-                size, j = _varint(data, j)
+                size, j = read_varint(data, j)
             elif wire == 0:
-                _, j = _varint(data, j)
+                _, j = read_varint(data, j)
                 size = 0
             else:
                 raise TraceReadError(path, f"not a readable Perfetto trace (byte {i:,}: wire type {wire} where "
@@ -121,18 +122,6 @@ def _split(path: str, data: bytes, out: list[bytes], notes: Counter[str]) -> boo
         i = j + size
     return False
 
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        out |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return out, i
-        shift += 7
-        if shift > 63:
-            raise IndexError("varint too long")
 
 
 def decode(path: str, data: bytes) -> Decoded:
