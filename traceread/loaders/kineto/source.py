@@ -200,3 +200,21 @@ class Source:
         if self._thread is not None:
             self._thread.join()
         self.fh.close()
+
+
+def read_whole(path: str, what: str) -> bytes:
+    """The whole JSON text of ``path`` (plain or gzip, under the gzip limits :class:`Source` enforces), for a
+    reader that decodes a document at once; a gzip stream that ends early is refused naming ``what``."""
+    from traceread.errors import TraceReadError
+
+    src = Source(path, ahead=False)
+    try:
+        chunks = []
+        while block := src.read(64 << 20):
+            chunks.append(block)
+        cut = src.gzip_cut
+    finally:
+        src.close()
+    if cut:
+        raise TraceReadError(path, f"not a readable {what} file (the gzip stream ends early: truncated)")
+    return b"".join(chunks)

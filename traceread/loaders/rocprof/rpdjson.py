@@ -72,21 +72,12 @@ _DECODER = msgspec.json.Decoder(Union[list[Ev], Wrapped])  # noqa: UP007 - msgsp
 
 def load_rpd_trace_json(path: str | os.PathLike[str], progress: bool = False) -> Trace:
     """Load rpd2tracing's Chrome JSON (plain or gzip); TraceReadError naming the format on bad input (``progress``: accepted, unused)."""
-    from traceread.loaders.kineto.source import Source
+    from traceread.loaders.kineto.source import read_whole
 
     path = os.fspath(path)
-    src = Source(path, ahead=False)
+    data = read_whole(path, WHAT)
     try:
-        chunks = []
-        while part := src.read(64 << 20):
-            chunks.append(part)
-        cut = src.gzip_cut
-    finally:
-        src.close()
-    if cut:
-        raise TraceReadError(path, f"not a readable {WHAT} file (the gzip stream ends early: truncated)")
-    try:
-        doc = _DECODER.decode(b"".join(chunks))
+        doc = _DECODER.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         why = " ".join(str(exc).split())
         why = "truncated" if "truncated" in why.lower() else why[:200]

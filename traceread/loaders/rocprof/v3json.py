@@ -179,21 +179,11 @@ def load_rocprofv3_json(path: str | os.PathLike[str], progress: bool = False, da
     """Load a rocprofv3 JSON file (plain or gzip; ``data``: its bytes, already read). Raises TraceReadError
     naming the format on bad input. ``progress`` is accepted for the loader table (one decode of the
     whole file, with no stages to report: nothing to show)."""
-    from traceread.loaders.kineto.source import Source
+    from traceread.loaders.kineto.source import read_whole
 
     path = os.fspath(path)
     if data is None:
-        src = Source(path, ahead=False)
-        try:
-            chunks = []
-            while block_ := src.read(64 << 20):
-                chunks.append(block_)
-            cut = src.gzip_cut
-        finally:
-            src.close()
-        if cut:
-            raise TraceReadError(path, f"not a readable {WHAT} file (the gzip stream ends early: truncated)")
-        data = b"".join(chunks)
+        data = read_whole(path, WHAT)
     try:
         doc = _DECODER.decode(data)
     except msgspec.ValidationError as exc:
