@@ -133,8 +133,8 @@ def build_trace(n: int):
 
 def run_engine(n: int) -> dict:
     from traceread.config import Thresholds
-    from traceread.gaps import find_gaps, step_totals
-    from traceread.steps import find_steps
+    from traceread.engine.gaps import find_gaps, step_totals
+    from traceread.engine.steps import find_steps
 
     t0 = time.perf_counter()
     trace = build_trace(n)
@@ -173,8 +173,8 @@ def write_kineto(n: int, path: str) -> dict:
 def run_traceread_e2e(path: str) -> dict:
     import traceread
     from traceread.config import Thresholds
-    from traceread.gaps import find_gaps
-    from traceread.steps import find_steps
+    from traceread.engine.gaps import find_gaps
+    from traceread.engine.steps import find_steps
 
     c0 = _cpu_s()
     t0 = time.perf_counter()

@@ -53,10 +53,10 @@ out = {"events": len(trace.events), "load_s": t1 - t0,
                      if getattr(trace.side, "is_read", lambda n: True)(n))) / 2**20}
 try:
     from traceread.config import Thresholds
-    from traceread.gaps import find_gaps
-    from traceread.steps import find_steps
+    from traceread.engine.gaps import find_gaps
+    from traceread.engine.steps import find_steps
 except ImportError:
-    out["note"] = "traceread.gaps not available: load only"
+    out["note"] = "traceread.engine.gaps not available: load only"
 else:
     cfg = Thresholds()
     steps = find_steps(trace, cfg)

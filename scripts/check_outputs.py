@@ -14,7 +14,8 @@ standard output captured into a file of its own, so the listing also covers what
     python scripts/check_outputs.py OUTDIR --list-only      # hashes an OUTDIR written before
 
 The scan's cache folder, its lock file (the scan's pid), its timing and its settings key differ between two runs of the same code and
-are left out; the output folder's own path is replaced by ``OUT``.
+are left out; the output folder's own path is replaced by ``OUT`` and the checkout's by ``REPO`` (two
+worktrees of the same code list the same hashes).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _stable(f: Path, out: Path) -> bytes:
                 return [drop(v) for v in x]
             return x
         data = json.dumps(drop(doc), sort_keys=True).encode()
-    return data.replace(str(out).encode(), b"OUT")
+    return data.replace(str(out).encode(), b"OUT").replace(str(REPO).encode(), b"REPO")
 
 
 def listing(out: Path) -> dict[str, str]:

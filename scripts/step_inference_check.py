@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from traceread.config import Thresholds
+from traceread.engine.steps import find_steps
 from traceread.loaders import load
-from traceread.steps import find_steps
 from traceread.trace import Trace
 
 MARKERS = r"^(?:ProfilerStep#\d+|Optimizer\.step#.*|Optimizer\.zero_grad#.*|enumerate\(DataLoader\)#.*)$"

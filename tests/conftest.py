@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,10 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 SHARED = Path(os.environ.get("TRACEREAD_SHARED", REPO.parent / "shared"))
 SHARED_TRACES = SHARED / "traces"
+
+# tests/unit mirrors the package (tests/unit/rules/ holds the rules' tests); a test module borrows a
+# helper from another by its module name (``from test_rules import gap``), which is unique under tests/.
+sys.path[1:1] = sorted(str(d) for d in (REPO / "tests" / "unit").iterdir() if d.is_dir() and d.name != "__pycache__")
 
 needs_shared = pytest.mark.skipif(
     not SHARED_TRACES.is_dir(), reason="../shared/traces not present (fresh clone)"
@@ -45,9 +50,9 @@ ONE_WORKER_MODULES = frozenset({
     "tests/integration/test_planted_real_traces.py",
     "tests/integration/test_evidence_parts.py",
     "tests/integration/test_ranks_real.py",
-    "tests/unit/test_kineto_cscan_paths.py",
-    "tests/unit/test_plot_pictures.py",
-    "tests/unit/test_perfetto_flows.py",
+    "tests/unit/loaders/test_kineto_cscan_paths.py",
+    "tests/unit/render/test_plot_pictures.py",
+    "tests/unit/render/test_perfetto_flows.py",
 })
 
 

@@ -37,12 +37,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     # Readers of the two input formats; they produce a Trace.
     ("loaders", ["traceread.loaders"]),
     # Facts about one loaded frame before any analysis: the ``info`` summary, sanity notes.
-    ("frame", ["traceread.frame", "traceread.summary", "traceread.sanity"]),
+    ("frame", ["traceread.frame"]),
     # The engine: row selections, steps, gaps, collective identity.
-    ("engine", [
-        "traceread.lanes", "traceread.steps", "traceread.step_inference", "traceread.gaps", "traceread.step_totals",
-        "traceread.collective_identity", "traceread.capture_edges",
-    ]),
+    ("engine", ["traceread.engine"]),
     # Rules classify the engine's gaps.
     ("rules", ["traceread.rules"]),
     # Where the time went (attribution, verdict) and the tables read from kernels (MFU, roofline).
@@ -53,7 +50,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("whatif", ["traceread.whatif"]),
     # The analysis: runs the pieces above and returns an Analysis, with its findings (what the reports show
     # beyond the tables: largest gaps with their evidence, per-unit verdicts).
-    ("analysis", ["traceread.analysis", "traceread.pipeline", "traceread.scope", "traceread.findings"]),
+    ("analysis", ["traceread.analysis"]),
     # The runner calls the analysis' stages and owns their threads, heap and caches (``runner.analyze``).
     ("runner", ["traceread.runner"]),
     # Renderers read an Analysis (Markdown, JSON, pictures, Perfetto) and only format it: no rule or

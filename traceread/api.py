@@ -26,10 +26,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from traceread.analysis import Analysis, TraceSummary
+    from traceread.analysis.scope import VerdictScope
     from traceread.attribution import Verdict
     from traceread.config import Thresholds
     from traceread.metrics.workload import Workload
-    from traceread.scope import VerdictScope
     from traceread.trace import Trace
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -314,7 +314,7 @@ class Report:
     @property
     def scope(self) -> VerdictScope:
         """What :attr:`verdict` speaks for: ``kind`` trace, job or inputs, its ``name``, traces and units."""
-        from traceread.scope import analysis_scope
+        from traceread.analysis.scope import analysis_scope
 
         return analysis_scope(self.analysis)
 

@@ -48,7 +48,7 @@ import pandas as pd
 from traceread import grouped, intervals, schema
 from traceread import kernel_classes as kc
 from traceread.config import Thresholds
-from traceread.lanes import EventView, event_view
+from traceread.engine.lanes import EventView, event_view
 from traceread.trace import Trace
 from traceread.vocabulary import (
     BUSY_PARTS,

@@ -163,7 +163,7 @@ class Thresholds:
     roofline_heavy_share: float = _t(
         0.01, "fraction of op kernel time", "the roofline calls an op heavy from ~1% of matmul/attention time")
 
-    # --- trace sanity notes (traceread/sanity.py) ---
+    # --- trace sanity notes (traceread/frame/sanity.py) ---
     clock_jump_min_ns: int = _t(
         60_000_000_000, "ns", "a minute with no GPU activity inside one capture is a clock jump or two "
         "captures in one file, not a pause of the run")

@@ -2,7 +2,7 @@
 
 The CUDA/HIP runtime and driver calls the diagnosis recognises (launch, sync, allocator, copy,
 graph capture, module loading, context setup) and the framework markers (data loader, optimizer,
-profiler step), each defined once. ``traceread.lanes`` flags every distinct name with them for the
+profiler step), each defined once. ``traceread.engine.lanes`` flags every distinct name with them for the
 gap engine (``launch_count``, ``sync_ns``, ``alloc_ns``...), and the rules test the same patterns,
 so a call is a sync for both or for neither. Imports nothing of traceread.
 

@@ -209,7 +209,7 @@ class Trace:
     events: pd.DataFrame
     meta: TraceMeta
     side: MutableMapping[str, pd.DataFrame] = field(default_factory=dict)
-    # The engine's cache (a traceread.lanes.EngineCache: the event view and what is derived from it), set by
+    # The engine's cache (a traceread.engine.lanes.EngineCache: the event view and what is derived from it), set by
     # the runner for an analysis (one shared by its traces) or made on first use; never part of the data.
     cache: Any = field(default=None, init=False, repr=False, compare=False)
 

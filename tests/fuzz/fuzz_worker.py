@@ -18,7 +18,7 @@ import re
 import sys
 
 _TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [_TESTS, os.path.join(_TESTS, "unit")]  # conftest and the scanner tests' frame comparison
+sys.path[:0] = [_TESTS, os.path.join(_TESTS, "unit", "loaders")]  # conftest and the scanner tests' frame comparison
 
 
 def _load_both(path: str) -> str | None:

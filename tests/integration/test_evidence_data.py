@@ -14,11 +14,11 @@ from tracesynth.planted import CLASSES, PlantSpec, plant
 
 from traceread import load, rules
 from traceread.config import Thresholds
-from traceread.gaps import find_gaps
+from traceread.engine.gaps import find_gaps
+from traceread.engine.steps import find_steps
 from traceread.rules import evidence, unattributed
 from traceread.rules._columns import Rows, column_cache
 from traceread.runner import analyze
-from traceread.steps import find_steps
 from traceread.vocabulary import UNATTRIBUTED
 
 CFG = Thresholds()

@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURES, REPO, shared_nsys
 
 HEAVY = ("matplotlib", "perfetto", "traceread.rules", "traceread.metrics", "traceread.render",
-         "traceread.analysis", "traceread.gaps", "traceread.steps", "traceread.attribution")
+         "traceread.analysis", "traceread.engine.gaps", "traceread.engine.steps", "traceread.attribution")
 
 _CHILD = r"""
 import contextlib, io, json, sys

@@ -20,9 +20,9 @@ from tracesynth.planted import CLASSES, PlantSpec, confusion, plant, read_truth,
 from traceread import load
 from traceread.attribution import attribute, part_col
 from traceread.config import Thresholds
-from traceread.gaps import find_gaps
+from traceread.engine.gaps import find_gaps
+from traceread.engine.steps import find_steps
 from traceread.rules import classify
-from traceread.steps import find_steps
 
 CFG = Thresholds()
 SPEC = PlantSpec(seed=11, ranks=2, steps=6, weights={c: 1.0 for c in CLASSES})
@@ -53,7 +53,7 @@ def test_every_planted_class_is_found_by_idle_time(planted, fmt):
     classified = pd.concat([g for _, _, g in _run(files[fmt])], ignore_index=True)
     mat, uncovered = confusion(classified, p.truth)
     sc = scores(mat)
-    # capture-boundary is planted at a capture's edges, not per step (tests/unit/test_capture_boundary.py)
+    # capture-boundary is planted at a capture's edges, not per step (tests/unit/rules/test_capture_boundary.py)
     sc = sc.drop(index="capture-boundary")
     assert (sc["truth_ns"] > 0).all(), "every class must be planted"
     low = sc[(sc["precision"] < 0.95) | (sc["recall"] < 0.95)]

@@ -18,8 +18,8 @@ from tracesynth.pipeline_schedules import (
 from tracesynth.planted import classify_file, confusion, scores, truth_for
 
 from traceread import load
-from traceread.collective_identity import identify
 from traceread.config import Thresholds
+from traceread.engine.collective_identity import identify
 
 CFG = Thresholds()
 

@@ -18,9 +18,9 @@ from conftest import SHARED_TRACES, needs_shared
 from traceread import load
 from traceread.attribution import attribute
 from traceread.config import Thresholds
-from traceread.gaps import find_gaps
+from traceread.engine.gaps import find_gaps
+from traceread.engine.steps import find_steps
 from traceread.rules import classify
-from traceread.steps import find_steps
 
 # One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``resnet`` is made once.
 

@@ -16,11 +16,11 @@ from tracesynth.planted import CLASSES, PlantSpec, plant
 
 from traceread import load, rules
 from traceread.config import Thresholds
-from traceread.gaps import find_gaps
+from traceread.engine.gaps import find_gaps
+from traceread.engine.steps import find_steps
 from traceread.rules import evidence
 from traceread.rules._base import RuleContext
 from traceread.rules._columns import column_cache
-from traceread.steps import find_steps
 from traceread.vocabulary import CAPTURE_BOUNDARY
 
 CFG = Thresholds()

@@ -498,9 +498,9 @@ def classify_file(path: str, cfg) -> pd.DataFrame:
     origin's epoch ns for integer-microsecond Kineto (absolute epoch timestamps).
     """
     from traceread import load
-    from traceread.gaps import find_gaps
+    from traceread.engine.gaps import find_gaps
+    from traceread.engine.steps import find_steps
     from traceread.rules import classify
-    from traceread.steps import find_steps
 
     trace = load(path)
     steps = find_steps(trace, cfg).steps

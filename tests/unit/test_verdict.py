@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from _frames import kernel, make_events
 
-from traceread import pipeline as pipe
+from traceread.analysis import pipeline as pipe
 from traceread.attribution import Verdict, table_verdict, verdict
 from traceread.config import Thresholds
 from traceread.diff.side import capture_from_reports, summarize_side

@@ -26,7 +26,7 @@ UNCLASSIFIED = "unclassified"
 HEALTHY = "healthy"
 
 _FIXES = "traceread.whatif.fixes"
-# The frame's lane names (traceread.schema.LANE_*: tests/unit/test_causes.py checks them), spelt out so that
+# The frame's lane names (traceread.schema.LANE_*: tests/unit/causes/test_causes.py checks them), spelt out so that
 # reading the vocabulary does not import the frame's schema (and numpy) into ``traceread --help``.
 _COMM_LANE, _COPY_LANE, _MEMSET_LANE = "gpu_comm", "memcpy", "memset"
 

@@ -90,7 +90,7 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     elif plot_ranks is not None:
         raise UsageError("--ranks chooses the ranks of the --plot picture: give --plot PATH too")
     # What runs after the load, imported beside the first trace's decode (traceread.loaders.prefetch).
-    also_import("traceread.analysis", "traceread.steps", "traceread.gaps", "traceread.rules", "traceread.attribution",
+    also_import("traceread.analysis", "traceread.engine.steps", "traceread.engine.gaps", "traceread.rules", "traceread.attribution",
                 "traceread.metrics.kernels", "traceread.metrics.collectives", "traceread.whatif", "traceread.render",
                 *(["traceread.render.jsonout"] if json_path else []), *(["traceread.render.markdown"] if md_path else []))
     # Freed heap pages are reused from the start (traceread.runner.heap.reuse_freed_pages): the analysis then

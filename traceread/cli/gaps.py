@@ -9,18 +9,18 @@ import numpy as np
 import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
+from traceread.analysis.pipeline import idle_by_class
 from traceread.atomic import atomic_open, write_pieces
 from traceread.cli.output import emit_chunks, json_option, output_path
 from traceread.config import Thresholds, parse_set_options
-from traceread.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, with_fractions
-from traceread.pipeline import idle_by_class
+from traceread.engine.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, with_fractions
+from traceread.engine.step_totals import step_totals
 from traceread.render import csv_table, json_tables, rowjoin
 from traceread.render.fmt import ViewerClock, dur, plural
 from traceread.render.jsonout import trace_entry
 from traceread.rules.evidence import EvidenceChunks, shown_columns
 from traceread.runner import load
 from traceread.runner.gaps import classified_gaps
-from traceread.step_totals import step_totals
 from traceread.vocabulary import GAP_CLASSES, part_col
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]

@@ -7,8 +7,8 @@ import datetime as dt
 import click
 
 from traceread.cli.output import emit, json_option
+from traceread.frame.summary import TraceSummary, summarize
 from traceread.runner import load
-from traceread.summary import TraceSummary, summarize
 from traceread.trace import Trace
 
 

@@ -114,7 +114,7 @@ def _cnt(x: float) -> str:
 
 
 def _scope_kind(s: SideFacts) -> str:
-    """What a side's verdict speaks for (``traceread.scope``): one trace file, or one job."""
+    """What a side's verdict speaks for (``traceread.analysis.scope``): one trace file, or one job."""
     return "trace" if len(s.paths) == 1 else "job"
 
 

@@ -6,7 +6,7 @@ Bandwidths follow the nccl-tests conventions: the message size S is the larger o
 ring factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; others 1.
 Message sizes, dtypes and groups come from the ``collective_args`` side table, recorded either on the
 kernel itself or on its ``record_param_comms`` op (joined through (rank, External id)). The collective
-type is the kernel's identity (:mod:`traceread.collective_identity`: the host op that launched it, the
+type is the kernel's identity (:mod:`traceread.engine.collective_identity`: the host op that launched it, the
 kernel name only when there is none); ``identified_by`` says which source decided it.
 """
 
@@ -17,8 +17,8 @@ import pandas as pd
 
 from traceread import grouped, intervals, schema
 from traceread import kernel_classes as kc
-from traceread.collective_identity import identify
-from traceread.lanes import compute_rows, compute_union, event_view
+from traceread.engine.collective_identity import identify
+from traceread.engine.lanes import compute_rows, compute_union, event_view
 from traceread.metrics.precision import TORCH_DTYPES
 from traceread.trace import Trace
 

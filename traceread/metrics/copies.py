@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema
-from traceread.lanes import event_view
+from traceread.engine.lanes import event_view
 from traceread.trace import Trace
 
 COLUMNS = ["rank", "device", "kind", "host_memory", "count", "bytes", "total_ns", "mean_ns", "gbps", "bytes_unknown", "share"]

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema
+from traceread.engine.lanes import API_CATS, event_view
 from traceread.host_calls import LAUNCH, MEMORY, SYNC
-from traceread.lanes import API_CATS, event_view
 from traceread.metrics.durations import by_name
 from traceread.trace import Trace
 

@@ -7,7 +7,7 @@ vectorized over kernels (per-name work loops over distinct names only).
   median_ns, max_ns, share`` (share of all kernel time, compute and communication), by total desc.
 * :func:`class_shares`: one row per kernel class — ``class, count, total_ns, share``.
 * :func:`launch_stats`: kernels linked to their launch call (rank, pid, correlation; see
-  :mod:`traceread.lanes`), how many ran shorter than their launch call, and the launch-to-GPU-start
+  :mod:`traceread.engine.lanes`), how many ran shorter than their launch call, and the launch-to-GPU-start
   latency distribution.
 * :func:`kernel_hints`: partial-wave grids, fp32 SIMT GEMMs in a bf16/fp16 run, pageable copies.
 """
@@ -24,8 +24,8 @@ import pandas as pd
 from traceread import kernel_classes as kc
 from traceread import schema
 from traceread.config import Thresholds
+from traceread.engine.lanes import event_view
 from traceread.kernel_classes import name_mask
-from traceread.lanes import event_view
 from traceread.metrics.precision import matmul_precisions
 from traceread.trace import Trace
 
@@ -109,7 +109,7 @@ def launch_stats(trace: Trace, kernels: pd.DataFrame | None = None) -> dict[str,
     the latency but not in the "shorter than its launch" comparison. Made on the engine's view (rows,
     name codes, times), once per distinct name for the classes and the graph test: the kernels'
     frame would hold a launch name per kernel. Linking is the project's one rule
-    (:mod:`traceread.lanes`): (rank, pid, correlation), Kineto's device-index pids mapped to the rank's
+    (:mod:`traceread.engine.lanes`): (rank, pid, correlation), Kineto's device-index pids mapped to the rank's
     launching process.
     """
     v = event_view(trace)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from traceread import kernel_classes as kc
-from traceread.lanes import event_view
+from traceread.engine.lanes import event_view
 from traceread.metrics.op_time import kernel_owners
 from traceread.metrics.peaks import match_gpu
 from traceread.metrics.precision import TORCH_DTYPES

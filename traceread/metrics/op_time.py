@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from traceread import intervals, schema
-from traceread.lanes import EventView, event_view
+from traceread.engine.lanes import EventView, event_view
 from traceread.metrics.kernels import _kernel_rows
 from traceread.trace import Trace
 

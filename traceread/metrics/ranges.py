@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from traceread import schema
+from traceread.engine.lanes import event_view
 from traceread.host_calls import PROFILER_STEP_RE
-from traceread.lanes import event_view
 from traceread.metrics.durations import by_name
 from traceread.trace import Trace
 

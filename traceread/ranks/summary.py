@@ -19,8 +19,8 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread import kernel_classes as kc
-from traceread.collective_identity import recorded_type
-from traceread.lanes import event_view
+from traceread.engine.collective_identity import recorded_type
+from traceread.engine.lanes import event_view
 from traceread.ranks.identity import RankIdentity
 from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, part_col

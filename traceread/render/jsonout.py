@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
+from traceread.analysis.scope import analysis_scope
 from traceread.atomic import write_pieces
 from traceread.render import json_tables, json_text, notes
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
-from traceread.scope import analysis_scope
 from traceread.vocabulary import GAP_CLASSES, NO_GPU_ACTIVITY, PARTS, VERDICTS, part_col
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ _SCRUB = ("next_kernel_name", "longest_cpu_name", "python_frame")
 
 def schema() -> dict[str, Any]:
     """The JSON Schema of the report (draft 2020-12), its enums of classes and causes read off the cause
-    records (``traceread.causes``; the shipped file lists the built-in ones, as tests/unit/test_causes.py checks)."""
+    records (``traceread.causes``; the shipped file lists the built-in ones, as tests/unit/causes/test_causes.py checks)."""
     doc: dict[str, Any] = json.loads(resources.files("traceread").joinpath("data/report.schema.json").read_text("utf-8"))
     defs, parts = doc["$defs"], doc["properties"]["attribution"]["items"]["properties"]["parts"]
     defs["gap_class"]["enum"] = list(GAP_CLASSES)

@@ -15,12 +15,12 @@ import pandas as pd
 
 from traceread import causes
 from traceread.analysis import Analysis
+from traceread.analysis.scope import analysis_scope
 from traceread.config import Thresholds
 from traceread.printable import printable
 from traceread.render import advice, jobsection, jsonout, notes
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
-from traceread.scope import analysis_scope
 from traceread.vocabulary import BUSY_PARTS, CAPTURE_BOUNDARY, GAP_CLASSES, PARTS, UNCLASSIFIED, part_col
 
 TOP_KERNELS = 10  # rows of the kernel table a reader scans; the JSON has all of them

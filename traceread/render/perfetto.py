@@ -24,8 +24,8 @@ from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
 from traceread import schema
 from traceread.analysis import Analysis
-from traceread.findings import Findings
-from traceread.gaps import with_fractions
+from traceread.analysis.findings import Findings
+from traceread.engine.gaps import with_fractions
 from traceread.render import perfetto_flows, timeline
 from traceread.render.names import scrub_paths
 from traceread.render.perfetto_flows import Flows

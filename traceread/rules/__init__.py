@@ -212,7 +212,7 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     """The gaps frame plus ``class`` (one of ``GAP_CLASSES``), ``evidence`` (a sentence) and
     ``evidence_kind``.
 
-    In: ``gaps_df`` as ``traceread.gaps.find_gaps`` returns it (columns missing from a hand-built
+    In: ``gaps_df`` as ``traceread.engine.gaps.find_gaps`` returns it (columns missing from a hand-built
     frame read as zero / unknown), ``steps_df`` (``schema.STEP_COLUMNS``; used for periodicity),
     ``trace`` (host sync calls; may be None), ``cfg``. Out: a new frame, same rows and order;
     ``attrs["notes"]`` holds user-facing sentences (e.g. bubbles not judged for lack of steps).

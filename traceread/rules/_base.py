@@ -1,6 +1,6 @@
 """What every rule shares: the Rule record, the per-gap context computed once, and formatting.
 
-A rule is two vectorized functions over the whole gaps frame (``traceread.gaps.find_gaps`` columns):
+A rule is two vectorized functions over the whole gaps frame (``traceread.engine.gaps.find_gaps`` columns):
 ``mask(gaps, ctx, cfg) -> bool ndarray`` (the signature holds) and
 ``evidence(gaps, ctx, cfg) -> object ndarray`` (one sentence per row saying what decided it); they
 read its columns with ``col``/``frac`` (``rules._columns``: ``classify`` hands them a ``ColumnCache``
@@ -20,8 +20,8 @@ import numpy as np
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
+from traceread.engine.lanes import event_view
 from traceread.host_calls import SYNC
-from traceread.lanes import event_view
 from traceread.rules import textcat
 from traceread.rules._calls import api_calls as calls_of
 from traceread.rules._calls import distinct, longer_than, name_hits, thread_cpu_ops

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from traceread import intervals, schema
-from traceread.lanes import API_CATS, EventView, engine_cache, event_view
+from traceread.engine.lanes import API_CATS, EventView, engine_cache, event_view
 from traceread.trace import Trace
 
 T = TypeVar("T")

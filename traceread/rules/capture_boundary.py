@@ -6,7 +6,7 @@
     compute  |....(busy with unrecorded work)....|==k1==...==kN==|   (nothing)     |
               ^ lead: the first op waited behind work issued before the capture   ^ tail: shutdown
 
-Signature (found by the engine, :mod:`traceread.capture_edges`, which also cuts the gaps there):
+Signature (found by the engine, :mod:`traceread.engine.capture_edges`, which also cuts the gaps there):
 
 * ``uncaptured-work``: before the device's first recorded GPU op, which started at least
   ``capture_lead_min_ns`` after its launch call returned, with nothing recorded ahead of it: the GPU
@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceread.capture_edges import capture_edges
 from traceread.config import Thresholds
+from traceread.engine.capture_edges import capture_edges
+from traceread.engine.steps import outliers
 from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, texts
 from traceread.rules._calls import positions
 from traceread.rules._columns import Frame, Gaps, col, frame_of
-from traceread.steps import outliers
 from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 from traceread import intervals
 from traceread.config import Thresholds
+from traceread.engine.lanes import EventView, event_view
 from traceread.host_calls import (
     DATALOADER_PREFIX,
     GRAPH_LAUNCH,
@@ -31,7 +32,6 @@ from traceread.host_calls import (
     SYNC,
     frame_label,
 )
-from traceread.lanes import EventView, event_view
 from traceread.rules._base import texts
 from traceread.rules._calls import api_calls, api_ranks, distinct, matching, name_hits, thread_host_rows
 from traceread.rules._columns import Frame, col

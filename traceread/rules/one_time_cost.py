@@ -55,6 +55,7 @@ import pandas as pd
 
 from traceread import grouped, intervals, schema
 from traceread.config import Thresholds
+from traceread.engine.lanes import HOST_LANES, EventView, event_view
 from traceread.host_calls import (
     AUTOTUNE_RANGE,
     CAPTURE,
@@ -71,7 +72,6 @@ from traceread.host_calls import (
     SETUP_RANGE,
     TEARDOWN,
 )
-from traceread.lanes import HOST_LANES, EventView, event_view
 from traceread.rules._base import Rule, RuleContext, cat, fmt_int, fmt_ns, fmt_pct, texts
 from traceread.rules._calls import Calls, Spec, api_calls, api_ranks, longer_than, matching, name_hits, select
 from traceread.rules._columns import Frame, Gaps, col

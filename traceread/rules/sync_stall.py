@@ -44,8 +44,8 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
+from traceread.engine.lanes import HOST_LANES, event_view
 from traceread.host_calls import DEVICE_ALLOCATOR, SYNC
-from traceread.lanes import HOST_LANES, event_view
 from traceread.rules._base import Rule, RuleContext, cat, fmt_int, fmt_ns, fmt_pct, texts, where
 from traceread.rules._calls import api_calls, distinct, name_hits
 from traceread.rules._columns import Frame, Gaps, col, frac

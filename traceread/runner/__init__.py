@@ -1,13 +1,13 @@
 """The runner: calls the analysis' stages and owns what is not the analysis' own business.
 
-The stages (:mod:`traceread.pipeline`, :mod:`traceread.analysis`) are functions of their inputs and the
+The stages (:mod:`traceread.analysis.pipeline`, :mod:`traceread.analysis`) are functions of their inputs and the
 thresholds. What makes them fast and lean lives here:
 
 * the what-if replay's thread (:mod:`traceread.runner.replay`), started beside the rules and given the
   classified gaps through the stages' hooks (:class:`traceread.analysis.Hooks`);
 * the heap (:mod:`traceread.runner.heap`): freed pages given back between the phases (the ``between``
   hooks of the stages), or kept through an analysis small enough for its replay beside the rules;
-* the engine's cache (:class:`traceread.lanes.EngineCache`: the event view and what is derived from it), one
+* the engine's cache (:class:`traceread.engine.lanes.EngineCache`: the event view and what is derived from it), one
   per analysis, carried by its traces (:func:`share_cache`), and its selections kept for the replay once the
   rules are done (:func:`keep_replay_selections`);
 * the loads (:func:`load`), their freed read buffers given back after each.

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 
 from traceread.config import Thresholds
-from traceread.gaps import find_gaps
-from traceread.lanes import drop_selections
+from traceread.engine.gaps import find_gaps
+from traceread.engine.lanes import drop_selections
+from traceread.engine.steps import StepResult, find_steps
 from traceread.rules import classify
 from traceread.runner import heap
-from traceread.steps import StepResult, find_steps
 from traceread.trace import Trace
 
 

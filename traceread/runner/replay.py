@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from traceread import pipeline as pipe
+from traceread.analysis import pipeline as pipe
 from traceread.config import Thresholds
 from traceread.runner import heap
 
@@ -55,11 +55,11 @@ class Replay:
         """The replay of ``traces`` from their steps as found (``per``), predicting ``fixes`` (None: every lever)."""
         found = pipe.concat([pipe.with_trace(p.found, i) for i, p in enumerate(per)
                              if p.found is not None and len(p.found)], pipe.STEP_OUT_COLUMNS)
-        # One input only: the engine keeps one trace's view at a time (traceread.lanes.event_view), which the
+        # One input only: the engine keeps one trace's view at a time (traceread.engine.lanes.event_view), which the
         # replay of one trace and the rules of another would take from each other.
         early = len(traces) == 1 and len(traces[0].events) <= REPLAY_BESIDE_RULES_MAX_EVENTS
         if early and not found.empty:
-            from traceread.lanes import event_view
+            from traceread.engine.lanes import event_view
 
             event_view(traces[0])  # built here, not by both threads at once
         inputs: Future[tuple[pd.DataFrame, pd.DataFrame]] = Future()

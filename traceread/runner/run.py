@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from traceread import pipeline as pipe
 from traceread.analysis import Analysis, Failure, Hooks, finish
+from traceread.analysis import pipeline as pipe
 from traceread.config import Thresholds
-from traceread.lanes import EngineCache
+from traceread.engine.lanes import EngineCache
 from traceread.runner import heap
 from traceread.runner.replay import REPLAY_BESIDE_RULES_MAX_EVENTS, Replay
 from traceread.trace import Trace
@@ -103,7 +103,7 @@ def keep_replay_selections(traces: Sequence[Trace], steps: pd.DataFrame) -> None
     """The engine's cached selections of each trace are dropped once the steps, gaps, rules, attribution
     and tables are done with them, but those the replay reads of its ranks (the replay is the analysis'
     largest step)."""
-    from traceread.lanes import cached_view
+    from traceread.engine.lanes import cached_view
     from traceread.whatif.model import selections
 
     for i, trace in enumerate(traces):

@@ -18,7 +18,7 @@ import pandas as pd
 
 from traceread import causes
 from traceread.config import Thresholds
-from traceread.lanes import event_view
+from traceread.engine.lanes import event_view
 from traceread.trace import Trace
 from traceread.vocabulary import COMM_BOUND, GAP_CLASSES, part_col
 from traceread.whatif import fixes as fx

@@ -31,8 +31,8 @@ import pandas as pd
 
 from traceread import bounds, causes, intervals, kernel_classes, schema
 from traceread.config import Thresholds
+from traceread.engine.lanes import EventView
 from traceread.host_calls import INPUT_WORK
-from traceread.lanes import EventView
 from traceread.vocabulary import DATA_STARVED, ONE_TIME_COST, PIPELINE_BUBBLE, SYNC_STALL
 from traceread.whatif.model import OP_START, RankModel, rank_calls, rank_host
 from traceread.whatif.sweep import fits, host_cut

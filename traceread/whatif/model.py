@@ -42,7 +42,7 @@ import pandas as pd
 
 from traceread import schema
 from traceread.config import Thresholds
-from traceread.lanes import API_CATS, HOST_LANES, OP_LANES, EventView, selection_key, subset
+from traceread.engine.lanes import API_CATS, HOST_LANES, OP_LANES, EventView, selection_key, subset
 from traceread.whatif import sweep
 
 HOST_POINT, OP_START = 0, 1

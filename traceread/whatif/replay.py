@@ -1,6 +1,6 @@
 """Replaying a rank's model and reading the step times off the replay.
 
-A step is measured the way :mod:`traceread.steps` measures it, on replayed times: step N on a device
+A step is measured the way :mod:`traceread.engine.steps` measures it, on replayed times: step N on a device
 ends at the later of its host end and the end of the last GPU op launched during it, and starts at
 the later of its host start and the end of step N-1. The same formula on the recorded times gives
 the *measured* figure; the analysis' own step length plus the replay's change of that figure is the

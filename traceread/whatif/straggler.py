@@ -22,7 +22,7 @@ import pandas as pd
 
 from traceread import schema
 from traceread.config import Thresholds
-from traceread.lanes import EventView, event_view
+from traceread.engine.lanes import EventView, event_view
 from traceread.trace import Trace
 from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl

@@ -1,0 +1,65 @@
+"""The runner owns the heap and the engine's cache: the analysis' stages called on their own give no page
+back (their ``between`` hooks do nothing by default), the runner gives pages back between the same
+phases as before, and the traces of one analysis share one engine cache (one event view at a time)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import sys
+
+from conftest import FIXTURES
+
+from traceread import runner
+from traceread.analysis import finish
+from traceread.analysis import pipeline as pipe
+from traceread.config import Thresholds
+from traceread.engine.lanes import EngineCache, cached_view, event_view
+from traceread.loaders import load
+from traceread.runner import heap, replay
+
+ONE = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
+
+
+def _trims(monkeypatch) -> list[str]:
+    """The function that asked for each trim (the caller of ``heap.trim``)."""
+    callers: list[str] = []
+    monkeypatch.setattr(heap, "_looked", True)
+    monkeypatch.setattr(heap, "_trim", lambda pad: callers.append(sys._getframe(2).f_code.co_name) or 0)
+    return callers
+
+
+def test_the_stages_alone_give_nothing_back_and_the_runner_gives_back_between_them(monkeypatch) -> None:
+    trace = load(ONE)
+    callers = _trims(monkeypatch)
+    cfg = Thresholds()
+    per = [pipe.found_steps(0, trace, cfg, None, None)]
+    alone = finish([trace], per, None, cfg, 10, (), None)
+    assert callers == []  # no domain module trims by itself
+    monkeypatch.setattr(replay, "REPLAY_BESIDE_RULES_MAX_EVENTS", 0)  # the replay after the rules: trims not held
+    a = runner.analyze([trace])
+    assert a.dominant_cause == alone.dominant_cause and a.steps.equals(alone.steps)
+    # where the trims were before the runner owned them: after the steps, between devices, after the rules,
+    # after the classified gaps and the tables, before the replay, in the replay's model build and between ranks
+    assert {"find_steps", "find_gaps", "classify", "finish_one", "rules_done", "build", "_each_unit",
+            "predict_staged"} <= set(callers)
+    callers.clear()
+    runner.load(ONE)
+    assert callers == ["load"]
+    callers.clear()
+    load(ONE)
+    assert callers == []
+
+
+def test_the_traces_of_an_analysis_share_one_engine_cache_holding_one_view() -> None:
+    a, b = load(ONE), load(FIXTURES / "hta_alexnet_a100.json.gz")
+    assert a.cache is None and b.cache is None
+    runner.analyze([a, b])
+    assert isinstance(a.cache, EngineCache) and a.cache is b.cache
+    held = [t for t in (a, b) if cached_view(t) is not None]
+    assert len(held) == 1  # one view at a time, as the one module cache held before
+    view = event_view(held[0])
+    assert cached_view(held[0]) is view
+    copy = pickle.loads(pickle.dumps(held[0]))  # the cache is not data: pickled empty
+    assert copy.cache.view is None and copy.events.equals(held[0].events)
+    assert not next(f for f in dataclasses.fields(copy) if f.name == "cache").compare  # nor compared

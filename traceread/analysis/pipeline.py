@@ -1,0 +1,322 @@
+"""The steps of :func:`traceread.runner.analyze`: each piece run on one trace, and the job-level figures.
+
+Per trace, :func:`found_steps` finds the steps (:mod:`traceread.engine.steps`) and :func:`finish_one` the
+gaps (:mod:`traceread.engine.gaps`) and their classes (:mod:`traceread.rules`), the attribution
+(:mod:`traceread.attribution`) and the scoreboard tables (:mod:`traceread.metrics`), each result
+carrying a ``trace`` column; ``concat`` joins them over the traces. Over the job: :func:`overall_dominant` (the verdict and the runner-up),
+:func:`run_mfu` and :func:`launch_stats`.
+
+A table that fails on an input (a :class:`~traceread.errors.UserFacingError` or a bug in that table)
+is listed in ``unavailable`` with the reason by :func:`guarded`, and the rest of the report is still
+produced. A module of traceread that cannot be imported is never such a failure: it is a broken
+install and raises. The pieces are imported where they run, so that importing the analysis (as
+every renderer does) costs nothing until a trace is analysed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from traceread.config import Thresholds
+from traceread.errors import UserFacingError
+from traceread.trace import Trace
+from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
+
+if TYPE_CHECKING:
+    from traceread.metrics.mfu import MfuResult
+
+T = TypeVar("T")
+
+
+UNIT = ["trace", "rank", "device"]
+STEP_OUT_COLUMNS = ["trace", "rank", "device", "step", "start_ns", "end_ns", "cpu_start_ns", "cpu_end_ns",
+                    "busy_ns", "idle_ns", "warmup", "outlier"] + [part_col(c) for c in GAP_CLASSES]
+GAP_MIN_COLUMNS = ["trace", "rank", "device", "step", "start_ns", "end_ns", "dur_ns", "offset_ns", "phase",
+                   "class", "evidence"]
+ATTR_COLUMNS = UNIT + ["step_ns"] + [part_col(p) for p in PARTS]
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    """Launch figures of a run where launch-bound is the dominant or a large second cause.
+
+    One scope for every figure: the first trace that has kernels (``trace``, its index, set when the
+    analysis has several inputs; None with one). Its launch-bound gaps (count, total, median; launch
+    calls inside them when the engine counted them), then its kernel table's launch statistics
+    (None where it could not say): kernels shorter than their launch call, launch-to-start latency.
+    """
+
+    launch_bound_gaps: int
+    launch_bound_idle_ns: int
+    median_launch_bound_gap_ns: int
+    launch_calls_in_those_gaps: int | None = None
+    kernels: int | None = None
+    shorter_than_launch: int | None = None
+    shorter_than_launch_share: float | None = None
+    median_kernel_ns: int | None = None
+    median_launch_call_ns: int | None = None
+    launch_to_start_p50_ns: int | None = None
+    launch_to_start_p90_ns: int | None = None
+    launch_to_start_p99_ns: int | None = None
+    trace: int | None = None  # the input these figures are of, when there are several
+
+
+@dataclass
+class PerTrace:
+    """One trace's results, already carrying the ``trace`` column."""
+
+    steps: pd.DataFrame | None = None
+    gaps: pd.DataFrame | None = None
+    attribution: pd.DataFrame | None = None
+    kernels: pd.DataFrame | None = None
+    collectives: pd.DataFrame | None = None
+    step_source: str = "unknown"
+    notes: list[str] = field(default_factory=list)  # in the order the report lists them
+    unavailable: list[str] = field(default_factory=list)
+    found: pd.DataFrame | None = None  # the steps as found (find_steps), without idle by class or trace
+    sanity_at: int = 0  # where in ``notes`` the trace's sanity notes go (made by finish_one, beside the replay)
+    # The attribution's dominant cause of this trace and its named evidence (``attribution.dominant_evidence``):
+    # the analysis of this one trace reuses it rather than grouping every gap of that cause again.
+    dominant: tuple[str, str] | None = None
+
+
+def concat(frames: list[pd.DataFrame | None], columns: list[str] | None) -> pd.DataFrame:
+    """Concatenate per-trace frames; an empty frame with ``columns`` when there are none."""
+    kept = [f for f in frames if f is not None and len(f)]
+    if len(kept) == 1 and _default_index(kept[0]):
+        return kept[0]  # one trace: concatenating would copy every column (of millions of gaps, maybe)
+    if kept:
+        return pd.concat(kept, ignore_index=True)
+    return pd.DataFrame({c: pd.Series(dtype="int64") for c in (columns or ["trace"])})
+
+
+def _default_index(df: pd.DataFrame) -> bool:
+    """Rows numbered 0..n-1, as ``ignore_index``/``reset_index`` would number them."""
+    i = df.index
+    return isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1
+
+
+def with_trace(df: pd.DataFrame, index: int) -> pd.DataFrame:
+    # A new frame sharing the columns (not a deep copy of maybe millions of gaps); the column is added to it.
+    out = df.copy(deep=False) if _default_index(df) else df.reset_index(drop=True)
+    out.insert(0, "trace", np.int32(index))
+    return out
+
+
+def _label(trace: Trace) -> str:
+    """The file name that prefixes a trace's notes and unavailable lines."""
+    return trace.meta.path.rsplit("/", 1)[-1]
+
+
+def _nothing() -> None:
+    pass
+
+
+def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
+                step_range: str | None, between: Callable[[], None] = _nothing) -> PerTrace:
+    """One trace's caveats and its steps as found (``PerTrace.found``, without idle by class): the analysis
+    starts its replay from these (``whatif.predict_staged``), then :func:`finish_one` does the rest."""
+    out = PerTrace()
+    label = _label(trace)
+    out.notes.extend(f"{label}: {w}" for w in trace.meta.warnings)  # the loader's caveats (truncation, epoch)
+    from traceread.engine.steps import find_steps
+
+    out.sanity_at = len(out.notes)  # the sanity notes come next, made by finish_one (the replay starts before)
+    res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range, between=between)
+    out.found = res.steps.reset_index(drop=True)
+    out.step_source = res.source
+    out.notes.extend(f"{label}: {n}" if len(label) else n for n in res.notes)
+    return out
+
+
+def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
+               classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None,
+               between: Callable[[], None] = _nothing) -> PerTrace:
+    """Gaps, classes, attribution, kernel and collective tables of one trace, from its steps as found
+    (``out.found``: :func:`found_steps`), and its sanity notes (after the loader's caveats, made here so
+    that the replay starts before them); notes and unavailable lines go to ``out``. ``classified`` is
+    given ``out.steps`` and ``out.gaps`` as soon as the gaps are classified (the what-if replay beside
+    the rules starts its fixes then, beside the attribution and tables). ``between`` is called after the rules
+    and after the tables (the runner gives the freed heap pages back there)."""
+    from traceread.frame.sanity import sanity_notes
+
+    label = _label(trace)
+    out.notes[out.sanity_at:out.sanity_at] = [f"{label}: {n}" for n in sanity_notes(trace, cfg)]
+    steps = out.found if out.found is not None else pd.DataFrame()
+    if steps.empty:
+        from traceread.frame.sanity import missing_gpu_activity
+
+        why = missing_gpu_activity(trace) or "no steps could be found"
+        out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
+        return _tables(index, trace, steps, out, out.unavailable)
+
+    gaps = _classified_gaps(trace, steps, cfg, out.notes, between)
+    between()  # the rules' temporaries are freed: their pages go back, not into the peak of what follows
+    out.steps = with_trace(idle_by_class(steps, gaps), index)
+    out.gaps = with_trace(gaps, index)
+    if classified is not None:
+        classified(out.steps, out.gaps)
+    out.attribution = _attribution(trace, steps, gaps, cfg, index, out, out.notes)
+    _tables(index, trace, steps, out, out.unavailable)
+    between()
+    return out
+
+
+def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str],
+                     between: Callable[[], None] = _nothing) -> pd.DataFrame:
+    from traceread.engine.gaps import find_gaps
+    from traceread.rules import classify
+
+    out = classify(find_gaps(trace, steps, cfg, between), steps, trace, cfg, text=False, between=between)
+    # What the rules could not judge (bubbles with few steps). Popped, not read: pandas deep-copies
+    # attrs into every frame derived from this one, a cost per operation that grows with the notes.
+    notes.extend(out.attrs.pop("notes", []))
+    return out.reset_index(drop=True)
+
+
+def idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
+    """Steps plus ``<class>_ns``: idle summed by gap class (one pass over the gaps' codes)."""
+    out = steps.copy()
+    parts = _idle_parts(steps, gaps)
+    for j, cls in enumerate(GAP_CLASSES):
+        out[part_col(cls)] = parts[:, j].copy()
+    # Idle no gap covers (shorter than the engine's minimum gap) is unattributed, so the classes sum
+    # to idle_ns, as the attribution counts it.
+    rest = np.maximum(out["idle_ns"].to_numpy() - parts.sum(axis=1), 0)
+    out[part_col("unattributed")] = out[part_col("unattributed")].to_numpy() + rest
+    return out
+
+
+def _idle_parts(steps: pd.DataFrame, gaps: pd.DataFrame) -> np.ndarray:
+    """Per step row and class of ``GAP_CLASSES``: the idle ns of its gaps (int64). A gap counts for
+    every step row of its (rank, device, step). Keys and classes as integer codes (a group-by of the
+    gaps on four keys, then a mapping back onto the steps, hashes every key of every gap)."""
+    parts = np.zeros((len(steps), len(GAP_CLASSES)), dtype=np.int64)
+    if not len(gaps) or not len(steps):
+        return parts
+
+    def unit(df: pd.DataFrame) -> np.ndarray:
+        return (df["rank"].to_numpy().astype(np.int64) << 32) | (df["device"].to_numpy().astype(np.int64) & 0xFFFFFFFF)
+
+    s_unit, g_unit = unit(steps), unit(gaps)
+    s_step, g_step = steps["step"].to_numpy(), gaps["step"].to_numpy()
+    units, numbers = np.unique(s_unit), np.unique(s_step)
+    gu = np.minimum(np.searchsorted(units, g_unit), len(units) - 1)
+    gs = np.minimum(np.searchsorted(numbers, g_step), len(numbers) - 1)
+    keys, inverse = np.unique(np.searchsorted(units, s_unit).astype(np.int64) * len(numbers)
+                              + np.searchsorted(numbers, s_step), return_inverse=True)
+    gk = gu.astype(np.int64) * len(numbers) + gs
+    at = np.minimum(np.searchsorted(keys, gk), len(keys) - 1)
+    cls = gaps["class"]
+    if isinstance(cls.dtype, pd.CategoricalDtype):
+        names, codes = [str(c) for c in cls.cat.categories], cls.cat.codes.to_numpy()
+    else:
+        codes, uniq = pd.factorize(cls.to_numpy(dtype=object))
+        names = [str(c) for c in uniq]
+    to_part = np.array([GAP_CLASSES.index(c) if c in GAP_CLASSES else -1 for c in names] + [-1], dtype=np.int64)
+    part = to_part[codes]  # a missing class (-1) reads the trailing -1
+    ok = (units[gu] == g_unit) & (numbers[gs] == g_step) & (keys[at] == gk) & (part >= 0)
+    sums = np.zeros(len(keys) * len(GAP_CLASSES), dtype=np.int64)
+    np.add.at(sums, at[ok] * len(GAP_CLASSES) + part[ok], gaps["dur_ns"].to_numpy(np.int64)[ok])
+    return sums.reshape(len(keys), len(GAP_CLASSES))[inverse]
+
+
+def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds, index: int,
+                 out: PerTrace, notes: list[str]) -> pd.DataFrame:
+    from traceread.attribution import attribute
+
+    attr = attribute(trace, steps, gaps, cfg)
+    notes.extend(attr.notes)
+    out.dominant = (attr.dominant_cause, attr.dominant_evidence)
+    # The attribution's table also holds per-unit shares and verdicts; the analysis keeps the ns parts.
+    frame = attr.table[["rank", "device", "step_ns"] + [part_col(p) for p in PARTS]]
+    return with_trace(frame.astype({"rank": "int32", "device": "int32"}), index)
+
+
+def guarded(what: str, fn: Callable[[], T], unavailable: list[str]) -> T | None:
+    """Run one table of the report; its failure is listed as unavailable (with the reason), never a crash.
+
+    An ImportError is not caught: a module of traceread that is missing is a broken install.
+    """
+    try:
+        return fn()
+    except ImportError:
+        raise
+    except UserFacingError as exc:
+        unavailable.append(f"{what}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a bug in one table must not cost the whole report
+        unavailable.append(f"{what}: failed ({type(exc).__name__}: {exc})")
+    return None
+
+
+def _tables(index: int, trace: Trace, steps: pd.DataFrame, out: PerTrace, unavailable: list[str]) -> PerTrace:
+    from traceread.metrics.collectives import collective_table
+    from traceread.metrics.kernels import kernel_table
+
+    k = guarded("kernel table", lambda: kernel_table(trace), unavailable)
+    out.kernels = with_trace(k, index) if k is not None else None
+    c = guarded("collective table", lambda: collective_table(trace, steps), unavailable)
+    out.collectives = with_trace(c, index) if c is not None and len(c) else None
+    return out
+
+
+def run_mfu(workload: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,
+            unavailable: list[str]) -> tuple[MfuResult | None, str]:
+    """The MFU result, or None and the sentence saying how to get it."""
+    hint = ("MFU not computed: give the model size and tokens per step (--params N --tokens-per-step T, "
+            "or --global-batch B --seq-len S), or --job job.toml")
+    if workload is None or steps.empty:
+        return None, hint
+    from traceread.metrics.mfu import compute_mfu
+
+    try:
+        res = compute_mfu(workload, traces, steps, cfg)
+    except UserFacingError as exc:
+        return None, f"MFU not computed: {exc}"
+    except Exception as exc:  # noqa: BLE001 - report the rest even if MFU has a bug
+        unavailable.append(f"MFU: failed ({type(exc).__name__}: {exc})")
+        return None, "MFU not computed: the MFU computation failed (see the method notes)"
+    return res, ""
+
+
+def launch_stats(traces: list[Trace], gaps: pd.DataFrame, dominant: str, second: str | None,
+                 second_share: float, cfg: Thresholds, unavailable: list[str]) -> LaunchStats | None:
+    """:class:`LaunchStats` when launch-bound is the dominant or a large second cause, else None."""
+    matters = dominant == "launch-bound" or (second == "launch-bound" and second_share >= cfg.report_second_min_share)
+    if not matters or gaps.empty:
+        return None
+    from traceread.attribution import class_mask
+    from traceread.metrics.kernels import launch_stats as kernel_launch_stats
+
+    out: dict[str, Any] = {}  # LaunchStats' fields
+    scope = None  # the first trace with kernels: the gap figures are of its gaps (one scope)
+    for index, trace in enumerate(traces):
+        st = guarded("launch statistics", functools.partial(kernel_launch_stats, trace), unavailable) or {}
+        if not st.get("kernels"):
+            continue
+        scope = index
+        for key in ("kernels", "shorter_than_launch", "shorter_than_launch_share", "median_kernel_ns",
+                    "median_launch_call_ns"):
+            if st.get(key) is not None:
+                out[key] = st[key]
+        for q, v in (st.get("launch_latency_ns") or {}).items():
+            if q in ("p50", "p90", "p99") and v is not None:
+                out[f"launch_to_start_{q}_ns"] = v
+        break
+    # The few columns read as arrays, not a copy of every launch-bound row (most rows of a launch-bound export).
+    lb = class_mask(gaps["class"], "launch-bound")
+    if scope is not None and len(traces) > 1:
+        lb &= gaps["trace"].to_numpy() == scope
+        out["trace"] = scope
+    dur = gaps["dur_ns"].to_numpy()[lb]
+    out.update(launch_bound_gaps=int(len(dur)), launch_bound_idle_ns=int(dur.sum()),
+               median_launch_bound_gap_ns=int(np.median(dur)) if len(dur) else 0)
+    if "launch_count" in gaps.columns and len(dur):
+        out["launch_calls_in_those_gaps"] = int(gaps["launch_count"].to_numpy()[lb].sum())
+    return LaunchStats(**out)
