@@ -69,7 +69,8 @@ BUILTIN: tuple[Cause, ...] = (
         job_reason="launch overhead: its GPU waited for the host to dispatch kernels",
         rule="traceread.rules.launch_bound", precedence=6,
         fix=f"{_FIXES}:plan_launch_bound",
-        assumption="kernels replayed from CUDA graphs: host time from one launch to the next is whatif_graph_node_ns",
+        assumption="kernels replayed from CUDA graphs: the dispatch between launches costs whatif_graph_node_ns a "
+                   "kernel; data loading and driver work stay",
     ),
     Cause(
         COMM_BOUND, STEADY, title="Comm-bound",

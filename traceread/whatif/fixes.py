@@ -7,8 +7,9 @@ made once per rank and fix and serves the fix's own replay and the "all" replay 
 
 * ``data-starved``: the training thread's data loading (``enumerate(DataLoader)#...`` ranges and
   input-work frames on the threads that launch GPU work) takes no host time;
-* ``launch-bound``: the work is captured in CUDA graphs: the host time from one kernel launch to the
-  next launch on the same thread shrinks to ``whatif_graph_node_ns``;
+* ``launch-bound``: the work is captured in CUDA graphs: the dispatch between one kernel launch and the
+  next on the same thread (dense launches; elsewhere the time inside operators and runtime calls) shrinks to
+  ``whatif_graph_node_ns``; data loading and driver work (one CUDA call over ``launch_call_max_ns``) stay;
 * ``sync-stall``: the host syncs inside sync-stall gaps return without waiting (their own cost);
 * ``comm-bound``: communication kernels fully overlapped (nothing waits on them), or ``factor``x faster;
 * ``one-time-cost``: the host time inside one-time-cost gaps is absent;
@@ -31,7 +32,7 @@ import pandas as pd
 
 from traceread import bounds, causes, intervals, kernel_classes, schema
 from traceread.config import Thresholds
-from traceread.engine.lanes import EventView
+from traceread.engine.lanes import API_CATS, EventView
 from traceread.host_calls import INPUT_WORK
 from traceread.vocabulary import DATA_STARVED, ONE_TIME_COST, PIPELINE_BUBBLE, SYNC_STALL
 from traceread.whatif.model import OP_START, RankModel, rank_calls, rank_host
@@ -282,6 +283,18 @@ def gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndar
     return intervals.union(g["start_ns"].to_numpy(_I64), g["end_ns"].to_numpy(_I64))
 
 
+def _loading_rows(v: EventView, rows: np.ndarray) -> np.ndarray:
+    """Bool per host row: data loading (``enumerate(DataLoader)#...``, input-work frames). Whether a row is
+    data loading is a property of its name: one table per name, one lookup per row."""
+    codes = v.name[rows]  # -1 (missing) indexes the trailing ''
+    seen = np.zeros(len(v.names), dtype=bool)
+    seen[codes] = True
+    used = np.flatnonzero(seen)
+    loading = v.name_flags["dataloader"].copy()
+    loading[used] |= np.array([bool(INPUT_WORK.search(str(n))) for n in v.names[used]], dtype=bool)
+    return np.asarray(loading[codes], dtype=bool)
+
+
 def _launching_tids(m: RankModel, v: EventView) -> np.ndarray:
     rows = m.row[m.launch_point[m.launch_point >= 0]]
     rows = rows[rows >= 0]
@@ -300,16 +313,10 @@ def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, row
 def plan_data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     v = ctx.view
     rows = v.rows(*rank_host(m.rank))
-    # Whether a row is data loading is a property of its name: one table per name, one lookup per row.
-    codes = v.name[rows]  # -1 (missing) indexes the trailing ''
-    seen = np.zeros(len(v.names), dtype=bool)
-    seen[codes] = True
-    used = np.flatnonzero(seen)
-    loading = v.name_flags["dataloader"].copy()
-    loading[used] |= np.array([bool(INPUT_WORK.search(str(n))) for n in v.names[used]], dtype=bool)
+    loading = _loading_rows(v, rows)
     shrink = None
-    if loading[used].any():  # else no host row loads data: nothing to shrink on the host clock
-        us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), loading[codes], rows)
+    if loading.any():  # else no host row loads data: nothing to shrink on the host clock
+        us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), loading, rows)
         shrink = _shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
     return _ops(shrink, *_pinned_batch_copies(m, ctx))
 
@@ -345,10 +352,25 @@ def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
 
 
 def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    v = ctx.view
+    """CUDA graphs remove the dispatch between launches, and only that: the host time from one launch to the
+    next on a thread (less ``whatif_graph_node_ns``) where launches follow each other densely (at most
+    ``launch_max_ns_per_launch`` apart, the rule's dense dispatch), and elsewhere the part of it inside the
+    framework's operators and runtime calls (operator overhead). Host time that is not dispatch stays: data
+    loading (the data-starved fix's), driver work (one CUDA call longer than ``launch_call_max_ns``: lazy module
+    loading, context set-up) and a long quiet stretch no operator covers. The classified gaps are not read (the
+    fix is planned beside the rules): one-time work in warm-up steps is outside the steady median anyway."""
+    us, ue = _dispatch_union(m, fix, ctx)
+    ctx.between()
+    return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
+
+
+def _dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """The host time a CUDA graph removes (:func:`plan_launch_bound`), as a sorted disjoint union."""
+    v, cfg = ctx.view, ctx.cfg
+    none = np.zeros(0, _I64), np.zeros(0, _I64)
     calls = v.rows(*rank_calls(m.rank))  # the model's own (cached)
     if len(calls) < 2:
-        return Plan()
+        return none
     tid, start = v.tid[calls], v.start[calls]
     if not intervals.is_sorted(start):
         calls = calls[np.lexsort((start, tid))]
@@ -358,7 +380,11 @@ def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     del tid, start  # the fix is planned beside the model and a replay's copies: what is done with goes first
     is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
     pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
-    node_ns = ctx.cfg.whatif_graph_node_ns if fix.factor is None else 0
+    tids = np.unique(v.tid[calls[is_launch]]) if is_launch.any() else np.zeros(0, _I64)
+    # One CUDA call longer than launch_call_max_ns is driver work (lazy module load, context set-up), not dispatch
+    long_call = (v.end[calls] - v.start[calls]).astype(_I64) > cfg.launch_call_max_ns
+    ls, le = intervals.union(v.start[calls[long_call]].astype(_I64), v.end[calls[long_call]].astype(_I64))
+    node_ns = cfg.whatif_graph_node_ns if fix.factor is None else 0
     a = v.start[calls[:-1][pair]].astype(_I64, copy=False) + node_ns
     b = v.start[calls[1:][pair]].astype(_I64, copy=False)
     del calls, is_launch, pair
@@ -366,12 +392,29 @@ def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     if not ok.all():
         a, b = a[ok], b[ok]
     del ok
-    us, ue = intervals.union_of_own(a, b)
-    del a, b
-    # The selections' freed temporaries can go back before the cut's output is made (kept, the cut's arrays
-    # landed beside them)
-    ctx.between()
-    return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
+    dense = (b - a) <= cfg.launch_max_ns_per_launch - node_ns
+    ds, de = intervals.union_of_own(a[dense], b[dense])
+    ss, se = intervals.union_of_own(a[~dense], b[~dense])
+    del a, b, dense
+    if len(ss):  # a long stretch between two launches: only the part inside operators and runtime calls
+        os_, oe = _operator_union(m, v, tids)
+        _, _, ss, se = intervals.intersect(ss, se, os_, oe)
+        ds, de = intervals.union(np.concatenate((ds, ss)), np.concatenate((de, se)))
+    # Not dispatch: data loading on the launching threads, long driver calls
+    rows = v.rows(*rank_host(m.rank))
+    loading = _loading_rows(v, rows)
+    fs, fe = _host_ranges(v, m.rank, tids, loading, rows)
+    xs, xe = intervals.union(np.concatenate((fs, ls)), np.concatenate((fe, le)))
+    if len(xs) and len(ds):
+        _, ds, de = intervals.complement_in_windows(xs, xe, ds, de)
+    return ds, de
+
+
+def _operator_union(m: RankModel, v: EventView, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Host time inside framework operators and runtime/driver calls on the launching threads."""
+    rows = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_CPU_OP, *API_CATS), m.rank)
+    rows = rows[np.isin(v.tid[rows], tids)]
+    return intervals.union(v.start[rows].astype(_I64), v.end[rows].astype(_I64))
 
 
 def plan_sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
