@@ -106,7 +106,8 @@ BUILTIN: tuple[Cause, ...] = (
         job_reason="a data stall: it waited for the data loader / host-to-device batch copy before the collective",
         rule="traceread.rules.data_starved", precedence=2,
         fix=f"{_FIXES}:plan_data_starved", fix_reads_gaps=True,
-        assumption="data loading on the training thread takes no time",
+        assumption="data loading and batch building on the training thread take no time; batch copies pinned and "
+                   "prefetched (still one after another on the bus)",
         evidence_lanes=(_COPY_LANE, _MEMSET_LANE),
         by_evidence={
             "pageable-copy": (

@@ -159,7 +159,8 @@ class _Unit:
         return self.outcomes[key]
 
 
-_GAP_COLUMNS = ("class", "rank", "start_ns", "end_ns")  # what the fixes read of the gaps
+# What the fixes read of the gaps
+_GAP_COLUMNS = ("class", "rank", "start_ns", "end_ns", "evidence_kind", "memcpy_htod_ns", "dataloader_ns")
 
 
 def _trace_gaps(gaps: pd.DataFrame, i: int) -> pd.DataFrame:

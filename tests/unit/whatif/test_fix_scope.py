@@ -6,13 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SHARED_TRACES, needs_shared
 
 import traceread
 from traceread import intervals, schema
 from traceread.engine.lanes import event_view
 from traceread.runner import analyze
 from traceread.whatif import model as mdl
-from traceread.whatif.fixes import Context, Fix
+from traceread.whatif.fixes import Context, Fix, plan
 from traceread.whatif.fixes import _dispatch_union as dispatch_union
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -60,3 +61,27 @@ def test_cuda_graph_fix_buys_nothing_where_the_idle_is_one_time_work() -> None:
     assert p is not None and p.saving_share is not None
     assert shares.get("one-time-cost", 0.0) > 0.5
     assert p.saving_share <= max(2 * shares.get("launch-bound", 0.0), 0.001)
+
+
+@needs_shared
+def test_data_fix_prefetches_the_copies_that_hold_the_gaps_and_the_bus_still_bounds_the_step() -> None:
+    """nsysai's window is data-starved because pinned batch copies hold the GPU (97% of the step): the data fix
+    prefetches them (the op after each stops waiting for it), but they still take the bus one after another, so
+    the predicted step is no shorter than the copies' own time per step (counted from the copy rows)."""
+    path = SHARED_TRACES / "nsys" / "nsysai_h100_2gpu_window_2026.sqlite"
+    trace = traceread.load(str(path))
+    a = analyze([trace])
+    v = event_view(trace)
+    m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
+    p = plan(m, Fix("data-starved"), Context(v, a.gaps, a.cfg, trace.side.get("copy_args")))
+    kinds = [op.kind for op in p.ops]
+    assert "rewire" in kinds and sum(len(op.nodes) for op in p.ops if op.kind == "rewire") > 10
+    pred = a.whatif.prediction("data-starved")  # type: ignore[union-attr]
+    assert pred is not None and pred.step_ns is not None
+    ev = trace.events
+    steady = a.steady_steps()
+    steady = steady[steady["rank"] == 0]
+    copies = ev[(ev["rank"] == 0) & (ev["lane"] == schema.LANE_MEMCPY) & ev["name"].astype(str).str.contains("HtoD")]
+    per_step = [int((copies["end_ns"] - copies["start_ns"])[(copies["start_ns"] >= s) & (copies["start_ns"] < e)].sum())
+                for s, e in zip(steady["start_ns"], steady["end_ns"], strict=True)]
+    assert pred.step_ns >= 0.99 * float(np.median(per_step)) > 0
