@@ -207,7 +207,7 @@ BUILTIN: tuple[Cause, ...] = (
                    "allocator growth) before the collective",
         rule="traceread.rules.one_time_cost", precedence=1,
         fix=f"{_FIXES}:plan_one_time", fix_reads_gaps=True,
-        assumption="the one-time work (compilation, capture, set-up) is absent",
+        assumption="the one-time work (compilation, capture, set-up, lazy loading in first launches) is absent",
     ),
     Cause(
         CAPTURE_BOUNDARY, BOUNDARY, title="Capture boundary (not a cause)", verdict=False,

@@ -14,7 +14,8 @@ made once per rank and fix and serves the fix's own replay and the "all" replay 
   ``whatif_graph_node_ns``; data loading and driver work (one CUDA call over ``launch_call_max_ns``) stay;
 * ``sync-stall``: the host syncs inside sync-stall gaps return without waiting (their own cost);
 * ``comm-bound``: communication kernels fully overlapped (nothing waits on them), or ``factor``x faster;
-* ``one-time-cost``: the host time inside one-time-cost gaps is absent;
+* ``one-time-cost``: the host time inside one-time-cost gaps is absent, and so is a GPU op's wait for a launch
+  that did one-time work there (lazy module loading in a first launch);
 * ``pipeline-bubble``: the bubble shrinks ``whatif_bubble_factor``x (interleaved 1F1B): the time of
   every wait and p2p kernel inside bubble gaps, and the host time there, shrinks by that factor;
 * ``memory-bound``: memory-bound kernels ``whatif_memory_factor``x faster (fusion);
@@ -520,8 +521,27 @@ def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
 
 
 def plan_one_time(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+    """The one-time work in one-time-cost gaps is absent: the host time there, and the wait of a GPU op for a
+    launch that spent it (lazy module loading inside a first ``cudaLaunchKernel``), down to the nominal launch
+    latency."""
     us, ue = gap_union(ctx, m, ONE_TIME_COST)
-    return _ops(_shrink_host(m, us, ue, 1.0))
+    return _ops(_shrink_host(m, us, ue, 1.0), _shrink_launch_waits(m, us, ue))
+
+
+def _shrink_launch_waits(m: RankModel, us: np.ndarray, ue: np.ndarray) -> _Op | None:
+    """Each op's launch edge (slot 0) shrinks by the part of its span, launch start to op start, inside the union,
+    but not below the nominal launch latency: a launch that held the op for one-time work no longer does."""
+    if not len(us):
+        return None
+    has = m.launch_point >= 0
+    nodes, src = m.op_nodes[has], m.launch_point[has]
+    ok = m.src[nodes, 0] == src  # the launch edge is still slot 0's (the model's own)
+    nodes, src = nodes[ok], src[ok]
+    over = intervals.overlap_with_union(m.time[src].astype(_I64), m.time[nodes].astype(_I64), us, ue)
+    room = np.maximum(m.delay[nodes, 0].astype(_I64) - int(m.nominal.get("launch_latency_ns", 0)), 0)
+    cut = np.minimum(over, room)
+    keep = cut > 0
+    return _Op(_SHRINK, nodes[keep], cut[keep], 0) if keep.any() else None
 
 
 def plan_pipeline_bubble(m: RankModel, fix: Fix, ctx: Context) -> Plan:
