@@ -13,8 +13,9 @@ from traceread.analysis import Analysis
 from traceread.render.fmt import ms, plural, saving, signed_pct, table
 from traceread.render.names import md_text
 from traceread.vocabulary import GAP_CLASSES
+from traceread.whatif import LISTED_MIN_SHARE
 
-MIN_SHOWN_SHARE = 0.001  # a fix predicted to move the step by less than 0.1% is not listed
+MIN_SHOWN_SHARE = LISTED_MIN_SHARE  # a fix predicted to move the step by less than 0.1% is not listed
 
 
 def _shown(w: Any) -> list[Any]:
@@ -71,7 +72,7 @@ def section(a: Analysis) -> str:
     every = w.all_fixed
     if every is not None and every.step_ns is not None:
         rows.append(["all of them", ms(every.step_ns), saving(every.saving_ns or 0, every.saving_share), "-",
-                     "every steady-state fix at once"])
+                     "every steady-state fix listed above at once"])
     body = table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl")
     notes = "".join(f"\n\n{md_text(n)}." for n in w.notes)
     return head + md_text(intro) + "\n\n" + body + _order_sentence(a, shown) + notes

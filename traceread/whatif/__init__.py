@@ -29,6 +29,9 @@ from traceread.whatif.nominal import nominal_edges
 
 WHATIF_VERSION = "1.1"
 ALL_FIXED = "all"
+# A fix predicted to move the step by less than this share, with no idle of its cause as large, gets no row in the
+# report's table (traceread.render.whatif) and no part in "all of them".
+LISTED_MIN_SHARE = 0.001
 _I64 = np.int64
 
 
@@ -108,6 +111,7 @@ class _Unit:
     outcomes: dict[tuple[tuple[Fix | Scale, ...], bool], tuple[np.ndarray, int]] = field(default_factory=dict)
     scratch: dict[str, np.ndarray] = field(default_factory=dict)  # one replay's copies at a time (fx.Edges)
     changes: dict[Fix | Scale, bool] | None = None  # after release: whether each planned fix changed anything
+    together: list[Fix | Scale] = field(default_factory=list)  # the fixes of its "all" replay (_listed)
 
     def release(self) -> None:
         """Drop the model's arrays and the plans once every replay needed has run (their outcomes stay):
@@ -249,6 +253,33 @@ def _run(units: list[_Unit], todo: Sequence[Fix | Scale], nominal: bool = False)
     return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
 
 
+def _run_each(units: list[_Unit], todo: list[list[Fix | Scale]]) -> tuple[int, int]:
+    """:func:`_run` with each unit's own fixes (the "all" replay: each unit's listed ones)."""
+    outcomes = [u.outcome(t) for u, t in zip(units, todo, strict=True)]
+    return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
+
+
+def _listed(u: _Unit, f: Fix | Scale, steps: pd.DataFrame) -> bool:
+    """Whether the report's table lists ``f`` for this unit (``render.whatif``'s rule, on the unit's own steps): it
+    moves the unit's median steady step by ``LISTED_MIN_SHARE`` or more, or its cause's idle does. "All of them"
+    combines the listed fixes only: a lever with no row moves nothing the table shows."""
+    keep = _steady(u.steps)
+    if not keep.any():
+        return False
+    measured = float(np.median((u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64)[keep]))
+    step = float(np.median(u.outcome([f])[0][keep]))
+    if abs(measured - step) >= LISTED_MIN_SHARE * measured:
+        return True
+    if not isinstance(f, Fix) or f.cause not in GAP_CLASSES:
+        return False
+    mine = steps
+    if "trace" in mine.columns:
+        mine = mine[mine["trace"] == u.trace]
+    mine = mine[mine["rank"] == u.model.rank] if "rank" in mine.columns else mine
+    naive = _naive(mine, f.cause) if part_col(f.cause) in mine.columns else None
+    return naive is not None and naive < measured * (1 - LISTED_MIN_SHARE)
+
+
 def _naive(steps: pd.DataFrame, cause: str) -> int | None:
     if cause not in GAP_CLASSES or steps.empty:
         return None
@@ -280,13 +311,12 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     for them if need be; the other fixes read those. ``between`` is called between the pieces of each rank's
     build, plans and replays (the runner gives freed heap pages back there)."""
     todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
-    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
+    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once, of those
+    # the table lists (_listed).
     steady = [f for f in todo if not (isinstance(f, Fix) and _one_time(f.cause))]
     # Every replay of a rank runs while its model is built, then the model goes (one rank's at a time).
     unfixed = (False, True)
     replays: list[tuple[Sequence[Fix | Scale], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
-    if len(steady) > 1:
-        replays.append((steady, False))
     # The replays that read no gap (the recorded dependencies; the fixes of causes the rules' classes do not
     # locate: launch, communication, memory-bound kernels) run before the rules are done, on the core the
     # rules leave idle; the rest wait for the classified gaps.
@@ -299,6 +329,9 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
         between()
         for fixed, nominal in replays:
             u.outcome(fixed, nominal)
+        if len(steady) > 1:
+            u.together = [f for f in steady if _listed(u, f, classified()[0])]
+            u.outcome(u.together)
         u.release()
         mdl.forget_selections(u.ctx.view, u.model.rank)
         units.append(u)
@@ -310,8 +343,9 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     replayed, span0 = _run(units, [])
     dependency_step, _ = _run(units, [], nominal=True)
     preds = [_prediction(units, f, measured, span0, steps) for f in todo]
-    all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, _run(units, steady), measured, span0, None, False,
-                               "every steady-state fix above at once") if len(steady) > 1 else None
+    together = any(len(u.together) > 1 for u in units)
+    all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, _run_each(units, [u.together for u in units]), measured, span0,
+                               None, False, "every steady-state fix listed above at once") if together else None
     notes = []
     dropped = sum(u.model.dropped_edges for u in units)
     if dropped:
@@ -385,4 +419,4 @@ def rank_at_speed(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFra
 
 
 __all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "FIX_CAUSES", "predict", "predict_staged", "rank_at_speed", "WHATIF_VERSION",
-           "ALL_FIXED"]
+           "ALL_FIXED", "LISTED_MIN_SHARE"]

@@ -13,6 +13,7 @@ from traceread import intervals, schema
 from traceread.engine.lanes import event_view
 from traceread.runner import analyze
 from traceread.whatif import model as mdl
+from traceread.whatif import predict
 from traceread.whatif.fixes import Context, Fix, plan
 from traceread.whatif.fixes import _dispatch_union as dispatch_union
 
@@ -110,3 +111,17 @@ def test_one_time_fix_removes_a_first_launchs_lazy_module_load() -> None:
     4.5 ms of 22.4 ms of one-time idle)."""
     once, idle = _one_time_once(SHARED_TRACES / "nsys" / "nsysai_tiny_rtx3080_2026.sqlite")
     assert idle > 0 and once >= 0.75 * idle
+
+
+def test_all_of_them_combines_only_the_fixes_the_table_lists() -> None:
+    """On the README's ResNet-50 fixture the memory-bound lever moves nothing alone (the host is the bound) and gets
+    no row; "all of them" is then launch-bound and data-starved together (it was the memory-bound fix's too)."""
+    trace = traceread.load(str(RESNET))
+    a = analyze([trace])
+    w = a.whatif
+    assert w is not None and w.all_fixed is not None
+    listed = [p.cause for p in w.fixes if p.saving_share is not None and abs(p.saving_share) >= 0.001]
+    assert "memory-bound" not in listed and {"launch-bound", "data-starved"} <= set(listed)
+    two = predict([trace], a.steps, a.gaps, a.cfg, [Fix("launch-bound"), Fix("data-starved")])
+    assert two is not None and two.all_fixed is not None
+    assert w.all_fixed.step_ns == two.all_fixed.step_ns
