@@ -75,11 +75,57 @@ def section(a: Analysis) -> str:
                      "every steady-state fix listed above at once"])
     body = table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl")
     notes = "".join(f"\n\n{md_text(n)}." for n in w.notes)
-    return head + md_text(intro) + "\n\n" + body + _order_sentence(a, shown) + notes
+    check = consistency_text(consistency_of(a))
+    return head + md_text(intro) + "\n\n" + body + _order_sentence(a, shown) + notes + \
+        (f"\n\n{md_text(check)}" if check else "")
 
 
-def record(w: Any) -> dict[str, Any]:
-    """The report's ``whatif`` object (schema: ``$defs/whatif``)."""
+def consistency_of(a: Analysis) -> tuple[Any, ...]:
+    """The consistency checks of ``a``'s prediction (:mod:`traceread.whatif.consistency`)."""
+    from traceread.whatif.consistency import checks
+
+    if a.whatif is None:
+        return ()
+    return checks(a.whatif, a.shares(), a.steps, a.gaps, a.cfg.data_loader_cover)
+
+
+_REASONS = {
+    "bus": "the bus is the bound: batch copies ({fig} in all) hold the GPU, and prefetched they still run one after "
+           "another; fewer or smaller copies would shorten the step",
+    "external": "the wait is external: GPU ops waited {fig} in all for work the trace does not show (another "
+                "process, work issued before the capture), which no fix of this trace removes",
+    "gpu": "the GPU becomes the bound: the predicted step is its own busy time ({fig} a step)",
+    "exposed": "the fix removes only what the rule attributed, and other work the idle was hiding stays on the "
+               "critical path (predicted step {fig})",
+}
+
+
+def consistency_text(checks: tuple[Any, ...]) -> str:
+    """One sentence per cause of at least 5% of step time whose fix buys under half its idle (why), or one that
+    says every checked fix does; empty when no cause was checked."""
+    if not checks:
+        return ""
+    failing = [c for c in checks if not c.holds]
+    if not failing:
+        return ("Consistency with the diagnosis: each cause of at least 5% of step time is predicted to buy at least "
+                "half its idle time.")
+    lines = []
+    for c in failing:
+        what = f"{ms(c.saving_ns)} once of {ms(c.idle_ns)} idle over the capture" if c.once else \
+            f"{ms(c.saving_ns)} a step of its {ms(c.idle_ns)} idle a steady step"
+        why = _REASONS.get(c.reason, "{fig}").format(fig=ms(c.figure_ns))
+        lines.append(f"Consistency with the diagnosis: {c.cause} holds {c.share:.0%} of step time but its fix is "
+                     f"predicted to buy {what}, under half: {why}.")
+    return "\n\n".join(lines)
+
+
+def _check_record(c: Any) -> dict[str, Any]:
+    return {"cause": c.cause, "share": c.share, "idle_ns": c.idle_ns, "saving_ns": c.saving_ns, "once": c.once,
+            "holds": c.holds, "reason": c.reason or None, "figure_ns": c.figure_ns}
+
+
+def record(w: Any, checks: tuple[Any, ...] = ()) -> dict[str, Any]:
+    """The report's ``whatif`` object (schema: ``$defs/whatif``); ``checks``: :func:`consistency_of`."""
     def pred(p: Any) -> dict[str, Any]:
         return {"fix": p.fix, "cause": p.cause, "step_ns": p.step_ns, "saving_ns": p.saving_ns,
                 "saving_share": p.saving_share, "naive_step_ns": p.naive_step_ns, "once_ns": p.once_ns,
@@ -91,11 +137,13 @@ def record(w: Any) -> dict[str, Any]:
             "fixes": [pred(p) for p in w.fixes],
             "all_fixed": pred(w.all_fixed) if w.all_fixed is not None else None,
             "assumptions": list(w.assumptions), "notes": list(w.notes),
-            "nominal_delays_ns": {k: int(v) for k, v in w.nominal.items()}}
+            "nominal_delays_ns": {k: int(v) for k, v in w.nominal.items()},
+            "consistency": [_check_record(c) for c in checks]}
 
 
-def text_report(w: Any, paths: list[str]) -> str:
-    """``traceread whatif``'s table: each requested fix, its predicted step and saving, the naive figure."""
+def text_report(w: Any, paths: list[str], checks: tuple[Any, ...] = ()) -> str:
+    """``traceread whatif``'s table: each requested fix, its predicted step and saving, the naive figure, and the
+    consistency checks (``checks``: :func:`consistency_of`)."""
     lines = [f"What each fix would buy ({', '.join(md_text(p) for p in paths)})", "",
              f"measured median step {ms(w.measured_step_ns)} over {plural(w.steady_steps, 'steady step')}; replay "
              f"{ms(w.replayed_step_ns)} (error {replay_error_text(w)})", ""]
@@ -108,5 +156,8 @@ def text_report(w: Any, paths: list[str]) -> str:
         rows.append([md_text(p.fix), ms(p.step_ns), saving(p.saving_ns, p.saving_share), naive,
                      md_text(p.assumption)])
     lines.append(table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl"))
+    check = consistency_text(checks)
+    if check:
+        lines += ["", md_text(check)]
     lines += ["", "Assumed dependencies:"] + [f"- {a}" for a in w.assumptions] + [f"- {n}" for n in w.notes]
     return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ from traceread.whatif import replay as rp
 from traceread.whatif.fixes import FIX_CAUSES, Fix, Scale
 from traceread.whatif.nominal import nominal_edges
 
-WHATIF_VERSION = "1.1"
+WHATIF_VERSION = "1.2"
 ALL_FIXED = "all"
 # A fix predicted to move the step by less than this share, with no idle of its cause as large, gets no row in the
 # report's table (traceread.render.whatif) and no part in "all of them".
@@ -70,6 +70,8 @@ class WhatIf:
     # (input, rank) -> that rank's own step per step row (communication free; rows as the analysis' steps of
     # the rank): :func:`traceread.whatif.straggler.free_comm_lengths`, read off the comm-bound replay
     own_steps: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    # GPU ops' waits for work the trace does not show (another process, work issued before the capture), ns
+    external_wait_ns: int = 0
 
     def per_fix(self) -> pd.DataFrame:
         """One row per prediction (the fixes, then ``all``): flat, for indexes and tables."""
@@ -370,7 +372,8 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
                   steady_steps=int(max(_steady(u.steps).sum() for u in units)), fixes=tuple(preds),
                   all_fixed=all_fixed, assumptions=mdl.assumptions(), notes=tuple(notes),
                   nominal=dict(units[0].model.nominal), dependency_step_ns=dependency_step,
-                  dependency_error=(dependency_step / measured - 1.0) if measured else None, own_steps=own)
+                  dependency_error=(dependency_step / measured - 1.0) if measured else None, own_steps=own,
+                  external_wait_ns=sum(u.model.unexplained_wait_ns for u in units))
 
 
 def _prediction(units: list[_Unit], f: Fix | Scale, measured: int, span0: int, steps: pd.DataFrame) -> FixPrediction:

@@ -125,3 +125,45 @@ def test_all_of_them_combines_only_the_fixes_the_table_lists() -> None:
     two = predict([trace], a.steps, a.gaps, a.cfg, [Fix("launch-bound"), Fix("data-starved")])
     assert two is not None and two.all_fixed is not None
     assert w.all_fixed.step_ns == two.all_fixed.step_ns
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json.gz")), ids=lambda p: p.name.split(".")[0])
+def test_every_report_checks_its_fixes_against_its_diagnosis(path: Path) -> None:
+    """For each cause with a fix over 5% of step time, the predicted saving is at least half its idle time (one-time
+    work: its gaps' total, counted here), or a reason is given; the report's section carries the check's
+    sentence."""
+    from traceread.render.whatif import consistency_of, section
+
+    a = analyze([traceread.load(str(path))])
+    if a.whatif is None:
+        pytest.skip("no replay")
+    shares = a.shares()
+    checks = {c.cause: c for c in consistency_of(a)}
+    for p in a.whatif.fixes:
+        if shares.get(p.cause, 0.0) < 0.05 or p.cause not in shares or (p.step_ns is not None and p.naive_step_ns is None):
+            assert p.cause not in checks
+            continue
+        c = checks[p.cause]
+        if p.step_ns is None:
+            idle = int((a.gaps["end_ns"] - a.gaps["start_ns"])[a.gaps["class"] == p.cause].sum())
+            saving = p.once_ns
+        else:
+            # the median steady step less the naive figure: the cause's idle a steady step
+            idle = int(a.whatif.measured_step_ns - p.naive_step_ns) if p.naive_step_ns is not None else 0
+            assert idle >= 0
+            saving = int(p.saving_ns or 0)
+        assert c.holds == (saving >= 0.5 * idle)
+        assert c.holds or c.reason in ("bus", "external", "gpu", "exposed")
+    text = section(a)
+    if checks:
+        assert "Consistency with the diagnosis" in text
+
+
+@needs_shared
+def test_a_bus_bound_data_starved_window_says_the_bus_is_the_bound() -> None:
+    from traceread.render.whatif import consistency_of, section
+
+    a = analyze([traceread.load(str(SHARED_TRACES / "nsys" / "nsysai_h100_2gpu_window_2026.sqlite"))])
+    c = {x.cause: x for x in consistency_of(a)}["data-starved"]
+    assert not c.holds and c.reason == "bus" and c.figure_ns > 0
+    assert "the bus is the bound" in section(a)
