@@ -178,12 +178,17 @@ class Thresholds:
     whatif_memory_factor: float = _t(
         1.5, "x faster", "memory-bound fix: fusing elementwise/normalization kernels saves about a third of their "
         "memory traffic")
+    whatif_worker_host_slowdown: float = _t(
+        0.053, "fraction of host time", "data-starved fix: loader worker processes compete with the training thread; "
+        "its per-op host time rose 5.3% (453 -> 477 us a convolution) from 0 to 4 workers on a real pair: the far "
+        "end of the prediction's interval")
     whatif_bubble_factor: float = _t(
         2.0, "x smaller", "pipeline-bubble fix: an interleaved 1F1B schedule with 2 virtual stages halves the bubble")
 
     # --- diff (traceread diff BEFORE AFTER) ---
     diff_min_steps: int = _t(
-        5, "steady steps per side", "a rank test on fewer steps cannot tell a change from run-to-run noise")
+        4, "steady steps per side", "the rank test's smallest two-sided p with 4 steps a side is 0.029, under "
+        "diff_alpha; with 3 it is 0.1: fewer steps cannot tell a change from run-to-run noise")
     diff_alpha: float = _t(
         0.05, "p-value", "the usual 5% false-alarm rate of the Mann-Whitney U test on per-step times")
     diff_confidence: float = _t(
@@ -239,6 +244,7 @@ _RANGE_OF: dict[str, tuple[float, float, bool, bool]] = {
     "bubble_duration_tolerance": (0.0, math.inf, False, True),  # a fraction of the median, may pass 1
     "whatif_memory_factor": (1.0, math.inf, False, True),  # a speed-up: 1 changes nothing
     "whatif_bubble_factor": (1.0, math.inf, False, True),
+    "whatif_worker_host_slowdown": (0.0, 1.0, False, False),
 }
 
 

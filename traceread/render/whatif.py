@@ -40,6 +40,23 @@ def _order_sentence(a: Analysis, shown: list[Any]) -> str:
             f"a fix also moves the work its idle time was hiding or exposing, which idle shares cannot count.")
 
 
+def predicted(p: Any) -> str:
+    """The predicted step, and the far end of its interval where the fix moves host work elsewhere."""
+    high = getattr(p, "step_high_ns", None)
+    if high is None or high <= p.step_ns:
+        return ms(p.step_ns)
+    return f"{ms(p.step_ns)} to {ms(high)}"
+
+
+def assumes(p: Any) -> str:
+    """The prediction's assumption, and what its interval's far end assumes."""
+    high = getattr(p, "step_high_ns", None)
+    if high is None or p.step_ns is None or high <= p.step_ns:
+        return str(p.assumption)
+    return (f"{p.assumption}; the far end: loader workers slow the training thread's host time by "
+            "whatif_worker_host_slowdown")
+
+
 def replay_error_text(w: Any) -> str:
     """"calibrated +0.0%, dependencies alone -0.1%": the calibrated replay's error (zero by construction)
     and the replay's with nominal delays only (what the dependencies alone explain)."""
@@ -66,13 +83,13 @@ def section(a: Analysis) -> str:
         if p.step_ns is None:
             pred, saved = "one-time: no steady-state figure", f"{ms(p.once_ns)} once"
         else:
-            pred, saved = ms(p.step_ns), saving(p.saving_ns, p.saving_share)
+            pred, saved = predicted(p), saving(p.saving_ns, p.saving_share)
         naive = ms(p.naive_step_ns) if p.naive_step_ns is not None else "-"
-        rows.append([md_text(p.fix), pred, saved, naive, md_text(p.assumption)])
+        rows.append([md_text(p.fix), pred, saved, naive, md_text(assumes(p))])
     every = w.all_fixed
     if every is not None and every.step_ns is not None:
-        rows.append(["all of them", ms(every.step_ns), saving(every.saving_ns or 0, every.saving_share), "-",
-                     "every steady-state fix listed above at once"])
+        rows.append(["all of them", predicted(every), saving(every.saving_ns or 0, every.saving_share), "-",
+                     md_text(assumes(every))])
     body = table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl")
     notes = "".join(f"\n\n{md_text(n)}." for n in w.notes)
     check = consistency_text(consistency_of(a))
@@ -129,7 +146,7 @@ def record(w: Any, checks: tuple[Any, ...] = ()) -> dict[str, Any]:
     def pred(p: Any) -> dict[str, Any]:
         return {"fix": p.fix, "cause": p.cause, "step_ns": p.step_ns, "saving_ns": p.saving_ns,
                 "saving_share": p.saving_share, "naive_step_ns": p.naive_step_ns, "once_ns": p.once_ns,
-                "assumption": p.assumption}
+                "assumption": p.assumption, "step_high_ns": getattr(p, "step_high_ns", None)}
 
     return {"version": w.version, "measured_step_ns": w.measured_step_ns, "replayed_step_ns": w.replayed_step_ns,
             "replay_error": w.replay_error, "steady_steps": w.steady_steps,
@@ -153,8 +170,8 @@ def text_report(w: Any, paths: list[str], checks: tuple[Any, ...] = ()) -> str:
             rows.append([md_text(p.fix), "one-time", f"{ms(p.once_ns)} once", "-", md_text(p.assumption)])
             continue
         naive = ms(p.naive_step_ns) if p.naive_step_ns is not None else "-"
-        rows.append([md_text(p.fix), ms(p.step_ns), saving(p.saving_ns, p.saving_share), naive,
-                     md_text(p.assumption)])
+        rows.append([md_text(p.fix), predicted(p), saving(p.saving_ns, p.saving_share), naive,
+                     md_text(assumes(p))])
     lines.append(table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl"))
     check = consistency_text(checks)
     if check:

@@ -20,7 +20,7 @@ from traceread import causes
 from traceread.config import Thresholds
 from traceread.engine.lanes import event_view
 from traceread.trace import Trace
-from traceread.vocabulary import COMM_BOUND, GAP_CLASSES, part_col
+from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, part_col
 from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
@@ -32,6 +32,8 @@ ALL_FIXED = "all"
 # A fix predicted to move the step by less than this share, with no idle of its cause as large, gets no row in the
 # report's table (traceread.render.whatif) and no part in "all of them".
 LISTED_MIN_SHARE = 0.001
+# The causes whose fix moves host work off the training thread (to loader worker processes)
+MOVES_HOST_WORK: tuple[str, ...] = (DATA_STARVED,)
 _I64 = np.int64
 
 
@@ -48,6 +50,9 @@ class FixPrediction:
     naive_step_ns: int | None  # the measured median step minus the cause's idle (None: no idle class)
     once_ns: int = 0  # capture time saved once (first start to last end of the replay)
     assumption: str = ""
+    # The far end of the interval where the fix moves work to other host processes or threads (step_ns is the
+    # near end: they take nothing from the training thread); None where it moves none
+    step_high_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -109,11 +114,11 @@ class _Unit:
     base: tuple[np.ndarray, np.ndarray]
     ctx: fx.Context
     index: rp.StepIndex
-    plans: dict[Fix | Scale, fx.Plan] = field(default_factory=dict)
-    outcomes: dict[tuple[tuple[Fix | Scale, ...], bool], tuple[np.ndarray, int]] = field(default_factory=dict)
+    plans: dict[fx.Lever, fx.Plan] = field(default_factory=dict)
+    outcomes: dict[tuple[tuple[fx.Lever, ...], bool], tuple[np.ndarray, int]] = field(default_factory=dict)
     scratch: dict[str, np.ndarray] = field(default_factory=dict)  # one replay's copies at a time (fx.Edges)
-    changes: dict[Fix | Scale, bool] | None = None  # after release: whether each planned fix changed anything
-    together: list[Fix | Scale] = field(default_factory=list)  # the fixes of its "all" replay (_listed)
+    changes: dict[fx.Lever, bool] | None = None  # after release: whether each planned fix changed anything
+    together: list[fx.Lever] = field(default_factory=list)  # the fixes of its "all" replay (_listed)
 
     def release(self) -> None:
         """Drop the model's arrays and the plans once every replay needed has run (their outcomes stay):
@@ -128,7 +133,7 @@ class _Unit:
         self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None)  # the trace's gap rows
         self.index = rp.StepIndex((), self.index.analysed)
 
-    def plan(self, f: Fix | Scale) -> fx.Plan:
+    def plan(self, f: fx.Lever) -> fx.Plan:
         if f not in self.plans:
             self.plans[f] = fx.plan(self.model, f, self.ctx)
             # A plan's temporaries can go back: kept, the replays' copies after it grew the heap past them; once
@@ -136,14 +141,14 @@ class _Unit:
             self.ctx.between()
         return self.plans[f]
 
-    def _changes(self, f: Fix | Scale) -> bool:
+    def _changes(self, f: fx.Lever) -> bool:
         if self.changes is None:
             return not self.plan(f).empty
         if f not in self.changes:
             raise RuntimeError(f"what-if: {f} asked for after the model was released")
         return self.changes[f]
 
-    def outcome(self, todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[np.ndarray, int]:
+    def outcome(self, todo: Sequence[fx.Lever], nominal: bool = False) -> tuple[np.ndarray, int]:
         """Step lengths and capture span of the replay with ``todo`` applied (``nominal``: from the nominal
         delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
         m = self.model
@@ -193,7 +198,7 @@ def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg
 
 
 def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame | Callable[[], pd.DataFrame],
-               cfg: Thresholds, early: Sequence[tuple[Sequence[Fix | Scale], bool]] = (),
+               cfg: Thresholds, early: Sequence[tuple[Sequence[fx.Lever], bool]] = (),
                between: Callable[[], None] = _nothing) -> Iterator[_Unit]:
     """Each (trace, rank)'s unit, its model built when the unit is reached. ``gaps`` may be a function that
     returns them (:func:`predict_staged`: it may wait for the rules); it is called once a unit's ``early``
@@ -248,20 +253,35 @@ def _median_of_max(step: np.ndarray, ns: np.ndarray) -> int:
     return int(np.median(np.maximum.reduceat(ns, first)))
 
 
-def _run(units: list[_Unit], todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[int, int]:
+def _run(units: list[_Unit], todo: Sequence[fx.Lever], nominal: bool = False) -> tuple[int, int]:
     """Median step and capture span of the replay with ``todo`` applied (``nominal``: from the
     nominal delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
     outcomes = [u.outcome(todo, nominal) for u in units]
     return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
 
 
-def _run_each(units: list[_Unit], todo: list[list[Fix | Scale]]) -> tuple[int, int]:
+def _moves_host_work(f: fx.Lever) -> bool:
+    """Whether the fix moves host work to other processes or threads (loader workers), which then compete with the
+    training thread: its prediction gets an interval (``whatif_worker_host_slowdown``, docs/whatif.md)."""
+    return isinstance(f, Fix) and f.cause in MOVES_HOST_WORK and f.factor is None
+
+
+def _with_interval(units: list[_Unit], p: FixPrediction, todo: list[list[fx.Lever]], slow: fx.HostSlowdown
+                   ) -> FixPrediction:
+    """``p`` with the far end of its interval: the same fixes with the host ``slow.share`` slower."""
+    if p.step_ns is None:
+        return p
+    high, _ = _run_each(units, [[*t, slow] for t in todo])
+    return replace(p, step_high_ns=max(high, p.step_ns))
+
+
+def _run_each(units: list[_Unit], todo: list[list[fx.Lever]]) -> tuple[int, int]:
     """:func:`_run` with each unit's own fixes (the "all" replay: each unit's listed ones)."""
     outcomes = [u.outcome(t) for u, t in zip(units, todo, strict=True)]
     return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
 
 
-def _listed(u: _Unit, f: Fix | Scale, steps: pd.DataFrame) -> bool:
+def _listed(u: _Unit, f: fx.Lever, steps: pd.DataFrame) -> bool:
     """Whether the report's table lists ``f`` for this unit (``render.whatif``'s rule, on the unit's own steps): it
     moves the unit's median steady step by ``LISTED_MIN_SHARE`` or more, or its cause's idle does. "All of them"
     combines the listed fixes only: a lever with no row moves nothing the table shows."""
@@ -318,7 +338,9 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     steady = [f for f in todo if not (isinstance(f, Fix) and _one_time(f.cause))]
     # Every replay of a rank runs while its model is built, then the model goes (one rank's at a time).
     unfixed = (False, True)
-    replays: list[tuple[Sequence[Fix | Scale], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
+    replays: list[tuple[Sequence[fx.Lever], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
+    slow = fx.HostSlowdown(cfg.whatif_worker_host_slowdown)
+    replays += [([f, slow], False) for f in todo if _moves_host_work(f)]
     # The replays that read no gap (the recorded dependencies; the fixes of causes the rules' classes do not
     # locate: launch, communication, memory-bound kernels) run before the rules are done, on the core the
     # rules leave idle; the rest wait for the classified gaps.
@@ -334,6 +356,8 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
         if len(steady) > 1:
             u.together = [f for f in steady if _listed(u, f, classified()[0])]
             u.outcome(u.together)
+            if any(_moves_host_work(f) for f in u.together):
+                u.outcome([*u.together, slow])
         u.release()
         mdl.forget_selections(u.ctx.view, u.model.rank)
         units.append(u)
@@ -344,10 +368,13 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])
     replayed, span0 = _run(units, [])
     dependency_step, _ = _run(units, [], nominal=True)
-    preds = [_prediction(units, f, measured, span0, steps) for f in todo]
+    preds = [_with_interval(units, _prediction(units, f, measured, span0, steps), [[f]] * len(units), slow)
+             if _moves_host_work(f) else _prediction(units, f, measured, span0, steps) for f in todo]
     together = any(len(u.together) > 1 for u in units)
     all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, _run_each(units, [u.together for u in units]), measured, span0,
                                None, False, "every steady-state fix listed above at once") if together else None
+    if all_fixed is not None and any(_moves_host_work(f) for u in units for f in u.together):
+        all_fixed = _with_interval(units, all_fixed, [u.together for u in units], slow)
     notes = []
     dropped = sum(u.model.dropped_edges for u in units)
     if dropped:

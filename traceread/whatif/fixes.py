@@ -76,6 +76,20 @@ class Scale:
         return f"{self.pattern}={self.factor:g}"
 
 
+@dataclass(frozen=True)
+class HostSlowdown:
+    """Every host-clock interval of a rank ``share`` longer (the far end of a prediction's interval where the fix moves
+    work to other host processes or threads, which then compete with the training thread: docs/whatif.md)."""
+
+    share: float
+
+    def label(self) -> str:
+        return f"host+{self.share:.1%}"
+
+
+Lever = Fix | Scale | HostSlowdown
+
+
 @dataclass
 class Edges:
     """The part of a model a fix changes: the model's own arrays until a fix writes one, which then
@@ -137,6 +151,7 @@ _DUR_ZERO = "dur_zero"  # duration 0
 _DUR_DIV = "dur_div"  # duration / factor
 _DUR_CUT = "dur_cut"  # duration -= values, not below 0
 _FREE = "free"  # a sync stops waiting (slot 1 dropped) and costs ``values``; ``waiting``: only one still waiting
+_SLOT_SCALE = "slot_scale"  # ``slot``'s delay (as it is when applied: after the fixes before it) times ``factor``
 _REWIRE = "rewire"  # ``slot``'s edge comes from ``values`` (node indices) with the delays ``delays``
 
 
@@ -168,10 +183,15 @@ def _plan(*ops: _Op) -> Plan:
     return Plan(tuple(op for op in ops if len(op.nodes)))
 
 
-def plan(m: RankModel, fix: Fix | Scale, ctx: Context) -> Plan:
+def plan(m: RankModel, fix: Lever, ctx: Context) -> Plan:
     """What ``fix`` changes in ``m`` (module doc)."""
     if isinstance(fix, Scale):
         return _scale(m, fix, ctx)
+    if isinstance(fix, HostSlowdown):
+        clock = m.clock_edges()
+        if not len(clock) or fix.share <= 0:
+            return Plan()
+        return _ops(_Op(_SLOT_SCALE, clock, slot=0, factor=1.0 + fix.share))
     cause = causes.find(fix.cause)
     if cause is None or cause.fix is None:
         raise ValueError(f"unknown fix {fix.cause!r}; known: {', '.join(FIX_CAUSES)}")
@@ -211,6 +231,9 @@ def _apply_op(e: Edges, op: _Op, sl: slice) -> None:
             live = e.src[nodes, op.slot] >= 0
             nodes, cut = nodes[live], np.asarray(cut)[live]
         e.store("delay", (nodes, op.slot), np.maximum(e.delay[nodes, op.slot].astype(_I64) - cut, 0))
+    elif op.kind == _SLOT_SCALE:
+        now = e.delay[nodes, op.slot].astype(_I64)
+        e.store("delay", (nodes, op.slot), np.where(now > 0, (now * op.factor).astype(_I64), now))
     elif op.kind == _REWIRE:
         e.writable("src")[nodes, op.slot] = np.asarray(_part(op.values, sl))
         e.store("delay", (nodes, op.slot), np.asarray(_part(op.delays, sl)))
@@ -245,7 +268,7 @@ def _part(values: Any, sl: slice) -> Any:
     return values[sl] if isinstance(values, np.ndarray) and values.ndim else values
 
 
-def apply(m: RankModel, e: Edges, fix: Fix | Scale, ctx: Context) -> None:
+def apply(m: RankModel, e: Edges, fix: Lever, ctx: Context) -> None:
     """Transform ``e`` (in place) as ``fix`` says."""
     apply_plan(e, plan(m, fix, ctx))
 
@@ -277,7 +300,7 @@ def _ops(*ops: _Op | None) -> Plan:
 GAP_CLASSES_READ: tuple[str, ...] = tuple(c.name for c in causes.fixes() if c.fix_reads_gaps)
 
 
-def reads_gaps(fix: Fix | Scale) -> bool:
+def reads_gaps(fix: Lever) -> bool:
     """Whether planning ``fix`` reads the classified gaps (``Context.gaps``): the others are planned and
     replayed before the rules have classified them (``whatif.predict_staged``)."""
     return isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ
@@ -608,7 +631,7 @@ def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     return _ops(scaled, _shrink_host(m, us, ue, 1.0 - 1.0 / fix.factor))
 
 
-__all__ = ["FIX_CAUSES", "Fix", "Scale", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
+__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
            "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_data_starved",
            "plan_launch_bound", "plan_sync_stall", "plan_comm_bound", "plan_one_time", "plan_pipeline_bubble",
            "plan_memory_bound"]

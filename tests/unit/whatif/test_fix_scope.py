@@ -167,3 +167,16 @@ def test_a_bus_bound_data_starved_window_says_the_bus_is_the_bound() -> None:
     c = {x.cause: x for x in consistency_of(a)}["data-starved"]
     assert not c.holds and c.reason == "bus" and c.figure_ns > 0
     assert "the bus is the bound" in section(a)
+
+
+def test_the_loader_fix_states_an_interval_the_workers_competition_bounds() -> None:
+    """More loader workers take the loading off the training thread but compete with it: the data fix's prediction
+    is an interval from the step with the host as measured to the step with the host whatif_worker_host_slowdown
+    slower; a fix that moves no host work elsewhere has none."""
+    a = analyze([traceread.load(str(FIXTURES / "kineto2021_resnet50_workers0_run2.pt.trace.json.gz"))])
+    w = a.whatif
+    assert w is not None
+    data, launch = w.prediction("data-starved"), w.prediction("launch-bound")
+    assert data is not None and data.step_ns is not None and data.step_high_ns is not None
+    assert data.step_ns < data.step_high_ns <= data.step_ns * (1 + a.cfg.whatif_worker_host_slowdown) + 1
+    assert launch is not None and launch.step_high_ns is None
