@@ -272,7 +272,9 @@ def _with_interval(units: list[_Unit], p: FixPrediction, todo: list[list[fx.Leve
     if p.step_ns is None:
         return p
     high, _ = _run_each(units, [[*t, slow] for t in todo])
-    return replace(p, step_high_ns=max(high, p.step_ns))
+    if high - p.step_ns < LISTED_MIN_SHARE * p.step_ns:
+        return p  # nothing competes with the training thread, or the host has slack: no interval to state
+    return replace(p, step_high_ns=high)
 
 
 def _run_each(units: list[_Unit], todo: list[list[fx.Lever]]) -> tuple[int, int]:

@@ -189,8 +189,8 @@ def plan(m: RankModel, fix: Lever, ctx: Context) -> Plan:
         return _scale(m, fix, ctx)
     if isinstance(fix, HostSlowdown):
         clock = m.clock_edges()
-        if not len(clock) or fix.share <= 0:
-            return Plan()
+        if not len(clock) or fix.share <= 0 or not _loads_data(m, ctx):
+            return Plan()  # no loading to move to workers: nothing competes with the training thread
         return _ops(_Op(_SLOT_SCALE, clock, slot=0, factor=1.0 + fix.share))
     cause = causes.find(fix.cause)
     if cause is None or cause.fix is None:
@@ -303,7 +303,7 @@ GAP_CLASSES_READ: tuple[str, ...] = tuple(c.name for c in causes.fixes() if c.fi
 def reads_gaps(fix: Lever) -> bool:
     """Whether planning ``fix`` reads the classified gaps (``Context.gaps``): the others are planned and
     replayed before the rules have classified them (``whatif.predict_staged``)."""
-    return isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ
+    return isinstance(fix, HostSlowdown) or (isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ)
 
 
 def gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
@@ -356,6 +356,13 @@ def plan_data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
         us, ue = intervals.union(np.concatenate((us, hs)), np.concatenate((ue, he)))
     shrink = _shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
     return _ops(shrink, *_pinned_batch_copies(m, ctx), *_prefetched_batch_copies(m, ctx))
+
+
+def _loads_data(m: RankModel, ctx: Context) -> bool:
+    """Whether the rank's training thread loads data (what loader workers would take over)."""
+    v = ctx.view
+    rows = v.rows(*rank_host(m.rank))
+    return bool(_loading_rows(v, rows).any()) or bool(len(_host_input_time(m, ctx)[0]))
 
 
 # The evidence kind of a data-starved gap held by input work on the training thread (traceread.rules.data_starved)
