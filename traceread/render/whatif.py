@@ -15,6 +15,8 @@ from traceread.render.names import md_text
 from traceread.vocabulary import GAP_CLASSES
 from traceread.whatif import LISTED_MIN_SHARE
 
+# A dependencies-alone error past 3% names the external waits it leaves out (the replay's acceptance bound)
+EXTERNAL_NAMED_ERROR = 0.03
 MIN_SHOWN_SHARE = LISTED_MIN_SHARE  # a fix predicted to move the step by less than 0.1% is not listed
 
 
@@ -62,7 +64,12 @@ def replay_error_text(w: Any) -> str:
     and the replay's with nominal delays only (what the dependencies alone explain)."""
     if w.dependency_error is None:
         return signed_pct(w.replay_error)
-    return f"calibrated {signed_pct(w.replay_error)}, dependencies alone {signed_pct(w.dependency_error)}"
+    text = f"calibrated {signed_pct(w.replay_error)}, dependencies alone {signed_pct(w.dependency_error)}"
+    external = int(getattr(w, "external_wait_ns", 0) or 0)
+    if abs(w.dependency_error) > EXTERNAL_NAMED_ERROR and external > 0:
+        text += (f", which leaves out {ms(external)} of external waits (GPU ops waiting for work the trace does not "
+                 "show: another process, work issued before the capture)")
+    return text
 
 
 def section(a: Analysis) -> str:

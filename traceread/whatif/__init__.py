@@ -160,7 +160,12 @@ class _Unit:
             if self.changes is not None:
                 raise RuntimeError("what-if: a replay asked for after the model was released")
             if nominal:
-                e = nominal_edges(m, self.ctx.view.name[m.row[m.sync_end]], self.scratch)
+                v = self.ctx.view
+                lp = m.launch_point
+                rows = m.row[np.maximum(lp, 0)]
+                long_call = (lp >= 0) & (rows >= 0) & \
+                    ((v.end[rows] - v.start[rows]).astype(_I64) > self.ctx.cfg.launch_call_max_ns)
+                e = nominal_edges(m, v.name[m.row[m.sync_end]], self.scratch, long_call)
             else:
                 e = fx.Edges.of(m, self.scratch)
                 for f in key[0]:

@@ -180,3 +180,16 @@ def test_the_loader_fix_states_an_interval_the_workers_competition_bounds() -> N
     assert data is not None and data.step_ns is not None and data.step_high_ns is not None
     assert data.step_ns < data.step_high_ns <= data.step_ns * (1 + a.cfg.whatif_worker_host_slowdown) + 1
     assert launch is not None and launch.step_high_ns is None
+
+
+@needs_shared
+def test_a_dependencies_alone_error_names_the_external_wait_it_leaves_out() -> None:
+    """sglang's decode capture: its GPU waited 463.5 ms for work recorded before the capture; the dependencies alone
+    leave that out (-97.7%), and the report names it instead of showing a bare replay error."""
+    from traceread.render.whatif import section
+
+    a = analyze([traceread.load(str(SHARED_TRACES / "kineto" / "tracelens_sglang_decode_mi300x.json.gz"))])
+    w = a.whatif
+    assert w is not None and w.dependency_error is not None and w.dependency_error < -0.5
+    assert w.external_wait_ns >= 0.9 * (w.measured_step_ns - (w.dependency_step_ns or 0))
+    assert "of external waits" in section(a)
