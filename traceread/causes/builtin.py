@@ -70,7 +70,8 @@ BUILTIN: tuple[Cause, ...] = (
         rule="traceread.rules.launch_bound", precedence=6,
         fix=f"{_FIXES}:plan_launch_bound",
         assumption="kernels replayed from CUDA graphs: the dispatch between launches costs whatif_graph_node_ns a "
-                   "kernel; data loading and driver work stay",
+                   "kernel, kernels run the in-graph gap apart after one graph launch a stretch; data loading and "
+                   "driver work stay",
     ),
     Cause(
         COMM_BOUND, STEADY, title="Comm-bound",

@@ -478,7 +478,84 @@ def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     fix is planned beside the rules): one-time work in warm-up steps is outside the steady median anyway."""
     us, ue = _dispatch_union(m, fix, ctx)
     ctx.between()
-    return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
+    frac = 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor
+    graph = _graph_gaps(m, us, ue, ctx) if fix.factor is None else ()
+    return _ops(_shrink_host(m, us, ue, frac), *graph)
+
+
+def graph_launch_cost(m: RankModel, ctx: Context) -> tuple[int, str]:
+    """What a graph launch adds before its first kernel (ns) and where it comes from: the median ``cudaGraphLaunch``
+    call where the trace holds one, else ``whatif_graph_launch_ns``."""
+    v = ctx.view
+    calls = v.rows(*rank_calls(m.rank))
+    graph = calls[_graph_launches(v, calls)] if len(calls) else calls
+    if len(graph):
+        return int(np.median((v.end[graph] - v.start[graph]).astype(_I64))), "trace"
+    return int(ctx.cfg.whatif_graph_launch_ns), "constant"
+
+
+def _graph_launches(v: EventView, calls: np.ndarray) -> np.ndarray:
+    return np.asarray(v.map_names(calls, lambda names: np.array([bool(_GRAPH_LAUNCH.search(str(n))) for n in names],
+                                                                dtype=bool)), dtype=bool)
+
+
+def graph_kernel_gap(m: RankModel, ctx: Context) -> tuple[int, str]:
+    """The gap between two kernels of one replayed CUDA graph (ns) and where it comes from: the median gap between
+    consecutive kernels of one graph launch where the trace holds at least ``_GRAPH_GAPS_MIN`` of them, else
+    ``whatif_graph_kernel_gap_ns`` (docs/whatif.md gives its source)."""
+    v = ctx.view
+    calls = v.rows(*rank_calls(m.rank))
+    graph = calls[_graph_launches(v, calls)] if len(calls) else calls
+    if len(graph):
+        has = m.launch_point >= 0
+        ops, lp = m.op_nodes[has], m.launch_point[has]
+        launched = np.isin(m.row[lp], graph)
+        ops, lp = ops[launched], lp[launched]
+        order = np.lexsort((m.time[ops], lp))
+        ops, lp = ops[order], lp[order]
+        same = lp[1:] == lp[:-1]
+        gaps = (m.time[ops[1:]] - (m.time[ops[:-1]] + m.dur[ops[:-1]]))[same]
+        gaps = gaps[gaps >= 0]
+        if len(gaps) >= _GRAPH_GAPS_MIN:
+            return int(np.median(gaps)), "trace"
+    return int(ctx.cfg.whatif_graph_kernel_gap_ns), "constant"
+
+
+_GRAPH_GAPS_MIN = 16  # in-graph gaps the trace must hold for its own median to replace the constant
+_GRAPH_LAUNCH = re.compile(r"(?i)(cuda|hip|cu)GraphLaunch")
+
+
+def _graph_gaps(m: RankModel, us: np.ndarray, ue: np.ndarray, ctx: Context) -> tuple[_Op, ...]:
+    """Kernels launched inside the dispatch CUDA graphs remove run as a graph runs them: each follows the kernel
+    before it on its stream after the in-graph gap (:func:`graph_kernel_gap`), not the eager turnaround, and the
+    first of each stretch (one graph) waits for the graph's launch (:func:`graph_launch_cost`)."""
+    if not len(us):
+        return ()
+    has = m.launch_point >= 0
+    ops, lp = m.op_nodes[has], m.launch_point[has]
+    t = m.time[lp].astype(_I64)
+    i = np.searchsorted(us, t, side="right") - 1
+    inside = (i >= 0) & (t <= ue[np.maximum(i, 0)])  # a launch at a dispatch stretch's end is the graph's too
+    # One graph a stretch of dispatch: the union's pieces a node's host cost apart (the holes the cut leaves between
+    # consecutive launches) belong to one stretch
+    bridge = 2 * int(ctx.cfg.whatif_graph_node_ns) + 1
+    run = np.concatenate(([0], np.cumsum(us[1:] - ue[:-1] > bridge)))
+    ops, lp, t, i = ops[inside], lp[inside], t[inside], run[i[inside]]
+    order = np.lexsort((t, i))
+    head = np.concatenate(([True], i[order][1:] != i[order][:-1])) if len(ops) else np.zeros(0, bool)
+    first, first_lp = ops[order][head], lp[order][head]
+    first = first[m.src[first, 0] == first_lp]  # the launch edge is still slot 0's
+    ops = ops[m.src[ops, 1] >= 0]
+    gap, _ = graph_kernel_gap(m, ctx)
+    # Only the eager turnaround becomes the in-graph gap: a longer stream delay holds a wait the graph keeps
+    turnaround = int(m.nominal.get("stream_turnaround_ns", 0))
+    cut = np.maximum(np.minimum(m.delay[ops, 1].astype(_I64), turnaround) - gap, 0)
+    keep = cut > 0
+    launch, _ = graph_launch_cost(m, ctx)
+    out = [_Op(_SHRINK, ops[keep], cut[keep], 1)] if keep.any() else []
+    if len(first) and launch > 0:  # a negative cut lengthens the launch edge
+        out.append(_Op(_SHRINK, first, np.full(len(first), -launch, _I64), 0))
+    return tuple(out)
 
 
 def _dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np.ndarray]:

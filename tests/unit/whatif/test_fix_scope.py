@@ -193,3 +193,38 @@ def test_a_dependencies_alone_error_names_the_external_wait_it_leaves_out() -> N
     assert w is not None and w.dependency_error is not None and w.dependency_error < -0.5
     assert w.external_wait_ns >= 0.9 * (w.measured_step_ns - (w.dependency_step_ns or 0))
     assert "of external waits" in section(a)
+
+
+def test_the_cuda_graph_model_reads_its_gap_and_launch_cost_from_graph_launches(tmp_path: Path) -> None:
+    """A trace with graph launches gives the model its in-graph gap (the median gap between kernels of one
+    cudaGraphLaunch, counted here from the kernels) and its launch cost (the median cudaGraphLaunch); one without
+    falls back on whatif_graph_kernel_gap_ns and whatif_graph_launch_ns."""
+    from tracesynth.kineto_writer import write_kineto
+    from tracesynth.planted import PlantSpec, plant
+
+    from traceread.whatif.fixes import graph_kernel_gap, graph_launch_cost
+
+    weights = {"launch-bound": 3.0}
+    spec = PlantSpec(seed=1, ranks=1, steps=8, jitter=0.1, weights=weights, paired=True)
+    for captured in (False, True):
+        path = tmp_path / f"g{int(captured)}.pt.trace.json"
+        write_kineto(plant(PlantSpec(**{**spec.__dict__, "graphs_captured": captured})).scenario, str(path))
+        trace = traceread.load(str(path))
+        a = analyze([trace])
+        v = event_view(trace)
+        m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
+        ctx = Context(v, a.gaps, a.cfg)
+        gap, gap_from = graph_kernel_gap(m, ctx)
+        cost, cost_from = graph_launch_cost(m, ctx)
+        if not captured:
+            assert (gap, gap_from) == (a.cfg.whatif_graph_kernel_gap_ns, "constant")
+            assert (cost, cost_from) == (a.cfg.whatif_graph_launch_ns, "constant")
+            continue
+        ev = trace.events
+        launches = ev[ev["name"].astype(str) == "cudaGraphLaunch"]
+        kernels = ev[ev["correlation"].isin(set(launches["correlation"])) & (ev["lane"] == schema.LANE_GPU_COMPUTE)]
+        kernels = kernels.sort_values(["correlation", "start_ns"])
+        same = kernels["correlation"].to_numpy()[1:] == kernels["correlation"].to_numpy()[:-1]
+        gaps = (kernels["start_ns"].to_numpy()[1:] - kernels["end_ns"].to_numpy()[:-1])[same]
+        assert gap_from == "trace" and gap == int(np.median(gaps[gaps >= 0])) and 250 <= gap <= 430
+        assert cost_from == "trace" and cost == int((launches["end_ns"] - launches["start_ns"]).median())
