@@ -1,6 +1,7 @@
 """Fixes as transformations of a rank's dependency model, one per lever of the report.
 
-Each lever reads the recorded times once and returns a :class:`Plan`: the durations, delays and edges
+(The data-starved and launch-bound planners live in :mod:`traceread.whatif.loading` and
+:mod:`traceread.whatif.graphs`.) Each lever reads the recorded times once and returns a :class:`Plan`: the durations, delays and edges
 it changes, on the nodes it touches; :func:`apply_plan` applies it to a replay's :class:`Edges` (the
 model's arrays, each copied on its first write), and the sweep moves everything downstream. A plan is
 made once per rank and fix and serves the fix's own replay and the "all" replay alike. What each assumes (docs/whatif.md):
@@ -35,10 +36,10 @@ import pandas as pd
 
 from traceread import bounds, causes, intervals, kernel_classes, schema
 from traceread.config import Thresholds
-from traceread.engine.lanes import API_CATS, EventView
+from traceread.engine.lanes import EventView
 from traceread.host_calls import INPUT_WORK
-from traceread.vocabulary import DATA_STARVED, ONE_TIME_COST, PIPELINE_BUBBLE, SYNC_STALL
-from traceread.whatif.model import OP_START, RankModel, rank_calls, rank_host
+from traceread.vocabulary import ONE_TIME_COST, PIPELINE_BUBBLE, SYNC_STALL
+from traceread.whatif.model import OP_START, RankModel, rank_host
 from traceread.whatif.sweep import fits, host_cut
 
 # The levers a fix can name: the causes whose record names a planner (traceread.causes), in report order.
@@ -189,7 +190,9 @@ def plan(m: RankModel, fix: Lever, ctx: Context) -> Plan:
         return _scale(m, fix, ctx)
     if isinstance(fix, HostSlowdown):
         clock = m.clock_edges()
-        if not len(clock) or fix.share <= 0 or not _loads_data(m, ctx):
+        from traceread.whatif.loading import loads_data  # the data fix's module imports this one
+
+        if not len(clock) or fix.share <= 0 or not loads_data(m, ctx):
             return Plan()  # no loading to move to workers: nothing competes with the training thread
         return _ops(_Op(_SLOT_SCALE, clock, slot=0, factor=1.0 + fix.share))
     cause = causes.find(fix.cause)
@@ -341,276 +344,6 @@ def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, row
 
 # --- the levers -----------------------------------------------------------------------------------------
 
-def plan_data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    """The host input work the data-starved rule found goes: the training thread's data loading (DataLoader
-    ranges, input-work frames), the host time in gaps the rule judged host input work (the batch built on the
-    training thread: its runtime calls stay), pageable batch copies made pinned and asynchronous, and the
-    batch copies holding data-starved gaps prefetched (:func:`_prefetched_batch_copies`)."""
-    v = ctx.view
-    rows = v.rows(*rank_host(m.rank))
-    loading = _loading_rows(v, rows)
-    us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), loading, rows) if loading.any() else \
-        (np.zeros(0, _I64), np.zeros(0, _I64))
-    hs, he = _host_input_time(m, ctx)
-    if len(hs):
-        us, ue = intervals.union(np.concatenate((us, hs)), np.concatenate((ue, he)))
-    shrink = _shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
-    return _ops(shrink, *_pinned_batch_copies(m, ctx), *_prefetched_batch_copies(m, ctx))
-
-
-def _loads_data(m: RankModel, ctx: Context) -> bool:
-    """Whether the rank's training thread loads data (what loader workers would take over)."""
-    v = ctx.view
-    rows = v.rows(*rank_host(m.rank))
-    return bool(_loading_rows(v, rows).any()) or bool(len(_host_input_time(m, ctx)[0]))
-
-
-# The evidence kind of a data-starved gap held by input work on the training thread (traceread.rules.data_starved)
-_HOST_INPUT = "host-input"
-
-
-def _host_input_time(m: RankModel, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
-    """The host time of data-starved gaps the rule judged host input work, less the runtime calls there."""
-    g = ctx.gaps
-    if g.empty or "evidence_kind" not in g.columns or "class" not in g.columns:
-        return np.zeros(0, _I64), np.zeros(0, _I64)
-    g = g[(g["class"] == DATA_STARVED) & (g["rank"] == m.rank) & (g["evidence_kind"] == _HOST_INPUT)]
-    if g.empty:
-        return np.zeros(0, _I64), np.zeros(0, _I64)
-    gs, ge = intervals.union(g["start_ns"].to_numpy(_I64), g["end_ns"].to_numpy(_I64))
-    v = ctx.view
-    calls = v.rows(*rank_calls(m.rank))
-    cs, ce = intervals.union(v.start[calls].astype(_I64), v.end[calls].astype(_I64))
-    _, hs, he = intervals.complement_in_windows(cs, ce, gs, ge)
-    return hs, he
-
-
-def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
-    """The batch's pageable HtoD copies inside data-starved gaps cost what the trace's pinned HtoD
-    copies cost (their median), and the host does not wait for them (``non_blocking=True``)."""
-    c = ctx.copies
-    if c is None or c.empty:
-        return ()
-    htod_pinned = (c["copy_kind"] == "HtoD").to_numpy(dtype=bool, na_value=False) & \
-        (c["src_kind"] == "Pinned").to_numpy(dtype=bool, na_value=False)
-    if not htod_pinned.any():
-        return ()  # no pinned HtoD copy in the trace: no cost to give the pageable ones
-    memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
-    nodes = m.op_nodes[m.lane == memcpy]
-    if not len(nodes):
-        return ()
-    rows = m.row[nodes]
-    side = c.set_index("row")
-    kind = side["copy_kind"].astype(str).reindex(rows).to_numpy()
-    src_kind = side["src_kind"].astype(str).reindex(rows).to_numpy()
-    htod = kind == "HtoD"
-    pinned = htod & (src_kind == "Pinned")
-    if not pinned.any():
-        return ()
-    us, ue = gap_union(ctx, m, DATA_STARVED)
-    start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
-    slow = htod & (src_kind == "Pageable") & (intervals.overlap_with_union(start, end, us, ue) > 0)
-    waits = np.isin(m.src[m.sync_end, 1], nodes[slow])
-    return (_Op(_DUR_MIN, nodes[slow], int(np.median(m.dur[nodes[pinned]]))),
-            _Op(_FREE, m.sync_end[waits], m.sync_wait_slot_delay[waits], waiting=True))
-
-
-def _copy_held(ctx: Context, m: RankModel) -> tuple[np.ndarray, np.ndarray]:
-    """The data-starved gaps the batch copy holds (it covers ``data_loader_cover`` of the gap, more than a
-    loader does): a loader-held gap's copy is the loader's to speed up, not the copy's."""
-    g = ctx.gaps
-    need = ("class", "rank", "start_ns", "end_ns", "memcpy_htod_ns", "dataloader_ns")
-    if g.empty or any(c not in g.columns for c in need):
-        return np.zeros(0, _I64), np.zeros(0, _I64)
-    g = g[(g["class"] == DATA_STARVED) & (g["rank"] == m.rank)]
-    dur = (g["end_ns"] - g["start_ns"]).to_numpy(_I64)
-    htod, loader = g["memcpy_htod_ns"].to_numpy(_I64), g["dataloader_ns"].to_numpy(_I64)
-    held = (htod >= ctx.cfg.data_loader_cover * dur) & (htod > loader)
-    return intervals.union(g["start_ns"].to_numpy(_I64)[held], g["end_ns"].to_numpy(_I64)[held])
-
-
-def _prefetched_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
-    """Host-to-device copies holding data-starved gaps (:func:`_copy_held`) are prefetched (``non_blocking=True`` on a side stream,
-    issued a batch ahead): the op after each on its stream no longer waits for it, and no host sync does; the
-    copies still take the bus one after another (each waits for the one before it), so a run whose step is the
-    bus's time stays at it."""
-    memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
-    c = ctx.copies
-    nodes = m.op_nodes[m.lane == memcpy]
-    if c is None or c.empty or not len(nodes):
-        return ()
-    side = c.set_index("row")
-    htod = side["copy_kind"].astype(str).reindex(m.row[nodes]).to_numpy() == "HtoD"
-    us, ue = _copy_held(ctx, m)
-    start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
-    batch = np.sort(nodes[htod & (intervals.overlap_with_union(start, end, us, ue) > 0)])
-    if not len(batch):
-        return ()
-    # The op after a copy on its stream now waits for the op before the copy (the first that is no batch copy)
-    before = m.src[:, 1].astype(_I64)
-    is_batch = np.zeros(len(m.time), dtype=bool)
-    is_batch[batch] = True
-    follows = np.flatnonzero((before >= 0) & is_batch[np.maximum(before, 0)] & ~is_batch)
-    src = before[follows]
-    for _ in range(64):  # a run of batch copies back to back: step over each (pointer jumping)
-        more = (src >= 0) & is_batch[np.maximum(src, 0)]
-        if not more.any():
-            break
-        src[more] = before[src[more]]
-    turnaround = int(m.nominal.get("stream_turnaround_ns", 0))
-    ops = [_Op(_REWIRE, follows, src.astype(m.src.dtype), 1, delays=np.full(len(follows), turnaround, _I64))]
-    # The bus: each batch copy after the one before it (its free slot 2; slot 1 keeps its stream order)
-    prev, cur = batch[:-1], batch[1:]
-    free = m.src[cur, 2] < 0
-    ops.append(_Op(_REWIRE, cur[free], prev[free].astype(m.src.dtype), 2, delays=np.zeros(int(free.sum()), _I64)))
-    waits = np.isin(m.src[m.sync_end, 1], batch)
-    ops.append(_Op(_FREE, m.sync_end[waits], m.sync_wait_slot_delay[waits], waiting=True))
-    return tuple(ops)
-
-
-def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    """CUDA graphs remove the dispatch between launches, and only that: the host time from one launch to the
-    next on a thread (less ``whatif_graph_node_ns``) where launches follow each other densely (at most
-    ``launch_max_ns_per_launch`` apart, the rule's dense dispatch), and elsewhere the part of it inside the
-    framework's operators and runtime calls (operator overhead). Host time that is not dispatch stays: data
-    loading (the data-starved fix's), driver work (one CUDA call longer than ``launch_call_max_ns``: lazy module
-    loading, context set-up) and a long quiet stretch no operator covers. The classified gaps are not read (the
-    fix is planned beside the rules): one-time work in warm-up steps is outside the steady median anyway."""
-    us, ue = _dispatch_union(m, fix, ctx)
-    ctx.between()
-    frac = 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor
-    graph = _graph_gaps(m, us, ue, ctx) if fix.factor is None else ()
-    return _ops(_shrink_host(m, us, ue, frac), *graph)
-
-
-def graph_launch_cost(m: RankModel, ctx: Context) -> tuple[int, str]:
-    """What a graph launch adds before its first kernel (ns) and where it comes from: the median ``cudaGraphLaunch``
-    call where the trace holds one, else ``whatif_graph_launch_ns``."""
-    v = ctx.view
-    calls = v.rows(*rank_calls(m.rank))
-    graph = calls[_graph_launches(v, calls)] if len(calls) else calls
-    if len(graph):
-        return int(np.median((v.end[graph] - v.start[graph]).astype(_I64))), "trace"
-    return int(ctx.cfg.whatif_graph_launch_ns), "constant"
-
-
-def _graph_launches(v: EventView, calls: np.ndarray) -> np.ndarray:
-    return np.asarray(v.map_names(calls, lambda names: np.array([bool(_GRAPH_LAUNCH.search(str(n))) for n in names],
-                                                                dtype=bool)), dtype=bool)
-
-
-def graph_kernel_gap(m: RankModel, ctx: Context) -> tuple[int, str]:
-    """The gap between two kernels of one replayed CUDA graph (ns) and where it comes from: the median gap between
-    consecutive kernels of one graph launch where the trace holds at least ``_GRAPH_GAPS_MIN`` of them, else
-    ``whatif_graph_kernel_gap_ns`` (docs/whatif.md gives its source)."""
-    v = ctx.view
-    calls = v.rows(*rank_calls(m.rank))
-    graph = calls[_graph_launches(v, calls)] if len(calls) else calls
-    if len(graph):
-        has = m.launch_point >= 0
-        ops, lp = m.op_nodes[has], m.launch_point[has]
-        launched = np.isin(m.row[lp], graph)
-        ops, lp = ops[launched], lp[launched]
-        order = np.lexsort((m.time[ops], lp))
-        ops, lp = ops[order], lp[order]
-        same = lp[1:] == lp[:-1]
-        gaps = (m.time[ops[1:]] - (m.time[ops[:-1]] + m.dur[ops[:-1]]))[same]
-        gaps = gaps[gaps >= 0]
-        if len(gaps) >= _GRAPH_GAPS_MIN:
-            return int(np.median(gaps)), "trace"
-    return int(ctx.cfg.whatif_graph_kernel_gap_ns), "constant"
-
-
-_GRAPH_GAPS_MIN = 16  # in-graph gaps the trace must hold for its own median to replace the constant
-_GRAPH_LAUNCH = re.compile(r"(?i)(cuda|hip|cu)GraphLaunch")
-
-
-def _graph_gaps(m: RankModel, us: np.ndarray, ue: np.ndarray, ctx: Context) -> tuple[_Op, ...]:
-    """Kernels launched inside the dispatch CUDA graphs remove run as a graph runs them: each follows the kernel
-    before it on its stream after the in-graph gap (:func:`graph_kernel_gap`), not the eager turnaround, and the
-    first of each stretch (one graph) waits for the graph's launch (:func:`graph_launch_cost`)."""
-    if not len(us):
-        return ()
-    has = m.launch_point >= 0
-    ops, lp = m.op_nodes[has], m.launch_point[has]
-    t = m.time[lp].astype(_I64)
-    i = np.searchsorted(us, t, side="right") - 1
-    inside = (i >= 0) & (t <= ue[np.maximum(i, 0)])  # a launch at a dispatch stretch's end is the graph's too
-    # One graph a stretch of dispatch: the union's pieces a node's host cost apart (the holes the cut leaves between
-    # consecutive launches) belong to one stretch
-    bridge = 2 * int(ctx.cfg.whatif_graph_node_ns) + 1
-    run = np.concatenate(([0], np.cumsum(us[1:] - ue[:-1] > bridge)))
-    ops, lp, t, i = ops[inside], lp[inside], t[inside], run[i[inside]]
-    order = np.lexsort((t, i))
-    head = np.concatenate(([True], i[order][1:] != i[order][:-1])) if len(ops) else np.zeros(0, bool)
-    first, first_lp = ops[order][head], lp[order][head]
-    first = first[m.src[first, 0] == first_lp]  # the launch edge is still slot 0's
-    ops = ops[m.src[ops, 1] >= 0]
-    gap, _ = graph_kernel_gap(m, ctx)
-    # Only the eager turnaround becomes the in-graph gap: a longer stream delay holds a wait the graph keeps
-    turnaround = int(m.nominal.get("stream_turnaround_ns", 0))
-    cut = np.maximum(np.minimum(m.delay[ops, 1].astype(_I64), turnaround) - gap, 0)
-    keep = cut > 0
-    launch, _ = graph_launch_cost(m, ctx)
-    out = [_Op(_SHRINK, ops[keep], cut[keep], 1)] if keep.any() else []
-    if len(first) and launch > 0:  # a negative cut lengthens the launch edge
-        out.append(_Op(_SHRINK, first, np.full(len(first), -launch, _I64), 0))
-    return tuple(out)
-
-
-def _dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
-    """The host time a CUDA graph removes (:func:`plan_launch_bound`), as a sorted disjoint union."""
-    v, cfg = ctx.view, ctx.cfg
-    none = np.zeros(0, _I64), np.zeros(0, _I64)
-    calls = v.rows(*rank_calls(m.rank))  # the model's own (cached)
-    if len(calls) < 2:
-        return none
-    tid, start = v.tid[calls], v.start[calls]
-    if not intervals.is_sorted(start):
-        calls = calls[np.lexsort((start, tid))]
-    elif np.min(tid) != np.max(tid):  # in time order already: a stable sort by thread (radix, on thread ranks)
-        rank_of, _ = pd.factorize(tid, sort=True)
-        calls = calls[np.argsort(rank_of.astype(np.uint16) if np.max(rank_of) < 2**16 else rank_of, kind="stable")]
-    del tid, start  # the fix is planned beside the model and a replay's copies: what is done with goes first
-    is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
-    pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
-    tids = np.unique(v.tid[calls[is_launch]]) if is_launch.any() else np.zeros(0, _I64)
-    # One CUDA call longer than launch_call_max_ns is driver work (lazy module load, context set-up), not dispatch
-    long_call = (v.end[calls] - v.start[calls]).astype(_I64) > cfg.launch_call_max_ns
-    ls, le = intervals.union(v.start[calls[long_call]].astype(_I64), v.end[calls[long_call]].astype(_I64))
-    node_ns = cfg.whatif_graph_node_ns if fix.factor is None else 0
-    a = v.start[calls[:-1][pair]].astype(_I64, copy=False) + node_ns
-    b = v.start[calls[1:][pair]].astype(_I64, copy=False)
-    del calls, is_launch, pair
-    ok = b > a
-    if not ok.all():
-        a, b = a[ok], b[ok]
-    del ok
-    dense = (b - a) <= cfg.launch_max_ns_per_launch - node_ns
-    ds, de = intervals.union_of_own(a[dense], b[dense])
-    ss, se = intervals.union_of_own(a[~dense], b[~dense])
-    del a, b, dense
-    if len(ss):  # a long stretch between two launches: only the part inside operators and runtime calls
-        os_, oe = _operator_union(m, v, tids)
-        _, _, ss, se = intervals.intersect(ss, se, os_, oe)
-        ds, de = intervals.union(np.concatenate((ds, ss)), np.concatenate((de, se)))
-    # Not dispatch: data loading on the launching threads, long driver calls
-    rows = v.rows(*rank_host(m.rank))
-    loading = _loading_rows(v, rows)
-    fs, fe = _host_ranges(v, m.rank, tids, loading, rows)
-    xs, xe = intervals.union(np.concatenate((fs, ls)), np.concatenate((fe, le)))
-    if len(xs) and len(ds):
-        _, ds, de = intervals.complement_in_windows(xs, xe, ds, de)
-    return ds, de
-
-
-def _operator_union(m: RankModel, v: EventView, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Host time inside framework operators and runtime/driver calls on the launching threads."""
-    rows = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_CPU_OP, *API_CATS), m.rank)
-    rows = rows[np.isin(v.tid[rows], tids)]
-    return intervals.union(v.start[rows].astype(_I64), v.end[rows].astype(_I64))
-
-
 def plan_sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     us, ue = gap_union(ctx, m, SYNC_STALL)
     ends = m.sync_end
@@ -716,6 +449,5 @@ def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
 
 
 __all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
-           "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_data_starved",
-           "plan_launch_bound", "plan_sync_stall", "plan_comm_bound", "plan_one_time", "plan_pipeline_bubble",
+           "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_sync_stall", "plan_comm_bound", "plan_one_time", "plan_pipeline_bubble",
            "plan_memory_bound"]

@@ -15,7 +15,7 @@ from traceread.runner import analyze
 from traceread.whatif import model as mdl
 from traceread.whatif import predict
 from traceread.whatif.fixes import Context, Fix, plan
-from traceread.whatif.fixes import _dispatch_union as dispatch_union
+from traceread.whatif.graphs import dispatch_union
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 RESNET = FIXTURES / "kineto2021_resnet50_bare_list.pt.trace.json.gz"
@@ -202,7 +202,7 @@ def test_the_cuda_graph_model_reads_its_gap_and_launch_cost_from_graph_launches(
     from tracesynth.kineto_writer import write_kineto
     from tracesynth.planted import PlantSpec, plant
 
-    from traceread.whatif.fixes import graph_kernel_gap, graph_launch_cost
+    from traceread.whatif.graphs import graph_kernel_gap, graph_launch_cost
 
     weights = {"launch-bound": 3.0}
     spec = PlantSpec(seed=1, ranks=1, steps=8, jitter=0.1, weights=weights, paired=True)
