@@ -175,15 +175,26 @@ class Thresholds:
     whatif_graph_node_ns: int = _t(
         1_000, "ns per kernel", "launch-bound fix: a kernel inside a replayed CUDA graph costs the host about 1 us "
         "(one cudaGraphLaunch for the whole sequence)")
+    whatif_graph_kernel_gap_ns: int = _t(
+        340, "ns", "launch-bound fix: a replayed CUDA graph runs its kernels 0.26-0.42 us apart on a real eager-to-graph "
+        "pair (eager: 1.0-1.4 us); used where the trace holds no graph launches to measure it from")
+    whatif_graph_launch_ns: int = _t(
+        10_000, "ns per graph", "launch-bound fix: a cudaGraphLaunch holds the host about 10 us before the graph's first "
+        "kernel can start (an assumption where the trace holds no graph launch to measure it from)")
     whatif_memory_factor: float = _t(
         1.5, "x faster", "memory-bound fix: fusing elementwise/normalization kernels saves about a third of their "
         "memory traffic")
+    whatif_worker_host_slowdown: float = _t(
+        0.053, "fraction of host time", "data-starved fix: loader worker processes compete with the training thread; "
+        "its per-op host time rose 5.3% (453 -> 477 us a convolution) from 0 to 4 workers on a real pair: the far "
+        "end of the prediction's interval")
     whatif_bubble_factor: float = _t(
         2.0, "x smaller", "pipeline-bubble fix: an interleaved 1F1B schedule with 2 virtual stages halves the bubble")
 
     # --- diff (traceread diff BEFORE AFTER) ---
     diff_min_steps: int = _t(
-        5, "steady steps per side", "a rank test on fewer steps cannot tell a change from run-to-run noise")
+        4, "steady steps per side", "the rank test's smallest two-sided p with 4 steps a side is 0.029, under "
+        "diff_alpha; with 3 it is 0.1: fewer steps cannot tell a change from run-to-run noise")
     diff_alpha: float = _t(
         0.05, "p-value", "the usual 5% false-alarm rate of the Mann-Whitney U test on per-step times")
     diff_confidence: float = _t(
@@ -239,6 +250,7 @@ _RANGE_OF: dict[str, tuple[float, float, bool, bool]] = {
     "bubble_duration_tolerance": (0.0, math.inf, False, True),  # a fraction of the median, may pass 1
     "whatif_memory_factor": (1.0, math.inf, False, True),  # a speed-up: 1 changes nothing
     "whatif_bubble_factor": (1.0, math.inf, False, True),
+    "whatif_worker_host_slowdown": (0.0, 1.0, False, False),
 }
 
 

@@ -86,6 +86,12 @@ def test_resnet50_four_loader_workers_delivered_the_predicted_data_loading_fix(t
     made = next(p for p in w["predictions"] if p["fix"] == "data-starved")
     print("\n" + w["sentence"])
     assert w["outcome"] == "delivered"
-    assert abs(made["error"]) <= 0.05  # 122.52 ms measured against 118.80 ms predicted: +3.1%
+    # The after side's first step (28% capture boundary) and its outlier are not steady: 4 steps, median 121.13 ms
+    # against 118.80 ms predicted (+2.0%), inside the interval the loader workers' competition gives
+    assert abs(made["error"]) <= 0.03
+    assert made["predicted_step_ns"] <= w["after_step_ns"] <= made["predicted_high_ns"]
     assert made["predicted_step_ns"] < w["before_step_ns"] and w["after_step_ns"] < w["before_step_ns"]
-    assert "The data-starved fix was predicted" in md
+    assert "The data-starved fix was predicted" in md and "inside the predicted interval" in md
+    # The verdict agrees: the steady steps of both sides differ significantly
+    assert doc["verdict"] == "improved", doc["reason"]
+    assert doc["test"]["n_after"] == 4 and doc["test"]["p_value"] < 0.05

@@ -68,8 +68,10 @@ BUILTIN: tuple[Cause, ...] = (
         colour="#e15759",
         job_reason="launch overhead: its GPU waited for the host to dispatch kernels",
         rule="traceread.rules.launch_bound", precedence=6,
-        fix=f"{_FIXES}:plan_launch_bound",
-        assumption="kernels replayed from CUDA graphs: host time from one launch to the next is whatif_graph_node_ns",
+        fix="traceread.whatif.graphs:plan_launch_bound",
+        assumption="kernels replayed from CUDA graphs: the dispatch between launches costs whatif_graph_node_ns a "
+                   "kernel, kernels run the in-graph gap apart after one graph launch a stretch; data loading and "
+                   "driver work stay",
     ),
     Cause(
         COMM_BOUND, STEADY, title="Comm-bound",
@@ -104,8 +106,9 @@ BUILTIN: tuple[Cause, ...] = (
         colour="#4e79a7",
         job_reason="a data stall: it waited for the data loader / host-to-device batch copy before the collective",
         rule="traceread.rules.data_starved", precedence=2,
-        fix=f"{_FIXES}:plan_data_starved", fix_reads_gaps=True,
-        assumption="data loading on the training thread takes no time",
+        fix="traceread.whatif.loading:plan_data_starved", fix_reads_gaps=True,
+        assumption="data loading and batch building on the training thread take no time; batch copies pinned and "
+                   "prefetched (still one after another on the bus)",
         evidence_lanes=(_COPY_LANE, _MEMSET_LANE),
         by_evidence={
             "pageable-copy": (
@@ -205,7 +208,7 @@ BUILTIN: tuple[Cause, ...] = (
                    "allocator growth) before the collective",
         rule="traceread.rules.one_time_cost", precedence=1,
         fix=f"{_FIXES}:plan_one_time", fix_reads_gaps=True,
-        assumption="the one-time work (compilation, capture, set-up) is absent",
+        assumption="the one-time work (compilation, capture, set-up, lazy loading in first launches) is absent",
     ),
     Cause(
         CAPTURE_BOUNDARY, BOUNDARY, title="Capture boundary (not a cause)", verdict=False,

@@ -67,12 +67,13 @@ def command(traces, fix_items, scale_items, out_path, json_path, set_items, conf
             raise RuntimeError(failed)  # a bug in the replay: exit 3, as when it ran outside the analysis
         raise UsageError(failed or "no steps with GPU activity to replay in " + ", ".join(traces))
     from traceread.render.names import terminal_text
-    from traceread.render.whatif import record, text_report
+    from traceread.render.whatif import consistency_of, record, text_report
 
-    text = text_report(w, [t.meta.path.rsplit("/", 1)[-1] for t in loaded])
+    checks = consistency_of(result)
+    text = text_report(w, [t.meta.path.rsplit("/", 1)[-1] for t in loaded], checks)
     if out_path != "-":  # the file is Markdown; the terminal gets the same table without its escapes
         with atomic_open(out_path, "w") as fh:
             fh.write(printable(text, layout=True))
         text = ""
-    emit(terminal_text(text), record(w), json_path)
+    emit(terminal_text(text), record(w, checks), json_path)
     return EXIT_OK

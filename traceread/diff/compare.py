@@ -30,7 +30,7 @@ from traceread.diff import stats, tables
 from traceread.diff.side import SideFacts
 from traceread.vocabulary import GAP_CLASSES, PARTS
 
-DIFF_SCHEMA_VERSION = "1.2"
+DIFF_SCHEMA_VERSION = "1.3"
 VERDICTS = ("improved", "regressed", "no significant change", "inconclusive", "not comparable")
 
 
@@ -141,6 +141,10 @@ def comparability(b: SideFacts, a: SideFacts, cfg: Thresholds) -> tuple[dict[str
     if set(b.step_sources) != set(a.step_sources):
         warnings.append(f"steps were found differently ({', '.join(b.step_sources)} before, "
                         f"{', '.join(a.step_sources)} after): a step may not mean the same work")
+    units = step_units(b, a)
+    rec["step_units"] = units
+    if units != "same":
+        warnings.append(units)
     if set(b.formats) != set(a.formats):
         warnings.append(f"the sides come from different tools ({', '.join(b.formats)} before, "
                         f"{', '.join(a.formats)} after): kernels are matched by name, then by a "
@@ -165,6 +169,26 @@ def comparability(b: SideFacts, a: SideFacts, cfg: Thresholds) -> tuple[dict[str
             warnings.append(f"{s.label}: {s.captures} captures pooled; blocks of the bootstrap may span two runs")
     rec["comparable"] = not blocking
     return rec, warnings, blocking
+
+
+# Inferred steps whose medians differ by this factor or more may be of different units (one side's step holding
+# several of the other's): a fix is rarely worth 45% of the step and never makes a step longer.
+STEP_UNITS_RATIO = 1.8
+
+
+def step_units(b: SideFacts, a: SideFacts) -> str:
+    """"same", or a warning that the two sides' steps may be of different units: one side's steps were inferred
+    (no step markers) and the medians differ ``STEP_UNITS_RATIO``-fold or more."""
+    inferred = [s.label for s in (b, a) if any(str(x).startswith("inferred") for x in s.step_sources)]
+    mb, ma = b.median_step_ns, a.median_step_ns
+    if not inferred or not mb or not ma:
+        return "same"
+    r = max(mb, ma) / min(mb, ma)
+    if r < STEP_UNITS_RATIO:
+        return "same"
+    return (f"the {' and '.join(inferred)} side's steps were inferred (no step markers) and the median steps differ "
+            f"x{r:.2f}: the two sides' steps may be of different units (one holding about {round(r)} of the other's); "
+            "the step times are compared as they are and no fix is checked against them")
 
 
 def _offsetting(attr: pd.DataFrame, b: SideFacts, cfg: Thresholds) -> str:

@@ -31,7 +31,7 @@ from traceread.errors import UserFacingError
 from traceread.host_calls import PROFILER_STEP_PREFIX
 from traceread.render.jsonout import mfu_record
 from traceread.render.whatif import record as whatif_record
-from traceread.vocabulary import GAP_CLASSES, PARTS, part_col, part_of_col
+from traceread.vocabulary import CAPTURE_BOUNDARY, GAP_CLASSES, PARTS, part_col, part_of_col
 
 _COUNT_COLUMNS = {"count": "int64", "total_ns": "int64"}
 
@@ -224,9 +224,17 @@ def _per_step(c: Capture, capture: int) -> pd.DataFrame:
     if s.empty:
         return _empty({"capture": "int64", "step": "int64", "dur_ns": "int64", "steady": "bool"})
     f = s.assign(dur_ns=(s["end_ns"] - s["start_ns"]).astype(np.int64))
+    boundary = part_col(CAPTURE_BOUNDARY)
+    if boundary not in f.columns:
+        f = f.assign(**{boundary: 0})
     per = f.groupby("step", sort=True).agg(dur_ns=("dur_ns", "max"), warmup=("warmup", "any"),
-                                           outlier=("outlier", "any")).reset_index()
+                                           outlier=("outlier", "any"), edge=(boundary, "max")).reset_index()
     steady = ~(per["warmup"].astype(bool) | per["outlier"].astype(bool)).to_numpy()
+    # A step at the capture's edge (idle there because of work issued before the capture, or the profiler
+    # shutting down) is not steady state either: its time is the capture's, not the run's
+    clean = steady & ~(per["edge"].fillna(0).to_numpy() > 0)
+    if clean.any():
+        steady = clean
     return pd.DataFrame({"capture": capture, "step": per["step"].to_numpy(np.int64),
                          "dur_ns": per["dur_ns"].to_numpy(np.int64), "steady": steady})
 

@@ -166,9 +166,9 @@ def _whatif(a: Analysis) -> dict[str, Any] | None:
     """The report's ``whatif`` object (1.3), null when the replay could not run."""
     if a.whatif is None:
         return None
-    from traceread.render.whatif import record
+    from traceread.render.whatif import consistency_of, record
 
-    return plain(record(a.whatif))
+    return plain(record(a.whatif, consistency_of(a)))
 
 
 def launch_stats_record(s: LaunchStats) -> dict[str, Any]:

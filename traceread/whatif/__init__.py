@@ -20,15 +20,20 @@ from traceread import causes
 from traceread.config import Thresholds
 from traceread.engine.lanes import event_view
 from traceread.trace import Trace
-from traceread.vocabulary import COMM_BOUND, GAP_CLASSES, part_col
+from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, part_col
 from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
 from traceread.whatif.fixes import FIX_CAUSES, Fix, Scale
 from traceread.whatif.nominal import nominal_edges
 
-WHATIF_VERSION = "1.1"
+WHATIF_VERSION = "1.2"
 ALL_FIXED = "all"
+# A fix predicted to move the step by less than this share, with no idle of its cause as large, gets no row in the
+# report's table (traceread.render.whatif) and no part in "all of them".
+LISTED_MIN_SHARE = 0.001
+# The causes whose fix moves host work off the training thread (to loader worker processes)
+MOVES_HOST_WORK: tuple[str, ...] = (DATA_STARVED,)
 _I64 = np.int64
 
 
@@ -45,6 +50,9 @@ class FixPrediction:
     naive_step_ns: int | None  # the measured median step minus the cause's idle (None: no idle class)
     once_ns: int = 0  # capture time saved once (first start to last end of the replay)
     assumption: str = ""
+    # The far end of the interval where the fix moves work to other host processes or threads (step_ns is the
+    # near end: they take nothing from the training thread); None where it moves none
+    step_high_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,8 @@ class WhatIf:
     # (input, rank) -> that rank's own step per step row (communication free; rows as the analysis' steps of
     # the rank): :func:`traceread.whatif.straggler.free_comm_lengths`, read off the comm-bound replay
     own_steps: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    # GPU ops' waits for work the trace does not show (another process, work issued before the capture), ns
+    external_wait_ns: int = 0
 
     def per_fix(self) -> pd.DataFrame:
         """One row per prediction (the fixes, then ``all``): flat, for indexes and tables."""
@@ -104,10 +114,11 @@ class _Unit:
     base: tuple[np.ndarray, np.ndarray]
     ctx: fx.Context
     index: rp.StepIndex
-    plans: dict[Fix | Scale, fx.Plan] = field(default_factory=dict)
-    outcomes: dict[tuple[tuple[Fix | Scale, ...], bool], tuple[np.ndarray, int]] = field(default_factory=dict)
+    plans: dict[fx.Lever, fx.Plan] = field(default_factory=dict)
+    outcomes: dict[tuple[tuple[fx.Lever, ...], bool], tuple[np.ndarray, int]] = field(default_factory=dict)
     scratch: dict[str, np.ndarray] = field(default_factory=dict)  # one replay's copies at a time (fx.Edges)
-    changes: dict[Fix | Scale, bool] | None = None  # after release: whether each planned fix changed anything
+    changes: dict[fx.Lever, bool] | None = None  # after release: whether each planned fix changed anything
+    together: list[fx.Lever] = field(default_factory=list)  # the fixes of its "all" replay (_listed)
 
     def release(self) -> None:
         """Drop the model's arrays and the plans once every replay needed has run (their outcomes stay):
@@ -122,7 +133,7 @@ class _Unit:
         self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None)  # the trace's gap rows
         self.index = rp.StepIndex((), self.index.analysed)
 
-    def plan(self, f: Fix | Scale) -> fx.Plan:
+    def plan(self, f: fx.Lever) -> fx.Plan:
         if f not in self.plans:
             self.plans[f] = fx.plan(self.model, f, self.ctx)
             # A plan's temporaries can go back: kept, the replays' copies after it grew the heap past them; once
@@ -130,14 +141,14 @@ class _Unit:
             self.ctx.between()
         return self.plans[f]
 
-    def _changes(self, f: Fix | Scale) -> bool:
+    def _changes(self, f: fx.Lever) -> bool:
         if self.changes is None:
             return not self.plan(f).empty
         if f not in self.changes:
             raise RuntimeError(f"what-if: {f} asked for after the model was released")
         return self.changes[f]
 
-    def outcome(self, todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[np.ndarray, int]:
+    def outcome(self, todo: Sequence[fx.Lever], nominal: bool = False) -> tuple[np.ndarray, int]:
         """Step lengths and capture span of the replay with ``todo`` applied (``nominal``: from the nominal
         delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
         m = self.model
@@ -149,7 +160,12 @@ class _Unit:
             if self.changes is not None:
                 raise RuntimeError("what-if: a replay asked for after the model was released")
             if nominal:
-                e = nominal_edges(m, self.ctx.view.name[m.row[m.sync_end]], self.scratch)
+                v = self.ctx.view
+                lp = m.launch_point
+                rows = m.row[np.maximum(lp, 0)]
+                long_call = (lp >= 0) & (rows >= 0) & \
+                    ((v.end[rows] - v.start[rows]).astype(_I64) > self.ctx.cfg.launch_call_max_ns)
+                e = nominal_edges(m, v.name[m.row[m.sync_end]], self.scratch, long_call)
             else:
                 e = fx.Edges.of(m, self.scratch)
                 for f in key[0]:
@@ -159,7 +175,8 @@ class _Unit:
         return self.outcomes[key]
 
 
-_GAP_COLUMNS = ("class", "rank", "start_ns", "end_ns")  # what the fixes read of the gaps
+# What the fixes read of the gaps
+_GAP_COLUMNS = ("class", "rank", "start_ns", "end_ns", "evidence_kind", "memcpy_htod_ns", "dataloader_ns")
 
 
 def _trace_gaps(gaps: pd.DataFrame, i: int) -> pd.DataFrame:
@@ -186,7 +203,7 @@ def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg
 
 
 def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame | Callable[[], pd.DataFrame],
-               cfg: Thresholds, early: Sequence[tuple[Sequence[Fix | Scale], bool]] = (),
+               cfg: Thresholds, early: Sequence[tuple[Sequence[fx.Lever], bool]] = (),
                between: Callable[[], None] = _nothing) -> Iterator[_Unit]:
     """Each (trace, rank)'s unit, its model built when the unit is reached. ``gaps`` may be a function that
     returns them (:func:`predict_staged`: it may wait for the rules); it is called once a unit's ``early``
@@ -241,11 +258,55 @@ def _median_of_max(step: np.ndarray, ns: np.ndarray) -> int:
     return int(np.median(np.maximum.reduceat(ns, first)))
 
 
-def _run(units: list[_Unit], todo: Sequence[Fix | Scale], nominal: bool = False) -> tuple[int, int]:
+def _run(units: list[_Unit], todo: Sequence[fx.Lever], nominal: bool = False) -> tuple[int, int]:
     """Median step and capture span of the replay with ``todo`` applied (``nominal``: from the
     nominal delays, :mod:`traceread.whatif.nominal`, instead of the calibrated ones)."""
     outcomes = [u.outcome(todo, nominal) for u in units]
     return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
+
+
+def _moves_host_work(f: fx.Lever) -> bool:
+    """Whether the fix moves host work to other processes or threads (loader workers), which then compete with the
+    training thread: its prediction gets an interval (``whatif_worker_host_slowdown``, docs/whatif.md)."""
+    return isinstance(f, Fix) and f.cause in MOVES_HOST_WORK and f.factor is None
+
+
+def _with_interval(units: list[_Unit], p: FixPrediction, todo: list[list[fx.Lever]], slow: fx.HostSlowdown
+                   ) -> FixPrediction:
+    """``p`` with the far end of its interval: the same fixes with the host ``slow.share`` slower."""
+    if p.step_ns is None:
+        return p
+    high, _ = _run_each(units, [[*t, slow] for t in todo])
+    if high - p.step_ns < LISTED_MIN_SHARE * p.step_ns:
+        return p  # nothing competes with the training thread, or the host has slack: no interval to state
+    return replace(p, step_high_ns=high)
+
+
+def _run_each(units: list[_Unit], todo: list[list[fx.Lever]]) -> tuple[int, int]:
+    """:func:`_run` with each unit's own fixes (the "all" replay: each unit's listed ones)."""
+    outcomes = [u.outcome(t) for u, t in zip(units, todo, strict=True)]
+    return _median_step(units, [o[0] for o in outcomes]), max([0, *(o[1] for o in outcomes)])
+
+
+def _listed(u: _Unit, f: fx.Lever, steps: pd.DataFrame) -> bool:
+    """Whether the report's table lists ``f`` for this unit (``render.whatif``'s rule, on the unit's own steps): it
+    moves the unit's median steady step by ``LISTED_MIN_SHARE`` or more, or its cause's idle does. "All of them"
+    combines the listed fixes only: a lever with no row moves nothing the table shows."""
+    keep = _steady(u.steps)
+    if not keep.any():
+        return False
+    measured = float(np.median((u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64)[keep]))
+    step = float(np.median(u.outcome([f])[0][keep]))
+    if abs(measured - step) >= LISTED_MIN_SHARE * measured:
+        return True
+    if not isinstance(f, Fix) or f.cause not in GAP_CLASSES:
+        return False
+    mine = steps
+    if "trace" in mine.columns:
+        mine = mine[mine["trace"] == u.trace]
+    mine = mine[mine["rank"] == u.model.rank] if "rank" in mine.columns else mine
+    naive = _naive(mine, f.cause) if part_col(f.cause) in mine.columns else None
+    return naive is not None and naive < measured * (1 - LISTED_MIN_SHARE)
 
 
 def _naive(steps: pd.DataFrame, cause: str) -> int | None:
@@ -279,13 +340,14 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     for them if need be; the other fixes read those. ``between`` is called between the pieces of each rank's
     build, plans and replays (the runner gives freed heap pages back there)."""
     todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
-    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once.
+    # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once, of those
+    # the table lists (_listed).
     steady = [f for f in todo if not (isinstance(f, Fix) and _one_time(f.cause))]
     # Every replay of a rank runs while its model is built, then the model goes (one rank's at a time).
     unfixed = (False, True)
-    replays: list[tuple[Sequence[Fix | Scale], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
-    if len(steady) > 1:
-        replays.append((steady, False))
+    replays: list[tuple[Sequence[fx.Lever], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
+    slow = fx.HostSlowdown(cfg.whatif_worker_host_slowdown)
+    replays += [([f, slow], False) for f in todo if _moves_host_work(f)]
     # The replays that read no gap (the recorded dependencies; the fixes of causes the rules' classes do not
     # locate: launch, communication, memory-bound kernels) run before the rules are done, on the core the
     # rules leave idle; the rest wait for the classified gaps.
@@ -298,6 +360,11 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
         between()
         for fixed, nominal in replays:
             u.outcome(fixed, nominal)
+        if len(steady) > 1:
+            u.together = [f for f in steady if _listed(u, f, classified()[0])]
+            u.outcome(u.together)
+            if any(_moves_host_work(f) for f in u.together):
+                u.outcome([*u.together, slow])
         u.release()
         mdl.forget_selections(u.ctx.view, u.model.rank)
         units.append(u)
@@ -308,9 +375,13 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     measured = _median_step(units, [(u.steps["end_ns"] - u.steps["start_ns"]).to_numpy(_I64) for u in units])
     replayed, span0 = _run(units, [])
     dependency_step, _ = _run(units, [], nominal=True)
-    preds = [_prediction(units, f, measured, span0, steps) for f in todo]
-    all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, _run(units, steady), measured, span0, None, False,
-                               "every steady-state fix above at once") if len(steady) > 1 else None
+    preds = [_with_interval(units, _prediction(units, f, measured, span0, steps), [[f]] * len(units), slow)
+             if _moves_host_work(f) else _prediction(units, f, measured, span0, steps) for f in todo]
+    together = any(len(u.together) > 1 for u in units)
+    all_fixed = _as_prediction(ALL_FIXED, ALL_FIXED, _run_each(units, [u.together for u in units]), measured, span0,
+                               None, False, "every steady-state fix listed above at once") if together else None
+    if all_fixed is not None and any(_moves_host_work(f) for u in units for f in u.together):
+        all_fixed = _with_interval(units, all_fixed, [u.together for u in units], slow)
     notes = []
     dropped = sum(u.model.dropped_edges for u in units)
     if dropped:
@@ -335,7 +406,8 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
                   steady_steps=int(max(_steady(u.steps).sum() for u in units)), fixes=tuple(preds),
                   all_fixed=all_fixed, assumptions=mdl.assumptions(), notes=tuple(notes),
                   nominal=dict(units[0].model.nominal), dependency_step_ns=dependency_step,
-                  dependency_error=(dependency_step / measured - 1.0) if measured else None, own_steps=own)
+                  dependency_error=(dependency_step / measured - 1.0) if measured else None, own_steps=own,
+                  external_wait_ns=sum(u.model.unexplained_wait_ns for u in units))
 
 
 def _prediction(units: list[_Unit], f: Fix | Scale, measured: int, span0: int, steps: pd.DataFrame) -> FixPrediction:
@@ -384,4 +456,4 @@ def rank_at_speed(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFra
 
 
 __all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "FIX_CAUSES", "predict", "predict_staged", "rank_at_speed", "WHATIF_VERSION",
-           "ALL_FIXED"]
+           "ALL_FIXED", "LISTED_MIN_SHARE"]

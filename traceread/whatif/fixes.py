@@ -1,17 +1,22 @@
 """Fixes as transformations of a rank's dependency model, one per lever of the report.
 
-Each lever reads the recorded times once and returns a :class:`Plan`: the durations, delays and edges
+(The data-starved and launch-bound planners live in :mod:`traceread.whatif.loading` and
+:mod:`traceread.whatif.graphs`.) Each lever reads the recorded times once and returns a :class:`Plan`: the durations, delays and edges
 it changes, on the nodes it touches; :func:`apply_plan` applies it to a replay's :class:`Edges` (the
 model's arrays, each copied on its first write), and the sweep moves everything downstream. A plan is
 made once per rank and fix and serves the fix's own replay and the "all" replay alike. What each assumes (docs/whatif.md):
 
 * ``data-starved``: the training thread's data loading (``enumerate(DataLoader)#...`` ranges and
-  input-work frames on the threads that launch GPU work) takes no host time;
-* ``launch-bound``: the work is captured in CUDA graphs: the host time from one kernel launch to the
-  next launch on the same thread shrinks to ``whatif_graph_node_ns``;
+  input-work frames on the threads that launch GPU work) and the host time of gaps the rule judged host input
+  work take no host time; pageable batch copies cost what pinned ones do; the batch copies holding gaps are
+  prefetched (nothing waits for them, but they take the bus one after another);
+* ``launch-bound``: the work is captured in CUDA graphs: the dispatch between one kernel launch and the
+  next on the same thread (dense launches; elsewhere the time inside operators and runtime calls) shrinks to
+  ``whatif_graph_node_ns``; data loading and driver work (one CUDA call over ``launch_call_max_ns``) stay;
 * ``sync-stall``: the host syncs inside sync-stall gaps return without waiting (their own cost);
 * ``comm-bound``: communication kernels fully overlapped (nothing waits on them), or ``factor``x faster;
-* ``one-time-cost``: the host time inside one-time-cost gaps is absent;
+* ``one-time-cost``: the host time inside one-time-cost gaps is absent, and so is a GPU op's wait for a launch
+  that did one-time work there (lazy module loading in a first launch);
 * ``pipeline-bubble``: the bubble shrinks ``whatif_bubble_factor``x (interleaved 1F1B): the time of
   every wait and p2p kernel inside bubble gaps, and the host time there, shrinks by that factor;
 * ``memory-bound``: memory-bound kernels ``whatif_memory_factor``x faster (fusion);
@@ -33,8 +38,8 @@ from traceread import bounds, causes, intervals, kernel_classes, schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import EventView
 from traceread.host_calls import INPUT_WORK
-from traceread.vocabulary import DATA_STARVED, ONE_TIME_COST, PIPELINE_BUBBLE, SYNC_STALL
-from traceread.whatif.model import OP_START, RankModel, rank_calls, rank_host
+from traceread.vocabulary import ONE_TIME_COST, PIPELINE_BUBBLE, SYNC_STALL
+from traceread.whatif.model import OP_START, RankModel, rank_host
 from traceread.whatif.sweep import fits, host_cut
 
 # The levers a fix can name: the causes whose record names a planner (traceread.causes), in report order.
@@ -70,6 +75,20 @@ class Scale:
 
     def label(self) -> str:
         return f"{self.pattern}={self.factor:g}"
+
+
+@dataclass(frozen=True)
+class HostSlowdown:
+    """Every host-clock interval of a rank ``share`` longer (the far end of a prediction's interval where the fix moves
+    work to other host processes or threads, which then compete with the training thread: docs/whatif.md)."""
+
+    share: float
+
+    def label(self) -> str:
+        return f"host+{self.share:.1%}"
+
+
+Lever = Fix | Scale | HostSlowdown
 
 
 @dataclass
@@ -133,6 +152,8 @@ _DUR_ZERO = "dur_zero"  # duration 0
 _DUR_DIV = "dur_div"  # duration / factor
 _DUR_CUT = "dur_cut"  # duration -= values, not below 0
 _FREE = "free"  # a sync stops waiting (slot 1 dropped) and costs ``values``; ``waiting``: only one still waiting
+_SLOT_SCALE = "slot_scale"  # ``slot``'s delay (as it is when applied: after the fixes before it) times ``factor``
+_REWIRE = "rewire"  # ``slot``'s edge comes from ``values`` (node indices) with the delays ``delays``
 
 
 @dataclass(frozen=True)
@@ -143,6 +164,7 @@ class _Op:
     slot: int = 0
     factor: float = 1.0
     waiting: bool = False
+    delays: np.ndarray | None = None  # _REWIRE: the new edges' delays, per node
 
 
 @dataclass(frozen=True)
@@ -162,10 +184,17 @@ def _plan(*ops: _Op) -> Plan:
     return Plan(tuple(op for op in ops if len(op.nodes)))
 
 
-def plan(m: RankModel, fix: Fix | Scale, ctx: Context) -> Plan:
+def plan(m: RankModel, fix: Lever, ctx: Context) -> Plan:
     """What ``fix`` changes in ``m`` (module doc)."""
     if isinstance(fix, Scale):
         return _scale(m, fix, ctx)
+    if isinstance(fix, HostSlowdown):
+        clock = m.clock_edges()
+        from traceread.whatif.loading import loads_data  # the data fix's module imports this one
+
+        if not len(clock) or fix.share <= 0 or not loads_data(m, ctx):
+            return Plan()  # no loading to move to workers: nothing competes with the training thread
+        return _ops(_Op(_SLOT_SCALE, clock, slot=0, factor=1.0 + fix.share))
     cause = causes.find(fix.cause)
     if cause is None or cause.fix is None:
         raise ValueError(f"unknown fix {fix.cause!r}; known: {', '.join(FIX_CAUSES)}")
@@ -205,6 +234,12 @@ def _apply_op(e: Edges, op: _Op, sl: slice) -> None:
             live = e.src[nodes, op.slot] >= 0
             nodes, cut = nodes[live], np.asarray(cut)[live]
         e.store("delay", (nodes, op.slot), np.maximum(e.delay[nodes, op.slot].astype(_I64) - cut, 0))
+    elif op.kind == _SLOT_SCALE:
+        now = e.delay[nodes, op.slot].astype(_I64)
+        e.store("delay", (nodes, op.slot), np.where(now > 0, (now * op.factor).astype(_I64), now))
+    elif op.kind == _REWIRE:
+        e.writable("src")[nodes, op.slot] = np.asarray(_part(op.values, sl))
+        e.store("delay", (nodes, op.slot), np.asarray(_part(op.delays, sl)))
     elif op.kind == _FREE:
         values = _part(op.values, sl)
         if op.waiting:
@@ -236,7 +271,7 @@ def _part(values: Any, sl: slice) -> Any:
     return values[sl] if isinstance(values, np.ndarray) and values.ndim else values
 
 
-def apply(m: RankModel, e: Edges, fix: Fix | Scale, ctx: Context) -> None:
+def apply(m: RankModel, e: Edges, fix: Lever, ctx: Context) -> None:
     """Transform ``e`` (in place) as ``fix`` says."""
     apply_plan(e, plan(m, fix, ctx))
 
@@ -268,10 +303,10 @@ def _ops(*ops: _Op | None) -> Plan:
 GAP_CLASSES_READ: tuple[str, ...] = tuple(c.name for c in causes.fixes() if c.fix_reads_gaps)
 
 
-def reads_gaps(fix: Fix | Scale) -> bool:
+def reads_gaps(fix: Lever) -> bool:
     """Whether planning ``fix`` reads the classified gaps (``Context.gaps``): the others are planned and
     replayed before the rules have classified them (``whatif.predict_staged``)."""
-    return isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ
+    return isinstance(fix, HostSlowdown) or (isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ)
 
 
 def gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
@@ -280,6 +315,18 @@ def gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndar
         return np.zeros(0, _I64), np.zeros(0, _I64)
     g = g[(g["class"] == cls) & (g["rank"] == m.rank)]
     return intervals.union(g["start_ns"].to_numpy(_I64), g["end_ns"].to_numpy(_I64))
+
+
+def _loading_rows(v: EventView, rows: np.ndarray) -> np.ndarray:
+    """Bool per host row: data loading (``enumerate(DataLoader)#...``, input-work frames). Whether a row is
+    data loading is a property of its name: one table per name, one lookup per row."""
+    codes = v.name[rows]  # -1 (missing) indexes the trailing ''
+    seen = np.zeros(len(v.names), dtype=bool)
+    seen[codes] = True
+    used = np.flatnonzero(seen)
+    loading = v.name_flags["dataloader"].copy()
+    loading[used] |= np.array([bool(INPUT_WORK.search(str(n))) for n in v.names[used]], dtype=bool)
+    return np.asarray(loading[codes], dtype=bool)
 
 
 def _launching_tids(m: RankModel, v: EventView) -> np.ndarray:
@@ -296,83 +343,6 @@ def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, row
 
 
 # --- the levers -----------------------------------------------------------------------------------------
-
-def plan_data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    v = ctx.view
-    rows = v.rows(*rank_host(m.rank))
-    # Whether a row is data loading is a property of its name: one table per name, one lookup per row.
-    codes = v.name[rows]  # -1 (missing) indexes the trailing ''
-    seen = np.zeros(len(v.names), dtype=bool)
-    seen[codes] = True
-    used = np.flatnonzero(seen)
-    loading = v.name_flags["dataloader"].copy()
-    loading[used] |= np.array([bool(INPUT_WORK.search(str(n))) for n in v.names[used]], dtype=bool)
-    shrink = None
-    if loading[used].any():  # else no host row loads data: nothing to shrink on the host clock
-        us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), loading[codes], rows)
-        shrink = _shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
-    return _ops(shrink, *_pinned_batch_copies(m, ctx))
-
-
-def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
-    """The batch's pageable HtoD copies inside data-starved gaps cost what the trace's pinned HtoD
-    copies cost (their median), and the host does not wait for them (``non_blocking=True``)."""
-    c = ctx.copies
-    if c is None or c.empty:
-        return ()
-    htod_pinned = (c["copy_kind"] == "HtoD").to_numpy(dtype=bool, na_value=False) & \
-        (c["src_kind"] == "Pinned").to_numpy(dtype=bool, na_value=False)
-    if not htod_pinned.any():
-        return ()  # no pinned HtoD copy in the trace: no cost to give the pageable ones
-    memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
-    nodes = m.op_nodes[m.lane == memcpy]
-    if not len(nodes):
-        return ()
-    rows = m.row[nodes]
-    side = c.set_index("row")
-    kind = side["copy_kind"].astype(str).reindex(rows).to_numpy()
-    src_kind = side["src_kind"].astype(str).reindex(rows).to_numpy()
-    htod = kind == "HtoD"
-    pinned = htod & (src_kind == "Pinned")
-    if not pinned.any():
-        return ()
-    us, ue = gap_union(ctx, m, DATA_STARVED)
-    start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
-    slow = htod & (src_kind == "Pageable") & (intervals.overlap_with_union(start, end, us, ue) > 0)
-    waits = np.isin(m.src[m.sync_end, 1], nodes[slow])
-    return (_Op(_DUR_MIN, nodes[slow], int(np.median(m.dur[nodes[pinned]]))),
-            _Op(_FREE, m.sync_end[waits], m.sync_wait_slot_delay[waits], waiting=True))
-
-
-def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    v = ctx.view
-    calls = v.rows(*rank_calls(m.rank))  # the model's own (cached)
-    if len(calls) < 2:
-        return Plan()
-    tid, start = v.tid[calls], v.start[calls]
-    if not intervals.is_sorted(start):
-        calls = calls[np.lexsort((start, tid))]
-    elif np.min(tid) != np.max(tid):  # in time order already: a stable sort by thread (radix, on thread ranks)
-        rank_of, _ = pd.factorize(tid, sort=True)
-        calls = calls[np.argsort(rank_of.astype(np.uint16) if np.max(rank_of) < 2**16 else rank_of, kind="stable")]
-    del tid, start  # the fix is planned beside the model and a replay's copies: what is done with goes first
-    is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
-    pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
-    node_ns = ctx.cfg.whatif_graph_node_ns if fix.factor is None else 0
-    a = v.start[calls[:-1][pair]].astype(_I64, copy=False) + node_ns
-    b = v.start[calls[1:][pair]].astype(_I64, copy=False)
-    del calls, is_launch, pair
-    ok = b > a
-    if not ok.all():
-        a, b = a[ok], b[ok]
-    del ok
-    us, ue = intervals.union_of_own(a, b)
-    del a, b
-    # The selections' freed temporaries can go back before the cut's output is made (kept, the cut's arrays
-    # landed beside them)
-    ctx.between()
-    return _ops(_shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor))
-
 
 def plan_sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     us, ue = gap_union(ctx, m, SYNC_STALL)
@@ -391,8 +361,27 @@ def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
 
 
 def plan_one_time(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+    """The one-time work in one-time-cost gaps is absent: the host time there, and the wait of a GPU op for a
+    launch that spent it (lazy module loading inside a first ``cudaLaunchKernel``), down to the nominal launch
+    latency."""
     us, ue = gap_union(ctx, m, ONE_TIME_COST)
-    return _ops(_shrink_host(m, us, ue, 1.0))
+    return _ops(_shrink_host(m, us, ue, 1.0), _shrink_launch_waits(m, us, ue))
+
+
+def _shrink_launch_waits(m: RankModel, us: np.ndarray, ue: np.ndarray) -> _Op | None:
+    """Each op's launch edge (slot 0) shrinks by the part of its span, launch start to op start, inside the union,
+    but not below the nominal launch latency: a launch that held the op for one-time work no longer does."""
+    if not len(us):
+        return None
+    has = m.launch_point >= 0
+    nodes, src = m.op_nodes[has], m.launch_point[has]
+    ok = m.src[nodes, 0] == src  # the launch edge is still slot 0's (the model's own)
+    nodes, src = nodes[ok], src[ok]
+    over = intervals.overlap_with_union(m.time[src].astype(_I64), m.time[nodes].astype(_I64), us, ue)
+    room = np.maximum(m.delay[nodes, 0].astype(_I64) - int(m.nominal.get("launch_latency_ns", 0)), 0)
+    cut = np.minimum(over, room)
+    keep = cut > 0
+    return _Op(_SHRINK, nodes[keep], cut[keep], 0) if keep.any() else None
 
 
 def plan_pipeline_bubble(m: RankModel, fix: Fix, ctx: Context) -> Plan:
@@ -459,7 +448,6 @@ def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     return _ops(scaled, _shrink_host(m, us, ue, 1.0 - 1.0 / fix.factor))
 
 
-__all__ = ["FIX_CAUSES", "Fix", "Scale", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
-           "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_data_starved",
-           "plan_launch_bound", "plan_sync_stall", "plan_comm_bound", "plan_one_time", "plan_pipeline_bubble",
+__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
+           "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_sync_stall", "plan_comm_bound", "plan_one_time", "plan_pipeline_bubble",
            "plan_memory_bound"]

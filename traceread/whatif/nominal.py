@@ -32,10 +32,13 @@ def _per_name(values: np.ndarray, names: np.ndarray, use: np.ndarray, fallback: 
     return out
 
 
-def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.ndarray] | None = None) -> Edges:
+def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.ndarray] | None = None,
+                  driver_work: np.ndarray | None = None) -> Edges:
     """``m``'s edges with every GPU op's and host sync's delays set to the nominal ones (module doc).
     ``sync_names``: the name code of each host sync (``m.sync_end`` order); ``scratch``: as for
-    :meth:`Edges.of`."""
+    :meth:`Edges.of`; ``driver_work``: per op node, whether its launch call did driver work (longer than
+    ``launch_call_max_ns``: a lazy module load in a first launch), whose launch edge then keeps its measured
+    delay (the kernel waited for that work, not for a nominal launch)."""
     e = Edges.of(m, scratch)
     nom = m.nominal
     ops = m.op_nodes
@@ -46,6 +49,8 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.nd
         has = e.src[ops, slot] >= 0
         if slot == 0:
             has &= ~orphan
+            if driver_work is not None and len(driver_work) == len(ops):
+                has &= ~driver_work
         e.store("delay", (ops[has], slot), int(nom.get(key, 0)))
     ends = m.sync_end
     if not len(ends):
@@ -55,7 +60,11 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.nd
     waits = waited >= 0
     ret = m.time[ends] - np.where(waits, m.time[np.maximum(waited, 0)] + m.dur[np.maximum(waited, 0)], 0)
     bound_own = m.delay[ends, 0] == own  # the calibration gave the call's own edge its measured cost
-    e.store("delay", (ends, 0), _per_name(own, sync_names, bound_own, int(nom.get("sync_cost_ns", 0))))
+    cost = _per_name(own, sync_names, bound_own, int(nom.get("sync_cost_ns", 0)))
+    # A sync that waited for nothing (no op to wait for) keeps its measured length: what it spent was its own
+    # (a cudaFree initializing the context), not a wait the dependencies explain
+    cost = np.where(~waits, own, cost)
+    e.store("delay", (ends, 0), cost)
     ret_nom = _per_name(ret, sync_names, waits & ~bound_own, int(nom.get("sync_return_ns", 0)))
     e.store("delay", (ends[waits], 1), ret_nom[waits])
     return e

@@ -187,7 +187,8 @@ PAIRS = {  # lever -> (what is planted, the generator's after-run flag)
 def test_fix_predicted_within_5_percent_of_the_generated_after_run(tmp_path, fmt, seed, lever) -> None:
     """tracesynth simulates the after run afresh from the same workload with the fix made (more
     loader workers, CUDA graphs, syncs taken out, collectives overlapped: ``PlantSpec.paired``); the
-    replay only transforms the before run. Measured: data-starved +0.1%, launch-bound -0.2..0%,
+    replay only transforms the before run. Measured: data-starved +0.1%, launch-bound +0.6..+0.8% (a graph runs
+    its kernels 0.26-0.42 us apart, the model one whatif_graph_kernel_gap_ns apart plus a graph launch per stretch),
     sync-stall 0.0%, comm-bound -3.3..+2.4% (step boundaries move with the host's lead)."""
     weights, flag = PAIRS[lever]
     before = PlantSpec(seed=seed, ranks=1, steps=12, jitter=0.1, weights=weights, paired=True)

@@ -1,0 +1,172 @@
+"""The launch-bound fix (``traceread.causes``' record names :func:`plan_launch_bound`): CUDA graphs remove the dispatch
+between launches, and only that, and run the kernels as a graph does (docs/whatif.md)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from traceread import intervals, schema
+from traceread.engine.lanes import API_CATS, EventView
+from traceread.whatif.fixes import (
+    _SHRINK,
+    Context,
+    Fix,
+    Plan,
+    _host_ranges,
+    _loading_rows,
+    _Op,
+    _ops,
+    _shrink_host,
+)
+from traceread.whatif.model import RankModel, rank_calls, rank_host
+
+_I64 = np.int64
+
+
+def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+    """CUDA graphs remove the dispatch between launches, and only that: the host time from one launch to the
+    next on a thread (less ``whatif_graph_node_ns``) where launches follow each other densely (at most
+    ``launch_max_ns_per_launch`` apart, the rule's dense dispatch), and elsewhere the part of it inside the
+    framework's operators and runtime calls (operator overhead). Host time that is not dispatch stays: data
+    loading (the data-starved fix's), driver work (one CUDA call longer than ``launch_call_max_ns``: lazy module
+    loading, context set-up) and a long quiet stretch no operator covers. The classified gaps are not read (the
+    fix is planned beside the rules): one-time work in warm-up steps is outside the steady median anyway."""
+    us, ue = dispatch_union(m, fix, ctx)
+    ctx.between()
+    frac = 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor
+    graph = _graph_gaps(m, us, ue, ctx) if fix.factor is None else ()
+    return _ops(_shrink_host(m, us, ue, frac), *graph)
+
+
+def graph_launch_cost(m: RankModel, ctx: Context) -> tuple[int, str]:
+    """What a graph launch adds before its first kernel (ns) and where it comes from: the median ``cudaGraphLaunch``
+    call where the trace holds one, else ``whatif_graph_launch_ns``."""
+    v = ctx.view
+    calls = v.rows(*rank_calls(m.rank))
+    graph = calls[_graph_launches(v, calls)] if len(calls) else calls
+    if len(graph):
+        return int(np.median((v.end[graph] - v.start[graph]).astype(_I64))), "trace"
+    return int(ctx.cfg.whatif_graph_launch_ns), "constant"
+
+
+def _graph_launches(v: EventView, calls: np.ndarray) -> np.ndarray:
+    return np.asarray(v.map_names(calls, lambda names: np.array([bool(_GRAPH_LAUNCH.search(str(n))) for n in names],
+                                                                dtype=bool)), dtype=bool)
+
+
+def graph_kernel_gap(m: RankModel, ctx: Context) -> tuple[int, str]:
+    """The gap between two kernels of one replayed CUDA graph (ns) and where it comes from: the median gap between
+    consecutive kernels of one graph launch where the trace holds at least ``_GRAPH_GAPS_MIN`` of them, else
+    ``whatif_graph_kernel_gap_ns`` (docs/whatif.md gives its source)."""
+    v = ctx.view
+    calls = v.rows(*rank_calls(m.rank))
+    graph = calls[_graph_launches(v, calls)] if len(calls) else calls
+    if len(graph):
+        has = m.launch_point >= 0
+        ops, lp = m.op_nodes[has], m.launch_point[has]
+        launched = np.isin(m.row[lp], graph)
+        ops, lp = ops[launched], lp[launched]
+        order = np.lexsort((m.time[ops], lp))
+        ops, lp = ops[order], lp[order]
+        same = lp[1:] == lp[:-1]
+        gaps = (m.time[ops[1:]] - (m.time[ops[:-1]] + m.dur[ops[:-1]]))[same]
+        gaps = gaps[gaps >= 0]
+        if len(gaps) >= _GRAPH_GAPS_MIN:
+            return int(np.median(gaps)), "trace"
+    return int(ctx.cfg.whatif_graph_kernel_gap_ns), "constant"
+
+
+_GRAPH_GAPS_MIN = 16  # in-graph gaps the trace must hold for its own median to replace the constant
+_GRAPH_LAUNCH = re.compile(r"(?i)(cuda|hip|cu)GraphLaunch")
+
+
+def _graph_gaps(m: RankModel, us: np.ndarray, ue: np.ndarray, ctx: Context) -> tuple[_Op, ...]:
+    """Kernels launched inside the dispatch CUDA graphs remove run as a graph runs them: each follows the kernel
+    before it on its stream after the in-graph gap (:func:`graph_kernel_gap`), not the eager turnaround, and the
+    first of each stretch (one graph) waits for the graph's launch (:func:`graph_launch_cost`)."""
+    if not len(us):
+        return ()
+    has = m.launch_point >= 0
+    ops, lp = m.op_nodes[has], m.launch_point[has]
+    t = m.time[lp].astype(_I64)
+    i = np.searchsorted(us, t, side="right") - 1
+    inside = (i >= 0) & (t <= ue[np.maximum(i, 0)])  # a launch at a dispatch stretch's end is the graph's too
+    # One graph a stretch of dispatch: the union's pieces a node's host cost apart (the holes the cut leaves between
+    # consecutive launches) belong to one stretch
+    bridge = 2 * int(ctx.cfg.whatif_graph_node_ns) + 1
+    run = np.concatenate(([0], np.cumsum(us[1:] - ue[:-1] > bridge)))
+    ops, lp, t, i = ops[inside], lp[inside], t[inside], run[i[inside]]
+    order = np.lexsort((t, i))
+    head = np.concatenate(([True], i[order][1:] != i[order][:-1])) if len(ops) else np.zeros(0, bool)
+    first, first_lp = ops[order][head], lp[order][head]
+    first = first[m.src[first, 0] == first_lp]  # the launch edge is still slot 0's
+    ops = ops[m.src[ops, 1] >= 0]
+    gap, _ = graph_kernel_gap(m, ctx)
+    # Only the eager turnaround becomes the in-graph gap: a longer stream delay holds a wait the graph keeps
+    turnaround = int(m.nominal.get("stream_turnaround_ns", 0))
+    cut = np.maximum(np.minimum(m.delay[ops, 1].astype(_I64), turnaround) - gap, 0)
+    keep = cut > 0
+    launch, _ = graph_launch_cost(m, ctx)
+    out = [_Op(_SHRINK, ops[keep], cut[keep], 1)] if keep.any() else []
+    if len(first) and launch > 0:  # a negative cut lengthens the launch edge
+        out.append(_Op(_SHRINK, first, np.full(len(first), -launch, _I64), 0))
+    return tuple(out)
+
+
+def dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """The host time a CUDA graph removes (:func:`plan_launch_bound`), as a sorted disjoint union."""
+    v, cfg = ctx.view, ctx.cfg
+    none = np.zeros(0, _I64), np.zeros(0, _I64)
+    calls = v.rows(*rank_calls(m.rank))  # the model's own (cached)
+    if len(calls) < 2:
+        return none
+    tid, start = v.tid[calls], v.start[calls]
+    if not intervals.is_sorted(start):
+        calls = calls[np.lexsort((start, tid))]
+    elif np.min(tid) != np.max(tid):  # in time order already: a stable sort by thread (radix, on thread ranks)
+        rank_of, _ = pd.factorize(tid, sort=True)
+        calls = calls[np.argsort(rank_of.astype(np.uint16) if np.max(rank_of) < 2**16 else rank_of, kind="stable")]
+    del tid, start  # the fix is planned beside the model and a replay's copies: what is done with goes first
+    is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
+    pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
+    tids = np.unique(v.tid[calls[is_launch]]) if is_launch.any() else np.zeros(0, _I64)
+    # One CUDA call longer than launch_call_max_ns is driver work (lazy module load, context set-up), not dispatch
+    long_call = (v.end[calls] - v.start[calls]).astype(_I64) > cfg.launch_call_max_ns
+    ls, le = intervals.union(v.start[calls[long_call]].astype(_I64), v.end[calls[long_call]].astype(_I64))
+    node_ns = cfg.whatif_graph_node_ns if fix.factor is None else 0
+    a = v.start[calls[:-1][pair]].astype(_I64, copy=False) + node_ns
+    b = v.start[calls[1:][pair]].astype(_I64, copy=False)
+    del calls, is_launch, pair
+    ok = b > a
+    if not ok.all():
+        a, b = a[ok], b[ok]
+    del ok
+    dense = (b - a) <= cfg.launch_max_ns_per_launch - node_ns
+    ds, de = intervals.union_of_own(a[dense], b[dense])
+    ss, se = intervals.union_of_own(a[~dense], b[~dense])
+    del a, b, dense
+    if len(ss):  # a long stretch between two launches: only the part inside operators and runtime calls
+        os_, oe = _operator_union(m, v, tids)
+        _, _, ss, se = intervals.intersect(ss, se, os_, oe)
+        ds, de = intervals.union(np.concatenate((ds, ss)), np.concatenate((de, se)))
+    # Not dispatch: data loading on the launching threads, long driver calls
+    rows = v.rows(*rank_host(m.rank))
+    loading = _loading_rows(v, rows)
+    fs, fe = _host_ranges(v, m.rank, tids, loading, rows)
+    xs, xe = intervals.union(np.concatenate((fs, ls)), np.concatenate((fe, le)))
+    if len(xs) and len(ds):
+        _, ds, de = intervals.complement_in_windows(xs, xe, ds, de)
+    return ds, de
+
+
+def _operator_union(m: RankModel, v: EventView, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Host time inside framework operators and runtime/driver calls on the launching threads."""
+    rows = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_CPU_OP, *API_CATS), m.rank)
+    rows = rows[np.isin(v.tid[rows], tids)]
+    return intervals.union(v.start[rows].astype(_I64), v.end[rows].astype(_I64))
+
+
+__all__ = ["plan_launch_bound", "graph_kernel_gap", "graph_launch_cost", "dispatch_union"]

@@ -1,0 +1,157 @@
+"""The data-starved fix (``traceread.causes``' record names :func:`plan_data_starved`): it removes the host input work
+the data-starved rule found, and only that (docs/whatif.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from traceread import intervals, schema
+from traceread.vocabulary import DATA_STARVED
+from traceread.whatif.fixes import (
+    _DUR_MIN,
+    _FREE,
+    _REWIRE,
+    Context,
+    Fix,
+    Plan,
+    _host_ranges,
+    _launching_tids,
+    _loading_rows,
+    _Op,
+    _ops,
+    _shrink_host,
+    gap_union,
+)
+from traceread.whatif.model import RankModel, rank_calls, rank_host
+
+_I64 = np.int64
+
+
+def plan_data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+    """The host input work the data-starved rule found goes: the training thread's data loading (DataLoader
+    ranges, input-work frames), the host time in gaps the rule judged host input work (the batch built on the
+    training thread: its runtime calls stay), pageable batch copies made pinned and asynchronous, and the
+    batch copies holding data-starved gaps prefetched (:func:`_prefetched_batch_copies`)."""
+    v = ctx.view
+    rows = v.rows(*rank_host(m.rank))
+    loading = _loading_rows(v, rows)
+    us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), loading, rows) if loading.any() else \
+        (np.zeros(0, _I64), np.zeros(0, _I64))
+    hs, he = _host_input_time(m, ctx)
+    if len(hs):
+        us, ue = intervals.union(np.concatenate((us, hs)), np.concatenate((ue, he)))
+    shrink = _shrink_host(m, us, ue, 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor)
+    return _ops(shrink, *_pinned_batch_copies(m, ctx), *_prefetched_batch_copies(m, ctx))
+
+
+def loads_data(m: RankModel, ctx: Context) -> bool:
+    """Whether the rank's training thread loads data (what loader workers would take over)."""
+    v = ctx.view
+    rows = v.rows(*rank_host(m.rank))
+    return bool(_loading_rows(v, rows).any()) or bool(len(_host_input_time(m, ctx)[0]))
+
+
+# The evidence kind of a data-starved gap held by input work on the training thread (traceread.rules.data_starved)
+_HOST_INPUT = "host-input"
+
+
+def _host_input_time(m: RankModel, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """The host time of data-starved gaps the rule judged host input work, less the runtime calls there."""
+    g = ctx.gaps
+    if g.empty or "evidence_kind" not in g.columns or "class" not in g.columns:
+        return np.zeros(0, _I64), np.zeros(0, _I64)
+    g = g[(g["class"] == DATA_STARVED) & (g["rank"] == m.rank) & (g["evidence_kind"] == _HOST_INPUT)]
+    if g.empty:
+        return np.zeros(0, _I64), np.zeros(0, _I64)
+    gs, ge = intervals.union(g["start_ns"].to_numpy(_I64), g["end_ns"].to_numpy(_I64))
+    v = ctx.view
+    calls = v.rows(*rank_calls(m.rank))
+    cs, ce = intervals.union(v.start[calls].astype(_I64), v.end[calls].astype(_I64))
+    _, hs, he = intervals.complement_in_windows(cs, ce, gs, ge)
+    return hs, he
+
+
+def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
+    """The batch's pageable HtoD copies inside data-starved gaps cost what the trace's pinned HtoD
+    copies cost (their median), and the host does not wait for them (``non_blocking=True``)."""
+    c = ctx.copies
+    if c is None or c.empty:
+        return ()
+    htod_pinned = (c["copy_kind"] == "HtoD").to_numpy(dtype=bool, na_value=False) & \
+        (c["src_kind"] == "Pinned").to_numpy(dtype=bool, na_value=False)
+    if not htod_pinned.any():
+        return ()  # no pinned HtoD copy in the trace: no cost to give the pageable ones
+    memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
+    nodes = m.op_nodes[m.lane == memcpy]
+    if not len(nodes):
+        return ()
+    rows = m.row[nodes]
+    side = c.set_index("row")
+    kind = side["copy_kind"].astype(str).reindex(rows).to_numpy()
+    src_kind = side["src_kind"].astype(str).reindex(rows).to_numpy()
+    htod = kind == "HtoD"
+    pinned = htod & (src_kind == "Pinned")
+    if not pinned.any():
+        return ()
+    us, ue = gap_union(ctx, m, DATA_STARVED)
+    start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
+    slow = htod & (src_kind == "Pageable") & (intervals.overlap_with_union(start, end, us, ue) > 0)
+    waits = np.isin(m.src[m.sync_end, 1], nodes[slow])
+    return (_Op(_DUR_MIN, nodes[slow], int(np.median(m.dur[nodes[pinned]]))),
+            _Op(_FREE, m.sync_end[waits], m.sync_wait_slot_delay[waits], waiting=True))
+
+
+def _copy_held(ctx: Context, m: RankModel) -> tuple[np.ndarray, np.ndarray]:
+    """The data-starved gaps the batch copy holds (it covers ``data_loader_cover`` of the gap, more than a
+    loader does): a loader-held gap's copy is the loader's to speed up, not the copy's."""
+    g = ctx.gaps
+    need = ("class", "rank", "start_ns", "end_ns", "memcpy_htod_ns", "dataloader_ns")
+    if g.empty or any(c not in g.columns for c in need):
+        return np.zeros(0, _I64), np.zeros(0, _I64)
+    g = g[(g["class"] == DATA_STARVED) & (g["rank"] == m.rank)]
+    dur = (g["end_ns"] - g["start_ns"]).to_numpy(_I64)
+    htod, loader = g["memcpy_htod_ns"].to_numpy(_I64), g["dataloader_ns"].to_numpy(_I64)
+    held = (htod >= ctx.cfg.data_loader_cover * dur) & (htod > loader)
+    return intervals.union(g["start_ns"].to_numpy(_I64)[held], g["end_ns"].to_numpy(_I64)[held])
+
+
+def _prefetched_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
+    """Host-to-device copies holding data-starved gaps (:func:`_copy_held`) are prefetched (``non_blocking=True`` on a side stream,
+    issued a batch ahead): the op after each on its stream no longer waits for it, and no host sync does; the
+    copies still take the bus one after another (each waits for the one before it), so a run whose step is the
+    bus's time stays at it."""
+    memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
+    c = ctx.copies
+    nodes = m.op_nodes[m.lane == memcpy]
+    if c is None or c.empty or not len(nodes):
+        return ()
+    side = c.set_index("row")
+    htod = side["copy_kind"].astype(str).reindex(m.row[nodes]).to_numpy() == "HtoD"
+    us, ue = _copy_held(ctx, m)
+    start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
+    batch = np.sort(nodes[htod & (intervals.overlap_with_union(start, end, us, ue) > 0)])
+    if not len(batch):
+        return ()
+    # The op after a copy on its stream now waits for the op before the copy (the first that is no batch copy)
+    before = m.src[:, 1].astype(_I64)
+    is_batch = np.zeros(len(m.time), dtype=bool)
+    is_batch[batch] = True
+    follows = np.flatnonzero((before >= 0) & is_batch[np.maximum(before, 0)] & ~is_batch)
+    src = before[follows]
+    for _ in range(64):  # a run of batch copies back to back: step over each (pointer jumping)
+        more = (src >= 0) & is_batch[np.maximum(src, 0)]
+        if not more.any():
+            break
+        src[more] = before[src[more]]
+    turnaround = int(m.nominal.get("stream_turnaround_ns", 0))
+    ops = [_Op(_REWIRE, follows, src.astype(m.src.dtype), 1, delays=np.full(len(follows), turnaround, _I64))]
+    # The bus: each batch copy after the one before it (its free slot 2; slot 1 keeps its stream order)
+    prev, cur = batch[:-1], batch[1:]
+    free = m.src[cur, 2] < 0
+    ops.append(_Op(_REWIRE, cur[free], prev[free].astype(m.src.dtype), 2, delays=np.zeros(int(free.sum()), _I64)))
+    waits = np.isin(m.src[m.sync_end, 1], batch)
+    ops.append(_Op(_FREE, m.sync_end[waits], m.sync_wait_slot_delay[waits], waiting=True))
+    return tuple(ops)
+
+
+__all__ = ["plan_data_starved", "loads_data"]
