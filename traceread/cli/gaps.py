@@ -10,7 +10,7 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.analysis.pipeline import idle_by_class
-from traceread.atomic import atomic_open, write_pieces
+from traceread.atomic import atomic_open
 from traceread.cli.output import emit_chunks, json_option, output_path
 from traceread.config import Thresholds, parse_set_options
 from traceread.engine.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, with_fractions
@@ -21,6 +21,7 @@ from traceread.render.jsonout import trace_entry
 from traceread.rules.evidence import EvidenceChunks, shown_columns
 from traceread.runner import load
 from traceread.runner.gaps import classified_gaps
+from traceread.runner.write import write_pieces
 from traceread.vocabulary import GAP_CLASSES, part_col
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]

@@ -21,10 +21,10 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.analysis.scope import analysis_scope
-from traceread.atomic import write_pieces
 from traceread.render import json_tables, json_text, notes
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
+from traceread.runner.write import write_pieces
 from traceread.vocabulary import GAP_CLASSES, NO_GPU_ACTIVITY, PARTS, VERDICTS, part_col
 
 if TYPE_CHECKING:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from traceread.config import Thresholds
 from traceread.engine.lanes import EngineCache
 from traceread.runner import heap
 from traceread.runner.replay import REPLAY_BESIDE_RULES_MAX_EVENTS, Replay
-from traceread.trace import Trace
+from traceread.trace import SideTables, Trace
 
 if TYPE_CHECKING:
     from traceread.metrics.workload import Workload
@@ -92,10 +93,14 @@ def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale] | 
 
 def share_cache(traces: Sequence[Trace]) -> EngineCache:
     """One engine cache for every trace of an analysis (the one the first of them already carries, else a new
-    one): it keeps one trace's event view at a time, so the analysis of several holds one view, not one each."""
+    one): it keeps one trace's event view at a time, so the analysis of several holds one view, not one each.
+    Each trace's pending side tables are read under a lock of its own: the replay's thread and the rules may
+    ask for one together, and it is read once."""
     cache = next((t.cache for t in traces if t.cache is not None), None) or EngineCache()
     for t in traces:
         t.cache = cache
+        if isinstance(t.side, SideTables) and isinstance(t.side.reading, contextlib.nullcontext):
+            t.side.reading = threading.Lock()
     return cache
 
 
