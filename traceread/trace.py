@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ContextManager
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where used: see traceread.runner.prefetch
     import pandas as pd
@@ -154,7 +154,7 @@ class SideTables(MutableMapping[str, "pd.DataFrame"]):
         self._pending = dict(pending or {})
         # Held while a pending table is read, so that it is read once: the runner puts its lock here when its
         # replay thread and the rules may ask for the table together (traceread.runner.run.share_cache).
-        self.reading: ContextManager[Any] = contextlib.nullcontext()
+        self.reading: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         for name in self._pending:
             self._tables.setdefault(name, None)
         assert all(t is not None or n in self._pending for n, t in self._tables.items()), "table without reader"

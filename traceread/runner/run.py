@@ -1,9 +1,9 @@
-"""The runner's :func:`analyze`: the stages in order, the replay beside them, the heap between them."""
+"""The runner's :func:`analyze`: the analysis' stages in order (:data:`traceread.analysis.stages.STAGES`), the
+replay beside them, the heap between them."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
 import threading
 from collections.abc import Sequence
@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from traceread.analysis import Analysis, Failure, Hooks, finish
-from traceread.analysis import pipeline as pipe
+from traceread.analysis import Analysis, Failure, stages
 from traceread.config import Thresholds
 from traceread.engine.lanes import EngineCache
 from traceread.runner import heap
@@ -43,30 +42,47 @@ def analyze(
     inputs the caller could not load, carried through so every report lists them. ``rank_pattern`` is the
     file-name rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``). ``fixes`` are
     the levers the what-if replays (default: every lever at its default factor; ``traceread whatif --fix``).
+
+    The analysis' stages (:data:`traceread.analysis.stages.STAGES`) in order; between them the runner starts the
+    what-if replay on its thread once the steps are found, and gives the engine's selections and freed heap
+    pages back once the rules and tables are done (after ``launch``); the replay's result is the ``whatif``
+    stage's.
     """
     share_cache(traces)
     check_user_patterns(traces, fixes)
-    per = [pipe.found_steps(i, t, cfg, warmup_steps, step_range, heap.trim) for i, t in enumerate(traces)]
+    work = stages.Work(tuple(traces), cfg, stages.Options(workload, top_gaps, warmup_steps, step_range,
+                                                          tuple(failures), rank_pattern))
+    first, rest = stages.STAGES[0], stages.STAGES[1:]
+    assert first.name == "steps"  # the replay starts from the steps as found
+    stages.walk(work, stages.Hooks(between=heap.trim), (first,))
+    per = work.steps or []
     replay = Replay.start(traces, per, cfg, fixes)
 
-    def rules_done(steps: pd.DataFrame, gaps: pd.DataFrame) -> None:
+    def rules_done(done: stages.Work) -> None:
+        assert done.tables is not None
+        steps, gaps = done.tables.steps, done.tables.gaps
         keep_replay_selections(traces, steps)
         heap.trim()  # freed pages go back before the replay's fixes, the analysis' largest step
         replay.classified(steps, gaps)
 
     # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
     # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
-    hooks = Hooks(classified=replay.classified if replay.early and len(traces) == 1 else None,
-                  rules_done=rules_done, replayed=replay.result, between=heap.trim)
+    hooks = stages.Hooks(classified=replay.classified if replay.early and len(traces) == 1 else None,
+                         replayed=replay.result, between=heap.trim)
     try:
         # An input small enough for its replay beside the rules also keeps freed pages from one phase to the next
         with heap.freed_pages_kept() if replay.early else contextlib.nullcontext():
-            result = finish(traces, per, workload, cfg, top_gaps, failures, rank_pattern, hooks)
+            result = stages.walk(work, hooks, rest, after={RULES_DONE_AFTER: rules_done}).job
     except BaseException as exc:
         replay.cancel(exc)
         raise
-    whatif, failed = replay.result()  # the replay may still run: it ran beside the tables and summaries
-    return dataclasses.replace(result, whatif=whatif, unavailable=tuple(dict.fromkeys(result.unavailable + failed)))
+    assert result is not None
+    return result
+
+
+# The stage after which the engine's selections the replay does not read, and the freed heap pages, go back.
+RULES_DONE_AFTER = "launch"
+assert RULES_DONE_AFTER in stages.NAMES
 
 
 def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale] | None) -> None:
