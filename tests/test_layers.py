@@ -25,8 +25,9 @@ PACKAGE = "traceread"
 LAYERS: list[tuple[str, list[str]]] = [
     # Definitions every layer shares: errors, thresholds, the frame's schema and the Trace container,
     # the cause records (traceread.causes: a record names its rule and fix by module path, each resolved by
-    # its own layer, so the record sits here and nothing imports up), names and patterns (kernel classes,
-    # gap classes, host calls), input limits, output primitives, pure interval arithmetic. Knows nothing of how a trace is read or analysed.
+    # its own layer, so the record sits here and nothing imports up), notes as data (traceread.note), names
+    # and patterns (kernel classes, gap classes, host calls), input limits, output primitives, pure interval
+    # arithmetic. Knows nothing of how a trace is read or analysed.
     ("base", [
         "traceread.config", "traceread.errors", "traceread.schema", "traceread.trace", "traceread.printable",
         "traceread.atomic", "traceread.limits", "traceread.extensions", "traceread.vocabulary",
@@ -34,7 +35,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "traceread.host_calls", "traceread.kernel_classes", "traceread.intervals", "traceread.grouped",
         "traceread.bounds",
     ]),
-    # Readers of the two input formats; they produce a Trace.
+    # Readers of the input formats (Kineto, Nsight Systems, rocprof, Perfetto, XPlane); each produces a Trace.
+    # They start no thread or process: the caller passes what runs beside them (loaders.parallel).
     ("loaders", ["traceread.loaders"]),
     # Facts about one loaded frame before any analysis: the ``info`` summary, sanity notes.
     ("frame", ["traceread.frame"]),
@@ -48,10 +50,12 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("ranks", ["traceread.ranks"]),
     # The what-if: a dependency replay of each rank, once per fix.
     ("whatif", ["traceread.whatif"]),
-    # The analysis: runs the pieces above and returns an Analysis, with its findings (what the reports show
-    # beyond the tables: largest gaps with their evidence, per-unit verdicts).
+    # The analysis: its stages in order (traceread.analysis.stages.STAGES) over the pieces above, returning an
+    # Analysis with its findings (what the reports show beyond the tables: largest gaps with their evidence,
+    # per-unit verdicts).
     ("analysis", ["traceread.analysis"]),
-    # The runner calls the analysis' stages and owns their threads, heap and caches (``runner.analyze``).
+    # The runner walks the analysis' stages and owns their threads, heap and caches (``runner.analyze``), and the
+    # loads' threads and forked decoders (``runner.load``: the loaders take its ``Parallel``).
     ("runner", ["traceread.runner"]),
     # Renderers read an Analysis (Markdown, JSON, pictures, Perfetto) and only format it: no rule or
     # attribution module (test_renderers_only_format); serialization lives here.

@@ -265,8 +265,9 @@ def _classify(cols: ColumnCache, steps_df: pd.DataFrame | None, trace: Trace | N
 
 
 def _kinds_column(kinds: np.ndarray, index: pd.Index) -> pd.Series:
-    """The evidence kinds (an object array of a few shared str) as a categorical column: one code per gap,
-    not a pointer (37 MB on a 5M-gap export, 5 MB as codes). Kinds that are not all str stay objects."""
+    """The evidence kinds (an object array of a few shared str) as a categorical column: one byte-sized code
+    per gap, not an eight-byte pointer, in a column as long as the gaps. Kinds that are not all str stay
+    objects."""
     codes, uniq = textcat.factorize(kinds)
     if not all(type(u) is str for u in uniq):
         return pd.Series(kinds, index=index, dtype=object, copy=False)  # (kinds is new: no copy)
@@ -279,8 +280,8 @@ def _rules(gaps: ColumnCache, ctx: RuleContext, cfg: Thresholds) -> tuple[np.nda
     n = len(gaps)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
     cls = np.full(n, code[UNATTRIBUTED], dtype=np.int8)  # class codes: no string per gap
-    # One reference per gap to one string: np.full converts the string to a str per element (4.6M
-    # objects, 267 MB on a 5M-gap export, kept in the frame's evidence_kind column).
+    # One reference per gap to one string: np.full converts the string to a str per element (a new object
+    # per gap, kept in the frame's evidence_kind column).
     kinds = texts(n, UNATTRIBUTED)
     free = np.ones(n, dtype=bool)
     for rule in RULES:

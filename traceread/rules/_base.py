@@ -219,7 +219,8 @@ def cat_where(cond: np.ndarray, *parts: Part, other: str | np.ndarray = "") -> n
 def texts(n: int, value: str = "") -> np.ndarray:
     """An object array of ``n`` references to the one string ``value``: ``np.full(n, value,
     dtype=object)`` converts the string through a unicode array, one new str object per element for
-    a non-empty one (1.8M objects, 106 MB, on a 2M-gap export) and a conversion per element for ''."""
+    a non-empty one (memory that grows with the gaps, for one repeated value) and a conversion per element
+    for ''."""
     out = np.empty(n, dtype=object)
     out.fill(value)
     return out

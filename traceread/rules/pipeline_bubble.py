@@ -225,10 +225,10 @@ def _by_window(gaps: Frame, g_unit: np.ndarray, in_step: np.ndarray, long_enough
     p = size[pos].astype(np.float64) / unit_steps[g_unit[cand]].astype(np.float64)
     mean = w_mean[pos]
     c = np.where(mean > 0, w_std[pos] / np.maximum(mean, 1.0), np.inf)
-    # The gap itself must be the window's gap: within 1 + 2 * bubble_max_cv (1.4x) of its mean
-    # duration. The bins reach further (up to ~1.6x), and a gap outside the analysed steps is not in
-    # the window's statistics at all: a 1.3 ms one-off in the warmup step beside 0.85 ms drains was
-    # read as the drain.
+    # The gap itself must be the window's gap: within 1 + 2 * bubble_max_cv of its mean duration. The bins
+    # reach further, and a gap outside the analysed steps is not in the window's statistics at all: without
+    # this check a one-off in the warmup step, somewhat longer than the drains beside it, would be read as
+    # a drain.
     fits = np.abs(np.log(np.maximum(dur[cand], 1) / np.maximum(mean, 1.0))) <= np.log1p(2.0 * cfg.bubble_max_cv)
     hit = (p >= cfg.bubble_presence) & (c <= cfg.bubble_max_cv) & fits
     # Keep the best reading per gap: a periodic one first, then the higher presence.
