@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from traceread.note import STRAGGLER_COMM_BOUND, WAITING_FOR, Note
+from traceread.note import (
+    BUBBLES_NOT_JUDGED,
+    BUBBLES_NOT_JUDGED_MORE,
+    OVERLAPPING_KERNELS,
+    REPEATED_GPU_ACTIVITY,
+    STRAGGLER_COMM_BOUND,
+    TIMELINE_HOLES,
+    WAITING_FOR,
+    Note,
+)
 
 
 def _straggler_comm_bound(d: dict[str, Any]) -> str:
@@ -23,9 +32,40 @@ def _waiting_for(d: dict[str, Any]) -> str:
             f"{who}{fix} (see the job section)")
 
 
+def _repeated_gpu_activity(d: dict[str, Any]) -> str:
+    return (f"{d['count']} GPU activities appear more than once (same stream, times, name and correlation): "
+            "the file repeats events, so kernel counts and per-kernel totals include the repeats")
+
+
+def _overlapping_kernels(d: dict[str, Any]) -> str:
+    return (f"{d['count']} kernels start before the previous kernel on their stream ended: a stream runs "
+            "its kernels in order, so clocks were skewed or captures merged; busy time counts the overlap once")
+
+
+def _timeline_holes(d: dict[str, Any]) -> str:
+    return (f"the GPU timeline has {d['count']} hole(s) of at least {d['min_ns'] / 1e9:.0f} s (longest "
+            f"{float(d['longest_ns']) / 1e9:.0f} s): a clock jump or several captures in one file; steps across a "
+            "hole are not steady state")
+
+
+def _bubbles_not_judged(d: dict[str, Any]) -> str:
+    return (f"pipeline bubbles cannot be judged on rank {d['rank']} device {d['device']}: only {d['steps']} analysed "
+            f"step(s), periodicity needs at least {d['needed']}")
+
+
+def _bubbles_not_judged_more(d: dict[str, Any]) -> str:
+    return (f"pipeline bubbles cannot be judged on {d['pairs']} more rank/device pairs either: only "
+            f"{d['fewest']}-{d['most']} analysed step(s)")
+
+
 WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     STRAGGLER_COMM_BOUND: _straggler_comm_bound,
     WAITING_FOR: _waiting_for,
+    REPEATED_GPU_ACTIVITY: _repeated_gpu_activity,
+    OVERLAPPING_KERNELS: _overlapping_kernels,
+    TIMELINE_HOLES: _timeline_holes,
+    BUBBLES_NOT_JUDGED: _bubbles_not_judged,
+    BUBBLES_NOT_JUDGED_MORE: _bubbles_not_judged_more,
 }
 
 
@@ -33,4 +73,5 @@ def text(note: Note | str) -> str:
     """The sentence of ``note``."""
     if isinstance(note, str):
         return note
-    return WORDS[note.kind](note.fields)
+    words = WORDS[note.kind](note.fields)
+    return f"{note.label}: {words}" if note.label else words
