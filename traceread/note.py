@@ -24,6 +24,37 @@ REPEATED_GPU_ACTIVITY = "repeated-gpu-activity"
 OVERLAPPING_KERNELS = "overlapping-kernels"
 # holes in the GPU timeline of at least clock_jump_min_ns: count, min_ns, longest_ns
 TIMELINE_HOLES = "timeline-holes"
+# The steps (traceread.engine.steps, traceread.engine.step_inference):
+# --step-range matched: count (ranges), pattern
+STEPS_NVTX_RANGES = "steps-nvtx-ranges"
+# --step-range matched nothing: pattern
+NO_NVTX_MATCH = "no-nvtx-match"
+# steps between repeated calls of a per-iteration marker: label (the call's name), count (steps)
+STEPS_FROM_MARKER = "steps-from-marker"
+# no step found: each rank's GPU-active span is one step
+GPU_SPAN_STEP = "gpu-span-step"
+# one forward pass whose kernel sequence repeats per layer: repeats, kernels (per repeat)
+REPEATED_LAYERS = "repeated-layers"
+# one range spanning the work is the step: name, cover (its share of the launches), layers (repeats, kernels) or None
+SINGLE_RANGE_STEP = "single-range-step"
+# ranges numbered as iterations are the steps: name, count (per rank, at least), cover
+ITERATION_RANGES = "iteration-ranges"
+# a repeating NVTX range / annotation is the step: name, count (per rank, at least), min_cover
+REPEATING_RANGE = "repeating-range"
+# the repeating kernel sequence is the step: periods ((rank, periods, kernels per period, recurring share), ...)
+KERNEL_PERIOD = "kernel-period"
+# steps with no GPU time left: count, early (linked ops starting before their launch), linked (linked ops)
+COLLAPSED_STEPS = "collapsed-steps"
+# the first steps are warmup (--warmup-steps): steps
+WARMUP_GIVEN = "warmup-given"
+# ProfilerStep#0 marked warmup (no warmup recorded by the schedule)
+FIRST_STEP_WARMUP = "first-step-warmup"
+# steps flagged as outliers: count, factor
+OUTLIER_STEPS = "outlier-steps"
+# step markers without a duration, left out: count
+UNENDED_MARKERS = "unended-markers"
+# ranks with GPU work but no step markers: ranks
+UNMARKED_RANKS = "unmarked-ranks"
 # The pipeline-bubble rule (traceread.rules.pipeline_bubble):
 # a rank/device with too few analysed steps to judge periodicity: rank, device, steps, needed
 BUBBLES_NOT_JUDGED = "bubbles-not-judged"

@@ -132,7 +132,7 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range, between=between)
     out.found = res.steps.reset_index(drop=True)
     out.step_source = res.source
-    out.notes.extend(f"{label}: {n}" if len(label) else n for n in res.notes)
+    out.notes.extend(n.under(label) if len(label) else n for n in res.notes)
     return out
 
 

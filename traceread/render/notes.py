@@ -9,11 +9,26 @@ from typing import Any
 from traceread.note import (
     BUBBLES_NOT_JUDGED,
     BUBBLES_NOT_JUDGED_MORE,
+    COLLAPSED_STEPS,
+    FIRST_STEP_WARMUP,
+    GPU_SPAN_STEP,
+    ITERATION_RANGES,
+    KERNEL_PERIOD,
+    NO_NVTX_MATCH,
+    OUTLIER_STEPS,
     OVERLAPPING_KERNELS,
     REPEATED_GPU_ACTIVITY,
+    REPEATED_LAYERS,
+    REPEATING_RANGE,
+    SINGLE_RANGE_STEP,
+    STEPS_FROM_MARKER,
+    STEPS_NVTX_RANGES,
     STRAGGLER_COMM_BOUND,
     TIMELINE_HOLES,
+    UNENDED_MARKERS,
+    UNMARKED_RANKS,
     WAITING_FOR,
+    WARMUP_GIVEN,
     Note,
 )
 
@@ -58,7 +73,60 @@ def _bubbles_not_judged_more(d: dict[str, Any]) -> str:
             f"{d['fewest']}-{d['most']} analysed step(s)")
 
 
+def _repeated_layers(d: dict[str, Any]) -> str:
+    k, p = d["repeats"], d["kernels"]
+    return (f"One forward pass with {k} repeated layers: treated as one step (its kernel sequence repeats "
+            f"every {p} kernels {k} times inside the pass; a layer is not an iteration).")
+
+
+def _single_range_step(d: dict[str, Any]) -> str:
+    out = (f"No step markers: the single range {d['name']!r} holds {d['cover']:.0%} of the kernel launches: it is "
+           "the step (one per rank).")
+    if d["layers"]:
+        out += " " + _repeated_layers({"repeats": d["layers"][0], "kernels": d["layers"][1]})
+    return out
+
+
+def _kernel_period(d: dict[str, Any]) -> str:
+    desc = "; ".join(f"rank {r}: {n} periods of {p} kernels, {m:.0%} recur one period later" for r, n, p, m in d["periods"])
+    return (f"No step markers: steps inferred from the repeating sequence of kernels ({desc}); kernels "
+            "before the first and after the last whole period are left out. This is the longest repeating "
+            "pattern the capture holds (a unit seen twice wins over a layer repeating inside it).")
+
+
+def _collapsed_steps(d: dict[str, Any]) -> str:
+    early = d["early"]
+    why = (f"; {early:,} of {d['linked']:,} linked GPU ops start before the launch call their correlation id "
+           "names, so the correlation ids do not match the launches (permuted or damaged) and a step is stretched "
+           "over the ones after it" if early else ": the GPU work launched in an earlier step runs past them")
+    return f"{d['count']} step(s) are 0 ns long on the GPU{why}."
+
+
 WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    STEPS_NVTX_RANGES: lambda d: f"Steps are the {d['count']} NVTX ranges matching {d['pattern']!r}.",
+    NO_NVTX_MATCH: lambda d: f"No NVTX range matches {d['pattern']!r}; looking for other step markers.",
+    STEPS_FROM_MARKER: lambda d: (f"No step markers: steps inferred from repeated {d['label']}#... calls, one per "
+                                  f"training iteration ({d['count']} steps between consecutive calls; activity "
+                                  "before the first and after the last call is left out)."),
+    GPU_SPAN_STEP: lambda d: "No step markers: the GPU-active span of each rank is analysed as one step.",
+    REPEATED_LAYERS: _repeated_layers,
+    SINGLE_RANGE_STEP: _single_range_step,
+    ITERATION_RANGES: lambda d: (f"No step markers: steps are the ranges numbered as iterations {d['name']!r} "
+                                 f"({d['count']} or more per rank, holding {d['cover']:.0%} of the kernel launches); "
+                                 "each step runs to the next one's start."),
+    REPEATING_RANGE: lambda d: (f"No step markers: steps inferred from the repeating NVTX range / annotation "
+                                f"{d['name']!r} ({d['count']} or more per rank, holding at least {d['min_cover']:.0%} "
+                                "of the kernel launches between its first and last occurrence); each step runs to "
+                                "the next occurrence's start, the last one period long."),
+    KERNEL_PERIOD: _kernel_period,
+    COLLAPSED_STEPS: _collapsed_steps,
+    WARMUP_GIVEN: lambda d: f"The first {d['steps']} step(s) are warmup (--warmup-steps).",
+    FIRST_STEP_WARMUP: lambda d: "ProfilerStep#0 is marked warmup: the profiler schedule recorded no warmup of its own.",
+    OUTLIER_STEPS: lambda d: (f"{d['count']} step(s) longer than {d['factor']:g}x the median step are flagged as "
+                              "outliers (kept in the attribution, left out of medians)."),
+    UNENDED_MARKERS: lambda d: f"{d['count']} step marker(s) without a duration (no end recorded) are left out.",
+    UNMARKED_RANKS: lambda d: (f"Rank(s) {', '.join(map(str, d['ranks']))} ran GPU work but carry no step markers; "
+                               "they are left out of step analyses."),
     STRAGGLER_COMM_BOUND: _straggler_comm_bound,
     WAITING_FOR: _waiting_for,
     REPEATED_GPU_ACTIVITY: _repeated_gpu_activity,
