@@ -55,6 +55,21 @@ OUTLIER_STEPS = "outlier-steps"
 UNENDED_MARKERS = "unended-markers"
 # ranks with GPU work but no step markers: ranks
 UNMARKED_RANKS = "unmarked-ranks"
+# The attribution (traceread.attribution):
+# step time inside CUDA graphs whose kernels are not traced: graph_ns, total_ns
+GRAPH_TIME = "graph-time"
+# memory-bound kernels' share of busy time when an idle cause dominates: share
+MEMORY_BOUND_NEXT = "memory-bound-next"
+# kernels of unknown class: share (of busy time)
+UNCLASSIFIED_BUSY = "unclassified-busy"
+# communication during idle gaps given to another cause: hidden_ns, total_ns
+COMM_DURING_OTHER_IDLE = "comm-during-other-idle"
+# step time at the capture's edges: share, split ((evidence kind, ns), ...)
+CAPTURE_EDGES = "capture-edges"
+# no analysed steps
+NOTHING_TO_ATTRIBUTE = "nothing-to-attribute"
+# a unit's classified gaps sum past its idle time: rank, device, excess_ns
+GAPS_EXCEED_IDLE = "gaps-exceed-idle"
 # The pipeline-bubble rule (traceread.rules.pipeline_bubble):
 # a rank/device with too few analysed steps to judge periodicity: rank, device, steps, needed
 BUBBLES_NOT_JUDGED = "bubbles-not-judged"

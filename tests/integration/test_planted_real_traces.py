@@ -118,6 +118,6 @@ def test_nccl_trace_shows_its_communication():
     assert beside["evidence"].str.contains("communication ran for").all()
     waited = overlapped[overlapped["class"] == "comm-bound"]
     assert waited["evidence"].str.contains("collective on the communication lane").all()
-    assert any("communication ran during" in n for n in attr.notes)
+    assert any("communication ran during" in n for n in map(words, attr.notes))
     assert any("cannot be judged" in words(n) for n in gaps.attrs["notes"])  # 3 analysed steps
     assert np.isclose(sum(attr.shares.values()), 1.0)

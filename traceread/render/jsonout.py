@@ -213,7 +213,7 @@ def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
         "launch_stats": plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
         "whatif": _whatif(a) if replay else None,
-        "notes": [scrub_paths(notes.text(n)) for n in a.notes],
+        "notes": [scrub_paths(t) for t in notes.texts(a.notes)],
         "unavailable": list(a.unavailable) if replay else None,
         "thresholds": plain(a.cfg.to_dict()),
         "job": plain(a.job.to_dict()) if a.job is not None else None,

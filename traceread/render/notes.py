@@ -3,18 +3,24 @@ Markdown and JSON reports (a note given as a sentence is that sentence)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from traceread.note import (
     BUBBLES_NOT_JUDGED,
     BUBBLES_NOT_JUDGED_MORE,
+    CAPTURE_EDGES,
     COLLAPSED_STEPS,
+    COMM_DURING_OTHER_IDLE,
     FIRST_STEP_WARMUP,
+    GAPS_EXCEED_IDLE,
     GPU_SPAN_STEP,
+    GRAPH_TIME,
     ITERATION_RANGES,
     KERNEL_PERIOD,
+    MEMORY_BOUND_NEXT,
     NO_NVTX_MATCH,
+    NOTHING_TO_ATTRIBUTE,
     OUTLIER_STEPS,
     OVERLAPPING_KERNELS,
     REPEATED_GPU_ACTIVITY,
@@ -25,6 +31,7 @@ from traceread.note import (
     STEPS_NVTX_RANGES,
     STRAGGLER_COMM_BOUND,
     TIMELINE_HOLES,
+    UNCLASSIFIED_BUSY,
     UNENDED_MARKERS,
     UNMARKED_RANKS,
     WAITING_FOR,
@@ -102,7 +109,36 @@ def _collapsed_steps(d: dict[str, Any]) -> str:
     return f"{d['count']} step(s) are 0 ns long on the GPU{why}."
 
 
+# What the capture's edges held, by evidence kind (capture-boundary's evidence)
+_EDGE_WHAT = {"uncaptured-work": "GPU work issued before the capture began",
+              "blocking-call": "a blocking call at the capture's start waiting on earlier GPU work",
+              "shutdown": "the profiler shutting down after the last step"}
+
+
+def _capture_edges(d: dict[str, Any]) -> str:
+    parts = ", ".join(f"{_EDGE_WHAT.get(k, k)} {v / 1e6:.2f} ms" for k, v in d["split"])
+    share = d["share"]
+    whole = "over 99%" if 0.995 <= share < 1 else f"{share:.0%}"  # never "100%" while some time was captured
+    return (f"capture boundary: {whole} of step time lies at the capture's edges ({parts}); it is kept out of "
+            "the causes' shares and the verdict, whose shares are of the remaining captured time")
+
+
 WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    GRAPH_TIME: lambda d: (f"{d['graph_ns'] / d['total_ns']:.0%} of step time runs inside CUDA graphs whose kernels "
+                           "are not traced; it is counted as compute-bound busy time"),
+    MEMORY_BOUND_NEXT: lambda d: (f"memory-bound kernels take {d['share']:.0%} of busy time: once the idle "
+                                  "time is removed, fusion is the next lever"),
+    UNCLASSIFIED_BUSY: lambda d: (f"kernels of unknown class take {d['share']:.0%} of busy time: counted as "
+                                  "unclassified busy time, neither compute- nor memory-bound, and no lever is drawn "
+                                  "from them (name them with [kernel_patterns] in a config file; the kernel table "
+                                  "lists them)"),
+    COMM_DURING_OTHER_IDLE: lambda d: (f"communication ran during {d['hidden_ns'] / d['total_ns']:.0%} of step time "
+                                       "while compute was idle for another reason (the next kernel was not waiting "
+                                       "for it); it is counted under that reason, not comm-bound"),
+    CAPTURE_EDGES: _capture_edges,
+    NOTHING_TO_ATTRIBUTE: lambda d: "no analysed steps: nothing to attribute",
+    GAPS_EXCEED_IDLE: lambda d: (f"rank {d['rank']} device {d['device']}: classified gaps exceed idle time by "
+                                 f"{d['excess_ns']} ns; scaled to the idle time"),
     STEPS_NVTX_RANGES: lambda d: f"Steps are the {d['count']} NVTX ranges matching {d['pattern']!r}.",
     NO_NVTX_MATCH: lambda d: f"No NVTX range matches {d['pattern']!r}; looking for other step markers.",
     STEPS_FROM_MARKER: lambda d: (f"No step markers: steps inferred from repeated {d['label']}#... calls, one per "
@@ -143,3 +179,9 @@ def text(note: Note | str) -> str:
         return note
     words = WORDS[note.kind](note.fields)
     return f"{note.label}: {words}" if note.label else words
+
+
+def texts(notes: Iterable[Note | str]) -> list[str]:
+    """The sentences of ``notes`` in order, each once: two notes whose figures differ but read the same (a share
+    rounded to the same percent) are one line, as the analysis lists an equal note once."""
+    return list(dict.fromkeys(text(n) for n in notes))
