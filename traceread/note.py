@@ -70,6 +70,17 @@ CAPTURE_EDGES = "capture-edges"
 NOTHING_TO_ATTRIBUTE = "nothing-to-attribute"
 # a unit's classified gaps sum past its idle time: rank, device, excess_ns
 GAPS_EXCEED_IDLE = "gaps-exceed-idle"
+# The MFU's step timing (traceread.metrics.steptime, traceread.metrics.mfu):
+# warmup steps left out of the step time: steps
+TIMING_WARMUP_EXCLUDED = "timing-warmup-excluded"
+# outlier steps left out of the step time: count, longest_ns, median_ns
+TIMING_OUTLIERS_EXCLUDED = "timing-outliers-excluded"
+# no Optimizer.step# markers: one optimizer step per profiler step assumed
+ONE_OPTIMIZER_STEP_ASSUMED = "one-optimizer-step-assumed"
+# the trace's micro-batches per optimizer step: count
+MICRO_BATCHES = "micro-batches"
+# how MBU estimates bytes per step from the parameters: bytes_per_param
+MBU_BYTES_ESTIMATE = "mbu-bytes-estimate"
 # The pipeline-bubble rule (traceread.rules.pipeline_bubble):
 # a rank/device with too few analysed steps to judge periodicity: rank, device, steps, needed
 BUBBLES_NOT_JUDGED = "bubbles-not-judged"

@@ -149,7 +149,7 @@ def _table(df: pd.DataFrame) -> list[dict[str, Any]]:
 def mfu_record(m: MfuResult) -> dict[str, Any]:
     """The report's ``mfu`` object: every field of the result, in order (tuples as lists)."""
     d = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
-    d["warnings"], d["notes"] = list(m.warnings), list(m.notes)
+    d["warnings"], d["notes"] = list(m.warnings), notes.texts(m.notes)
     return d
 
 

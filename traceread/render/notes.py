@@ -18,9 +18,12 @@ from traceread.note import (
     GRAPH_TIME,
     ITERATION_RANGES,
     KERNEL_PERIOD,
+    MBU_BYTES_ESTIMATE,
     MEMORY_BOUND_NEXT,
+    MICRO_BATCHES,
     NO_NVTX_MATCH,
     NOTHING_TO_ATTRIBUTE,
+    ONE_OPTIMIZER_STEP_ASSUMED,
     OUTLIER_STEPS,
     OVERLAPPING_KERNELS,
     REPEATED_GPU_ACTIVITY,
@@ -31,6 +34,8 @@ from traceread.note import (
     STEPS_NVTX_RANGES,
     STRAGGLER_COMM_BOUND,
     TIMELINE_HOLES,
+    TIMING_OUTLIERS_EXCLUDED,
+    TIMING_WARMUP_EXCLUDED,
     UNCLASSIFIED_BUSY,
     UNENDED_MARKERS,
     UNMARKED_RANKS,
@@ -124,6 +129,14 @@ def _capture_edges(d: dict[str, Any]) -> str:
 
 
 WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    TIMING_WARMUP_EXCLUDED: lambda d: f"{d['steps']} warmup step(s) excluded from the step time",
+    TIMING_OUTLIERS_EXCLUDED: lambda d: (f"{d['count']} outlier step(s) excluded (longest {d['longest_ns'] / 1e6:.1f} "
+                                         f"ms vs median {d['median_ns'] / 1e6:.1f} ms): a stall, not the steady state"),
+    ONE_OPTIMIZER_STEP_ASSUMED: lambda d: "no Optimizer.step# markers: assuming one optimizer step per profiler step",
+    MICRO_BATCHES: lambda d: (f"the trace shows {d['count']:.3g} micro-batches per optimizer step (data-loader / "
+                              "forward markers)"),
+    MBU_BYTES_ESTIMATE: lambda d: (f"MBU estimates bytes per step as N x {d['bytes_per_param']} B (weights read once; "
+                                   "KV cache and replicas not counted: pass --bytes-per-step to include them)"),
     GRAPH_TIME: lambda d: (f"{d['graph_ns'] / d['total_ns']:.0%} of step time runs inside CUDA graphs whose kernels "
                            "are not traced; it is counted as compute-bound busy time"),
     MEMORY_BOUND_NEXT: lambda d: (f"memory-bound kernels take {d['share']:.0%} of busy time: once the idle "
