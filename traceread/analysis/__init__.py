@@ -185,9 +185,7 @@ class Hooks:
 
     # One input's steps and classified gaps, as soon as the rules are done with them (pipeline.finish_one)
     classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None
-    # The analysis' steps and gaps, once the attribution and tables are done with the engine's selections
-    rules_done: Callable[[pd.DataFrame, pd.DataFrame], None] = lambda steps, gaps: None
-    # The what-if and its unavailable lines (waits for the replay): read before a job's section
+    # The what-if and its unavailable lines (waits for the replay): the ``whatif`` stage's result
     replayed: Callable[[], tuple[Any, tuple[str, ...]]] = _no_replay
     between: Callable[[], None] = _nothing  # called between phases (and between a job's ranks)
 

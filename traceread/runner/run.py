@@ -52,7 +52,7 @@ def analyze(
     check_user_patterns(traces, fixes)
     work = stages.Work(tuple(traces), cfg, stages.Options(workload, top_gaps, warmup_steps, step_range,
                                                           tuple(failures), rank_pattern))
-    first, rest = stages.STAGES[0], stages.STAGES[1:]
+    first = stages.STAGES[0]
     assert first.name == "steps"  # the replay starts from the steps as found
     stages.walk(work, stages.Hooks(between=heap.trim), (first,))
     per = work.steps or []
@@ -69,20 +69,28 @@ def analyze(
     # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
     hooks = stages.Hooks(classified=replay.classified if replay.early and len(traces) == 1 else None,
                          replayed=replay.result, between=heap.trim)
+    at = stages.NAMES.index(REPLAY_READ_AT)
+    before, after = stages.STAGES[1:at], stages.STAGES[at:]
     try:
         # An input small enough for its replay beside the rules also keeps freed pages from one phase to the next
         with heap.freed_pages_kept() if replay.early else contextlib.nullcontext():
-            result = stages.walk(work, hooks, rest, after={RULES_DONE_AFTER: rules_done}).job
+            stages.walk(work, hooks, before, after={RULES_DONE_AFTER: rules_done})
+            if work.groups is not None:  # a job's section reads the replay's own steps: it waits for it here
+                stages.walk(work, hooks, after)
     except BaseException as exc:
         replay.cancel(exc)
         raise
-    assert result is not None
-    return result
+    if work.groups is None:  # one rank: the replay, which may still run, gives its freed pages back as it goes
+        stages.walk(work, hooks, after)
+    assert work.job is not None
+    return work.job
 
 
 # The stage after which the engine's selections the replay does not read, and the freed heap pages, go back.
 RULES_DONE_AFTER = "launch"
-assert RULES_DONE_AFTER in stages.NAMES
+# The stage that reads the replay's result (it waits for the replay's thread).
+REPLAY_READ_AT = "whatif"
+assert RULES_DONE_AFTER in stages.NAMES and REPLAY_READ_AT in stages.NAMES
 
 
 def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale] | None) -> None:
