@@ -69,10 +69,10 @@ def CPU():
 """
 TRACEREAD = _CPU + """
 import sys, time, json
-from traceread.loaders.kineto import load_kineto
+from traceread.runner import load  # the loader with the runner's threads and forks beside it, as commands load
 t = time.perf_counter()
 c0 = CPU()
-tr = load_kineto(sys.argv[1])
+tr = load(sys.argv[1])
 dt = time.perf_counter() - t
 share = tr.meta.extra["kineto_decoder"]["scanner_share"]
 print(json.dumps({"seconds": dt, "rows": len(tr.events), "cpu": CPU() - c0, "scanner_share": share}))

@@ -42,7 +42,7 @@ NSYS_AI = os.environ.get("NSYS_AI", os.path.join(REPO, ".venv-nsysai", "bin", "n
 TRACEREAD_CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
-from traceread.loaders import load
+from traceread.runner import load  # with the runner's reader threads, as commands load
 trace = load(sys.argv[1])
 t1 = time.perf_counter()
 # ru_maxrss only grows: read here it is the peak of import + load alone.

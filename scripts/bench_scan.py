@@ -181,7 +181,7 @@ def run(cmd: list[str]) -> dict:
 BASELINE = r"""
 import io, json, os, sys, time
 from traceread.runner import analyze
-from traceread.loaders import load
+from traceread.runner import load
 from traceread.render import jsonout, markdown
 times = {}
 for path in sys.argv[1:]:

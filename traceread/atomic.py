@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import re
 import signal
 import stat
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import IO
+from collections.abc import Iterator
+from typing import IO, Any
 
 from traceread.errors import OutputError, UsageError
 
@@ -179,10 +177,13 @@ def _raise_terminated(signum: int, frame: object) -> None:
 def termination_raises() -> Iterator[None]:
     """While inside, SIGTERM and SIGHUP raise :class:`Terminated` (in the main thread; elsewhere, where no
     handler can be set, nothing changes); the previous handlers come back on the way out."""
-    if threading.current_thread() is not threading.main_thread():
+    old: dict[Any, Any] = {}
+    try:
+        for s in TERMINATING:
+            old[s] = signal.signal(s, _raise_terminated)
+    except ValueError:  # not the main thread (the first one already refused): no handler can be set there
         yield
         return
-    old = {s: signal.signal(s, _raise_terminated) for s in TERMINATING}
     try:
         yield
     finally:
@@ -259,45 +260,3 @@ def _errors_named(path: str) -> Iterator[None]:
         if isinstance(exc, BrokenPipeError):
             raise
         raise OutputError(path, exc.strerror or str(exc)) from exc
-
-
-# Pieces made ahead of the file's writes (a writer's pieces are about 1 MB: rowjoin.PIECE_BYTES). At least a
-# table block's (a block is joined at once): with fewer, the thread encoding the next block waits to hand over
-# the pieces of the last, which are held in memory anyway.
-WRITE_AHEAD_PIECES = 32
-
-
-def write_pieces(fh: IO[bytes], pieces: Iterable[bytes]) -> None:
-    """Write ``pieces`` to ``fh`` in order, each write on a thread of its own while the next pieces are
-    made: a table writer's formatting (CPU) and the kernel's copying into the page cache (which holds no
-    GIL; much of a big table's time) overlap. At most ``WRITE_AHEAD_PIECES`` wait. The first
-    error of either side is raised here, and nothing is written after it."""
-    ahead: queue.Queue[bytes | None] = queue.Queue(maxsize=WRITE_AHEAD_PIECES)
-    failed: list[BaseException] = []
-    stop = threading.Event()
-
-    def write() -> None:
-        while (piece := ahead.get()) is not None:
-            if stop.is_set():
-                continue  # drained, unwritten: the caller stops
-            try:
-                fh.write(piece)
-            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-                failed.append(exc)
-                stop.set()
-
-    writer = threading.Thread(target=write, name="traceread-write", daemon=True)
-    writer.start()
-    try:
-        for piece in pieces:
-            if stop.is_set():
-                break
-            ahead.put(piece)
-    except BaseException:
-        stop.set()
-        raise
-    finally:
-        ahead.put(None)  # the writer drains what is queued, so there is room
-        writer.join()
-    if failed:
-        raise failed[0]

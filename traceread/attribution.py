@@ -49,6 +49,16 @@ from traceread import grouped, intervals, schema
 from traceread import kernel_classes as kc
 from traceread.config import Thresholds
 from traceread.engine.lanes import EventView, event_view
+from traceread.note import (
+    CAPTURE_EDGES,
+    COMM_DURING_OTHER_IDLE,
+    GAPS_EXCEED_IDLE,
+    GRAPH_TIME,
+    MEMORY_BOUND_NEXT,
+    NOTHING_TO_ATTRIBUTE,
+    UNCLASSIFIED_BUSY,
+    Note,
+)
 from traceread.trace import Trace
 from traceread.vocabulary import (
     BUSY_PARTS,
@@ -96,7 +106,7 @@ class Attribution:
     shares: dict[str, float]
     dominant_cause: str
     dominant_cost_share: float
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)  # as data: worded by traceread.render.notes
     dominant_evidence: str = ""  # the evidence_kind holding most of the dominant class's time
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,14 +116,14 @@ class Attribution:
             "dominant_evidence": self.dominant_evidence,
             "shares": dict(self.shares),
             "per_device": self.table.to_dict(orient="records"),
-            "notes": list(self.notes),
+            "notes": [{"kind": n.kind, **n.fields} for n in self.notes],
         }
 
 
 def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFrame,
               cfg: Thresholds) -> Attribution:
     """Split the analysed steps of every rank/device into busy and idle-by-class parts (module doc)."""
-    notes: list[str] = []
+    notes: list[Note] = []
     steps = _analysed(steps_df)
     v = event_view(trace)
     # Kernels as rows of the engine's event view (no frame selection); each name's class found once.
@@ -181,20 +191,16 @@ def attribute(trace: Trace, steps_df: pd.DataFrame, classified_gaps: pd.DataFram
     run = table_verdict(table, cfg)
     dominant, cost = run.cause, run.share
     if total_ns and graph_ns / total_ns >= cfg.note_min_share:
-        notes.append(f"{graph_ns / total_ns:.0%} of step time runs inside CUDA graphs whose kernels are not traced; "
-                     "it is counted as compute-bound busy time")
+        notes.append(Note.of(GRAPH_TIME, graph_ns=graph_ns, total_ns=total_ns))
     busy_share = sum(shares[p] for p in BUSY_PARTS)
     if dominant in IDLE_CAUSES and busy_share and shares[MEMORY_BOUND] / busy_share >= cfg.memory_bound_min_share:
-        notes.append(f"memory-bound kernels take {shares[MEMORY_BOUND] / busy_share:.0%} of busy time: once the idle "
-                     "time is removed, fusion is the next lever")
+        notes.append(Note.of(MEMORY_BOUND_NEXT, share=shares[MEMORY_BOUND] / busy_share))
     if busy_share and shares[UNCLASSIFIED] >= cfg.note_min_share:
-        notes.append(f"kernels of unknown class take {shares[UNCLASSIFIED] / busy_share:.0%} of busy time: counted as "
-                     "unclassified busy time, neither compute- nor memory-bound, and no lever is drawn from them "
-                     "(name them with [kernel_patterns] in a config file; the kernel table lists them)")
+        notes.append(Note.of(UNCLASSIFIED_BUSY, share=shares[UNCLASSIFIED] / busy_share))
     notes.extend(_comm_note(gaps, total_ns, cfg))
     notes.extend(_boundary_note(gaps, shares, total_ns))
     if total_ns == 0:
-        notes.append("no analysed steps: nothing to attribute")
+        notes.append(Note.of(NOTHING_TO_ATTRIBUTE))
     evidence = dominant_evidence(gaps, dominant)
     return Attribution(table=table, shares=shares, dominant_cause=dominant, dominant_cost_share=cost,
                        notes=notes, dominant_evidence=evidence)
@@ -285,7 +291,7 @@ def _gap_units(gaps: pd.DataFrame, u_rank: np.ndarray, u_dev: np.ndarray) -> np.
 
 
 def _idle_by_class(gaps: pd.DataFrame, at: np.ndarray, start: np.ndarray, end: np.ndarray, rank: int, device: int,
-                   ws: np.ndarray, we: np.ndarray, idle: int, notes: list[str]) -> dict[str, int]:
+                   ws: np.ndarray, we: np.ndarray, idle: int, notes: list[Note]) -> dict[str, int]:
     """Idle ns per gap class inside the window; the parts sum to ``idle`` exactly (the unit's gaps: the rows
     ``at`` of ``gaps``, from ``start`` to ``end``)."""
     out = {part_col(c): 0 for c in GAP_CLASSES}
@@ -309,8 +315,7 @@ def _idle_by_class(gaps: pd.DataFrame, at: np.ndarray, start: np.ndarray, end: n
     found = sum(out.values())
     if found > idle and found:
         # Gaps overlapping each other or busy time would count twice: scale back onto the idle time.
-        notes.append(f"rank {rank} device {device}: classified gaps exceed idle time by {found - idle} ns; "
-                     "scaled to the idle time")
+        notes.append(Note.of(GAPS_EXCEED_IDLE, rank=rank, device=device, excess_ns=found - idle))
         scaled = {k: int(v * idle // found) for k, v in out.items()}
         big = max(scaled, key=scaled.__getitem__)
         scaled[big] += idle - sum(scaled.values())
@@ -320,7 +325,7 @@ def _idle_by_class(gaps: pd.DataFrame, at: np.ndarray, start: np.ndarray, end: n
     return out
 
 
-def _comm_note(gaps: pd.DataFrame, total_ns: int, cfg: Thresholds) -> list[str]:
+def _comm_note(gaps: pd.DataFrame, total_ns: int, cfg: Thresholds) -> list[Note]:
     """Communication that ran during idle gaps the rules gave to another cause (it was not waited for)."""
     if not total_ns or not len(gaps) or "comm_ns" not in gaps.columns or "class" not in gaps.columns:
         return []
@@ -328,23 +333,16 @@ def _comm_note(gaps: pd.DataFrame, total_ns: int, cfg: Thresholds) -> list[str]:
     hidden = int(gaps["comm_ns"].to_numpy(np.int64)[other].sum())
     if hidden / total_ns < cfg.note_min_share:
         return []
-    return [f"communication ran during {hidden / total_ns:.0%} of step time while compute was idle for another "
-            "reason (the next kernel was not waiting for it); it is counted under that reason, not comm-bound"]
+    return [Note.of(COMM_DURING_OTHER_IDLE, hidden_ns=hidden, total_ns=total_ns)]
 
 
-def _boundary_note(gaps: pd.DataFrame, shares: Mapping[str, float], total_ns: int) -> list[str]:
+def _boundary_note(gaps: pd.DataFrame, shares: Mapping[str, float], total_ns: int) -> list[Note]:
     """How much step time lies at the capture's edges, and what it was (it is in no cause's share)."""
     share = shares.get(CAPTURE_BOUNDARY, 0.0)
     if not total_ns or share <= 0:
         return []
     split = evidence_split(gaps, CAPTURE_BOUNDARY)
-    what = {"uncaptured-work": "GPU work issued before the capture began",
-            "blocking-call": "a blocking call at the capture's start waiting on earlier GPU work",
-            "shutdown": "the profiler shutting down after the last step"}
-    parts = ", ".join(f"{what.get(k, k)} {v / 1e6:.2f} ms" for k, v in split.items())
-    whole = "over 99%" if 0.995 <= share < 1 else f"{share:.0%}"  # never "100%" while some time was captured
-    return [f"capture boundary: {whole} of step time lies at the capture's edges ({parts}); it is kept out of "
-            "the causes' shares and the verdict, whose shares are of the remaining captured time"]
+    return [Note.of(CAPTURE_EDGES, share=share, split=tuple(split.items()))]
 
 
 def verdict(shares: Mapping[str, float], cfg: Thresholds) -> Verdict:

@@ -208,18 +208,20 @@ def search_names(rx: Any, names: Any, what: str, budget_s: float = MATCH_BUDGET_
     """``bool(rx.search(name))`` for each name (its first NAME_MATCH_CHARS characters), under a time
     budget in the main thread (the regex engine checks for signals as it runs)."""
     import signal
-    import threading
 
     def run() -> list[bool]:
         return [bool(rx.search(str(n)[:NAME_MATCH_CHARS])) for n in names]
 
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    if not hasattr(signal, "setitimer"):
         return run()
 
     def alarm(_sig: int, _frame: Any) -> None:
         raise _Overrun
 
-    before = signal.signal(signal.SIGALRM, alarm)
+    try:
+        before = signal.signal(signal.SIGALRM, alarm)
+    except ValueError:  # not the main thread, where no handler can be set (nor a signal received)
+        return run()
     signal.setitimer(signal.ITIMER_REAL, budget_s)
     try:
         return run()

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-if TYPE_CHECKING:  # imported where used: the loader imports this module before pandas (loaders.prefetch)
+if TYPE_CHECKING:  # imported where used: the loader imports this module before pandas (runner.prefetch)
     import pandas as pd
 
 CLS_COMMUNICATION = "communication"

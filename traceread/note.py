@@ -1,8 +1,9 @@
 """A note as data: what the analysis found worth a line of the method notes, worded only by the renderers.
 
-``Note(kind, data)``: ``kind`` names the finding, ``data`` its figures as (name, value) pairs in order
-(hashable, so equal notes are listed once). ``traceread.render.notes`` words each kind; a note the
-analysis has no kind for yet travels as its sentence (a ``str``).
+``Note(kind, data, label)``: ``kind`` names the finding, ``data`` its figures as (name, value) pairs in order
+(hashable, so equal notes are listed once), ``label`` the input it is about (its file name, shown before the
+words) or "". ``traceread.render.notes`` words each kind; a note the analysis has no kind for yet travels as
+its sentence (a ``str``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,75 @@ STRAGGLER_COMM_BOUND = "straggler-comm-bound"
 # how much of the other ranks' largest idle class is waiting for one rank or stage: idle_class, share, job,
 # waits_on (rank | stage), who (its rank or stage)
 WAITING_FOR = "waiting-for"
+# The frame's sanity checks (traceread.frame.sanity):
+# GPU activities the file holds more than once: count
+REPEATED_GPU_ACTIVITY = "repeated-gpu-activity"
+# compute kernels that start before the previous kernel on their stream ended: count
+OVERLAPPING_KERNELS = "overlapping-kernels"
+# holes in the GPU timeline of at least clock_jump_min_ns: count, min_ns, longest_ns
+TIMELINE_HOLES = "timeline-holes"
+# The steps (traceread.engine.steps, traceread.engine.step_inference):
+# --step-range matched: count (ranges), pattern
+STEPS_NVTX_RANGES = "steps-nvtx-ranges"
+# --step-range matched nothing: pattern
+NO_NVTX_MATCH = "no-nvtx-match"
+# steps between repeated calls of a per-iteration marker: label (the call's name), count (steps)
+STEPS_FROM_MARKER = "steps-from-marker"
+# no step found: each rank's GPU-active span is one step
+GPU_SPAN_STEP = "gpu-span-step"
+# one forward pass whose kernel sequence repeats per layer: repeats, kernels (per repeat)
+REPEATED_LAYERS = "repeated-layers"
+# one range spanning the work is the step: name, cover (its share of the launches), layers (repeats, kernels) or None
+SINGLE_RANGE_STEP = "single-range-step"
+# ranges numbered as iterations are the steps: name, count (per rank, at least), cover
+ITERATION_RANGES = "iteration-ranges"
+# a repeating NVTX range / annotation is the step: name, count (per rank, at least), min_cover
+REPEATING_RANGE = "repeating-range"
+# the repeating kernel sequence is the step: periods ((rank, periods, kernels per period, recurring share), ...)
+KERNEL_PERIOD = "kernel-period"
+# steps with no GPU time left: count, early (linked ops starting before their launch), linked (linked ops)
+COLLAPSED_STEPS = "collapsed-steps"
+# the first steps are warmup (--warmup-steps): steps
+WARMUP_GIVEN = "warmup-given"
+# ProfilerStep#0 marked warmup (no warmup recorded by the schedule)
+FIRST_STEP_WARMUP = "first-step-warmup"
+# steps flagged as outliers: count, factor
+OUTLIER_STEPS = "outlier-steps"
+# step markers without a duration, left out: count
+UNENDED_MARKERS = "unended-markers"
+# ranks with GPU work but no step markers: ranks
+UNMARKED_RANKS = "unmarked-ranks"
+# The attribution (traceread.attribution):
+# step time inside CUDA graphs whose kernels are not traced: graph_ns, total_ns
+GRAPH_TIME = "graph-time"
+# memory-bound kernels' share of busy time when an idle cause dominates: share
+MEMORY_BOUND_NEXT = "memory-bound-next"
+# kernels of unknown class: share (of busy time)
+UNCLASSIFIED_BUSY = "unclassified-busy"
+# communication during idle gaps given to another cause: hidden_ns, total_ns
+COMM_DURING_OTHER_IDLE = "comm-during-other-idle"
+# step time at the capture's edges: share, split ((evidence kind, ns), ...)
+CAPTURE_EDGES = "capture-edges"
+# no analysed steps
+NOTHING_TO_ATTRIBUTE = "nothing-to-attribute"
+# a unit's classified gaps sum past its idle time: rank, device, excess_ns
+GAPS_EXCEED_IDLE = "gaps-exceed-idle"
+# The MFU's step timing (traceread.metrics.steptime, traceread.metrics.mfu):
+# warmup steps left out of the step time: steps
+TIMING_WARMUP_EXCLUDED = "timing-warmup-excluded"
+# outlier steps left out of the step time: count, longest_ns, median_ns
+TIMING_OUTLIERS_EXCLUDED = "timing-outliers-excluded"
+# no Optimizer.step# markers: one optimizer step per profiler step assumed
+ONE_OPTIMIZER_STEP_ASSUMED = "one-optimizer-step-assumed"
+# the trace's micro-batches per optimizer step: count
+MICRO_BATCHES = "micro-batches"
+# how MBU estimates bytes per step from the parameters: bytes_per_param
+MBU_BYTES_ESTIMATE = "mbu-bytes-estimate"
+# The pipeline-bubble rule (traceread.rules.pipeline_bubble):
+# a rank/device with too few analysed steps to judge periodicity: rank, device, steps, needed
+BUBBLES_NOT_JUDGED = "bubbles-not-judged"
+# the rank/device pairs past the ones named, in one line: pairs, fewest, most (analysed steps)
+BUBBLES_NOT_JUDGED_MORE = "bubbles-not-judged-more"
 
 
 @dataclass(frozen=True)
@@ -24,10 +94,15 @@ class Note:
 
     kind: str
     data: tuple[tuple[str, Any], ...] = ()
+    label: str = ""  # the input the note is about, shown before its words ("" for the whole analysis)
 
     @classmethod
     def of(cls, kind: str, /, **data: Any) -> Note:
         return cls(kind, tuple(data.items()))
+
+    def under(self, label: str) -> Note:
+        """This note about the input ``label`` (its file name)."""
+        return Note(self.kind, self.data, label)
 
     @property
     def fields(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-if TYPE_CHECKING:  # imported where used: see traceread.loaders.prefetch
+if TYPE_CHECKING:  # imported where used: see traceread.runner.prefetch
     import pandas as pd
 
 # --- lanes --------------------------------------------------------------------------------------

@@ -5,13 +5,13 @@ Loaders return :class:`Trace`; analyses read it and never modify it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # imported where used: see traceread.loaders.prefetch
+if TYPE_CHECKING:  # imported where used: see traceread.runner.prefetch
     import pandas as pd
 
 from traceread.schema import TIME_EPOCH
@@ -152,8 +152,9 @@ class SideTables(MutableMapping[str, "pd.DataFrame"]):
         # the pending tables it does not name.
         self._tables: dict[str, pd.DataFrame | None] = dict(tables or {})
         self._pending = dict(pending or {})
-        # A pending table is read once: the runner's replay thread and the rules may ask for it together.
-        self._reading = threading.Lock()
+        # Held while a pending table is read, so that it is read once: the runner puts its lock here when its
+        # replay thread and the rules may ask for the table together (traceread.runner.run.share_cache).
+        self.reading: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         for name in self._pending:
             self._tables.setdefault(name, None)
         assert all(t is not None or n in self._pending for n, t in self._tables.items()), "table without reader"
@@ -161,7 +162,7 @@ class SideTables(MutableMapping[str, "pd.DataFrame"]):
     def __getitem__(self, name: str) -> pd.DataFrame:
         table = self._tables[name]
         if table is None:
-            with self._reading:
+            with self.reading:
                 table = self._tables[name]
                 if table is None:
                     table = self._tables[name] = self._pending.pop(name)()
@@ -193,7 +194,7 @@ class SideTables(MutableMapping[str, "pd.DataFrame"]):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._tables, self._pending = dict(state["tables"]), {}
-        self._reading = threading.Lock()
+        self.reading = contextlib.nullcontext()
 
     def __repr__(self) -> str:
         return f"SideTables({', '.join(n + ('' if self.is_read(n) else ' (pending)') for n in self._tables)})"

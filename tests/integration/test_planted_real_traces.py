@@ -20,6 +20,7 @@ from traceread.attribution import attribute
 from traceread.config import Thresholds
 from traceread.engine.gaps import find_gaps
 from traceread.engine.steps import find_steps
+from traceread.render.notes import text as words
 from traceread.rules import classify
 
 # One xdist worker runs this module's tests (tests/conftest.py ONE_WORKER_MODULES): its module-scoped ``resnet`` is made once.
@@ -117,6 +118,6 @@ def test_nccl_trace_shows_its_communication():
     assert beside["evidence"].str.contains("communication ran for").all()
     waited = overlapped[overlapped["class"] == "comm-bound"]
     assert waited["evidence"].str.contains("collective on the communication lane").all()
-    assert any("communication ran during" in n for n in attr.notes)
-    assert any("cannot be judged" in n for n in gaps.attrs["notes"])  # 3 analysed steps
+    assert any("communication ran during" in n for n in map(words, attr.notes))
+    assert any("cannot be judged" in words(n) for n in gaps.attrs["notes"])  # 3 analysed steps
     assert np.isclose(sum(attr.shares.values()), 1.0)

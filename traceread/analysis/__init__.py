@@ -1,8 +1,9 @@
-"""The diagnosis pipeline: steps -> gaps -> rules -> attribution -> kernels/collectives/MFU.
+"""The diagnosis: steps -> gaps -> rules -> attribution -> kernels/collectives/MFU -> ranks -> what-if.
 
-``finish(traces, per, workload, cfg, ...) -> Analysis`` reads loaded traces and returns plain data (a frozen
-dataclass of DataFrames, dicts and strings); it does no I/O. :func:`traceread.runner.analyze` runs it (with the
-what-if replay beside it) and is the entry point. Every renderer (Markdown, JSON, the
+The stages are declared in order in :data:`traceread.analysis.stages.STAGES`; each reads loaded traces and
+what the stages before it made, and the last returns plain data (an :class:`Analysis`: a frozen dataclass of
+DataFrames, typed results and strings); none does I/O. :func:`traceread.runner.analyze` walks them (with the
+what-if replay beside them) and is the entry point; :func:`finish` walks them without a runner. Every renderer (Markdown, JSON, the
 timeline picture, Perfetto) reads an :class:`Analysis` and nothing else. Whatever could not be
 computed is listed in ``Analysis.unavailable`` with the reason, never silently skipped.
 
@@ -13,7 +14,6 @@ call themselves rank 0 stay apart. A *unit* is one (trace, rank, device).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,10 +27,9 @@ from traceread.analysis import pipeline as pipe
 from traceread.analysis.findings import Findings
 from traceread.analysis.pipeline import UNIT, LaunchStats
 from traceread.config import Thresholds
-from traceread.note import STRAGGLER_COMM_BOUND, WAITING_FOR, Note
-from traceread.rules.evidence import aligned
+from traceread.note import Note
 from traceread.trace import EpochWindow, Trace
-from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, NO_GPU_ACTIVITY, PARTS, part_col
+from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, PARTS, part_col
 from traceread.vocabulary import VERDICTS as CAUSES
 
 if TYPE_CHECKING:
@@ -186,9 +185,7 @@ class Hooks:
 
     # One input's steps and classified gaps, as soon as the rules are done with them (pipeline.finish_one)
     classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None
-    # The analysis' steps and gaps, once the attribution and tables are done with the engine's selections
-    rules_done: Callable[[pd.DataFrame, pd.DataFrame], None] = lambda steps, gaps: None
-    # The what-if and its unavailable lines (waits for the replay): read before a job's section
+    # The what-if and its unavailable lines (waits for the replay): the ``whatif`` stage's result
     replayed: Callable[[], tuple[Any, tuple[str, ...]]] = _no_replay
     between: Callable[[], None] = _nothing  # called between phases (and between a job's ranks)
 
@@ -196,69 +193,16 @@ class Hooks:
 def finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], workload: Workload | None,
            cfg: Thresholds, top_gaps: int, failures: tuple[Failure, ...] | list[Failure], rank_pattern: str | None,
            hooks: Hooks = Hooks()) -> Analysis:  # noqa: B008 - frozen, never mutated
-    """The analysis of ``traces`` once their steps are found (``per``: :func:`traceread.analysis.pipeline.found_steps`).
-    The what-if is the runner's (:func:`traceread.runner.analyze`): read here (``hooks.replayed``) only for a
-    job's section."""
-    notes: list[str | Note] = []
-    unavailable: list[str] = []
-    for i, (t, p) in enumerate(zip(traces, per, strict=True)):
-        pipe.finish_one(i, t, cfg, p, hooks.classified, hooks.between)
-        notes.extend(p.notes)
-        unavailable.extend(p.unavailable)
-    steps = pipe.concat([p.steps for p in per], pipe.STEP_OUT_COLUMNS)
-    gaps = pipe.concat(aligned([p.gaps for p in per]), pipe.GAP_MIN_COLUMNS)
-    attribution = pipe.concat([p.attribution for p in per], pipe.ATTR_COLUMNS)
-    kernels = pipe.concat([p.kernels for p in per], None)
-    collectives = pipe.concat([p.collectives for p in per], None)
+    """The analysis of ``traces`` once their steps are found (``per``: :func:`traceread.analysis.pipeline.found_steps`):
+    the stages after ``steps`` (:data:`traceread.analysis.stages.STAGES`), walked without a runner. The what-if is
+    the runner's (:func:`traceread.runner.analyze`): read from ``hooks.replayed``."""
+    from traceread.analysis import stages
 
-    from traceread.attribution import table_verdict
-
-    # One verdict function for one trace or several (summed over every unit), scan jobs and diff sides.
-    run = table_verdict(attribution, cfg)
-    dominant, share, second, second_share = run.cause, run.share, run.second, run.second_share
-    refusal = ""
-    if attribution.empty and not any(_has_gpu_activity(t) for t in traces):
-        # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
-        # GPU cause can be named; the reason is in ``unavailable``.
-        dominant, share = NO_GPU_ACTIVITY, 0.0
-        from traceread.frame.sanity import missing_gpu_activity
-
-        reasons = [(t.meta.path.rsplit("/", 1)[-1], missing_gpu_activity(t)) for t in traces]
-        refusal = reasons[0][1] if len(reasons) == 1 else "; ".join(f"{n}: {r}" for n, r in reasons)
-    mfu, mfu_hint = pipe.run_mfu(workload, list(traces), steps, cfg, unavailable)
-    groups = pipe.guarded("job grouping", lambda: _groups(traces, cfg, rank_pattern), unavailable)
-    removal = _removal(steps, dominant, mfu, _step_groups(steps, groups, traces))
-    launch = pipe.launch_stats(list(traces), gaps, dominant, second, second_share, cfg, unavailable)
-    hooks.rules_done(steps, gaps)
-    summaries = tuple(_summarize(i, t, p.step_source) for i, (t, p) in enumerate(zip(traces, per, strict=True)))
-    result = Analysis(
-        traces=summaries, steps=steps, gaps=gaps, attribution=attribution,
-        dominant_cause=dominant, dominant_cost_share=share,
-        second_cause=second, second_cost_share=second_share, removal=removal,
-        mfu=mfu, mfu_hint=mfu_hint, kernels=kernels, collectives=collectives, launch_stats=launch,
-        notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
-        cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
-        dominant_evidence=_dominant_evidence(per, gaps, dominant), refusal=refusal,
-    )
-    if groups is None:
-        return result  # the runner adds the what-if
-    whatif, failed = hooks.replayed()  # the job section reads the replay's own steps
-    result = dataclasses.replace(result, whatif=whatif, unavailable=tuple(dict.fromkeys(result.unavailable + failed)))
-    unavailable[:] = result.unavailable
-    section = pipe.guarded("job section (alignment, stragglers)",
-                           lambda: _job_section(result, cfg, rank_pattern, groups, hooks.between), unavailable)
-    for rep in (r for r in (section.reports if section is not None else ()) if r is not None):
-        for s in rep.stragglers:
-            if s.others_comm_bound_waiting_ns > 0:
-                notes.append(Note.of(STRAGGLER_COMM_BOUND, job=rep.name, rank=s.rank, cause=s.cause,
-                                     waiting_ns=s.others_comm_bound_waiting_ns))
-        wf = rep.waiting_for
-        if wf is not None and wf.kind in ("rank", "stage") and wf.cls and wf.class_share:
-            notes.append(Note.of(WAITING_FOR, idle_class=wf.cls, share=wf.class_share, job=rep.name,
-                                 waits_on=wf.kind, who=wf.who))
-    return dataclasses.replace(result, job=section, notes=tuple(dict.fromkeys(notes)),
-                               unavailable=tuple(dict.fromkeys(unavailable)),
-                               dominant_evidence=_waiting_evidence(section, dominant) or result.dominant_evidence)
+    work = stages.Work(tuple(traces), cfg, stages.Options(workload, top_gaps, failures=tuple(failures),
+                                                          rank_pattern=rank_pattern), steps=per)
+    job = stages.walk(work, hooks, stages.STAGES[1:]).job
+    assert job is not None
+    return job
 
 
 def _dominant_evidence(per: list[pipe.PerTrace], gaps: pd.DataFrame, dominant: str) -> str:

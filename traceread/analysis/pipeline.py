@@ -25,6 +25,7 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.errors import UserFacingError
+from traceread.note import Note
 from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
@@ -77,7 +78,7 @@ class PerTrace:
     kernels: pd.DataFrame | None = None
     collectives: pd.DataFrame | None = None
     step_source: str = "unknown"
-    notes: list[str] = field(default_factory=list)  # in the order the report lists them
+    notes: list[str | Note] = field(default_factory=list)  # in the order the report lists them
     unavailable: list[str] = field(default_factory=list)
     found: pd.DataFrame | None = None  # the steps as found (find_steps), without idle by class or trace
     sanity_at: int = 0  # where in ``notes`` the trace's sanity notes go (made by finish_one, beside the replay)
@@ -131,7 +132,7 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     res = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range, between=between)
     out.found = res.steps.reset_index(drop=True)
     out.step_source = res.source
-    out.notes.extend(f"{label}: {n}" if len(label) else n for n in res.notes)
+    out.notes.extend(n.under(label) if len(label) else n for n in res.notes)
     return out
 
 
@@ -147,7 +148,7 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     from traceread.frame.sanity import sanity_notes
 
     label = _label(trace)
-    out.notes[out.sanity_at:out.sanity_at] = [f"{label}: {n}" for n in sanity_notes(trace, cfg)]
+    out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in sanity_notes(trace, cfg)]
     steps = out.found if out.found is not None else pd.DataFrame()
     if steps.empty:
         from traceread.frame.sanity import missing_gpu_activity
@@ -168,7 +169,7 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     return out
 
 
-def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str],
+def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str | Note],
                      between: Callable[[], None] = _nothing) -> pd.DataFrame:
     from traceread.engine.gaps import find_gaps
     from traceread.rules import classify
@@ -228,7 +229,7 @@ def _idle_parts(steps: pd.DataFrame, gaps: pd.DataFrame) -> np.ndarray:
 
 
 def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds, index: int,
-                 out: PerTrace, notes: list[str]) -> pd.DataFrame:
+                 out: PerTrace, notes: list[str | Note]) -> pd.DataFrame:
     from traceread.attribution import attribute
 
     attr = attribute(trace, steps, gaps, cfg)

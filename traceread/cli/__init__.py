@@ -148,13 +148,13 @@ def run() -> None:
     Settings: the collector runs less often (``GC_THRESHOLDS``), numpy's OpenBLAS starts no
     threads unless the user asks for them: traceread does no linear algebra, and each OpenBLAS
     thread (one per core) spins at start-up, taking CPU from the imports on a machine of few cores),
-    and threads share one malloc heap (``traceread.runner.heap.one_heap``)."""
+    and threads share one malloc heap (``traceread.runner.command_heap``)."""
     import gc
 
-    from traceread.runner.heap import one_heap
+    from traceread.runner import command_heap
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    one_heap()  # before any thread starts (the loader's halves): see its doc
+    command_heap()  # before any thread starts (the loader's halves): see its doc
     gc.set_threshold(*GC_THRESHOLDS)
     code = main()
     gc.freeze()

@@ -12,9 +12,9 @@ from traceread.cli.options import gates, thresholds, workload_options
 from traceread.cli.output import json_option, output_path
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.loaders import expand_paths, left_out_notes
-from traceread.loaders.prefetch import also_import
 from traceread.printable import printable
 from traceread.runner import load
+from traceread.runner.prefetch import also_import
 from traceread.trace import shown_path
 
 
@@ -89,7 +89,7 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
         ranks = parse_ranks(plot_ranks)
     elif plot_ranks is not None:
         raise UsageError("--ranks chooses the ranks of the --plot picture: give --plot PATH too")
-    # What runs after the load, imported beside the first trace's decode (traceread.loaders.prefetch).
+    # What runs after the load, imported beside the first trace's decode (traceread.runner.prefetch).
     also_import("traceread.analysis", "traceread.engine.steps", "traceread.engine.gaps", "traceread.rules", "traceread.attribution",
                 "traceread.metrics.kernels", "traceread.metrics.collectives", "traceread.whatif", "traceread.render",
                 *(["traceread.render.jsonout"] if json_path else []), *(["traceread.render.markdown"] if md_path else []))
@@ -97,9 +97,9 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     # takes the pages the load's decode buffers freed, instead of faulting in fresh ones (which the
     # kernel must zero first, on the analysis' time). The
     # analysis' peak is above the load's, so keeping the load's freed pages does not raise it.
-    from traceread.runner.heap import reuse_freed_pages
+    from traceread.runner import analysis_heap
 
-    reuse_freed_pages()
+    analysis_heap()
     loaded, unreadable = [], []
     left_out: list[tuple[str, str]] = []  # what the folders held but could not be read
     for path in _expand(traces, left_out):
@@ -111,7 +111,7 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     if not loaded:
         return EXIT_USAGE
     # Imported once the traces are loaded: pandas, which these import, was imported beside the
-    # first trace's decode (traceread.loaders.prefetch) instead of before it.
+    # first trace's decode (traceread.runner.prefetch) instead of before it.
     from traceread.analysis import Failure
     from traceread.render import write_outputs
     from traceread.runner import analyze

@@ -10,17 +10,20 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, summarize_trace
 from traceread.analysis.pipeline import idle_by_class
-from traceread.atomic import atomic_open, write_pieces
+from traceread.atomic import atomic_open
 from traceread.cli.output import emit_chunks, json_option, output_path
 from traceread.config import Thresholds, parse_set_options
 from traceread.engine.gaps import FRACTION_COLUMNS, OVERLAP_KINDS, with_fractions
 from traceread.engine.step_totals import step_totals
+from traceread.note import Note
 from traceread.render import csv_table, json_tables, rowjoin
 from traceread.render.fmt import ViewerClock, dur, plural
 from traceread.render.jsonout import trace_entry
+from traceread.render.notes import text as note_text
 from traceread.rules.evidence import EvidenceChunks, shown_columns
 from traceread.runner import load
 from traceread.runner.gaps import classified_gaps
+from traceread.runner.write import write_pieces
 from traceread.vocabulary import GAP_CLASSES, part_col
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
@@ -55,7 +58,7 @@ def _columns(gaps: pd.DataFrame, cfg: Thresholds) -> list[tuple[str, pd.Series |
     return out
 
 
-def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[str], top: int,
+def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[Note], top: int,
            clock: ViewerClock, min_listed_ns: int) -> str:
     """The text table: times as the trace's viewer shows them (``clock``), durations in ms/us; the
     raw ns stay in the JSON and CSV. Gaps under ``min_listed_ns`` (the smallest judged gap) are
@@ -66,7 +69,8 @@ def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[st
         st[col] = [dur(x) for x in totals[src].to_numpy()]
     st["idle_%"] = (100 * totals["idle_ns"] / totals["step_ns"].clip(lower=1)).round(1).to_numpy()
     st["gap_count"] = totals["gap_count"].to_numpy()
-    lines = [f"steps (source: {source}); times are {clock.meaning}", *notes, "", st.to_string(index=False), ""]
+    lines = [f"steps (source: {source}); times are {clock.meaning}", *map(note_text, notes), "",
+             st.to_string(index=False), ""]
     # The shown rows picked from the one column (a selection of the whole frame copied every column).
     dur_ns = gaps["dur_ns"].to_numpy()
     at = np.flatnonzero(dur_ns >= min_listed_ns)

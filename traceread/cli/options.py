@@ -36,7 +36,7 @@ def thresholds(config_path: str | None, set_items: tuple[str, ...]) -> Threshold
 
 def gates(items: tuple[str, ...]) -> list[tuple[str, float]]:
     """``--fail-on CLASS:PCT`` items as (class, percent)."""
-    # from its home: importing traceread.analysis here would import pandas before the load (loaders.prefetch)
+    # from its home: importing traceread.analysis here would import pandas before the load (runner.prefetch)
     from traceread.vocabulary import PARTS
 
     out = []

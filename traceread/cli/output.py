@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
-from traceread.atomic import atomic_open, write_pieces
+from traceread.atomic import atomic_open
 from traceread.printable import printable
+from traceread.runner.write import write_pieces
 
 
 def output_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

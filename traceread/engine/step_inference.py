@@ -48,6 +48,14 @@ from traceread import schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import EventView
 from traceread.host_calls import PROFILER_RANGE_RE, numbered_stem
+from traceread.note import (
+    ITERATION_RANGES,
+    KERNEL_PERIOD,
+    REPEATED_LAYERS,
+    REPEATING_RANGE,
+    SINGLE_RANGE_STEP,
+    Note,
+)
 
 SOURCE_NVTX_PREFIX = "inferred:nvtx:"
 SOURCE_KERNEL_PERIOD = "inferred:kernel-period"
@@ -57,7 +65,7 @@ SOURCE_KERNEL_PERIOD = "inferred:kernel-period"
 class Inferred:
     host: pd.DataFrame  # rank, step, cpu_start_ns, cpu_end_ns
     source: str
-    note: str
+    note: Note  # how the steps were found, as data (worded by traceread.render.notes)
     gpu_time: bool = False  # bounds are GPU times: assign GPU work to steps by its own start, not its launch
 
 
@@ -169,18 +177,12 @@ def from_repeating_range(v: EventView, cfg: Thresholds, single: bool = False) ->
     n = int(host_df.groupby("rank").size().min())
     cover = min(c for _, c in chosen.values())
     if single:
-        note = (f"No step markers: the single range {name!r} holds {cover:.0%} of the kernel launches: it is "
-                "the step (one per rank).")
-        if layers:
-            note += " " + layers_note(layers)
+        note = Note.of(SINGLE_RANGE_STEP, name=name, cover=float(cover),
+                       layers=(layers.repeats, layers.kernels) if layers else None)
     elif stemmed[code]:
-        note = (f"No step markers: steps are the ranges numbered as iterations {name!r} ({n} or more per rank, "
-                f"holding {cover:.0%} of the kernel launches); each step runs to the next one's start.")
+        note = Note.of(ITERATION_RANGES, name=name, count=n, cover=float(cover))
     else:
-        note = (f"No step markers: steps inferred from the repeating NVTX range / annotation {name!r} "
-                f"({n} or more per rank, holding at least {cfg.step_infer_min_cover:.0%} of the kernel launches "
-                "between its first and last occurrence); each step runs to the next occurrence's start, the last "
-                "one period long.")
+        note = Note.of(REPEATING_RANGE, name=name, count=n, min_cover=cfg.step_infer_min_cover)
     return Inferred(host_df, SOURCE_NVTX_PREFIX + name, note, gpu_time)
 
 
@@ -295,11 +297,9 @@ def repeated_layers(v: EventView, cfg: Thresholds, one_pass_only: bool = True) -
     return best
 
 
-def layers_note(layers: Layers) -> str:
-    """The report's note for one pass with repeated ``layers``."""
-    k, p = layers.repeats, layers.kernels
-    return (f"One forward pass with {k} repeated layers: treated as one step (its kernel sequence repeats "
-            f"every {p} kernels {k} times inside the pass; a layer is not an iteration).")
+def layers_note(layers: Layers) -> Note:
+    """The report's note for one pass with repeated ``layers`` (worded by ``traceread.render.notes``)."""
+    return Note.of(REPEATED_LAYERS, repeats=layers.repeats, kernels=layers.kernels)
 
 
 def from_kernel_period(v: EventView, cfg: Thresholds) -> Inferred | None:
@@ -329,9 +329,6 @@ def from_kernel_period(v: EventView, cfg: Thresholds) -> Inferred | None:
         starts = start[first]
         ends = np.concatenate([starts[1:], [int(end[first[-1]:first[-1] + p].max()) + 1]])
         parts.append(_frame(np.full(len(first), rank), np.arange(len(first)), starts, ends))
-    desc = "; ".join(f"rank {r}: {len(first)} periods of {p} kernels, {m:.0%} recur one period later"
-                     for r, _, first, p, m in found[:4])
-    note = (f"No step markers: steps inferred from the repeating sequence of kernels ({desc}); kernels "
-            "before the first and after the last whole period are left out. This is the longest repeating "
-            "pattern the capture holds (a unit seen twice wins over a layer repeating inside it).")
+    note = Note.of(KERNEL_PERIOD, periods=tuple((r, len(first), int(p), float(m))
+                                                 for r, _, first, p, m in found[:4]))
     return Inferred(pd.concat(parts, ignore_index=True), SOURCE_KERNEL_PERIOD, note, gpu_time)

@@ -38,6 +38,19 @@ from traceread.engine.lanes import (
     subset,
 )
 from traceread.host_calls import PROFILER_STEP_RE
+from traceread.note import (
+    COLLAPSED_STEPS,
+    FIRST_STEP_WARMUP,
+    GPU_SPAN_STEP,
+    NO_NVTX_MATCH,
+    OUTLIER_STEPS,
+    STEPS_FROM_MARKER,
+    STEPS_NVTX_RANGES,
+    UNENDED_MARKERS,
+    UNMARKED_RANKS,
+    WARMUP_GIVEN,
+    Note,
+)
 from traceread.trace import Trace
 
 SOURCE_PROFILER_STEP = "ProfilerStep"
@@ -52,7 +65,7 @@ class StepResult:
 
     steps: pd.DataFrame
     source: str
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)  # as data: worded by traceread.render.notes
 
 
 def _empty_host() -> pd.DataFrame:
@@ -159,7 +172,7 @@ def _from_gpu_span(v: EventView) -> pd.DataFrame:
 
 
 def _host_steps(trace: Trace, v: EventView, step_range: str | None,
-                cfg: Thresholds) -> tuple[pd.DataFrame, str, list[str], bool]:
+                cfg: Thresholds) -> tuple[pd.DataFrame, str, list[Note], bool]:
     """Host steps, their source, notes, and whether the bounds are GPU times (see ``_extend``)."""
     df, source, notes = _marked_steps(trace, v, step_range)
     if source != SOURCE_GPU_SPAN:
@@ -178,18 +191,18 @@ def _host_steps(trace: Trace, v: EventView, step_range: str | None,
         host = _host_frame(found.host["rank"], found.host["step"], found.host["cpu_start_ns"],
                            found.host["cpu_end_ns"])
         return host, found.source, notes + [found.note], found.gpu_time
-    notes.append("No step markers: the GPU-active span of each rank is analysed as one step.")
+    notes.append(Note.of(GPU_SPAN_STEP))
     if layers:
         notes.append(step_inference.layers_note(layers))
     return df, source, notes, False
 
 
-def _marked_steps(trace: Trace, v: EventView, step_range: str | None) -> tuple[pd.DataFrame, str, list[str]]:
+def _marked_steps(trace: Trace, v: EventView, step_range: str | None) -> tuple[pd.DataFrame, str, list[Note]]:
     if step_range:
         df = _from_nvtx(v, step_range)
         if len(df):
-            return df, SOURCE_NVTX, [f"Steps are the {len(df)} NVTX ranges matching {step_range!r}."]
-        notes = [f"No NVTX range matches {step_range!r}; looking for other step markers."]
+            return df, SOURCE_NVTX, [Note.of(STEPS_NVTX_RANGES, count=len(df), pattern=step_range)]
+        notes: list[Note] = [Note.of(NO_NVTX_MATCH, pattern=step_range)]
     else:
         notes = []
     df, source = _from_profiler_steps(trace, v)
@@ -198,9 +211,7 @@ def _marked_steps(trace: Trace, v: EventView, step_range: str | None) -> tuple[p
     for flag, label, boundary in _MARKERS:
         df = _from_marker(v, flag, boundary)
         if len(df):
-            notes.append(f"No step markers: steps inferred from repeated {label}#... calls, one per "
-                         f"training iteration ({len(df)} steps between consecutive calls; activity "
-                         "before the first and after the last call is left out).")
+            notes.append(Note.of(STEPS_FROM_MARKER, label=label, count=len(df)))
             return df, f"inferred:{label}", notes
     return _from_gpu_span(v), SOURCE_GPU_SPAN, notes
 
@@ -232,7 +243,7 @@ def _extend(v: EventView, host: _Cols, rank: int, device: int, gpu_time: bool = 
             "step": host["step"][mine], "start_ns": dev_start, "end_ns": dev_end, "cpu_start_ns": cs, "cpu_end_ns": ce}
 
 
-def _note_collapsed(v: EventView, steps: _Cols, notes: list[str]) -> None:
+def _note_collapsed(v: EventView, steps: _Cols, notes: list[Note]) -> None:
     """Say why steps have no GPU time left: work linked to an earlier step ran past them. When GPU
     ops start before the launch call their correlation id names (impossible: the ids are permuted
     or damaged), the links are what stretched a step over the ones after it."""
@@ -243,10 +254,7 @@ def _note_collapsed(v: EventView, steps: _Cols, notes: list[str]) -> None:
     launch = v.launch_of(ops)
     linked = launch >= 0
     early = int((v.start[ops[linked]] < v.start[launch[linked]]).sum())
-    why = (f"; {early:,} of {int(linked.sum()):,} linked GPU ops start before the launch call their correlation id "
-           "names, so the correlation ids do not match the launches (permuted or damaged) and a step is stretched "
-           "over the ones after it" if early else ": the GPU work launched in an earlier step runs past them")
-    notes.append(f"{collapsed} step(s) are 0 ns long on the GPU{why}.")
+    notes.append(Note.of(COLLAPSED_STEPS, count=collapsed, early=early, linked=int(linked.sum())))
 
 
 def outliers(steps: pd.DataFrame, cfg: Thresholds) -> np.ndarray:
@@ -263,7 +271,7 @@ def _outliers(rank: np.ndarray, device: np.ndarray, start: np.ndarray, end: np.n
     return length > cfg.outlier_step_factor * median
 
 
-def _flag(steps: _Cols, source: str, cfg: Thresholds, warmup_steps: int | None, notes: list[str]) -> None:
+def _flag(steps: _Cols, source: str, cfg: Thresholds, warmup_steps: int | None, notes: list[Note]) -> None:
     """Set ``warmup`` and ``outlier`` in ``steps`` (numpy group-bys: pandas' per-operation cost was
     most of this on a small trace)."""
     code, n = grouped.codes(steps["rank"], steps["device"])
@@ -271,7 +279,7 @@ def _flag(steps: _Cols, source: str, cfg: Thresholds, warmup_steps: int | None, 
     if warmup_steps is not None:
         steps["warmup"] = order_in_rank < warmup_steps
         if warmup_steps:
-            notes.append(f"The first {warmup_steps} step(s) are warmup (--warmup-steps).")
+            notes.append(Note.of(WARMUP_GIVEN, steps=warmup_steps))
     else:
         first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first, code, steps["step"])
@@ -279,14 +287,12 @@ def _flag(steps: _Cols, source: str, cfg: Thresholds, warmup_steps: int | None, 
         auto = (source == SOURCE_PROFILER_STEP) & (first[code] == 0) & (count[code] >= cfg.warmup_min_steps)
         steps["warmup"] = auto & (order_in_rank == 0)
         if steps["warmup"].any():
-            notes.append("ProfilerStep#0 is marked warmup: the profiler schedule recorded no warmup "
-                         "of its own.")
+            notes.append(Note.of(FIRST_STEP_WARMUP))
     steps["outlier"] = _outliers(steps["rank"], steps["device"], steps["start_ns"], steps["end_ns"],
                                  steps["warmup"], cfg)
     n_out = int(steps["outlier"].sum())
     if n_out:
-        notes.append(f"{n_out} step(s) longer than {cfg.outlier_step_factor:g}x the median step are "
-                     "flagged as outliers (kept in the attribution, left out of medians).")
+        notes.append(Note.of(OUTLIER_STEPS, count=n_out, factor=cfg.outlier_step_factor))
 
 
 def _nothing() -> None:
@@ -309,15 +315,14 @@ def find_steps(trace: Trace, cfg: Thresholds, warmup_steps: int | None = None,
     host = {c: frame[c].to_numpy() for c in ("rank", "step", "cpu_start_ns", "cpu_end_ns")}
     unended = host["cpu_end_ns"] <= host["cpu_start_ns"]
     if unended.any():  # a step marker with no end or no duration: the run crashed or the file was cut mid-step
-        notes.append(f"{int(unended.sum())} step marker(s) without a duration (no end recorded) are left out.")
+        notes.append(Note.of(UNENDED_MARKERS, count=int(unended.sum())))
         host = {c: a[~unended] for c, a in host.items()}
     pairs = rank_devices(v)
     marked = set(np.unique(host["rank"]).tolist())
     parts = [_extend(v, host, r, d, gpu_time) for r, d in pairs if r in marked]
     unmarked = sorted({r for r, _ in pairs if r not in marked})
     if unmarked:
-        notes.append(f"Rank(s) {', '.join(map(str, unmarked))} ran GPU work but carry no step markers; "
-                     "they are left out of step analyses.")
+        notes.append(Note.of(UNMARKED_RANKS, ranks=tuple(unmarked)))
     busy = []
     for (r, d), part in zip(((r, d) for r, d in pairs if r in marked), parts, strict=True):
         us, ue = compute_union(v, int(r), int(d))

@@ -15,6 +15,7 @@ import pandas as pd
 from traceread import schema
 from traceread.config import Thresholds
 from traceread.host_calls import LAUNCH, calls_matching
+from traceread.note import OVERLAPPING_KERNELS, REPEATED_GPU_ACTIVITY, TIMELINE_HOLES, Note
 from traceread.trace import Trace
 
 # The raw Kineto category of CUPTI range-profiler records (hardware counters per kernel range).
@@ -23,39 +24,35 @@ PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
 _KEY = ["rank", "lane", "device", "stream", "start_ns", "end_ns", "name", "correlation"]
 
 
-def sanity_notes(trace: Trace, cfg: Thresholds) -> list[str]:
-    """Notes (one sentence each) about duplicated, overlapping or time-jumping GPU activity."""
+def sanity_notes(trace: Trace, cfg: Thresholds) -> list[Note]:
+    """Notes (as data: ``traceread.render.notes`` words them) about duplicated, overlapping or time-jumping
+    GPU activity."""
     ev = trace.events
     rows = np.flatnonzero(ev["lane"].isin(schema.GPU_LANES).to_numpy())
     if len(rows) == 0:
         return []
-    notes: list[str] = []
+    notes: list[Note] = []
     start_ns, end_ns = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
     order = np.argsort(start_ns, kind="stable")  # read by the repeat check and the hole check
     repeat = _repeats(ev, rows, start_ns, order)
     dup = int(repeat.sum())
     if dup:
-        notes.append(f"{dup} GPU activities appear more than once (same stream, times, name and correlation): "
-                     "the file repeats events, so kernel counts and per-kernel totals include the repeats")
+        notes.append(Note.of(REPEATED_GPU_ACTIVITY, count=dup))
     # The compute kernels, each once (a repeat of a compute row is one: the lane is in the key).
     once = ~repeat
     once &= schema.lane_is(ev, schema.LANE_GPU_COMPUTE)[rows]
     by_start = order[once[order]]  # the compute kernels' rows in start order (stable), as positions in rows
     n = _overlaps(ev, rows[once], start_ns[once], end_ns[once], (np.cumsum(once) - 1)[by_start])
     if n:
-        notes.append(f"{n} kernels start before the previous kernel on their stream ended: a stream runs "
-                     "its kernels in order, so clocks were skewed or captures merged; busy time counts "
-                     "the overlap once")
+        notes.append(Note.of(OVERLAPPING_KERNELS, count=n))
     t = start_ns[order]
     e = np.maximum.accumulate(end_ns[order])  # latest end so far, in start order
     if len(t) > 1:
         holes = t[1:] - e[:-1]
         big = holes >= cfg.clock_jump_min_ns
         if big.any():
-            worst = float(holes[big].max()) / 1e9
-            notes.append(f"the GPU timeline has {int(big.sum())} hole(s) of at least "
-                         f"{cfg.clock_jump_min_ns / 1e9:.0f} s (longest {worst:.0f} s): a clock jump or several "
-                         "captures in one file; steps across a hole are not steady state")
+            notes.append(Note.of(TIMELINE_HOLES, count=int(big.sum()), min_ns=cfg.clock_jump_min_ns,
+                                 longest_ns=int(holes[big].max())))
     return notes
 
 

@@ -32,6 +32,7 @@ from traceread.atomic import note_input
 from traceread.errors import TraceReadError
 from traceread.limits import TooManyEvents
 from traceread.loaders import detect
+from traceread.loaders.parallel import SERIAL, Parallel
 from traceread.trace import Trace, shown_path
 
 SQLITE_MAGIC = detect.SQLITE_MAGIC
@@ -172,24 +173,25 @@ def _nothing() -> None:
 
 
 def load(path: str | os.PathLike[str], *, progress: bool = False, step_range: str | None = None,
-         decoders: int | None = None, between: Callable[[], None] = _nothing) -> Trace:
+         decoders: int | None = None, between: Callable[[], None] = _nothing, parallel: Parallel = SERIAL) -> Trace:
     """Load one trace file into the normalized frame.
 
     ``progress`` shows a progress bar on standard error (multi-GB loads); ``step_range`` names a
     user NVTX range to use as the step marker in Nsight Systems input. ``decoders`` caps the
-    Kineto decoding processes (default: the machine's cores, which may fork a second decoder or a
-    pool); ``traceread scan`` passes 1 because each of its workers is already one of N processes.
-    ``between`` is called once the load is done or failed (its read buffers and chunk arrays are freed).
+    Kineto decoders (default: ``parallel.cores``); ``traceread scan`` passes 1 because each of its workers is
+    already one of N processes. ``between`` is called once the load is done or failed (its read buffers and
+    chunk arrays are freed). ``parallel`` runs what may run beside the load (:mod:`traceread.loaders.parallel`:
+    the runner's threads and forks; the default runs nothing beside it).
     """
     path = os.fspath(path)
     note_input(path)  # an output of this command never replaces it (atomic.check_not_input)
     try:
         if _is_stream(path):
-            trace = _load_stream(path, progress, step_range, decoders)
+            trace = _load_stream(path, progress, step_range, decoders, parallel)
         else:
             kind = sniff(path)
             check_extent(path)
-            trace = _load(path, kind, progress, step_range, decoders)
+            trace = _load(path, kind, progress, step_range, decoders, parallel)
         _check_span(path, trace)
         trace.meta.path = shown_path(trace.meta.path)  # a name of any bytes: reports are UTF-8
         return trace
@@ -227,7 +229,8 @@ def _is_stream(path: str) -> bool:
     return False
 
 
-def _load_stream(path: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
+def _load_stream(path: str, progress: bool, step_range: str | None, decoders: int | None,
+                 parallel: Parallel) -> Trace:
     """A pipe is read once into a private temporary file, which is loaded like any other.
 
     The loaders need a seekable file (a gzip's size trailer, a plain file's map, the second
@@ -239,7 +242,7 @@ def _load_stream(path: str, progress: bool, step_range: str | None, decoders: in
         copy = os.path.join(tmp, os.path.basename(path) or "stream")
         _spool(path, copy)
         try:
-            trace = _load(copy, sniff(copy), progress, step_range, decoders)
+            trace = _load(copy, sniff(copy), progress, step_range, decoders, parallel)
             for name in list(trace.side):  # tables read on first use: read now, the copy goes
                 trace.side[name]
         except TraceReadError as exc:
@@ -341,18 +344,19 @@ def check_extent(path: str) -> None:
         os.close(fd)
 
 
-def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None) -> Trace:
+def _load(path: str, kind: str, progress: bool, step_range: str | None, decoders: int | None,
+          parallel: Parallel = SERIAL) -> Trace:
     if kind not in (detect.KINETO, detect.NSYS, detect.NSYS_REP):
         return _load_other(path, kind, progress)
     try:
         if kind == "kineto":
             from traceread.loaders.kineto import load_kineto
 
-            return load_kineto(path, progress=progress, workers=decoders)
+            return load_kineto(path, progress=progress, workers=decoders, parallel=parallel)
         from traceread.loaders.nsys import load_nsys
 
         try:
-            return load_nsys(path, progress=progress, step_range=step_range)
+            return load_nsys(path, progress=progress, step_range=step_range, parallel=parallel)
         except UnicodeDecodeError:  # SQLite's own error text quoting a damaged schema
             raise TraceReadError(path, "not a readable Nsight Systems export (damaged schema)") from None
         except (ValueError, TypeError, OverflowError) as exc:

@@ -25,7 +25,7 @@ __all__ = ["collective_table", "kernel_report", "kernel_table", "MfuResult", "co
            "match_gpu", "resolve_peak", "roofline"]
 
 # Each name's module, imported on first use (PEP 562): importing one module of the package, such as
-# the CLI's ``metrics.workload``, then does not import pandas before a trace is decoded (loaders.prefetch).
+# the CLI's ``metrics.workload``, then does not import pandas before a trace is decoded (runner.prefetch).
 _HOMES = {"collective_table": "collectives", "kernel_report": "kernels", "kernel_table": "kernels",
           "MfuResult": "mfu", "compute_mfu": "mfu", "PEAK_TABLE": "peaks", "match_gpu": "peaks",
           "resolve_peak": "peaks", "roofline": "roofline"}

@@ -28,6 +28,7 @@ from traceread.metrics.peaks import PeakChoice, resolve_peak
 from traceread.metrics.precision import DTYPE_BYTES, matmul_precisions
 from traceread.metrics.steptime import StepTiming, step_timing
 from traceread.metrics.workload import Workload
+from traceread.note import MBU_BYTES_ESTIMATE, MICRO_BATCHES, Note
 from traceread.trace import Trace
 
 
@@ -72,7 +73,7 @@ class MfuResult:
     mfu_with_attention: float | None = None  # 6ND + attention FLOPs (PaLM convention), labelled
     mbu: float | None = None  # inference: memory-bandwidth utilization
     warnings: tuple[str, ...] = field(default=())
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Note, ...] = field(default=())  # as data: worded by traceread.render.notes
 
 
 def _num_gpus(workload: Workload, traces: list[Trace], warnings: list[str]) -> tuple[int, str]:
@@ -94,13 +95,13 @@ def _device_names(traces: list[Trace]) -> list[str]:
     return [d.name for d in (used or devs)]
 
 
-def _check_grad_accum(workload: Workload, timing: StepTiming, warnings: list[str], notes: list[str]) -> None:
+def _check_grad_accum(workload: Workload, timing: StepTiming, warnings: list[str], notes: list[Note]) -> None:
     m = timing.micro_batches_per_optimizer_step
     if m is None:
         return
     seen = int(round(m))
     if seen > 1:
-        notes.append(f"the trace shows {m:.3g} micro-batches per optimizer step (data-loader / forward markers)")
+        notes.append(Note.of(MICRO_BATCHES, count=m))
     if workload.grad_accum is not None and seen != workload.grad_accum:
         warnings.append(f"token count and step time disagree: --grad-accum {workload.grad_accum} but the trace "
                         f"shows {m:.3g} micro-batches per optimizer step")
@@ -117,7 +118,7 @@ def compute_mfu(workload: Workload, traces: list[Trace], steps_df: pd.DataFrame,
     ``traces``). Raises MissingInputError for inputs neither the trace nor ``workload`` gives.
     """
     warnings: list[str] = []
-    notes: list[str] = []
+    notes: list[Note] = []
     fpt = workload.flops_per_token_model()
     if fpt is None:
         raise MissingInputError("MFU needs the model size: pass --params N or --flops-per-token")
@@ -183,7 +184,7 @@ def compute_mfu(workload: Workload, traces: list[Trace], steps_df: pd.DataFrame,
 
 
 def _mbu(workload: Workload, dtype: str, t_s: float, gpus: int, peak: PeakChoice,
-         warnings: list[str], notes: list[str]) -> float | None:
+         warnings: list[str], notes: list[Note]) -> float | None:
     """Memory-bandwidth utilization: bytes read per step / (step time x GPUs x peak bandwidth)."""
     if peak.bandwidth_bytes_per_s is None:
         warnings.append("no peak bandwidth for this GPU: pass --peak-bandwidth for MBU")
@@ -192,8 +193,7 @@ def _mbu(workload: Workload, dtype: str, t_s: float, gpus: int, peak: PeakChoice
         nbytes = workload.bytes_per_step
     elif workload.params is not None:
         nbytes = workload.params * DTYPE_BYTES[dtype]
-        notes.append(f"MBU estimates bytes per step as N x {DTYPE_BYTES[dtype]} B (weights read once; KV "
-                     "cache and replicas not counted: pass --bytes-per-step to include them)")
+        notes.append(Note.of(MBU_BYTES_ESTIMATE, bytes_per_param=DTYPE_BYTES[dtype]))
     else:
         warnings.append("MBU needs --bytes-per-step or --params")
         return None

@@ -19,6 +19,7 @@ from traceread import schema
 from traceread.config import Thresholds
 from traceread.errors import MissingInputError
 from traceread.host_calls import DATALOADER_PREFIX, OPTIMIZER_PREFIX
+from traceread.note import ONE_OPTIMIZER_STEP_ASSUMED, TIMING_OUTLIERS_EXCLUDED, TIMING_WARMUP_EXCLUDED, Note
 from traceread.trace import Trace
 
 MICROBATCH_PREFIXES: tuple[str, ...] = (DATALOADER_PREFIX,)
@@ -43,7 +44,7 @@ class StepTiming:
     cv: float  # std/mean of steady step times
     optimizer_steps_per_profiler_step: float | None  # None: no Optimizer.step# markers
     micro_batches_per_optimizer_step: float | None  # None: no micro-batch markers
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Note, ...] = field(default=())  # as data: worded by traceread.render.notes
     warnings: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,7 +105,7 @@ def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds, train
     if steps is None or steps.empty:
         raise MissingInputError("no steps were found in the trace; MFU needs step boundaries "
                                 "(ProfilerStep#N, an NVTX step range, or --step-range)")
-    notes: list[str] = []
+    notes: list[Note] = []
     warnings: list[str] = []
     key = ["step"]  # ranks (and their trace files) share step numbers: ProfilerStep#N is the same N
     s = steps.assign(dur=(steps["end_ns"] - steps["start_ns"]).astype(np.int64),
@@ -123,11 +124,10 @@ def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds, train
     med = float(np.median(d))
     cv = float(np.std(d) / np.mean(d)) if len(d) > 1 and np.mean(d) > 0 else 0.0
     if n_warm:
-        notes.append(f"{n_warm} warmup step(s) excluded from the step time")
+        notes.append(Note.of(TIMING_WARMUP_EXCLUDED, steps=n_warm))
     if n_out:
         longest = per.loc[per["outlier"], "dur"].max()
-        notes.append(f"{n_out} outlier step(s) excluded (longest {longest / 1e6:.1f} ms vs median "
-                     f"{med / 1e6:.1f} ms): a stall, not the steady state")
+        notes.append(Note.of(TIMING_OUTLIERS_EXCLUDED, count=n_out, longest_ns=longest, median_ns=med))
     if len(d) < cfg.mfu_min_steady_steps:
         warnings.append(f"only {len(d)} steady step(s) timed: one step can hide a stall "
                         f"(checkpoint, allocator, slow batch); profile at least {cfg.mfu_min_steady_steps}")
@@ -153,7 +153,7 @@ def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds, train
         if mb.sum() > 0:
             mb_per = float(mb.sum() / opt.sum())
     elif training:
-        notes.append("no Optimizer.step# markers: assuming one optimizer step per profiler step")
+        notes.append(Note.of(ONE_OPTIMIZER_STEP_ASSUMED))
         if mb.sum() > 0:
             mb_per = float(mb.sum() / len(mb))
     return StepTiming(

@@ -21,10 +21,10 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.analysis.scope import analysis_scope
-from traceread.atomic import write_pieces
 from traceread.render import json_tables, json_text, notes
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
+from traceread.runner.write import write_pieces
 from traceread.vocabulary import GAP_CLASSES, NO_GPU_ACTIVITY, PARTS, VERDICTS, part_col
 
 if TYPE_CHECKING:
@@ -149,7 +149,9 @@ def _table(df: pd.DataFrame) -> list[dict[str, Any]]:
 def mfu_record(m: MfuResult) -> dict[str, Any]:
     """The report's ``mfu`` object: every field of the result, in order (tuples as lists)."""
     d = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
-    d["warnings"], d["notes"] = list(m.warnings), list(m.notes)
+    d["warnings"], d["notes"] = list(m.warnings), notes.texts(m.notes)
+    if "notes" in m.timing:  # the step timing's notes, as data: worded here
+        d["timing"] = {**m.timing, "notes": [notes.text(n) for n in m.timing["notes"]]}
     return d
 
 
@@ -213,7 +215,7 @@ def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
         "launch_stats": plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
         "whatif": _whatif(a) if replay else None,
-        "notes": [scrub_paths(notes.text(n)) for n in a.notes],
+        "notes": [scrub_paths(t) for t in notes.texts(a.notes)],
         "unavailable": list(a.unavailable) if replay else None,
         "thresholds": plain(a.cfg.to_dict()),
         "job": plain(a.job.to_dict()) if a.job is not None else None,

@@ -362,7 +362,7 @@ def _method(a: Analysis) -> str:
         lines.append(f"- MFU convention: {md_text(MFU_CONVENTION)}.")
     else:
         lines.append(f"- {md_text(a.mfu_hint)}.".replace("..", "."))
-    lines += [f"- {md_text(notes.text(n))}" for n in a.notes]
+    lines += [f"- {md_text(t)}" for t in notes.texts(a.notes)]
     lines += [f"- Not computed: {md_text(u)}" for u in a.unavailable]
     lines += [f"- Input not read: {md_code(f.path.rsplit('/', 1)[-1])}: {md_text(f.problem)}" for f in a.failures]
     lines.append(f"- {_thresholds_line(a)}")

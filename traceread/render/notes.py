@@ -3,10 +3,46 @@ Markdown and JSON reports (a note given as a sentence is that sentence)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from traceread.note import STRAGGLER_COMM_BOUND, WAITING_FOR, Note
+from traceread.note import (
+    BUBBLES_NOT_JUDGED,
+    BUBBLES_NOT_JUDGED_MORE,
+    CAPTURE_EDGES,
+    COLLAPSED_STEPS,
+    COMM_DURING_OTHER_IDLE,
+    FIRST_STEP_WARMUP,
+    GAPS_EXCEED_IDLE,
+    GPU_SPAN_STEP,
+    GRAPH_TIME,
+    ITERATION_RANGES,
+    KERNEL_PERIOD,
+    MBU_BYTES_ESTIMATE,
+    MEMORY_BOUND_NEXT,
+    MICRO_BATCHES,
+    NO_NVTX_MATCH,
+    NOTHING_TO_ATTRIBUTE,
+    ONE_OPTIMIZER_STEP_ASSUMED,
+    OUTLIER_STEPS,
+    OVERLAPPING_KERNELS,
+    REPEATED_GPU_ACTIVITY,
+    REPEATED_LAYERS,
+    REPEATING_RANGE,
+    SINGLE_RANGE_STEP,
+    STEPS_FROM_MARKER,
+    STEPS_NVTX_RANGES,
+    STRAGGLER_COMM_BOUND,
+    TIMELINE_HOLES,
+    TIMING_OUTLIERS_EXCLUDED,
+    TIMING_WARMUP_EXCLUDED,
+    UNCLASSIFIED_BUSY,
+    UNENDED_MARKERS,
+    UNMARKED_RANKS,
+    WAITING_FOR,
+    WARMUP_GIVEN,
+    Note,
+)
 
 
 def _straggler_comm_bound(d: dict[str, Any]) -> str:
@@ -23,9 +59,130 @@ def _waiting_for(d: dict[str, Any]) -> str:
             f"{who}{fix} (see the job section)")
 
 
+def _repeated_gpu_activity(d: dict[str, Any]) -> str:
+    return (f"{d['count']} GPU activities appear more than once (same stream, times, name and correlation): "
+            "the file repeats events, so kernel counts and per-kernel totals include the repeats")
+
+
+def _overlapping_kernels(d: dict[str, Any]) -> str:
+    return (f"{d['count']} kernels start before the previous kernel on their stream ended: a stream runs "
+            "its kernels in order, so clocks were skewed or captures merged; busy time counts the overlap once")
+
+
+def _timeline_holes(d: dict[str, Any]) -> str:
+    return (f"the GPU timeline has {d['count']} hole(s) of at least {d['min_ns'] / 1e9:.0f} s (longest "
+            f"{float(d['longest_ns']) / 1e9:.0f} s): a clock jump or several captures in one file; steps across a "
+            "hole are not steady state")
+
+
+def _bubbles_not_judged(d: dict[str, Any]) -> str:
+    return (f"pipeline bubbles cannot be judged on rank {d['rank']} device {d['device']}: only {d['steps']} analysed "
+            f"step(s), periodicity needs at least {d['needed']}")
+
+
+def _bubbles_not_judged_more(d: dict[str, Any]) -> str:
+    return (f"pipeline bubbles cannot be judged on {d['pairs']} more rank/device pairs either: only "
+            f"{d['fewest']}-{d['most']} analysed step(s)")
+
+
+def _repeated_layers(d: dict[str, Any]) -> str:
+    k, p = d["repeats"], d["kernels"]
+    return (f"One forward pass with {k} repeated layers: treated as one step (its kernel sequence repeats "
+            f"every {p} kernels {k} times inside the pass; a layer is not an iteration).")
+
+
+def _single_range_step(d: dict[str, Any]) -> str:
+    out = (f"No step markers: the single range {d['name']!r} holds {d['cover']:.0%} of the kernel launches: it is "
+           "the step (one per rank).")
+    if d["layers"]:
+        out += " " + _repeated_layers({"repeats": d["layers"][0], "kernels": d["layers"][1]})
+    return out
+
+
+def _kernel_period(d: dict[str, Any]) -> str:
+    desc = "; ".join(f"rank {r}: {n} periods of {p} kernels, {m:.0%} recur one period later" for r, n, p, m in d["periods"])
+    return (f"No step markers: steps inferred from the repeating sequence of kernels ({desc}); kernels "
+            "before the first and after the last whole period are left out. This is the longest repeating "
+            "pattern the capture holds (a unit seen twice wins over a layer repeating inside it).")
+
+
+def _collapsed_steps(d: dict[str, Any]) -> str:
+    early = d["early"]
+    why = (f"; {early:,} of {d['linked']:,} linked GPU ops start before the launch call their correlation id "
+           "names, so the correlation ids do not match the launches (permuted or damaged) and a step is stretched "
+           "over the ones after it" if early else ": the GPU work launched in an earlier step runs past them")
+    return f"{d['count']} step(s) are 0 ns long on the GPU{why}."
+
+
+# What the capture's edges held, by evidence kind (capture-boundary's evidence)
+_EDGE_WHAT = {"uncaptured-work": "GPU work issued before the capture began",
+              "blocking-call": "a blocking call at the capture's start waiting on earlier GPU work",
+              "shutdown": "the profiler shutting down after the last step"}
+
+
+def _capture_edges(d: dict[str, Any]) -> str:
+    parts = ", ".join(f"{_EDGE_WHAT.get(k, k)} {v / 1e6:.2f} ms" for k, v in d["split"])
+    share = d["share"]
+    whole = "over 99%" if 0.995 <= share < 1 else f"{share:.0%}"  # never "100%" while some time was captured
+    return (f"capture boundary: {whole} of step time lies at the capture's edges ({parts}); it is kept out of "
+            "the causes' shares and the verdict, whose shares are of the remaining captured time")
+
+
 WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    TIMING_WARMUP_EXCLUDED: lambda d: f"{d['steps']} warmup step(s) excluded from the step time",
+    TIMING_OUTLIERS_EXCLUDED: lambda d: (f"{d['count']} outlier step(s) excluded (longest {d['longest_ns'] / 1e6:.1f} "
+                                         f"ms vs median {d['median_ns'] / 1e6:.1f} ms): a stall, not the steady state"),
+    ONE_OPTIMIZER_STEP_ASSUMED: lambda d: "no Optimizer.step# markers: assuming one optimizer step per profiler step",
+    MICRO_BATCHES: lambda d: (f"the trace shows {d['count']:.3g} micro-batches per optimizer step (data-loader / "
+                              "forward markers)"),
+    MBU_BYTES_ESTIMATE: lambda d: (f"MBU estimates bytes per step as N x {d['bytes_per_param']} B (weights read once; "
+                                   "KV cache and replicas not counted: pass --bytes-per-step to include them)"),
+    GRAPH_TIME: lambda d: (f"{d['graph_ns'] / d['total_ns']:.0%} of step time runs inside CUDA graphs whose kernels "
+                           "are not traced; it is counted as compute-bound busy time"),
+    MEMORY_BOUND_NEXT: lambda d: (f"memory-bound kernels take {d['share']:.0%} of busy time: once the idle "
+                                  "time is removed, fusion is the next lever"),
+    UNCLASSIFIED_BUSY: lambda d: (f"kernels of unknown class take {d['share']:.0%} of busy time: counted as "
+                                  "unclassified busy time, neither compute- nor memory-bound, and no lever is drawn "
+                                  "from them (name them with [kernel_patterns] in a config file; the kernel table "
+                                  "lists them)"),
+    COMM_DURING_OTHER_IDLE: lambda d: (f"communication ran during {d['hidden_ns'] / d['total_ns']:.0%} of step time "
+                                       "while compute was idle for another reason (the next kernel was not waiting "
+                                       "for it); it is counted under that reason, not comm-bound"),
+    CAPTURE_EDGES: _capture_edges,
+    NOTHING_TO_ATTRIBUTE: lambda d: "no analysed steps: nothing to attribute",
+    GAPS_EXCEED_IDLE: lambda d: (f"rank {d['rank']} device {d['device']}: classified gaps exceed idle time by "
+                                 f"{d['excess_ns']} ns; scaled to the idle time"),
+    STEPS_NVTX_RANGES: lambda d: f"Steps are the {d['count']} NVTX ranges matching {d['pattern']!r}.",
+    NO_NVTX_MATCH: lambda d: f"No NVTX range matches {d['pattern']!r}; looking for other step markers.",
+    STEPS_FROM_MARKER: lambda d: (f"No step markers: steps inferred from repeated {d['label']}#... calls, one per "
+                                  f"training iteration ({d['count']} steps between consecutive calls; activity "
+                                  "before the first and after the last call is left out)."),
+    GPU_SPAN_STEP: lambda d: "No step markers: the GPU-active span of each rank is analysed as one step.",
+    REPEATED_LAYERS: _repeated_layers,
+    SINGLE_RANGE_STEP: _single_range_step,
+    ITERATION_RANGES: lambda d: (f"No step markers: steps are the ranges numbered as iterations {d['name']!r} "
+                                 f"({d['count']} or more per rank, holding {d['cover']:.0%} of the kernel launches); "
+                                 "each step runs to the next one's start."),
+    REPEATING_RANGE: lambda d: (f"No step markers: steps inferred from the repeating NVTX range / annotation "
+                                f"{d['name']!r} ({d['count']} or more per rank, holding at least {d['min_cover']:.0%} "
+                                "of the kernel launches between its first and last occurrence); each step runs to "
+                                "the next occurrence's start, the last one period long."),
+    KERNEL_PERIOD: _kernel_period,
+    COLLAPSED_STEPS: _collapsed_steps,
+    WARMUP_GIVEN: lambda d: f"The first {d['steps']} step(s) are warmup (--warmup-steps).",
+    FIRST_STEP_WARMUP: lambda d: "ProfilerStep#0 is marked warmup: the profiler schedule recorded no warmup of its own.",
+    OUTLIER_STEPS: lambda d: (f"{d['count']} step(s) longer than {d['factor']:g}x the median step are flagged as "
+                              "outliers (kept in the attribution, left out of medians)."),
+    UNENDED_MARKERS: lambda d: f"{d['count']} step marker(s) without a duration (no end recorded) are left out.",
+    UNMARKED_RANKS: lambda d: (f"Rank(s) {', '.join(map(str, d['ranks']))} ran GPU work but carry no step markers; "
+                               "they are left out of step analyses."),
     STRAGGLER_COMM_BOUND: _straggler_comm_bound,
     WAITING_FOR: _waiting_for,
+    REPEATED_GPU_ACTIVITY: _repeated_gpu_activity,
+    OVERLAPPING_KERNELS: _overlapping_kernels,
+    TIMELINE_HOLES: _timeline_holes,
+    BUBBLES_NOT_JUDGED: _bubbles_not_judged,
+    BUBBLES_NOT_JUDGED_MORE: _bubbles_not_judged_more,
 }
 
 
@@ -33,4 +190,11 @@ def text(note: Note | str) -> str:
     """The sentence of ``note``."""
     if isinstance(note, str):
         return note
-    return WORDS[note.kind](note.fields)
+    words = WORDS[note.kind](note.fields)
+    return f"{note.label}: {words}" if note.label else words
+
+
+def texts(notes: Iterable[Note | str]) -> list[str]:
+    """The sentences of ``notes`` in order, each once: two notes whose figures differ but read the same (a share
+    rounded to the same percent) are one line, as the analysis lists an equal note once."""
+    return list(dict.fromkeys(text(n) for n in notes))

@@ -31,6 +31,7 @@ import pandas as pd
 
 from traceread import causes
 from traceread.config import Thresholds
+from traceread.note import Note
 from traceread.rules import (
     _calls,
     capture_boundary,
@@ -215,7 +216,7 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     In: ``gaps_df`` as ``traceread.engine.gaps.find_gaps`` returns it (columns missing from a hand-built
     frame read as zero / unknown), ``steps_df`` (``schema.STEP_COLUMNS``; used for periodicity),
     ``trace`` (host sync calls; may be None), ``cfg``. Out: a new frame, same rows and order;
-    ``attrs["notes"]`` holds user-facing sentences (e.g. bubbles not judged for lack of steps).
+    ``attrs["notes"]`` holds notes as data (``traceread.note.Note``, e.g. bubbles not judged for lack of steps).
     The input is not modified. ``text=False`` (the analysis): the evidence is kept as data instead
     of a sentence per gap, made where it is shown or written (``rules.evidence``). ``between`` is called
     once the rules' context is freed.
@@ -265,8 +266,9 @@ def _classify(cols: ColumnCache, steps_df: pd.DataFrame | None, trace: Trace | N
 
 
 def _kinds_column(kinds: np.ndarray, index: pd.Index) -> pd.Series:
-    """The evidence kinds (an object array of a few shared str) as a categorical column: one code per gap,
-    not a pointer (37 MB on a 5M-gap export, 5 MB as codes). Kinds that are not all str stay objects."""
+    """The evidence kinds (an object array of a few shared str) as a categorical column: one byte-sized code
+    per gap, not an eight-byte pointer, in a column as long as the gaps. Kinds that are not all str stay
+    objects."""
     codes, uniq = textcat.factorize(kinds)
     if not all(type(u) is str for u in uniq):
         return pd.Series(kinds, index=index, dtype=object, copy=False)  # (kinds is new: no copy)
@@ -279,8 +281,8 @@ def _rules(gaps: ColumnCache, ctx: RuleContext, cfg: Thresholds) -> tuple[np.nda
     n = len(gaps)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
     cls = np.full(n, code[UNATTRIBUTED], dtype=np.int8)  # class codes: no string per gap
-    # One reference per gap to one string: np.full converts the string to a str per element (4.6M
-    # objects, 267 MB on a 5M-gap export, kept in the frame's evidence_kind column).
+    # One reference per gap to one string: np.full converts the string to a str per element (a new object
+    # per gap, kept in the frame's evidence_kind column).
     kinds = texts(n, UNATTRIBUTED)
     free = np.ones(n, dtype=bool)
     for rule in RULES:
@@ -307,8 +309,8 @@ def _chunks(idx: np.ndarray) -> list[np.ndarray]:
     return [idx[lo:lo + EVIDENCE_CHUNK_ROWS] for lo in range(0, len(idx), EVIDENCE_CHUNK_ROWS)]
 
 
-def notes(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, cfg: Thresholds) -> list[str]:
-    """User-facing sentences about what the rules could not judge (same as ``attrs['notes']``)."""
+def notes(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, cfg: Thresholds) -> list[Note]:
+    """What the rules could not judge, as notes the renderers word (same as ``attrs['notes']``)."""
     return pipeline_bubble.periodicity(gaps_df, steps_df, cfg)[3]
 
 

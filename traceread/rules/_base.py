@@ -22,6 +22,7 @@ from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import event_view
 from traceread.host_calls import SYNC
+from traceread.note import Note
 from traceread.rules import textcat
 from traceread.rules._calls import api_calls as calls_of
 from traceread.rules._calls import distinct, longer_than, name_hits, thread_cpu_ops
@@ -71,7 +72,7 @@ class RuleContext:
     periodic: np.ndarray  # the gap recurs at the same phase of most analysed steps (see pipeline_bubble)
     presence: np.ndarray  # fraction of analysed steps with a gap at this phase (NaN: not judged)
     cv: np.ndarray  # coefficient of variation of those gaps' durations (NaN: not judged)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)  # what the rules could not judge, as data
     # one-time-cost (rules.one_time_cost.cover) and sync-stall (rules.sync_stall.blocked) facts
     one_time_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     one_time_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
@@ -219,7 +220,8 @@ def cat_where(cond: np.ndarray, *parts: Part, other: str | np.ndarray = "") -> n
 def texts(n: int, value: str = "") -> np.ndarray:
     """An object array of ``n`` references to the one string ``value``: ``np.full(n, value,
     dtype=object)`` converts the string through a unicode array, one new str object per element for
-    a non-empty one (1.8M objects, 106 MB, on a 2M-gap export) and a conversion per element for ''."""
+    a non-empty one (memory that grows with the gaps, for one repeated value) and a conversion per element
+    for ''."""
     out = np.empty(n, dtype=object)
     out.fill(value)
     return out

@@ -101,8 +101,9 @@ def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray, at: np.ndarray |
 
 
 def _fill(dense: np.ndarray) -> Any:
-    """The value a sparse column leaves out: 0, or True for a flag that most rows hold (a 5M-gap export's
-    ``queued`` and ``turnaround`` are 93% True: 22 MB each stored with False left out, 2 MB this way)."""
+    """The value a sparse column leaves out: 0, or True for a flag that most rows hold (``queued`` and
+    ``turnaround`` are True for most gaps of a launch-bound run: leaving the common value out is what
+    makes the column small)."""
     if dense.dtype == bool and 2 * np.count_nonzero(dense) > len(dense):
         return np.True_
     return dense.dtype.type(0)

@@ -55,6 +55,7 @@ import pandas as pd
 
 from traceread import grouped
 from traceread.config import Thresholds
+from traceread.note import BUBBLES_NOT_JUDGED, BUBBLES_NOT_JUDGED_MORE, Note
 from traceread.rules._base import (
     MAX_UNIT_NOTES,
     Rule,
@@ -112,7 +113,7 @@ def waits_like_a_bubble(gaps: Frame, queued: np.ndarray, cfg: Thresholds,
 
 
 def periodicity(gaps: Frame, steps: pd.DataFrame | None, cfg: Thresholds, eligible: np.ndarray | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Note]]:
     """``(periodic, presence, cv, notes)`` per gap (see module docstring).
 
     ``eligible``: the gaps that may recur as the same gap (same waiting signature); all when None.
@@ -121,7 +122,7 @@ def periodicity(gaps: Frame, steps: pd.DataFrame | None, cfg: Thresholds, eligib
     periodic = np.zeros(n, dtype=bool)
     presence = np.full(n, np.nan)
     cv = np.full(n, np.nan)
-    notes: list[str] = []
+    notes: list[Note] = []
     if n == 0 or steps is None or steps.empty:
         return periodic, presence, cv, notes
     keep = ~steps["warmup"].to_numpy(bool)
@@ -136,11 +137,10 @@ def periodicity(gaps: Frame, steps: pd.DataFrame | None, cfg: Thresholds, eligib
     short = np.flatnonzero(counts < cfg.bubble_min_steps)
     for u in short[:MAX_UNIT_NOTES]:
         rank, device, k = a_keys[0][first[u]].item(), a_keys[1][first[u]].item(), int(counts[u])
-        notes.append(f"pipeline bubbles cannot be judged on rank {rank} device {device}: only {k} analysed "
-                     f"step(s), periodicity needs at least {cfg.bubble_min_steps}")
+        notes.append(Note.of(BUBBLES_NOT_JUDGED, rank=rank, device=device, steps=k, needed=cfg.bubble_min_steps))
     if len(short) > MAX_UNIT_NOTES:  # one line for the rest: a note per GPU of thousands is not read
-        notes.append(f"pipeline bubbles cannot be judged on {len(short) - MAX_UNIT_NOTES} more rank/device "
-                     f"pairs either: only {int(counts[short].min())}-{int(counts[short].max())} analysed step(s)")
+        notes.append(Note.of(BUBBLES_NOT_JUDGED_MORE, pairs=len(short) - MAX_UNIT_NOTES,
+                             fewest=int(counts[short].min()), most=int(counts[short].max())))
     judged = np.flatnonzero(counts >= cfg.bubble_min_steps)
     if len(judged) == 0:
         return periodic, presence, cv, notes
@@ -225,10 +225,10 @@ def _by_window(gaps: Frame, g_unit: np.ndarray, in_step: np.ndarray, long_enough
     p = size[pos].astype(np.float64) / unit_steps[g_unit[cand]].astype(np.float64)
     mean = w_mean[pos]
     c = np.where(mean > 0, w_std[pos] / np.maximum(mean, 1.0), np.inf)
-    # The gap itself must be the window's gap: within 1 + 2 * bubble_max_cv (1.4x) of its mean
-    # duration. The bins reach further (up to ~1.6x), and a gap outside the analysed steps is not in
-    # the window's statistics at all: a 1.3 ms one-off in the warmup step beside 0.85 ms drains was
-    # read as the drain.
+    # The gap itself must be the window's gap: within 1 + 2 * bubble_max_cv of its mean duration. The bins
+    # reach further, and a gap outside the analysed steps is not in the window's statistics at all: without
+    # this check a one-off in the warmup step, somewhat longer than the drains beside it, would be read as
+    # a drain.
     fits = np.abs(np.log(np.maximum(dur[cand], 1) / np.maximum(mean, 1.0))) <= np.log1p(2.0 * cfg.bubble_max_cv)
     hit = (p >= cfg.bubble_presence) & (c <= cfg.bubble_max_cv) & fits
     # Keep the best reading per gap: a periodic one first, then the higher presence.

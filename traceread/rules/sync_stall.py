@@ -101,7 +101,7 @@ def blocked(gaps: Frame, steps: pd.DataFrame | None, trace: Trace | None, cfg: T
         if a.any():
             s_a, e_a = calls.start[a], calls.end_of(a)
             alloc_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_a, e_a))
-            # calls overlapping the gap (one that began before it and holds it counts: a 70 ms hipFree)
+            # calls overlapping the gap (one that began before it and holds it counts: a long hipFree)
             alloc_calls[sel] = (np.searchsorted(s_a, ge[sel], side="left")
                                 - np.searchsorted(np.sort(e_a), gs[sel], side="right"))
     return blocked_ns, alloc_ns, alloc_calls, block_start

@@ -10,7 +10,10 @@ thresholds. What makes them fast and lean lives here:
 * the engine's cache (:class:`traceread.engine.lanes.EngineCache`: the event view and what is derived from it), one
   per analysis, carried by its traces (:func:`share_cache`), and its selections kept for the replay once the
   rules are done (:func:`keep_replay_selections`);
-* the loads (:func:`load`), their freed read buffers given back after each.
+* the loads (:func:`load`): their threads and forked decoders (:mod:`traceread.runner.workers`, handed to the
+  loaders as a :class:`traceread.loaders.parallel.Parallel`), pandas imported beside the decode
+  (:mod:`traceread.runner.prefetch`), their freed read buffers given back after each;
+* the output writer's thread (:func:`traceread.runner.write.write_pieces`).
 
 :func:`analyze` waits for the replay before it hands the analysis out: an :class:`~traceread.analysis.Analysis`
 is plain data.
@@ -27,14 +30,26 @@ if TYPE_CHECKING:
     from traceread.runner.run import analyze, keep_replay_selections, share_cache
     from traceread.trace import Trace
 
-__all__ = ["analyze", "load", "keep_replay_selections", "share_cache"]
+__all__ = ["analyze", "load", "keep_replay_selections", "share_cache", "command_heap", "analysis_heap"]
+
+
+def command_heap() -> bool:
+    """A command's process-wide malloc setting at its start, before any thread (:func:`heap.one_heap`)."""
+    return heap.one_heap()
+
+
+def analysis_heap() -> bool:
+    """``analyze``'s malloc setting, from its loads on (:func:`heap.reuse_freed_pages`)."""
+    return heap.reuse_freed_pages()
 
 
 def load(path: str | os.PathLike[str], **kwargs: Any) -> Trace:
-    """:func:`traceread.loaders.load` (same arguments), its freed read buffers given back to the OS after it."""
+    """:func:`traceread.loaders.load` (same arguments) with the runner's threads and forked decoders beside it
+    (:data:`traceread.runner.workers.THREADS`), its freed read buffers given back to the OS after it."""
     from traceread.loaders import load as load_trace
+    from traceread.runner.workers import THREADS
 
-    return load_trace(path, between=heap.trim, **kwargs)
+    return load_trace(path, between=heap.trim, parallel=THREADS, **kwargs)
 
 
 def __getattr__(name: str) -> Any:

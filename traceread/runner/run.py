@@ -1,22 +1,22 @@
-"""The runner's :func:`analyze`: the stages in order, the replay beside them, the heap between them."""
+"""The runner's :func:`analyze`: the analysis' stages in order (:data:`traceread.analysis.stages.STAGES`), the
+replay beside them, the heap between them."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from traceread.analysis import Analysis, Failure, Hooks, finish
-from traceread.analysis import pipeline as pipe
+from traceread.analysis import Analysis, Failure, stages
 from traceread.config import Thresholds
 from traceread.engine.lanes import EngineCache
 from traceread.runner import heap
 from traceread.runner.replay import REPLAY_BESIDE_RULES_MAX_EVENTS, Replay
-from traceread.trace import Trace
+from traceread.trace import SideTables, Trace
 
 if TYPE_CHECKING:
     from traceread.metrics.workload import Workload
@@ -42,30 +42,55 @@ def analyze(
     inputs the caller could not load, carried through so every report lists them. ``rank_pattern`` is the
     file-name rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``). ``fixes`` are
     the levers the what-if replays (default: every lever at its default factor; ``traceread whatif --fix``).
+
+    The analysis' stages (:data:`traceread.analysis.stages.STAGES`) in order; between them the runner starts the
+    what-if replay on its thread once the steps are found, and gives the engine's selections and freed heap
+    pages back once the rules and tables are done (after ``launch``); the replay's result is the ``whatif``
+    stage's.
     """
     share_cache(traces)
     check_user_patterns(traces, fixes)
-    per = [pipe.found_steps(i, t, cfg, warmup_steps, step_range, heap.trim) for i, t in enumerate(traces)]
+    work = stages.Work(tuple(traces), cfg, stages.Options(workload, top_gaps, warmup_steps, step_range,
+                                                          tuple(failures), rank_pattern))
+    first = stages.STAGES[0]
+    assert first.name == "steps"  # the replay starts from the steps as found
+    stages.walk(work, stages.Hooks(between=heap.trim), (first,))
+    per = work.steps or []
     replay = Replay.start(traces, per, cfg, fixes)
 
-    def rules_done(steps: pd.DataFrame, gaps: pd.DataFrame) -> None:
+    def rules_done(done: stages.Work) -> None:
+        assert done.tables is not None
+        steps, gaps = done.tables.steps, done.tables.gaps
         keep_replay_selections(traces, steps)
         heap.trim()  # freed pages go back before the replay's fixes, the analysis' largest step
         replay.classified(steps, gaps)
 
     # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
     # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
-    hooks = Hooks(classified=replay.classified if replay.early and len(traces) == 1 else None,
-                  rules_done=rules_done, replayed=replay.result, between=heap.trim)
+    hooks = stages.Hooks(classified=replay.classified if replay.early and len(traces) == 1 else None,
+                         replayed=replay.result, between=heap.trim)
+    at = stages.NAMES.index(REPLAY_READ_AT)
+    before, after = stages.STAGES[1:at], stages.STAGES[at:]
     try:
         # An input small enough for its replay beside the rules also keeps freed pages from one phase to the next
         with heap.freed_pages_kept() if replay.early else contextlib.nullcontext():
-            result = finish(traces, per, workload, cfg, top_gaps, failures, rank_pattern, hooks)
+            stages.walk(work, hooks, before, after={RULES_DONE_AFTER: rules_done})
+            if work.groups is not None:  # a job's section reads the replay's own steps: it waits for it here
+                stages.walk(work, hooks, after)
     except BaseException as exc:
         replay.cancel(exc)
         raise
-    whatif, failed = replay.result()  # the replay may still run: it ran beside the tables and summaries
-    return dataclasses.replace(result, whatif=whatif, unavailable=tuple(dict.fromkeys(result.unavailable + failed)))
+    if work.groups is None:  # one rank: the replay, which may still run, gives its freed pages back as it goes
+        stages.walk(work, hooks, after)
+    assert work.job is not None
+    return work.job
+
+
+# The stage after which the engine's selections the replay does not read, and the freed heap pages, go back.
+RULES_DONE_AFTER = "launch"
+# The stage that reads the replay's result (it waits for the replay's thread).
+REPLAY_READ_AT = "whatif"
+assert RULES_DONE_AFTER in stages.NAMES and REPLAY_READ_AT in stages.NAMES
 
 
 def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale] | None) -> None:
@@ -92,10 +117,14 @@ def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale] | 
 
 def share_cache(traces: Sequence[Trace]) -> EngineCache:
     """One engine cache for every trace of an analysis (the one the first of them already carries, else a new
-    one): it keeps one trace's event view at a time, so the analysis of several holds one view, not one each."""
+    one): it keeps one trace's event view at a time, so the analysis of several holds one view, not one each.
+    Each trace's pending side tables are read under a lock of its own: the replay's thread and the rules may
+    ask for one together, and it is read once."""
     cache = next((t.cache for t in traces if t.cache is not None), None) or EngineCache()
     for t in traces:
         t.cache = cache
+        if isinstance(t.side, SideTables) and isinstance(t.side.reading, contextlib.nullcontext):
+            t.side.reading = threading.Lock()
     return cache
 
 

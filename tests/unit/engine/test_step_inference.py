@@ -14,6 +14,7 @@ from tracesynth.repeating import forward_passes, loop
 from traceread.config import Thresholds
 from traceread.engine.steps import find_steps
 from traceread.loaders import load
+from traceread.render.notes import text as words  # notes are data; the reports word them
 from traceread.trace import Trace
 
 MARKERS = r"^(?:ProfilerStep#\d+|Optimizer\.step#.*|Optimizer\.zero_grad#.*|enumerate\(DataLoader\)#.*)$"
@@ -46,7 +47,7 @@ def test_kernel_period_finds_every_step(fmt: str, steps: int, seed: int, tmp_pat
     assert res.source == "inferred:kernel-period"
     assert len(res.steps) == steps
     assert _steady_median(res) == pytest.approx(np.median(_truth(lp)), rel=0.02)
-    assert any("repeating sequence of kernels" in n for n in res.notes)
+    assert any("repeating sequence of kernels" in n for n in map(words, res.notes))
 
 
 @pytest.mark.parametrize(("fmt", "steps", "seed"), CASES)
@@ -100,7 +101,7 @@ def test_one_forward_with_repeated_layers_is_one_step(fmt: str, jitter: float, s
     lp = forward_passes(passes=1, layers=24, jitter=jitter, seed=seed)
     res = find_steps(_load(lp, fmt, tmp_path), Thresholds())
     assert res.source == "gpu-span" and len(res.steps) == 1
-    assert any("One forward pass with 24 repeated layers: treated as one step" in n for n in res.notes)
+    assert any("One forward pass with 24 repeated layers: treated as one step" in n for n in map(words, res.notes))
 
 
 @pytest.mark.parametrize(("fmt", "jitter", "seed"), FORMATS_JITTER)
@@ -108,7 +109,7 @@ def test_a_single_range_spanning_the_forward_is_the_step(fmt: str, jitter: float
     lp = forward_passes(passes=1, layers=24, jitter=jitter, seed=seed, annotation="execute_8192_context_9")
     res = find_steps(_load(lp, fmt, tmp_path), Thresholds())
     assert res.source == "inferred:nvtx:execute_8192_context_9" and len(res.steps) == 1
-    assert any("One forward pass with 24 repeated layers" in n for n in res.notes)
+    assert any("One forward pass with 24 repeated layers" in n for n in map(words, res.notes))
     step = res.steps.iloc[0]
     assert step["end_ns"] >= lp.step_ends[0][-1]  # the whole pass, its GPU lag included
 
@@ -155,7 +156,7 @@ def test_vllm_forward_is_one_step_not_24_layers() -> None:
     """One execute_... range around a 24-layer forward (kernels on device 2, no ProfilerStep)."""
     res = find_steps(load(SHARED_TRACES / "kineto/tracelens_vllm_piecewise_exec_mi300x.json.gz"), Thresholds())
     assert res.source.startswith("inferred:nvtx:execute_8192") and len(res.steps) == 1
-    assert any("One forward pass with 24 repeated layers: treated as one step" in n for n in res.notes)
+    assert any("One forward pass with 24 repeated layers: treated as one step" in n for n in map(words, res.notes))
 
 
 def _strip(trace: Trace) -> Trace:

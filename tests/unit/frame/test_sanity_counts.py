@@ -11,6 +11,7 @@ from scoreboard_frames import ev, make_trace
 from traceread import schema
 from traceread.config import Thresholds
 from traceread.frame.sanity import _KEY, sanity_notes
+from traceread.render.notes import text as words
 
 
 def _count(notes: list[str], marker: str) -> int:
@@ -31,7 +32,7 @@ def test_repeats_and_overlaps_match_an_independent_count() -> None:
         if rng.random() < 0.2:
             rows.append(dict(row))  # a planted repeat
     trace = make_trace(rows)
-    notes = sanity_notes(trace, Thresholds())
+    notes = [words(n) for n in sanity_notes(trace, Thresholds())]  # data, as the reports word it
 
     seen: set[tuple] = set()
     repeats = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from collections import Counter
@@ -13,7 +14,12 @@ import pytest
 from conftest import FIXTURES, needs_shared, shared_kineto
 
 from traceread import schema
-from traceread.loaders.kineto import chunks, load_kineto, split, stream, window
+from traceread.loaders.kineto import chunks, split, stream, window
+from traceread.loaders.kineto import load_kineto as _load_kineto
+from traceread.runner.workers import THREADS
+
+# The runner's threads and forks beside each load: the second decoder, the pool, the read-ahead run here
+load_kineto = functools.partial(_load_kineto, parallel=THREADS)
 
 ROW_PHASES = {"X", "i", "I"}
 
@@ -205,7 +211,7 @@ def test_gzip_source_inflates_the_same_bytes_ahead_on_demand_and_switched(tmp_pa
     half = len(text) // 2
     path.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]))
     for ahead, switch in ((True, None), (False, None), (False, 3)):
-        src = Source(str(path), ahead=ahead)
+        src = Source(str(path), ahead=ahead, parallel=THREADS)
         parts = []
         while block := src.read(100_000):
             parts.append(block)
@@ -267,7 +273,7 @@ def test_split_thread_is_stopped_when_this_half_fails(tmp_path: Path, monkeypatc
     path.write_bytes(b"hello " * 50_000)
     with pytest.raises(TraceReadError, match="not JSON"):
         load_kineto(str(path), workers=2)
-    assert len(started) == 1 and started[0].done and not started[0].thread.is_alive()
+    assert len(started) == 1 and started[0].done and not _half_threads()
     # args holding lists of objects: '}, {' guesses inside events make this half's chunks fail
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 1000 + i, "dur": 1,
                "args": {"x": [{"a": j} for j in range(40)]}} for i in range(4000)]
@@ -275,7 +281,13 @@ def test_split_thread_is_stopped_when_this_half_fails(tmp_path: Path, monkeypatc
     path.write_text(json.dumps({"traceEvents": events}))
     ev = load_kineto(str(path), workers=2).events
     assert list(ev["name"].astype(str)) == [f"op{i}" for i in range(4000)]
-    assert len(started) == 2 and started[1].done and not started[1].thread.is_alive()
+    assert len(started) == 2 and started[1].done and not _half_threads()
+
+
+def _half_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "traceread-half"]
 
 
 def test_integer_time_decoder_matches_the_text_decoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ msgspec alone, which the rest of the suite covers.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +15,13 @@ import pytest
 from conftest import FIXTURES, needs_shared, shared_kineto
 from test_kineto_loader import read_text
 
-from traceread.loaders.kineto import decode, load_kineto, scan
+from traceread.loaders.kineto import decode, scan
+from traceread.loaders.kineto import load_kineto as _load_kineto
 from traceread.loaders.kineto.frame import FrameBuilder
 from traceread.loaders.kineto.text import TRACE_EVENTS_KEY, scan_values
+from traceread.runner.workers import THREADS
+
+load_kineto = functools.partial(_load_kineto, parallel=THREADS)  # the runner's threads and forks beside it
 
 needs_scanner = pytest.mark.skipif(not scan.BUILT, reason="compiled scanner not built")
 

@@ -26,6 +26,7 @@ from traceread.errors import TraceReadError
 from traceread.loaders import nsys as N
 from traceread.loaders.nsys import load_nsys
 from traceread.loaders.nsys import read as nsys_read
+from traceread.runner.workers import THREADS
 
 WHOLE = 1 << 40  # more rows than any table: one chunk each
 
@@ -33,7 +34,7 @@ WHOLE = 1 << 40  # more rows than any table: one chunk each
 def _load(path, chunk: int, readers: int, monkeypatch):
     monkeypatch.setattr(nsys_read, "CHUNK_ROWS", chunk)
     monkeypatch.setattr(nsys_read, "READERS", readers)
-    return load_nsys(path)
+    return load_nsys(path, parallel=THREADS)
 
 
 def _same(a, b) -> None:

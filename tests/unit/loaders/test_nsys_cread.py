@@ -23,9 +23,10 @@ from tracesynth.nsys_writer import write_nsys
 
 from traceread.cli import main
 from traceread.errors import TraceReadError
-from traceread.loaders import load
 from traceread.loaders.nsys import cread
 from traceread.loaders.nsys import read as R
+from traceread.runner import load  # with the runner's reader threads (READERS of them)
+from traceread.runner.workers import THREADS
 
 pytestmark = pytest.mark.skipif(cread._module() is None,
                                 reason="the compiled nsys reader is not built (or no libsqlite3 found)")
@@ -52,7 +53,7 @@ def _outcome(fn):
 def _columns(path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool) -> dict:
     """Each (table, column) read alone as an integer column, and each table's columns all at once."""
     _mode(monkeypatch, compiled)
-    ex = R.open_export(str(path))
+    ex = R.open_export(str(path), THREADS)
     try:
         out = {}
         for table, cols in ex.columns.items():

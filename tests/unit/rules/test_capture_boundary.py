@@ -23,6 +23,7 @@ from traceread import load
 from traceread.attribution import verdict
 from traceread.config import Thresholds
 from traceread.render.markdown import render
+from traceread.render.notes import text as words
 from traceread.runner import analyze
 from traceread.vocabulary import PARTS, VERDICTS
 
@@ -59,7 +60,7 @@ def test_the_capture_edges_are_capture_boundary_and_out_of_the_verdict(tmp_path,
     assert a.attribution["capture_boundary_ns"].sum() > 0
     parts = sum(int(a.attribution[p.replace("-", "_") + "_ns"].sum()) for p in PARTS)
     assert parts == int(a.attribution["step_ns"].sum())  # the parts still sum to the steps
-    assert any(n.startswith("capture boundary:") for n in a.notes)
+    assert any(words(n).startswith("capture boundary:") for n in a.notes)
 
 
 def test_the_verdict_is_taken_on_the_captured_time():

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from traceread import causes, rules
 from traceread.config import Thresholds
 from traceread.render import advice
+from traceread.render.notes import text as words
 from traceread.rules import GAP_CLASSES, RULES, classify
 from traceread.vocabulary import VERDICTS
 
@@ -405,7 +406,9 @@ def test_fewer_steps_than_needed_says_bubbles_cannot_be_judged():
     steps = _steps(3, warmup_first=False)
     out = classify(_bubbles(steps, [800 * US] * 3, p2p=False, step_p2p_count=4), steps, None, CFG)
     assert (out["class"] != "pipeline-bubble").all()
-    assert any("cannot be judged" in n and "only 3" in n for n in out.attrs["notes"])
+    said = [words(n) for n in out.attrs["notes"]]  # notes are data; the reports word them
+    assert any("cannot be judged" in n and "only 3" in n for n in said)
+    assert [n.fields["steps"] for n in out.attrs["notes"]] == [3]
     assert rules.notes(out, steps, CFG) == out.attrs["notes"]
 
 

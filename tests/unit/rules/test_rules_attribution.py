@@ -9,6 +9,7 @@ from _frames import kernel, make_events
 from traceread.attribution import PARTS, Attribution, attribute, part_col
 from traceread.causes import first_response
 from traceread.config import Thresholds
+from traceread.render.notes import text as words  # notes are data; the reports word them
 
 CFG = Thresholds()
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
@@ -62,7 +63,7 @@ def test_gaps_overlapping_busy_time_are_scaled_not_double_counted():
     a = attribute(trace, steps((0, 400)), gaps((250, 400, "comm-bound")), CFG)
     r = row(a)
     assert r[part_col("comm-bound")] == 100 and sum(r[part_col(p)] for p in PARTS) == 400
-    assert any("exceed idle time" in n for n in a.notes)
+    assert any("exceed idle time" in n for n in map(words, a.notes))
 
 
 def test_warmup_steps_are_left_out_and_kernels_outside_steps_ignored():
@@ -97,7 +98,7 @@ def test_unknown_kernels_are_their_own_busy_part_after_the_classified_ones():
     assert r[part_col("memory-bound")] == 150  # [250,400): elementwise ran, so not unclassified
     assert r[part_col("unclassified")] == 100 + 50 + 300  # [0,100), [200,250), [600,900)
     assert sum(r[part_col(p)] for p in PARTS) == r["step_ns"] == 1000
-    assert any("unknown class" in n for n in a.notes)
+    assert any("unknown class" in n for n in map(words, a.notes))
 
 
 def test_unknown_kernels_never_make_a_run_memory_bound_nor_draw_the_fusion_lever():
@@ -109,12 +110,12 @@ def test_unknown_kernels_never_make_a_run_memory_bound_nor_draw_the_fusion_lever
     idle = make_events([kernel(0, 300, CUSTOM), kernel(300, 350, ELEM)])
     b = attribute(idle, steps((0, 1000)), gaps((350, 1000, "launch-bound")), CFG)
     assert b.dominant_cause == "launch-bound"
-    assert not any("fusion" in n for n in b.notes)
+    assert not any("fusion" in n for n in map(words, b.notes))
     assert row(b)["verdict"] == "launch-bound"
     # The same run with classified memory-bound kernels instead keeps the lever.
     elem = make_events([kernel(0, 300, ELEM), kernel(300, 350, ELEM)])
     c = attribute(elem, steps((0, 1000)), gaps((350, 1000, "launch-bound")), CFG)
-    assert any("fusion is the next lever" in n for n in c.notes)
+    assert any("fusion is the next lever" in n for n in map(words, c.notes))
 
 
 def test_cuda_graphs_are_compute_bound_whatever_their_name():
@@ -144,4 +145,4 @@ def test_each_device_gets_its_own_row_and_verdict():
 
 def test_no_steps_gives_an_empty_table_and_a_note():
     a = attribute(make_events([kernel(0, 10, GEMM)]), steps().iloc[:0], gaps(), CFG)
-    assert a.table.empty and any("nothing to attribute" in n for n in a.notes)
+    assert a.table.empty and any("nothing to attribute" in n for n in map(words, a.notes))

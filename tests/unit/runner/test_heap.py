@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import FIXTURES
 
 from traceread.runner import heap
 
@@ -78,7 +79,7 @@ def test_a_small_input_keeps_freed_pages_through_its_analysis_and_a_large_one_do
     from traceread.loaders import load
     from traceread.runner import replay
 
-    trace = load(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "hta_alexnet_a100.json.gz"))
+    trace = load(str(FIXTURES / "hta_alexnet_a100.json.gz"))
     calls = _counting_trims(monkeypatch)
     runner.analyze([trace])  # waits for the replay (its trims after the analysis' stages count)
     small = len(calls)

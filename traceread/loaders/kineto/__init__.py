@@ -29,11 +29,14 @@ from traceread.errors import TraceReadError
 from traceread.loaders.kineto.frame import FrameBuilder, profiler_steps
 from traceread.loaders.kineto.stream import read_stream
 from traceread.loaders.memory import load_settings
+from traceread.loaders.parallel import SERIAL, Parallel
 from traceread.trace import Trace, TraceMeta
 
 
-def load_kineto(path: str, progress: bool = False, workers: int | None = None) -> Trace:
-    """Load one Kineto trace. ``workers``: decoding processes (default: the machine's cores).
+def load_kineto(path: str, progress: bool = False, workers: int | None = None,
+                parallel: Parallel = SERIAL) -> Trace:
+    """Load one Kineto trace. ``workers``: decoders at most (default: ``parallel.cores``); ``parallel`` starts
+    the second decoder, the worker pool and the gunzip read-ahead (the default: none, one decoder inline).
 
     Raises :class:`TraceReadError` for files that are not traces (bad JSON at the top, no
     ``traceEvents``, empty, broken gzip). A truncated file loads every complete event before the
@@ -41,7 +44,7 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None) -
     """
     builder = FrameBuilder()
     with load_settings():
-        stream = read_stream(path, builder, progress=progress, workers=workers)
+        stream = read_stream(path, builder, progress=progress, workers=workers, parallel=parallel)
         if builder.n == 0 and stream.bare_list:
             raise TraceReadError(path, "not a trace: the top-level list holds no trace events")
         rank_notes: list[str] = []

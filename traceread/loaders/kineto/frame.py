@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-if TYPE_CHECKING:  # imported in the functions that build frames: see traceread.loaders.prefetch
+if TYPE_CHECKING:  # imported in the functions that build frames: see traceread.runner.prefetch
     import pandas as pd
 
 import traceread.loaders.kineto.categories as cats

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # only annotations here: see traceread.loaders.prefetch
+if TYPE_CHECKING:  # only annotations here: see traceread.runner.prefetch
     import pandas as pd
 
 import traceread.loaders.kineto.categories as cats

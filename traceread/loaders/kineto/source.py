@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import queue
-import threading
 import zlib
 from collections.abc import Iterator
-from typing import Any, BinaryIO, cast
+from typing import BinaryIO, cast
 
 from traceread.errors import TraceReadError
 from traceread.limits import check_inflated
+from traceread.loaders.parallel import SERIAL, Ahead, Parallel
 
 try:  # isal's inflate is about twice as fast as zlib's; same API
     from isal import isal_zlib as _zlib
@@ -30,13 +29,14 @@ BAD_CHECK_WARNING = ("the gzip's CRC or length check does not match its data: th
 class Source:
     """Uncompressed bytes of a plain or gzip file, read front to back.
 
-    Gzip is inflated ahead in a background thread (isal and zlib release the GIL while
-    inflating), so decompression overlaps with decoding; at most ``_AHEAD`` blocks wait. With
-    ``ahead`` False it is inflated on demand in the reading thread: when every core is already
-    decoding, inflating ahead only inflates text this process will never decode.
+    Gzip is inflated ahead by ``parallel`` (:meth:`~traceread.loaders.parallel.Parallel.ahead`: a
+    thread; isal and zlib release the GIL while inflating), so decompression overlaps with decoding;
+    at most ``_AHEAD`` blocks wait. With ``ahead`` False, or a ``parallel`` that declines, it is
+    inflated on demand in the reading thread: when every core is already decoding, inflating ahead
+    only inflates text this process will never decode.
     """
 
-    def __init__(self, path: str, ahead: bool = True) -> None:
+    def __init__(self, path: str, ahead: bool = True, parallel: Parallel = SERIAL) -> None:
         self.path = path
         self.fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         self.size = os.fstat(self.fh.fileno()).st_size
@@ -52,10 +52,9 @@ class Source:
         self.gzip_bad_check = False  # a member's CRC or length trailer does not match its data
         self.consumed = 0  # compressed bytes inflated so far (progress)
         self.inflated = 0  # uncompressed bytes produced so far (the gzip-bomb limits)
-        self._blocks: queue.Queue | None = None
-        self._thread: threading.Thread | None = None
+        self._parallel = parallel
+        self._ahead: Ahead[bytes] | None = None
         self._inflated: Iterator[bytes] | None = None
-        self._stop = threading.Event()
         self._ended = False
 
     def read(self, n: int) -> bytes:
@@ -95,16 +94,12 @@ class Source:
         return out
 
     def _next_block(self) -> bytes | None:
-        if self.ahead and self._thread is None:
-            blocks: queue.Queue = queue.Queue(_AHEAD)
-            thread = threading.Thread(target=self._inflate_ahead, name="traceread-gunzip", daemon=True)
-            self._blocks = blocks
-            try:
-                thread.start()
-                self._thread = thread
-            except RuntimeError:  # no thread (its stack does not fit under --max-memory): inline
+        if self.ahead and self._ahead is None:
+            # goes on where on-demand reads stopped
+            self._ahead = self._parallel.ahead(self._inflated or self._inflate(), _AHEAD, "traceread-gunzip")
+            if self._ahead is None:  # declined: inline
                 self.ahead = False
-        if not self.ahead:
+        if not self.ahead or self._ahead is None:
             if self._inflated is None:
                 self._inflated = self._inflate()
             try:
@@ -114,31 +109,11 @@ class Source:
             except BaseException:
                 self._ended = True
                 raise
-        item = self._blocks.get()  # type: ignore[union-attr]
-        if isinstance(item, BaseException):
-            self._ended = True
-            raise item
-        return item
-
-    def _put(self, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._blocks.put(item, timeout=0.1)  # type: ignore[union-attr]
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _inflate_ahead(self) -> None:
-        """Background thread: the inflated blocks into the queue, then None (or the error)."""
         try:
-            for block in self._inflated or self._inflate():  # goes on where on-demand reads stopped
-                if not self._put(block):
-                    return
-        except Exception as exc:  # noqa: BLE001 - re-raised in the reading thread
-            self._put(exc)
-            return
-        self._put(None)
+            return self._ahead.next()
+        except BaseException:
+            self._ended = True
+            raise
 
     def _inflate(self) -> Iterator[bytes]:
         """Inflated blocks of the file (concatenated members too); raises on bad gzip data.
@@ -150,7 +125,7 @@ class Source:
         """
         inflater = _zlib.decompressobj(31)
         held = b""
-        while not self._stop.is_set():
+        while True:
             raw = self.fh.read(_GZ_READ)
             self.consumed += len(raw)
             feed = held + raw
@@ -196,9 +171,8 @@ class Source:
         return done / self.size if self.size else 1.0
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._ahead is not None:
+            self._ahead.close()
         self.fh.close()
 
 

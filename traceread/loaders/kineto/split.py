@@ -1,7 +1,8 @@
 """Two-way decode on two cores: a second decoder, thread or forked child, takes the second half.
 
-With the compiled scanner, which releases the GIL while it scans, the second decoder is a
-thread (:class:`Half`): both halves' rows stay in this process, so none cross a pipe and
+Both are the caller's (a :class:`~traceread.loaders.parallel.Parallel`: the runner's threads and forks;
+the default starts neither, and the load decodes alone). With the compiled scanner, which releases the GIL
+while it scans, the second decoder is a thread (:class:`Half`): both halves' rows stay in this process, so none cross a pipe and
 neither half pays its own page faults for a private copy. With the msgspec path, which holds
 the GIL, it is a forked child, as described next.
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from traceread.loaders.kineto.frame import FrameBuilder
 from traceread.loaders.kineto.source import Source
 from traceread.loaders.kineto.text import find_boundary
 from traceread.loaders.kineto.window import MappedWindow, ReadWindow
+from traceread.loaders.parallel import SERIAL, Flag, Parallel, Task
 from traceread.loaders.progress import Progress
 
 _PIPE_SIZE = 1 << 20  # Linux's default cap for an unprivileged process (/proc/sys/fs/pipe-max-size)
@@ -55,41 +56,41 @@ class _Stopped(Exception):
 class Half:
     """The second half decoded by a thread of this process (the compiled scanner's GIL-free path)."""
 
-    def __init__(self, path: str, split_at: int) -> None:
-        self.stop = threading.Event()
-        self.msg: dict[str, Any] | None = None
+    def __init__(self, path: str, split_at: int, parallel: Parallel) -> None:
+        self.stop = parallel.flag()
         self.done = False
-        self.thread = threading.Thread(target=self._run, args=(path, split_at), name="traceread-half",
-                                       daemon=True)
-        self.thread.start()
+        self.parallel = parallel
+        task = parallel.thread(lambda: self._run(path, split_at), "traceread-half")
+        if task is None:
+            raise RuntimeError("no thread for the second half")
+        self.task: Task[dict[str, Any] | None] = task
 
-    def _run(self, path: str, split_at: int) -> None:
+    def _run(self, path: str, split_at: int) -> dict[str, Any] | None:
         try:
-            self.msg = _child(path, split_at, self.stop)
+            return _child(path, split_at, self.parallel, self.stop)
         except BaseException:  # noqa: BLE001 - any failure (or a stop): this process goes on alone
-            self.msg = None
+            return None
 
     def result(self, start: int, spare_rows: Any) -> dict[str, Any] | None:
         """Wait for the thread; its rows are copied into ``spare_rows(n)`` when it began at ``start``."""
         self.done = True
-        self.thread.join()
-        msg, self.msg = self.msg, None
+        msg = self.task.result()
         if not msg or not msg.get("ok") or msg["start"] != start:
             return None
         columns = msg.pop("rows")
-        copy_columns(spare_rows(msg["state"]["n"]), columns)
+        copy_columns(spare_rows(msg["state"]["n"]), columns, self.parallel)
         return msg
 
     def cancel(self) -> None:
         if not self.done:
             self.done = True
             self.stop.set()
-            self.thread.join()
-            self.msg = None
+            self.task.result()
 
 
-def copy_columns(dst: dict[str, Any], src: dict[str, Any]) -> None:
-    """``dst[name][:] = src[name]`` for every column, on two threads when there is much to copy.
+def copy_columns(dst: dict[str, Any], src: dict[str, Any], parallel: Parallel = SERIAL) -> None:
+    """``dst[name][:] = src[name]`` for every column, on two threads when there is much to copy (the second
+    one ``parallel``'s).
 
     The rows land on fresh pages, whose first-touch faults are most of the copy's cost, and numpy
     releases the GIL while it copies, so two threads fault in and fill the pages of their halves
@@ -114,32 +115,27 @@ def copy_columns(dst: dict[str, Any], src: dict[str, Any]) -> None:
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread below
             failed.append(exc)
 
-    helper = None
-    if size_b >= _COPY_SPLIT_MIN:
-        helper = threading.Thread(target=copy, args=(b,), name="traceread-copy", daemon=True)
-        try:
-            helper.start()
-        except RuntimeError:  # no thread (its stack does not fit under --max-memory): copy here
-            helper = None
+    # declined (no thread: its stack does not fit under --max-memory): copied here
+    helper = parallel.thread(lambda: copy(b), "traceread-copy") if size_b >= _COPY_SPLIT_MIN else None
     copy(a if helper is not None else a + b)
     if helper is not None:
-        helper.join()
+        helper.result()
     if failed:
         raise failed[0]
 
 
-def start_half(path: str, split_at: int) -> Child | Half | None:
+def start_half(path: str, split_at: int, parallel: Parallel) -> Child | Half | None:
     """The second decoder for the events from body offset ``split_at``: a thread where chunks go
-    to the compiled scanner, else a forked child (None when neither can be started)."""
+    to the compiled scanner, else a forked child (None when ``parallel`` starts neither)."""
     if scan.enabled():
         try:
-            return Half(path, split_at)
+            return Half(path, split_at, parallel)
         except RuntimeError:  # no thread (its stack does not fit under --max-memory): decode alone
             return None
-    return start_child(path, split_at)
+    return start_child(path, split_at, parallel)
 
 
-def start_child(path: str, split_at: int) -> Child | None:
+def start_child(path: str, split_at: int, parallel: Parallel) -> Child | None:
     """Fork the child that decodes from the first boundary after body offset ``split_at``.
 
     Called before this process reads anything: the less memory the two share when forking, the
@@ -148,9 +144,13 @@ def start_child(path: str, split_at: int) -> Child | None:
     """
     try:
         r, w = os.pipe()
-        _widen(w)
-        pid = os.fork()
-    except (OSError, AttributeError):
+    except OSError:
+        return None
+    _widen(w)
+    pid = parallel.fork()
+    if pid is None:
+        os.close(r)
+        os.close(w)
         return None
     if pid:
         os.close(w)
@@ -158,7 +158,7 @@ def start_child(path: str, split_at: int) -> Child | None:
     code = 0
     try:  # the child: never returns into the caller's code
         os.close(r)
-        msg = _child(path, split_at)
+        msg = _child(path, split_at, parallel)
         columns = msg.pop("rows", {})
         msg["layout"] = [(k, a.dtype.str, len(a)) for k, a in columns.items()]
         with os.fdopen(w, "wb") as out:
@@ -182,8 +182,8 @@ def _widen(fd: int) -> None:
         pass
 
 
-def _child(path: str, split_at: int, stop: threading.Event | None = None) -> dict[str, Any]:
-    src = Source(path, ahead=False)  # both cores decode: inflate inline, no thread
+def _child(path: str, split_at: int, parallel: Parallel, stop: Flag | None = None) -> dict[str, Any]:
+    src = Source(path, ahead=False, parallel=parallel)  # both cores decode: inflate inline, no thread
     top, bare, rest = read_header(src)
     if rest is None:
         return {"ok": False}
@@ -227,7 +227,7 @@ def _child(path: str, split_at: int, stop: threading.Event | None = None) -> dic
             "json_bytes": src.offset, "gzip_cut": src.gzip_cut}
 
 
-def _stoppable_builder(stop: threading.Event) -> Any:
+def _stoppable_builder(stop: Flag) -> Any:
     """A frame builder whose ``add`` raises once ``stop`` is set (ends a :class:`Half` early)."""
     class Builder(FrameBuilder):
         def add(self, c: dict[str, Any]) -> None:
@@ -238,11 +238,11 @@ def _stoppable_builder(stop: threading.Event) -> Any:
     return Builder()
 
 
-def half_result(half: Child | Half, start: int, spare_rows: Any) -> dict[str, Any] | None:
+def half_result(half: Child | Half, start: int, spare_rows: Any, parallel: Parallel = SERIAL) -> dict[str, Any] | None:
     """The second decoder's result when it started at body offset ``start`` (None when it failed)."""
     if isinstance(half, Half):
         return half.result(start, spare_rows)
-    return child_result(half, start, spare_rows)
+    return child_result(half, start, spare_rows, parallel)
 
 
 def stop_half(half: Child | Half) -> None:
@@ -252,7 +252,7 @@ def stop_half(half: Child | Half) -> None:
         stop_child(half)
 
 
-def child_result(child: Child, start: int, spare_rows: Any) -> dict[str, Any] | None:
+def child_result(child: Child, start: int, spare_rows: Any, parallel: Parallel = SERIAL) -> dict[str, Any] | None:
     """The child's result when it started at body offset ``start`` (None when it failed).
 
     Its column bytes are read straight into ``spare_rows(n)`` (the receiving builder's next
@@ -272,13 +272,15 @@ def child_result(child: Child, start: int, spare_rows: Any) -> dict[str, Any] | 
                         break
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, KeyError):
         msg = None
-    _reap(child.pid)
+    _reap(child.pid, parallel)
     return msg if msg and msg.get("ok") and msg["start"] == start else None
 
 
-def _reap(pid: int) -> None:
-    """Collect the exited child in a thread: its teardown (freeing its memory) need not hold this one up."""
-    threading.Thread(target=_wait, args=(pid,), name="traceread-reap", daemon=True).start()
+def _reap(pid: int, parallel: Parallel) -> None:
+    """Collect the exited child in a thread: its teardown (freeing its memory) need not hold this one up
+    (here, when ``parallel`` declines)."""
+    if parallel.thread(lambda: _wait(pid), "traceread-reap") is None:
+        _wait(pid)
 
 
 def _wait(pid: int) -> None:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import collections
 import gc
-import multiprocessing
-import os
 from typing import Any
 
 import traceread.loaders.kineto.chunks as chunks
@@ -35,7 +33,7 @@ from traceread.loaders.kineto.decode import decode_framed, guess_int_time
 from traceread.loaders.kineto.source import Source
 from traceread.loaders.kineto.text import find_boundary
 from traceread.loaders.kineto.window import open_window
-from traceread.loaders.prefetch import pandas_in_background
+from traceread.loaders.parallel import SERIAL, Parallel
 from traceread.loaders.progress import Progress
 
 _PEEK = 64 << 10  # looked at first: events are rarely longer
@@ -65,16 +63,20 @@ def _decode_file_range(path: str, start: int, end: int) -> dict[str, Any]:
     return decode_framed(view)
 
 
-def read_stream(path: str, sink: Any, progress: bool = False, workers: int | None = None) -> StreamResult:
+def read_stream(path: str, sink: Any, progress: bool = False, workers: int | None = None,
+                parallel: Parallel = SERIAL) -> StreamResult:
     """Read and decode every event of the Kineto file at ``path`` (see module docstring).
+
+    ``workers`` decoders at most (default: ``parallel.cores``); the second decoder, the worker pool and the
+    gunzip read-ahead are ``parallel``'s to start (the default starts none: one decoder, inline).
 
     Decoded chunks go to ``sink.add`` in file order as they arrive, so merging them overlaps
     with the workers' decoding and each chunk's arrays are freed once merged; ``sink.expect``
     gets the expected JSON size first.
     """
-    src = Source(path)
+    src = Source(path, parallel=parallel)
     bar = Progress(path, progress and src.json_size_estimate() >= PROGRESS_MIN)
-    nworkers = workers if workers is not None else min(os.cpu_count() or 1, 4)
+    nworkers = workers if workers is not None else parallel.cores
     size = src.json_size_estimate()
     # two cores: two halves beat a pool at every size (no chunk texts or results through
     # pipes, no pool threads); more cores: a pool of them for large files
@@ -84,7 +86,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
     gc.disable()  # decoded events hold no cycles (also in the child: disabled before forking)
     # the header is small next to the body: half of the file is half of the events
     split_at = max(size // 2, chunks.CHUNK)
-    child = split.start_half(path, split_at) if halves else None
+    child = split.start_half(path, split_at, parallel) if halves else None
     src.ahead = child is None  # both cores decode: this process inflates only the text it decodes
     pool = None
     try:
@@ -96,15 +98,11 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
             res.json_bytes = src.offset
             return res
         sink.expect(size)
-        if nworkers > 1 and size >= PARALLEL_MIN and not halves \
-                and not multiprocessing.current_process().daemon:  # daemons may not fork workers
-            try:
-                pool = multiprocessing.get_context("fork").Pool(nworkers, initializer=_worker_init)
-            except (OSError, ValueError):  # no fork (platform, limits): decode in this process
-                pool = None
-        pandas_in_background()  # the decode below runs with the GIL released; no fork from here on
+        if nworkers > 1 and size >= PARALLEL_MIN and not halves:
+            pool = parallel.fork_pool(nworkers, _worker_init)  # None: decode in this process
+        parallel.beside_decode()  # the decode below runs with the GIL released; no fork from here on
         if child is not None:
-            restart = _run_halves(src, rest, res, bar, child, split_at)
+            restart = _run_halves(src, rest, res, bar, child, split_at, parallel)
         elif pool is None:
             restart = run_serial(src, rest, res, bar)
         elif src.gzip:
@@ -171,7 +169,7 @@ class _Done:
 
 def _run_halves(src: Source, first: bytes | memoryview, res: StreamResult, bar: Progress,
                 child: split.Child | split.Half,
-                split_at: int) -> bytes | int | None:
+                split_at: int, parallel: Parallel = SERIAL) -> bytes | int | None:
     """This process decodes up to body offset ``split_at``, the second decoder ``child`` the rest (see
     ``split``).
 
@@ -182,7 +180,7 @@ def _run_halves(src: Source, first: bytes | memoryview, res: StreamResult, bar: 
     try:
         status, start = split.run_head(window, res, split_at, bar)
         if status == "split":
-            msg = split.half_result(child, start, res.sink.spare_rows)
+            msg = split.half_result(child, start, res.sink.spare_rows, parallel)
         else:
             split.stop_half(child)
             msg = None

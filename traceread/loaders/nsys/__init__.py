@@ -46,22 +46,25 @@ from traceread.errors import TraceReadError
 from traceread.limits import EPOCH_NS_MAX, int_text
 from traceread.loaders.nsys.frame import FrameWriter
 from traceread.loaders.nsys.read import Export, GpuRow, gpu_rows, nvtx_table, one_line, open_export
+from traceread.loaders.parallel import SERIAL, Parallel
 from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-def load_nsys(path: str | os.PathLike[str], progress: bool = False, step_range: str | None = None) -> Trace:
+def load_nsys(path: str | os.PathLike[str], progress: bool = False, step_range: str | None = None,
+              parallel: Parallel = SERIAL) -> Trace:
     """Load an nsys SQLite export (or a ``.nsys-rep``, exported first with ``nsys`` if on PATH).
 
     ``step_range`` names an NVTX range (``NAME`` or ``NAME#<n>``) to use as steps instead of
     ``ProfilerStep#N``. Raises TraceReadError (one line naming the file) on unreadable input.
+    Big tables are read by ``parallel``'s reader threads (the default: serially).
     """
     path = os.fspath(path)
     if path.endswith((".nsys-rep", ".qdrep")):
-        return _load_report(path, progress, step_range)
+        return _load_report(path, progress, step_range, parallel)
     before = _stamp(path)
-    ex = open_export(path)
+    ex = open_export(path, parallel)
     try:
         trace = load_export(ex, path, progress, step_range)
     finally:
@@ -72,7 +75,7 @@ def load_nsys(path: str | os.PathLike[str], progress: bool = False, step_range: 
     return trace
 
 
-def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
+def _load_report(path: str, progress: bool, step_range: str | None, parallel: Parallel) -> Trace:
     stem = os.path.splitext(path)[0]
     hint = f"nsys export --type sqlite -o {shlex.quote(stem + '.sqlite')} {shlex.quote(path)}"
     nsys = shutil.which("nsys")
@@ -86,7 +89,7 @@ def _load_report(path: str, progress: bool, step_range: str | None) -> Trace:
             last = (proc.stderr or proc.stdout or "").strip().splitlines()
             why = last[-1] if last else f"exit code {proc.returncode}"
             raise TraceReadError(path, f"'nsys export' failed ({why}); try: {hint}")
-        ex = open_export(out)
+        ex = open_export(out, parallel)
         try:
             # The export is deleted with the folder: nothing can be read from it later.
             return load_export(ex, path, progress, step_range, lazy_args=False)
@@ -128,7 +131,7 @@ def load_export(ex: Export, path: str, progress: bool, step_range: str | None, l
     events, side = out.finish(path, pid_rank)
     n_kernels = spans[0][1][1]
     pending: dict[str, Callable[[], pd.DataFrame]] = \
-        {"kernel_args": _KernelArgs(ex.path, n_kernels)} if lazy_args and n_kernels else {}
+        {"kernel_args": _KernelArgs(ex.path, n_kernels, ex.parallel)} if lazy_args and n_kernels else {}
     meta = _meta(ex, path, events, ranks, used, step_range)
     if out.odd_devices:
         meta.warnings.append(f"{out.odd_devices:,} GPU rows carry a deviceId outside 0..{B.DEVICE_LABEL - 1}: "
@@ -140,14 +143,14 @@ def load_export(ex: Export, path: str, progress: bool, step_range: str | None, l
 class _KernelArgs:
     """Reads the kernel_args side table from the export when first asked for (picklable)."""
 
-    def __init__(self, path: str, rows: int) -> None:
-        self.path, self.rows, self.stamp = path, rows, _stamp(path)
+    def __init__(self, path: str, rows: int, parallel: Parallel = SERIAL) -> None:
+        self.path, self.rows, self.stamp, self.parallel = path, rows, _stamp(path), parallel
 
     def __call__(self) -> pd.DataFrame:
         if _stamp(self.path) != self.stamp:
             raise TraceReadError(self.path, "changed since it was loaded; load it again to read kernel launch "
                                             "configurations")
-        ex = open_export(self.path)
+        ex = open_export(self.path, self.parallel)
         try:
             return B.kernel_args(ex, self.rows)
         except (ValueError, TypeError, OverflowError) as exc:

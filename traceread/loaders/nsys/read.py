@@ -18,17 +18,17 @@ import re
 import shutil
 import sqlite3
 import tempfile
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from traceread.errors import TraceReadError
 from traceread.loaders import sqlite_kind
 from traceread.loaders.nsys import cread
+from traceread.loaders.parallel import SERIAL, Parallel
 
 # Parallel reader threads for big tables (more than ~4 gains little: the int conversion holds the GIL).
 READERS = min(4, os.cpu_count() or 1)
@@ -72,6 +72,7 @@ class Export:
     _spans: dict[str, tuple[int, int, int | None] | None] = field(default_factory=dict)
     # The compiled reader's own connection (cread.connect), opened on first use; False: none to be had.
     _cconn: object | None = None
+    parallel: Parallel = SERIAL  # the reader threads' (chunks): the caller's; the default reads serially
 
     def close(self) -> None:
         self._close_c()
@@ -127,13 +128,14 @@ class Export:
             return {name: arr[:, i] for i, name in enumerate(names)}
 
         ranges = self._rowid_ranges(table)
-        if len(ranges) < 2 or READERS < 2:
+        pool = self.parallel.executor(READERS) if len(ranges) >= 2 and READERS >= 2 else None
+        if pool is None:
             for r in ranges:
                 flat = self._fetch(sql, r, len(names))
                 if len(flat):
                     yield split(flat)
             return
-        local = threading.local()
+        local = self.parallel.local()
         clones: list[Export] = []
         _ = self.strings  # read here: a clone shares the string table, and this connection is this thread's
 
@@ -148,13 +150,12 @@ class Export:
         # malloc arenas it was not, and each arena's freed chunks added to the peak).
         compiled = cread.enabled()
 
-        def submit(r: tuple[int, int]) -> Future:
+        def submit(r: tuple[int, int]) -> Any:
             buf = np.empty((len(names), _slice_rows(r)), dtype=np.int64) if compiled else None
             return pool.submit(fetch, r, buf)
 
-        pool = ThreadPoolExecutor(max_workers=READERS)
         try:
-            pending: collections.deque[Future] = collections.deque()
+            pending: collections.deque[Any] = collections.deque()
             todo = iter(ranges)
             for r in itertools.islice(todo, 2 * READERS):
                 pending.append(submit(r))
@@ -272,7 +273,8 @@ class Export:
         conn = _connect(self.source or self.path, self.copy_dir is not None, check_same_thread=False)
         conn.text_factory = bytes
         return Export(path=self.path, conn=conn, columns=self.columns, notnull=self.notnull,
-                      _strings=self.strings, source=self.source, _spans=self._spans, private=self.copy_dir is not None)
+                      _strings=self.strings, source=self.source, _spans=self._spans, private=self.copy_dir is not None,
+                      parallel=self.parallel)
 
     @property
     def strings(self) -> tuple[np.ndarray, np.ndarray]:
@@ -368,8 +370,9 @@ def _connect(source: str, private: bool, check_same_thread: bool = True) -> sqli
     return sqlite3.connect(read_only_uri(source), uri=True, check_same_thread=check_same_thread)
 
 
-def open_export(path: str) -> Export:
+def open_export(path: str, parallel: Parallel = SERIAL) -> Export:
     """Open ``path`` read-only and check it is an nsys export; one-line TraceReadError otherwise.
+    Its big tables are read by ``parallel``'s reader threads (the default: serially).
 
     Nothing is created beside ``path``: with a -wal or -journal beside it, a private copy is read.
     """
@@ -383,7 +386,8 @@ def open_export(path: str) -> Export:
         if copy_dir is not None:
             copy_dir.cleanup()
         raise TraceReadError(path, f"not a readable SQLite database ({one_line(exc)})") from None
-    ex = Export(path=path, conn=conn, source=source, copy_dir=copy_dir, private=copy_dir is not None)
+    ex = Export(path=path, conn=conn, source=source, copy_dir=copy_dir, private=copy_dir is not None,
+                parallel=parallel)
     if "StringIds" not in tables or not any(t in tables for t in NSYS_MARKERS):
         ex.close()
         kind = sqlite_kind.classify(set(tables), views)

@@ -1,4 +1,4 @@
-"""pandas is imported beside the decode (traceread.loaders.prefetch), not before it.
+"""pandas is imported beside the decode (traceread.runner.prefetch), not before it.
 
 The commands that load traces must reach the decode without importing pandas, or the import
 (~0.25 s of one core) runs before the decode instead of beside it.
@@ -30,8 +30,8 @@ def test_pandas_is_imported_on_a_thread_while_a_trace_decodes():
     trace = FIXTURES / "hta_nccl_a100_rank0of2.json.gz"
     code = (
         "import sys, threading\n"
-        "import traceread.loaders.prefetch as p\n"
-        "from traceread.loaders import load\n"
+        "import traceread.runner.prefetch as p\n"
+        "from traceread.runner import load\n"
         "assert 'pandas' not in sys.modules\n"
         f"t = load({str(trace)!r})\n"
         "print(len(t.events), [x.name for x in p._thread], p._thread[0].is_alive())\n"
@@ -48,7 +48,7 @@ def test_an_import_failure_on_the_thread_is_the_callers_error(tmp_path):
     # a pandas that fails to import: the thread swallows the error; the caller's own import raises it
     (tmp_path / "pandas.py").write_text("raise ImportError('broken pandas install')\n")
     code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
-            "import traceread.loaders.prefetch as p\n"
+            "import traceread.runner.prefetch as p\n"
             "p.pandas_in_background(); p._thread[0].join()\n"
             "try:\n    import pandas\nexcept ImportError as e:\n    print('raised', e)\n")
     out = _run(code)

@@ -1,5 +1,6 @@
 """Import pandas (and the modules the command names, :func:`also_import`) on a background thread while
-this process decodes a trace.
+this process decodes a trace (started by the loaders' :meth:`~traceread.loaders.parallel.Parallel.beside_decode`
+of the runner's :data:`traceread.runner.workers.THREADS`).
 
 Importing pandas (with numpy's and pyarrow's set-up) is a sizeable share of a whole ``analyze`` of a
 mid-sized trace. Decoding the file runs in the compiled scanner with the GIL released,

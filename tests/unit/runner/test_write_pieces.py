@@ -1,4 +1,4 @@
-"""atomic.write_pieces: a writer's pieces written in order on a thread of their own, errors raised in the caller."""
+"""runner.write.write_pieces: a writer's pieces written in order on a thread of their own, errors raised in the caller."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from traceread.atomic import WRITE_AHEAD_PIECES, write_pieces
+from traceread.runner.write import WRITE_AHEAD_PIECES, write_pieces
 
 
 def test_pieces_written_in_order_and_whole() -> None:
