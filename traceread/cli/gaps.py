@@ -24,6 +24,9 @@ from traceread.runner.gaps import classified_gaps
 from traceread.vocabulary import GAP_CLASSES, part_col
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
+# Not in the JSON table (schema 2.0: its columns carry no derivation): the fractions of the duration and
+# the evidence sentence made from them; the CSV, a table for reading, keeps them
+_DERIVED = frozenset((*FRACTION_COLUMNS, "evidence"))
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start
 _TOP_GAP_COLS = ["rank", "device", "step", "start", "duration", "class", "comm_frac", "cpu_runtime_frac",
                  "sync_frac", "launch_count", "next_kernel_name"]
@@ -108,14 +111,13 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
 
     def chunks() -> Iterator[bytes]:
         # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
-        # start_ns/end_ns below back to the file and to Unix-epoch time. Tables written column-wise.
+        # start_ns/end_ns below back to the file and to Unix-epoch time. Tables written column by
+        # column, as the report's (schema 2.0): no fraction of the duration, one line per column.
         steps = idle_by_class(result.steps, gaps)
         F = json_tables.Field
-        step_fields = (*(F(c, steps[c]) for c in _STEP_FIELDS),
-                       F("idle_by_class", group=tuple(F(c, steps[part_col(c)]) for c in GAP_CLASSES)))
-        gap_fields = tuple(F(n, v, raw=True, chunk=f) for n, v, f in columns)
-        doc = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summary)],
-               "steps": [], "gaps": []}
+        step_fields = (*(F(c, steps[c]) for c in _STEP_FIELDS), *(F(part_col(c), steps[part_col(c)]) for c in GAP_CLASSES))
+        gap_fields = tuple(F(n, v, chunk=f) for n, v, f in columns if n not in _DERIVED)
+        doc = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summary)], "steps": {}, "gaps": {}}
         yield from json_tables.document_chunks(doc, {"steps": (step_fields, len(steps)),
                                                      "gaps": (gap_fields, len(gaps))})
 
