@@ -323,7 +323,6 @@ CONCURRENCY_ALLOWED = {
     "traceread.trace": "a lock only: a trace's pending side table is read once when the replay's thread and the "
                        "rules ask for it together (no thread is started)",
     "traceread.atomic": "write_pieces' writer thread (output I/O beside the formatting): not moved yet",
-    "traceread.render.rowjoin": "the table writers' joining pool (render/): not moved yet",
     "traceread.bounds": "reads which thread it runs on (a user regex's time budget is a SIGALRM, main thread "
                         "only); starts none",
 }

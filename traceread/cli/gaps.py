@@ -20,6 +20,7 @@ from traceread.render.fmt import ViewerClock, dur, plural
 from traceread.render.jsonout import trace_entry
 from traceread.rules.evidence import EvidenceChunks, shown_columns
 from traceread.runner import load
+from traceread.runner.ahead import mapped_ahead
 from traceread.runner.gaps import classified_gaps
 from traceread.vocabulary import GAP_CLASSES, part_col
 
@@ -107,7 +108,8 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
         # Column-wise, a chunk of rows at a time (text cells shown with \xNN for controls, as pandas'
         # writer was given them); bytes written as they come.
         with atomic_open(csv_path, "wb") as fh:
-            write_pieces(fh, csv_table.csv_chunks([csv_table.CsvColumn(n, v, f) for n, v, f in columns], len(gaps)))
+            write_pieces(fh, csv_table.csv_chunks([csv_table.CsvColumn(n, v, f) for n, v, f in columns], len(gaps),
+                                                  ahead=mapped_ahead))
 
     def chunks() -> Iterator[bytes]:
         # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
