@@ -77,7 +77,8 @@ def test_analysis_and_outputs_make_no_python_call_per_gap(big_trace: Path, tmp_p
 
 def test_gaps_command_makes_no_python_call_per_gap(big_trace: Path, tmp_path: Path) -> None:
     out = tmp_path / "g.json"
-    counts = _calls(lambda: main(["gaps", str(big_trace), "--json", str(out), "--csv", str(tmp_path / "g.csv")]))
+    counts = _calls(lambda: main(["gaps", str(big_trace), "--json", str(out), "--csv", str(tmp_path / "g.csv"),
+                                       "--derived"]))
     gaps = len(orjson.loads(out.read_bytes())["gaps"]["start_ns"])
     assert gaps > 20_000
     (where, n), = counts.most_common(1)

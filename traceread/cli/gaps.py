@@ -25,8 +25,9 @@ from traceread.runner.gaps import classified_gaps
 from traceread.vocabulary import GAP_CLASSES, part_col
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
-# Not in the JSON table (schema 2.0: its columns carry no derivation): the fractions of the duration and
-# the evidence sentence made from them; the CSV, a table for reading, keeps them
+# Not in the JSON table (schema 2.0: its columns carry no derivation) nor, without --derived, in the CSV:
+# the fractions of the duration and the evidence sentence made from them (the sentence costs as much as
+# the rest of the CSV: a user asks for it)
 _DERIVED = frozenset((*FRACTION_COLUMNS, "evidence"))
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start
 _TOP_GAP_COLS = ["rank", "device", "step", "start", "duration", "class", "comm_frac", "cpu_runtime_frac",
@@ -91,11 +92,14 @@ def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[st
 @click.argument("trace", type=click.Path(dir_okay=False))
 @json_option
 @click.option("--csv", "csv_path", metavar="PATH", default=None, callback=output_path, help="Write the gaps table as CSV.")
+@click.option("--derived", is_flag=True, default=False,
+              help="In the CSV, also each overlap's share of the gap (X_frac = X_ns / dur_ns) and the evidence "
+                   "sentence (made per gap: slower).")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Mark the first K steps as warmup.")
 @click.option("--step-range", default=None, metavar="NAME", help="NVTX range to use as the step marker.")
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="Longest gaps shown in the table.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Override a threshold.")
-def command(trace: str, json_path: str | None, csv_path: str | None, warmup_steps: int | None,
+def command(trace: str, json_path: str | None, csv_path: str | None, derived: bool, warmup_steps: int | None,
             step_range: str | None, top: int, sets: tuple[str, ...]) -> None:
     """Steps and every compute-idle gap of each GPU, with what overlapped each gap."""
     cfg = Thresholds().with_overrides(parse_set_options(sets))
@@ -106,10 +110,11 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     columns = _columns(gaps, cfg)
     if csv_path:
         # Column-wise, a chunk of rows at a time (text cells shown with \xNN for controls, as pandas'
-        # writer was given them); bytes written as they come.
+        # writer was given them); bytes written as they come. The JSON's columns, and with --derived
+        # the fractions and sentences made from them, in their old places.
+        shown = [csv_table.CsvColumn(n, v, f) for n, v, f in columns if derived or n not in _DERIVED]
         with atomic_open(csv_path, "wb") as fh:
-            write_pieces(fh, csv_table.csv_chunks([csv_table.CsvColumn(n, v, f) for n, v, f in columns], len(gaps),
-                                                  ahead=mapped_ahead))
+            write_pieces(fh, csv_table.csv_chunks(shown, len(gaps), ahead=mapped_ahead))
 
     def chunks() -> Iterator[bytes]:
         # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every

@@ -28,7 +28,9 @@ def scenario() -> Scenario:
 def test_gaps_cli_table_json_and_csv(tmp_path, capsys):
     path = write_kineto(scenario(), tmp_path / "rank0.pt.trace.json")[0]
     out_json, out_csv = tmp_path / "gaps.json", tmp_path / "gaps.csv"
+    out_derived = tmp_path / "derived.csv"
     assert main(["gaps", path, "--json", str(out_json), "--csv", str(out_csv)]) == 0
+    assert main(["gaps", path, "--csv", str(out_derived), "--derived"]) == 0
     table = capsys.readouterr().out
     assert "ProfilerStep" in table and "gaps" in table
     data = json.loads(out_json.read_text())
@@ -50,7 +52,11 @@ def test_gaps_cli_table_json_and_csv(tmp_path, capsys):
     with open(out_csv, newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 4 and rows[1]["next_kernel_name"] == "sm90_xmma_gemm"
-    assert rows[-1]["evidence"] and float(rows[-1]["sync_frac"]) == 0.6  # the CSV, a table for reading, keeps both
+    assert list(rows[0]) == list(data["gaps"])  # the JSON's columns, in its order
+    with open(out_derived, newline="") as fh:
+        derived = list(csv.DictReader(fh))
+    assert derived[-1]["evidence"] and float(derived[-1]["sync_frac"]) == 0.6  # --derived: both made
+    assert [{k: r[k] for k in rows[0]} for r in derived] == rows
 
 
 def test_gaps_cli_json_to_stdout_replaces_the_table(tmp_path, capsys):
