@@ -5,7 +5,7 @@ A table (the report's and ``gaps --json``'s ``gaps`` and ``steps``) is written a
 ::
 
   "gaps": {
-    "start_ns": [1000, 2000, ...],
+    "start_ns": [1695835572943613000,1695835573023613000,...],
     "class": ["launch-bound", "sync-stall", ...],
     ...
   }
@@ -84,15 +84,20 @@ def _holding_separator(values: list[str]) -> np.ndarray:
     return np.unique(np.searchsorted(np.flatnonzero(u8 == ord("\n")), hits))
 
 
-# Between cells: a comma and a space. orjson's reader (yyjson, 3.x) refuses a pretty-printed document
-# whose arrays hold about a value per two bytes ("0,0,0,...": a column of zeros) as "failed to allocate
-# memory"; with the space it reads them.
+# Between cells of small numbers and text: a comma and a space. orjson's reader (yyjson, 3.x) refuses a
+# pretty-printed document whose arrays hold about a value per two bytes ("0,0,0,...": a column of zeros)
+# as "failed to allocate memory"; at three bytes a value it reads them. A chunk of numbers that take
+# three bytes a value with a bare comma (times, durations) keeps orjson's bare commas: adding the space
+# would cost a pass over the column's bytes (bytes.replace) for nothing.
 SEP = b", "
+_DENSE = 3  # bytes per value under which a chunk of numbers gets SEP
 
 
-def _inner(encoded: bytes) -> bytes:
-    """orjson's ``[a,b,c]`` of numbers -> ``a, b, c``."""
-    return encoded[1:-1].replace(b",", SEP)
+def _inner(encoded: bytes, n: int) -> bytes:
+    """orjson's ``[a,b,c]`` of ``n`` numbers -> ``a,b,c``, or ``a, b, c`` where that is under
+    :data:`_DENSE` bytes a value."""
+    body = encoded[1:-1]
+    return body.replace(b",", SEP) if len(body) + 1 < _DENSE * n else body
 
 
 def _texts(values: list[str]) -> bytes:
@@ -108,8 +113,8 @@ def _numbers(a: np.ndarray) -> bytes | None:
     elif a.dtype.kind not in "biu":
         return None
     if len(a) and a.dtype.kind != "f" and a[0] == a.min() == a.max():  # one value (an overlap column's zeros)
-        return _repeated(_inner(orjson.dumps(a[:1], option=_NUMPY)), len(a))
-    return _inner(orjson.dumps(np.ascontiguousarray(a), option=_NUMPY))
+        return _repeated(_inner(orjson.dumps(a[:1], option=_NUMPY), 1), len(a))
+    return _inner(orjson.dumps(np.ascontiguousarray(a), option=_NUMPY), len(a))
 
 
 def _repeated(cell: bytes, n: int) -> bytes:
@@ -203,8 +208,17 @@ def table_text(columns: dict[str, list], indent: int = 2) -> bytes:
     if not columns:
         return b"{}"
     pad = b" " * (indent + 2)
-    lines = [pad + orjson.dumps(k) + b": [" + SEP.join(map(orjson.dumps, v)) + b"]" for k, v in columns.items()]
+    lines = [pad + orjson.dumps(k) + b": [" + _list_cells(v) + b"]" for k, v in columns.items()]
     return printable_json(b"{\n" + b",\n".join(lines) + b"\n" + b" " * indent + b"}")
+
+
+def _list_cells(values: list) -> bytes:
+    """A list's cells as :func:`table_chunks` writes them in one chunk."""
+    if values and all(v is None or isinstance(v, (int, float)) for v in values):  # numbers (NaN as None)
+        if len(values) > 1 and all(v == values[0] for v in values) and not isinstance(values[0], float):
+            return _repeated(orjson.dumps(values[0]), len(values))
+        return _inner(orjson.dumps(values), len(values))
+    return SEP.join(map(orjson.dumps, values))
 
 
 def columns_of(fields: tuple[Field, ...], rows: int) -> dict[str, list]:

@@ -197,7 +197,11 @@ def test_a_table_of_zeros_reads_back_with_orjson() -> None:
     refuses some such pretty-printed documents when the cells are only a comma apart: these read."""
     n = 50_000
     zeros = np.zeros(n, dtype=np.int64)
-    fields = tuple(json_tables.Field(f"c{i}_ns", zeros) for i in range(8))
+    rng = np.random.default_rng(3)
+    columns = {"zeros": zeros, "bits": rng.integers(0, 2, n), "two_digits": rng.integers(10, 100, n),
+               "flags": rng.random(n) < 0.5, "sparse": pd.arrays.SparseArray(np.where(rng.random(n) < 0.01, 7, 0))}
+    fields = tuple(json_tables.Field(f"{name}{i}", v) for i in range(4) for name, v in columns.items())
     got = b"".join(json_tables.document_chunks({"a": 1, "gaps": None}, {"gaps": (fields, n)}))
     doc = orjson.loads(got)
-    assert pd.DataFrame(doc["gaps"]).shape == (n, 8)
+    assert pd.DataFrame(doc["gaps"]).shape == (n, len(fields))
+    assert doc["gaps"]["two_digits0"] == columns["two_digits"].tolist()
