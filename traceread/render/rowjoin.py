@@ -4,11 +4,14 @@ report schema 2.0: orjson writes them, ``json_tables``, with no row layout.)
 
 Why compiled code and not a library's writer: ``pyarrow.csv``'s writer, given the same columns (the
 evidence sentences made as str, the categories as dictionaries), took about 2.4x this writer's CPU
-time on ``gaps --csv`` of the 2M-kernel export (``scripts/bench_analyze.py --gaps-kernels``), before
-the escaping it lacks (control characters shown, formula cells neutralised, pandas' minimal quoting):
-beyond the 10% a replacement may cost. ``_cparts.c`` (``gather``: the sentences laid out from their
-parts, no str per row) and ``_frepr.c`` (the fractions' Python ``repr`` without the GIL) are the
-parts of that time a library has no equivalent for.
+time on ``gaps --csv --derived`` of the 2M-kernel export (``scripts/bench_analyze.py --gaps-kernels``
+makes it; the two writers timed in one process on the same frame), before the escaping it lacks
+(control characters shown, formula cells neutralised, pandas' minimal quoting): beyond the 10% a
+replacement may cost, and its quoting and number texts differ from pandas' CSV, which the CSV has
+always matched. ``_cparts.c`` (``gather``: the evidence sentences laid out from their parts, no str per
+row; ``--derived`` only) and ``_frepr.c`` (float64 cells as Python's ``repr`` without the GIL: the
+``phase`` column, and the fractions with ``--derived``) are the parts of that time a library has no
+equivalent for.
 
 ``join(pieces, columns, n, sep)``: row ``i`` is ``pieces[0] + cell(0, i) + pieces[1] + ... +
 pieces[k]`` over the ``k`` columns, and the ``n`` rows are joined by ``sep``. A column is a list of
