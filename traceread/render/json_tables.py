@@ -198,7 +198,9 @@ def table_chunks(fields: tuple[Field, ...], rows: int, indent: int = 2) -> Itera
         yield (b"{\n" if i == 0 else b",\n") + pad + printable_json(orjson.dumps(f.key)) + b": ["
         column = _Column(f)
         for lo in range(0, rows, CHUNK_ROWS):
-            yield (SEP if lo else b"") + column.encode(lo, min(rows, lo + CHUNK_ROWS))
+            if lo:
+                yield SEP
+            yield column.encode(lo, min(rows, lo + CHUNK_ROWS))  # (not joined to SEP: a copy of every chunk)
         yield b"]"
     yield b"\n" + b" " * indent + b"}"
 
