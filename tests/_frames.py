@@ -65,3 +65,13 @@ def make_events(rows: list[dict], *, side: dict | None = None, meta_steps: pd.Da
     meta = TraceMeta(path="t.json", format=fmt, generation="test", time_base=schema.TIME_RELATIVE,
                      steps=meta_steps)
     return Trace(df, meta, side or {})
+
+
+def table_rows(table: dict | list) -> list[dict]:
+    """A JSON table of columns (report schema 2.0: ``{"start_ns": [...], ...}``) as one dict per row,
+    as a reader rebuilds them (jq's ``map_values(.[i])``); an empty table, ``{}``, has no rows."""
+    if not table:
+        return []
+    n = {len(v) for v in table.values()}
+    assert len(n) == 1, f"columns of different lengths: {n}"
+    return [{k: v[i] for k, v in table.items()} for i in range(n.pop())]

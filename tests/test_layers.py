@@ -323,7 +323,6 @@ CONCURRENCY_ALLOWED = {
     "traceread.runner": "the runner: the what-if replay's thread, the loaders' threads and forked decoders "
                         "(runner.workers), pandas imported beside the decode, the output writer's thread",
     "traceread.scan": "scan's worker orchestration (its worker processes and their pipes)",
-    "traceread.render.rowjoin": "the table writers' joining pool (render/): not moved yet",
 }
 HEAP_ALLOWED = {  # exact module names (a new module of the package is not let in by its parent)
     "traceread.runner": "its own",

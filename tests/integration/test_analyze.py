@@ -7,6 +7,7 @@ import os
 import jsonschema
 import orjson
 import pytest
+from _frames import table_rows
 from conftest import needs_shared
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PfTrace
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
@@ -16,6 +17,7 @@ from tracesynth.planted import PlantSpec, plant
 from traceread.cli import main
 from traceread.render import jsonout
 from traceread.render.notes import text as words  # notes are data; the reports word them
+from traceread.vocabulary import GAP_CLASSES, part_col
 
 ONLY_DATA = {"data-starved": 1.0, "launch-bound": 0.0, "comm-bound": 0.0, "pipeline-bubble": 0.0,
              "sync-stall": 0.0, "unattributed": 0.0}
@@ -45,10 +47,10 @@ def test_all_outputs_and_planted_cause(planted, tmp_path, capsys) -> None:
     doc = orjson.loads(js.read_bytes())
     jsonschema.validate(doc, jsonout.schema())
     assert doc["dominant_cause"] == "data-starved"
-    assert {(s["rank"], s["device"]) for s in doc["steps"]} == {(0, 0), (1, 1)}
+    assert {(s["rank"], s["device"]) for s in table_rows(doc["steps"])} == {(0, 0), (1, 1)}
     assert len(doc["attribution"]) == 2
-    for st in doc["steps"]:  # every step's idle is split into classes exactly
-        assert sum(st["idle_by_class"].values()) == st["idle_ns"]
+    for st in table_rows(doc["steps"]):  # every step's idle is split into classes exactly
+        assert sum(st[part_col(c)] for c in GAP_CLASSES) == st["idle_ns"]
         assert st["busy_ns"] + st["idle_ns"] == st["end_ns"] - st["start_ns"]
     for a in doc["attribution"]:
         assert sum(p["ns"] for p in a["parts"].values()) == a["step_ns"]
@@ -132,7 +134,7 @@ def test_several_rank_files_of_one_job(tmp_path, capsys) -> None:
     jsonschema.validate(doc, jsonout.schema())
     assert [t["ranks"] for t in doc["traces"]] == [[0], [1]]
     assert doc["dominant_cause"] == "data-starved"  # the only planted cause, judged over both files
-    assert sorted({(s["trace"], s["rank"]) for s in doc["steps"]}) == [(0, 0), (1, 1)]
+    assert sorted({(s["trace"], s["rank"]) for s in table_rows(doc["steps"])}) == [(0, 0), (1, 1)]
     text = md.read_text()
     assert text.split("## Verdict")[0].count("| `job.rank") == 2  # both inputs in the header
     assert "| rank 0 / GPU 0 |" in text and "| rank 1 / GPU 1 |" in text  # per-rank comparison rows
@@ -141,7 +143,7 @@ def test_several_rank_files_of_one_job(tmp_path, capsys) -> None:
     trace.ParseFromString((tmp_path / "t.pftrace").read_bytes())
     step_slices = [p.track_event.name for p in trace.packet if p.HasField("track_event")
                    and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN and p.track_event.name.startswith("step ")]
-    assert len(step_slices) == len(doc["steps"])  # --perfetto-steps all: every step of every rank
+    assert len(step_slices) == len(table_rows(doc["steps"]))  # --perfetto-steps all: every step of every rank
 
 
 def test_same_rank_in_two_files_stays_apart(planted, tmp_path) -> None:
@@ -211,7 +213,7 @@ def test_real_fixture_end_to_end(tmp_path) -> None:
               if p.HasField("track_event") and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN]
     drawn = {int(e.name.split()[1]) for e in begins if tracks[e.track_uuid].endswith("steps")}
     assert 1 <= len(drawn) <= 2  # the median and the worst step
-    want = sorted(g["class"] for g in doc["gaps"] if g["step"] in drawn)
+    want = sorted(g["class"] for g in table_rows(doc["gaps"]) if g["step"] in drawn)
     got = sorted(e.name for e in begins if tracks[e.track_uuid].startswith("traceread diagnosis"))
     assert got == want
     kernels = sum(1 for e in begins if " stream " in tracks[e.track_uuid])

@@ -9,6 +9,7 @@ import json
 
 import jsonschema
 import pytest
+from _frames import table_rows
 from tracesynth.kineto_writer import write_kineto
 from tracesynth.model import HostCall, HostRange, Kernel, Rank, Scenario
 from tracesynth.nsys_writer import write_nsys
@@ -40,7 +41,7 @@ def _write(kind: str, tmp_path) -> str:
 def _epoch_starts(doc: dict) -> list[int]:
     traces = {t["index"]: t for t in doc["traces"]}
     out = []
-    for g in doc["gaps"]:
+    for g in table_rows(doc["gaps"]):
         t = traces[g.get("trace", 0)]
         assert t["time_base"] == "epoch" and t["epoch_offset_ns"] is not None
         out.append(g["start_ns"] + t["epoch_offset_ns"])

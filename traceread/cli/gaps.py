@@ -22,11 +22,16 @@ from traceread.render.jsonout import trace_entry
 from traceread.render.notes import text as note_text
 from traceread.rules.evidence import EvidenceChunks, shown_columns
 from traceread.runner import load
+from traceread.runner.ahead import mapped_ahead
 from traceread.runner.gaps import classified_gaps
 from traceread.runner.write import write_pieces
 from traceread.vocabulary import GAP_CLASSES, part_col
 
 _STEP_FIELDS = ["rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
+# Not in the JSON table (schema 2.0: its columns carry no derivation) nor, without --derived, in the CSV:
+# the fractions of the duration and the evidence sentence made from them (the sentence costs as much as
+# the rest of the CSV: a user asks for it)
+_DERIVED = frozenset((*FRACTION_COLUMNS, "evidence"))
 _NAME_WIDTH = 60  # kernel names run to kilobytes (templates); the table shows their start
 _TOP_GAP_COLS = ["rank", "device", "step", "start", "duration", "class", "comm_frac", "cpu_runtime_frac",
                  "sync_frac", "launch_count", "next_kernel_name"]
@@ -91,11 +96,14 @@ def _table(totals: pd.DataFrame, gaps: pd.DataFrame, source: str, notes: list[No
 @click.argument("trace", type=click.Path(dir_okay=False))
 @json_option
 @click.option("--csv", "csv_path", metavar="PATH", default=None, callback=output_path, help="Write the gaps table as CSV.")
+@click.option("--derived", is_flag=True, default=False,
+              help="In the CSV, also each overlap's share of the gap (X_frac = X_ns / dur_ns) and the evidence "
+                   "sentence (made per gap: slower).")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Mark the first K steps as warmup.")
 @click.option("--step-range", default=None, metavar="NAME", help="NVTX range to use as the step marker.")
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="Longest gaps shown in the table.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Override a threshold.")
-def command(trace: str, json_path: str | None, csv_path: str | None, warmup_steps: int | None,
+def command(trace: str, json_path: str | None, csv_path: str | None, derived: bool, warmup_steps: int | None,
             step_range: str | None, top: int, sets: tuple[str, ...]) -> None:
     """Steps and every compute-idle gap of each GPU, with what overlapped each gap."""
     cfg = Thresholds().with_overrides(parse_set_options(sets))
@@ -106,20 +114,21 @@ def command(trace: str, json_path: str | None, csv_path: str | None, warmup_step
     columns = _columns(gaps, cfg)
     if csv_path:
         # Column-wise, a chunk of rows at a time (text cells shown with \xNN for controls, as pandas'
-        # writer was given them); bytes written as they come.
+        # writer was given them); bytes written as they come. The JSON's columns, and with --derived
+        # the fractions and sentences made from them, in their old places.
+        shown = [csv_table.CsvColumn(n, v, f) for n, v, f in columns if derived or n not in _DERIVED]
         with atomic_open(csv_path, "wb") as fh:
-            write_pieces(fh, csv_table.csv_chunks([csv_table.CsvColumn(n, v, f) for n, v, f in columns], len(gaps)))
+            write_pieces(fh, csv_table.csv_chunks(shown, len(gaps), ahead=mapped_ahead))
 
     def chunks() -> Iterator[bytes]:
         # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
-        # start_ns/end_ns below back to the file and to Unix-epoch time. Tables written column-wise.
+        # start_ns/end_ns below back to the file and to Unix-epoch time. Tables written column by
+        # column, as the report's (schema 2.0): no fraction of the duration, one line per column.
         steps = idle_by_class(result.steps, gaps)
         F = json_tables.Field
-        step_fields = (*(F(c, steps[c]) for c in _STEP_FIELDS),
-                       F("idle_by_class", group=tuple(F(c, steps[part_col(c)]) for c in GAP_CLASSES)))
-        gap_fields = tuple(F(n, v, raw=True, chunk=f) for n, v, f in columns)
-        doc = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summary)],
-               "steps": [], "gaps": []}
+        step_fields = (*(F(c, steps[c]) for c in _STEP_FIELDS), *(F(part_col(c), steps[part_col(c)]) for c in GAP_CLASSES))
+        gap_fields = tuple(F(n, v, chunk=f) for n, v, f in columns if n not in _DERIVED)
+        doc = {"schema_version": SCHEMA_VERSION, "traces": [trace_entry(summary)], "steps": {}, "gaps": {}}
         yield from json_tables.document_chunks(doc, {"steps": (step_fields, len(steps)),
                                                      "gaps": (gap_fields, len(gaps))})
 

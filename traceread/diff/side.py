@@ -174,6 +174,22 @@ def capture_from_analysis(a: Analysis, cfg: Thresholds, notes: list[str]) -> Cap
 
 # --- captures from scan reports (the analyze JSON report of each trace) ------------------------------
 
+_STEP_KEYS = ("rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier")
+
+
+def _step_rows(table: dict[str, list] | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """A report's steps as rows: a table of columns (schema 2.0), or one object per step with its
+    ``idle_by_class`` (1.x: a scan directory written before)."""
+    if isinstance(table, list):
+        return [{**{k: s[k] for k in _STEP_KEYS},
+                 **{part_col(c): int((s.get("idle_by_class") or {}).get(c, 0)) for c in GAP_CLASSES}} for s in table]
+    table = table or {}
+    n = len(table.get("rank", []))
+    columns = {k: table.get(k, [None] * n) for k in _STEP_KEYS}
+    columns.update({part_col(c): table.get(part_col(c), [0] * n) for c in GAP_CLASSES})
+    return [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+
+
 def capture_from_reports(reports: list[dict[str, Any]], cfg: Thresholds,
                          stragglers: tuple[dict[str, Any], ...] = ()) -> Capture:
     """One run from the ``analyze`` JSON reports of its traces (``report.schema.json``), as scan writes them.
@@ -184,11 +200,7 @@ def capture_from_reports(reports: list[dict[str, Any]], cfg: Thresholds,
     for i, doc in enumerate(reports):
         for t in doc.get("traces", []):
             traces.append({k: t.get(k) for k in ("path", "format", "devices", "world_size", "step_source", "ranks")})
-        for s in doc.get("steps", []):
-            row = {k: s[k] for k in ("rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns",
-                                     "warmup", "outlier")}
-            row.update({part_col(c): int((s.get("idle_by_class") or {}).get(c, 0)) for c in GAP_CLASSES})
-            steps.append({"trace": i, **row})
+        steps += [{"trace": i, **row} for row in _step_rows(doc.get("steps"))]
         for r in doc.get("attribution", []):
             row = {"trace": i, "rank": r["rank"], "device": r["device"], "step_ns": r["step_ns"]}
             row.update({part_col(p): int(((r.get("parts") or {}).get(p) or {}).get("ns", 0)) for p in PARTS})

@@ -240,8 +240,19 @@ class _Column:
         return text_cells(items)
 
 
-def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.linesep) -> Iterator[bytes]:
-    """The CSV's bytes (header first), a chunk of rows at a time."""
+# ``ahead(blocks, rowjoin.join_block)``: the blocks' rows laid out, in order (``runner.ahead.mapped_ahead``
+# does it on a thread while the next block is made)
+Ahead = Callable[[Iterator[rowjoin.Block], Callable[[rowjoin.Block], list[bytes]]], Iterator[list[bytes]]]
+
+
+def _in_turn(blocks: Iterator[rowjoin.Block], fn: Callable[[rowjoin.Block], list[bytes]]) -> Iterator[list[bytes]]:
+    return map(fn, blocks)
+
+
+def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.linesep,
+               ahead: Ahead | None = None) -> Iterator[bytes]:
+    """The CSV's bytes (header first), a chunk of rows at a time; ``ahead`` lays each chunk's rows out
+    (by default here, in turn)."""
     end = lineterminator.encode()
     yield b",".join(_listed([c.name for c in columns])) + end
     formatters = [_Column(c) for c in columns]
@@ -255,6 +266,6 @@ def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.lin
                 pieces += [b""] * (len(part) - 1) + [b"," if i < len(parts) - 1 else b""]
             yield pieces, [c for part in parts for c in part], hi - lo, end
 
-    for block in rowjoin.joined_ahead(blocks(), threads=1):  # short rows: one join keeps up (rowjoin.JOIN_THREADS)
+    for block in (ahead or _in_turn)(blocks(), rowjoin.join_block):
         yield from block
         yield end

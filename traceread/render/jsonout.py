@@ -1,11 +1,13 @@
 """The versioned JSON report: ``to_report(analysis) -> dict`` and ``render(analysis, out)``.
 
 The shape is fixed by ``traceread/data/report.schema.json`` (``schema_version``): scripts depend on
-it. Times are int64 ns in each trace's own time base, except ``offset_ms``: each ``traces`` entry
+it. Times are int64 ns in each trace's own time base: each ``traces`` entry
 carries ``time_base`` and ``epoch_offset_ns`` (add it to any ``start_ns``/``end_ns`` of that trace
 for Unix-epoch ns; null when the time base is not epoch). The ``job`` object's times are aligned ns
 on its reference rank's clock (see ``traceread.ranks.job``). Kernel names are full
-(not shortened); Python frames and host-call names are path-scrubbed like everywhere else.
+(not shortened); Python frames and host-call names are path-scrubbed like everywhere else. The
+``steps`` and ``gaps`` tables are objects of equal-length columns (``json_tables``; schema 2.0):
+``pandas.DataFrame(doc["gaps"])`` reads one.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.analysis.scope import analysis_scope
-from traceread.render import json_tables, json_text, notes
+from traceread.render import json_tables, notes
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
 from traceread.runner.write import write_pieces
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from traceread.metrics.mfu import MfuResult
 
 # Gap fields beyond the fixed ones that help a script (overlap measurements, in the engine's names).
-_GAP_EXTRA = ("dur_ns", "phase", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns",
+_GAP_EXTRA = ("dur_ns", "offset_ns", "phase", "comm_ns", "memcpy_htod_ns", "dataloader_ns", "sync_ns", "cpu_runtime_ns",
               "launch_count", "next_kernel_name", "longest_cpu_name", "python_frame", "evidence_kind",
               "comm_collective_ns", "comm_p2p_ns", "comm_type", "step_p2p_count")
 _SCRUB = ("next_kernel_name", "longest_cpu_name", "python_frame")
@@ -47,84 +49,55 @@ def schema() -> dict[str, Any]:
     defs["by_class_ns"]["required"] = list(GAP_CLASSES)
     defs["cause"]["enum"] = list(VERDICTS) + [NO_GPU_ACTIVITY]
     parts["required"] = list(PARTS)
+    steps = doc["properties"]["steps"]  # a column of idle ns per gap class
+    steps["required"] = [c for c in steps["required"] if not c.endswith("_ns") or c in steps["properties"]] + \
+        [part_col(c) for c in GAP_CLASSES]
     parts["propertyNames"]["enum"] = list(PARTS)
     return doc
 
 
-def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
-    """Column-wise conversion to plain Python values (no per-cell pandas access)."""
-    if df.empty:
-        return []
-    data = {}
-    for c in cols:
-        s = df[c]
-        if isinstance(s.dtype, pd.CategoricalDtype) or s.dtype == object or pd.api.types.is_string_dtype(s):
-            data[c] = ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in s.tolist()]
-        else:
-            data[c] = s.to_numpy().tolist()
-    return [dict(zip(cols, vals, strict=True)) for vals in zip(*(data[c] for c in cols), strict=True)]
-
-
-def _steps(a: Analysis) -> list[dict[str, Any]]:
-    base = ["trace", "rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
-    recs = _records(a.steps, base + [part_col(c) for c in GAP_CLASSES])
-    for r in recs:
-        r["idle_by_class"] = {c: r.pop(part_col(c)) for c in GAP_CLASSES}
-    return recs
-
-
-def step_records(a: Analysis) -> list[dict[str, Any]]:
-    """The report's ``steps`` list (one dict per step: steps are few)."""
-    return _steps(a)
-
-
-def gap_records(a: Analysis) -> list[dict[str, Any]]:
-    """The report's ``gaps`` list as dicts (the slow form: :func:`chunks` writes it column-wise)."""
-    return _gaps(a)
-
-
-def _gaps(a: Analysis) -> list[dict[str, Any]]:
-    g = a.findings.with_evidence(a.gaps)
-    if g.empty:
-        return []
-    extra = [c for c in _GAP_EXTRA if c in g.columns]
-    recs = _records(g, ["trace", "rank", "device", "step", "start_ns", "end_ns", "offset_ns", "class", "evidence"]
-                    + extra)
-    for r in recs:
-        r["offset_ms"] = r.pop("offset_ns") / 1e6
-        r["evidence"] = scrub_paths(r["evidence"])
-        for c in _SCRUB:
-            if c in r:
-                r[c] = scrub_paths(r[c])
-    return recs
+_STEP_BASE = ("trace", "rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier")
 
 
 def _step_fields(a: Analysis) -> tuple[json_tables.Field, ...]:
-    """The ``steps`` table as :func:`_steps` lays it out, column-wise."""
+    """The ``steps`` table's columns: the step, then its idle ns per gap class (``part_col``: as in
+    scan's ``steps.parquet``)."""
     s = a.steps
-    base = ["trace", "rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"]
+    if not len(s.columns):
+        return ()
     F = json_tables.Field
-    return (*(F(c, s[c]) for c in base),
-            F("idle_by_class", group=tuple(F(c, s[part_col(c)]) for c in GAP_CLASSES)))
+    return (*(F(c, s[c]) for c in _STEP_BASE), *(F(part_col(c), s[part_col(c)]) for c in GAP_CLASSES))
 
 
 def _gap_fields(a: Analysis) -> tuple[json_tables.Field, ...]:
-    """The ``gaps`` table as :func:`_gaps` lays it out, column-wise (text path-scrubbed)."""
+    """The ``gaps`` table's columns (text path-scrubbed). The evidence sentence is not one: it is made from
+    the other columns (``evidence_kind`` and the overlaps over the duration), as the Markdown and the
+    CSV show it."""
     g = a.gaps
+    if "class" not in g.columns:
+        return ()
     F = json_tables.Field
     fixed = [F(c, g[c]) for c in ("trace", "rank", "device", "step", "start_ns", "end_ns", "class")]
     extra = [F(c, g[c], text=scrub_paths if c in _SCRUB else None) for c in _GAP_EXTRA if c in g.columns]
-    offset_ms = g["offset_ns"].to_numpy().astype(np.float64) / 1e6
-    evidence = F("evidence", chunk=a.findings.evidence_chunks(g), text=scrub_paths)
-    return (*fixed, evidence, *extra, F("offset_ms", offset_ms))
+    return (*fixed, *extra)
+
+
+def step_records(a: Analysis) -> dict[str, list]:
+    """The report's ``steps`` table as ``{column: list}`` (what :func:`chunks` writes)."""
+    return json_tables.columns_of(_step_fields(a), len(a.steps))
+
+
+def gap_records(a: Analysis) -> dict[str, list]:
+    """The report's ``gaps`` table as ``{column: list}`` (the slow form: :func:`chunks` writes it
+    column by column, a chunk of rows at a time)."""
+    return json_tables.columns_of(_gap_fields(a), len(a.gaps))
 
 
 def chunks(a: Analysis) -> Iterator[bytes]:
-    """The bytes of :func:`dumps`, piece by piece: the gap and step tables column-wise
-    (``json_tables``), never a dict per row; the same bytes as ``encode(to_report(a))``."""
+    """The bytes of :func:`dumps`, piece by piece: the gap and step tables column by column
+    (``json_tables``); the same document as ``encode(to_report(a))``."""
     doc = to_report(a, tables=False, replay=False)
-    tables = {"steps": (_step_fields(a) if len(a.steps) else (), len(a.steps)),
-              "gaps": (_gap_fields(a) if len(a.gaps) else (), len(a.gaps))}
+    tables: dict[str, Any] = {"steps": (_step_fields(a), len(a.steps)), "gaps": (_gap_fields(a), len(a.gaps))}
     # written after the tables, as the document has always placed them
     late = {"whatif": lambda: _whatif(a), "unavailable": lambda: list(a.unavailable)}
     yield from json_tables.document_chunks(doc, tables, late)
@@ -144,6 +117,20 @@ def _attribution(a: Analysis) -> list[dict[str, Any]]:
 
 def _table(df: pd.DataFrame) -> list[dict[str, Any]]:
     return plain(_records(df, list(df.columns)))
+
+
+def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
+    """Column-wise conversion to plain Python values (no per-cell pandas access): the small tables."""
+    if df.empty:
+        return []
+    data = {}
+    for c in cols:
+        s = df[c]
+        if isinstance(s.dtype, pd.CategoricalDtype) or s.dtype == object or pd.api.types.is_string_dtype(s):
+            data[c] = ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in s.tolist()]
+        else:
+            data[c] = s.to_numpy().tolist()
+    return [dict(zip(cols, vals, strict=True)) for vals in zip(*(data[c] for c in cols), strict=True)]
 
 
 def mfu_record(m: MfuResult) -> dict[str, Any]:
@@ -199,8 +186,8 @@ def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str
         "tool": {"name": "traceread", "version": __version__},
         "traces": [trace_entry(t) for t in a.traces],
         "failures": [{"path": f.path, "problem": f.problem} for f in a.failures],
-        "steps": _steps(a) if tables else [],
-        "gaps": _gaps(a) if tables else [],
+        "steps": step_records(a) if tables else {},
+        "gaps": gap_records(a) if tables else {},
         "attribution": _attribution(a),
         "dominant_cause": a.dominant_cause,
         "dominant_cost_share": a.dominant_cost_share,
@@ -227,8 +214,9 @@ def dumps(a: Analysis) -> bytes:
 
 
 def encode(report: dict[str, Any]) -> bytes:
-    """The bytes of ``analyze --json`` for a :func:`to_report` document."""
-    return json_text.dumps(report) + b"\n"
+    """The bytes of ``analyze --json`` for a :func:`to_report` document (its tables: one line per column)."""
+    tables = {k: report[k] for k in ("steps", "gaps") if isinstance(report.get(k), dict)}
+    return b"".join(json_tables.document_chunks(report, tables)) + b"\n"
 
 
 def render(analysis: Analysis, out: IO[bytes]) -> None:

@@ -1,5 +1,17 @@
-"""A table's rows laid out from its columns (``_cjoin.c``, compiled): the one step of a column-wise
-writer (JSON tables, CSV) that goes row by row.
+"""A table's rows laid out from its columns (``_cjoin.c``, compiled): the one step of the column-wise
+CSV writer (``csv_table``: ``gaps --csv``) that goes row by row. (The JSON tables are columns since
+report schema 2.0: orjson writes them, ``json_tables``, with no row layout.)
+
+Why compiled code and not a library's writer: ``pyarrow.csv``'s writer, given the same columns (the
+evidence sentences made as str, the categories as dictionaries), took about 2.4x this writer's CPU
+time on ``gaps --csv --derived`` of the 2M-kernel export (``scripts/bench_analyze.py --gaps-kernels``
+makes it; the two writers timed in one process on the same frame), before the escaping it lacks
+(control characters shown, formula cells neutralised, pandas' minimal quoting): beyond the 10% a
+replacement may cost, and its quoting and number texts differ from pandas' CSV, which the CSV has
+always matched. ``_cparts.c`` (``gather``: the evidence sentences laid out from their parts, no str per
+row; ``--derived`` only) and ``_frepr.c`` (float64 cells as Python's ``repr`` without the GIL: the
+``phase`` column, and the fractions with ``--derived``) are the parts of that time a library has no
+equivalent for.
 
 ``join(pieces, columns, n, sep)``: row ``i`` is ``pieces[0] + cell(0, i) + pieces[1] + ... +
 pieces[k]`` over the ``k`` columns, and the ``n`` rows are joined by ``sep``. A column is a list of
@@ -17,9 +29,7 @@ or with ``TRACEREAD_NO_CJOIN=1``; a test compares the two.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TypeAlias
 
 import numpy as np
@@ -45,9 +55,9 @@ class TextParts(Protocol):
 
 
 class Later:
-    """A column made on the join's thread (:func:`joined_ahead`): ``fn(*args)``, a compiled step that
-    needs no GIL (:func:`gather`'s layout of text kept as parts), so the thread encoding the next
-    chunk's columns does not wait for it."""
+    """A column made when its block is joined (:func:`join_block`, on a writer's thread where it has
+    one): ``fn(*args)``, a compiled step that needs no GIL (:func:`gather`'s layout of text kept as
+    parts), so the thread encoding the next chunk's columns does not wait for it."""
 
     __slots__ = ("fn", "args")
 
@@ -230,30 +240,11 @@ def join_pieces(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep:
 Block: TypeAlias = tuple[Sequence[bytes], Sequence[Column], int, bytes]  # join_pieces' pieces, columns, n, sep
 
 
-# Threads joining a JSON table's blocks at once. With one, the thread encoding the blocks waited for the
-# join of the block before the last (the join copies every byte of the output). Blocks in flight: one more
-# than the threads (each adds a block's columns and pieces to the peak). A CSV's rows are short beside their
-# encoding: one thread keeps up (a second gains no time and adds a block to the peak).
-JOIN_THREADS = 2
-
-
-def joined_ahead(blocks: Iterable[Block], threads: int = JOIN_THREADS) -> Iterator[list[bytes]]:
-    """:func:`join_pieces` of each block of ``blocks``, in order, a block's pieces as one list, each block
-    joined on a thread (``threads`` of them) while ``blocks`` makes the next: a table writer's encoding of
-    a chunk's columns holds the GIL, the compiled join does not, so they overlap. At most ``threads + 1``
-    blocks are made and not yet handed on."""
-    with ThreadPoolExecutor(threads, thread_name_prefix="traceread-join") as pool:
-        pending: deque[Future[list[bytes]]] = deque()
-        for pieces, columns, n, sep in blocks:
-            pending.append(pool.submit(_joined, pieces, columns, n, sep))
-            if len(pending) > threads:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-
-def _joined(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep: bytes) -> list[bytes]:
-    return list(join_pieces(pieces, columns, n, sep))  # (its Later columns made here, on the join's thread)
+def join_block(block: Block) -> list[bytes]:
+    """:func:`join_pieces` of one block as a list (its :class:`Later` columns made here): the step a
+    writer may run on a thread (``runner.ahead.mapped_ahead``), as it holds no GIL when compiled."""
+    pieces, columns, n, sep = block
+    return list(join_pieces(pieces, columns, n, sep))
 
 
 def cells(column: Column, n: int) -> list[bytes]:

@@ -23,7 +23,6 @@ import contextlib
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterable
 from typing import Any
 
 from traceread.scan.whatifcols import FIXES, column, unit_columns
@@ -75,10 +74,6 @@ def _epoch(values: list[int], offset: int | None) -> list[int | None]:
     return [None] * len(values) if any(v is not None and not _INT64[0] <= v <= _INT64[1] for v in out) else out
 
 
-def _columns(records: list[dict[str, Any]], names: Iterable[str]) -> dict[str, list]:
-    return {n: [r.get(n) for r in records] for n in names}
-
-
 def _ranks(cols: dict[str, list], rank_of_frame: dict[str, int | None] | None) -> None:
     """``rank``: the rank the trace claims (None when nothing says); ``frame_rank``: the report's number."""
     cols["frame_rank"] = cols["rank"]
@@ -87,11 +82,14 @@ def _ranks(cols: dict[str, list], rank_of_frame: dict[str, int | None] | None) -
 
 
 def step_columns(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, list]:
-    s, offset = doc.get("steps") or [], row.get("epoch_offset_ns")
-    cols = _columns(s, ("rank", "device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier"))
+    """The step rows of one report (its ``steps`` table: columns, schema 2.0) as lists per column."""
+    s, offset = doc.get("steps") or {}, row.get("epoch_offset_ns")
+    n = len(s.get("rank", []))
+    cols = {c: list(s.get(c, [None] * n)) for c in ("rank", "device", "step", "start_ns", "end_ns", "busy_ns",
+                                                     "idle_ns", "warmup", "outlier")}
     _ranks(cols, row.get("rank_of_frame"))
     for c in GAP_CLASSES:
-        cols[part_col(c)] = [r["idle_by_class"][c] for r in s]
+        cols[part_col(c)] = list(s.get(part_col(c), [0] * n))
     cols["start_epoch_ns"], cols["end_epoch_ns"] = _epoch(cols["start_ns"], offset), _epoch(cols["end_ns"], offset)
     return cols
 
@@ -154,28 +152,25 @@ def gap_texts(gaps: Any, cfg: Any) -> dict[str, list[str]]:
 
 def gap_table(doc: dict[str, Any], row: dict[str, Any], trace_id: str, numbers: dict[str, Any] | None = None,
               texts: dict[str, list[str]] | None = None) -> Any:
-    """The gaps table of one report (its gap dicts' columns, ``rank`` the rank the trace claims,
-    ``frame_rank`` the report's number, epoch times where the offset is known), converted by Arrow
-    itself (a real trace has hundreds of thousands of gaps, and a Python list per column cost more
-    than the rest of the scan's own work): the report's gap dicts as one struct array, the numeric
-    columns from ``numbers`` (:func:`gap_numbers` of the frame the report was made from) where given."""
+    """The gaps table of one report (its ``gaps`` table's columns, schema 2.0; ``rank`` the rank the
+    trace claims, ``frame_rank`` the report's number, epoch times where the offset is known), converted
+    by Arrow itself, the columns from ``numbers`` and ``texts`` (:func:`gap_numbers`, :func:`gap_texts`
+    of the frame the report was made from) where given: the evidence sentence, which the report does
+    not write, comes from ``texts`` only."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     schema = _schemas()["gaps"]
-    g = doc.get("gaps") or []
+    g = doc.get("gaps") or {}
     names: tuple[str, ...] = ("rank", "device", "step", "start_ns", "end_ns", "class", "evidence", "phase") + _GAP_NUM + _GAP_TEXT
     given = {**(numbers or {}), **(texts or {})}
-    rows = len(next(iter(given.values()))) if given else len(g)
-    if given and all(len(v) == rows for v in given.values()) and (g == [] or len(g) == rows):
-        names = tuple(c for c in names if c not in given)
-    else:
-        given, rows = {}, len(g)
-    fields = [schema.field(n) for n in names]
-    if names and g:
-        cols = dict(zip(names, pa.array(g, type=pa.struct(fields)).flatten(), strict=True))
-    else:  # every column given (or no gaps): missing ones read as null
-        cols = {n: pa.nulls(rows, schema.field(n).type) for n in names}
+    rows = len(next(iter(g.values()))) if g else len(next(iter(given.values()))) if given else 0
+    if any(len(v) != rows for v in given.values()):  # not the report's rows: the report's columns alone
+        given = {}
+    names = tuple(c for c in names if c not in given)
+    # the report's columns (missing ones, and every one without gaps, read as null)
+    cols = {n: pa.array(g[n], type=schema.field(n).type) if n in g else pa.nulls(rows, schema.field(n).type)
+            for n in names}
     n, offset, rank_of_frame = rows, row.get("epoch_offset_ns"), row.get("rank_of_frame")
     cols.update({c: pa.array(v, type=schema.field(c).type) for c, v in given.items()})
     cols["frame_rank"] = cols["rank"]

@@ -283,7 +283,7 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
     report = jsonout.to_report(analysis, tables=False)
     report["steps"] = jsonout.step_records(analysis)  # one row per step: few
     numbers = gap_numbers(analysis.gaps)
-    texts = gap_texts(analysis.gaps, analysis.cfg) if numbers is not None else None
+    texts = gap_texts(analysis.gaps, analysis.cfg)  # the evidence sentences: not in the report's table
     if numbers is None:  # a column not of the table's kind: the rows from the report's values
         report["gaps"] = jsonout.gap_records(analysis)
     out.json = jsonout.dumps(analysis)

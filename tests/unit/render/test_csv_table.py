@@ -111,18 +111,21 @@ def test_empty_table_is_its_header() -> None:
 
 
 def test_gaps_csv_of_a_generated_trace_is_pandas_csv_of_its_gaps(tmp_path: Path) -> None:
-    """``gaps --csv`` against pandas' own CSV of the classified gaps with their fractions."""
+    """``gaps --csv`` against pandas' own CSV of the classified gaps (with ``--derived``: with their
+    fractions and evidence sentences, in their places)."""
     p = plant(PlantSpec(seed=8, ranks=1, steps=6, weights={c: 1.0 for c in CLASSES}))
     path = tmp_path / "t.sqlite"
     write_nsys(p.scenario, str(path))
-    out = tmp_path / "g.csv"
+    out, derived = tmp_path / "g.csv", tmp_path / "derived.csv"
     assert main(["gaps", str(path), "--csv", str(out)]) == 0
+    assert main(["gaps", str(path), "--csv", str(derived), "--derived"]) == 0
     cfg = Thresholds()
     tr = load(str(path))
     steps = find_steps(tr, cfg).steps
     gaps = classify(find_gaps(tr, steps, cfg), steps, tr, cfg)
     assert len(gaps) > 50
-    assert out.read_bytes() == _reference(with_fractions(gaps))
+    assert derived.read_bytes() == _reference(with_fractions(gaps))
+    assert out.read_bytes() == _reference(gaps.drop(columns=["evidence"]))
 
 
 @pytest.mark.parametrize("seed", range(4))

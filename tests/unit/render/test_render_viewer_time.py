@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import orjson
 import pytest
+from _frames import table_rows
 from conftest import FIXTURES, SHARED_TRACES, needs_shared
 from tracesynth.nsys_writer import write_nsys
 from tracesynth.repeating import loop
@@ -47,7 +48,7 @@ def test_nsys_times_are_session_seconds(tmp_path) -> None:
     top = a.gaps.nlargest(a.top_gaps, "dur_ns", keep="first").iloc[0]
     assert unit == "s" and shown == pytest.approx(int(top["start_ns"]) / 1e9, abs=1e-6)
     doc = orjson.loads(jsonout.dumps(a))
-    assert any(g["start_ns"] == int(top["start_ns"]) for g in doc["gaps"])  # JSON: raw ns
+    assert any(g["start_ns"] == int(top["start_ns"]) for g in table_rows(doc["gaps"]))  # JSON: raw ns
 
 
 @needs_shared

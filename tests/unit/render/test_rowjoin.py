@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from traceread.render import rowjoin
+from traceread.runner.ahead import mapped_ahead
 
 EDGES = [0, 1, -1, 9, 10, -10, 2**63 - 1, -2**63, 10**18, -10**18]
 
@@ -120,53 +121,6 @@ def test_sparse_rows_are_the_dense_slices(kind: str) -> None:
             np.testing.assert_array_equal(got, want)
 
 
-def test_blocks_joined_ahead_give_each_block_in_order() -> None:
-    rng = np.random.default_rng(7)
-    pieces = [b"{", b":", b"%b,", b"|", b"\n", b"}"]
-    blocks, expected = [], []
-    for _ in range(6):
-        n = int(rng.integers(0, 200))
-        columns, _ = _columns(rng, n)
-        blocks.append((pieces, columns, n, b";\n"))
-        expected.append(list(rowjoin.join_pieces(pieces, columns, n, b";\n", size=512)))
-    got = list(rowjoin.joined_ahead(iter(blocks)))
-    assert [b"".join(g) for g in got] == [b"".join(e) for e in expected]
-
-
-def test_a_block_is_joined_while_the_next_is_made(monkeypatch) -> None:
-    # Block 0's join waits until block 1 has been made: it cannot pass if they run one after the other.
-    import threading
-
-    made_second = threading.Event()
-    joined = rowjoin._joined
-
-    def slow_join(pieces, columns, n, sep):
-        if n == 1:
-            assert made_second.wait(10), "block 1 was not made while block 0 was joined"
-        return joined(pieces, columns, n, sep)
-
-    monkeypatch.setattr(rowjoin, "_joined", slow_join)
-
-    def blocks():
-        yield [b"<", b">"], [np.array([1], dtype=np.int64)], 1, b","
-        made_second.set()
-        yield [b"<", b">"], [np.array([2, 3], dtype=np.int64)], 2, b","
-
-    assert [b"".join(b) for b in rowjoin.joined_ahead(blocks())] == [b"<1>", b"<2>,<3>"]
-
-
-def test_a_failure_making_a_block_is_raised_and_no_join_thread_is_left() -> None:
-    import threading
-
-    def blocks():
-        yield [b"<", b">"], [np.array([1], dtype=np.int64)], 1, b","
-        raise ValueError("bad column")
-
-    with pytest.raises(ValueError, match="bad column"):
-        list(rowjoin.joined_ahead(blocks()))
-    assert not [t for t in threading.enumerate() if t.name.startswith("traceread-join")]
-
-
 def test_a_later_column_is_made_on_the_join_thread_with_the_same_bytes() -> None:
     # The CSV's float texts and the parts' layout are made where the block is joined, not where it is encoded.
     import threading
@@ -188,9 +142,9 @@ def test_a_later_column_is_made_on_the_join_thread_with_the_same_bytes() -> None
     else:
         later.append(now[1])
     pieces = [b"<", b"|", b">"]
-    got = [b"".join(b) for b in rowjoin.joined_ahead(iter([(pieces, later, 3, b"\n")]))]
+    got = [b"".join(b) for b in mapped_ahead(iter([(pieces, later, 3, b"\n")]), rowjoin.join_block)]
     assert got == [rowjoin.join(pieces, now, 3, b"\n")] == [b'<"abcd"|0.1>\n<"ab"|0.3333333333333333>\n<"cdcd"|>']
-    assert where and all(name.startswith("traceread-join") for name in where)
+    assert where and all(name.startswith("traceread-ahead") for name in where)
     assert rowjoin.join(pieces, later, 3, b"\n") == got[0]  # a direct join makes them too
 
 
