@@ -51,14 +51,21 @@ def _sums(inv: np.ndarray, values: np.ndarray, counts: np.ndarray) -> np.ndarray
 def _thread_key(v: EventView, rows: np.ndarray) -> np.ndarray:
     """One int per (rank, pid, tid) of ``rows``: hashed (``pd.factorize``), not sorted; a sort of every
     op row was most of this table's time."""
-    cols = [np.asarray(col[rows], dtype=np.int64) for col in (v.rank, v.pid, v.tid)]
-    lows = [int(c.min()) if len(c) else 0 for c in cols]
-    bits = [(int(c.max()) - lo).bit_length() if len(c) else 0 for c, lo in zip(cols, lows, strict=True)]
-    if sum(bits) <= 62:  # the three fit one int64: packed, then hashed once (not three times)
+    cols, lows, bits = [], [], []
+    for col in (v.rank, v.pid, v.tid):
+        c = col[rows]
+        lo, hi = (int(c.min()), int(c.max())) if len(c) else (0, 0)
+        if hi > lo:  # a column with one value tells no thread apart: left out of the key
+            cols.append(c)
+            lows.append(lo)
+            bits.append((hi - lo).bit_length())
+    if sum(bits) <= 62:  # the columns fit one int64: packed, then hashed once (not three times)
         packed = np.zeros(len(rows), dtype=np.int64)
         for c, lo, b in zip(cols, lows, bits, strict=True):
-            packed = (packed << b) | (c - lo)
-        return pd.factorize(packed)[0].astype(np.int64)
+            packed <<= b
+            packed += c
+            packed -= lo
+        return pd.factorize(packed)[0].astype(np.int64, copy=False)
     code = np.zeros(len(rows), dtype=np.int64)
     for col in (v.rank, v.pid, v.tid):
         c, uniq = pd.factorize(col[rows])
@@ -191,8 +198,9 @@ def module_frames(trace: Trace) -> np.ndarray:
     py = v.rows((schema.LANE_CPU_THREAD,), cats=(schema.CAT_PYTHON,)).astype(np.int64)
     if len(py) == 0:
         return py
-    is_module = np.array([str(x).startswith(MODULE_PREFIX) for x in v.names], dtype=bool)  # per distinct name
-    return py[is_module[v.name[py]]]
+    names, at = v.distinct_names(py)
+    is_module = np.array([str(x).startswith(MODULE_PREFIX) for x in names], dtype=bool)  # per distinct name
+    return py[is_module[at]]
 
 
 def module_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
