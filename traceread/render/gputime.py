@@ -24,8 +24,10 @@ TITLE = "## Where the GPU time went"
 MAX_BLOCKS = 4  # inputs given a block; ``traceread kernels`` on each of the others gives its tables
 
 
-def _more(shown: int, rows: int) -> str:
-    return f" (top {shown} of {rows})" if rows > shown else ""
+def _head(what: str, shown: int, rows: int, *says: str) -> str:
+    """``what (top 5 of 23; says...):``, the parentheses left out when there is nothing to say."""
+    bits = ([f"top {shown} of {rows}"] if rows > shown else []) + list(says)
+    return f"{what} ({'; '.join(bits)}):" if bits else f"{what}:"
 
 
 def _bytes(n: Any) -> str:
@@ -52,7 +54,7 @@ def _ops(t: ReportTables) -> str:
         return ""
     rows = [[md_name(str(r["op"])), f"{int(r['kernels']):,}", f"{int(r['calls']):,}", dur(r["total_ns"]),
              pct(r["share"])] for r in _records(df)]
-    return (f"GPU time by launching op{_more(len(df), t.rows['ops'])}, of all kernel time:\n\n"
+    return (_head("GPU time by launching op", len(df), t.rows["ops"], "share: of all kernel time") + "\n\n"
             + table(["Op", "Kernels", "Op calls", "GPU time", "Share"], rows, "lrrrr"))
 
 
@@ -62,8 +64,8 @@ def _modules(t: ReportTables) -> str:
         return ""
     rows = [[md_text(str(r["module"])), str(int(r["depth"])), f"{int(r['calls']):,}", dur(r["gpu_ns"]),
              dur(r["self_ns"]), pct(r["share"])] for r in _records(df)]
-    return (f"GPU time by nn.Module{_more(len(df), t.rows['modules'])} (GPU time: launched inside it, its "
-            "children's too; self: where it is the innermost module):\n\n"
+    return (_head("GPU time by nn.Module", len(df), t.rows["modules"], "GPU time: launched inside it, its "
+                  "children's too; self: where it is the innermost module") + "\n\n"
             + table(["Module", "Depth", "Calls", "GPU time", "Self", "Share"], rows, "lrrrrr"))
 
 
@@ -77,8 +79,8 @@ def _copies(t: ReportTables) -> str:
                _bytes(r["bytes"]) if int(r["bytes_unknown"]) < int(r["count"]) else "n/a", dur(r["total_ns"]),
                _number(r["gbps"])] for r in _records(df)]
     head = (["Rank / GPU"] if several else []) + ["Kind", "Host memory", "Count", "Bytes", "Time", "GB/s"]
-    return (f"Copies and memsets by kind{_more(len(df), t.rows['copies'])} (GB/s: the recorded bytes over "
-            "those copies' time):\n\n" + table(head, rows, ("l" if several else "") + "llrrrr"))
+    return (_head("Copies and memsets by kind", len(df), t.rows["copies"], "GB/s: the recorded bytes over those "
+                  "copies' time") + "\n\n" + table(head, rows, ("l" if several else "") + "llrrrr"))
 
 
 def _ranges(t: ReportTables) -> str:
@@ -87,8 +89,8 @@ def _ranges(t: ReportTables) -> str:
         return ""
     rows = [[md_name(str(r["range"])), f"{int(r['count']):,}", dur(r["total_ns"]), dur(r["mean_ns"]),
              pct(r["share"])] for r in _records(df)]
-    return (f"Annotation ranges{_more(len(df), t.rows['ranges'])} (share: of the trace's wall time; nested "
-            "ranges overlap):\n\n" + table(["Range", "Count", "Total", "Mean", "Share"], rows, "lrrrr"))
+    return (_head("Annotation ranges", len(df), t.rows["ranges"], "share: of the trace's wall time; nested ranges, "
+                  "and those of several threads or ranks, can add up past 100%") + "\n\n" + table(["Range", "Count", "Total", "Mean", "Share"], rows, "lrrrr"))
 
 
 def _host_api(t: ReportTables) -> str:
@@ -97,7 +99,7 @@ def _host_api(t: ReportTables) -> str:
         return ""
     rows = [[md_name(str(r["api"])), f"{int(r['count']):,}", dur(r["total_ns"]), dur(r["median_ns"]),
              dur(r["p90_ns"])] for r in _records(df)]
-    return (f"Host API calls{_more(len(df), t.rows['host_api'])}:\n\n"
+    return (_head("Host API calls", len(df), t.rows["host_api"]) + "\n\n"
             + table(["API", "Calls", "Total", "Median", "p90"], rows, "lrrrr"))
 
 

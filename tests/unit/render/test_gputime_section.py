@@ -83,7 +83,7 @@ def test_section_rows_are_the_kernels_tables_first_rows(path: Path, capsys: pyte
     ops = full["ops"]["rows"]
     shown = _rows(sec, "GPU time by launching op")
     assert len(shown) == min(TOP_ROWS, len(ops))
-    assert (f"(top {TOP_ROWS} of {len(ops)})" in sec) == (len(ops) > TOP_ROWS)
+    assert (f"GPU time by launching op (top {TOP_ROWS} of {len(ops)};" in sec) == (len(ops) > TOP_ROWS)
     for row, want in zip(shown, ops, strict=False):
         assert row[0].strip("`") == want["op"]
         assert row[1:] == [f"{want['kernels']:,}", f"{want['calls']:,}", dur(want["total_ns"]), pct(want["share"])]
