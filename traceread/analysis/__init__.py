@@ -34,8 +34,8 @@ from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, NO_GPU_ACTIVITY, PARTS
 from traceread.vocabulary import VERDICTS as CAUSES
 
 if TYPE_CHECKING:
+    from traceread.metrics.compact import CompactTables
     from traceread.metrics.mfu import MfuResult
-    from traceread.metrics.tables import ReportTables
     from traceread.metrics.workload import Workload
     from traceread.ranks.identity import RankIdentity
     from traceread.ranks.section import JobSection
@@ -111,7 +111,7 @@ class Analysis:
       they group into jobs/captures (with evidence), and each job's clock alignment and stragglers
       (typed: ``traceread.ranks.results``).
     * ``tables``: per input (in order), the first rows of ``traceread kernels``' op, module, range, copy and
-      host API tables (``traceread.metrics.tables.ReportTables``), None where they could not be made.
+      host API tables (``traceread.metrics.compact.CompactTables``), None where they could not be made.
     * ``notes``: method notes, each a sentence or a ``traceread.note.Note`` the renderers word.
     * ``findings`` (property): what the reports show beyond these tables, made when asked
       (``traceread.analysis.findings``: the largest gaps with their evidence, each unit's own verdict).
@@ -142,7 +142,7 @@ class Analysis:
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
     job: JobSection | None = None  # several ranks: how they group into jobs, alignment, stragglers
     whatif: WhatIf | None = None  # what each fix would buy (the dependency replay), None when it could not run
-    tables: tuple[ReportTables | None, ...] = ()  # per input: the report's compact part of the kernels tables
+    tables: tuple[CompactTables | None, ...] = ()  # per input: the report's compact part of the kernels tables
 
     @property
     def units(self) -> pd.DataFrame:
@@ -243,7 +243,7 @@ def finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], wo
         notes=tuple(dict.fromkeys(notes)), unavailable=tuple(dict.fromkeys(unavailable)),
         cfg=cfg, top_gaps=top_gaps, failures=tuple(failures), inputs=tuple(traces),
         dominant_evidence=_dominant_evidence(per, gaps, dominant), refusal=refusal,
-        tables=tuple(p.report_tables for p in per),
+        tables=tuple(p.compact_tables for p in per),
     )
     if groups is None:
         return result  # the runner adds the what-if

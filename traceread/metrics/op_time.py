@@ -195,6 +195,8 @@ def op_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray] | N
 def module_frames(trace: Trace) -> np.ndarray:
     """Rows of the ``nn.Module`` frames (python_function events named ``nn.Module: ...``)."""
     v = event_view(trace)
+    if not any(str(x).startswith(MODULE_PREFIX) for x in v.names):  # no such name at all: no row to look for
+        return np.zeros(0, dtype=np.int64)
     py = v.rows((schema.LANE_CPU_THREAD,), cats=(schema.CAT_PYTHON,)).astype(np.int64)
     if len(py) == 0:
         return py

@@ -4,21 +4,23 @@ Per input (the first :data:`MAX_BLOCKS` that have any row; the others counted): 
 GPU time, the top ``nn.Module`` frames when the trace records them, copies and memsets by kind with bytes
 and GB/s, the top annotation/NVTX ranges, the top host API calls, then a pointer to the collectives table
 above (with its bus bandwidth) and to ``traceread kernels`` for every row. The rows are made in the
-analysis (``Analysis.tables``: :func:`traceread.metrics.tables.report_tables`); this module only formats
+analysis (``Analysis.tables``: :func:`traceread.metrics.compact.compact_tables`); this module only formats
 them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from traceread.analysis import Analysis
-from traceread.metrics.tables import ReportTables
 from traceread.render.fmt import dur, pct, plural, table
 from traceread.render.names import md_code, md_name, md_text
+
+if TYPE_CHECKING:
+    from traceread.metrics.compact import CompactTables
 
 TITLE = "## Where the GPU time went"
 MAX_BLOCKS = 4  # inputs given a block; ``traceread kernels`` on each of the others gives its tables
@@ -45,10 +47,12 @@ def _number(x: Any) -> str:
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return cast("list[dict[str, Any]]", df.to_dict(orient="records"))
+    """The rows as dicts (a handful: built from the columns, not by pandas' per-row records)."""
+    cols = {c: df[c].tolist() for c in df.columns}
+    return [{c: v[i] for c, v in cols.items()} for i in range(len(df))]
 
 
-def _ops(t: ReportTables) -> str:
+def _ops(t: CompactTables) -> str:
     df = t.frames["ops"]
     if df.empty:
         return ""
@@ -58,7 +62,7 @@ def _ops(t: ReportTables) -> str:
             + table(["Op", "Kernels", "Op calls", "GPU time", "Share"], rows, "lrrrr"))
 
 
-def _modules(t: ReportTables) -> str:
+def _modules(t: CompactTables) -> str:
     df = t.frames["modules"]
     if df.empty:
         return ""
@@ -69,7 +73,7 @@ def _modules(t: ReportTables) -> str:
             + table(["Module", "Depth", "Calls", "GPU time", "Self", "Share"], rows, "lrrrrr"))
 
 
-def _copies(t: ReportTables) -> str:
+def _copies(t: CompactTables) -> str:
     df = t.frames["copies"]
     if df.empty:
         return ""
@@ -83,7 +87,7 @@ def _copies(t: ReportTables) -> str:
                   "copies' time") + "\n\n" + table(head, rows, ("l" if several else "") + "llrrrr"))
 
 
-def _ranges(t: ReportTables) -> str:
+def _ranges(t: CompactTables) -> str:
     df = t.frames["ranges"]
     if df.empty:
         return ""
@@ -93,7 +97,7 @@ def _ranges(t: ReportTables) -> str:
                   "and those of several threads or ranks, can add up past 100%") + "\n\n" + table(["Range", "Count", "Total", "Mean", "Share"], rows, "lrrrr"))
 
 
-def _host_api(t: ReportTables) -> str:
+def _host_api(t: CompactTables) -> str:
     df = t.frames["host_api"]
     if df.empty:
         return ""

@@ -18,8 +18,9 @@ from conftest import FIXTURES, SHARED_TRACES, needs_shared
 
 import traceread
 from traceread.cli import main
+from traceread.metrics.compact import REPORT_TABLES, TOP_ROWS, compact_tables
 from traceread.metrics.durations import by_name, top_by_name
-from traceread.metrics.tables import REPORT_TABLES, TOP_ROWS, kernel_tables, report_tables
+from traceread.metrics.tables import kernel_tables
 from traceread.render import jsonout
 from traceread.render.fmt import dur, pct
 from traceread.render.gputime import TITLE
@@ -98,7 +99,7 @@ def test_section_rows_are_the_kernels_tables_first_rows(path: Path, capsys: pyte
 def test_op_time_sums_to_the_kernel_total_and_copy_bytes_to_the_raw_rows(path: Path) -> None:
     kernel_ns, copies = _raw_kineto(path)
     trace = traceread.load(path)
-    t = report_tables(trace)
+    t = compact_tables(trace)
     ops = kernel_tables(trace).frames["ops"]
     assert t.rows["ops"] == len(ops) and t.frames["ops"].equals(ops.head(TOP_ROWS))
     # every op row (the section shows the first ones) sums to the file's kernel time (<= 1 ns per kernel)
