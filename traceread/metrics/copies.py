@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceread import schema
+from traceread import intervals, schema
 from traceread.engine.lanes import event_view
 from traceread.trace import Trace
 
@@ -50,11 +50,14 @@ def copy_summary(trace: Trace) -> pd.DataFrame:
     if len(rows) == 0:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in zip(COLUMNS, [
             "int64", "int64", "object", "object", "int64", "int64", "int64", "float64", "float64", "int64", "float64"], strict=True)})
-    args = trace.side_table("copy_args").drop_duplicates("row")
+    args = trace.side_table("copy_args")
     a_row = args["row"].to_numpy(np.int64)
+    if len(a_row) > 1 and not bool((a_row[1:] > a_row[:-1]).all()):  # rows in order hold no duplicate: as read
+        args = args.drop_duplicates("row")
+        a_row = args["row"].to_numpy(np.int64)
     src = np.full(len(rows), -1, dtype=np.int64)  # each copy's args row, -1: none recorded
     if len(a_row):
-        order = np.argsort(a_row, kind="stable")
+        order = np.arange(len(a_row)) if intervals.is_sorted(a_row) else np.argsort(a_row, kind="stable")
         pos = np.minimum(np.searchsorted(a_row[order], rows), len(a_row) - 1)
         hit = a_row[order][pos] == rows
         src[hit] = order[pos[hit]]
@@ -84,8 +87,14 @@ def copy_summary(trace: Trace) -> pd.DataFrame:
     key = np.zeros(len(rows), dtype=np.int64)
     for at, size in levels:
         key = key * size + at
-    groups, g = np.unique(key, return_inverse=True)
-    g = g.reshape(-1)
+    space = int(np.prod([size for _at, size in levels], dtype=np.float64))
+    if space <= 1 << 20:  # few (rank, device, kind, host) combinations: the groups by a count per key
+        seen = np.bincount(key, minlength=space)
+        groups = np.flatnonzero(seen)
+        g = np.cumsum(seen > 0)[key] - 1
+    else:
+        groups, g = np.unique(key, return_inverse=True)
+        g = g.reshape(-1)
     n = len(groups)
     count = np.bincount(g, minlength=n).astype(np.int64)
     nb, total_ns, known_ns = (_int_sums(g, x, n) for x in (np.where(known, nbytes, 0), dur, np.where(known, dur, 0)))

@@ -69,7 +69,8 @@ def top_by_name(code: np.ndarray, names: np.ndarray, dur: np.ndarray, top: int, 
     report shows a few rows; the sort of every duration by name was most of the table's time)."""
     code = np.asarray(code, dtype=np.int64)
     dur = np.asarray(dur, dtype=np.int64)
-    if len(code) == 0 or int(np.abs(dur).sum()) >= 1 << 53:  # float sums would not be exact: the full table
+    # float sums that would not be exact, or more rows than int8 slots: the full table
+    if len(code) == 0 or top > 127 or int(np.abs(dur).sum()) >= 1 << 53:
         full = by_name(code, names, dur, share_of, label)
         return full.head(top).reset_index(drop=True), len(full)
     n = int(code.max()) + 1
@@ -79,10 +80,17 @@ def top_by_name(code: np.ndarray, names: np.ndarray, dur: np.ndarray, top: int, 
     text = np.asarray(names, dtype=object)[used].astype(str)
     first = used[np.lexsort((text, -total))[:top]]  # by total, ties by name, as by_name orders them
     denom = float(share_of) if share_of else float(total.sum())
-    # Each shown name's durations on their own (a loop over the few names shown, not over events), put in
-    # order at the positions _table reads (ends and percentiles' neighbours): a partition, not a sort
-    parts = [_ordered_at_reads(dur[code == c]) for c in np.sort(first)]
-    sorted_code = np.repeat(np.sort(first), [len(p) for p in parts])
+    # The shown names' durations grouped by name (one pass and a radix sort of their few codes), each
+    # group put in order at the positions _table reads (ends and percentiles' neighbours): a partition
+    shown = np.sort(first)
+    slot = np.full(n, -1, dtype=np.int8)
+    slot[shown] = np.arange(len(shown))  # top is a handful (the report's rows)
+    at = slot[code]
+    idx = np.flatnonzero(at >= 0)
+    idx = idx[np.argsort(at[idx], kind="stable")]
+    bounds = np.cumsum(count[shown])
+    parts = [_ordered_at_reads(d) for d in np.split(dur[idx], bounds[:-1])]
+    sorted_code = np.repeat(shown, count[shown])
     return _table(sorted_code, np.concatenate(parts), names, denom, label), len(used)
 
 

@@ -111,7 +111,7 @@ def _innermost_on_thread(v: EventView, at_rows: np.ndarray, times: np.ndarray, c
     if not bool(((step > 0) | ((step == 0) & (np.diff(ek) <= 0))).all()):
         again = np.lexsort((-ek, sk))
         order, sk, ek = order[again], sk[again], ek[again]
-    ends = np.sort(ek)
+    ends = np.sort(ek, kind="stable")  # nearly sorted already (a call stack's ends): runs merge fast
     n = len(order)
     depth = np.arange(n, dtype=np.int64) - np.searchsorted(ends, sk, side="right")
     last = np.searchsorted(sk, qk, side="right") - 1  # the last candidate starting by each query
@@ -140,7 +140,7 @@ def kernel_owners(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     v = event_view(trace)
     rows = _kernel_rows(trace).astype(np.int64)
     launch = np.asarray(v.launch_of(rows), dtype=np.int64)
-    ops = v.rows((schema.LANE_CPU_THREAD,), cats=(schema.CAT_CPU_OP,)).astype(np.int64)
+    ops = v.rows((schema.LANE_CPU_THREAD,), cats=(schema.CAT_CPU_OP,)).astype(np.int64, copy=False)
     ok = np.flatnonzero(launch >= 0)
     owner = np.full(len(rows), -1, dtype=np.int64)
     if len(ok) == 0 or len(ops) == 0:
@@ -150,7 +150,7 @@ def kernel_owners(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     # the first launch at or after its start is before its end.
     t = v.start[launch[ok]].astype(np.int64)
     at = np.sort(t)
-    s, e = v.start[ops].astype(np.int64), v.end[ops].astype(np.int64)
+    s, e = v.start[ops].astype(np.int64, copy=False), v.end[ops].astype(np.int64, copy=False)
     first = np.minimum(np.searchsorted(at, s, side="left"), len(at) - 1)
     covers = (at[first] >= s) & (at[first] < e)
     owner[ok] = _innermost_on_thread(v, launch[ok], t, ops[covers], s[covers], e[covers])
