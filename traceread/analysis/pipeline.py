@@ -268,7 +268,8 @@ def _tables(index: int, trace: Trace, steps: pd.DataFrame, out: PerTrace, unavai
     out.collectives = with_trace(c, index) if c is not None and len(c) else None
     from traceread.metrics.compact import compact_tables
 
-    out.compact_tables = guarded("GPU time by op, copies and API calls", lambda: compact_tables(trace), unavailable)
+    out.compact_tables = guarded("where the GPU time went (op, module, range, copy and API tables)",
+                                 lambda: compact_tables(trace), unavailable)
     return out
 
 

@@ -12,6 +12,7 @@ from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
 
+import jsonschema
 import pandas as pd
 import pytest
 from conftest import FIXTURES, SHARED_TRACES, needs_shared
@@ -73,6 +74,7 @@ def test_section_rows_are_the_kernels_tables_first_rows(path: Path, capsys: pyte
     a = traceread.analyze(str(path))
     full = _kernels_json(path, capsys)
     doc = json.loads(jsonout.dumps(a))
+    jsonschema.validate(doc, jsonout.schema())
     (got,) = doc["kernels_tables"]
     assert got["trace"] == 0
     for name in REPORT_TABLES:
@@ -164,3 +166,20 @@ def test_many_inputs_show_four_blocks_and_count_the_rest(tmp_path: Path) -> None
     sec = _section(to_markdown(a))
     assert sec.count("\n### ") == 4 and "1 other input not shown here" in sec
     assert [t["trace"] for t in json.loads(jsonout.dumps(a))["kernels_tables"]] == [0, 1, 2, 3, 4]
+
+
+def test_a_failing_table_is_an_unavailable_line_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import traceread.metrics.compact as compact
+
+    def broken(trace, top=TOP_ROWS):
+        raise ValueError("planted")
+
+    monkeypatch.setattr(compact, "compact_tables", broken)
+    a = traceread.analyze(str(NCCL))
+    assert a.tables == (None,)
+    assert any(u.startswith("where the GPU time went") and "planted" in u for u in a.unavailable)
+    md = to_markdown(a)
+    assert TITLE not in md and "## Per step" in md
+    doc = json.loads(jsonout.dumps(a))
+    jsonschema.validate(doc, jsonout.schema())
+    assert doc["kernels_tables"] == [None]
