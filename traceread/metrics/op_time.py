@@ -152,7 +152,8 @@ def kernel_owners(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     at = np.sort(t)
     s, e = v.start[ops].astype(np.int64, copy=False), v.end[ops].astype(np.int64, copy=False)
     first = np.minimum(np.searchsorted(at, s, side="left"), len(at) - 1)
-    covers = (at[first] >= s) & (at[first] < e)
+    nearest = at[first]
+    covers = np.flatnonzero((nearest < e) & (nearest >= s))
     owner[ok] = _innermost_on_thread(v, launch[ok], t, ops[covers], s[covers], e[covers])
     return rows, launch, owner
 
