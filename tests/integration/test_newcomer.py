@@ -87,6 +87,14 @@ def test_analyze_to_the_terminal_and_to_files(home: Path) -> None:
     assert report == text  # the file is what the terminal showed
     doc = json.loads((home / "report.json").read_text("utf-8"))
     assert len(doc["thresholds"]) > 50  # the JSON keeps every threshold
+    # the compact part of `traceread kernels`' tables, pointing at the command for every row (issue 46)
+    gpu = text.split("## Where the GPU time went", 1)[1].split("\n## ", 1)[0]
+    for table in ("GPU time by launching op (top 5 of", "Copies and memsets by kind", "Host API calls (top 5 of"):
+        assert table in gpu, table
+    assert "| `aten::cudnn_convolution` |" in gpu and "| H2D | Pageable |" in gpu
+    assert "`traceread kernels kineto2021_resnet50_bare_list.pt.trace.json.gz`" in gpu
+    (tables,) = doc["kernels_tables"]
+    assert len(tables["ops"]["rows"]) == 5 and tables["ops"]["total_rows"] > 5
     # the table is one flag away, and names an override
     verbose = _run(home, f"traceread analyze -v {RESNET} --set outlier_step_factor=3")
     assert "## Appendix: thresholds in force" in verbose

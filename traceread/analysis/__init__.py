@@ -33,6 +33,7 @@ from traceread.vocabulary import BUSY_PARTS, GAP_CLASSES, PARTS, part_col
 from traceread.vocabulary import VERDICTS as CAUSES
 
 if TYPE_CHECKING:
+    from traceread.metrics.compact import CompactTables
     from traceread.metrics.mfu import MfuResult
     from traceread.metrics.workload import Workload
     from traceread.ranks.identity import RankIdentity
@@ -108,6 +109,8 @@ class Analysis:
     * ``job``: a ``traceread.ranks.section.JobSection`` when the inputs hold two ranks or more: how
       they group into jobs/captures (with evidence), and each job's clock alignment and stragglers
       (typed: ``traceread.ranks.results``).
+    * ``tables``: per input (in order), the first rows of ``traceread kernels``' op, module, range, copy and
+      host API tables (``traceread.metrics.compact.CompactTables``), None where they could not be made.
     * ``notes``: method notes, each a sentence or a ``traceread.note.Note`` the renderers word.
     * ``findings`` (property): what the reports show beyond these tables, made when asked
       (``traceread.analysis.findings``: the largest gaps with their evidence, each unit's own verdict).
@@ -138,6 +141,7 @@ class Analysis:
     inputs: tuple[Trace, ...] = field(default=(), repr=False)  # for timeline renderers only
     job: JobSection | None = None  # several ranks: how they group into jobs, alignment, stragglers
     whatif: WhatIf | None = None  # what each fix would buy (the dependency replay), None when it could not run
+    tables: tuple[CompactTables | None, ...] = ()  # per input: the report's compact part of the kernels tables
 
     @property
     def units(self) -> pd.DataFrame:

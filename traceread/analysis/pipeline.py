@@ -30,6 +30,7 @@ from traceread.trace import Trace
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
 if TYPE_CHECKING:
+    from traceread.metrics.compact import CompactTables
     from traceread.metrics.mfu import MfuResult
 
 T = TypeVar("T")
@@ -85,6 +86,8 @@ class PerTrace:
     # The attribution's dominant cause of this trace and its named evidence (``attribution.dominant_evidence``):
     # the analysis of this one trace reuses it rather than grouping every gap of that cause again.
     dominant: tuple[str, str] | None = None
+    # The first rows of ``traceread kernels``' tables, for the report's compact section (metrics.compact)
+    compact_tables: CompactTables | None = None
 
 
 def concat(frames: list[pd.DataFrame | None], columns: list[str] | None) -> pd.DataFrame:
@@ -264,6 +267,10 @@ def _tables(index: int, trace: Trace, steps: pd.DataFrame, out: PerTrace, unavai
     out.kernels = with_trace(k, index) if k is not None else None
     c = guarded("collective table", lambda: collective_table(trace, steps), unavailable)
     out.collectives = with_trace(c, index) if c is not None and len(c) else None
+    from traceread.metrics.compact import compact_tables
+
+    out.compact_tables = guarded("where the GPU time went (op, module, range, copy and API tables)",
+                                 lambda: compact_tables(trace), unavailable)
     return out
 
 

@@ -203,6 +203,7 @@ def _analysis(work: Work, hooks: Hooks) -> Analysis:
         notes=tuple(dict.fromkeys(work.notes)), unavailable=tuple(dict.fromkeys(work.unavailable)),
         cfg=work.cfg, top_gaps=work.options.top_gaps, failures=tuple(work.options.failures),
         inputs=tuple(work.traces), dominant_evidence=_dominant_evidence(per, tb.gaps, v.cause), refusal=v.refusal,
+        tables=tuple(p.compact_tables for p in per),
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceread import schema
+from traceread import intervals, schema
 from traceread.engine.lanes import event_view
 from traceread.trace import Trace
 
@@ -26,13 +26,20 @@ UNKNOWN = "(unknown)"
 _HOST_KINDS = ("Pinned", "Pageable", "Managed")
 
 
-def _text(column: pd.Series, src: np.ndarray) -> np.ndarray:
-    """The text of ``column`` at rows ``src`` ('' where -1 or missing), copy kinds spelled as ``KINDS``:
-    made once per category, then taken per row by code."""
+def _codes(column: pd.Series, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The words of ``column`` (copy kinds spelled as ``KINDS``; '' for a missing value, last) and, at rows
+    ``src``, each one's index among them ('' where -1 or missing): made once per category, taken per row
+    by code."""
     c = column.astype("category")
     words = np.array([KINDS.get(str(x), str(x)) for x in c.cat.categories] + [""], dtype=object)
     codes = np.append(c.cat.codes.to_numpy(np.int64), -1)  # the appended -1 answers for src -1
-    return words[codes[src]]
+    return words, codes[src]
+
+
+def _vocabulary(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``words`` sorted, and each word's position among them."""
+    uniq, at = np.unique(words.astype(str), return_inverse=True)
+    return uniq.astype(object), at.reshape(-1).astype(np.int64)
 
 
 def copy_summary(trace: Trace) -> pd.DataFrame:
@@ -43,34 +50,79 @@ def copy_summary(trace: Trace) -> pd.DataFrame:
     if len(rows) == 0:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in zip(COLUMNS, [
             "int64", "int64", "object", "object", "int64", "int64", "int64", "float64", "float64", "int64", "float64"], strict=True)})
-    args = trace.side_table("copy_args").drop_duplicates("row")
+    args = trace.side_table("copy_args")
     a_row = args["row"].to_numpy(np.int64)
+    if len(a_row) > 1 and not bool((a_row[1:] > a_row[:-1]).all()):  # rows in order hold no duplicate: as read
+        args = args.drop_duplicates("row")
+        a_row = args["row"].to_numpy(np.int64)
     src = np.full(len(rows), -1, dtype=np.int64)  # each copy's args row, -1: none recorded
     if len(a_row):
-        order = np.argsort(a_row, kind="stable")
+        order = np.arange(len(a_row)) if intervals.is_sorted(a_row) else np.argsort(a_row, kind="stable")
         pos = np.minimum(np.searchsorted(a_row[order], rows), len(a_row) - 1)
         hit = a_row[order][pos] == rows
         src[hit] = order[pos[hit]]
     memset = v.lane[rows] == v.lane_codes.get(schema.LANE_MEMSET, -99)
-    ck = _text(args["copy_kind"], src)
-    kind = np.where(memset, MEMSET, ck)
-    kind = np.where(kind == "", UNKNOWN, kind)
-    s_kind, d_kind = _text(args["src_kind"], src), _text(args["dst_kind"], src)
-    host = np.where(np.isin(s_kind, _HOST_KINDS), s_kind, np.where(np.isin(d_kind, _HOST_KINDS), d_kind, ""))
-    host = np.where(memset, "", host)
+    # Kinds and host memory as small codes over their words (a few per trace), not a string per copy: the
+    # groups are made by one key per copy and summed by bincount.
+    words, ck = _codes(args["copy_kind"], src)
+    kinds, kind_at = _vocabulary(np.append(np.where(words == "", UNKNOWN, words), MEMSET))
+    kind = np.where(memset, kind_at[-1], kind_at[:-1][ck])
+    s_words, s_code = _codes(args["src_kind"], src)
+    d_words, d_code = _codes(args["dst_kind"], src)
+    hosts, host_at = _vocabulary(np.concatenate([s_words, d_words, [""]]))
+    s_host = np.isin(s_words, _HOST_KINDS)[s_code]
+    d_host = np.isin(d_words, _HOST_KINDS)[d_code]
+    none = host_at[-1]
+    host = np.where(s_host, host_at[:len(s_words)][s_code],
+                    np.where(d_host, host_at[len(s_words):-1][d_code], none))
+    host = np.where(memset, none, host)
     nbytes = np.where(src >= 0, args["bytes"].to_numpy(np.int64)[np.maximum(src, 0)], -1) if len(a_row) else src
     dur = (v.end[rows] - v.start[rows]).astype(np.int64)
-    f = pd.DataFrame({"rank": v.rank[rows].astype(np.int64), "device": v.device[rows].astype(np.int64), "kind": kind, "host_memory": host, "dur": dur, "known": nbytes >= 0,
-                      "bytes": np.maximum(nbytes, 0), "known_ns": np.where(nbytes >= 0, dur, 0)})
-    g = f.groupby(["rank", "device", "kind", "host_memory"], sort=True)
-    out = pd.DataFrame({"count": g.size(), "bytes": g["bytes"].sum(), "total_ns": g["dur"].sum(),
-                        "known": g["known"].sum(), "known_ns": g["known_ns"].sum()}).reset_index()
-    out["mean_ns"] = out["total_ns"] / out["count"]
-    out["gbps"] = np.where((out["known"] > 0) & (out["known_ns"] > 0), out["bytes"] / out["known_ns"].clip(lower=1),
-                           np.nan)
-    out["bytes_unknown"] = (out["count"] - out["known"]).astype(np.int64)
-    total = int(out["total_ns"].sum())
-    out["share"] = out["total_ns"] / total if total > 0 else 0.0
-    out = out.sort_values(["total_ns", "rank", "device", "kind"], ascending=[False, True, True, True],
-                          kind="stable").reset_index(drop=True)
-    return out[COLUMNS].astype({"count": "int64", "bytes": "int64", "total_ns": "int64"})
+    rank, device = v.rank[rows].astype(np.int64), v.device[rows].astype(np.int64)
+    known = nbytes >= 0
+    # One key per copy, (rank, device, kind, host) in that order of precedence: the groups' sort.
+    r0, d0 = int(np.min(rank)), int(np.min(device))
+    levels = [(rank - r0, int(np.max(rank)) - r0 + 1), (device - d0, int(np.max(device)) - d0 + 1),
+              (kind, len(kinds)), (host, len(hosts))]
+    key = np.zeros(len(rows), dtype=np.int64)
+    for at, size in levels:
+        key = key * size + at
+    space = int(np.prod([size for _at, size in levels], dtype=np.float64))
+    if space <= 1 << 20:  # few (rank, device, kind, host) combinations: the groups by a count per key
+        seen = np.bincount(key, minlength=space)
+        groups = np.flatnonzero(seen)
+        g = np.cumsum(seen > 0)[key] - 1
+    else:
+        groups, g = np.unique(key, return_inverse=True)
+        g = g.reshape(-1)
+    n = len(groups)
+    count = np.bincount(g, minlength=n).astype(np.int64)
+    nb, total_ns, known_ns = (_int_sums(g, x, n) for x in (np.where(known, nbytes, 0), dur, np.where(known, dur, 0)))
+    known_n = np.bincount(g[known], minlength=n).astype(np.int64)
+    parts = []
+    rest = groups.copy()
+    for _at, size in reversed(levels):
+        parts.append(rest % size)
+        rest //= size
+    host_g, kind_g, dev_g, rank_g = parts
+    rank_g, dev_g = rank_g + r0, dev_g + d0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gbps = np.where((known_n > 0) & (known_ns > 0), nb / np.maximum(known_ns, 1), np.nan)
+    all_ns = int(total_ns.sum())
+    # by total time, then rank, device, kind (the key's order breaks the remaining ties)
+    order = np.lexsort((np.arange(n), kind_g, dev_g, rank_g, -total_ns))
+    out = pd.DataFrame({"rank": rank_g, "device": dev_g, "kind": kinds[kind_g], "host_memory": hosts[host_g],
+                        "count": count, "bytes": nb, "total_ns": total_ns, "mean_ns": total_ns / count, "gbps": gbps,
+                        "bytes_unknown": count - known_n,
+                        "share": total_ns / all_ns if all_ns > 0 else np.zeros(n)})
+    return out.iloc[order].reset_index(drop=True)[COLUMNS]
+
+
+def _int_sums(g: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of ``x`` per group ``g``: bincount while every partial sum is an exact float, else
+    one ``add.at``."""
+    if int(np.abs(x).sum()) < 1 << 53:
+        return np.bincount(g, weights=x, minlength=n).astype(np.int64)
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, g, x)
+    return out

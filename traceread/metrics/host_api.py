@@ -15,7 +15,7 @@ import pandas as pd
 from traceread import schema
 from traceread.engine.lanes import API_CATS, event_view
 from traceread.host_calls import LAUNCH, MEMORY, SYNC
-from traceread.metrics.durations import by_name
+from traceread.metrics.durations import by_name, top_by_name
 from traceread.trace import Trace
 
 COLUMNS = ["api", "role", "count", "total_ns", "mean_ns", "median_ns", "p90_ns", "p99_ns", "min_ns", "max_ns",
@@ -30,11 +30,27 @@ def role(name: str) -> str:
     return "+".join(parts)
 
 
-def host_api_summary(trace: Trace) -> pd.DataFrame:
-    """One row per runtime/driver API name (``COLUMNS``), by total time; empty when none was traced."""
+def _calls(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct API names, each call's position among them and its duration."""
     v = event_view(trace)
     rows = v.rows((schema.LANE_CPU_THREAD,), cats=API_CATS)
     names, at = v.distinct_names(rows)
-    out = by_name(at, names, (v.end[rows] - v.start[rows]).astype(np.int64), label="api")
+    return names, at, (v.end[rows] - v.start[rows]).astype(np.int64)
+
+
+def host_api_summary(trace: Trace) -> pd.DataFrame:
+    """One row per runtime/driver API name (``COLUMNS``), by total time; empty when none was traced."""
+    names, at, dur = _calls(trace)
+    return _with_role(by_name(at, names, dur, label="api"))
+
+
+def host_api_top(trace: Trace, top: int) -> tuple[pd.DataFrame, int]:
+    """The first ``top`` rows of :func:`host_api_summary` and its number of rows."""
+    names, at, dur = _calls(trace)
+    rows, n = top_by_name(at, names, dur, top, label="api")
+    return _with_role(rows), n
+
+
+def _with_role(out: pd.DataFrame) -> pd.DataFrame:
     out.insert(1, "role", [role(n) for n in out["api"]])  # one per distinct name
     return out[COLUMNS]

@@ -31,6 +31,7 @@ from traceread.trace import Trace
 
 OP_COLUMNS = ["op", "kernels", "calls", "total_ns", "mean_ns", "share"]
 MODULE_COLUMNS = ["module", "depth", "calls", "kernels", "gpu_ns", "self_ns", "share"]
+_EXACT_FLOAT = 1 << 53  # integers up to here add exactly as float64 (bincount's weights)
 NO_OP = "(no op)"
 NO_LAUNCH = "(launch not recorded)"
 NO_MODULE = "(no module)"
@@ -50,14 +51,21 @@ def _sums(inv: np.ndarray, values: np.ndarray, counts: np.ndarray) -> np.ndarray
 def _thread_key(v: EventView, rows: np.ndarray) -> np.ndarray:
     """One int per (rank, pid, tid) of ``rows``: hashed (``pd.factorize``), not sorted; a sort of every
     op row was most of this table's time."""
-    cols = [np.asarray(col[rows], dtype=np.int64) for col in (v.rank, v.pid, v.tid)]
-    lows = [int(c.min()) if len(c) else 0 for c in cols]
-    bits = [(int(c.max()) - lo).bit_length() if len(c) else 0 for c, lo in zip(cols, lows, strict=True)]
-    if sum(bits) <= 62:  # the three fit one int64: packed, then hashed once (not three times)
+    cols, lows, bits = [], [], []
+    for col in (v.rank, v.pid, v.tid):
+        c = col[rows]
+        lo, hi = (int(c.min()), int(c.max())) if len(c) else (0, 0)
+        if hi > lo:  # a column with one value tells no thread apart: left out of the key
+            cols.append(c)
+            lows.append(lo)
+            bits.append((hi - lo).bit_length())
+    if sum(bits) <= 62:  # the columns fit one int64: packed, then hashed once (not three times)
         packed = np.zeros(len(rows), dtype=np.int64)
         for c, lo, b in zip(cols, lows, bits, strict=True):
-            packed = (packed << b) | (c - lo)
-        return pd.factorize(packed)[0].astype(np.int64)
+            packed <<= b
+            packed += c
+            packed -= lo
+        return pd.factorize(packed)[0].astype(np.int64, copy=False)
     code = np.zeros(len(rows), dtype=np.int64)
     for col in (v.rank, v.pid, v.tid):
         c, uniq = pd.factorize(col[rows])
@@ -66,24 +74,64 @@ def _thread_key(v: EventView, rows: np.ndarray) -> np.ndarray:
     return code
 
 
-def _innermost_on_thread(v: EventView, at_rows: np.ndarray, times: np.ndarray, cand: np.ndarray) -> np.ndarray:
+def _innermost_on_thread(v: EventView, at_rows: np.ndarray, times: np.ndarray, cand: np.ndarray,
+                         cand_start: np.ndarray | None = None, cand_end: np.ndarray | None = None) -> np.ndarray:
     """Per query (a host row ``at_rows`` giving the thread, and a time), the innermost ``cand`` row on the
-    same (rank, pid, tid) covering the time, -1 for none."""
+    same (rank, pid, tid) covering the time, -1 for none (``cand_start``/``cand_end``: their times, when
+    the caller holds them).
+
+    :func:`traceread.intervals.innermost_covering`'s answer on each thread's candidates, for every thread
+    at once: the threads' candidates laid end to end on one int64 key (thread code x span + time), so
+    one sort of their ends, one sort of their depths and four ``searchsorted`` answer every query, with
+    no loop over threads or depths (that function's loop over depths, run per thread, was most of the
+    op table's time). A candidate's depth counts the candidates covering its start; the innermost
+    covering a time sits at (candidates covering it - 1) and is the last of that depth starting by it."""
     out = np.full(len(at_rows), -1, dtype=np.int64)
+    s = v.start[cand].astype(np.int64) if cand_start is None else cand_start
+    e = v.end[cand].astype(np.int64) if cand_end is None else cand_end
+    real = e > s  # a zero-length frame covers no time
+    if not real.all():
+        cand, s, e = cand[real], s[real], e[real]
     if len(at_rows) == 0 or len(cand) == 0:
         return out
-    key = _thread_key(v, np.concatenate([at_rows, cand]))
-    kq, kc = key[:len(at_rows)], key[len(at_rows):]
-    c_order = np.argsort(kc, kind="stable")
-    kc_sorted = kc[c_order]
-    for k in np.unique(kq):  # a loop over threads, not events
-        lo, hi = np.searchsorted(kc_sorted, [k, k + 1])
-        if lo == hi:
-            continue
-        mine = cand[c_order[lo:hi]]
-        q = np.flatnonzero(kq == k)
-        j = intervals.innermost_covering(times[q], v.start[mine], v.end[mine])
-        out[q[j >= 0]] = mine[j[j >= 0]]
+    t = np.asarray(times, dtype=np.int64)
+    key = _thread_key(v, np.concatenate([cand, at_rows]))
+    n_th = int(key.max()) + 1
+    tc, tq = key[:len(cand)], key[len(cand):]
+    base = min(int(s.min()), int(t.min()))
+    span = max(int(e.max()), int(t.max())) - base + 1
+    if span > (1 << 62) // n_th:  # the key would overflow: thread by thread instead
+        return _innermost_per_thread(at_rows, t, tc, tq, cand, s, e, out)
+    sk, ek, qk = tc * span + (s - base), tc * span + (e - base), tq * span + (t - base)
+    # Thread-major, start order, outer first on equal starts: a stable sort by thread code keeps each
+    # thread's candidates in row order, which a Kineto or Nsight Systems thread already has by start.
+    order = np.argsort(tc.astype(np.int16) if n_th < (1 << 15) else tc, kind="stable")
+    sk, ek = sk[order], ek[order]
+    step = np.diff(sk)
+    if not bool(((step > 0) | ((step == 0) & (np.diff(ek) <= 0))).all()):
+        again = np.lexsort((-ek, sk))
+        order, sk, ek = order[again], sk[again], ek[again]
+    ends = np.sort(ek, kind="stable")  # nearly sorted already (a call stack's ends): runs merge fast
+    n = len(order)
+    depth = np.arange(n, dtype=np.int64) - np.searchsorted(ends, sk, side="right")
+    last = np.searchsorted(sk, qk, side="right") - 1  # the last candidate starting by each query
+    want = last - np.searchsorted(ends, qk, side="right")  # covering count - 1
+    by_depth = np.argsort(depth.astype(np.int16) if int(depth.max()) < (1 << 15) else depth, kind="stable")
+    pos = np.searchsorted(depth[by_depth] * n + by_depth, want * n + last, side="right") - 1
+    j = by_depth[np.maximum(pos, 0)]
+    ok = (want >= 0) & (pos >= 0) & (depth[j] == want) & (ek[j] > qk) & (sk[j] // span == tq)
+    out[ok] = cand[order[j[ok]]]
+    return out
+
+
+def _innermost_per_thread(at_rows: np.ndarray, t: np.ndarray, tc: np.ndarray, tq: np.ndarray, cand: np.ndarray,
+                          s: np.ndarray, e: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """:func:`_innermost_on_thread` for times too far apart for one key: a loop over threads, not events."""
+    for k in np.unique(tq):
+        mine = np.flatnonzero(tc == k)
+        q = np.flatnonzero(tq == k)
+        j = intervals.innermost_covering(t[q], s[mine], e[mine])
+        out[q[j >= 0]] = cand[mine[j[j >= 0]]]
     return out
 
 
@@ -92,14 +140,21 @@ def kernel_owners(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     v = event_view(trace)
     rows = _kernel_rows(trace).astype(np.int64)
     launch = np.asarray(v.launch_of(rows), dtype=np.int64)
-    ops = v.rows((schema.LANE_CPU_THREAD,), cats=(schema.CAT_CPU_OP,)).astype(np.int64)
+    ops = v.rows((schema.LANE_CPU_THREAD,), cats=(schema.CAT_CPU_OP,)).astype(np.int64, copy=False)
     ok = np.flatnonzero(launch >= 0)
-    # Only an op covering some launch call (of any thread) can own a kernel: the others (most ops launch
-    # nothing) leave the search, which a subset of a laminar set answers the same.
-    at = np.sort(v.start[launch[ok]])
-    ops = ops[np.searchsorted(at, v.end[ops]) > np.searchsorted(at, v.start[ops])]
     owner = np.full(len(rows), -1, dtype=np.int64)
-    owner[ok] = _innermost_on_thread(v, launch[ok], v.start[launch[ok]], ops)
+    if len(ok) == 0 or len(ops) == 0:
+        return rows, launch, owner
+    # Only an op covering some launch call (of any thread) can own a kernel: the others (most ops launch
+    # nothing) leave the search, which a subset of a laminar set answers the same. An op covers one when
+    # the first launch at or after its start is before its end.
+    t = v.start[launch[ok]].astype(np.int64)
+    at = np.sort(t)
+    s, e = v.start[ops].astype(np.int64, copy=False), v.end[ops].astype(np.int64, copy=False)
+    first = np.minimum(np.searchsorted(at, s, side="left"), len(at) - 1)
+    nearest = at[first]
+    covers = np.flatnonzero((nearest < e) & (nearest >= s))
+    owner[ok] = _innermost_on_thread(v, launch[ok], t, ops[covers], s[covers], e[covers])
     return rows, launch, owner
 
 
@@ -115,16 +170,21 @@ def op_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray] | N
     code = np.where(owner >= 0, v.name[np.maximum(owner, 0)].astype(np.int64), no_name)
     code = np.where(code < 0, no_name, code)
     code = np.where(launch < 0, no_name + 1, code)
-    used, inv = np.unique(code, return_inverse=True)
-    inv = inv.reshape(-1)
-    n = len(used)
-    kernels = np.bincount(inv, minlength=n).astype(np.int64)
-    total = _sums(inv, dur, kernels)
-    # op calls: distinct owner rows per name
-    has = owner >= 0
-    # (an op row has one name: its distinct rows, counted by the name's group)
-    first = np.unique(owner[has], return_index=True)[1]
-    calls = np.bincount(inv[has][first], minlength=n).astype(np.int64)
+    # Per name code, by bincount over the codes (a few thousand names): no sort of the kernels
+    n_codes = no_name + 2
+    kernels = np.bincount(code, minlength=n_codes).astype(np.int64)
+    used = np.flatnonzero(kernels)
+    if int(np.abs(dur).sum()) < _EXACT_FLOAT:  # every partial sum is an exact float: the int64 sums
+        total = np.bincount(code, weights=dur, minlength=n_codes).astype(np.int64)[used]
+    else:
+        inv = np.searchsorted(used, code)
+        total = _sums(inv, dur, kernels[used])
+    kernels = kernels[used]
+    # op calls: the distinct owner rows, counted by their name (an op row has one name)
+    seen = np.zeros(len(v.name), dtype=bool)
+    seen[owner[owner >= 0]] = True
+    called = v.name[np.flatnonzero(seen)].astype(np.int64)
+    calls = np.bincount(np.where(called < 0, no_name, called), minlength=n_codes).astype(np.int64)[used]
     special = {no_name: NO_OP, no_name + 1: NO_LAUNCH}
     label = np.array([special.get(int(c)) or str(v.names[c]) for c in used], dtype=object)  # per distinct op
     all_ns = int(total.sum())
@@ -136,11 +196,14 @@ def op_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray] | N
 def module_frames(trace: Trace) -> np.ndarray:
     """Rows of the ``nn.Module`` frames (python_function events named ``nn.Module: ...``)."""
     v = event_view(trace)
+    if not any(str(x).startswith(MODULE_PREFIX) for x in v.names):  # no such name at all: no row to look for
+        return np.zeros(0, dtype=np.int64)
     py = v.rows((schema.LANE_CPU_THREAD,), cats=(schema.CAT_PYTHON,)).astype(np.int64)
     if len(py) == 0:
         return py
-    is_module = np.array([str(x).startswith(MODULE_PREFIX) for x in v.names], dtype=bool)  # per distinct name
-    return py[is_module[v.name[py]]]
+    names, at = v.distinct_names(py)
+    is_module = np.array([str(x).startswith(MODULE_PREFIX) for x in names], dtype=bool)  # per distinct name
+    return py[is_module[at]]
 
 
 def module_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:

@@ -16,7 +16,7 @@ import pandas as pd
 from traceread import schema
 from traceread.engine.lanes import event_view
 from traceread.host_calls import PROFILER_STEP_RE
-from traceread.metrics.durations import by_name
+from traceread.metrics.durations import by_name, top_by_name
 from traceread.trace import Trace
 
 COLUMNS = ["range", "count", "total_ns", "mean_ns", "median_ns", "p90_ns", "p99_ns", "min_ns", "max_ns", "share"]
@@ -29,8 +29,9 @@ def wall_ns(trace: Trace) -> int:
     return int(v.end.max() - v.start.min()) if len(v.start) else 0
 
 
-def range_summary(trace: Trace) -> pd.DataFrame:
-    """One row per annotation range name (``COLUMNS``), by total time; empty when the trace has none."""
+def _ranges(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct range labels (the step markers as one), each range's position among them and its
+    duration."""
     v = event_view(trace)
     rows = v.rows((schema.LANE_CPU_ANNOTATION,), cats=(schema.CAT_USER_ANNOTATION,))
     labels, at = v.distinct_names(rows)
@@ -38,6 +39,17 @@ def range_summary(trace: Trace) -> pd.DataFrame:
     labels = np.array([STEP_ROW if PROFILER_STEP_RE.match(str(x)) else str(x) for x in labels], dtype=object)
     uniq, code = np.unique(labels, return_inverse=True) if len(labels) else (labels, np.zeros(0, np.int64))
     dur = (v.end[rows] - v.start[rows]).astype(np.int64)
-    out = by_name(np.asarray(code, np.int64).reshape(-1)[at] if len(rows) else np.zeros(0, np.int64), uniq, dur,
-                  share_of=wall_ns(trace) or None, label="range")
-    return out[COLUMNS]
+    return uniq, np.asarray(code, np.int64).reshape(-1)[at] if len(rows) else np.zeros(0, np.int64), dur
+
+
+def range_summary(trace: Trace) -> pd.DataFrame:
+    """One row per annotation range name (``COLUMNS``), by total time; empty when the trace has none."""
+    uniq, code, dur = _ranges(trace)
+    return by_name(code, uniq, dur, share_of=wall_ns(trace) or None, label="range")[COLUMNS]
+
+
+def range_top(trace: Trace, top: int) -> tuple[pd.DataFrame, int]:
+    """The first ``top`` rows of :func:`range_summary` and its number of rows."""
+    uniq, code, dur = _ranges(trace)
+    rows, n = top_by_name(code, uniq, dur, top, share_of=wall_ns(trace) or None, label="range")
+    return rows[COLUMNS], n

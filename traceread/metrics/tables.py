@@ -12,6 +12,8 @@ row). Each table is a pure function of the loaded frame, in its own module:
 * ``collectives``: collectives with bus bandwidth (:mod:`traceread.metrics.collectives`, whole trace);
 * ``mem_bandwidth``: achieved TB/s of memory-bound kernels with recorded bytes
   (:mod:`traceread.metrics.mem_bandwidth`).
+
+The report's compact part of them is :mod:`traceread.metrics.compact`.
 """
 
 from __future__ import annotations
@@ -22,22 +24,16 @@ from typing import Any
 import pandas as pd
 
 from traceread.metrics.collectives import collective_table
+from traceread.metrics.compact import EMPTY
 from traceread.metrics.copies import copy_summary
 from traceread.metrics.host_api import host_api_summary
 from traceread.metrics.mem_bandwidth import mem_bandwidth
-from traceread.metrics.op_time import NO_MODULES, kernel_owners, module_table, op_table
+from traceread.metrics.op_time import kernel_owners, module_table, op_table
 from traceread.metrics.ranges import range_summary
 from traceread.trace import Trace
 
 TABLES = ("ops", "modules", "ranges", "copies", "host_api", "collectives", "mem_bandwidth")
-_EMPTY = {
-    "ops": "no GPU kernels in this trace",
-    "modules": NO_MODULES,
-    "ranges": "no annotation ranges (NVTX, record_function, ProfilerStep) in this trace",
-    "copies": "no GPU copies or memsets in this trace",
-    "host_api": "no CUDA/HIP runtime or driver calls in this trace",
-    "collectives": "no communication kernels in this trace",
-}
+_EMPTY = {**EMPTY, "collectives": "no communication kernels in this trace"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,3 +62,4 @@ def kernel_tables(trace: Trace) -> KernelTables:
     for name, frame in frames.items():
         frame.attrs["note"] = notes[name]  # the API hands the frames out alone: the note travels with each
     return KernelTables(frames, notes)
+

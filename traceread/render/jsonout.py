@@ -200,6 +200,7 @@ def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str
         "mfu_hint": a.mfu_hint or None,
         "kernels": _table(a.kernels) if len(a.kernels.columns) > 1 else [],
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
+        "kernels_tables": [None if t is None else {"trace": i, **plain(t.to_dict())} for i, t in enumerate(a.tables)],
         "launch_stats": plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
         "whatif": _whatif(a) if replay else None,
         "notes": [scrub_paths(t) for t in notes.texts(a.notes)],

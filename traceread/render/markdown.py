@@ -1,9 +1,10 @@
 """The Markdown diagnosis report: ``render(analysis, out)``.
 
 Sections, in this order: header, verdict, scoreboard, where the step time goes, what removing the
-dominant cause buys, the job (grouping, alignment, stragglers; several ranks only), largest gaps, kernels/collectives/launches, per-step table, what to do next,
-method notes. Names are shortened and escaped (see :mod:`traceread.render.names`); nothing from the
-trace other than device names, kernel/op names and path-scrubbed Python frames is shown.
+dominant cause buys, the job (grouping, alignment, stragglers; several ranks only), largest gaps,
+kernels/collectives/launches, where the GPU time went (:mod:`traceread.render.gputime`), per-step table,
+what to do next, method notes. Names are shortened and escaped (see :mod:`traceread.render.names`);
+nothing from the trace other than device names, kernel/op names and path-scrubbed Python frames is shown.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from traceread.analysis import Analysis
 from traceread.analysis.scope import analysis_scope
 from traceread.config import Thresholds
 from traceread.printable import printable
-from traceread.render import advice, jobsection, jsonout, notes
+from traceread.render import advice, gputime, jobsection, jsonout, notes
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
 from traceread.render.names import ShortNames, md_code, md_name, md_text
 from traceread.vocabulary import BUSY_PARTS, CAPTURE_BOUNDARY, GAP_CLASSES, PARTS, UNCLASSIFIED, part_col
@@ -36,7 +37,7 @@ def render(analysis: Analysis, out: IO[str], verbose: bool = False) -> None:
 def to_markdown(a: Analysis, verbose: bool = False) -> str:
     """The report; ``verbose`` adds the appendix of every threshold in force (the JSON always has them)."""
     sections = [_header(a), _verdict(a), _scoreboard(a), _where(a), _removal(a), jobsection.section(a.job),
-                _gaps(a), _kernels(a), _per_step(a), _next(a), _method(a),
+                _gaps(a), _kernels(a), gputime.section(a), _per_step(a), _next(a), _method(a),
                 _thresholds_appendix(a) if verbose else ""]
     # Names are escaped where they are formatted; this catches any other text from the trace.
     return printable("\n\n".join(s.rstrip() for s in sections if s) + "\n", layout=True)
