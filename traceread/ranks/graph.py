@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from traceread.kernel_classes import P2P_TYPES
 from traceread.ranks.align import (
     METHOD_REFERENCE,
     METHOD_SHARED,
@@ -69,9 +70,19 @@ def _pair_edge(sa: RankSummary, sb: RankSummary, ia: int, ib: int, max_spread_ns
     return Edge(ia, ib, pairs, method, shift, med, max(spread, float(res)), n, False)
 
 
+def _has_p2p(summaries: list[RankSummary], who: list[int], pg: str) -> bool:
+    """Whether the group's calls on its members are point-to-point transfers (one member's are enough)."""
+    for i in who:
+        c = summaries[i].collectives
+        if np.isin(c["collective"][c["pg"] == pg], sorted(P2P_TYPES)).any():
+            return True
+    return False
+
+
 def edges(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
           max_skew_ns: int = 100_000_000) -> list[Edge]:
-    """Per process group, its lowest member matched with each other member (each pair once)."""
+    """Per process group, its lowest member matched with each other member, every pair of members in a
+    group with point-to-point transfers (each pair once)."""
     members: dict[str, list[int]] = {}
     for i, s in enumerate(summaries):
         for pg in sequences(s):
@@ -85,11 +96,68 @@ def edges(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
     for pg in sorted(members):
         hub, *rest = members[pg]
         wanted += [(hub, m) for m in rest]
+        if len(rest) > 1 and _has_p2p(summaries, members[pg], pg):
+            # a pipeline's group: each rank transfers with its neighbours only, so every pair is tried
+            # (non-neighbours match nothing and make no edge)
+            wanted += [(x, y) for k, x in enumerate(members[pg]) for y in members[pg][k + 1:]]
     out = []
     for a, b in dict.fromkeys(wanted):
         e = _pair_edge(summaries[a], summaries[b], a, b, max_spread_ns, max_skew_ns)
         if e is not None:
             out.append(e)
+    return _one_partner(summaries, out)
+
+
+def _one_partner(summaries: list[RankSummary], es: list[Edge]) -> list[Edge]:
+    """Each point-to-point call keeps one partner: the one whose end agrees best with its edge's clock
+    difference. In a pipeline a transfer is followed by the next stage's compute and its transfer onward, so
+    ranks two stages apart can agree on a clock difference too (loosely: the compute between varies); the
+    neighbour's transfer ends with it exactly. An edge left with under half of its pairs is dropped."""
+    sizes = np.array([len(s.collectives["end_ns"]) for s in summaries], dtype=np.int64)
+    base = np.concatenate(([0], np.cumsum(sizes)))
+    p2p_types = sorted(P2P_TYPES)
+    items = []  # (edge, pg, mask of its p2p pairs, node a, node b, residual)
+    for k, e in enumerate(es):
+        if e.shared:
+            continue
+        ca, cb = summaries[e.a].collectives, summaries[e.b].collectives
+        xa, xb = epoch_shift(summaries[e.a]), epoch_shift(summaries[e.b])
+        for pg, (pa, pb) in e.pairs.items():
+            q = np.isin(ca["collective"][pa], p2p_types) & np.isin(cb["collective"][pb], p2p_types)
+            if q.any():
+                resid = np.abs((cb["end_ns"][pb[q]] + xb) - (ca["end_ns"][pa[q]] + xa) - e.diff_ns).astype(np.float64)
+                items.append((k, pg, q, pa[q] + base[e.a], pb[q] + base[e.b], resid))
+    if not items:
+        return es
+    best = np.full(int(base[-1]), np.inf)
+    for _k, _pg, _q, na, nb, r in items:
+        np.minimum.at(best, na, r)
+        np.minimum.at(best, nb, r)
+    drop: dict[int, dict[str, np.ndarray]] = {}
+    for k, pg, q, na, nb, r in items:
+        lose = (r > best[na]) | (r > best[nb])
+        if lose.any():
+            m = np.zeros(len(q), dtype=bool)
+            m[np.flatnonzero(q)[lose]] = True
+            drop.setdefault(k, {})[pg] = m
+    out = []
+    for k, e in enumerate(es):
+        if k not in drop:
+            out.append(e)
+            continue
+        pairs = {pg: (pa[~drop[k][pg]], pb[~drop[k][pg]]) if pg in drop[k] else (pa, pb)
+                 for pg, (pa, pb) in e.pairs.items()}
+        pairs = {pg: p for pg, p in pairs.items() if len(p[0])}
+        n = sum(len(p[0]) for p in pairs.values())
+        if n < 0.5 * e.n or n == 0:
+            continue
+        sa, sb = summaries[e.a], summaries[e.b]
+        pa = np.concatenate([p[0] for p in pairs.values()])
+        pb = np.concatenate([p[1] for p in pairs.values()])
+        d = (sb.collectives["end_ns"][pb] + epoch_shift(sb)) - (sa.collectives["end_ns"][pa] + epoch_shift(sa))
+        med = int(np.median(d))
+        spread = max(float(np.median(np.abs(d - med))) * 1.4826, float(max(_resolution(sa), _resolution(sb))))
+        out.append(Edge(e.a, e.b, pairs, e.method, e.shift, med, spread, n, False))
     return out
 
 
