@@ -84,6 +84,7 @@ class DpPpSpec:
     # "pipeline": one group per pipeline holding all its stages, ``Seq`` counted per rank over its sends and
     # recvs together (Megatron-style): the n-th transfer of a rank is not its neighbour's n-th
     pp_groups: str = "pair"
+    late_start: tuple[int, int] | None = None  # (rank, ns): that rank's process starts later (start skew)
     origin_epoch_ns: int = 1_735_632_360_000_000_000
 
 
@@ -162,6 +163,9 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
     movers = rng.permutation(world)
     lead = spec.host_lead
     host = np.full(world, 20_000_000 - 500_000, dtype=np.int64)  # host_lead: each rank's next launch (true time)
+    if spec.late_start is not None:
+        free[spec.late_start[0]] += spec.late_start[1]
+        host[spec.late_start[0]] += spec.late_start[1]
     send_launch: dict[tuple[str, int, int], int] = {}  # host_lead: when the sender launched that output's send
 
     def launch_at(r: int) -> int:

@@ -44,6 +44,7 @@ from traceread import causes
 from traceread.config import Thresholds
 from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
 from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
+from traceread.ranks.evidence import ClaimEvidence, judge, withheld_text
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
 from traceread.ranks.predict import job_prediction
@@ -103,6 +104,8 @@ class JobReport:
     # what the job would step at without its straggler / with balanced stages (traceread.ranks.predict; None
     # without either, or without own steps)
     prediction: JobPrediction | None = None
+    # what the job's figures can support: collectives, steps, ranks present (traceread.ranks.evidence)
+    evidence: ClaimEvidence | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "group": self.group, "ranks": [r.to_dict() for r in self.ranks],
@@ -113,7 +116,8 @@ class JobReport:
                 "stages": self.stages.to_dict() if self.stages is not None else None,
                 "stage_imbalance": self.stage_imbalance.to_dict() if self.stage_imbalance is not None else None,
                 "waiting_for": self.waiting_for.to_dict() if self.waiting_for is not None else None,
-                "prediction": self.prediction.to_dict() if self.prediction is not None else None}
+                "prediction": self.prediction.to_dict() if self.prediction is not None else None,
+                "evidence": self.evidence.to_dict() if self.evidence is not None else None}
 
 
 def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen
@@ -162,7 +166,8 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     usable = [s for s, good in zip(ranked, ok, strict=True) if good]
     rows = instances(ranked, es)[np.flatnonzero(ok)]
     table = _instances(usable, off, rows[:, (rows >= 0).sum(axis=0) >= 2])
-    per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg)
+    world = group.world_size if group is not None else None
+    per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg, len(ranked), world)
     ranks = tuple(dataclasses.replace(b, waits=per_rank.get(b.rank), alignment=off[b.rank]) for b in base_ranks)
     step = _steps(usable, off)
     prediction = job_prediction(usable, step, strag, extra["stage_imbalance"],
@@ -170,7 +175,7 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     return JobReport(name, ranks, tuple(alignments), int(table["n"]), tuple(table["records"]), tuple(strag),
                      step, verdict, gdict, tuple(notes), tuple(unavailable), thresholds,
                      stages=extra["stages"], stage_imbalance=extra["stage_imbalance"],
-                     waiting_for=extra["waiting_for"], prediction=prediction)
+                     waiting_for=extra["waiting_for"], prediction=prediction, evidence=extra["evidence"])
 
 
 def _aligned(s: RankSummary, a: RankAlignment, t: np.ndarray, base: int) -> np.ndarray:
@@ -251,10 +256,12 @@ def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ran
                                                                strict=True))]
 
 
-def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any],
-                cfg: Thresholds) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
+def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any], cfg: Thresholds,
+                n_present: int, world: int | None) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
     ranks, n = t["ranks"], t["n"]
-    extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None}
+    extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None, "evidence": None}
+    ev = judge(n, len(np.unique(t["step"][t["step"] >= 0])) if n else 0, n_present, world, cfg)
+    extra["evidence"] = ev
     if n == 0:
         return {}, [], "not judged: no collective matched across ranks", extra
     arr, end, present, last = t["arr"], t["end"], t["present"], t["last"]
@@ -292,6 +299,7 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
     out: list[Straggler] = []
     loose: list[tuple[int, float, float, float]] = []
     moving: list[tuple[int, float]] = []
+    early: list[tuple[int, float, int, float]] = []  # (rank, share, late arrivals, lateness at its first call)
     best_share = 0.0
     for i, r in enumerate(ranks):
         share = blamed[i] / others_time[i] if others_time[i] > 0 else 0.0
@@ -305,8 +313,15 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
             continue  # one rank of the slow stage: the stage is named, not its ranks
         unc = max(float(off[r].end_spread_ns or 0), float(off[ranks[0]].end_spread_ns or 0),
                   float(off[r].uncertainty_ns or 0), 1.0)
+        skew = _start_skew(b, present, arr, i)
+        if skew is not None or int(m.sum()) < cfg.straggler_min_late_collectives:
+            early.append((r, share, int(m.sum()), skew if skew is not None else float("nan")))
+            continue
         lateness = _lateness(arr, present, i, m)
-        if lateness <= cfg.straggler_min_uncertainty_factor * unc:
+        # waits confined to a few collectives: judged on those, when the alignment's error is small against them
+        big = m & (np.nanmax(np.where(present, b.waits, 0.0), axis=0) > cfg.straggler_min_uncertainty_factor * unc)
+        confined = _lateness(arr, present, i, big) if big.sum() >= cfg.straggler_min_late_collectives else 0.0
+        if max(lateness, confined) <= cfg.straggler_min_uncertainty_factor * unc:
             loose.append((r, share, lateness, unc))
             continue
         steps_led = sum(1 for c in culprits.values() if c == i)
@@ -315,7 +330,25 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
             continue
         out.append(_entry(usable, t, st, ex, b, i, r, m, share, lateness, unc, others_wait[i], others_time[i]))
     out.sort(key=lambda e: -e.attributed_wait_ns)
+    would = withheld_text(ev, out, imb)
+    if not ev.straggler_claims:
+        out = []
+    if not ev.stage_claims:
+        imb = None
+    if not ev.sufficient:
+        moving = []
     verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg)
+    if early and not out and imb is None and not moving:
+        verdict = _early_text(early, cfg)
+    if not ev.sufficient:
+        top = int(np.argmax(blamed))
+        verdict = (f"not judged: {ev.reason}; the figures alone: rank {ranks[top]} arrived last at {int(count[top])} "
+                   f"of {n} and the others waited {fmt_ms(float(blamed[top]))} for it"
+                   + ("; " + verdict[len("no straggler: "):] if early and verdict.startswith("no straggler") else ""))
+    elif would:
+        verdict = would
+    elif ev.partial:
+        verdict = f"{ev.present_text}: {verdict}"
     extra["stage_imbalance"] = imbalance_record(imb, b, st, usable, t, off) if imb is not None else None
     wf: WaitingFor | None = None
     if out:
@@ -331,6 +364,30 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         verdict += (f"; the other ranks' largest idle class, {wf.cls} ({wf.class_time_share or 0.0:.0%} of their "
                     f"time), is {wf.class_share:.0%} waiting for {'it' if wf.kind == 'rank' else 'that stage'}")
     return per_rank, out, verdict, extra
+
+
+def _start_skew(b: Any, present: np.ndarray, arr: np.ndarray, i: int) -> float | None:
+    """Rank ``i``'s lateness at its first matched collective when at least half of the waiting blamed on it is
+    there (its process started later: start skew, not a slow rank), else None."""
+    mine = np.where(b.culprit == i, b.waits.sum(axis=0), 0.0)
+    cols = np.flatnonzero(present[i])
+    if not len(cols) or mine.sum() <= 0 or mine[cols[0]] < 0.5 * mine.sum():
+        return None
+    first = int(cols[0])
+    others = np.delete(arr[:, first], i)
+    others = others[np.isfinite(others)]
+    return float(arr[i, first] - np.median(others)) if len(others) else 0.0
+
+
+def _early_text(early: list[tuple[int, float, int, float]], cfg: Thresholds) -> str:
+    r, share, late, skew = max(early, key=lambda x: x[1])
+    if np.isfinite(skew):
+        return (f"no straggler: rank {r} would cost the others {share:.1%} of their time, but that waiting is at "
+                f"its first collective (it arrived {fmt_ms(skew)} after the others' median): its process started "
+                "later (start skew), a lateness that does not recur")
+    return (f"not judged: rank {r} would cost the others {share:.1%} of their time, but it arrived last at only "
+            f"{late} collective{'s' if late != 1 else ''} (a claim needs {cfg.straggler_min_late_collectives}): "
+            "a lateness that does not recur")
 
 
 def _lateness(arr: np.ndarray, present: np.ndarray, i: int, m: np.ndarray) -> float:
