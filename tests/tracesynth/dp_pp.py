@@ -85,6 +85,9 @@ class DpPpSpec:
     # recvs together (Megatron-style): the n-th transfer of a rank is not its neighbour's n-th
     pp_groups: str = "pair"
     late_start: tuple[int, int] | None = None  # (rank, ns): that rank's process starts later (start skew)
+    # a communication kernel starts only once every peer is there (a transport that launches nothing before its
+    # peer is ready): it starts late with nothing local to wait for; its launch stays where the rank reached it
+    peer_start: bool = False
     origin_epoch_ns: int = 1_735_632_360_000_000_000
 
 
@@ -235,6 +238,12 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
                                                  recv_launch + LAUNCH_LATENCY_NS)
                                 send_start = max(send_start, send_at + LAUNCH_LATENCY_NS)
                             done = max(recv_start, send_start) + spec.p2p_ns
+                            if spec.peer_start:
+                                recv_start = send_start = max(recv_start, send_start)
+                                if recv_launch is None:  # the launch where the rank reached the recv, not later
+                                    recv_launch = max(int(free[r]) - 50_000, stream_free.get((r, rs_stream), 0),
+                                                      int(start[r])) - 40_000
+                                    send_at = ready[need] - 40_000
                             members = sorted([r, sender])
                             w[r].kernel(_P2P, rs_stream, recv_start, done, "record_param_comms",
                                         comm_args("recv", pg, members, _ACT_NELEMS, r), launch=recv_launch)
@@ -274,6 +283,10 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
             if lead:
                 arrive = {r: max(arrive[r], ar_launch[r] + LAUNCH_LATENCY_NS) for r in members}
             end = max(arrive.values()) + spec.allreduce_ns
+            if spec.peer_start:
+                if not lead:  # launched where each rank reached it
+                    ar_launch = {r: arrive[r] - 40_000 for r in members}
+                arrive = {r: max(arrive.values()) for r in members}
             for r in members:
                 w[r].kernel(_ALLREDUCE, DP, arrive[r], end + int(rng.integers(0, 1_500)), "record_param_comms",
                             comm_args("allreduce", dp_name[s], members, _GRAD_NELEMS), launch=ar_launch.get(r))

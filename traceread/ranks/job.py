@@ -202,7 +202,7 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], rows: n
         own = rows[i, cols]
         c = s.collectives
         a = off[s.identity.claimed_rank]
-        arr[i, cols] = _aligned(s, a, c["start_ns"][own], base)
+        arr[i, cols] = _aligned(s, a, _arrival(c)[own], base)
         end[i, cols] = _aligned(s, a, c["end_ns"][own], base)
         types[i, cols] = c["collective"][own]
         steps[i, cols] = c["step"][own]
@@ -226,6 +226,17 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], rows: n
     return {"n": int(k), "arr": arr, "end": end, "comp": comp, "present": present, "last": last, "types": types,
             "step": step_of, "ranks": ranks, "records": records, "base": base,
             "off": {r: int(off[r].offset_ns or 0) for r in ranks}}
+
+
+def _arrival(c: dict[str, np.ndarray]) -> np.ndarray:
+    """When the rank was ready for each call: a kernel that started late waiting for a peer arrived when its rank
+    got there (``ready_ns``, between the lead's start and the call's start); else, and for summaries of an older
+    cache without it, its start."""
+    start = c["start_ns"]
+    ready = c.get("ready_ns")
+    if ready is None or len(ready) != len(start):
+        return start
+    return np.where((ready <= start) & (ready >= c["lead_start_ns"]), ready, start)
 
 
 def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ranks: list[int], last: np.ndarray,

@@ -92,6 +92,7 @@ def _summary(i: RankIdentity, starts=(), ends=(), seq=None, step=None, typ="all-
              step=np.asarray(step if step is not None else [-1] * n, dtype=np.int64),
              start_ns=np.asarray(starts, dtype=np.int64), end_ns=np.asarray(ends, dtype=np.int64))
     c["lead_start_ns"] = c["start_ns"] - 1000
+    c["ready_ns"] = c["start_ns"].copy()  # every call started when its rank was ready (no peer wait)
     steps = {k: np.zeros(0, dtype=np.int64) for k in STEP_COLUMNS}
     gaps = {k: np.zeros(0, dtype=object if k == "class" else np.int64) for k in GAP_COLUMNS}
     return RankSummary(identity=i, collectives=c, steps=steps, gaps=gaps)
