@@ -10,6 +10,7 @@ and the straggler-free / balanced-stages prediction against the job simulated af
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -134,3 +135,9 @@ def test_moving_imbalance_names_no_single_straggler(runs):
     assert rep.stragglers == () and rep.stage_imbalance is None
     assert rep.stages is not None and rep.stages.count == 4
     assert rep.waiting_for is not None and rep.waiting_for.kind == "moving"
+    # named with its evidence: how many ranks over how many steps, and the per-step spread (the generator slows
+    # one rank per step by 60%)
+    culprits = rep.waiting_for.step_culprits or {}
+    assert f"({len(set(culprits.values()))} different ranks over {len(culprits)} steps" in rep.verdict
+    m = re.search(r"the slowest rank computes [0-9.]+ ms \((\d+)%\) longer than the fastest", rep.verdict)
+    assert m is not None and abs(int(m.group(1)) / 100 - job.spec.random_imbalance) <= 0.1, rep.verdict

@@ -64,6 +64,7 @@ from traceread.ranks.waiting import (
     fmt_ms,
     imbalance_record,
     others_class,
+    rotation,
     step_culprits,
     verdict_text,
     waiting_for,
@@ -348,7 +349,7 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         imb = None
     if not ev.sufficient:
         moving = []
-    verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg)
+    verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg, rotation(ex, culprits))
     if early and not out and imb is None and not moving:
         verdict = _early_text(early, cfg)
     if not ev.sufficient:
