@@ -8,7 +8,10 @@ by recorded sequence number where both have one, else by step and order, else by
 giving that pair's clock difference (median end difference of matched calls) and its error. Each rank's
 offset is then the sum of the differences along the path from the reference rank with the least
 accumulated error (errors add in quadrature: independent estimates); its method names the ranks the path
-went through. When every rank shares a group with the reference, the paths are the direct edges and the
+went through. An edge's error is its statistical part (the spread of single end differences over sqrt(n))
+and its systematic part together (:func:`systematic`: groups of calls, or the capture's two halves, agreeing
+on different differences: one collective's ends differ across ranks by its algorithm, which no number of
+calls averages out). When every rank shares a group with the reference, the paths are the direct edges and the
 result is that of :func:`traceread.ranks.align.align`.
 
 The matched pairs also say which calls are one collective: the calls linked by matched pairs form one
@@ -51,10 +54,12 @@ class Edge:
     spread_ns: float  # robust spread of single end differences
     n: int
     shared: bool  # one file, one clock
+    systematic_ns: float = 0.0  # what does not average out: groups of calls or halves of the capture disagreeing
 
     @property
     def error_ns(self) -> float:
-        return self.spread_ns / np.sqrt(max(self.n, 1))
+        """The offset's error: the statistical part (spread over sqrt(n)) and the systematic part together."""
+        return float(np.hypot(self.spread_ns / np.sqrt(max(self.n, 1)), self.systematic_ns))
 
 
 def _pair_edge(sa: RankSummary, sb: RankSummary, ia: int, ib: int, max_spread_ns: int,
@@ -67,7 +72,39 @@ def _pair_edge(sa: RankSummary, sb: RankSummary, ia: int, ib: int, max_spread_ns
         return None
     res = max(_resolution(sa), _resolution(sb))
     med, spread, n = stats
-    return Edge(ia, ib, pairs, method, shift, med, max(spread, float(res)), n, False)
+    return Edge(ia, ib, pairs, method, shift, med, max(spread, float(res)), n, False, systematic(sa, sb, pairs))
+
+
+SYSTEMATIC_MIN_PAIRS = 5  # calls of one group (or one half of the capture) whose median is compared
+
+
+def systematic(sa: RankSummary, sb: RankSummary, pairs: dict[str, tuple[np.ndarray, np.ndarray]]) -> float:
+    """The part of two ranks' end differences that does not average out over their matched calls: half the
+    range of the median difference per (process group, collective kind) (one collective's ends differ across
+    ranks systematically, by its algorithm and the rank's place in it) and half the change of the median
+    from the capture's first half to its second (drift). 0 where no two groups of calls can be compared."""
+    ca, cb = sa.collectives, sb.collectives
+    meds: list[float] = []
+    halves = 0.0
+    da_all: list[np.ndarray] = []
+    for _pg, (pa, pb) in pairs.items():
+        if not len(pa):
+            continue
+        d = ((cb["end_ns"][pb] + epoch_shift(sb)) - (ca["end_ns"][pa] + epoch_shift(sa))).astype(np.float64)
+        kind = np.where(np.isin(ca["collective"][pa], sorted(P2P_TYPES)), "p2p", ca["collective"][pa])
+        for k in np.unique(kind):
+            x = d[kind == k]
+            if len(x) >= SYSTEMATIC_MIN_PAIRS:
+                meds.append(float(np.median(x)))
+        da_all.append(np.stack([ca["end_ns"][pa].astype(np.float64), d]))
+    if da_all:
+        t, d = np.concatenate(da_all, axis=1)
+        d = d[np.argsort(t, kind="stable")]
+        if len(d) >= 2 * SYSTEMATIC_MIN_PAIRS:
+            h = len(d) // 2
+            halves = abs(float(np.median(d[:h]) - np.median(d[h:]))) / 2
+    groups = (max(meds) - min(meds)) / 2 if len(meds) >= 2 else 0.0
+    return max(groups, halves)
 
 
 def _has_p2p(summaries: list[RankSummary], who: list[int], pg: str) -> bool:
@@ -157,7 +194,7 @@ def _one_partner(summaries: list[RankSummary], es: list[Edge]) -> list[Edge]:
         d = (sb.collectives["end_ns"][pb] + epoch_shift(sb)) - (sa.collectives["end_ns"][pa] + epoch_shift(sa))
         med = int(np.median(d))
         spread = max(float(np.median(np.abs(d - med))) * 1.4826, float(max(_resolution(sa), _resolution(sb))))
-        out.append(Edge(e.a, e.b, pairs, e.method, e.shift, med, spread, n, False))
+        out.append(Edge(e.a, e.b, pairs, e.method, e.shift, med, spread, n, False, systematic(sa, sb, pairs)))
     return out
 
 
