@@ -7,7 +7,7 @@ The job's files are written once under ``--workdir`` (kept between runs: the sam
 baseline and a change; ``--fresh`` rewrites them). The measurement runs in a fresh child process:
 load every file, ``traceread.runner.analyze`` (the whole diagnosis with its job section), then the job
 analysis alone again (``analyze_job`` over the analysis' own rank summaries). Reported: wall seconds of
-each part, the child's peak RSS (``ru_maxrss``), and the job's verdict (a sanity check that both runs
+each part, the child's CPU seconds (user + system: on a shared machine steadier than wall time), its peak RSS (``ru_maxrss``), and the job's verdict (a sanity check that both runs
 read the same job). On a shared machine compare only runs made back to back.
 """
 
@@ -39,7 +39,8 @@ sums = [rank_summary(a, i) for i in ids]
 t3 = time.perf_counter()
 rep = analyze_job(sums, group=group_jobs(ids)[0])
 t4 = time.perf_counter()
-print(json.dumps({"load_s": t1 - t0, "analyze_s": t2 - t1, "job_s": t4 - t3, "total_s": t2 - t0,
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"cpu_s": ru.ru_utime + ru.ru_stime, "load_s": t1 - t0, "analyze_s": t2 - t1, "job_s": t4 - t3, "total_s": t2 - t0,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "verdict": rep.verdict[:120]}))
 """
