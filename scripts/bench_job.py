@@ -54,16 +54,20 @@ def main() -> None:
     ap.add_argument("--fmt", choices=("kineto", "nsys"), default="kineto")
     ap.add_argument("--workdir", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                                       "bench-out", "job"))
+    ap.add_argument("--pp-groups", choices=("pair", "pipeline"), default="pair",
+                    help="p2p process groups: two-rank pairs (DeepSpeed) or one per pipeline (Megatron-style)")
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--json", dest="json_path")
     args = ap.parse_args()
     from tracesynth.dp_pp import DpPpSpec, make_job, write_job
 
-    d = os.path.join(args.workdir, f"dp{args.dp}-pp{args.pp}-s{args.steps}-{args.fmt}")
+    d = os.path.join(args.workdir, f"dp{args.dp}-pp{args.pp}-s{args.steps}-{args.fmt}"
+                     + ("-pipeline" if args.pp_groups == "pipeline" else ""))
     listing = os.path.join(d, "paths.json")
     if args.fresh or not os.path.exists(listing):
         os.makedirs(d, exist_ok=True)
-        spec = DpPpSpec(dp=args.dp, pp=args.pp, steps=args.steps, slow_rank=args.dp + 1, slow_factor=1.5, seed=1)
+        kw = {"pp_groups": "pipeline"} if args.pp_groups == "pipeline" else {}
+        spec = DpPpSpec(dp=args.dp, pp=args.pp, steps=args.steps, slow_rank=args.dp + 1, slow_factor=1.5, seed=1, **kw)
         paths = write_job(make_job(spec), d, fmt=args.fmt)
         with open(listing, "w") as f:
             json.dump(paths, f)
