@@ -75,6 +75,9 @@ def test_two_ranks_of_a_larger_job_claim_no_stage(tmp_path):
     assert rep.verdict.startswith("2 of 16 ranks present: not judged: insufficient evidence")
     assert "holds the job back" not in rep.verdict and "rebalance" not in rep.verdict
     assert rep.prediction is None
+    # the two neighbours read as a two-stage pipeline, said to be of the present ranks only
+    assert rep.stages is not None and rep.stages.count == 2
+    assert "read from the 2 of 16 ranks present only" in rep.stages.evidence
 
 
 @pytest.mark.parametrize("keep,named", [(list(range(16)), True), ([r for r in range(16) if r % 4 != 3], True)])

@@ -305,7 +305,9 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
                              mean_wait_ns=int(np.nanmean(waits[i])) if present[i].any() else None,
                              collectives_matched=int(present[i].sum())) for i, r in enumerate(ranks)}
     if st.count > 1:
-        extra["stages"] = PipelineStages(st.count, st.evidence, tuple(
+        partial = (f"; read from the {ev.present_text} only: stages are counted among them, not in the whole "
+                   "job") if ev.partial else ""
+        extra["stages"] = PipelineStages(st.count, st.evidence + partial, tuple(
             tuple(r for r, s in zip(ranks, st.stage, strict=True) if s == k) for k in range(st.count)))
     culprits = step_culprits(b, t["step"], len(ranks))
     out: list[Straggler] = []
