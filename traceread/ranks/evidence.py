@@ -8,6 +8,8 @@ claim needs (``traceread.config.Thresholds``: ``straggler_min_collectives``, ``s
 * ``sufficient``: at least the minimum collectives over the minimum steps (steps only where known);
   otherwise no straggler and no slow stage is named: the verdict says "insufficient evidence" with the
   numbers, and what the figures would have said;
+* a rank whose lateness is at its first collective (:func:`start_skew`) or too rare is no straggler
+  (:func:`early_text`);
 * ``partial``: ranks missing against the world size; the verdict starts "N of M ranks present", a slow
   stage is named only when every rank is present (a stage's other ranks may be as slow) and a straggler
   only when at least ``job_min_present_share`` of the world is.
@@ -18,7 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from traceread.config import Thresholds
+from traceread.ranks.waiting import fmt_ms
 
 
 @dataclass(frozen=True)
@@ -87,3 +92,27 @@ def withheld_text(ev: ClaimEvidence, stragglers: list[Any], imbalance: Any) -> s
         return ""
     head = f"{ev.present_text}: " if ev.partial else ""
     return f"{head}not judged: {ev.reason}; the figures alone: {'; '.join(figures)}"
+
+
+def start_skew(b: Any, present: np.ndarray, arr: np.ndarray, i: int) -> float | None:
+    """Rank ``i``'s lateness at its first matched collective when at least half of the waiting blamed on it is
+    there (its process started later: start skew, not a slow rank), else None."""
+    mine = np.where(b.culprit == i, b.waits.sum(axis=0), 0.0)
+    cols = np.flatnonzero(present[i])
+    if not len(cols) or mine.sum() <= 0 or mine[cols[0]] < 0.5 * mine.sum():
+        return None
+    first = int(cols[0])
+    others = np.delete(arr[:, first], i)
+    others = others[np.isfinite(others)]
+    return float(arr[i, first] - np.median(others)) if len(others) else 0.0
+
+
+def early_text(early: list[tuple[int, float, int, float]], cfg: Thresholds) -> str:
+    r, share, late, skew = max(early, key=lambda x: x[1])
+    if np.isfinite(skew):
+        return (f"no straggler: rank {r} would cost the others {share:.1%} of their time, but that waiting is at "
+                f"its first collective (it arrived {fmt_ms(skew)} after the others' median): its process started "
+                "later (start skew), a lateness that does not recur")
+    return (f"not judged: rank {r} would cost the others {share:.1%} of their time, but it arrived last at only "
+            f"{late} collective{'s' if late != 1 else ''} (a claim needs {cfg.straggler_min_late_collectives}): "
+            "a lateness that does not recur")

@@ -44,7 +44,7 @@ from traceread import causes
 from traceread.config import Thresholds
 from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
 from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
-from traceread.ranks.evidence import ClaimEvidence, judge, withheld_text
+from traceread.ranks.evidence import ClaimEvidence, early_text, judge, start_skew, withheld_text
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
 from traceread.ranks.predict import job_prediction
@@ -327,7 +327,7 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
             continue  # one rank of the slow stage: the stage is named, not its ranks
         unc = max(float(off[r].end_spread_ns or 0), float(off[ranks[0]].end_spread_ns or 0),
                   float(off[r].uncertainty_ns or 0), 1.0)
-        skew = _start_skew(b, present, arr, i)
+        skew = start_skew(b, present, arr, i)
         if skew is not None or int(m.sum()) < cfg.straggler_min_late_collectives:
             early.append((r, share, int(m.sum()), skew if skew is not None else float("nan")))
             continue
@@ -353,7 +353,7 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         moving = []
     verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg, rotation(ex, culprits))
     if early and not out and imb is None and not moving:
-        verdict = _early_text(early, cfg)
+        verdict = early_text(early, cfg)
     if not ev.sufficient:
         top = int(np.argmax(blamed))
         verdict = (f"not judged: {ev.reason}; the figures alone: rank {ranks[top]} arrived last at {int(count[top])} "
@@ -378,30 +378,6 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         verdict += (f"; the other ranks' largest idle class, {wf.cls} ({wf.class_time_share or 0.0:.0%} of their "
                     f"time), is {wf.class_share:.0%} waiting for {'it' if wf.kind == 'rank' else 'that stage'}")
     return per_rank, out, verdict, extra
-
-
-def _start_skew(b: Any, present: np.ndarray, arr: np.ndarray, i: int) -> float | None:
-    """Rank ``i``'s lateness at its first matched collective when at least half of the waiting blamed on it is
-    there (its process started later: start skew, not a slow rank), else None."""
-    mine = np.where(b.culprit == i, b.waits.sum(axis=0), 0.0)
-    cols = np.flatnonzero(present[i])
-    if not len(cols) or mine.sum() <= 0 or mine[cols[0]] < 0.5 * mine.sum():
-        return None
-    first = int(cols[0])
-    others = np.delete(arr[:, first], i)
-    others = others[np.isfinite(others)]
-    return float(arr[i, first] - np.median(others)) if len(others) else 0.0
-
-
-def _early_text(early: list[tuple[int, float, int, float]], cfg: Thresholds) -> str:
-    r, share, late, skew = max(early, key=lambda x: x[1])
-    if np.isfinite(skew):
-        return (f"no straggler: rank {r} would cost the others {share:.1%} of their time, but that waiting is at "
-                f"its first collective (it arrived {fmt_ms(skew)} after the others' median): its process started "
-                "later (start skew), a lateness that does not recur")
-    return (f"not judged: rank {r} would cost the others {share:.1%} of their time, but it arrived last at only "
-            f"{late} collective{'s' if late != 1 else ''} (a claim needs {cfg.straggler_min_late_collectives}): "
-            "a lateness that does not recur")
 
 
 def _lateness(arr: np.ndarray, present: np.ndarray, i: int, m: np.ndarray) -> float:
