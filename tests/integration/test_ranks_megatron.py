@@ -141,3 +141,15 @@ def test_moving_imbalance_names_no_single_straggler(runs):
     assert f"({len(set(culprits.values()))} different ranks over {len(culprits)} steps" in rep.verdict
     m = re.search(r"the slowest rank computes [0-9.]+ ms \((\d+)%\) longer than the fastest", rep.verdict)
     assert m is not None and abs(int(m.group(1)) / 100 - job.spec.random_imbalance) <= 0.1, rep.verdict
+
+
+def test_nsys_export_reads_stages_and_names_the_slow_worker(runs):
+    """An nsys export records no process group: the transfers still pair by direction and per-pair order, so the
+    stages are read and the slow worker named. (Its clock offsets are not checked: the all-reduces of different
+    stages share the one unnamed group there and can pair across stages.)"""
+    job, rep = runs("slow-2x4", "nsys")
+    spec = job.spec
+    assert rep.stages is not None and rep.stages.count == spec.pp
+    assert [list(r) for r in rep.stages.ranks] == [[r for r, s in enumerate(job.truth["stage"]) if s == k]
+                                                   for k in range(spec.pp)]
+    assert [s.rank for s in rep.stragglers] == [job.truth["slow_rank"]]
