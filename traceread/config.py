@@ -143,6 +143,18 @@ class Thresholds:
     straggler_min_step_share: float = _t(
         0.5, "fraction of steps", "one rank is named a straggler only when the others' waiting is mostly for it in "
         "at least half the steps; waiting that moves between ranks from step to step is no single straggler")
+    straggler_min_collectives: int = _t(
+        4, "matched collectives", "a straggler or slow stage is named only from at least 4 collectives matched "
+        "across ranks: fewer (one all-reduce of a short capture) cannot tell a slow rank from a late start")
+    straggler_min_steps: int = _t(
+        2, "steps", "... over at least 2 steps (where steps are known): a claim about the job's pace needs "
+        "lateness that recurs from step to step")
+    straggler_min_late_collectives: int = _t(
+        3, "collectives", "a rank is named only when it arrived last at 3 collectives or more and its lateness "
+        "is not confined to its first collective (its process starting later: start skew)")
+    job_min_present_share: float = _t(
+        0.5, "fraction of the world", "a job with ranks missing names a straggler only when at least half its "
+        "world is present, and a slow stage only when every rank is: fewer cannot say who holds the job back")
     stage_imbalance_min_excess: float = _t(
         0.10, "fraction over other stages", "a pipeline stage is the bottleneck when every rank of it computes at "
         "least 10% longer per step than the median rank of the other stages (same micro-batches everywhere)")

@@ -224,7 +224,7 @@ def test_report_and_scan_carry_the_new_fields(runs, tmp_path):
     assert row["waiting_for"].startswith("pipeline stage 3") and row["stage_imbalance"]["stage"] == 3
     assert row["prediction"]["balanced_stages_step_ns"] == pred["balanced_stages_step_ns"]
     doc = json.loads((scan / row["link_json"]).read_text())
-    assert doc["schema_version"] == "1.1" and doc["stage_imbalance"]["stage"] == 3
+    assert doc["schema_version"] == "1.2" and doc["stage_imbalance"]["stage"] == 3
     jsonschema.validate(doc, json.loads(resources.files("traceread").joinpath("data/job.schema.json").read_text("utf-8")))
     jsonschema.validate(index, json.loads(resources.files("traceread").joinpath("data/index.schema.json")
                                           .read_text("utf-8")))

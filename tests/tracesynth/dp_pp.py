@@ -80,6 +80,14 @@ class DpPpSpec:
     record_seq: bool = True
     seed: int = 0
     host_lead: bool = False  # the host runs ahead of the GPU and syncs at each step's end (module doc)
+    # "pair": one two-rank group per neighbouring stages of a pipeline, ``Seq`` counted per group (DeepSpeed);
+    # "pipeline": one group per pipeline holding all its stages, ``Seq`` counted per rank over its sends and
+    # recvs together (Megatron-style): the n-th transfer of a rank is not its neighbour's n-th
+    pp_groups: str = "pair"
+    late_start: tuple[int, int] | None = None  # (rank, ns): that rank's process starts later (start skew)
+    # a communication kernel starts only once every peer is there (a transport that launches nothing before its
+    # peer is ready): it starts late with nothing local to wait for; its launch stays where the rank reached it
+    peer_start: bool = False
     origin_epoch_ns: int = 1_735_632_360_000_000_000
 
 
@@ -95,7 +103,8 @@ def rank_of(spec: DpPpSpec, stage: int, d: int) -> int:
 
 
 def _groups(spec: DpPpSpec) -> tuple[dict[int, str], dict[tuple[int, int], str], list[dict]]:
-    """Process groups: DP group name per stage, pair-group name per (pipeline, stage to stage + 1), pg_config."""
+    """Process groups: DP group name per stage, p2p group name per (pipeline, stage to stage + 1) (with
+    ``pp_groups="pipeline"`` the pipeline's one group for every such pair), pg_config."""
     P, D = spec.pp, spec.dp
     config = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": P * D,
                "ranks": list(range(P * D))}]
@@ -107,6 +116,13 @@ def _groups(spec: DpPpSpec) -> tuple[dict[int, str], dict[tuple[int, int], str],
                        "ranks": [rank_of(spec, s, d) for d in range(D)]})
         n += 1
     for d in range(D):
+        if spec.pp_groups == "pipeline":
+            if P > 1:
+                config.append({"pg_name": str(n), "pg_desc": "pp", "backend_config": "cuda:nccl", "pg_size": P,
+                               "ranks": [rank_of(spec, s, d) for s in range(P)]})
+                pair_name.update({(d, s): str(n) for s in range(P - 1)})
+                n += 1
+            continue
         for s in range(P - 1):
             pair_name[(d, s)] = str(n)
             config.append({"pg_name": str(n), "pg_desc": "pp", "backend_config": "cuda:nccl", "pg_size": 2,
@@ -144,10 +160,15 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
     w = [_Writer(r, offsets[r]) for r in range(world)]
     dp_name, pair_name, config = _groups(spec)
     seq: dict[str, int] = {}
+    rank_seq: dict[tuple[str, int], int] = {}  # pp_groups="pipeline": each rank's own count of its p2p in a group
+    pipeline_groups = spec.pp_groups == "pipeline"
     free = np.full(world, 20_000_000, dtype=np.int64)  # each rank's compute stream free from
     movers = rng.permutation(world)
     lead = spec.host_lead
     host = np.full(world, 20_000_000 - 500_000, dtype=np.int64)  # host_lead: each rank's next launch (true time)
+    if spec.late_start is not None:
+        free[spec.late_start[0]] += spec.late_start[1]
+        host[spec.late_start[0]] += spec.late_start[1]
     send_launch: dict[tuple[str, int, int], int] = {}  # host_lead: when the sender launched that output's send
 
     def launch_at(r: int) -> int:
@@ -156,13 +177,21 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
         return t
     steps_true, step_windows = [], []
 
-    def comm_args(coll: str, pg: str, members: list[int], nelems: int) -> dict:
+    def comm_args(coll: str, pg: str, members: list[int], nelems: int, rank: int | None = None) -> dict:
+        """``rank``: the recording rank of a p2p op (its own ``Seq`` with ``pp_groups="pipeline"``)."""
+        p2p = coll in ("send", "recv")
+        if p2p and pipeline_groups:
+            members = sorted(rank_of(spec, s, members[0] % D) for s in range(P))
         a = {"Collective name": coll, "Process Group Name": pg,
-             "Process Group Description": "dp" if len(members) > 2 else "pp",
+             "Process Group Description": "pp" if p2p else "dp",
              "Process Group Ranks": str(members), "Group size": len(members), "In msg nelems": nelems,
              "Out msg nelems": nelems, "dtype": "BFloat16"}
         if spec.record_seq:
-            a["Seq"] = seq.get(pg, 0)
+            if p2p and pipeline_groups:
+                a["Seq"] = rank_seq.get((pg, int(rank or 0)), 0)
+                rank_seq[(pg, int(rank or 0))] = a["Seq"] + 1
+            else:
+                a["Seq"] = seq.get(pg, 0)
         return a
 
     def factor(r: int, step: int) -> float:
@@ -209,11 +238,18 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
                                                  recv_launch + LAUNCH_LATENCY_NS)
                                 send_start = max(send_start, send_at + LAUNCH_LATENCY_NS)
                             done = max(recv_start, send_start) + spec.p2p_ns
+                            if spec.peer_start:
+                                recv_start = send_start = max(recv_start, send_start)
+                                if recv_launch is None:  # the launch where the rank reached the recv, not later
+                                    recv_launch = max(int(free[r]) - 50_000, stream_free.get((r, rs_stream), 0),
+                                                      int(start[r])) - 40_000
+                                    send_at = ready[need] - 40_000
                             members = sorted([r, sender])
                             w[r].kernel(_P2P, rs_stream, recv_start, done, "record_param_comms",
-                                        comm_args("recv", pg, members, _ACT_NELEMS), launch=recv_launch)
+                                        comm_args("recv", pg, members, _ACT_NELEMS, r), launch=recv_launch)
                             w[sender].kernel(_P2P, ss_stream, send_start, done, "record_param_comms",
-                                             comm_args("send", pg, members, _ACT_NELEMS), launch=send_at)
+                                             comm_args("send", pg, members, _ACT_NELEMS, sender),
+                                             launch=send_at)
                             seq[pg] = seq.get(pg, 0) + 1
                             stream_free[(r, rs_stream)] = done
                             stream_free[(sender, ss_stream)] = done
@@ -247,6 +283,10 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
             if lead:
                 arrive = {r: max(arrive[r], ar_launch[r] + LAUNCH_LATENCY_NS) for r in members}
             end = max(arrive.values()) + spec.allreduce_ns
+            if spec.peer_start:
+                if not lead:  # launched where each rank reached it
+                    ar_launch = {r: arrive[r] - 40_000 for r in members}
+                arrive = {r: max(arrive.values()) for r in members}
             for r in members:
                 w[r].kernel(_ALLREDUCE, DP, arrive[r], end + int(rng.integers(0, 1_500)), "record_param_comms",
                             comm_args("allreduce", dp_name[s], members, _GRAD_NELEMS), launch=ar_launch.get(r))
@@ -275,6 +315,12 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
                                                  int(free[r]) + 1_000 + offsets[r], False))
         steps_true.append(int(free.max() - start.min()))
         step_windows.append((int(start.min()), int(free.max())))
+    if pipeline_groups and spec.record_seq:  # each rank counts its p2p in the order it issued them
+        for x in w:
+            mine = sorted((h for h in x.rk.host_ranges if h.args and h.args.get("Collective name") in ("send", "recv")),
+                          key=lambda h: h.start_ns)
+            for k, h in enumerate(mine):
+                h.args["Seq"] = k
     scenarios = [Scenario(ranks=[x.rk], world_size=world, origin_epoch_ns=spec.origin_epoch_ns, pg_config=config)
                  for x in w]
     for sc in scenarios:

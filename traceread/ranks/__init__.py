@@ -37,6 +37,11 @@ API (stable; extended, never broken):
   ``attributed_wait_ns`` (waits passed on along chains, ``traceread.ranks.blame``) and
   ``share_of_others_time`` (at most 1); ``prediction``: the job step without the straggler / with
   balanced stages from the ranks' own steps in the what-if replay (``traceread.ranks.predict``).
+  ``evidence`` (``traceread.ranks.evidence.ClaimEvidence``): collectives, steps and ranks present against the
+  world size, and which claims they support (a claim withheld says "not judged: insufficient evidence" with
+  the numbers; a partial job's verdict starts "N of M ranks present"). Arrivals are when a rank was ready for
+  a call (``ready_ns``: a kernel that started late waiting for a peer arrived when its rank got there).
+  Point-to-point transfers are paired by direction and per-pair order (``traceread.ranks.p2p``).
 * ``align(summaries, max_spread_ns=1_000_000, max_skew_ns=100_000_000)``: the alignment alone
   (``RankAlignment``: rank, offset_ns, uncertainty_ns, method, matched, shift, end_spread_ns).
 * ``DEFAULT_RANK_PATTERN``: the file-name rank regex (named group ``rank``, optional ``world``).

@@ -13,6 +13,9 @@ collective type and size; else by order within the group: the index shift (windo
 agree on collective type and size and whose end differences are most consistent; among equally
 consistent shifts (periodic steps repeat every collective) the one giving the smallest offset when
 both ranks have epoch time (NTP keeps clocks within a step), else the smallest shift.
+Point-to-point transfers apart from the collectives: by sequence number only where that pairs each
+send with a recv ending with it, else by direction and per-pair order at the clock difference most
+transfers agree on (:mod:`traceread.ranks.p2p`).
 
 When that leaves the aligned ends scattered (records sampled or dropped: the n-th call on one
 rank is not the n-th on another) and both ranks have epoch time, calls are paired by nearest end
@@ -29,11 +32,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceread.kernel_classes import P2P_TYPES
+from traceread.ranks import p2p
 from traceread.ranks.summary import RankSummary
 
 METHOD_SEQ = "collective end times, matched by recorded sequence number"
 METHOD_STEP = "collective end times, matched by step number and order within the step (type and size checked)"
 METHOD_ORDER = "collective end times, matched by order within the process group (type and size checked)"
+METHOD_P2P = ("point-to-point transfer end times, matched by direction (sender to receiver) and order per pair "
+              "at the clock difference most transfers agree on (sizes checked)")
 METHOD_NEAREST = ("collective end times, matched by nearest end time (records incomplete: the offset most "
                   "same-type calls agree on)")
 METHOD_SHARED = "shared clock (one nsys export)"
@@ -42,6 +48,9 @@ METHOD_NONE = "not aligned: no collective matched with the reference rank"
 _MAX_SHIFT = 64
 _SHIFT_SAMPLE = 64  # pairs judged per candidate order shift
 _MIN_AGREE = 0.9
+# a transfer ends at once on both sides: its partner's end within this of the clock difference
+P2P_TOL_NS = 50_000
+P2P_SKEW_NS = 100_000_000  # the most two NTP-disciplined epoch clocks differ (the candidates searched)
 _P2P = sorted(P2P_TYPES)  # share of paired collectives whose type (and size, where both know it) agree
 
 
@@ -105,51 +114,68 @@ def _pairs_by_seq(ra: np.ndarray, rb: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def match(ref: RankSummary, other: RankSummary) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], str, int]:
     """Per shared process group: (reference row indices, other row indices) of matched collectives;
-    the method and the order shift used (0 for sequence matching)."""
+    the method and the order shift used (0 for sequence matching).
+
+    A group's point-to-point transfers are matched apart from its collectives: by recorded sequence
+    number where that pairs each send with a recv ending with it (a two-rank group, whose members count
+    its transfers alike), else by direction and order per pair at the clock difference the transfers'
+    ends agree on (:mod:`traceread.ranks.p2p`: a Megatron-style pipeline group, whose ranks each count
+    their own sends and recvs together)."""
     a, b = ref.collectives, other.collectives
     sa, sb = sequences(ref), sequences(other)
     both_epoch = ref.identity.epoch_offset_ns is not None and other.identity.epoch_offset_ns is not None
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     method, used_shift = METHOD_SEQ, 0
-    for pg, ia in sa.items():
-        ib = sb.get(pg)
-        if ib is None or len(ia) == 0 or len(ib) == 0:
-            continue
-        by_seq = _pairs_by_seq(a["seq"][ia], b["seq"][ib])
-        if by_seq is not None:
-            out[pg] = (ia[by_seq[0]], ib[by_seq[1]])
+    for pg, ia_all in sa.items():
+        ib_all = sb.get(pg)
+        if ib_all is None or len(ia_all) == 0 or len(ib_all) == 0:
             continue
         got: list[tuple[np.ndarray, np.ndarray]] = []
-        split, p2p = _directions(a, b, ia, ib)
-        for xa, xb in split:
-            # a transfer ends at once on both sides, so the order shift whose ends agree best is the one; step
-            # numbers are not used for it: a recv posted early can start in the previous step's window
-            by_step = _pairs_by_step(a, b, xa, xb) if _numbered(ref) and _numbered(other) and not p2p else None
-            if by_step is not None:
-                method = METHOD_STEP if method != METHOD_ORDER else method
-                got.append(by_step)
-                continue
-            method = METHOD_ORDER
-            best = _best_shift(a, b, xa, xb, epoch_shift(ref), epoch_shift(other), both_epoch, exact=p2p)
-            if best is None:
-                continue
-            used_shift, pa, pb = best
-            got.append((pa, pb))
+        qa, qb = np.isin(a["collective"][ia_all], _P2P), np.isin(b["collective"][ib_all], _P2P)
+        if qa.any() and qb.any():
+            pairs, how = _p2p(ref, other, ia_all[qa], ib_all[qb], both_epoch)
+            if pairs is not None:
+                got.append(pairs)
+                method = METHOD_P2P if how == METHOD_P2P and method == METHOD_SEQ else method
+        ia, ib = ia_all[~qa], ib_all[~qb]
+        if len(ia) and len(ib):
+            by_seq = _pairs_by_seq(a["seq"][ia], b["seq"][ib])
+            if by_seq is not None:
+                got.append((ia[by_seq[0]], ib[by_seq[1]]))
+            else:
+                # step numbers pair calls when they come from markers; else the order shift whose ends agree best
+                by_step = _pairs_by_step(a, b, ia, ib) if _numbered(ref) and _numbered(other) else None
+                if by_step is not None:
+                    method = METHOD_STEP if method in (METHOD_SEQ, METHOD_P2P) else method
+                    got.append(by_step)
+                else:
+                    method = METHOD_ORDER
+                    best = _best_shift(a, b, ia, ib, epoch_shift(ref), epoch_shift(other), both_epoch)
+                    if best is not None:
+                        used_shift, pa, pb = best
+                        got.append((pa, pb))
         if got:
             out[pg] = (np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got]))
     return out, method, used_shift
 
 
-def _directions(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]], bool]:
-    """The calls to pair in order: all of them, or, where a group's calls are point-to-point sends and recvs,
-    each direction on its own (one side's sends with the other's recvs): a stage posts its recvs early, so
-    sends and recvs of the two directions interleave differently on the two sides. The flag: split so."""
-    ta, tb = a["collective"][ia], b["collective"][ib]
-    kinds = {"send", "recv"}
-    if not (set(ta.tolist()) <= kinds and set(tb.tolist()) <= kinds):
-        return [(ia, ib)], False
-    out = [(ia[ta == x], ib[tb == y]) for x, y in (("send", "recv"), ("recv", "send"))]
-    return [(xa, xb) for xa, xb in out if len(xa) and len(xb)], True
+def _p2p(ref: RankSummary, other: RankSummary, ia: np.ndarray, ib: np.ndarray,
+         both_epoch: bool) -> tuple[tuple[np.ndarray, np.ndarray] | None, str]:
+    """Point-to-point rows of one group paired (see :func:`match`) and how."""
+    a, b = ref.collectives, other.collectives
+    ea, eb = epoch_shift(ref), epoch_shift(other)
+    by_seq = _pairs_by_seq(a["seq"][ia], b["seq"][ib])
+    if by_seq is not None:
+        pa, pb = ia[by_seq[0]], ib[by_seq[1]]
+        ta, tb = a["collective"][pa], b["collective"][pb]
+        opposite = (ta != tb) | (ta == "send-recv")
+        d = (b["end_ns"][pb] + eb) - (a["end_ns"][pa] + ea)
+        spread = float(np.median(np.abs(d - np.median(d)))) if len(d) else np.inf
+        if opposite.mean() >= _MIN_AGREE and spread <= P2P_TOL_NS and _agree(a, b, pa, pb).mean() >= _MIN_AGREE:
+            return (pa, pb), METHOD_SEQ
+    groups = p2p.p2p_groups(a, b, ia, ib, ea, eb)
+    got = p2p.match_by_time(groups, a, b, P2P_TOL_NS, P2P_SKEW_NS if both_epoch else None, tight=True)
+    return got, METHOD_P2P
 
 
 def _numbered(s: RankSummary) -> bool:
@@ -197,12 +223,10 @@ def _pairs_by_step(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray) -> tuple[np
 
 
 def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: int,
-                both_epoch: bool, exact: bool = False) -> tuple[int, np.ndarray, np.ndarray] | None:
+                both_epoch: bool) -> tuple[int, np.ndarray, np.ndarray] | None:
     """Every candidate shift at once, each judged on an evenly spaced sample of its pairs
     (``_SHIFT_SAMPLE``: the spread of end differences is a robust statistic); the chosen one is
-    then paired in full. ``exact``: point-to-point transfers, which end together on both sides, so the
-    shift with the least spread wins outright (a periodic schedule makes the neighbouring shifts
-    nearly as consistent, and one of them may give the smaller offset)."""
+    then paired in full."""
     na, nb = len(ia), len(ib)
     lim = min(_MAX_SHIFT, max(na, nb) - 1)
     shifts = np.arange(-lim, lim + 1)
@@ -224,7 +248,7 @@ def _best_shift(a: dict, b: dict, ia: np.ndarray, ib: np.ndarray, ea: int, eb: i
     shifts, lo, hi = shifts[good], lo[good], hi[good]
     close = spread <= max(2 * float(np.min(spread)), 50_000.0)
     order = np.lexsort((np.abs(shifts), np.abs(med)) if both_epoch else (spread, np.abs(shifts)))
-    pick = int(np.argmin(spread)) if exact else order[close[order]][0]
+    pick = order[close[order]][0]
     s, first, stop = int(shifts[pick]), int(lo[pick]), int(hi[pick])
     pa, pb = ia[first:stop], ib[first + s:stop + s]
     same = _agree(a, b, pa, pb)
@@ -242,33 +266,23 @@ def _stats(ref: RankSummary, s: RankSummary, pairs: dict[str, tuple]) -> tuple[i
 
 def _nearest(ref: RankSummary, s: RankSummary, max_skew_ns: int,
              tol_ns: int) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
-    """Pairs by end time when the records are not complete (sampled or dropped): the offset that the
-    most same-type pairs agree on within ``tol_ns`` (searched within +-``max_skew_ns``, the most NTP
-    lets clocks differ), then each reference call paired with the nearest call within ``tol_ns``."""
+    """Pairs by end time when the records are not complete (sampled or dropped): per process group, the
+    offset that the most calls agree on within ``tol_ns`` (searched within +-``max_skew_ns``, the most NTP
+    lets clocks differ), then each call paired with its nearest partner within ``tol_ns`` (collectives
+    with their own type, transfers by direction: :mod:`traceread.ranks.p2p`, near-linear in the calls)."""
     a, b = ref.collectives, s.collectives
     sa, sb = sequences(ref), sequences(s)
+    ea, eb = epoch_shift(ref), epoch_shift(s)
     out = {}
     for pg, ia in sa.items():
         ib = sb.get(pg)
-        if ib is None or len(ia) * len(ib) == 0 or len(ia) * len(ib) > 4_000_000:
+        if ib is None or len(ia) * len(ib) == 0:
             continue
-        ea = a["end_ns"][ia] + epoch_shift(ref)
-        eb = b["end_ns"][ib] + epoch_shift(s)
-        d = eb[None, :] - ea[:, None]
-        ok = (np.abs(d) <= max_skew_ns) & (a["collective"][ia][:, None] == b["collective"][ib][None, :])
-        cand = np.sort(d[ok])
-        if len(cand) < 3:
-            continue
-        hi = np.searchsorted(cand, cand + tol_ns, side="right")
-        k = int(np.argmax(hi - np.arange(len(cand))))
-        offset = int(np.median(cand[k:hi[k]]))
-        resid = np.where(ok, np.abs(d - offset), np.iinfo(np.int64).max)
-        j = resid.argmin(axis=1)
-        good = resid[np.arange(len(ia)), j] <= tol_ns
-        pa, pb = ia[good], ib[j[good]]
-        _, first = np.unique(pb, return_index=True)  # one partner per call
-        if len(first) >= 3:
-            out[pg] = (pa[first], pb[first])
+        qa, qb = np.isin(a["collective"][ia], _P2P), np.isin(b["collective"][ib], _P2P)
+        groups = p2p.typed_groups(a, b, ia[~qa], ib[~qb], ea, eb) + p2p.p2p_groups(a, b, ia[qa], ib[qb], ea, eb)
+        got = p2p.match_by_time(groups, a, b, tol_ns, max_skew_ns, min_share=0.0)
+        if got is not None and len(got[0]) >= 3:
+            out[pg] = got
     return out or None
 
 

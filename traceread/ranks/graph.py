@@ -8,7 +8,10 @@ by recorded sequence number where both have one, else by step and order, else by
 giving that pair's clock difference (median end difference of matched calls) and its error. Each rank's
 offset is then the sum of the differences along the path from the reference rank with the least
 accumulated error (errors add in quadrature: independent estimates); its method names the ranks the path
-went through. When every rank shares a group with the reference, the paths are the direct edges and the
+went through. An edge's error is its statistical part (the spread of single end differences over sqrt(n))
+and its systematic part together (:func:`systematic`: groups of calls, or the capture's two halves, agreeing
+on different differences: one collective's ends differ across ranks by its algorithm, which no number of
+calls averages out). When every rank shares a group with the reference, the paths are the direct edges and the
 result is that of :func:`traceread.ranks.align.align`.
 
 The matched pairs also say which calls are one collective: the calls linked by matched pairs form one
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from traceread.kernel_classes import P2P_TYPES
 from traceread.ranks.align import (
     METHOD_REFERENCE,
     METHOD_SHARED,
@@ -50,10 +54,12 @@ class Edge:
     spread_ns: float  # robust spread of single end differences
     n: int
     shared: bool  # one file, one clock
+    systematic_ns: float = 0.0  # what does not average out: groups of calls or halves of the capture disagreeing
 
     @property
     def error_ns(self) -> float:
-        return self.spread_ns / np.sqrt(max(self.n, 1))
+        """The offset's error: the statistical part (spread over sqrt(n)) and the systematic part together."""
+        return float(np.hypot(self.spread_ns / np.sqrt(max(self.n, 1)), self.systematic_ns))
 
 
 def _pair_edge(sa: RankSummary, sb: RankSummary, ia: int, ib: int, max_spread_ns: int,
@@ -66,12 +72,54 @@ def _pair_edge(sa: RankSummary, sb: RankSummary, ia: int, ib: int, max_spread_ns
         return None
     res = max(_resolution(sa), _resolution(sb))
     med, spread, n = stats
-    return Edge(ia, ib, pairs, method, shift, med, max(spread, float(res)), n, False)
+    return Edge(ia, ib, pairs, method, shift, med, max(spread, float(res)), n, False, systematic(sa, sb, pairs))
+
+
+SYSTEMATIC_MIN_PAIRS = 5  # calls of one group (or one half of the capture) whose median is compared
+
+
+def systematic(sa: RankSummary, sb: RankSummary, pairs: dict[str, tuple[np.ndarray, np.ndarray]]) -> float:
+    """The part of two ranks' end differences that does not average out over their matched calls: half the
+    range of the median difference per (process group, collective kind) (one collective's ends differ across
+    ranks systematically, by its algorithm and the rank's place in it) and half the change of the median
+    from the capture's first half to its second (drift). 0 where no two groups of calls can be compared."""
+    ca, cb = sa.collectives, sb.collectives
+    meds: list[float] = []
+    halves = 0.0
+    da_all: list[np.ndarray] = []
+    for _pg, (pa, pb) in pairs.items():
+        if not len(pa):
+            continue
+        d = ((cb["end_ns"][pb] + epoch_shift(sb)) - (ca["end_ns"][pa] + epoch_shift(sa))).astype(np.float64)
+        kind = np.where(np.isin(ca["collective"][pa], sorted(P2P_TYPES)), "p2p", ca["collective"][pa])
+        for k in np.unique(kind):
+            x = d[kind == k]
+            if len(x) >= SYSTEMATIC_MIN_PAIRS:
+                meds.append(float(np.median(x)))
+        da_all.append(np.stack([ca["end_ns"][pa].astype(np.float64), d]))
+    if da_all:
+        t, d = np.concatenate(da_all, axis=1)
+        d = d[np.argsort(t, kind="stable")]
+        if len(d) >= 2 * SYSTEMATIC_MIN_PAIRS:
+            h = len(d) // 2
+            halves = abs(float(np.median(d[:h]) - np.median(d[h:]))) / 2
+    groups = (max(meds) - min(meds)) / 2 if len(meds) >= 2 else 0.0
+    return max(groups, halves)
+
+
+def _has_p2p(summaries: list[RankSummary], who: list[int], pg: str) -> bool:
+    """Whether the group's calls on its members are point-to-point transfers (one member's are enough)."""
+    for i in who:
+        c = summaries[i].collectives
+        if np.isin(c["collective"][c["pg"] == pg], sorted(P2P_TYPES)).any():
+            return True
+    return False
 
 
 def edges(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
           max_skew_ns: int = 100_000_000) -> list[Edge]:
-    """Per process group, its lowest member matched with each other member (each pair once)."""
+    """Per process group, its lowest member matched with each other member, every pair of members in a
+    group with point-to-point transfers (each pair once)."""
     members: dict[str, list[int]] = {}
     for i, s in enumerate(summaries):
         for pg in sequences(s):
@@ -85,11 +133,68 @@ def edges(summaries: list[RankSummary], max_spread_ns: int = 1_000_000,
     for pg in sorted(members):
         hub, *rest = members[pg]
         wanted += [(hub, m) for m in rest]
+        if len(rest) > 1 and _has_p2p(summaries, members[pg], pg):
+            # a pipeline's group: each rank transfers with its neighbours only, so every pair is tried
+            # (non-neighbours match nothing and make no edge)
+            wanted += [(x, y) for k, x in enumerate(members[pg]) for y in members[pg][k + 1:]]
     out = []
     for a, b in dict.fromkeys(wanted):
         e = _pair_edge(summaries[a], summaries[b], a, b, max_spread_ns, max_skew_ns)
         if e is not None:
             out.append(e)
+    return _one_partner(summaries, out)
+
+
+def _one_partner(summaries: list[RankSummary], es: list[Edge]) -> list[Edge]:
+    """Each point-to-point call keeps one partner: the one whose end agrees best with its edge's clock
+    difference. In a pipeline a transfer is followed by the next stage's compute and its transfer onward, so
+    ranks two stages apart can agree on a clock difference too (loosely: the compute between varies); the
+    neighbour's transfer ends with it exactly. An edge left with under half of its pairs is dropped."""
+    sizes = np.array([len(s.collectives["end_ns"]) for s in summaries], dtype=np.int64)
+    base = np.concatenate(([0], np.cumsum(sizes)))
+    p2p_types = sorted(P2P_TYPES)
+    items = []  # (edge, pg, mask of its p2p pairs, node a, node b, residual)
+    for k, e in enumerate(es):
+        if e.shared:
+            continue
+        ca, cb = summaries[e.a].collectives, summaries[e.b].collectives
+        xa, xb = epoch_shift(summaries[e.a]), epoch_shift(summaries[e.b])
+        for pg, (pa, pb) in e.pairs.items():
+            q = np.isin(ca["collective"][pa], p2p_types) & np.isin(cb["collective"][pb], p2p_types)
+            if q.any():
+                resid = np.abs((cb["end_ns"][pb[q]] + xb) - (ca["end_ns"][pa[q]] + xa) - e.diff_ns).astype(np.float64)
+                items.append((k, pg, q, pa[q] + base[e.a], pb[q] + base[e.b], resid))
+    if not items:
+        return es
+    best = np.full(int(base[-1]), np.inf)
+    for _k, _pg, _q, na, nb, r in items:
+        np.minimum.at(best, na, r)
+        np.minimum.at(best, nb, r)
+    drop: dict[int, dict[str, np.ndarray]] = {}
+    for k, pg, q, na, nb, r in items:
+        lose = (r > best[na]) | (r > best[nb])
+        if lose.any():
+            m = np.zeros(len(q), dtype=bool)
+            m[np.flatnonzero(q)[lose]] = True
+            drop.setdefault(k, {})[pg] = m
+    out = []
+    for k, e in enumerate(es):
+        if k not in drop:
+            out.append(e)
+            continue
+        pairs = {pg: (pa[~drop[k][pg]], pb[~drop[k][pg]]) if pg in drop[k] else (pa, pb)
+                 for pg, (pa, pb) in e.pairs.items()}
+        pairs = {pg: p for pg, p in pairs.items() if len(p[0])}
+        n = sum(len(p[0]) for p in pairs.values())
+        if n < 0.5 * e.n or n == 0:
+            continue
+        sa, sb = summaries[e.a], summaries[e.b]
+        pa = np.concatenate([p[0] for p in pairs.values()])
+        pb = np.concatenate([p[1] for p in pairs.values()])
+        d = (sb.collectives["end_ns"][pb] + epoch_shift(sb)) - (sa.collectives["end_ns"][pa] + epoch_shift(sa))
+        med = int(np.median(d))
+        spread = max(float(np.median(np.abs(d - med))) * 1.4826, float(max(_resolution(sa), _resolution(sb))))
+        out.append(Edge(e.a, e.b, pairs, e.method, e.shift, med, spread, n, False, systematic(sa, sb, pairs)))
     return out
 
 

@@ -44,6 +44,7 @@ from traceread import causes
 from traceread.config import Thresholds
 from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
 from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
+from traceread.ranks.evidence import ClaimEvidence, early_text, judge, start_skew, withheld_text
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
 from traceread.ranks.predict import job_prediction
@@ -63,6 +64,7 @@ from traceread.ranks.waiting import (
     fmt_ms,
     imbalance_record,
     others_class,
+    rotation,
     step_culprits,
     verdict_text,
     waiting_for,
@@ -103,6 +105,8 @@ class JobReport:
     # what the job would step at without its straggler / with balanced stages (traceread.ranks.predict; None
     # without either, or without own steps)
     prediction: JobPrediction | None = None
+    # what the job's figures can support: collectives, steps, ranks present (traceread.ranks.evidence)
+    evidence: ClaimEvidence | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "group": self.group, "ranks": [r.to_dict() for r in self.ranks],
@@ -113,7 +117,8 @@ class JobReport:
                 "stages": self.stages.to_dict() if self.stages is not None else None,
                 "stage_imbalance": self.stage_imbalance.to_dict() if self.stage_imbalance is not None else None,
                 "waiting_for": self.waiting_for.to_dict() if self.waiting_for is not None else None,
-                "prediction": self.prediction.to_dict() if self.prediction is not None else None}
+                "prediction": self.prediction.to_dict() if self.prediction is not None else None,
+                "evidence": self.evidence.to_dict() if self.evidence is not None else None}
 
 
 def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  # noqa: B008 - frozen
@@ -162,7 +167,8 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     usable = [s for s, good in zip(ranked, ok, strict=True) if good]
     rows = instances(ranked, es)[np.flatnonzero(ok)]
     table = _instances(usable, off, rows[:, (rows >= 0).sum(axis=0) >= 2])
-    per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg)
+    world = group.world_size if group is not None else None
+    per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg, len(ranked), world)
     ranks = tuple(dataclasses.replace(b, waits=per_rank.get(b.rank), alignment=off[b.rank]) for b in base_ranks)
     step = _steps(usable, off)
     prediction = job_prediction(usable, step, strag, extra["stage_imbalance"],
@@ -170,7 +176,7 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     return JobReport(name, ranks, tuple(alignments), int(table["n"]), tuple(table["records"]), tuple(strag),
                      step, verdict, gdict, tuple(notes), tuple(unavailable), thresholds,
                      stages=extra["stages"], stage_imbalance=extra["stage_imbalance"],
-                     waiting_for=extra["waiting_for"], prediction=prediction)
+                     waiting_for=extra["waiting_for"], prediction=prediction, evidence=extra["evidence"])
 
 
 def _aligned(s: RankSummary, a: RankAlignment, t: np.ndarray, base: int) -> np.ndarray:
@@ -197,7 +203,7 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], rows: n
         own = rows[i, cols]
         c = s.collectives
         a = off[s.identity.claimed_rank]
-        arr[i, cols] = _aligned(s, a, c["start_ns"][own], base)
+        arr[i, cols] = _aligned(s, a, _arrival(c)[own], base)
         end[i, cols] = _aligned(s, a, c["end_ns"][own], base)
         types[i, cols] = c["collective"][own]
         steps[i, cols] = c["step"][own]
@@ -221,6 +227,17 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], rows: n
     return {"n": int(k), "arr": arr, "end": end, "comp": comp, "present": present, "last": last, "types": types,
             "step": step_of, "ranks": ranks, "records": records, "base": base,
             "off": {r: int(off[r].offset_ns or 0) for r in ranks}}
+
+
+def _arrival(c: dict[str, np.ndarray]) -> np.ndarray:
+    """When the rank was ready for each call: a kernel that started late waiting for a peer arrived when its rank
+    got there (``ready_ns``, between the lead's start and the call's start); else, and for summaries of an older
+    cache without it, its start."""
+    start = c["start_ns"]
+    ready = c.get("ready_ns")
+    if ready is None or len(ready) != len(start):
+        return start
+    return np.where((ready <= start) & (ready >= c["lead_start_ns"]), ready, start)
 
 
 def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ranks: list[int], last: np.ndarray,
@@ -251,10 +268,12 @@ def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ran
                                                                strict=True))]
 
 
-def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any],
-                cfg: Thresholds) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
+def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any], cfg: Thresholds,
+                n_present: int, world: int | None) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
     ranks, n = t["ranks"], t["n"]
-    extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None}
+    extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None, "evidence": None}
+    ev = judge(n, len(np.unique(t["step"][t["step"] >= 0])) if n else 0, n_present, world, cfg)
+    extra["evidence"] = ev
     if n == 0:
         return {}, [], "not judged: no collective matched across ranks", extra
     arr, end, present, last = t["arr"], t["end"], t["present"], t["last"]
@@ -286,12 +305,15 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
                              mean_wait_ns=int(np.nanmean(waits[i])) if present[i].any() else None,
                              collectives_matched=int(present[i].sum())) for i, r in enumerate(ranks)}
     if st.count > 1:
-        extra["stages"] = PipelineStages(st.count, st.evidence, tuple(
+        partial = (f"; read from the {ev.present_text} only: stages are counted among them, not in the whole "
+                   "job") if ev.partial else ""
+        extra["stages"] = PipelineStages(st.count, st.evidence + partial, tuple(
             tuple(r for r, s in zip(ranks, st.stage, strict=True) if s == k) for k in range(st.count)))
     culprits = step_culprits(b, t["step"], len(ranks))
     out: list[Straggler] = []
     loose: list[tuple[int, float, float, float]] = []
     moving: list[tuple[int, float]] = []
+    early: list[tuple[int, float, int, float]] = []  # (rank, share, late arrivals, lateness at its first call)
     best_share = 0.0
     for i, r in enumerate(ranks):
         share = blamed[i] / others_time[i] if others_time[i] > 0 else 0.0
@@ -305,8 +327,15 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
             continue  # one rank of the slow stage: the stage is named, not its ranks
         unc = max(float(off[r].end_spread_ns or 0), float(off[ranks[0]].end_spread_ns or 0),
                   float(off[r].uncertainty_ns or 0), 1.0)
+        skew = start_skew(b, present, arr, i)
+        if skew is not None or int(m.sum()) < cfg.straggler_min_late_collectives:
+            early.append((r, share, int(m.sum()), skew if skew is not None else float("nan")))
+            continue
         lateness = _lateness(arr, present, i, m)
-        if lateness <= cfg.straggler_min_uncertainty_factor * unc:
+        # waits confined to a few collectives: judged on those, when the alignment's error is small against them
+        big = m & (np.nanmax(np.where(present, b.waits, 0.0), axis=0) > cfg.straggler_min_uncertainty_factor * unc)
+        confined = _lateness(arr, present, i, big) if big.sum() >= cfg.straggler_min_late_collectives else 0.0
+        if max(lateness, confined) <= cfg.straggler_min_uncertainty_factor * unc:
             loose.append((r, share, lateness, unc))
             continue
         steps_led = sum(1 for c in culprits.values() if c == i)
@@ -315,7 +344,25 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
             continue
         out.append(_entry(usable, t, st, ex, b, i, r, m, share, lateness, unc, others_wait[i], others_time[i]))
     out.sort(key=lambda e: -e.attributed_wait_ns)
-    verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg)
+    would = withheld_text(ev, out, imb)
+    if not ev.straggler_claims:
+        out = []
+    if not ev.stage_claims:
+        imb = None
+    if not ev.sufficient:
+        moving = []
+    verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg, rotation(ex, culprits))
+    if early and not out and imb is None and not moving:
+        verdict = early_text(early, cfg)
+    if not ev.sufficient:
+        top = int(np.argmax(blamed))
+        verdict = (f"not judged: {ev.reason}; the figures alone: rank {ranks[top]} arrived last at {int(count[top])} "
+                   f"of {n} and the others waited {fmt_ms(float(blamed[top]))} for it"
+                   + ("; " + verdict[len("no straggler: "):] if early and verdict.startswith("no straggler") else ""))
+    elif would:
+        verdict = would
+    elif ev.partial:
+        verdict = f"{ev.present_text}: {verdict}"
     extra["stage_imbalance"] = imbalance_record(imb, b, st, usable, t, off) if imb is not None else None
     wf: WaitingFor | None = None
     if out:

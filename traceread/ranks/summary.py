@@ -32,17 +32,21 @@ def lead_col(cls: str) -> str:
 
 
 COLLECTIVE_COLUMNS = ("device", "pg", "pg_desc", "seq", "step", "collective", "bytes", "start_ns", "end_ns",
-                      "lead_start_ns", "lead_busy_ns") + tuple(lead_col(c) for c in GAP_CLASSES)
+                      "lead_start_ns", "lead_busy_ns") + tuple(lead_col(c) for c in GAP_CLASSES) + ("ready_ns",)
 STEP_COLUMNS = ("device", "step", "start_ns", "end_ns", "busy_ns", "idle_ns", "warmup", "outlier") + \
     tuple(part_col(c) for c in GAP_CLASSES)
 GAP_COLUMNS = ("device", "step", "start_ns", "end_ns", "class")
+# a communication kernel starting this much later than anything on its rank explains waited for a peer
+PEER_WAIT_MIN_NS = 50_000
 
 
 @dataclass(frozen=True, eq=False)
 class RankSummary:
     """Plain columns (dict of numpy arrays) per table; :meth:`table` gives a DataFrame view.
 
-    * ``collectives``: ``COLLECTIVE_COLUMNS``; ``seq`` is -1 where the trace records none, ``step``
+    * ``collectives``: ``COLLECTIVE_COLUMNS``; ``ready_ns`` is when the call could have started on its rank
+      (:func:`ready_times`: its start, unless it started later than anything local explains: a wait on a
+      peer); ``seq`` is -1 where the trace records none, ``step``
       the number of the step (on its device) it starts in, -1 outside every step, ``bytes`` -1 where
       unknown, ``pg`` '' where the process group is not recorded.
     * ``steps``: ``STEP_COLUMNS`` (the analysis' per-step rows of this rank), and ``own_ns`` where the
@@ -173,19 +177,33 @@ def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
     dev = v.device[rows].astype(np.int64)
     start = v.start[rows]
     end = v.end[rows]
-    lead_start, busy, idle = _leads(trace, rank, dev, start, end, gaps, class_codes)
+    lead_start, busy, idle, last_busy = _leads(trace, rank, dev, start, end, gaps, class_codes)
+    host = v.launch_of(rows)
+    launched = np.where(host >= 0, v.start[np.maximum(host, 0)], np.iinfo(np.int64).min).astype(np.int64)
     out = {"device": dev, "pg": a["group_name"].fillna("").astype(str).to_numpy(dtype=str),
            "pg_desc": a["group_desc"].fillna("").astype(str).to_numpy(dtype=str),
            "seq": a["seq"].to_numpy(np.int64), "step": _step_of(dev, start, steps), "collective": np.asarray(typ, dtype=str), "bytes": nbytes,
            "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64), "lead_start_ns": lead_start,
            "lead_busy_ns": busy}
     out.update({lead_col(c): idle[c] for c in GAP_CLASSES})
+    out["ready_ns"] = ready_times(start.astype(np.int64), lead_start, last_busy, launched)
     return out
+
+
+def ready_times(start: np.ndarray, lead_start: np.ndarray, last_busy: np.ndarray, launched: np.ndarray,
+                min_wait_ns: int = PEER_WAIT_MIN_NS) -> np.ndarray:
+    """Per communication kernel, when its rank was ready for it: the latest of its launch, the end of its
+    device's previous collective and the end of the compute before it (``last_busy``: its start while
+    compute still ran). A kernel that started more than ``min_wait_ns`` after all of them waited for a peer
+    (a transport that starts nothing before its peer is there): that wait is the peer's, not the rank's, so
+    its arrival is when it was ready; otherwise its start."""
+    ready = np.maximum(np.maximum(lead_start, last_busy), launched)
+    return np.where(start - ready > min_wait_ns, ready, start).astype(np.int64)
 
 
 def _leads(trace: Trace, rank: int, dev: np.ndarray, start: np.ndarray, end: np.ndarray,
            gaps: dict[str, np.ndarray], class_codes: np.ndarray | None = None
-           ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+           ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """Per collective: lead start (its device's previous collective end, else that device's first
     compute kernel), compute busy ns and compute-idle ns by gap class inside the lead. ``class_codes``:
     each gap's class as its index in ``GAP_CLASSES`` (:func:`_class_codes`), compared instead of the
@@ -195,6 +213,7 @@ def _leads(trace: Trace, rank: int, dev: np.ndarray, start: np.ndarray, end: np.
     lead_start = np.zeros(n, dtype=np.int64)
     busy = np.zeros(n, dtype=np.int64)
     idle = {c: np.zeros(n, dtype=np.int64) for c in GAP_CLASSES}
+    last_busy = start.astype(np.int64).copy()
     comp = v.rows((schema.LANE_GPU_COMPUTE,), rank=rank)  # the rank's kernels (cached, in frame order)
     cdev = v.device[comp]
     for d in np.unique(dev):
@@ -207,13 +226,22 @@ def _leads(trace: Trace, rank: int, dev: np.ndarray, start: np.ndarray, end: np.
         ls = np.minimum(ls, start[idx])
         lead_start[idx] = ls
         busy[idx] = intervals.overlap_with_union(ls, start[idx], us, ue)
+        # the compute before each call: the end of the union piece before its start (its start when compute runs
+        # at that moment; the lead's start when no compute came before)
+        if len(us):
+            piece = np.searchsorted(us, start[idx], side="right") - 1
+            has = piece >= 0
+            before = ue[np.maximum(piece, 0)]
+            last_busy[idx] = np.where(has & (before >= start[idx]), start[idx], np.where(has, before, ls))
+        else:
+            last_busy[idx] = ls
         gsel = gaps["device"] == d
         for k, cls in enumerate(GAP_CLASSES):
             m = gsel & ((class_codes == k) if class_codes is not None else (gaps["class"] == cls))
             if m.any():
                 gs, ge = intervals.union(gaps["start_ns"][m], gaps["end_ns"][m])
                 idle[cls][idx] = intervals.overlap_with_union(ls, start[idx], gs, ge)
-    return lead_start, busy, idle
+    return lead_start, busy, idle, last_busy
 
 
 def _step_of(dev: np.ndarray, start: np.ndarray, steps: dict[str, np.ndarray]) -> np.ndarray:

@@ -65,8 +65,26 @@ def others_class(usable: list[RankSummary], t: dict[str, Any], b: Any, who: list
     return inside, total
 
 
+def rotation(ex: Any, culprits: dict[int, int]) -> tuple[int, int, float, float] | None:
+    """Evidence of an imbalance that moves between ranks: (distinct ranks waited for, steps, median per-step
+    spread of the ranks' compute (slowest minus fastest, ns), that spread over the median rank's compute);
+    None without steps."""
+    if not culprits or not len(ex.steps):
+        return None
+    busy = ex.values[:, :, 0]
+    with np.errstate(all="ignore"):
+        spread = np.nanmax(busy, axis=0) - np.nanmin(busy, axis=0)
+        med = np.nanmedian(busy, axis=0)
+    ok = np.isfinite(spread) & (med > 0)
+    if not ok.any():
+        return None
+    return (len(set(culprits.values())), len(culprits), float(np.median(spread[ok])),
+            float(np.median(spread[ok] / med[ok])))
+
+
 def verdict_text(out: list[Straggler], imb: Any, st: Any, loose: list, moving: list, culprits: dict[int, int],
-             ranks: list[int], best_share: float, cfg: Thresholds) -> str:
+             ranks: list[int], best_share: float, cfg: Thresholds,
+             rotating: tuple[int, int, float, float] | None = None) -> str:
     if imb is not None:
         v = (f"pipeline stage {imb.stage} (ranks {ranges(list(imb.ranks))}) holds the job back: every rank of it "
              f"computes longer per step ({fmt_ms(imb.compute_ns)}, {imb.excess:+.0%} over the other stages' median "
@@ -86,7 +104,10 @@ def verdict_text(out: list[Straggler], imb: Any, st: Any, loose: list, moving: l
         who = sorted({ranks[c] for c in culprits.values()})
         return (f"no single straggler: the rank the others wait for changes from step to step ({len(who)} different "
                 f"ranks over {len(culprits)} steps: {', '.join(map(str, who[:8]))}{'...' if len(who) > 8 else ''}), "
-                "an imbalance that moves between ranks (e.g. sequence-length imbalance), not one slow worker")
+                "an imbalance that moves between ranks (e.g. sequence-length imbalance), not one slow worker"
+                + (f"; per step the slowest rank computes {fmt_ms(rotating[2])} ({rotating[3]:.0%}) longer than the "
+                   "fastest (median over steps): balance the work per rank (e.g. pack sequences by length)"
+                   if rotating is not None else ""))
     if loose:
         r, share, lateness, unc = max(loose, key=lambda x: x[1])
         return (f"not judged: rank {r} would cost the others {share:.1%} of their time, but its median lateness "

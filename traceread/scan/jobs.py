@@ -22,7 +22,7 @@ from traceread.scan.whatifcols import job_whatif
 from traceread.scan.work import SAFE_CHARS, Outcome, Settings
 from traceread.vocabulary import GAP_CLASSES, PARTS, part_col
 
-JOB_SCHEMA_VERSION = "1.1"
+JOB_SCHEMA_VERSION = "1.2"
 
 
 def safe_name(name: str) -> str:

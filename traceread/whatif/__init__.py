@@ -352,7 +352,10 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     # locate: launch, communication, memory-bound kernels) run before the rules are done, on the core the
     # rules leave idle; the rest wait for the classified gaps.
     early = [(fixed, nominal) for fixed, nominal in replays if not any(fx.reads_gaps(f) for f in fixed)]
+    from traceread.whatif.straggler import peer_free_lengths
+
     units = []
+    peer_free: dict[tuple[int, int], np.ndarray | None] = {}
     for u in _each_unit(traces, steps, lambda: classified()[1], cfg, early, between):
         # The build's temporaries can go back once (kept, the replays' copies landed beside them in the heap's
         # free pieces and grew it past the build's peak), but nothing between a rank's replays: each replay
@@ -360,6 +363,7 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
         between()
         for fixed, nominal in replays:
             u.outcome(fixed, nominal)
+        peer_free[(u.trace, u.model.rank)] = peer_free_lengths(u)  # the job's own steps without peer waits
         if len(steady) > 1:
             u.together = [f for f in steady if _listed(u, f, classified()[0])]
             u.outcome(u.together)
@@ -401,6 +405,7 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     # Each rank's own steps (communication free, the job's straggler lever) are the comm-bound replay's.
     comm_free = Fix(COMM_BOUND)
     own = {(u.trace, u.model.rank): u.outcome([comm_free])[0] for u in units} if comm_free in todo else {}
+    own.update({k: v for k, v in peer_free.items() if v is not None and k in own})
     return WhatIf(measured_step_ns=measured, replayed_step_ns=replayed,
                   replay_error=(replayed / measured - 1.0) if measured else 0.0,
                   steady_steps=int(max(_steady(u.steps).sum() for u in units)), fixes=tuple(preds),

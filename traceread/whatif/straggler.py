@@ -32,10 +32,18 @@ _I64 = np.int64
 
 
 def _comm_free(m: mdl.RankModel, view: EventView) -> fx.Edges:
-    """The model's edges with every communication kernel taking no time."""
+    """The model's edges with every communication kernel taking no time, nor waiting for a peer to start:
+    a communication kernel that started later than its launch and its streams allow (nothing local held it)
+    waited for a peer, so each of its edges keeps no more than its nominal delay."""
     e = fx.Edges.of(m)
     code = view.lane_codes.get(schema.LANE_GPU_COMM, -99)
-    e.writable("dur")[m.op_nodes[m.lane == code]] = 0
+    comm = m.op_nodes[m.lane == code]
+    e.writable("dur")[comm] = 0
+    if len(comm):
+        nominal = np.array([m.nominal.get("launch_latency_ns", 0), m.nominal.get("stream_turnaround_ns", 0),
+                            m.nominal.get("stream_turnaround_ns", 0)], dtype=np.int64)
+        d = e.writable("delay")
+        d[comm] = np.minimum(d[comm], nominal[None, :].astype(d.dtype))
     return e
 
 
@@ -69,3 +77,17 @@ def own_steps(units: list[Any], speed: dict[int, float]) -> list[np.ndarray]:
         r = rp.replay(u.model, e)
         lengths.append(u.index.lengths(r, u.base))
     return lengths
+
+
+def peer_free_lengths(unit: Any, min_wait_ns: int = 50_000) -> np.ndarray | None:
+    """A unit's own step lengths (:func:`own_steps` of one unit, at full speed) when some communication kernel of
+    it started more than ``min_wait_ns`` later than its launch and streams allow (a wait on a peer, which the
+    comm-bound replay keeps); None when none did (that replay's lengths are then the own steps). Run before
+    the unit's model is released."""
+    m = unit.model
+    e = _comm_free(m, unit.ctx.view)
+    if "delay" not in e.owned or not (np.abs(e.delay.astype(_I64) - m.delay.astype(_I64)) > min_wait_ns).any():
+        return None
+    lengths: np.ndarray = unit.index.lengths(rp.replay(m, e), unit.base)
+    return lengths
+

@@ -92,6 +92,7 @@ def _summary(i: RankIdentity, starts=(), ends=(), seq=None, step=None, typ="all-
              step=np.asarray(step if step is not None else [-1] * n, dtype=np.int64),
              start_ns=np.asarray(starts, dtype=np.int64), end_ns=np.asarray(ends, dtype=np.int64))
     c["lead_start_ns"] = c["start_ns"] - 1000
+    c["ready_ns"] = c["start_ns"].copy()  # every call started when its rank was ready (no peer wait)
     steps = {k: np.zeros(0, dtype=np.int64) for k in STEP_COLUMNS}
     gaps = {k: np.zeros(0, dtype=object if k == "class" else np.int64) for k in GAP_COLUMNS}
     return RankSummary(identity=i, collectives=c, steps=steps, gaps=gaps)
@@ -187,3 +188,30 @@ def test_a_stragglers_one_time_cost_is_named_not_short_gaps():
     assert s.rank == 1 and s.cause == "one-time-cost" and s.reason == REASONS["one-time-cost"]
     assert s.lead_excess_ns["one-time-cost"] == 60_000 and s.lead_excess_ns["short-gaps"] == 0
     assert set(REASONS) >= set(COMPONENTS)
+
+
+def test_uncertainty_includes_what_does_not_average_out():
+    """All-reduce ends 1 ms late and all-gather ends 1 ms early on rank 1 (their algorithms, every call): the
+    offset is off by up to 1 ms whatever the number of calls, and the stated uncertainty says so."""
+    from traceread.ranks.graph import align_graph
+
+    rng = np.random.default_rng(9)
+    starts, ends = _irregular(80, 9)
+    kind = np.array(["all-reduce", "all-gather"] * 40, dtype=object)
+    pg = np.array(["0", "1"] * 40, dtype=object)
+    seq = np.concatenate([np.arange(40)[:, None], np.arange(40)[:, None]], axis=1).ravel()
+    off = 5_000_000
+    bias = np.where(kind == "all-reduce", 1_000_000, -1_300_000) + rng.integers(-2_000, 2_000, 80)
+
+    def rank(i, s, e):
+        x = _summary(ident(f"/j/{i}.json", i), s, e, seq=seq)
+        return dataclasses.replace(x, collectives={**x.collectives, "collective": kind, "pg": pg})
+
+    al, _ = align_graph([rank(0, starts, ends), rank(1, starts + off, ends + off + bias)])
+    got = al[1]
+    assert got.uncertainty_ns >= 1_000_000  # half the two groups' disagreement (2.3 ms), not spread / sqrt(80)
+    assert abs(got.offset_ns - off) <= 3 * got.uncertainty_ns
+    # without the systematic part the same calls give a tight figure
+    even = rank(1, starts + off, ends + off + rng.integers(-2_000, 2_000, 80))
+    al2, _ = align_graph([rank(0, starts, ends), even])
+    assert al2[1].uncertainty_ns < 10_000 and abs(al2[1].offset_ns - off) <= 3 * al2[1].uncertainty_ns
