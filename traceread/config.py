@@ -61,6 +61,9 @@ class Thresholds:
     launch_call_max_ns: int = _t(
         1_000_000, "ns", "a launch costs microseconds; one CUDA call over 1 ms is driver work (lazy module "
         "load, context or stream creation, allocation), not dispatch overhead")
+    host_stall_min_ns: int = _t(
+        5_000_000, "ns", "dispatch records a child op or CUDA call every few microseconds; one op holding its "
+        "thread 5 ms with none is compiling, recording, initializing or computing on the host, not launching")
     one_time_cover: float = _t(
         0.5, "fraction of gap", "one-time-cost: compilation, graph capture, module loading, first launches, "
         "context creation or allocator growth cover most of the gap")

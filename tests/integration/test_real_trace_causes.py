@@ -754,8 +754,7 @@ EXPECTED: dict[str, tuple[tuple[str, ...], Callable[[Path], None], str | None]] 
     "nsys/extrap_concurrent16_gtx1060_2022.sqlite": (
         ("one-time-cost",), why_setup_teardown, None),
     "kineto/particle_transformer_tb128_second_capture.pt.trace.json.gz": (
-        ("one-time-cost",), why_host_compile_in_op,
-        "issue 42: a long child-free host stretch inside an op is still read as launch overhead"),
+        ("one-time-cost",), why_host_compile_in_op, None),
     "formats/tracelens_jax08_gemm_mi300x.xplane.pb": (("launch-bound",), why_jax_per_call_dispatch, None),
     "formats/tracelens_jax08_conv_8xmi300x.xplane.pb": (("unattributed",), why_jax_waits_unrecorded, None),
     "formats/tracelens_jax_conv_legacy_mi300x.xplane.pb": (

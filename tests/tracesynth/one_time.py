@@ -37,6 +37,9 @@ formats). Two uses:
     (``with_stack``), nsys as NVTX ranges (``--python-functions-trace``).
   - ``setup-teardown``: pinned and device memory allocated and freed, streams and events created and
     destroyed inside ``init_data`` / ``clean_up`` ranges between test phases: ``one-time-cost``.
+  - ``host-side`` also plants long child-free host stretches inside an op (issue 42): a scripted
+    function's first call compiling on the host in step 1 (``one-time-cost``, kind ``host-stall``), and
+    an op's own host work every step (not ``launch-bound``: ``unattributed``).
 """
 
 from __future__ import annotations
@@ -334,8 +337,24 @@ def _setup_body(sim: _Sim, n: int, gap: int) -> None:
         _setup(sim, 2 * gap, teardown=n == 4)
 
 
+def _host_stall(sim: _Sim, gap: int, op: str, cls: str) -> None:
+    """One op holds the training thread for the whole gap with no child op or CUDA call, then launches
+    its kernel (a TorchScript function compiling its fusion on its first call, or an op's own host work):
+    not launch overhead. Kineto records the op as a ``cpu_op``, nsys as an NVTX range."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    sim.pending = cls
+    sim.kernel(_new_kernel(sim), sim.j(80_000), pre=max(g - sim.h, 0) + max(gap, 8_000_000), op=op)
+
+
 def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
     """Every host-side mechanism in one trace (scripts/eval_rules.py's ``host-side`` family)."""
+    if n == 1:  # a scripted function's first call compiles its fusion on the host
+        _host_stall(sim, 3 * gap, "delta_r2", "one-time-cost")
+        sim.busy(3)
+    # an op's own host work every step (no dispatch inside): not launch-bound
+    _host_stall(sim, 2 * gap, "my_model.py(77): update_metrics", "unattributed")
+    sim.busy(3)
     _setup_body(sim, n, gap)
     sim.busy(3)
     _sync_host_work(sim, gap // 2)

@@ -45,6 +45,8 @@ EVIDENCE_TEXT = MappingProxyType({
     "pageable-copy": "in host-to-device batch copies from pageable (unpinned) memory",
     "setup-teardown": "set-up and teardown (pinned memory, stream teardown, init / clean-up ranges)",
     "host-input": "host-side input work on the training thread (decoding, preprocessing, no DataLoader)",
+    "host-stall": "long host stretches inside an op's first calls with no child op or CUDA call (compilation, "
+                  "autotuning, graph recording, lazy initialization)",
 })
 
 # A straggler's fix, the same whichever class the others' waiting on it shows as.

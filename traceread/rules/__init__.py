@@ -35,6 +35,7 @@ from traceread.rules import (
     _calls,
     capture_boundary,
     evidence,
+    host_stall,
     host_work,
     one_time_cost,
     pipeline_bubble,
@@ -176,6 +177,8 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
         else (none("f8"), none(object))
     api_call_ns, api_call_name = longest_api_call(part, trace, cfg.launch_call_max_ns) \
         if wanted("api_call_ns", "api_call_name") else (none("i8"), none(object))
+    stall_ns, stall_op, stall_recurs = host_stall.stall_cover(part, host_stall.stalls(trace, steps, cfg)) \
+        if wanted("host_stall_ns", "host_stall_op", "host_stall_recurs") else (none("i8"), none(object), none(bool))
     # Periodicity reads places in the captured part of each step, boundary stretches left out (always: its
     # notes say what could not be judged).
     tail = comm_tail(part, trace)
@@ -200,7 +203,8 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
                        one_time_count=one_count, sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns,
                        sync_alloc_calls=alloc_calls, sync_block_start_ns=block_start, capture_kind=capture_kind,
                        capture_text=whole.capture(whole.capture_text_at, rows), host_work_ns=work_ns, host_work_label=work_label,
-                       turnaround=pick(whole.turnaround), comm_tail_ns=tail)
+                       turnaround=pick(whole.turnaround), comm_tail_ns=tail, host_stall_ns=stall_ns,
+                       host_stall_op=stall_op, host_stall_recurs=stall_recurs)
 
 
 def _nothing() -> None:

@@ -91,6 +91,11 @@ class RuleContext:
     # a kernel-to-kernel turnaround: shorter than turnaround_max_ns (one timestamp tick more in
     # integer-microsecond traces) and the host not provably late
     turnaround: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    # long child-free host stretches inside a CPU op covering the gap (rules.host_stall): union (ns), the op
+    # holding the longest one ('' none), and whether that op's stretches recur every step
+    host_stall_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_stall_op: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    host_stall_recurs: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     # how long the gap went on after the last communication kernel in it ended (rules._base.comm_tail)
     comm_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 

@@ -15,7 +15,9 @@ next kernel (host-side operator overhead: cuDNN planning, autograd bookkeeping).
 stretch with no CUDA calls is other host work, not launch overhead (unattributed); so is a gap held
 for most of its length by one CUDA call longer than ``launch_call_max_ns`` (driver work such as a
 first launch's lazy module load or a ``cudaFree`` that initializes the context: a one-time cost that
-CUDA graphs would not remove).
+CUDA graphs would not remove), and so is a gap held for at least ``launch_cpu_cover`` of its length by
+long child-free stretches inside an op (``rules.host_stall``: compilation, graph recording, lazy init,
+or the op's own host work: one long host call, not a wall of small dispatch calls).
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dispatching = ctx.dispatch >= cfg.launch_cpu_cover
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     driver_work = (ctx.api_call_ns > cfg.launch_call_max_ns) & (ctx.api_call_ns / dur >= cfg.launch_cpu_cover)
-    return ctx.judged & ctx.late & ~driver_work & (runtime | dense | dispatching)
+    # A long child-free stretch inside an op holds the host, not dispatch (rules.host_stall)
+    stalled = ctx.host_stall_ns / dur >= cfg.launch_cpu_cover
+    return ctx.judged & ctx.late & ~driver_work & ~stalled & (runtime | dense | dispatching)
 
 
 def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -56,6 +60,6 @@ def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
 
 
 # The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
-FACTS = ("judged", "late", "dispatch", "dispatch_op", "api_call_ns")
+FACTS = ("judged", "late", "dispatch", "dispatch_op", "api_call_ns", "host_stall_ns")
 
 RULE = Rule(NAME, mask, evidence, reads=("dispatch", "dispatch_op"), facts=FACTS)
