@@ -13,9 +13,10 @@ autotuning, graph recording, lazy initialization (the first call), or host work 
 time. A stretch is found between consecutive event boundaries of one thread that lies inside a CPU
 operator and under no runtime/driver call (a blocking ``cudaDeviceSynchronize`` is a sync, not this).
 
-Whether it recurs decides what it is: stretches inside ops of one name found in at least
-``allocator_recur_presence`` of a rank's steps (at least two) are the op's own host work every step;
-otherwise they are one-time cost (``one_time_cost``: kind ``host-stall``).
+Whether it recurs decides what it is: stretches inside two or more calls of ops of one name, found
+in at least ``allocator_recur_presence`` of a rank's steps when it has two or more, are the op's own
+host work (every step, or every call); otherwise (one call, or the first steps only) they are
+one-time cost (``one_time_cost``: kind ``host-stall``).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def stalls(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thresholds) -> 
     ops_all = select(trace, CPU_OPS)
     if len(ops_all) == 0:
         return _empty()
-    out: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+    out: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for rank in distinct(v.rank[ops_all].astype(np.int64)):  # ranks and threads are few
         ops_rank = ops_all[v.rank[ops_all] == rank]
         calls = api_calls(trace, rank)
@@ -116,21 +117,31 @@ def stalls(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thresholds) -> 
             if not inside.any():
                 continue
             inner_name = np.asarray(v.names_of(inner_op), dtype=object)
-            out.append((rank, qs[inside], qe[inside], inner_name[inside]))
+            out.append((rank, qs[inside], qe[inside], inner_name[inside], inner_op[inside].astype(np.int64)))
     if not out:
         return _empty()
-    rank_a = np.concatenate([np.full(len(s), r, np.int64) for r, s, _, _ in out])
-    start = np.concatenate([s for _, s, _, _ in out])
-    end = np.concatenate([e for _, _, e, _ in out])
-    op = np.concatenate([n for _, _, _, n in out])
+    rank_a = np.concatenate([np.full(len(o[1]), o[0], np.int64) for o in out])
+    start = np.concatenate([o[1] for o in out])
+    end = np.concatenate([o[2] for o in out])
+    op = np.concatenate([o[3] for o in out])
+    row = np.concatenate([o[4] for o in out])
     o = np.lexsort((start, rank_a))
-    rank_a, start, end, op = rank_a[o], start[o], end[o], op[o]
+    rank_a, start, end, op, row = rank_a[o], start[o], end[o], op[o], row[o]
     recurs = np.zeros(len(start), dtype=bool)
     for rank in distinct(rank_a):
         for name in pd.unique(op[rank_a == rank]).tolist():  # stalling ops are few
             m = (rank_a == rank) & (op == name)
-            recurs[m] = allocator_recurs(start[m], steps, rank, cfg)
+            # several calls stall (one call's stretches are one first call), in enough of the steps
+            # when there are steps to tell (a single step: several calls are enough)
+            n_calls = len(np.unique(row[m]))
+            many_steps = steps is not None and len(_step_count(steps, rank)) >= 2
+            recurs[m] = n_calls >= 2 and (not many_steps or allocator_recurs(start[m], steps, rank, cfg))
     return Stalls(rank_a, start, end, op, recurs)
+
+
+def _step_count(steps: pd.DataFrame, rank: int) -> np.ndarray:
+    """The distinct step numbers of ``rank``."""
+    return np.unique(steps["step"].to_numpy()[steps["rank"].to_numpy() == rank])
 
 
 def stall_cover(gaps: Frame, found: Stalls) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
