@@ -39,7 +39,8 @@ formats). Two uses:
     destroyed inside ``init_data`` / ``clean_up`` ranges between test phases: ``one-time-cost``.
   - ``host-side`` also plants long child-free host stretches inside an op (issue 42): a scripted
     function's first call compiling on the host in step 1 (``one-time-cost``, kind ``host-stall``), and
-    an op's own host work every step (not ``launch-bound``: ``unattributed``).
+    an op's own host work every step (``launch-bound`` with evidence kind ``host-work``: the CPU is the
+    bottleneck, not dispatch).
 """
 
 from __future__ import annotations
@@ -352,8 +353,8 @@ def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
     if n == 1:  # a scripted function's first call compiles its fusion on the host
         _host_stall(sim, 3 * gap, "delta_r2", "one-time-cost")
         sim.busy(3)
-    # an op's own host work every step (no dispatch inside): not launch-bound
-    _host_stall(sim, 2 * gap, "my_model.py(77): update_metrics", "unattributed")
+    # an op's own host work every step (no dispatch inside): launch-bound, kind host-work (not dispatch)
+    _host_stall(sim, 2 * gap, "my_model.py(77): update_metrics", "launch-bound")
     sim.busy(3)
     _setup_body(sim, n, gap)
     sim.busy(3)

@@ -45,6 +45,8 @@ EVIDENCE_TEXT = MappingProxyType({
     "pageable-copy": "in host-to-device batch copies from pageable (unpinned) memory",
     "setup-teardown": "set-up and teardown (pinned memory, stream teardown, init / clean-up ranges)",
     "host-input": "host-side input work on the training thread (decoding, preprocessing, no DataLoader)",
+    "host-work": "the host's own work on the training thread (logging, metrics, host math), not kernel dispatch: "
+                 "the CPU is the bottleneck",
     "host-stall": "long host stretches inside an op's first calls with no child op or CUDA call (compilation, "
                   "autotuning, graph recording, lazy initialization)",
 })
@@ -72,6 +74,16 @@ BUILTIN: tuple[Cause, ...] = (
         rule="traceread.rules.launch_bound", precedence=6,
         fix=f"{_FIXES}:plan_launch_bound",
         assumption="kernels replayed from CUDA graphs: host time from one launch to the next is whatif_graph_node_ns",
+        # the host's own work, not dispatch, held the GPU (rules.launch_bound: the CPU is the bottleneck)
+        by_evidence={"host-work": (
+            "move the host work the evidence names off the training step (do it every N steps, asynchronously in "
+            "another thread or process, or on the GPU), then re-measure", (
+                "Move logging, metrics and checkpointing off the step: every N steps, or in a background thread "
+                "or process.",
+                "Keep metrics on the device and reduce them every N steps instead of computing them on the host.",
+                "Move host math (NumPy, Python loops over tensors) to the GPU or into the DataLoader workers.",
+                "CUDA graphs do not help here: the host is busy with its own work, not with launching.",
+            ))},
     ),
     Cause(
         COMM_BOUND, STEADY, title="Comm-bound",

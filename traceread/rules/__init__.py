@@ -297,7 +297,9 @@ def _rules(gaps: ColumnCache, ctx: RuleContext, cfg: Thresholds) -> tuple[np.nda
             if rule.kind is not None:
                 for idx in _chunks(np.flatnonzero(hit)):
                     # one string object per distinct kind, not one per gap
-                    values, names = pd.factorize(rule.kind(Rows(gaps, idx), _subset(ctx, idx)), use_na_sentinel=False)
+                    sub = _subset(ctx, idx)
+                    got = rule.kind(Rows(gaps, idx), sub, cfg) if rule.kind_reads_cfg else rule.kind(Rows(gaps, idx), sub)
+                    values, names = pd.factorize(got, use_na_sentinel=False)
                     kinds[idx] = np.asarray(names, dtype=object)[values]
             free &= ~hit
     return cls, kinds

@@ -42,10 +42,12 @@ class Rule:
     mask: Callable[[Frame, RuleContext, Thresholds], np.ndarray]
     evidence: Callable[[Gaps, RuleContext, Thresholds], np.ndarray]
     # The named piece of evidence per row (``allocator``, ``compile``...); None: the class itself.
-    kind: Callable[[Gaps, RuleContext], np.ndarray] | None = None
+    kind: Callable[..., np.ndarray] | None = None
     # The context fields ``evidence`` reads beyond the gap columns: kept with the rule's gaps as data
     # (``rules.evidence``), so that the sentence is formatted only where it is shown or written.
     reads: tuple[str, ...] = ()
+    # ``kind`` takes the thresholds as a third argument (a kind decided by thresholds, not by a fact)
+    kind_reads_cfg: bool = False
     # Every context field the rule reads (mask, kind, evidence, and helpers of other rules it calls): the
     # facts it needs. The context the rules get is the join of every rule's facts (``rules.FACTS``).
     facts: tuple[str, ...] = ()
