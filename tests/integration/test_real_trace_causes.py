@@ -267,7 +267,8 @@ def why_all_to_all(p):
 
 def why_clear_cache(p):
     """PARAM benchmark: [param|clear_cache] flushes caches with CPU ops (no CUDA calls) for most of the idle;
-    the device sync before it returns at the drain, so it is not a sync-stall."""
+    the device sync before it returns at the drain, so it is not a sync-stall. The CPU's own work, not
+    dispatch, holds the GPU (issue 42: launch-bound with evidence kind host-work; was unattributed)."""
     ev = kineto(p)
     gaps = kernel_gaps(ev)
     clear = [span(e) for e in named(cat(ev, "user_annotation"), r"clear_cache")]
@@ -723,7 +724,8 @@ EXPECTED: dict[str, tuple[tuple[str, ...], Callable[[Path], None], str | None]] 
     "kineto/hta_rocm_mi250_train.json.gz": (("one-time-cost",), why_first_launch, None),
     "kineto/hta_sampled_rank0of128.json.gz": (("unattributed",), why_all_to_all, None),
     "kineto/hta_sampled_rank1of128.json.gz": (("unattributed",), why_all_to_all, None),
-    "kineto/hta_simple_add_tiny_a100.json.gz": (("unattributed",), why_clear_cache, None),
+    # issue 42: CPU ops with no CUDA call hold the idle: the CPU is the bottleneck (launch-bound, kind host-work)
+    "kineto/hta_simple_add_tiny_a100.json.gz": (("launch-bound",), why_clear_cache, None),
     "kineto/hta_triton_a100.json.gz": (("launch-bound",), why_after_window, None),
     "kineto/hta_uint64_arg.pt.trace.json.gz": (("comm-bound",), why_only_nccl, None),
     "kineto/kineto2021_compute_properties.json": (("launch-bound", "unattributed"), why_host_ops, None),
@@ -761,10 +763,12 @@ EXPECTED: dict[str, tuple[tuple[str, ...], Callable[[Path], None], str | None]] 
         ("launch-bound",), why_jax_dispatch_no_launch_records,
         "issue 42: launch-bound needs the dispatch signature; with no kernel launch recorded, the host's "
         "per-call jit dispatch (PjitFunction, PjRt execute threads) holding the idle is not read as it"),
-    # "bus-bound" stands for issue 42's bus-bound input transfer, whatever name it lands under
+    # "bus-bound" stands for issue 42's bus-bound input transfer (landed as data-starved, evidence kind
+    # bus-bound: test_h100_input_transfer_is_bus_bound)
     "formats/xprof_tpu_v6e_inference.xplane.pb": (
         ("bus-bound",), why_tpu_host_offload_copies,
-        "issue 42: the bus read as the data loader (host-memory offload copies, ~41 GB/s, held as data-starved)"),
+        "issue 42: the bus read as the data loader (host-memory offload copies, ~41 GB/s, held as data-starved); "
+        "the XPlane loader records no copy bytes (bytes -1), so the bus-bound kind cannot be measured"),
     "formats/tracelens_rocprofv3_mi350x_ddp.json.gz": (("unattributed",), why_kernel_only_rocprofv3, None),
     "formats/rocmprofiledata_matmul.rpd": (
         ("one-time-cost",), why_rpd_first_launches,
@@ -857,3 +861,24 @@ def test_lost_kernel_records_are_named_not_a_cpu_only_capture():
     render(a, out)
     verdict = out.getvalue().split("## Verdict", 1)[1].split("##", 1)[0]
     assert "kernel records" in verdict and "CPU-only" not in verdict
+
+
+@pytest.mark.parametrize("name", ["nsys/nsysai_h100_2gpu_window_2026.sqlite"])
+def test_h100_input_transfer_is_bus_bound(name):
+    """Issue 42: each GPU receives pinned host-to-device copies back to back at the link's rate: the verdict's
+    evidence is the bus (data-starved, kind bus-bound), with bytes and GB/s that the raw export gives too."""
+    db = nsys(SHARED_TRACES / name)
+    rows = db.execute("SELECT start, end, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 AND bytes >= ?",
+                      (Thresholds().bus_min_copy_bytes,)).fetchall()
+    peak = max(b / (e - s) for s, e, b in rows)  # GB/s (bytes per ns)
+    a = _analysis(name)
+    assert a.dominant_cause == "data-starved" and a.dominant_evidence == "bus-bound"
+    gaps = with_evidence(a.gaps, Thresholds())
+    bus = gaps[gaps["evidence_kind"].astype(str) == "bus-bound"]
+    assert bus["dur_ns"].sum() >= 0.9 * gaps.loc[gaps["class"].astype(str) == "data-starved", "dur_ns"].sum()
+    for text in bus["evidence"].head(20):
+        got = re.search(r"\(([0-9.]+) GB/s, (\d+)% of the fastest rate this trace's large copies reached: ([0-9.]+) GB/s",
+                        text)
+        assert got is not None, text
+        assert abs(float(got.group(3)) - peak) <= 0.05 + 0.01 * peak, (text, peak)
+        assert float(got.group(1)) >= Thresholds().bus_min_fraction * peak

@@ -40,7 +40,8 @@ formats). Two uses:
   - ``host-side`` also plants long child-free host stretches inside an op (issue 42): a scripted
     function's first call compiling on the host in step 1 (``one-time-cost``, kind ``host-stall``), and
     an op's own host work every step (``launch-bound`` with evidence kind ``host-work``: the CPU is the
-    bottleneck, not dispatch).
+    bottleneck, not dispatch), and in every other step the batch crossing the bus: large pinned
+    host-to-device copies back to back at the link's rate (``data-starved``, kind ``bus-bound``).
 """
 
 from __future__ import annotations
@@ -348,6 +349,16 @@ def _host_stall(sim: _Sim, gap: int, op: str, cls: str) -> None:
     sim.kernel(_new_kernel(sim), sim.j(80_000), pre=max(g - sim.h, 0) + max(gap, 8_000_000), op=op)
 
 
+def _bus_copies(sim: _Sim, gap: int) -> None:
+    """The next batch crosses the bus while the GPU waits: large pinned host-to-device copies back to back on
+    the compute stream, each at the link's rate (the writers' 20 bytes/ns): data-starved, kind bus-bound."""
+    sim.ahead()
+    sim.pending = "data-starved"
+    for _ in range(3):
+        sim.copy("HtoD", sim.j(max(gap, 1_500_000) / 3), COMPUTE, "Pinned", "cudaMemcpyAsync")
+    sim.busy(1)
+
+
 def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
     """Every host-side mechanism in one trace (scripts/eval_rules.py's ``host-side`` family)."""
     if n == 1:  # a scripted function's first call compiles its fusion on the host
@@ -358,6 +369,9 @@ def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
     sim.busy(3)
     _setup_body(sim, n, gap)
     sim.busy(3)
+    if n % 2 == 0:  # every other step's batch crosses the bus at the link's rate (issue 42)
+        _bus_copies(sim, gap)
+        sim.busy(3)
     _sync_host_work(sim, gap // 2)
     sim.busy(3)
     _sync_at_once(sim)

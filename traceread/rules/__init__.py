@@ -33,6 +33,7 @@ from traceread import causes
 from traceread.config import Thresholds
 from traceread.rules import (
     _calls,
+    bus,
     capture_boundary,
     evidence,
     host_stall,
@@ -179,6 +180,8 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
         if wanted("api_call_ns", "api_call_name") else (none("i8"), none(object))
     stall_ns, stall_op, stall_recurs = host_stall.stall_cover(part, host_stall.stalls(trace, steps, cfg)) \
         if wanted("host_stall_ns", "host_stall_op", "host_stall_recurs") else (none("i8"), none(object), none(bool))
+    h2d_bytes, h2d_ns, link = bus.bus_rate(part, trace, cfg) if wanted("h2d_bytes", "h2d_copy_ns", "link_bps") \
+        else (none("f8"), none("i8"), none("f8"))
     # Periodicity reads places in the captured part of each step, boundary stretches left out (always: its
     # notes say what could not be judged).
     tail = comm_tail(part, trace)
@@ -204,7 +207,8 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
                        sync_alloc_calls=alloc_calls, sync_block_start_ns=block_start, capture_kind=capture_kind,
                        capture_text=whole.capture(whole.capture_text_at, rows), host_work_ns=work_ns, host_work_label=work_label,
                        turnaround=pick(whole.turnaround), comm_tail_ns=tail, host_stall_ns=stall_ns,
-                       host_stall_op=stall_op, host_stall_recurs=stall_recurs)
+                       host_stall_op=stall_op, host_stall_recurs=stall_recurs, h2d_bytes=h2d_bytes,
+                       h2d_copy_ns=h2d_ns, link_bps=link)
 
 
 def _nothing() -> None:

@@ -98,6 +98,11 @@ class RuleContext:
     host_stall_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_stall_op: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     host_stall_recurs: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    # host-to-device copies (not pageable) in the gap (rules.bus): bytes (prorated), their union (ns), and
+    # the link's measured rate on the gap's rank and device (bytes/s; 0 unknown)
+    h2d_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    h2d_copy_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    link_bps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
     # how long the gap went on after the last communication kernel in it ended (rules._base.comm_tail)
     comm_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
