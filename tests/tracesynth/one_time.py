@@ -41,7 +41,9 @@ formats). Two uses:
     function's first call compiling on the host in step 1 (``one-time-cost``, kind ``host-stall``), and
     an op's own host work every step (``launch-bound`` with evidence kind ``host-work``: the CPU is the
     bottleneck, not dispatch), and in every other step the batch crossing the bus: large pinned
-    host-to-device copies back to back at the link's rate (``data-starved``, kind ``bus-bound``).
+    host-to-device copies back to back at the link's rate (``data-starved``, kind ``bus-bound``), and in
+    every third step an MPI exchange through host memory (``MPI_Send`` / ``MPI_Recv`` ranges over the
+    gap: ``comm-bound`` with nothing on the communication lane).
 """
 
 from __future__ import annotations
@@ -359,6 +361,20 @@ def _bus_copies(sim: _Sim, gap: int) -> None:
     sim.busy(1)
 
 
+def _mpi_exchange(sim: _Sim, gap: int) -> None:
+    """The host exchanges data with another process through MPI (an NVTX / record_function range per call,
+    as an MPI+CUDA code marks them) while the GPU waits: comm-bound, with nothing on the comm lane."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    sim.pending = "comm-bound"
+    until = g + max(gap, 900_000) - 30_000
+    cut = sim.h + int((until - sim.h) * sim.rng.uniform(0.2, 0.4))
+    sim.op("MPI_Send", sim.h, cut, is_op=False)
+    sim.op("MPI_Recv", cut + 2_000, until, is_op=False)
+    sim.h = until + 2_000
+    sim.busy(1)
+
+
 def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
     """Every host-side mechanism in one trace (scripts/eval_rules.py's ``host-side`` family)."""
     if n == 1:  # a scripted function's first call compiles its fusion on the host
@@ -371,6 +387,9 @@ def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
     sim.busy(3)
     if n % 2 == 0:  # every other step's batch crosses the bus at the link's rate (issue 42)
         _bus_copies(sim, gap)
+        sim.busy(3)
+    if n % 3 == 1:  # a halo exchange through host memory (issue 42: host-side communication)
+        _mpi_exchange(sim, gap)
         sim.busy(3)
     _sync_host_work(sim, gap // 2)
     sim.busy(3)

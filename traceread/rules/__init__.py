@@ -36,6 +36,7 @@ from traceread.rules import (
     bus,
     capture_boundary,
     evidence,
+    host_comm,
     host_stall,
     host_work,
     one_time_cost,
@@ -182,6 +183,8 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
         if wanted("host_stall_ns", "host_stall_op", "host_stall_recurs") else (none("i8"), none(object), none(bool))
     h2d_bytes, h2d_ns, link = bus.bus_rate(part, trace, cfg) if wanted("h2d_bytes", "h2d_copy_ns", "link_bps") \
         else (none("f8"), none("i8"), none("f8"))
+    hc_ns, hc_name = host_comm.host_comm(part, trace) if wanted("host_comm_ns", "host_comm_name") \
+        else (none("i8"), none(object))
     # Periodicity reads places in the captured part of each step, boundary stretches left out (always: its
     # notes say what could not be judged).
     tail = comm_tail(part, trace)
@@ -208,7 +211,7 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
                        capture_text=whole.capture(whole.capture_text_at, rows), host_work_ns=work_ns, host_work_label=work_label,
                        turnaround=pick(whole.turnaround), comm_tail_ns=tail, host_stall_ns=stall_ns,
                        host_stall_op=stall_op, host_stall_recurs=stall_recurs, h2d_bytes=h2d_bytes,
-                       h2d_copy_ns=h2d_ns, link_bps=link)
+                       h2d_copy_ns=h2d_ns, link_bps=link, host_comm_ns=hc_ns, host_comm_name=hc_name)
 
 
 def _nothing() -> None:

@@ -103,6 +103,9 @@ class RuleContext:
     h2d_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
     h2d_copy_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     link_bps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    # host communication library ranges (MPI, Gloo) covering the gap (rules.host_comm): union (ns), longest's name
+    host_comm_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_comm_name: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     # how long the gap went on after the last communication kernel in it ended (rules._base.comm_tail)
     comm_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
