@@ -33,6 +33,7 @@ from traceread.engine.lanes import event_view
 from traceread.host_calls import DATALOADER_PREFIX, PROFILER_STEP_PREFIX
 from traceread.rules._calls import (
     CPU_OPS,
+    _cached,
     api_calls,
     distinct,
     name_hits,
@@ -71,9 +72,15 @@ def _empty() -> Stalls:
 
 
 def stalls(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thresholds) -> Stalls:
-    """The trace's long child-free stretches inside CPU ops (module doc), sorted by rank then start."""
+    """The trace's long child-free stretches inside CPU ops (module doc), sorted by rank then start; found
+    once while the rules' selections are shared (one-time cost and the rules' context both read them)."""
     if trace is None or trace.events.empty:
         return _empty()
+    key = ("host_stalls", id(steps), cfg.host_stall_min_ns, cfg.allocator_recur_presence)
+    return _cached(trace, key, lambda: _stalls(trace, steps, cfg))
+
+
+def _stalls(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -> Stalls:
     from traceread.rules.one_time_cost import allocator_recurs  # (one_time_cost reads this module too)
 
     v = event_view(trace)
