@@ -20,7 +20,8 @@ time, step time less that part (every other share divided by ``1 - capture-bound
 says how much was left out.
 
 The verdict (:func:`verdict`, the only one: analyze of one trace or several, scan jobs and diff sides
-all call it on their summed split): if idle is at most ``healthy_max_idle`` of step time the run is
+all call it on their summed split): if the steady-state idle (idle less ``one-time-cost``: one-time
+work never makes a run unhealthy) is at most ``healthy_max_idle`` of step time the run is
 ``memory-bound`` when classified memory-bound kernels take at least ``memory_bound_min_share`` of busy
 time (all of it, unclassified included: unknown kernels never make a run memory-bound), else
 ``healthy``; otherwise the largest idle class, ``unattributed`` included, is the dominant cause, and
@@ -350,22 +351,27 @@ def verdict(shares: Mapping[str, float], cfg: Thresholds) -> Verdict:
 
     ``shares``: every part of ``PARTS`` as a fraction of step time (summing to 1). The verdict is
     taken on the captured time (``capture-boundary`` left out, the other shares rescaled to it).
-    Healthy when idle is at most ``healthy_max_idle`` (``<=``), else the largest idle cause,
+    Healthy when the steady-state idle (one-time cost left out too) is at most ``healthy_max_idle``
+    (``<=``) and one-time cost does not make the window not steady state, else the largest idle cause,
     unattributed included.
     """
     captured = 1.0 - shares.get(CAPTURE_BOUNDARY, 0.0)
     if captured <= 0:
         return Verdict(UNATTRIBUTED, 0.0)
     shares = {p: (0.0 if p == CAPTURE_BOUNDARY else shares.get(p, 0.0) / captured) for p in PARTS}
-    idle = sum(shares[c] for c in IDLE_CAUSES)
+    # Health is judged on the steady-state idle: one-time cost (like the capture boundary, left out
+    # above) is not what the run pays every step, so it never makes a run unhealthy.
+    steady = sum(shares[c] for c in IDLE_CAUSES if c != ONE_TIME_COST)
     # Unclassified busy time (splits read from reports before schema 1.2 lack it: 0) counts in busy
     # time but never towards memory-bound.
     busy = sum(shares[p] for p in BUSY_PARTS)
     memory_heavy = bool(busy) and shares[MEMORY_BOUND] / busy >= cfg.memory_bound_min_share
-    if idle <= cfg.healthy_max_idle:
-        cause, share = (MEMORY_BOUND, shares[MEMORY_BOUND]) if memory_heavy else (HEALTHY, idle)
-    else:
-        cause, share = dominant_idle(shares, cfg)
+    cause, share = dominant_idle(shares, cfg)
+    # A window mostly one-time work is not steady state: the verdict says so (re-profile) whatever the
+    # rest; else a steady-state idle at most healthy_max_idle is healthy (no cause under it headlines).
+    not_steady = cause == ONE_TIME_COST and share >= cfg.one_time_verdict_share
+    if steady <= cfg.healthy_max_idle and not not_steady:
+        cause, share = (MEMORY_BOUND, shares[MEMORY_BOUND]) if memory_heavy else (HEALTHY, steady)
     # The runner-up names a fix too, so never unattributed (it has none).
     others = [(shares[c], c) for c in IDLE_CAUSES if c not in (UNATTRIBUTED, cause)]
     if cause in IDLE_CAUSES and memory_heavy:

@@ -61,6 +61,9 @@ class Thresholds:
     launch_call_max_ns: int = _t(
         1_000_000, "ns", "a launch costs microseconds; one CUDA call over 1 ms is driver work (lazy module "
         "load, context or stream creation, allocation), not dispatch overhead")
+    host_stall_min_ns: int = _t(
+        5_000_000, "ns", "dispatch records a child op or CUDA call every few microseconds; one op holding its "
+        "thread 5 ms with none is compiling, recording, initializing or computing on the host, not launching")
     one_time_cover: float = _t(
         0.5, "fraction of gap", "one-time-cost: compilation, graph capture, module loading, first launches, "
         "context creation or allocator growth cover most of the gap")
@@ -89,6 +92,12 @@ class Thresholds:
     sync_min_wait_ns: int = _t(
         20_000, "ns", "a sync with nothing queued returns in a few us; one that waited 20 us or more while the GPU "
         "ran queued work took away the host's lead (a drain-sync stall)")
+    bus_min_copy_bytes: int = _t(
+        4 << 20, "bytes", "a copy of 4 MiB takes over 100 us on any PCIe link, far beyond its ~10 us latency: its "
+        "rate measures the link; smaller copies are latency-bound")
+    bus_min_fraction: float = _t(
+        0.7, "fraction of link rate", "pinned host-to-device copies in a gap moving bytes at 70% or more of the "
+        "fastest rate the trace's large copies reached are limited by the bus, not by the loader")
     input_work_min_ns: int = _t(
         500_000, "ns", "data-starved by host-side input work: a gap longer than one op's eager dispatch (~0.5 ms), "
         "mostly held by launch-free host frames that produce the batch")

@@ -37,6 +37,13 @@ formats). Two uses:
     (``with_stack``), nsys as NVTX ranges (``--python-functions-trace``).
   - ``setup-teardown``: pinned and device memory allocated and freed, streams and events created and
     destroyed inside ``init_data`` / ``clean_up`` ranges between test phases: ``one-time-cost``.
+  - ``host-side`` also plants long child-free host stretches inside an op (issue 42): a scripted
+    function's first call compiling on the host in step 1 (``one-time-cost``, kind ``host-stall``), and
+    an op's own host work every step (``launch-bound`` with evidence kind ``host-work``: the CPU is the
+    bottleneck, not dispatch), and in every other step the batch crossing the bus: large pinned
+    host-to-device copies back to back at the link's rate (``data-starved``, kind ``bus-bound``), and in
+    every third step an MPI exchange through host memory (``MPI_Send`` / ``MPI_Recv`` ranges over the
+    gap: ``comm-bound`` with nothing on the communication lane).
 """
 
 from __future__ import annotations
@@ -334,10 +341,56 @@ def _setup_body(sim: _Sim, n: int, gap: int) -> None:
         _setup(sim, 2 * gap, teardown=n == 4)
 
 
+def _host_stall(sim: _Sim, gap: int, op: str, cls: str) -> None:
+    """One op holds the training thread for the whole gap with no child op or CUDA call, then launches
+    its kernel (a TorchScript function compiling its fusion on its first call, or an op's own host work):
+    not launch overhead. Kineto records the op as a ``cpu_op``, nsys as an NVTX range."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    sim.pending = cls
+    sim.kernel(_new_kernel(sim), sim.j(80_000), pre=max(g - sim.h, 0) + max(gap, 8_000_000), op=op)
+
+
+def _bus_copies(sim: _Sim, gap: int) -> None:
+    """The next batch crosses the bus while the GPU waits: large pinned host-to-device copies back to back on
+    the compute stream, each at the link's rate (the writers' 20 bytes/ns): data-starved, kind bus-bound."""
+    sim.ahead()
+    sim.pending = "data-starved"
+    for _ in range(3):
+        sim.copy("HtoD", sim.j(max(gap, 1_500_000) / 3), COMPUTE, "Pinned", "cudaMemcpyAsync")
+    sim.busy(1)
+
+
+def _mpi_exchange(sim: _Sim, gap: int) -> None:
+    """The host exchanges data with another process through MPI (an NVTX / record_function range per call,
+    as an MPI+CUDA code marks them) while the GPU waits: comm-bound, with nothing on the comm lane."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    sim.pending = "comm-bound"
+    until = g + max(gap, 900_000) - 30_000
+    cut = sim.h + int((until - sim.h) * sim.rng.uniform(0.2, 0.4))
+    sim.op("MPI_Send", sim.h, cut, is_op=False)
+    sim.op("MPI_Recv", cut + 2_000, until, is_op=False)
+    sim.h = until + 2_000
+    sim.busy(1)
+
+
 def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
     """Every host-side mechanism in one trace (scripts/eval_rules.py's ``host-side`` family)."""
+    if n == 1:  # a scripted function's first call compiles its fusion on the host
+        _host_stall(sim, 3 * gap, "delta_r2", "one-time-cost")
+        sim.busy(3)
+    # an op's own host work every step (no dispatch inside): launch-bound, kind host-work (not dispatch)
+    _host_stall(sim, 2 * gap, "my_model.py(77): update_metrics", "launch-bound")
+    sim.busy(3)
     _setup_body(sim, n, gap)
     sim.busy(3)
+    if n % 2 == 0:  # every other step's batch crosses the bus at the link's rate (issue 42)
+        _bus_copies(sim, gap)
+        sim.busy(3)
+    if n % 3 == 1:  # a halo exchange through host memory (issue 42: host-side communication)
+        _mpi_exchange(sim, gap)
+        sim.busy(3)
     _sync_host_work(sim, gap // 2)
     sim.busy(3)
     _sync_at_once(sim)

@@ -17,8 +17,9 @@ is known by construction:
   next launch at once; or a blocking DtoH copy (``.cpu()`` of a large tensor) the host waits in;
 * ``one-time-cost``: JIT compilation, CUDA-graph capture, a module-loading run, a first launch that
   loads its module (``tracesynth.one_time``);
-* ``unattributed``: a long host stretch with no CUDA calls (checkpoint, logging), or a queued kernel
-  waiting on something invisible, at random phases.
+* ``unattributed``: a queued kernel waiting on something invisible, at random phases; or (drawn as
+  this class, truth ``launch-bound`` with evidence kind ``host-work`` since issue 42: the CPU is the
+  bottleneck) a long host stretch with no CUDA calls (checkpoint, logging).
 
 Everything else is noise: mixed compute-bound and memory-bound kernels with sub-3 us turnaround
 gaps (truth: ``unattributed``), overlapped gradient all-reduces (also across launch-bound runs and
@@ -322,8 +323,9 @@ class _Sim:
             self.h = max(self.h, se) + 1_000
             self.busy(1)
         elif cls == "unattributed":
-            if variant < 0.7:
+            if variant < 0.7:  # the CPU is the bottleneck (issue 42): launch-bound, evidence kind host-work
                 self.quiet(str(self.rng.choice(["## save_checkpoint ##", "## log_metrics ##"])), g + gap - 14_000)
+                self.pending = "launch-bound"
                 self.busy(1)
             else:
                 self.api("cudaStreamWaitEvent", self.h, self.j(2_000))

@@ -36,6 +36,18 @@ CASES = {
                               Verdict("healthy", CFG.healthy_max_idle, "sync-stall", CFG.healthy_max_idle)),
     "comm-bound with memory-bound busy time": ({"memory-bound": 0.5, "comm-bound": 0.3, "data-starved": 0.2},
                                                Verdict("comm-bound", 0.3, "memory-bound", 0.5)),
+    # issue 42: 81% busy, idle mostly first-call cost: healthy on its steady-state idle (1.1%), never
+    # "launch-bound 1.1%"; the one-time cost stays the runner-up (under one_time_verdict_share).
+    "one-time idle never makes a run unhealthy": (
+        {"compute-bound": 0.81, "one-time-cost": 0.179, "launch-bound": 0.011},
+        Verdict("healthy", 0.011, "one-time-cost", 0.179)),
+    # one-time work over one_time_verdict_share: the window is not steady state, whatever the rest.
+    "mostly one-time work is not steady state": ({"compute-bound": 0.6, "one-time-cost": 0.35, "sync-stall": 0.05},
+                                                 Verdict("one-time-cost", 0.35, "sync-stall", 0.05)),
+    # steady idle over the threshold: its largest cause, one-time cost aside.
+    "steady idle over the threshold": ({"compute-bound": 0.7, "one-time-cost": 0.15, "sync-stall": 0.12,
+                                        "launch-bound": 0.03},
+                                       Verdict("sync-stall", 0.12, "one-time-cost", 0.15)),
 }
 
 

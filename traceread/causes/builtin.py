@@ -45,6 +45,11 @@ EVIDENCE_TEXT = MappingProxyType({
     "pageable-copy": "in host-to-device batch copies from pageable (unpinned) memory",
     "setup-teardown": "set-up and teardown (pinned memory, stream teardown, init / clean-up ranges)",
     "host-input": "host-side input work on the training thread (decoding, preprocessing, no DataLoader)",
+    "bus-bound": "in host-to-device copies at the link's full rate (the bus is the limit, not the loader)",
+    "host-work": "the host's own work on the training thread (logging, metrics, host math), not kernel dispatch: "
+                 "the CPU is the bottleneck",
+    "host-stall": "long host stretches inside an op's first calls with no child op or CUDA call (compilation, "
+                  "autotuning, graph recording, lazy initialization)",
 })
 
 # A straggler's fix, the same whichever class the others' waiting on it shows as.
@@ -72,6 +77,16 @@ BUILTIN: tuple[Cause, ...] = (
         assumption="kernels replayed from CUDA graphs: the dispatch between launches costs whatif_graph_node_ns a "
                    "kernel, kernels run the in-graph gap apart after one graph launch a stretch; data loading and "
                    "driver work stay",
+        # the host's own work, not dispatch, held the GPU (rules.launch_bound: the CPU is the bottleneck)
+        by_evidence={"host-work": (
+            "move the host work the evidence names off the training step (do it every N steps, asynchronously in "
+            "another thread or process, or on the GPU), then re-measure", (
+                "Move logging, metrics and checkpointing off the step: every N steps, or in a background thread "
+                "or process.",
+                "Keep metrics on the device and reduce them every N steps instead of computing them on the host.",
+                "Move host math (NumPy, Python loops over tensors) to the GPU or into the DataLoader workers.",
+                "CUDA graphs do not help here: the host is busy with its own work, not with launching.",
+            ))},
     ),
     Cause(
         COMM_BOUND, STEADY, title="Comm-bound",
@@ -122,6 +137,18 @@ BUILTIN: tuple[Cause, ...] = (
                     "Then, if the copy still shows, shrink it: send compact dtypes (uint8 images, int32 ids) and "
                     "convert on the GPU.",
                     "Add data-loader workers (`num_workers`) only if the loader itself shows up next.",
+                )),
+            "bus-bound": (
+                "move fewer bytes or hide the transfer: copy on a side stream overlapped with compute (prefetch the "
+                "next batch with non_blocking=True), send compact dtypes and decode on the GPU; more loader workers "
+                "will not help, then re-measure", (
+                    "Overlap the host-to-device copy with compute: issue the next batch's copy on a side stream "
+                    "(`non_blocking=True` from pinned memory, a CUDA-stream prefetcher) while this step runs.",
+                    "Move fewer bytes: send compact dtypes (uint8 images, int32 ids, fp16/bf16 features) and convert "
+                    "on the GPU; crop or subsample on the host first.",
+                    "Decode on the GPU (DALI, nvJPEG, torchvision.io GPU decode) so compressed bytes cross the bus.",
+                    "Keep data resident on the GPU when it fits (a dataset reused every epoch).",
+                    "Check the link: GPUs sharing a PCIe switch, or a slot at fewer lanes or an older generation.",
                 )),
             "host-input": (
                 "move the batch preparation (decoding, transforms, collation) off the training thread into "

@@ -16,6 +16,7 @@ from traceread import schema
 from traceread.config import Thresholds
 from traceread.host_calls import LAUNCH, calls_matching
 from traceread.note import OVERLAPPING_KERNELS, REPEATED_GPU_ACTIVITY, TIMELINE_HOLES, Note
+from traceread.printable import printable
 from traceread.trace import Trace
 
 # The raw Kineto category of CUPTI range-profiler records (hardware counters per kernel range).
@@ -140,5 +141,12 @@ def missing_gpu_activity(trace: Trace) -> str:
         return (f"kernel records lost: {launches} launch calls{linked}, but not one kernel, copy or memset record: "
                 "the GPU activity was not written (the profiler stopped before its activity buffers were "
                 "flushed, or they overflowed); profile again, synchronizing before the profiler stops")
-    return ("a CPU-only capture: no kernel, copy or memset record and not one launch call; was "
-            "`ProfilerActivity.CUDA` enabled (or `--trace=cuda` for nsys)?")
+    if len(api):
+        # CUDA was traced (runtime/driver calls are there): the question is not whether it was enabled
+        top = api["name"].astype(str).value_counts().head(3)
+        held = ", ".join(f"{printable(str(n))} x{c}" for n, c in top.items())
+        return (f"CUDA was traced but no GPU work was issued: {len(api)} CUDA runtime/driver calls ({held}) and not "
+                "one launch call, kernel, copy or memset record: the model ran on the CPU (tensors never moved to the "
+                "GPU), or nothing was issued to the GPU in this window; nothing on a GPU to diagnose")
+    return ("a CPU-only capture: no CUDA record at all (no kernel, copy or memset record, and not one launch call "
+            "or other CUDA runtime call); was `ProfilerActivity.CUDA` enabled (or `--trace=cuda` for nsys)?")

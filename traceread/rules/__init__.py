@@ -34,8 +34,11 @@ from traceread.config import Thresholds
 from traceread.note import Note
 from traceread.rules import (
     _calls,
+    bus,
     capture_boundary,
     evidence,
+    host_comm,
+    host_stall,
     host_work,
     one_time_cost,
     pipeline_bubble,
@@ -177,6 +180,12 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
         else (none("f8"), none(object))
     api_call_ns, api_call_name = longest_api_call(part, trace, cfg.launch_call_max_ns) \
         if wanted("api_call_ns", "api_call_name") else (none("i8"), none(object))
+    stall_ns, stall_op, stall_recurs = host_stall.stall_cover(part, host_stall.stalls(trace, steps, cfg)) \
+        if wanted("host_stall_ns", "host_stall_op", "host_stall_recurs") else (none("i8"), none(object), none(bool))
+    h2d_bytes, h2d_ns, link = bus.bus_rate(part, trace, cfg) if wanted("h2d_bytes", "h2d_copy_ns", "link_bps") \
+        else (none("f8"), none("i8"), none("f8"))
+    hc_ns, hc_name = host_comm.host_comm(part, trace) if wanted("host_comm_ns", "host_comm_name") \
+        else (none("i8"), none(object))
     # Periodicity reads places in the captured part of each step, boundary stretches left out (always: its
     # notes say what could not be judged).
     tail = comm_tail(part, trace)
@@ -201,7 +210,9 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
                        one_time_count=one_count, sync_blocked_ns=blocked_ns, sync_alloc_ns=alloc_ns,
                        sync_alloc_calls=alloc_calls, sync_block_start_ns=block_start, capture_kind=capture_kind,
                        capture_text=whole.capture(whole.capture_text_at, rows), host_work_ns=work_ns, host_work_label=work_label,
-                       turnaround=pick(whole.turnaround), comm_tail_ns=tail)
+                       turnaround=pick(whole.turnaround), comm_tail_ns=tail, host_stall_ns=stall_ns,
+                       host_stall_op=stall_op, host_stall_recurs=stall_recurs, h2d_bytes=h2d_bytes,
+                       h2d_copy_ns=h2d_ns, link_bps=link, host_comm_ns=hc_ns, host_comm_name=hc_name)
 
 
 def _nothing() -> None:
@@ -295,7 +306,9 @@ def _rules(gaps: ColumnCache, ctx: RuleContext, cfg: Thresholds) -> tuple[np.nda
             if rule.kind is not None:
                 for idx in _chunks(np.flatnonzero(hit)):
                     # one string object per distinct kind, not one per gap
-                    values, names = pd.factorize(rule.kind(Rows(gaps, idx), _subset(ctx, idx)), use_na_sentinel=False)
+                    sub = _subset(ctx, idx)
+                    got = rule.kind(Rows(gaps, idx), sub, cfg) if rule.kind_reads_cfg else rule.kind(Rows(gaps, idx), sub)
+                    values, names = pd.factorize(got, use_na_sentinel=False)
                     kinds[idx] = np.asarray(names, dtype=object)[values]
             free &= ~hit
     return cls, kinds

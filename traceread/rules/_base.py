@@ -43,10 +43,12 @@ class Rule:
     mask: Callable[[Frame, RuleContext, Thresholds], np.ndarray]
     evidence: Callable[[Gaps, RuleContext, Thresholds], np.ndarray]
     # The named piece of evidence per row (``allocator``, ``compile``...); None: the class itself.
-    kind: Callable[[Gaps, RuleContext], np.ndarray] | None = None
+    kind: Callable[..., np.ndarray] | None = None
     # The context fields ``evidence`` reads beyond the gap columns: kept with the rule's gaps as data
     # (``rules.evidence``), so that the sentence is formatted only where it is shown or written.
     reads: tuple[str, ...] = ()
+    # ``kind`` takes the thresholds as a third argument (a kind decided by thresholds, not by a fact)
+    kind_reads_cfg: bool = False
     # Every context field the rule reads (mask, kind, evidence, and helpers of other rules it calls): the
     # facts it needs. The context the rules get is the join of every rule's facts (``rules.FACTS``).
     facts: tuple[str, ...] = ()
@@ -92,6 +94,19 @@ class RuleContext:
     # a kernel-to-kernel turnaround: shorter than turnaround_max_ns (one timestamp tick more in
     # integer-microsecond traces) and the host not provably late
     turnaround: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    # long child-free host stretches inside a CPU op covering the gap (rules.host_stall): union (ns), the op
+    # holding the longest one ('' none), and whether that op's stretches recur every step
+    host_stall_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_stall_op: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    host_stall_recurs: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    # host-to-device copies (not pageable) in the gap (rules.bus): bytes (prorated), their union (ns), and
+    # the link's measured rate on the gap's rank and device (bytes/s; 0 unknown)
+    h2d_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    h2d_copy_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    link_bps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    # host communication library ranges (MPI, Gloo) covering the gap (rules.host_comm): union (ns), longest's name
+    host_comm_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    host_comm_name: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     # how long the gap went on after the last communication kernel in it ended (rules._base.comm_tail)
     comm_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from traceread.config import Thresholds
 from traceread.rules import pipeline_bubble
-from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, fmt_pct, waited_for_comm, where
+from traceread.rules._base import Rule, RuleContext, cat, cat_where, fmt_ns, fmt_pct, waited_for_comm, where
 from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "comm-bound"
@@ -37,7 +37,15 @@ def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     p2p_dominant = frac(gaps, "comm_p2p") > frac(gaps, "comm_collective")
     structural = p2p_dominant & pipeline_bubble.takes(gaps, ctx, cfg)
     # ... and the communication ran until the next kernel could start (not over long before it).
-    return ctx.judged & covered & waited & waited_for_comm(gaps, ctx.comm_tail_ns, cfg) & ~structural
+    device = covered & waited & waited_for_comm(gaps, ctx.comm_tail_ns, cfg) & ~structural
+    return ctx.judged & (device | on_host(gaps, ctx, cfg))
+
+
+def on_host(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """Host communication library ranges (MPI, Gloo: ``rules.host_comm``) cover ``comm_cover`` of the gap
+    and the next kernel was not already queued (the host, exchanging data, submitted it late)."""
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
+    return (ctx.host_comm_ns / dur >= cfg.comm_cover) & ~ctx.queued
 
 
 def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -48,11 +56,17 @@ def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     how = where(ctx.queued, "next kernel was already queued behind it",
                 where(ctx.late, cat("host blocked in a sync for ", fmt_pct(frac(gaps, "sync")), " of it"),
                       "next kernel's launch not recorded"))
-    return cat(what, " on the communication lane covers ", fmt_pct(frac(gaps, "comm")), " of the ",
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
+    lane = cat(what, " on the communication lane covers ", fmt_pct(frac(gaps, "comm")), " of the ",
                fmt_ns(col(gaps, "dur_ns")), " gap; ", how)
+    host = on_host(gaps, ctx, cfg) & (frac(gaps, "comm") < cfg.comm_cover)
+    return cat_where(host, "host-side communication: ", ctx.host_comm_name, " and other communication-library "
+                     "ranges on the host cover ", (fmt_pct, ctx.host_comm_ns / dur), " of the ", (fmt_ns, dur),
+                     " gap (data exchanged through host memory; nothing on the GPU's communication lane)",
+                     other=lane)
 
 
 # The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
-FACTS = ("judged", "queued", "late", "periodic", "comm_tail_ns")
+FACTS = ("judged", "queued", "late", "periodic", "comm_tail_ns", "host_comm_ns", "host_comm_name")
 
-RULE = Rule(NAME, mask, evidence, reads=("queued", "late"), facts=FACTS)
+RULE = Rule(NAME, mask, evidence, reads=("queued", "late", "host_comm_ns", "host_comm_name"), facts=FACTS)

@@ -38,10 +38,12 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK, calls_matching
-from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, fmt_pct, where
+from traceread.rules import bus
+from traceread.rules._base import Rule, RuleContext, cat, cat_where, fmt_ns, fmt_pct, where
 from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "data-starved"
+BUS_BOUND = "bus-bound"
 
 
 def host_input(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -78,13 +80,24 @@ def pageable_copy(gaps: Gaps) -> np.ndarray:
     return (pageable_ns > 0) & (2 * pageable_ns >= htod_ns) & (frac(gaps, "memcpy_htod") > frac(gaps, "dataloader"))
 
 
-def kind(gaps: Gaps, ctx: RuleContext) -> np.ndarray:
+def bus_bound(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """Per gap: host-to-device copies (not pageable) hold it more than a loader does, moving at least
+    ``bus_min_copy_bytes`` at ``bus_min_fraction`` or more of the link's measured rate (``rules.bus``)."""
+    rate = bus.rate_bps(ctx.h2d_bytes, ctx.h2d_copy_ns)
+    fast = (ctx.link_bps > 0) & (rate >= cfg.bus_min_fraction * ctx.link_bps)
+    return fast & (ctx.h2d_bytes >= cfg.bus_min_copy_bytes) & (frac(gaps, "memcpy_htod") > frac(gaps, "dataloader")) \
+        & ~pageable_copy(gaps)
+
+
+def kind(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """``host-input`` where no loader ran and host input work holds more of the gap than the H2D copy;
-    else ``pageable-copy`` where a pageable host-to-device copy holds the gap; else the class name."""
+    else ``pageable-copy`` where a pageable host-to-device copy holds the gap; else ``bus-bound`` where
+    copies at the link's rate hold it; else the class name."""
     no_loader = col(gaps, "dataloader_ns", dtype=np.int64) == 0
     larger = ctx.host_work_ns > col(gaps, "memcpy_htod_ns", dtype=np.int64)
     return np.where(no_loader & larger & (ctx.host_work_label != ""), "host-input",
-                    np.where(pageable_copy(gaps), "pageable-copy", NAME)).astype(object)
+                    np.where(pageable_copy(gaps), "pageable-copy",
+                             np.where(bus_bound(gaps, ctx, cfg), BUS_BOUND, NAME))).astype(object)
 
 
 def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -101,10 +114,20 @@ def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     inline = cat("the training thread produced the batch itself (no DataLoader): host work with no launch inside ",
                  "holds ", fmt_pct(ctx.host_work_ns / dur), " of the ", fmt_ns(dur), " gap: ",
                  ctx.host_work_label, where(htod > 0, cat("; then its H2D copy ", fmt_pct(htod)), ""))
-    return where(kind(gaps, ctx) == "host-input", inline, cat(main, other, "; compute and communication idle"))
+    rate = bus.rate_bps(ctx.h2d_bytes, ctx.h2d_copy_ns)
+    on_bus = cat_where(bus_bound(gaps, ctx, cfg), "the bus is the limit: host-to-device copies move ",
+                       (bus.fmt_gb, ctx.h2d_bytes), " GB in ", (fmt_ns, ctx.h2d_copy_ns), " (", (bus.fmt_gb, rate),
+                       " GB/s, ", (fmt_pct, rate / np.maximum(ctx.link_bps, 1)),
+                       " of the fastest rate this trace's large copies reached: ", (bus.fmt_gb, ctx.link_bps),
+                       " GB/s) and cover ", (fmt_pct, htod), " of the ", (fmt_ns, dur), " gap; adding loader "
+                       "workers does not move bytes faster", other="")
+    which = kind(gaps, ctx, cfg)
+    return where(which == "host-input", inline,
+                 where(which == BUS_BOUND, on_bus, cat(main, other, "; compute and communication idle")))
 
 
 # The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
-FACTS = ("judged", "queued", "host_work_ns", "host_work_label")
+FACTS = ("judged", "queued", "host_work_ns", "host_work_label", "h2d_bytes", "h2d_copy_ns", "link_bps")
 
-RULE = Rule(NAME, mask, evidence, kind, reads=("host_work_ns", "host_work_label"), facts=FACTS)
+RULE = Rule(NAME, mask, evidence, kind, reads=("host_work_ns", "host_work_label", "h2d_bytes", "h2d_copy_ns", "link_bps"),
+            facts=FACTS, kind_reads_cfg=True)

@@ -12,10 +12,15 @@ and the host was dispatching during the gap: runtime/driver calls cover at least
 (Python and framework dispatch between launches counts as launch overhead), or the launching
 thread spent at least ``launch_cpu_cover`` of the gap inside the very operator that launched the
 next kernel (host-side operator overhead: cuDNN planning, autograd bookkeeping). A long quiet host
-stretch with no CUDA calls is other host work, not launch overhead (unattributed); so is a gap held
-for most of its length by one CUDA call longer than ``launch_call_max_ns`` (driver work such as a
-first launch's lazy module load or a ``cudaFree`` that initializes the context: a one-time cost that
-CUDA graphs would not remove).
+stretch with no CUDA calls is the host's own work, not launch overhead: launch-bound with evidence kind
+``host-work`` (the CPU is the bottleneck; its first response moves that work off the step, never CUDA
+graphs) when launch-free frames on the launching thread (``rules.host_work``) or recurring child-free
+stretches inside an op (``rules.host_stall``) hold ``launch_cpu_cover`` of the gap. Dispatch never
+reads a gap held for most of its length by one CUDA call longer than ``launch_call_max_ns`` (driver
+work such as a first launch's lazy module load or a ``cudaFree`` that initializes the context: a
+one-time cost that CUDA graphs would not remove), nor one held for at least ``launch_cpu_cover`` of
+its length by long child-free stretches inside an op (one long host call, not a wall of small
+dispatch calls: one-time cost when it does not recur, host work when it does).
 """
 
 from __future__ import annotations
@@ -23,23 +28,78 @@ from __future__ import annotations
 import numpy as np
 
 from traceread.config import Thresholds
-from traceread.rules._base import Rule, RuleContext, cat, cat_where, fmt_int, fmt_ns, fmt_pct, launch_calls
+from traceread.rules._base import (
+    Rule,
+    RuleContext,
+    cat,
+    cat_where,
+    fmt_int,
+    fmt_ns,
+    fmt_pct,
+    launch_calls,
+    where,
+)
 from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "launch-bound"
+HOST_WORK = "host-work"
 
 
-def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+def _signatures(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> tuple[np.ndarray, np.ndarray]:
+    """``(dispatch, host_work)`` per gap: the host dispatching (module doc), and the host busy with its own
+    work instead: launch-free host frames on the launching thread (``rules.host_work``) or long child-free
+    stretches inside an op that recur (``rules.host_stall``) over ``launch_cpu_cover`` of the gap."""
     runtime = frac(gaps, "cpu_runtime") >= cfg.launch_cpu_cover
     launches = np.maximum(col(gaps, "launch_count", dtype=np.int64), 1)
     dense = col(gaps, "dur_ns", dtype=np.int64) <= launches * cfg.launch_max_ns_per_launch
     dispatching = ctx.dispatch >= cfg.launch_cpu_cover
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     driver_work = (ctx.api_call_ns > cfg.launch_call_max_ns) & (ctx.api_call_ns / dur >= cfg.launch_cpu_cover)
-    return ctx.judged & ctx.late & ~driver_work & (runtime | dense | dispatching)
+    # A long child-free stretch inside an op holds the host, not dispatch (rules.host_stall)
+    stalled = ctx.host_stall_ns / dur >= cfg.launch_cpu_cover
+    base = ctx.judged & ctx.late & ~driver_work
+    dispatch = base & ~stalled & (runtime | dense | dispatching)
+    own = (ctx.host_work_ns / dur >= cfg.launch_cpu_cover) & (dur > cfg.input_work_min_ns)
+    host = base & ~dispatch & (own | (stalled & ctx.host_stall_recurs))
+    return dispatch, host
+
+
+def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    dispatch, host = _signatures(gaps, ctx, cfg)
+    return dispatch | host
+
+
+def kind(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """``host-work`` where the host's own work (not dispatch) held the gap, else the class itself."""
+    _, host = _signatures(gaps, ctx, cfg)
+    return np.where(host, HOST_WORK, NAME).astype(object)
+
+
+def _host_work_rows(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    """Among launch-bound rows: the host-work ones (no dispatch signature; see ``_signatures``)."""
+    runtime = frac(gaps, "cpu_runtime") >= cfg.launch_cpu_cover
+    launches = np.maximum(col(gaps, "launch_count", dtype=np.int64), 1)
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
+    stalled = ctx.host_stall_ns / dur >= cfg.launch_cpu_cover
+    dispatch = ~stalled & (runtime | (dur <= launches * cfg.launch_max_ns_per_launch)
+                           | (ctx.dispatch >= cfg.launch_cpu_cover))
+    return ~dispatch
 
 
 def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+    dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
+    host = _host_work_rows(gaps, ctx, cfg)
+    what = where(ctx.host_work_label != "", ctx.host_work_label,
+                 where(ctx.host_stall_op != "", cat(ctx.host_stall_op, " (no child op or CUDA call)"),
+                       "frames and ranges with no launch inside"))
+    busy = np.maximum(ctx.host_work_ns, ctx.host_stall_ns) / dur
+    own = cat_where(host, "the CPU is the bottleneck: the launching thread ran its own work, not dispatch, for ",
+                    (fmt_pct, busy), " of the gap (", what, ")",
+                    other=dispatch_evidence(gaps, ctx, cfg))
+    return own
+
+
+def dispatch_evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     start = col(gaps, "start_ns", dtype=np.int64)
     lstart = col(gaps, "next_launch_start_ns", -1, dtype=np.int64)
     issued = cat_where(lstart >= start, "next kernel launched ", (fmt_ns, lstart - start), " after the GPU went idle",
@@ -56,6 +116,9 @@ def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
 
 
 # The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
-FACTS = ("judged", "late", "dispatch", "dispatch_op", "api_call_ns")
+FACTS = ("judged", "late", "dispatch", "dispatch_op", "api_call_ns", "host_stall_ns", "host_stall_op",
+         "host_stall_recurs", "host_work_ns", "host_work_label")
 
-RULE = Rule(NAME, mask, evidence, reads=("dispatch", "dispatch_op"), facts=FACTS)
+RULE = Rule(NAME, mask, evidence, kind, reads=("dispatch", "dispatch_op", "host_work_ns", "host_work_label",
+                                               "host_stall_ns", "host_stall_op"),
+            facts=FACTS, kind_reads_cfg=True)

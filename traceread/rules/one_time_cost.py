@@ -37,7 +37,11 @@ next kernel was not already queued (the GPU waited for the host, not for a depen
 * ``allocator-growth``: device allocator calls (``cudaMalloc``/``cudaFree``/``hipMalloc``...) on a
   rank where they do not recur: found in fewer than ``allocator_recur_presence`` of the steps (or
   in a single step). Allocator calls that recur every step are thrash: ``sync-stall`` with
-  ``allocator`` evidence.
+  ``allocator`` evidence;
+* ``host-stall``: a long child-free stretch inside a CPU op (``rules.host_stall``: no child op or
+  CUDA call for ``host_stall_min_ns``) in an op whose stretches do not recur every step: the first
+  call compiling (TorchScript's profiling executor, Inductor), autotuning, recording a graph or
+  initializing lazily.
 
 The fix is not in the code but in the measurement: profile steady-state steps (a ``torch.profiler``
 schedule with warmup steps, or ``nsys --capture-range``).
@@ -72,6 +76,7 @@ from traceread.host_calls import (
     SETUP_RANGE,
     TEARDOWN,
 )
+from traceread.rules import host_stall
 from traceread.rules._base import Rule, RuleContext, cat, fmt_int, fmt_ns, fmt_pct, texts
 from traceread.rules._calls import Calls, Spec, api_calls, api_ranks, longer_than, matching, name_hits, select
 from traceread.rules._columns import Frame, Gaps, col
@@ -79,13 +84,15 @@ from traceread.trace import Trace
 
 NAME = "one-time-cost"
 KINDS: tuple[str, ...] = ("compile", "autotune", "graph-capture", "module-load", "first-launch", "lazy-init",
-                          "context", "setup-teardown", "allocator-growth")
+                          "context", "setup-teardown", "allocator-growth", "host-stall")
 KIND_TEXT: dict[str, str] = {
     "compile": "JIT compilation", "autotune": "autotuning", "graph-capture": "CUDA-graph capture",
     "module-load": "module loading / driver initialization", "first-launch": "a first kernel launch (lazy module load)",
     "context": "context / stream setup", "allocator-growth": "allocator growth",
     "lazy-init": "CUDA / cuDNN / cuBLAS lazy start-up (context init, first library handle)",
     "setup-teardown": "set-up / teardown (pinned memory, stream teardown, init / clean-up ranges)",
+    "host-stall": "a long host stretch inside one op, not repeated every step (compilation, graph recording, "
+                  "lazy initialization)",
 }
 
 def _step_windows(steps: pd.DataFrame | None, rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -317,6 +324,13 @@ def _one_time_spans(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -
         setup_calls = matching(trace, calls, PINNED_MEMORY, TEARDOWN) & ~lazy
         if setup_calls.any() and not allocator_recurs(calls.start[setup_calls], steps, rank, cfg):
             add(setup_calls, "setup-teardown")
+    once = host_stall.stalls(trace, steps, cfg)
+    once = once.where(~once.recurs)
+    if len(once.start):
+        took = [f"{(e - s) / 1e6:.1f} ms" for s, e in zip(once.start.tolist(), once.end.tolist(), strict=True)]
+        out.add(once.rank, once.start, once.end, "host-stall",
+                np.array([f"{op}: {t} with no child op or CUDA call" for op, t in zip(once.op.tolist(), took, strict=True)],
+                         dtype=object))
     return out
 
 

@@ -30,7 +30,7 @@ from traceread.rules._columns import Gaps, col, frac
 
 NAME = "unattributed"
 # The context fields ``evidence`` reads beyond the gap columns (as a rule's ``Rule.reads``).
-READS = ("queued", "late", "turnaround", "api_call_ns", "api_call_name")
+READS = ("queued", "late", "turnaround", "api_call_ns", "api_call_name", "host_comm_ns", "host_comm_name")
 
 
 def rest(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -48,7 +48,11 @@ def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     longest = col(gaps, "longest_cpu_name", "").astype(object)
     host = cat_where(longest != "", "longest host call ", longest, " (", (fmt_ns, col(gaps, "longest_cpu_ns")), ")",
                      other="no host call recorded")
-    seen = cat(launch, "; comm ", fmt_pct(frac(gaps, "comm")), ", loader ", fmt_pct(frac(gaps, "dataloader")),
+    # host communication library ranges (MPI, Gloo) under comm_cover of the gap: named, not a class
+    hc = ctx.host_comm_ns if len(ctx.host_comm_ns) == len(dur) else np.zeros(len(dur), np.int64)
+    names = ctx.host_comm_name if len(ctx.host_comm_name) == len(dur) else np.full(len(dur), "", dtype=object)
+    on_host = cat_where(hc > 0, ", host-side communication ", (fmt_pct, hc / np.maximum(dur, 1)), " (", names, ")")
+    seen = cat(launch, "; comm ", fmt_pct(frac(gaps, "comm")), on_host, ", loader ", fmt_pct(frac(gaps, "dataloader")),
                ", H2D ", fmt_pct(frac(gaps, "memcpy_htod")), ", runtime calls ", fmt_pct(frac(gaps, "cpu_runtime")),
                ", ", fmt_int(launch_calls(gaps)), " launch(es); ", host)
     reason = choose(who, ["the GPU held its next kernel but nothing visible was running for it to wait on, and the gap "

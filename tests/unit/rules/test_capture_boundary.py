@@ -121,6 +121,16 @@ def test_a_cpu_only_capture_is_named(tmp_path):
     assert "CPU-only capture" in text and "not one launch call" in text
 
 
+def test_cuda_records_without_gpu_work_are_not_asked_whether_cuda_was_enabled(tmp_path):
+    """Issue 42: runtime calls but no launch and no GPU op (the model ran on the CPU): the refusal says what
+    the file holds, not "was ProfilerActivity.CUDA enabled?"."""
+    events = [_host("aten::mm", "cpu_op", 0, 50), _host("cudaGetDeviceCount", "cuda_runtime", 1, 2),
+              _host("cudaGetDeviceCount", "cuda_runtime", 5, 2), _host("cudaMalloc", "cuda_runtime", 10, 5)]
+    text = _verdict_text(_kineto_doc(tmp_path, events))
+    assert "CUDA was traced but no GPU work was issued: 3 CUDA runtime/driver calls" in text
+    assert "cudaGetDeviceCount x2" in text and "ProfilerActivity.CUDA" not in text
+
+
 def test_a_file_cut_before_its_kernel_records_names_the_truncation(tmp_path):
     planted = plant(PlantSpec(seed=1, ranks=1, steps=4))
     path = _write(planted, "kineto", tmp_path)

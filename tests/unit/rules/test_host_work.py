@@ -79,9 +79,15 @@ def test_eager_dispatch_frames_are_not_input_work():
 
 
 def test_a_quiet_checkpoint_stretch_is_not_input_work():
+    """Not input work; since issue 42 the host's own work (the CPU the bottleneck): launch-bound with
+    evidence kind host-work, its frame named, never the CUDA-graph fix."""
     trace = make_events([kernel(0, 1 * MS), annotation("## save_checkpoint ##", 1 * MS, 3 * MS + 900 * US),
                          api("cudaLaunchKernel", 3 * MS + 950 * US, 3 * MS + 955 * US), kernel(4 * MS, 5 * MS)])
-    assert one(gap_row(1 * MS, 4 * MS, 3 * MS + 950 * US), trace)["class"] == "unattributed"
+    row = one(gap_row(1 * MS, 4 * MS, 3 * MS + 950 * US), trace)
+    assert row["class"] == "launch-bound" and row["evidence_kind"] == "host-work"
+    assert "save_checkpoint" in row["evidence"] and "the CPU is the bottleneck" in row["evidence"]
+    from traceread.causes import first_response
+    assert "off the training step" in first_response("launch-bound", "host-work")
 
 
 def test_setup_and_teardown_ranges_are_one_time_cost():

@@ -1,0 +1,182 @@
+"""Long child-free host stretches inside an operator: the host is busy in the op itself, not dispatching.
+
+::
+
+    host     [delta_r2 ..................................... launch]   a TorchScript / compiled function's
+                 ^ 146 ms with no child op, no CUDA call: the profiling executor compiles its fusion
+    compute  ==k==|..................gap..................|==k==
+
+The launch-bound tell is a dense wall of small dispatch calls. One call of an op that holds the
+launching thread for ``host_stall_min_ns`` or more without any recorded child (no CPU op, Python frame,
+user range or CUDA runtime/driver call begins or ends inside it) is something else: compilation,
+autotuning, graph recording, lazy initialization (the first call), or host work the op does every
+time. A stretch is found between consecutive event boundaries of one thread that lies inside a CPU
+operator and under no runtime/driver call (a blocking ``cudaDeviceSynchronize`` is a sync, not this).
+
+Whether it recurs decides what it is: stretches inside two or more calls of ops of one name, found
+in at least ``allocator_recur_presence`` of a rank's steps when it has two or more, are the op's own
+host work (every step, or every call); otherwise (one call, or the first steps only) they are
+one-time cost (``one_time_cost``: kind ``host-stall``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceread import intervals
+from traceread.config import Thresholds
+from traceread.engine.lanes import event_view
+from traceread.host_calls import DATALOADER_PREFIX, PROFILER_STEP_PREFIX
+from traceread.rules._calls import (
+    CPU_OPS,
+    _cached,
+    api_calls,
+    distinct,
+    name_hits,
+    select,
+    thread_cpu_ops,
+    thread_host_rows,
+)
+from traceread.rules._columns import Frame, col
+from traceread.trace import Trace
+
+# Ops whose quiet is a wait with a rule of its own (a data loader's queue, a collective or point-to-point
+# transfer on the host, the step marker), not the op's own host work.
+_WAITS = re.compile(r"^(?:" + re.escape(DATALOADER_PREFIX) + "|" + re.escape(PROFILER_STEP_PREFIX) + r")|"
+                    r"^(?:_?c10d(?:_functional)?::|nccl:|rccl:|gloo:|mpi:?)|(?i:barrier|all_?reduce|all_?gather|"
+                    r"reduce_?scatter|all_?to_?all|broadcast|isend|irecv|^send|^recv|wait_tensor)")
+
+
+@dataclass(frozen=True)
+class Stalls:
+    """Every long child-free stretch of a trace: rank, start, end (ns), the outermost op holding it,
+    and whether stretches inside ops of that name recur every step (host work) or not (one-time)."""
+
+    rank: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    op: np.ndarray
+    recurs: np.ndarray
+
+    def where(self, keep: np.ndarray) -> Stalls:
+        return Stalls(self.rank[keep], self.start[keep], self.end[keep], self.op[keep], self.recurs[keep])
+
+
+def _empty() -> Stalls:
+    z = np.zeros(0, np.int64)
+    return Stalls(z, z, z, np.zeros(0, object), np.zeros(0, bool))
+
+
+def stalls(trace: Trace | None, steps: pd.DataFrame | None, cfg: Thresholds) -> Stalls:
+    """The trace's long child-free stretches inside CPU ops (module doc), sorted by rank then start; found
+    once while the rules' selections are shared (one-time cost and the rules' context both read them)."""
+    if trace is None or trace.events.empty:
+        return _empty()
+    key = ("host_stalls", id(steps), cfg.host_stall_min_ns, cfg.allocator_recur_presence)
+    return _cached(trace, key, lambda: _stalls(trace, steps, cfg))
+
+
+def _stalls(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -> Stalls:
+    from traceread.rules.one_time_cost import allocator_recurs  # (one_time_cost reads this module too)
+
+    v = event_view(trace)
+    ops_all = select(trace, CPU_OPS)
+    if len(ops_all) == 0:
+        return _empty()
+    out: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for rank in distinct(v.rank[ops_all].astype(np.int64)):  # ranks and threads are few
+        ops_rank = ops_all[v.rank[ops_all] == rank]
+        calls = api_calls(trace, rank)
+        c_tid = calls.tid
+        for tid in distinct(v.tid[ops_rank].astype(np.int64)):
+            ops, os_, reach = thread_cpu_ops(trace, rank, tid)
+            if len(ops) == 0:
+                continue
+            host = thread_host_rows(trace, rank, tid)
+            mine = c_tid == tid
+            cs, ce = calls.start[mine], calls.end_of(mine)
+            bounds = np.sort(np.concatenate((v.start[host].astype(np.int64), v.end[host].astype(np.int64), cs, ce)))
+            k = np.flatnonzero(np.diff(bounds) >= cfg.host_stall_min_ns)
+            if len(k) == 0:
+                continue
+            qs, qe = bounds[k], bounds[k + 1]
+            mid = qs + (qe - qs) // 2
+            # inside a CPU op: the earliest op still running at the middle (no boundary inside: it spans it)
+            first = np.searchsorted(reach, mid, side="left")
+            inside = first < np.searchsorted(os_, mid, side="right")
+            # under no runtime/driver call of the thread (a blocking call is a sync, not host work)
+            if len(cs):
+                call_reach = np.maximum.accumulate(ce)
+                j = np.searchsorted(cs, mid, side="right") - 1
+                inside &= ~((j >= 0) & (call_reach[np.maximum(j, 0)] > mid))
+            # the op holding it: the latest started one still running (else the earliest: ops need not nest)
+            outer = np.minimum(first, len(ops) - 1)
+            last = np.maximum(np.searchsorted(os_, qs, side="right") - 1, 0)
+            inner = np.where(v.end[ops[last]].astype(np.int64) > mid, last, outer)
+            outer_op, inner_op = ops[outer], ops[inner]
+            # waiting, not working: a loader's queue, a collective, the step marker (their own rules)
+            other = name_hits(trace, _WAITS)
+            inside &= ~other[v.name[outer_op]] & ~other[v.name[inner_op]]
+            if not inside.any():
+                continue
+            inner_name = np.asarray(v.names_of(inner_op), dtype=object)
+            out.append((rank, qs[inside], qe[inside], inner_name[inside], inner_op[inside].astype(np.int64)))
+    if not out:
+        return _empty()
+    rank_a = np.concatenate([np.full(len(o[1]), o[0], np.int64) for o in out])
+    start = np.concatenate([o[1] for o in out])
+    end = np.concatenate([o[2] for o in out])
+    op = np.concatenate([o[3] for o in out])
+    row = np.concatenate([o[4] for o in out])
+    o = np.lexsort((start, rank_a))
+    rank_a, start, end, op, row = rank_a[o], start[o], end[o], op[o], row[o]
+    recurs = np.zeros(len(start), dtype=bool)
+    for rank in distinct(rank_a):
+        for name in pd.unique(op[rank_a == rank]).tolist():  # stalling ops are few
+            m = (rank_a == rank) & (op == name)
+            # several calls stall (one call's stretches are one first call), in enough of the steps
+            # when there are steps to tell (a single step: several calls are enough)
+            n_calls = len(np.unique(row[m]))
+            many_steps = steps is not None and len(_step_count(steps, rank)) >= 2
+            recurs[m] = n_calls >= 2 and (not many_steps or allocator_recurs(start[m], steps, rank, cfg))
+    return Stalls(rank_a, start, end, op, recurs)
+
+
+def _step_count(steps: pd.DataFrame, rank: int) -> np.ndarray:
+    """The distinct step numbers of ``rank``."""
+    return np.unique(steps["step"].to_numpy()[steps["rank"].to_numpy() == rank])
+
+
+def stall_cover(gaps: Frame, found: Stalls) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per gap: ``(ns, op, recurs)``: the child-free stretches of its rank covering it (union, ns), the op
+    holding the longest one ('' when none) and whether that op's stretches recur every step."""
+    n = len(gaps)
+    ns = np.zeros(n, dtype=np.int64)
+    op = np.empty(n, dtype=object)
+    op.fill("")
+    recurs = np.zeros(n, dtype=bool)
+    if n == 0 or len(found.start) == 0:
+        return ns, op, recurs
+    g_rank = col(gaps, "rank", dtype=np.int64)
+    g_dev = col(gaps, "device", dtype=np.int64)
+    gs = col(gaps, "start_ns", dtype=np.int64)
+    ge = col(gaps, "end_ns", dtype=np.int64)
+    for rank in distinct(found.rank):
+        mine = found.where(found.rank == rank)
+        sel = np.flatnonzero(g_rank == rank)
+        if len(sel) == 0:
+            continue
+        ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(mine.start, mine.end))
+        sel = sel[ns[sel] > 0]
+        for dev in distinct(g_dev[sel]):
+            q = sel[g_dev[sel] == dev]
+            q = q[np.argsort(gs[q], kind="stable")]  # a device's gaps are disjoint
+            _, idx = intervals.longest_overlap(gs[q], ge[q], mine.start, mine.end)
+            hit = idx >= 0
+            op[q[hit]] = mine.op[idx[hit]]
+            recurs[q[hit]] = mine.recurs[idx[hit]]
+    return ns, op, recurs
