@@ -28,6 +28,18 @@ times, less so CPU times.
     .venv/bin/python scripts/bench_analyze.py                       # everything (tens of minutes)
     .venv/bin/python scripts/bench_analyze.py --sizes 233 --skip-nsys --repeat 1
     .venv/bin/python scripts/bench_analyze.py TRACE [TRACE ...]     # given traces: info / analyze only
+    .venv/bin/python scripts/bench_analyze.py --baseline b176cd1 --sizes 233,1100 --gaps-kernels 0 \
+        --hta-max-mb 0 --skip-nsys-ai --repeat 3                    # a commit beside the tree
+    .venv/bin/python scripts/bench_analyze.py --baseline HEAD --env-after TRACEREAD_NO_CGAPS=1 ...
+
+``--baseline REF`` checks REF out once as a git worktree under ``--workdir`` and builds its C
+extensions there (``setup.py build_ext --inplace`` with this interpreter: setuptools must be
+installed in it). Every traceread contender then runs for REF ("before") and for this tree
+("after"), interleaved, the sides in turn first; each process runs in its own checkout with
+``PYTHONPATH`` naming it (checked: each side must import its own ``traceread``). HTA, orjson and the
+bare writes are not traceread's code and run once per round. The table gives before, after and
+after / before of the lowest wall, CPU and peak of the rounds, with the load average. ``--env-after``
+sets variables in the "after" processes only: beside ``--baseline HEAD``, what an extension earns.
 
 HTA (``pip install traceinsight 'pandas<3'``) and nsys-ai (``pip install nsys-ai``) live in their
 own virtual environments (``HTA_PYTHON``, ``NSYS_AI``; by default ``.venv-hta``/``.venv-nsysai`` in
@@ -78,11 +90,11 @@ ta.get_gpu_kernel_breakdown(visualize=False)
 """
 
 
-def measure(cmd: list[str], timeout: float, root: Path = REPO) -> dict:
+def measure(cmd: list[str], timeout: float, root: Path = REPO, extra_env: dict[str, str] | None = None) -> dict:
     """Wall s, CPU s (process and children) and peak tree RSS (MB) of one command, run with the
     checkout ``root`` as its working directory and ``PYTHONPATH`` (``python -c`` puts the working
     directory first on ``sys.path``, so both must name the same checkout)."""
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = {**os.environ, **(extra_env or {}), "PYTHONPATH": str(root)}
     load = os.getloadavg()[0]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=root, env=env)
@@ -135,6 +147,10 @@ def cached(path: Path) -> None:
             pass
 
 
+# Variables set in the "after" side's processes only (--env-after): e.g. TRACEREAD_NO_CCAT=1 beside a
+# baseline of the same commit times what one extension earns.
+AFTER_ENV: dict[str, str] = {}
+
 # Contenders whose code is not traceread's: timed once per round on the current tree only, even
 # beside a baseline (their figures are the same for both).
 NOT_TRACEREAD = ("HTA", "bare orjson", "write of", "nsys-ai")
@@ -166,7 +182,7 @@ def run_rows(label: str, size_mb: float, contenders: list[tuple[str, list[str]]]
                     prepare()
                 for path in inputs:
                     cached(path)
-                r = measure(cmd, timeout, root)
+                r = measure(cmd, timeout, root, AFTER_ENV if side == "after" else None)
                 print(f"  {label} | {name} | {side}: {r}", file=sys.stderr)
                 best[(name, side)] = _best(best.get((name, side)), r)
     rows = []
@@ -354,7 +370,15 @@ def main() -> None:
                     help="also time every traceread contender on this commit (a worktree under --workdir, "
                          "its extensions built in place), interleaved with the current tree: one table of "
                          "before, after and ratio")
+    ap.add_argument("--env-after", action="append", default=[], metavar="NAME=VALUE",
+                    help="set this variable in the current tree's processes only (repeatable): with "
+                         "--baseline HEAD, e.g. TRACEREAD_NO_CGAPS=1 times what one extension earns")
     opts = ap.parse_args()
+    for item in opts.env_after:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            ap.error(f"--env-after {item!r}: expected NAME=VALUE")
+        AFTER_ENV[name] = value
     # absolute: each side's processes run in their own checkout
     opts.workdir, opts.source = opts.workdir.resolve(), opts.source.resolve()
     opts.traces = [str(Path(t).resolve()) for t in opts.traces]
@@ -398,7 +422,8 @@ def main() -> None:
             if opts.gaps_kernels:
                 rows += gaps_rows(opts, opts.workdir, sides)
     if sides:
-        print(f"before: {opts.baseline} ({sides[0][1]}); after: the current tree ({REPO})\n")
+        extra = "".join(f" with {k}={v}" for k, v in AFTER_ENV.items())
+        print(f"before: {opts.baseline} ({sides[0][1]}); after: the current tree ({REPO}){extra}\n")
         print(side_by_side(rows))
     else:
         print(table(rows))
