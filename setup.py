@@ -55,7 +55,7 @@ setup(
                  Extension("traceread.rules._ccat", ["traceread/rules/_ccat.c"], optional=True,
                            extra_compile_args=["-O2"]),
                  # the gap engine's interval sweeps (traceread/intervals.py has their exact numpy twins)
-                 Extension("traceread._cgaps", ["traceread/_cgaps.c"], optional=True,
+                 Extension("traceread.engine._cgaps", ["traceread/engine/_cgaps.c"], optional=True,
                            extra_compile_args=["-O2"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

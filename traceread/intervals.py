@@ -321,7 +321,7 @@ def innermost_covering(t, starts, ends) -> np.ndarray:
 # compiled sweeps need the rows sorted by start (they sort a copy when not) and the queries sorted by
 # start and pairwise disjoint (else the twin answers).
 DISABLE_ENV = "TRACEREAD_NO_CGAPS"
-_CGAPS = optional("traceread._cgaps")
+_CGAPS = optional("traceread.engine._cgaps")
 
 
 def sweeper():
