@@ -28,6 +28,18 @@ times, less so CPU times.
     .venv/bin/python scripts/bench_analyze.py                       # everything (tens of minutes)
     .venv/bin/python scripts/bench_analyze.py --sizes 233 --skip-nsys --repeat 1
     .venv/bin/python scripts/bench_analyze.py TRACE [TRACE ...]     # given traces: info / analyze only
+    .venv/bin/python scripts/bench_analyze.py --baseline b176cd1 --sizes 233,1100 --gaps-kernels 0 \
+        --hta-max-mb 0 --skip-nsys-ai --repeat 3                    # a commit beside the tree
+    .venv/bin/python scripts/bench_analyze.py --baseline HEAD --env-after TRACEREAD_NO_CGAPS=1 ...
+
+``--baseline REF`` checks REF out once as a git worktree under ``--workdir`` and builds its C
+extensions there (``setup.py build_ext --inplace`` with this interpreter: setuptools must be
+installed in it). Every traceread contender then runs for REF ("before") and for this tree
+("after"), interleaved, the sides in turn first; each process runs in its own checkout with
+``PYTHONPATH`` naming it (checked: each side must import its own ``traceread``). HTA, orjson and the
+bare writes are not traceread's code and run once per round. The table gives before, after and
+after / before of the lowest wall, CPU and peak of the rounds, with the load average. ``--env-after``
+sets variables in the "after" processes only: beside ``--baseline HEAD``, what an extension earns.
 
 HTA (``pip install traceinsight 'pandas<3'``) and nsys-ai (``pip install nsys-ai``) live in their
 own virtual environments (``HTA_PYTHON``, ``NSYS_AI``; by default ``.venv-hta``/``.venv-nsysai`` in
@@ -78,11 +90,14 @@ ta.get_gpu_kernel_breakdown(visualize=False)
 """
 
 
-def measure(cmd: list[str], timeout: float) -> dict:
-    """Wall s, CPU s (process and children) and peak tree RSS (MB) of one command."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def measure(cmd: list[str], timeout: float, root: Path = REPO, extra_env: dict[str, str] | None = None) -> dict:
+    """Wall s, CPU s (process and children) and peak tree RSS (MB) of one command, run with the
+    checkout ``root`` as its working directory and ``PYTHONPATH`` (``python -c`` puts the working
+    directory first on ``sys.path``, so both must name the same checkout)."""
+    env = {**os.environ, **(extra_env or {}), "PYTHONPATH": str(root)}
+    load = os.getloadavg()[0]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=root, env=env)
     peak = 0.0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -100,7 +115,7 @@ def measure(cmd: list[str], timeout: float) -> dict:
     if code not in (0, 1):  # 1: analyze's "no verdict" exit is still a finished run
         return {"error": (err.strip().splitlines() or ["failed"])[-1][:100]}
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
-            "peak": max(peak, usage.ru_maxrss / 1024)}
+            "peak": max(peak, usage.ru_maxrss / 1024), "load": load}
 
 
 def scaled_input(workdir: Path, source: Path, size_mb: int) -> Path:
@@ -132,26 +147,54 @@ def cached(path: Path) -> None:
             pass
 
 
+# Variables set in the "after" side's processes only (--env-after): e.g. TRACEREAD_NO_CCAT=1 beside a
+# baseline of the same commit times what one extension earns.
+AFTER_ENV: dict[str, str] = {}
+
+# Contenders whose code is not traceread's: timed once per round on the current tree only, even
+# beside a baseline (their figures are the same for both).
+NOT_TRACEREAD = ("HTA", "bare orjson", "write of", "nsys-ai")
+
+
+def _best(old: dict | None, new: dict) -> dict:
+    """The lowest of each figure over the repeats (a shared machine only ever adds to them)."""
+    if old is None or "error" in old:
+        return new
+    if "error" in new:
+        return old
+    return {k: min(old[k], new[k]) if k in ("wall", "cpu", "peak") else max(old.get(k, 0), new[k]) for k in new}
+
+
 def run_rows(label: str, size_mb: float, contenders: list[tuple[str, list[str]]], repeat: int,
              timeout: float, once: tuple[str, ...] = ("HTA", "nsys-ai"), inputs: tuple[Path, ...] = (),
-             prepare: Callable[[], None] | None = None) -> list[tuple]:
-    best: dict[str, dict] = {}
+             prepare: Callable[[], None] | None = None, sides: tuple[tuple[str, Path], ...] = ()) -> list[tuple]:
+    """One row per contender: its figures, or with ``sides`` (``("before", checkout), ("after", REPO)``)
+    a dict of each side's figures. Rounds are interleaved contender by contender, and the sides swap
+    order every round so that neither always runs first."""
+    best: dict[tuple[str, str], dict] = {}
     for k in range(repeat):
         for name, cmd in contenders:
-            if k and (name.startswith(once) or "error" in best.get(name, {})):
+            if k and (name.startswith(once) or "error" in best.get((name, "after"), {})):
                 continue
-            if prepare is not None:
-                prepare()
-            for path in inputs:
-                cached(path)
-            r = measure(cmd, timeout)
-            print(f"  {label} | {name}: {r}", file=sys.stderr)
-            if name not in best or "error" in best[name] or ("wall" in r and r["wall"] < best[name]["wall"]):
-                best[name] = r
-    return [(label, size_mb, name, r) for name, r in best.items()]
+            order = list(sides) if sides and not name.startswith(NOT_TRACEREAD) else [("after", REPO)]
+            for side, root in order[::-1] if k % 2 else order:
+                if prepare is not None:
+                    prepare()
+                for path in inputs:
+                    cached(path)
+                r = measure(cmd, timeout, root, AFTER_ENV if side == "after" else None)
+                print(f"  {label} | {name} | {side}: {r}", file=sys.stderr)
+                best[(name, side)] = _best(best.get((name, side)), r)
+    rows = []
+    for name, _ in contenders:
+        if not sides:
+            rows.append((label, size_mb, name, best[(name, "after")]))
+        else:
+            rows.append((label, size_mb, name, {s: best[(name, s)] for s, _ in sides if (name, s) in best}))
+    return rows
 
 
-def nsys_rows(args: argparse.Namespace, workdir: Path) -> list[tuple]:
+def nsys_rows(args: argparse.Namespace, workdir: Path, sides: tuple[tuple[str, Path], ...] = ()) -> list[tuple]:
     sys.path.insert(0, str(REPO / "scripts"))
     from bench_nsys import ensure_export  # the same export bench_nsys.py measures
 
@@ -162,7 +205,7 @@ def nsys_rows(args: argparse.Namespace, workdir: Path) -> list[tuple]:
     with tempfile.TemporaryDirectory(prefix="bench-analyze-", dir=workdir) as tmp:
         rows = run_rows(label, size, [("traceread analyze (Markdown)",
                                        [*TRACEREAD, "analyze", str(export), "-o", os.path.join(tmp, "r.md")])],
-                        args.repeat, args.timeout, inputs=(export,))
+                        args.repeat, args.timeout, inputs=(export,), sides=sides)
         if NSYS_AI and not args.skip_nsys_ai:
             copy = os.path.join(tmp, "export.sqlite")
             shutil.copyfile(export, copy)  # nsys-ai writes indexes into its input and a cache beside it
@@ -174,11 +217,12 @@ def nsys_rows(args: argparse.Namespace, workdir: Path) -> list[tuple]:
             ok = [p for p in parts if "error" not in p]
             total = ({"wall": sum(p["wall"] for p in ok), "cpu": sum(p["cpu"] for p in ok),
                       "peak": max(p["peak"] for p in ok)} if len(ok) == len(parts) else parts[0])
-            rows.append((label, size, "nsys-ai gpu_idle_gaps, devices 0 and 1 (summed)", total))
+            rows.append((label, size, "nsys-ai gpu_idle_gaps, devices 0 and 1 (summed)",
+                         {"after": total} if sides else total))
     return rows
 
 
-def gaps_rows(args: argparse.Namespace, workdir: Path) -> list[tuple]:
+def gaps_rows(args: argparse.Namespace, workdir: Path, sides: tuple[tuple[str, Path], ...] = ()) -> list[tuple]:
     """``gaps`` and its outputs on the ``--gaps-kernels`` export against the engine alone and against
     writing the outputs' bytes (issue 28: each within 1.5x the engine's time)."""
     sys.path.insert(0, str(REPO / "scripts"))
@@ -204,13 +248,15 @@ def gaps_rows(args: argparse.Namespace, workdir: Path) -> list[tuple]:
                       ("traceread gaps --csv", [*gaps, "--csv", csv]),
                       ("write of the --csv output's bytes alone", [*WRITE_SAME_SIZE, csv, floor])]
         rows = run_rows(label, export.stat().st_size / 1e6, contenders, args.repeat, args.timeout,
-                        inputs=(export,), prepare=prepare)
+                        inputs=(export,), prepare=prepare, sides=sides)
         sizes = {"json": os.path.getsize(js) / 1e6 if os.path.exists(js) else 0.0,
                  "csv": os.path.getsize(csv) / 1e6 if os.path.exists(csv) else 0.0}
     out = []
     for lb, mb, name, r in rows:
         fmt = name.rsplit("--", 1)[-1] if name.startswith("traceread gaps --") else None
-        if fmt is not None:
+        if fmt is not None and sides:
+            name = f"{name} ({sizes[fmt]:,.0f} MB written)"
+        elif fmt is not None:
             name, r = f"{name} ({sizes[fmt]:,.0f} MB written)", {**r, "output_mb": sizes[fmt]}
         out.append((lb, mb, name, r))
     return out
@@ -224,6 +270,54 @@ def table(rows: list[tuple]) -> str:
         else:
             lines.append(f"| {label} | {size:,.0f} | {name} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['peak']:,.0f} |")
     return "\n".join(lines)
+
+
+def side_by_side(rows: list[tuple]) -> str:
+    """Before, after and after / before of each figure, per input and contender, and the highest
+    1-minute load average seen as one of that side's runs started."""
+    head = ("| input | MB | contender | wall before | wall after | ratio | CPU before | CPU after | ratio "
+            "| peak MB before | peak MB after | ratio | load before / after |")
+    lines = [head, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for label, size, name, by_side in rows:
+        before = by_side.get("before", {"error": "-" if name.startswith(NOT_TRACEREAD) else "not run"})
+        after = by_side.get("after", {"error": "not run"})
+        cells = []
+        for i, (key, fmt) in enumerate((("wall", "{:.1f}"), ("cpu", "{:.1f}"), ("peak", "{:,.0f}"))):
+            b = fmt.format(before[key]) if key in before else before["error"] if not i else ""
+            a = fmt.format(after[key]) if key in after else after["error"] if not i else ""
+            ratio = f"{after[key] / before[key]:.2f}" if key in before and key in after and before[key] else ""
+            cells += [b, a, ratio]
+        load = " / ".join(f"{r['load']:.1f}" if "load" in r else "-" for r in (before, after))
+        lines.append(f"| {label} | {size:,.0f} | {name} | " + " | ".join(cells) + f" | {load} |")
+    return "\n".join(lines)
+
+
+def baseline_checkout(ref: str, workdir: Path) -> Path:
+    """A git worktree of ``ref`` under ``workdir`` with its C extensions built in place (by this
+    interpreter), made once per commit and reused."""
+    sha = subprocess.run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=REPO, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    root = (workdir / f"baseline-{sha[:12]}").resolve()
+    if not (root / "traceread").is_dir():
+        subprocess.run(["git", "worktree", "add", "--detach", str(root), sha], cwd=REPO, check=True)
+    if not any(root.glob("traceread/loaders/kineto/_cscan*.so")):
+        print(f"building {ref}'s extensions in {root} ...", file=sys.stderr)
+        # setuptools must be in this environment (pip's isolated build of the editable install does not
+        # leave it here: pip install setuptools)
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=root, check=True,
+                       stdout=subprocess.DEVNULL)
+    # The build skips an extension it cannot compile (optional=True); a side without one would be timed
+    # on its Python twin, so each side's built set is printed beside the other's.
+    built = sorted(str(p.relative_to(root)).split(".")[0] for p in root.glob("traceread/**/*.so"))
+    print(f"{ref}: extensions built: {', '.join(built) or 'none'}", file=sys.stderr)
+    return root
+
+
+def imported_from(root: Path) -> str:
+    """Where ``import traceread`` finds the package when run as the contenders run (see measure)."""
+    return subprocess.run([sys.executable, "-c", "import traceread; print(traceread.__file__)"], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)}, check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def ratios(rows: list[tuple]) -> list[str]:
@@ -277,38 +371,72 @@ def main() -> None:
                     help="kernels in the export whose gaps outputs are timed (0: skip)")
     ap.add_argument("--skip-nsys", action="store_true")
     ap.add_argument("--skip-nsys-ai", action="store_true")
+    ap.add_argument("--baseline", metavar="REF",
+                    help="also time every traceread contender on this commit (a worktree under --workdir, "
+                         "its extensions built in place), interleaved with the current tree: one table of "
+                         "before, after and ratio")
+    ap.add_argument("--env-after", action="append", default=[], metavar="NAME=VALUE",
+                    help="set this variable in the current tree's processes only (repeatable): with "
+                         "--baseline HEAD, e.g. TRACEREAD_NO_CGAPS=1 times what one extension earns")
     opts = ap.parse_args()
+    for item in opts.env_after:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            ap.error(f"--env-after {item!r}: expected NAME=VALUE")
+        AFTER_ENV[name] = value
+    # absolute: each side's processes run in their own checkout
+    opts.workdir, opts.source = opts.workdir.resolve(), opts.source.resolve()
+    opts.traces = [str(Path(t).resolve()) for t in opts.traces]
     opts.workdir.mkdir(parents=True, exist_ok=True)
-    # Bytecode as an installed copy has it (pip compiles on install): a checkout run with
-    # PYTHONDONTWRITEBYTECODE would otherwise compile traceread in every timed process (~0.5 s).
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "traceread")], check=True)
+    sides: tuple[tuple[str, Path], ...] = ()
+    if opts.baseline:
+        sides = (("before", baseline_checkout(opts.baseline, opts.workdir)), ("after", REPO))
+    for _, root in sides or (("after", REPO),):
+        if root == REPO:
+            built = sorted(str(p.relative_to(root)).split(".")[0] for p in root.glob("traceread/**/*.so"))
+            print(f"current tree: extensions built: {', '.join(built) or 'none'}", file=sys.stderr)
+        where = Path(imported_from(root))
+        if not where.is_relative_to(root):
+            raise SystemExit(f"{root}: its processes import traceread from {where}, not from this checkout")
+        print(f"traceread from {where}", file=sys.stderr)
+        # Bytecode as an installed copy has it (pip compiles on install): a checkout run with
+        # PYTHONDONTWRITEBYTECODE would otherwise compile traceread in every timed process (~0.5 s).
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "traceread")], check=True)
     rows: list[tuple] = []
     with tempfile.TemporaryDirectory(prefix="bench-analyze-", dir=opts.workdir) as tmp:
         if opts.traces:  # each contender starts with its input in the page cache (cached)
             for t in map(Path, opts.traces):
                 rows += run_rows(t.name, t.stat().st_size / 1e6, kineto_contenders(t, tmp, None)[:3],
-                                 opts.repeat, opts.timeout, inputs=(t,))
+                                 opts.repeat, opts.timeout, inputs=(t,), sides=sides)
         else:
             for size in (int(s) for s in opts.sizes.split(",") if s):
                 trace = scaled_input(opts.workdir, opts.source, size)
                 mb = trace.stat().st_size / 1e6
                 hta_dir = None
-                if mb <= opts.hta_max_mb:
+                if mb <= opts.hta_max_mb and not sides:
                     hta_dir = os.path.join(tmp, f"hta-{size}")
                     os.makedirs(hta_dir, exist_ok=True)
                     os.symlink(trace.resolve(), os.path.join(hta_dir, trace.name))
-                rows += run_rows(f"{opts.source.name.split('.')[0]} x{size} MB", mb,
-                                 kineto_contenders(trace, tmp, hta_dir), opts.repeat, opts.timeout, inputs=(trace,))
+                contenders = kineto_contenders(trace, tmp, hta_dir)
+                if sides:  # orjson's figures are the same before and after
+                    contenders = [c for c in contenders if not c[0].startswith(NOT_TRACEREAD)]
+                rows += run_rows(f"{opts.source.name.split('.')[0]} x{size} MB", mb, contenders, opts.repeat,
+                                 opts.timeout, inputs=(trace,), sides=sides)
             if not opts.skip_nsys:
-                rows += nsys_rows(opts, opts.workdir)
+                rows += nsys_rows(opts, opts.workdir, sides)
             if opts.gaps_kernels:
-                rows += gaps_rows(opts, opts.workdir)
-    print(table(rows))
-    print()
-    for line in ratios(rows):
-        print(f"* {line}")
+                rows += gaps_rows(opts, opts.workdir, sides)
+    if sides:
+        extra = "".join(f" with {k}={v}" for k, v in AFTER_ENV.items())
+        print(f"before: {opts.baseline} ({sides[0][1]}); after: the current tree ({REPO}){extra}\n")
+        print(side_by_side(rows))
+    else:
+        print(table(rows))
+        print()
+        for line in ratios(rows):
+            print(f"* {line}")
     print(f"\nload average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())} "
-          f"({os.cpu_count()} CPUs); best wall time of {opts.repeat} runs (HTA and nsys-ai once)")
+          f"({os.cpu_count()} CPUs); lowest wall, CPU and peak of {opts.repeat} runs each (HTA and nsys-ai once)")
 
 
 if __name__ == "__main__":

@@ -76,7 +76,6 @@ def test_cells_from_parts_are_the_sentences_bytes(gaps: tuple[pd.DataFrame, obje
     g, cfg = gaps
     if twin:
         monkeypatch.setenv(rowjoin.DISABLE_ENV, "1")
-        monkeypatch.setenv(textcat.DISABLE_ENV, "1")
     want = _outputs(g, cfg, from_parts=False)
     assert want.count(b'"') > 0 and b"\\x1b" in want and b"/home/alice" in want
     monkeypatch.setattr(evidence, "evidence_text", _no_sentences)  # the parts path makes no str per row
@@ -158,10 +157,7 @@ def test_gather_refuses_codes_outside_the_table() -> None:
                        np.zeros((1, 1), dtype=np.int32))
 
 
-@pytest.mark.parametrize("twin", [False, True])
-def test_text_columns_coded_as_parts(twin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    if twin:
-        monkeypatch.setenv(textcat.DISABLE_ENV, "1")
+def test_text_columns_coded_as_parts() -> None:
     words = np.array(HOSTILE, dtype=object)[np.random.default_rng(2).integers(0, len(HOSTILE), 1000)]
     copies = np.array([str(w) + "" for w in words.tolist()], dtype=object)  # equal text, maybe other objects
     for values in (words, copies, words.astype(str)):

@@ -1,9 +1,9 @@
 """Row-wise concatenation of text columns: the one step of the evidence sentences that goes row by row.
 
 ``cat(*parts)``: each part is a string (the same in every row) or an array of ``n`` strings; row ``i``
-is the parts' texts of row ``i`` joined. The compiled ``_ccat`` (built like the other optional
-extensions) makes each row with one allocation; :func:`cat_python` is its exact twin (``"".join`` over
-the rows), used without a compiler or with ``TRACEREAD_NO_CCAT=1``; a test compares the two.
+is the parts' texts of row ``i`` joined (``"".join`` over the rows); distinct texts are found by
+pandas' ``factorize``. (No compiled twin: one measured within 10% of these on ``analyze`` and
+``gaps``, so it did not earn its keep; the git log of this file has the figures.)
 
 A writer does not need the str at all: inside :func:`as_parts` the rules' text helpers
 (``rules._base``: ``cat``, ``cat_where``, ``where``, ``choose``, the number formatters) give
@@ -21,46 +21,16 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
-from traceread.extensions import optional, switched_off
-
-DISABLE_ENV = "TRACEREAD_NO_CCAT"
-
-# None when built without a compiler: the Python twin concatenates (same strings, slower)
-COMPILED = optional("traceread.rules._ccat")
-
-
-def _columns(parts: tuple[np.ndarray | str, ...]) -> tuple[list[str | list[str]], int] | None:
-    """The parts as the compiled cat takes them (arrays as lists), and the row count; None when every
-    part is a string."""
-    listed: list[str | list[str]] = [p if isinstance(p, str) else np.asarray(p, dtype=object).tolist() for p in parts]
-    lengths = {len(p) for p in listed if not isinstance(p, str)}
-    if not lengths:
-        return None
-    if len(lengths) > 1:
-        raise ValueError("cat: the parts' arrays differ in length")
-    return listed, lengths.pop()
-
 
 def cat(*parts: np.ndarray | str) -> np.ndarray:
     """Element-wise string concatenation of equally long arrays (of str) and scalars: an object array
-    (a 0-d one when every part is a string)."""
-    columns = _columns(parts)
-    if columns is None:
-        return np.asarray("".join(p for p in parts if isinstance(p, str)), dtype=object)
-    if COMPILED is None or switched_off(DISABLE_ENV):
-        return cat_python(*parts)
-    listed, n = columns
-    out = np.empty(n, dtype=object)
-    out[:] = COMPILED.cat(listed, n)
-    return out
-
-
-def cat_python(*parts: np.ndarray | str) -> np.ndarray:
-    """The compiled cat's exact twin: one ``"".join`` per row."""
+    (a 0-d one when every part is a string). Anything but str in a row: ``"".join``'s TypeError."""
     arrays = [np.asarray(p, dtype=object).tolist() for p in parts if not isinstance(p, str)]
     if not arrays:
         return np.asarray("".join(p for p in parts if isinstance(p, str)), dtype=object)
     n = len(arrays[0])
+    if any(len(a) != n for a in arrays):
+        raise ValueError("cat: the parts' arrays differ in length")
     it = iter(arrays)
     columns = [[p] * n if isinstance(p, str) else next(it) for p in parts]
     out = np.empty(n, dtype=object)
@@ -69,23 +39,9 @@ def cat_python(*parts: np.ndarray | str) -> np.ndarray:
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize(values, use_na_sentinel=False)`` of an object array of str (codes, and the distinct
-    values in order of first appearance): compiled, the rows are coded by identity (the rules' text
-    columns hold a few shared str objects) and only the distinct objects are hashed and compared,
-    several times less work than hashing every row. Anything but str (or without the compiled
-    module): pandas' factorize, its twin."""
-    arr = np.asarray(values, dtype=object)
-    if COMPILED is not None and not switched_off(DISABLE_ENV) and arr.ndim == 1:
-        try:
-            raw, firsts = COMPILED.codes(arr.tolist())
-        except TypeError:  # not every value a str: pandas' rules for the rest
-            pass
-        else:
-            # Equal texts held by distinct objects: coded again by value (their order of first
-            # appearance is their first object's, so the codes and order are pandas').
-            by_value, uniq = pd.factorize(np.asarray(firsts, dtype=object), use_na_sentinel=False)
-            return by_value[np.frombuffer(raw, dtype=np.int32)], uniq
-    codes, uniq = pd.factorize(arr, use_na_sentinel=False)
+    """``pd.factorize(values, use_na_sentinel=False)`` of an object array (codes, and the distinct
+    values in order of first appearance)."""
+    codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
     return codes, uniq
 
 
@@ -166,9 +122,6 @@ def texts(part: Texts | np.ndarray | str, n: int) -> Texts:
     arr = np.asarray(part)
     if arr.ndim != 1 or len(arr) != n:
         raise ValueError("cat: the parts' arrays differ in length")
-    if arr.dtype == object and COMPILED is not None and not switched_off(DISABLE_ENV):
-        raw, listed = COMPILED.codes(arr.tolist())  # by identity: no str hashed
-        return from_codes(listed, np.frombuffer(raw, dtype=np.int32))
     codes, uniq = pd.factorize(arr.astype(object, copy=False), use_na_sentinel=False)
     listed = np.asarray(uniq, dtype=object).tolist()
     if not all(isinstance(s, str) for s in listed):  # as the compiled cat refuses them
