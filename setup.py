@@ -52,7 +52,7 @@ setup(
                            depends=["traceread/render/_cjoin.h"], optional=True,
                            extra_compile_args=["-O2"]),
                  # the gap engine's interval sweeps (traceread/intervals.py has their exact numpy twins)
-                 Extension("traceread.engine._cgaps", ["traceread/engine/_cgaps.c"], optional=True,
+                 Extension("traceread._cintervals", ["traceread/_cintervals.c"], optional=True,
                            extra_compile_args=["-O2"])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -9,7 +9,7 @@ Conventions shared by every function:
 * Every function is vectorized: sorts and ``searchsorted`` sweeps, O(n log n), no Python loop over
   intervals. Inputs are never modified.
 
-The ``rows_*`` sweeps at the end also have a compiled form (``engine/_cgaps.c``), kept because numpy
+The ``rows_*`` sweeps at the end also have a compiled form (``_cintervals.c``), kept because numpy
 cannot do what it does: one merge pass over rows already sorted by start, reading ``start``/``end``
 through the row numbers, where numpy needs the selected columns gathered into new arrays, a sort or
 a ``searchsorted`` per query set, and a temporary array per step. Without it (``TRACEREAD_NO_CGAPS=1``)
@@ -324,12 +324,12 @@ def innermost_covering(t, starts, ends) -> np.ndarray:
 
 
 # Sweeps over intervals given by row numbers into two columns (the gap engine's measurements): one
-# pass in compiled code (``_cgaps.c``, optional) where it was built, else the numpy functions above,
+# pass in compiled code (``_cintervals.c``, optional) where it was built, else the numpy functions above,
 # which are their exact twins (``TRACEREAD_NO_CGAPS=1`` uses the twins; a test compares them). The
 # compiled sweeps need the rows sorted by start (they sort a copy when not) and the queries sorted by
 # start and pairwise disjoint (else the twin answers).
 DISABLE_ENV = "TRACEREAD_NO_CGAPS"
-_CGAPS = optional("traceread.engine._cgaps")
+_CGAPS = optional("traceread._cintervals")
 
 
 def sweeper():

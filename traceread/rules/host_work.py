@@ -147,7 +147,7 @@ def _free_near(v: EventView, hev: np.ndarray, marker: np.ndarray, points: np.nda
                ue: np.ndarray) -> tuple[_Frames, np.ndarray]:
     """The thread's frames ``hev`` (sorted by start) but the markers (``marker`` per name code), and the
     positions among them of the launch-free ones (no launch or sync call of ``points`` starts inside)
-    overlapping the union ``us``/``ue`` of the gaps (at least one member). Compiled (``_cgaps.free_near``:
+    overlapping the union ``us``/``ue`` of the gaps (at least one member). Compiled (``_cintervals.free_near``:
     one pass over the frames, no array per step) where built, else :func:`_free_near_numpy`, its twin."""
     c = intervals.sweeper()
     if c is not None:

@@ -1,4 +1,4 @@
-"""The gap engine's compiled interval sweeps (``traceread/engine/_cgaps.c``) against their numpy twins in
+"""The gap engine's compiled interval sweeps (``traceread/_cintervals.c``) against their numpy twins in
 traceread.intervals, on random interval sets (ties, nesting, zero lengths, unsorted rows, int32 and
 int64 row numbers) and on the selections of real traces; and the switch that turns them off."""
 

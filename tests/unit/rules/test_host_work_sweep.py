@@ -1,4 +1,4 @@
-"""The host-work rule's compiled pass over one thread's frames (``_cgaps.free_near``) against its numpy
+"""The host-work rule's compiled pass over one thread's frames (``_cintervals.free_near``) against its numpy
 twin (``rules.host_work._free_near_numpy``): random frames with tied starts, nesting, zero lengths,
 markers and missing names (code -1), launch points on frame edges, touching gap unions, int32 and
 int64 rows, rows out of start order (the twin answers), empty inputs; and the rule's labels' nesting

@@ -29,18 +29,18 @@ static void release(Args *a) {
 static int check(Args *a) {
     a->n_ev = a->start.len / 8;
     if (a->have_end && a->end.len != a->start.len) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps: start and end differ in length");
+        PyErr_SetString(PyExc_ValueError, "_cintervals: start and end differ in length");
         goto bad;
     }
     if (a->rows.itemsize != 4 && a->rows.itemsize != 8) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps: rows must be int32 or int64");
+        PyErr_SetString(PyExc_ValueError, "_cintervals: rows must be int32 or int64");
         goto bad;
     }
     a->wide = a->rows.itemsize == 8;
     a->n = a->rows.len / a->rows.itemsize;
     a->m = a->qs.len / 8;
     if (a->qe.len != a->qs.len) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps: query starts and ends differ in length");
+        PyErr_SetString(PyExc_ValueError, "_cintervals: query starts and ends differ in length");
         goto bad;
     }
     return 0;
@@ -80,7 +80,7 @@ static PyObject *covered(PyObject *self, PyObject *args) {
     if (check(&a)) { PyBuffer_Release(&b_out); return NULL; }
     PyObject *result = Py_None;
     if (b_out.len != a.m * 8) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.covered: out has the wrong length");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.covered: out has the wrong length");
         result = NULL;
         goto done;
     }
@@ -150,7 +150,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
             PyBuffer_Release(&b_tid); result = NULL; filter = 0; goto done;
         }
         if (b_tid.len != a.start.len || b_tid.itemsize != 8 || b_tids.itemsize != 8) {
-            PyErr_SetString(PyExc_ValueError, "_cgaps.longest: tid must be int64 per event, tids int64");
+            PyErr_SetString(PyExc_ValueError, "_cintervals.longest: tid must be int64 per event, tids int64");
             result = NULL;
             goto done;
         }
@@ -158,7 +158,7 @@ static PyObject *longest(PyObject *self, PyObject *args) {
     const int64_t *tid = filter ? (const int64_t *)b_tid.buf : NULL, *tids = filter ? (const int64_t *)b_tids.buf : NULL;
     Py_ssize_t n_tids = filter ? b_tids.len / 8 : 0;
     if (b_len.len != a.m * 8 || b_idx.len != a.m * 8) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.longest: outputs have the wrong length");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.longest: outputs have the wrong length");
         result = NULL;
         goto done;
     }
@@ -212,7 +212,7 @@ static PyObject *count(PyObject *self, PyObject *args) {
     if (check(&a)) { PyBuffer_Release(&b_out); return NULL; }
     PyObject *result = Py_None;
     if (b_out.len != a.m * 8) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.count: out has the wrong length");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.count: out has the wrong length");
         result = NULL;
         goto done;
     }
@@ -276,7 +276,7 @@ static PyObject *bucket_max(PyObject *self, PyObject *args) {
         got[t] = 1;
     }
     if ((got[0] != got[1]) || (got[2] != got[3])) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.bucket_max: a code column needs its table");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.bucket_max: a code column needs its table");
         goto done;
     }
     Py_ssize_t n_ev = b_start.len / 8, nb = b_bounds.len / 8;
@@ -284,7 +284,7 @@ static PyObject *bucket_max(PyObject *self, PyObject *args) {
     Py_ssize_t n = b_rows.len / b_rows.itemsize;
     if (b_end.len != b_start.len || (b_rows.itemsize != 4 && b_rows.itemsize != 8) || b_out.len != (nb + 1) * 8 ||
         (got[0] && tab[0].len / tab[0].itemsize != n_ev) || (got[2] && tab[2].len / tab[2].itemsize != n_ev)) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.bucket_max: array sizes disagree");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.bucket_max: array sizes disagree");
         goto done;
     }
     const int64_t *s = (const int64_t *)b_start.buf, *e = (const int64_t *)b_end.buf;
@@ -294,7 +294,7 @@ static PyObject *bucket_max(PyObject *self, PyObject *args) {
         Py_ssize_t r = wide ? (Py_ssize_t)((const int64_t *)b_rows.buf)[i] : (Py_ssize_t)((const int32_t *)b_rows.buf)[i];
         if (r < 0) r += n_ev;
         if (r < 0 || r >= n_ev) {
-            PyErr_SetString(PyExc_IndexError, "_cgaps.bucket_max: a row is out of range");
+            PyErr_SetString(PyExc_IndexError, "_cintervals.bucket_max: a row is out of range");
             goto done;
         }
         if (!(e[r] - s[r] < max_len)) continue;
@@ -302,7 +302,7 @@ static PyObject *bucket_max(PyObject *self, PyObject *args) {
             if (!got[t]) continue;
             int ok = table_at(&tab[t + 1], code_at(&tab[t], r));
             if (ok < 0) {
-                PyErr_SetString(PyExc_IndexError, "_cgaps.bucket_max: a code is out of its table");
+                PyErr_SetString(PyExc_IndexError, "_cintervals.bucket_max: a code is out of its table");
                 goto done;
             }
             if (!ok) goto next;
@@ -344,7 +344,7 @@ static PyObject *starting_at(PyObject *self, PyObject *args) {
     if (check(&a)) { PyBuffer_Release(&b_out); return NULL; }
     PyObject *result = Py_None;
     if (b_out.len != a.m * 8) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.starting_at: out has the wrong length");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.starting_at: out has the wrong length");
         result = NULL;
         goto done;
     }
@@ -388,7 +388,7 @@ static PyObject *at_or_before(PyObject *self, PyObject *args) {
     const int64_t *p = (const int64_t *)b_p.buf, *t = (const int64_t *)b_t.buf;
     int64_t *out = (int64_t *)b_out.buf;
     if (b_out.len != m * 8) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.at_or_before: out has the wrong length");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.at_or_before: out has the wrong length");
         result = NULL;
         goto done;
     }
@@ -419,14 +419,14 @@ static PyObject *positions(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*w*", &b_k, &b_q, &b_out)) return NULL;
     PyObject *result = Py_None;
     if ((b_k.itemsize != 4 && b_k.itemsize != 8) || (b_q.itemsize != 4 && b_q.itemsize != 8)) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.positions: keys and queries must be int32 or int64");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.positions: keys and queries must be int32 or int64");
         result = NULL;
         goto done;
     }
     Py_ssize_t n = b_k.len / b_k.itemsize, m = b_q.len / b_q.itemsize;
     int64_t *out = (int64_t *)b_out.buf;
     if (b_out.len != m * 8) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.positions: out has the wrong length");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.positions: out has the wrong length");
         result = NULL;
         goto done;
     }
@@ -459,7 +459,7 @@ static PyObject *holes(PyObject *self, PyObject *args) {
     const int64_t *ws = (const int64_t *)b_ws.buf, *we = (const int64_t *)b_we.buf;
     int64_t *w_idx = (int64_t *)b_w.buf, *gs = (int64_t *)b_gs.buf, *ge = (int64_t *)b_ge.buf;
     if (b_ue.len != b_us.len || b_we.len != b_ws.len || cap < n + 1 + m || b_gs.len != b_w.len || b_ge.len != b_w.len) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.holes: array sizes disagree");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.holes: array sizes disagree");
         result = NULL;
         goto done;
     }
@@ -496,12 +496,12 @@ static PyObject *union_rows(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Py_ssize_t n_ev = b_s.len / 8;
     if (b_e.len != b_s.len || (b_rows.itemsize != 4 && b_rows.itemsize != 8)) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.union_rows: array sizes disagree");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.union_rows: array sizes disagree");
         goto done;
     }
     Py_ssize_t n = b_rows.len / b_rows.itemsize;
     if (b_us.len < n * 8 || b_ue.len < n * 8) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.union_rows: no room for the members");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.union_rows: no room for the members");
         goto done;
     }
     const int64_t *s = (const int64_t *)b_s.buf, *e = (const int64_t *)b_e.buf;
@@ -546,7 +546,7 @@ static PyObject *free_near(PyObject *self, PyObject *args) {
     if (b_e.len != b_s.len || b_name.itemsize < 1 || b_name.len / b_name.itemsize != n_ev ||
         (b_rows.itemsize != 4 && b_rows.itemsize != 8) || b_ue.len != b_us.len || n_u < 1 ||
         b_fr.len < n * 8 || b_fs.len < n * 8 || b_fe.len < n * 8 || b_near.len < n * 8) {
-        PyErr_SetString(PyExc_ValueError, "_cgaps.free_near: array sizes disagree");
+        PyErr_SetString(PyExc_ValueError, "_cintervals.free_near: array sizes disagree");
         goto done;
     }
     const int64_t *s = (const int64_t *)b_s.buf, *e = (const int64_t *)b_e.buf;
@@ -559,14 +559,14 @@ static PyObject *free_near(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t r = index_at(&b_rows, i);
         if (r < 0 || r >= n_ev) {
-            PyErr_SetString(PyExc_IndexError, "_cgaps.free_near: a row out of range");
+            PyErr_SetString(PyExc_IndexError, "_cintervals.free_near: a row out of range");
             goto done;
         }
         if (s[r] < prev) { result = Py_None; Py_INCREF(result); goto done; }
         prev = s[r];
         int hit = table_at(&b_mark, code_at(&b_name, r));
         if (hit < 0) {
-            PyErr_SetString(PyExc_IndexError, "_cgaps.free_near: a name code out of range");
+            PyErr_SetString(PyExc_IndexError, "_cintervals.free_near: a name code out of range");
             goto done;
         }
         if (hit) continue;
@@ -602,7 +602,7 @@ static PyMethodDef methods[] = {
     {"bucket_max", bucket_max, METH_VARARGS, "bucket_max(start, end, rows, bounds, max_len, out, cat, cat_ok, name, name_ok)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgaps", "The gap engine's interval sweeps", -1,
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cintervals", "The gap engine's interval sweeps", -1,
                                     methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__cgaps(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__cintervals(void) { return PyModule_Create(&module); }
