@@ -81,6 +81,39 @@ ONE_OPTIMIZER_STEP_ASSUMED = "one-optimizer-step-assumed"
 MICRO_BATCHES = "micro-batches"
 # how MBU estimates bytes per step from the parameters: bytes_per_param
 MBU_BYTES_ESTIMATE = "mbu-bytes-estimate"
+# The MFU's warnings (traceread.metrics.mfu, traceread.metrics.steptime, traceread.metrics.peaks):
+# --gpus differs from the trace's world size: gpus, world
+GPUS_DIFFER = "gpus-differ"
+# --grad-accum differs from the micro-batches the trace shows: grad_accum, count
+GRAD_ACCUM_DISAGREES = "grad-accum-disagrees"
+# micro-batches per optimizer step seen, no --grad-accum: count
+TOKENS_COVER_MICRO_BATCHES = "tokens-cover-micro-batches"
+# --dp exceeds the job's GPUs: dp, gpus
+DP_EXCEEDS_GPUS = "dp-exceeds-gpus"
+# MFU past 100%: mfu
+MFU_OVER_100 = "mfu-over-100"
+# MBU without a peak bandwidth
+NO_PEAK_BANDWIDTH = "no-peak-bandwidth"
+# MBU without --bytes-per-step or --params
+MBU_NEEDS_BYTES = "mbu-needs-bytes"
+# fp8 GEMMs seen but the precision is another: dtype, count
+FP8_GEMMS_SEEN = "fp8-gemms-seen"
+# --dtype fp8 while the matmuls are bf16/fp16
+FP8_NOT_SEEN = "fp8-not-seen"
+# --peak-tflops is another precision's dense peak: tflops, gpu, other, dtype, dense (TFLOP/s or None), factor
+PEAK_OF_OTHER_DTYPE = "peak-of-other-dtype"
+# device names not in the peak table: names (as written), gpu (the row used)
+DEVICE_NAMES_UNRECOGNISED = "device-names-unrecognised"
+# every step is warmup or outlier: all steps timed
+ALL_STEPS_FLAGGED = "all-steps-flagged"
+# fewer steady steps than wanted: count, needed
+FEW_STEADY_STEPS = "few-steady-steps"
+# steady step times vary: cv, max_cv
+NOISY_STEPS = "noisy-steps"
+# each profiler step holds several optimizer steps: count
+OPTIMIZER_STEPS_PER_PROFILER_STEP = "optimizer-steps-per-profiler-step"
+# an optimizer step spans several profiler steps: profiler_steps
+OPTIMIZER_STEP_SPANS = "optimizer-step-spans"
 # The pipeline-bubble rule (traceread.rules.pipeline_bubble):
 # a rank/device with too few analysed steps to judge periodicity: rank, device, steps, needed
 BUBBLES_NOT_JUDGED = "bubbles-not-judged"

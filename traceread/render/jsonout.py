@@ -136,9 +136,11 @@ def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
 def mfu_record(m: MfuResult) -> dict[str, Any]:
     """The report's ``mfu`` object: every field of the result, in order (tuples as lists)."""
     d = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
-    d["warnings"], d["notes"] = list(m.warnings), notes.texts(m.notes)
-    if "notes" in m.timing:  # the step timing's notes, as data: worded here
-        d["timing"] = {**m.timing, "notes": [notes.text(n) for n in m.timing["notes"]]}
+    d["warnings"], d["notes"] = notes.texts(m.warnings), notes.texts(m.notes)
+    if "notes" in m.timing:  # the step timing's notes and warnings, as data: worded here
+        d["timing"] = {**m.timing, "notes": [notes.text(n) for n in m.timing["notes"]],
+                       "warnings": [notes.text(w) for w in m.timing.get("warnings", ())]}
+    d["peak"] = {**m.peak, "warnings": [notes.text(w) for w in m.peak.get("warnings", ())]}
     return d
 
 

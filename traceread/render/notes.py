@@ -7,25 +7,40 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from traceread.note import (
+    ALL_STEPS_FLAGGED,
     BUBBLES_NOT_JUDGED,
     BUBBLES_NOT_JUDGED_MORE,
     CAPTURE_EDGES,
     COLLAPSED_STEPS,
     COMM_DURING_OTHER_IDLE,
+    DEVICE_NAMES_UNRECOGNISED,
+    DP_EXCEEDS_GPUS,
+    FEW_STEADY_STEPS,
     FIRST_STEP_WARMUP,
+    FP8_GEMMS_SEEN,
+    FP8_NOT_SEEN,
     GAPS_EXCEED_IDLE,
     GPU_SPAN_STEP,
+    GPUS_DIFFER,
+    GRAD_ACCUM_DISAGREES,
     GRAPH_TIME,
     ITERATION_RANGES,
     KERNEL_PERIOD,
     MBU_BYTES_ESTIMATE,
+    MBU_NEEDS_BYTES,
     MEMORY_BOUND_NEXT,
+    MFU_OVER_100,
     MICRO_BATCHES,
     NO_NVTX_MATCH,
+    NO_PEAK_BANDWIDTH,
+    NOISY_STEPS,
     NOTHING_TO_ATTRIBUTE,
     ONE_OPTIMIZER_STEP_ASSUMED,
+    OPTIMIZER_STEP_SPANS,
+    OPTIMIZER_STEPS_PER_PROFILER_STEP,
     OUTLIER_STEPS,
     OVERLAPPING_KERNELS,
+    PEAK_OF_OTHER_DTYPE,
     REPEATED_GPU_ACTIVITY,
     REPEATED_LAYERS,
     REPEATING_RANGE,
@@ -36,6 +51,7 @@ from traceread.note import (
     TIMELINE_HOLES,
     TIMING_OUTLIERS_EXCLUDED,
     TIMING_WARMUP_EXCLUDED,
+    TOKENS_COVER_MICRO_BATCHES,
     UNCLASSIFIED_BUSY,
     UNENDED_MARKERS,
     UNMARKED_RANKS,
@@ -128,6 +144,44 @@ def _capture_edges(d: dict[str, Any]) -> str:
             "the causes' shares and the verdict, whose shares are of the remaining captured time")
 
 
+def _peak_of_other_dtype(d: dict[str, Any]) -> str:
+    out = f"--peak-tflops {d['tflops']:g} is the {d['gpu']}'s dense {d['other']} peak but the run is {d['dtype']}"
+    if d["dense"]:
+        out += f" (dense {d['dense']:g} TFLOP/s): MFU is off by {d['dense'] / d['other_tflops']:.2g}x"
+    return out
+
+
+# The MFU's warnings: the inputs or the timing make the figure doubtful
+_MFU_WARNINGS: dict[str, Callable[[dict[str, Any]], str]] = {
+    GPUS_DIFFER: lambda d: f"--gpus {d['gpus']} differs from the trace's world size {d['world']}; using --gpus",
+    GRAD_ACCUM_DISAGREES: lambda d: (f"token count and step time disagree: --grad-accum {d['grad_accum']} but the "
+                                     f"trace shows {d['count']:.3g} micro-batches per optimizer step"),
+    TOKENS_COVER_MICRO_BATCHES: lambda d: (f"the trace shows {d['count']:.3g} micro-batches per optimizer step: the "
+                                           "token count must cover all of them (and every data-parallel rank), not "
+                                           "one micro-batch"),
+    DP_EXCEEDS_GPUS: lambda d: f"--dp {d['dp']} exceeds the job's {d['gpus']} GPUs: the token count is too large",
+    MFU_OVER_100: lambda d: (f"MFU {d['mfu']:.0%} exceeds 100%: an input is wrong (tokens per step, GPU count, "
+                             "or the peak)"),
+    NO_PEAK_BANDWIDTH: lambda d: "no peak bandwidth for this GPU: pass --peak-bandwidth for MBU",
+    MBU_NEEDS_BYTES: lambda d: "MBU needs --bytes-per-step or --params",
+    FP8_GEMMS_SEEN: lambda d: (f"the trace shows fp8 GEMMs ({d['count']} ops/kernels) but the precision is "
+                               f"{d['dtype']}: against the {d['dtype']} peak MFU is inflated (fp8 doubles the dense "
+                               "peak); use --dtype fp8"),
+    FP8_NOT_SEEN: lambda d: "--dtype fp8, but the recorded matmuls are bf16/fp16: the fp8 peak understates MFU",
+    PEAK_OF_OTHER_DTYPE: _peak_of_other_dtype,
+    DEVICE_NAMES_UNRECOGNISED: lambda d: (f"some device names were not recognised ({list(d['names'])}); using "
+                                          f"{d['gpu']}"),
+    ALL_STEPS_FLAGGED: lambda d: "every step is flagged warmup or outlier; timing uses all steps",
+    FEW_STEADY_STEPS: lambda d: (f"only {d['count']} steady step(s) timed: one step can hide a stall (checkpoint, "
+                                 f"allocator, slow batch); profile at least {d['needed']}"),
+    NOISY_STEPS: lambda d: f"steady step times vary (CV {d['cv']:.0%} > {d['max_cv']:.0%}): MFU is noisy",
+    OPTIMIZER_STEPS_PER_PROFILER_STEP: lambda d: (f"each profiler step holds {d['count']} optimizer steps "
+                                                  "(Optimizer.step# markers); MFU uses the optimizer-step period"),
+    OPTIMIZER_STEP_SPANS: lambda d: (f"an optimizer step spans ~{d['profiler_steps']:.2g} profiler steps "
+                                     "(Optimizer.step# markers); MFU uses the optimizer-step period"),
+}
+
+
 WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     TIMING_WARMUP_EXCLUDED: lambda d: f"{d['steps']} warmup step(s) excluded from the step time",
     TIMING_OUTLIERS_EXCLUDED: lambda d: (f"{d['count']} outlier step(s) excluded (longest {d['longest_ns'] / 1e6:.1f} "
@@ -183,6 +237,7 @@ WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     TIMELINE_HOLES: _timeline_holes,
     BUBBLES_NOT_JUDGED: _bubbles_not_judged,
     BUBBLES_NOT_JUDGED_MORE: _bubbles_not_judged_more,
+    **_MFU_WARNINGS,
 }
 
 
