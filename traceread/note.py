@@ -114,6 +114,22 @@ NOISY_STEPS = "noisy-steps"
 OPTIMIZER_STEPS_PER_PROFILER_STEP = "optimizer-steps-per-profiler-step"
 # an optimizer step spans several profiler steps: profiler_steps
 OPTIMIZER_STEP_SPANS = "optimizer-step-spans"
+# The job's alignment (traceread.ranks.job):
+# a trace that claims no rank: (its label is the note's label)
+CLAIMS_NO_RANK = "claims-no-rank"
+# a rank claimed by several traces: rank, traces (their labels)
+RANK_CLAIMED_TWICE = "rank-claimed-twice"
+# a rank whose clock could not be aligned: rank, method (how the alignment failed)
+RANK_NOT_ALIGNED = "rank-not-aligned"
+# a rank whose matched collectives still disagree after alignment: rank, spread_ns
+ALIGNED_ENDS_DISAGREE = "aligned-ends-disagree"
+# The what-if replay's notes (traceread.whatif):
+# same-time dependencies the replay could not order: count
+UNORDERED_DEPENDENCIES = "unordered-dependencies"
+# cross-stream waits inferred from timing: count
+INFERRED_WAITS = "inferred-waits"
+# GPU ops that waited with no recorded op to wait for: count, wait_ns
+UNEXPLAINED_WAITS = "unexplained-waits"
 # The pipeline-bubble rule (traceread.rules.pipeline_bubble):
 # a rank/device with too few analysed steps to judge periodicity: rank, device, steps, needed
 BUBBLES_NOT_JUDGED = "bubbles-not-judged"

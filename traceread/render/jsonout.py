@@ -24,6 +24,7 @@ import pandas as pd
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.analysis.scope import analysis_scope
 from traceread.render import json_tables, notes
+from traceread.render.jobsection import section_record
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
 from traceread.runner.write import write_pieces
@@ -208,7 +209,7 @@ def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str
         "notes": [scrub_paths(t) for t in notes.texts(a.notes)],
         "unavailable": list(a.unavailable) if replay else None,
         "thresholds": plain(a.cfg.to_dict()),
-        "job": plain(a.job.to_dict()) if a.job is not None else None,
+        "job": plain(section_record(a.job)) if a.job is not None else None,
     }
 
 

@@ -7,10 +7,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from traceread.note import (
+    ALIGNED_ENDS_DISAGREE,
     ALL_STEPS_FLAGGED,
     BUBBLES_NOT_JUDGED,
     BUBBLES_NOT_JUDGED_MORE,
     CAPTURE_EDGES,
+    CLAIMS_NO_RANK,
     COLLAPSED_STEPS,
     COMM_DURING_OTHER_IDLE,
     DEVICE_NAMES_UNRECOGNISED,
@@ -24,6 +26,7 @@ from traceread.note import (
     GPUS_DIFFER,
     GRAD_ACCUM_DISAGREES,
     GRAPH_TIME,
+    INFERRED_WAITS,
     ITERATION_RANGES,
     KERNEL_PERIOD,
     MBU_BYTES_ESTIMATE,
@@ -41,6 +44,8 @@ from traceread.note import (
     OUTLIER_STEPS,
     OVERLAPPING_KERNELS,
     PEAK_OF_OTHER_DTYPE,
+    RANK_CLAIMED_TWICE,
+    RANK_NOT_ALIGNED,
     REPEATED_GPU_ACTIVITY,
     REPEATED_LAYERS,
     REPEATING_RANGE,
@@ -54,11 +59,14 @@ from traceread.note import (
     TOKENS_COVER_MICRO_BATCHES,
     UNCLASSIFIED_BUSY,
     UNENDED_MARKERS,
+    UNEXPLAINED_WAITS,
     UNMARKED_RANKS,
+    UNORDERED_DEPENDENCIES,
     WAITING_FOR,
     WARMUP_GIVEN,
     Note,
 )
+from traceread.ranks.waiting import fmt_ms
 
 
 def _straggler_comm_bound(d: dict[str, Any]) -> str:
@@ -182,6 +190,33 @@ _MFU_WARNINGS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+# The job's alignment notes
+_JOB_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
+    CLAIMS_NO_RANK: lambda d: "claims no rank, left out of the alignment",
+    RANK_CLAIMED_TWICE: lambda d: (f"rank {d['rank']} is claimed by {len(d['traces'])} traces "
+                                   f"({', '.join(d['traces'])}): left out of the alignment, neither replaces the other"),
+    RANK_NOT_ALIGNED: lambda d: f"rank {d['rank']}: {d['method']}; its arrivals are not compared",
+    ALIGNED_ENDS_DISAGREE: lambda d: (f"rank {d['rank']}: matched collectives' end times still disagree by "
+                                      f"{fmt_ms(d['spread_ns'])} (robust spread) after alignment, where one collective "
+                                      "ends within microseconds on every rank: the matched calls may not be the same "
+                                      "collectives (no sequence number or process group recorded); its offset and "
+                                      "waits are unreliable"),
+}
+
+
+# The what-if replay's notes
+_WHATIF_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
+    UNORDERED_DEPENDENCIES: lambda d: (f"{d['count']} dependencies between events recorded at the same time could not "
+                                       "be ordered and were left out"),
+    INFERRED_WAITS: lambda d: (f"{d['count']} cross-stream waits inferred from timing (event record/wait pairs are "
+                               "not read)"),
+    UNEXPLAINED_WAITS: lambda d: (f"{d['count']} GPU ops started {d['wait_ns'] / 1e6:,.3f} ms in all later than their "
+                                  "launch and stream allow, with no recorded op to wait for (an unrecorded dependency: "
+                                  "another process, work issued before the capture); the replay keeps each wait as "
+                                  "measured, the dependencies-alone replay leaves it out"),
+}
+
+
 WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     TIMING_WARMUP_EXCLUDED: lambda d: f"{d['steps']} warmup step(s) excluded from the step time",
     TIMING_OUTLIERS_EXCLUDED: lambda d: (f"{d['count']} outlier step(s) excluded (longest {d['longest_ns'] / 1e6:.1f} "
@@ -238,6 +273,8 @@ WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     BUBBLES_NOT_JUDGED: _bubbles_not_judged,
     BUBBLES_NOT_JUDGED_MORE: _bubbles_not_judged_more,
     **_MFU_WARNINGS,
+    **_JOB_NOTES,
+    **_WHATIF_NOTES,
 }
 
 
