@@ -114,6 +114,37 @@ NOISY_STEPS = "noisy-steps"
 OPTIMIZER_STEPS_PER_PROFILER_STEP = "optimizer-steps-per-profiler-step"
 # an optimizer step spans several profiler steps: profiler_steps
 OPTIMIZER_STEP_SPANS = "optimizer-step-spans"
+# The loaders' caveats (a Trace's meta.warnings; a caveat no kind covers yet is its sentence):
+# the trace holds no events
+NO_EVENTS = "no-events"
+# a Perfetto file cut inside a packet
+PACKET_CUT = "packet-cut"
+# the trace viewer dropped events past its size limit (XPlane JSON)
+VIEWER_DROPPED_EVENTS = "viewer-dropped-events"
+# TPU ops are not launched by the host
+TPU_NO_LAUNCHES = "tpu-no-launches"
+# no host plane in an XPlane capture
+NO_HOST_PLANE = "no-host-plane"
+# an nsys session start time that is not a time: epoch, max_ns
+EPOCH_OUT_OF_RANGE = "epoch-out-of-range"
+# an nsys export with a time normalize/shift option
+TIME_SHIFTED_EXPORT = "time-shifted-export"
+# --step-range matched no NVTX range at load: pattern
+NO_NVTX_RANGE_NAMED = "no-nvtx-range-named"
+# an NVTX step number past int64
+STEP_NUMBER_PAST_INT64 = "step-number-past-int64"
+# nsys GPU rows with a deviceId past the labels: count, label (the one label they share)
+ODD_DEVICE_IDS = "odd-device-ids"
+# rocprof GPU rows with a device id past int32: count
+ODD_DEVICE_IDS_INT32 = "odd-device-ids-int32"
+# rocprofv3 JSON times on the node's monotonic clock
+MONOTONIC_CLOCK = "monotonic-clock"
+# a rocprofv3 capture without host API calls
+NO_HOST_API = "no-host-api"
+# an RPD database naming no device
+RPD_NO_DEVICE = "rpd-no-device"
+# rpd2tracing's JSON (whole microseconds, no device)
+RPD_JSON = "rpd-json"
 # The job's alignment (traceread.ranks.job):
 # a trace that claims no rank: (its label is the note's label)
 CLAIMS_NO_RANK = "claims-no-rank"

@@ -17,6 +17,7 @@ from traceread.note import (
     COMM_DURING_OTHER_IDLE,
     DEVICE_NAMES_UNRECOGNISED,
     DP_EXCEEDS_GPUS,
+    EPOCH_OUT_OF_RANGE,
     FEW_STEADY_STEPS,
     FIRST_STEP_WARMUP,
     FP8_GEMMS_SEEN,
@@ -34,34 +35,48 @@ from traceread.note import (
     MEMORY_BOUND_NEXT,
     MFU_OVER_100,
     MICRO_BATCHES,
+    MONOTONIC_CLOCK,
+    NO_EVENTS,
+    NO_HOST_API,
+    NO_HOST_PLANE,
     NO_NVTX_MATCH,
+    NO_NVTX_RANGE_NAMED,
     NO_PEAK_BANDWIDTH,
     NOISY_STEPS,
     NOTHING_TO_ATTRIBUTE,
+    ODD_DEVICE_IDS,
+    ODD_DEVICE_IDS_INT32,
     ONE_OPTIMIZER_STEP_ASSUMED,
     OPTIMIZER_STEP_SPANS,
     OPTIMIZER_STEPS_PER_PROFILER_STEP,
     OUTLIER_STEPS,
     OVERLAPPING_KERNELS,
+    PACKET_CUT,
     PEAK_OF_OTHER_DTYPE,
     RANK_CLAIMED_TWICE,
     RANK_NOT_ALIGNED,
     REPEATED_GPU_ACTIVITY,
     REPEATED_LAYERS,
     REPEATING_RANGE,
+    RPD_JSON,
+    RPD_NO_DEVICE,
     SINGLE_RANGE_STEP,
+    STEP_NUMBER_PAST_INT64,
     STEPS_FROM_MARKER,
     STEPS_NVTX_RANGES,
     STRAGGLER_COMM_BOUND,
+    TIME_SHIFTED_EXPORT,
     TIMELINE_HOLES,
     TIMING_OUTLIERS_EXCLUDED,
     TIMING_WARMUP_EXCLUDED,
     TOKENS_COVER_MICRO_BATCHES,
+    TPU_NO_LAUNCHES,
     UNCLASSIFIED_BUSY,
     UNENDED_MARKERS,
     UNEXPLAINED_WAITS,
     UNMARKED_RANKS,
     UNORDERED_DEPENDENCIES,
+    VIEWER_DROPPED_EVENTS,
     WAITING_FOR,
     WARMUP_GIVEN,
     Note,
@@ -190,6 +205,36 @@ _MFU_WARNINGS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+# The loaders' caveats
+_LOADER_CAVEATS: dict[str, Callable[[dict[str, Any]], str]] = {
+    NO_EVENTS: lambda d: "the trace holds no events",
+    PACKET_CUT: lambda d: "the file ends inside a trace packet (cut short?): the packets before the cut were read",
+    VIEWER_DROPPED_EVENTS: lambda d: ("the trace viewer dropped events past its size limit (filteredByVisibility): the "
+                                      "counts and times here cover only the events it kept; read the .xplane.pb of "
+                                      "the same run"),
+    TPU_NO_LAUNCHES: lambda d: ("TPU: ops are issued by the device's own program, not launched one by one by the "
+                                "host, so no op links to a launch call and launch-bound is not judged"),
+    NO_HOST_PLANE: lambda d: ("no host plane (/host:CPU): a device-only capture, so idle time cannot be traced to a "
+                              "host cause (launches, data loading, synchronization)"),
+    EPOCH_OUT_OF_RANGE: lambda d: (f"TARGET_INFO_SESSION_START_TIME.utcEpochNs {d['epoch']} is not a time in "
+                                   f"1..{d['max_ns']} ns (before 2100): session time base"),
+    TIME_SHIFTED_EXPORT: lambda d: "export was written with a time normalize/shift option; times are as exported",
+    NO_NVTX_RANGE_NAMED: lambda d: f"no NVTX range named {d['pattern']!r}; steps will be inferred",
+    STEP_NUMBER_PAST_INT64: lambda d: "a step number is past 2^63-1: steps are numbered in time order instead",
+    ODD_DEVICE_IDS: lambda d: (f"{d['count']:,} GPU rows carry a deviceId outside 0..{d['label'] - 1}: shown as "
+                               f"device {d['label']} (one label for all of them)"),
+    ODD_DEVICE_IDS_INT32: lambda d: (f"{d['count']:,} GPU rows carry a device id outside the int32 range: shown as "
+                                     "one label"),
+    MONOTONIC_CLOCK: lambda d: "times are the profiled node's monotonic clock (ns); the file gives no epoch offset",
+    NO_HOST_API: lambda d: ("no host API calls in this capture (kernel trace only): GPU idle time cannot be tied to "
+                            "host-side causes (launch overhead, synchronization)"),
+    RPD_NO_DEVICE: lambda d: ("an RPD database names no device: GPUs are shown by their gpuId without a model (pass "
+                              "--gpu NAME for MFU and the roofline)"),
+    RPD_JSON: lambda d: ("read from rpd2tracing's JSON: times are whole microseconds (the RPD has ns) and no device "
+                         "is named; load the .rpd it was made from where you have it"),
+}
+
+
 # The job's alignment notes
 _JOB_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
     CLAIMS_NO_RANK: lambda d: "claims no rank, left out of the alignment",
@@ -272,6 +317,7 @@ WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     TIMELINE_HOLES: _timeline_holes,
     BUBBLES_NOT_JUDGED: _bubbles_not_judged,
     BUBBLES_NOT_JUDGED_MORE: _bubbles_not_judged_more,
+    **_LOADER_CAVEATS,
     **_MFU_WARNINGS,
     **_JOB_NOTES,
     **_WHATIF_NOTES,

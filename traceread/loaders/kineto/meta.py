@@ -20,6 +20,7 @@ import traceread.loaders.kineto.categories as cats
 from traceread import schema
 from traceread.limits import EPOCH_NS_MAX, RANK_MAX, int_text
 from traceread.loaders.kineto.scan import codes_in
+from traceread.note import Note
 from traceread.trace import DeviceInfo, RankInfo
 
 PROFILER_OPTIONS = ("record_shapes", "profile_memory", "with_stack", "with_modules", "with_flops")
@@ -33,7 +34,7 @@ _RANK_PATTERNS = (re.compile(r"rank[-_]?([0-9]+)", re.I), re.compile(r"worker[-_
 EPOCH_US_MIN, EPOCH_US_MAX = 1.0e15, 4.1e15
 
 
-def rank_of(path: str, top: dict[str, Any], notes: list[str] | None = None) -> tuple[int, str, int | None, str]:
+def rank_of(path: str, top: dict[str, Any], notes: list[Note | str] | None = None) -> tuple[int, str, int | None, str]:
     """(rank, where it came from, world size or None, where that came from).
 
     A rank or world size outside 0..2^31-1 (the frame's int32 ``rank``; see ``limits``) is not
