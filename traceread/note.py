@@ -145,6 +145,20 @@ NO_HOST_API = "no-host-api"
 RPD_NO_DEVICE = "rpd-no-device"
 # rpd2tracing's JSON (whole microseconds, no device)
 RPD_JSON = "rpd-json"
+# distributedInfo.rank outside 0..max: value (as shown), max
+RANK_CLAIM_OUT_OF_RANGE = "rank-claim-out-of-range"
+# distributedInfo.world_size outside 1..max: value (as shown), max
+WORLD_SIZE_OUT_OF_RANGE = "world-size-out-of-range"
+# a rank in the file name outside 0..max: value (as shown), max
+FILE_NAME_RANK_OUT_OF_RANGE = "file-name-rank-out-of-range"
+# a GPU that ran kernels but deviceProperties does not describe: device
+GPU_NOT_DESCRIBED = "gpu-not-described"
+# a ProfilerStep# number past int64
+PROFILER_STEP_PAST_INT64 = "profiler-step-past-int64"
+# xplane devices named from their architecture: devices
+DEVICES_NAMED_FROM_ARCH = "devices-named-from-arch"
+# xplane devices without a model name: devices, viewer (the trace-viewer JSON, which keeps no device stats)
+DEVICES_UNNAMED = "devices-unnamed"
 # The job's alignment (traceread.ranks.job):
 # a trace that claims no rank: (its label is the note's label)
 CLAIMS_NO_RANK = "claims-no-rank"

@@ -16,13 +16,17 @@ from traceread.note import (
     COLLAPSED_STEPS,
     COMM_DURING_OTHER_IDLE,
     DEVICE_NAMES_UNRECOGNISED,
+    DEVICES_NAMED_FROM_ARCH,
+    DEVICES_UNNAMED,
     DP_EXCEEDS_GPUS,
     EPOCH_OUT_OF_RANGE,
     FEW_STEADY_STEPS,
+    FILE_NAME_RANK_OUT_OF_RANGE,
     FIRST_STEP_WARMUP,
     FP8_GEMMS_SEEN,
     FP8_NOT_SEEN,
     GAPS_EXCEED_IDLE,
+    GPU_NOT_DESCRIBED,
     GPU_SPAN_STEP,
     GPUS_DIFFER,
     GRAD_ACCUM_DISAGREES,
@@ -53,6 +57,8 @@ from traceread.note import (
     OVERLAPPING_KERNELS,
     PACKET_CUT,
     PEAK_OF_OTHER_DTYPE,
+    PROFILER_STEP_PAST_INT64,
+    RANK_CLAIM_OUT_OF_RANGE,
     RANK_CLAIMED_TWICE,
     RANK_NOT_ALIGNED,
     REPEATED_GPU_ACTIVITY,
@@ -79,6 +85,7 @@ from traceread.note import (
     VIEWER_DROPPED_EVENTS,
     WAITING_FOR,
     WARMUP_GIVEN,
+    WORLD_SIZE_OUT_OF_RANGE,
     Note,
 )
 from traceread.ranks.waiting import fmt_ms
@@ -205,6 +212,11 @@ _MFU_WARNINGS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+def _devices_unnamed(d: dict[str, Any]) -> str:
+    why = "the trace-viewer JSON keeps no device stats" if d["viewer"] else "the xplane gives no model name"
+    return f"device(s) {', '.join(map(str, d['devices']))}: {why} (pass --gpu NAME for MFU and the roofline)"
+
+
 # The loaders' caveats
 _LOADER_CAVEATS: dict[str, Callable[[dict[str, Any]], str]] = {
     NO_EVENTS: lambda d: "the trace holds no events",
@@ -232,6 +244,17 @@ _LOADER_CAVEATS: dict[str, Callable[[dict[str, Any]], str]] = {
                               "--gpu NAME for MFU and the roofline)"),
     RPD_JSON: lambda d: ("read from rpd2tracing's JSON: times are whole microseconds (the RPD has ns) and no device "
                          "is named; load the .rpd it was made from where you have it"),
+    RANK_CLAIM_OUT_OF_RANGE: lambda d: f"distributedInfo.rank {d['value']} is outside 0..{d['max']}: ignored",
+    WORLD_SIZE_OUT_OF_RANGE: lambda d: f"distributedInfo.world_size {d['value']} is outside 1..{d['max']}: ignored",
+    FILE_NAME_RANK_OUT_OF_RANGE: lambda d: f"the rank {d['value']} in the file name is outside 0..{d['max']}: ignored",
+    GPU_NOT_DESCRIBED: lambda d: (f"GPU {d['device']} ran the kernels but deviceProperties does not describe it: its "
+                                  "model is unknown (pass --gpu NAME for MFU and the roofline)"),
+    PROFILER_STEP_PAST_INT64: lambda d: ("a ProfilerStep# number is past 2^63-1: steps are numbered in time order "
+                                         "instead"),
+    DEVICES_NAMED_FROM_ARCH: lambda d: (f"device(s) {', '.join(map(str, d['devices']))}: the xplane gives no model "
+                                        "name; named from the architecture, compute units and memory its plane "
+                                        "records"),
+    DEVICES_UNNAMED: _devices_unnamed,
 }
 
 

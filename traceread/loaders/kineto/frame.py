@@ -23,7 +23,7 @@ from traceread import schema
 from traceread.limits import check_events, int_text
 from traceread.loaders.kineto.decode import INT64_MAX, INT64_MIN
 from traceread.loaders.kineto.scan import codes_in
-from traceread.note import Note
+from traceread.note import PROFILER_STEP_PAST_INT64, Note
 from traceread.trace import SideTables, shown_path
 
 _INT_COLUMNS = ("pid", "tid", "start_ns", "end_ns", "external_id", "correlation", "device", "stream")
@@ -494,7 +494,7 @@ def _renumbered(sub: pd.DataFrame, rank: int, warnings: list[Note | str] | None)
     """Steps numbered 0.. in time order: a ProfilerStep# number is past int64 (see profiler_steps)."""
     import pandas as pd
     if warnings is not None:
-        warnings.append("a ProfilerStep# number is past 2^63-1: steps are numbered in time order instead")
+        warnings.append(Note.of(PROFILER_STEP_PAST_INT64))
     order = np.argsort(sub["start_ns"].to_numpy(), kind="stable")
     step = np.empty(len(sub), np.int64)
     step[order] = np.arange(len(sub))
