@@ -159,6 +159,12 @@ PROFILER_STEP_PAST_INT64 = "profiler-step-past-int64"
 DEVICES_NAMED_FROM_ARCH = "devices-named-from-arch"
 # xplane devices without a model name: devices, viewer (the trace-viewer JSON, which keeps no device stats)
 DEVICES_UNNAMED = "devices-unnamed"
+# xplane events with a negative duration, made zero-length: count
+NEGATIVE_DURATIONS = "negative-durations"
+# xplane aggregated events (no time) left out: count
+AGGREGATED_EVENTS = "aggregated-events"
+# xplane events naming metadata their plane does not define: count
+UNDEFINED_EVENT_METADATA = "undefined-event-metadata"
 # The job's alignment (traceread.ranks.job):
 # a trace that claims no rank: (its label is the note's label)
 CLAIMS_NO_RANK = "claims-no-rank"

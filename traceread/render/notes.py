@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from traceread.note import (
+    AGGREGATED_EVENTS,
     ALIGNED_ENDS_DISAGREE,
     ALL_STEPS_FLAGGED,
     BUBBLES_NOT_JUDGED,
@@ -40,6 +41,7 @@ from traceread.note import (
     MFU_OVER_100,
     MICRO_BATCHES,
     MONOTONIC_CLOCK,
+    NEGATIVE_DURATIONS,
     NO_EVENTS,
     NO_HOST_API,
     NO_HOST_PLANE,
@@ -78,6 +80,7 @@ from traceread.note import (
     TOKENS_COVER_MICRO_BATCHES,
     TPU_NO_LAUNCHES,
     UNCLASSIFIED_BUSY,
+    UNDEFINED_EVENT_METADATA,
     UNENDED_MARKERS,
     UNEXPLAINED_WAITS,
     UNMARKED_RANKS,
@@ -255,6 +258,9 @@ _LOADER_CAVEATS: dict[str, Callable[[dict[str, Any]], str]] = {
                                         "name; named from the architecture, compute units and memory its plane "
                                         "records"),
     DEVICES_UNNAMED: _devices_unnamed,
+    NEGATIVE_DURATIONS: lambda d: f"{d['count']:,} event(s) with a negative duration: made zero-length",
+    AGGREGATED_EVENTS: lambda d: f"{d['count']:,} aggregated event(s) (num_occurrences, no time) left out",
+    UNDEFINED_EVENT_METADATA: lambda d: f"{d['count']:,} event(s) name metadata their plane does not define: named ''",
 }
 
 
