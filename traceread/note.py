@@ -81,6 +81,106 @@ ONE_OPTIMIZER_STEP_ASSUMED = "one-optimizer-step-assumed"
 MICRO_BATCHES = "micro-batches"
 # how MBU estimates bytes per step from the parameters: bytes_per_param
 MBU_BYTES_ESTIMATE = "mbu-bytes-estimate"
+# The MFU's warnings (traceread.metrics.mfu, traceread.metrics.steptime, traceread.metrics.peaks):
+# --gpus differs from the trace's world size: gpus, world
+GPUS_DIFFER = "gpus-differ"
+# --grad-accum differs from the micro-batches the trace shows: grad_accum, count
+GRAD_ACCUM_DISAGREES = "grad-accum-disagrees"
+# micro-batches per optimizer step seen, no --grad-accum: count
+TOKENS_COVER_MICRO_BATCHES = "tokens-cover-micro-batches"
+# --dp exceeds the job's GPUs: dp, gpus
+DP_EXCEEDS_GPUS = "dp-exceeds-gpus"
+# MFU past 100%: mfu
+MFU_OVER_100 = "mfu-over-100"
+# MBU without a peak bandwidth
+NO_PEAK_BANDWIDTH = "no-peak-bandwidth"
+# MBU without --bytes-per-step or --params
+MBU_NEEDS_BYTES = "mbu-needs-bytes"
+# fp8 GEMMs seen but the precision is another: dtype, count
+FP8_GEMMS_SEEN = "fp8-gemms-seen"
+# --dtype fp8 while the matmuls are bf16/fp16
+FP8_NOT_SEEN = "fp8-not-seen"
+# --peak-tflops is another precision's dense peak: tflops, gpu, other, dtype, dense (TFLOP/s or None), factor
+PEAK_OF_OTHER_DTYPE = "peak-of-other-dtype"
+# device names not in the peak table: names (as written), gpu (the row used)
+DEVICE_NAMES_UNRECOGNISED = "device-names-unrecognised"
+# every step is warmup or outlier: all steps timed
+ALL_STEPS_FLAGGED = "all-steps-flagged"
+# fewer steady steps than wanted: count, needed
+FEW_STEADY_STEPS = "few-steady-steps"
+# steady step times vary: cv, max_cv
+NOISY_STEPS = "noisy-steps"
+# each profiler step holds several optimizer steps: count
+OPTIMIZER_STEPS_PER_PROFILER_STEP = "optimizer-steps-per-profiler-step"
+# an optimizer step spans several profiler steps: profiler_steps
+OPTIMIZER_STEP_SPANS = "optimizer-step-spans"
+# The loaders' caveats (a Trace's meta.warnings; a caveat no kind covers yet is its sentence):
+# the trace holds no events
+NO_EVENTS = "no-events"
+# a Perfetto file cut inside a packet
+PACKET_CUT = "packet-cut"
+# the trace viewer dropped events past its size limit (XPlane JSON)
+VIEWER_DROPPED_EVENTS = "viewer-dropped-events"
+# TPU ops are not launched by the host
+TPU_NO_LAUNCHES = "tpu-no-launches"
+# no host plane in an XPlane capture
+NO_HOST_PLANE = "no-host-plane"
+# an nsys session start time that is not a time: epoch, max_ns
+EPOCH_OUT_OF_RANGE = "epoch-out-of-range"
+# an nsys export with a time normalize/shift option
+TIME_SHIFTED_EXPORT = "time-shifted-export"
+# --step-range matched no NVTX range at load: pattern
+NO_NVTX_RANGE_NAMED = "no-nvtx-range-named"
+# an NVTX step number past int64
+STEP_NUMBER_PAST_INT64 = "step-number-past-int64"
+# nsys GPU rows with a deviceId past the labels: count, label (the one label they share)
+ODD_DEVICE_IDS = "odd-device-ids"
+# rocprof GPU rows with a device id past int32: count
+ODD_DEVICE_IDS_INT32 = "odd-device-ids-int32"
+# rocprofv3 JSON times on the node's monotonic clock
+MONOTONIC_CLOCK = "monotonic-clock"
+# a rocprofv3 capture without host API calls
+NO_HOST_API = "no-host-api"
+# an RPD database naming no device
+RPD_NO_DEVICE = "rpd-no-device"
+# rpd2tracing's JSON (whole microseconds, no device)
+RPD_JSON = "rpd-json"
+# distributedInfo.rank outside 0..max: value (as shown), max
+RANK_CLAIM_OUT_OF_RANGE = "rank-claim-out-of-range"
+# distributedInfo.world_size outside 1..max: value (as shown), max
+WORLD_SIZE_OUT_OF_RANGE = "world-size-out-of-range"
+# a rank in the file name outside 0..max: value (as shown), max
+FILE_NAME_RANK_OUT_OF_RANGE = "file-name-rank-out-of-range"
+# a GPU that ran kernels but deviceProperties does not describe: device
+GPU_NOT_DESCRIBED = "gpu-not-described"
+# a ProfilerStep# number past int64
+PROFILER_STEP_PAST_INT64 = "profiler-step-past-int64"
+# xplane devices named from their architecture: devices
+DEVICES_NAMED_FROM_ARCH = "devices-named-from-arch"
+# xplane devices without a model name: devices, viewer (the trace-viewer JSON, which keeps no device stats)
+DEVICES_UNNAMED = "devices-unnamed"
+# xplane events with a negative duration, made zero-length: count
+NEGATIVE_DURATIONS = "negative-durations"
+# xplane aggregated events (no time) left out: count
+AGGREGATED_EVENTS = "aggregated-events"
+# xplane events naming metadata their plane does not define: count
+UNDEFINED_EVENT_METADATA = "undefined-event-metadata"
+# The job's alignment (traceread.ranks.job):
+# a trace that claims no rank: (its label is the note's label)
+CLAIMS_NO_RANK = "claims-no-rank"
+# a rank claimed by several traces: rank, traces (their labels)
+RANK_CLAIMED_TWICE = "rank-claimed-twice"
+# a rank whose clock could not be aligned: rank, method (how the alignment failed)
+RANK_NOT_ALIGNED = "rank-not-aligned"
+# a rank whose matched collectives still disagree after alignment: rank, spread_ns
+ALIGNED_ENDS_DISAGREE = "aligned-ends-disagree"
+# The what-if replay's notes (traceread.whatif):
+# same-time dependencies the replay could not order: count
+UNORDERED_DEPENDENCIES = "unordered-dependencies"
+# cross-stream waits inferred from timing: count
+INFERRED_WAITS = "inferred-waits"
+# GPU ops that waited with no recorded op to wait for: count, wait_ns
+UNEXPLAINED_WAITS = "unexplained-waits"
 # The pipeline-bubble rule (traceread.rules.pipeline_bubble):
 # a rank/device with too few analysed steps to judge periodicity: rank, device, steps, needed
 BUBBLES_NOT_JUDGED = "bubbles-not-judged"

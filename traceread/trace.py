@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported where used: see traceread.runner.prefetch
     import pandas as pd
 
+from traceread.note import Note
 from traceread.schema import TIME_EPOCH
 
 
@@ -99,7 +100,7 @@ class TraceMeta:
     profiler_options: dict[str, Any] = field(default_factory=dict)  # record_shapes, with_stack...
     distributed: dict[str, Any] = field(default_factory=dict)  # backend, nccl_version, pg_config (no hosts)
     steps: pd.DataFrame | None = None  # rank, step, name, start_ns, end_ns (host step annotations)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Note | str] = field(default_factory=list)  # a Note is worded by traceread.render.notes
     truncated: bool = False  # file ended early; events before the cut were kept
     extra: dict[str, Any] = field(default_factory=dict)  # format-specific facts (schema versions...)
     # The profiled job as the file names it (Kineto 2026+: PT_PROFILER_JOB_NAME, _VERSION, _ATTEMPT_INDEX):

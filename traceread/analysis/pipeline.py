@@ -128,7 +128,8 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     starts its replay from these (``whatif.predict_staged``), then :func:`finish_one` does the rest."""
     out = PerTrace()
     label = _label(trace)
-    out.notes.extend(f"{label}: {w}" for w in trace.meta.warnings)  # the loader's caveats (truncation, epoch)
+    # the loader's caveats (truncation, epoch)
+    out.notes.extend(w.under(label) if isinstance(w, Note) else f"{label}: {w}" for w in trace.meta.warnings)
     from traceread.engine.steps import find_steps
 
     out.sanity_at = len(out.notes)  # the sanity notes come next, made by finish_one (the replay starts before)

@@ -8,6 +8,7 @@ import click
 
 from traceread.cli.output import emit, json_option
 from traceread.frame.summary import TraceSummary, summarize
+from traceread.render.notes import text as note_text
 from traceread.runner import load
 from traceread.trace import Trace
 
@@ -86,7 +87,7 @@ def _table(s: TraceSummary, dec: dict | None = None) -> str:
         rows.append(("job", f"named by the file (PT_PROFILER_JOB_*), digest {s.job_digest} (values not shown)"))
     if s.profiler_options:
         rows.append(("options", ", ".join(f"{k}={v}" for k, v in s.profiler_options.items())))
-    rows += [("warnings" if i == 0 else "", w) for i, w in enumerate(s.warnings or ["(none)"])]
+    rows += [("warnings" if i == 0 else "", w) for i, w in enumerate([note_text(w) for w in s.warnings] or ["(none)"])]
     width = max(len(k) for k, _ in rows)
     return "\n".join([f"== {s.path}"] + [f"  {k:<{width}}  {v}" for k, v in rows])
 
@@ -101,5 +102,5 @@ def command(traces: tuple[str, ...], json_path: str | None) -> None:
     decoders = [loaded_by(t) for t in loaded]
     del loaded
     emit("\n\n".join(_table(s, d) for s, d in zip(summaries, decoders, strict=True)),
-         {"traces": [{**s.to_dict(), **({"loaded_by": d} if d is not None else {})}
+         {"traces": [{**s.to_dict(), "warnings": [note_text(w) for w in s.warnings], **({"loaded_by": d} if d is not None else {})}
                      for s, d in zip(summaries, decoders, strict=True)]}, json_path)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from traceread import schema
+from traceread.note import Note
 from traceread.trace import Trace, job_digest
 
 
@@ -38,7 +39,7 @@ class TraceSummary:
     step_range: tuple[int, int] | None  # first and last ProfilerStep number
     profiler_options: dict[str, Any]
     truncated: bool
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Note | str] = field(default_factory=list)  # worded by traceread.render.notes
     # Chrome-trace counter samples (``ph: C``: MTIA/XPU counters...): not rows of the frame, counted
     counter_events: int = 0
     # the job's digest when the file names its job (Kineto PT_PROFILER_JOB_*): the values are environment

@@ -28,7 +28,20 @@ from traceread.metrics.peaks import PeakChoice, resolve_peak
 from traceread.metrics.precision import DTYPE_BYTES, matmul_precisions
 from traceread.metrics.steptime import StepTiming, step_timing
 from traceread.metrics.workload import Workload
-from traceread.note import MBU_BYTES_ESTIMATE, MICRO_BATCHES, Note
+from traceread.note import (
+    DP_EXCEEDS_GPUS,
+    FP8_GEMMS_SEEN,
+    FP8_NOT_SEEN,
+    GPUS_DIFFER,
+    GRAD_ACCUM_DISAGREES,
+    MBU_BYTES_ESTIMATE,
+    MBU_NEEDS_BYTES,
+    MFU_OVER_100,
+    MICRO_BATCHES,
+    NO_PEAK_BANDWIDTH,
+    TOKENS_COVER_MICRO_BATCHES,
+    Note,
+)
 from traceread.trace import Trace
 
 
@@ -44,14 +57,13 @@ def _infer_dtype(evidence: dict[str, int]) -> tuple[str, str]:
     return best, f"inferred from the recorded matmul ops ({counts[best]} of {sum(counts.values())} read are {best})"
 
 
-def _precision_warnings(dtype: str, evidence: dict[str, int]) -> list[str]:
+def _precision_warnings(dtype: str, evidence: dict[str, int]) -> list[Note]:
     out = []
     fp8 = evidence.get("fp8", 0) + evidence.get("fp8-kernels", 0)
     if dtype != "fp8" and fp8:
-        out.append(f"the trace shows fp8 GEMMs ({fp8} ops/kernels) but the precision is {dtype}: against "
-                   f"the {dtype} peak MFU is inflated (fp8 doubles the dense peak); use --dtype fp8")
+        out.append(Note.of(FP8_GEMMS_SEEN, dtype=dtype, count=fp8))
     if dtype == "fp8" and not fp8 and (evidence.get("bf16") or evidence.get("fp16")):
-        out.append("--dtype fp8, but the recorded matmuls are bf16/fp16: the fp8 peak understates MFU")
+        out.append(Note.of(FP8_NOT_SEEN))
     return out
 
 
@@ -72,16 +84,16 @@ class MfuResult:
     peak: dict[str, Any]
     mfu_with_attention: float | None = None  # 6ND + attention FLOPs (PaLM convention), labelled
     mbu: float | None = None  # inference: memory-bandwidth utilization
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[Note, ...] = field(default=())  # as data: worded by traceread.render.notes
     notes: tuple[Note, ...] = field(default=())  # as data: worded by traceread.render.notes
 
 
-def _num_gpus(workload: Workload, traces: list[Trace], warnings: list[str]) -> tuple[int, str]:
+def _num_gpus(workload: Workload, traces: list[Trace], warnings: list[Note]) -> tuple[int, str]:
     sizes = [t.meta.world_size for t in traces if t.meta.world_size]
     world = max(sizes) if sizes else None
     if workload.gpus is not None:
         if world is not None and world != workload.gpus:
-            warnings.append(f"--gpus {workload.gpus} differs from the trace's world size {world}; using --gpus")
+            warnings.append(Note.of(GPUS_DIFFER, gpus=workload.gpus, world=world))
         return workload.gpus, "--gpus"
     if world is not None:
         return world, "trace world size (distributedInfo)"
@@ -95,7 +107,7 @@ def _device_names(traces: list[Trace]) -> list[str]:
     return [d.name for d in (used or devs)]
 
 
-def _check_grad_accum(workload: Workload, timing: StepTiming, warnings: list[str], notes: list[Note]) -> None:
+def _check_grad_accum(workload: Workload, timing: StepTiming, warnings: list[Note], notes: list[Note]) -> None:
     m = timing.micro_batches_per_optimizer_step
     if m is None:
         return
@@ -103,11 +115,9 @@ def _check_grad_accum(workload: Workload, timing: StepTiming, warnings: list[str
     if seen > 1:
         notes.append(Note.of(MICRO_BATCHES, count=m))
     if workload.grad_accum is not None and seen != workload.grad_accum:
-        warnings.append(f"token count and step time disagree: --grad-accum {workload.grad_accum} but the trace "
-                        f"shows {m:.3g} micro-batches per optimizer step")
+        warnings.append(Note.of(GRAD_ACCUM_DISAGREES, grad_accum=workload.grad_accum, count=m))
     elif workload.grad_accum is None and seen > 1:
-        warnings.append(f"the trace shows {m:.3g} micro-batches per optimizer step: the token count must "
-                        "cover all of them (and every data-parallel rank), not one micro-batch")
+        warnings.append(Note.of(TOKENS_COVER_MICRO_BATCHES, count=m))
 
 
 def compute_mfu(workload: Workload, traces: list[Trace], steps_df: pd.DataFrame,
@@ -117,7 +127,7 @@ def compute_mfu(workload: Workload, traces: list[Trace], steps_df: pd.DataFrame,
     ``steps_df`` is the steps frame (``schema.STEP_COLUMNS``, optional ``trace`` column: index into
     ``traces``). Raises MissingInputError for inputs neither the trace nor ``workload`` gives.
     """
-    warnings: list[str] = []
+    warnings: list[Note] = []
     notes: list[Note] = []
     fpt = workload.flops_per_token_model()
     if fpt is None:
@@ -134,7 +144,7 @@ def compute_mfu(workload: Workload, traces: list[Trace], steps_df: pd.DataFrame,
         dtype, dtype_src = _infer_dtype(evidence)
     gpus, gpus_src = _num_gpus(workload, traces, warnings)
     if workload.dp is not None and workload.dp > gpus:
-        warnings.append(f"--dp {workload.dp} exceeds the job's {gpus} GPUs: the token count is too large")
+        warnings.append(Note.of(DP_EXCEEDS_GPUS, dp=workload.dp, gpus=gpus))
     peak: PeakChoice = resolve_peak(_device_names(traces), dtype, workload.gpu, workload.peak_tflops,
                                     workload.peak_bandwidth, cfg.peak_match_tolerance)
     warnings += peak.warnings
@@ -153,8 +163,7 @@ def compute_mfu(workload: Workload, traces: list[Trace], steps_df: pd.DataFrame,
     mult, mult_how = workload.recompute_multiplier()
     hfu = mfu * mult
     if mfu > 1:
-        warnings.append(f"MFU {mfu:.0%} exceeds 100%: an input is wrong (tokens per step, GPU count, "
-                        "or the peak)")
+        warnings.append(Note.of(MFU_OVER_100, mfu=mfu))
     attn = workload.attention_flops_per_token()
     mfu_attn = (flops_tok + attn) * tokens / t_s / gpus / peak.peak_flops if attn else None
     mbu = None
@@ -184,10 +193,10 @@ def compute_mfu(workload: Workload, traces: list[Trace], steps_df: pd.DataFrame,
 
 
 def _mbu(workload: Workload, dtype: str, t_s: float, gpus: int, peak: PeakChoice,
-         warnings: list[str], notes: list[Note]) -> float | None:
+         warnings: list[Note], notes: list[Note]) -> float | None:
     """Memory-bandwidth utilization: bytes read per step / (step time x GPUs x peak bandwidth)."""
     if peak.bandwidth_bytes_per_s is None:
-        warnings.append("no peak bandwidth for this GPU: pass --peak-bandwidth for MBU")
+        warnings.append(Note.of(NO_PEAK_BANDWIDTH))
         return None
     if workload.bytes_per_step is not None:
         nbytes = workload.bytes_per_step
@@ -195,6 +204,6 @@ def _mbu(workload: Workload, dtype: str, t_s: float, gpus: int, peak: PeakChoice
         nbytes = workload.params * DTYPE_BYTES[dtype]
         notes.append(Note.of(MBU_BYTES_ESTIMATE, bytes_per_param=DTYPE_BYTES[dtype]))
     else:
-        warnings.append("MBU needs --bytes-per-step or --params")
+        warnings.append(Note.of(MBU_NEEDS_BYTES))
         return None
     return nbytes / t_s / (gpus * peak.bandwidth_bytes_per_s)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from traceread.errors import MissingInputError, UsageError
+from traceread.note import DEVICE_NAMES_UNRECOGNISED, PEAK_OF_OTHER_DTYPE, Note
 
 DTYPES: tuple[str, ...] = ("fp8", "bf16", "fp16", "tf32", "fp32")
 TERA = 1e12
@@ -163,7 +164,7 @@ class PeakChoice:
     gpu_key: str | None  # table row used, None for user-given peaks
     device_name: str  # as the trace wrote it ('' unknown)
     source: str  # "table: <row source>" or "--peak-tflops"
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[Note, ...] = field(default=())  # as data: worded by traceread.render.notes
 
     @property
     def ridge(self) -> float | None:
@@ -184,7 +185,7 @@ def _unknown_message(names: list[str]) -> str:
             f"(one of {', '.join(table_keys())}) or both --peak-tflops and --peak-bandwidth")
 
 
-def _check_user_peak(user_tflops: float, dtype: str, row: GpuPeak | None, tol: float) -> list[str]:
+def _check_user_peak(user_tflops: float, dtype: str, row: GpuPeak | None, tol: float) -> list[Note]:
     """Guardrails for a hand-given peak: the sparse figure is refused, another precision's is warned."""
     if row is None:
         return []
@@ -196,14 +197,12 @@ def _check_user_peak(user_tflops: float, dtype: str, row: GpuPeak | None, tol: f
             f"(dense: {dense:g}); MFU uses the dense peak, so pass --peak-tflops {dense:g}")
     if dense and close(user_tflops, dense):
         return []
-    out = []
+    out: list[Note] = []
     for other, val in row.tflops.items():
         if other == dtype or not close(user_tflops, val):
             continue
-        msg = f"--peak-tflops {user_tflops:g} is the {row.key}'s dense {other} peak but the run is {dtype}"
-        if dense:
-            msg += f" (dense {dense:g} TFLOP/s): MFU is off by {dense / val:.2g}x"
-        out.append(msg)
+        out.append(Note.of(PEAK_OF_OTHER_DTYPE, tflops=user_tflops, gpu=row.key, other=other, dtype=dtype,
+                           dense=dense, other_tflops=val))
     return out
 
 
@@ -225,7 +224,7 @@ def resolve_peak(
     if dtype not in DTYPES:
         raise UsageError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     names = sorted({n for n in device_names if n is not None})
-    warnings: list[str] = []
+    warnings: list[Note] = []
     row: GpuPeak | None = None
     if gpu:
         row = match_gpu(gpu)
@@ -241,7 +240,7 @@ def resolve_peak(
             row = rows.pop()
         elif rows:
             row = rows.pop()
-            warnings.append(f"some device names were not recognised ({names}); using {row.key}")
+            warnings.append(Note.of(DEVICE_NAMES_UNRECOGNISED, names=tuple(names), gpu=row.key))
     name = names[0] if len(names) == 1 else ", ".join(names)
 
     if peak_tflops is not None:

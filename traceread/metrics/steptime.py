@@ -19,7 +19,17 @@ from traceread import schema
 from traceread.config import Thresholds
 from traceread.errors import MissingInputError
 from traceread.host_calls import DATALOADER_PREFIX, OPTIMIZER_PREFIX
-from traceread.note import ONE_OPTIMIZER_STEP_ASSUMED, TIMING_OUTLIERS_EXCLUDED, TIMING_WARMUP_EXCLUDED, Note
+from traceread.note import (
+    ALL_STEPS_FLAGGED,
+    FEW_STEADY_STEPS,
+    NOISY_STEPS,
+    ONE_OPTIMIZER_STEP_ASSUMED,
+    OPTIMIZER_STEP_SPANS,
+    OPTIMIZER_STEPS_PER_PROFILER_STEP,
+    TIMING_OUTLIERS_EXCLUDED,
+    TIMING_WARMUP_EXCLUDED,
+    Note,
+)
 from traceread.trace import Trace
 
 MICROBATCH_PREFIXES: tuple[str, ...] = (DATALOADER_PREFIX,)
@@ -45,7 +55,7 @@ class StepTiming:
     optimizer_steps_per_profiler_step: float | None  # None: no Optimizer.step# markers
     micro_batches_per_optimizer_step: float | None  # None: no micro-batch markers
     notes: tuple[Note, ...] = field(default=())  # as data: worded by traceread.render.notes
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[Note, ...] = field(default=())  # as data: worded by traceread.render.notes
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -106,7 +116,7 @@ def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds, train
         raise MissingInputError("no steps were found in the trace; MFU needs step boundaries "
                                 "(ProfilerStep#N, an NVTX step range, or --step-range)")
     notes: list[Note] = []
-    warnings: list[str] = []
+    warnings: list[Note] = []
     key = ["step"]  # ranks (and their trace files) share step numbers: ProfilerStep#N is the same N
     s = steps.assign(dur=(steps["end_ns"] - steps["start_ns"]).astype(np.int64),
                      opt=_optimizer_counts(traces, steps),
@@ -119,7 +129,7 @@ def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds, train
     steady = per[~(per["warmup"] | per["outlier"])]
     if steady.empty:
         steady = per
-        warnings.append("every step is flagged warmup or outlier; timing uses all steps")
+        warnings.append(Note.of(ALL_STEPS_FLAGGED))
     d = steady["dur"].to_numpy(dtype=np.float64)
     med = float(np.median(d))
     cv = float(np.std(d) / np.mean(d)) if len(d) > 1 and np.mean(d) > 0 else 0.0
@@ -129,10 +139,9 @@ def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds, train
         longest = per.loc[per["outlier"], "dur"].max()
         notes.append(Note.of(TIMING_OUTLIERS_EXCLUDED, count=n_out, longest_ns=longest, median_ns=med))
     if len(d) < cfg.mfu_min_steady_steps:
-        warnings.append(f"only {len(d)} steady step(s) timed: one step can hide a stall "
-                        f"(checkpoint, allocator, slow batch); profile at least {cfg.mfu_min_steady_steps}")
+        warnings.append(Note.of(FEW_STEADY_STEPS, count=len(d), needed=cfg.mfu_min_steady_steps))
     if cv > cfg.mfu_max_step_cv:
-        warnings.append(f"steady step times vary (CV {cv:.0%} > {cfg.mfu_max_step_cv:.0%}): MFU is noisy")
+        warnings.append(Note.of(NOISY_STEPS, cv=cv, max_cv=cfg.mfu_max_step_cv))
 
     opt = steady["opt"].to_numpy(dtype=np.float64)
     mb = steady["mb"].to_numpy(dtype=np.float64)
@@ -143,13 +152,11 @@ def step_timing(traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds, train
         opt_per = float(opt.sum() / len(opt))
         if np.all(opt == opt[0]) and opt[0] > 1:
             period = med / opt[0]
-            warnings.append(f"each profiler step holds {int(opt[0])} optimizer steps (Optimizer.step# "
-                            "markers); MFU uses the optimizer-step period")
+            warnings.append(Note.of(OPTIMIZER_STEPS_PER_PROFILER_STEP, count=int(opt[0])))
         elif not np.all(opt == opt[0]) or opt[0] < 1:
             # Profiler steps are micro-batches: one optimizer step every len/sum profiler steps.
             period = med * len(opt) / float(opt.sum())
-            warnings.append(f"an optimizer step spans ~{len(opt) / opt.sum():.2g} profiler steps "
-                            "(Optimizer.step# markers); MFU uses the optimizer-step period")
+            warnings.append(Note.of(OPTIMIZER_STEP_SPANS, profiler_steps=float(len(opt) / opt.sum())))
         if mb.sum() > 0:
             mb_per = float(mb.sum() / opt.sum())
     elif training:

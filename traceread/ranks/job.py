@@ -42,6 +42,7 @@ import numpy as np
 
 from traceread import causes
 from traceread.config import Thresholds
+from traceread.note import ALIGNED_ENDS_DISAGREE, CLAIMS_NO_RANK, RANK_CLAIMED_TWICE, RANK_NOT_ALIGNED, Note
 from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
 from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
 from traceread.ranks.evidence import ClaimEvidence, early_text, judge, start_skew, withheld_text
@@ -96,7 +97,7 @@ class JobReport:
     step: JobStep
     verdict: str
     group: dict[str, Any] | None = None
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()  # as data: worded by traceread.render.notes (to_dict gives kind and data)
     unavailable: tuple[str, ...] = ()
     thresholds: dict[str, Any] = field(default_factory=dict)
     stages: PipelineStages | None = None  # pipeline stages read from p2p (count, ranks per stage, evidence)
@@ -112,7 +113,8 @@ class JobReport:
         return {"name": self.name, "group": self.group, "ranks": [r.to_dict() for r in self.ranks],
                 "alignment": [a.to_dict() for a in self.alignment], "matched_collectives": self.matched_collectives,
                 "collectives": list(self.collectives), "stragglers": [s.to_dict() for s in self.stragglers],
-                "step": self.step.to_dict(), "verdict": self.verdict, "notes": list(self.notes),
+                "step": self.step.to_dict(), "verdict": self.verdict,
+                "notes": [{"kind": n.kind, **({"label": n.label} if n.label else {}), **n.fields} for n in self.notes],
                 "unavailable": list(self.unavailable), "thresholds": self.thresholds,
                 "stages": self.stages.to_dict() if self.stages is not None else None,
                 "stage_imbalance": self.stage_imbalance.to_dict() if self.stage_imbalance is not None else None,
@@ -125,18 +127,17 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
                 group: JobGroup | None = None) -> JobReport:
     """Align the ranks of one capture and name its stragglers (see the module doc)."""
     name = group.name if group is not None else "job"
-    notes: list[str] = []
+    notes: list[Note] = []
     unavailable: list[str] = []
     claims: dict[int, list[RankSummary]] = {}
     for s in summaries:
         if s.identity.rank is None:
-            notes.append(f"{s.identity.label}: claims no rank, left out of the alignment")
+            notes.append(Note.of(CLAIMS_NO_RANK).under(s.identity.label))
         else:
             claims.setdefault(int(s.identity.rank), []).append(s)
     for r, ss in sorted(claims.items()):
         if len(ss) > 1:
-            notes.append(f"rank {r} is claimed by {len(ss)} traces ({', '.join(x.identity.label for x in ss)}): "
-                         "left out of the alignment, neither replaces the other")
+            notes.append(Note.of(RANK_CLAIMED_TWICE, rank=r, traces=tuple(x.identity.label for x in ss)))
     ranked = [ss[0] for r, ss in sorted(claims.items()) if len(ss) == 1]
     # the reference clock: the lowest rank that recorded collectives (one without cannot be aligned to)
     with_calls = [s for s in ranked if len(s.collectives["end_ns"])]
@@ -157,12 +158,9 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     off = {a.rank: a for a in alignments}
     for a in alignments:
         if a.offset_ns is None:
-            notes.append(f"rank {a.rank}: {a.method}; its arrivals are not compared")
+            notes.append(Note.of(RANK_NOT_ALIGNED, rank=a.rank, method=a.method))
         elif a.end_spread_ns is not None and a.end_spread_ns > cfg.align_max_end_spread_ns:
-            notes.append(f"rank {a.rank}: matched collectives' end times still disagree by {fmt_ms(a.end_spread_ns)} "
-                         "(robust spread) after alignment, where one collective ends within microseconds on every "
-                         "rank: the matched calls may not be the same collectives (no sequence number or process "
-                         "group recorded); its offset and waits are unreliable")
+            notes.append(Note.of(ALIGNED_ENDS_DISAGREE, rank=a.rank, spread_ns=a.end_spread_ns))
     ok = [off[s.identity.claimed_rank].offset_ns is not None for s in ranked]
     usable = [s for s, good in zip(ranked, ok, strict=True) if good]
     rows = instances(ranked, es)[np.flatnonzero(ok)]

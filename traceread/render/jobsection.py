@@ -10,6 +10,7 @@ from typing import Any
 from traceread.ranks.grouping import JobGroup, missing_text, ranges
 from traceread.ranks.job import JobReport
 from traceread.ranks.section import JobSection
+from traceread.render import notes as note_words
 from traceread.render.fmt import dur, pct, plural, table
 from traceread.render.names import md_code, md_text
 
@@ -109,5 +110,17 @@ def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
                   "the reference rank's; spread: the error of one collective's aligned times.", "",
                   table(["Rank"] + (["Stage"] if rep.stages else []) + ["Trace", "Offset", "Uncertainty", "Spread",
                          "Matched", "Last", "Others waited", "Method"], rows, ("rr" if rep.stages else "r") + "lrrrrrrl")]
-    lines += [f"- {md_text(n)}" for n in rep.notes] + [f"- Not computed: {md_text(u)}" for u in rep.unavailable]
+    lines += [f"- {md_text(note_words.text(n))}" for n in rep.notes] + [f"- Not computed: {md_text(u)}" for u in rep.unavailable]
     return "\n".join(lines)
+
+
+def job_record(rep: JobReport) -> dict[str, Any]:
+    """``rep.to_dict()`` with its notes worded (the ``job`` object of the JSON report, ``jobs/<job>.json``)."""
+    return {**rep.to_dict(), "notes": [note_words.text(n) for n in rep.notes]}
+
+
+def section_record(sec: JobSection) -> dict[str, Any]:
+    """``sec.to_dict()`` with each job's notes worded."""
+    return {"summary": sec.summary, "separate": sec.separate,
+            "groups": [{**g.to_dict(), "report": job_record(r) if r is not None else None}
+                       for g, r in zip(sec.groups, sec.reports, strict=True)]}

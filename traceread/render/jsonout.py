@@ -24,6 +24,7 @@ import pandas as pd
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.analysis.scope import analysis_scope
 from traceread.render import json_tables, notes
+from traceread.render.jobsection import section_record
 from traceread.render.json_text import plain
 from traceread.render.names import scrub_paths
 from traceread.runner.write import write_pieces
@@ -136,9 +137,11 @@ def _records(df: pd.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
 def mfu_record(m: MfuResult) -> dict[str, Any]:
     """The report's ``mfu`` object: every field of the result, in order (tuples as lists)."""
     d = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
-    d["warnings"], d["notes"] = list(m.warnings), notes.texts(m.notes)
-    if "notes" in m.timing:  # the step timing's notes, as data: worded here
-        d["timing"] = {**m.timing, "notes": [notes.text(n) for n in m.timing["notes"]]}
+    d["warnings"], d["notes"] = notes.texts(m.warnings), notes.texts(m.notes)
+    if "notes" in m.timing:  # the step timing's notes and warnings, as data: worded here
+        d["timing"] = {**m.timing, "notes": [notes.text(n) for n in m.timing["notes"]],
+                       "warnings": [notes.text(w) for w in m.timing.get("warnings", ())]}
+    d["peak"] = {**m.peak, "warnings": [notes.text(w) for w in m.peak.get("warnings", ())]}
     return d
 
 
@@ -206,7 +209,7 @@ def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str
         "notes": [scrub_paths(t) for t in notes.texts(a.notes)],
         "unavailable": list(a.unavailable) if replay else None,
         "thresholds": plain(a.cfg.to_dict()),
-        "job": plain(a.job.to_dict()) if a.job is not None else None,
+        "job": plain(section_record(a.job)) if a.job is not None else None,
     }
 
 

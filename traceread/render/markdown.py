@@ -142,7 +142,7 @@ def _scoreboard(a: Analysis) -> str:
     out = head + table(["Figure", "Value"], rows, "lr")
     if m.formula:
         out += "\n\n" + md_text(m.formula)
-    for w in m.warnings:
+    for w in notes.texts(m.warnings):
         out += f"\n\n- **Warning**: {md_text(w)}"
     return out
 

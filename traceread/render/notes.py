@@ -7,42 +7,91 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from traceread.note import (
+    AGGREGATED_EVENTS,
+    ALIGNED_ENDS_DISAGREE,
+    ALL_STEPS_FLAGGED,
     BUBBLES_NOT_JUDGED,
     BUBBLES_NOT_JUDGED_MORE,
     CAPTURE_EDGES,
+    CLAIMS_NO_RANK,
     COLLAPSED_STEPS,
     COMM_DURING_OTHER_IDLE,
+    DEVICE_NAMES_UNRECOGNISED,
+    DEVICES_NAMED_FROM_ARCH,
+    DEVICES_UNNAMED,
+    DP_EXCEEDS_GPUS,
+    EPOCH_OUT_OF_RANGE,
+    FEW_STEADY_STEPS,
+    FILE_NAME_RANK_OUT_OF_RANGE,
     FIRST_STEP_WARMUP,
+    FP8_GEMMS_SEEN,
+    FP8_NOT_SEEN,
     GAPS_EXCEED_IDLE,
+    GPU_NOT_DESCRIBED,
     GPU_SPAN_STEP,
+    GPUS_DIFFER,
+    GRAD_ACCUM_DISAGREES,
     GRAPH_TIME,
+    INFERRED_WAITS,
     ITERATION_RANGES,
     KERNEL_PERIOD,
     MBU_BYTES_ESTIMATE,
+    MBU_NEEDS_BYTES,
     MEMORY_BOUND_NEXT,
+    MFU_OVER_100,
     MICRO_BATCHES,
+    MONOTONIC_CLOCK,
+    NEGATIVE_DURATIONS,
+    NO_EVENTS,
+    NO_HOST_API,
+    NO_HOST_PLANE,
     NO_NVTX_MATCH,
+    NO_NVTX_RANGE_NAMED,
+    NO_PEAK_BANDWIDTH,
+    NOISY_STEPS,
     NOTHING_TO_ATTRIBUTE,
+    ODD_DEVICE_IDS,
+    ODD_DEVICE_IDS_INT32,
     ONE_OPTIMIZER_STEP_ASSUMED,
+    OPTIMIZER_STEP_SPANS,
+    OPTIMIZER_STEPS_PER_PROFILER_STEP,
     OUTLIER_STEPS,
     OVERLAPPING_KERNELS,
+    PACKET_CUT,
+    PEAK_OF_OTHER_DTYPE,
+    PROFILER_STEP_PAST_INT64,
+    RANK_CLAIM_OUT_OF_RANGE,
+    RANK_CLAIMED_TWICE,
+    RANK_NOT_ALIGNED,
     REPEATED_GPU_ACTIVITY,
     REPEATED_LAYERS,
     REPEATING_RANGE,
+    RPD_JSON,
+    RPD_NO_DEVICE,
     SINGLE_RANGE_STEP,
+    STEP_NUMBER_PAST_INT64,
     STEPS_FROM_MARKER,
     STEPS_NVTX_RANGES,
     STRAGGLER_COMM_BOUND,
+    TIME_SHIFTED_EXPORT,
     TIMELINE_HOLES,
     TIMING_OUTLIERS_EXCLUDED,
     TIMING_WARMUP_EXCLUDED,
+    TOKENS_COVER_MICRO_BATCHES,
+    TPU_NO_LAUNCHES,
     UNCLASSIFIED_BUSY,
+    UNDEFINED_EVENT_METADATA,
     UNENDED_MARKERS,
+    UNEXPLAINED_WAITS,
     UNMARKED_RANKS,
+    UNORDERED_DEPENDENCIES,
+    VIEWER_DROPPED_EVENTS,
     WAITING_FOR,
     WARMUP_GIVEN,
+    WORLD_SIZE_OUT_OF_RANGE,
     Note,
 )
+from traceread.ranks.waiting import fmt_ms
 
 
 def _straggler_comm_bound(d: dict[str, Any]) -> str:
@@ -128,6 +177,120 @@ def _capture_edges(d: dict[str, Any]) -> str:
             "the causes' shares and the verdict, whose shares are of the remaining captured time")
 
 
+def _peak_of_other_dtype(d: dict[str, Any]) -> str:
+    out = f"--peak-tflops {d['tflops']:g} is the {d['gpu']}'s dense {d['other']} peak but the run is {d['dtype']}"
+    if d["dense"]:
+        out += f" (dense {d['dense']:g} TFLOP/s): MFU is off by {d['dense'] / d['other_tflops']:.2g}x"
+    return out
+
+
+# The MFU's warnings: the inputs or the timing make the figure doubtful
+_MFU_WARNINGS: dict[str, Callable[[dict[str, Any]], str]] = {
+    GPUS_DIFFER: lambda d: f"--gpus {d['gpus']} differs from the trace's world size {d['world']}; using --gpus",
+    GRAD_ACCUM_DISAGREES: lambda d: (f"token count and step time disagree: --grad-accum {d['grad_accum']} but the "
+                                     f"trace shows {d['count']:.3g} micro-batches per optimizer step"),
+    TOKENS_COVER_MICRO_BATCHES: lambda d: (f"the trace shows {d['count']:.3g} micro-batches per optimizer step: the "
+                                           "token count must cover all of them (and every data-parallel rank), not "
+                                           "one micro-batch"),
+    DP_EXCEEDS_GPUS: lambda d: f"--dp {d['dp']} exceeds the job's {d['gpus']} GPUs: the token count is too large",
+    MFU_OVER_100: lambda d: (f"MFU {d['mfu']:.0%} exceeds 100%: an input is wrong (tokens per step, GPU count, "
+                             "or the peak)"),
+    NO_PEAK_BANDWIDTH: lambda d: "no peak bandwidth for this GPU: pass --peak-bandwidth for MBU",
+    MBU_NEEDS_BYTES: lambda d: "MBU needs --bytes-per-step or --params",
+    FP8_GEMMS_SEEN: lambda d: (f"the trace shows fp8 GEMMs ({d['count']} ops/kernels) but the precision is "
+                               f"{d['dtype']}: against the {d['dtype']} peak MFU is inflated (fp8 doubles the dense "
+                               "peak); use --dtype fp8"),
+    FP8_NOT_SEEN: lambda d: "--dtype fp8, but the recorded matmuls are bf16/fp16: the fp8 peak understates MFU",
+    PEAK_OF_OTHER_DTYPE: _peak_of_other_dtype,
+    DEVICE_NAMES_UNRECOGNISED: lambda d: (f"some device names were not recognised ({list(d['names'])}); using "
+                                          f"{d['gpu']}"),
+    ALL_STEPS_FLAGGED: lambda d: "every step is flagged warmup or outlier; timing uses all steps",
+    FEW_STEADY_STEPS: lambda d: (f"only {d['count']} steady step(s) timed: one step can hide a stall (checkpoint, "
+                                 f"allocator, slow batch); profile at least {d['needed']}"),
+    NOISY_STEPS: lambda d: f"steady step times vary (CV {d['cv']:.0%} > {d['max_cv']:.0%}): MFU is noisy",
+    OPTIMIZER_STEPS_PER_PROFILER_STEP: lambda d: (f"each profiler step holds {d['count']} optimizer steps "
+                                                  "(Optimizer.step# markers); MFU uses the optimizer-step period"),
+    OPTIMIZER_STEP_SPANS: lambda d: (f"an optimizer step spans ~{d['profiler_steps']:.2g} profiler steps "
+                                     "(Optimizer.step# markers); MFU uses the optimizer-step period"),
+}
+
+
+def _devices_unnamed(d: dict[str, Any]) -> str:
+    why = "the trace-viewer JSON keeps no device stats" if d["viewer"] else "the xplane gives no model name"
+    return f"device(s) {', '.join(map(str, d['devices']))}: {why} (pass --gpu NAME for MFU and the roofline)"
+
+
+# The loaders' caveats
+_LOADER_CAVEATS: dict[str, Callable[[dict[str, Any]], str]] = {
+    NO_EVENTS: lambda d: "the trace holds no events",
+    PACKET_CUT: lambda d: "the file ends inside a trace packet (cut short?): the packets before the cut were read",
+    VIEWER_DROPPED_EVENTS: lambda d: ("the trace viewer dropped events past its size limit (filteredByVisibility): the "
+                                      "counts and times here cover only the events it kept; read the .xplane.pb of "
+                                      "the same run"),
+    TPU_NO_LAUNCHES: lambda d: ("TPU: ops are issued by the device's own program, not launched one by one by the "
+                                "host, so no op links to a launch call and launch-bound is not judged"),
+    NO_HOST_PLANE: lambda d: ("no host plane (/host:CPU): a device-only capture, so idle time cannot be traced to a "
+                              "host cause (launches, data loading, synchronization)"),
+    EPOCH_OUT_OF_RANGE: lambda d: (f"TARGET_INFO_SESSION_START_TIME.utcEpochNs {d['epoch']} is not a time in "
+                                   f"1..{d['max_ns']} ns (before 2100): session time base"),
+    TIME_SHIFTED_EXPORT: lambda d: "export was written with a time normalize/shift option; times are as exported",
+    NO_NVTX_RANGE_NAMED: lambda d: f"no NVTX range named {d['pattern']!r}; steps will be inferred",
+    STEP_NUMBER_PAST_INT64: lambda d: "a step number is past 2^63-1: steps are numbered in time order instead",
+    ODD_DEVICE_IDS: lambda d: (f"{d['count']:,} GPU rows carry a deviceId outside 0..{d['label'] - 1}: shown as "
+                               f"device {d['label']} (one label for all of them)"),
+    ODD_DEVICE_IDS_INT32: lambda d: (f"{d['count']:,} GPU rows carry a device id outside the int32 range: shown as "
+                                     "one label"),
+    MONOTONIC_CLOCK: lambda d: "times are the profiled node's monotonic clock (ns); the file gives no epoch offset",
+    NO_HOST_API: lambda d: ("no host API calls in this capture (kernel trace only): GPU idle time cannot be tied to "
+                            "host-side causes (launch overhead, synchronization)"),
+    RPD_NO_DEVICE: lambda d: ("an RPD database names no device: GPUs are shown by their gpuId without a model (pass "
+                              "--gpu NAME for MFU and the roofline)"),
+    RPD_JSON: lambda d: ("read from rpd2tracing's JSON: times are whole microseconds (the RPD has ns) and no device "
+                         "is named; load the .rpd it was made from where you have it"),
+    RANK_CLAIM_OUT_OF_RANGE: lambda d: f"distributedInfo.rank {d['value']} is outside 0..{d['max']}: ignored",
+    WORLD_SIZE_OUT_OF_RANGE: lambda d: f"distributedInfo.world_size {d['value']} is outside 1..{d['max']}: ignored",
+    FILE_NAME_RANK_OUT_OF_RANGE: lambda d: f"the rank {d['value']} in the file name is outside 0..{d['max']}: ignored",
+    GPU_NOT_DESCRIBED: lambda d: (f"GPU {d['device']} ran the kernels but deviceProperties does not describe it: its "
+                                  "model is unknown (pass --gpu NAME for MFU and the roofline)"),
+    PROFILER_STEP_PAST_INT64: lambda d: ("a ProfilerStep# number is past 2^63-1: steps are numbered in time order "
+                                         "instead"),
+    DEVICES_NAMED_FROM_ARCH: lambda d: (f"device(s) {', '.join(map(str, d['devices']))}: the xplane gives no model "
+                                        "name; named from the architecture, compute units and memory its plane "
+                                        "records"),
+    DEVICES_UNNAMED: _devices_unnamed,
+    NEGATIVE_DURATIONS: lambda d: f"{d['count']:,} event(s) with a negative duration: made zero-length",
+    AGGREGATED_EVENTS: lambda d: f"{d['count']:,} aggregated event(s) (num_occurrences, no time) left out",
+    UNDEFINED_EVENT_METADATA: lambda d: f"{d['count']:,} event(s) name metadata their plane does not define: named ''",
+}
+
+
+# The job's alignment notes
+_JOB_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
+    CLAIMS_NO_RANK: lambda d: "claims no rank, left out of the alignment",
+    RANK_CLAIMED_TWICE: lambda d: (f"rank {d['rank']} is claimed by {len(d['traces'])} traces "
+                                   f"({', '.join(d['traces'])}): left out of the alignment, neither replaces the other"),
+    RANK_NOT_ALIGNED: lambda d: f"rank {d['rank']}: {d['method']}; its arrivals are not compared",
+    ALIGNED_ENDS_DISAGREE: lambda d: (f"rank {d['rank']}: matched collectives' end times still disagree by "
+                                      f"{fmt_ms(d['spread_ns'])} (robust spread) after alignment, where one collective "
+                                      "ends within microseconds on every rank: the matched calls may not be the same "
+                                      "collectives (no sequence number or process group recorded); its offset and "
+                                      "waits are unreliable"),
+}
+
+
+# The what-if replay's notes
+_WHATIF_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
+    UNORDERED_DEPENDENCIES: lambda d: (f"{d['count']} dependencies between events recorded at the same time could not "
+                                       "be ordered and were left out"),
+    INFERRED_WAITS: lambda d: (f"{d['count']} cross-stream waits inferred from timing (event record/wait pairs are "
+                               "not read)"),
+    UNEXPLAINED_WAITS: lambda d: (f"{d['count']} GPU ops started {d['wait_ns'] / 1e6:,.3f} ms in all later than their "
+                                  "launch and stream allow, with no recorded op to wait for (an unrecorded dependency: "
+                                  "another process, work issued before the capture); the replay keeps each wait as "
+                                  "measured, the dependencies-alone replay leaves it out"),
+}
+
+
 WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     TIMING_WARMUP_EXCLUDED: lambda d: f"{d['steps']} warmup step(s) excluded from the step time",
     TIMING_OUTLIERS_EXCLUDED: lambda d: (f"{d['count']} outlier step(s) excluded (longest {d['longest_ns'] / 1e6:.1f} "
@@ -183,6 +346,10 @@ WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     TIMELINE_HOLES: _timeline_holes,
     BUBBLES_NOT_JUDGED: _bubbles_not_judged,
     BUBBLES_NOT_JUDGED_MORE: _bubbles_not_judged_more,
+    **_LOADER_CAVEATS,
+    **_MFU_WARNINGS,
+    **_JOB_NOTES,
+    **_WHATIF_NOTES,
 }
 
 

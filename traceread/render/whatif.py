@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from traceread.analysis import Analysis
+from traceread.render import notes as note_words
 from traceread.render.fmt import ms, plural, saving, signed_pct, table
 from traceread.render.names import md_text
 from traceread.vocabulary import GAP_CLASSES
@@ -98,7 +99,7 @@ def section(a: Analysis) -> str:
         rows.append(["all of them", predicted(every), saving(every.saving_ns or 0, every.saving_share), "-",
                      md_text(assumes(every))])
     body = table(["fix", "predicted median step", "saving", "naive", "assumes"], rows, "lrrrl")
-    notes = "".join(f"\n\n{md_text(n)}." for n in w.notes)
+    notes = "".join(f"\n\n{md_text(note_words.text(n))}." for n in w.notes)
     check = consistency_text(consistency_of(a))
     return head + md_text(intro) + "\n\n" + body + _order_sentence(a, shown) + notes + \
         (f"\n\n{md_text(check)}" if check else "")
@@ -160,7 +161,7 @@ def record(w: Any, checks: tuple[Any, ...] = ()) -> dict[str, Any]:
             "dependency_step_ns": w.dependency_step_ns, "dependency_error": w.dependency_error,
             "fixes": [pred(p) for p in w.fixes],
             "all_fixed": pred(w.all_fixed) if w.all_fixed is not None else None,
-            "assumptions": list(w.assumptions), "notes": list(w.notes),
+            "assumptions": list(w.assumptions), "notes": [note_words.text(n) for n in w.notes],
             "nominal_delays_ns": {k: int(v) for k, v in w.nominal.items()},
             "consistency": [_check_record(c) for c in checks]}
 
@@ -183,5 +184,5 @@ def text_report(w: Any, paths: list[str], checks: tuple[Any, ...] = ()) -> str:
     check = consistency_text(checks)
     if check:
         lines += ["", md_text(check)]
-    lines += ["", "Assumed dependencies:"] + [f"- {a}" for a in w.assumptions] + [f"- {n}" for n in w.notes]
+    lines += ["", "Assumed dependencies:"] + [f"- {a}" for a in w.assumptions] + [f"- {note_words.text(n)}" for n in w.notes]
     return "\n".join(lines) + "\n"

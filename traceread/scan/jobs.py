@@ -111,7 +111,7 @@ def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInp
     as its files are done). Returns the job documents (``jobs/<job>.json``), trace id -> job name, and
     job file -> its Markdown."""
     from traceread import ranks
-    from traceread.render.jobsection import group_markdown
+    from traceread.render.jobsection import group_markdown, job_record
 
     by_rel = {o.rel: o for o in done}
     identities: list[ranks.RankIdentity] = []
@@ -137,7 +137,7 @@ def build_directory_jobs(done: list[Outcome], settings: Settings, finder: JobInp
                           "ranks": o.row.get("ranks", []), "job_inputs": finder.sources.get(o.rel)}
                          for o in members]
         doc.update(_aggregate(members, settings.cfg))
-        rep = report.to_dict()
+        rep = job_record(report)
         rep.pop("name")
         doc.update(rep)
         doc["world_size"] = g.world_size

@@ -256,7 +256,9 @@ def _analyse(task: Task, settings: Settings, out: Outcome, outdir: str | None = 
                        "written? it is scanned again next time")
         return
     if trace.meta.truncated:  # a damaged file of a known format: a failure (--strict), not a report
-        cut = next((w for w in trace.meta.warnings if "ends" in w), "it ends early")
+        from traceread.render.notes import text as note_text
+
+        cut = next((w for w in map(note_text, trace.meta.warnings) if "ends" in w), "it ends early")
         out.problem = f"truncated (a damaged file): {cut}; `traceread analyze` reads the events before the cut"
         return
     trace.meta.path = task.rel  # reports name the file as the user sees it under the scan root

@@ -19,6 +19,7 @@ import pandas as pd
 from traceread import causes
 from traceread.config import Thresholds
 from traceread.engine.lanes import event_view
+from traceread.note import INFERRED_WAITS, UNEXPLAINED_WAITS, UNORDERED_DEPENDENCIES, Note
 from traceread.trace import Trace
 from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, part_col
 from traceread.whatif import fixes as fx
@@ -66,7 +67,7 @@ class WhatIf:
     fixes: tuple[FixPrediction, ...]  # ordered by predicted saving, largest first
     all_fixed: FixPrediction | None
     assumptions: tuple[str, ...]
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()  # as data: worded by traceread.render.notes
     version: str = WHATIF_VERSION
     nominal: dict[str, int] = field(default_factory=dict)
     # The replay with nominal delays only (traceread.whatif.nominal): what the dependencies alone explain.
@@ -386,21 +387,17 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
                                None, False, "every steady-state fix listed above at once") if together else None
     if all_fixed is not None and any(_moves_host_work(f) for u in units for f in u.together):
         all_fixed = _with_interval(units, all_fixed, [u.together for u in units], slow)
-    notes = []
+    notes: list[Note] = []
     dropped = sum(u.model.dropped_edges for u in units)
     if dropped:
-        notes.append(f"{dropped} dependencies between events recorded at the same time could not be ordered and "
-                     "were left out")
+        notes.append(Note.of(UNORDERED_DEPENDENCIES, count=dropped))
     waits = sum(u.model.inferred_waits for u in units)
     if waits:
-        notes.append(f"{waits} cross-stream waits inferred from timing (event record/wait pairs are not read)")
+        notes.append(Note.of(INFERRED_WAITS, count=waits))
     unexplained = sum(u.model.unexplained_waits for u in units)
     if unexplained:
-        wait_ms = sum(u.model.unexplained_wait_ns for u in units) / 1e6
-        notes.append(f"{unexplained} GPU ops started {wait_ms:,.3f} ms in all later than their launch and stream "
-                     "allow, with no recorded op to wait for (an unrecorded dependency: another process, work "
-                     "issued before the capture); the replay keeps each wait as measured, the dependencies-alone "
-                     "replay leaves it out")
+        wait_ns = sum(u.model.unexplained_wait_ns for u in units)
+        notes.append(Note.of(UNEXPLAINED_WAITS, count=unexplained, wait_ns=wait_ns))
     preds.sort(key=lambda p: (p.saving_ns is None, -(p.saving_ns or 0), p.fix))
     # Each rank's own steps (communication free, the job's straggler lever) are the comm-bound replay's.
     comm_free = Fix(COMM_BOUND)

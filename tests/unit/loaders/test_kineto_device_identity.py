@@ -9,6 +9,7 @@ from conftest import SHARED_TRACES, needs_shared
 
 from traceread.loaders import load
 from traceread.metrics.peaks import match_gpu
+from traceread.render.notes import text as words  # notes are data; the reports word them
 
 MI300X = {"totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4, "numSms": 304, "warpSize": 64}
 MI2X0 = {"totalGlobalMem": 68702699520, "computeMajor": 9, "computeMinor": 0, "numSms": 104, "warpSize": 64}
@@ -51,21 +52,21 @@ def test_the_single_listed_entry_describes_the_device_the_kernels_ran_on(tmp_pat
 def test_properties_that_fit_two_parts_are_not_guessed_and_the_report_says_why(tmp_path) -> None:
     trace = _trace(tmp_path, [{"id": i, "name": "AMD Radeon Graphics", **MI2X0} for i in range(4)], device=2)
     assert _used(trace).name == "AMD Radeon Graphics"
-    assert any("MI210 or one MI250 GCD" in w and "--gpu" in w for w in trace.meta.warnings)
+    assert any("MI210 or one MI250 GCD" in w and "--gpu" in w for w in map(words, trace.meta.warnings))
 
 
 def test_a_device_no_entry_describes_is_named_unknown_with_the_reason(tmp_path) -> None:
     trace = _trace(tmp_path, [{"id": 0, "name": "AMD Instinct MI300X", **MI300X},
                               {"id": 1, "name": "AMD Instinct MI300X", **MI300X}], device=5)
     assert _used(trace).name == ""
-    assert any("GPU 5 ran the kernels but deviceProperties does not describe it" in w for w in trace.meta.warnings)
+    assert any("GPU 5 ran the kernels but deviceProperties does not describe it" in w for w in map(words, trace.meta.warnings))
 
 
 def test_nvidia_properties_without_a_name_are_not_taken_for_amd(tmp_path) -> None:
     props = [{"id": 0, "name": "", "totalGlobalMem": 85899345920, "computeMajor": 9, "computeMinor": 0,
               "numSms": 132, "warpSize": 32}]
     trace = _trace(tmp_path, props, device=0)
-    assert _used(trace).name == "" and any("match no known GPU" in w for w in trace.meta.warnings)
+    assert _used(trace).name == "" and any("match no known GPU" in w for w in map(words, trace.meta.warnings))
 
 
 @needs_shared

@@ -16,6 +16,7 @@ from test_kineto_loader import ROW_PHASES, event_spans, read_text
 
 from traceread.errors import TraceReadError
 from traceread.loaders.kineto import load_kineto
+from traceread.render.notes import text as words  # notes are data; the reports word them
 
 TRUNC_SOURCE = FIXTURES / "hta_alexnet_a100.json.gz"  # 1408 events, 320 KB of JSON
 
@@ -76,7 +77,7 @@ def test_truncated_plain_json_keeps_every_complete_event(tmp_path: Path, source,
         whole = [e for e, end in zip(events, ends, strict=True) if end <= cut]
         assert _loaded_cats(trace) == _row_cats(whole), cut
         assert trace.meta.truncated
-        assert any("ends inside the event array" in w for w in trace.meta.warnings)
+        assert any("ends inside the event array" in w for w in map(words, trace.meta.warnings))
 
 
 def test_truncated_gzip_keeps_every_complete_event(tmp_path: Path, source) -> None:
@@ -116,7 +117,7 @@ def test_writer_bugs_are_repaired_with_a_warning(tmp_path: Path, bad: bytes, fix
     path.write_bytes(_trace_text([_ev(i) for i in range(5)], bad))
     trace = load_kineto(str(path))
     assert len(trace.events) == 6
-    assert any(fix in w for w in trace.meta.warnings)
+    assert any(fix in w for w in map(words, trace.meta.warnings))
 
 
 def test_unrepairable_event_is_skipped_not_fatal(tmp_path: Path) -> None:
@@ -124,7 +125,7 @@ def test_unrepairable_event_is_skipped_not_fatal(tmp_path: Path) -> None:
     path.write_bytes(_trace_text([_ev(i) for i in range(5)], b'{"ph": "X", "name": "a"b"c", "ts": 1, "dur": 1}'))
     trace = load_kineto(str(path))
     assert len(trace.events) == 5
-    assert any("skipped 1 event" in w for w in trace.meta.warnings)
+    assert any("skipped 1 event" in w for w in map(words, trace.meta.warnings))
 
 
 def test_odd_values(tmp_path: Path) -> None:
@@ -149,7 +150,7 @@ def test_odd_values(tmp_path: Path) -> None:
     assert "weird" in ev.index
     assert trace.meta.extra["thread_names"]["7:8"] == "second"
     assert len(trace.events) == 5  # flows and metadata are not rows
-    text = " ".join(trace.meta.warnings)
+    text = " ".join(map(words, trace.meta.warnings))
     assert "negative durations" in text and "beyond int64" in text and "without dur" in text
 
 

@@ -22,6 +22,7 @@ from traceread.engine.lanes import event_view
 from traceread.errors import TraceReadError
 from traceread.loaders import load, sniff
 from traceread.loaders.xplane import looks_like_trace_viewer, looks_like_xplane
+from traceread.render.notes import text as words  # notes are data; the reports word them
 
 START = 1_760_000_000_123_456_789  # profile_start_time, Unix-epoch ns
 KERNELS = ["gemm_bf16_128x128", "elementwise_add", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"]
@@ -205,7 +206,7 @@ def test_tpu_ops_are_the_work_and_collectives_the_communication(tmp_path) -> Non
     steps = trace.meta.steps
     assert len(steps) == 3 and trace.meta.extra["step_source"] == "inferred:xla-module:jit_step"
     assert np.all(steps["end_ns"].to_numpy()[:-1] == steps["start_ns"].to_numpy()[1:])
-    assert any("launch-bound is not judged" in w for w in trace.meta.warnings)
+    assert any("launch-bound is not judged" in w for w in map(words, trace.meta.warnings))
 
 
 def test_tpu_peak_is_in_the_peak_table(tmp_path) -> None:
@@ -253,7 +254,7 @@ def test_trace_viewer_json_filtered_is_truncated_with_a_note(tmp_path) -> None:
     path = _write(tmp_path, "x.trace.json.gz", gzip.compress(viewer_json(planes, filtered=True)))
     trace = load(path)
     assert trace.meta.truncated
-    assert any("filteredByVisibility" in w for w in trace.meta.warnings)
+    assert any("filteredByVisibility" in w for w in map(words, trace.meta.warnings))
 
 
 def test_tpu_trace_viewer_json(tmp_path) -> None:
@@ -264,7 +265,7 @@ def test_tpu_trace_viewer_json(tmp_path) -> None:
     assert len(comm) == 6 and sorted(set(comm["device"])) == [0, 1]
     # the JSON keeps no plane stats: the chips are TPUs of no known type, and the notes say so
     assert {d.name for d in trace.meta.devices} == {"TPU"}
-    assert any("keeps no device stats" in w for w in trace.meta.warnings)
+    assert any("keeps no device stats" in w for w in map(words, trace.meta.warnings))
 
 
 def test_sniff_heads() -> None:
@@ -321,7 +322,7 @@ def test_device_only_capture_says_host_causes_cannot_be_named(tmp_path) -> None:
     gpu.line(7, "Stream #7(Kernel)", 1_000, [("k", k * 1_000_000, 500_000, {}) for k in range(5)])
     trace = load(_write(tmp_path, "dev.xplane.pb", space([gpu])))
     assert len(trace.events) == 5 and trace.meta.time_base == schema.TIME_SESSION
-    assert any("device-only capture" in w for w in trace.meta.warnings)
+    assert any("device-only capture" in w for w in map(words, trace.meta.warnings))
 
 
 def test_a_device_line_not_named_stream_holds_work_when_its_events_are_activity_records(tmp_path) -> None:

@@ -16,6 +16,7 @@ from traceread.engine.steps import find_steps
 from traceread.errors import MissingInputError
 from traceread.metrics.mfu import compute_mfu
 from traceread.metrics.workload import Workload
+from traceread.render.notes import text as words  # notes are data; the reports word them
 
 
 @needs_shared
@@ -45,4 +46,4 @@ def test_single_rank_trace_without_world_size_is_refused() -> None:
     with pytest.raises(MissingInputError, match="--gpus"):
         compute_mfu(Workload(params=0.5e9, tokens_per_step=8944, mode="inference"), [tr], steps)
     res = compute_mfu(Workload(params=0.5e9, tokens_per_step=8944, mode="inference", gpus=1), [tr], steps)
-    assert res.inputs["dtype"]["value"] == "bf16" and any("only 1 steady step" in w for w in res.warnings)
+    assert res.inputs["dtype"]["value"] == "bf16" and any("only 1 steady step" in w for w in map(words, res.warnings))

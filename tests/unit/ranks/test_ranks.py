@@ -11,6 +11,7 @@ from traceread.ranks import RankIdentity, RankSummary, align, analyze_job, group
 from traceread.ranks.align import METHOD_ORDER, METHOD_SEQ
 from traceread.ranks.job import COMPONENTS, REASONS
 from traceread.ranks.summary import COLLECTIVE_COLUMNS, GAP_COLUMNS, STEP_COLUMNS, lead_col
+from traceread.render.notes import text as words  # notes are data; the reports word them
 
 T0 = 1_735_632_360_000_000_000
 MIN = 60 * 10**9
@@ -47,7 +48,7 @@ def test_one_job_with_missing_and_duplicate_ranks():
     assert g.duplicate_ranks == ((1, ("b.json", "c.json")),)
     assert any("1 of 4 ranks have no trace: 2" in e for e in g.evidence)
     rep = analyze_job([_summary(i) for i in ids], group=g)
-    assert any("rank 1 is claimed by 2 traces" in n for n in rep.notes)
+    assert any("rank 1 is claimed by 2 traces" in n for n in map(words, rep.notes))
     assert {a.rank for a in rep.alignment} == {0, 3}  # the duplicate is not aligned, and not replaced
 
 
@@ -131,7 +132,7 @@ def test_mismatched_collectives_are_not_matched():
     al, _ = align([a, b])
     assert al[1].offset_ns is None and al[1].matched == 0
     rep = analyze_job([a, b])
-    assert rep.stragglers == () and any("not aligned" in n for n in rep.notes)
+    assert rep.stragglers == () and any("not aligned" in n for n in map(words, rep.notes))
 
 
 def test_straggler_needs_more_than_the_alignment_error():

@@ -30,6 +30,7 @@ from traceread.loaders.kineto.frame import FrameBuilder, profiler_steps
 from traceread.loaders.kineto.stream import read_stream
 from traceread.loaders.memory import load_settings
 from traceread.loaders.parallel import SERIAL, Parallel
+from traceread.note import NO_EVENTS, Note
 from traceread.trace import Trace, TraceMeta
 
 
@@ -47,7 +48,7 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None,
         stream = read_stream(path, builder, progress=progress, workers=workers, parallel=parallel)
         if builder.n == 0 and stream.bare_list:
             raise TraceReadError(path, "not a trace: the top-level list holds no trace events")
-        rank_notes: list[str] = []
+        rank_notes: list[Note | str] = []
         rank, rank_source, world, world_source = km.rank_of(path, stream.top, rank_notes)
         events, side = builder.build(path, rank)
     wrapped = events["end_ns"].to_numpy() < events["start_ns"].to_numpy()
@@ -56,14 +57,14 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None,
                                    "int64 nanoseconds): not a time")
     schema.validate(events)
     base, offset, base_note = km.time_base(stream.top, events)
-    warnings = list(stream.warnings) + rank_notes
+    warnings: list[Note | str] = [*stream.warnings, *rank_notes]
     devices, device_notes = km.devices(stream.top, events, rank)
     warnings += device_notes
     warnings += _note_lines(builder.notes)
     if base_note and len(events):
         warnings.append(base_note)
     if not len(events):
-        warnings.append("the trace holds no events")
+        warnings.append(Note.of(NO_EVENTS))
     steps = profiler_steps(events, rank, warnings)
     extra = {
         **km.thread_names(builder.meta_rows, builder.string_ids),

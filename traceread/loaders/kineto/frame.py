@@ -23,6 +23,7 @@ from traceread import schema
 from traceread.limits import check_events, int_text
 from traceread.loaders.kineto.decode import INT64_MAX, INT64_MIN
 from traceread.loaders.kineto.scan import codes_in
+from traceread.note import PROFILER_STEP_PAST_INT64, Note
 from traceread.trace import SideTables, shown_path
 
 _INT_COLUMNS = ("pid", "tid", "start_ns", "end_ns", "external_id", "correlation", "device", "stream")
@@ -463,7 +464,7 @@ def _decode_shape(text: bytes) -> tuple[Any, Any]:
     return out[0], out[1]
 
 
-def profiler_steps(events: pd.DataFrame, rank: int, warnings: list[str] | None = None) -> pd.DataFrame:
+def profiler_steps(events: pd.DataFrame, rank: int, warnings: list[Note | str] | None = None) -> pd.DataFrame:
     """ProfilerStep#N spans: rank, step, name, start_ns, end_ns (one row per step, by start).
 
     A step number past int64 is only a label: the steps are then numbered in time order, with a
@@ -489,11 +490,11 @@ def profiler_steps(events: pd.DataFrame, rank: int, warnings: list[str] | None =
     return out.sort_values(["start_ns", "step"], kind="stable").reset_index(drop=True)
 
 
-def _renumbered(sub: pd.DataFrame, rank: int, warnings: list[str] | None) -> pd.DataFrame:
+def _renumbered(sub: pd.DataFrame, rank: int, warnings: list[Note | str] | None) -> pd.DataFrame:
     """Steps numbered 0.. in time order: a ProfilerStep# number is past int64 (see profiler_steps)."""
     import pandas as pd
     if warnings is not None:
-        warnings.append("a ProfilerStep# number is past 2^63-1: steps are numbered in time order instead")
+        warnings.append(Note.of(PROFILER_STEP_PAST_INT64))
     order = np.argsort(sub["start_ns"].to_numpy(), kind="stable")
     step = np.empty(len(sub), np.int64)
     step[order] = np.arange(len(sub))

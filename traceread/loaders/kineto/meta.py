@@ -20,6 +20,13 @@ import traceread.loaders.kineto.categories as cats
 from traceread import schema
 from traceread.limits import EPOCH_NS_MAX, RANK_MAX, int_text
 from traceread.loaders.kineto.scan import codes_in
+from traceread.note import (
+    FILE_NAME_RANK_OUT_OF_RANGE,
+    GPU_NOT_DESCRIBED,
+    RANK_CLAIM_OUT_OF_RANGE,
+    WORLD_SIZE_OUT_OF_RANGE,
+    Note,
+)
 from traceread.trace import DeviceInfo, RankInfo
 
 PROFILER_OPTIONS = ("record_shapes", "profile_memory", "with_stack", "with_modules", "with_flops")
@@ -33,7 +40,7 @@ _RANK_PATTERNS = (re.compile(r"rank[-_]?([0-9]+)", re.I), re.compile(r"worker[-_
 EPOCH_US_MIN, EPOCH_US_MAX = 1.0e15, 4.1e15
 
 
-def rank_of(path: str, top: dict[str, Any], notes: list[str] | None = None) -> tuple[int, str, int | None, str]:
+def rank_of(path: str, top: dict[str, Any], notes: list[Note | str] | None = None) -> tuple[int, str, int | None, str]:
     """(rank, where it came from, world size or None, where that came from).
 
     A rank or world size outside 0..2^31-1 (the frame's int32 ``rank``; see ``limits``) is not
@@ -49,12 +56,12 @@ def rank_of(path: str, top: dict[str, Any], notes: list[str] | None = None) -> t
             if 0 <= claimed <= RANK_MAX:
                 rank, source = claimed, "distributedInfo"
             else:
-                notes.append(f"distributedInfo.rank {_shown(claimed)} is outside 0..{RANK_MAX}: ignored")
+                notes.append(Note.of(RANK_CLAIM_OUT_OF_RANGE, value=_shown(claimed), max=RANK_MAX))
         if isinstance(size, int) and not isinstance(size, bool) and size > 0:
             if size <= RANK_MAX:
                 world, world_source = size, "distributedInfo"
             else:
-                notes.append(f"distributedInfo.world_size {_shown(size)} is outside 1..{RANK_MAX}: ignored")
+                notes.append(Note.of(WORLD_SIZE_OUT_OF_RANGE, value=_shown(size), max=RANK_MAX))
     if source == "default":
         base = os.path.basename(path)
         for pat in _RANK_PATTERNS:
@@ -62,7 +69,7 @@ def rank_of(path: str, top: dict[str, Any], notes: list[str] | None = None) -> t
             if m:
                 named = int_text(m.group(1), 0, RANK_MAX)
                 if named is None:
-                    notes.append(f"the rank {_shown(m.group(1))} in the file name is outside 0..{RANK_MAX}: ignored")
+                    notes.append(Note.of(FILE_NAME_RANK_OUT_OF_RANGE, value=_shown(m.group(1)), max=RANK_MAX))
                     continue
                 rank, source = named, "file name"
                 break
@@ -166,7 +173,7 @@ def _name_from_properties(dev: DeviceInfo, p: dict[str, Any]) -> tuple[str, str 
                 "pass --gpu NAME for MFU and the roofline")
 
 
-def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> tuple[list[DeviceInfo], list[str]]:
+def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> tuple[list[DeviceInfo], list[Note | str]]:
     """Devices the trace lists (deviceProperties / 2021 computeProperties) plus any it used, and notes
     on a used device the trace does not name.
 
@@ -182,14 +189,13 @@ def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> tuple[list[
                if isinstance(p, dict) and isinstance(p.get("id"), int)}
     single = next(iter(entries.values())) if len(entries) == 1 else None
     out: dict[int, DeviceInfo] = {}
-    notes: list[str] = []
+    notes: list[Note | str] = []
     for d in sorted(set(entries) | used):
         p = entries.get(d, single if d in used else None)
         if p is None:
             out[d] = DeviceInfo(rank=rank, id=d, name="", used=True)
             if entries:  # a file with no properties at all says so elsewhere (the device is "unknown")
-                    notes.append(f"GPU {d} ran the kernels but deviceProperties does not describe it: its model is "
-                             "unknown (pass --gpu NAME for MFU and the roofline)")
+                    notes.append(Note.of(GPU_NOT_DESCRIBED, device=d))
             continue
         major = p.get("computeMajor", p.get("major"))
         minor = p.get("computeMinor", p.get("minor"))

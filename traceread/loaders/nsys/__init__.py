@@ -47,6 +47,14 @@ from traceread.limits import EPOCH_NS_MAX, int_text
 from traceread.loaders.nsys.frame import FrameWriter
 from traceread.loaders.nsys.read import Export, GpuRow, gpu_rows, nvtx_table, one_line, open_export
 from traceread.loaders.parallel import SERIAL, Parallel
+from traceread.note import (
+    EPOCH_OUT_OF_RANGE,
+    NO_NVTX_RANGE_NAMED,
+    ODD_DEVICE_IDS,
+    STEP_NUMBER_PAST_INT64,
+    TIME_SHIFTED_EXPORT,
+    Note,
+)
 from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -134,8 +142,7 @@ def load_export(ex: Export, path: str, progress: bool, step_range: str | None, l
         {"kernel_args": _KernelArgs(ex.path, n_kernels, ex.parallel)} if lazy_args and n_kernels else {}
     meta = _meta(ex, path, events, ranks, used, step_range)
     if out.odd_devices:
-        meta.warnings.append(f"{out.odd_devices:,} GPU rows carry a deviceId outside 0..{B.DEVICE_LABEL - 1}: "
-                             f"shown as device {B.DEVICE_LABEL} (one label for all of them)")
+        meta.warnings.append(Note.of(ODD_DEVICE_IDS, count=out.odd_devices, label=B.DEVICE_LABEL))
     # kernel_args keeps its place (first: the kernels are the first rows) while it is pending.
     return Trace(events=events, meta=meta, side=SideTables({**{k: None for k in pending}, **side}, pending))
 
@@ -203,7 +210,7 @@ def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], us
     product = _version(md.get("EXPORT_PRODUCT_VERSION", ""))
     version = _version(md.get("EXPORT_SCHEMA_VERSION", ""))
     generation = f"nsys {product} (export schema {version})" if md else "nsys 2021-era (no export metadata)"
-    warnings: list[str] = []
+    warnings: list[Note | str] = []
     epoch = None
     if ex.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
         row = ex.conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
@@ -211,12 +218,11 @@ def _meta(ex: Export, path: str, events: pd.DataFrame, ranks: list[RankInfo], us
         if row and isinstance(row[0], float) and abs(row[0]) < 2**63:  # a REAL where the export has INTEGER
             epoch = int(row[0])
         if epoch is not None and not 0 < epoch <= EPOCH_NS_MAX:  # see limits: an epoch base is a clock reading
-            warnings.append(f"TARGET_INFO_SESSION_START_TIME.utcEpochNs {epoch} is not a time in 1..{EPOCH_NS_MAX} ns "
-                            "(before 2100): session time base")
+            warnings.append(Note.of(EPOCH_OUT_OF_RANGE, epoch=epoch, max_ns=EPOCH_NS_MAX))
             epoch = None
     shift = md.get("EXPORT_PARAM_TIME_SHIFT", "0") or "0"
     if md.get("EXPORT_PARAM_TIME_NORMALIZE", "false") == "true" or shift not in ("0", ""):
-        warnings.append("export was written with a time normalize/shift option; times are as exported")
+        warnings.append(Note.of(TIME_SHIFTED_EXPORT))
     captured = sorted(t for t in ex.columns if t.startswith(("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "OSRT_API"))
                       and not t.startswith("__"))
     meta = TraceMeta(
@@ -262,7 +268,7 @@ def _devices(ex: Export, ranks: list[RankInfo], used: set[tuple[int, int]]) -> l
     return out
 
 
-def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[str]) -> pd.DataFrame | None:
+def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[Note | str]) -> pd.DataFrame | None:
     """Host step ranges: rank, step, name, start_ns, end_ns (ProfilerStep#N, or the ``step_range`` NVTX name)."""
     names = pd.Series(events["name"].cat.categories)
     if step_range:
@@ -272,7 +278,7 @@ def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[str]) ->
     hits = {i: m for i, nm in names.items() if (m := pat.match(str(nm)))}
     if not hits:
         if step_range:
-            warnings.append(f"no NVTX range named {step_range!r}; steps will be inferred")
+            warnings.append(Note.of(NO_NVTX_RANGE_NAMED, pattern=step_range))
         return None
     # Rows picked by name code first: copying all host rows (millions of runtime calls) to find a
     # few step ranges would cost more memory than the rest of the load.
@@ -280,7 +286,7 @@ def _steps(events: pd.DataFrame, step_range: str | None, warnings: list[str]) ->
     sel = events.iloc[np.flatnonzero(np.isin(events["name"].cat.codes.to_numpy(), list(hits)) & host)]
     numbers = [int_text(hits[c].group(1), 0) if hits[c].group(1) else -1 for c in range(len(names)) if c in hits]
     if None in numbers:  # past int64: only a label (see limits)
-        warnings.append("a step number is past 2^63-1: steps are numbered in time order instead")
+        warnings.append(Note.of(STEP_NUMBER_PAST_INT64))
     number = np.array([-1 if n is None else n for n in numbers], dtype=np.int64)
     lookup = np.full(len(names), -1, dtype=np.int64)
     lookup[list(hits)] = number

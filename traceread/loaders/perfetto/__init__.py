@@ -20,6 +20,7 @@ from traceread.loaders.kineto.frame import profiler_steps
 from traceread.loaders.kineto.meta import rank_of
 from traceread.loaders.perfetto.decode import decode
 from traceread.loaders.perfetto.frame import build, device_names
+from traceread.note import PACKET_CUT, Note
 from traceread.trace import DeviceInfo, RankInfo, Trace, TraceMeta
 
 
@@ -37,7 +38,7 @@ def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace
         raise TraceReadError(path, f"a Perfetto protobuf trace holding no track-event slice ({d.packets:,} packets"
                                    + (f"; {why}" if why else "") + ")")
     check_events(len(d.slices.start))
-    warnings: list[str] = []
+    warnings: list[Note | str] = []
     rank, rank_source, world, world_source = rank_of(path, {}, warnings)  # a rank in the file name
     try:
         events, facts = build(path, d, rank)
@@ -46,7 +47,7 @@ def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace
     schema.validate(events)
     warnings += [f"{what}: {count:,}" for what, count in sorted(d.notes.items())]
     if d.truncated:
-        warnings.append("the file ends inside a trace packet (cut short?): the packets before the cut were read")
+        warnings.append(Note.of(PACKET_CUT))
     steps = profiler_steps(events, rank, warnings)
     names = device_names(d.tracks)
     devices = [DeviceInfo(rank=rank, id=dev, name=names.get(dev, ""), used=True) for dev in facts["devices"]]

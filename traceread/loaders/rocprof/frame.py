@@ -20,6 +20,7 @@ from traceread.kernel_classes import is_communication
 from traceread.limits import int_text
 from traceread.loaders.nsys.blocks import Block, whole
 from traceread.loaders.nsys.frame import FrameWriter
+from traceread.note import ODD_DEVICE_IDS_INT32, Note
 from traceread.trace import DeviceInfo, RankInfo, SideTables, Trace, TraceMeta
 
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -91,7 +92,7 @@ class Parts:
     blocks: list[Block] = field(default_factory=list)
     devices: dict[int, DeviceInfo] = field(default_factory=dict)  # device id -> description (rank set later)
     device_pid: int | None = None  # the process that owns listed devices without work (one-process files)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Note | str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -118,7 +119,7 @@ def build(path: str, parts: Parts) -> Trace:
     devices = _devices(parts, ranks, pid_rank, used)
     warnings = list(parts.warnings)
     if out.odd_devices:
-        warnings.append(f"{out.odd_devices:,} GPU rows carry a device id outside the int32 range: shown as one label")
+        warnings.append(Note.of(ODD_DEVICE_IDS_INT32, count=out.odd_devices))
     meta = TraceMeta(path=path, format=parts.fmt, generation=parts.generation, time_base=parts.time_base,
                      devices=devices, ranks=ranks, warnings=warnings, extra=dict(parts.extra),
                      profiler_options=dict(parts.options))

@@ -35,6 +35,7 @@ from traceread.loaders.rocprof.frame import (
     intern,
     kernel_lanes,
 )
+from traceread.note import RPD_NO_DEVICE, Note
 from traceread.trace import Trace
 
 FORMAT = "rpd"
@@ -133,8 +134,7 @@ def _read(conn: sqlite3.Connection, tables: set[str]) -> Parts:
     parts.device_pid = sole if sole >= 0 else None
     parts.options = {"host_api": bool(calls.any()), "markers": bool(marker.any())}
     parts.extra["linked_ops"] = int((link >= 0).sum())
-    parts.warnings.append("an RPD database names no device: GPUs are shown by their gpuId without a model "
-                          "(pass --gpu NAME for MFU and the roofline)")
+    parts.warnings.append(Note.of(RPD_NO_DEVICE))
     return parts
 
 

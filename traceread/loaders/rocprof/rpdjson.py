@@ -37,6 +37,7 @@ from traceread.loaders.rocprof.frame import (
     intern,
     kernel_lanes,
 )
+from traceread.note import RPD_JSON, Note
 from traceread.trace import Trace
 
 FORMAT = "rpd-json"
@@ -153,8 +154,7 @@ def _parts(evs: list[Ev]) -> Parts:
     parts.device_pid = sole if sole >= 0 else None
     parts.extra["counter_events"] = int((ph == "C").sum())
     parts.extra["linked_ops"] = int((corr_op >= 0).sum())
-    parts.warnings.append("read from rpd2tracing's JSON: times are whole microseconds (the RPD has ns) and no "
-                          "device is named; load the .rpd it was made from where you have it")
+    parts.warnings.append(Note.of(RPD_JSON))
     return parts
 
 

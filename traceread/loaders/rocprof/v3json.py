@@ -32,6 +32,7 @@ import pandas as pd
 from traceread import schema as S
 from traceread.errors import TraceReadError
 from traceread.loaders.rocprof.frame import COPY_KINDS, Parts, block, build, copy_block, intern, kernel_lanes
+from traceread.note import MONOTONIC_CLOCK, NO_HOST_API, Note
 from traceread.trace import DeviceInfo, Trace
 
 FORMAT = "rocprofv3-json"
@@ -205,10 +206,9 @@ def load_rocprofv3_json(path: str | os.PathLike[str], progress: bool = False, da
     if len(doc.tools) == 1:
         parts.device_pid = doc.tools[0].metadata.pid
     parts.extra["queues"] = len(queues)
-    parts.warnings.append("times are the profiled node's monotonic clock (ns); the file gives no epoch offset")
+    parts.warnings.append(Note.of(MONOTONIC_CLOCK))
     if not parts.options["hip_trace"]:
-        parts.warnings.append("no host API calls in this capture (kernel trace only): GPU idle time cannot be "
-                              "tied to host-side causes (launch overhead, synchronization)")
+        parts.warnings.append(Note.of(NO_HOST_API))
     return build(path, parts)
 
 

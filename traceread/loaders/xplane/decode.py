@@ -19,6 +19,7 @@ import numpy as np
 from traceread.loaders.xplane import model as M
 from traceread.loaders.xplane import wire
 from traceread.loaders.xplane.proto import message_classes
+from traceread.note import AGGREGATED_EVENTS, NEGATIVE_DURATIONS, UNDEFINED_EVENT_METADATA, Note
 
 _LIMIT = 1 << 62  # line timestamps (ns), event offsets and durations (ps) past this are no times
 
@@ -131,21 +132,21 @@ def _events(planes: list[M.Plane], lines: list[M.Line], line_ts: list[int], blob
         s = wire.fields(buf, f.start[srows], f.start[srows] + f.size[srows])
     except wire.WireError as exc:
         raise Damaged(f"an event: {exc}") from None
-    notes: list[str] = []
+    notes: list[Note | str] = []
     ts = np.array(line_ts, dtype=np.int64)[line] if n else np.zeros(0, np.int64)
     # offset + duration must fit int64 ps, and the line's ns plus that in ns must fit int64 ns
     if n and any(int(np.max(a)) >= _LIMIT or int(np.min(a)) <= -_LIMIT for a in (ts, off, dur)):
         raise Damaged("an event time past 2^62 (ns for a line, ps for an event): not a time")
     neg = dur < 0
     if neg.any():
-        notes.append(f"{int(neg.sum()):,} event(s) with a negative duration: made zero-length")
+        notes.append(Note.of(NEGATIVE_DURATIONS, count=int(neg.sum())))
         dur = np.where(neg, 0, dur)
     start_ns = ts + off // 1000
     end_ns = ts + (off + dur) // 1000
     keep = has_off | (occ == 0)
     dropped = n - int(keep.sum())
     if dropped:
-        notes.append(f"{dropped:,} aggregated event(s) (num_occurrences, no time) left out")
+        notes.append(Note.of(AGGREGATED_EVENTS, count=dropped))
     # event names: per plane, metadata id -> name code (an id the plane does not define: '')
     code = np.full(n, -1, dtype=np.int64)
     for pi in range(len(planes)):
@@ -157,7 +158,7 @@ def _events(planes: list[M.Plane], lines: list[M.Line], line_ts: list[int], blob
         hit = ids[pos] == mid[rows]
         code[rows[hit]] = name_codes[pi][pos[hit]]
     if (code < 0).any():
-        notes.append(f"{int((code < 0).sum()):,} event(s) name metadata their plane does not define: named ''")
+        notes.append(Note.of(UNDEFINED_EVENT_METADATA, count=int((code < 0).sum())))
         names, cats, directions = [*names, ""], [*cats, ""], [*directions, ""]
         code = np.where(code < 0, len(names) - 1, code)
     ints, texts = _stats(buf, s, owner, plane, stat_ids, stat_names, n)

@@ -30,6 +30,7 @@ from traceread import schema as S
 from traceread.limits import EPOCH_NS_MAX
 from traceread.loaders.xplane import model as M
 from traceread.loaders.xplane.frame import device_of
+from traceread.note import DEVICES_NAMED_FROM_ARCH, DEVICES_UNNAMED, Note
 from traceread.trace import DeviceInfo
 
 STEP_SOURCE_LINE = "xplane:Steps"
@@ -71,14 +72,14 @@ def _gpu_name(stats: dict[str, Any], cc: str | None) -> str:
     return f"{label} ({detail})" if detail else ""
 
 
-def devices(d: M.Decoded, events: pd.DataFrame) -> tuple[list[DeviceInfo], dict[int, dict[str, Any]], list[str]]:
+def devices(d: M.Decoded, events: pd.DataFrame) -> tuple[list[DeviceInfo], dict[int, dict[str, Any]], list[Note]]:
     """Devices of the device planes (used: it holds a kernel, op, copy or memset), their file-given
     peaks by device id, and notes."""
     on_gpu = events["lane"].isin(list(S.GPU_LANES)).to_numpy()
     used = set(np.unique(events["device"].to_numpy()[on_gpu]).tolist()) - {S.NO_ID}
     out: dict[int, DeviceInfo] = {}
     peaks: dict[int, dict[str, Any]] = {}
-    notes: list[str] = []
+    notes: list[Note] = []
     for plane in d.planes:
         dev = device_of(plane.name)
         if dev is None or dev[1] in out:
@@ -104,12 +105,9 @@ def devices(d: M.Decoded, events: pd.DataFrame) -> tuple[list[DeviceInfo], dict[
         ("GPU", "NVIDIA GPU", "AMD GPU")))]
     derived = sorted(i for i, dv in out.items() if dv.used and dv.name.startswith("AMD Instinct"))
     if derived:
-        notes.append(f"device(s) {', '.join(map(str, derived))}: the xplane gives no model name; named from the "
-                     "architecture, compute units and memory its plane records")
+        notes.append(Note.of(DEVICES_NAMED_FROM_ARCH, devices=tuple(derived)))
     if nameless:
-        why = ("the trace-viewer JSON keeps no device stats" if d.from_viewer else "the xplane gives no model name")
-        notes.append(f"device(s) {', '.join(map(str, sorted(nameless)))}: {why} "
-                     "(pass --gpu NAME for MFU and the roofline)")
+        notes.append(Note.of(DEVICES_UNNAMED, devices=tuple(sorted(nameless)), viewer=bool(d.from_viewer)))
     return [out[k] for k in sorted(out)], peaks, notes
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from traceread.note import Note
+
 # Event stats the frame reads (XStat names as the profilers write them).
 CORRELATION = "correlation_id"
 STEP_NUM = "step_num"  # JAX StepTraceAnnotation / TensorFlow step markers
@@ -92,7 +94,7 @@ class Decoded:
     end_ns: np.ndarray  # int64
     ints: dict[str, np.ndarray]  # INT_STATS: int64 per event, -1 where absent
     texts: dict[str, Texts]  # TEXT_STATS that some event carries
-    notes: list[str] = field(default_factory=list)  # things the reader dropped or repaired, for warnings
+    notes: list[Note | str] = field(default_factory=list)  # things the reader dropped or repaired, for warnings
     epoch_ns: int | None = None  # the profile's start (Task Environment), when the file records one
     truncated: bool = False  # events were dropped before the file was written (trace viewer limit)
     from_viewer: bool = False  # read from the trace-viewer JSON (no plane stats, no profile start)

@@ -17,6 +17,7 @@ from traceread.loaders.xplane import model as M
 from traceread.loaders.xplane.decode import Damaged, decode
 from traceread.loaders.xplane.frame import HOST_PLANE, build, kernel_args
 from traceread.loaders.xplane.sniff import FORMAT, FORMAT_VIEWER, looks_like_xplane
+from traceread.note import NO_EVENTS, NO_HOST_PLANE, TPU_NO_LAUNCHES, VIEWER_DROPPED_EVENTS, Note
 from traceread.trace import RankInfo, SideTables, Trace, TraceMeta
 
 
@@ -57,21 +58,18 @@ def to_trace(d: M.Decoded, path: str, generation: str, fmt: str) -> Trace:
     schema.validate(events)
     devices, peaks, notes = xm.devices(d, events)
     base, offset, base_note = xm.time_base(d)
-    warnings = list(d.notes) + notes
+    warnings: list[Note | str] = [*d.notes, *notes]
     if base_note and len(events):
         warnings.append(base_note)
     if d.truncated:
-        warnings.append("the trace viewer dropped events past its size limit (filteredByVisibility): the counts "
-                        "and times here cover only the events it kept; read the .xplane.pb of the same run")
+        warnings.append(Note.of(VIEWER_DROPPED_EVENTS))
     tpus = [dv.id for dv in devices if dv.used and dv.name.upper().startswith("TPU")]
     if tpus:
-        warnings.append("TPU: ops are issued by the device's own program, not launched one by one by the host, "
-                        "so no op links to a launch call and launch-bound is not judged")
+        warnings.append(Note.of(TPU_NO_LAUNCHES))
     if not len(events):
-        warnings.append("the trace holds no events")
+        warnings.append(Note.of(NO_EVENTS))
     elif not any(p.name == HOST_PLANE for p in d.planes) and any(dv.used for dv in devices):
-        warnings.append("no host plane (/host:CPU): a device-only capture, so idle time cannot be traced to a host "
-                        "cause (launches, data loading, synchronization)")
+        warnings.append(Note.of(NO_HOST_PLANE))
     steps, step_source, step_note = xm.steps(d, events)
     if step_note:
         warnings.append(step_note)
