@@ -24,7 +24,8 @@ def _overlap(a: tuple[int, int], iv: list[tuple[int, int]]) -> int:
 
 def test_pinned_batch_copies_are_not_told_to_pin():
     """nsysai_h100_2gpu_window: the copies holding the idle are host-to-device from pinned memory by the
-    export's own enum tables, so the data-starved evidence stays the plain one and the fix is not pinning."""
+    export's own enum tables, at the link's rate: the data-starved evidence is bus-bound (issue 42), and the
+    fix is neither pinning nor more loader workers."""
     import sqlite3
 
     path = SHARED_TRACES / "nsys/nsysai_h100_2gpu_window_2026.sqlite"
@@ -34,9 +35,10 @@ def test_pinned_batch_copies_are_not_told_to_pin():
         "SELECT srcKind, SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 GROUP BY srcKind")}
     assert by_src["Pinned"] > 1000 * by_src.get("Pageable", 0)
     a = analyze([load(path)], cfg=Thresholds())
-    assert a.dominant_cause == "data-starved" and a.dominant_evidence == "data-starved"
+    assert a.dominant_cause == "data-starved" and a.dominant_evidence == "bus-bound"
     assert not (a.gaps["evidence_kind"].astype(str) == "pageable-copy").any()
-    assert "pin_memory" not in first_response(a.dominant_cause, a.dominant_evidence)
+    fix = first_response(a.dominant_cause, a.dominant_evidence)
+    assert "pin_memory" not in fix and "num_workers" not in fix
 
 
 def test_a_gap_held_by_a_pageable_batch_copy_names_pinning():

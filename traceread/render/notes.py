@@ -91,7 +91,6 @@ from traceread.note import (
     WORLD_SIZE_OUT_OF_RANGE,
     Note,
 )
-from traceread.ranks.waiting import fmt_ms
 
 
 def _straggler_comm_bound(d: dict[str, Any]) -> str:
@@ -265,6 +264,14 @@ _LOADER_CAVEATS: dict[str, Callable[[dict[str, Any]], str]] = {
 
 
 # The job's alignment notes
+def fmt_ms(ns: float) -> str:
+    """The job section's time words (``traceread.ranks.waiting.fmt_ms``), imported when a job note is worded:
+    ``info`` words a loader's notes through this module and must not import the ranks (and pandas) for it."""
+    from traceread.ranks.waiting import fmt_ms as words
+
+    return words(ns)
+
+
 _JOB_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
     CLAIMS_NO_RANK: lambda d: "claims no rank, left out of the alignment",
     RANK_CLAIMED_TWICE: lambda d: (f"rank {d['rank']} is claimed by {len(d['traces'])} traces "
