@@ -119,6 +119,39 @@ OPTIMIZER_STEP_SPANS = "optimizer-step-spans"
 NO_EVENTS = "no-events"
 # a Perfetto file cut inside a packet
 PACKET_CUT = "packet-cut"
+# Kineto JSON read front to back (traceread.loaders.kineto):
+# the file ends before its event array
+NO_EVENT_ARRAY = "no-event-array"
+# the file ends inside the event array: cut_at (bytes of JSON text), kept (complete events before the cut)
+CUT_IN_EVENT_ARRAY = "cut-in-event-array"
+# the gzip's CRC or length check does not match its data
+GZIP_CHECK_MISMATCH = "gzip-check-mismatch"
+# the keys after the event array are incomplete or not valid JSON
+TRAILER_NOT_JSON = "trailer-not-json"
+# some events start before 2001 while the others are Unix-epoch times: count
+EVENTS_BEFORE_EPOCH = "events-before-epoch"
+# baseTimeNanoseconds is not a time: base (as shown: at most 40 characters), max_ns
+BASE_TIME_NOT_A_TIME = "base-time-not-a-time"
+# relative timestamps and no baseTimeNanoseconds
+EPOCH_UNKNOWN = "epoch-unknown"
+# events repaired (a known writer bug): what, count
+EVENTS_REPAIRED = "events-repaired"
+# events skipped: what (why), count
+EVENTS_SKIPPED = "events-skipped"
+# events with a named problem: what, count
+EVENTS_COUNTED = "events-counted"
+# Perfetto packets or fields of a named kind the reader left out: what, count
+PACKETS_COUNTED = "packets-counted"
+# the trace-viewer JSON's counter or async events, which are not rows: count
+VIEWER_NOT_ROWS = "viewer-not-rows"
+# a -wal or -journal file beside a database: suffix
+SIDE_FILE = "side-file"
+# an xplane whose profile start time is not recorded: viewer (the trace-viewer JSON, else an XSpace)
+SESSION_TIME = "session-time"
+# xplane steps: from the device's Steps line (count); from the runs of one XLA module (count, module,
+# host: timed on the host threads)
+STEPS_FROM_LINE = "steps-from-line"
+STEPS_FROM_MODULE = "steps-from-module"
 # the trace viewer dropped events past its size limit (XPlane JSON)
 VIEWER_DROPPED_EVENTS = "viewer-dropped-events"
 # TPU ops are not launched by the host

@@ -226,7 +226,7 @@ def test_integers_out_of_range_are_noted_not_internal_errors(tmp_path: Path, nam
 def test_gzip_whose_only_damage_is_its_trailer_loads_with_a_warning(tmp_path: Path, damage: str) -> None:
     """It was refused whole ('bad gzip data') while the same bytes without a trailer loaded."""
     from traceread.cli import main
-    from traceread.loaders.kineto.source import BAD_CHECK_WARNING
+    from traceread.note import GZIP_CHECK_MISMATCH, Note
 
     raw = b'{"traceEvents":[' + b",".join([EVENT] * 5000) + b"]}"
     good = gzip.compress(raw, 6)
@@ -236,7 +236,7 @@ def test_gzip_whose_only_damage_is_its_trailer_loads_with_a_warning(tmp_path: Pa
     before = digest(path)
     trace = load(path)
     assert len(trace.events) == 5000
-    assert BAD_CHECK_WARNING in trace.meta.warnings
+    assert Note.of(GZIP_CHECK_MISMATCH) in trace.meta.warnings
     assert main(["info", str(path)]) == 0
     assert digest(path) == before
 

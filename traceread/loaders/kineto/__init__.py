@@ -30,7 +30,7 @@ from traceread.loaders.kineto.frame import FrameBuilder, profiler_steps
 from traceread.loaders.kineto.stream import read_stream
 from traceread.loaders.memory import load_settings
 from traceread.loaders.parallel import SERIAL, Parallel
-from traceread.note import NO_EVENTS, Note
+from traceread.note import EVENTS_COUNTED, EVENTS_REPAIRED, EVENTS_SKIPPED, NO_EVENTS, Note
 from traceread.trace import Trace, TraceMeta
 
 
@@ -100,14 +100,14 @@ def load_kineto(path: str, progress: bool = False, workers: int | None = None,
     return Trace(events=events, meta=meta, side=side)
 
 
-def _note_lines(notes: dict[str, int]) -> list[str]:
-    """Per-event problems, counted, as user-facing sentences."""
+def _note_lines(notes: dict[str, int]) -> list[Note]:
+    """Per-event problems, counted, as notes (worded by ``render.notes``)."""
     out = []
     for what, count in sorted(notes.items()):
         if what.startswith("repaired: "):
-            out.append(f"repaired {count:,} event(s) with {what[len('repaired: '):]} (a known writer bug)")
+            out.append(Note.of(EVENTS_REPAIRED, what=what[len("repaired: "):], count=count))
         elif what.startswith("skipped: "):
-            out.append(f"skipped {count:,} event(s): {what[len('skipped: '):]}")
+            out.append(Note.of(EVENTS_SKIPPED, what=what[len("skipped: "):], count=count))
         else:
-            out.append(f"{what}: {count:,} event(s)")
+            out.append(Note.of(EVENTS_COUNTED, what=what, count=count))
     return out

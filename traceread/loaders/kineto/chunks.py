@@ -25,7 +25,7 @@ import traceread.loaders.kineto.scan as scan
 from traceread.errors import TraceReadError
 from traceread.limits import bounded_int
 from traceread.loaders.kineto.decode import decode_chunk, decode_framed
-from traceread.loaders.kineto.source import BAD_CHECK_WARNING, Source
+from traceread.loaders.kineto.source import Source
 from traceread.loaders.kineto.text import (
     TRACE_EVENTS_KEY,
     ArrayScanner,
@@ -35,6 +35,7 @@ from traceread.loaders.kineto.text import (
 )
 from traceread.loaders.kineto.window import MappedWindow, ReadWindow, open_window
 from traceread.loaders.progress import Progress
+from traceread.note import GZIP_CHECK_MISMATCH, TRAILER_NOT_JSON, Note
 
 CHUNK = 4 << 20  # bytes of JSON per worker task: large enough to amortize IPC, small for memory
 SERIAL_CHUNK: int | None = None  # in-process chunk bytes; None: by decoder (serial_chunk), tests set it
@@ -59,7 +60,7 @@ class StreamResult:
     bare_list: bool
     sink: Any = None  # receives each decoded chunk in file order: sink.add(chunk); sink.n = rows so far
     truncated: bool = False
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Note | str] = field(default_factory=list)
     json_bytes: int = 0  # uncompressed bytes read
     cut_at: int | None = None  # where a truncated event array stops (uncompressed offset)
 
@@ -285,7 +286,7 @@ def exact_rest(src: Source, restart: bytes | int, res: StreamResult) -> None:
 
 def _note_bad_check(src: Source, res: StreamResult) -> None:
     if src.gzip_bad_check:
-        res.warnings.append(BAD_CHECK_WARNING)
+        res.warnings.append(Note.of(GZIP_CHECK_MISMATCH))
 
 
 def _blocks(src: Source, restart: bytes | int) -> Iterator[bytes | memoryview]:
@@ -338,7 +339,7 @@ def _parse_trailer(trailer: bytes, res: StreamResult) -> set[str]:
     body = text[1:] if text.startswith(b",") else text
     extra = _loads_object(b"{" + body) if body.rstrip().endswith(b"}") else None
     if extra is None:
-        res.warnings.append("the keys after the event array are incomplete or not valid JSON")
+        res.warnings.append(Note.of(TRAILER_NOT_JSON))
         m = _BASE_TIME.search(body)
         extra = {"baseTimeNanoseconds": bounded_int(m.group(1).decode())} if m else {}
         if _EVENTS_ANY.search(body) or TRACE_EVENTS_KEY.search(body):

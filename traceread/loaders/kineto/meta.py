@@ -21,6 +21,9 @@ from traceread import schema
 from traceread.limits import EPOCH_NS_MAX, RANK_MAX, int_text
 from traceread.loaders.kineto.scan import codes_in
 from traceread.note import (
+    BASE_TIME_NOT_A_TIME,
+    EPOCH_UNKNOWN,
+    EVENTS_BEFORE_EPOCH,
     FILE_NAME_RANK_OUT_OF_RANGE,
     GPU_NOT_DESCRIBED,
     RANK_CLAIM_OUT_OF_RANGE,
@@ -217,7 +220,7 @@ def devices(top: dict[str, Any], events: pd.DataFrame, rank: int) -> tuple[list[
     return [out[k] for k in sorted(out)], notes
 
 
-def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | None, str | None]:
+def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | None, Note | None]:
     """(time base, epoch offset in ns, a note when the epoch could not be known)."""
     if not len(events):
         return schema.TIME_RELATIVE, None, None
@@ -231,15 +234,13 @@ def time_base(top: dict[str, Any], events: pd.DataFrame) -> tuple[str, int | Non
     starts = events["start_ns"].to_numpy()[np.asarray(timed)] if timed.any() else events["start_ns"].to_numpy()
     if EPOCH_US_MIN <= float(np.median(starts)) / 1000 <= EPOCH_US_MAX:
         early = int((starts < EPOCH_US_MIN * 1000).sum())
-        return schema.TIME_EPOCH, 0, (f"{early:,} event(s) start before 2001 while the others are Unix-epoch times "
-                                      "(a timestamp given twice in an event, or a damaged one): kept as they are")
+        return schema.TIME_EPOCH, 0, Note.of(EVENTS_BEFORE_EPOCH, count=early)
     base = top.get("baseTimeNanoseconds")
     if isinstance(base, int) and not isinstance(base, bool) and 0 < base <= EPOCH_NS_MAX:
         return schema.TIME_EPOCH, base, None
     if base is not None and not isinstance(base, bool) and isinstance(base, (int, float, str)):
-        return schema.TIME_RELATIVE, None, (f"baseTimeNanoseconds {_shown(base)} is not a time in 1..{EPOCH_NS_MAX} "
-                                            "ns (before 2100): relative timestamps, the epoch is unknown")
-    return schema.TIME_RELATIVE, None, "relative timestamps and no baseTimeNanoseconds: the epoch is unknown"
+        return schema.TIME_RELATIVE, None, Note.of(BASE_TIME_NOT_A_TIME, base=_shown(base), max_ns=EPOCH_NS_MAX)
+    return schema.TIME_RELATIVE, None, Note.of(EPOCH_UNKNOWN)
 
 
 def generation(top: dict[str, Any], bare_list: bool, raw_cats: list[str], float_ts: bool) -> str:

@@ -22,8 +22,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 _GZ_READ = 128 << 10  # compressed bytes per inflate call: about 1-3 MB of JSON
 _AHEAD = 16  # inflated blocks queued ahead of the decoder
 _TRAILER = 8  # a gzip member's CRC-32 and length
-BAD_CHECK_WARNING = ("the gzip's CRC or length check does not match its data: the file is damaged (a bad "
-                     "copy?) and the events loaded may be incomplete or wrong")
 
 
 class Source:

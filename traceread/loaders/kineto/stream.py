@@ -35,6 +35,7 @@ from traceread.loaders.kineto.text import find_boundary
 from traceread.loaders.kineto.window import open_window
 from traceread.loaders.parallel import SERIAL, Parallel
 from traceread.loaders.progress import Progress
+from traceread.note import CUT_IN_EVENT_ARRAY, NO_EVENT_ARRAY, Note
 
 _PEEK = 64 << 10  # looked at first: events are rarely longer
 PARALLEL_MIN = 48 << 20  # below, a worker pool's start-up and piping cost more than it saves
@@ -94,7 +95,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
         res = StreamResult(top=top, bare_list=bare, sink=sink)
         if rest is None:
             res.truncated = True
-            res.warnings.append("file ends before the event array: it holds no events")
+            res.warnings.append(Note.of(NO_EVENT_ARRAY))
             res.json_bytes = src.offset
             return res
         sink.expect(size)
@@ -115,9 +116,7 @@ def read_stream(path: str, sink: Any, progress: bool = False, workers: int | Non
                 res.truncated = True
             res.json_bytes = src.offset
         if res.cut_at is not None:
-            res.warnings.append(
-                f"file ends inside the event array at byte {res.cut_at:,} of the JSON text; kept the "
-                f"{sink.n:,} complete events before the cut")
+            res.warnings.append(Note.of(CUT_IN_EVENT_ARRAY, cut_at=res.cut_at, kept=sink.n))
         bar.update(1.0, force=True)
         return res
     finally:

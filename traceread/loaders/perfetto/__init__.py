@@ -20,7 +20,7 @@ from traceread.loaders.kineto.frame import profiler_steps
 from traceread.loaders.kineto.meta import rank_of
 from traceread.loaders.perfetto.decode import decode
 from traceread.loaders.perfetto.frame import build, device_names
-from traceread.note import PACKET_CUT, Note
+from traceread.note import PACKET_CUT, PACKETS_COUNTED, Note
 from traceread.trace import DeviceInfo, RankInfo, Trace, TraceMeta
 
 
@@ -45,7 +45,7 @@ def load_perfetto(path: str | os.PathLike[str], progress: bool = False) -> Trace
     except ValueError as exc:
         raise TraceReadError(path, f"not a readable Perfetto trace ({exc})") from None
     schema.validate(events)
-    warnings += [f"{what}: {count:,}" for what, count in sorted(d.notes.items())]
+    warnings += [Note.of(PACKETS_COUNTED, what=what, count=count) for what, count in sorted(d.notes.items())]
     if d.truncated:
         warnings.append(Note.of(PACKET_CUT))
     steps = profiler_steps(events, rank, warnings)

@@ -10,6 +10,7 @@ import numpy as np
 
 from traceread.errors import TraceReadError
 from traceread.loaders.sqlite_kind import read_only_uri
+from traceread.note import SIDE_FILE, Note
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -19,11 +20,10 @@ def connect(path: str) -> sqlite3.Connection:
     return conn
 
 
-def side_file_warning(path: str) -> list[str]:
+def side_file_warning(path: str) -> list[Note]:
     """A note when a -wal or -journal lies beside the database (a writer was active: its last rows may be missing)."""
     found = [sfx for sfx in ("-wal", "-journal") if os.path.exists(path + sfx)]
-    return [f"a {found[0]} file lies beside the database (a writer was active?): rows only in it are not read"] \
-        if found else []
+    return [Note.of(SIDE_FILE, suffix=found[0])] if found else []
 
 
 def ints(conn: sqlite3.Connection, sql: str, ncols: int, args: tuple = ()) -> list[np.ndarray]:

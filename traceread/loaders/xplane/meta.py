@@ -30,7 +30,14 @@ from traceread import schema as S
 from traceread.limits import EPOCH_NS_MAX
 from traceread.loaders.xplane import model as M
 from traceread.loaders.xplane.frame import device_of
-from traceread.note import DEVICES_NAMED_FROM_ARCH, DEVICES_UNNAMED, Note
+from traceread.note import (
+    DEVICES_NAMED_FROM_ARCH,
+    DEVICES_UNNAMED,
+    SESSION_TIME,
+    STEPS_FROM_LINE,
+    STEPS_FROM_MODULE,
+    Note,
+)
 from traceread.trace import DeviceInfo
 
 STEP_SOURCE_LINE = "xplane:Steps"
@@ -111,15 +118,14 @@ def devices(d: M.Decoded, events: pd.DataFrame) -> tuple[list[DeviceInfo], dict[
     return [out[k] for k in sorted(out)], peaks, notes
 
 
-def time_base(d: M.Decoded) -> tuple[str, int | None, str | None]:
+def time_base(d: M.Decoded) -> tuple[str, int | None, Note | None]:
     """(time base, epoch offset, note). XSpace times are ns from the profile's start, which the
     ``Task Environment`` plane records as Unix-epoch ns."""
     if d.epoch_ns is not None and 0 < d.epoch_ns <= EPOCH_NS_MAX:
         return S.TIME_EPOCH, d.epoch_ns, None
     if d.n and 10**18 <= int(d.start_ns.min()) <= EPOCH_NS_MAX:
         return S.TIME_EPOCH, 0, None
-    where = "the trace-viewer JSON does not record" if d.from_viewer else "no Task Environment plane records"
-    return S.TIME_SESSION, None, f"{where} the profile's start time: times are ns from the profile's start"
+    return S.TIME_SESSION, None, Note.of(SESSION_TIME, viewer=bool(d.from_viewer))
 
 
 def _frame(rank: np.ndarray, step: np.ndarray, name: list[str], start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
@@ -128,7 +134,7 @@ def _frame(rank: np.ndarray, step: np.ndarray, name: list[str], start: np.ndarra
     return df.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
 
 
-def steps(d: M.Decoded, events: pd.DataFrame) -> tuple[pd.DataFrame | None, str | None, str | None]:
+def steps(d: M.Decoded, events: pd.DataFrame) -> tuple[pd.DataFrame | None, str | None, Note | None]:
     """(host step frame or None, its source, a note) -- see module doc."""
     lines = _device_lines(d, "Steps")
     if lines:
@@ -138,7 +144,7 @@ def steps(d: M.Decoded, events: pd.DataFrame) -> tuple[pd.DataFrame | None, str 
         if (nums < 0).any() or len(set(nums.tolist())) < len(nums):
             nums = np.arange(len(rows), dtype=np.int64)
         return (_frame(np.zeros(len(rows)), nums, names, d.start_ns[rows], d.end_ns[rows]), STEP_SOURCE_LINE,
-                f"Steps are the {len(rows)} events of the device's Steps line.")
+                Note.of(STEPS_FROM_LINE, count=len(rows)))
     host = events["lane"].to_numpy() == S.LANE_CPU_ANNOTATION
     num = d.ints[M.STEP_NUM]
     rows = np.flatnonzero(host & (num >= 0))
@@ -168,7 +174,7 @@ def _device_lines(d: M.Decoded, name: str) -> list[int]:
 _MODULE_ID = re.compile(r"\(\d+\)$")
 
 
-def _module_steps(d: M.Decoded) -> tuple[pd.DataFrame | None, str | None, str | None]:
+def _module_steps(d: M.Decoded) -> tuple[pd.DataFrame | None, str | None, Note | None]:
     for li in _device_lines(d, "XLA Modules"):
         rows = np.flatnonzero(d.line == li)
         if len(rows) < MIN_MODULE_RUNS:
@@ -182,8 +188,7 @@ def _module_steps(d: M.Decoded) -> tuple[pd.DataFrame | None, str | None, str | 
         start = d.start_ns[runs]
         end = np.append(start[1:], d.end_ns[runs[-1]])
         module = _MODULE_ID.sub("", d.names[best])[:80]
-        note = (f"No step markers: steps are the {len(runs)} runs of the XLA module {module!r} (the module run "
-                "most often), each from its start to the next run's start.")
+        note = Note.of(STEPS_FROM_MODULE, count=len(runs), module=module, host=False)
         return (_frame(np.zeros(len(runs)), np.arange(len(runs)), [d.names[best]] * len(runs), start, end),
                 STEP_SOURCE_MODULE + module, note)
     return _host_module_steps(d)
@@ -192,7 +197,7 @@ def _module_steps(d: M.Decoded) -> tuple[pd.DataFrame | None, str | None, str | 
 _GPU_MODULE = re.compile(r"^(.{1,200}):XLA GPU module$")
 
 
-def _host_module_steps(d: M.Decoded) -> tuple[pd.DataFrame | None, str | None, str | None]:
+def _host_module_steps(d: M.Decoded) -> tuple[pd.DataFrame | None, str | None, Note | None]:
     """A GPU XSpace has no XLA Modules line: its host threads time each module run (``jit_f:XLA GPU
     module``, on one thread per device). Run k of the module is its k-th range on every such thread:
     from the earliest thread's start to the latest thread's end."""
@@ -217,7 +222,6 @@ def _host_module_steps(d: M.Decoded) -> tuple[pd.DataFrame | None, str | None, s
     code, starts, ends = best
     module = modules[code][:80]
     end = np.append(starts[1:], ends[-1])
-    note = (f"No step markers: steps are the {len(starts)} runs of the XLA module {module!r} (the module run "
-            "most often, timed on the host), each from its start to the next run's start.")
+    note = Note.of(STEPS_FROM_MODULE, count=len(starts), module=module, host=True)
     return (_frame(np.zeros(len(starts)), np.arange(len(starts)), [d.names[code]] * len(starts), starts, end),
             STEP_SOURCE_MODULE + module, note)

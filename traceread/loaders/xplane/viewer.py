@@ -29,7 +29,7 @@ import numpy as np
 
 from traceread.errors import TraceReadError
 from traceread.loaders.xplane import model as M
-from traceread.note import Note
+from traceread.note import VIEWER_NOT_ROWS, Note
 
 
 def _read(path: str) -> bytes:
@@ -148,7 +148,7 @@ def read_viewer(path: str) -> M.Decoded:
         rows = [i for i, a in enumerate(args) if isinstance(a.get(k), str)]
         if rows:
             texts[k] = M.Texts.of(np.array(rows, dtype=np.int64), [args[i][k] for i in rows])
-    notes: list[Note | str] = [f"{skipped:,} counter or async event(s) of the trace viewer are not rows"] if skipped else []
+    notes: list[Note | str] = [Note.of(VIEWER_NOT_ROWS, count=skipped)] if skipped else []
     order = np.argsort(line, kind="stable")  # events grouped by line, as in an XSpace
     d = M.Decoded(planes=planes, lines=lines, line=line, name=code, names=[k[0] for k in names],
                   categories=[k[1] for k in names], directions=[k[2] for k in names], start_ns=start_ns, end_ns=end_ns, ints=ints, texts=texts,
