@@ -36,6 +36,7 @@ import pandas as pd
 
 from traceread.printable import printable_json
 from traceread.render import json_text
+from traceread.render.rowjoin import SparseRows
 
 CHUNK_ROWS = 1 << 18  # rows encoded at a time: bounds the per-chunk bytes objects, not a threshold
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
@@ -120,24 +121,6 @@ def _numbers(a: np.ndarray) -> bytes | None:
 def _repeated(cell: bytes, n: int) -> bytes:
     """``n`` copies of one cell between :data:`SEP` (a C repeat: no encoding per value)."""
     return (cell + SEP) * (n - 1) + cell
-
-
-class SparseRows:
-    """A sparse column's rows ``[lo, hi)`` made dense, as ``np.asarray(array[lo:hi])`` gives them, from
-    its stored positions (pandas' slicing of a sparse array costs several times this per chunk)."""
-
-    def __init__(self, array: pd.arrays.SparseArray) -> None:
-        index: Any = array.sp_index  # an IntIndex or a BlockIndex (pandas' stubs name neither method)
-        self.at = np.asarray(index.to_int_index().indices, dtype=np.int64)
-        self.values = array.sp_values
-        self.fill = array.fill_value
-        self.dtype = np.asarray(array[:0]).dtype
-
-    def __call__(self, lo: int, hi: int) -> np.ndarray:
-        out = np.full(hi - lo, self.fill, dtype=self.dtype)
-        a, b = np.searchsorted(self.at, [lo, hi]).tolist()
-        out[self.at[a:b] - lo] = self.values[a:b]
-        return out
 
 
 class _Column:
