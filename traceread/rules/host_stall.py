@@ -93,17 +93,16 @@ def _stalls(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -> Stalls
         calls = api_calls(trace, rank)
         c_tid = calls.tid
         for tid in distinct(v.tid[ops_rank].astype(np.int64)):
-            ops, os_, reach = thread_cpu_ops(trace, rank, tid)
-            if len(ops) == 0:
-                continue
             host = thread_host_rows(trace, rank, tid)
             mine = c_tid == tid
             cs, ce = calls.start[mine], calls.end_of(mine)
-            bounds = np.sort(np.concatenate((v.start[host].astype(np.int64), v.end[host].astype(np.int64), cs, ce)))
-            k = np.flatnonzero(np.diff(bounds) >= cfg.host_stall_min_ns)
-            if len(k) == 0:
+            qs, qe = quiet_stretches(v.start[host].astype(np.int64), v.end[host].astype(np.int64), cs, ce,
+                                     cfg.host_stall_min_ns)
+            if len(qs) == 0:
                 continue
-            qs, qe = bounds[k], bounds[k + 1]
+            ops, os_, reach = thread_cpu_ops(trace, rank, tid)
+            if len(ops) == 0:
+                continue
             mid = qs + (qe - qs) // 2
             # inside a CPU op: the earliest op still running at the middle (no boundary inside: it spans it)
             first = np.searchsorted(reach, mid, side="left")
@@ -144,6 +143,44 @@ def _stalls(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -> Stalls
             many_steps = steps is not None and len(_step_count(steps, rank)) >= 2
             recurs[m] = n_calls >= 2 and (not many_steps or allocator_recurs(start[m], steps, rank, cfg))
     return Stalls(rank_a, start, end, op, recurs)
+
+
+def quiet_stretches(hs: np.ndarray, he: np.ndarray, cs: np.ndarray, ce: np.ndarray,
+                    min_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(start, end)`` of each stretch of at least ``min_ns`` between consecutive boundaries (starts and ends
+    of the host rows ``hs``/``he``, sorted by start, and of the calls ``cs``/``ce``) that begins at or after the
+    first host start (one before it lies in no operator).
+
+    No host row starts inside such a stretch, so it lies in a window between consecutive host starts (or
+    after the last) at least ``min_ns`` long: only the boundaries inside those few windows are sorted, not
+    every boundary of the thread."""
+    none = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if len(hs) == 0:
+        return none
+    if min_ns <= 0:  # every pair of boundaries qualifies: no window to narrow to
+        b = np.sort(np.concatenate((hs, he, cs, ce)))
+        k = np.flatnonzero((np.diff(b) >= min_ns) & (b[:-1] >= hs[0]))
+        return b[k], b[k + 1]
+    top = max(int(he.max()), int(ce.max()) if len(ce) else int(he.max()))
+    edges = np.append(hs, top)
+    w = np.flatnonzero(np.diff(edges) >= min_ns)
+    if len(w) == 0:
+        return none
+    lo, hi = edges[w], edges[w + 1]
+    id_parts, at_parts = [np.arange(len(w)), np.arange(len(w))], [lo, hi]
+    for inner in (he, cs, ce):  # the boundaries strictly inside a window (one array at a time: they are long)
+        j = np.searchsorted(lo, inner, side="right") - 1
+        keep = j >= 0
+        keep[keep] = inner[keep] < hi[j[keep]]
+        keep &= inner > lo[np.maximum(j, 0)]
+        id_parts.append(j[keep])
+        at_parts.append(inner[keep])
+        del j, keep
+    ids, at = np.concatenate(id_parts), np.concatenate(at_parts)
+    order = np.lexsort((at, ids))
+    ids, at = ids[order], at[order]
+    k = np.flatnonzero((ids[1:] == ids[:-1]) & (np.diff(at) >= min_ns))
+    return at[k], at[k + 1]
 
 
 def _step_count(steps: pd.DataFrame, rank: int) -> np.ndarray:

@@ -72,7 +72,9 @@ def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
 def kind(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """``host-work`` where the host's own work (not dispatch) held the gap, else the class itself."""
     _, host = _signatures(gaps, ctx, cfg)
-    return np.where(host, HOST_WORK, NAME).astype(object)
+    out = np.full(len(host), NAME, dtype=object)  # (one string object for every row, not one per row)
+    out[host] = HOST_WORK
+    return out
 
 
 def _host_work_rows(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:

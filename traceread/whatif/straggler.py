@@ -40,11 +40,15 @@ def _comm_free(m: mdl.RankModel, view: EventView) -> fx.Edges:
     comm = m.op_nodes[m.lane == code]
     e.writable("dur")[comm] = 0
     if len(comm):
-        nominal = np.array([m.nominal.get("launch_latency_ns", 0), m.nominal.get("stream_turnaround_ns", 0),
-                            m.nominal.get("stream_turnaround_ns", 0)], dtype=np.int64)
         d = e.writable("delay")
-        d[comm] = np.minimum(d[comm], nominal[None, :].astype(d.dtype))
+        d[comm] = np.minimum(d[comm], _nominal(m)[None, :].astype(d.dtype))
     return e
+
+
+def _nominal(m: mdl.RankModel) -> np.ndarray:
+    """A communication kernel's nominal delays (launch, and each stream's turnaround), int64."""
+    return np.array([m.nominal.get("launch_latency_ns", 0), m.nominal.get("stream_turnaround_ns", 0),
+                     m.nominal.get("stream_turnaround_ns", 0)], dtype=np.int64)
 
 
 def _nothing() -> None:
@@ -84,10 +88,13 @@ def peer_free_lengths(unit: Any, min_wait_ns: int = 50_000) -> np.ndarray | None
     it started more than ``min_wait_ns`` later than its launch and streams allow (a wait on a peer, which the
     comm-bound replay keeps); None when none did (that replay's lengths are then the own steps). Run before
     the unit's model is released."""
-    m = unit.model
-    e = _comm_free(m, unit.ctx.view)
-    if "delay" not in e.owned or not (np.abs(e.delay.astype(_I64) - m.delay.astype(_I64)) > min_wait_ns).any():
+    m, view = unit.model, unit.ctx.view
+    # (:func:`_comm_free` lowers only communication kernels' delays, to their nominal ones: a wait is a delay
+    # more than ``min_wait_ns`` above that)
+    comm = m.op_nodes[m.lane == view.lane_codes.get(schema.LANE_GPU_COMM, -99)]
+    if not len(comm) or not (m.delay[comm].astype(_I64) - _nominal(m)[None, :] > min_wait_ns).any():
         return None
+    e = _comm_free(m, view)
     lengths: np.ndarray = unit.index.lengths(rp.replay(m, e), unit.base)
     return lengths
 

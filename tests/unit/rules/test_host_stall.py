@@ -88,3 +88,22 @@ def test_planted_host_stalls_are_classified_in_both_formats(tmp_path):
         overlap = sum(max(0, min(e, te) - max(s, ts)) for s, e in zip(lb["start_ns"], lb["end_ns"], strict=True)
                       for ts, te in zip(t["start_ns"], t["end_ns"], strict=True))
         assert overlap == 0, path
+
+
+def test_quiet_stretches_equal_those_of_every_boundary_sorted():
+    """The windowed search finds exactly the stretches that sorting every boundary of the thread finds (from the
+    first host start on), on random nested host rows and calls with ties, at several thresholds."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        n, c = int(rng.integers(1, 60)), int(rng.integers(0, 40))
+        hs = np.sort(rng.integers(0, 2_000, n)).astype(np.int64)
+        he = hs + rng.integers(0, 300, n)
+        cs = np.sort(rng.integers(-200, 2_200, c)).astype(np.int64)
+        ce = cs + rng.integers(0, 50, c)
+        for min_ns in (0, 1, 40, 150, 400):
+            b = np.sort(np.concatenate((hs, he, cs, ce)))
+            k = np.flatnonzero((np.diff(b) >= min_ns) & (b[:-1] >= hs[0]))
+            qs, qe = host_stall.quiet_stretches(hs, he, cs, ce, min_ns)
+            assert qs.tolist() == b[k].tolist() and qe.tolist() == b[k + 1].tolist(), (trial, min_ns)
