@@ -186,6 +186,7 @@ def tables(source: Source | Iterable[Source], *, step_range: str | None = None) 
     import pandas as pd
 
     from traceread.metrics.tables import TABLES, kernel_tables
+    from traceread.render.notes import text_or_empty
 
     traces = _traces(source, step_range)
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in TABLES}
@@ -197,8 +198,9 @@ def tables(source: Source | Iterable[Source], *, step_range: str | None = None) 
             frame.insert(0, "trace", i)
             frame.insert(1, "path", tr.meta.path)
             parts[name].append(frame)
-            if got.notes[name]:
-                notes[name].append(got.notes[name] if len(traces) == 1 else f"{tr.meta.path}: {got.notes[name]}")
+            note = text_or_empty(got.notes[name])
+            if note:
+                notes[name].append(note if len(traces) == 1 else f"{tr.meta.path}: {note}")
     out = {}
     for name in TABLES:
         frame = pd.concat(parts[name], ignore_index=True) if len(parts[name]) > 1 else parts[name][0]

@@ -219,6 +219,16 @@ UNEXPLAINED_WAITS = "unexplained-waits"
 BUBBLES_NOT_JUDGED = "bubbles-not-judged"
 # the rank/device pairs past the ones named, in one line: pairs, fewest, most (analysed steps)
 BUBBLES_NOT_JUDGED_MORE = "bubbles-not-judged-more"
+# The kernel tables (traceread.metrics.tables, traceread.metrics.compact, traceread.metrics.roofline):
+# a table with no row: table (its name in metrics.tables.TABLES)
+TABLE_EMPTY = "table-empty"
+# memory-bound kernels without recorded bytes: missing, total (memory-bound kernels), share (of their GPU time),
+# typed (some op recorded dtypes), partial (kernels of indexing/gather ops)
+BYTES_UNRECORDED = "bytes-unrecorded"
+# the GPU is not in the peak table: no ridge point
+ROOFLINE_GPU_UNKNOWN = "roofline-gpu-unknown"
+# no recorded shapes of matmul/attention ops owning kernels
+ROOFLINE_NO_SHAPES = "roofline-no-shapes"
 
 
 @dataclass(frozen=True)

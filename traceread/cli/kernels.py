@@ -11,8 +11,8 @@ from traceread.metrics.kernels import kernel_report
 from traceread.metrics.roofline import roofline
 from traceread.metrics.tables import kernel_tables
 from traceread.metrics.workload import DTYPES
-from traceread.render.kernels import render_kernel_report, render_roofline
-from traceread.render.tables import render_tables, write_csv
+from traceread.render.kernels import render_kernel_report, render_roofline, roofline_dict
+from traceread.render.tables import render_tables, tables_dict, write_csv
 from traceread.runner import load
 
 
@@ -52,4 +52,4 @@ def command(trace: str, json_path: str | None, top: int, dtype: str | None, gpu:
         render_tables(tables, top)
     if csv_dir:
         write_csv(tables, csv_dir)
-    emit(text, {**report.to_dict(), "roofline": roof.to_dict(), "tables": tables.to_dict()}, json_path)
+    emit(text, {**report.to_dict(), "roofline": roofline_dict(roof), "tables": tables_dict(tables)}, json_path)

@@ -11,40 +11,29 @@ only those tables' modules, so the report's section costs little beside the anal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from traceread.metrics.copies import copy_summary
 from traceread.metrics.host_api import host_api_top
-from traceread.metrics.op_time import NO_MODULES, kernel_owners, module_table, op_table
+from traceread.metrics.op_time import kernel_owners, module_table, op_table
 from traceread.metrics.ranges import range_top
+from traceread.note import TABLE_EMPTY, Note
 from traceread.trace import Trace
 
 TOP_ROWS = 5  # rows of each table the report shows; ``traceread kernels`` has every row
 REPORT_TABLES = ("ops", "modules", "ranges", "copies", "host_api")
-EMPTY = {  # why a table is empty (``traceread kernels`` says the same)
-    "ops": "no GPU kernels in this trace",
-    "modules": NO_MODULES,
-    "ranges": "no annotation ranges (NVTX, record_function, ProfilerStep) in this trace",
-    "copies": "no GPU copies or memsets in this trace",
-    "host_api": "no CUDA/HIP runtime or driver calls in this trace",
-}
 
 
 @dataclass(frozen=True, eq=False)
 class CompactTables:
     """Of one input, per name of :data:`REPORT_TABLES`: the full table's first rows (``frames``), its number
-    of rows (``rows``) and its note (``notes``, '' when none)."""
+    of rows (``rows``) and its note (``notes``: why it is empty, a :class:`~traceread.note.Note` worded by
+    ``traceread.render.notes``; None when it has rows)."""
 
     frames: dict[str, pd.DataFrame]
     rows: dict[str, int]
-    notes: dict[str, str]
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{name: {"rows": [...], "total_rows": int, "note": str}}`` in :data:`REPORT_TABLES` order."""
-        return {name: {"rows": self.frames[name].to_dict(orient="records"), "total_rows": self.rows[name],
-                       "note": self.notes[name]} for name in REPORT_TABLES}
+    notes: dict[str, Note | None]
 
 
 def compact_tables(trace: Trace, top: int = TOP_ROWS) -> CompactTables:
@@ -58,5 +47,5 @@ def compact_tables(trace: Trace, top: int = TOP_ROWS) -> CompactTables:
     frames = {"ops": ops.head(top), "modules": modules.head(top), "ranges": ranges, "copies": copies.head(top),
               "host_api": api}
     rows = {"ops": len(ops), "modules": len(modules), "ranges": n_ranges, "copies": len(copies), "host_api": n_api}
-    notes = {name: (EMPTY[name] if rows[name] == 0 else "") for name in REPORT_TABLES}
+    notes = {name: (Note.of(TABLE_EMPTY, table=name) if rows[name] == 0 else None) for name in REPORT_TABLES}
     return CompactTables({k: v.reset_index(drop=True) for k, v in frames.items()}, rows, notes)

@@ -29,6 +29,7 @@ from traceread.engine.lanes import event_view
 from traceread.metrics.op_time import kernel_owners
 from traceread.metrics.peaks import match_gpu
 from traceread.metrics.precision import TORCH_DTYPES
+from traceread.note import BYTES_UNRECORDED, TABLE_EMPTY, Note
 from traceread.trace import Trace
 
 COLUMNS = ["name", "class", "kernels", "input_bytes", "total_ns", "tbs", "pct_of_peak"]
@@ -53,7 +54,7 @@ def _size(dtype: object) -> int:
 @dataclass(frozen=True)
 class MemBandwidth:
     table: pd.DataFrame
-    note: str  # how many memory-bound kernels have no recorded bytes, and why
+    note: Note | None  # how many memory-bound kernels have no recorded bytes, and why (worded by render.notes)
     gpu: str | None  # the peak-table key of the GPU ('' / None: unknown)
 
 
@@ -88,7 +89,7 @@ def mem_bandwidth(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray
     cls = v.map_names(rows, lambda ns: np.asarray(kc.classify(pd.Series(ns, dtype=object)), dtype=object))
     mem = np.isin(cls.astype(str), list(MEMORY_BOUND_CLASSES)) if len(rows) else np.zeros(0, bool)
     if not mem.any():
-        return MemBandwidth(_empty(), "no memory-bound kernels in this trace", peak.key if peak else None)
+        return MemBandwidth(_empty(), Note.of(TABLE_EMPTY, table="mem_bandwidth"), peak.key if peak else None)
     dur = (v.end[rows] - v.start[rows]).astype(np.int64)
     # the op call launched this kernel alone
     per_owner = np.bincount(owner[owner >= 0]) if (owner >= 0).any() else np.zeros(0, np.int64)
@@ -113,14 +114,8 @@ def mem_bandwidth(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray
     missing = int((mem & ~known).sum())
     n_part = int((mem & partial).sum())
     typed = any(bool(t) for t in shapes["input_types"])  # stops at the first op with dtypes
-    if not typed:
-        why = ("the trace records no op input shapes with dtypes (Kineto record_shapes=True; Nsight Systems exports "
-               "have none)")
-    else:
-        why = ("the launching op recorded no input shapes and dtypes, launched several kernels"
-               + (f", or reads part of its inputs ({n_part} kernels of indexing/gather ops)" if n_part else ""))
-    note = (f"{missing} of {int(mem.sum())} memory-bound kernels ({unknown_ns / mem_ns:.0%} of their GPU time) have "
-            f"no recorded bytes: {why}; not estimated") if missing else ""
+    note = Note.of(BYTES_UNRECORDED, missing=missing, total=int(mem.sum()), share=unknown_ns / mem_ns, typed=typed,
+                   partial=n_part) if missing else None
     if not known.any():
         return MemBandwidth(_empty(), note, peak.key if peak else None)
     k = np.flatnonzero(known)

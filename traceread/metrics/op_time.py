@@ -13,7 +13,7 @@
   is the instance of that class). ``gpu_ns`` counts every kernel launched inside the module (its
   children's too), ``self_ns`` those whose innermost module it is; the ``(no module)`` row holds the
   kernels launched outside every module (backward, optimizer), so ``self_ns`` sums to the kernel total.
-  A trace without module frames gives an empty table and :data:`NO_MODULES` says why.
+  A trace without module frames gives an empty table (its note says why).
 
 Threads are matched by (rank, pid, tid); the search is one ``innermost_covering`` per thread (a loop
 over threads, not events).
@@ -36,8 +36,6 @@ NO_OP = "(no op)"
 NO_LAUNCH = "(launch not recorded)"
 NO_MODULE = "(no module)"
 MODULE_PREFIX = "nn.Module: "
-NO_MODULES = ("the trace records no nn.Module hierarchy (Kineto python_function frames 'nn.Module: ...', "
-              "recorded with with_stack=True; Nsight Systems exports have none)")
 
 
 def _sums(inv: np.ndarray, values: np.ndarray, counts: np.ndarray) -> np.ndarray:

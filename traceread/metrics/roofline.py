@@ -27,6 +27,7 @@ from traceread.config import Thresholds
 from traceread.errors import UsageError
 from traceread.metrics.peaks import GpuPeak, match_gpu, table_keys
 from traceread.metrics.precision import TORCH_DTYPES
+from traceread.note import ROOFLINE_GPU_UNKNOWN, ROOFLINE_NO_SHAPES, Note
 from traceread.trace import Trace
 
 COLUMNS = ["op", "input_dims", "dtype", "calls", "flops", "bytes", "intensity", "kernel_ns", "tflops",
@@ -136,15 +137,11 @@ class Roofline:
     table: pd.DataFrame
     gpu: str | None  # peak-table key used ('' unknown)
     ridges: dict[str, float]  # FLOP/byte per precision
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Note, ...] = field(default=())  # as data: worded by traceread.render.notes
 
     def heavy(self, cfg: Thresholds) -> pd.DataFrame:
         return self.table[self.table["share"] >= cfg.roofline_heavy_share]
 
-    def to_dict(self) -> dict[str, Any]:
-        t = self.table.assign(input_dims=self.table["input_dims"].astype(str))
-        return {"ops": t.to_dict(orient="records"), "gpu": self.gpu, "ridges": self.ridges,
-                "notes": list(self.notes)}
 
 
 def _owned_ops(trace: Trace) -> pd.DataFrame:
@@ -193,18 +190,17 @@ def roofline(trace: Trace, cfg: Thresholds = Thresholds(),  # noqa: B008 - froze
     ``fp32_as`` ("fp32" or "tf32") picks the peak fp32-input matmuls ran at. Ops whose GPU is
     unknown get intensity and achieved TFLOP/s but no ridge/bound.
     """
-    notes: list[str] = []
+    notes: list[Note] = []
     names = {d.name for d in trace.meta.devices if d.name}
     row_gpu: GpuPeak | None = match_gpu(gpu) if gpu else (match_gpu(next(iter(names))) if len(names) == 1 else None)
     if gpu and row_gpu is None:
         raise UsageError(f"--gpu {gpu!r} is not in the peak table; known: {', '.join(table_keys())}")
     if row_gpu is None:
-        notes.append("GPU not in the peak table: no ridge point (pass --gpu NAME)")
+        notes.append(Note.of(ROOFLINE_GPU_UNKNOWN))
     owned = _owned_ops(trace)
     shapes = trace.side_table("op_shapes")
     empty = Roofline(pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS}), row_gpu.key if row_gpu else None,
-                     {}, tuple(notes + ["no recorded shapes of matmul/attention ops owning kernels "
-                                        "(profile with record_shapes=True)"]))
+                     {}, tuple([*notes, Note.of(ROOFLINE_NO_SHAPES)]))
     if owned.empty:
         return empty
     sh = shapes.set_index("row").loc[owned["row"].to_numpy()]

@@ -19,35 +19,30 @@ The report's compact part of them is :mod:`traceread.metrics.compact`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from traceread.metrics.collectives import collective_table
-from traceread.metrics.compact import EMPTY
 from traceread.metrics.copies import copy_summary
 from traceread.metrics.host_api import host_api_summary
 from traceread.metrics.mem_bandwidth import mem_bandwidth
 from traceread.metrics.op_time import kernel_owners, module_table, op_table
 from traceread.metrics.ranges import range_summary
+from traceread.note import TABLE_EMPTY, Note
 from traceread.trace import Trace
 
 TABLES = ("ops", "modules", "ranges", "copies", "host_api", "collectives", "mem_bandwidth")
-_EMPTY = {**EMPTY, "collectives": "no communication kernels in this trace"}
+# The tables whose emptiness this module notes (mem_bandwidth notes its own: metrics.mem_bandwidth)
+_EMPTY_NOTED = ("ops", "modules", "ranges", "copies", "host_api", "collectives")
 
 
 @dataclass(frozen=True, eq=False)
 class KernelTables:
-    """One DataFrame per table name of :data:`TABLES`, and a note per table ('' when none)."""
+    """One DataFrame per table name of :data:`TABLES`, and a note per table (a :class:`~traceread.note.Note`
+    worded by ``traceread.render.notes``, None when none)."""
 
     frames: dict[str, pd.DataFrame]
-    notes: dict[str, str]
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{name: {"rows": [...], "note": str}}`` in :data:`TABLES` order (NaN stays NaN: the JSON
-        writer makes it null)."""
-        return {name: {"rows": self.frames[name].to_dict(orient="records"), "note": self.notes[name]}
-                for name in TABLES}
+    notes: dict[str, Note | None]
 
 
 def kernel_tables(trace: Trace) -> KernelTables:
@@ -57,9 +52,9 @@ def kernel_tables(trace: Trace) -> KernelTables:
     frames = {"ops": op_table(trace, owners), "modules": module_table(trace, owners), "ranges": range_summary(trace),
               "copies": copy_summary(trace), "host_api": host_api_summary(trace),
               "collectives": collective_table(trace), "mem_bandwidth": bw.table}
-    notes = {name: (_EMPTY.get(name, "") if frames[name].empty else "") for name in TABLES}
+    notes: dict[str, Note | None] = {
+        name: (Note.of(TABLE_EMPTY, table=name) if name in _EMPTY_NOTED and frames[name].empty else None)
+        for name in TABLES}
     notes["mem_bandwidth"] = bw.note
-    for name, frame in frames.items():
-        frame.attrs["note"] = notes[name]  # the API hands the frames out alone: the note travels with each
     return KernelTables(frames, notes)
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 from traceread.analysis import SCHEMA_VERSION, Analysis, TraceSummary
 from traceread.analysis.scope import analysis_scope
+from traceread.metrics.compact import REPORT_TABLES, CompactTables
 from traceread.render import json_tables, notes
 from traceread.render.jobsection import section_record
 from traceread.render.json_text import plain
@@ -40,6 +41,12 @@ _GAP_EXTRA = ("dur_ns", "offset_ns", "phase", "comm_ns", "memcpy_htod_ns", "data
               "comm_collective_ns", "comm_p2p_ns", "comm_type", "step_p2p_count")
 _SCRUB = ("next_kernel_name", "longest_cpu_name", "python_frame")
 
+
+
+def _compact(t: CompactTables) -> dict[str, Any]:
+    """``{name: {"rows": [...], "total_rows": int, "note": str}}`` of the report's tables, in their order."""
+    return {name: {"rows": t.frames[name].to_dict(orient="records"), "total_rows": t.rows[name],
+                   "note": notes.text_or_empty(t.notes[name])} for name in REPORT_TABLES}
 
 def schema() -> dict[str, Any]:
     """The JSON Schema of the report (draft 2020-12), its enums of classes and causes read off the cause
@@ -203,7 +210,7 @@ def to_report(a: Analysis, tables: bool = True, replay: bool = True) -> dict[str
         "mfu_hint": a.mfu_hint or None,
         "kernels": _table(a.kernels) if len(a.kernels.columns) > 1 else [],
         "collectives": _table(a.collectives) if len(a.collectives.columns) > 1 else [],
-        "kernels_tables": [None if t is None else {"trace": i, **plain(t.to_dict())} for i, t in enumerate(a.tables)],
+        "kernels_tables": [None if t is None else {"trace": i, **plain(_compact(t))} for i, t in enumerate(a.tables)],
         "launch_stats": plain(launch_stats_record(a.launch_stats)) if a.launch_stats is not None else None,
         "whatif": _whatif(a) if replay else None,
         "notes": [scrub_paths(t) for t in notes.texts(a.notes)],

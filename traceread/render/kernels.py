@@ -16,6 +16,8 @@ from traceread.metrics.kernels import KernelReport
 from traceread.metrics.roofline import Roofline
 from traceread.render.fmt import dur, plural
 from traceread.render.names import ShortNames, shorten
+from traceread.render.notes import text as note_words
+from traceread.render.notes import texts as note_texts
 
 _EMPTY_TAIL = re.compile(r"(, \[\])+\]$")  # scalar arguments record as [] dims: not worth a column
 
@@ -79,7 +81,7 @@ def render_roofline(r: Roofline, cfg: Thresholds, top: int = 10) -> str:
     """Heavy recorded matmul/attention ops against the ridge point."""
     heavy = r.heavy(cfg).head(top)
     if heavy.empty:
-        return "roofline: " + ("; ".join(r.notes) or "no heavy matmul/attention ops")
+        return "roofline: " + ("; ".join(note_texts(r.notes)) or "no heavy matmul/attention ops")
     ridges = ", ".join(f"{p} {v:.0f}" for p, v in r.ridges.items())
     head = f"roofline ({r.gpu or 'unknown GPU'}; ridge FLOP/byte: {ridges or 'n/a'}):"
     rows = [[f"{x.share:.1%}", x.op, shorten(_EMPTY_TAIL.sub("]", str(x.input_dims)), 44), x.dtype, f"{x.intensity:,.0f}",
@@ -87,4 +89,11 @@ def render_roofline(r: Roofline, cfg: Thresholds, top: int = 10) -> str:
              x.bound or "?"] for x in heavy.itertuples()]
     table = fixed_table(["share", "op", "input dims", "dtype", "FLOP/B", "TFLOP/s", "% peak", "bound"], rows,
                         "rlllrrrl")
-    return "\n".join([head, table, *r.notes])
+    return "\n".join([head, table, *note_texts(r.notes)])
+
+
+def roofline_dict(r: Roofline) -> dict[str, Any]:
+    """The roofline as JSON data: its ops, GPU, ridge points and worded notes."""
+    t = r.table.assign(input_dims=r.table["input_dims"].astype(str))
+    return {"ops": t.to_dict(orient="records"), "gpu": r.gpu, "ridges": r.ridges,
+            "notes": [note_words(n) for n in r.notes]}

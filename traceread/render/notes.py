@@ -13,6 +13,7 @@ from traceread.note import (
     BASE_TIME_NOT_A_TIME,
     BUBBLES_NOT_JUDGED,
     BUBBLES_NOT_JUDGED_MORE,
+    BYTES_UNRECORDED,
     CAPTURE_EDGES,
     CLAIMS_NO_RANK,
     COLLAPSED_STEPS,
@@ -76,6 +77,8 @@ from traceread.note import (
     REPEATED_GPU_ACTIVITY,
     REPEATED_LAYERS,
     REPEATING_RANGE,
+    ROOFLINE_GPU_UNKNOWN,
+    ROOFLINE_NO_SHAPES,
     RPD_JSON,
     RPD_NO_DEVICE,
     SESSION_TIME,
@@ -87,6 +90,7 @@ from traceread.note import (
     STEPS_FROM_MODULE,
     STEPS_NVTX_RANGES,
     STRAGGLER_COMM_BOUND,
+    TABLE_EMPTY,
     TIME_SHIFTED_EXPORT,
     TIMELINE_HOLES,
     TIMING_OUTLIERS_EXCLUDED,
@@ -338,6 +342,40 @@ _WHATIF_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+# Why each kernel table is empty (``traceread kernels`` and the report's tables say the same)
+TABLE_EMPTY_WORDS = {
+    "ops": "no GPU kernels in this trace",
+    "modules": ("the trace records no nn.Module hierarchy (Kineto python_function frames 'nn.Module: ...', "
+                "recorded with with_stack=True; Nsight Systems exports have none)"),
+    "ranges": "no annotation ranges (NVTX, record_function, ProfilerStep) in this trace",
+    "copies": "no GPU copies or memsets in this trace",
+    "host_api": "no CUDA/HIP runtime or driver calls in this trace",
+    "collectives": "no communication kernels in this trace",
+    "mem_bandwidth": "no memory-bound kernels in this trace",
+}
+
+
+def _bytes_unrecorded(d: dict[str, Any]) -> str:
+    if not d["typed"]:
+        why = ("the trace records no op input shapes with dtypes (Kineto record_shapes=True; Nsight Systems exports "
+               "have none)")
+    else:
+        why = ("the launching op recorded no input shapes and dtypes, launched several kernels"
+               + (f", or reads part of its inputs ({d['partial']} kernels of indexing/gather ops)" if d["partial"]
+                  else ""))
+    return (f"{d['missing']} of {d['total']} memory-bound kernels ({d['share']:.0%} of their GPU time) have no "
+            f"recorded bytes: {why}; not estimated")
+
+
+_TABLE_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
+    TABLE_EMPTY: lambda d: TABLE_EMPTY_WORDS[d["table"]],
+    BYTES_UNRECORDED: _bytes_unrecorded,
+    ROOFLINE_GPU_UNKNOWN: lambda d: "GPU not in the peak table: no ridge point (pass --gpu NAME)",
+    ROOFLINE_NO_SHAPES: lambda d: "no recorded shapes of matmul/attention ops owning kernels (profile with "
+                                  "record_shapes=True)",
+}
+
+
 WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     TIMING_WARMUP_EXCLUDED: lambda d: f"{d['steps']} warmup step(s) excluded from the step time",
     TIMING_OUTLIERS_EXCLUDED: lambda d: (f"{d['count']} outlier step(s) excluded (longest {d['longest_ns'] / 1e6:.1f} "
@@ -397,6 +435,7 @@ WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     **_MFU_WARNINGS,
     **_JOB_NOTES,
     **_WHATIF_NOTES,
+    **_TABLE_NOTES,
 }
 
 
@@ -406,6 +445,11 @@ def text(note: Note | str) -> str:
         return note
     words = WORDS[note.kind](note.fields)
     return f"{note.label}: {words}" if note.label else words
+
+
+def text_or_empty(note: Note | str | None) -> str:
+    """:func:`text` of ``note``, '' for None (a table with nothing to say)."""
+    return "" if note is None else text(note)
 
 
 def texts(notes: Iterable[Note | str]) -> list[str]:

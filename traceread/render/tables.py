@@ -20,6 +20,7 @@ from traceread.printable import printable
 from traceread.render.fmt import dur
 from traceread.render.kernels import fixed_table
 from traceread.render.names import ShortNames, shorten
+from traceread.render.notes import text_or_empty
 
 TITLES = {
     "ops": "GPU time by launching op (innermost op around the launch call)",
@@ -91,9 +92,17 @@ def render_tables(t: KernelTables, top: int = 20) -> str:
                 short = ShortNames(frame["name"], shown=shown["name"])
                 shown = shown.assign(name=[short(n) for n in shown["name"]])
             out.append(fixed_table(head, [row(r) for r in shown.itertuples()], align))
-        if t.notes[name]:
-            out.append(f"  {t.notes[name]}")
+        note = text_or_empty(t.notes[name])
+        if note:
+            out.append(f"  {note}")
     return "\n".join(out).lstrip("\n")
+
+
+def tables_dict(t: KernelTables) -> dict[str, Any]:
+    """``{name: {"rows": [...], "note": str}}`` in :data:`TABLES` order (NaN stays NaN: the JSON writer makes it
+    null)."""
+    return {name: {"rows": t.frames[name].to_dict(orient="records"), "note": text_or_empty(t.notes[name])}
+            for name in TABLES}
 
 
 def write_csv(t: KernelTables, directory: str) -> list[str]:

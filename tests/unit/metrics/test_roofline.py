@@ -104,4 +104,6 @@ def test_unknown_gpu_still_reports_intensity() -> None:
 
 def test_no_shapes() -> None:
     r = roofline(make_trace([kernel("gemm", 0, 10, external_id=1)]))
-    assert r.table.empty and any("record_shapes" in n for n in r.notes)
+    from traceread.render.notes import texts
+
+    assert r.table.empty and any("record_shapes" in n for n in texts(r.notes))
