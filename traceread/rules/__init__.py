@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -306,7 +307,7 @@ def _rules(gaps: ColumnCache, ctx: RuleContext, cfg: Thresholds) -> tuple[np.nda
             if rule.kind is not None:
                 for idx in _chunks(np.flatnonzero(hit)):
                     # one string object per distinct kind, not one per gap
-                    sub = _subset(ctx, idx)
+                    sub = _subset(ctx, idx, rule.facts)
                     got = rule.kind(Rows(gaps, idx), sub, cfg) if rule.kind_reads_cfg else rule.kind(Rows(gaps, idx), sub)
                     values, names = pd.factorize(got, use_na_sentinel=False)
                     kinds[idx] = np.asarray(names, dtype=object)[values]
@@ -327,7 +328,11 @@ def notes(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, cfg: Thresholds)
     return pipeline_bubble.periodicity(gaps_df, steps_df, cfg)[3]
 
 
-def _subset(ctx: RuleContext, idx: np.ndarray) -> RuleContext:
-    """The context of some rows (per-gap arrays indexed, notes kept)."""
-    return RuleContext(**{f.name: (v[idx] if isinstance(v, np.ndarray) else v)
-                          for f in dataclasses.fields(ctx) for v in (getattr(ctx, f.name),)})
+def _subset(ctx: RuleContext, idx: np.ndarray, facts: tuple[str, ...] | None = None) -> RuleContext:
+    """The context of some rows (per-gap arrays indexed, notes kept). ``facts``: only those fields are indexed,
+    the other arrays come empty (a rule reading a fact it did not declare fails on the lengths, loudly)."""
+    keep = None if facts is None else set(facts)
+    fields: dict[str, Any] = {f.name: (v if not isinstance(v, np.ndarray) else v[idx] if keep is None or f.name in keep
+                                       else v[:0])
+                              for f in dataclasses.fields(ctx) for v in (getattr(ctx, f.name),)}
+    return RuleContext(**fields)

@@ -168,7 +168,14 @@ def quiet_stretches(hs: np.ndarray, he: np.ndarray, cs: np.ndarray, ce: np.ndarr
         return none
     lo, hi = edges[w], edges[w + 1]
     id_parts, at_parts = [np.arange(len(w)), np.arange(len(w))], [lo, hi]
-    for inner in (he, cs, ce):  # the boundaries strictly inside a window (one array at a time: they are long)
+    # A host row ending before the next row starts ends inside a window only when its start opens that window
+    # (those are few); a row ending later (a parent of the rows after it) is searched for
+    own = he[w]
+    keep = (own > lo) & (own < hi)
+    id_parts.append(np.flatnonzero(keep))
+    at_parts.append(own[keep])
+    spans = np.flatnonzero(he > edges[1:])
+    for inner in (he[spans], cs, ce):  # the boundaries strictly inside a window (one array at a time)
         j = np.searchsorted(lo, inner, side="right") - 1
         keep = j >= 0
         keep[keep] = inner[keep] < hi[j[keep]]
