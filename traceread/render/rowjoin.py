@@ -277,5 +277,6 @@ def join_python(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep:
         raise ValueError("join: pieces must be one more than columns")
     template = b"%b".join(p.replace(b"%", b"%%") for p in pieces)
     listed = [cells(c, n)[lo:end] for c in columns]
-    rows = [template] * (end - lo) if not listed else [template % row for row in zip(*listed, strict=True)]
+    # (no column: the one piece itself, as the template's %% would stay doubled without a % to apply)
+    rows = [pieces[0]] * (end - lo) if not listed else [template % row for row in zip(*listed, strict=True)]
     return (sep if lo and end > lo else b"") + sep.join(rows)
