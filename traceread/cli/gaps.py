@@ -20,9 +20,9 @@ from traceread.render import csv_table, json_tables, rowjoin
 from traceread.render.fmt import ViewerClock, dur, plural
 from traceread.render.notes import text as note_text
 from traceread.rules.evidence import EvidenceChunks, shown_columns
-from traceread.runner import analysis_heap, heap, load
+from traceread.runner import load
 from traceread.runner.ahead import mapped_ahead
-from traceread.runner.gaps import classified_gaps
+from traceread.runner.gaps import classified_gaps, gaps_heap
 from traceread.runner.write import write_pieces
 from traceread.vocabulary import GAP_CLASSES, part_col
 
@@ -106,12 +106,7 @@ def command(trace: str, json_path: str | None, csv_path: str | None, derived: bo
             step_range: str | None, top: int, sets: tuple[str, ...]) -> None:
     """Steps and every compute-idle gap of each GPU, with what overlapped each gap."""
     cfg = Thresholds().with_overrides(parse_set_options(sets))
-    # Freed heap pages kept and reused through the whole command (as ``analyze`` reuses them): each phase
-    # (decode, steps, gaps, rules, the writers' pieces) then takes the pages the last one freed, where
-    # giving them back between phases made the next one fault them in again, zeroed by the kernel on this
-    # command's time. The peak grows only by what a phase cannot reuse.
-    analysis_heap()
-    with heap.freed_pages_kept():
+    with gaps_heap():  # freed heap pages reused by the next stage, not given back and faulted in again
         _command(trace, cfg, json_path, csv_path, derived, warmup_steps, step_range, top)
 
 
