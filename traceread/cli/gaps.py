@@ -18,12 +18,11 @@ from traceread.engine.step_totals import step_totals
 from traceread.note import Note
 from traceread.render import csv_table, json_tables, rowjoin
 from traceread.render.fmt import ViewerClock, dur, plural
-from traceread.render.jsonout import trace_entry
 from traceread.render.notes import text as note_text
 from traceread.rules.evidence import EvidenceChunks, shown_columns
 from traceread.runner import load
 from traceread.runner.ahead import mapped_ahead
-from traceread.runner.gaps import classified_gaps
+from traceread.runner.gaps import classified_gaps, gaps_heap
 from traceread.runner.write import write_pieces
 from traceread.vocabulary import GAP_CLASSES, part_col
 
@@ -107,6 +106,12 @@ def command(trace: str, json_path: str | None, csv_path: str | None, derived: bo
             step_range: str | None, top: int, sets: tuple[str, ...]) -> None:
     """Steps and every compute-idle gap of each GPU, with what overlapped each gap."""
     cfg = Thresholds().with_overrides(parse_set_options(sets))
+    with gaps_heap():  # freed heap pages reused by the next stage, not given back and faulted in again
+        _command(trace, cfg, json_path, csv_path, derived, warmup_steps, step_range, top)
+
+
+def _command(trace: str, cfg: Thresholds, json_path: str | None, csv_path: str | None, derived: bool,
+             warmup_steps: int | None, step_range: str | None, top: int) -> None:
     tr = load(trace, progress=True, step_range=step_range)
     result, gaps = classified_gaps(tr, cfg, warmup_steps, step_range)
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
@@ -124,6 +129,9 @@ def command(trace: str, json_path: str | None, csv_path: str | None, derived: bo
         # The same ``traces`` header as ``analyze --json``: time base and epoch offset map every
         # start_ns/end_ns below back to the file and to Unix-epoch time. Tables written column by
         # column, as the report's (schema 2.0): no fraction of the duration, one line per column.
+        # (imported for JSON only: the report's writer and what it imports)
+        from traceread.render.jsonout import trace_entry
+
         steps = idle_by_class(result.steps, gaps)
         F = json_tables.Field
         step_fields = (*(F(c, steps[c]) for c in _STEP_FIELDS), *(F(part_col(c), steps[part_col(c)]) for c in GAP_CLASSES))

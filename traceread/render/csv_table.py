@@ -240,6 +240,20 @@ class _Column:
         return text_cells(items)
 
 
+def _one_cell(column: rowjoin.Column) -> bytes | None:
+    """The one text every cell of ``column`` holds (integers or cells of a buffer), or None: cells that
+    differ, or a column made when joined (``rowjoin.Later``) or given as a list."""
+    if isinstance(column, np.ndarray):
+        if len(column) and column[0] == column.min() == column.max():
+            return b"%d" % int(column[0])
+        return None
+    if isinstance(column, tuple):
+        buf, starts, ends = column
+        if len(starts) and starts.min() == starts.max() and ends.min() == ends.max():
+            return buf[int(starts[0]):int(ends[0])]
+    return None
+
+
 # ``ahead(blocks, rowjoin.join_block)``: the blocks' rows laid out, in order (``runner.ahead.mapped_ahead``
 # does it on a thread while the next block is made)
 Ahead = Callable[[Iterator[rowjoin.Block], Callable[[rowjoin.Block], list[bytes]]], Iterator[list[bytes]]]
@@ -261,10 +275,24 @@ def csv_chunks(columns: list[CsvColumn], rows: int, lineterminator: str = os.lin
         for lo in range(0, rows, CHUNK_ROWS):
             hi = min(rows, lo + CHUNK_ROWS)
             parts = [f.cells(lo, hi) for f in formatters]
-            pieces = [b""]
-            for i, part in enumerate(parts):  # nothing between a column's parts, a comma between columns
-                pieces += [b""] * (len(part) - 1) + [b"," if i < len(parts) - 1 else b""]
-            yield pieces, [c for part in parts for c in part], hi - lo, end
+            # Nothing between a column's parts, a comma between columns; a column whose cells are all one
+            # text in this chunk (an overlap kind that never occurs, an empty quote mark, the one rank) is
+            # that text in the constant pieces around it, not a column the join formats cell by cell.
+            pieces: list[bytes] = []
+            laid: list[rowjoin.Column] = []
+            pending = b""
+            for i, part in enumerate(parts):
+                for column in part:
+                    if (same := _one_cell(column)) is None:
+                        pieces.append(pending)
+                        laid.append(column)
+                        pending = b""
+                    else:
+                        pending += same
+                if i < len(parts) - 1:
+                    pending += b","
+            pieces.append(pending)
+            yield pieces, laid, hi - lo, end
 
     for block in (ahead or _in_turn)(blocks(), rowjoin.join_block):
         yield from block

@@ -35,7 +35,7 @@ import orjson
 import pandas as pd
 
 from traceread.printable import printable_json
-from traceread.render import json_text
+from traceread.render import json_text, rowjoin
 from traceread.render.rowjoin import SparseRows
 
 CHUNK_ROWS = 1 << 18  # rows encoded at a time: bounds the per-chunk bytes objects, not a threshold
@@ -139,7 +139,7 @@ class _Column:
         if isinstance(s.dtype, pd.CategoricalDtype):
             # Once per category, then spread by code (-1, missing, reads as '').
             cats = text_values(s.cat.categories.tolist(), f.text) + [""]
-            self.table = np.array([printable_json(orjson.dumps(c)) for c in cats], dtype=object)
+            self.table = rowjoin.spread([printable_json(orjson.dumps(c)) for c in cats], np.arange(len(cats)))
             self.codes = s.cat.codes.to_numpy()
         elif _is_text(s):
             self.objects = s.to_numpy(dtype=object)
@@ -153,8 +153,8 @@ class _Column:
                 self.plain = a.astype(object)
 
     def encode(self, lo: int, hi: int) -> bytes:
-        if self.codes is not None:
-            return SEP.join(self.table[self.codes[lo:hi]].tolist())
+        if self.codes is not None:  # laid out by rowjoin's join (compiled): no Python object per cell
+            return rowjoin.join((b"", b""), [rowjoin.take(self.table, self.codes[lo:hi])], hi - lo, SEP)
         if self.array is not None:
             return _numbers(self.array[lo:hi])  # type: ignore[return-value]
         if self.sparse is not None:

@@ -1,6 +1,7 @@
 """A table's rows laid out from its columns (``_cjoin.c``, compiled): the one step of the column-wise
 CSV writer (``csv_table``: ``gaps --csv``) that goes row by row. (The JSON tables are columns since
-report schema 2.0: orjson writes them, ``json_tables``, with no row layout.)
+report schema 2.0: orjson writes them, ``json_tables``, with no row layout; a categorical column's cells
+are spread from its categories' texts by :func:`join`.)
 
 Why compiled code and not a library's writer: ``pyarrow.csv``'s writer, given the same columns (the
 evidence sentences made as str, the categories as dictionaries), took about 2.4x this writer's CPU
@@ -276,5 +277,6 @@ def join_python(pieces: Sequence[bytes], columns: Sequence[Column], n: int, sep:
         raise ValueError("join: pieces must be one more than columns")
     template = b"%b".join(p.replace(b"%", b"%%") for p in pieces)
     listed = [cells(c, n)[lo:end] for c in columns]
-    rows = [template] * (end - lo) if not listed else [template % row for row in zip(*listed, strict=True)]
+    # (no column: the one piece itself, as the template's %% would stay doubled without a % to apply)
+    rows = [pieces[0]] * (end - lo) if not listed else [template % row for row in zip(*listed, strict=True)]
     return (sep if lo and end > lo else b"") + sep.join(rows)

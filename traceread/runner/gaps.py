@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pandas as pd
 
 from traceread.config import Thresholds
@@ -11,6 +14,18 @@ from traceread.engine.steps import StepResult, find_steps
 from traceread.rules import classify
 from traceread.runner import heap
 from traceread.trace import Trace
+
+
+@contextlib.contextmanager
+def gaps_heap() -> Iterator[None]:
+    """``traceread gaps``' malloc setting, from its load to its last output: freed heap pages reused
+    (:func:`heap.reuse_freed_pages`, as ``analyze`` sets it) and none given back between the stages
+    (:func:`heap.freed_pages_kept`). Each stage (decode, steps, gaps, rules, the writers' pieces) then
+    takes the pages the last one freed, where pages given back were faulted in again by the next stage,
+    zeroed by the kernel on the command's time. The peak grows only by what a stage cannot reuse."""
+    heap.reuse_freed_pages()
+    with heap.freed_pages_kept():
+        yield
 
 
 def classified_gaps(trace: Trace, cfg: Thresholds, warmup_steps: int | None,

@@ -97,6 +97,29 @@ def test_floats_and_integers_across_their_range_write_as_pandas_does(compiled: b
     assert _written(df) == _reference(df)
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 65_536])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_columns_of_one_value_write_as_pandas_does(chunk: int, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Columns whose chunk holds one value (folded into the constant text between cells, not joined cell
+    by cell), beside columns that vary; a one-row chunk folds every column."""
+    monkeypatch.setattr(csv_table, "CHUNK_ROWS", chunk)
+    if not compiled:
+        monkeypatch.setenv(rowjoin.DISABLE_ENV, "1")
+    n = 7
+    df = pd.DataFrame({
+        "zero": np.zeros(n, dtype=np.int64), "neg": np.full(n, -2**63, dtype=np.int64),
+        "umax": np.full(n, 2**64 - 1, dtype=np.uint64), "vary": np.arange(n, dtype=np.int32) - 3,
+        "sp": pd.arrays.SparseArray(np.zeros(n, dtype=np.int64), fill_value=0),
+        "sp2": pd.arrays.SparseArray(np.array([0, 0, 0, 0, 0, 9, 0], dtype=np.int64), fill_value=0),
+        "quoted": pd.Categorical(['a,"b"'] * n), "formula": pd.Categorical(["=x"] * n),
+        "cat": pd.Categorical(["x", "x", "x", "y", "y", None, None]), "flag": np.ones(n, dtype=bool),
+        "f": np.full(n, 0.1), "text": pd.Series(["same"] * n, dtype=object), "empty": pd.Series([""] * n, dtype=object),
+    })
+    assert _written(df) == _reference(df)
+    hostile = _hostile()
+    assert _written(hostile) == _reference(hostile)
+
+
 def test_repeated_text_writes_as_pandas_does() -> None:
     """Text whose rows share a few values (escaped once per distinct value, then spread)."""
     values = [t for t in TEXT if isinstance(t, str)]

@@ -74,6 +74,20 @@ def test_no_pages_given_back_inside_freed_pages_kept(monkeypatch) -> None:
     assert calls == [0]
 
 
+def test_gaps_reuses_freed_pages_and_gives_none_back_between_its_stages(monkeypatch, tmp_path, capsys) -> None:
+    from traceread.cli import main
+
+    calls = _counting_trims(monkeypatch)
+    applied: list[int] = []
+    monkeypatch.setattr(heap, "reuse_freed_pages", lambda: applied.append(1) or True)  # (not this process's malloc)
+    trace = str(FIXTURES / "hta_alexnet_a100.json.gz")
+    assert main(["gaps", trace, "--json", str(tmp_path / "g.json"), "--csv", str(tmp_path / "g.csv")]) == 0
+    assert applied == [1] and calls == []  # the load's and the stages' trims are no-ops inside the command
+    assert (tmp_path / "g.json").stat().st_size and (tmp_path / "g.csv").stat().st_size
+    heap.trim()
+    assert calls == [0]  # and give pages back again after it
+
+
 def test_a_small_input_keeps_freed_pages_through_its_analysis_and_a_large_one_does_not(monkeypatch) -> None:
     from traceread import runner
     from traceread.loaders import load
