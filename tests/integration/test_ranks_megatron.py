@@ -143,13 +143,34 @@ def test_moving_imbalance_names_no_single_straggler(runs):
     assert m is not None and abs(int(m.group(1)) / 100 - job.spec.random_imbalance) <= 0.1, rep.verdict
 
 
-def test_nsys_export_reads_stages_and_names_the_slow_worker(runs):
-    """An nsys export records no process group: the transfers still pair by direction and per-pair order, so the
-    stages are read and the slow worker named. (Its clock offsets are not checked: the all-reduces of different
-    stages share the one unnamed group there and can pair across stages.)"""
-    job, rep = runs("slow-2x4", "nsys")
+@pytest.mark.parametrize("name", ["slow-2x4", "slow-4x4", "slow-2x8", "stage-4x4", "moving-4x4"])
+def test_nsys_export_groups_inferred_and_aligned(runs, name):
+    """An nsys export records no process group: the all-reduces of every stage look alike (one kernel name, one
+    per step, no size). The groups are inferred from the transfers' partners (one per pipeline, one per stage:
+    traceread.ranks.inferred), so each all-reduce pairs within its stage: every offset within 20 us of the truth,
+    the stages read, the job step exact."""
+    job, rep = runs(name, "nsys")
     spec = job.spec
-    assert rep.stages is not None and rep.stages.count == spec.pp
+    got = {a.rank: a for a in rep.alignment}
+    for r, want in enumerate(job.truth["offsets_ns"]):
+        assert got[r].offset_ns is not None and abs(got[r].offset_ns - want) <= 20_000, (r, got[r], want)
+    assert rep.stages is not None and rep.stages.count == spec.pp and "process groups inferred" in rep.stages.evidence
     assert [list(r) for r in rep.stages.ranks] == [[r for r, s in enumerate(job.truth["stage"]) if s == k]
                                                    for k in range(spec.pp)]
+    # each all-reduce instance joins exactly the ranks of one stage
+    for rec in rep.collectives:
+        if rec["collective"] == "allreduce":
+            members = [r for r, a in enumerate(rec["arrival_ns"]) if a is not None]
+            assert len({job.truth["stage"][r] for r in members}) == 1 and len(members) == spec.dp, rec
+    truth = float(np.median(job.truth["job_step_ns"][1:]))
+    assert abs(rep.step.median_job_step_ns / truth - 1) <= 0.01
+
+
+def test_nsys_export_names_the_planted_causes(runs):
+    job, rep = runs("slow-2x4", "nsys")
     assert [s.rank for s in rep.stragglers] == [job.truth["slow_rank"]]
+    job, rep = runs("stage-4x4", "nsys")
+    assert rep.stage_imbalance is not None and rep.stage_imbalance.stage == job.truth["slow_stage"]
+    assert rep.stragglers == ()
+    _job, rep = runs("moving-4x4", "nsys")
+    assert rep.stragglers == () and rep.waiting_for is not None and rep.waiting_for.kind == "moving"

@@ -48,6 +48,7 @@ from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_
 from traceread.ranks.evidence import ClaimEvidence, early_text, judge, start_skew, withheld_text
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
+from traceread.ranks.inferred import infer_groups
 from traceread.ranks.predict import job_prediction
 from traceread.ranks.results import (
     JobPrediction,
@@ -65,6 +66,7 @@ from traceread.ranks.waiting import (
     fmt_ms,
     imbalance_record,
     others_class,
+    rotating,
     rotation,
     step_culprits,
     verdict_text,
@@ -154,6 +156,7 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
         unavailable.append("alignment and stragglers: fewer than two distinct ranks")
         return JobReport(name, base_ranks, (), 0, (), (), _steps(ranked, {}), "not judged: fewer than two ranks",
                          gdict, tuple(notes), tuple(unavailable), thresholds)
+    ranked, inferred = infer_groups(ranked, cfg.align_max_end_spread_ns)
     alignments, es = align_graph(ranked, cfg.align_max_end_spread_ns)
     off = {a.rank: a for a in alignments}
     for a in alignments:
@@ -169,6 +172,8 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg, len(ranked), world)
     ranks = tuple(dataclasses.replace(b, waits=per_rank.get(b.rank), alignment=off[b.rank]) for b in base_ranks)
     step = _steps(usable, off)
+    if inferred and extra["stages"] is not None:
+        extra["stages"] = dataclasses.replace(extra["stages"], evidence=f"{extra['stages'].evidence}; {inferred}")
     prediction = job_prediction(usable, step, strag, extra["stage_imbalance"],
                                 [list(r) for r in extra["stages"].ranks] if extra["stages"] else None)
     return JobReport(name, ranks, tuple(alignments), int(table["n"]), tuple(table["records"]), tuple(strag),
@@ -342,6 +347,10 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
             continue
         out.append(_entry(usable, t, st, ex, b, i, r, m, share, lateness, unc, others_wait[i], others_time[i]))
     out.sort(key=lambda e: -e.attributed_wait_ns)
+    rot = rotation(ex, culprits)
+    if not out and imb is None and not moving and not early and rotating(culprits, rot, blamed / np.maximum(
+            others_time, 1), cfg):
+        moving = [(r, float(blamed[i] / others_time[i]) if others_time[i] > 0 else 0.0) for i, r in enumerate(ranks)]
     would = withheld_text(ev, out, imb)
     if not ev.straggler_claims:
         out = []
@@ -349,7 +358,7 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         imb = None
     if not ev.sufficient:
         moving = []
-    verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg, rotation(ex, culprits))
+    verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg, rot)
     if early and not out and imb is None and not moving:
         verdict = early_text(early, cfg)
     if not ev.sufficient:
