@@ -45,7 +45,10 @@ def runs(tmp_path_factory):
             analysis = analyze([load(p) for p in paths])
             assert analysis.job is not None and len(analysis.job.groups) == 1
             cache[(name, fmt)] = (job, analysis.job.reports[0])
+            groups[(name, fmt)] = analysis.job.groups[0]
         return cache[(name, fmt)]
+    groups: dict[tuple[str, str], object] = {}
+    get.groups = groups  # type: ignore[attr-defined]
     return get
 
 
@@ -174,3 +177,26 @@ def test_nsys_export_names_the_planted_causes(runs):
     assert rep.stragglers == ()
     _job, rep = runs("moving-4x4", "nsys")
     assert rep.stragglers == () and rep.waiting_for is not None and rep.waiting_for.kind == "moving"
+
+
+def test_markdown_lists_the_figures_of_each_claim(runs):
+    """The Markdown job section lists under its verdict the figures each claim rests on, with the bar it passed."""
+    from traceread.render.jobsection import group_markdown
+
+    for name, want in (("slow-2x4", r"- rank 5: last at \d+ of \d+ collectives, median lateness [0-9.]+ ms "
+                                    r"\([0-9,]+x the alignment's error\); the others waited [0-9.]+ (?:ms|s) for it "
+                                    r"\(\d+% of their waiting, [0-9.]+% of their time; a claim needs 2%\); waited "
+                                    r"for most in \d+ of \d+ steps"),
+                       ("stage-4x4", r"- stage 3: compute [0-9.]+ ms per step against [0-9.]+ ms on the other "
+                                     r"stages' median rank \(\+\d+%; a claim needs \+10%\)"),
+                       ("moving-4x4", r"- rank waited for most: \d+ different ranks over \d+ steps, the most often "
+                                      r"\d+ \(a single straggler needs 50%\); per step the slowest rank computes "
+                                      r"[0-9.]+ ms \(\d+%\) longer")):
+        _job, rep = runs(name)
+        md = group_markdown(runs.groups[(name, "kineto")], rep)
+        head, _, rest = md.partition("\nEvidence:\n")
+        assert rep.verdict[1:40] in head and rest, md
+        block = rest.split("\n\n")[0]
+        assert re.search(want, block), block
+        assert re.search(r"^- \d+ collectives matched across ranks over \d+ steps \(a claim needs 4 over 2\)", block,
+                         re.M), block
