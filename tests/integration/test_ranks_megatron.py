@@ -30,6 +30,8 @@ CASES = {
     "stage-2x8": DpPpSpec(dp=2, pp=8, slow_stage=7, stage_factor=1.4, seed=2, steps=5, **_MG),
     "moving-4x4": DpPpSpec(dp=4, pp=4, random_imbalance=0.6, seed=3, steps=8, **_MG),
 }
+# peer-started transfers (a transport that starts nothing before its peer is there: dp_pp ``peer_start``)
+CASES["stage-2x4-peer"] = dataclasses.replace(CASES["stage-2x4"], peer_start=True)
 CASES.update({f"{k}-after": dataclasses.replace(v, slow_factor=1.0, stage_factor=1.0)
               for k, v in list(CASES.items()) if not k.startswith("moving")})
 
@@ -89,11 +91,11 @@ def test_offsets_and_stages_read_from_pipeline_groups(runs, name):
     assert abs(rep.step.median_job_step_ns / truth - 1) <= 0.02
 
 
-# The prediction's error against the job simulated afresh: 5% (the bound), except where the own-step
-# model is known to miss: a slow worker in a pipeline of as many stages as micro-batches (2x8, 8 micro-batches)
-# is off the critical path during the fill and drain, so removing it gains less than its own step shrinks
-# (measured -5.7%; a job-level replay of the pipeline's schedule would be needed).
-TOLERANCE = {"slow-2x8": 0.07}
+# The prediction's error against the job simulated afresh: 5% (the bound). In these pipelines it comes from
+# the job's critical path replayed through the matched collectives (traceread.ranks.critical): a slow worker in a
+# pipeline of as many stages as micro-batches (2x8) is off the critical path during the fill and drain, which the
+# per-rank own-step model missed (-5.7% there).
+TOLERANCE: dict[str, float] = {}
 
 
 def _after(runs, name: str) -> int:
@@ -103,9 +105,10 @@ def _after(runs, name: str) -> int:
     return int(after.step.median_job_step_ns)
 
 
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
 @pytest.mark.parametrize("name", ["slow-2x4", "slow-4x4", "slow-2x8"])
-def test_slow_worker_named_and_its_removal_predicted(runs, name):
-    job, rep = runs(name)
+def test_slow_worker_named_and_its_removal_predicted(runs, name, fmt):
+    job, rep = runs(name, fmt)
     slow = job.truth["slow_rank"]
     assert [s.rank for s in rep.stragglers] == [slow]
     assert rep.stragglers[0].cause == "compute" and rep.stragglers[0].stage == job.truth["stage"][slow]
@@ -118,9 +121,10 @@ def test_slow_worker_named_and_its_removal_predicted(runs, name):
     assert rep.step.median_job_step_ns >= 1.1 * after
 
 
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
 @pytest.mark.parametrize("name", ["stage-2x4", "stage-4x4", "stage-2x8"])
-def test_slow_stage_named_and_balanced_stages_predicted(runs, name):
-    job, rep = runs(name)
+def test_slow_stage_named_and_balanced_stages_predicted(runs, name, fmt):
+    job, rep = runs(name, fmt)
     stage = job.truth["slow_stage"]
     assert rep.stage_imbalance is not None and rep.stage_imbalance.stage == stage
     assert list(rep.stage_imbalance.ranks) == [r for r, s in enumerate(job.truth["stage"]) if s == stage]
@@ -200,3 +204,14 @@ def test_markdown_lists_the_figures_of_each_claim(runs):
         assert re.search(want, block), block
         assert re.search(r"^- \d+ collectives matched across ranks over \d+ steps \(a claim needs 4 over 2\)", block,
                          re.M), block
+
+
+@pytest.mark.xfail(strict=True, reason="peer-started pipelines: the arrivals count a rank ready no sooner than its "
+                   "previous communication kernel's end (a send's too), so the critical-path replay is not used and "
+                   "the own-step model's balanced-stages figure is -6.0% at 2x4")
+def test_balanced_stages_predicted_with_peer_started_transfers(runs):
+    job, rep = runs("stage-2x4-peer")
+    assert rep.stage_imbalance is not None and rep.stage_imbalance.stage == job.truth["slow_stage"]
+    pred = rep.prediction
+    assert pred is not None and pred.balanced_stages_step_ns is not None
+    assert abs(pred.balanced_stages_step_ns / _after(runs, "stage-2x4-peer") - 1) <= 0.05

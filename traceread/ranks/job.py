@@ -188,7 +188,7 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     if inferred and extra["stages"] is not None:
         extra["stages"] = dataclasses.replace(extra["stages"], evidence=f"{extra['stages'].evidence}; {inferred}")
     prediction = job_prediction(usable, step, strag, extra["stage_imbalance"],
-                                [list(r) for r in extra["stages"].ranks] if extra["stages"] else None)
+                                [list(r) for r in extra["stages"].ranks] if extra["stages"] else None, table)
     return JobReport(name, ranks, tuple(alignments), int(table["n"]), tuple(table["records"]), tuple(strag),
                      step, verdict, gdict, tuple(notes), tuple(unavailable), thresholds,
                      stages=extra["stages"], stage_imbalance=extra["stage_imbalance"],
