@@ -30,6 +30,8 @@ CASES = {
     "stage-2x8": DpPpSpec(dp=2, pp=8, slow_stage=7, stage_factor=1.4, seed=2, steps=5, **_MG),
     "moving-4x4": DpPpSpec(dp=4, pp=4, random_imbalance=0.6, seed=3, steps=8, **_MG),
 }
+# peer-started transfers (a transport that starts nothing before its peer is there: dp_pp ``peer_start``)
+CASES["stage-2x4-peer"] = dataclasses.replace(CASES["stage-2x4"], peer_start=True)
 CASES.update({f"{k}-after": dataclasses.replace(v, slow_factor=1.0, stage_factor=1.0)
               for k, v in list(CASES.items()) if not k.startswith("moving")})
 
@@ -45,7 +47,10 @@ def runs(tmp_path_factory):
             analysis = analyze([load(p) for p in paths])
             assert analysis.job is not None and len(analysis.job.groups) == 1
             cache[(name, fmt)] = (job, analysis.job.reports[0])
+            groups[(name, fmt)] = analysis.job.groups[0]
         return cache[(name, fmt)]
+    groups: dict[tuple[str, str], object] = {}
+    get.groups = groups  # type: ignore[attr-defined]
     return get
 
 
@@ -86,11 +91,11 @@ def test_offsets_and_stages_read_from_pipeline_groups(runs, name):
     assert abs(rep.step.median_job_step_ns / truth - 1) <= 0.02
 
 
-# The prediction's error against the job simulated afresh: 5% (the issue's bound), except where the own-step
-# model is known to miss: a slow worker in a pipeline of as many stages as micro-batches (2x8, 8 micro-batches)
-# is off the critical path during the fill and drain, so removing it gains less than its own step shrinks
-# (measured -5.7%; a job-level replay of the pipeline's schedule would be needed).
-TOLERANCE = {"slow-2x8": 0.07}
+# The prediction's error against the job simulated afresh: 5% (the issue's bound). In these pipelines it comes from
+# the job's critical path replayed through the matched collectives (traceread.ranks.critical): a slow worker in a
+# pipeline of as many stages as micro-batches (2x8) is off the critical path during the fill and drain, which the
+# per-rank own-step model missed (-5.7% there).
+TOLERANCE: dict[str, float] = {}
 
 
 def _after(runs, name: str) -> int:
@@ -100,9 +105,10 @@ def _after(runs, name: str) -> int:
     return int(after.step.median_job_step_ns)
 
 
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
 @pytest.mark.parametrize("name", ["slow-2x4", "slow-4x4", "slow-2x8"])
-def test_slow_worker_named_and_its_removal_predicted(runs, name):
-    job, rep = runs(name)
+def test_slow_worker_named_and_its_removal_predicted(runs, name, fmt):
+    job, rep = runs(name, fmt)
     slow = job.truth["slow_rank"]
     assert [s.rank for s in rep.stragglers] == [slow]
     assert rep.stragglers[0].cause == "compute" and rep.stragglers[0].stage == job.truth["stage"][slow]
@@ -115,9 +121,10 @@ def test_slow_worker_named_and_its_removal_predicted(runs, name):
     assert rep.step.median_job_step_ns >= 1.1 * after
 
 
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
 @pytest.mark.parametrize("name", ["stage-2x4", "stage-4x4", "stage-2x8"])
-def test_slow_stage_named_and_balanced_stages_predicted(runs, name):
-    job, rep = runs(name)
+def test_slow_stage_named_and_balanced_stages_predicted(runs, name, fmt):
+    job, rep = runs(name, fmt)
     stage = job.truth["slow_stage"]
     assert rep.stage_imbalance is not None and rep.stage_imbalance.stage == stage
     assert list(rep.stage_imbalance.ranks) == [r for r, s in enumerate(job.truth["stage"]) if s == stage]
@@ -143,13 +150,68 @@ def test_moving_imbalance_names_no_single_straggler(runs):
     assert m is not None and abs(int(m.group(1)) / 100 - job.spec.random_imbalance) <= 0.1, rep.verdict
 
 
-def test_nsys_export_reads_stages_and_names_the_slow_worker(runs):
-    """An nsys export records no process group: the transfers still pair by direction and per-pair order, so the
-    stages are read and the slow worker named. (Its clock offsets are not checked: the all-reduces of different
-    stages share the one unnamed group there and can pair across stages.)"""
-    job, rep = runs("slow-2x4", "nsys")
+@pytest.mark.parametrize("name", ["slow-2x4", "slow-4x4", "slow-2x8", "stage-4x4", "moving-4x4"])
+def test_nsys_export_groups_inferred_and_aligned(runs, name):
+    """An nsys export records no process group: the all-reduces of every stage look alike (one kernel name, one
+    per step, no size). The groups are inferred from the transfers' partners (one per pipeline, one per stage:
+    traceread.ranks.inferred), so each all-reduce pairs within its stage: every offset within 20 us of the truth,
+    the stages read, the job step exact."""
+    job, rep = runs(name, "nsys")
     spec = job.spec
-    assert rep.stages is not None and rep.stages.count == spec.pp
+    got = {a.rank: a for a in rep.alignment}
+    for r, want in enumerate(job.truth["offsets_ns"]):
+        assert got[r].offset_ns is not None and abs(got[r].offset_ns - want) <= 20_000, (r, got[r], want)
+    assert rep.stages is not None and rep.stages.count == spec.pp and "process groups inferred" in rep.stages.evidence
     assert [list(r) for r in rep.stages.ranks] == [[r for r, s in enumerate(job.truth["stage"]) if s == k]
                                                    for k in range(spec.pp)]
+    # each all-reduce instance joins exactly the ranks of one stage
+    for rec in rep.collectives:
+        if rec["collective"] == "allreduce":
+            members = [r for r, a in enumerate(rec["arrival_ns"]) if a is not None]
+            assert len({job.truth["stage"][r] for r in members}) == 1 and len(members) == spec.dp, rec
+    truth = float(np.median(job.truth["job_step_ns"][1:]))
+    assert abs(rep.step.median_job_step_ns / truth - 1) <= 0.01
+
+
+def test_nsys_export_names_the_planted_causes(runs):
+    job, rep = runs("slow-2x4", "nsys")
     assert [s.rank for s in rep.stragglers] == [job.truth["slow_rank"]]
+    job, rep = runs("stage-4x4", "nsys")
+    assert rep.stage_imbalance is not None and rep.stage_imbalance.stage == job.truth["slow_stage"]
+    assert rep.stragglers == ()
+    _job, rep = runs("moving-4x4", "nsys")
+    assert rep.stragglers == () and rep.waiting_for is not None and rep.waiting_for.kind == "moving"
+
+
+def test_markdown_lists_the_figures_of_each_claim(runs):
+    """The Markdown job section lists under its verdict the figures each claim rests on, with the bar it passed."""
+    from traceread.render.jobsection import group_markdown
+
+    for name, want in (("slow-2x4", r"- rank 5: last at \d+ of \d+ collectives, median lateness [0-9.]+ ms "
+                                    r"\([0-9,]+x the alignment's error\); the others waited [0-9.]+ (?:ms|s) for it "
+                                    r"\(\d+% of their waiting, [0-9.]+% of their time; a claim needs 2%\); waited "
+                                    r"for most in \d+ of \d+ steps"),
+                       ("stage-4x4", r"- stage 3: compute [0-9.]+ ms per step against [0-9.]+ ms on the other "
+                                     r"stages' median rank \(\+\d+%; a claim needs \+10%\)"),
+                       ("moving-4x4", r"- rank waited for most: \d+ different ranks over \d+ steps, the most often "
+                                      r"\d+ \(a single straggler needs 50%\); per step the slowest rank computes "
+                                      r"[0-9.]+ ms \(\d+%\) longer")):
+        _job, rep = runs(name)
+        md = group_markdown(runs.groups[(name, "kineto")], rep)
+        head, _, rest = md.partition("\nEvidence:\n")
+        assert rep.verdict[1:40] in head and rest, md
+        block = rest.split("\n\n")[0]
+        assert re.search(want, block), block
+        assert re.search(r"^- \d+ collectives matched across ranks over \d+ steps \(a claim needs 4 over 2\)", block,
+                         re.M), block
+
+
+@pytest.mark.xfail(strict=True, reason="peer-started pipelines: the arrivals count a rank ready no sooner than its "
+                   "previous communication kernel's end (a send's too), so the critical-path replay is not used and "
+                   "the own-step model's balanced-stages figure is -6.0% at 2x4")
+def test_balanced_stages_predicted_with_peer_started_transfers(runs):
+    job, rep = runs("stage-2x4-peer")
+    assert rep.stage_imbalance is not None and rep.stage_imbalance.stage == job.truth["slow_stage"]
+    pred = rep.prediction
+    assert pred is not None and pred.balanced_stages_step_ns is not None
+    assert abs(pred.balanced_stages_step_ns / _after(runs, "stage-2x4-peer") - 1) <= 0.05

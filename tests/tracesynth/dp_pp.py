@@ -88,6 +88,9 @@ class DpPpSpec:
     # a communication kernel starts only once every peer is there (a transport that launches nothing before its
     # peer is ready): it starts late with nothing local to wait for; its launch stays where the rank reached it
     peer_start: bool = False
+    # (rank, steps, ns): in those steps that rank computes ``ns`` longer just before its all-reduce (a delay
+    # confined to a few collectives: the rank is late there only)
+    late_calls: tuple[int, tuple[int, ...], int] | None = None
     origin_epoch_ns: int = 1_735_632_360_000_000_000
 
 
@@ -276,6 +279,11 @@ def make_job(spec: DpPpSpec) -> DpPpJob:
                         moved = True
                 if not moved:
                     raise AssertionError(f"1F1B deadlocked at {pos}")
+        if spec.late_calls is not None and step in spec.late_calls[1]:
+            r, extra = spec.late_calls[0], spec.late_calls[2]
+            t = int(free[r]) + _TURN
+            w[r].kernel(_GEMM, COMPUTE, t, t + extra, launch=launch_at(r) if lead else None)
+            free[r] = t + extra
         for s in range(P):  # each stage's DP gradient all-reduce, then its optimizer
             members = [rank_of(spec, s, d) for d in range(D)]
             arrive = {r: int(free[r]) + _TURN for r in members}

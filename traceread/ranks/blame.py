@@ -44,29 +44,16 @@ class Stages:
     evidence: str
 
 
-def stages(types: np.ndarray, present: np.ndarray, arr: np.ndarray, ranks: list[int]) -> Stages:
-    """Pipeline stages from the two-rank point-to-point instances (see the module doc)."""
-    n = len(ranks)
-    one = Stages(np.zeros(n, dtype=np.int64), 1, "")
-    p2p = np.isin(types, sorted(P2P_TYPES)) & present
-    pair = (present.sum(axis=0) == 2) & (p2p.sum(axis=0) == 2)
-    if n < 2 or not pair.any():
-        return one
-    cols = np.flatnonzero(pair)
-    who = np.argsort(~present[:, cols], axis=0, kind="stable")[:2]  # the two members of each pair instance
-    links = {(int(min(a, b)), int(max(a, b))) for a, b in zip(who[0], who[1], strict=True)}
+def chains(n: int, links: set[tuple[int, int]], send_first: dict[int, float]) -> np.ndarray | None:
+    """Per node (0..n-1) its place on its chain, None unless ``links`` form chains of one length covering every node
+    (no node with more than two neighbours, no cycle). A chain is counted from the end more of whose steps begin
+    with a send (``send_first``: that share per node)."""
     nb: dict[int, set[int]] = {i: set() for i in range(n)}
     for a, b in links:
         nb[a].add(b)
         nb[b].add(a)
-    if any(len(v) > 2 or not v for v in nb.values()):
-        return one
-    # the first transfer of each rank: a send on the chain's first stage
-    first_send = {}
-    for i in range(n):
-        mine = cols[present[i, cols]]
-        j = mine[np.argmin(arr[i, mine])]
-        first_send[i] = types[i, j] == "send"
+    if n < 2 or any(len(v) > 2 or not v for v in nb.values()):
+        return None
     seen: set[int] = set()
     stage = np.full(n, -1, dtype=np.int64)
     lengths = set()
@@ -80,14 +67,37 @@ def stages(types: np.ndarray, present: np.ndarray, arr: np.ndarray, ranks: list[
                 break
             chain.append(nxt[0])
         seen.update(chain)
-        if first_send[chain[-1]] and not first_send[chain[0]]:
+        if send_first.get(chain[-1], 0.0) > send_first.get(chain[0], 0.0):
             chain.reverse()
         stage[chain] = np.arange(len(chain))
         lengths.add(len(chain))
-    if (stage < 0).any() or len(lengths) != 1:  # a cycle, or chains of different lengths: no pipeline read
+    if (stage < 0).any() or len(lengths) != 1:  # a cycle, or chains of different lengths
+        return None
+    return stage
+
+
+def stages(types: np.ndarray, present: np.ndarray, arr: np.ndarray, ranks: list[int]) -> Stages:
+    """Pipeline stages from the two-rank point-to-point instances (see the module doc)."""
+    n = len(ranks)
+    one = Stages(np.zeros(n, dtype=np.int64), 1, "")
+    p2p = np.isin(types, sorted(P2P_TYPES)) & present
+    pair = (present.sum(axis=0) == 2) & (p2p.sum(axis=0) == 2)
+    if n < 2 or not pair.any():
         return one
-    count = lengths.pop()
-    return Stages(stage, count, f"{len(seen) // count} pipeline(s) of {count} stages, read from the two-rank "
+    cols = np.flatnonzero(pair)
+    who = np.argsort(~present[:, cols], axis=0, kind="stable")[:2]  # the two members of each pair instance
+    links = {(int(min(a, b)), int(max(a, b))) for a, b in zip(who[0], who[1], strict=True)}
+    # the first transfer of each rank: a send on the chain's first stage
+    first_send = {}
+    for i in range(n):
+        mine = cols[present[i, cols]]
+        if len(mine):
+            first_send[i] = float(types[i, mine[np.argmin(arr[i, mine])]] == "send")
+    stage = chains(n, links, first_send)
+    if stage is None:  # a cycle, or chains of different lengths: no pipeline read
+        return one
+    count = int(stage.max()) + 1
+    return Stages(stage, count, f"{n // count} pipeline(s) of {count} stages, read from the two-rank "
                                 "point-to-point transfers between neighbours (stage 0 sends first)")
 
 

@@ -116,3 +116,90 @@ def early_text(early: list[tuple[int, float, int, float]], cfg: Thresholds) -> s
     return (f"not judged: rank {r} would cost the others {share:.1%} of their time, but it arrived last at only "
             f"{late} collective{'s' if late != 1 else ''} (a claim needs {cfg.straggler_min_late_collectives}): "
             "a lateness that does not recur")
+
+
+CONFINED_MIN_RATIO = 4.0  # a confined wait: this many times the job's median longest wait per collective
+
+
+def confined_waits(b: Any, present: np.ndarray, last: np.ndarray, i: int, unc: float,
+                   cfg: Thresholds) -> tuple[int, float] | None:
+    """Waits for rank ``i`` confined to a few collectives: (how many, their median wait) when fewer than
+    ``straggler_min_late_collectives`` of the collectives it arrived last at (``last``: the last arriver per
+    collective) hold at least half of the waiting there, each
+    wait at least ``straggler_min_uncertainty_factor`` x the alignment's per-collective error ``unc`` (so the
+    clocks can judge it) and ``CONFINED_MIN_RATIO`` x the median collective's longest wait; else None."""
+    longest = np.nanmax(np.where(present, b.waits, 0.0), axis=0) if present.size else np.zeros(0)
+    mine = (last == i) & (longest > 0)
+    if not mine.any():
+        return None
+    bar = max(cfg.straggler_min_uncertainty_factor * unc, CONFINED_MIN_RATIO * float(np.median(longest)))
+    heavy = mine & (longest > bar)
+    k = int(heavy.sum())
+    if not 0 < k < cfg.straggler_min_late_collectives or longest[heavy].sum() < 0.5 * longest[mine].sum():
+        return None
+    return k, float(np.median(longest[heavy]))
+
+
+def confined_text(few: list[tuple[int, float, int, float, float]], n: int) -> str:
+    r, share, k, wait, unc = max(few, key=lambda x: x[1])
+    return (f"no straggler: rank {r} would cost the others {share:.1%} of their time, but that waiting is in only {k} "
+            f"of {n} collectives (the others waited {fmt_ms(wait)} there, median; the alignment's per-collective "
+            f"error is {fmt_ms(unc)}, far below): a delay confined to those collectives (work on that rank there "
+            "only), not a straggler that recurs")
+
+
+def _fine(ns: float) -> str:
+    return f"{ns / 1e3:.1f} us" if abs(ns) < 100_000 else fmt_ms(ns)
+
+
+def figures(ev: ClaimEvidence, out: list[Any], imb: Any, moving: bool, culprits: dict[int, int],
+            rot: tuple[int, int, float, float] | None, few: list, early: list, loose: list, unc: float,
+            cfg: Thresholds, ranks: list[int]) -> tuple[str, ...]:
+    """The figures each claim of the verdict rests on, one line per claim, with the bar it had to pass (the
+    Markdown job section lists them under the verdict)."""
+    f = cfg.straggler_min_uncertainty_factor
+    lines = [f"{ev.collectives} collectives matched across ranks over {ev.steps} steps (a claim needs "
+             f"{cfg.straggler_min_collectives} over {cfg.straggler_min_steps})"
+             + (f"; {ev.present_ranks} of {ev.world_size} ranks present" if ev.world_size else ""),
+             f"clock alignment: per-collective error up to {_fine(unc)} (a lateness must exceed {f:g}x it)"]
+    for s in out:
+        led = sum(1 for c in culprits.values() if ranks[c] == s.rank)
+        lines.append(f"rank {s.rank}: last at {s.last_arrivals} of {s.matched_collectives} collectives, median "
+                     f"lateness {fmt_ms(s.median_lateness_ns)} ({s.median_lateness_ns / max(unc, 1.0):,.0f}x the "
+                     f"alignment's error); the others waited {fmt_ms(s.attributed_wait_ns)} for it "
+                     f"({s.attributed_share:.0%} of their waiting, {s.share_of_others_time:.1%} of their time; a claim "
+                     f"needs {cfg.straggler_min_wait_share:.0%}); waited for most in {led} of {len(culprits)} steps "
+                     f"(a claim needs {cfg.straggler_min_step_share:.0%})")
+    if imb is not None:
+        lines.append(f"stage {imb.stage}: compute {fmt_ms(imb.compute_per_step_ns)} per step against "
+                     f"{fmt_ms(imb.others_compute_per_step_ns)} on the other stages' median rank ({imb.excess:+.0%}; "
+                     f"a claim needs +{cfg.stage_imbalance_min_excess:.0%}); {imb.attributed_share:.0%} of the other "
+                     "ranks' waiting in collectives is for it")
+    if moving and culprits:
+        most = max(list(culprits.values()).count(c) for c in set(culprits.values()))
+        lines.append(f"rank waited for most: {len(set(culprits.values()))} different ranks over {len(culprits)} "
+                     f"steps, the most often {most} (a single straggler needs {cfg.straggler_min_step_share:.0%})"
+                     + (f"; per step the slowest rank computes {fmt_ms(rot[2])} ({rot[3]:.0%}) longer than the "
+                        "fastest (median over steps)" if rot is not None else ""))
+    for r, _share, k, wait, u in few:
+        lines.append(f"rank {r}: its waiting is in {k} of {ev.collectives} collectives, {fmt_ms(wait)} each (median), "
+                     f"{wait / max(u, 1.0):,.0f}x the alignment's error of {_fine(u)} (a recurring straggler needs "
+                     f"{cfg.straggler_min_late_collectives} late collectives)")
+    for r, _share, late, skew in early:
+        lines.append(f"rank {r}: arrived {fmt_ms(skew)} after the others' median at its first collective, where most "
+                     "of its waiting is (start skew)" if np.isfinite(skew) else
+                     f"rank {r}: last at only {late} collectives (a claim needs {cfg.straggler_min_late_collectives})")
+    for r, _share, lateness, u in loose:
+        lines.append(f"rank {r}: median lateness {fmt_ms(lateness)}, within {f:g}x the alignment's error "
+                     f"({_fine(u)})")
+    return tuple(lines)
+
+
+def median_lateness(arr: np.ndarray, present: np.ndarray, i: int, m: np.ndarray) -> float:
+    """Rank ``i``'s median lateness over the collectives ``m``: its arrival minus the other members' median."""
+    if not m.any():
+        return 0.0
+    n = arr.shape[0]
+    with np.errstate(all="ignore"):
+        late = arr[i, m] - np.nanmedian(np.where(present[:, m], arr[:, m], np.nan)[np.arange(n) != i], axis=0)
+    return float(np.nanmedian(late)) if np.isfinite(late).any() else 0.0

@@ -45,9 +45,20 @@ from traceread.config import Thresholds
 from traceread.note import ALIGNED_ENDS_DISAGREE, CLAIMS_NO_RANK, RANK_CLAIMED_TWICE, RANK_NOT_ALIGNED, Note
 from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
 from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
-from traceread.ranks.evidence import ClaimEvidence, early_text, judge, start_skew, withheld_text
+from traceread.ranks.evidence import (
+    ClaimEvidence,
+    confined_text,
+    confined_waits,
+    early_text,
+    figures,
+    judge,
+    median_lateness,
+    start_skew,
+    withheld_text,
+)
 from traceread.ranks.graph import align_graph, instances
 from traceread.ranks.grouping import JobGroup
+from traceread.ranks.inferred import infer_groups
 from traceread.ranks.predict import job_prediction
 from traceread.ranks.results import (
     JobPrediction,
@@ -65,6 +76,7 @@ from traceread.ranks.waiting import (
     fmt_ms,
     imbalance_record,
     others_class,
+    rotating,
     rotation,
     step_culprits,
     verdict_text,
@@ -108,6 +120,9 @@ class JobReport:
     prediction: JobPrediction | None = None
     # what the job's figures can support: collectives, steps, ranks present (traceread.ranks.evidence)
     evidence: ClaimEvidence | None = None
+    # the figures each claim of the verdict rests on, one line per claim (traceread.ranks.evidence.figures): the
+    # Markdown job section lists them; the JSON carries the same figures in its fields and the verdict
+    figures: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "group": self.group, "ranks": [r.to_dict() for r in self.ranks],
@@ -154,6 +169,7 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
         unavailable.append("alignment and stragglers: fewer than two distinct ranks")
         return JobReport(name, base_ranks, (), 0, (), (), _steps(ranked, {}), "not judged: fewer than two ranks",
                          gdict, tuple(notes), tuple(unavailable), thresholds)
+    ranked, inferred = infer_groups(ranked, cfg.align_max_end_spread_ns)
     alignments, es = align_graph(ranked, cfg.align_max_end_spread_ns)
     off = {a.rank: a for a in alignments}
     for a in alignments:
@@ -169,12 +185,15 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg, len(ranked), world)
     ranks = tuple(dataclasses.replace(b, waits=per_rank.get(b.rank), alignment=off[b.rank]) for b in base_ranks)
     step = _steps(usable, off)
+    if inferred and extra["stages"] is not None:
+        extra["stages"] = dataclasses.replace(extra["stages"], evidence=f"{extra['stages'].evidence}; {inferred}")
     prediction = job_prediction(usable, step, strag, extra["stage_imbalance"],
-                                [list(r) for r in extra["stages"].ranks] if extra["stages"] else None)
+                                [list(r) for r in extra["stages"].ranks] if extra["stages"] else None, table)
     return JobReport(name, ranks, tuple(alignments), int(table["n"]), tuple(table["records"]), tuple(strag),
                      step, verdict, gdict, tuple(notes), tuple(unavailable), thresholds,
                      stages=extra["stages"], stage_imbalance=extra["stage_imbalance"],
-                     waiting_for=extra["waiting_for"], prediction=prediction, evidence=extra["evidence"])
+                     waiting_for=extra["waiting_for"], prediction=prediction, evidence=extra["evidence"],
+                     figures=tuple(extra["figures"]))
 
 
 def _aligned(s: RankSummary, a: RankAlignment, t: np.ndarray, base: int) -> np.ndarray:
@@ -269,7 +288,8 @@ def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ran
 def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any], cfg: Thresholds,
                 n_present: int, world: int | None) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
     ranks, n = t["ranks"], t["n"]
-    extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None, "evidence": None}
+    extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None, "evidence": None,
+                             "figures": ()}
     ev = judge(n, len(np.unique(t["step"][t["step"] >= 0])) if n else 0, n_present, world, cfg)
     extra["evidence"] = ev
     if n == 0:
@@ -312,6 +332,7 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
     loose: list[tuple[int, float, float, float]] = []
     moving: list[tuple[int, float]] = []
     early: list[tuple[int, float, int, float]] = []  # (rank, share, late arrivals, lateness at its first call)
+    few: list[tuple[int, float, int, float, float]] = []  # (rank, share, collectives, their wait, alignment error)
     best_share = 0.0
     for i, r in enumerate(ranks):
         share = blamed[i] / others_time[i] if others_time[i] > 0 else 0.0
@@ -329,10 +350,14 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         if skew is not None or int(m.sum()) < cfg.straggler_min_late_collectives:
             early.append((r, share, int(m.sum()), skew if skew is not None else float("nan")))
             continue
-        lateness = _lateness(arr, present, i, m)
+        few_here = confined_waits(b, present, last, i, unc, cfg)
+        if few_here is not None:
+            few.append((r, share, few_here[0], few_here[1], unc))
+            continue
+        lateness = median_lateness(arr, present, i, m)
         # waits confined to a few collectives: judged on those, when the alignment's error is small against them
         big = m & (np.nanmax(np.where(present, b.waits, 0.0), axis=0) > cfg.straggler_min_uncertainty_factor * unc)
-        confined = _lateness(arr, present, i, big) if big.sum() >= cfg.straggler_min_late_collectives else 0.0
+        confined = median_lateness(arr, present, i, big) if big.sum() >= cfg.straggler_min_late_collectives else 0.0
         if max(lateness, confined) <= cfg.straggler_min_uncertainty_factor * unc:
             loose.append((r, share, lateness, unc))
             continue
@@ -342,6 +367,10 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
             continue
         out.append(_entry(usable, t, st, ex, b, i, r, m, share, lateness, unc, others_wait[i], others_time[i]))
     out.sort(key=lambda e: -e.attributed_wait_ns)
+    rot = rotation(ex, culprits)
+    if not out and imb is None and not moving and not early and rotating(culprits, rot, blamed / np.maximum(
+            others_time, 1), cfg):
+        moving = [(r, float(blamed[i] / others_time[i]) if others_time[i] > 0 else 0.0) for i, r in enumerate(ranks)]
     would = withheld_text(ev, out, imb)
     if not ev.straggler_claims:
         out = []
@@ -349,9 +378,11 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         imb = None
     if not ev.sufficient:
         moving = []
-    verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg, rotation(ex, culprits))
+    verdict = verdict_text(out, imb, st, loose, moving, culprits, ranks, best_share, cfg, rot)
     if early and not out and imb is None and not moving:
         verdict = early_text(early, cfg)
+    elif few and not out and imb is None:
+        verdict = confined_text(few, n)
     if not ev.sufficient:
         top = int(np.argmax(blamed))
         verdict = (f"not judged: {ev.reason}; the figures alone: rank {ranks[top]} arrived last at {int(count[top])} "
@@ -372,19 +403,12 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
     elif moving:
         wf = WaitingFor("moving", step_culprits={int(s): int(ranks[c]) for s, c in culprits.items()})
     extra["waiting_for"] = wf
+    extra["figures"] = figures(ev, out, extra["stage_imbalance"], bool(moving) and wf is not None and wf.kind == "moving",
+                               culprits, rot, few, early, loose, unc_all, cfg, ranks)
     if wf and wf.cls and wf.class_share is not None and wf.kind in ("rank", "stage"):
         verdict += (f"; the other ranks' largest idle class, {wf.cls} ({wf.class_time_share or 0.0:.0%} of their "
                     f"time), is {wf.class_share:.0%} waiting for {'it' if wf.kind == 'rank' else 'that stage'}")
     return per_rank, out, verdict, extra
-
-
-def _lateness(arr: np.ndarray, present: np.ndarray, i: int, m: np.ndarray) -> float:
-    if not m.any():
-        return 0.0
-    n = arr.shape[0]
-    with np.errstate(all="ignore"):
-        late = arr[i, m] - np.nanmedian(np.where(present[:, m], arr[:, m], np.nan)[np.arange(n) != i], axis=0)
-    return float(np.nanmedian(late)) if np.isfinite(late).any() else 0.0
 
 
 def _entry(usable: list[RankSummary], t: dict[str, Any], st: Any, ex: Any, b: Any, i: int, r: int,

@@ -9,15 +9,21 @@ less the change of the slowest rank's own step; its median over the steady steps
 straggler runs at its pipeline stage's median rank's compute speed (its compute per step over theirs;
 all other ranks without stages); every rank of the slow stage at the other stages' median rank's.
 What the own-step model leaves out (the transfers, a pipeline's fill and drain) cancels in the
-difference. Plain data in, a :class:`~traceread.ranks.results.JobPrediction` out: the job report's
+difference. In a pipeline (stages read) without peer-started calls the figure comes instead from the job's
+critical path replayed through its matched collectives (:mod:`traceread.ranks.critical`): a slow worker off the
+critical path during the fill and drain gains less than its own step shrinks, which the per-rank model cannot see.
+Plain data in, a :class:`~traceread.ranks.results.JobPrediction` out: the job report's
 ``prediction``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from traceread.ranks.align import primary_device
+from traceread.ranks.critical import peer_started, step_gains
 from traceread.ranks.results import (
     JobPrediction,
     JobStep,
@@ -26,10 +32,13 @@ from traceread.ranks.results import (
     Straggler,
     StragglerSpeedup,
 )
-from traceread.ranks.summary import RankSummary
+from traceread.ranks.summary import PEER_WAIT_MIN_NS, RankSummary
 
 METHOD = ("what-if replay: each rank's own step (its replay with communication taking no time); the job "
           "step less the change of the slowest rank's own step, median over steady steps")
+METHOD_CRITICAL = ("job critical-path replay: every rank's arrivals and its calls' ends replayed through the matched "
+                   "collectives with the faster ranks' own work shortened; the job step less each step's gain, median "
+                   "over steady steps")
 
 
 def _steady(s: RankSummary) -> np.ndarray:
@@ -74,8 +83,20 @@ def _predict(steps: np.ndarray, own: np.ndarray, measured: dict[int, int], faste
     return int(np.median(vals)) if vals else None
 
 
+def _replayed(t: dict[str, Any], ranks: list[int], faster: list[int], factor: float,
+              measured: dict[int, int]) -> int | None:
+    """The job step with ``faster`` ranks ``factor`` x faster, from the job's critical path replayed
+    (:mod:`traceread.ranks.critical`): per step the measured job step less its gain, median over steady steps."""
+    speed = np.ones(len(t["ranks"]))
+    speed[[t["ranks"].index(r) for r in faster if r in t["ranks"]]] = factor
+    gains = step_gains(t, speed)
+    vals = [measured[k] - g for k, g in gains.items() if k in measured]
+    return int(np.median(vals)) if vals else None
+
+
 def job_prediction(usable: list[RankSummary], step: JobStep, stragglers: list[Straggler],
-                   imbalance: StageImbalance | None, stage_ranks: list[list[int]] | None) -> JobPrediction | None:
+                   imbalance: StageImbalance | None, stage_ranks: list[list[int]] | None,
+                   t: dict[str, Any] | None = None) -> JobPrediction | None:
     """The job report's ``prediction`` (module doc), None without a straggler or slow stage, or without
     own steps (summaries of an older scan cache)."""
     if not stragglers and imbalance is None:
@@ -85,6 +106,8 @@ def job_prediction(usable: list[RankSummary], step: JobStep, stragglers: list[St
     if table is None or not measured:
         return None
     steps, own, ranks = table
+    if t is not None and (not stage_ranks or peer_started([s.collectives for s in usable], PEER_WAIT_MIN_NS)):
+        t = None  # the critical-path replay for pipelines without peer-started calls (traceread.ranks.critical)
     free_ns: int | None = None
     balanced_ns: int | None = None
     straggler: StragglerSpeedup | None = None
@@ -98,6 +121,8 @@ def job_prediction(usable: list[RankSummary], step: JobStep, stragglers: list[St
         if i >= 0 and peer_compute and np.median(peer_compute) > 0:
             f = max(float(compute[i] / np.median(peer_compute)), 1.0)
             free_ns = _predict(steps, own, measured, np.array([i]), f)
+            if t is not None:
+                free_ns = _replayed(t, ranks, [r], f, measured) or free_ns
             straggler = StragglerSpeedup(r, round(f, 4), f"rank {r} runs at the median speed of "
                                          + ("its pipeline stage" if stage_ranks else "the other ranks")
                                          + f" (its compute {f:.2f}x theirs)")
@@ -106,9 +131,12 @@ def job_prediction(usable: list[RankSummary], step: JobStep, stragglers: list[St
         idx = np.array([ranks.index(r) for r in imbalance.ranks if r in ranks], dtype=np.int64)
         if len(idx):
             balanced_ns = _predict(steps, own, measured, idx, f)
+            if t is not None:
+                balanced_ns = _replayed(t, ranks, list(imbalance.ranks), f, measured) or balanced_ns
             stage = StageSpeedup(int(imbalance.stage), round(f, 4),
                                  f"every rank of stage {imbalance.stage} runs at the other stages' "
                                  f"median rank's compute speed (theirs {f:.2f}x)")
     if free_ns is None and balanced_ns is None:
         return None
-    return JobPrediction(free_ns, balanced_ns, METHOD, step.median_job_step_ns, straggler, stage)
+    return JobPrediction(free_ns, balanced_ns, METHOD if t is None else METHOD_CRITICAL, step.median_job_step_ns,
+                         straggler, stage)

@@ -82,6 +82,21 @@ def rotation(ex: Any, culprits: dict[int, int]) -> tuple[int, int, float, float]
             float(np.median(spread[ok] / med[ok])))
 
 
+def rotating(culprits: dict[int, int], rot: tuple[int, int, float, float] | None, shares: np.ndarray,
+             cfg: Thresholds) -> bool:
+    """Whether waiting that no single rank stands out for is an imbalance that moves between ranks: the rank
+    waited for most changes from step to step (none leads ``straggler_min_step_share`` of the steps), the waiting
+    for some rank is significant (``straggler_min_wait_share`` of the others' time) and per step the slowest rank
+    computes at least ``stage_imbalance_min_excess`` longer than the fastest (median over steps, on each rank's
+    own clock). When every rank is the slow one once, none waits twice as long as the median rank's
+    (``straggler_min_excess``), so the per-rank test alone calls such a job balanced."""
+    if rot is None or len(culprits) < 2 or not len(shares):
+        return False
+    most = max(list(culprits.values()).count(c) for c in set(culprits.values()))
+    return (len(set(culprits.values())) >= 2 and most < cfg.straggler_min_step_share * len(culprits)
+            and float(np.max(shares)) >= cfg.straggler_min_wait_share and rot[3] >= cfg.stage_imbalance_min_excess)
+
+
 def verdict_text(out: list[Straggler], imb: Any, st: Any, loose: list, moving: list, culprits: dict[int, int],
              ranks: list[int], best_share: float, cfg: Thresholds,
              rotating: tuple[int, int, float, float] | None = None) -> str:

@@ -75,6 +75,8 @@ def group_markdown(g: JobGroup, rep: JobReport | None, level: int = 2) -> str:
     if rep is None:
         return "\n".join(lines)
     lines += ["", f"**{md_text(rep.verdict[0].upper() + rep.verdict[1:])}.**"]
+    if rep.figures:
+        lines += ["", "Evidence:"] + [f"- {md_text(x)}" for x in rep.figures]
     st = rep.step
     if st.median_job_step_ns:
         lines += ["", f"Job step time on aligned windows: {dur(st.median_job_step_ns)} median over "
