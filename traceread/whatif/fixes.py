@@ -355,9 +355,50 @@ def plan_sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
 
 
 def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+    """Communication fully overlapped: nothing waits for it. A collective's exposed part (no other GPU op of its
+    device running) goes, its overlapped part stays on the communication stream; a GPU op that waited for one on
+    another stream no longer does; a host sync that waited for one waits for the other GPU work still running when
+    it began (the op of another lane that ended last before it returned), else returns at its own cost (a shorter
+    collective alone would still hold the host until it ends). ``comm-bound=F``: the kernels F x faster, every
+    wait kept."""
     code = ctx.view.lane_codes.get(schema.LANE_GPU_COMM, -99)
-    nodes = m.op_nodes[m.lane == code]
-    return _ops(_Op(_DUR_ZERO, nodes) if fix.factor is None else _Op(_DUR_DIV, nodes, factor=fix.factor))
+    is_comm = m.lane == code
+    nodes = m.op_nodes[is_comm]
+    if fix.factor is not None:
+        return _ops(_Op(_DUR_DIV, nodes, factor=fix.factor))
+    if not len(nodes):
+        return Plan()
+    comm = np.zeros(len(m.time), dtype=bool)
+    comm[nodes] = True
+    waits = np.flatnonzero((m.src[:, 2] >= 0) & comm[np.maximum(m.src[:, 2], 0)])
+    waits = waits[~comm[waits]]  # (a collective queued behind another on its own stream takes no time anyway)
+    hit = np.flatnonzero((m.src[m.sync_end, 1] >= 0) & comm[np.maximum(m.src[m.sync_end, 1], 0)])
+    ends = m.sync_end[hit]
+    other = m.op_nodes[~is_comm]
+    o_end = (m.time[other] + m.dur[other]).astype(_I64)
+    order = np.argsort(o_end, kind="stable")
+    other, o_end = other[order], o_end[order]
+    k = np.searchsorted(o_end, m.time[ends].astype(_I64), side="right") - 1  # the other op that ended last before
+    began = m.time[m.src[ends, 0]].astype(_I64)
+    still = (k >= 0) & (o_end[np.maximum(k, 0)] > began)
+    free = hit[~still]  # (positions in sync_end)
+    rewire = ends[still]
+    back = np.full(len(rewire), int(m.nominal.get("sync_return_ns", 0)), _I64)
+    # The exposed part of each collective (no other GPU op of its device running) goes; the part overlapped with
+    # compute stays and still holds the communication stream
+    exposed = np.zeros(len(nodes), _I64)
+    cs, ce = m.time[nodes].astype(_I64), (m.time[nodes] + m.dur[nodes]).astype(_I64)
+    c_dev, o_dev = m.device[is_comm], m.device[~is_comm]
+    o_nodes = m.op_nodes[~is_comm]
+    for dev in np.unique(c_dev).tolist():  # devices of a rank are few
+        at, of = c_dev == dev, o_nodes[o_dev == dev]
+        us, ue = intervals.union(m.time[of].astype(_I64), (m.time[of] + m.dur[of]).astype(_I64))
+        exposed[at] = (ce[at] - cs[at]) - intervals.overlap_with_union(cs[at], ce[at], us, ue)
+    keep = exposed > 0
+    return _ops(_Op(_DUR_CUT, nodes[keep], exposed[keep]),
+                _Op(_REWIRE, waits, np.full(len(waits), -1, _I64), slot=2, delays=np.zeros(len(waits), _I64)),
+                _Op(_REWIRE, rewire, other[k[still]].astype(_I64), slot=1, delays=back),
+                _Op(_FREE, m.sync_end[free], m.sync_wait_slot_delay[free]))
 
 
 def plan_one_time(m: RankModel, fix: Fix, ctx: Context) -> Plan:
