@@ -37,9 +37,9 @@ import pandas as pd
 from traceread import bounds, causes, intervals, kernel_classes, schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import EventView
-from traceread.host_calls import INPUT_WORK
+from traceread.host_calls import GRAPH_LAUNCH, INPUT_WORK, KERNEL_LAUNCH
 from traceread.vocabulary import ONE_TIME_COST, PIPELINE_BUBBLE, SYNC_STALL
-from traceread.whatif.model import OP_START, RankModel, rank_host
+from traceread.whatif.model import OP_START, RankModel, rank_calls, rank_host
 from traceread.whatif.sweep import fits, host_cut
 
 # The levers a fix can name: the causes whose record names a planner (traceread.causes), in report order.
@@ -345,13 +345,51 @@ def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, row
 # --- the levers -----------------------------------------------------------------------------------------
 
 def plan_sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
+    """The syncs inside sync-stall gaps return without waiting (their own cost); where such a sync split two
+    captured regions (a graph break: ``.item()`` between two CUDA-graph replays), the host's re-entry the break
+    forced goes too: the host time from the sync's return to the end of the next graph launch (eager Python, the
+    next region's lookup and guards, its launch), as one region replaying both graphs would not spend it."""
     us, ue = gap_union(ctx, m, SYNC_STALL)
     ends = m.sync_end
     if len(us) == 0 or len(ends) == 0:
         return Plan()
     starts = m.time[m.src[ends, 0]]
     inside = intervals.overlap_with_union(starts, m.time[ends], us, ue) > 0
-    return _ops(_Op(_FREE, ends[inside], m.sync_wait_slot_delay[inside]))
+    bs, be = _graph_breaks(m, ends[inside], ctx.view)
+    return _ops(_Op(_FREE, ends[inside], m.sync_wait_slot_delay[inside]), _shrink_host(m, bs, be, 1.0))
+
+
+def _graph_breaks(m: RankModel, ends: np.ndarray, v: EventView) -> tuple[np.ndarray, np.ndarray]:
+    """Per sync (its end node in ``ends``) whose thread's last kernel or graph launch before it and first after it
+    are both graph launches: the host stretch from its return to that next launch's end, as a union."""
+    none = np.zeros(0, _I64), np.zeros(0, _I64)
+    rows = m.row[ends]
+    rows = rows[rows >= 0]
+    if not len(rows):
+        return none
+    calls = v.rows(*rank_calls(m.rank))
+    graph = v.map_names(calls, lambda n: np.array([bool(GRAPH_LAUNCH.match(str(x))) for x in n], dtype=bool))
+    if not graph.any():
+        return none
+    kernel = v.map_names(calls, lambda n: np.array([bool(KERNEL_LAUNCH.match(str(x))) for x in n], dtype=bool))
+    launches, graph = calls[graph | kernel], graph[graph | kernel]
+    out_s, out_e = [], []
+    for tid in np.unique(v.tid[rows]).tolist():  # threads are few
+        mine = v.tid[launches] == tid
+        ls, le, lg = v.start[launches[mine]].astype(_I64), v.end[launches[mine]].astype(_I64), graph[mine]
+        order = np.argsort(ls, kind="stable")
+        ls, le, lg = ls[order], le[order], lg[order]
+        sr = rows[v.tid[rows] == tid]
+        s0, s1 = v.start[sr].astype(_I64), v.end[sr].astype(_I64)
+        before = np.searchsorted(ls, s0, side="left") - 1
+        after = np.searchsorted(ls, s1, side="left")
+        ok = (before >= 0) & (after < len(ls))
+        ok[ok] &= lg[before[ok]] & lg[after[ok]]
+        out_s.append(s1[ok])
+        out_e.append(le[after[ok]])
+    if not out_s:
+        return none
+    return intervals.union(np.concatenate(out_s), np.concatenate(out_e))
 
 
 def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
