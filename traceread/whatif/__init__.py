@@ -19,7 +19,13 @@ import pandas as pd
 from traceread import causes
 from traceread.config import Thresholds
 from traceread.engine.lanes import event_view
-from traceread.note import INFERRED_WAITS, UNEXPLAINED_WAITS, UNORDERED_DEPENDENCIES, Note
+from traceread.note import (
+    EXTERNAL_STREAM_WAITS,
+    INFERRED_WAITS,
+    UNEXPLAINED_WAITS,
+    UNORDERED_DEPENDENCIES,
+    Note,
+)
 from traceread.trace import Trace
 from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, part_col
 from traceread.whatif import fixes as fx
@@ -394,10 +400,14 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     waits = sum(u.model.inferred_waits for u in units)
     if waits:
         notes.append(Note.of(INFERRED_WAITS, count=waits))
-    unexplained = sum(u.model.unexplained_waits for u in units)
+    external = sum(u.model.external_waits for u in units)
+    unexplained = sum(u.model.unexplained_waits for u in units) - external
     if unexplained:
-        wait_ns = sum(u.model.unexplained_wait_ns for u in units)
+        wait_ns = sum(u.model.unexplained_wait_ns - u.model.external_wait_ns for u in units)
         notes.append(Note.of(UNEXPLAINED_WAITS, count=unexplained, wait_ns=wait_ns))
+    if external:
+        notes.append(Note.of(EXTERNAL_STREAM_WAITS, count=external,
+                             wait_ns=sum(u.model.external_wait_ns for u in units)))
     preds.sort(key=lambda p: (p.saving_ns is None, -(p.saving_ns or 0), p.fix))
     # Each rank's own steps (communication free, the job's straggler lever) are the comm-bound replay's.
     comm_free = Fix(COMM_BOUND)
