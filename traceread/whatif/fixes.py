@@ -88,7 +88,23 @@ class HostSlowdown:
         return f"host+{self.share:.1%}"
 
 
-Lever = Fix | Scale | HostSlowdown
+@dataclass(frozen=True)
+class Bus:
+    """Issue 42's bus-bound batch: the host-to-device copies inside data-starved gaps of evidence kind ``bus-bound``
+    carry ``factor`` x fewer bytes (a smaller dtype, cropping or decoding on the GPU), so each crosses the link
+    ``factor`` x faster; everything else, their order on the stream included, stays. Hiding the copies behind
+    compute instead (a side stream, a batch ahead) is the data-starved fix's prefetch."""
+
+    factor: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "factor", bounds.factor(self.factor, "factor of the bus-bound copies"))
+
+    def label(self) -> str:
+        return f"bus-bytes={self.factor:g}"
+
+
+Lever = Fix | Scale | HostSlowdown | Bus
 
 
 @dataclass
@@ -188,6 +204,10 @@ def plan(m: RankModel, fix: Lever, ctx: Context) -> Plan:
     """What ``fix`` changes in ``m`` (module doc)."""
     if isinstance(fix, Scale):
         return _scale(m, fix, ctx)
+    if isinstance(fix, Bus):
+        from traceread.whatif.loading import plan_bus_bytes  # (that module imports this one)
+
+        return plan_bus_bytes(m, fix, ctx)
     if isinstance(fix, HostSlowdown):
         clock = m.clock_edges()
         from traceread.whatif.loading import loads_data  # the data fix's module imports this one
@@ -306,7 +326,7 @@ GAP_CLASSES_READ: tuple[str, ...] = tuple(c.name for c in causes.fixes() if c.fi
 def reads_gaps(fix: Lever) -> bool:
     """Whether planning ``fix`` reads the classified gaps (``Context.gaps``): the others are planned and
     replayed before the rules have classified them (``whatif.predict_staged``)."""
-    return isinstance(fix, HostSlowdown) or (isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ)
+    return isinstance(fix, HostSlowdown | Bus) or (isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ)
 
 
 def gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
@@ -527,6 +547,6 @@ def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     return _ops(scaled, _shrink_host(m, us, ue, 1.0 - 1.0 / fix.factor))
 
 
-__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
+__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Bus", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
            "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_sync_stall", "plan_comm_bound", "plan_one_time", "plan_pipeline_bubble",
            "plan_memory_bound"]
