@@ -51,6 +51,11 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.nd
             has &= ~orphan
             if driver_work is not None and len(driver_work) == len(ops):
                 has &= ~driver_work
+        elif slot == 1:
+            # An op recorded starting before the op ahead of it on its stream ended (a profiler's stream that is
+            # a line of nested or concurrent ops, an XLA module over its ops) is not queued behind it: its
+            # measured overlap stays, a turnaround would serialize what the device ran together
+            has &= m.delay[ops, 1] >= 0
         e.store("delay", (ops[has], slot), int(nom.get(key, 0)))
     # A wait on an event recorded before the capture is external (traceread.whatif.events): kept as measured
     held = m.external_ops
