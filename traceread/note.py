@@ -214,6 +214,8 @@ UNORDERED_DEPENDENCIES = "unordered-dependencies"
 INFERRED_WAITS = "inferred-waits"
 # GPU ops that waited with no recorded op to wait for: count, wait_ns
 UNEXPLAINED_WAITS = "unexplained-waits"
+# GPU ops held by a stream wait on an event recorded before the capture (external waits): count, wait_ns
+EXTERNAL_STREAM_WAITS = "external-stream-waits"
 # The pipeline-bubble rule (traceread.rules.pipeline_bubble):
 # a rank/device with too few analysed steps to judge periodicity: rank, device, steps, needed
 BUBBLES_NOT_JUDGED = "bubbles-not-judged"

@@ -102,7 +102,7 @@ BUILTIN: tuple[Cause, ...] = (
         colour="#f28e2b",
         job_reason="waiting on other communication before the collective",
         rule="traceread.rules.comm_bound", precedence=3,
-        fix=f"{_FIXES}:plan_comm_bound", assumption="communication fully overlapped (nothing waits for it)",
+        fix="traceread.whatif.waits:plan_comm_bound", assumption="communication fully overlapped (nothing waits for it)",
         evidence_lanes=(_COMM_LANE,),
         by_evidence={"straggler": (
             "fix the straggler rank first (the job section names it and why it is slow): the collectives wait for "
@@ -203,7 +203,7 @@ BUILTIN: tuple[Cause, ...] = (
         colour="#edc948",
         job_reason="a host sync: the host blocked on the GPU, then launched late",
         rule="traceread.rules.sync_stall", precedence=4,
-        fix=f"{_FIXES}:plan_sync_stall", fix_reads_gaps=True,
+        fix="traceread.whatif.waits:plan_sync_stall", fix_reads_gaps=True,
         assumption="the syncs inside sync-stall gaps return without waiting",
         by_evidence={"allocator": (
             "stop the caching allocator from synchronizing every step (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:"

@@ -29,6 +29,7 @@ from traceread.note import (
     EVENTS_COUNTED,
     EVENTS_REPAIRED,
     EVENTS_SKIPPED,
+    EXTERNAL_STREAM_WAITS,
     FEW_STEADY_STEPS,
     FILE_NAME_RANK_OUT_OF_RANGE,
     FIRST_STEP_WARMUP,
@@ -339,6 +340,9 @@ _WHATIF_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
                                   "launch and stream allow, with no recorded op to wait for (an unrecorded dependency: "
                                   "another process, work issued before the capture); the replay keeps each wait as "
                                   "measured, the dependencies-alone replay leaves it out"),
+    EXTERNAL_STREAM_WAITS: lambda d: (f"{d['count']} GPU ops waited {d['wait_ns'] / 1e6:,.3f} ms in all on events "
+                                      "recorded before the capture (a stream wait with no event record before it): "
+                                      "external waits, kept as measured by both replays, not replay error"),
 }
 
 

@@ -19,7 +19,13 @@ import pandas as pd
 from traceread import causes
 from traceread.config import Thresholds
 from traceread.engine.lanes import event_view
-from traceread.note import INFERRED_WAITS, UNEXPLAINED_WAITS, UNORDERED_DEPENDENCIES, Note
+from traceread.note import (
+    EXTERNAL_STREAM_WAITS,
+    INFERRED_WAITS,
+    UNEXPLAINED_WAITS,
+    UNORDERED_DEPENDENCIES,
+    Note,
+)
 from traceread.trace import Trace
 from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, part_col
 from traceread.whatif import fixes as fx
@@ -322,7 +328,7 @@ def _naive(steps: pd.DataFrame, cause: str) -> int | None:
 
 
 def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds,
-            fixes: Sequence[Fix | Scale] | None = None, between: Callable[[], None] = _nothing) -> WhatIf | None:
+            fixes: Sequence[Fix | Scale | fx.Bus] | None = None, between: Callable[[], None] = _nothing) -> WhatIf | None:
     """Replay every rank of ``traces`` (the analysis' ``steps`` and classified ``gaps``, with a
     ``trace`` column) and predict each fix (default: every lever at its default factor). None when
     there are no steps."""
@@ -331,7 +337,7 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
 
 def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
                    classified: Callable[[], tuple[pd.DataFrame, pd.DataFrame]], cfg: Thresholds,
-                   fixes: Sequence[Fix | Scale] | None = None,
+                   fixes: Sequence[Fix | Scale | fx.Bus] | None = None,
                    between: Callable[[], None] = _nothing) -> WhatIf | None:
     """:func:`predict` begun before the rules have classified the gaps (the runner runs it beside them,
     :mod:`traceread.runner.replay`):
@@ -340,7 +346,7 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     alone. ``classified()`` returns the analysis' steps (with idle by class) and classified gaps, waiting
     for them if need be; the other fixes read those. ``between`` is called between the pieces of each rank's
     build, plans and replays (the runner gives freed heap pages back there)."""
-    todo: list[Fix | Scale] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
+    todo: list[Fix | Scale | fx.Bus] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once, of those
     # the table lists (_listed).
     steady = [f for f in todo if not (isinstance(f, Fix) and _one_time(f.cause))]
@@ -394,10 +400,14 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     waits = sum(u.model.inferred_waits for u in units)
     if waits:
         notes.append(Note.of(INFERRED_WAITS, count=waits))
-    unexplained = sum(u.model.unexplained_waits for u in units)
+    external = sum(u.model.external_waits for u in units)
+    unexplained = sum(u.model.unexplained_waits for u in units) - external
     if unexplained:
-        wait_ns = sum(u.model.unexplained_wait_ns for u in units)
+        wait_ns = sum(u.model.unexplained_wait_ns - u.model.external_wait_ns for u in units)
         notes.append(Note.of(UNEXPLAINED_WAITS, count=unexplained, wait_ns=wait_ns))
+    if external:
+        notes.append(Note.of(EXTERNAL_STREAM_WAITS, count=external,
+                             wait_ns=sum(u.model.external_wait_ns for u in units)))
     preds.sort(key=lambda p: (p.saving_ns is None, -(p.saving_ns or 0), p.fix))
     # Each rank's own steps (communication free, the job's straggler lever) are the comm-bound replay's.
     comm_free = Fix(COMM_BOUND)
@@ -412,8 +422,11 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
                   external_wait_ns=sum(u.model.unexplained_wait_ns for u in units))
 
 
-def _prediction(units: list[_Unit], f: Fix | Scale, measured: int, span0: int, steps: pd.DataFrame) -> FixPrediction:
+def _prediction(units: list[_Unit], f: Fix | Scale | fx.Bus, measured: int, span0: int, steps: pd.DataFrame) -> FixPrediction:
     result = _run(units, [f])
+    if isinstance(f, fx.Bus):
+        return _as_prediction(f.label(), "bus", result, measured, span0, None, False,
+                              f"the bus-bound batch copies {f.factor:g}x fewer bytes")
     if isinstance(f, Scale):
         return _as_prediction(f.label(), "scale", result, measured, span0, None, False,
                               f"ops and host ranges matching {f.pattern!r} {f.factor:g}x faster")

@@ -1,7 +1,7 @@
 """Fixes as transformations of a rank's dependency model, one per lever of the report.
 
 (The data-starved and launch-bound planners live in :mod:`traceread.whatif.loading` and
-:mod:`traceread.whatif.graphs`.) Each lever reads the recorded times once and returns a :class:`Plan`: the durations, delays and edges
+:mod:`traceread.whatif.graphs`, the sync-stall and comm-bound ones in :mod:`traceread.whatif.waits`.) Each lever reads the recorded times once and returns a :class:`Plan`: the durations, delays and edges
 it changes, on the nodes it touches; :func:`apply_plan` applies it to a replay's :class:`Edges` (the
 model's arrays, each copied on its first write), and the sweep moves everything downstream. A plan is
 made once per rank and fix and serves the fix's own replay and the "all" replay alike. What each assumes (docs/whatif.md):
@@ -13,8 +13,9 @@ made once per rank and fix and serves the fix's own replay and the "all" replay 
 * ``launch-bound``: the work is captured in CUDA graphs: the dispatch between one kernel launch and the
   next on the same thread (dense launches; elsewhere the time inside operators and runtime calls) shrinks to
   ``whatif_graph_node_ns``; data loading and driver work (one CUDA call over ``launch_call_max_ns``) stay;
-* ``sync-stall``: the host syncs inside sync-stall gaps return without waiting (their own cost);
-* ``comm-bound``: communication kernels fully overlapped (nothing waits on them), or ``factor``x faster;
+* ``sync-stall``: the host syncs inside sync-stall gaps return without waiting (their own cost), and a graph
+  break's host re-entry goes with them;
+* ``comm-bound``: communication fully overlapped (nothing waits on it), or ``factor``x faster;
 * ``one-time-cost``: the host time inside one-time-cost gaps is absent, and so is a GPU op's wait for a launch
   that did one-time work there (lazy module loading in a first launch);
 * ``pipeline-bubble``: the bubble shrinks ``whatif_bubble_factor``x (interleaved 1F1B): the time of
@@ -38,7 +39,7 @@ from traceread import bounds, causes, intervals, kernel_classes, schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import EventView
 from traceread.host_calls import INPUT_WORK
-from traceread.vocabulary import ONE_TIME_COST, PIPELINE_BUBBLE, SYNC_STALL
+from traceread.vocabulary import ONE_TIME_COST, PIPELINE_BUBBLE
 from traceread.whatif.model import OP_START, RankModel, rank_host
 from traceread.whatif.sweep import fits, host_cut
 
@@ -88,7 +89,23 @@ class HostSlowdown:
         return f"host+{self.share:.1%}"
 
 
-Lever = Fix | Scale | HostSlowdown
+@dataclass(frozen=True)
+class Bus:
+    """Issue 42's bus-bound batch: the host-to-device copies inside data-starved gaps of evidence kind ``bus-bound``
+    carry ``factor`` x fewer bytes (a smaller dtype, cropping or decoding on the GPU), so each crosses the link
+    ``factor`` x faster; everything else, their order on the stream included, stays. Hiding the copies behind
+    compute instead (a side stream, a batch ahead) is the data-starved fix's prefetch."""
+
+    factor: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "factor", bounds.factor(self.factor, "factor of the bus-bound copies"))
+
+    def label(self) -> str:
+        return f"bus-bytes={self.factor:g}"
+
+
+Lever = Fix | Scale | HostSlowdown | Bus
 
 
 @dataclass
@@ -188,6 +205,10 @@ def plan(m: RankModel, fix: Lever, ctx: Context) -> Plan:
     """What ``fix`` changes in ``m`` (module doc)."""
     if isinstance(fix, Scale):
         return _scale(m, fix, ctx)
+    if isinstance(fix, Bus):
+        from traceread.whatif.loading import plan_bus_bytes  # (that module imports this one)
+
+        return plan_bus_bytes(m, fix, ctx)
     if isinstance(fix, HostSlowdown):
         clock = m.clock_edges()
         from traceread.whatif.loading import loads_data  # the data fix's module imports this one
@@ -306,7 +327,7 @@ GAP_CLASSES_READ: tuple[str, ...] = tuple(c.name for c in causes.fixes() if c.fi
 def reads_gaps(fix: Lever) -> bool:
     """Whether planning ``fix`` reads the classified gaps (``Context.gaps``): the others are planned and
     replayed before the rules have classified them (``whatif.predict_staged``)."""
-    return isinstance(fix, HostSlowdown) or (isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ)
+    return isinstance(fix, HostSlowdown | Bus) or (isinstance(fix, Fix) and fix.cause in GAP_CLASSES_READ)
 
 
 def gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndarray]:
@@ -343,22 +364,6 @@ def _host_ranges(v: EventView, rank: int, tids: np.ndarray, hit: np.ndarray, row
 
 
 # --- the levers -----------------------------------------------------------------------------------------
-
-def plan_sync_stall(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    us, ue = gap_union(ctx, m, SYNC_STALL)
-    ends = m.sync_end
-    if len(us) == 0 or len(ends) == 0:
-        return Plan()
-    starts = m.time[m.src[ends, 0]]
-    inside = intervals.overlap_with_union(starts, m.time[ends], us, ue) > 0
-    return _ops(_Op(_FREE, ends[inside], m.sync_wait_slot_delay[inside]))
-
-
-def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    code = ctx.view.lane_codes.get(schema.LANE_GPU_COMM, -99)
-    nodes = m.op_nodes[m.lane == code]
-    return _ops(_Op(_DUR_ZERO, nodes) if fix.factor is None else _Op(_DUR_DIV, nodes, factor=fix.factor))
-
 
 def plan_one_time(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     """The one-time work in one-time-cost gaps is absent: the host time there, and the wait of a GPU op for a
@@ -448,6 +453,6 @@ def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     return _ops(scaled, _shrink_host(m, us, ue, 1.0 - 1.0 / fix.factor))
 
 
-__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
-           "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_sync_stall", "plan_comm_bound", "plan_one_time", "plan_pipeline_bubble",
+__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Bus", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
+           "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_one_time", "plan_pipeline_bubble",
            "plan_memory_bound"]

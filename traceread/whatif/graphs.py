@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from traceread import intervals, schema
+from traceread.config import Thresholds
 from traceread.engine.lanes import API_CATS, EventView
 from traceread.whatif.fixes import (
     _SHRINK,
@@ -152,14 +153,64 @@ def dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np
         os_, oe = _operator_union(m, v, tids)
         _, _, ss, se = intervals.intersect(ss, se, os_, oe)
         ds, de = intervals.union(np.concatenate((ds, ss)), np.concatenate((de, se)))
-    # Not dispatch: data loading on the launching threads, long driver calls
+    # Not dispatch: data loading on the launching threads, long driver calls, the host's own work
     rows = v.rows(*rank_host(m.rank))
     loading = _loading_rows(v, rows)
     fs, fe = _host_ranges(v, m.rank, tids, loading, rows)
-    xs, xe = intervals.union(np.concatenate((fs, ls)), np.concatenate((fe, le)))
+    ws, we = host_work_union(m, v, cfg, tids)
+    xs, xe = intervals.union(np.concatenate((fs, ls, ws)), np.concatenate((fe, le, we)))
     if len(xs) and len(ds):
         _, ds, de = intervals.complement_in_windows(xs, xe, ds, de)
     return ds, de
+
+
+def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The host's own work on the launching threads ``tids``, which CUDA graphs do not remove (the launch-bound
+    rule's ``host-work`` evidence, and the one-time cost of ``rules.host_stall``): every stretch of at least
+    ``host_stall_min_ns`` with no host frame or CUDA call beginning or ending inside (compiling, recording,
+    computing on the host: dispatch records a child every few microseconds), and every host frame longer than
+    ``launch_max_ns_per_launch`` (one op's eager dispatch) with no launch or sync call starting inside it
+    (logging, metrics, host math). The step and data-loader markers hold everything and count as neither."""
+    none = np.zeros(0, _I64), np.zeros(0, _I64)
+    if not len(tids):
+        return none
+    host = v.rows(*rank_host(m.rank))
+    host = host[np.isin(v.tid[host], tids) & np.isin(v.cat[host], _frame_cats(v)) & ~v.flag("dataloader", host)
+                & (v.step_number[v.name[host]] < 0)]
+    calls = v.rows(*rank_calls(m.rank))
+    calls = calls[np.isin(v.tid[calls], tids)]
+    points = calls[v.flag("launch", calls) | v.flag("sync", calls)]
+    op_cat = v.cat_codes.get(schema.CAT_CPU_OP, -99)
+    out_s, out_e = [], []
+    for tid in tids.tolist():  # launching threads are few
+        h, c = host[v.tid[host] == tid], calls[v.tid[calls] == tid]
+        hs, he = v.start[h].astype(_I64), v.end[h].astype(_I64)
+        # child-free stretches inside an operator: consecutive boundaries of the thread's frames and calls far apart
+        b = np.sort(np.concatenate((hs, he, v.start[c].astype(_I64), v.end[c].astype(_I64))))
+        k = np.flatnonzero(np.diff(b) >= cfg.host_stall_min_ns)
+        if len(k):
+            ops = v.cat[h] == op_cat
+            os_, oe = intervals.union(hs[ops], he[ops])
+            mid = b[k] + (b[k + 1] - b[k]) // 2
+            k = k[intervals.overlap_with_union(mid, mid + 1, os_, oe) > 0]
+        out_s.append(b[k])
+        out_e.append(b[k + 1])
+        # launch-free frames longer than one op's dispatch
+        long = (he - hs) > cfg.launch_max_ns_per_launch
+        fs, fe = hs[long], he[long]
+        p = np.sort(v.start[points[v.tid[points] == tid]].astype(_I64))
+        j = np.searchsorted(p, fs, side="left")
+        free = (j == len(p)) | (p[np.minimum(j, max(len(p) - 1, 0))] >= fe) if len(p) else np.ones(len(fs), bool)
+        out_s.append(fs[free])
+        out_e.append(fe[free])
+    return intervals.union(np.concatenate(out_s), np.concatenate(out_e))
+
+
+def _frame_cats(v: EventView) -> list[int]:
+    """The category codes of host frames: Python frames, CPU operators, user ranges (not runtime calls)."""
+    return [v.cat_codes[c] for c in (schema.CAT_PYTHON, schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION)
+            if c in v.cat_codes]
 
 
 def _operator_union(m: RankModel, v: EventView, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -169,4 +220,4 @@ def _operator_union(m: RankModel, v: EventView, tids: np.ndarray) -> tuple[np.nd
     return intervals.union(v.start[rows].astype(_I64), v.end[rows].astype(_I64))
 
 
-__all__ = ["plan_launch_bound", "graph_kernel_gap", "graph_launch_cost", "dispatch_union"]
+__all__ = ["plan_launch_bound", "graph_kernel_gap", "graph_launch_cost", "dispatch_union", "host_work_union"]

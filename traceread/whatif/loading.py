@@ -8,9 +8,11 @@ import numpy as np
 from traceread import intervals, schema
 from traceread.vocabulary import DATA_STARVED
 from traceread.whatif.fixes import (
+    _DUR_DIV,
     _DUR_MIN,
     _FREE,
     _REWIRE,
+    Bus,
     Context,
     Fix,
     Plan,
@@ -154,4 +156,26 @@ def _prefetched_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
     return tuple(ops)
 
 
-__all__ = ["plan_data_starved", "loads_data"]
+# The evidence kind of a data-starved gap held by copies at the link's rate (traceread.rules.bus)
+_BUS_BOUND = "bus-bound"
+
+
+def plan_bus_bytes(m: RankModel, fix: Bus, ctx: Context) -> Plan:
+    """The host-to-device copies inside data-starved gaps the rule judged bus-bound, ``fix.factor`` x fewer bytes
+    (:class:`~traceread.whatif.fixes.Bus`): their durations divided by it."""
+    g, c = ctx.gaps, ctx.copies
+    memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
+    nodes = m.op_nodes[m.lane == memcpy]
+    if g.empty or "evidence_kind" not in g.columns or c is None or c.empty or not len(nodes):
+        return Plan()
+    g = g[(g["class"] == DATA_STARVED) & (g["rank"] == m.rank) & (g["evidence_kind"] == _BUS_BOUND)]
+    if g.empty:
+        return Plan()
+    us, ue = intervals.union(g["start_ns"].to_numpy(_I64), g["end_ns"].to_numpy(_I64))
+    htod = c.set_index("row")["copy_kind"].astype(str).reindex(m.row[nodes]).to_numpy() == "HtoD"
+    start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
+    hit = nodes[htod & (intervals.overlap_with_union(start, end, us, ue) > 0)]
+    return _ops(_Op(_DUR_DIV, hit, factor=fix.factor))
+
+
+__all__ = ["plan_data_starved", "loads_data", "plan_bus_bytes"]

@@ -44,6 +44,7 @@ from traceread import schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import API_CATS, HOST_LANES, OP_LANES, EventView, selection_key, subset
 from traceread.whatif import sweep
+from traceread.whatif.events import stream_waits
 
 HOST_POINT, OP_START = 0, 1
 _I64 = np.int64
@@ -95,6 +96,12 @@ class RankModel:
     # for (another process, work issued before the capture): the wait stays on the binding edge as measured
     unexplained_waits: int = 0
     unexplained_wait_ns: int = 0
+    # Stream-wait calls read, and the op nodes (among the unexplained) held by a wait on an event recorded before
+    # the capture, with their waits in all: external waits (traceread.whatif.events)
+    stream_waits: int = 0
+    external_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    external_waits: int = 0  # len(external_ops), kept once the arrays are released
+    external_wait_ns: int = 0
     _clock: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def clock_edges(self) -> np.ndarray:
@@ -242,10 +249,17 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     linked = ~orphan & (launch_point >= 0)
     # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued) and
     # that no op of their device held after their launch (with the host ahead, those start long after it).
+    # An op whose launch call did driver work (one call over launch_call_max_ns: a lazy module load in a first
+    # launch) waited for that work, not for a launch: no sample either.
+    lrow = row[np.maximum(launch_point, 0)]
+    driver = linked & (lrow >= 0) & ((v.end[lrow] - v.start[lrow]).astype(_I64) > cfg.launch_call_max_ns)
     per_device = _by_end(v.device[ops], oe)
-    fast = lat[linked & idle_before & ~_held(per_device, ls, os_, oe)]
+    fast = lat[linked & idle_before & ~driver & ~_held(per_device, ls, os_, oe)]
+    if not len(fast):
+        fast = lat[linked & idle_before & ~driver]
     if not len(fast):
         fast = lat[linked & idle_before]
+    del lrow, driver
     d_launch = max(0, int(np.percentile(fast, 10)) if len(fast) else _FALLBACK_LAUNCH_NS)
     # Stream turnaround: the gap between queued ops on a stream; longer gaps are waits, not turnaround.
     queued = has_prev & linked & (lat > 2 * d_launch)
@@ -273,6 +287,10 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
             x[q[ok]] = cand[ok]
     has_x = x >= 0
     unexplained = want[~has_x[want]]
+    # An op with no recorded op to have waited for, held by a stream wait on an event recorded before the capture,
+    # waited for work issued before it: an external wait (traceread.whatif.events)
+    waits_read = stream_waits(v, rank, calls, ops, ls, linked)
+    external = waits_read.held_ops[np.isin(waits_read.held_ops, unexplained)]
     # what the waits needed goes before the calibration's arrays come (the build's peak on a big rank)
     del per_device, stream_key, lat, idle_before, linked, explained, dev, fast, queued, gap
 
@@ -354,6 +372,8 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
         step_time=steps_t, step_node=step_node,
         dropped_edges=dropped, inferred_waits=int(has_x.sum()),
         unexplained_waits=len(unexplained), unexplained_wait_ns=int(slack[unexplained].sum()),
+        stream_waits=waits_read.read, external_ops=op_node[external].astype(_I64), external_waits=len(external),
+        external_wait_ns=int(slack[external].sum()),
     )
 
 

@@ -51,7 +51,16 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.nd
             has &= ~orphan
             if driver_work is not None and len(driver_work) == len(ops):
                 has &= ~driver_work
+        elif slot == 1:
+            # An op recorded starting before the op ahead of it on its stream ended (a profiler's stream that is
+            # a line of nested or concurrent ops, an XLA module over its ops) is not queued behind it: its
+            # measured overlap stays, a turnaround would serialize what the device ran together
+            has &= m.delay[ops, 1] >= 0
         e.store("delay", (ops[has], slot), int(nom.get(key, 0)))
+    # A wait on an event recorded before the capture is external (traceread.whatif.events): kept as measured
+    held = m.external_ops
+    for slot in range(3) if len(held) else ():
+        e.store("delay", (held, slot), m.delay[held, slot].astype(_I64))
     ends = m.sync_end
     if not len(ends):
         return e
@@ -61,9 +70,12 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.nd
     ret = m.time[ends] - np.where(waits, m.time[np.maximum(waited, 0)] + m.dur[np.maximum(waited, 0)], 0)
     bound_own = m.delay[ends, 0] == own  # the calibration gave the call's own edge its measured cost
     cost = _per_name(own, sync_names, bound_own, int(nom.get("sync_cost_ns", 0)))
-    # A sync that waited for nothing (no op to wait for) keeps its measured length: what it spent was its own
-    # (a cudaFree initializing the context), not a wait the dependencies explain
-    cost = np.where(~waits, own, cost)
+    # A sync that waited for nothing (no op to wait for, or the op it waited for had ended before it began) keeps
+    # its measured length: what it spent was its own (a cudaFree initializing the context or tearing down a
+    # lazily loaded module with the GPU idle), not a wait the dependencies explain
+    began = m.time[m.src[ends, 0]]
+    done = m.time[np.maximum(waited, 0)] + m.dur[np.maximum(waited, 0)]
+    cost = np.where(~waits | (done <= began), own, cost)
     e.store("delay", (ends, 0), cost)
     ret_nom = _per_name(ret, sync_names, waits & ~bound_own, int(nom.get("sync_return_ns", 0)))
     e.store("delay", (ends[waits], 1), ret_nom[waits])

@@ -11,6 +11,7 @@ from conftest import SHARED_TRACES, needs_shared
 import traceread
 from traceread import intervals, schema
 from traceread.engine.lanes import event_view
+from traceread.note import EXTERNAL_STREAM_WAITS
 from traceread.runner import analyze
 from traceread.whatif import model as mdl
 from traceread.whatif import predict
@@ -62,6 +63,47 @@ def test_cuda_graph_fix_buys_nothing_where_the_idle_is_one_time_work() -> None:
     assert p is not None and p.saving_share is not None
     assert shares.get("one-time-cost", 0.0) > 0.5
     assert p.saving_share <= max(2 * shares.get("launch-bound", 0.0), 0.001)
+
+
+def test_cuda_graph_fix_leaves_the_hosts_own_work(tmp_path: Path) -> None:
+    """Issue 42's host-work kind of launch-bound (logging, checkpointing on the training thread) is not dispatch:
+    the CUDA-graph fix's host cut covers none of those launch-free ranges (their own lever is to move the work off
+    the step, which the replay does not model), while the dense dispatch beside them still goes."""
+    from tracesynth.kineto_writer import write_kineto
+    from tracesynth.planted import PlantSpec, plant
+
+    from traceread.vocabulary import GAP_CLASSES
+
+    weights = {c: 0.0 for c in GAP_CLASSES}
+    weights.update({"unattributed": 3.0, "launch-bound": 1.0})
+    path = tmp_path / "host_work.pt.trace.json"
+    write_kineto(plant(PlantSpec(seed=3, ranks=1, steps=8, jitter=0.1, weights=weights)).scenario, str(path))
+    trace = traceread.load(str(path))
+    a = analyze([trace])
+    v = event_view(trace)
+    m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
+    us, ue = dispatch_union(m, Fix("launch-bound"), Context(v, a.gaps, a.cfg))
+    ev = trace.events
+    work = ev[ev["name"].astype(str).isin(["## save_checkpoint ##", "## log_metrics ##"])]
+    assert len(work) >= 4  # the host work is planted: the test covers something
+    assert a.gaps["evidence_kind"].astype(str).eq("host-work").any()
+    assert _overlap(us, ue, work["start_ns"].to_numpy(), work["end_ns"].to_numpy()) == 0
+    assert int((ue - us).sum()) > 0  # the tiny kernels' dispatch still goes
+
+
+@needs_shared
+def test_cuda_graph_fix_leaves_a_child_free_stretch_inside_an_op() -> None:
+    """particle_transformer's step is two ~146 ms stretches inside ``delta_r2`` with no child op or CUDA call
+    (one-time cost, kind host-stall): CUDA graphs would not remove them, so launch-bound buys at most about its own
+    idle (it was predicted to save 91.5% of the step for a cause at 1.7%)."""
+    trace = traceread.load(str(SHARED_TRACES / "kineto/particle_transformer_tb128_second_capture.pt.trace.json.gz"))
+    a = analyze([trace])
+    assert a.whatif is not None
+    shares = a.shares()
+    p = a.whatif.prediction("launch-bound")
+    assert p is not None and p.saving_share is not None
+    assert shares.get("one-time-cost", 0.0) > 0.5 and shares.get("launch-bound", 0.0) < 0.05
+    assert p.saving_share <= 2 * shares["launch-bound"]
 
 
 @needs_shared
@@ -182,17 +224,17 @@ def test_the_loader_fix_states_an_interval_the_workers_competition_bounds() -> N
     assert launch is not None and launch.step_high_ns is None
 
 
-@needs_shared
-def test_a_dependencies_alone_error_names_the_external_wait_it_leaves_out() -> None:
-    """sglang's decode capture: its GPU waited 463.5 ms for work recorded before the capture; the dependencies alone
-    leave that out (-97.7%), and the report names it instead of showing a bare replay error."""
-    from traceread.render.whatif import section
-
-    a = analyze([traceread.load(str(SHARED_TRACES / "kineto" / "tracelens_sglang_decode_mi300x.json.gz"))])
+def test_a_stream_wait_on_an_event_recorded_before_the_capture_is_an_external_wait_not_replay_error() -> None:
+    """sglang's decode capture: one op waits 463 ms behind a hipStreamWaitEvent with no event record before it in
+    the capture (the event was recorded before the capture began). The dependencies-alone replay keeps that wait as
+    measured (it was -97.7% when it left it out) and the report names it as an external wait."""
+    a = analyze([traceread.load(str(FIXTURES / "tracelens_sglang_decode_mi300x.json.gz"))])
     w = a.whatif
-    assert w is not None and w.dependency_error is not None and w.dependency_error < -0.5
-    assert w.external_wait_ns >= 0.9 * (w.measured_step_ns - (w.dependency_step_ns or 0))
-    assert "of external waits" in section(a)
+    assert w is not None and w.dependency_error is not None
+    assert abs(w.dependency_error) < 0.03
+    ext = [n.fields for n in w.notes if n.kind == EXTERNAL_STREAM_WAITS]
+    assert len(ext) == 1 and ext[0]["count"] == 1, w.notes
+    assert ext[0]["wait_ns"] >= 0.9 * w.measured_step_ns
 
 
 def test_the_cuda_graph_model_reads_its_gap_and_launch_cost_from_graph_launches(tmp_path: Path) -> None:

@@ -181,17 +181,28 @@ PAIRS = {  # lever -> (what is planted, the generator's after-run flag)
 }
 
 
+_COMM_MISS = pytest.mark.xfail(strict=True, reason=(
+    "issue 43: -6.3% at jitter 0.2, seed 1: the generator's overlapped collective still ends its planted gap after "
+    "the compute drain, holding the communication stream, so the bucket all-reduces queued behind it end steps 1, "
+    "2 and 5-7 later than the replay's (the sum over steps agrees within 0.2%)"))
+
+
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+@pytest.mark.parametrize("jitter", [0.1, 0.2])
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("lever", list(PAIRS))
-def test_fix_predicted_within_5_percent_of_the_generated_after_run(tmp_path, fmt, seed, lever) -> None:
+def test_fix_predicted_within_5_percent_of_the_generated_after_run(request, tmp_path, fmt, jitter, seed, lever
+                                                                   ) -> None:
     """tracesynth simulates the after run afresh from the same workload with the fix made (more
     loader workers, CUDA graphs, syncs taken out, collectives overlapped: ``PlantSpec.paired``); the
-    replay only transforms the before run. Measured: data-starved +0.1%, launch-bound +0.6..+0.8% (a graph runs
-    its kernels 0.26-0.42 us apart, the model one whatif_graph_kernel_gap_ns apart plus a graph launch per stretch),
-    sync-stall 0.0%, comm-bound -3.3..+2.4% (step boundaries move with the host's lead)."""
+    replay only transforms the before run. Measured (jitter 0.1 / 0.2): data-starved +0.1% / -1.0..+0.1%,
+    launch-bound +0.6..+0.8% (a graph runs its kernels 0.26-0.42 us apart, the model one whatif_graph_kernel_gap_ns
+    apart plus a graph launch per stretch), sync-stall 0.0%, comm-bound -3.1..+2.6% / -6.3..+4.4% (step boundaries
+    move with the host's lead)."""
+    if lever == "comm-bound" and jitter == 0.2 and seed == 1:
+        request.applymarker(_COMM_MISS)
     weights, flag = PAIRS[lever]
-    before = PlantSpec(seed=seed, ranks=1, steps=12, jitter=0.1, weights=weights, paired=True)
+    before = PlantSpec(seed=seed, ranks=1, steps=12, jitter=jitter, weights=weights, paired=True)
     after = PlantSpec(**{**before.__dict__, flag: True})
     tb, ta = _load(tmp_path, before, fmt), _load(tmp_path / "after", after, fmt)
     ab, aa = analyze([tb]), analyze([ta])
@@ -202,6 +213,28 @@ def test_fix_predicted_within_5_percent_of_the_generated_after_run(tmp_path, fmt
     assert predicted is not None
     assert abs(predicted / target - 1) <= 0.05, (predicted, target)
     assert target < w.measured_step_ns  # the after run is faster: the pair tests a real fix
+
+
+def test_overlapped_communication_holds_neither_the_host_nor_another_stream(tmp_path) -> None:
+    """The comm-bound fix: after it, no host sync returns on a collective and no op of another stream waits for one
+    (a collective cut to nothing but still waited for held the host until the collective's start)."""
+    from traceread import schema
+    from traceread.whatif.fixes import Edges, apply_plan, plan
+
+    weights, _ = PAIRS["comm-bound"]
+    t = _load(tmp_path, PlantSpec(seed=1, ranks=1, steps=8, jitter=0.1, weights=weights, paired=True), "kineto")
+    a = analyze([t])
+    v = event_view(t)
+    m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
+    comm = np.zeros(len(m.time), bool)
+    comm[m.op_nodes[m.lane == v.lane_codes[schema.LANE_GPU_COMM]]] = True
+    waited = comm[np.maximum(m.src[m.sync_end, 1], 0)] & (m.src[m.sync_end, 1] >= 0)
+    crossed = comm[np.maximum(m.src[:, 2], 0)] & (m.src[:, 2] >= 0) & ~comm
+    assert waited.sum() >= 3 and crossed.sum() >= 3  # the planted trace has both: the test covers something
+    e = Edges.of(m)
+    apply_plan(e, plan(m, Fix("comm-bound"), Context(v, a.gaps, a.cfg)))
+    assert not (comm[np.maximum(e.src[m.sync_end, 1], 0)] & (e.src[m.sync_end, 1] >= 0)).any()
+    assert not (comm[np.maximum(e.src[:, 2], 0)] & (e.src[:, 2] >= 0) & ~comm).any()
 
 
 def test_replay_beats_the_naive_subtraction_where_the_fix_exposes_hidden_work(tmp_path) -> None:
@@ -315,10 +348,15 @@ def test_dependencies_alone_sets_every_stream_edge_to_the_nominal_turnaround(mix
     m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
     e = nominal_edges(m, v.name[m.row[m.sync_end]])
     turnaround = int(m.nominal.get("stream_turnaround_ns", 0))
+    external = np.isin(m.op_nodes, m.external_ops)  # waits on events recorded before the capture: kept as measured
     for slot in (1, 2):
-        with_edge = m.op_nodes[m.src[m.op_nodes, slot] >= 0]
+        # an op recorded overlapping the op ahead of it on its stream keeps that overlap (slot 1)
+        kept = external | ((m.delay[m.op_nodes, 1] < 0) if slot == 1 else False)
+        with_edge = m.op_nodes[(m.src[m.op_nodes, slot] >= 0) & ~kept]
         assert len(with_edge) > 2
         assert (e.delay[with_edge, slot] == turnaround).all()
+        held = m.op_nodes[(m.src[m.op_nodes, slot] >= 0) & kept]
+        assert (e.delay[held, slot] == m.delay[held, slot]).all()
 
 
 def test_model_keeps_delays_durations_and_indices_at_int32_and_the_sweep_reads_every_width(mixed) -> None:
