@@ -18,7 +18,9 @@ formats). Two uses:
   - ``compile``: the first steps compile (NVTX/annotation compile ranges around the first use of
     each fused kernel), and the allocator grows in step 0 (``cudaMalloc`` only then: one-time).
   - ``lazy-load``: each new kernel's first launch takes 1.3-13 ms (module loaded inside it),
-    preceded by a ``cuLibraryLoadData`` run in step 0; some of them right after a ``.item()`` sync.
+    preceded by a ``cuLibraryLoadData`` run in step 0; some of them right after a ``.item()`` sync; and
+    in the first steps a new kernel's module loads inside its first attribute / occupancy query or
+    look-up (``cudaFuncGetAttributes``, ``cuFuncSetAttribute``, ``cuModuleGetFunction``...).
   - ``allocator-thrash``: every step the host frees and re-allocates (``cudaFree``/``cudaMalloc``,
     which synchronize) while the GPU drains: ``sync-stall`` with ``allocator`` evidence.
   - ``sync-host-work``: ``.item()`` called with more work queued than the host work that follows
@@ -59,6 +61,12 @@ from tracesynth.planted import _BIG, _SMALL, CLASSES, COMPUTE, Planted, PlantSpe
 _COMPILE_RANGES = (("KernelExecutor::compileFusion", "executor_utils::Nvrtc::CompileProgram"),
                    ("compile_fx_inner", "triton.compile"),
                    ("torch/_inductor compile", "nvrtcCompileProgram"))
+
+
+# Function queries that load the function's module under CUDA lazy loading (Triton and nvFuser query or
+# set a new kernel's attributes before its first launch).
+_LAZY_QUERIES = ("cudaFuncGetAttributes", "cudaFuncSetAttribute", "cuFuncSetAttribute",
+                 "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cuModuleGetFunction")
 
 
 def _new_kernel(sim: _Sim) -> str:
@@ -115,6 +123,10 @@ def plant_one_time_cost(sim: _Sim, gap: int, variant: str | None = None) -> None
         sim.kernel(_BIG["gemm"][0], sim.j(80_000))
     elif kind == "module-load":
         _module_run(sim, until)
+        sim.kernel(_new_kernel(sim), sim.j(80_000))
+    elif kind == "lazy-query":  # lazy loading inside a function's first attribute query, then its launch
+        call = _LAZY_QUERIES[int(sim.rng.integers(len(_LAZY_QUERIES)))]
+        _, sim.h = sim.api(call, sim.h, max(until - sim.h, 1_300_000))
         sim.kernel(_new_kernel(sim), sim.j(80_000))
     else:  # first launch: the module is loaded inside the launch call
         sim.kernel(_new_kernel(sim), sim.j(80_000), launch_ns=max(until - sim.h, 1_300_000))
@@ -307,6 +319,8 @@ def _lazy_body(sim: _Sim, n: int, gap: int) -> None:
         _item_sync(sim)  # a first launch right after a sync is judged the same way
         sim.pending = "one-time-cost"
         sim.kernel(_new_kernel(sim), sim.j(80_000), launch_ns=max(gap, 1_300_000))
+        sim.busy(3)
+        plant_one_time_cost(sim, gap, "lazy-query")  # (issue 42: the module loads in an attribute query)
 
 
 def _thrash_body(sim: _Sim, n: int, gap: int) -> None:
