@@ -25,7 +25,8 @@ ABOUT = {"capture": ("one-time-cost",), "compile": ("one-time-cost",), "lazy-loa
          "allocator-thrash": ("sync-stall",), "sync-host-work": ("sync-stall",),
          "sync-then-evidence": ("data-starved", "sync-stall", "one-time-cost"), "sync-at-once": ("launch-bound",),
          "inline-input": ("data-starved",), "setup-teardown": ("one-time-cost",),
-         "host-side": ("sync-stall", "launch-bound", "data-starved", "one-time-cost")}
+         "host-side": ("sync-stall", "launch-bound", "data-starved", "one-time-cost"),
+         "recurring-copy": ("data-starved",)}
 
 
 def _write(planted, fmt: str, tmp_path) -> list[str]:

@@ -46,6 +46,9 @@ formats). Two uses:
     host-to-device copies back to back at the link's rate (``data-starved``, kind ``bus-bound``), and in
     every third step an MPI exchange through host memory (``MPI_Send`` / ``MPI_Recv`` ranges over the
     gap: ``comm-bound`` with nothing on the communication lane).
+  - ``recurring-copy``: the same gap in every step (the same kernels before and after it), its batch's
+    H2D copy holding 43-66% of it: one recurring gap, ``data-starved`` in every step whichever side of the
+    50% cover threshold each step's copy falls (issue 42: one class per recurring gap).
 """
 
 from __future__ import annotations
@@ -417,11 +420,26 @@ def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
     _drain_then(sim, gap // 3, "thrash")
 
 
+def _recurring_copy_body(sim: _Sim, n: int, gap: int) -> None:
+    """The same per-step batch copy (issue 42): after the same last kernel of every step's work, the host
+    prepares the batch untraced, then its H2D copy holds 43-66% of the gap (around the 50% cover threshold)
+    and the same first kernel follows. One recurring gap, data-starved in every step."""
+    sim.busy(2)
+    sim.kernel("recurring_loss_tail_kernel", sim.j(60_000))
+    g = sim.free[COMPUTE]
+    sim.pending = "data-starved"
+    cover = sim.rng.uniform(0.43, 0.66)
+    sim.h = max(sim.h, g + int(gap * (1 - cover)))
+    sim.copy("HtoD", max(int(gap * cover) - 20_000, 50_000), COMPUTE, "Pinned", "cudaMemcpy", blocking=True)
+    sim.pending = "data-starved"
+    sim.kernel("recurring_embedding_head_kernel", sim.j(60_000))
+
+
 SCENARIOS: dict[str, Callable[[_Sim, int, int], None]] = {
     "capture": _capture_body, "compile": _compile_body, "lazy-load": _lazy_body,
     "allocator-thrash": _thrash_body, "sync-host-work": _host_work_body, "sync-then-evidence": _then_body,
     "sync-at-once": _at_once_body, "inline-input": _input_body, "setup-teardown": _setup_body,
-    "host-side": _host_side_body,
+    "host-side": _host_side_body, "recurring-copy": _recurring_copy_body,
 }
 
 

@@ -42,6 +42,7 @@ from traceread.rules import (
     host_work,
     one_time_cost,
     pipeline_bubble,
+    recurring,
     sync_stall,
     textcat,
 )
@@ -260,6 +261,7 @@ def _classify(cols: ColumnCache, steps_df: pd.DataFrame | None, trace: Trace | N
         if part is not cols:
             cols.forget()  # the rules read the claimable rows' own columns from here on
         cls, kinds = _rules(part, ctx, cfg)
+        cls, kinds, _ = recurring.pool(part, ctx, cfg, cls, kinds, trace, RULES, _rules)  # one class per recurring gap
         del part
     if rows is not None:  # the other gaps: unattributed (see _claimable; the boundary's are in ``rows``)
         cls_all = np.full(n, code[UNATTRIBUTED], dtype=np.int8)
