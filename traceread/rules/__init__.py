@@ -261,7 +261,8 @@ def _classify(cols: ColumnCache, steps_df: pd.DataFrame | None, trace: Trace | N
         if part is not cols:
             cols.forget()  # the rules read the claimable rows' own columns from here on
         cls, kinds = _rules(part, ctx, cfg)
-        cls, kinds, _ = recurring.pool(part, ctx, cfg, cls, kinds, trace, RULES, _rules)  # one class per recurring gap
+        cls, kinds, pooled = recurring.pool(part, ctx, cfg, cls, kinds, trace, RULES, _rules)  # one class per recurring gap
+        ctx = dataclasses.replace(ctx, recurring_n=pooled)
         del part
     if rows is not None:  # the other gaps: unattributed (see _claimable; the boundary's are in ``rows``)
         cls_all = np.full(n, code[UNATTRIBUTED], dtype=np.int8)
@@ -331,5 +332,5 @@ def notes(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, cfg: Thresholds)
 
 def _subset(ctx: RuleContext, idx: np.ndarray) -> RuleContext:
     """The context of some rows (per-gap arrays indexed, notes kept)."""
-    return RuleContext(**{f.name: (v[idx] if isinstance(v, np.ndarray) else v)
+    return RuleContext(**{f.name: (v[idx] if isinstance(v, np.ndarray) and len(v) else v)  # (empty: not set yet)
                           for f in dataclasses.fields(ctx) for v in (getattr(ctx, f.name),)})

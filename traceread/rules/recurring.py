@@ -190,19 +190,21 @@ Classifier = Callable[[ColumnCache, RuleContext, Thresholds], tuple[np.ndarray, 
 
 
 def pool(gaps: Frame, ctx: RuleContext, cfg: Thresholds, cls: np.ndarray, kinds: np.ndarray,
-         trace: Trace | None, rules: tuple[Rule, ...], classify: Classifier) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(cls, kinds, flipped)``: class codes (``GAP_CLASSES`` order) and evidence kinds after each recurring
+         trace: Trace | None, rules: tuple[Rule, ...], classify: Classifier) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(cls, kinds, pooled)``: class codes (``GAP_CLASSES`` order) and evidence kinds after each recurring
     group's near-threshold members take the class of the group's pooled evidence (module doc; ``classify``
-    classifies the pooled rows as the rules do); ``flipped``: how many did."""
+    classifies the pooled rows as the rules do); ``pooled``: per gap, the size of its group where it took
+    the group's class (0 elsewhere)."""
     n = len(gaps)
+    none = np.zeros(n, dtype=np.int64)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
     eligible = np.asarray(ctx.judged, dtype=bool) & (cls != code[CAPTURE_BOUNDARY])
     if n < 2 or trace is None or not eligible.any():
-        return cls, kinds, 0
+        return cls, kinds, none
     grp = groups(gaps, trace, eligible, cfg)
     member = np.flatnonzero(grp >= 0)
     if len(member) == 0:
-        return cls, kinds, 0
+        return cls, kinds, none
     c = cls[member].astype(np.int64)
     # only the groups whose classes differ
     g0 = grp[member]
@@ -213,7 +215,7 @@ def pool(gaps: Frame, ctx: RuleContext, cfg: Thresholds, cls: np.ndarray, kinds:
     mixed = lo[g0] != hi[g0]
     member, c = member[mixed], c[mixed]
     if len(member) == 0:
-        return cls, kinds, 0
+        return cls, kinds, none
     _, g = np.unique(grp[member], return_inverse=True)
     g = g.reshape(-1)
     rows, pctx = pooled(gaps, ctx, member, g)
@@ -222,7 +224,7 @@ def pool(gaps: Frame, ctx: RuleContext, cfg: Thresholds, cls: np.ndarray, kinds:
     top = top.astype(np.int64)
     cand = (c != top[g]) & (top[g] != code[CAPTURE_BOUNDARY])
     if not cand.any():
-        return cls, kinds, 0
+        return cls, kinds, none
     by_name = {r.name: r for r in rules}
     tight, loose = _shifted(cfg, cfg.recurring_near_band), _shifted(cfg, -cfg.recurring_near_band)
     masks: dict[tuple[str, bool], np.ndarray] = {}
@@ -244,10 +246,11 @@ def pool(gaps: Frame, ctx: RuleContext, cfg: Thresholds, cls: np.ndarray, kinds:
             joins = np.ones(len(member), dtype=bool) if to_name not in by_name else mask(to_name, True)[member]
             flip |= here & near & joins
     if not flip.any():
-        return cls, kinds, 0
+        return cls, kinds, none
     cls = cls.copy()
     kinds = kinds.copy()
     at = member[flip]
     cls[at] = top[g[flip]].astype(cls.dtype)
     kinds[at] = top_kind[g[flip]]
-    return cls, kinds, int(flip.sum())
+    none[at] = np.bincount(g, minlength=int(np.max(g)) + 1)[g[flip]]
+    return cls, kinds, none

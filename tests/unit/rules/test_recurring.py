@@ -18,6 +18,7 @@ from tracesynth.planted import CLASSES, COMPUTE, PlantSpec, _Sim, classify_file,
 import traceread.rules.recurring as recurring
 from traceread import load
 from traceread.config import Thresholds
+from traceread.rules.evidence import with_evidence
 
 CFG = Thresholds()
 
@@ -35,7 +36,7 @@ def _scores(planted, path: str):
 
 
 def _long(gaps):
-    return gaps[gaps["dur_ns"] >= 500_000].sort_values("start_ns")
+    return with_evidence(gaps[gaps["dur_ns"] >= 500_000].sort_values("start_ns"), CFG)
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
@@ -51,7 +52,7 @@ def test_a_recurring_batch_copy_gap_is_one_class(tmp_path, fmt, seed, monkeypatc
     cover = long["memcpy_htod_ns"].to_numpy() / long["dur_ns"].to_numpy()
     assert cover.min() >= 0.4 and cover.max() < 0.7
     # without the pooling the threshold splits them (for these seeds: one or more steps under 50%)
-    monkeypatch.setattr(recurring, "pool", lambda g, c, cfg, cls, kinds, t, r, f: (cls, kinds, 0))
+    monkeypatch.setattr(recurring, "pool", lambda g, c, cfg, cls, kinds, t, r, f: (cls, kinds, np.zeros(len(cls), np.int64)))
     split = _long(classify_file(path, CFG))
     assert set(split["class"]) == {"data-starved", "unattributed"}
     assert (split.loc[split["class"] == "unattributed", "memcpy_htod_ns"] / split["dur_ns"]).max() < 0.5
@@ -88,6 +89,8 @@ def test_near_evidence_takes_the_pooled_class_and_clear_evidence_keeps_its_own(t
     assert {got[n] for n in (0, 1, 2, 4, 5, 7)} == {"unattributed"}, got
     step4 = gaps[gaps["step"] == 4].iloc[0]
     assert step4["memcpy_htod_ns"] / step4["dur_ns"] > 0.5  # its own evidence is kept: over half
+    assert "H2D 5" in step4["evidence"] and "one recurring gap: classed with the 7 gaps" in step4["evidence"]
+    assert not any("recurring" in t for t in gaps.loc[gaps["step"] != 4, "evidence"])
 
 
 def test_groups_need_the_same_neighbours_slot_and_a_like_duration(tmp_path):
