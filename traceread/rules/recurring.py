@@ -186,6 +186,12 @@ def pooled(gaps: Frame, ctx: RuleContext, member: np.ndarray, g: np.ndarray) -> 
     return out, RuleContext(**fields)  # type: ignore[arg-type]
 
 
+def _rows_of(ctx: RuleContext, rows: np.ndarray, n: int) -> RuleContext:
+    """The context of the gaps ``rows`` (its per-gap arrays, ``n`` long, indexed; the rest kept)."""
+    return RuleContext(**{f.name: (v[rows] if isinstance(v, np.ndarray) and len(v) == n else v)
+                          for f in dataclasses.fields(ctx) for v in (getattr(ctx, f.name),)})
+
+
 Classifier = Callable[[ColumnCache, RuleContext, Thresholds], tuple[np.ndarray, np.ndarray]]
 
 
@@ -228,10 +234,12 @@ def pool(gaps: Frame, ctx: RuleContext, cfg: Thresholds, cls: np.ndarray, kinds:
     by_name = {r.name: r for r in rules}
     tight, loose = _shifted(cfg, cfg.recurring_near_band), _shifted(cfg, -cfg.recurring_near_band)
     masks: dict[tuple[str, bool], np.ndarray] = {}
+    # the masks are read for the members only (a few rows of a large frame)
+    sub, sub_ctx = ColumnCache(frame_of(gaps).take(member)), _rows_of(ctx, member, n)
 
     def mask(name: str, relaxed: bool) -> np.ndarray:
         if (name, relaxed) not in masks:
-            masks[(name, relaxed)] = np.asarray(by_name[name].mask(gaps, ctx, loose if relaxed else tight), dtype=bool)
+            masks[(name, relaxed)] = np.asarray(by_name[name].mask(sub, sub_ctx, loose if relaxed else tight), dtype=bool)
         return masks[(name, relaxed)]
 
     flip = np.zeros(len(member), dtype=bool)
@@ -239,11 +247,11 @@ def pool(gaps: Frame, ctx: RuleContext, cfg: Thresholds, cls: np.ndarray, kinds:
     for own in distinct(c[cand]):  # classes are few
         mine = cand & (c == own)
         own_name = str(names[own])
-        near = np.ones(len(member), dtype=bool) if own_name not in by_name else ~mask(own_name, False)[member]
+        near = np.ones(len(member), dtype=bool) if own_name not in by_name else ~mask(own_name, False)
         for to in distinct(top[g][mine]):
             here = mine & (top[g] == to)
             to_name = str(names[to])
-            joins = np.ones(len(member), dtype=bool) if to_name not in by_name else mask(to_name, True)[member]
+            joins = np.ones(len(member), dtype=bool) if to_name not in by_name else mask(to_name, True)
             flip |= here & near & joins
     if not flip.any():
         return cls, kinds, none
