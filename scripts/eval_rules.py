@@ -25,6 +25,9 @@ Jitter is uniform: every duration is drawn in [1 - j, 1 + j] times its mean (0.2
   inline batch preparation on the training thread (data-starved), a drain-sync then stronger
   evidence (DataLoader, inline input, recurring allocator calls, first-step compilation), and
   set-up / teardown ranges with pinned memory in two steps (one-time-cost).
+* ``recurring``: tracesynth.one_time's ``recurring-copy`` scenario (2 ranks): the same gap in every step
+  (the same kernels before and after it), its batch's H2D copy holding 43-66% of it, around the 50%
+  cover threshold: one recurring gap, data-starved in every step (issue 42: one class per recurring gap).
 
 Every trace is written in each format (Kineto as PyTorch 2.4+ writes it, Kineto with integer-
 microsecond timestamps as PyTorch 1.13-2.3 wrote it, nsys SQLite), loaded back with
@@ -90,10 +93,12 @@ def plant_family(family: str, seed: int, jitter: float) -> Planted:
         return plant_all_to_all(AllToAllSpec(seed=seed, steps=steps, jitter=jitter, broken_ext=seed % 2 == 0))
     if family == "host-side":
         return plant_scenario("host-side", seed=seed, jitter=jitter, steps=steps, uniform=True)
+    if family == "recurring":
+        return plant_scenario("recurring-copy", seed=seed, jitter=jitter, steps=steps, uniform=True)
     raise click.BadParameter(f"unknown family {family!r}")
 
 
-FAMILIES = ("mixed", "pipeline", "all-to-all", "capture", "host-side")
+FAMILIES = ("mixed", "pipeline", "all-to-all", "capture", "host-side", "recurring")
 
 
 def _write(planted: Planted, fmt: str, prefix: str) -> list[str]:

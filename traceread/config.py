@@ -115,6 +115,12 @@ class Thresholds:
     bubble_order_phase_tolerance: float = _t(
         0.05, "fraction of step", "the same gap by order: a fill stays at the start and a drain at the end; a "
         "wait elsewhere that happens to share the order (a one-off before the drain) is not it")
+    recurring_dur_factor: float = _t(
+        2.0, "x median", "one recurring gap: the same kernels before and after it at the same place in each step, "
+        "and a duration within 2x of the group's median (a much longer stall there is something else)")
+    recurring_near_band: float = _t(
+        0.1, "fraction of gap", "a recurring gap's members whose evidence lies within 10 points of a cover "
+        "threshold take the class of the group's pooled idle; clearer evidence keeps its own class")
     bubble_min_gap_ns: int = _t(
         20_000, "ns", "launch jitter gaps (a few us) recur too; a bubble is a real pause")
 

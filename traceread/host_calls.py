@@ -77,6 +77,14 @@ CAPTURE_END = _calls(r"(cuda|hip|cu)StreamEndCapture\w*")
 MODULE_LOAD = _calls(r"cu(Library|Module)Load\w*", r"hipModuleLoad\w*", r"cuLink(Create|AddData|AddFile|Complete)\w*",
                      r"cuGetProcAddress\w*", r"cudaGetDriverEntryPoint\w*", r"cuModuleGetLoadingMode",
                      r"nvrtc\w+", r"nvJitLink\w+", r"__(cuda|hip)RegisterFatBinary\w*")
+# Calls that load a function's module when CUDA lazy loading (``CUDA_MODULE_LOADING=LAZY``, the default
+# since CUDA 12.2) meets the function for the first time: attribute and occupancy queries and function
+# look-ups. Microseconds when the module is resident, milliseconds when the call loads it: only the long
+# ones are loading (``rules.one_time_cost``: longer than ``launch_call_max_ns``).
+LAZY_LOAD_QUERY = _calls(r"(cuda|hip)Func(Get|Set)Attributes?", r"(cuda|hip)FuncSetCacheConfig", r"cudaFuncGetName",
+                         r"cudaGetFuncBySymbol", r"(cuda|hip|cu)Occupancy\w+", r"cu(Func|Kernel)(Get|Set)Attribute",
+                         r"cu(Func|Kernel)SetCacheConfig", r"cuFuncLoad", r"cu(Module|Library)GetFunction",
+                         r"cuLibraryGetKernel", r"cuKernelGetFunction", r"hipModuleGetFunction")
 # Pinned (page-locked) host memory: allocated and freed at set-up and teardown; ``cudaFreeHost``
 # also synchronizes the device (it is in SYNC too).
 PINNED_MEMORY = _calls(r"(cuda|hip)(HostAlloc|MallocHost|HostMalloc|FreeHost|HostFree|HostRegister|HostUnregister)",

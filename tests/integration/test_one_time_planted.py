@@ -11,7 +11,7 @@ import io
 import pytest
 from tracesynth.kineto_writer import write_kineto
 from tracesynth.nsys_writer import write_nsys
-from tracesynth.one_time import SCENARIOS, plant_scenario
+from tracesynth.one_time import _LAZY_QUERIES, SCENARIOS, plant_scenario
 from tracesynth.planted import classify_file, confusion, scores, truth_for
 
 from traceread import load
@@ -25,7 +25,8 @@ ABOUT = {"capture": ("one-time-cost",), "compile": ("one-time-cost",), "lazy-loa
          "allocator-thrash": ("sync-stall",), "sync-host-work": ("sync-stall",),
          "sync-then-evidence": ("data-starved", "sync-stall", "one-time-cost"), "sync-at-once": ("launch-bound",),
          "inline-input": ("data-starved",), "setup-teardown": ("one-time-cost",),
-         "host-side": ("sync-stall", "launch-bound", "data-starved", "one-time-cost")}
+         "host-side": ("sync-stall", "launch-bound", "data-starved", "one-time-cost"),
+         "recurring-copy": ("data-starved",)}
 
 
 def _write(planted, fmt: str, tmp_path) -> list[str]:
@@ -108,3 +109,20 @@ def test_setup_teardown_is_one_time_with_the_ranges_named(fmt, tmp_path):
     g = g[g["class"] == "one-time-cost"]
     assert len(g) and (g["evidence_kind"] == "setup-teardown").all()
     assert g["evidence"].str.contains("init_data|clean_up|cudaHostAlloc|cudaFreeHost").all()
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_lazy_loading_inside_a_function_query_is_module_load(fmt, tmp_path):
+    """Issue 42: a new kernel's module loading inside its first attribute / occupancy query or look-up
+    (CUDA lazy loading) is one-time cost with evidence module-load that names the call: every such planted
+    gap, in both formats."""
+    planted = plant_scenario("lazy-load", seed=3, jitter=0.2, steps=6, ranks=1)
+    queries = [c for c in planted.scenario.ranks[0].host_calls if c.name in _LAZY_QUERIES]
+    assert len(queries) >= 3  # one per first step
+    gaps = with_evidence(classify_file(_write(planted, fmt, tmp_path)[0], CFG), CFG)
+    # (a gap held by one of these calls names it, whatever its class: "one CUDA call, X, held the host"; the
+    # GPU's turnarounds while the queue drains under the call name it as their longest host call)
+    named = gaps[gaps["evidence"].str.contains("|".join(sorted({q.name for q in queries})))
+                 & (gaps["dur_ns"] >= 1_000_000)]
+    assert len(named) == len(queries), named[["class", "evidence"]]
+    assert set(named["class"]) == {"one-time-cost"} and set(named["evidence_kind"]) == {"module-load"}

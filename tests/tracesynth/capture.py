@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tracesynth.model import Scenario
+from tracesynth.model import Copy, HostCall, Scenario
 from tracesynth.planted import _BIG, COMM, COMPUTE, COPY, _Sim
 
 KINDS: tuple[str, ...] = ("queued", "blocking-copy", "sync")
@@ -58,6 +58,29 @@ def lead_boundary(sim: _Sim, kind: str, wait: int) -> None:
         _first_kernel(sim)
         return
     raise ValueError(f"unknown lead kind {kind!r}")
+
+
+def data_movement_only(scenario: Scenario, memsets: int = 0, memset_bytes: int = 4096) -> Scenario:
+    """The same capture with no kernel: its kernels, graphs and their launch calls gone, its copies (and
+    their calls) kept, plus ``memsets`` memsets of ``memset_bytes`` each on rank 0 after its last copy (a
+    set-up or transfer-only window: the GPU moved data but computed nothing)."""
+    ranks = []
+    for rk in scenario.ranks:
+        kept = [c for c in rk.host_calls if "Launch" not in c.name and "Graph" not in c.name]
+        copies = list(rk.copies)
+        if memsets and rk is scenario.ranks[0]:
+            t = max((c.end_ns for c in copies), default=0) + 1_000_000
+            corr = max((c.correlation for c in rk.host_calls), default=0) + 1
+            tid = rk.host_calls[0].tid if rk.host_calls else rk.pid
+            for i in range(memsets):
+                kept.append(HostCall(tid=tid, name="cudaMemsetAsync", start_ns=t, end_ns=t + 4_000,
+                                     correlation=corr + i))
+                copies.append(Copy(device=rk.devices[0], stream=7, kind="memset", start_ns=t + 6_000,
+                                   end_ns=t + 9_000, correlation=corr + i, bytes=memset_bytes,
+                                   src_kind="Device", dst_kind="Device"))
+                t += 50_000
+        ranks.append(dataclasses.replace(rk, kernels=[], graphs=[], host_calls=kept, copies=copies))
+    return dataclasses.replace(scenario, ranks=ranks)
 
 
 def lost_kernel_records(scenario: Scenario) -> Scenario:

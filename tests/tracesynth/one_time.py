@@ -18,7 +18,9 @@ formats). Two uses:
   - ``compile``: the first steps compile (NVTX/annotation compile ranges around the first use of
     each fused kernel), and the allocator grows in step 0 (``cudaMalloc`` only then: one-time).
   - ``lazy-load``: each new kernel's first launch takes 1.3-13 ms (module loaded inside it),
-    preceded by a ``cuLibraryLoadData`` run in step 0; some of them right after a ``.item()`` sync.
+    preceded by a ``cuLibraryLoadData`` run in step 0; some of them right after a ``.item()`` sync; and
+    in the first steps a new kernel's module loads inside its first attribute / occupancy query or
+    look-up (``cudaFuncGetAttributes``, ``cuFuncSetAttribute``, ``cuModuleGetFunction``...).
   - ``allocator-thrash``: every step the host frees and re-allocates (``cudaFree``/``cudaMalloc``,
     which synchronize) while the GPU drains: ``sync-stall`` with ``allocator`` evidence.
   - ``sync-host-work``: ``.item()`` called with more work queued than the host work that follows
@@ -44,6 +46,9 @@ formats). Two uses:
     host-to-device copies back to back at the link's rate (``data-starved``, kind ``bus-bound``), and in
     every third step an MPI exchange through host memory (``MPI_Send`` / ``MPI_Recv`` ranges over the
     gap: ``comm-bound`` with nothing on the communication lane).
+  - ``recurring-copy``: the same gap in every step (the same kernels before and after it), its batch's
+    H2D copy holding 43-66% of it: one recurring gap, ``data-starved`` in every step whichever side of the
+    50% cover threshold each step's copy falls (issue 42: one class per recurring gap).
 """
 
 from __future__ import annotations
@@ -59,6 +64,12 @@ from tracesynth.planted import _BIG, _SMALL, CLASSES, COMPUTE, Planted, PlantSpe
 _COMPILE_RANGES = (("KernelExecutor::compileFusion", "executor_utils::Nvrtc::CompileProgram"),
                    ("compile_fx_inner", "triton.compile"),
                    ("torch/_inductor compile", "nvrtcCompileProgram"))
+
+
+# Function queries that load the function's module under CUDA lazy loading (Triton and nvFuser query or
+# set a new kernel's attributes before its first launch).
+_LAZY_QUERIES = ("cudaFuncGetAttributes", "cudaFuncSetAttribute", "cuFuncSetAttribute",
+                 "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cuModuleGetFunction")
 
 
 def _new_kernel(sim: _Sim) -> str:
@@ -115,6 +126,10 @@ def plant_one_time_cost(sim: _Sim, gap: int, variant: str | None = None) -> None
         sim.kernel(_BIG["gemm"][0], sim.j(80_000))
     elif kind == "module-load":
         _module_run(sim, until)
+        sim.kernel(_new_kernel(sim), sim.j(80_000))
+    elif kind == "lazy-query":  # lazy loading inside a function's first attribute query, then its launch
+        call = _LAZY_QUERIES[int(sim.rng.integers(len(_LAZY_QUERIES)))]
+        _, sim.h = sim.api(call, sim.h, max(until - sim.h, 1_300_000))
         sim.kernel(_new_kernel(sim), sim.j(80_000))
     else:  # first launch: the module is loaded inside the launch call
         sim.kernel(_new_kernel(sim), sim.j(80_000), launch_ns=max(until - sim.h, 1_300_000))
@@ -307,6 +322,8 @@ def _lazy_body(sim: _Sim, n: int, gap: int) -> None:
         _item_sync(sim)  # a first launch right after a sync is judged the same way
         sim.pending = "one-time-cost"
         sim.kernel(_new_kernel(sim), sim.j(80_000), launch_ns=max(gap, 1_300_000))
+        sim.busy(3)
+        plant_one_time_cost(sim, gap, "lazy-query")  # (issue 42: the module loads in an attribute query)
 
 
 def _thrash_body(sim: _Sim, n: int, gap: int) -> None:
@@ -403,11 +420,26 @@ def _host_side_body(sim: _Sim, n: int, gap: int) -> None:
     _drain_then(sim, gap // 3, "thrash")
 
 
+def _recurring_copy_body(sim: _Sim, n: int, gap: int) -> None:
+    """The same per-step batch copy (issue 42): after the same last kernel of every step's work, the host
+    prepares the batch untraced, then its H2D copy holds 43-66% of the gap (around the 50% cover threshold)
+    and the same first kernel follows. One recurring gap, data-starved in every step."""
+    sim.busy(2)
+    sim.kernel("recurring_loss_tail_kernel", sim.j(60_000))
+    g = sim.free[COMPUTE]
+    sim.pending = "data-starved"
+    cover = sim.rng.uniform(0.43, 0.66)
+    sim.h = max(sim.h, g + int(gap * (1 - cover)))
+    sim.copy("HtoD", max(int(gap * cover) - 20_000, 50_000), COMPUTE, "Pinned", "cudaMemcpy", blocking=True)
+    sim.pending = "data-starved"
+    sim.kernel("recurring_embedding_head_kernel", sim.j(60_000))
+
+
 SCENARIOS: dict[str, Callable[[_Sim, int, int], None]] = {
     "capture": _capture_body, "compile": _compile_body, "lazy-load": _lazy_body,
     "allocator-thrash": _thrash_body, "sync-host-work": _host_work_body, "sync-then-evidence": _then_body,
     "sync-at-once": _at_once_body, "inline-input": _input_body, "setup-teardown": _setup_body,
-    "host-side": _host_side_body,
+    "host-side": _host_side_body, "recurring-copy": _recurring_copy_body,
 }
 
 

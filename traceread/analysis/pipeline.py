@@ -149,15 +149,16 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     given ``out.steps`` and ``out.gaps`` as soon as the gaps are classified (the what-if replay beside
     the rules starts its fixes then, beside the attribution and tables). ``between`` is called after the rules
     and after the tables (the runner gives the freed heap pages back there)."""
-    from traceread.frame.sanity import sanity_notes
+    from traceread.frame.sanity import has_kernels, sanity_notes
 
     label = _label(trace)
     out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in sanity_notes(trace, cfg)]
     steps = out.found if out.found is not None else pd.DataFrame()
-    if steps.empty:
+    if steps.empty or not has_kernels(trace):  # (copies and memsets alone: no compute to be idle between)
         from traceread.frame.sanity import missing_gpu_activity
+        from traceread.metrics.copies import data_movement_only
 
-        why = missing_gpu_activity(trace) or "no steps could be found"
+        why = data_movement_only(trace) or missing_gpu_activity(trace) or "no steps could be found"
         out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
         return _tables(index, trace, steps, out, out.unavailable)
 

@@ -141,17 +141,21 @@ def _tables(work: Work, hooks: Hooks) -> Tables:
 
 def _verdict(work: Work, hooks: Hooks) -> Verdict:
     """One verdict function for one trace or several (summed over every unit), scan jobs and diff sides."""
-    from traceread.analysis import _has_gpu_activity
     from traceread.attribution import table_verdict
 
     assert work.tables is not None
-    run = table_verdict(work.tables.attribution, work.cfg)
-    if work.tables.attribution.empty and not any(_has_gpu_activity(t) for t in work.traces):
-        # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded): no
-        # GPU cause can be named; the reason is in ``unavailable``.
-        from traceread.frame.sanity import missing_gpu_activity
+    from traceread.frame.sanity import has_kernels
 
-        reasons = [(t.meta.path.rsplit("/", 1)[-1], missing_gpu_activity(t)) for t in work.traces]
+    run = table_verdict(work.tables.attribution, work.cfg)
+    if work.tables.attribution.empty and not any(has_kernels(t) for t in work.traces):
+        # Nothing ran on a GPU (a CPU-only capture, or the GPU activities were not recorded), or only copies
+        # and memsets did (no compute to be idle between): no GPU cause can be named; the reason is in
+        # ``unavailable``.
+        from traceread.frame.sanity import missing_gpu_activity
+        from traceread.metrics.copies import data_movement_only
+
+        reasons = [(t.meta.path.rsplit("/", 1)[-1], data_movement_only(t) or missing_gpu_activity(t))
+                   for t in work.traces]
         refusal = reasons[0][1] if len(reasons) == 1 else "; ".join(f"{n}: {r}" for n, r in reasons)
         return Verdict(NO_GPU_ACTIVITY, 0.0, run.second, run.second_share, refusal)
     return Verdict(run.cause, run.share, run.second, run.second_share)

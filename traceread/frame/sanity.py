@@ -113,9 +113,10 @@ def missing_gpu_activity(trace: Trace) -> str:
     """Why a trace with no kernel, copy or memset record has none, from evidence in the file: a
     counter-only capture (CUPTI range-profiler records), a file cut before its GPU records, kernel
     records lost (launch calls, and flow events, but no activity records), or a CPU-only capture
-    (no launch call at all). '' when the trace does hold GPU activity."""
+    (no launch call at all). '' when the trace holds a kernel (one whose only GPU records are copies and
+    memsets: ``metrics.copies.data_movement_only`` says what they hold)."""
     ev = trace.events
-    if ev["lane"].isin(schema.GPU_LANES).any():
+    if has_kernels(trace):
         return ""
     api = ev[(ev["lane"] == schema.LANE_CPU_THREAD) & ev["category"].isin((schema.CAT_RUNTIME, schema.CAT_DRIVER))]
     launches = int(calls_matching(api["name"], LAUNCH).sum()) if len(api) else 0
@@ -150,3 +151,13 @@ def missing_gpu_activity(trace: Trace) -> str:
                 "GPU), or nothing was issued to the GPU in this window; nothing on a GPU to diagnose")
     return ("a CPU-only capture: no CUDA record at all (no kernel, copy or memset record, and not one launch call "
             "or other CUDA runtime call); was `ProfilerActivity.CUDA` enabled (or `--trace=cuda` for nsys)?")
+
+
+# The lanes of GPU work a compute-idle analysis is about: kernels (compute or communication) and whole
+# CUDA graphs. Copies, memsets and sync records alone leave no compute to be idle between.
+KERNEL_LANES = (schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM)
+
+
+def has_kernels(trace: Trace) -> bool:
+    """The trace holds at least one kernel or graph record (on a compute or communication lane)."""
+    return bool(trace.events["lane"].isin(KERNEL_LANES).any())

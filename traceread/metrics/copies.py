@@ -17,6 +17,8 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.engine.lanes import event_view
+from traceread.frame.sanity import has_kernels
+from traceread.printable import printable
 from traceread.trace import Trace
 
 COLUMNS = ["rank", "device", "kind", "host_memory", "count", "bytes", "total_ns", "mean_ns", "gbps", "bytes_unknown", "share"]
@@ -24,6 +26,8 @@ KINDS = {"HtoD": "H2D", "DtoH": "D2H", "DtoD": "D2D", "PtoP": "P2P", "HtoH": "H2
 MEMSET = "memset"
 UNKNOWN = "(unknown)"
 _HOST_KINDS = ("Pinned", "Pageable", "Managed")
+# How the refusal of a trace with copies and memsets but no kernel begins (``data_movement_only``).
+MOVEMENT_ONLY = "no kernel ran: the GPU records are data movement only"
 
 
 def _codes(column: pd.Series, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -126,3 +130,41 @@ def _int_sums(g: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, dtype=np.int64)
     np.add.at(out, g, x)
     return out
+
+
+def _size(n: int) -> str:
+    """Bytes in decimal units (as bus rates are given)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+def data_movement_only(trace: Trace) -> str:
+    """The refusal for a trace whose only GPU records are copies and memsets (no kernel, no graph): what they
+    hold, counts and bytes (and GB/s) per kind summed over its GPUs, commonest first. '' when it holds a
+    kernel, or no copy or memset either (``frame.sanity.missing_gpu_activity`` says why then)."""
+    if has_kernels(trace):
+        return ""
+    t = copy_summary(trace)
+    if t.empty:
+        return ""
+    known_ns = t["total_ns"] * np.where(t["count"] > 0, (t["count"] - t["bytes_unknown"]) / t["count"], 0)
+    t = t.assign(known_ns=known_ns)
+    by = t.groupby("kind", sort=False).agg(count=("count", "sum"), bytes=("bytes", "sum"), total_ns=("total_ns", "sum"),
+                                           unknown=("bytes_unknown", "sum"), known_ns=("known_ns", "sum"))
+    by = by.sort_values(["count", "bytes"], ascending=False, kind="stable")
+    parts = []
+    for kind, r in by.iterrows():
+        n, unknown = int(r["count"]), int(r["unknown"])
+        what = "memset" if kind == MEMSET else f"{printable(str(kind))} cop"
+        noun = (what + ("s" if n != 1 else "")) if kind == MEMSET else what + ("ies" if n != 1 else "y")
+        if unknown == n:
+            size = "size not recorded"
+        else:
+            rate = f", {r['bytes'] / r['known_ns']:.1f} GB/s" if r["known_ns"] > 0 else ""
+            size = _size(int(r["bytes"])) + rate + (f"; {unknown:,} with no size" if unknown else "")
+        parts.append(f"{n:,} {noun} ({size}, {int(r['total_ns']) / 1e6:.3f} ms)")
+    return (MOVEMENT_ONLY + ": " + ", ".join(parts) + ", and not one kernel "
+            "or graph record; with no kernel there is no compute to be idle between, so no idle to attribute (a "
+            "capture of set-up or transfers only, or a window that missed the kernels): profile the steps that compute")

@@ -18,6 +18,7 @@ from traceread import causes
 from traceread.analysis import Analysis
 from traceread.analysis.scope import analysis_scope
 from traceread.config import Thresholds
+from traceread.metrics.copies import MOVEMENT_ONLY
 from traceread.printable import printable
 from traceread.render import advice, gputime, jobsection, jsonout, notes
 from traceread.render.fmt import ViewerClock, bar, dur, ms, other_lanes, pct, table
@@ -95,6 +96,8 @@ def _clock(t) -> ViewerClock:
 def _verdict(a: Analysis) -> str:
     if a.dominant_cause == "no-gpu-activity":
         why = a.refusal or "no launch call either: was the capture CPU-only (`ProfilerActivity.CUDA` not enabled)?"
+        if MOVEMENT_ONLY in why:  # copies and memsets are there: the GPU computed nothing
+            return "## Verdict\n\nNothing to diagnose on a GPU: " + md_text(why)
         return ("## Verdict\n\nNo GPU activity in the trace (no kernels, copies or memsets): nothing to "
                 "diagnose on a GPU. What is missing: " + md_text(why))
     if a.steps.empty:

@@ -43,6 +43,7 @@ from traceread.rules import (
     host_work,
     one_time_cost,
     pipeline_bubble,
+    recurring,
     sync_stall,
     textcat,
 )
@@ -261,6 +262,8 @@ def _classify(cols: ColumnCache, steps_df: pd.DataFrame | None, trace: Trace | N
         if part is not cols:
             cols.forget()  # the rules read the claimable rows' own columns from here on
         cls, kinds = _rules(part, ctx, cfg)
+        cls, kinds, pooled = recurring.pool(part, ctx, cfg, cls, kinds, trace, RULES, _rules)  # one class per recurring gap
+        ctx = dataclasses.replace(ctx, recurring_n=pooled)
         del part
     if rows is not None:  # the other gaps: unattributed (see _claimable; the boundary's are in ``rows``)
         cls_all = np.full(n, code[UNATTRIBUTED], dtype=np.int8)
@@ -329,10 +332,12 @@ def notes(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, cfg: Thresholds)
 
 
 def _subset(ctx: RuleContext, idx: np.ndarray, facts: tuple[str, ...] | None = None) -> RuleContext:
-    """The context of some rows (per-gap arrays indexed, notes kept). ``facts``: only those fields are indexed,
-    the other arrays come empty (a rule reading a fact it did not declare fails on the lengths, loudly)."""
+    """The context of some rows (per-gap arrays indexed, notes kept; an empty field is one not set yet and stays
+    empty). ``facts``: only those fields are indexed, the other arrays come empty (a rule reading a fact it did not
+    declare fails on the lengths, loudly)."""
     keep = None if facts is None else set(facts)
-    fields: dict[str, Any] = {f.name: (v if not isinstance(v, np.ndarray) else v[idx] if keep is None or f.name in keep
-                                       else v[:0])
-                              for f in dataclasses.fields(ctx) for v in (getattr(ctx, f.name),)}
+    fields: dict[str, Any] = {
+        f.name: (v[idx] if isinstance(v, np.ndarray) and len(v) and (keep is None or f.name in keep)
+                 else v[:0] if isinstance(v, np.ndarray) else v)
+        for f in dataclasses.fields(ctx) for v in (getattr(ctx, f.name),)}
     return RuleContext(**fields)

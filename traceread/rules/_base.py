@@ -109,6 +109,8 @@ class RuleContext:
     host_comm_name: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     # how long the gap went on after the last communication kernel in it ended (rules._base.comm_tail)
     comm_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # how many gaps of its recurring gap a gap's class was pooled with (rules.recurring; 0: its own class)
+    recurring_n: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------

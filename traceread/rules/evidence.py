@@ -29,7 +29,7 @@ import pandas as pd
 
 from traceread.config import Thresholds
 from traceread.rules import textcat
-from traceread.rules._base import RuleContext
+from traceread.rules._base import RuleContext, cat, cat_where, fmt_int
 from traceread.rules._columns import ColumnCache, Frame, Rows, column_cache, frame_of
 from traceread.vocabulary import GAP_CLASSES
 
@@ -48,7 +48,21 @@ def _formatters() -> dict[int, tuple[Formatter, tuple[str, ...]]]:
     from traceread.rules import RESIDUAL, RULES  # the rules package imports this module
 
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
-    return {code[r.name]: (r.evidence, r.reads) for r in RULES + (RESIDUAL,)}
+    return {code[r.name]: (_with_group(r.evidence), r.reads + ("recurring_n",)) for r in RULES + (RESIDUAL,)}
+
+
+def _with_group(evidence: Formatter) -> Formatter:
+    """``evidence``, and where the gap's class came from its recurring gap (``rules.recurring``) a clause
+    saying so (its own facts stay in the sentence)."""
+    def text(gaps: pd.DataFrame | Rows, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
+        own = evidence(gaps, ctx, cfg)
+        n = np.asarray(ctx.recurring_n)
+        if len(n) != len(gaps) or not (n > 0).any():
+            return own
+        return cat(own, cat_where(n > 0, "; one recurring gap: classed with the ", (fmt_int, n),
+                                  " gaps at this place in each step (same kernels before and after) on their "
+                                  "pooled evidence, its own being near the threshold"))
+    return text
 
 
 def is_data(column: object) -> bool:

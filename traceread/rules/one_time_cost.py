@@ -18,7 +18,10 @@ next kernel was not already queued (the GPU waited for the host, not for a depen
 * ``module-load``: lazy module loading and driver initialization (``cuLibraryLoadData``,
   ``cuModuleLoad*``, ``hipModuleLoad*``, ``cuGetProcAddress``), merged into one run when
   consecutive calls are within ``one_time_run_gap_ns`` (the host time between them is the same
-  loading);
+  loading); and, when longer than ``launch_call_max_ns``, a function's attribute / occupancy queries and look-ups
+  (``cudaFuncGetAttributes``, ``cuFuncSetAttribute``, ``cudaOccupancy*``, ``cuModuleGetFunction``,
+  ``cuLibraryGetKernel``...: ``host_calls.LAZY_LOAD_QUERY``), where CUDA lazy loading loads the module
+  on the function's first use;
 * ``first-launch``: a kernel's first launch whose call takes longer than ``launch_call_max_ns``
   (CUDA lazy loading loads the module inside it);
 * ``lazy-init``: CUDA and math-library lazy start-up: driver/runtime initialization and library
@@ -70,6 +73,7 @@ from traceread.host_calls import (
     DEVICE_ALLOCATOR,
     KERNEL_LAUNCH,
     LAZY_INIT,
+    LAZY_LOAD_QUERY,
     LIBRARY_OP,
     MODULE_LOAD,
     PINNED_MEMORY,
@@ -294,6 +298,8 @@ def _one_time_spans(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -
             s, e, labels = _runs(calls.start[mod], calls.end_of(mod), calls.tid_of(mod), v.names[calls.name[mod]],
                                  calls.start[kernel_launch], calls.tid_of(kernel_launch), cfg.one_time_run_gap_ns)
             out.add(np.full(len(s), rank, np.int64), s, e, "module-load", labels)
+        # A function's first attribute / occupancy query or look-up under lazy loading: the module loads inside
+        add(long_here & matching(trace, calls, LAZY_LOAD_QUERY), "module-load")
         # Graph capture: Begin..End spans and instantiation.
         is_begin = matching(trace, calls, CAPTURE_BEGIN)
         marks = part(is_begin | matching(trace, calls, CAPTURE_END))

@@ -7,6 +7,7 @@ say what the host was doing meanwhile.
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from _frames import annotation, api, kernel, make_events, op
 from test_rules import CFG, US, gap, one, queued
 
@@ -61,6 +62,20 @@ def test_module_load_run_covers_the_host_time_between_loads():
               trace=make_events(rows))
     assert got["class"] == "one-time-cost" and got["evidence_kind"] == "module-load"
     assert "cuLibraryLoadData ... 7 calls" in got["evidence"]
+
+
+@pytest.mark.parametrize("call", ["cudaFuncGetAttributes_v3020", "cuFuncSetAttribute", "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+                                  "cuModuleGetFunction", "cuLibraryGetKernel"])
+def test_a_long_function_query_is_lazy_module_loading_and_a_short_one_is_not(call):
+    """Issue 42: under CUDA lazy loading a function's first attribute / occupancy query or look-up loads
+    its module (milliseconds): one-time cost, module-load, named; the same call in microseconds is not."""
+    cat = "driver" if call.startswith("cu") and not call.startswith("cuda") else "runtime"
+    row = gap(dur=4_000 * US, next_launch_start_ns=4_010 * US, next_launch_end_ns=4_020 * US)
+    got = one(row, trace=make_events([kernel(0, 100 * US), api(call, 110 * US, 3_900 * US, category=cat)]))
+    assert got["class"] == "one-time-cost" and got["evidence_kind"] == "module-load", got["evidence"]
+    assert call in got["evidence"]
+    short = one(row, trace=make_events([kernel(0, 100 * US), api(call, 110 * US, 118 * US, category=cat)]))
+    assert short["class"] != "one-time-cost"
 
 
 def test_first_launch_is_lazy_loading_and_a_repeat_launch_is_not():
