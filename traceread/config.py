@@ -167,6 +167,10 @@ class Thresholds:
     straggler_min_late_collectives: int = _t(
         3, "collectives", "a rank is named only when it arrived last at 3 collectives or more and its lateness "
         "is not confined to its first collective (its process starting later: start skew)")
+    straggler_confined_min_ratio: float = _t(
+        4.0, "x the median collective's longest wait", "waits confined to a few collectives are judged when each "
+        "is at least 4 times the job's median longest wait per collective (and above the alignment's uncertainty): "
+        "smaller ones are the collectives' ordinary spread")
     job_min_present_share: float = _t(
         0.5, "fraction of the world", "a job with ranks missing names a straggler only when at least half its "
         "world is present, and a slow stage only when every rank is: fewer cannot say who holds the job back")

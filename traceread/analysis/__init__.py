@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from traceread import schema
 from traceread.analysis import pipeline as pipe
 from traceread.analysis.findings import Findings
 from traceread.analysis.pipeline import UNIT, LaunchStats
@@ -229,10 +228,6 @@ def _waiting_evidence(section: JobSection | None, dominant: str) -> str:
             if wf.kind == "rank" and dominant in ("pipeline-bubble", "comm-bound"):
                 return "straggler"
     return ""
-
-
-def _has_gpu_activity(trace: Trace) -> bool:
-    return bool(trace.events["lane"].isin(schema.GPU_LANES).any())
 
 
 def _groups(traces: Any, cfg: Thresholds, rank_pattern: str | None) -> list[Any] | None:

@@ -118,7 +118,6 @@ def early_text(early: list[tuple[int, float, int, float]], cfg: Thresholds) -> s
             "a lateness that does not recur")
 
 
-CONFINED_MIN_RATIO = 4.0  # a confined wait: this many times the job's median longest wait per collective
 
 
 def confined_waits(b: Any, present: np.ndarray, last: np.ndarray, i: int, unc: float,
@@ -127,12 +126,12 @@ def confined_waits(b: Any, present: np.ndarray, last: np.ndarray, i: int, unc: f
     ``straggler_min_late_collectives`` of the collectives it arrived last at (``last``: the last arriver per
     collective) hold at least half of the waiting there, each
     wait at least ``straggler_min_uncertainty_factor`` x the alignment's per-collective error ``unc`` (so the
-    clocks can judge it) and ``CONFINED_MIN_RATIO`` x the median collective's longest wait; else None."""
+    clocks can judge it) and ``straggler_confined_min_ratio`` x the median collective's longest wait; else None."""
     longest = np.nanmax(np.where(present, b.waits, 0.0), axis=0) if present.size else np.zeros(0)
     mine = (last == i) & (longest > 0)
     if not mine.any():
         return None
-    bar = max(cfg.straggler_min_uncertainty_factor * unc, CONFINED_MIN_RATIO * float(np.median(longest)))
+    bar = max(cfg.straggler_min_uncertainty_factor * unc, cfg.straggler_confined_min_ratio * float(np.median(longest)))
     heavy = mine & (longest > bar)
     k = int(heavy.sum())
     if not 0 < k < cfg.straggler_min_late_collectives or longest[heavy].sum() < 0.5 * longest[mine].sum():
