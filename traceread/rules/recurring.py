@@ -91,8 +91,7 @@ def groups(gaps: Frame, trace: Trace | None, eligible: np.ndarray, cfg: Threshol
         return out
     keys = np.stack([col(gaps, "rank", dtype=np.int64)[cand], col(gaps, "device", dtype=np.int64)[cand],
                      prev[cand], nxt[cand]], axis=1)
-    _, sig = np.unique(keys, axis=0, return_inverse=True)
-    sig = sig.reshape(-1)
+    sig = _row_ids(keys)
     step = col(gaps, "step", dtype=np.int64)[cand]
     start = col(gaps, "start_ns", dtype=np.int64)[cand]
     order = np.lexsort((start, step, sig))
@@ -101,8 +100,7 @@ def groups(gaps: Frame, trace: Trace | None, eligible: np.ndarray, cfg: Threshol
     first[1:] = (s_sig[1:] != s_sig[:-1]) | (s_step[1:] != s_step[:-1])
     run = np.cumsum(first) - 1
     slot = np.arange(len(order)) - np.flatnonzero(first)[run]  # k-th gap of this signature in its step
-    _, grp = np.unique(np.stack([s_sig, slot], axis=1), axis=0, return_inverse=True)
-    grp = grp.reshape(-1)
+    grp = _row_ids(np.stack([s_sig, slot], axis=1))
     rows = cand[order]
     dur = col(gaps, "dur_ns", dtype=np.int64)[rows].astype(np.float64)
     med = _medians(grp, dur)
@@ -112,6 +110,21 @@ def groups(gaps: Frame, trace: Trace | None, eligible: np.ndarray, cfg: Threshol
     keep = alike & (size[grp] >= 2)
     out[rows[keep]] = grp[keep]
     return out
+
+
+def _row_ids(rows: np.ndarray) -> np.ndarray:
+    """``np.unique(rows, axis=0, return_inverse=True)[1]`` of an int64 matrix: each row's rank among the
+    distinct rows in lexicographic order, by one mixed-radix key of each column's sorted codes (a sort of one
+    int64 column, not of rows)."""
+    key = np.zeros(len(rows), dtype=np.int64)
+    room = 1
+    for j in range(rows.shape[1]):
+        codes, uniq = pd.factorize(rows[:, j], sort=True)
+        room *= max(len(uniq), 1)
+        if room >= 2**62:  # too many combinations for one key: the rows themselves
+            return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
+        key = key * len(uniq) + codes
+    return np.unique(key, return_inverse=True)[1].reshape(-1)
 
 
 def _medians(grp: np.ndarray, x: np.ndarray) -> np.ndarray:

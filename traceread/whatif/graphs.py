@@ -11,6 +11,7 @@ import pandas as pd
 from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import API_CATS, EventView
+from traceread.rules.host_stall import quiet_stretches
 from traceread.whatif.fixes import (
     _SHRINK,
     Context,
@@ -187,15 +188,18 @@ def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarra
         h, c = host[v.tid[host] == tid], calls[v.tid[calls] == tid]
         hs, he = v.start[h].astype(_I64), v.end[h].astype(_I64)
         # child-free stretches inside an operator: consecutive boundaries of the thread's frames and calls far apart
-        b = np.sort(np.concatenate((hs, he, v.start[c].astype(_I64), v.end[c].astype(_I64))))
-        k = np.flatnonzero(np.diff(b) >= cfg.host_stall_min_ns)
-        if len(k):
+        # (found as the rule finds them; one before the thread's first frame lies in no operator)
+        order = None if intervals.is_sorted(hs) else np.argsort(hs, kind="stable")
+        qs, qe = quiet_stretches(hs if order is None else hs[order], he if order is None else he[order],
+                                 v.start[c].astype(_I64), v.end[c].astype(_I64), cfg.host_stall_min_ns)
+        if len(qs):
             ops = v.cat[h] == op_cat
             os_, oe = intervals.union(hs[ops], he[ops])
-            mid = b[k] + (b[k + 1] - b[k]) // 2
-            k = k[intervals.overlap_with_union(mid, mid + 1, os_, oe) > 0]
-        out_s.append(b[k])
-        out_e.append(b[k + 1])
+            mid = qs + (qe - qs) // 2
+            inside = intervals.overlap_with_union(mid, mid + 1, os_, oe) > 0
+            qs, qe = qs[inside], qe[inside]
+        out_s.append(qs)
+        out_e.append(qe)
         # launch-free frames longer than one op's dispatch
         long = (he - hs) > cfg.launch_max_ns_per_launch
         fs, fe = hs[long], he[long]

@@ -105,3 +105,15 @@ def test_groups_need_the_same_neighbours_slot_and_a_like_duration(tmp_path):
     wide.loc[wide.index[long[0]], "dur_ns"] *= 6
     grp = recurring.groups(wide, load(path), np.ones(len(gaps), dtype=bool), CFG)
     assert grp[long[0]] == -1 and len(set(grp[long[1:]].tolist())) == 1
+
+
+def test_row_ids_equal_numpys_unique_rows():
+    """The mixed-radix ids are np.unique(axis=0)'s inverse: the same lexicographic order of the distinct rows."""
+    import numpy as np
+
+    from traceread.rules.recurring import _row_ids
+
+    rng = np.random.default_rng(3)
+    for cols, hi in ((4, 5), (2, 1000), (3, 2)):
+        rows = rng.integers(-3, hi, size=(500, cols)).astype(np.int64)
+        assert _row_ids(rows).tolist() == np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).tolist()
