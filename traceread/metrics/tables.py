@@ -32,8 +32,6 @@ from traceread.note import TABLE_EMPTY, Note
 from traceread.trace import Trace
 
 TABLES = ("ops", "modules", "ranges", "copies", "host_api", "collectives", "mem_bandwidth")
-# The tables whose emptiness this module notes (mem_bandwidth notes its own: metrics.mem_bandwidth)
-_EMPTY_NOTED = ("ops", "modules", "ranges", "copies", "host_api", "collectives")
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,9 +50,8 @@ def kernel_tables(trace: Trace) -> KernelTables:
     frames = {"ops": op_table(trace, owners), "modules": module_table(trace, owners), "ranges": range_summary(trace),
               "copies": copy_summary(trace), "host_api": host_api_summary(trace),
               "collectives": collective_table(trace), "mem_bandwidth": bw.table}
-    notes: dict[str, Note | None] = {
-        name: (Note.of(TABLE_EMPTY, table=name) if name in _EMPTY_NOTED and frames[name].empty else None)
-        for name in TABLES}
-    notes["mem_bandwidth"] = bw.note
+    notes: dict[str, Note | None] = {name: (Note.of(TABLE_EMPTY, table=name) if frames[name].empty else None)
+                                     for name in TABLES}
+    notes["mem_bandwidth"] = bw.note  # (its own: which kernels have no recorded bytes)
     return KernelTables(frames, notes)
 
