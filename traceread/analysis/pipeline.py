@@ -228,9 +228,17 @@ def _idle_parts(steps: pd.DataFrame, gaps: pd.DataFrame) -> np.ndarray:
     to_part = np.array([GAP_CLASSES.index(c) if c in GAP_CLASSES else -1 for c in names] + [-1], dtype=np.int64)
     part = to_part[codes]  # a missing class (-1) reads the trailing -1
     ok = (units[gu] == g_unit) & (numbers[gs] == g_step) & (keys[at] == gk) & (part >= 0)
-    sums = np.zeros(len(keys) * len(GAP_CLASSES), dtype=np.int64)
-    np.add.at(sums, at[ok] * len(GAP_CLASSES) + part[ok], gaps["dur_ns"].to_numpy(np.int64)[ok])
+    slot, dur = at[ok] * len(GAP_CLASSES) + part[ok], gaps["dur_ns"].to_numpy(np.int64)[ok]
+    size = len(keys) * len(GAP_CLASSES)
+    if int(np.abs(dur).sum()) < _EXACT_FLOAT:  # every partial sum is an exact float: bincount's sums are exact
+        sums = np.bincount(slot, weights=dur, minlength=size).astype(np.int64)
+    else:
+        sums = np.zeros(size, dtype=np.int64)
+        np.add.at(sums, slot, dur)
     return sums.reshape(len(keys), len(GAP_CLASSES))[inverse]
+
+
+_EXACT_FLOAT = 1 << 53  # integers up to here add exactly as float64
 
 
 def _attribution(trace: Trace, steps: pd.DataFrame, gaps: pd.DataFrame, cfg: Thresholds, index: int,

@@ -312,7 +312,7 @@ def _rules(gaps: ColumnCache, ctx: RuleContext, cfg: Thresholds) -> tuple[np.nda
                     # one string object per distinct kind, not one per gap
                     sub = _subset(ctx, idx, rule.facts)
                     got = rule.kind(Rows(gaps, idx), sub, cfg) if rule.kind_reads_cfg else rule.kind(Rows(gaps, idx), sub)
-                    values, names = pd.factorize(got, use_na_sentinel=False)
+                    values, names = textcat.factorize(got)
                     kinds[idx] = np.asarray(names, dtype=object)[values]
             free &= ~hit
     return cls, kinds

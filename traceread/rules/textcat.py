@@ -40,9 +40,27 @@ def cat(*parts: np.ndarray | str) -> np.ndarray:
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(values, use_na_sentinel=False)`` of an object array (codes, and the distinct
-    values in order of first appearance)."""
-    codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-    return codes, uniq
+    values in order of first appearance).
+
+    The rules' texts are a few shared str objects repeated over millions of gaps, and hashing each
+    element's value is most of pandas' time: the objects are told apart by identity first (their
+    references, as integers: one integer hash per row), and only one element of each is then
+    factorized by value. Equal values held by distinct objects end up with one code, in the same order
+    of first appearance, so the result is pandas' own."""
+    arr = np.asarray(values, dtype=object)
+    if len(arr) < _BY_IDENTITY_MIN_ROWS:
+        return pd.factorize(arr, use_na_sentinel=False)
+    refs = np.frombuffer(np.ascontiguousarray(arr), dtype=np.intp)
+    by_ref, _ = pd.factorize(refs)
+    # codes count up from 0 in order of first appearance: each first appearance raises their running max
+    top = np.maximum.accumulate(by_ref)
+    first = np.flatnonzero(np.concatenate(([True], top[1:] != top[:-1])))
+    codes, uniq = pd.factorize(arr[first], use_na_sentinel=False)
+    return codes[by_ref], uniq
+
+
+# Below this many rows pandas' factorize by value is as quick as the identity pass.
+_BY_IDENTITY_MIN_ROWS = 4096
 
 
 # --- text kept as parts (the writers' form) ------------------------------------------------------
@@ -122,7 +140,7 @@ def texts(part: Texts | np.ndarray | str, n: int) -> Texts:
     arr = np.asarray(part)
     if arr.ndim != 1 or len(arr) != n:
         raise ValueError("cat: the parts' arrays differ in length")
-    codes, uniq = pd.factorize(arr.astype(object, copy=False), use_na_sentinel=False)
+    codes, uniq = factorize(arr.astype(object, copy=False))
     listed = np.asarray(uniq, dtype=object).tolist()
     if not all(isinstance(s, str) for s in listed):  # as the compiled cat refuses them
         raise TypeError("cat: expected str parts")

@@ -53,7 +53,8 @@ def _reference_idle(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("categorical", [True, False])
-def test_idle_by_class_matches_the_group_by(categorical: bool) -> None:
+@pytest.mark.parametrize("scale", [1, 1 << 46])  # sums past 2**53 ns: the exact integer path
+def test_idle_by_class_matches_the_group_by(categorical: bool, scale: int) -> None:
     rng = np.random.default_rng(3)
     # two ranks, a device -1, a repeated step key, a step with no gap; gaps of a step not listed and of
     # a class that is no gap class
@@ -61,7 +62,7 @@ def test_idle_by_class_matches_the_group_by(categorical: bool) -> None:
                           "step": [1, 2, 1, 7, 8, 2], "idle_ns": [900, 50, 10, 5000, 0, 50]})
     n = 200
     gaps = pd.DataFrame({"rank": rng.choice([0, 1], n).astype(np.int32), "device": rng.choice([0, 1, -1], n).astype(np.int32),
-                         "step": rng.choice([1, 2, 7, 8, 9], n), "dur_ns": rng.integers(1, 100, n),
+                         "step": rng.choice([1, 2, 7, 8, 9], n), "dur_ns": rng.integers(1, 100, n) * scale + rng.integers(0, 2, n),
                          "class": rng.choice([*GAP_CLASSES, "not-a-class"], n)})
     if categorical:
         gaps["class"] = gaps["class"].astype("category")

@@ -6,6 +6,7 @@ inputs, and refuses what ``"".join`` refuses; ``factorize`` is pandas' factorize
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from traceread.rules import textcat
@@ -90,3 +91,25 @@ def test_parts_stacked_and_filled_equal_the_str_texts(seed: int) -> None:
     assert got.rows() == np.where(cond, b, textcat.cat("x", a, b, " y ", c)).tolist()
     got = textcat.where_parts(~cond, textcat.texts("", n), got)  # empty parts
     assert got.rows() == np.where(~cond, "", np.where(cond, b, textcat.cat("x", a, b, " y ", c))).tolist()
+
+
+@pytest.mark.parametrize("n", [10, 5000, 50_000])
+def test_factorize_is_pandas_factorize(n):
+    """Told apart by identity first, merged by value: the codes and first-appearance order pandas gives,
+    with equal texts held by distinct objects, None, NaN and numbers among them."""
+    rng = np.random.default_rng(n)
+    pool = ["launch", "dense-dispatch", "", "host-work", None, float("nan"), 3, "launch"[:3] + "nch"]
+    # distinct str objects with one value: ''.join makes a new object each time
+    pool += ["".join(["dense", "-", "dispatch"]), "".join(["", ""]), float("nan")]
+    values = np.empty(n, dtype=object)
+    values[:] = [pool[i] for i in rng.integers(0, len(pool), n)]
+    want_codes, want_uniq = pd.factorize(values, use_na_sentinel=False)
+    codes, uniq = textcat.factorize(values)
+    np.testing.assert_array_equal(codes, want_codes)
+    assert codes.dtype == want_codes.dtype
+    assert [repr(u) for u in uniq] == [repr(u) for u in want_uniq]
+    # a strided view reads the same
+    c2, u2 = textcat.factorize(values[::2])
+    w2, wu2 = pd.factorize(values[::2], use_na_sentinel=False)
+    np.testing.assert_array_equal(c2, w2)
+    assert [repr(u) for u in u2] == [repr(u) for u in wu2]
