@@ -15,7 +15,10 @@ rank and device's host-to-device copies (small copies are latency-bound and say 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
@@ -32,10 +35,10 @@ def h2d_copies(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     side = trace.side_table("copy_args")
     if side is None or side.empty or "bytes" not in side:
         return z, z, z, z, z
-    kind = side["copy_kind"].astype(str).to_numpy()
-    src = side["src_kind"].astype(str).to_numpy() if "src_kind" in side else np.full(len(side), "")
     nbytes = side["bytes"].to_numpy(np.int64)
-    keep = (kind == "HtoD") & (nbytes > 0) & (np.char.find(src.astype(str), "Pageable") < 0)
+    keep = _texts_where(side["copy_kind"], lambda t: t == "HtoD") & (nbytes > 0)
+    if "src_kind" in side and keep.any():
+        keep &= _texts_where(side["src_kind"], lambda t: "Pageable" not in t)
     rows = side["row"].to_numpy(np.int64)[keep]
     nbytes = nbytes[keep]
     v = event_view(trace)
@@ -45,6 +48,15 @@ def h2d_copies(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     rows, nbytes = rows[on], nbytes[on]
     return (v.rank[rows].astype(np.int64), v.device[rows].astype(np.int64), v.start[rows].astype(np.int64),
             v.end[rows].astype(np.int64), nbytes)
+
+
+def _texts_where(column: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
+    """Bool per row: ``test`` holds for the row's value as text (a categorical column is tested once per
+    category: the side table's kinds are a few words over every copy)."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        column = column.astype("category")
+    hit = np.array([test(str(c)) for c in column.cat.categories] + [test("nan")], dtype=bool)  # -1: missing, 'nan'
+    return hit[column.cat.codes.to_numpy()]
 
 
 def _copied_by(t: np.ndarray, s: np.ndarray, e: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -176,6 +176,14 @@ def quiet_stretches(hs: np.ndarray, he: np.ndarray, cs: np.ndarray, ce: np.ndarr
     at_parts.append(own[keep])
     spans = np.flatnonzero(he > edges[1:])
     for inner in (he[spans], cs, ce):  # the boundaries strictly inside a window (one array at a time)
+        if len(inner) > _SORTED_SEARCH_MIN and intervals.is_sorted(inner):
+            # sorted (a thread's calls): each window's boundaries are one run, found by its two ends
+            first = np.searchsorted(inner, lo, side="right")
+            count = np.maximum(np.searchsorted(inner, hi, side="left") - first, 0)
+            j = np.repeat(np.arange(len(w)), count)
+            id_parts.append(j)
+            at_parts.append(inner[np.arange(len(j)) - np.repeat(np.cumsum(count) - count - first, count)])
+            continue
         j = np.searchsorted(lo, inner, side="right") - 1
         keep = j >= 0
         keep[keep] = inner[keep] < hi[j[keep]]
@@ -188,6 +196,10 @@ def quiet_stretches(hs: np.ndarray, he: np.ndarray, cs: np.ndarray, ce: np.ndarr
     ids, at = ids[order], at[order]
     k = np.flatnonzero((ids[1:] == ids[:-1]) & (np.diff(at) >= min_ns))
     return at[k], at[k + 1]
+
+
+# Boundary arrays from this many on are checked for order: a sorted one is searched by the windows' ends.
+_SORTED_SEARCH_MIN = 1024
 
 
 def _step_count(steps: pd.DataFrame, rank: int) -> np.ndarray:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from traceread import schema
+from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import event_view
 from traceread.rules._base import Rule, RuleContext
@@ -68,15 +68,20 @@ def neighbours(gaps: Frame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray
             if len(k) == 0:
                 continue
             ks, ke = v.start[k].astype(np.int64), v.end[k].astype(np.int64)
-            by_end = np.argsort(ke, kind="stable")
-            i = np.searchsorted(ke[by_end], gs[sel], side="right") - 1
+            by_end = _in_order(ke)
+            i = np.searchsorted(ke if by_end is None else ke[by_end], gs[sel], side="right") - 1
             ok = i >= 0
-            prev[sel[ok]] = v.name[k[by_end[i[ok]]]]
-            by_start = np.argsort(ks, kind="stable")
-            j = np.searchsorted(ks[by_start], ge[sel], side="left")
+            prev[sel[ok]] = v.name[k[i[ok] if by_end is None else by_end[i[ok]]]]
+            by_start = _in_order(ks)
+            j = np.searchsorted(ks if by_start is None else ks[by_start], ge[sel], side="left")
             ok = j < len(k)
-            nxt[sel[ok]] = v.name[k[by_start[j[ok]]]]
+            nxt[sel[ok]] = v.name[k[j[ok] if by_start is None else by_start[j[ok]]]]
     return prev, nxt
+
+
+def _in_order(t: np.ndarray) -> np.ndarray | None:
+    """The stable sort order of ``t``, or None when it is sorted already (a device's kernels mostly are)."""
+    return None if intervals.is_sorted(t) else np.argsort(t, kind="stable")
 
 
 def groups(gaps: Frame, trace: Trace | None, eligible: np.ndarray, cfg: Thresholds) -> np.ndarray:

@@ -44,3 +44,18 @@ def test_planted_bus_bound_copies_are_named_with_their_bytes_in_both_formats(tmp
             assert abs(gb - inside / 1e9) <= 0.051, (path, gb, inside)
             assert "GB/s" in row["evidence"] and "loader workers does not" in row["evidence"]
     assert "loader workers will not help" in first_response("data-starved", "bus-bound")
+
+
+def test_copy_kinds_are_read_as_the_text_of_each_row():
+    """A copy's kind and source are tested on their text, categorical or not, a missing one reading 'nan'
+    (as ``astype(str)`` gave): the same rows as testing each row's text."""
+    import numpy as np
+    import pandas as pd
+
+    from traceread.rules.bus import _texts_where
+
+    values = ["HtoD", "DtoH", None, "HtoD", "PageableHtoD", "Device", float("nan"), "Pinned"]
+    for column in (pd.Series(values, dtype=object), pd.Series(values, dtype="category")):
+        for test in (lambda t: t == "HtoD", lambda t: "Pageable" not in t, lambda t: t == "nan"):
+            want = np.array([test(str(v)) if v is not None else test("nan") for v in values], dtype=bool)
+            assert _texts_where(column, test).tolist() == want.tolist()

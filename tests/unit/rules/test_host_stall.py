@@ -5,6 +5,7 @@ test_rules.gap) and the planted ``host-side`` scenario (both formats)."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from _frames import api, kernel, make_events, op
 from test_rules import CFG, US, gap, one
 from tracesynth.one_time import plant_scenario
@@ -90,10 +91,13 @@ def test_planted_host_stalls_are_classified_in_both_formats(tmp_path):
         assert overlap == 0, path
 
 
-def test_quiet_stretches_equal_those_of_every_boundary_sorted():
+@pytest.mark.parametrize("sorted_search_min", [1024, 0])  # 0: sorted boundaries searched by the windows' ends
+def test_quiet_stretches_equal_those_of_every_boundary_sorted(monkeypatch, sorted_search_min):
     """The windowed search finds exactly the stretches that sorting every boundary of the thread finds (from the
     first host start on), on random nested host rows and calls with ties, at several thresholds."""
     import numpy as np
+
+    monkeypatch.setattr(host_stall, "_SORTED_SEARCH_MIN", sorted_search_min)
 
     rng = np.random.default_rng(7)
     for trial in range(200):
@@ -101,7 +105,7 @@ def test_quiet_stretches_equal_those_of_every_boundary_sorted():
         hs = np.sort(rng.integers(0, 2_000, n)).astype(np.int64)
         he = hs + rng.integers(0, 300, n)
         cs = np.sort(rng.integers(-200, 2_200, c)).astype(np.int64)
-        ce = cs + rng.integers(0, 50, c)
+        ce = cs + rng.integers(0, 50 if trial % 2 else 5, c)  # ends in order (odd trials: not always)
         for min_ns in (0, 1, 40, 150, 400):
             b = np.sort(np.concatenate((hs, he, cs, ce)))
             k = np.flatnonzero((np.diff(b) >= min_ns) & (b[:-1] >= hs[0]))
