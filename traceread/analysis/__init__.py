@@ -181,6 +181,11 @@ def _no_replay() -> tuple[Any, tuple[str, ...]]:
     return None, ()
 
 
+def _when_read(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """The default ``beside`` hook: nothing runs beside; the work is done where its result is read."""
+    return fn
+
+
 @dataclass(frozen=True)
 class Hooks:
     """What the runner (:mod:`traceread.runner`) gives the stages: where its replay and its heap come in.
@@ -191,6 +196,9 @@ class Hooks:
     # The what-if and its unavailable lines (waits for the replay): the ``whatif`` stage's result
     replayed: Callable[[], tuple[Any, tuple[str, ...]]] = _no_replay
     between: Callable[[], None] = _nothing  # called between phases (and between a job's ranks)
+    # Work that needs neither the gaps nor the rules (a trace's tables), given as soon as it could start: the
+    # hook returns what gives its result where it is read (the runner runs it on a thread meanwhile)
+    beside: Callable[[Callable[[], Any]], Callable[[], Any]] = _when_read
 
 
 def finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], workload: Workload | None,

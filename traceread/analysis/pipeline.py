@@ -140,15 +140,22 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     return out
 
 
+def _when_read(fn: Callable[[], Any]) -> Callable[[], Any]:
+    return fn
+
+
 def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
                classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None,
-               between: Callable[[], None] = _nothing) -> PerTrace:
+               between: Callable[[], None] = _nothing,
+               beside: Callable[[Callable[[], Any]], Callable[[], Any]] = _when_read) -> PerTrace:
     """Gaps, classes, attribution, kernel and collective tables of one trace, from its steps as found
     (``out.found``: :func:`found_steps`), and its sanity notes (after the loader's caveats, made here so
     that the replay starts before them); notes and unavailable lines go to ``out``. ``classified`` is
     given ``out.steps`` and ``out.gaps`` as soon as the gaps are classified (the what-if replay beside
     the rules starts its fixes then, beside the attribution and tables). ``between`` is called after the rules
-    and after the tables (the runner gives the freed heap pages back there)."""
+    and after the tables (the runner gives the freed heap pages back there). The kernel, collective and compact
+    tables read neither the gaps nor the rules: they are handed to ``beside`` before the gaps are found (the
+    runner makes them on a thread meanwhile) and put in place after the attribution."""
     from traceread.frame.sanity import has_kernels, sanity_notes
 
     label = _label(trace)
@@ -162,6 +169,7 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
         out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
         return _tables(index, trace, steps, out, out.unavailable)
 
+    tables = beside(lambda: _own_tables(index, trace, steps))
     gaps = _classified_gaps(trace, steps, cfg, out.notes, between)
     between()  # the rules' temporaries are freed: their pages go back, not into the peak of what follows
     out.steps = with_trace(idle_by_class(steps, gaps), index)
@@ -169,7 +177,9 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     if classified is not None:
         classified(out.steps, out.gaps)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, out.notes)
-    _tables(index, trace, steps, out, out.unavailable)
+    made = tables()
+    out.kernels, out.collectives, out.compact_tables = made.kernels, made.collectives, made.compact_tables
+    out.unavailable.extend(made.unavailable)  # (after the attribution's, as they were made in this order)
     between()
     return out
 
@@ -269,7 +279,15 @@ def guarded(what: str, fn: Callable[[], T], unavailable: list[str]) -> T | None:
     return None
 
 
+def _own_tables(index: int, trace: Trace, steps: pd.DataFrame) -> PerTrace:
+    """The trace's tables (:func:`_tables`) in a result of their own, with their own unavailable lines."""
+    made = PerTrace()
+    return _tables(index, trace, steps, made, made.unavailable)
+
+
 def _tables(index: int, trace: Trace, steps: pd.DataFrame, out: PerTrace, unavailable: list[str]) -> PerTrace:
+    """``out`` with the trace's kernel, collective and compact tables; what could not be made goes to
+    ``unavailable``."""
     from traceread.metrics.collectives import collective_table
     from traceread.metrics.kernels import kernel_table
 

@@ -121,7 +121,7 @@ def _classified(work: Work, hooks: Hooks) -> list[pipe.PerTrace]:
     """Each trace's gaps and their classes, its attribution, kernel and collective tables and sanity notes."""
     per = work.steps or []
     for i, (t, p) in enumerate(zip(work.traces, per, strict=True)):
-        pipe.finish_one(i, t, work.cfg, p, hooks.classified, hooks.between)
+        pipe.finish_one(i, t, work.cfg, p, hooks.classified, hooks.between, hooks.beside)
         work.notes.extend(p.notes)
         work.unavailable.extend(p.unavailable)
     return per

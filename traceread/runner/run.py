@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
@@ -16,11 +16,14 @@ from traceread.config import Thresholds
 from traceread.engine.lanes import EngineCache
 from traceread.runner import heap
 from traceread.runner.replay import REPLAY_BESIDE_RULES_MAX_EVENTS, Replay
+from traceread.runner.workers import THREADS
 from traceread.trace import SideTables, Trace
 
 if TYPE_CHECKING:
     from traceread.metrics.workload import Workload
     from traceread.whatif import Fix, Scale
+
+T = TypeVar("T")
 
 __all__ = ["analyze", "check_user_patterns", "keep_replay_selections", "share_cache", "REPLAY_BESIDE_RULES_MAX_EVENTS"]
 
@@ -67,8 +70,11 @@ def analyze(
 
     # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
     # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
+    # One input small enough for its replay beside the rules also makes its tables beside them (both trade
+    # memory for time): they read neither the gaps nor the rules.
     hooks = stages.Hooks(classified=replay.classified if replay.early and len(traces) == 1 else None,
-                         replayed=replay.result, between=heap.trim)
+                         replayed=replay.result, between=heap.trim,
+                         beside=_on_a_thread if replay.early and len(traces) == 1 else stages.Hooks.beside)
     at = stages.NAMES.index(REPLAY_READ_AT)
     before, after = stages.STAGES[1:at], stages.STAGES[at:]
     try:
@@ -91,6 +97,12 @@ RULES_DONE_AFTER = "launch"
 # The stage that reads the replay's result (it waits for the replay's thread).
 REPLAY_READ_AT = "whatif"
 assert RULES_DONE_AFTER in stages.NAMES and REPLAY_READ_AT in stages.NAMES
+
+
+def _on_a_thread(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` started on a thread of its own (inline when no thread can start); the result joins it."""
+    task = THREADS.thread(fn, "traceread-beside", daemon=False)
+    return fn if task is None else task.result
 
 
 def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale] | None) -> None:

@@ -63,3 +63,31 @@ def test_the_traces_of_an_analysis_share_one_engine_cache_holding_one_view() -> 
     copy = pickle.loads(pickle.dumps(held[0]))  # the cache is not data: pickled empty
     assert copy.cache.view is None and copy.events.equals(held[0].events)
     assert not next(f for f in dataclasses.fields(copy) if f.name == "cache").compare  # nor compared
+
+
+def test_a_traces_tables_are_made_on_a_thread_beside_its_rules_and_read_as_before(monkeypatch) -> None:
+    """One small input: the runner makes its kernel, collective and compact tables on a thread while the
+    gaps are found and classified; the analysis holds the same tables, notes and unavailable lines as the
+    stages walked alone (the tables made where they are read)."""
+    import threading
+
+    trace = load(ONE)
+    cfg = Thresholds()
+    alone = finish([trace], [pipe.found_steps(0, trace, cfg, None, None)], None, cfg, 10, (), None)
+    made_on: list[str] = []
+    own_tables = pipe._own_tables
+
+    def recorded(*args):
+        made_on.append(threading.current_thread().name)
+        return own_tables(*args)
+
+    monkeypatch.setattr(pipe, "_own_tables", recorded)
+    a = runner.analyze([load(ONE)])
+    assert made_on == ["traceread-beside"]
+    assert a.kernels.equals(alone.kernels) and a.collectives.equals(alone.collectives)
+    (got,), (want,) = a.tables, alone.tables
+    assert got is not None and want is not None and got.frames.keys() == want.frames.keys()
+    for name, frame in want.frames.items():
+        assert (frame is None and got.frames[name] is None) or frame.equals(got.frames[name]), name
+    assert got.notes == want.notes and got.rows == want.rows
+    assert a.unavailable == alone.unavailable and a.notes == alone.notes
