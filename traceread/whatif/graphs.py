@@ -150,35 +150,38 @@ def dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np
     ds, de = intervals.union_of_own(a[dense], b[dense])
     ss, se = intervals.union_of_own(a[~dense], b[~dense])
     del a, b, dense
+    rows = v.rows(*rank_host(m.rank))
+    on_tids = rows[np.isin(v.tid[rows], tids)]  # the launching threads' host rows (in row order)
     if len(ss):  # a long stretch between two launches: only the part inside operators and runtime calls
-        os_, oe = _operator_union(m, v, tids)
+        os_, oe = _operator_union(v, on_tids)
         _, _, ss, se = intervals.intersect(ss, se, os_, oe)
         ds, de = intervals.union(np.concatenate((ds, ss)), np.concatenate((de, se)))
     # Not dispatch: data loading on the launching threads, long driver calls, the host's own work
-    rows = v.rows(*rank_host(m.rank))
     loading = _loading_rows(v, rows)
     fs, fe = _host_ranges(v, m.rank, tids, loading, rows)
-    ws, we = host_work_union(m, v, cfg, tids)
+    ws, we = host_work_union(m, v, cfg, tids, on_tids)
+    del on_tids
     xs, xe = intervals.union(np.concatenate((fs, ls, ws)), np.concatenate((fe, le, we)))
     if len(xs) and len(ds):
         _, ds, de = intervals.complement_in_windows(xs, xe, ds, de)
     return ds, de
 
 
-def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarray
+def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarray, on_tids: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
     """The host's own work on the launching threads ``tids``, which CUDA graphs do not remove (the launch-bound
     rule's ``host-work`` evidence, and the one-time cost of ``rules.host_stall``): every stretch of at least
     ``host_stall_min_ns`` with no host frame or CUDA call beginning or ending inside (compiling, recording,
     computing on the host: dispatch records a child every few microseconds), and every host frame longer than
     ``launch_max_ns_per_launch`` (one op's eager dispatch) with no launch or sync call starting inside it
-    (logging, metrics, host math). The step and data-loader markers hold everything and count as neither."""
+    (logging, metrics, host math). The step and data-loader markers hold everything and count as neither.
+    ``on_tids``: the rank's host rows on ``tids``, when the caller has them."""
     none = np.zeros(0, _I64), np.zeros(0, _I64)
     if not len(tids):
         return none
     host = v.rows(*rank_host(m.rank))
-    host = host[np.isin(v.tid[host], tids) & np.isin(v.cat[host], _frame_cats(v)) & ~v.flag("dataloader", host)
-                & (v.step_number[v.name[host]] < 0)]
+    host = host[np.isin(v.tid[host], tids)] if on_tids is None else on_tids
+    host = host[np.isin(v.cat[host], _frame_cats(v)) & ~v.flag("dataloader", host) & (v.step_number[v.name[host]] < 0)]
     calls = v.rows(*rank_calls(m.rank))
     calls = calls[np.isin(v.tid[calls], tids)]
     points = calls[v.flag("launch", calls) | v.flag("sync", calls)]
@@ -217,10 +220,12 @@ def _frame_cats(v: EventView) -> list[int]:
             if c in v.cat_codes]
 
 
-def _operator_union(m: RankModel, v: EventView, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Host time inside framework operators and runtime/driver calls on the launching threads."""
-    rows = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_CPU_OP, *API_CATS), m.rank)
-    rows = rows[np.isin(v.tid[rows], tids)]
+def _operator_union(v: EventView, on_tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Host time inside framework operators and runtime/driver calls on the launching threads (``on_tids``: the
+    rank's host rows on them)."""
+    wanted = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # (the last entry answers for -1, a missing category)
+    wanted[[v.cat_codes[c] for c in (schema.CAT_CPU_OP, *API_CATS) if c in v.cat_codes]] = True
+    rows = on_tids[wanted[v.cat[on_tids]] & (v.lane[on_tids] == v.lane_codes.get(schema.LANE_CPU_THREAD, -99))]
     return intervals.union(v.start[rows].astype(_I64), v.end[rows].astype(_I64))
 
 
