@@ -81,8 +81,12 @@ def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray, at: np.ndarray |
         for f in reads:
             readers.setdefault(f, np.zeros(len(GAP_CLASSES) + 1, dtype=bool))[code] = True
     present = np.bincount(cls, minlength=len(GAP_CLASSES) + 1) > 0
+    wants: dict[bytes, np.ndarray] = {}  # fields read by the same classes read the same rows
     for f in sorted(f for f, r in readers.items() if (r & present).any()):
-        want = readers[f][cls]  # the rows whose sentence reads the field
+        key = readers[f].tobytes()
+        if key not in wants:
+            wants[key] = readers[f][cls]
+        want = wants[key]  # the rows whose sentence reads the field
         values = np.asarray(getattr(ctx, f))
         part = at if at is not None and len(values) != n else None  # the field holds these rows only
         if values.dtype == object:
