@@ -111,6 +111,8 @@ class RuleContext:
     comm_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # how many gaps of its recurring gap a gap's class was pooled with (rules.recurring; 0: its own class)
     recurring_n: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # how many ranks that recurring gap spans where its class was pooled across the files of a job (rules.across)
+    recurring_ranks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------
