@@ -52,6 +52,9 @@ formats). Two uses:
   - ``ranks-copy``: the same per-step batch copy on every rank, 56-62% of the gap on rank 0 and 42-47% on
     the others: one recurring gap of the job, ``data-starved`` on every rank (issue 42: the same across
     the ranks of a job, whose Kineto files are classified apart).
+  - ``untraced-host``: every step the training thread computes between two kernels with nothing recorded
+    (C++ host math): ``launch-bound`` (kind ``host-work``) where nsys CPU samples show it, which the tests add
+    to the export (the writers have no sampling).
 """
 
 from __future__ import annotations
@@ -453,12 +456,23 @@ def _ranks_copy_body(sim: _Sim, n: int, gap: int) -> None:
     sim.kernel("recurring_embedding_head_kernel", sim.j(60_000))
 
 
+def _untraced_host_body(sim: _Sim, n: int, gap: int) -> None:
+    """Every step the training thread computes for itself between two kernels with nothing recorded (no
+    range, no op, no call: C++ host math), then launches the next kernel: only CPU sampling shows it (an
+    nsys export with ``--sample=cpu``: the tests add the samples). Launch-bound, kind host-work."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    sim.pending = "launch-bound"
+    sim.h = max(sim.h, g) + max(gap, 1_500_000)
+    sim.kernel("saxpy_kernel", sim.j(80_000))
+
+
 SCENARIOS: dict[str, Callable[[_Sim, int, int], None]] = {
     "capture": _capture_body, "compile": _compile_body, "lazy-load": _lazy_body,
     "allocator-thrash": _thrash_body, "sync-host-work": _host_work_body, "sync-then-evidence": _then_body,
     "sync-at-once": _at_once_body, "inline-input": _input_body, "setup-teardown": _setup_body,
     "host-side": _host_side_body, "recurring-copy": _recurring_copy_body,
-    "ranks-copy": _ranks_copy_body,
+    "ranks-copy": _ranks_copy_body, "untraced-host": _untraced_host_body,
 }
 
 

@@ -162,7 +162,7 @@ _NOT_SUMMED = ("start_ns", "end_ns", "offset_ns", "next_launch_start_ns", "next_
 # but flags (the time-weighted majority), the dispatch share (time-weighted) and the link rate (the fastest).
 _SUMMED = ("sync_wait_ns", "api_call_ns", "one_time_ns", "one_time_count", "sync_blocked_ns", "sync_alloc_ns",
            "sync_alloc_calls", "host_work_ns", "host_stall_ns", "h2d_bytes", "h2d_copy_ns", "host_comm_ns",
-           "comm_tail_ns")
+           "comm_tail_ns", "sampled_ns")
 
 
 def _sums(g: np.ndarray, x: np.ndarray, m: int) -> np.ndarray:
