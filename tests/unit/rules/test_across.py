@@ -16,9 +16,11 @@ from tracesynth.one_time import plant_scenario
 from tracesynth.planted import classify_file, confusion, scores, truth_for
 
 from traceread import load
+from traceread.analysis import rank_summary
 from traceread.config import Thresholds
 from traceread.engine.gaps import find_gaps
 from traceread.engine.steps import find_steps
+from traceread.ranks.section import identities
 from traceread.rules import classify
 from traceread.rules.across import Classified, pool_traces
 from traceread.rules.evidence import with_evidence
@@ -68,6 +70,11 @@ def test_kineto_files_of_a_job_get_one_class_for_the_same_gap(tmp_path, seed):
     attr = a.attribution[a.attribution["trace"] == 1]  # (steady steps only: the first is left out)
     idle = attr[["data_starved_ns", "unattributed_ns", "launch_bound_ns"]].sum()
     assert idle.idxmax() == "data_starved_ns" and idle["data_starved_ns"] >= 0.5 * copies1
+    # the rank digest a straggler's stated cause is read from (its leads' idle by class) has the pooled class
+    ident = next(i for i in identities(traces, None) if i.path == traces[1].meta.path)
+    digest = rank_summary(a, ident).table("gaps")
+    held = digest[(digest["end_ns"] - digest["start_ns"]).to_numpy() >= LONG]
+    assert len(held) == len(both[both["trace"] == 1]) and set(held["class"].astype(str)) == {"data-starved"}
 
 
 def test_an_nsys_export_of_two_ranks_pools_them_in_the_file(tmp_path):
