@@ -108,6 +108,8 @@ def pool_traces(items: list[Classified], cfg: Thresholds) -> list[pd.DataFrame |
     for i in np.unique(at_file):  # files are few
         sel = np.flatnonzero(at_file == i)
         part, ctx = _member_context(items[int(i)], at_row[sel], cfg)
+        # (the evidence data columns stay with their files: a member that moves gets its new class's anew)
+        part = part.drop(columns=[c for c in part.columns if evidence.is_data(c)])
         parts.append(part.assign(_file=int(i), _row=at_row[sel], _grp=grp_of[sel]))
         ctxs.append(ctx)
     members = pd.concat(parts, ignore_index=True)
