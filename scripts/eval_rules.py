@@ -28,6 +28,10 @@ Jitter is uniform: every duration is drawn in [1 - j, 1 + j] times its mean (0.2
 * ``recurring``: tracesynth.one_time's ``recurring-copy`` scenario (2 ranks): the same gap in every step
   (the same kernels before and after it), its batch's H2D copy holding 43-66% of it, around the 50%
   cover threshold: one recurring gap, data-starved in every step (issue 42: one class per recurring gap).
+* ``ranks``: tracesynth.one_time's ``ranks-copy`` scenario (2 ranks), scored through the analysis of the
+  job (every file together, as ``traceread analyze`` of a job's files reads them): the same batch copy
+  holding 56-62% of the gap on rank 0 and 42-47% on rank 1 in every step: one recurring gap of the job,
+  data-starved on both ranks (issue 42: the same across the ranks of a job).
 
 Every trace is written in each format (Kineto as PyTorch 2.4+ writes it, Kineto with integer-
 microsecond timestamps as PyTorch 1.13-2.3 wrote it, nsys SQLite), loaded back with
@@ -95,10 +99,14 @@ def plant_family(family: str, seed: int, jitter: float) -> Planted:
         return plant_scenario("host-side", seed=seed, jitter=jitter, steps=steps, uniform=True)
     if family == "recurring":
         return plant_scenario("recurring-copy", seed=seed, jitter=jitter, steps=steps, uniform=True)
+    if family == "ranks":
+        return plant_scenario("ranks-copy", seed=seed, jitter=jitter, steps=steps, uniform=True)
     raise click.BadParameter(f"unknown family {family!r}")
 
 
-FAMILIES = ("mixed", "pipeline", "all-to-all", "capture", "host-side", "recurring")
+FAMILIES = ("mixed", "pipeline", "all-to-all", "capture", "host-side", "recurring", "ranks")
+# Families scored through the analysis of the job (every file of the trace together), not file by file.
+JOB_FAMILIES = ("ranks",)
 
 
 def _write(planted: Planted, fmt: str, prefix: str) -> list[str]:
@@ -120,8 +128,9 @@ def run(seeds: int, jitter: float, fmt: str, families: list[str], tmp: str, cfg:
     for family in families:
         for seed in range(seeds):
             planted = plant_family(family, seed, jitter)
-            for path in _write(planted, fmt, os.path.join(tmp, f"{family}_s{seed}_j{jitter}")):
-                classified = classify_file(path, cfg)
+            paths = _write(planted, fmt, os.path.join(tmp, f"{family}_s{seed}_j{jitter}"))
+            frames = _classify_job(paths, cfg) if family in JOB_FAMILIES else [classify_file(p, cfg) for p in paths]
+            for path, classified in zip(paths, frames, strict=True):
                 mat, unc = confusion(classified, truth_for(planted.truth, classified,
                                                           planted.scenario.origin_epoch_ns))
                 total += mat
@@ -129,6 +138,22 @@ def run(seeds: int, jitter: float, fmt: str, families: list[str], tmp: str, cfg:
                 n += 1
                 os.unlink(path)
     return total, uncovered, n
+
+
+def _classify_job(paths: list[str], cfg: Thresholds) -> list[pd.DataFrame]:
+    """Each file's classified gaps from the analysis of all of them as one job (``traceread.runner.analyze``:
+    a recurring gap is one class across the files of a job), in the time base ``classify_file`` gives."""
+    from traceread import load
+    from traceread.runner import analyze
+
+    traces = [load(p) for p in paths]
+    gaps = analyze(traces, cfg=cfg).gaps
+    out = []
+    for i, t in enumerate(traces):
+        g = gaps[gaps["trace"].to_numpy() == i].reset_index(drop=True)
+        g.attrs["epoch_offset_ns"] = t.meta.epoch_offset_ns or 0
+        out.append(g)
+    return out
 
 
 def _lost_records_named(seeds: int, fmts: list[str]) -> tuple[int, int]:

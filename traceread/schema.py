@@ -148,6 +148,12 @@ SIDE_TABLES: dict[str, dict[str, tuple[str, str]]] = {
         "input_dims": ("object", "Input Dims as recorded (list of lists)"),
         "input_types": ("object", "Input type as recorded (list of dtype strings)"),
     },
+    "cpu_samples": {  # nsys CPU sampling (loaders.nsys.samples); sorted by rank, tid, time_ns
+        "rank": ("int32", "rank of the sampled process"),
+        "tid": ("int64", "sampled host thread (the events' tid)"),
+        "time_ns": ("int64", "when the sample was taken"),
+        "function": ("category", "the innermost frame's function ('' unresolved; never a path)"),
+    },
 }
 
 # --- analysis records (interval engine output; rules add columns) ---------------------------------

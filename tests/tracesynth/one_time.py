@@ -49,6 +49,12 @@ formats). Two uses:
   - ``recurring-copy``: the same gap in every step (the same kernels before and after it), its batch's
     H2D copy holding 43-66% of it: one recurring gap, ``data-starved`` in every step whichever side of the
     50% cover threshold each step's copy falls (issue 42: one class per recurring gap).
+  - ``ranks-copy``: the same per-step batch copy on every rank, 56-62% of the gap on rank 0 and 42-47% on
+    the others: one recurring gap of the job, ``data-starved`` on every rank (issue 42: the same across
+    the ranks of a job, whose Kineto files are classified apart).
+  - ``untraced-host``: every step the training thread computes between two kernels with nothing recorded
+    (C++ host math): ``launch-bound`` (kind ``host-work``) where nsys CPU samples show it, which the tests add
+    to the export (the writers have no sampling).
 """
 
 from __future__ import annotations
@@ -435,11 +441,38 @@ def _recurring_copy_body(sim: _Sim, n: int, gap: int) -> None:
     sim.kernel("recurring_embedding_head_kernel", sim.j(60_000))
 
 
+def _ranks_copy_body(sim: _Sim, n: int, gap: int) -> None:
+    """The same per-step batch copy on every rank of a job (issue 42): on rank 0 it holds 56-62% of the gap,
+    on the other ranks 42-47% (each rank on one side of the 50% cover threshold in every step, so pooling
+    one rank's steps cannot join them). One recurring gap of the job, data-starved on every rank."""
+    sim.busy(2)
+    sim.kernel("recurring_loss_tail_kernel", sim.j(60_000))
+    g = sim.free[COMPUTE]
+    sim.pending = "data-starved"
+    cover = sim.rng.uniform(0.56, 0.62) if sim.rk.rank == 0 else sim.rng.uniform(0.42, 0.47)
+    sim.h = max(sim.h, g + int(gap * (1 - cover)))
+    sim.copy("HtoD", max(int(gap * cover) - 20_000, 50_000), COMPUTE, "Pinned", "cudaMemcpy", blocking=True)
+    sim.pending = "data-starved"
+    sim.kernel("recurring_embedding_head_kernel", sim.j(60_000))
+
+
+def _untraced_host_body(sim: _Sim, n: int, gap: int) -> None:
+    """Every step the training thread computes for itself between two kernels with nothing recorded (no
+    range, no op, no call: C++ host math), then launches the next kernel: only CPU sampling shows it (an
+    nsys export with ``--sample=cpu``: the tests add the samples). Launch-bound, kind host-work."""
+    sim.ahead()
+    g = sim.free[COMPUTE]
+    sim.pending = "launch-bound"
+    sim.h = max(sim.h, g) + max(gap, 1_500_000)
+    sim.kernel("saxpy_kernel", sim.j(80_000))
+
+
 SCENARIOS: dict[str, Callable[[_Sim, int, int], None]] = {
     "capture": _capture_body, "compile": _compile_body, "lazy-load": _lazy_body,
     "allocator-thrash": _thrash_body, "sync-host-work": _host_work_body, "sync-then-evidence": _then_body,
     "sync-at-once": _at_once_body, "inline-input": _input_body, "setup-teardown": _setup_body,
     "host-side": _host_side_body, "recurring-copy": _recurring_copy_body,
+    "ranks-copy": _ranks_copy_body, "untraced-host": _untraced_host_body,
 }
 
 

@@ -184,6 +184,42 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     return out
 
 
+def pool_jobs(traces: list[Trace], per: list[PerTrace], groups: list[Any] | None, cfg: Thresholds,
+              unavailable: list[str]) -> None:
+    """One class per recurring gap across the files of each job (``rules.across``): the files whose gaps
+    changed get their gaps, idle by class and attribution again (the per-rank tables a straggler's stated
+    cause is read from)."""
+    if groups is None or len(traces) < 2:
+        return
+    from traceread.rules.across import Classified, pool_traces
+
+    by_path = {t.meta.path: i for i, t in enumerate(traces)}
+    for group in groups:
+        idx = sorted({by_path[m.path] for m in group.members if m.path in by_path})
+        items: list[Classified] = []
+        for i in list(idx):
+            g = per[i].gaps
+            if g is None or not len(g) or per[i].found is None:
+                idx.remove(i)
+            else:
+                items.append(Classified(g, per[i].found, traces[i]))
+        if len(items) < 2:
+            continue
+        new = guarded("recurring gaps across ranks", functools.partial(pool_traces, items, cfg), unavailable)
+        for i, gaps in zip(idx, new or [None] * len(idx), strict=True):
+            if gaps is not None:
+                _reclassified(i, traces[i], cfg, per[i], gaps.drop(columns="trace"))
+
+
+def _reclassified(index: int, trace: Trace, cfg: Thresholds, out: PerTrace, gaps: pd.DataFrame) -> None:
+    """``out`` with the gaps ``gaps`` (classes changed): idle by class and attribution again (its notes
+    were said the first time)."""
+    steps = out.found if out.found is not None else pd.DataFrame()
+    out.steps = with_trace(idle_by_class(steps, gaps), index)
+    out.gaps = with_trace(gaps, index)
+    out.attribution = _attribution(trace, steps, gaps, cfg, index, out, [])
+
+
 def _classified_gaps(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, notes: list[str | Note],
                      between: Callable[[], None] = _nothing) -> pd.DataFrame:
     from traceread.engine.gaps import find_gaps

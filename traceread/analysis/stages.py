@@ -4,9 +4,9 @@ Each stage is a function of what the stages before it made (a :class:`Work`) and
 returns one typed result, which :func:`walk` keeps under the stage's name for the stages after it. The
 list is the analysis' whole plan, read top to bottom:
 
-steps -> classified (gaps, classes, attribution, tables of each trace) -> tables (joined over the traces)
--> verdict -> mfu -> groups (ranks into jobs) -> removal -> launch -> analysis -> whatif -> job (alignment,
-stragglers; the what-if and the notes added).
+steps -> groups (ranks into jobs) -> classified (gaps, classes, attribution, tables of each trace; a recurring
+gap one class across the files of a job) -> tables (joined over the traces) -> verdict -> mfu -> removal ->
+launch -> analysis -> whatif -> job (alignment, stragglers; the what-if and the notes added).
 
 The runner (:func:`traceread.runner.analyze`) walks the same list and adds what is not the analysis' own
 business between the stages: it starts the what-if replay once the steps are found, gives the engine's
@@ -124,6 +124,8 @@ def _classified(work: Work, hooks: Hooks) -> list[pipe.PerTrace]:
         pipe.finish_one(i, t, work.cfg, p, hooks.classified, hooks.between, hooks.beside)
         work.notes.extend(p.notes)
         work.unavailable.extend(p.unavailable)
+    # a recurring gap is one class on every rank of a job, whose files were classified apart
+    pipe.pool_jobs(list(work.traces), per, work.groups, work.cfg, work.unavailable)
     return per
 
 
@@ -250,11 +252,11 @@ def _job(work: Work, hooks: Hooks) -> Analysis:
 # The analysis, in order. The runner walks this list (traceread.runner.run) and names the stages it acts after.
 STAGES: tuple[Stage, ...] = (
     Stage("steps", _steps),
+    Stage("groups", _groups),
     Stage("classified", _classified),
     Stage("tables", _tables),
     Stage("verdict", _verdict),
     Stage("mfu", _mfu),
-    Stage("groups", _groups),
     Stage("removal", _removal),
     Stage("launch", _launch),
     Stage("analysis", _analysis),

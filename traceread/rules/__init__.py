@@ -44,6 +44,7 @@ from traceread.rules import (
     one_time_cost,
     pipeline_bubble,
     recurring,
+    sampled,
     sync_stall,
     textcat,
 )
@@ -176,8 +177,12 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
         held, sync_name, sync_end, sync_start, sync_tid = none(bool), none(object), none("i8"), none("i8"), none("i8")
     sync_origin = sync_stall.origin_op(part, trace, held, sync_start, sync_tid) if wanted("sync_origin") \
         else none(object)
-    work_ns, work_label = host_work.host_work(part, trace, host_work.launching_thread(part, trace), cfg) \
+    tids = host_work.launching_thread(part, trace) \
+        if wanted("host_work_ns", "host_work_label", "sampled_ns", "sampled_label") else none("i8")
+    work_ns, work_label = host_work.host_work(part, trace, tids, cfg) \
         if wanted("host_work_ns", "host_work_label") else (none("i8"), none(object))
+    s_ns, s_label = sampled.sampled_work(part, trace, tids, cfg) if wanted("sampled_ns", "sampled_label") \
+        else (none("i8"), none(object))
     dispatch, dispatch_op = dispatch_cover(part, trace) if wanted("dispatch", "dispatch_op") \
         else (none("f8"), none(object))
     api_call_ns, api_call_name = longest_api_call(part, trace, cfg.launch_call_max_ns) \
@@ -214,7 +219,8 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
                        capture_text=whole.capture(whole.capture_text_at, rows), host_work_ns=work_ns, host_work_label=work_label,
                        turnaround=pick(whole.turnaround), comm_tail_ns=tail, host_stall_ns=stall_ns,
                        host_stall_op=stall_op, host_stall_recurs=stall_recurs, h2d_bytes=h2d_bytes,
-                       h2d_copy_ns=h2d_ns, link_bps=link, host_comm_ns=hc_ns, host_comm_name=hc_name)
+                       h2d_copy_ns=h2d_ns, link_bps=link, host_comm_ns=hc_ns, host_comm_name=hc_name,
+                       sampled_ns=s_ns, sampled_label=s_label)
 
 
 def _nothing() -> None:

@@ -109,8 +109,13 @@ class RuleContext:
     host_comm_name: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     # how long the gap went on after the last communication kernel in it ended (rules._base.comm_tail)
     comm_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # the launching thread's own computation seen by CPU sampling (rules.sampled): ns, its top functions
+    sampled_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sampled_label: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
     # how many gaps of its recurring gap a gap's class was pooled with (rules.recurring; 0: its own class)
     recurring_n: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # how many ranks that recurring gap spans where its class was pooled across the files of a job (rules.across)
+    recurring_ranks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 # --- evidence formatting (vectorized over rows) -----------------------------------------------

@@ -48,7 +48,7 @@ def _formatters() -> dict[int, tuple[Formatter, tuple[str, ...]]]:
     from traceread.rules import RESIDUAL, RULES  # the rules package imports this module
 
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
-    return {code[r.name]: (_with_group(r.evidence), r.reads + ("recurring_n",)) for r in RULES + (RESIDUAL,)}
+    return {code[r.name]: (_with_group(r.evidence), r.reads + ("recurring_n", "recurring_ranks")) for r in RULES + (RESIDUAL,)}
 
 
 def _with_group(evidence: Formatter) -> Formatter:
@@ -59,9 +59,12 @@ def _with_group(evidence: Formatter) -> Formatter:
         n = np.asarray(ctx.recurring_n)
         if len(n) != len(gaps) or not (n > 0).any():
             return own
+        ranks = np.asarray(ctx.recurring_ranks)
+        ranks = ranks if len(ranks) == len(gaps) else np.zeros(len(gaps), dtype=np.int64)
         return cat(own, cat_where(n > 0, "; one recurring gap: classed with the ", (fmt_int, n),
                                   " gaps at this place in each step (same kernels before and after) on their "
-                                  "pooled evidence, its own being near the threshold"))
+                                  "pooled evidence, its own being near the threshold"),
+                   cat_where(ranks > 1, " (the same gap on ", (fmt_int, ranks), " ranks of the job)"))
     return text
 
 
@@ -88,6 +91,8 @@ def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray, at: np.ndarray |
             wants[key] = readers[f][cls]
         want = wants[key]  # the rows whose sentence reads the field
         values = np.asarray(getattr(ctx, f))
+        if len(values) == 0 and n > 0:  # a field no step set (recurring_ranks outside rules.across)
+            continue
         part = at if at is not None and len(values) != n else None  # the field holds these rows only
         if values.dtype == object:
             full = np.full(n, -1, dtype=np.int32)

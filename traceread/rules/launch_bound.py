@@ -15,7 +15,9 @@ next kernel (host-side operator overhead: cuDNN planning, autograd bookkeeping).
 stretch with no CUDA calls is the host's own work, not launch overhead: launch-bound with evidence kind
 ``host-work`` (the CPU is the bottleneck; its first response moves that work off the step, never CUDA
 graphs) when launch-free frames on the launching thread (``rules.host_work``) or recurring child-free
-stretches inside an op (``rules.host_stall``) hold ``launch_cpu_cover`` of the gap. Dispatch never
+stretches inside an op (``rules.host_stall``) hold ``launch_cpu_cover`` of the gap, or CPU samples of the
+launching thread outside any CUDA call (``rules.sampled``, nsys) do in a gap whose next kernel was not queued
+before it (its launch need not be recorded: the host was computing). Dispatch never
 reads a gap held for most of its length by one CUDA call longer than ``launch_call_max_ns`` (driver
 work such as a first launch's lazy module load or a ``cudaFree`` that initializes the context: a
 one-time cost that CUDA graphs would not remove), nor one held for at least ``launch_cpu_cover`` of
@@ -59,9 +61,13 @@ def _signatures(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> tuple[np.ndarr
     stalled = ctx.host_stall_ns / dur >= cfg.launch_cpu_cover
     base = ctx.judged & ctx.late & ~driver_work
     dispatch = base & ~stalled & (runtime | dense | dispatching)
-    own = (ctx.host_work_ns / dur >= cfg.launch_cpu_cover) & (dur > cfg.input_work_min_ns)
+    long = dur > cfg.input_work_min_ns
+    own = (ctx.host_work_ns / dur >= cfg.launch_cpu_cover) & long
     host = base & ~dispatch & (own | (stalled & ctx.host_stall_recurs))
-    return dispatch, host
+    # CPU samples of the launching thread's own work (rules.sampled) over most of a gap whose next kernel was
+    # not queued before it: the host was computing, whether or not the next launch was recorded
+    sampled = (ctx.sampled_ns / dur >= cfg.launch_cpu_cover) & long & ctx.judged & ~ctx.queued & ~driver_work
+    return dispatch, host | (sampled & ~dispatch)
 
 
 def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -91,14 +97,19 @@ def _host_work_rows(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray
 def evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     dur = np.maximum(col(gaps, "dur_ns", dtype=np.int64), 1)
     host = _host_work_rows(gaps, ctx, cfg)
-    what = where(ctx.host_work_label != "", ctx.host_work_label,
-                 where(ctx.host_stall_op != "", cat(ctx.host_stall_op, " (no child op or CUDA call)"),
-                       "frames and ranges with no launch inside"))
-    busy = np.maximum(ctx.host_work_ns, ctx.host_stall_ns) / dur
+    sampled = (ctx.sampled_label != "") & (ctx.sampled_ns > np.maximum(ctx.host_work_ns, ctx.host_stall_ns))
+    what = where(sampled, cat("CPU samples outside CUDA calls and communication ranges: ", ctx.sampled_label),
+                 where(ctx.host_work_label != "", ctx.host_work_label,
+                       where(ctx.host_stall_op != "", cat(ctx.host_stall_op, " (no child op or CUDA call)"),
+                             "frames and ranges with no launch inside")))
+    busy = np.maximum(np.maximum(ctx.host_work_ns, ctx.host_stall_ns), ctx.sampled_ns) / dur
     own = cat_where(host, "the CPU is the bottleneck: the launching thread ran its own work, not dispatch, for ",
                     (fmt_pct, busy), " of the gap (", what, ")",
                     other=dispatch_evidence(gaps, ctx, cfg))
-    return own
+    # host-side communication beside it (rules.host_comm: under comm-bound's share, or it would have claimed it)
+    comm = cat_where(host & (ctx.host_comm_ns > 0), "; host-side communication ", (fmt_pct, ctx.host_comm_ns / dur),
+                     " (", ctx.host_comm_name, ")")
+    return cat(own, comm)
 
 
 def dispatch_evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
@@ -118,9 +129,11 @@ def dispatch_evidence(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarr
 
 
 # The RuleContext fields this rule reads (in mask, kind, evidence and other rules' helpers it calls).
-FACTS = ("judged", "late", "dispatch", "dispatch_op", "api_call_ns", "host_stall_ns", "host_stall_op",
-         "host_stall_recurs", "host_work_ns", "host_work_label")
+FACTS = ("judged", "queued", "late", "dispatch", "dispatch_op", "api_call_ns", "host_stall_ns", "host_stall_op",
+         "host_stall_recurs", "host_work_ns", "host_work_label", "sampled_ns", "sampled_label", "host_comm_ns",
+         "host_comm_name")
 
 RULE = Rule(NAME, mask, evidence, kind, reads=("dispatch", "dispatch_op", "host_work_ns", "host_work_label",
-                                               "host_stall_ns", "host_stall_op"),
+                                               "host_stall_ns", "host_stall_op", "sampled_ns", "sampled_label",
+                                               "host_comm_ns", "host_comm_name"),
             facts=FACTS, kind_reads_cfg=True)

@@ -9,9 +9,12 @@
 
 A cover threshold splits a gap that recurs every step when its evidence sits near the threshold
 (the same batch copy covering 49% of the gap in one step and 52% in the next). Gaps are one
-*recurring gap* when they have the same signature: the same rank and device, the same kernel names
-just before and just after, the same slot (the k-th gap with that pair of names in its step), and a
-duration within ``recurring_dur_factor`` of the group's median, in two or more steps. A group whose
+*recurring gap* when they have the same signature: the same kernel names just before and just after,
+the same slot (the k-th gap with that pair of names in its step, on its rank and device), and a
+duration within ``recurring_dur_factor`` of the group's median, in two or more steps or ranks: the
+same gap on every rank of a job is one (issue 42: a threshold must not split it between ranks, nor
+make the difference a straggler's stated cause). The ranks of one file (an nsys export of several
+processes) are pooled here; files classified apart (Kineto: one per rank) in ``rules.across``. A group whose
 classes differ is classified on its pooled evidence: the class holding most of its idle time
 (strictly more than half) is the group's, and a member of another class takes it only when its own
 evidence is near the thresholds: its own class's mask fails with every cover threshold raised by
@@ -85,29 +88,40 @@ def _in_order(t: np.ndarray) -> np.ndarray | None:
 
 
 def groups(gaps: Frame, trace: Trace | None, eligible: np.ndarray, cfg: Thresholds) -> np.ndarray:
-    """Per gap, its recurring group (see the module doc; -1: none): eligible gaps with the same rank,
-    device, kernels before and after and slot, a duration within ``recurring_dur_factor`` of the group's
-    median, in two or more steps."""
+    """Per gap, its recurring group (see the module doc; -1: none): eligible gaps with the same kernels
+    before and after and slot (on any rank and device), a duration within ``recurring_dur_factor`` of the
+    group's median, two or more of them."""
     n = len(gaps)
     out = np.full(n, -1, dtype=np.int64)
     prev, nxt = neighbours(gaps, trace)
     cand = np.flatnonzero(eligible & (prev >= 0) & (nxt >= 0))
     if len(cand) < 2:
         return out
-    keys = np.stack([col(gaps, "rank", dtype=np.int64)[cand], col(gaps, "device", dtype=np.int64)[cand],
-                     prev[cand], nxt[cand]], axis=1)
-    sig = _row_ids(keys)
-    step = col(gaps, "step", dtype=np.int64)[cand]
-    start = col(gaps, "start_ns", dtype=np.int64)[cand]
-    order = np.lexsort((start, step, sig))
-    s_sig, s_step = sig[order], step[order]
+    unit = _row_ids(np.stack([col(gaps, "rank", dtype=np.int64)[cand], col(gaps, "device", dtype=np.int64)[cand]],
+                             axis=1))
+    grp, order = slots(_row_ids(np.stack([prev[cand], nxt[cand]], axis=1)), unit,
+                       col(gaps, "step", dtype=np.int64)[cand], col(gaps, "start_ns", dtype=np.int64)[cand])
+    rows = cand[order]
+    return _alike(out, rows, grp, col(gaps, "dur_ns", dtype=np.int64)[rows], cfg)
+
+
+def slots(sig: np.ndarray, unit: np.ndarray, step: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(group, order)``: the rows in ``order`` (by signature, unit, step, start) and each one's group, its
+    signature and slot (the k-th gap of its signature in its unit's step: units are the (rank, device) pairs,
+    and a recurring gap is the same on every rank of a job, so they are not part of the group)."""
+    order = np.lexsort((start, step, unit, sig))
+    s_sig, s_unit, s_step = sig[order], unit[order], step[order]
     first = np.ones(len(order), dtype=bool)
-    first[1:] = (s_sig[1:] != s_sig[:-1]) | (s_step[1:] != s_step[:-1])
+    first[1:] = (s_sig[1:] != s_sig[:-1]) | (s_unit[1:] != s_unit[:-1]) | (s_step[1:] != s_step[:-1])
     run = np.cumsum(first) - 1
     slot = np.arange(len(order)) - np.flatnonzero(first)[run]  # k-th gap of this signature in its step
-    grp = _row_ids(np.stack([s_sig, slot], axis=1))
-    rows = cand[order]
-    dur = col(gaps, "dur_ns", dtype=np.int64)[rows].astype(np.float64)
+    return _row_ids(np.stack([s_sig, slot], axis=1)), order
+
+
+def _alike(out: np.ndarray, rows: np.ndarray, grp: np.ndarray, dur_ns: np.ndarray, cfg: Thresholds) -> np.ndarray:
+    """``out`` with ``grp`` set at ``rows`` where a gap's duration is within ``recurring_dur_factor`` of its
+    group's median and the group keeps two or more such gaps."""
+    dur = dur_ns.astype(np.float64)
     med = _medians(grp, dur)
     f = cfg.recurring_dur_factor
     alike = (dur <= med[grp] * f) & (dur * f >= med[grp])
@@ -153,7 +167,7 @@ _NOT_SUMMED = ("start_ns", "end_ns", "offset_ns", "next_launch_start_ns", "next_
 # but flags (the time-weighted majority), the dispatch share (time-weighted) and the link rate (the fastest).
 _SUMMED = ("sync_wait_ns", "api_call_ns", "one_time_ns", "one_time_count", "sync_blocked_ns", "sync_alloc_ns",
            "sync_alloc_calls", "host_work_ns", "host_stall_ns", "h2d_bytes", "h2d_copy_ns", "host_comm_ns",
-           "comm_tail_ns")
+           "comm_tail_ns", "sampled_ns")
 
 
 def _sums(g: np.ndarray, x: np.ndarray, m: int) -> np.ndarray:
@@ -214,18 +228,20 @@ Classifier = Callable[[ColumnCache, RuleContext, Thresholds], tuple[np.ndarray, 
 
 
 def pool(gaps: Frame, ctx: RuleContext, cfg: Thresholds, cls: np.ndarray, kinds: np.ndarray,
-         trace: Trace | None, rules: tuple[Rule, ...], classify: Classifier) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         trace: Trace | None, rules: tuple[Rule, ...], classify: Classifier,
+         given: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(cls, kinds, pooled)``: class codes (``GAP_CLASSES`` order) and evidence kinds after each recurring
     group's near-threshold members take the class of the group's pooled evidence (module doc; ``classify``
     classifies the pooled rows as the rules do); ``pooled``: per gap, the size of its group where it took
-    the group's class (0 elsewhere)."""
+    the group's class (0 elsewhere). ``given``: the groups (-1: none), found by the caller (the gaps of
+    several traces: ``rules.across``), instead of :func:`groups` of ``trace``'s gaps."""
     n = len(gaps)
     none = np.zeros(n, dtype=np.int64)
     code = {c: i for i, c in enumerate(GAP_CLASSES)}
     eligible = np.asarray(ctx.judged, dtype=bool) & (cls != code[CAPTURE_BOUNDARY])
-    if n < 2 or trace is None or not eligible.any():
+    if n < 2 or (trace is None and given is None) or not eligible.any():
         return cls, kinds, none
-    grp = groups(gaps, trace, eligible, cfg)
+    grp = groups(gaps, trace, eligible, cfg) if given is None else np.where(eligible, given, -1)
     member = np.flatnonzero(grp >= 0)
     if len(member) == 0:
         return cls, kinds, none

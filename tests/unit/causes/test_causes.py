@@ -116,8 +116,10 @@ def test_each_rule_reads_only_the_facts_it_declares(rule):
 
 def test_the_context_is_the_join_of_the_declared_facts():
     """Every fact the context carries is one some rule declares (``notes`` are the rules' sentences;
-    ``recurring_n`` is set after the rules by ``rules.recurring``, for the evidence of every class)."""
-    fields = [f.name for f in dataclasses.fields(RuleContext) if f.name not in ("notes", "recurring_n")]
+    ``recurring_n`` and ``recurring_ranks`` are set after the rules by ``rules.recurring`` and ``rules.across``,
+    for the evidence of every class)."""
+    fields = [f.name for f in dataclasses.fields(RuleContext)
+              if f.name not in ("notes", "recurring_n", "recurring_ranks")]
     assert list(FACTS) == fields
 
 

@@ -46,6 +46,8 @@ from traceread.errors import TraceReadError
 from traceread.limits import EPOCH_NS_MAX, int_text
 from traceread.loaders.nsys.frame import FrameWriter
 from traceread.loaders.nsys.read import Export, GpuRow, gpu_rows, nvtx_table, one_line, open_export
+from traceread.loaders.nsys.samples import TABLE as SAMPLES
+from traceread.loaders.nsys.samples import cpu_samples
 from traceread.loaders.parallel import SERIAL, Parallel
 from traceread.note import (
     EPOCH_OUT_OF_RANGE,
@@ -137,6 +139,9 @@ def load_export(ex: Export, path: str, progress: bool, step_range: str | None, l
     used = out.used_pairs()
     ranks, pid_rank = _ranks(out.pids, used)
     events, side = out.finish(path, pid_rank)
+    samples = _samples(ex, pid_rank)
+    if samples is not None:
+        side[SAMPLES] = samples
     n_kernels = spans[0][1][1]
     pending: dict[str, Callable[[], pd.DataFrame]] = \
         {"kernel_args": _KernelArgs(ex.path, n_kernels, ex.parallel)} if lazy_args and n_kernels else {}
@@ -145,6 +150,15 @@ def load_export(ex: Export, path: str, progress: bool, step_range: str | None, l
         meta.warnings.append(Note.of(ODD_DEVICE_IDS, count=out.odd_devices, label=B.DEVICE_LABEL))
     # kernel_args keeps its place (first: the kernels are the first rows) while it is pending.
     return Trace(events=events, meta=meta, side=SideTables({**{k: None for k in pending}, **side}, pending))
+
+
+def _samples(ex: Export, pid_rank: dict[int, int]) -> pd.DataFrame | None:
+    """The CPU samples (``samples.cpu_samples``); an export whose sampling tables cannot be read has none (they
+    add evidence, nothing reads them to place the events)."""
+    try:
+        return cpu_samples(ex, pid_rank)
+    except (sqlite3.Error, ValueError, TypeError, OverflowError):
+        return None
 
 
 class _KernelArgs:
