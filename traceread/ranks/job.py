@@ -248,13 +248,13 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], rows: n
 
 def _arrival(c: dict[str, np.ndarray]) -> np.ndarray:
     """When the rank was ready for each call: a kernel that started late waiting for a peer arrived when its rank
-    got there (``ready_ns``, between the lead's start and the call's start); else, and for summaries of an older
-    cache without it, its start."""
+    got there (``ready_ns``, no later than the call's start; it may precede the device's previous collective's end,
+    one on another stream); else, and for summaries of an older cache without it, its start."""
     start = c["start_ns"]
     ready = c.get("ready_ns")
     if ready is None or len(ready) != len(start):
         return start
-    return np.where((ready <= start) & (ready >= c["lead_start_ns"]), ready, start)
+    return np.where(ready <= start, ready, start)
 
 
 def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ranks: list[int], last: np.ndarray,
