@@ -51,6 +51,7 @@ from traceread.ranks.evidence import (
     confined_waits,
     early_text,
     figures,
+    implied_world,
     judge,
     median_lateness,
     start_skew,
@@ -182,7 +183,9 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     rows = instances(ranked, es)[np.flatnonzero(ok)]
     table = _instances(usable, off, rows[:, (rows >= 0).sum(axis=0) >= 2])
     world = group.world_size if group is not None else None
-    per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg, len(ranked), world)
+    # no world size said (an nsys export named by rank): the present ranks' numbers may still show missing ones
+    at_least = implied_world([s.identity.claimed_rank for s in ranked]) if world is None else None
+    per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg, len(ranked), world, at_least)
     ranks = tuple(dataclasses.replace(b, waits=per_rank.get(b.rank), alignment=off[b.rank]) for b in base_ranks)
     step = _steps(usable, off)
     if inferred and extra["stages"] is not None:
@@ -286,11 +289,12 @@ def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ran
 
 
 def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any], cfg: Thresholds,
-                n_present: int, world: int | None) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
+                n_present: int, world: int | None,
+                world_at_least: int | None = None) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
     ranks, n = t["ranks"], t["n"]
     extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None, "evidence": None,
                              "figures": ()}
-    ev = judge(n, len(np.unique(t["step"][t["step"] >= 0])) if n else 0, n_present, world, cfg)
+    ev = judge(n, len(np.unique(t["step"][t["step"] >= 0])) if n else 0, n_present, world, cfg, world_at_least)
     extra["evidence"] = ev
     if n == 0:
         return {}, [], "not judged: no collective matched across ranks", extra
