@@ -58,6 +58,20 @@ def test_start_skew_is_not_a_straggler(tmp_path):
     assert 8.0 <= ms <= 10.5
 
 
+@pytest.mark.parametrize("peer", [False, True])
+def test_start_skew_in_a_pipeline_is_not_a_straggler(tmp_path, peer):
+    """A balanced 2x4 pipeline (Megatron-style) whose rank 5 starts 9 ms late: the later stages wait in every
+    fill and drain, and for rank 5 in the first step, but no rank computes longer than its stage."""
+    spec = DpPpSpec(dp=2, pp=4, steps=6, late_start=(5, 9_000_000), jitter=0.05, pp_groups="pipeline",
+                    host_lead=True, peer_start=peer)
+    _, rep, _ = _report(spec, tmp_path)
+    assert rep.evidence is not None and rep.evidence.sufficient and rep.stages is not None
+    assert rep.stragglers == () and rep.stage_imbalance is None
+    m = re.match(r"no straggler: rank \d+ \(pipeline stage \d\) would cost the others [0-9.]+% of their time, but "
+                 r"it is slower than its stage's other ranks in only (\d+) of the (\d+) steps", rep.verdict)
+    assert m is not None and int(m.group(1)) < 0.5 * int(m.group(2)), rep.verdict
+
+
 def test_recurring_lateness_is_still_named(tmp_path):
     """The control: the same job with rank 2 slower every step names it."""
     _, rep, _ = _report(DpPpSpec(dp=4, pp=1, steps=10, slow_rank=2, slow_factor=1.3, jitter=0.05), tmp_path)

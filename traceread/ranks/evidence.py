@@ -9,7 +9,8 @@ claim needs (``traceread.config.Thresholds``: ``straggler_min_collectives``, ``s
   otherwise no straggler and no slow stage is named: the verdict says "insufficient evidence" with the
   numbers, and what the figures would have said;
 * a rank whose lateness is at its first collective (:func:`start_skew`) or too rare is no straggler
-  (:func:`early_text`);
+  (:func:`early_text`); nor, in a pipeline, one no slower than its stage in the steps it is waited for (the
+  others wait in the fill and drain: :func:`bubble_text`);
 * ``partial``: ranks missing against the world size (without one, against the ranks the present ranks'
   numbers imply: ranks 4 and 8 are "2 of at least 9"); the verdict starts "N of M ranks present", a slow
   stage is named only when every rank is present (a stage's other ranks may be as slow) and a straggler
@@ -131,6 +132,16 @@ def start_skew(b: Any, present: np.ndarray, arr: np.ndarray, i: int) -> float | 
     others = np.delete(arr[:, first], i)
     others = others[np.isfinite(others)]
     return float(arr[i, first] - np.median(others)) if len(others) else 0.0
+
+
+def bubble_text(bubble: list[tuple[int, int, float, int, int]], cfg: Thresholds) -> str:
+    """The verdict when the rank the others wait for in a pipeline is no slower than its own stage's ranks in the
+    steps they wait for it most (all steps when none)."""
+    r, stage, share, slower, steps = max(bubble, key=lambda x: x[2])
+    return (f"no straggler: rank {r} (pipeline stage {stage}) would cost the others {share:.1%} of their time, but "
+            f"it is slower than its stage's other ranks in only {slower} of the {steps} steps they wait for it (it needs "
+            f"{cfg.straggler_min_step_share:.0%}): the others wait in the pipeline's fill and drain, not for a slow "
+            "rank")
 
 
 def early_text(early: list[tuple[int, float, int, float]], cfg: Thresholds) -> str:

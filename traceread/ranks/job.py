@@ -47,6 +47,7 @@ from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
 from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
 from traceread.ranks.evidence import (
     ClaimEvidence,
+    bubble_text,
     confined_text,
     confined_waits,
     early_text,
@@ -337,6 +338,7 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
     moving: list[tuple[int, float]] = []
     early: list[tuple[int, float, int, float]] = []  # (rank, share, late arrivals, lateness at its first call)
     few: list[tuple[int, float, int, float, float]] = []  # (rank, share, collectives, their wait, alignment error)
+    bubble: list[tuple[int, int, float, int, int]] = []  # (rank, stage, share, steps it was slower, steps)
     best_share = 0.0
     for i, r in enumerate(ranks):
         share = blamed[i] / others_time[i] if others_time[i] > 0 else 0.0
@@ -365,6 +367,12 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         if max(lateness, confined) <= cfg.straggler_min_uncertainty_factor * unc:
             loose.append((r, share, lateness, unc))
             continue
+        # in a pipeline the others wait for the stages before them in every fill and drain: a rank is waited for
+        # as a straggler (or in a moving imbalance) only when it was slower than its stage in the steps it led
+        led = [pos[s] for s, c in culprits.items() if c == i and s in pos] or list(range(own_steps.shape[1]))
+        if st.count > 1 and led and own_steps[i, led].mean() < cfg.straggler_min_step_share:
+            bubble.append((r, int(st.stage[i]), share, int(own_steps[i, led].sum()), len(led)))
+            continue
         steps_led = sum(1 for c in culprits.values() if c == i)
         if culprits and steps_led < cfg.straggler_min_step_share * len(culprits):
             moving.append((r, share))
@@ -387,6 +395,8 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         verdict = early_text(early, cfg)
     elif few and not out and imb is None:
         verdict = confined_text(few, n)
+    elif bubble and not out and imb is None and not moving and not loose:
+        verdict = bubble_text(bubble, cfg)
     if not ev.sufficient:
         top = int(np.argmax(blamed))
         verdict = (f"not judged: {ev.reason}; the figures alone: rank {ranks[top]} arrived last at {int(count[top])} "
