@@ -3,7 +3,7 @@
 tests/tracesynth/dp_pp.py ``peer_start=True``: every rank's all-reduce kernel starts only once the last rank
 is there (launched where the rank reached it), so all kernels of one all-reduce start together and the
 arrivals, read from kernel starts, are equal. The job model reads each rank's arrival from when it was ready
-(``ready_ns``: its launch, its previous collective, its compute before), the straggler is named, and the
+(``ready_ns``: its launch, the kernel before it on its stream, its compute before), the straggler is named, and the
 straggler-free prediction (each rank's own step without its peer waits) matches the job simulated afresh
 without the slow worker, Kineto and nsys.
 """

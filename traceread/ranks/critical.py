@@ -12,9 +12,9 @@ shrinks. Here the whole job is replayed on its aligned times, every rank at once
 * a faster rank does its own work ``factor`` x faster; the others' times follow through the instances.
 
 Where communication kernels start only once the peer is there (peer waits on many calls), a rank's arrival is
-when it was ready (``ready_ns``), which counts no sooner than its previous communication kernel's end on its device,
-a send's included: the arrivals then hold waits this replay takes for own work, so :mod:`traceread.ranks.predict`
-keeps its own-step model there (:func:`peer_started`).
+when it was ready (``ready_ns``: :func:`traceread.ranks.summary.ready_times`), no sooner than the previous kernel
+on the call's own stream ended: a pipeline's send waiting for its receiver beside a receive waiting for its sender
+(two streams) does not make the other's wait the rank's own work, so the replay holds for those jobs too.
 
 Replayed unchanged it gives the measured times back exactly; the prediction is each step's measured job step less
 how much sooner the step's last collective ends from one step to the next. The loop is over the calls in time
@@ -88,18 +88,3 @@ def step_gains(t: dict[str, Any], speed: np.ndarray) -> dict[int, float]:
             gains[int(s)] = (e1 - prev[0]) - (e2 - prev[1])
         prev = (e1, e2)
     return gains
-
-
-PEER_SHARE = 0.05  # of the calls: more started later than their rank was ready (a peer wait) and the replay is not used
-
-
-def peer_started(collectives: list[dict[str, np.ndarray]], min_wait_ns: int) -> bool:
-    """Whether more than ``PEER_SHARE`` of the ranks' calls started over ``min_wait_ns`` after their rank was ready."""
-    late = total = 0
-    for c in collectives:
-        ready = c.get("ready_ns")
-        if ready is None or len(ready) != len(c["start_ns"]):
-            continue
-        late += int((c["start_ns"] - ready > min_wait_ns).sum())
-        total += len(ready)
-    return total > 0 and late > PEER_SHARE * total

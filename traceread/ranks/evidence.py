@@ -9,8 +9,10 @@ claim needs (``traceread.config.Thresholds``: ``straggler_min_collectives``, ``s
   otherwise no straggler and no slow stage is named: the verdict says "insufficient evidence" with the
   numbers, and what the figures would have said;
 * a rank whose lateness is at its first collective (:func:`start_skew`) or too rare is no straggler
-  (:func:`early_text`);
-* ``partial``: ranks missing against the world size; the verdict starts "N of M ranks present", a slow
+  (:func:`early_text`); nor, in a pipeline, one no slower than its stage in the steps it is waited for (the
+  others wait in the fill and drain: :func:`bubble_text`);
+* ``partial``: ranks missing against the world size (without one, against the ranks the present ranks'
+  numbers imply: ranks 4 and 8 are "2 of at least 9"); the verdict starts "N of M ranks present", a slow
   stage is named only when every rank is present (a stage's other ranks may be as slow) and a straggler
   only when at least ``job_min_present_share`` of the world is.
 """
@@ -36,14 +38,20 @@ class ClaimEvidence:
     stage_claims: bool  # a slow stage may be named
     straggler_claims: bool  # a straggler may be named
     reason: str  # why a claim is withheld ('' when none is)
+    world_at_least: int | None = None  # no world size said: how many ranks the present ranks' numbers imply
 
     @property
     def partial(self) -> bool:
-        return self.world_size is not None and self.present_ranks < self.world_size
+        bound = self.world_size if self.world_size is not None else self.world_at_least
+        return bound is not None and self.present_ranks < bound
+
+    @property
+    def world_text(self) -> str:
+        return str(self.world_size) if self.world_size is not None else f"at least {self.world_at_least}"
 
     @property
     def present_text(self) -> str:
-        return f"{self.present_ranks} of {self.world_size} ranks present" if self.partial else ""
+        return f"{self.present_ranks} of {self.world_text} ranks present" if self.partial else ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"collectives": self.collectives, "steps": self.steps, "present_ranks": self.present_ranks,
@@ -52,14 +60,32 @@ class ClaimEvidence:
                 "reason": self.reason}
 
 
-def judge(collectives: int, steps: int, present: int, world: int | None, cfg: Thresholds) -> ClaimEvidence:
-    """What the job's figures can support (module doc)."""
+def implied_world(ranks: list[int]) -> int | None:
+    """Without a world size, the least the present ranks' numbers imply: ``max + 1`` when a rank below the
+    highest is missing (ranks are numbered from 0; a missing 0 alone may be files numbered from 1, and is not
+    taken for a hole); None when none is (trailing ranks may still be missing: nothing says so)."""
+    have = {int(r) for r in ranks if r is not None and int(r) >= 0}
+    if not have:
+        return None
+    top = max(have)
+    holes = set(range(1, top)) - have
+    return top + 1 if holes else None
+
+
+def judge(collectives: int, steps: int, present: int, world: int | None, cfg: Thresholds,
+          world_at_least: int | None = None) -> ClaimEvidence:
+    """What the job's figures can support (module doc). ``world_at_least``: without ``world``, the ranks the
+    present ones' numbers imply (:func:`implied_world`): a job short of it is partial too."""
+    if world is not None:
+        world_at_least = None
+    bound = world if world is not None else world_at_least
     few_calls = collectives < cfg.straggler_min_collectives
     few_steps = 0 < steps < cfg.straggler_min_steps
     sufficient = not (few_calls or few_steps)
-    partial = world is not None and present < world
+    partial = bound is not None and present < bound
     stage_ok = sufficient and not partial
-    strag_ok = sufficient and (not partial or present >= cfg.job_min_present_share * float(world or 0))
+    strag_ok = sufficient and (not partial or present >= cfg.job_min_present_share * float(bound or 0))
+    of = str(world) if world is not None else f"at least {world_at_least}"
     reasons = []
     if not sufficient:
         steps_text = f" over {steps} step{'s' if steps != 1 else ''}" if steps else ""
@@ -67,13 +93,14 @@ def judge(collectives: int, steps: int, present: int, world: int | None, cfg: Th
                        f"across ranks{steps_text} (a claim needs {cfg.straggler_min_collectives} collectives over "
                        f"{cfg.straggler_min_steps} steps)")
     elif partial and not strag_ok:
-        reasons.append(f"insufficient evidence: only {present} of {world} ranks present (a straggler claim needs "
+        reasons.append(f"insufficient evidence: only {present} of {of} ranks present (a straggler claim needs "
                        f"{cfg.job_min_present_share:.0%} of the world, a stage claim every rank): the missing ranks "
                        "may be as slow")
     elif partial:
-        reasons.append(f"{(world or 0) - present} of {world} ranks missing: no pipeline stage is named (its missing ranks "
-                       "may be as slow)")
-    return ClaimEvidence(collectives, steps, present, world, sufficient, stage_ok, strag_ok, "; ".join(reasons))
+        reasons.append(f"{(bound or 0) - present} of {of} ranks missing: no pipeline stage is named (its missing "
+                       "ranks may be as slow)")
+    return ClaimEvidence(collectives, steps, present, world, sufficient, stage_ok, strag_ok, "; ".join(reasons),
+                         world_at_least)
 
 
 def withheld_text(ev: ClaimEvidence, stragglers: list[Any], imbalance: Any) -> str:
@@ -105,6 +132,16 @@ def start_skew(b: Any, present: np.ndarray, arr: np.ndarray, i: int) -> float | 
     others = np.delete(arr[:, first], i)
     others = others[np.isfinite(others)]
     return float(arr[i, first] - np.median(others)) if len(others) else 0.0
+
+
+def bubble_text(bubble: list[tuple[int, int, float, int, int]], cfg: Thresholds) -> str:
+    """The verdict when the rank the others wait for in a pipeline is no slower than its own stage's ranks in the
+    steps they wait for it most (all steps when none)."""
+    r, stage, share, slower, steps = max(bubble, key=lambda x: x[2])
+    return (f"no straggler: rank {r} (pipeline stage {stage}) would cost the others {share:.1%} of their time, but "
+            f"it is slower than its stage's other ranks in only {slower} of the {steps} steps they wait for it (it needs "
+            f"{cfg.straggler_min_step_share:.0%}): the others wait in the pipeline's fill and drain, not for a slow "
+            "rank")
 
 
 def early_text(early: list[tuple[int, float, int, float]], cfg: Thresholds) -> str:
@@ -159,7 +196,7 @@ def figures(ev: ClaimEvidence, out: list[Any], imb: Any, moving: bool, culprits:
     f = cfg.straggler_min_uncertainty_factor
     lines = [f"{ev.collectives} collectives matched across ranks over {ev.steps} steps (a claim needs "
              f"{cfg.straggler_min_collectives} over {cfg.straggler_min_steps})"
-             + (f"; {ev.present_ranks} of {ev.world_size} ranks present" if ev.world_size else ""),
+             + (f"; {ev.present_ranks} of {ev.world_text} ranks present" if ev.world_size or ev.partial else ""),
              f"clock alignment: per-collective error up to {_fine(unc)} (a lateness must exceed {f:g}x it)"]
     for s in out:
         led = sum(1 for c in culprits.values() if ranks[c] == s.rank)

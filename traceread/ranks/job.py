@@ -47,10 +47,12 @@ from traceread.ranks.align import RankAlignment, epoch_shift, primary_device
 from traceread.ranks.blame import NOT_OWN, blame, stage_imbalance, stages, step_excess, step_parts
 from traceread.ranks.evidence import (
     ClaimEvidence,
+    bubble_text,
     confined_text,
     confined_waits,
     early_text,
     figures,
+    implied_world,
     judge,
     median_lateness,
     start_skew,
@@ -182,7 +184,9 @@ def analyze_job(summaries: list[RankSummary], cfg: Thresholds = Thresholds(),  #
     rows = instances(ranked, es)[np.flatnonzero(ok)]
     table = _instances(usable, off, rows[:, (rows >= 0).sum(axis=0) >= 2])
     world = group.world_size if group is not None else None
-    per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg, len(ranked), world)
+    # no world size said (an nsys export named by rank): the present ranks' numbers may still show missing ones
+    at_least = implied_world([s.identity.claimed_rank for s in ranked]) if world is None else None
+    per_rank, strag, verdict, extra = _stragglers(usable, off, table, cfg, len(ranked), world, at_least)
     ranks = tuple(dataclasses.replace(b, waits=per_rank.get(b.rank), alignment=off[b.rank]) for b in base_ranks)
     step = _steps(usable, off)
     if inferred and extra["stages"] is not None:
@@ -248,13 +252,13 @@ def _instances(usable: list[RankSummary], off: dict[int, RankAlignment], rows: n
 
 def _arrival(c: dict[str, np.ndarray]) -> np.ndarray:
     """When the rank was ready for each call: a kernel that started late waiting for a peer arrived when its rank
-    got there (``ready_ns``, between the lead's start and the call's start); else, and for summaries of an older
-    cache without it, its start."""
+    got there (``ready_ns``, no later than the call's start; it may precede the device's previous collective's end,
+    one on another stream); else, and for summaries of an older cache without it, its start."""
     start = c["start_ns"]
     ready = c.get("ready_ns")
     if ready is None or len(ready) != len(start):
         return start
-    return np.where((ready <= start) & (ready >= c["lead_start_ns"]), ready, start)
+    return np.where(ready <= start, ready, start)
 
 
 def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ranks: list[int], last: np.ndarray,
@@ -286,11 +290,12 @@ def _records(usable: list[RankSummary], rows: np.ndarray, first: np.ndarray, ran
 
 
 def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dict[str, Any], cfg: Thresholds,
-                n_present: int, world: int | None) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
+                n_present: int, world: int | None,
+                world_at_least: int | None = None) -> tuple[dict[int, RankWaits], list[Straggler], str, dict[str, Any]]:
     ranks, n = t["ranks"], t["n"]
     extra: dict[str, Any] = {"stages": None, "stage_imbalance": None, "waiting_for": None, "evidence": None,
                              "figures": ()}
-    ev = judge(n, len(np.unique(t["step"][t["step"] >= 0])) if n else 0, n_present, world, cfg)
+    ev = judge(n, len(np.unique(t["step"][t["step"] >= 0])) if n else 0, n_present, world, cfg, world_at_least)
     extra["evidence"] = ev
     if n == 0:
         return {}, [], "not judged: no collective matched across ranks", extra
@@ -333,6 +338,7 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
     moving: list[tuple[int, float]] = []
     early: list[tuple[int, float, int, float]] = []  # (rank, share, late arrivals, lateness at its first call)
     few: list[tuple[int, float, int, float, float]] = []  # (rank, share, collectives, their wait, alignment error)
+    bubble: list[tuple[int, int, float, int, int]] = []  # (rank, stage, share, steps it was slower, steps)
     best_share = 0.0
     for i, r in enumerate(ranks):
         share = blamed[i] / others_time[i] if others_time[i] > 0 else 0.0
@@ -361,6 +367,12 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         if max(lateness, confined) <= cfg.straggler_min_uncertainty_factor * unc:
             loose.append((r, share, lateness, unc))
             continue
+        # in a pipeline the others wait for the stages before them in every fill and drain: a rank is waited for
+        # as a straggler (or in a moving imbalance) only when it was slower than its stage in the steps it led
+        led = [pos[s] for s, c in culprits.items() if c == i and s in pos] or list(range(own_steps.shape[1]))
+        if st.count > 1 and led and own_steps[i, led].mean() < cfg.straggler_min_step_share:
+            bubble.append((r, int(st.stage[i]), share, int(own_steps[i, led].sum()), len(led)))
+            continue
         steps_led = sum(1 for c in culprits.values() if c == i)
         if culprits and steps_led < cfg.straggler_min_step_share * len(culprits):
             moving.append((r, share))
@@ -383,6 +395,8 @@ def _stragglers(usable: list[RankSummary], off: dict[int, RankAlignment], t: dic
         verdict = early_text(early, cfg)
     elif few and not out and imb is None:
         verdict = confined_text(few, n)
+    elif bubble and not out and imb is None and not moving and not loose:
+        verdict = bubble_text(bubble, cfg)
     if not ev.sufficient:
         top = int(np.argmax(blamed))
         verdict = (f"not judged: {ev.reason}; the figures alone: rank {ranks[top]} arrived last at {int(count[top])} "

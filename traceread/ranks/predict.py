@@ -9,7 +9,7 @@ less the change of the slowest rank's own step; its median over the steady steps
 straggler runs at its pipeline stage's median rank's compute speed (its compute per step over theirs;
 all other ranks without stages); every rank of the slow stage at the other stages' median rank's.
 What the own-step model leaves out (the transfers, a pipeline's fill and drain) cancels in the
-difference. In a pipeline (stages read) without peer-started calls the figure comes instead from the job's
+difference. In a pipeline (stages read) the figure comes instead from the job's
 critical path replayed through its matched collectives (:mod:`traceread.ranks.critical`): a slow worker off the
 critical path during the fill and drain gains less than its own step shrinks, which the per-rank model cannot see.
 Plain data in, a :class:`~traceread.ranks.results.JobPrediction` out: the job report's
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from traceread.ranks.align import primary_device
-from traceread.ranks.critical import peer_started, step_gains
+from traceread.ranks.critical import step_gains
 from traceread.ranks.results import (
     JobPrediction,
     JobStep,
@@ -32,7 +32,7 @@ from traceread.ranks.results import (
     Straggler,
     StragglerSpeedup,
 )
-from traceread.ranks.summary import PEER_WAIT_MIN_NS, RankSummary
+from traceread.ranks.summary import RankSummary
 
 METHOD = ("what-if replay: each rank's own step (its replay with communication taking no time); the job "
           "step less the change of the slowest rank's own step, median over steady steps")
@@ -106,8 +106,8 @@ def job_prediction(usable: list[RankSummary], step: JobStep, stragglers: list[St
     if table is None or not measured:
         return None
     steps, own, ranks = table
-    if t is not None and (not stage_ranks or peer_started([s.collectives for s in usable], PEER_WAIT_MIN_NS)):
-        t = None  # the critical-path replay for pipelines without peer-started calls (traceread.ranks.critical)
+    if not stage_ranks:
+        t = None  # the critical-path replay for pipelines (traceread.ranks.critical)
     free_ns: int | None = None
     balanced_ns: int | None = None
     straggler: StragglerSpeedup | None = None

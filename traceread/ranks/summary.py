@@ -186,14 +186,29 @@ def _collectives(trace: Trace, rank: int, gaps: dict[str, np.ndarray],
            "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64), "lead_start_ns": lead_start,
            "lead_busy_ns": busy}
     out.update({lead_col(c): idle[c] for c in GAP_CLASSES})
-    out["ready_ns"] = ready_times(start.astype(np.int64), lead_start, last_busy, launched)
+    stream_prev = stream_previous_end(dev, v.tid[rows].astype(np.int64), start.astype(np.int64), end.astype(np.int64))
+    out["ready_ns"] = ready_times(start.astype(np.int64), stream_prev, last_busy, launched)
+    return out
+
+
+def stream_previous_end(dev: np.ndarray, stream: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per communication kernel, the latest end of the kernels before it on its own stream (int64 min for a
+    stream's first). Not the device's previous collective: kernels on other streams (a pipeline's sends beside
+    its receives, each waiting for its peer) do not hold it back."""
+    out = np.full(len(start), np.iinfo(np.int64).min, dtype=np.int64)
+    for d in np.unique(dev):
+        on = dev == d
+        for s in np.unique(stream[on]):  # a few streams per device
+            idx = np.flatnonzero(on & (stream == s))
+            idx = idx[np.argsort(start[idx], kind="stable")]
+            out[idx[1:]] = np.maximum.accumulate(end[idx])[:-1]
     return out
 
 
 def ready_times(start: np.ndarray, lead_start: np.ndarray, last_busy: np.ndarray, launched: np.ndarray,
                 min_wait_ns: int = PEER_WAIT_MIN_NS) -> np.ndarray:
-    """Per communication kernel, when its rank was ready for it: the latest of its launch, the end of its
-    device's previous collective and the end of the compute before it (``last_busy``: its start while
+    """Per communication kernel, when its rank was ready for it: the latest of its launch, the end of the kernel
+    before it on its stream (``lead_start``) and the end of the compute before it (``last_busy``: its start while
     compute still ran). A kernel that started more than ``min_wait_ns`` after all of them waited for a peer
     (a transport that starts nothing before its peer is there): that wait is the peer's, not the rank's, so
     its arrival is when it was ready; otherwise its start."""

@@ -216,3 +216,12 @@ def test_uncertainty_includes_what_does_not_average_out():
     even = rank(1, starts + off, ends + off + rng.integers(-2_000, 2_000, 80))
     al2, _ = align_graph([rank(0, starts, ends), even])
     assert al2[1].uncertainty_ns < 10_000 and abs(al2[1].offset_ns - off) <= 3 * al2[1].uncertainty_ns
+
+
+def test_implied_world_from_rank_numbers():
+    from traceread.ranks.evidence import implied_world
+
+    assert implied_world([4, 8]) == 9  # ranks 0-3 and 5-7 missing
+    assert implied_world([0, 1, 2, 3]) is None  # nothing missing below the highest (trailing ones unknowable)
+    assert implied_world(list(range(1, 9))) is None  # numbered from 1: a missing 0 alone is no hole
+    assert implied_world([0, 2]) == 3 and implied_world([]) is None
