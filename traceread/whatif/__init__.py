@@ -355,6 +355,10 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     replays: list[tuple[Sequence[fx.Lever], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
     slow = fx.HostSlowdown(cfg.whatif_worker_host_slowdown)
     replays += [([f, slow], False) for f in todo if _moves_host_work(f)]
+    # Each rank's own steps (the job's straggler lever) come with the comm-bound fix: communication free
+    own_free = Fix(COMM_BOUND) in todo
+    if own_free:
+        replays.append(([fx.CommFree()], False))
     # The replays that read no gap (the recorded dependencies; the fixes of causes the rules' classes do not
     # locate: launch, communication, memory-bound kernels) run before the rules are done, on the core the
     # rules leave idle; the rest wait for the classified gaps.
@@ -409,9 +413,8 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
         notes.append(Note.of(EXTERNAL_STREAM_WAITS, count=external,
                              wait_ns=sum(u.model.external_wait_ns for u in units)))
     preds.sort(key=lambda p: (p.saving_ns is None, -(p.saving_ns or 0), p.fix))
-    # Each rank's own steps (communication free, the job's straggler lever) are the comm-bound replay's.
-    comm_free = Fix(COMM_BOUND)
-    own = {(u.trace, u.model.rank): u.outcome([comm_free])[0] for u in units} if comm_free in todo else {}
+    # Each rank's own steps (the job's straggler lever): its replay with communication free (fixes.CommFree).
+    own = {(u.trace, u.model.rank): u.outcome([fx.CommFree()])[0] for u in units} if own_free else {}
     own.update({k: v for k, v in peer_free.items() if v is not None and k in own})
     return WhatIf(measured_step_ns=measured, replayed_step_ns=replayed,
                   replay_error=(replayed / measured - 1.0) if measured else 0.0,
