@@ -31,7 +31,7 @@ from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, part_col
 from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
-from traceread.whatif.fixes import FIX_CAUSES, Fix, Scale
+from traceread.whatif.fixes import FIX_CAUSES, Bus, Fix, Scale
 from traceread.whatif.nominal import nominal_edges
 
 WHATIF_VERSION = "1.2"
@@ -473,5 +473,5 @@ def rank_at_speed(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFra
                          f"rank {rank} {factor:g}x faster; the others stop waiting for it at collectives")
 
 
-__all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "FIX_CAUSES", "predict", "predict_staged", "rank_at_speed", "WHATIF_VERSION",
+__all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "Bus", "FIX_CAUSES", "predict", "predict_staged", "rank_at_speed", "WHATIF_VERSION",
            "ALL_FIXED", "LISTED_MIN_SHARE"]

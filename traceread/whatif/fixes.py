@@ -103,7 +103,7 @@ class Bus:
         object.__setattr__(self, "factor", bounds.factor(self.factor, "factor of the bus-bound copies"))
 
     def label(self) -> str:
-        return f"bus-bytes={self.factor:g}"
+        return f"{BUS_BOUND}={self.factor:g}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,9 @@ class CommFree:
 
 
 Lever = Fix | Scale | HostSlowdown | Bus | CommFree
+# The bus lever's name on the command line and in its row (``--fix bus-bound=F``): the data-starved rule's evidence
+# kind for the gaps it acts on (traceread.rules.data_starved.BUS_BOUND)
+BUS_BOUND = "bus-bound"
 
 
 @dataclass
@@ -468,6 +471,6 @@ def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     return _ops(scaled, _shrink_host(m, us, ue, 1.0 - 1.0 / fix.factor))
 
 
-__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Bus", "CommFree", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
+__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Bus", "BUS_BOUND", "CommFree", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
            "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_one_time", "plan_pipeline_bubble",
            "plan_memory_bound"]
