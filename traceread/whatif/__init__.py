@@ -224,7 +224,7 @@ def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame 
         g: pd.DataFrame | None = None  # the trace's gaps as the fixes read them: made once, for its first rank
         for rank in np.unique(st["rank"].to_numpy()):
             rs = st[st["rank"] == rank]
-            m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg, between)
+            m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg, between, trace.side.get("event_waits"))
             index = rp.StepIndex.of(m, rs)
             unit = _Unit(i, m, rs, index.bounds(rp.recorded(m)),
                          fx.Context(v, pd.DataFrame(columns=list(_GAP_COLUMNS)), cfg, trace.side.get("copy_args"),
