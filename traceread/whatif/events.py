@@ -37,7 +37,7 @@ from traceread.engine.lanes import EventView
 _I64 = np.int64
 STREAM_WAIT = re.compile(r"^(cuda|hip|cu)StreamWaitEvent(_v\d+)?$")
 EVENT_RECORD = re.compile(r"^(cuda|hip|cu)EventRecord(WithFlags)?(_v\d+)?$")
-_GPU_WAIT = re.compile(r"(?i).*wait.?event")  # Kineto's "Stream Wait Event" (matched from the name's start)
+_GPU_WAIT = re.compile(r"(?i)wait.?event")  # anywhere in the name: Kineto's "Stream Wait Event"
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,11 @@ class StreamWaits:
     wait_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, _I64))  # the wait call (frame row) of each pair
 
 
-def _match(v: EventView, rows: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
+def _match(v: EventView, rows: np.ndarray, rx: re.Pattern[str], anywhere: bool = False) -> np.ndarray:
     if not len(rows):
         return np.zeros(0, dtype=bool)
-    return np.asarray(v.map_names(rows, lambda names: np.array([bool(rx.match(str(n))) for n in names], dtype=bool)),
+    find = rx.search if anywhere else rx.match
+    return np.asarray(v.map_names(rows, lambda names: np.array([bool(find(str(n))) for n in names], dtype=bool)),
                       dtype=bool)
 
 
@@ -86,7 +87,7 @@ def stream_waits(v: EventView, rank: int, calls: np.ndarray, ops: np.ndarray, la
     # The waiting stream: the GPU-side wait record's (same correlation), else the next op launched after the wait.
     o_key = (v.device[ops].astype(_I64) << 40) ^ v.tid[ops].astype(_I64)
     gpu = v.rows((schema.LANE_GPU_SYNC,), None, rank)
-    gpu = gpu[_match(v, gpu, _GPU_WAIT)] if len(gpu) else gpu
+    gpu = gpu[_match(v, gpu, _GPU_WAIT, anywhere=True)] if len(gpu) else gpu
     big = np.iinfo(_I64).max
     lt = np.where(linked, launch_time, big)
     by_launch = np.argsort(lt, kind="stable")
