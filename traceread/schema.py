@@ -143,6 +143,11 @@ SIDE_TABLES: dict[str, dict[str, tuple[str, str]]] = {
         "group_desc": ("category", "process group description ('' unknown)"),
         "seq": ("int64", "the collective's sequence number in its process group (Kineto 'Seq'); -1 unknown"),
     },
+    "event_waits": {
+        "row": ("int64", "event row (a GPU-side stream wait: Kineto's Stream Wait Event cuda_sync record)"),
+        "wait_on_stream": ("int64", "the stream the waited event was recorded on; -1 unknown"),
+        "record_correlation": ("int64", "correlation of the event's record call (cudaEventRecord); -1 unknown"),
+    },
     "op_shapes": {
         "row": ("int64", "event row (cpu_op)"),
         "input_dims": ("object", "Input Dims as recorded (list of lists)"),

@@ -165,6 +165,8 @@ def _events(sc: Scenario, rk: Rank, gen: str) -> Iterator[str]:
         stream = s.stream if s.stream >= 0 else _SYNC_STREAM_NONE
         args = {"cuda_sync_kind": SYNC_NAMES.get(s.kind, s.kind), "stream": stream, "correlation": s.correlation,
                 "device": s.device, "context": 1}
+        if s.wait_on_stream >= 0 or s.record_correlation >= 0:
+            args.update({"wait_on_stream": s.wait_on_stream, "wait_on_cuda_event_record_corr_id": s.record_correlation})
         yield x("cuda_sync", SYNC_NAMES.get(s.kind, s.kind), s.device, stream, s.start_ns, s.end_ns, args)
     starts = [e.start_ns for e in (*rk.host_ranges, *rk.host_calls, *rk.kernels, *rk.copies)]
     ends = [e.end_ns for e in (*rk.host_ranges, *rk.host_calls, *rk.kernels, *rk.copies)]

@@ -95,6 +95,10 @@ class Sync:
     start_ns: int
     end_ns: int
     correlation: int
+    # a ``wait_event``'s event, as Kineto records it (-1: not written): the stream it was recorded on and the
+    # correlation of its cudaEventRecord call
+    wait_on_stream: int = -1
+    record_correlation: int = -1
 
 
 @dataclass

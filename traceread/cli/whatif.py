@@ -1,4 +1,5 @@
-"""``traceread whatif TRACE... [--fix CAUSE[=FACTOR]]... [--scale PATTERN=FACTOR]...``: predicted step per fix."""
+"""``traceread whatif TRACE... [--fix CAUSE[=FACTOR]]... [--fix bus-bound=FACTOR]... [--scale PATTERN=FACTOR]...``:
+predicted step per fix."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from traceread.cli.output import emit, json_option, output_path
 from traceread.errors import EXIT_OK, UsageError
 from traceread.printable import printable
 from traceread.runner import analyze, load
-from traceread.whatif import FIX_CAUSES, Fix, Scale
+from traceread.whatif import FIX_CAUSES, Bus, Fix, Scale
+from traceread.whatif.fixes import BUS_BOUND
 
 REPLAY_FAILED = "what-if replay: "  # the analysis' unavailable line when its replay could not run
 
@@ -23,11 +25,16 @@ def _factor(text: str, what: str) -> float:
     return bounds.factor(text, what)
 
 
-def parse_fix(item: str) -> Fix:
-    """``CAUSE`` or ``CAUSE=FACTOR`` (FACTOR x faster)."""
-    cause, _, factor = item.partition("=")
+def parse_fix(item: str) -> Fix | Bus:
+    """``CAUSE`` or ``CAUSE=FACTOR`` (FACTOR x faster); ``bus-bound=FACTOR``: the data-starved gaps' bus-bound copies
+    (the rule's evidence kind) carry FACTOR x fewer bytes (:class:`traceread.whatif.fixes.Bus`)."""
+    cause, sep, factor = item.partition("=")
+    if cause == BUS_BOUND:
+        if not sep or not factor:
+            raise UsageError(f"--fix {item!r}: expected {BUS_BOUND}=FACTOR (FACTOR x fewer bytes over the bus)")
+        return Bus(_factor(factor, f"--fix {BUS_BOUND}"))
     if cause not in FIX_CAUSES:
-        raise UsageError(f"--fix {item!r}: unknown cause; known: {', '.join(FIX_CAUSES)}")
+        raise UsageError(f"--fix {item!r}: unknown cause; known: {', '.join((*FIX_CAUSES, BUS_BOUND + '=FACTOR'))}")
     return Fix(cause, _factor(factor, f"--fix {cause}") if factor else None)
 
 
@@ -43,7 +50,8 @@ def parse_scale(item: str) -> Scale:
 @click.command("whatif")
 @click.argument("traces", nargs=-1, required=True)
 @click.option("--fix", "fix_items", multiple=True, metavar="CAUSE[=FACTOR]",
-              help=f"A fix to predict ({', '.join(FIX_CAUSES)}); FACTOR: that many times faster. Default: every lever.")
+              help=f"A fix to predict ({', '.join(FIX_CAUSES)}); FACTOR: that many times faster; {BUS_BOUND}=FACTOR: "
+                   "the bus-bound batch copies carry FACTOR times fewer bytes. Default: every lever.")
 @click.option("--scale", "scale_items", multiple=True, metavar="PATTERN=FACTOR",
               help="GPU ops and host ranges whose name matches PATTERN (regex) run FACTOR times faster.")
 @click.option("-o", "--output", "out_path", default="-", metavar="PATH", callback=output_path, help="Write the table here (default: stdout).")
@@ -56,7 +64,7 @@ def command(traces, fix_items, scale_items, out_path, json_path, set_items, conf
             step_range) -> int:
     """Predict the median step time after each fix by replaying the trace's dependencies."""
     cfg = thresholds(config_path, set_items)
-    todo: list[Fix | Scale] = [parse_fix(f) for f in fix_items] + [parse_scale(s) for s in scale_items]
+    todo: list[Fix | Scale | Bus] = [parse_fix(f) for f in fix_items] + [parse_scale(s) for s in scale_items]
     loaded = [load(path, progress=True, step_range=step_range) for path in traces]
     # the analysis' own replay predicts the fixes asked for: no second replay of the same model
     result = analyze(loaded, cfg=cfg, warmup_steps=warmup_steps, step_range=step_range, fixes=todo or None)

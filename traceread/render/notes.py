@@ -334,8 +334,8 @@ _JOB_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
 _WHATIF_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
     UNORDERED_DEPENDENCIES: lambda d: (f"{d['count']} dependencies between events recorded at the same time could not "
                                        "be ordered and were left out"),
-    INFERRED_WAITS: lambda d: (f"{d['count']} cross-stream waits inferred from timing (event record/wait pairs are "
-                               "not read)"),
+    INFERRED_WAITS: lambda d: (f"{d['count']} cross-stream waits inferred from timing (no stream wait the trace "
+                               "identifies held them)"),
     UNEXPLAINED_WAITS: lambda d: (f"{d['count']} GPU ops started {d['wait_ns'] / 1e6:,.3f} ms in all later than their "
                                   "launch and stream allow, with no recorded op to wait for (an unrecorded dependency: "
                                   "another process, work issued before the capture); the replay keeps each wait as "

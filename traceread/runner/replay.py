@@ -15,7 +15,7 @@ from traceread.runner import heap
 
 if TYPE_CHECKING:
     from traceread.trace import Trace
-    from traceread.whatif import Fix, Scale
+    from traceread.whatif import Bus, Fix, Scale
 
 # The most events the analysed traces may hold for the what-if replay to start beside the rules (Replay).
 REPLAY_BESIDE_RULES_MAX_EVENTS = 8_000_000
@@ -51,7 +51,7 @@ class Replay:
 
     @classmethod
     def start(cls, traces: Sequence[Trace], per: list[pipe.PerTrace], cfg: Thresholds,
-              fixes: Sequence[Fix | Scale] | None = None) -> Replay:
+              fixes: Sequence[Fix | Scale | Bus] | None = None) -> Replay:
         """The replay of ``traces`` from their steps as found (``per``), predicting ``fixes`` (None: every lever)."""
         found = pipe.concat([pipe.with_trace(p.found, i) for i, p in enumerate(per)
                              if p.found is not None and len(p.found)], pipe.STEP_OUT_COLUMNS)
@@ -96,7 +96,7 @@ class Replay:
 
 
 def _whatif(traces: Sequence[Trace], steps: pd.DataFrame, classified: Callable[[], tuple[pd.DataFrame, pd.DataFrame]],
-            cfg: Thresholds, fixes: Sequence[Fix | Scale] | None = None) -> Any:
+            cfg: Thresholds, fixes: Sequence[Fix | Scale | Bus] | None = None) -> Any:
     """What each fix would buy (:func:`traceread.whatif.predict_staged`), or None without steps."""
     if steps.empty:
         return None

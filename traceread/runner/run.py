@@ -21,7 +21,7 @@ from traceread.trace import SideTables, Trace
 
 if TYPE_CHECKING:
     from traceread.metrics.workload import Workload
-    from traceread.whatif import Fix, Scale
+    from traceread.whatif import Bus, Fix, Scale
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ def analyze(
     step_range: str | None = None,
     failures: tuple[Failure, ...] | list[Failure] = (),
     rank_pattern: str | None = None,
-    fixes: Sequence[Fix | Scale] | None = None,
+    fixes: Sequence[Fix | Scale | Bus] | None = None,
 ) -> Analysis:
     """Run the whole diagnosis on ``traces`` (loaded, one job) and return an :class:`~traceread.analysis.Analysis`.
 
@@ -105,7 +105,7 @@ def _on_a_thread(fn: Callable[[], T]) -> Callable[[], T]:
     return fn if task is None else task.result
 
 
-def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale] | None) -> None:
+def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale | Bus] | None) -> None:
     """Match each ``--scale`` pattern over every name of ``traces`` here, in the calling thread, before the
     replay's thread does. A regex cannot be stopped inside a thread (the time budget of
     :func:`traceread.bounds.search_names` is a signal, which only the main thread receives), so a pattern

@@ -31,7 +31,7 @@ from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, part_col
 from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
-from traceread.whatif.fixes import FIX_CAUSES, Fix, Scale
+from traceread.whatif.fixes import FIX_CAUSES, Bus, Fix, Scale
 from traceread.whatif.nominal import nominal_edges
 
 WHATIF_VERSION = "1.2"
@@ -224,7 +224,7 @@ def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame 
         g: pd.DataFrame | None = None  # the trace's gaps as the fixes read them: made once, for its first rank
         for rank in np.unique(st["rank"].to_numpy()):
             rs = st[st["rank"] == rank]
-            m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg, between)
+            m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg, between, trace.side.get("event_waits"))
             index = rp.StepIndex.of(m, rs)
             unit = _Unit(i, m, rs, index.bounds(rp.recorded(m)),
                          fx.Context(v, pd.DataFrame(columns=list(_GAP_COLUMNS)), cfg, trace.side.get("copy_args"),
@@ -355,6 +355,10 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     replays: list[tuple[Sequence[fx.Lever], bool]] = [([], n) for n in unfixed] + [([f], False) for f in todo]
     slow = fx.HostSlowdown(cfg.whatif_worker_host_slowdown)
     replays += [([f, slow], False) for f in todo if _moves_host_work(f)]
+    # Each rank's own steps (the job's straggler lever) come with the comm-bound fix: communication free
+    own_free = Fix(COMM_BOUND) in todo
+    if own_free:
+        replays.append(([fx.CommFree()], False))
     # The replays that read no gap (the recorded dependencies; the fixes of causes the rules' classes do not
     # locate: launch, communication, memory-bound kernels) run before the rules are done, on the core the
     # rules leave idle; the rest wait for the classified gaps.
@@ -409,9 +413,8 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
         notes.append(Note.of(EXTERNAL_STREAM_WAITS, count=external,
                              wait_ns=sum(u.model.external_wait_ns for u in units)))
     preds.sort(key=lambda p: (p.saving_ns is None, -(p.saving_ns or 0), p.fix))
-    # Each rank's own steps (communication free, the job's straggler lever) are the comm-bound replay's.
-    comm_free = Fix(COMM_BOUND)
-    own = {(u.trace, u.model.rank): u.outcome([comm_free])[0] for u in units} if comm_free in todo else {}
+    # Each rank's own steps (the job's straggler lever): its replay with communication free (fixes.CommFree).
+    own = {(u.trace, u.model.rank): u.outcome([fx.CommFree()])[0] for u in units} if own_free else {}
     own.update({k: v for k, v in peer_free.items() if v is not None and k in own})
     return WhatIf(measured_step_ns=measured, replayed_step_ns=replayed,
                   replay_error=(replayed / measured - 1.0) if measured else 0.0,
@@ -470,5 +473,5 @@ def rank_at_speed(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFra
                          f"rank {rank} {factor:g}x faster; the others stop waiting for it at collectives")
 
 
-__all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "FIX_CAUSES", "predict", "predict_staged", "rank_at_speed", "WHATIF_VERSION",
+__all__ = ["WhatIf", "FixPrediction", "Fix", "Scale", "Bus", "FIX_CAUSES", "predict", "predict_staged", "rank_at_speed", "WHATIF_VERSION",
            "ALL_FIXED", "LISTED_MIN_SHARE"]

@@ -15,7 +15,8 @@ made once per rank and fix and serves the fix's own replay and the "all" replay 
   ``whatif_graph_node_ns``; data loading and driver work (one CUDA call over ``launch_call_max_ns``) stay;
 * ``sync-stall``: the host syncs inside sync-stall gaps return without waiting (their own cost), and a graph
   break's host re-entry goes with them;
-* ``comm-bound``: communication fully overlapped (nothing waits on it), or ``factor``x faster;
+* ``comm-bound``: communication fully overlapped (nothing waits on it, each collective keeps its length), or
+  ``factor``x faster;
 * ``one-time-cost``: the host time inside one-time-cost gaps is absent, and so is a GPU op's wait for a launch
   that did one-time work there (lazy module loading in a first launch);
 * ``pipeline-bubble``: the bubble shrinks ``whatif_bubble_factor``x (interleaved 1F1B): the time of
@@ -102,10 +103,23 @@ class Bus:
         object.__setattr__(self, "factor", bounds.factor(self.factor, "factor of the bus-bound copies"))
 
     def label(self) -> str:
-        return f"bus-bytes={self.factor:g}"
+        return f"{BUS_BOUND}={self.factor:g}"
 
 
-Lever = Fix | Scale | HostSlowdown | Bus
+@dataclass(frozen=True)
+class CommFree:
+    """A rank's own step for the job's straggler lever (``WhatIf.own_steps``): nothing waits for communication and
+    each collective's exposed part (no other GPU op of its device running: a wait for the other ranks) takes no
+    time. Not a user's fix: ``comm-bound`` keeps each collective's length (the transfer still runs)."""
+
+    def label(self) -> str:
+        return "comm-free"
+
+
+Lever = Fix | Scale | HostSlowdown | Bus | CommFree
+# The bus lever's name on the command line and in its row (``--fix bus-bound=F``): the data-starved rule's evidence
+# kind for the gaps it acts on (traceread.rules.data_starved.BUS_BOUND)
+BUS_BOUND = "bus-bound"
 
 
 @dataclass
@@ -209,6 +223,10 @@ def plan(m: RankModel, fix: Lever, ctx: Context) -> Plan:
         from traceread.whatif.loading import plan_bus_bytes  # (that module imports this one)
 
         return plan_bus_bytes(m, fix, ctx)
+    if isinstance(fix, CommFree):
+        from traceread.whatif.waits import plan_comm_free  # (that module imports this one)
+
+        return plan_comm_free(m, ctx)
     if isinstance(fix, HostSlowdown):
         clock = m.clock_edges()
         from traceread.whatif.loading import loads_data  # the data fix's module imports this one
@@ -453,6 +471,6 @@ def _scale(m: RankModel, fix: Scale, ctx: Context) -> Plan:
     return _ops(scaled, _shrink_host(m, us, ue, 1.0 - 1.0 / fix.factor))
 
 
-__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Bus", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
+__all__ = ["FIX_CAUSES", "Fix", "Scale", "HostSlowdown", "Bus", "BUS_BOUND", "CommFree", "Lever", "Edges", "Context", "Plan", "Planner", "plan", "planner", "apply",
            "apply_plan", "gap_union", "memory_bound_ops", "OP_START", "GAP_CLASSES_READ", "reads_gaps", "plan_one_time", "plan_pipeline_bubble",
            "plan_memory_bound"]

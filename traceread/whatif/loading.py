@@ -12,6 +12,7 @@ from traceread.whatif.fixes import (
     _DUR_MIN,
     _FREE,
     _REWIRE,
+    BUS_BOUND,
     Bus,
     Context,
     Fix,
@@ -156,10 +157,6 @@ def _prefetched_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
     return tuple(ops)
 
 
-# The evidence kind of a data-starved gap held by copies at the link's rate (traceread.rules.bus)
-_BUS_BOUND = "bus-bound"
-
-
 def plan_bus_bytes(m: RankModel, fix: Bus, ctx: Context) -> Plan:
     """The host-to-device copies inside data-starved gaps the rule judged bus-bound, ``fix.factor`` x fewer bytes
     (:class:`~traceread.whatif.fixes.Bus`): their durations divided by it."""
@@ -168,7 +165,7 @@ def plan_bus_bytes(m: RankModel, fix: Bus, ctx: Context) -> Plan:
     nodes = m.op_nodes[m.lane == memcpy]
     if g.empty or "evidence_kind" not in g.columns or c is None or c.empty or not len(nodes):
         return Plan()
-    g = g[(g["class"] == DATA_STARVED) & (g["rank"] == m.rank) & (g["evidence_kind"] == _BUS_BOUND)]
+    g = g[(g["class"] == DATA_STARVED) & (g["rank"] == m.rank) & (g["evidence_kind"] == BUS_BOUND)]
     if g.empty:
         return Plan()
     us, ue = intervals.union(g["start_ns"].to_numpy(_I64), g["end_ns"].to_numpy(_I64))

@@ -27,7 +27,9 @@ Assumptions (what a trace cannot say, listed in every result by :func:`assumptio
   waiting on another thread (autograd's backward thread, a loader queue) is not recorded;
 * a host sync waits for the GPU op that ended last before it returned (stream/event ids are not read);
 * a GPU op that started later than its launch and its stream allow waited for the op of another
-  stream of its device that ended last before it (event record/wait pairs are not read);
+  stream of its device that ended last before it, unless a stream wait whose event the trace identifies
+  held it (Kineto's ``Stream Wait Event`` ids, :mod:`traceread.whatif.events`): that wait's edge is the
+  recorded one, whatever the timing says;
 * a GPU op with no recorded launch keeps its place on the host clock.
 """
 
@@ -61,7 +63,8 @@ ASSUMPTIONS = (
     "host threads of a rank share one clock: calls keep their recorded order (waits between threads are not recorded)",
     "a host sync waits for the GPU op that ended last before it returned (stream and event ids are not read)",
     "a GPU op that started later than its launch and its stream allow waited for the op of another stream that "
-    "ended last before it (event record/wait pairs are not read)",
+    "ended last before it, unless a stream wait whose event the trace identifies held it (then for the op that "
+    "event marks)",
     "a GPU op with no recorded launch keeps its place on the host clock",
     "ranks are replayed one by one: a collective's wait for the other ranks is kept as measured",
 )
@@ -91,7 +94,8 @@ class RankModel:
     step_node: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # their nodes
     nominal: dict[str, int] = field(default_factory=dict)
     dropped_edges: int = 0
-    inferred_waits: int = 0
+    inferred_waits: int = 0  # cross-stream waits inferred from timing
+    recorded_waits: int = 0  # cross-stream waits from the trace's stream-wait calls (traceread.whatif.events)
     # GPU ops that started later than their launch and stream allow with no recorded op to have waited
     # for (another process, work issued before the capture): the wait stays on the binding edge as measured
     unexplained_waits: int = 0
@@ -165,8 +169,9 @@ def _nothing() -> None:
 
 
 def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
-          between: Callable[[], None] = _nothing) -> RankModel:
-    """The model of ``rank`` in the view ``v`` (the frame's numpy columns and launch links).
+          between: Callable[[], None] = _nothing, event_waits: pd.DataFrame | None = None) -> RankModel:
+    """The model of ``rank`` in the view ``v`` (the frame's numpy columns and launch links); ``event_waits``: the
+    trace's side table of that name (the recorded stream waits' ids, :mod:`traceread.whatif.events`).
 
     ``step_points``: recorded host times to carry as host points (step boundaries), so a replay can
     say where they moved.
@@ -272,6 +277,13 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     x = np.full(n_ops, -1, dtype=SRC)
     slack = os_ - explained
     want = np.flatnonzero(slack > cfg.whatif_wait_min_ns)
+    # The waits the trace records (stream-wait calls and their event records, traceread.whatif.events): each held
+    # op waits for the op its event marks, whatever the timing says; the timing inference below is for the rest.
+    # An op that waited on an event recorded before the capture waited for work issued before it: an external wait.
+    waits_read = stream_waits(v, rank, calls, ops, ls, linked, event_waits)
+    recorded_x = _recorded_waits(waits_read.waited, waits_read.source, stream_key, op_node, os_, oe)
+    x[recorded_x[0]] = recorded_x[1]
+    want = want[x[want] < 0]
     dev = v.device[ops].astype(_I64)
     for d in np.unique(dev[want]) if len(want) else ():  # a loop over devices, not events
         by_end = per_device[int(d)][1]
@@ -287,9 +299,6 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
             x[q[ok]] = cand[ok]
     has_x = x >= 0
     unexplained = want[~has_x[want]]
-    # An op with no recorded op to have waited for, held by a stream wait on an event recorded before the capture,
-    # waited for work issued before it: an external wait (traceread.whatif.events)
-    waits_read = stream_waits(v, rank, calls, ops, ls, linked)
     external = waits_read.held_ops[np.isin(waits_read.held_ops, unexplained)]
     # what the waits needed goes before the calibration's arrays come (the build's peak on a big rank)
     del per_device, stream_key, lat, idle_before, linked, explained, dev, fast, queued, gap
@@ -370,11 +379,26 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
         nominal={"launch_latency_ns": d_launch, "stream_turnaround_ns": d_turn, "sync_cost_ns": d_sync,
                  "sync_return_ns": d_ret},
         step_time=steps_t, step_node=step_node,
-        dropped_edges=dropped, inferred_waits=int(has_x.sum()),
+        dropped_edges=dropped, inferred_waits=int(has_x.sum()) - len(recorded_x[0]), recorded_waits=len(recorded_x[0]),
         unexplained_waits=len(unexplained), unexplained_wait_ns=int(slack[unexplained].sum()),
         stream_waits=waits_read.read, external_ops=op_node[external].astype(_I64), external_waits=len(external),
         external_wait_ns=int(slack[external].sum()),
     )
+
+
+def _recorded_waits(waited: np.ndarray, source: np.ndarray, stream_key: np.ndarray, op_node: np.ndarray,
+                    os_: np.ndarray, oe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The recorded waits' edges (op indices ``(held, source)``): each pair of another stream whose source ended by
+    the held op's start and comes before it in the sweep; an op held by several waits waits for the source that
+    ended last."""
+    ok = (stream_key[source] != stream_key[waited]) & (op_node[source] < op_node[waited]) & (oe[source] <= os_[waited])
+    w, s = waited[ok], source[ok]
+    if not len(w):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.lexsort((oe[s], w))
+    w, s = w[order], s[order]
+    last = np.concatenate((w[1:] != w[:-1], [True]))
+    return w[last], s[last]
 
 
 def _put(a: np.ndarray, index: Any, values: np.ndarray) -> np.ndarray:

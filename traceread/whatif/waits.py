@@ -77,12 +77,15 @@ def _graph_breaks(m: RankModel, ends: np.ndarray, v: EventView) -> tuple[np.ndar
 
 
 def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    """Communication fully overlapped: nothing waits for it. A collective's exposed part (no other GPU op of its
-    device running) goes, its overlapped part stays on the communication stream; a GPU op that waited for one on
-    another stream no longer does; a host sync that waited for one waits for the other GPU work still running when
-    it began (the op of another lane that ended last before it returned), else returns at its own cost (a shorter
-    collective alone would still hold the host until it ends). ``comm-bound=F``: the kernels F x faster, every
-    wait kept."""
+    """Communication fully overlapped: nothing waits for it, and each collective keeps its length (the transfer
+    still runs). A GPU op that waited for one on another stream no longer does; a host sync that waited for one
+    waits for the other GPU work still running when it began (the op of another lane that ended last before it
+    returned), else returns at its own cost. A collective that started when an op of another stream let it (its
+    trigger: a gradient bucket ready) and that the device's other work did not cover (exposed: the rank waited
+    for the other ranks to reach it) keeps its length from that trigger: its end is the other ranks' arrival,
+    which moves with the job's compute as every rank makes the fix, not with the queue of its own stream, so it
+    does not queue behind the collective before it (one queued there in the trace still does).
+    ``comm-bound=F``: the kernels F x faster, every wait kept."""
     code = ctx.view.lane_codes.get(schema.LANE_GPU_COMM, -99)
     is_comm = m.lane == code
     nodes = m.op_nodes[is_comm]
@@ -90,6 +93,53 @@ def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
         return _ops(_Op(_DUR_DIV, nodes, factor=fix.factor))
     if not len(nodes):
         return Plan()
+    exposed = _exposed(m, is_comm)
+    triggered = (exposed > 0) & _binds(m, nodes, 2) & ~_binds(m, nodes, 1)
+    lone = nodes[triggered]
+    return _ops(_Op(_REWIRE, lone, np.full(len(lone), -1, _I64), slot=1, delays=np.zeros(len(lone), _I64)),
+                *_unwaited(m, is_comm))
+
+
+def plan_comm_free(m: RankModel, ctx: Context) -> Plan:
+    """A rank's own step (:class:`~traceread.whatif.fixes.CommFree`): nothing waits for communication (as
+    :func:`plan_comm_bound`) and each collective's exposed part (no other GPU op of its device running) goes, its
+    overlapped part staying on the communication stream."""
+    code = ctx.view.lane_codes.get(schema.LANE_GPU_COMM, -99)
+    is_comm = m.lane == code
+    nodes = m.op_nodes[is_comm]
+    if not len(nodes):
+        return Plan()
+    exposed = _exposed(m, is_comm)
+    keep = exposed > 0
+    return _ops(_Op(_DUR_CUT, nodes[keep], exposed[keep]), *_unwaited(m, is_comm))
+
+
+def _binds(m: RankModel, nodes: np.ndarray, slot: int) -> np.ndarray:
+    """Per node: its ``slot`` edge reaches its recorded start (the edge that held it in the trace)."""
+    s = m.src[nodes, slot]
+    at = np.maximum(s, 0)
+    return (s >= 0) & (m.time[at].astype(_I64) + m.dur[at] + m.delay[nodes, slot] >= m.time[nodes])
+
+
+def _exposed(m: RankModel, is_comm: np.ndarray) -> np.ndarray:
+    """Per communication op (``m.op_nodes[is_comm]``): its time with no other GPU op of its device running, ns."""
+    nodes = m.op_nodes[is_comm]
+    exposed = np.zeros(len(nodes), _I64)
+    cs, ce = m.time[nodes].astype(_I64), (m.time[nodes] + m.dur[nodes]).astype(_I64)
+    c_dev, o_dev = m.device[is_comm], m.device[~is_comm]
+    o_nodes = m.op_nodes[~is_comm]
+    for dev in np.unique(c_dev).tolist():  # devices of a rank are few
+        at, of = c_dev == dev, o_nodes[o_dev == dev]
+        us, ue = intervals.union(m.time[of].astype(_I64), (m.time[of] + m.dur[of]).astype(_I64))
+        exposed[at] = (ce[at] - cs[at]) - intervals.overlap_with_union(cs[at], ce[at], us, ue)
+    return exposed
+
+
+def _unwaited(m: RankModel, is_comm: np.ndarray) -> tuple[_Op, _Op, _Op]:
+    """Nothing waits for communication: the other streams' waits for it go, and a host sync that waited for it
+    waits for the other GPU work still running when it began, else returns at its own cost (a shorter collective
+    alone would still hold the host until it ends)."""
+    nodes = m.op_nodes[is_comm]
     comm = np.zeros(len(m.time), dtype=bool)
     comm[nodes] = True
     waits = np.flatnonzero((m.src[:, 2] >= 0) & comm[np.maximum(m.src[:, 2], 0)])
@@ -106,21 +156,9 @@ def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     free = hit[~still]  # (positions in sync_end)
     rewire = ends[still]
     back = np.full(len(rewire), int(m.nominal.get("sync_return_ns", 0)), _I64)
-    # The exposed part of each collective (no other GPU op of its device running) goes; the part overlapped with
-    # compute stays and still holds the communication stream
-    exposed = np.zeros(len(nodes), _I64)
-    cs, ce = m.time[nodes].astype(_I64), (m.time[nodes] + m.dur[nodes]).astype(_I64)
-    c_dev, o_dev = m.device[is_comm], m.device[~is_comm]
-    o_nodes = m.op_nodes[~is_comm]
-    for dev in np.unique(c_dev).tolist():  # devices of a rank are few
-        at, of = c_dev == dev, o_nodes[o_dev == dev]
-        us, ue = intervals.union(m.time[of].astype(_I64), (m.time[of] + m.dur[of]).astype(_I64))
-        exposed[at] = (ce[at] - cs[at]) - intervals.overlap_with_union(cs[at], ce[at], us, ue)
-    keep = exposed > 0
-    return _ops(_Op(_DUR_CUT, nodes[keep], exposed[keep]),
-                _Op(_REWIRE, waits, np.full(len(waits), -1, _I64), slot=2, delays=np.zeros(len(waits), _I64)),
-                _Op(_REWIRE, rewire, other[k[still]].astype(_I64), slot=1, delays=back),
-                _Op(_FREE, m.sync_end[free], m.sync_wait_slot_delay[free]))
+    return (_Op(_REWIRE, waits, np.full(len(waits), -1, _I64), slot=2, delays=np.zeros(len(waits), _I64)),
+            _Op(_REWIRE, rewire, other[k[still]].astype(_I64), slot=1, delays=back),
+            _Op(_FREE, m.sync_end[free], m.sync_wait_slot_delay[free]))
 
 
-__all__ = ["plan_sync_stall", "plan_comm_bound"]
+__all__ = ["plan_sync_stall", "plan_comm_bound", "plan_comm_free"]

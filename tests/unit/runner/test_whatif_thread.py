@@ -170,8 +170,9 @@ def test_the_fixes_that_read_no_gap_are_replayed_before_the_rules_are_done(monke
     monkeypatch.setattr(fx, "plan", plan)
     staged = whatif.predict_staged([trace], a.steps, classified, a.cfg)
     before = set(asked[0])
-    assert before == {c for c in fx.FIX_CAUSES if not fx.reads_gaps(fx.Fix(c))}
-    assert before == {"launch-bound", "comm-bound", "memory-bound"}
+    # (CommFree: each rank's own steps for the job, which come with the comm-bound fix and read no gap)
+    assert before == {c for c in fx.FIX_CAUSES if not fx.reads_gaps(fx.Fix(c))} | {"CommFree"}
+    assert before == {"launch-bound", "comm-bound", "memory-bound", "CommFree"}
     # the gap-reading fixes after, and the data fix's interval (it reads the host-input gaps)
     assert set(planned) - before == set(fx.GAP_CLASSES_READ) | {"HostSlowdown"}
     assert record(staged) == record(whatif.predict([trace], a.steps, a.gaps, a.cfg))

@@ -36,7 +36,7 @@ def test_fewer_bytes_over_the_bus_predicts_the_smaller_batch_run(tmp_path, fmt, 
     w = predict([tb], ab.steps, ab.gaps, ab.cfg, [Bus(4.0), Fix("data-starved")])
     measured = predict([ta], aa.steps, aa.gaps, aa.cfg, [])
     assert w is not None and measured is not None
-    bus = w.prediction("bus-bytes=4")
+    bus = w.prediction("bus-bound=4")
     assert bus is not None and bus.step_ns is not None
     target = measured.measured_step_ns
     assert target < 0.7 * w.measured_step_ns  # the smaller batch is a real fix
@@ -44,3 +44,22 @@ def test_fewer_bytes_over_the_bus_predicts_the_smaller_batch_run(tmp_path, fmt, 
     # prefetching alone (the data fix) hides the copies behind compute but keeps their bytes on the bus
     starved = w.prediction("data-starved")
     assert starved is not None and starved.step_ns is not None and starved.step_ns > bus.step_ns
+
+
+def test_whatif_command_pulls_the_bus_lever_by_the_rules_evidence_name(tmp_path) -> None:
+    """``--fix bus-bound=F`` (the data-starved rule's evidence kind) is the API's Bus(F): the same row and figure;
+    without a factor, or with a bad one, it is a usage error."""
+    import json
+
+    from traceread.cli import main
+
+    t = _load(tmp_path, BusSpec(seed=1, jitter=0.1), "kineto")
+    a = analyze([t])
+    api = predict([t], a.steps, a.gaps, a.cfg, [Bus(4.0)])
+    js = tmp_path / "w.json"
+    assert main(["whatif", t.meta.path, "--fix", "bus-bound=4", "--json", str(js)]) == 0
+    rows = json.loads(js.read_text())["fixes"]
+    assert [r["fix"] for r in rows] == ["bus-bound=4"]
+    assert api is not None and rows[0]["step_ns"] == api.fixes[0].step_ns < api.measured_step_ns
+    for bad in ("bus-bound", "bus-bound=", "bus-bound=0", "bus-bytes=4"):
+        assert main(["whatif", t.meta.path, "--fix", bad]) == 2

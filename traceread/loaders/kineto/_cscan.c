@@ -6,8 +6,8 @@
  * (ph X, i, I), writes the frame's integer columns straight into caller-owned int64 arrays:
  * exact nanoseconds from integer or up-to-3-decimal microseconds, ids, category and name codes
  * (hash tables keyed by the value's bytes, confirmed by byte comparison), kernel launch config,
- * copy bytes and input-shape codes. Metadata events and rows carrying collective args are not
- * decoded here: their text is copied into one JSON array for msgspec.
+ * copy bytes and input-shape codes. Metadata events and rows carrying collective args or a stream
+ * wait's event record are not decoded here: their text is copied into one JSON array for msgspec.
  *
  * The common shapes (short plain keys and strings, numbers of up to 16 digits and 7 decimals,
  * ": " and ", " separators, empty arrays) take inline word-at-a-time fast paths; anything else
@@ -892,6 +892,9 @@ static Py_ssize_t args_at(Scan *sc, Py_ssize_t i, Ev *ev) {
         case 'O': if (key_is(k, kl, "Out msg nelems") || key_is(k, kl, "Out msg size")) bit = 20; break;
         case 'C': if (key_is(k, kl, "Collective name")) bit = 20; break;
         case 'G': if (key_is(k, kl, "Group size")) bit = 20; break;
+        case 'w': /* a stream wait's event record: msgspec decodes this row's args too (rare) */
+            if (key_is(k, kl, "wait_on_cuda_event_record_corr_id") || key_is(k, kl, "wait_on_stream")) bit = 20;
+            break;
         case 'P':
             if (key_is(k, kl, "Process Group Name") || key_is(k, kl, "Process Group ID")
                 || key_is(k, kl, "Process Group Description")) bit = 20;

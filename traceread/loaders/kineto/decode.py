@@ -39,6 +39,7 @@ from traceread.loaders.kineto.events import (
     Row,
     Skipped,
     collective_rows,
+    wait_rows,
 )
 from traceread.loaders.kineto.text import repair_event, scan_values, us_text_to_ns, us_text_to_ns_flag
 
@@ -453,6 +454,8 @@ def _side_values(args: list[Args], cat_codes: np.ndarray, cat_values: list[str],
     comms = [j for j, v in enumerate(name_values) if v == "record_param_comms"]
     cand = sorted(set(kern) | (set(np.flatnonzero(np.isin(name_codes, comms)).tolist()) if comms else set()))
     coll = collective_rows(cand, _pick(args, cand))
+    syncs = _subset(cat_codes, cat_values, cats.is_sync).tolist()
+    waits = wait_rows(syncs, _pick(args, syncs))
     ops = _subset(cat_codes, cat_values, cats.is_cpu_op).tolist()
     oargs = _pick(args, ops)
     s: list[int] = []
@@ -463,7 +466,7 @@ def _side_values(args: list[Args], cat_codes: np.ndarray, cat_values: list[str],
     shape_texts_in = [b"%b\x00%b" % (a.input_dims or a.input_dims_old, a.input_types) for a in _pick(args, s)]
     shape_codes, shape_texts = factorize(shape_texts_in)
     shapes = {"row": np.array(s, dtype=np.int64), "codes": shape_codes, "texts": shape_texts}
-    return {"kernel": kernel, "copy": copy, "collective": coll, "shapes": shapes}
+    return {"kernel": kernel, "copy": copy, "collective": coll, "waits": waits, "shapes": shapes}
 
 
 _ZERO = Raw(b"0")

@@ -52,6 +52,9 @@ class Args(Struct, frozen=True, gc=False):
     pg_id: Id = field(name="Process Group ID", default="")
     pg_desc: str = field(name="Process Group Description", default="")
     seq: Id = field(name="Seq", default=-1)  # record_param_comms' collective sequence number (PyTorch 2026-03+)
+    # a ``Stream Wait Event`` cuda_sync row: the stream its event was recorded on, and that record call's correlation
+    wait_on_stream: Id = -1
+    wait_record_corr: Id = field(name="wait_on_cuda_event_record_corr_id", default=-1)
     name: str = ""  # metadata rows: thread/process name
     labels: str = ""  # metadata rows: process labels ("GPU 0", "CPU")
 
@@ -143,6 +146,13 @@ AnyEventIntTime: Any = functools.reduce(operator.or_, [RowIntTime, InstantIntTim
                                                         *_SKIPPED])
 EVENT_LIST: Any = types.GenericAlias(list, (AnyEvent,))  # list[AnyEvent], which a type checker reads as a type
 EVENT_LIST_INT_TIME: Any = types.GenericAlias(list, (AnyEventIntTime,))
+
+
+def wait_rows(rows: list[int], args: Any) -> list[tuple]:
+    """``(row, wait_on_stream, record correlation)`` for the ``rows`` (one ``args`` each) that name a stream wait's
+    event record (Kineto's ``Stream Wait Event`` cuda_sync rows; -1 where the trace recorded none)."""
+    return [(i, a.wait_on_stream, a.wait_record_corr) for i, a in zip(rows, args, strict=True)
+            if a.wait_record_corr != -1 or a.wait_on_stream != -1]
 
 
 def collective_rows(rows: list[int], args: Any) -> list[tuple]:

@@ -44,6 +44,7 @@ class FrameBuilder:
         self.kernel: list[dict[str, np.ndarray]] = []
         self.copy: list[dict[str, np.ndarray]] = []
         self.collective: list[tuple] = []
+        self.waits: list[tuple] = []  # (row, wait_on_stream, record correlation) of Stream Wait Event rows
         self.shape_rows: list[np.ndarray] = []
         self.shape_codes: list[np.ndarray] = []
         self.shape_ids: dict[bytes, int] = {}
@@ -129,6 +130,9 @@ class FrameBuilder:
         for t in c["collective"]:
             if keep[t[0]]:
                 self.collective.append((int(new_index[t[0]]), *t[1:]))
+        for t in c.get("waits", ()):
+            if keep[t[0]]:
+                self.waits.append((int(new_index[t[0]]), *t[1:]))
         sh = c["shapes"]
         if len(sh["row"]):
             lut = np.array([self.shape_ids.setdefault(t, len(self.shape_ids)) for t in sh["texts"]], np.int32)
@@ -143,7 +147,7 @@ class FrameBuilder:
         return {
             "cat": list(self.cat_ids), "name": list(self.name_ids),
             "strings": dict(self.string_ids), "kernel": self.kernel, "copy": self.copy,
-            "collective": self.collective, "shape_rows": self.shape_rows, "shape_codes": self.shape_codes,
+            "collective": self.collective, "waits": self.waits, "shape_rows": self.shape_rows, "shape_codes": self.shape_codes,
             "shape_texts": list(self.shape_ids), "meta_rows": self.meta_rows, "notes": dict(self.notes),
             "float_ts": self.float_ts, "other_events": self.other_events, "counter_events": self.counter_events,
             "n": self.n,
@@ -188,6 +192,7 @@ class FrameBuilder:
         self.kernel += [{**k, "row": k["row"] + off} for k in st["kernel"]]
         self.copy += [{**c, "row": c["row"] + off} for c in st["copy"]]
         self.collective += [(t[0] + off, *t[1:]) for t in st["collective"]]
+        self.waits += [(t[0] + off, *t[1:]) for t in st.get("waits", ())]
         if st["shape_texts"]:
             lut = np.array([self.shape_ids.setdefault(t, len(self.shape_ids)) for t in st["shape_texts"]], np.int32)
             self.shape_rows += [r + off for r in st["shape_rows"]]
@@ -277,6 +282,9 @@ class FrameBuilder:
         if self.collective:
             side["collective_args"] = None
             pending["collective_args"] = functools.partial(_collective_args, self.collective)
+        if self.waits:
+            side["event_waits"] = None
+            pending["event_waits"] = functools.partial(_event_waits, self.waits)
         if self.shape_rows:
             side["op_shapes"] = None
             pending["op_shapes"] = functools.partial(_op_shapes, list(self.shape_ids), list(self.shape_rows),
@@ -299,6 +307,12 @@ def _stream_sync_rows(col: dict[str, np.ndarray], on_gpu: np.ndarray, cat_codes:
     unset = rows & (stream == -1)
     stream[unset] = tid[unset] - cats.SYNC_STREAM_TID_OFFSET
     return int((rows & (stream == tid - cats.SYNC_STREAM_TID_OFFSET)).sum())
+
+
+def _event_waits(rows: list[tuple]) -> pd.DataFrame:
+    """The ``event_waits`` side table: each Stream Wait Event row's recorded stream and record call's correlation."""
+    t = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    return _sorted_table({"row": t[:, 0], "wait_on_stream": t[:, 1], "record_correlation": t[:, 2]})
 
 
 def _kernel_args(parts: list[dict[str, np.ndarray]], kernel_rows: np.ndarray) -> pd.DataFrame:

@@ -24,7 +24,15 @@ import numpy as np
 
 import traceread.loaders.kineto.categories as cats
 from traceread.extensions import optional, switched_off
-from traceread.loaders.kineto.events import EVENT_LIST, Instant, InstantOld, Meta, Row, collective_rows
+from traceread.loaders.kineto.events import (
+    EVENT_LIST,
+    Instant,
+    InstantOld,
+    Meta,
+    Row,
+    collective_rows,
+    wait_rows,
+)
 
 # the extension module itself (its ``scan``); None when it was not built: every chunk takes the msgspec path
 COMPILED = optional("traceread.loaders.kineto._cscan")
@@ -90,10 +98,11 @@ def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
     name_codes = c[C_NAME].astype(np.int32)
     is_kernel = np.take(_lut(cat_values, cats.is_kernel), cat_codes)
     on_gpu = np.take(_lut(cat_values, cats.is_gpu), cat_codes)
-    meta, coll_rows, coll_args = [], [], []
+    meta, coll_rows, coll_args, w_rows, w_args = [], [], [], [], []
     if decoded:
         comms = [j for j, v in enumerate(name_values) if v == "record_param_comms"]
         cand = is_kernel | codes_in(name_codes, comms, len(name_values)) if comms else is_kernel
+        sync_cat = _lut(cat_values, cats.is_sync)
         for ev, row in zip(decoded, extra_rows, strict=True):  # metadata and collective rows: rare
             if row < 0:
                 if ev.__class__ is not Meta:
@@ -101,9 +110,13 @@ def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
                 meta.append((ev.name, ev.pid, ev.tid, ev.args.name, ev.args.labels))
             elif ev.__class__ not in _ROW_TYPES:
                 return None, "row event not decoded as such"
-            elif cand[row]:
-                coll_rows.append(row)
-                coll_args.append(ev.args)
+            else:
+                if cand[row]:
+                    coll_rows.append(row)
+                    coll_args.append(ev.args)
+                if (ev.args.wait_record_corr != -1 or ev.args.wait_on_stream != -1) and sync_cat[cat_codes[row]]:
+                    w_rows.append(row)
+                    w_args.append(ev.args)
     pid_strings: dict[int, str] = {}
     tid_strings: dict[int, str] = {}
     for col, row, text in strings:
@@ -144,6 +157,7 @@ def scan_chunk(body: Any) -> tuple[dict[str, Any] | None, str]:
                    "block": np.ascontiguousarray(k[4:7].T), "registers": k[7].copy(), "shared_mem": k[8].copy()},
         "copy": {"row": copy_rows.astype(np.int64), "bytes": nbytes},
         "collective": collective_rows(coll_rows, coll_args),
+        "waits": wait_rows(w_rows, w_args),
         "shapes": {"row": s_rows.astype(np.int64), "codes": s_codes, "texts": s_texts},
         "notes": {},
     }
