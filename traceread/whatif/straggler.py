@@ -63,7 +63,7 @@ def free_comm_lengths(trace: Trace, steps: pd.DataFrame, cfg: Thresholds, rank: 
     if rs.empty:
         return np.zeros(0, dtype=_I64)
     v = event_view(trace)
-    m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg, between)
+    m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg, between, trace.side.get("event_waits"))
     index = rp.StepIndex.of(m, rs)
     return index.lengths(rp.replay(m, _comm_free(m, v)), index.bounds(rp.recorded(m)))
 
@@ -86,8 +86,8 @@ def own_steps(units: list[Any], speed: dict[int, float]) -> list[np.ndarray]:
 def peer_free_lengths(unit: Any, min_wait_ns: int = 50_000) -> np.ndarray | None:
     """A unit's own step lengths (:func:`own_steps` of one unit, at full speed) when some communication kernel of
     it started more than ``min_wait_ns`` later than its launch and streams allow (a wait on a peer, which the
-    comm-bound replay keeps); None when none did (that replay's lengths are then the own steps). Run before
-    the unit's model is released."""
+    communication-free replay, ``fixes.CommFree``, keeps); None when none did (that replay's lengths are then
+    the own steps). Run before the unit's model is released."""
     m, view = unit.model, unit.ctx.view
     # (:func:`_comm_free` lowers only communication kernels' delays, to their nominal ones: a wait is a delay
     # more than ``min_wait_ns`` above that)
