@@ -107,6 +107,11 @@ class PlantSpec:
     graphs_captured: bool = False
     syncs_removed: bool = False
     comm_overlapped: bool = False
+    # ``memory_factor``: the memory-bound kernels (as traceread.whatif.fixes judges them) of the compute stream
+    # run this many times faster (fusion), the same draws taken: tracesynth.memory_fused
+    memory_factor: float = 1.0
+    # The kernel families busy compute draws from, one draw each (a workload knob: four memory-heavy entries)
+    busy_mix: tuple[str, ...] = ("gemm", "gemm", "attention", "memory")
     capture_lead: str = ""
     capture_lead_ns: int = 0
     capture_tail_ns: int = 0
@@ -151,6 +156,8 @@ class _Sim:
         self.corr, self.ext = rank * 10_000_000 + 1, rank * 10_000_000 + 1
         self.truth: list[tuple[int, int, str]] = []
         self.graphs_captured = self.syncs_removed = self.comm_overlapped = False
+        self.memory_factor = 1.0
+        self.busy_mix = ["gemm", "gemm", "attention", "memory"]
         self.graph: tuple[int, int] | None = None  # (correlation, launch end) of the graph being replayed
         self.ahead_log: list[int] = []  # kernels each ahead() queued
         self.ahead_script: list[int] | None = None  # an after-run: the before-run's ahead_log
@@ -198,6 +205,10 @@ class _Sim:
         if self.graph is not None:  # a graph runs its kernels 0.26-0.42 us apart (eager: the draw above), mapped
             turn = 260 + (turn - 300) * 160 // 2_200  # from the same draw: the random stream stays the before-run's
         start = max(ready, self.free[stream] + (turn if stream == COMPUTE else 500), not_before)
+        if self.memory_factor != 1.0 and stream == COMPUTE:
+            from tracesynth.memory_fused import fused_ns
+
+            dur = fused_ns(name, dur, self.memory_factor)
         end = start + dur
         self.rk.kernels.append(Kernel(self.dev, stream, name, start, end, corr,
                                       external_id=ext if self.graph is None else -1))
@@ -245,7 +256,7 @@ class _Sim:
     # --- segments ---------------------------------------------------------------------------
     def busy(self, n: int) -> None:
         for _ in range(n):
-            fam = self.rng.choice(["gemm", "gemm", "attention", "memory"])
+            fam = self.rng.choice(self.busy_mix)
             names = _BIG[str(fam)]
             name = names[int(self.rng.integers(len(names)))]  # draw order kept: seeds give the same runs
             dur = self.j(self.rng.uniform(40_000, 250_000))
@@ -423,7 +434,8 @@ def plant(spec: PlantSpec) -> Planted:
     rng = np.random.default_rng(spec.seed)
     ranks, truth = [], []
     w = {c: float(spec.weights.get(c, 0.0)) for c in CLASSES}
-    after = spec.paired and (spec.graphs_captured or spec.syncs_removed or spec.comm_overlapped or spec.loader_fixed)
+    after = spec.paired and (spec.graphs_captured or spec.syncs_removed or spec.comm_overlapped or spec.loader_fixed
+                             or spec.memory_factor != 1.0)
     for r in range(spec.ranks):
         seed = rng.integers(1 << 62)
         # One pipeline schedule per rank: its fill and drain bubbles keep their length every step.
@@ -448,9 +460,11 @@ def _simulate(spec: PlantSpec, r: int, seed: int, bubbles: tuple[int, int], w: d
     if fixed:
         sim.graphs_captured, sim.syncs_removed, sim.comm_overlapped = (spec.graphs_captured, spec.syncs_removed,
                                                                        spec.comm_overlapped)
+        sim.memory_factor = spec.memory_factor
     else:
         sim.loader_fixed = False
     sim.ahead_script = list(script) if script is not None else None
+    sim.busy_mix = list(spec.busy_mix)
     if spec.paired:
         sim.noise_rng = np.random.default_rng(seed + 1)
     for n in range(spec.steps):
