@@ -388,14 +388,17 @@ def plan_one_time(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     launch that spent it (lazy module loading inside a first ``cudaLaunchKernel``), down to the nominal launch
     latency."""
     us, ue = gap_union(ctx, m, ONE_TIME_COST)
-    return _ops(_shrink_host(m, us, ue, 1.0), _shrink_launch_waits(m, us, ue))
+    return _ops(_shrink_host(m, us, ue, 1.0), *_shrink_launch_waits(m, us, ue))
 
 
-def _shrink_launch_waits(m: RankModel, us: np.ndarray, ue: np.ndarray) -> _Op | None:
+def _shrink_launch_waits(m: RankModel, us: np.ndarray, ue: np.ndarray) -> list[_Op | None]:
     """Each op's launch edge (slot 0) shrinks by the part of its span, launch start to op start, inside the union,
-    but not below the nominal launch latency: a launch that held the op for one-time work no longer does."""
+    but not below the nominal launch latency: a launch that held the op for one-time work no longer does. The
+    model's launch edge leaves the launch call's start, so a launch that loaded its module while its stream was
+    still busy held the op through the edge that bound in the calibration, its stream's or another stream's (the
+    measured delay past that op's end): those edges of the same ops shrink alike, to the nominal turnaround."""
     if not len(us):
-        return None
+        return []
     has = m.launch_point >= 0
     nodes, src = m.op_nodes[has], m.launch_point[has]
     ok = m.src[nodes, 0] == src  # the launch edge is still slot 0's (the model's own)
@@ -404,7 +407,19 @@ def _shrink_launch_waits(m: RankModel, us: np.ndarray, ue: np.ndarray) -> _Op | 
     room = np.maximum(m.delay[nodes, 0].astype(_I64) - int(m.nominal.get("launch_latency_ns", 0)), 0)
     cut = np.minimum(over, room)
     keep = cut > 0
-    return _Op(_SHRINK, nodes[keep], cut[keep], 0) if keep.any() else None
+    out: list[_Op | None] = [_Op(_SHRINK, nodes[keep], cut[keep], 0) if keep.any() else None]
+    held = nodes[over > 0]  # launched before or inside one-time work and started after it
+    turn = int(m.nominal.get("stream_turnaround_ns", 0))
+    for slot in (1, 2):
+        n = held[m.src[held, slot] >= 0]
+        s = m.src[n, slot]
+        done = (m.time[s] + m.dur[s]).astype(_I64)
+        start = m.time[n].astype(_I64)
+        cut = np.minimum(intervals.overlap_with_union(np.minimum(done, start), start, us, ue),
+                         np.maximum(m.delay[n, slot].astype(_I64) - turn, 0))
+        keep = cut > 0
+        out.append(_Op(_SHRINK, n[keep], cut[keep], slot) if keep.any() else None)
+    return out
 
 
 def plan_pipeline_bubble(m: RankModel, fix: Fix, ctx: Context) -> Plan:
