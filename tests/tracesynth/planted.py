@@ -161,6 +161,10 @@ class _Sim:
         self.graph: tuple[int, int] | None = None  # (correlation, launch end) of the graph being replayed
         self.ahead_log: list[int] = []  # kernels each ahead() queued
         self.ahead_script: list[int] | None = None  # an after-run: the before-run's ahead_log
+        # Host stretches planted up to a point after the GPU drains (a loader wait, host work), as host time: the
+        # before-run logs each one's length, a memory-bound after-run (whose GPU drains sooner) takes it as it is
+        self.host_log: list[int] = []
+        self.host_script: list[int] | None = None
         # The unrelated host thread's draws (how many ops depends on host time): their own stream in
         # a before/after pair (``PlantSpec.paired``), so the two runs share every other draw.
         self.noise_rng = self.rng
@@ -239,6 +243,13 @@ class _Sim:
         self.h = hend + 1_000
         return end
 
+    def host_until(self, until: int) -> int:
+        """``until`` for a planted host stretch, or in a memory-bound after-run its before-run's length from here."""
+        if self.host_script is not None and self.memory_factor != 1.0:
+            return self.h + self.host_script.pop(0)
+        self.host_log.append(until - self.h)
+        return until
+
     def quiet(self, name: str, until: int, is_op: bool = False) -> None:
         """Host work with no CUDA calls until ``until``."""
         if until > self.h:
@@ -296,7 +307,8 @@ class _Sim:
                 else:
                     self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
             elif variant < 0.6:
-                self.quiet("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", g + gap - 60_000, True)
+                self.quiet("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+                           self.host_until(g + gap - 60_000), True)
                 self.copy("HtoD", self.j(20_000), COMPUTE, "Pinned", "cudaMemcpyAsync")
             else:
                 self.copy("HtoD", gap - 15_000, COMPUTE, "Pageable",
@@ -335,7 +347,8 @@ class _Sim:
             self.busy(1)
         elif cls == "unattributed":
             if variant < 0.7:  # the CPU is the bottleneck (issue 42): launch-bound, evidence kind host-work
-                self.quiet(str(self.rng.choice(["## save_checkpoint ##", "## log_metrics ##"])), g + gap - 14_000)
+                self.quiet(str(self.rng.choice(["## save_checkpoint ##", "## log_metrics ##"])),
+                           self.host_until(g + gap - 14_000))
                 self.pending = "launch-bound"
                 self.busy(1)
             else:
@@ -441,10 +454,11 @@ def plant(spec: PlantSpec) -> Planted:
         # One pipeline schedule per rank: its fill and drain bubbles keep their length every step.
         bubbles = (int(rng.uniform(600_000, 1_400_000)), int(rng.uniform(400_000, 1_000_000))) \
             if w["pipeline-bubble"] > 0 else (0, 0)
-        script = None
+        script = host = None
         if after:  # the before-run first: the after-run queues the same work (see _Sim.ahead)
-            script = _simulate(spec, r, seed, bubbles, w, fixed=False, script=None).ahead_log
-        sim = _simulate(spec, r, seed, bubbles, w, fixed=True, script=script)
+            first = _simulate(spec, r, seed, bubbles, w, fixed=False, script=None)
+            script, host = first.ahead_log, first.host_log
+        sim = _simulate(spec, r, seed, bubbles, w, fixed=True, script=script, host=host)
         ranks.append(sim.rk)
         t = np.array([(s, e) for s, e, _ in sim.truth], dtype=np.int64).reshape(-1, 2)
         truth.append(pd.DataFrame({"rank": np.int32(r), "device": np.int32(sim.dev), "start_ns": t[:, 0],
@@ -453,7 +467,7 @@ def plant(spec: PlantSpec) -> Planted:
 
 
 def _simulate(spec: PlantSpec, r: int, seed: int, bubbles: tuple[int, int], w: dict[str, float], fixed: bool,
-              script: list[int] | None) -> _Sim:
+              script: list[int] | None, host: list[int] | None = None) -> _Sim:
     """One rank's run; ``fixed=False`` leaves out the what-if after-run flags (its before-run)."""
     sim = _Sim(r, np.random.default_rng(seed), spec.jitter, spec.noise, spec.batch,
                spec.launch_fused, spec.loader_fixed, spec.jitter_dist == "uniform")
@@ -464,6 +478,7 @@ def _simulate(spec: PlantSpec, r: int, seed: int, bubbles: tuple[int, int], w: d
     else:
         sim.loader_fixed = False
     sim.ahead_script = list(script) if script is not None else None
+    sim.host_script = list(host) if host is not None else None
     sim.busy_mix = list(spec.busy_mix)
     if spec.paired:
         sim.noise_rng = np.random.default_rng(seed + 1)
