@@ -68,7 +68,8 @@ def implied_world(ranks: list[int]) -> int | None:
     if not have:
         return None
     top = max(have)
-    holes = set(range(1, top)) - have
+    # a hole in 1..top-1: fewer distinct ranks there than numbers (counted, not listed: ranks may be huge)
+    holes = sum(1 for r in have if 1 <= r < top) < top - 1
     return top + 1 if holes else None
 
 

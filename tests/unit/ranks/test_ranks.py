@@ -225,3 +225,5 @@ def test_implied_world_from_rank_numbers():
     assert implied_world([0, 1, 2, 3]) is None  # nothing missing below the highest (trailing ones unknowable)
     assert implied_world(list(range(1, 9))) is None  # numbered from 1: a missing 0 alone is no hole
     assert implied_world([0, 2]) == 3 and implied_world([]) is None
+    top = 2**31 - 2  # rank numbers near int32's limit: counted, never listed (a list of them is GBs)
+    assert implied_world([0, top]) == top + 1 and implied_world([1, 2]) is None
