@@ -99,7 +99,8 @@ def test_only_the_capture_boundary_claims_an_unjudged_gap() -> None:
                       turnaround=~every, comm_tail_ns=np.zeros(n, np.int64),
                       host_stall_ns=np.full(n, 10**7), host_stall_op=np.full(n, "x", object), host_stall_recurs=every,
                       h2d_bytes=np.full(n, 1e10), h2d_copy_ns=np.full(n, 10**7), link_bps=np.full(n, 1e9),
-                      host_comm_ns=np.full(n, 10**7), host_comm_name=np.full(n, "MPI_Recv", object))
+                      host_comm_ns=np.full(n, 10**7), host_comm_name=np.full(n, "MPI_Recv", object),
+                      sampled_ns=np.full(n, 10**7), sampled_label=np.full(n, "x", object))
     claims = {r.name: bool(np.asarray(r.mask(gaps, ctx, CFG)).any()) for r in rules.RULES}
     assert claims == {r.name: False for r in rules.RULES}
     judged = RuleContext(**{**{f: getattr(ctx, f) for f in ctx.__dataclass_fields__}, "judged": every})

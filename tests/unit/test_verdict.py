@@ -82,7 +82,7 @@ def test_verdict_of_the_shares(case):
 def test_analyze_one_trace_or_several(monkeypatch, case, n):
     given, want = CASES[case]
 
-    def finish_one(index, trace, cfg, out, classified=None, between=None):
+    def finish_one(index, trace, cfg, out, classified=None, between=None, beside=None):
         table = pd.DataFrame(_units(given, 1)).assign(rank=0)
         table.insert(0, "trace", np.int32(index))
         out.attribution = table
