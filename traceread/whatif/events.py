@@ -134,21 +134,17 @@ def stream_waits(v: EventView, rank: int, calls: np.ndarray, ops: np.ndarray, la
 
 def _first_launched(o_key: np.ndarray, lt: np.ndarray, key: np.ndarray, t: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """Per query: the op (index) first launched on stream ``key`` at or after ``t``; -1 when none or not ``ok``."""
-    out = np.full(len(key), -1, _I64)
-    for k in np.unique(key[ok]).tolist():  # a loop over streams, not events
-        q = np.flatnonzero(ok & (key == k))
-        on = np.flatnonzero((o_key == k) & (lt < np.iinfo(_I64).max))
-        if not len(on):
-            continue
-        on = on[np.argsort(lt[on], kind="stable")]
-        j = np.searchsorted(lt[on], t[q], side="left")
-        good = j < len(on)
-        out[q[good]] = on[j[good]]
-    return out
+    return _launched(o_key, lt, key, t, ok, last=False)
 
 
 def _last_launched(o_key: np.ndarray, lt: np.ndarray, key: np.ndarray, t: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """Per query: the op (index) last launched on stream ``key`` at or before ``t``; -1 when none or not ``ok``."""
+    return _launched(o_key, lt, key, t, ok, last=True)
+
+
+def _launched(o_key: np.ndarray, lt: np.ndarray, key: np.ndarray, t: np.ndarray, ok: np.ndarray,
+              last: bool) -> np.ndarray:
+    """Per query: the op launched on stream ``key`` last at or before ``t`` (``last``), else first at or after it."""
     out = np.full(len(key), -1, _I64)
     for k in np.unique(key[ok]).tolist():  # a loop over streams, not events
         q = np.flatnonzero(ok & (key == k))
@@ -156,8 +152,12 @@ def _last_launched(o_key: np.ndarray, lt: np.ndarray, key: np.ndarray, t: np.nda
         if not len(on):
             continue
         on = on[np.argsort(lt[on], kind="stable")]
-        j = np.searchsorted(lt[on], t[q], side="right") - 1
-        good = j >= 0
+        if last:
+            j = np.searchsorted(lt[on], t[q], side="right") - 1
+            good = j >= 0
+        else:
+            j = np.searchsorted(lt[on], t[q], side="left")
+            good = j < len(on)
         out[q[good]] = on[j[good]]
     return out
 
