@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 from tracesynth.bus_copies import BusSpec, bus_copies
-from tracesynth.kineto_writer import write_kineto
-from tracesynth.nsys_writer import write_nsys
+from tracesynth.files import load_as
 
 import traceread
 from traceread.runner import analyze
@@ -17,9 +16,7 @@ from traceread.whatif.fixes import Bus
 
 
 def _load(tmp_path: Path, spec: BusSpec, fmt: str) -> traceread.Trace:
-    path = tmp_path / f"bus{spec.factor:g}.{'pt.trace.json' if fmt == 'kineto' else 'sqlite'}"
-    (write_kineto if fmt == "kineto" else write_nsys)(bus_copies(spec), str(path))
-    return traceread.load(str(path))
+    return load_as(bus_copies(spec), tmp_path, f"bus{spec.factor:g}", fmt)
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tracesynth.files import load_as
 from tracesynth.graph_break import BreakSpec, graph_break
-from tracesynth.kineto_writer import write_kineto
-from tracesynth.nsys_writer import write_nsys
 
 import traceread
 from traceread.runner import analyze
@@ -16,9 +15,7 @@ from traceread.whatif import Fix, predict
 
 
 def _load(tmp_path: Path, spec: BreakSpec, fmt: str) -> traceread.Trace:
-    path = tmp_path / f"{'fixed' if spec.fixed else 'break'}.{'pt.trace.json' if fmt == 'kineto' else 'sqlite'}"
-    (write_kineto if fmt == "kineto" else write_nsys)(graph_break(spec), str(path))
-    return traceread.load(str(path))
+    return load_as(graph_break(spec), tmp_path, "fixed" if spec.fixed else "break", fmt)
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SHARED_TRACES, needs_shared
+from tracesynth.files import load_as
 from tracesynth.kineto_writer import write_kineto
 from tracesynth.model import HostCall, HostRange, Kernel, Rank, Scenario, Sync
-from tracesynth.nsys_writer import write_nsys
 
 import traceread
 from traceread.engine.lanes import event_view
@@ -55,9 +55,7 @@ def _scenario() -> Scenario:
 
 
 def _model(tmp_path: Path, fmt: str) -> tuple[traceread.Trace, mdl.RankModel, np.ndarray]:
-    path = tmp_path / f"waits.{'pt.trace.json' if fmt == 'kineto' else 'sqlite'}"
-    (write_kineto if fmt == "kineto" else write_nsys)(_scenario(), str(path))
-    t = traceread.load(str(path))
+    t = load_as(_scenario(), tmp_path, "waits", fmt)
     a = analyze([t])
     m = mdl.build(event_view(t), 0, mdl.steps_points(a.steps, 0), a.cfg, event_waits=t.side.get("event_waits"))
     v = event_view(t)

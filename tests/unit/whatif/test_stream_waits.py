@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tracesynth.files import load_as
 from tracesynth.kineto_writer import write_kineto
 from tracesynth.model import HostCall, HostRange, Kernel, Rank, Scenario
-from tracesynth.nsys_writer import write_nsys
 
 import traceread
 from traceread.note import EXTERNAL_STREAM_WAITS, UNEXPLAINED_WAITS
@@ -52,9 +52,7 @@ def test_a_wait_on_an_event_recorded_before_the_capture_is_external(tmp_path: Pa
     work is in the trace): it stays an unrecorded dependency, left out of the dependencies-alone replay."""
     out = {}
     for recorded in (False, True):
-        path = tmp_path / f"{recorded}.{'pt.trace.json' if fmt == 'kineto' else 'sqlite'}"
-        (write_kineto if fmt == "kineto" else write_nsys)(_scenario(recorded), str(path))
-        a = analyze([traceread.load(str(path))])
+        a = analyze([load_as(_scenario(recorded), tmp_path, str(recorded), fmt)])
         assert a.whatif is not None
         out[recorded] = a.whatif
     ext = {k: [n.fields for n in w.notes if n.kind == EXTERNAL_STREAM_WAITS] for k, w in out.items()}

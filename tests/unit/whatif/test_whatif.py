@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracesynth.files import load_as
 from tracesynth.kineto_writer import write_kineto
-from tracesynth.nsys_writer import write_nsys
 from tracesynth.planted import PlantSpec, plant
 
 import traceread
@@ -27,9 +27,7 @@ def _only(**w: float) -> dict[str, float]:
 
 def _load(tmp_path: Path, spec: PlantSpec, fmt: str) -> traceread.Trace:
     tmp_path.mkdir(exist_ok=True)
-    path = tmp_path / f"s{spec.seed}_{spec.loader_fixed}.{'pt.trace.json' if fmt == 'kineto' else 'sqlite'}"
-    (write_kineto if fmt == "kineto" else write_nsys)(plant(spec).scenario, str(path))
-    return traceread.load(str(path))
+    return load_as(plant(spec).scenario, tmp_path, f"s{spec.seed}_{spec.loader_fixed}", fmt)
 
 
 def _rank_files(tmp_path: Path, spec: PlantSpec) -> list[traceread.Trace]:

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tracesynth.kineto_writer import write_kineto
+from tracesynth.files import load_as
 from tracesynth.memory_fused import memory_bound
-from tracesynth.nsys_writer import write_nsys
 from tracesynth.one_time_pair import OncePair, once_pair
 from tracesynth.pipeline_schedules import PipelineSpec, plant_pipeline
 from tracesynth.planted import COMPUTE, PlantSpec, plant
@@ -28,9 +27,7 @@ def _only(**w: float) -> dict[str, float]:
 
 def _write(tmp_path: Path, scenario, name: str, fmt: str) -> traceread.Trace:
     tmp_path.mkdir(exist_ok=True)
-    path = tmp_path / f"{name}.{'pt.trace.json' if fmt == 'kineto' else 'sqlite'}"
-    (write_kineto if fmt == "kineto" else write_nsys)(scenario, str(path))
-    return traceread.load(str(path))
+    return load_as(scenario, tmp_path, name, fmt)
 
 
 # The memory-bound pairs' workload: half the busy kernels elementwise or normalization (memory-bound), with syncs,
