@@ -181,11 +181,6 @@ def _no_replay() -> tuple[Any, tuple[str, ...]]:
     return None, ()
 
 
-def _when_read(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """The default ``beside`` hook: nothing runs beside; the work is done where its result is read."""
-    return fn
-
-
 @dataclass(frozen=True)
 class Hooks:
     """What the runner (:mod:`traceread.runner`) gives the stages: where its replay and its heap come in.
@@ -198,7 +193,7 @@ class Hooks:
     between: Callable[[], None] = _nothing  # called between phases (and between a job's ranks)
     # Work that needs neither the gaps nor the rules (a trace's tables), given as soon as it could start: the
     # hook returns what gives its result where it is read (the runner runs it on a thread meanwhile)
-    beside: Callable[[Callable[[], Any]], Callable[[], Any]] = _when_read
+    beside: Callable[[Callable[[], Any]], Callable[[], Any]] = pipe.when_read
 
 
 def finish(traces: list[Trace] | tuple[Trace, ...], per: list[pipe.PerTrace], workload: Workload | None,

@@ -140,14 +140,15 @@ def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | N
     return out
 
 
-def _when_read(fn: Callable[[], Any]) -> Callable[[], Any]:
+def when_read(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """The default ``beside`` hook: nothing runs beside; the work is done where its result is read."""
     return fn
 
 
 def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
                classified: Callable[[pd.DataFrame, pd.DataFrame], None] | None = None,
                between: Callable[[], None] = _nothing,
-               beside: Callable[[Callable[[], Any]], Callable[[], Any]] = _when_read) -> PerTrace:
+               beside: Callable[[Callable[[], Any]], Callable[[], Any]] = when_read) -> PerTrace:
     """Gaps, classes, attribution, kernel and collective tables of one trace, from its steps as found
     (``out.found``: :func:`found_steps`), and its sanity notes (after the loader's caveats, made here so
     that the replay starts before them); notes and unavailable lines go to ``out``. ``classified`` is
