@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from traceread.ranks.summary import RankSummary
     from traceread.whatif import WhatIf
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"
 __all__ = ["finish", "Hooks", "Analysis", "TraceSummary", "Failure", "GAP_CLASSES", "BUSY_PARTS", "PARTS", "CAUSES",
            "part_col", "SCHEMA_VERSION", "rank_summary", "Removal", "LaunchStats"]
 

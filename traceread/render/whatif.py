@@ -119,6 +119,9 @@ _REASONS = {
            "another; fewer or smaller copies would shorten the step",
     "external": "the wait is external: GPU ops waited {fig} in all for work the trace does not show (another "
                 "process, work issued before the capture), which no fix of this trace removes",
+    "host-work": "the idle is the host's own work on the launching thread ({fig} of its gaps over the capture), "
+                 "not kernel dispatch: CUDA graphs do not remove it, and only moving that work off the training step "
+                 "buys this time back",
     "gpu": "the GPU becomes the bound: the predicted step is its own busy time ({fig} a step)",
     "exposed": "the fix removes only what the rule attributed, and other work the idle was hiding stays on the "
                "critical path (predicted step {fig})",

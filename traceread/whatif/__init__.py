@@ -34,7 +34,7 @@ from traceread.whatif import replay as rp
 from traceread.whatif.fixes import FIX_CAUSES, Bus, Fix, Scale
 from traceread.whatif.nominal import nominal_edges
 
-WHATIF_VERSION = "1.2"
+WHATIF_VERSION = "1.3"
 ALL_FIXED = "all"
 # A fix predicted to move the step by less than this share, with no idle of its cause as large, gets no row in the
 # report's table (traceread.render.whatif) and no part in "all of them".

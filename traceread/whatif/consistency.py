@@ -8,6 +8,8 @@ idle over the capture. Where it is not, one reason the trace shows is named:
 * ``bus``: the batch copies hold the data-starved gaps; prefetched, they still take the bus one after another;
 * ``external``: GPU ops waited for work the trace does not show (another process, work issued before the
   capture), which no fix of this trace removes;
+* ``host-work``: the launch-bound idle is mostly the host's own work on the launching thread (the rule's
+  ``host-work`` evidence: logging, metrics, host math), which CUDA graphs do not remove (docs/whatif.md);
 * ``gpu``: the GPU becomes the bound: the predicted step is the GPU's own busy time a step;
 * ``exposed``: the host work the idle was hiding stays (the fix removes what its rule attributed only).
 """
@@ -21,13 +23,14 @@ import numpy as np
 import pandas as pd
 
 from traceread import causes
-from traceread.vocabulary import DATA_STARVED
+from traceread.rules.launch_bound import HOST_WORK as _HOST_WORK_KIND
+from traceread.vocabulary import DATA_STARVED, LAUNCH_BOUND
 
 CHECK_MIN_SHARE = 0.05  # a cause under 5% of step time is not checked
 CHECK_MIN_RATIO = 0.5  # a fix should buy at least half its cause's idle time
 _GPU_BOUND_SLACK = 1.02  # a predicted step within 2% of the GPU's busy time a step is GPU-bound
 
-BUS, EXTERNAL, GPU, EXPOSED = "bus", "external", "gpu", "exposed"
+BUS, EXTERNAL, HOST_WORK, GPU, EXPOSED = "bus", "external", "host-work", "gpu", "exposed"
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,12 @@ def _reason(w: Any, p: Any, idle: int, steps: pd.DataFrame, gaps: pd.DataFrame, 
         held = (htod >= cover * dur) & (htod > loader)
         if 2 * int(dur[held].sum()) >= int(dur.sum()) > 0:
             return BUS, int(htod[held].sum())
+    if p.cause == LAUNCH_BOUND and not gaps.empty and "evidence_kind" in gaps.columns:
+        g = gaps[gaps["class"] == LAUNCH_BOUND]
+        dur = (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)
+        own = (g["evidence_kind"] == _HOST_WORK_KIND).to_numpy(bool)
+        if 2 * int(dur[own].sum()) >= int(dur.sum()) > 0:
+            return HOST_WORK, int(dur[own].sum())
     external = int(getattr(w, "external_wait_ns", 0) or 0)
     if external and 2 * external >= _capture_idle(gaps, p.cause) > 0:
         return EXTERNAL, external
@@ -104,4 +113,4 @@ def _steady_busy(steps: pd.DataFrame) -> int:
     return int(s.groupby("step")["busy_ns"].max().median())
 
 
-__all__ = ["Check", "checks", "CHECK_MIN_SHARE", "CHECK_MIN_RATIO", "BUS", "EXTERNAL", "GPU", "EXPOSED"]
+__all__ = ["Check", "checks", "CHECK_MIN_SHARE", "CHECK_MIN_RATIO", "BUS", "EXTERNAL", "HOST_WORK", "GPU", "EXPOSED"]
