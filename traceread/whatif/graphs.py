@@ -226,7 +226,8 @@ def _operator_union(v: EventView, on_tids: np.ndarray) -> tuple[np.ndarray, np.n
     wanted = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # (the last entry answers for -1, a missing category)
     wanted[[v.cat_codes[c] for c in (schema.CAT_CPU_OP, *API_CATS) if c in v.cat_codes]] = True
     rows = on_tids[wanted[v.cat[on_tids]] & (v.lane[on_tids] == v.lane_codes.get(schema.LANE_CPU_THREAD, -99))]
-    return intervals.union(v.start[rows].astype(_I64), v.end[rows].astype(_I64))
+    # (a thread's rows are nearly in start order: one stable sort of their starts, then one compiled pass)
+    return intervals.rows_union(v.start, v.end, intervals.by_start(v.start, rows))
 
 
 __all__ = ["plan_launch_bound", "graph_kernel_gap", "graph_launch_cost", "dispatch_union", "host_work_union"]
