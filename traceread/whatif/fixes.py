@@ -9,7 +9,7 @@ made once per rank and fix and serves the fix's own replay and the "all" replay 
 * ``data-starved``: the training thread's data loading (``enumerate(DataLoader)#...`` ranges and
   input-work frames on the threads that launch GPU work) and the host time of gaps the rule judged host input
   work take no host time; pageable batch copies cost what pinned ones do; the batch copies holding gaps are
-  prefetched (nothing waits for them, but they take the bus one after another);
+  prefetched (nothing waits for them, but they take the bus as they did in the trace);
 * ``launch-bound``: the work is captured in CUDA graphs: the dispatch between one kernel launch and the
   next on the same thread (dense launches; elsewhere the time inside operators and runtime calls) shrinks to
   ``whatif_graph_node_ns``; data loading and driver work (one CUDA call over ``launch_call_max_ns``) stay;

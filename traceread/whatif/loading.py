@@ -121,8 +121,8 @@ def _copy_held(ctx: Context, m: RankModel) -> tuple[np.ndarray, np.ndarray]:
 def _prefetched_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
     """Host-to-device copies holding data-starved gaps (:func:`_copy_held`) are prefetched (``non_blocking=True`` on a side stream,
     issued a batch ahead): the op after each on its stream no longer waits for it, and no host sync does; the
-    copies still take the bus one after another (each waits for the one before it), so a run whose step is the
-    bus's time stays at it."""
+    copies still take the bus as they did (each waits for the copy it followed there: :func:`_bus_predecessors`),
+    so a run whose step is the bus's time stays at it."""
     memcpy = ctx.view.lane_codes.get(schema.LANE_MEMCPY, -99)
     c = ctx.copies
     nodes = m.op_nodes[m.lane == memcpy]
@@ -148,13 +148,29 @@ def _prefetched_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
         src[more] = before[src[more]]
     turnaround = int(m.nominal.get("stream_turnaround_ns", 0))
     ops = [_Op(_REWIRE, follows, src.astype(m.src.dtype), 1, delays=np.full(len(follows), turnaround, _I64))]
-    # The bus: each batch copy after the one before it (its free slot 2; slot 1 keeps its stream order)
-    prev, cur = batch[:-1], batch[1:]
+    # The bus: each batch copy after the copy it followed on the bus in the trace (its free slot 2; slot 1 keeps
+    # its stream order): the one that ended last by its start. Copies that overlapped in the trace (several copy
+    # engines or DMA queues) stay as concurrent as they were; copies one after another stay one after another.
+    prev, cur = _bus_predecessors(m, batch)
     free = m.src[cur, 2] < 0
     ops.append(_Op(_REWIRE, cur[free], prev[free].astype(m.src.dtype), 2, delays=np.zeros(int(free.sum()), _I64)))
     waits = np.isin(m.src[m.sync_end, 1], batch)
     ops.append(_Op(_FREE, m.sync_end[waits], m.sync_wait_slot_delay[waits], waiting=True))
     return tuple(ops)
+
+
+def _bus_predecessors(m: RankModel, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(prev, cur)``: each batch copy ``cur`` with the copy ``prev`` it followed on the bus in the trace, the one
+    ending last at or before its start (a copy with none is left out)."""
+    start = m.time[batch].astype(_I64)
+    end = start + m.dur[batch].astype(_I64)
+    by_end = np.lexsort((start, end))  # among equal ends, the later start last: the copy next to the one after
+    j = np.searchsorted(end[by_end], start, side="right") - 1
+    # a zero-length copy ends at its own start: the one before it in that order is its predecessor
+    own = (j >= 0) & (by_end[np.maximum(j, 0)] == np.arange(len(batch)))
+    j[own] -= 1
+    has = j >= 0
+    return batch[by_end[j[has]]], batch[has]
 
 
 def plan_bus_bytes(m: RankModel, fix: Bus, ctx: Context) -> Plan:

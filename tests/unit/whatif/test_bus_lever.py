@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+from conftest import SHARED_TRACES, needs_shared
 from tracesynth.bus_copies import BusSpec, bus_copies
 from tracesynth.files import load_as
 
@@ -60,3 +62,34 @@ def test_whatif_command_pulls_the_bus_lever_by_the_rules_evidence_name(tmp_path)
     assert api is not None and rows[0]["step_ns"] == api.fixes[0].step_ns < api.measured_step_ns
     for bad in ("bus-bound", "bus-bound=", "bus-bound=0", "bus-bytes=4"):
         assert main(["whatif", t.meta.path, "--fix", bad]) == 2
+
+
+def test_prefetched_copies_keep_the_bus_concurrency_of_the_trace() -> None:
+    """Each prefetched batch copy waits for the copy it followed on the bus in the trace (the one ending last by its
+    start): copies one after another stay a chain, copies that overlapped (two copy engines) stay two chains, and a
+    zero-length copy is not its own predecessor."""
+    from types import SimpleNamespace
+
+    from traceread.whatif.loading import _bus_predecessors
+
+    def pairs(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        m = SimpleNamespace(time=np.array([s for s, _ in spans], dtype=np.int64),
+                            dur=np.array([e - s for s, e in spans], dtype=np.int64))
+        prev, cur = _bus_predecessors(m, np.arange(len(spans)))
+        return sorted(zip(prev.tolist(), cur.tolist(), strict=True), key=lambda p: p[1])
+
+    assert pairs([(0, 10), (10, 20), (25, 30)]) == [(0, 1), (1, 2)]
+    assert pairs([(0, 10), (5, 15), (10, 20), (15, 25), (20, 30)]) == [(0, 2), (1, 3), (2, 4)]
+    assert pairs([(0, 10), (10, 10), (12, 20)]) == [(0, 1), (1, 2)]
+
+
+@needs_shared
+def test_a_fix_for_concurrent_batch_copies_does_not_serialize_them() -> None:
+    """The TPU v6e trace's infeed copies run about five at once (their total is 5x their union): prefetched, they keep
+    that concurrency, so the data fix predicts no longer a step than measured (chained one after another, it
+    predicted 3,680 ms for a 784 ms step)."""
+    a = analyze([traceread.load(str(SHARED_TRACES / "formats" / "xprof_tpu_v6e_inference.xplane.pb"))])
+    assert a.whatif is not None
+    p = a.whatif.prediction("data-starved")
+    assert p is not None and p.step_ns is not None
+    assert p.step_ns <= a.whatif.measured_step_ns * 1.001
