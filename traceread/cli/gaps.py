@@ -113,7 +113,8 @@ def command(trace: str, json_path: str | None, csv_path: str | None, derived: bo
 def _command(trace: str, cfg: Thresholds, json_path: str | None, csv_path: str | None, derived: bool,
              warmup_steps: int | None, step_range: str | None, top: int) -> None:
     tr = load(trace, progress=True, step_range=step_range)
-    result, gaps = classified_gaps(tr, cfg, warmup_steps, step_range)
+    # the evidence data feeds the sentences only: --csv --derived writes them, nothing else here does
+    result, gaps = classified_gaps(tr, cfg, warmup_steps, step_range, evidence_data=bool(csv_path and derived))
     gaps.attrs.pop("notes", None)  # not shown here; pandas would deep-copy it into every derived frame
     totals = step_totals(result.steps, gaps).assign(start_ns=result.steps["start_ns"].to_numpy())  # same rows
     columns = _columns(gaps, cfg)

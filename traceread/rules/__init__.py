@@ -228,7 +228,8 @@ def _nothing() -> None:
 
 
 def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace | None,
-             cfg: Thresholds, text: bool = True, between: Callable[[], None] = _nothing) -> pd.DataFrame:
+             cfg: Thresholds, text: bool = True, between: Callable[[], None] = _nothing,
+             evidence_data: bool = True) -> pd.DataFrame:
     """The gaps frame plus ``class`` (one of ``GAP_CLASSES``), ``evidence`` (a sentence) and
     ``evidence_kind``.
 
@@ -238,11 +239,14 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     ``attrs["notes"]`` holds notes as data (``traceread.note.Note``, e.g. bubbles not judged for lack of steps).
     The input is not modified. ``text=False`` (the analysis): the evidence is kept as data instead
     of a sentence per gap, made where it is shown or written (``rules.evidence``). ``between`` is called
-    once the rules' context is freed.
+    once the rules' context is freed. ``evidence_data=False`` (with ``text=False``): no evidence data either,
+    for a caller that makes no sentence from it (``traceread gaps`` but with ``--csv --derived``).
     """
+    if text and not evidence_data:
+        raise ValueError("classify: the evidence sentence is made from the evidence data")
     out = gaps_df.copy(deep=False)  # new columns only: the input is not modified
     with column_cache(out) as cols, _calls.shared(trace):
-        out = _classify(cols, steps_df, trace, cfg)
+        out = _classify(cols, steps_df, trace, cfg, evidence_data)
         if text:
             out = evidence.with_evidence(cols, cfg)
     # The context's temporaries are freed: their pages can go back, not under what the caller allocates next
@@ -250,7 +254,8 @@ def classify(gaps_df: pd.DataFrame, steps_df: pd.DataFrame | None, trace: Trace 
     return out
 
 
-def _classify(cols: ColumnCache, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds) -> pd.DataFrame:
+def _classify(cols: ColumnCache, steps_df: pd.DataFrame | None, trace: Trace | None, cfg: Thresholds,
+              evidence_data: bool = True) -> pd.DataFrame:
     out = cols.frame
     n = len(out)
     whole = _whole(cols, steps_df, trace, cfg)
@@ -281,7 +286,8 @@ def _classify(cols: ColumnCache, steps_df: pd.DataFrame | None, trace: Trace | N
                                   turnaround=whole.turnaround)
     out["class"] = pd.Categorical.from_codes(cls, categories=pd.Index(list(GAP_CLASSES)))
     out["evidence_kind"] = _kinds_column(kinds, out.index)
-    evidence.store(out, ctx, cls, rows)  # the sentences' inputs, as columns (rules.evidence)
+    if evidence_data:
+        evidence.store(out, ctx, cls, rows)  # the sentences' inputs, as columns (rules.evidence)
     out.attrs["notes"] = list(ctx.notes)
     return out
 

@@ -29,10 +29,12 @@ def gaps_heap() -> Iterator[None]:
 
 
 def classified_gaps(trace: Trace, cfg: Thresholds, warmup_steps: int | None,
-                    step_range: str | None) -> tuple[StepResult, pd.DataFrame]:
-    """The steps of ``trace`` and its classified gaps (evidence as data, ``rules.classify(text=False)``)."""
+                    step_range: str | None, evidence_data: bool = True) -> tuple[StepResult, pd.DataFrame]:
+    """The steps of ``trace`` and its classified gaps (evidence as data, ``rules.classify(text=False)``;
+    without it where ``evidence_data`` is False: no sentence is made)."""
     result = find_steps(trace, cfg, warmup_steps=warmup_steps, step_range=step_range, between=heap.trim)
     found = find_gaps(trace, result.steps, cfg, heap.trim)
     drop_selections(trace)  # the engine's: the rules and the tables after them read none of them
     heap.trim()
-    return result, classify(found, result.steps, trace, cfg, text=False, between=heap.trim)
+    return result, classify(found, result.steps, trace, cfg, text=False, between=heap.trim,
+                            evidence_data=evidence_data)
