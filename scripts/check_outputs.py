@@ -2,7 +2,7 @@
 
 A refactor that must change no output byte is checked by running this before and after and comparing
 the two listings (``--compare OLD.sha256``). The set: every trace under ``fixtures/`` and the shared
-reference traces (``../shared/traces`` or ``TRACEREAD_SHARED``), each through ``analyze`` (Markdown,
+reference traces (``../shared/traces`` or ``TRACEREAD_SHARED``: kineto/, nsys/ and formats/), each through ``analyze`` (Markdown,
 JSON, Perfetto, PNG), ``gaps`` (table, JSON, CSV), ``kernels``, ``whatif`` and ``info``; the real
 before/after pair through ``diff``; ``fixtures/`` through ``scan`` (Markdown, JSON, parquet).
 
@@ -35,12 +35,12 @@ SHARED = Path(os.environ.get("TRACEREAD_SHARED", REPO.parent / "shared")) / "tra
 PAIR = ("kineto/kineto2021_resnet50_workers0_run2.pt.trace.json.gz",
         "kineto/kineto2021_resnet50_workers4_run2.pt.trace.json.gz")
 # formats whose readers are not part of every build: outputs for them are listed, not compared
-KNOWN = (".json", ".json.gz", ".sqlite")
+KNOWN = (".json", ".json.gz", ".sqlite", ".pb", ".rpd")
 
 
 def _traces() -> list[Path]:
     found = [p for p in sorted((REPO / "fixtures").iterdir()) if p.name.endswith(KNOWN)]
-    for sub in ("kineto", "nsys"):
+    for sub in ("kineto", "nsys", "formats"):
         d = SHARED / sub
         if d.is_dir():
             found += [p for p in sorted(d.iterdir()) if p.name.endswith(KNOWN)]
