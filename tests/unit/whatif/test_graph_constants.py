@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_TRACES, needs_shared
 from tracesynth.files import load_as
 from tracesynth.planted import PlantSpec, plant
 
@@ -142,3 +143,20 @@ def test_the_thresholds_defaults_are_the_generic_figures() -> None:
     """The table's fallback is the thresholds' defaults: a changed default must move docs/whatif.md's table too."""
     defaults = {f.name: f.default for f in dataclasses.fields(Thresholds)}
     assert (defaults["whatif_graph_launch_ns"], defaults["whatif_graph_kernel_gap_ns"]) == (10_000, 340)
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["tracelens_sglang_decode_mi300x.json.gz", "tracelens_vllm_graph_replay_rocm.json.gz",
+                                  "tracelens_vllm_piecewise_exec_mi300x.json.gz"])
+def test_the_cdna3_gap_is_what_the_mi300x_traces_with_graph_launches_measure(name: str) -> None:
+    """The CDNA3 row's in-graph gap is the median these traces give themselves (their own hipGraphLaunch kernels),
+    and their GPU is a CDNA3 one."""
+    trace = traceread.load(str(SHARED_TRACES / "kineto" / name))
+    a = analyze([trace])
+    v = event_view(trace)
+    rank = int(a.steps["rank"].iloc[0])
+    m = mdl.build(v, rank, mdl.steps_points(a.steps, rank), a.cfg)
+    devices = device_names(trace, rank)
+    assert generation_of(devices) == "CDNA3"
+    assert graph_kernel_gap(m, Context(v, a.gaps, a.cfg, devices=devices)) == (GRAPH_CONSTANTS["CDNA3"].kernel_gap_ns,
+                                                                                "trace")
