@@ -208,10 +208,12 @@ class Thresholds:
         "(one cudaGraphLaunch for the whole sequence)")
     whatif_graph_kernel_gap_ns: int = _t(
         340, "ns", "launch-bound fix: a replayed CUDA graph runs its kernels 0.26-0.42 us apart on a real eager-to-graph "
-        "pair (eager: 1.0-1.4 us); used where the trace holds no graph launches to measure it from")
+        "pair (eager: 1.0-1.4 us); used where the trace holds no graph launches to measure it from and its GPU "
+        "generation has no sourced figure (docs/whatif.md); a value set here wins over that table")
     whatif_graph_launch_ns: int = _t(
         10_000, "ns per graph", "launch-bound fix: a cudaGraphLaunch holds the host about 10 us before the graph's first "
-        "kernel can start (an assumption where the trace holds no graph launch to measure it from)")
+        "kernel can start (an assumption where the trace holds no graph launch to measure it from and its GPU "
+        "generation has no sourced figure, docs/whatif.md); a value set here wins over that table")
     whatif_memory_factor: float = _t(
         1.5, "x faster", "memory-bound fix: fusing elementwise/normalization kernels saves about a third of their "
         "memory traffic")

@@ -32,6 +32,7 @@ from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
 from traceread.whatif.fixes import FIX_CAUSES, Bus, Fix, Scale
+from traceread.whatif.graph_constants import device_names
 from traceread.whatif.nominal import nominal_edges
 
 WHATIF_VERSION = "1.3"
@@ -228,7 +229,7 @@ def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame 
             index = rp.StepIndex.of(m, rs)
             unit = _Unit(i, m, rs, index.bounds(rp.recorded(m)),
                          fx.Context(v, pd.DataFrame(columns=list(_GAP_COLUMNS)), cfg, trace.side.get("copy_args"),
-                                    between),
+                                    between, device_names(trace, int(rank))),
                          index)
             del m, index  # only the unit holds them: released, the model goes before the next one is built
             between()  # the build's freed temporaries can go back before the replays' copies are made

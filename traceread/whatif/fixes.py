@@ -174,6 +174,7 @@ class Context:
     cfg: Thresholds
     copies: pd.DataFrame | None = None  # the trace's ``copy_args`` side table (row, copy_kind, src_kind)
     between: Callable[[], None] = lambda: None  # called between a plan's pieces (the runner's heap trim)
+    devices: tuple[str, ...] = ()  # the rank's GPU names (graph_constants: the CUDA-graph model's generation)
 
 
 # What a step of a plan does to its nodes (``values``: per node, or one value):

@@ -23,6 +23,7 @@ from traceread.whatif.fixes import (
     _ops,
     _shrink_host,
 )
+from traceread.whatif.graph_constants import gap_constant, launch_constant
 from traceread.whatif.model import RankModel, rank_calls, rank_host
 
 _I64 = np.int64
@@ -45,13 +46,15 @@ def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
 
 def graph_launch_cost(m: RankModel, ctx: Context) -> tuple[int, str]:
     """What a graph launch adds before its first kernel (ns) and where it comes from: the median ``cudaGraphLaunch``
-    call where the trace holds one, else ``whatif_graph_launch_ns``."""
+    call where the trace holds one ("trace"), else the GPU generation's sourced figure ("<generation> constant:
+    <source>", :mod:`traceread.whatif.graph_constants`), else ``whatif_graph_launch_ns`` ("constant"; a value the
+    user set comes first)."""
     v = ctx.view
     calls = v.rows(*rank_calls(m.rank))
     graph = calls[_graph_launches(v, calls)] if len(calls) else calls
     if len(graph):
         return int(np.median((v.end[graph] - v.start[graph]).astype(_I64))), "trace"
-    return int(ctx.cfg.whatif_graph_launch_ns), "constant"
+    return launch_constant(ctx.cfg, ctx.devices)
 
 
 def _graph_launches(v: EventView, calls: np.ndarray) -> np.ndarray:
@@ -61,8 +64,9 @@ def _graph_launches(v: EventView, calls: np.ndarray) -> np.ndarray:
 
 def graph_kernel_gap(m: RankModel, ctx: Context) -> tuple[int, str]:
     """The gap between two kernels of one replayed CUDA graph (ns) and where it comes from: the median gap between
-    consecutive kernels of one graph launch where the trace holds at least ``_GRAPH_GAPS_MIN`` of them, else
-    ``whatif_graph_kernel_gap_ns`` (docs/whatif.md gives its source)."""
+    consecutive kernels of one graph launch where the trace holds at least ``_GRAPH_GAPS_MIN`` of them ("trace"),
+    else the GPU generation's sourced figure, else ``whatif_graph_kernel_gap_ns`` (as :func:`graph_launch_cost`;
+    docs/whatif.md gives every source)."""
     v = ctx.view
     calls = v.rows(*rank_calls(m.rank))
     graph = calls[_graph_launches(v, calls)] if len(calls) else calls
@@ -78,7 +82,7 @@ def graph_kernel_gap(m: RankModel, ctx: Context) -> tuple[int, str]:
         gaps = gaps[gaps >= 0]
         if len(gaps) >= _GRAPH_GAPS_MIN:
             return int(np.median(gaps)), "trace"
-    return int(ctx.cfg.whatif_graph_kernel_gap_ns), "constant"
+    return gap_constant(ctx.cfg, ctx.devices)
 
 
 _GRAPH_GAPS_MIN = 16  # in-graph gaps the trace must hold for its own median to replace the constant
