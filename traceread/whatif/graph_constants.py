@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from traceread.config import Thresholds
 from traceread.metrics.peaks import match_gpu
@@ -78,7 +77,6 @@ def device_names(trace: Trace, rank: int) -> tuple[str, ...]:
     return tuple(d.name for d in (used or devs) if d.name)
 
 
-@lru_cache(maxsize=256)
 def generation_of(names: tuple[str, ...]) -> str | None:
     """The GPU generation of ``names`` when every name the peak table knows agrees on one (else None)."""
     rows = [match_gpu(n) for n in names]

@@ -160,3 +160,36 @@ def test_the_cdna3_gap_is_what_the_mi300x_traces_with_graph_launches_measure(nam
     assert generation_of(devices) == "CDNA3"
     assert graph_kernel_gap(m, Context(v, a.gaps, a.cfg, devices=devices)) == (GRAPH_CONSTANTS["CDNA3"].kernel_gap_ns,
                                                                                 "trace")
+
+
+@needs_shared
+def test_a_graph_launch_costs_its_first_kernels_latency_not_the_call() -> None:
+    """sglang's decode on MI300X: each ``hipGraphLaunch`` holds the host while it enqueues every node (over a
+    millisecond), but the graph's first kernel starts microseconds after the call begins. The launch cost is that
+    latency, the median over the launches whose first kernel did not queue behind its stream, counted here from
+    the events by correlation."""
+    import numpy as np
+
+    from traceread import schema
+
+    trace = traceread.load(str(SHARED_TRACES / "kineto" / "tracelens_sglang_decode_mi300x.json.gz"))
+    a = analyze([trace])
+    v = event_view(trace)
+    m = mdl.build(v, 0, mdl.steps_points(a.steps, 0), a.cfg)
+    cost, source = graph_launch_cost(m, Context(v, a.gaps, a.cfg, devices=device_names(trace, 0)))
+    ev = trace.events
+    calls = ev[ev["name"].astype(str) == "hipGraphLaunch"]
+    k = ev[ev["lane"] == schema.LANE_GPU_COMPUTE].sort_values("start_ns")
+    first = k[k["correlation"].isin(set(calls["correlation"]))].groupby("correlation").head(1)
+    lat = []
+    for _, c in calls.iterrows():  # a few hundred launches
+        f = first[first["correlation"] == c["correlation"]]
+        if f.empty:
+            continue
+        f = f.iloc[0]
+        same = k[(k["stream"] == f["stream"]) & (k["device"] == f["device"]) & (k["start_ns"] < f["start_ns"])]
+        if same.empty or int(same["end_ns"].iloc[-1]) <= int(c["start_ns"]):  # the stream was ready for it
+            lat.append(int(f["start_ns"]) - int(c["start_ns"]))
+    assert source == "trace" and len(lat) >= 1
+    assert cost == int(np.median(np.maximum(lat, 0)))
+    assert cost * 20 < float((calls["end_ns"] - calls["start_ns"]).median())
