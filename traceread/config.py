@@ -214,6 +214,10 @@ class Thresholds:
         10_000, "ns per graph", "launch-bound fix: a cudaGraphLaunch holds the host about 10 us before the graph's first "
         "kernel can start (an assumption where the trace holds no graph launch to measure it from and its GPU "
         "generation has no sourced figure, docs/whatif.md); a value set here wins over that table")
+    whatif_launch_linked_min: float = _t(
+        0.1, "fraction of kernels", "launch-bound fix: a rank with fewer of its kernels' launches recorded (an XLA "
+        "trace that records only its copies) cannot tell the dispatch before a kernel from the host's other work, as "
+        "the rule says who waited cannot be told: the fix is not predicted there")
     whatif_memory_factor: float = _t(
         1.5, "x faster", "memory-bound fix: fusing elementwise/normalization kernels saves about a third of their "
         "memory traffic")

@@ -216,6 +216,9 @@ INFERRED_WAITS = "inferred-waits"
 UNEXPLAINED_WAITS = "unexplained-waits"
 # GPU ops held by a stream wait on an event recorded before the capture (external waits): count, wait_ns
 EXTERNAL_STREAM_WAITS = "external-stream-waits"
+# ranks whose kernels' launches are mostly not recorded, where the launch-bound fix is not predicted: ranks,
+# kernels, launched (of those kernels, with a recorded launch)
+LAUNCHES_NOT_RECORDED = "launches-not-recorded"
 # The pipeline-bubble rule (traceread.rules.pipeline_bubble):
 # a rank/device with too few analysed steps to judge periodicity: rank, device, steps, needed
 BUBBLES_NOT_JUDGED = "bubbles-not-judged"

@@ -45,6 +45,7 @@ from traceread.note import (
     INFERRED_WAITS,
     ITERATION_RANGES,
     KERNEL_PERIOD,
+    LAUNCHES_NOT_RECORDED,
     MBU_BYTES_ESTIMATE,
     MBU_NEEDS_BYTES,
     MEMORY_BOUND_NEXT,
@@ -343,6 +344,11 @@ _WHATIF_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
     EXTERNAL_STREAM_WAITS: lambda d: (f"{d['count']} GPU ops waited {d['wait_ns'] / 1e6:,.3f} ms in all on events "
                                       "recorded before the capture (a stream wait with no event record before it): "
                                       "external waits, kept as measured by both replays, not replay error"),
+    LAUNCHES_NOT_RECORDED: lambda d: (f"launch-bound not predicted on {d['ranks']:,} rank{'' if d['ranks'] == 1 else 's'}: "
+                                      f"the trace records the launch of {d['launched']:,} of their {d['kernels']:,} "
+                                      "kernels, so the dispatch "
+                                      "before a kernel cannot be told from the host's other work (the fix keeps "
+                                      "their steps as recorded)"),
 }
 
 

@@ -22,12 +22,13 @@ from traceread.engine.lanes import event_view
 from traceread.note import (
     EXTERNAL_STREAM_WAITS,
     INFERRED_WAITS,
+    LAUNCHES_NOT_RECORDED,
     UNEXPLAINED_WAITS,
     UNORDERED_DEPENDENCIES,
     Note,
 )
 from traceread.trace import Trace
-from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, part_col
+from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, LAUNCH_BOUND, part_col
 from traceread.whatif import fixes as fx
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
@@ -413,6 +414,10 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
     if external:
         notes.append(Note.of(EXTERNAL_STREAM_WAITS, count=external,
                              wait_ns=sum(u.model.external_wait_ns for u in units)))
+    unlaunched = [u.model for u in units if not mdl.launches_recorded(u.model, cfg)]
+    if unlaunched and any(isinstance(f, Fix) and f.cause == LAUNCH_BOUND for f in todo):
+        notes.append(Note.of(LAUNCHES_NOT_RECORDED, ranks=len(unlaunched), kernels=sum(m.compute_ops for m in unlaunched),
+                             launched=sum(m.compute_ops_launched for m in unlaunched)))
     preds.sort(key=lambda p: (p.saving_ns is None, -(p.saving_ns or 0), p.fix))
     # Each rank's own steps (the job's straggler lever): its replay with communication free (fixes.CommFree).
     own = {(u.trace, u.model.rank): u.outcome([fx.CommFree()])[0] for u in units} if own_free else {}

@@ -24,7 +24,7 @@ from traceread.whatif.fixes import (
     _shrink_host,
 )
 from traceread.whatif.graph_constants import gap_constant, launch_constant
-from traceread.whatif.model import RankModel, rank_calls, rank_host
+from traceread.whatif.model import RankModel, launches_recorded, rank_calls, rank_host
 
 _I64 = np.int64
 
@@ -36,7 +36,11 @@ def plan_launch_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     framework's operators and runtime calls (operator overhead). Host time that is not dispatch stays: data
     loading (the data-starved fix's), driver work (one CUDA call longer than ``launch_call_max_ns``: lazy module
     loading, context set-up) and a long quiet stretch no operator covers. The classified gaps are not read (the
-    fix is planned beside the rules): one-time work in warm-up steps is outside the steady median anyway."""
+    fix is planned beside the rules): one-time work in warm-up steps is outside the steady median anyway.
+    Nothing is planned on a rank whose kernels' launches the trace mostly does not record
+    (:func:`launches_recorded`)."""
+    if not launches_recorded(m, ctx.cfg):
+        return _ops()
     us, ue = dispatch_union(m, fix, ctx)
     ctx.between()
     frac = 1.0 if fix.factor is None else 1.0 - 1.0 / fix.factor

@@ -106,6 +106,9 @@ class RankModel:
     external_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     external_waits: int = 0  # len(external_ops), kept once the arrays are released
     external_wait_ns: int = 0
+    # Kernels on compute lanes, and those of them whose launch call the trace records (the launch-bound fix's scope)
+    compute_ops: int = 0
+    compute_ops_launched: int = 0
     _clock: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def clock_edges(self) -> np.ndarray:
@@ -114,6 +117,14 @@ class RankModel:
         if self._clock is None:  # host_nodes are the HOST_POINT nodes, ascending: a gather, not a pass over all
             self._clock = self.host_nodes[self.src[self.host_nodes, 0] >= 0]
         return self._clock
+
+
+def launches_recorded(m: RankModel, cfg: Thresholds) -> bool:
+    """Whether the trace records the launch of at least ``whatif_launch_linked_min`` of the rank's kernels (or the
+    rank has none). Where it does not (an XLA trace that records only its copies' calls), the host time before a
+    kernel cannot be told to be its dispatch rather than the host's other work (the launch-bound rule's "the
+    next launch is not recorded"), and the CUDA-graph fix would remove whatever host time precedes it."""
+    return m.compute_ops == 0 or m.compute_ops_launched >= cfg.whatif_launch_linked_min * m.compute_ops
 
 
 def _median(values: np.ndarray, fallback: int) -> int:
@@ -372,6 +383,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     dropped = len(bad)
     src.reshape(-1)[bad] = -1
     op_dev = v.device[ops].astype(np.int32)
+    compute = v.lane[ops] == v.lane_codes.get(schema.LANE_GPU_COMPUTE, -99)
     return RankModel(
         rank=rank, time=node_time, kind=kind, src=src, delay=delay, dur=dur, row=row,
         host_nodes=host_nodes, op_nodes=op_node, sync_end=s_end_node, sync_wait_slot_delay=np.minimum(d_sync, d_h),
@@ -383,6 +395,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
         unexplained_waits=len(unexplained), unexplained_wait_ns=int(slack[unexplained].sum()),
         stream_waits=waits_read.read, external_ops=op_node[external].astype(_I64), external_waits=len(external),
         external_wait_ns=int(slack[external].sum()),
+        compute_ops=int(compute.sum()), compute_ops_launched=int((compute & ~orphan & (launch_point >= 0)).sum()),
     )
 
 

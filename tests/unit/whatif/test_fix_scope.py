@@ -314,3 +314,58 @@ def test_real_host_work_traces_say_cuda_graphs_leave_the_hosts_work(name: str) -
     assert not c.holds and c.reason == "host-work"
     assert c.figure_ns == int((g["end_ns"] - g["start_ns"]).sum()) > 0
     assert "CUDA graphs do not remove it" in section(a)
+
+
+def _without_kernel_launches(src: Path, out: Path) -> Path:
+    """``src`` with its kernels' correlation ids and flow events taken out: the trace then records no launch for
+    any kernel (its copies and memsets keep theirs), as an XLA trace that records only its copies' calls."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.open(src).read())
+    events = []
+    for e in doc["traceEvents"]:
+        if e.get("ph") in ("s", "f", "t"):
+            continue
+        if e.get("cat") == "Kernel":
+            e = {**e, "args": {k: v for k, v in e.get("args", {}).items() if k != "correlation"}}
+        events.append(e)
+    doc["traceEvents"] = events
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_cuda_graph_fix_is_not_predicted_where_no_kernel_launch_is_recorded(tmp_path: Path) -> None:
+    """Where the trace records the launch of none of a rank's kernels, the host time before a kernel cannot be told
+    to be dispatch (the rule says who waited cannot be told): the launch-bound fix keeps the step as recorded and a
+    note says why, while the same run with its launches recorded is predicted to gain (and the other fixes are the
+    same on both)."""
+    from traceread.note import LAUNCHES_NOT_RECORDED
+
+    src = FIXTURES / "kineto2021_resnet50_workers0_run2.pt.trace.json.gz"
+    linked = analyze([traceread.load(str(src))])
+    bare = analyze([traceread.load(str(_without_kernel_launches(src, tmp_path / "no_launches.json")))])
+    assert linked.whatif is not None and bare.whatif is not None
+    by_fix = {p.fix: p for p in linked.whatif.fixes}
+    bare_by_fix = {p.fix: p for p in bare.whatif.fixes}
+    assert by_fix["launch-bound"].saving_share > 0.05
+    assert bare_by_fix["launch-bound"].saving_ns == 0
+    assert bare_by_fix["launch-bound"].step_ns == bare.whatif.measured_step_ns
+    notes = [n for n in bare.whatif.notes if n.kind == LAUNCHES_NOT_RECORDED]
+    kernels = sum(1 for e in traceread.load(str(src)).events["category"].astype(str) if e == schema.CAT_KERNEL)
+    assert [(n.fields["ranks"], n.fields["kernels"], n.fields["launched"]) for n in notes] == [(1, kernels, 0)]
+    assert not [n for n in linked.whatif.notes if n.kind == LAUNCHES_NOT_RECORDED]
+
+
+@needs_shared
+def test_xla_trace_without_kernel_launches_gets_no_cuda_graph_prediction() -> None:
+    """The legacy JAX conv trace on MI300X records only its copies' hipMemcpy calls: no kernel's launch. The fix was
+    predicted to save 22.9% of a step whose idle the rules could not attribute (the host ops around the copies,
+    BufferSequencingEvent::Execute, removed as operator overhead); it is now not predicted there."""
+    from traceread.note import LAUNCHES_NOT_RECORDED
+
+    a = analyze([traceread.load(str(SHARED_TRACES / "formats" / "tracelens_jax_conv_legacy_mi300x.xplane.pb"))])
+    assert a.whatif is not None
+    launch = next(p for p in a.whatif.fixes if p.fix == "launch-bound")
+    assert launch.saving_ns == 0
+    assert [n.fields["launched"] for n in a.whatif.notes if n.kind == LAUNCHES_NOT_RECORDED] == [0]
