@@ -344,12 +344,15 @@ _WHATIF_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
     EXTERNAL_STREAM_WAITS: lambda d: (f"{d['count']} GPU ops waited {d['wait_ns'] / 1e6:,.3f} ms in all on events "
                                       "recorded before the capture (a stream wait with no event record before it): "
                                       "external waits, kept as measured by both replays, not replay error"),
-    LAUNCHES_NOT_RECORDED: lambda d: (f"launch-bound not predicted on {d['ranks']:,} rank{'' if d['ranks'] == 1 else 's'}: "
-                                      f"the trace records the launch of {d['launched']:,} of their {d['kernels']:,} "
-                                      "kernels, so the dispatch "
-                                      "before a kernel cannot be told from the host's other work (the fix keeps "
-                                      "their steps as recorded)"),
+    LAUNCHES_NOT_RECORDED: lambda d: _launches_not_recorded(d['ranks'], d['kernels'], d['launched']),
 }
+
+
+def _launches_not_recorded(ranks: int, kernels: int, launched: int) -> str:
+    one = ranks == 1
+    return (f"launch-bound not predicted on {ranks:,} rank{'' if one else 's'}: the trace records the launch of "
+            f"{launched:,} of {'its' if one else 'their'} {kernels:,} kernels, so the dispatch before a kernel cannot "
+            f"be told from the host's other work (the fix keeps {'its' if one else 'their'} steps as recorded)")
 
 
 # Why each kernel table is empty (``traceread kernels`` and the report's tables say the same)
