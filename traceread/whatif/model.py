@@ -263,6 +263,10 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     # and counting them idle would make a deep queue's whole wait the "launch latency".
     idle_before = ~has_prev | (os_ - pe > cfg.whatif_wait_min_ns)
     linked = ~orphan & (launch_point >= 0)
+    # kernels on compute lanes, and those of them with a recorded launch (launches_recorded)
+    compute = v.lane[ops] == v.lane_codes.get(schema.LANE_GPU_COMPUTE, -99)
+    n_compute, n_launched = int(compute.sum()), int((compute & linked).sum())
+    del compute
     # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued) and
     # that no op of their device held after their launch (with the host ahead, those start long after it).
     # An op whose launch call did driver work (one call over launch_call_max_ns: a lazy module load in a first
@@ -383,7 +387,6 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     dropped = len(bad)
     src.reshape(-1)[bad] = -1
     op_dev = v.device[ops].astype(np.int32)
-    compute = v.lane[ops] == v.lane_codes.get(schema.LANE_GPU_COMPUTE, -99)
     return RankModel(
         rank=rank, time=node_time, kind=kind, src=src, delay=delay, dur=dur, row=row,
         host_nodes=host_nodes, op_nodes=op_node, sync_end=s_end_node, sync_wait_slot_delay=np.minimum(d_sync, d_h),
@@ -395,7 +398,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
         unexplained_waits=len(unexplained), unexplained_wait_ns=int(slack[unexplained].sum()),
         stream_waits=waits_read.read, external_ops=op_node[external].astype(_I64), external_waits=len(external),
         external_wait_ns=int(slack[external].sum()),
-        compute_ops=int(compute.sum()), compute_ops_launched=int((compute & ~orphan & (launch_point >= 0)).sum()),
+        compute_ops=n_compute, compute_ops_launched=n_launched,
     )
 
 
