@@ -6,9 +6,8 @@ it changes, on the nodes it touches; :func:`apply_plan` applies it to a replay's
 model's arrays, each copied on its first write), and the sweep moves everything downstream. A plan is
 made once per rank and fix and serves the fix's own replay and the "all" replay alike. What each assumes (docs/whatif.md):
 
-* ``data-starved``: the training thread's data loading (``enumerate(DataLoader)#...`` ranges and
-  input-work frames on the threads that launch GPU work) and the host time of gaps the rule judged host input
-  work take no host time; pageable batch copies cost what pinned ones do; the batch copies holding gaps are
+* ``data-starved``: the training thread's data loading (``enumerate(DataLoader)#...`` ranges on the threads
+  that launch GPU work) and the host time of gaps the rule judged host input work take no host time; pageable batch copies cost what pinned ones do; the batch copies holding gaps are
   prefetched (nothing waits for them, but they take the bus as they did in the trace);
 * ``launch-bound``: the work is captured in CUDA graphs: the dispatch between one kernel launch and the
   next on the same thread (dense launches; elsewhere the time inside operators and runtime calls) shrinks to

@@ -19,7 +19,6 @@ from traceread.whatif.fixes import (
     Plan,
     _host_ranges,
     _launching_tids,
-    _loading_rows,
     _Op,
     _ops,
     _shrink_host,
@@ -31,13 +30,16 @@ _I64 = np.int64
 
 
 def plan_data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
-    """The host input work the data-starved rule found goes: the training thread's data loading (DataLoader
-    ranges, input-work frames), the host time in gaps the rule judged host input work (the batch built on the
-    training thread: its runtime calls stay), pageable batch copies made pinned and asynchronous, and the
-    batch copies holding data-starved gaps prefetched (:func:`_prefetched_batch_copies`)."""
+    """The host input work the data-starved rule found goes: the training thread's data loading (its DataLoader
+    ranges), the host time in gaps the rule judged host input work (the batch built on the training thread: its
+    runtime calls stay), pageable batch copies made pinned and asynchronous, and the batch copies holding
+    data-starved gaps prefetched (:func:`_prefetched_batch_copies`). A frame whose name only looks like input
+    work (``host_calls.INPUT_WORK``: ``__getitem__``, ``preprocess``) goes only inside those gaps: the rule reads
+    the name of a gap's frame, and the same names elsewhere are indexing and set-up (``os.environ[...]``, a
+    Triton kernel's ``[grid]`` launch)."""
     v = ctx.view
     rows = v.rows(*rank_host(m.rank))
-    loading = _loading_rows(v, rows)
+    loading = v.flag("dataloader", rows)
     us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), loading, rows) if loading.any() else \
         (np.zeros(0, _I64), np.zeros(0, _I64))
     hs, he = _host_input_time(m, ctx)
@@ -51,7 +53,7 @@ def loads_data(m: RankModel, ctx: Context) -> bool:
     """Whether the rank's training thread loads data (what loader workers would take over)."""
     v = ctx.view
     rows = v.rows(*rank_host(m.rank))
-    return bool(_loading_rows(v, rows).any()) or bool(len(_host_input_time(m, ctx)[0]))
+    return bool(v.flag("dataloader", rows).any()) or bool(len(_host_input_time(m, ctx)[0]))
 
 
 # The evidence kind of a data-starved gap held by input work on the training thread (traceread.rules.data_starved)
