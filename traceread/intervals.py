@@ -39,6 +39,24 @@ def is_sorted(a) -> bool:
     return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
 
 
+def one_of(values: np.ndarray, few) -> np.ndarray:
+    """Bool per value: is it one of ``few`` (``np.isin(values, few)``). A handful of wanted values (the launching
+    threads, a few category codes) is an equality pass each: ``np.isin`` builds a lookup table over the wanted
+    values' range, and over thread ids that range is wide."""
+    few = np.asarray(few)
+    values = np.asarray(values)
+    if len(few) > _ONE_OF_EQUALITY_MAX or values.dtype.kind not in "iub" or few.dtype.kind not in "iub":
+        return np.isin(values, few)
+    out = np.zeros(values.shape, dtype=bool)
+    for x in np.unique(few).tolist():  # few values
+        out |= values == x
+    return out
+
+
+# The most wanted values :func:`one_of` compares one at a time (beyond it, np.isin).
+_ONE_OF_EQUALITY_MAX = 8
+
+
 def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     """Merge an interval set into its union.
 
@@ -300,7 +318,7 @@ def innermost_covering(t, starts, ends) -> np.ndarray:
     # Outer frames first on equal starts, so depth counts nest correctly.
     order = keep[np.lexsort((-e[keep], s[keep]))]
     s_sorted, e_sorted = s[order], e[order]
-    ends_sorted = np.sort(e_sorted)
+    ends_sorted = np.sort(e_sorted, kind="stable")  # ends of intervals in start order: nearly in order
     # Depth of each member = number of members covering its start, excluding itself.
     depth = (np.arange(len(order), dtype=_I64)
              - np.searchsorted(ends_sorted, s_sorted, side="right"))
@@ -377,7 +395,7 @@ def rows_longest_overlap(start, end, rows, qs, qe, tid=None, tids=None) -> tuple
             return length, idx
     if tid is None:
         return longest_overlap(qs, qe, np.asarray(start)[rows], np.asarray(end)[rows])
-    kept = np.flatnonzero(np.isin(np.asarray(tid)[rows], tids))
+    kept = np.flatnonzero(one_of(np.asarray(tid)[rows], tids))
     length, idx = longest_overlap(qs, qe, np.asarray(start)[rows[kept]], np.asarray(end)[rows[kept]])
     return length, np.where(idx >= 0, kept[np.maximum(idx, 0)], -1) if len(kept) else idx
 
@@ -391,7 +409,7 @@ def rows_count_in(start, rows, qs, qe) -> np.ndarray:
         out = np.empty(len(qs), dtype=_I64)
         if c.count(start, rows, qs, qe, out) or c.count(start, by_start(start, rows), qs, qe, out):
             return out
-    return count_in(qs, qe, np.sort(np.asarray(start)[rows]))
+    return count_in(qs, qe, np.sort(np.asarray(start)[rows], kind="stable"))  # rows nearly in start order
 
 
 def _row_arr(rows) -> np.ndarray:

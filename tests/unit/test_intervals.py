@@ -165,3 +165,13 @@ def test_innermost_covering_matches_reference(frames, ts):
         else:
             # innermost = shortest covering frame (laminar: the covering frames are a chain)
             assert e[g] - s[g] == min(e[i] - s[i] for i in cover) and s[g] <= t < e[g]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-3, 2**40), max_size=60), st.lists(st.integers(-3, 2**40), max_size=12))
+def test_one_of_is_isin(values, few):
+    # few wanted values (compared one at a time) and more (np.isin itself), int64 and int32 columns
+    pool = np.array(values + few, dtype=np.int64)
+    for a in (pool, np.array([x % 2**31 for x in values + few], dtype=np.int32)):
+        for want in (np.array(few, dtype=np.int64), np.array(few[:3], dtype=np.int64)):
+            assert np.array_equal(iv.one_of(a, want), np.isin(a, want))

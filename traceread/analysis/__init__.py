@@ -236,8 +236,11 @@ def _waiting_evidence(section: JobSection | None, dominant: str) -> str:
 def _groups(traces: Any, cfg: Thresholds, rank_pattern: str | None) -> list[Any] | None:
     """The inputs' ranks grouped into jobs/captures, or None for a single rank."""
     from traceread.ranks import group_jobs
+    from traceread.ranks.identity import rank_count
     from traceread.ranks.section import identities
 
+    if sum(rank_count(t) for t in traces) < 2:  # one rank: nothing to group (its identity is not read)
+        return None
     ids = identities(traces, rank_pattern)
     return group_jobs(ids, rank_pattern, cfg) if len(ids) > 1 else None
 

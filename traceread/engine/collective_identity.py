@@ -332,9 +332,9 @@ def step_p2p_counts(trace: Trace, steps_df: pd.DataFrame) -> np.ndarray:
         if not here.any():
             continue
         sel = np.flatnonzero((ranks == r) & (devs == d))
-        times = [np.sort(v.start[p2p[here]])]
+        times = [np.sort(v.start[p2p[here]], kind="stable")]  # nearly in order: merged runs
         lh = launch[here]
-        times.append(np.sort(v.start[lh[lh >= 0]]))
+        times.append(np.sort(v.start[lh[lh >= 0]], kind="stable"))
         for (ws, we), t in zip(windows, times, strict=False):
             n = np.searchsorted(t, we[sel], side="left") - np.searchsorted(t, ws[sel], side="left")
             out[sel] = np.maximum(out[sel], n)

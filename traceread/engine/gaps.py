@@ -267,8 +267,8 @@ def _split(w: np.ndarray, gs: np.ndarray, ge: np.ndarray, points: np.ndarray
     if not inside.any():
         return w, gs, ge
     pts = points[inside]
-    starts = np.sort(np.concatenate([gs, pts]))
-    ends = np.sort(np.concatenate([ge, pts]))
+    starts = np.sort(np.concatenate([gs, pts]), kind="stable")  # two sorted runs: one merge
+    ends = np.sort(np.concatenate([ge, pts]), kind="stable")
     return w[np.searchsorted(gs, starts, side="right") - 1], starts, ends
 
 

@@ -79,7 +79,7 @@ def _launch_times(v: EventView, rank: int) -> np.ndarray:
     """Sorted host start times of the rank's launches (GPU start where a kernel has no launch)."""
     ops = v.rows((schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM), rank=rank)
     launch = v.launch_of(ops)
-    return np.sort(np.where(launch >= 0, v.start[np.maximum(launch, 0)], v.start[ops]))
+    return np.sort(np.where(launch >= 0, v.start[np.maximum(launch, 0)], v.start[ops]), kind="stable")  # nearly in order
 
 
 def _range_keys(v: EventView, host: np.ndarray) -> tuple[np.ndarray, list[str], np.ndarray]:

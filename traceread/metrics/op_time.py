@@ -147,7 +147,7 @@ def kernel_owners(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     # nothing) leave the search, which a subset of a laminar set answers the same. An op covers one when
     # the first launch at or after its start is before its end.
     t = v.start[launch[ok]].astype(np.int64)
-    at = np.sort(t)
+    at = np.sort(t, kind="stable")  # launches in kernel order: nearly in time order, runs merge fast
     s, e = v.start[ops].astype(np.int64, copy=False), v.end[ops].astype(np.int64, copy=False)
     first = np.minimum(np.searchsorted(at, s, side="left"), len(at) - 1)
     nearest = at[first]
@@ -243,7 +243,7 @@ def module_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray]
     for k in np.unique(key):
         m = np.flatnonzero(key == k)
         s, e = v.start[mods[m]], v.end[mods[m]]
-        ends = np.sort(e)
+        ends = np.sort(e, kind="stable")  # a thread's frames in row order: ends nearly in order
         order = np.lexsort((-e, s))
         # frames started before (outer first on ties) minus those ended by then
         started = np.empty(len(m), dtype=np.int64)

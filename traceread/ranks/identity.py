@@ -118,6 +118,16 @@ def rank_from_name(path: str, pattern: str | re.Pattern[str] | None = None) -> t
     return rank, (int_text(world, 1, RANK_MAX) if world and rank is not None else None)
 
 
+def rank_count(trace: Trace) -> int:
+    """How many ranks :func:`identify` finds in ``trace`` (without reading their times and devices)."""
+    if trace.meta.ranks:
+        return len(trace.meta.ranks)
+    ranks = trace.events["rank"].to_numpy()
+    if len(ranks) == 0 or np.min(ranks) == np.max(ranks):
+        return 1
+    return len(np.unique(ranks))
+
+
 def identify(trace: Trace, path: str | None = None, rank_pattern: str | None = None) -> list[RankIdentity]:
     """Every rank ``trace`` holds, in frame-rank order (one for Kineto, one per process for nsys)."""
     meta = trace.meta

@@ -175,6 +175,8 @@ def quiet_stretches(hs: np.ndarray, he: np.ndarray, cs: np.ndarray, ce: np.ndarr
     id_parts.append(np.flatnonzero(keep))
     at_parts.append(own[keep])
     spans = np.flatnonzero(he > edges[1:])
+    bounds = np.empty(2 * len(w), dtype=lo.dtype)
+    bounds[0::2], bounds[1::2] = lo, hi
     for inner in (he[spans], cs, ce):  # the boundaries strictly inside a window (one array at a time)
         if len(inner) > _SORTED_SEARCH_MIN and intervals.is_sorted(inner):
             # sorted (a thread's calls): each window's boundaries are one run, found by its two ends
@@ -184,13 +186,16 @@ def quiet_stretches(hs: np.ndarray, he: np.ndarray, cs: np.ndarray, ce: np.ndarr
             id_parts.append(j)
             at_parts.append(inner[np.arange(len(j)) - np.repeat(np.cumsum(count) - count - first, count)])
             continue
-        j = np.searchsorted(lo, inner, side="right") - 1
-        keep = j >= 0
-        keep[keep] = inner[keep] < hi[j[keep]]
-        keep &= inner > lo[np.maximum(j, 0)]
+        # the windows are disjoint and in order: with their ends interleaved (lo0, hi0, lo1, ...), a boundary
+        # after an odd number of ends lies in window k // 2 (above its start), and strictly inside unless it is
+        # the window's end; those are few, so only they are read again
+        k = np.searchsorted(bounds, inner, side="left")
+        cand = np.flatnonzero(k & 1)
+        j = k[cand] >> 1
+        keep = inner[cand] < hi[j]
         id_parts.append(j[keep])
-        at_parts.append(inner[keep])
-        del j, keep
+        at_parts.append(inner[cand[keep]])
+        del k, cand, j, keep
     ids, at = np.concatenate(id_parts), np.concatenate(at_parts)
     order = np.lexsort((at, ids))
     ids, at = ids[order], at[order]

@@ -78,7 +78,7 @@ def stream_waits(v: EventView, rank: int, calls: np.ndarray, ops: np.ndarray, la
     rec_t = np.full(len(waits), -1, _I64)  # the record call's start (-1: none before the wait on its thread)
     for tid in np.unique(w_tid).tolist():  # threads are few
         mine = w_tid == tid
-        r_t = np.sort(v.start[records[v.tid[records] == tid]].astype(_I64))
+        r_t = np.sort(v.start[records[v.tid[records] == tid]].astype(_I64), kind="stable")  # nearly in order
         if not len(r_t):
             continue
         k = np.searchsorted(r_t, w_t[mine], side="left") - 1

@@ -178,7 +178,7 @@ def dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np
     ss, se = intervals.union_of_own(a[~dense], b[~dense])
     del a, b, dense
     rows = v.rows(*rank_host(m.rank))
-    on_tids = rows[np.isin(v.tid[rows], tids)]  # the launching threads' host rows (in row order)
+    on_tids = rows[intervals.one_of(v.tid[rows], tids)]  # the launching threads' host rows (in row order)
     if len(ss):  # a long stretch between two launches: only the part inside operators and runtime calls
         os_, oe = _operator_union(v, on_tids)
         _, _, ss, se = intervals.intersect(ss, se, os_, oe)
@@ -207,24 +207,29 @@ def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarra
     if not len(tids):
         return none
     host = v.rows(*rank_host(m.rank))
-    host = host[np.isin(v.tid[host], tids)] if on_tids is None else on_tids
-    host = host[np.isin(v.cat[host], _frame_cats(v)) & ~v.flag("dataloader", host) & (v.step_number[v.name[host]] < 0)]
+    host = host[intervals.one_of(v.tid[host], tids)] if on_tids is None else on_tids
+    # frames (a lookup per category code, its last entry for -1) that are no loader or step marker (one per name code)
+    frame = np.zeros(len(v.cat_codes) + 1, dtype=bool)
+    frame[_frame_cats(v)] = True
+    marker = v.name_flags["dataloader"] | (v.step_number >= 0)
+    host = host[frame[v.cat[host]] & ~marker[v.name[host]]]
     calls = v.rows(*rank_calls(m.rank))
-    calls = calls[np.isin(v.tid[calls], tids)]
+    calls = calls[intervals.one_of(v.tid[calls], tids)]
     points = calls[v.flag("launch", calls) | v.flag("sync", calls)]
     op_cat = v.cat_codes.get(schema.CAT_CPU_OP, -99)
     out_s, out_e = [], []
+    host_tid, call_tid = v.tid[host], v.tid[calls]
     for tid in tids.tolist():  # launching threads are few
-        h, c = host[v.tid[host] == tid], calls[v.tid[calls] == tid]
+        h, c = host[host_tid == tid], calls[call_tid == tid]
         hs, he = v.start[h].astype(_I64), v.end[h].astype(_I64)
         # child-free stretches inside an operator: consecutive boundaries of the thread's frames and calls far apart
         # (found as the rule finds them; one before the thread's first frame lies in no operator)
         order = None if intervals.is_sorted(hs) else np.argsort(hs, kind="stable")
         qs, qe = quiet_stretches(hs if order is None else hs[order], he if order is None else he[order],
                                  v.start[c].astype(_I64), v.end[c].astype(_I64), cfg.host_stall_min_ns)
-        if len(qs):
-            ops = v.cat[h] == op_cat
-            os_, oe = intervals.union(hs[ops], he[ops])
+        if len(qs):  # (the thread's operators in start order: their union in one compiled pass)
+            by_start = h if order is None else h[order]
+            os_, oe = intervals.rows_union(v.start, v.end, by_start[v.cat[by_start] == op_cat])
             mid = qs + (qe - qs) // 2
             inside = intervals.overlap_with_union(mid, mid + 1, os_, oe) > 0
             qs, qe = qs[inside], qe[inside]
@@ -233,7 +238,7 @@ def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarra
         # launch-free frames longer than one op's dispatch
         long = (he - hs) > cfg.launch_max_ns_per_launch
         fs, fe = hs[long], he[long]
-        p = np.sort(v.start[points[v.tid[points] == tid]].astype(_I64))
+        p = np.sort(v.start[points[v.tid[points] == tid]].astype(_I64), kind="stable")  # nearly in order: merged runs
         j = np.searchsorted(p, fs, side="left")
         free = (j == len(p)) | (p[np.minimum(j, max(len(p) - 1, 0))] >= fe) if len(p) else np.ones(len(fs), bool)
         out_s.append(fs[free])

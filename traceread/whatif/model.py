@@ -210,7 +210,7 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     del cs, ce, is_sync
     # --- all nodes: host points then op starts; sorted once ------------------------------------
     time = np.concatenate([h_time, os_])
-    sub = np.concatenate([np.where(h_end, 0, 1).astype(np.int8), np.full(n_ops, 2, np.int8)])
+    sub = np.concatenate([(~h_end).view(np.int8), np.full(n_ops, 2, np.int8)])  # host: 0 an end, 1 else
     tie = np.concatenate([h_tie, np.zeros(n_ops, np.int8)])
     del h_time, h_end, h_tie  # the build's peak is its node arrays: what is done with goes first
     order = _nodes_order(time, sub, tie)

@@ -227,3 +227,16 @@ def test_implied_world_from_rank_numbers():
     assert implied_world([0, 2]) == 3 and implied_world([]) is None
     top = 2**31 - 2  # rank numbers near int32's limit: counted, never listed (a list of them is GBs)
     assert implied_world([0, top]) == top + 1 and implied_world([1, 2]) is None
+
+
+@pytest.mark.parametrize("name", ["hta_nccl_a100_rank0of2.json.gz", "kineto2021_resnet50_bare_list.pt.trace.json.gz"])
+def test_rank_count_is_the_number_of_identities(name):
+    from tests.conftest import FIXTURES
+    from traceread.loaders import load
+    from traceread.ranks.identity import identify, rank_count
+
+    t = load(str(FIXTURES / name))
+    assert rank_count(t) == len(identify(t)) == 1
+    two = dataclasses.replace(t, events=t.events.assign(rank=np.arange(len(t.events)) % 2),
+                              meta=dataclasses.replace(t.meta, ranks=[]))
+    assert rank_count(two) == len(identify(two)) == 2
