@@ -70,11 +70,52 @@ def _overlaps(ev: pd.DataFrame, kr: np.ndarray, start: np.ndarray, end: np.ndarr
     if (same & (end[1:] < end[:-1])).any():
         # Running maximum of earlier ends within each stream: a start before it is an overlap.
         grp = np.cumsum(np.r_[True, ~same])
-        prev_end = pd.Series(end).groupby(grp).cummax().to_numpy()[:-1]
+        prev_end = _running_max_by_run(end, grp)[:-1]
     else:  # no end falls back within a stream: the running maximum is the previous end
         prev_end = end[:-1]
     # compared as floats, as the running maximum's shifted (float) column always was
     return int((same & (start[1:].astype(np.float64) < prev_end.astype(np.float64))).sum())
+
+
+def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """``pd.factorize(values, sort=True)``'s codes and number of distinct values: for integers of a small range
+    (ranks, devices, streams) by one table over the range instead of a hash table."""
+    v = np.asarray(values)
+    if len(v) and v.dtype.kind in "iu":
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo < _CODE_TABLE_MAX:
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            shifted = v.astype(np.int64, copy=False)
+            if lo:
+                shifted = shifted - lo
+            present[shifted] = True
+            table = np.cumsum(present, dtype=np.int64) - 1
+            return table[shifted], int(table[-1]) + 1
+    codes, uniques = pd.factorize(v, sort=True)
+    return codes, len(uniques)
+
+
+# The widest range of integers :func:`_sorted_codes` numbers by a table (wider: a hash table).
+_CODE_TABLE_MAX = 1 << 20
+
+
+def _running_max_by_run(values: np.ndarray, run: np.ndarray) -> np.ndarray:
+    """The running maximum of integer ``values`` within each run of equal, non-decreasing ``run`` numbers
+    (pandas' ``groupby(run).cummax()`` of contiguous groups): one accumulate over the values lifted by their
+    run's number times their span, so that no maximum carries into the next run; pandas' group-by where
+    that lift would overflow int64."""
+    v = np.asarray(values)
+    if len(v) == 0 or v.dtype.kind not in "iu":
+        return pd.Series(values).groupby(run).cummax().to_numpy()
+    lo, hi = int(v.min()), int(v.max())
+    span = hi - lo + 1
+    if span * (int(run[-1]) + 1) >= 2**62:
+        return pd.Series(values).groupby(run).cummax().to_numpy()
+    lift = run.astype(np.int64) * span
+    out = np.maximum.accumulate(v.astype(np.int64) - lo + lift)
+    out -= lift
+    out += lo
+    return out.astype(v.dtype, copy=False)
 
 
 def _stream_order(rank: np.ndarray, device: np.ndarray, stream: np.ndarray, start: np.ndarray,
@@ -82,8 +123,8 @@ def _stream_order(rank: np.ndarray, device: np.ndarray, stream: np.ndarray, star
     """``np.lexsort((start, stream, device, rank))``: ties keep the frame's order. Made as a stable sort
     by start, then a stable sort by the stream's code (few streams: a small integer key, which numpy
     sorts in one linear pass) instead of four passes over 64-bit keys."""
-    codes = [pd.factorize(c, sort=True) for c in (rank, device, stream)]
-    sizes = [max(len(u), 1) for _, u in codes]
+    codes = [_sorted_codes(c) for c in (rank, device, stream)]
+    sizes = [max(n, 1) for _, n in codes]
     if sizes[0] * sizes[1] * sizes[2] >= 2**15:
         return np.lexsort((start, stream, device, rank))
     key = ((codes[0][0] * sizes[1] + codes[1][0]) * sizes[2] + codes[2][0]).astype(np.int16)

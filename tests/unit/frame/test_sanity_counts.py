@@ -56,3 +56,25 @@ def test_repeats_and_overlaps_match_an_independent_count() -> None:
     assert repeats > 20 and overlaps > 20  # the case exercises both
     assert _count(notes, "appear more than once") == repeats
     assert _count(notes, "start before the previous kernel") == overlaps
+
+
+def test_run_maxima_and_codes_are_pandas_own() -> None:
+    # the stream order's numbering and the running end within each stream, against pandas' factorize and
+    # group-by cummax, over small and wide integer ranges
+    import numpy as np
+    import pandas as pd
+
+    from traceread.frame.sanity import _running_max_by_run, _sorted_codes
+
+    rng = np.random.default_rng(11)
+    for trial in range(500):
+        n = int(rng.integers(1, 60))
+        wide = trial % 3 == 0
+        values = rng.integers(-(2**40) if wide else -5, 2**40 if wide else 40, n)
+        for dtype in (np.int64, np.int32, np.uint8):
+            v = values.astype(dtype)
+            codes, count = _sorted_codes(v)
+            want, uniques = pd.factorize(v, sort=True)
+            assert np.array_equal(codes, want) and count == len(uniques)
+        run = np.cumsum(np.r_[1, rng.random(n - 1) < 0.3]).astype(np.int64)
+        assert np.array_equal(_running_max_by_run(values, run), pd.Series(values).groupby(run).cummax().to_numpy())
