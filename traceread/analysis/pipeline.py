@@ -155,22 +155,22 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     given ``out.steps`` and ``out.gaps`` as soon as the gaps are classified (the what-if replay beside
     the rules starts its fixes then, beside the attribution and tables). ``between`` is called after the rules
     and after the tables (the runner gives the freed heap pages back there). The kernel, collective and compact
-    tables read neither the gaps nor the rules: they are handed to ``beside`` before the gaps are found (the
-    runner makes them on a thread meanwhile) and put in place after the attribution."""
+    tables and the sanity notes read neither the gaps nor the rules: they are handed to ``beside`` before the gaps
+    are found (the runner makes them on a thread meanwhile) and put in place after the attribution."""
     from traceread.frame.sanity import has_kernels, sanity_notes
 
     label = _label(trace)
-    out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in sanity_notes(trace, cfg)]
     steps = out.found if out.found is not None else pd.DataFrame()
     if steps.empty or not has_kernels(trace):  # (copies and memsets alone: no compute to be idle between)
         from traceread.frame.sanity import missing_gpu_activity
         from traceread.metrics.copies import data_movement_only
 
+        out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in sanity_notes(trace, cfg)]
         why = data_movement_only(trace) or missing_gpu_activity(trace) or "no steps could be found"
         out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
         return _tables(index, trace, steps, out, out.unavailable)
 
-    tables = beside(lambda: _own_tables(index, trace, steps))
+    tables = beside(lambda: (sanity_notes(trace, cfg), _own_tables(index, trace, steps)))
     gaps = _classified_gaps(trace, steps, cfg, out.notes, between)
     between()  # the rules' temporaries are freed: their pages go back, not into the peak of what follows
     out.steps = with_trace(idle_by_class(steps, gaps), index)
@@ -178,7 +178,8 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     if classified is not None:
         classified(out.steps, out.gaps)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, out.notes)
-    made = tables()
+    sanity, made = tables()
+    out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in sanity]  # in their place, as if made first
     out.kernels, out.collectives, out.compact_tables = made.kernels, made.collectives, made.compact_tables
     out.unavailable.extend(made.unavailable)  # (after the attribution's, as they were made in this order)
     between()

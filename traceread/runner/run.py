@@ -70,11 +70,12 @@ def analyze(
 
     # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
     # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
-    # One input small enough for its replay beside the rules also makes its tables beside them (both trade
-    # memory for time): they read neither the gaps nor the rules.
+    # One input makes its tables and sanity notes beside the rules: they read neither the gaps nor the rules. (An
+    # input too large for its replay beside the rules replays after them: that replay's model is its peak, above
+    # the rules' and the tables' working memory together.)
     hooks = stages.Hooks(classified=replay.classified if replay.early and len(traces) == 1 else None,
                          replayed=replay.result, between=heap.trim,
-                         beside=_on_a_thread if replay.early and len(traces) == 1 else stages.Hooks.beside)
+                         beside=_on_a_thread if len(traces) == 1 else stages.Hooks.beside)
     at = stages.NAMES.index(REPLAY_READ_AT)
     before, after = stages.STAGES[1:at], stages.STAGES[at:]
     try:
