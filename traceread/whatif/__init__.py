@@ -139,7 +139,7 @@ class _Unit:
         self.changes = {f: not p.empty for f, p in self.plans.items()}
         self.plans.clear()
         self.scratch.clear()
-        self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None)  # the trace's gap rows
+        self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None, parts={})  # the trace's gap rows
         self.index = rp.StepIndex((), self.index.analysed)
 
     def plan(self, f: fx.Lever) -> fx.Plan:

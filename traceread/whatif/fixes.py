@@ -174,6 +174,15 @@ class Context:
     copies: pd.DataFrame | None = None  # the trace's ``copy_args`` side table (row, copy_kind, src_kind)
     between: Callable[[], None] = lambda: None  # called between a plan's pieces (the runner's heap trim)
     devices: tuple[str, ...] = ()  # the rank's GPU names (graph_constants: the CUDA-graph model's generation)
+    # What several plans of this rank's model read, made by the first that asks (Context.shared); one per model
+    parts: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def shared(self, name: str, make: Callable[[], Any]) -> Any:
+        """``make()``, made once for this rank's model under ``name``: a piece two plans read alike (the
+        collectives' exposed time, for the comm-bound fix and the rank's own step)."""
+        if name not in self.parts:
+            self.parts[name] = make()
+        return self.parts[name]
 
 
 # What a step of a plan does to its nodes (``values``: per node, or one value):

@@ -93,11 +93,11 @@ def plan_comm_bound(m: RankModel, fix: Fix, ctx: Context) -> Plan:
         return _ops(_Op(_DUR_DIV, nodes, factor=fix.factor))
     if not len(nodes):
         return Plan()
-    exposed = _exposed(m, is_comm)
+    exposed = ctx.shared("comm_exposed", lambda: _exposed(m, is_comm))
     triggered = (exposed > 0) & _binds(m, nodes, 2) & ~_binds(m, nodes, 1)
     lone = nodes[triggered]
     return _ops(_Op(_REWIRE, lone, np.full(len(lone), -1, _I64), slot=1, delays=np.zeros(len(lone), _I64)),
-                *_unwaited(m, is_comm))
+                *ctx.shared("comm_unwaited", lambda: _unwaited(m, is_comm)))
 
 
 def plan_comm_free(m: RankModel, ctx: Context) -> Plan:
@@ -109,9 +109,9 @@ def plan_comm_free(m: RankModel, ctx: Context) -> Plan:
     nodes = m.op_nodes[is_comm]
     if not len(nodes):
         return Plan()
-    exposed = _exposed(m, is_comm)
+    exposed = ctx.shared("comm_exposed", lambda: _exposed(m, is_comm))
     keep = exposed > 0
-    return _ops(_Op(_DUR_CUT, nodes[keep], exposed[keep]), *_unwaited(m, is_comm))
+    return _ops(_Op(_DUR_CUT, nodes[keep], exposed[keep]), *ctx.shared("comm_unwaited", lambda: _unwaited(m, is_comm)))
 
 
 def _binds(m: RankModel, nodes: np.ndarray, slot: int) -> np.ndarray:

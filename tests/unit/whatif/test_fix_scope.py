@@ -389,3 +389,26 @@ def test_data_fix_leaves_input_work_names_outside_data_starved_gaps(name: str) -
     assert int(names.str.contains(INPUT_WORK).sum()) > 0  # the names are there
     data = next(p for p in a.whatif.fixes if p.fix == "data-starved")
     assert data.saving_ns == 0
+
+
+def test_a_part_two_plans_read_is_made_once_per_model():
+    # the comm-bound fix and the rank's own step read the collectives' exposed time alike: made once
+    import dataclasses
+
+    import pandas as pd
+
+    from traceread.config import Thresholds
+
+    ctx = Context(view=None, gaps=pd.DataFrame(), cfg=Thresholds())  # type: ignore[arg-type]
+    made = []
+
+    def make():
+        made.append(1)
+        return np.arange(3)
+
+    first = ctx.shared("exposed", make)
+    assert ctx.shared("exposed", make) is first and len(made) == 1
+    later = dataclasses.replace(ctx, gaps=pd.DataFrame({"a": [1]}))  # the unit's context with its gaps: same parts
+    assert later.shared("exposed", make) is first and len(made) == 1
+    released = dataclasses.replace(ctx, parts={})  # a released unit's: none
+    assert released.shared("exposed", make) is not first and len(made) == 2
