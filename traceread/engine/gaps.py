@@ -222,9 +222,7 @@ class _RankHost:
         self.api = v.rows((schema.LANE_CPU_THREAD,), _API_CATS, rank=rank)
         host = v.rows((schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION), rank=rank)
         calls = v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank)
-        is_api = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # by category code; the last entry answers for -1
-        is_api[[v.cat_codes[c] for c in _API_CATS if c in v.cat_codes]] = True
-        api = is_api[v.cat[calls]]  # the API calls are among the calls: flagged in row order (a sequential read)
+        api = v.in_cats(calls, _API_CATS)  # the API calls are among the calls: flagged in row order (a sequential read)
         t = v.start[calls]
         if not intervals.is_sorted(t):  # in start order, as intervals.by_start orders them
             order = np.argsort(t, kind="stable")

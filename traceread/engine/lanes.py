@@ -87,10 +87,7 @@ class EventView:
             rows = self.rows(lanes)
         keep = None
         if cats is not None:
-            # A lookup per category code (its last entry answers for -1, a missing category).
-            wanted = np.zeros(len(self.cat_codes) + 1, dtype=bool)
-            wanted[[self.cat_codes[c] for c in cats if c in self.cat_codes]] = True
-            keep = wanted[self.cat[rows]]
+            keep = self.in_cats(rows, cats)
         for col, want in ((self.rank, rank), (self.device, device)):
             if want is not None and self._constant(col) != want:
                 hit = col[rows] == want
@@ -126,6 +123,13 @@ class EventView:
             one = len(col) > 0 and np.min(col) == np.max(col)
             value = self._rows[key] = col[0].item() if one else None
         return value
+
+    def in_cats(self, rows: np.ndarray, cats: Collection[str]) -> np.ndarray:
+        """Bool per row: is its category one of ``cats`` (a lookup per category code; its last entry answers
+        for -1, a missing category)."""
+        wanted = np.zeros(len(self.cat_codes) + 1, dtype=bool)
+        wanted[[self.cat_codes[c] for c in cats if c in self.cat_codes]] = True
+        return wanted[self.cat[rows]]
 
     def flag(self, name: str, rows: np.ndarray) -> np.ndarray:
         """Bool per row: does the row's name carry flag ``name``."""

@@ -120,12 +120,20 @@ def rank_from_name(path: str, pattern: str | re.Pattern[str] | None = None) -> t
 
 def rank_count(trace: Trace) -> int:
     """How many ranks :func:`identify` finds in ``trace`` (without reading their times and devices)."""
+    return len(_frame_ranks(trace))
+
+
+def _frame_ranks(trace: Trace) -> list[int]:
+    """The frame ranks :func:`identify` reports, in order: the metadata's, else the events' (one without a pass
+    to sort them when every event holds the same), else rank 0."""
     if trace.meta.ranks:
-        return len(trace.meta.ranks)
+        return [r.rank for r in sorted(trace.meta.ranks, key=lambda r: r.rank)]
     ranks = trace.events["rank"].to_numpy()
-    if len(ranks) == 0 or np.min(ranks) == np.max(ranks):
-        return 1
-    return len(np.unique(ranks))
+    if len(ranks) == 0:
+        return [0]
+    if np.min(ranks) == np.max(ranks):
+        return [int(ranks[0])]
+    return sorted({int(r) for r in np.unique(ranks)})
 
 
 def identify(trace: Trace, path: str | None = None, rank_pattern: str | None = None) -> list[RankIdentity]:
@@ -137,7 +145,7 @@ def identify(trace: Trace, path: str | None = None, rank_pattern: str | None = N
     timed = (ev["lane"] != schema.LANE_INSTANT).to_numpy()
     gpu = ev["lane"].isin(list(schema.GPU_LANES)).to_numpy()
     infos = sorted(meta.ranks, key=lambda r: r.rank) or []
-    frame_ranks = [r.rank for r in infos] or sorted({int(r) for r in np.unique(ranks)}) or [0]
+    frame_ranks = _frame_ranks(trace)
     dist = meta.distributed or {}
     pgs = tuple((str(p.get("pg_name", "")), str(p.get("pg_desc", "")),
                  p.get("pg_size") if isinstance(p.get("pg_size"), int) and 0 < p["pg_size"] <= RANK_MAX + 1 else None)

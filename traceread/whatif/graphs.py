@@ -208,17 +208,14 @@ def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarra
         return none
     host = v.rows(*rank_host(m.rank))
     host = host[intervals.one_of(v.tid[host], tids)] if on_tids is None else on_tids
-    # frames (a lookup per category code, its last entry for -1) that are no loader or step marker (one per name code)
-    frame = np.zeros(len(v.cat_codes) + 1, dtype=bool)
-    frame[_frame_cats(v)] = True
-    marker = v.name_flags["dataloader"] | (v.step_number >= 0)
-    host = host[frame[v.cat[host]] & ~marker[v.name[host]]]
+    marker = v.name_flags["dataloader"] | (v.step_number >= 0)  # per name code: a loader or step marker
+    host = host[v.in_cats(host, _FRAME_CATS) & ~marker[v.name[host]]]
     calls = v.rows(*rank_calls(m.rank))
     calls = calls[intervals.one_of(v.tid[calls], tids)]
     points = calls[v.flag("launch", calls) | v.flag("sync", calls)]
     op_cat = v.cat_codes.get(schema.CAT_CPU_OP, -99)
     out_s, out_e = [], []
-    host_tid, call_tid = v.tid[host], v.tid[calls]
+    host_tid, call_tid, point_tid = v.tid[host], v.tid[calls], v.tid[points]
     for tid in tids.tolist():  # launching threads are few
         h, c = host[host_tid == tid], calls[call_tid == tid]
         hs, he = v.start[h].astype(_I64), v.end[h].astype(_I64)
@@ -238,7 +235,7 @@ def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarra
         # launch-free frames longer than one op's dispatch
         long = (he - hs) > cfg.launch_max_ns_per_launch
         fs, fe = hs[long], he[long]
-        p = np.sort(v.start[points[v.tid[points] == tid]].astype(_I64), kind="stable")  # nearly in order: merged runs
+        p = np.sort(v.start[points[point_tid == tid]].astype(_I64), kind="stable")  # nearly in order: merged runs
         j = np.searchsorted(p, fs, side="left")
         free = (j == len(p)) | (p[np.minimum(j, max(len(p) - 1, 0))] >= fe) if len(p) else np.ones(len(fs), bool)
         out_s.append(fs[free])
@@ -246,18 +243,15 @@ def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarra
     return intervals.union(np.concatenate(out_s), np.concatenate(out_e))
 
 
-def _frame_cats(v: EventView) -> list[int]:
-    """The category codes of host frames: Python frames, CPU operators, user ranges (not runtime calls)."""
-    return [v.cat_codes[c] for c in (schema.CAT_PYTHON, schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION)
-            if c in v.cat_codes]
+# The categories of host frames: Python frames, CPU operators, user ranges (not runtime calls)
+_FRAME_CATS = (schema.CAT_PYTHON, schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION)
 
 
 def _operator_union(v: EventView, on_tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Host time inside framework operators and runtime/driver calls on the launching threads (``on_tids``: the
     rank's host rows on them)."""
-    wanted = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # (the last entry answers for -1, a missing category)
-    wanted[[v.cat_codes[c] for c in (schema.CAT_CPU_OP, *API_CATS) if c in v.cat_codes]] = True
-    rows = on_tids[wanted[v.cat[on_tids]] & (v.lane[on_tids] == v.lane_codes.get(schema.LANE_CPU_THREAD, -99))]
+    rows = on_tids[v.in_cats(on_tids, (schema.CAT_CPU_OP, *API_CATS)) &
+                   (v.lane[on_tids] == v.lane_codes.get(schema.LANE_CPU_THREAD, -99))]
     # (a thread's rows are nearly in start order: one stable sort of their starts, then one compiled pass)
     return intervals.rows_union(v.start, v.end, intervals.by_start(v.start, rows))
 
