@@ -88,6 +88,36 @@ class PerTrace:
     dominant: tuple[str, str] | None = None
     # The first rows of ``traceread kernels``' tables, for the report's compact section (metrics.compact)
     compact_tables: CompactTables | None = None
+    # What reads no steps (sanity notes, kernel and compact tables), handed to ``beside`` by found_steps: its result
+    steps_free: Callable[[], StepsFree] | None = None
+
+
+@dataclass
+class StepsFree:
+    """A trace's results that read neither its steps nor its gaps: its sanity notes, its kernel table (with the
+    trace column) and its compact tables, each table's unavailable lines apart (the report lists them in the
+    tables' order, the collective table's between them)."""
+
+    sanity: list[Note]
+    kernels: pd.DataFrame | None
+    compact_tables: CompactTables | None
+    kernels_unavailable: list[str]
+    compact_unavailable: list[str]
+
+
+def steps_free(index: int, trace: Trace, cfg: Thresholds) -> StepsFree:
+    """:class:`StepsFree` of ``trace``."""
+    from traceread.frame.sanity import sanity_notes
+    from traceread.metrics.compact import compact_tables
+    from traceread.metrics.kernels import kernel_table
+
+    sanity = sanity_notes(trace, cfg)
+    k_failed: list[str] = []
+    k = guarded("kernel table", lambda: kernel_table(trace), k_failed)
+    c_failed: list[str] = []
+    compact = guarded("where the GPU time went (op, module, range, copy and API tables)",
+                      lambda: compact_tables(trace), c_failed)
+    return StepsFree(sanity, with_trace(k, index) if k is not None else None, compact, k_failed, c_failed)
 
 
 def concat(frames: list[pd.DataFrame | None], columns: list[str] | None) -> pd.DataFrame:
@@ -123,10 +153,15 @@ def _nothing() -> None:
 
 
 def found_steps(index: int, trace: Trace, cfg: Thresholds, warmup_steps: int | None,
-                step_range: str | None, between: Callable[[], None] = _nothing) -> PerTrace:
+                step_range: str | None, between: Callable[[], None] = _nothing,
+                beside: Callable[[Callable[[], Any]], Callable[[], Any]] | None = None) -> PerTrace:
     """One trace's caveats and its steps as found (``PerTrace.found``, without idle by class): the analysis
-    starts its replay from these (``whatif.predict_staged``), then :func:`finish_one` does the rest."""
+    starts its replay from these (``whatif.predict_staged``), then :func:`finish_one` does the rest. What
+    reads no steps (:func:`steps_free`) is handed to ``beside`` first (the runner makes it on a thread while
+    the steps are found); without ``beside``, :func:`finish_one` makes it."""
     out = PerTrace()
+    if beside is not None:
+        out.steps_free = beside(functools.partial(steps_free, index, trace, cfg))
     label = _label(trace)
     # the loader's caveats (truncation, epoch)
     out.notes.extend(w.under(label) if isinstance(w, Note) else f"{label}: {w}" for w in trace.meta.warnings)
@@ -157,20 +192,23 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     and after the tables (the runner gives the freed heap pages back there). The kernel, collective and compact
     tables and the sanity notes read neither the gaps nor the rules: they are handed to ``beside`` before the gaps
     are found (the runner makes them on a thread meanwhile) and put in place after the attribution."""
-    from traceread.frame.sanity import has_kernels, sanity_notes
+    from traceread.frame.sanity import has_kernels
 
     label = _label(trace)
     steps = out.found if out.found is not None else pd.DataFrame()
+    free = out.steps_free or beside(functools.partial(steps_free, index, trace, cfg))
+    out.steps_free = None
     if steps.empty or not has_kernels(trace):  # (copies and memsets alone: no compute to be idle between)
         from traceread.frame.sanity import missing_gpu_activity
         from traceread.metrics.copies import data_movement_only
 
-        out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in sanity_notes(trace, cfg)]
+        made = free()
+        out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in made.sanity]
         why = data_movement_only(trace) or missing_gpu_activity(trace) or "no steps could be found"
         out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
-        return _tables(index, trace, steps, out, out.unavailable)
+        return _with_tables(out, made, _collectives(index, trace, steps))
 
-    tables = beside(lambda: (sanity_notes(trace, cfg), _own_tables(index, trace, steps)))
+    collectives = beside(functools.partial(_collectives, index, trace, steps))
     gaps = _classified_gaps(trace, steps, cfg, out.notes, between)
     between()  # the rules' temporaries are freed: their pages go back, not into the peak of what follows
     out.steps = with_trace(idle_by_class(steps, gaps), index)
@@ -178,11 +216,27 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     if classified is not None:
         classified(out.steps, out.gaps)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, out.notes)
-    sanity, made = tables()
-    out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in sanity]  # in their place, as if made first
-    out.kernels, out.collectives, out.compact_tables = made.kernels, made.collectives, made.compact_tables
-    out.unavailable.extend(made.unavailable)  # (after the attribution's, as they were made in this order)
+    made = free()
+    out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in made.sanity]  # in their place, as if made first
+    _with_tables(out, made, collectives())  # (unavailable lines after the attribution's, as they were made in this order)
     between()
+    return out
+
+
+def _collectives(index: int, trace: Trace, steps: pd.DataFrame) -> tuple[pd.DataFrame | None, list[str]]:
+    """The trace's collective table (with the trace column; None when empty or not made) and its unavailable lines."""
+    from traceread.metrics.collectives import collective_table
+
+    failed: list[str] = []
+    c = guarded("collective table", lambda: collective_table(trace, steps), failed)
+    return (with_trace(c, index) if c is not None and len(c) else None), failed
+
+
+def _with_tables(out: PerTrace, made: StepsFree, collectives: tuple[pd.DataFrame | None, list[str]]) -> PerTrace:
+    """``out`` with the tables of ``made`` and ``collectives``; their unavailable lines in the tables' order."""
+    out.kernels, out.compact_tables = made.kernels, made.compact_tables
+    out.collectives = collectives[0]
+    out.unavailable.extend([*made.kernels_unavailable, *collectives[1], *made.compact_unavailable])
     return out
 
 
@@ -315,29 +369,6 @@ def guarded(what: str, fn: Callable[[], T], unavailable: list[str]) -> T | None:
     except Exception as exc:  # noqa: BLE001 - a bug in one table must not cost the whole report
         unavailable.append(f"{what}: failed ({type(exc).__name__}: {exc})")
     return None
-
-
-def _own_tables(index: int, trace: Trace, steps: pd.DataFrame) -> PerTrace:
-    """The trace's tables (:func:`_tables`) in a result of their own, with their own unavailable lines."""
-    made = PerTrace()
-    return _tables(index, trace, steps, made, made.unavailable)
-
-
-def _tables(index: int, trace: Trace, steps: pd.DataFrame, out: PerTrace, unavailable: list[str]) -> PerTrace:
-    """``out`` with the trace's kernel, collective and compact tables; what could not be made goes to
-    ``unavailable``."""
-    from traceread.metrics.collectives import collective_table
-    from traceread.metrics.kernels import kernel_table
-
-    k = guarded("kernel table", lambda: kernel_table(trace), unavailable)
-    out.kernels = with_trace(k, index) if k is not None else None
-    c = guarded("collective table", lambda: collective_table(trace, steps), unavailable)
-    out.collectives = with_trace(c, index) if c is not None and len(c) else None
-    from traceread.metrics.compact import compact_tables
-
-    out.compact_tables = guarded("where the GPU time went (op, module, range, copy and API tables)",
-                                 lambda: compact_tables(trace), unavailable)
-    return out
 
 
 def run_mfu(workload: Any, traces: list[Trace], steps: pd.DataFrame, cfg: Thresholds,

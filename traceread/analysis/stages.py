@@ -111,9 +111,10 @@ class Stage:
 
 
 def _steps(work: Work, hooks: Hooks) -> list[pipe.PerTrace]:
-    """Each trace's caveats and its steps as found (the what-if replay starts from these)."""
+    """Each trace's caveats and its steps as found (the what-if replay starts from these); what reads no
+    steps is handed to ``hooks.beside`` first."""
     o = work.options
-    return [pipe.found_steps(i, t, work.cfg, o.warmup_steps, o.step_range, hooks.between)
+    return [pipe.found_steps(i, t, work.cfg, o.warmup_steps, o.step_range, hooks.between, hooks.beside)
             for i, t in enumerate(work.traces)]
 
 

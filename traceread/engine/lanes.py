@@ -14,6 +14,7 @@ analysis drops them once its steps, gaps, rules and tables are done, but the rep
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -327,6 +328,8 @@ class EngineCache:
         self._events: Any = None  # the frame ``view`` was built from
         self.view: EventView | None = None
         self.derived: dict[str, Any] = {}
+        # Held while a view is built: the runner's lock where threads may ask for one together (built once)
+        self.building: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
 
     def view_of(self, events: pd.DataFrame) -> EventView | None:
         """The view kept for ``events``, or None."""
@@ -374,6 +377,12 @@ def event_view(trace: Trace) -> EventView:
     view = cached_view(trace)
     if view is not None:
         return view
+    with engine_cache(trace).building:
+        view = cached_view(trace)  # (built by another thread meanwhile)
+        return view if view is not None else _built_view(trace)
+
+
+def _built_view(trace: Trace) -> EventView:
     ev = trace.events
     lane, lanes = _codes(ev["lane"])
     cat, cats = _codes(ev["category"])

@@ -7,6 +7,7 @@ atomically.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from traceread.atomic import atomic_open, check_not_input
@@ -15,21 +16,33 @@ if TYPE_CHECKING:  # the JSON encoder (render.json_text) is used without the ana
     from traceread.analysis import Analysis
 
 
+def check_outputs(*paths: str | None) -> None:
+    """UsageError when a path given is an input of the command (an output never replaces an input)."""
+    for path in paths:
+        if path:
+            check_not_input(path)
+
+
+def write_json(analysis: Analysis, json_path: str, whole: Callable[[], Analysis] | None = None) -> None:
+    """The JSON report, written atomically (``-``: standard output). ``whole``: ``analysis`` with its what-if,
+    asked for once the tables are written (``analysis`` is then the analysis before its what-if: the tables
+    are written while the replay finishes; :func:`traceread.runner.analyze`'s ``early``)."""
+    from traceread.render import jsonout
+
+    with atomic_open(json_path, "wb") as fh:
+        jsonout.render(analysis, fh, whole)
+
+
 def write_outputs(analysis: Analysis, markdown: str | None = None, json_path: str | None = None,
                   plot_path: str | None = None, perfetto_path: str | None = None,
                   perfetto_steps: str = "key", plot_ranks: tuple[int, ...] | None = None,
                   verbose: bool = False) -> None:
     """Write each requested output (``-`` is standard output for Markdown and JSON); ``plot_ranks``:
     the ranks the picture draws (None: all of a job); ``verbose``: the Markdown lists every threshold."""
-    for path in (markdown, json_path, plot_path, perfetto_path):  # before any is written
-        if path:
-            check_not_input(path)
+    check_outputs(markdown, json_path, plot_path, perfetto_path)  # before any is written
     # JSON, Markdown, picture, Perfetto: the order the outputs were always written in.
     if json_path:
-        from traceread.render import jsonout
-
-        with atomic_open(json_path, "wb") as fh:
-            jsonout.render(analysis, fh)
+        write_json(analysis, json_path)
     if markdown:
         from traceread.render import markdown as md
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from typing import IO, TYPE_CHECKING, Any
 
@@ -101,13 +101,15 @@ def gap_records(a: Analysis) -> dict[str, list]:
     return json_tables.columns_of(_gap_fields(a), len(a.gaps))
 
 
-def chunks(a: Analysis) -> Iterator[bytes]:
+def chunks(a: Analysis, whole: Callable[[], Analysis] | None = None) -> Iterator[bytes]:
     """The bytes of :func:`dumps`, piece by piece: the gap and step tables column by column
-    (``json_tables``); the same document as ``encode(to_report(a))``."""
+    (``json_tables``); the same document as ``encode(to_report(a))``. ``whole``: ``a`` with its what-if
+    (and its unavailable lines), asked for once the tables are written (``a`` is the analysis before it)."""
     doc = to_report(a, tables=False, replay=False)
     tables: dict[str, Any] = {"steps": (_step_fields(a), len(a.steps)), "gaps": (_gap_fields(a), len(a.gaps))}
+    last = whole or (lambda: a)
     # written after the tables, as the document has always placed them
-    late = {"whatif": lambda: _whatif(a), "unavailable": lambda: list(a.unavailable)}
+    late = {"whatif": lambda: _whatif(last()), "unavailable": lambda: list(last().unavailable)}
     yield from json_tables.document_chunks(doc, tables, late)
     yield b"\n"
 
@@ -230,5 +232,6 @@ def encode(report: dict[str, Any]) -> bytes:
     return b"".join(json_tables.document_chunks(report, tables)) + b"\n"
 
 
-def render(analysis: Analysis, out: IO[bytes]) -> None:
-    write_pieces(out, chunks(analysis))
+def render(analysis: Analysis, out: IO[bytes], whole: Callable[[], Analysis] | None = None) -> None:
+    """The JSON report of ``analysis`` to ``out`` (``whole``: as :func:`chunks`)."""
+    write_pieces(out, chunks(analysis, whole))

@@ -38,6 +38,7 @@ def analyze(
     failures: tuple[Failure, ...] | list[Failure] = (),
     rank_pattern: str | None = None,
     fixes: Sequence[Fix | Scale | Bus] | None = None,
+    early: Callable[[Analysis, Callable[[], Analysis]], None] | None = None,
 ) -> Analysis:
     """Run the whole diagnosis on ``traces`` (loaded, one job) and return an :class:`~traceread.analysis.Analysis`.
 
@@ -45,6 +46,11 @@ def analyze(
     inputs the caller could not load, carried through so every report lists them. ``rank_pattern`` is the
     file-name rank regex for grouping inputs into jobs (``traceread.ranks``; named group ``rank``). ``fixes`` are
     the levers the what-if replays (default: every lever at its default factor; ``traceread whatif --fix``).
+    ``early`` is called once, before this returns, with the analysis as found before its what-if and a function
+    that returns the whole analysis: one rank's replay may still run then, and what does not read the what-if
+    (the JSON report's tables, which its document places before the what-if) is written meanwhile; the function
+    waits for the replay. (A job of several ranks waits for it before its job section: ``early`` is given the
+    whole analysis twice.)
 
     The analysis' stages (:data:`traceread.analysis.stages.STAGES`) in order; between them the runner starts the
     what-if replay on its thread once the steps are found, and gives the engine's selections and freed heap
@@ -57,7 +63,10 @@ def analyze(
                                                           tuple(failures), rank_pattern))
     first = stages.STAGES[0]
     assert first.name == "steps"  # the replay starts from the steps as found
-    stages.walk(work, stages.Hooks(between=heap.trim), (first,))
+    # One input makes what reads no steps (its sanity notes, kernel and compact tables) beside its steps and rules,
+    # and its collective table beside the rules: none of them reads the gaps or the rules.
+    beside = _on_a_thread if len(traces) == 1 else stages.Hooks.beside
+    stages.walk(work, stages.Hooks(between=heap.trim, beside=beside), (first,))
     per = work.steps or []
     replay = Replay.start(traces, per, cfg, fixes)
 
@@ -70,12 +79,10 @@ def analyze(
 
     # One input's steps and gaps are the analysis' own (pipe.concat of one frame is that frame): its replay beside
     # the rules has them as soon as the gaps are classified, and plans its fixes beside the attribution and tables.
-    # One input makes its tables and sanity notes beside the rules: they read neither the gaps nor the rules. (An
-    # input too large for its replay beside the rules replays after them: that replay's model is its peak, above
-    # the rules' and the tables' working memory together.)
+    # (An input too large for its replay beside the rules replays after them: that replay's model is its peak,
+    # above the rules' and the tables' working memory together.)
     hooks = stages.Hooks(classified=replay.classified if replay.early and len(traces) == 1 else None,
-                         replayed=replay.result, between=heap.trim,
-                         beside=_on_a_thread if len(traces) == 1 else stages.Hooks.beside)
+                         replayed=replay.result, between=heap.trim, beside=beside)
     at = stages.NAMES.index(REPLAY_READ_AT)
     before, after = stages.STAGES[1:at], stages.STAGES[at:]
     try:
@@ -88,6 +95,25 @@ def analyze(
         replay.cancel(exc)
         raise
     if work.groups is None:  # one rank: the replay, which may still run, gives its freed pages back as it goes
+        if early is not None:
+            assert work.analysis is not None
+            try:
+                early(work.analysis, lambda: _finished(work, hooks, after))
+            except BaseException as exc:
+                replay.cancel(exc)
+                raise
+        _finished(work, hooks, after)
+    elif early is not None:
+        assert work.job is not None
+        done = work.job
+        early(done, lambda: done)
+    assert work.job is not None
+    return work.job
+
+
+def _finished(work: stages.Work, hooks: stages.Hooks, after: tuple[stages.Stage, ...]) -> Analysis:
+    """The whole analysis of one rank: the stages from the what-if on (the first waits for the replay), walked once."""
+    if work.job is None:
         stages.walk(work, hooks, after)
     assert work.job is not None
     return work.job
@@ -130,10 +156,13 @@ def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale | B
 
 def share_cache(traces: Sequence[Trace]) -> EngineCache:
     """One engine cache for every trace of an analysis (the one the first of them already carries, else a new
-    one): it keeps one trace's event view at a time, so the analysis of several holds one view, not one each.
-    Each trace's pending side tables are read under a lock of its own: the replay's thread and the rules may
+    one): it keeps one trace's event view at a time, so the analysis of several holds one view, not one each;
+    a view is built under its lock (threads may ask for it together). Each trace's pending side tables are
+    read under a lock of its own: the replay's thread and the rules may
     ask for one together, and it is read once."""
     cache = next((t.cache for t in traces if t.cache is not None), None) or EngineCache()
+    if isinstance(cache.building, contextlib.nullcontext):  # the steps and the tables beside them may ask together
+        cache.building = threading.Lock()
     for t in traces:
         t.cache = cache
         if isinstance(t.side, SideTables) and isinstance(t.side.reading, contextlib.nullcontext):

@@ -65,25 +65,30 @@ def test_the_traces_of_an_analysis_share_one_engine_cache_holding_one_view() -> 
     assert not next(f for f in dataclasses.fields(copy) if f.name == "cache").compare  # nor compared
 
 
-def test_a_traces_tables_are_made_on_a_thread_beside_its_rules_and_read_as_before(monkeypatch) -> None:
-    """One small input: the runner makes its kernel, collective and compact tables on a thread while the
-    gaps are found and classified; the analysis holds the same tables, notes and unavailable lines as the
-    stages walked alone (the tables made where they are read)."""
+def test_a_traces_tables_are_made_on_threads_beside_its_steps_and_rules_and_read_as_before(monkeypatch) -> None:
+    """One small input: the runner makes what reads no steps (sanity notes, kernel and compact tables) on a
+    thread while the steps are found, and the collective table on one while the gaps are found and
+    classified; the analysis holds the same tables, notes and unavailable lines as the stages walked alone
+    (each made where it is read)."""
     import threading
 
     trace = load(ONE)
     cfg = Thresholds()
     alone = finish([trace], [pipe.found_steps(0, trace, cfg, None, None)], None, cfg, 10, (), None)
-    made_on: list[str] = []
-    own_tables = pipe._own_tables
+    made_on: dict[str, list[str]] = {"steps_free": [], "_collectives": []}
 
-    def recorded(*args):
-        made_on.append(threading.current_thread().name)
-        return own_tables(*args)
+    def recording(name: str):
+        fn = getattr(pipe, name)
 
-    monkeypatch.setattr(pipe, "_own_tables", recorded)
+        def recorded(*args):
+            made_on[name].append(threading.current_thread().name)
+            return fn(*args)
+        return recorded
+
+    for name in made_on:
+        monkeypatch.setattr(pipe, name, recording(name))
     a = runner.analyze([load(ONE)])
-    assert made_on == ["traceread-beside"]
+    assert made_on == {"steps_free": ["traceread-beside"], "_collectives": ["traceread-beside"]}
     assert a.kernels.equals(alone.kernels) and a.collectives.equals(alone.collectives)
     (got,), (want,) = a.tables, alone.tables
     assert got is not None and want is not None and got.frames.keys() == want.frames.keys()
@@ -91,3 +96,50 @@ def test_a_traces_tables_are_made_on_a_thread_beside_its_rules_and_read_as_befor
         assert (frame is None and got.frames[name] is None) or frame.equals(got.frames[name]), name
     assert got.notes == want.notes and got.rows == want.rows
     assert a.unavailable == alone.unavailable and a.notes == alone.notes
+
+
+def test_a_view_asked_for_by_two_threads_together_is_built_once(monkeypatch) -> None:
+    """The steps and the tables beside them both ask for the trace's event view: under the runner's lock the
+    second waits for the first's view instead of building one of its own."""
+    import threading
+    import time
+
+    from traceread.engine import lanes
+
+    trace = load(ONE)
+    runner.share_cache([trace])
+    builds: list[str] = []
+    build = lanes._built_view
+
+    def slow(t):
+        builds.append(threading.current_thread().name)
+        time.sleep(0.2)  # the other thread asks meanwhile
+        return build(t)
+
+    monkeypatch.setattr(lanes, "_built_view", slow)
+    got: list[object] = []
+    other = threading.Thread(target=lambda: got.append(event_view(trace)))
+    other.start()
+    mine = event_view(trace)
+    other.join()
+    assert len(builds) == 1 and got == [mine]
+
+
+def test_early_is_given_the_analysis_before_its_whatif_and_the_whole_one() -> None:
+    """One rank: ``early`` gets the analysis as found (no what-if yet) and a function returning the analysis
+    ``analyze`` returns; they differ only in the what-if and its unavailable lines. A job of several inputs
+    gets the whole analysis twice."""
+    calls: list[tuple] = []
+
+    def early(found, whole):
+        calls.append((found, whole()))
+
+    a = runner.analyze([load(ONE)], early=early)
+    ((found, whole),) = calls
+    assert found.whatif is None and whole is a and a.whatif is not None
+    for f in dataclasses.fields(a):
+        assert f.name in ("whatif", "unavailable") or getattr(found, f.name) is getattr(a, f.name), f.name
+    calls.clear()
+    b = runner.analyze([load(ONE), load(FIXTURES / "hta_alexnet_a100.json.gz")], early=early)
+    ((found, whole),) = calls
+    assert found is b and whole is b
