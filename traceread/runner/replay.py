@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -12,6 +13,7 @@ import pandas as pd
 from traceread.analysis import pipeline as pipe
 from traceread.config import Thresholds
 from traceread.runner import heap
+from traceread.runner.workers import on_a_thread
 
 if TYPE_CHECKING:
     from traceread.trace import Trace
@@ -102,4 +104,6 @@ def _whatif(traces: Sequence[Trace], steps: pd.DataFrame, classified: Callable[[
         return None
     from traceread.whatif import predict_staged
 
-    return predict_staged(list(traces), steps, classified, cfg, fixes, heap.trim)
+    # The CUDA-graph plan's host side reads no model: made on a thread of its own while the model is built
+    return predict_staged(list(traces), steps, classified, cfg, fixes, heap.trim,
+                          functools.partial(on_a_thread, name="traceread-graphs"))

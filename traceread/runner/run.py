@@ -16,7 +16,7 @@ from traceread.config import Thresholds
 from traceread.engine.lanes import EngineCache
 from traceread.runner import heap
 from traceread.runner.replay import REPLAY_BESIDE_RULES_MAX_EVENTS, Replay
-from traceread.runner.workers import THREADS
+from traceread.runner.workers import on_a_thread
 from traceread.trace import SideTables, Trace
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def analyze(
     assert first.name == "steps"  # the replay starts from the steps as found
     # One input makes what reads no steps (its sanity notes, kernel and compact tables) beside its steps and rules,
     # and its collective table beside the rules: none of them reads the gaps or the rules.
-    beside = _on_a_thread if len(traces) == 1 else stages.Hooks.beside
+    beside = on_a_thread if len(traces) == 1 else stages.Hooks.beside
     stages.walk(work, stages.Hooks(between=heap.trim, beside=beside), (first,))
     per = work.steps or []
     replay = Replay.start(traces, per, cfg, fixes)
@@ -124,12 +124,6 @@ RULES_DONE_AFTER = "launch"
 # The stage that reads the replay's result (it waits for the replay's thread).
 REPLAY_READ_AT = "whatif"
 assert RULES_DONE_AFTER in stages.NAMES and REPLAY_READ_AT in stages.NAMES
-
-
-def _on_a_thread(fn: Callable[[], T]) -> Callable[[], T]:
-    """``fn`` started on a thread of its own (inline when no thread can start); the result joins it."""
-    task = THREADS.thread(fn, "traceread-beside", daemon=False)
-    return fn if task is None else task.result
 
 
 def check_user_patterns(traces: Sequence[Trace], fixes: Sequence[Fix | Scale | Bus] | None) -> None:

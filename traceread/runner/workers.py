@@ -134,3 +134,9 @@ class Threads:
 
 
 THREADS = Threads()
+
+
+def on_a_thread(fn: Callable[[], T], name: str = "traceread-beside") -> Callable[[], T]:
+    """``fn`` started on a thread of its own (inline when no thread can start); the result joins it."""
+    task = THREADS.thread(fn, name, daemon=False)
+    return fn if task is None else task.result

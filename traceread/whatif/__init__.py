@@ -9,9 +9,10 @@ assumptions made. :func:`rank_at_speed` is the straggler lever for the job analy
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -30,11 +31,15 @@ from traceread.note import (
 from traceread.trace import Trace
 from traceread.vocabulary import COMM_BOUND, DATA_STARVED, GAP_CLASSES, LAUNCH_BOUND, part_col
 from traceread.whatif import fixes as fx
+from traceread.whatif import graphs as gr
 from traceread.whatif import model as mdl
 from traceread.whatif import replay as rp
 from traceread.whatif.fixes import FIX_CAUSES, Bus, Fix, Scale
 from traceread.whatif.graph_constants import device_names
 from traceread.whatif.nominal import nominal_edges
+
+# ``beside(fn)``: what gives ``fn()``'s result where it is read (the runner makes it on a thread meanwhile)
+Beside: TypeAlias = Callable[[Callable[[], Any]], Callable[[], Any]]
 
 WHATIF_VERSION = "1.3"
 ALL_FIXED = "all"
@@ -139,7 +144,8 @@ class _Unit:
         self.changes = {f: not p.empty for f, p in self.plans.items()}
         self.plans.clear()
         self.scratch.clear()
-        self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None, parts={})  # the trace's gap rows
+        self.ctx.settled()  # a piece made ahead that no plan asked for
+        self.ctx = replace(self.ctx, gaps=self.ctx.gaps.iloc[:0], copies=None, parts={}, ahead={})  # the trace's gap rows
         self.index = rp.StepIndex((), self.index.analysed)
 
     def plan(self, f: fx.Lever) -> fx.Plan:
@@ -213,11 +219,14 @@ def _units(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cfg
 
 def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame | Callable[[], pd.DataFrame],
                cfg: Thresholds, early: Sequence[tuple[Sequence[fx.Lever], bool]] = (),
-               between: Callable[[], None] = _nothing) -> Iterator[_Unit]:
+               between: Callable[[], None] = _nothing, beside: Beside | None = None,
+               graphs: bool = False) -> Iterator[_Unit]:
     """Each (trace, rank)'s unit, its model built when the unit is reached. ``gaps`` may be a function that
     returns them (:func:`predict_staged`: it may wait for the rules); it is called once a unit's ``early``
     replays (``(fixes, nominal)``, as :meth:`_Unit.outcome` takes them), which read no gap, have run.
-    ``between`` is called between the pieces of a rank's build, its plans and its replays."""
+    ``between`` is called between the pieces of a rank's build, its plans and its replays. With ``graphs``
+    (the CUDA-graph fix is planned) and ``beside``, the rank's host side of that plan, which reads no model
+    (:func:`traceread.whatif.graphs.dispatch_host`), is handed to ``beside`` before the model is built."""
     for i, trace in enumerate(traces):
         st = steps[steps["trace"] == i] if "trace" in steps.columns else steps
         if st.empty:
@@ -226,11 +235,13 @@ def _each_unit(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame 
         g: pd.DataFrame | None = None  # the trace's gaps as the fixes read them: made once, for its first rank
         for rank in np.unique(st["rank"].to_numpy()):
             rs = st[st["rank"] == rank]
+            ahead = {gr.DISPATCH_HOST: beside(functools.partial(gr.dispatch_host, v, int(rank), cfg))} \
+                if graphs and beside is not None else {}
             m = mdl.build(v, int(rank), mdl.steps_points(rs, int(rank)), cfg, between, trace.side.get("event_waits"))
             index = rp.StepIndex.of(m, rs)
             unit = _Unit(i, m, rs, index.bounds(rp.recorded(m)),
                          fx.Context(v, pd.DataFrame(columns=list(_GAP_COLUMNS)), cfg, trace.side.get("copy_args"),
-                                    between, device_names(trace, int(rank))),
+                                    between, device_names(trace, int(rank)), ahead=ahead),
                          index)
             del m, index  # only the unit holds them: released, the model goes before the next one is built
             between()  # the build's freed temporaries can go back before the replays' copies are made
@@ -340,14 +351,16 @@ def predict(traces: Sequence[Trace], steps: pd.DataFrame, gaps: pd.DataFrame, cf
 def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
                    classified: Callable[[], tuple[pd.DataFrame, pd.DataFrame]], cfg: Thresholds,
                    fixes: Sequence[Fix | Scale | fx.Bus] | None = None,
-                   between: Callable[[], None] = _nothing) -> WhatIf | None:
+                   between: Callable[[], None] = _nothing, beside: Beside | None = None) -> WhatIf | None:
     """:func:`predict` begun before the rules have classified the gaps (the runner runs it beside them,
     :mod:`traceread.runner.replay`):
     ``steps`` are the steps as found, without their idle by class; the first rank's model is built and
     its replays as recorded, and those of the fixes that read no gap (``fixes.reads_gaps``), run from them
     alone. ``classified()`` returns the analysis' steps (with idle by class) and classified gaps, waiting
     for them if need be; the other fixes read those. ``between`` is called between the pieces of each rank's
-    build, plans and replays (the runner gives freed heap pages back there)."""
+    build, plans and replays (the runner gives freed heap pages back there). ``beside(fn)`` makes ``fn()`` and
+    returns what gives its result (the runner: on a thread meanwhile): the part of a plan that reads no model
+    is handed to it before the model is built."""
     todo: list[Fix | Scale | fx.Bus] = list(fixes) if fixes is not None else [Fix(c) for c in FIX_CAUSES]
     # One-time work buys no steady-state figure (its saving is once): "all" is every other fix at once, of those
     # the table lists (_listed).
@@ -369,7 +382,8 @@ def predict_staged(traces: Sequence[Trace], steps: pd.DataFrame,
 
     units = []
     peer_free: dict[tuple[int, int], np.ndarray | None] = {}
-    for u in _each_unit(traces, steps, lambda: classified()[1], cfg, early, between):
+    graphs = any(isinstance(f, Fix) and f.cause == LAUNCH_BOUND for f in todo)
+    for u in _each_unit(traces, steps, lambda: classified()[1], cfg, early, between, beside, graphs):
         # The build's temporaries can go back once (kept, the replays' copies landed beside them in the heap's
         # free pieces and grew it past the build's peak), but nothing between a rank's replays: each replay
         # then reuses the pages the replay before it freed.

@@ -176,6 +176,8 @@ class Context:
     devices: tuple[str, ...] = ()  # the rank's GPU names (graph_constants: the CUDA-graph model's generation)
     # What several plans of this rank's model read, made by the first that asks (Context.shared); one per model
     parts: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # Pieces made ahead (name -> a function giving the piece: the runner makes it on a thread beside the build)
+    ahead: dict[str, Callable[[], Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def shared(self, name: str, make: Callable[[], Any]) -> Any:
         """``make()``, made once for this rank's model under ``name``: a piece two plans read alike (the
@@ -183,6 +185,16 @@ class Context:
         if name not in self.parts:
             self.parts[name] = make()
         return self.parts[name]
+
+    def taken(self, name: str, make: Callable[[], Any]) -> Any:
+        """The piece made ahead under ``name``, taken (not kept: a second ask makes it again), else ``make()``:
+        a piece one plan reads that needs only the rank's events (the CUDA-graph plan's host side)."""
+        return self.ahead.pop(name, make)()
+
+    def settled(self) -> None:
+        """Every piece made ahead and not asked for is waited for and dropped (its thread ends here)."""
+        while self.ahead:
+            self.ahead.popitem()[1]()
 
 
 # What a step of a plan does to its nodes (``values``: per node, or one value):

@@ -4,6 +4,7 @@ between launches, and only that, and run the kernels as a graph does (docs/whati
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -145,13 +146,54 @@ def _graph_gaps(m: RankModel, us: np.ndarray, ue: np.ndarray, ctx: Context) -> t
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class DispatchHost:
+    """A rank's host side of the CUDA-graph plan (:func:`dispatch_union`), which no fix factor changes: made by the
+    runner beside the model's build (:data:`DISPATCH_HOST`), else where the plan asks for it."""
+
+    prev: np.ndarray  # per pair of consecutive launch calls on one thread: the first one's start
+    next: np.ndarray  # and the second one's
+    ops_start: np.ndarray  # operators and runtime calls on the launching threads (union; empty when no pair
+    ops_end: np.ndarray  # is further apart than a dense dispatch, launch_max_ns_per_launch)
+    not_start: np.ndarray  # host time that is not dispatch: data loading, driver work, the host's own work
+    not_end: np.ndarray
+
+
+# Context.taken's name of a rank's DispatchHost
+DISPATCH_HOST = "dispatch-host"
+
+
 def dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     """The host time a CUDA graph removes (:func:`plan_launch_bound`), as a sorted disjoint union."""
-    v, cfg = ctx.view, ctx.cfg
-    none = np.zeros(0, _I64), np.zeros(0, _I64)
-    calls = v.rows(*rank_calls(m.rank))  # the model's own (cached)
+    cfg = ctx.cfg
+    host = ctx.taken(DISPATCH_HOST, lambda: dispatch_host(ctx.view, m.rank, cfg))
+    if host is None:
+        return np.zeros(0, _I64), np.zeros(0, _I64)
+    node_ns = cfg.whatif_graph_node_ns if fix.factor is None else 0
+    a = host.prev + node_ns
+    b = host.next
+    ok = b > a
+    if not ok.all():
+        a, b = a[ok], b[ok]
+    del ok
+    dense = (b - a) <= cfg.launch_max_ns_per_launch - node_ns
+    ds, de = intervals.union_of_own(a[dense], b[dense])
+    ss, se = intervals.union_of_own(a[~dense], b[~dense])
+    del a, b, dense
+    if len(ss):  # a long stretch between two launches: only the part inside operators and runtime calls
+        _, _, ss, se = intervals.intersect(ss, se, host.ops_start, host.ops_end)
+        ds, de = intervals.union(np.concatenate((ds, ss)), np.concatenate((de, se)))
+    # Not dispatch: data loading on the launching threads, long driver calls, the host's own work
+    if len(host.not_start) and len(ds):
+        _, ds, de = intervals.complement_in_windows(host.not_start, host.not_end, ds, de)
+    return ds, de
+
+
+def dispatch_host(v: EventView, rank: int, cfg: Thresholds) -> DispatchHost | None:
+    """``rank``'s :class:`DispatchHost` in the view ``v`` (None: fewer than two CUDA calls)."""
+    calls = v.rows(*rank_calls(rank))  # the model's own (cached)
     if len(calls) < 2:
-        return none
+        return None
     tid, start = v.tid[calls], v.start[calls]
     if not intervals.is_sorted(start):
         calls = calls[np.lexsort((start, tid))]
@@ -163,38 +205,27 @@ def dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np
     pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
     tids = np.unique(v.tid[calls[is_launch]]) if is_launch.any() else np.zeros(0, _I64)
     # One CUDA call longer than launch_call_max_ns is driver work (lazy module load, context set-up), not dispatch
-    long_call = (v.end[calls] - v.start[calls]).astype(_I64) > cfg.launch_call_max_ns
+    long_call = np.subtract(v.end[calls], v.start[calls], dtype=_I64) > cfg.launch_call_max_ns
     ls, le = intervals.union(v.start[calls[long_call]].astype(_I64), v.end[calls[long_call]].astype(_I64))
-    node_ns = cfg.whatif_graph_node_ns if fix.factor is None else 0
-    a = v.start[calls[:-1][pair]].astype(_I64, copy=False) + node_ns
-    b = v.start[calls[1:][pair]].astype(_I64, copy=False)
+    prev = v.start[calls[:-1][pair]].astype(_I64)
+    nxt = v.start[calls[1:][pair]].astype(_I64)
     del calls, is_launch, pair
-    ok = b > a
-    if not ok.all():
-        a, b = a[ok], b[ok]
-    del ok
-    dense = (b - a) <= cfg.launch_max_ns_per_launch - node_ns
-    ds, de = intervals.union_of_own(a[dense], b[dense])
-    ss, se = intervals.union_of_own(a[~dense], b[~dense])
-    del a, b, dense
-    rows = v.rows(*rank_host(m.rank))
+    rows = v.rows(*rank_host(rank))
     on_tids = rows[intervals.one_of(v.tid[rows], tids)]  # the launching threads' host rows (in row order)
-    if len(ss):  # a long stretch between two launches: only the part inside operators and runtime calls
+    # (whether a stretch is dense reads no factor: (next - (prev + node)) <= max - node is next - prev <= max)
+    if ((nxt - prev) > cfg.launch_max_ns_per_launch).any():
         os_, oe = _operator_union(v, on_tids)
-        _, _, ss, se = intervals.intersect(ss, se, os_, oe)
-        ds, de = intervals.union(np.concatenate((ds, ss)), np.concatenate((de, se)))
-    # Not dispatch: data loading on the launching threads, long driver calls, the host's own work
+    else:
+        os_, oe = np.zeros(0, _I64), np.zeros(0, _I64)
     loading = _loading_rows(v, rows)
-    fs, fe = _host_ranges(v, m.rank, tids, loading, rows)
-    ws, we = host_work_union(m, v, cfg, tids, on_tids)
+    fs, fe = _host_ranges(v, rank, tids, loading, rows)
+    ws, we = host_work_union(rank, v, cfg, tids, on_tids)
     del on_tids
     xs, xe = intervals.union(np.concatenate((fs, ls, ws)), np.concatenate((fe, le, we)))
-    if len(xs) and len(ds):
-        _, ds, de = intervals.complement_in_windows(xs, xe, ds, de)
-    return ds, de
+    return DispatchHost(prev, nxt, os_, oe, xs, xe)
 
 
-def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarray, on_tids: np.ndarray | None = None
+def host_work_union(rank: int, v: EventView, cfg: Thresholds, tids: np.ndarray, on_tids: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
     """The host's own work on the launching threads ``tids``, which CUDA graphs do not remove (the launch-bound
     rule's ``host-work`` evidence, and the one-time cost of ``rules.host_stall``): every stretch of at least
@@ -206,11 +237,11 @@ def host_work_union(m: RankModel, v: EventView, cfg: Thresholds, tids: np.ndarra
     none = np.zeros(0, _I64), np.zeros(0, _I64)
     if not len(tids):
         return none
-    host = v.rows(*rank_host(m.rank))
+    host = v.rows(*rank_host(rank))
     host = host[intervals.one_of(v.tid[host], tids)] if on_tids is None else on_tids
     marker = v.name_flags["dataloader"] | (v.step_number >= 0)  # per name code: a loader or step marker
     host = host[v.in_cats(host, _FRAME_CATS) & ~marker[v.name[host]]]
-    calls = v.rows(*rank_calls(m.rank))
+    calls = v.rows(*rank_calls(rank))
     calls = calls[intervals.one_of(v.tid[calls], tids)]
     points = calls[v.flag("launch", calls) | v.flag("sync", calls)]
     op_cat = v.cat_codes.get(schema.CAT_CPU_OP, -99)
@@ -256,4 +287,5 @@ def _operator_union(v: EventView, on_tids: np.ndarray) -> tuple[np.ndarray, np.n
     return intervals.rows_union(v.start, v.end, intervals.by_start(v.start, rows))
 
 
-__all__ = ["plan_launch_bound", "graph_kernel_gap", "graph_launch_cost", "dispatch_union", "host_work_union"]
+__all__ = ["plan_launch_bound", "graph_kernel_gap", "graph_launch_cost", "dispatch_union", "dispatch_host", "DispatchHost",
+           "DISPATCH_HOST", "host_work_union"]
