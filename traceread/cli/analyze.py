@@ -116,26 +116,32 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     from traceread.analysis import Analysis, Failure
     from traceread.render import check_outputs, write_json, write_outputs
     from traceread.runner import analyze
+    from traceread.runner.write import replaced_released
 
     def with_left_out(a: Analysis) -> Analysis:  # the report says what its folders held but it could not read
         return dataclasses.replace(a, notes=a.notes + left_out_notes(left_out)) if left_out else a
 
-    def early(found: Analysis, whole: Callable[[], Analysis]) -> None:
-        # The JSON report first, as always: its tables are written while the replay finishes
-        if json_path:
-            write_json(with_left_out(found), json_path, lambda: with_left_out(whole()))
-
     md_out = None if (json_path == "-" and md_path == "-") else md_path
     check_outputs(md_out, json_path, plot_path, perfetto_path)  # before any is written
     failures = [Failure(path, problem) for path, problem in unreadable]
-    try:
-        result = analyze(loaded, workload=workload, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
-                         step_range=step_range, failures=failures, rank_pattern=rank_pattern, early=early)
-    except MemoryError:  # name the input: the process-wide message cannot
-        raise TraceReadError(", ".join(t.meta.path for t in loaded), "out of memory while analysing: needs more "
-                             "memory than this process may use (--max-memory, or a machine with more memory)") from None
-    result = with_left_out(result)  # (exit 0: other inputs were read)
-    write_outputs(result, md_out, None, plot_path, perfetto_path, perfetto_steps, plot_ranks=ranks, verbose=verbose)
+    # (the files the reports replace are let go on a thread while the next output is made)
+    with replaced_released() as release:
+
+        def early(found: Analysis, whole: Callable[[], Analysis]) -> None:
+            # The JSON report first, as always: its tables are written while the replay finishes
+            if json_path:
+                write_json(with_left_out(found), json_path, lambda: with_left_out(whole()), release)
+
+        try:
+            result = analyze(loaded, workload=workload, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
+                             step_range=step_range, failures=failures, rank_pattern=rank_pattern, early=early)
+        except MemoryError:  # name the input: the process-wide message cannot
+            raise TraceReadError(", ".join(t.meta.path for t in loaded), "out of memory while analysing: needs "
+                                 "more memory than this process may use (--max-memory, or a machine with more "
+                                 "memory)") from None
+        result = with_left_out(result)  # (exit 0: other inputs were read)
+        write_outputs(result, md_out, None, plot_path, perfetto_path, perfetto_steps, plot_ranks=ranks,
+                      verbose=verbose, release=release)
     if failures:
         return EXIT_USAGE
     shares = result.shares()

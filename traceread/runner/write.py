@@ -1,10 +1,13 @@
-"""Output written beside its formatting: a writer's pieces go to the file on a thread of their own."""
+"""Output written beside its formatting: a writer's pieces go to the file on a thread of their own, and the
+files the outputs replace are let go on another (:func:`replaced_released`)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
 # Pieces made ahead of the file's writes (a writer's pieces are about 1 MB: rowjoin.PIECE_BYTES). At least a
@@ -47,3 +50,35 @@ def write_pieces(fh: IO[bytes], pieces: Iterable[bytes]) -> None:
         writer.join()
     if failed:
         raise failed[0]
+
+
+@contextlib.contextmanager
+def replaced_released() -> Iterator[Callable[[int], None]]:
+    """A ``release`` for :func:`traceread.atomic.atomic_open`: each descriptor it is given (a file an output
+    replaced) is closed on a thread of its own, which frees that file's pages while the command goes on (the
+    next output: ``analyze``'s Markdown after its JSON); every one is closed on leaving."""
+    pending: queue.Queue[int | None] = queue.Queue()
+    started: list[threading.Thread] = []
+
+    def close_all() -> None:
+        while (fd := pending.get()) is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def release(fd: int) -> None:
+        if not started:
+            thread = threading.Thread(target=close_all, name="traceread-release", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # no thread: closed here
+                os.close(fd)
+                return
+            started.append(thread)
+        pending.put(fd)
+
+    try:
+        yield release
+    finally:
+        if started:
+            pending.put(None)
+            started[0].join()
