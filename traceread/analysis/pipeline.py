@@ -303,41 +303,37 @@ def idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
 
 def _idle_parts(steps: pd.DataFrame, gaps: pd.DataFrame) -> np.ndarray:
     """Per step row and class of ``GAP_CLASSES``: the idle ns of its gaps (int64). A gap counts for
-    every step row of its (rank, device, step). Keys and classes as integer codes (a group-by of the
-    gaps on four keys, then a mapping back onto the steps, hashes every key of every gap)."""
+    every step row of its (rank, device, step). Keys and classes as integer codes: each gap's place among
+    the steps' distinct (rank, device, step) from one dense key table (``rules._calls.positions``; a
+    group-by of the gaps on four keys, then a mapping back onto the steps, hashes every key of every gap)."""
+    from traceread.grouped import codes, first_rows
+    from traceread.rules._calls import positions
+
     parts = np.zeros((len(steps), len(GAP_CLASSES)), dtype=np.int64)
     if not len(gaps) or not len(steps):
         return parts
-
-    def unit(df: pd.DataFrame) -> np.ndarray:
-        return (df["rank"].to_numpy().astype(np.int64) << 32) | (df["device"].to_numpy().astype(np.int64) & 0xFFFFFFFF)
-
-    s_unit, g_unit = unit(steps), unit(gaps)
-    s_step, g_step = steps["step"].to_numpy(), gaps["step"].to_numpy()
-    units, numbers = np.unique(s_unit), np.unique(s_step)
-    gu = np.minimum(np.searchsorted(units, g_unit), len(units) - 1)
-    gs = np.minimum(np.searchsorted(numbers, g_step), len(numbers) - 1)
-    keys, inverse = np.unique(np.searchsorted(units, s_unit).astype(np.int64) * len(numbers)
-                              + np.searchsorted(numbers, s_step), return_inverse=True)
-    gk = gu.astype(np.int64) * len(numbers) + gs
-    at = np.minimum(np.searchsorted(keys, gk), len(keys) - 1)
+    keys = ("rank", "device", "step")
+    levels = [steps[c].to_numpy().astype(np.int64) for c in keys]
+    inverse, n = codes(*levels)  # each step row's distinct (rank, device, step)
+    first = first_rows(inverse, n)
+    at = positions([lv[first] for lv in levels], [gaps[c].to_numpy() for c in keys])
     cls = gaps["class"]
     if isinstance(cls.dtype, pd.CategoricalDtype):
-        names, codes = [str(c) for c in cls.cat.categories], cls.cat.codes.to_numpy()
+        names, class_codes = [str(c) for c in cls.cat.categories], cls.cat.codes.to_numpy()
     else:
-        codes, uniq = pd.factorize(cls.to_numpy(dtype=object))
+        class_codes, uniq = pd.factorize(cls.to_numpy(dtype=object))
         names = [str(c) for c in uniq]
     to_part = np.array([GAP_CLASSES.index(c) if c in GAP_CLASSES else -1 for c in names] + [-1], dtype=np.int64)
-    part = to_part[codes]  # a missing class (-1) reads the trailing -1
-    ok = (units[gu] == g_unit) & (numbers[gs] == g_step) & (keys[at] == gk) & (part >= 0)
+    part = to_part[class_codes]  # a missing class (-1) reads the trailing -1
+    ok = (at >= 0) & (part >= 0)
     slot, dur = at[ok] * len(GAP_CLASSES) + part[ok], gaps["dur_ns"].to_numpy(np.int64)[ok]
-    size = len(keys) * len(GAP_CLASSES)
+    size = n * len(GAP_CLASSES)
     if int(np.abs(dur).sum()) < _EXACT_FLOAT:  # every partial sum is an exact float: bincount's sums are exact
         sums = np.bincount(slot, weights=dur, minlength=size).astype(np.int64)
     else:
         sums = np.zeros(size, dtype=np.int64)
         np.add.at(sums, slot, dur)
-    return sums.reshape(len(keys), len(GAP_CLASSES))[inverse]
+    return sums.reshape(n, len(GAP_CLASSES))[inverse]
 
 
 _EXACT_FLOAT = 1 << 53  # integers up to here add exactly as float64

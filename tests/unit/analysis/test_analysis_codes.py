@@ -54,7 +54,8 @@ def _reference_idle(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.mark.parametrize("categorical", [True, False])
 @pytest.mark.parametrize("scale", [1, 1 << 46])  # sums past 2**53 ns: the exact integer path
-def test_idle_by_class_matches_the_group_by(categorical: bool, scale: int) -> None:
+@pytest.mark.parametrize("wide", [1, 10_000_019])  # step numbers too far apart for a dense key table
+def test_idle_by_class_matches_the_group_by(categorical: bool, scale: int, wide: int) -> None:
     rng = np.random.default_rng(3)
     # two ranks, a device -1, a repeated step key, a step with no gap; gaps of a step not listed and of
     # a class that is no gap class
@@ -66,6 +67,8 @@ def test_idle_by_class_matches_the_group_by(categorical: bool, scale: int) -> No
                          "class": rng.choice([*GAP_CLASSES, "not-a-class"], n)})
     if categorical:
         gaps["class"] = gaps["class"].astype("category")
+    steps["step"] *= wide
+    gaps["step"] *= wide
     got, want = idle_by_class(steps, gaps), _reference_idle(steps, gaps)
     pd.testing.assert_frame_equal(got, want)
     assert idle_by_class(steps, gaps.iloc[:0]).equals(_reference_idle(steps, gaps.iloc[:0]))
