@@ -190,8 +190,10 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     given ``out.steps`` and ``out.gaps`` as soon as the gaps are classified (the what-if replay beside
     the rules starts its fixes then, beside the attribution and tables). ``between`` is called after the rules
     and after the tables (the runner gives the freed heap pages back there). The kernel, collective and compact
-    tables and the sanity notes read neither the gaps nor the rules: they are handed to ``beside`` before the gaps
-    are found (the runner makes them on a thread meanwhile) and put in place after the attribution."""
+    tables and the sanity notes read neither the gaps nor the rules: what reads no steps either was handed to
+    ``beside`` by :func:`found_steps` (here, when it was not), the collective table is handed to it before the
+    gaps are found (the runner makes them on threads meanwhile), and all are put in place after the
+    attribution."""
     from traceread.frame.sanity import has_kernels
 
     label = _label(trace)
