@@ -306,10 +306,9 @@ def idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
 def _idle_parts(steps: pd.DataFrame, gaps: pd.DataFrame) -> np.ndarray:
     """Per step row and class of ``GAP_CLASSES``: the idle ns of its gaps (int64). A gap counts for
     every step row of its (rank, device, step). Keys and classes as integer codes: each gap's place among
-    the steps' distinct (rank, device, step) from one dense key table (``rules._calls.positions``; a
+    the steps' distinct (rank, device, step) from one dense key table (``grouped.positions``; a
     group-by of the gaps on four keys, then a mapping back onto the steps, hashes every key of every gap)."""
-    from traceread.grouped import codes, first_rows
-    from traceread.rules._calls import positions
+    from traceread.grouped import codes, first_rows, positions
 
     parts = np.zeros((len(steps), len(GAP_CLASSES)), dtype=np.int64)
     if not len(gaps) or not len(steps):

@@ -330,34 +330,3 @@ def thread_cpu_ops(trace: Trace, rank: int, tid: int) -> tuple[np.ndarray, np.nd
     return _cached(trace, ("thread_cpu_ops", rank, tid), make)
 
 
-# Keys of at most this many combinations are looked up in a dense table (a memory bound, not a threshold).
-_DENSE_KEYS = 1 << 22
-
-
-def positions(levels: list[np.ndarray], query: list[np.ndarray]) -> np.ndarray:
-    """``get_indexer`` of the rows of ``query`` (one int64 array per level; -1: absent) in the unique
-    rows of ``levels`` (one array per level), without building a MultiIndex of either: when the levels'
-    value ranges multiply to few combinations (ranks, devices, step numbers), by one mixed-radix key
-    per row and a table."""
-    levels = [np.asarray(t).astype(np.int64, copy=False) for t in levels]
-    if len(levels[0]) == 0 or len(query[0]) == 0:
-        return np.full(len(query[0]), -1, dtype=np.intp)
-    lo = [min(int(np.min(t)), int(np.min(q))) for t, q in zip(levels, query, strict=True)]
-    span = [max(int(np.max(t)), int(np.max(q))) - low + 1 for t, q, low in zip(levels, query, lo, strict=True)]
-    if float(np.prod([float(x) for x in span])) > _DENSE_KEYS:
-        return _indexer(levels, query)
-    k_index = np.zeros(len(levels[0]), dtype=np.int64)
-    k_query = np.zeros(len(query[0]), dtype=np.int64)
-    for t, q, low, width in zip(levels, query, lo, span, strict=True):
-        k_index = k_index * width + (t - low)
-        k_query *= width
-        k_query += q - low
-    table = np.full(int(np.prod(span)), -1, dtype=np.int64)
-    table[k_index] = np.arange(len(levels[0]))
-    if not np.array_equal(table[k_index], np.arange(len(levels[0]))):
-        return _indexer(levels, query)  # rows that repeat: pandas says so (it raises)
-    return table[k_query]
-
-
-def _indexer(levels: list[np.ndarray], query: list[np.ndarray]) -> np.ndarray:
-    return pd.MultiIndex.from_arrays(levels).get_indexer(pd.MultiIndex.from_arrays(query))

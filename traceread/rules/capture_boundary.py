@@ -30,8 +30,8 @@ import pandas as pd
 from traceread.config import Thresholds
 from traceread.engine.capture_edges import capture_edges
 from traceread.engine.steps import outliers
+from traceread.grouped import positions
 from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, texts
-from traceread.rules._calls import positions
 from traceread.rules._columns import Frame, Gaps, col, frame_of
 from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY

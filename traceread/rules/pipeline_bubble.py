@@ -55,6 +55,7 @@ import pandas as pd
 
 from traceread import grouped
 from traceread.config import Thresholds
+from traceread.grouped import positions
 from traceread.note import BUBBLES_NOT_JUDGED, BUBBLES_NOT_JUDGED_MORE, Note
 from traceread.rules._base import (
     MAX_UNIT_NOTES,
@@ -67,7 +68,6 @@ from traceread.rules._base import (
     waited_for_comm,
     where,
 )
-from traceread.rules._calls import positions
 from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "pipeline-bubble"
