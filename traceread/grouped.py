@@ -43,49 +43,46 @@ def codes(*keys: np.ndarray) -> tuple[np.ndarray, int]:
     return code.reshape(-1).astype(np.int64), len(uniq_code)
 
 
+# Keys of at most this many combinations are looked up in a dense table (a memory bound, not a threshold).
+_DENSE_KEYS = 1 << 22
+
+
 def lookup(groups: list[np.ndarray], queries: list[np.ndarray]) -> np.ndarray:
     """Per query row, the position of the row of ``groups`` (unique rows, one array per key) with the
-    same keys, or -1: ``MultiIndex.get_indexer`` without the index."""
+    same keys, or -1: ``MultiIndex.get_indexer`` without the index. Where the keys' value ranges multiply to
+    few combinations (ranks, devices, step numbers), by one mixed-radix key per row and a table; else by
+    numbering the keys of both together (:func:`codes`, a sort)."""
     n = len(groups[0])
-    if n == 0:
+    if n == 0 or len(queries[0]) == 0:
         return np.full(len(queries[0]), -1, dtype=np.int64)
+    found = _dense_lookup([np.asarray(g).astype(np.int64, copy=False) for g in groups], queries)
+    if found is not None:
+        return found
     code, _ = codes(*(np.concatenate([np.asarray(g), np.asarray(q)]) for g, q in zip(groups, queries, strict=True)))
     table = np.full(int(code.max()) + 1, -1, dtype=np.int64)
     table[code[:n]] = np.arange(n)
     return table[code[n:]]
 
 
-# Keys of at most this many combinations are looked up in a dense table (a memory bound, not a threshold).
-_DENSE_KEYS = 1 << 22
-
-
-def positions(levels: list[np.ndarray], query: list[np.ndarray]) -> np.ndarray:
-    """``get_indexer`` of the rows of ``query`` (one int64 array per level; -1: absent) in the unique
-    rows of ``levels`` (one array per level), without building a MultiIndex of either: when the levels'
-    value ranges multiply to few combinations (ranks, devices, step numbers), by one mixed-radix key
-    per row and a table."""
-    levels = [np.asarray(t).astype(np.int64, copy=False) for t in levels]
-    if len(levels[0]) == 0 or len(query[0]) == 0:
-        return np.full(len(query[0]), -1, dtype=np.intp)
-    lo = [min(int(np.min(t)), int(np.min(q))) for t, q in zip(levels, query, strict=True)]
-    span = [max(int(np.max(t)), int(np.max(q))) - low + 1 for t, q, low in zip(levels, query, lo, strict=True)]
+def _dense_lookup(groups: list[np.ndarray], queries: list[np.ndarray]) -> np.ndarray | None:
+    """:func:`lookup` through a table over every combination of the keys' ranges; None where that table would
+    be too large, or where rows of ``groups`` repeat (the sort's numbering decides those)."""
+    lo = [min(int(np.min(g)), int(np.min(q))) for g, q in zip(groups, queries, strict=True)]
+    span = [max(int(np.max(g)), int(np.max(q))) - low + 1 for g, q, low in zip(groups, queries, lo, strict=True)]
     if float(np.prod([float(x) for x in span])) > _DENSE_KEYS:
-        return _indexer(levels, query)
-    k_index = np.zeros(len(levels[0]), dtype=np.int64)
-    k_query = np.zeros(len(query[0]), dtype=np.int64)
-    for t, q, low, width in zip(levels, query, lo, span, strict=True):
-        k_index = k_index * width + (t - low)
+        return None
+    k_group = np.zeros(len(groups[0]), dtype=np.int64)
+    k_query = np.zeros(len(queries[0]), dtype=np.int64)
+    for g, q, low, width in zip(groups, queries, lo, span, strict=True):
+        k_group = k_group * width + (g - low)
         k_query *= width
         k_query += q - low
     table = np.full(int(np.prod(span)), -1, dtype=np.int64)
-    table[k_index] = np.arange(len(levels[0]))
-    if not np.array_equal(table[k_index], np.arange(len(levels[0]))):
-        return _indexer(levels, query)  # rows that repeat: pandas says so (it raises)
+    rows = np.arange(len(groups[0]))
+    table[k_group] = rows
+    if not np.array_equal(table[k_group], rows):
+        return None
     return table[k_query]
-
-
-def _indexer(levels: list[np.ndarray], query: list[np.ndarray]) -> np.ndarray:
-    return pd.MultiIndex.from_arrays(levels).get_indexer(pd.MultiIndex.from_arrays(query))
 
 
 def first_rows(code: np.ndarray, n: int) -> np.ndarray:

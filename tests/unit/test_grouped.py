@@ -68,7 +68,7 @@ def test_empty_input():
     assert len(grouped.mean(np.zeros(0), code, n)) == 0 and len(grouped.median(np.zeros(0), code, n)) == 0
 
 
-def test_positions_is_multiindex_get_indexer() -> None:
+def test_lookup_is_multiindex_get_indexer() -> None:
     rng = np.random.default_rng(0)
     index = pd.MultiIndex.from_arrays([np.repeat([0, 3], 6), np.tile([-1, 2], 6), np.arange(12) * 5])
     query = [rng.integers(-1, 5, 500), rng.integers(-2, 3, 500), rng.integers(0, 60, 500)]
@@ -77,10 +77,10 @@ def test_positions_is_multiindex_get_indexer() -> None:
     want = index.get_indexer(pd.MultiIndex.from_arrays(query))
     assert (want >= 0).sum() >= 12
     levels = [index.get_level_values(i).to_numpy() for i in range(index.nlevels)]
-    assert np.array_equal(grouped.positions(levels, query), want)
+    assert np.array_equal(grouped.lookup(levels, query), want)
     wide = [query[0], query[1], query[2] * (1 << 40)]  # too many combinations for a table: pandas' lookup
     wide_index = pd.MultiIndex.from_arrays([index.get_level_values(0), index.get_level_values(1),
                                             index.get_level_values(2) * (1 << 40)])
     wide_levels = [wide_index.get_level_values(i).to_numpy() for i in range(wide_index.nlevels)]
-    assert np.array_equal(grouped.positions(wide_levels, wide),
+    assert np.array_equal(grouped.lookup(wide_levels, wide),
                           wide_index.get_indexer(pd.MultiIndex.from_arrays(wide)))

@@ -205,10 +205,9 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
         from traceread.metrics.copies import data_movement_only
 
         made = free()
-        out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in made.sanity]
         why = data_movement_only(trace) or missing_gpu_activity(trace) or "no steps could be found"
         out.unavailable.append(f"{label}: no GPU activity to analyse: {why}")
-        return _with_tables(out, made, _collectives(index, trace, steps))
+        return _with_tables(out, label, made, _collectives(index, trace, steps))
 
     collectives = beside(functools.partial(_collectives, index, trace, steps))
     gaps = _classified_gaps(trace, steps, cfg, out.notes, between)
@@ -218,9 +217,7 @@ def finish_one(index: int, trace: Trace, cfg: Thresholds, out: PerTrace,
     if classified is not None:
         classified(out.steps, out.gaps)
     out.attribution = _attribution(trace, steps, gaps, cfg, index, out, out.notes)
-    made = free()
-    out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in made.sanity]  # in their place, as if made first
-    _with_tables(out, made, collectives())  # (unavailable lines after the attribution's, as they were made in this order)
+    _with_tables(out, label, free(), collectives())  # (unavailable lines after the attribution's, as they were made)
     between()
     return out
 
@@ -234,8 +231,11 @@ def _collectives(index: int, trace: Trace, steps: pd.DataFrame) -> tuple[pd.Data
     return (with_trace(c, index) if c is not None and len(c) else None), failed
 
 
-def _with_tables(out: PerTrace, made: StepsFree, collectives: tuple[pd.DataFrame | None, list[str]]) -> PerTrace:
-    """``out`` with the tables of ``made`` and ``collectives``; their unavailable lines in the tables' order."""
+def _with_tables(out: PerTrace, label: str, made: StepsFree,
+                 collectives: tuple[pd.DataFrame | None, list[str]]) -> PerTrace:
+    """``out`` with the sanity notes of ``made`` in their place (as if made first: after the loader's caveats),
+    its tables and ``collectives``; their unavailable lines in the tables' order."""
+    out.notes[out.sanity_at:out.sanity_at] = [n.under(label) for n in made.sanity]
     out.kernels, out.compact_tables = made.kernels, made.compact_tables
     out.collectives = collectives[0]
     out.unavailable.extend([*made.kernels_unavailable, *collectives[1], *made.compact_unavailable])
@@ -306,9 +306,9 @@ def idle_by_class(steps: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
 def _idle_parts(steps: pd.DataFrame, gaps: pd.DataFrame) -> np.ndarray:
     """Per step row and class of ``GAP_CLASSES``: the idle ns of its gaps (int64). A gap counts for
     every step row of its (rank, device, step). Keys and classes as integer codes: each gap's place among
-    the steps' distinct (rank, device, step) from one dense key table (``grouped.positions``; a
+    the steps' distinct (rank, device, step) from one key lookup (``grouped.lookup``, a dense table for these few keys; a
     group-by of the gaps on four keys, then a mapping back onto the steps, hashes every key of every gap)."""
-    from traceread.grouped import codes, first_rows, positions
+    from traceread.grouped import codes, first_rows, lookup
 
     parts = np.zeros((len(steps), len(GAP_CLASSES)), dtype=np.int64)
     if not len(gaps) or not len(steps):
@@ -317,7 +317,7 @@ def _idle_parts(steps: pd.DataFrame, gaps: pd.DataFrame) -> np.ndarray:
     levels = [steps[c].to_numpy().astype(np.int64) for c in keys]
     inverse, n = codes(*levels)  # each step row's distinct (rank, device, step)
     first = first_rows(inverse, n)
-    at = positions([lv[first] for lv in levels], [gaps[c].to_numpy() for c in keys])
+    at = lookup([lv[first] for lv in levels], [gaps[c].to_numpy() for c in keys])
     cls = gaps["class"]
     if isinstance(cls.dtype, pd.CategoricalDtype):
         names, class_codes = [str(c) for c in cls.cat.categories], cls.cat.codes.to_numpy()

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceread import grouped
 from traceread.config import Thresholds
 from traceread.engine.capture_edges import capture_edges
 from traceread.engine.steps import outliers
-from traceread.grouped import positions
 from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, texts
 from traceread.rules._columns import Frame, Gaps, col, frame_of
 from traceread.trace import Trace
@@ -86,7 +86,7 @@ def captured(gaps: Frame, steps: pd.DataFrame | None, edges: pd.DataFrame | None
                                                            int(st["start_ns"].iat[i]) + 1)
     if "outlier" in st.columns and "warmup" in st.columns:
         st["outlier"] = outliers(st, cfg)
-    at = positions([st["rank"].to_numpy(), st["device"].to_numpy(), st["step"].to_numpy()],
+    at = grouped.lookup([st["rank"].to_numpy(), st["device"].to_numpy(), st["step"].to_numpy()],
                    [col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64),
                     col(gaps, "step", -1, dtype=np.int64)])
     ok = at >= 0

@@ -55,7 +55,6 @@ import pandas as pd
 
 from traceread import grouped
 from traceread.config import Thresholds
-from traceread.grouped import positions
 from traceread.note import BUBBLES_NOT_JUDGED, BUBBLES_NOT_JUDGED_MORE, Note
 from traceread.rules._base import (
     MAX_UNIT_NOTES,
@@ -145,8 +144,8 @@ def periodicity(gaps: Frame, steps: pd.DataFrame | None, cfg: Thresholds, eligib
     if len(judged) == 0:
         return periodic, presence, cv, notes
     g_keys = [col(gaps, "rank", dtype=np.int64), col(gaps, "device", dtype=np.int64), col(gaps, "step", -1, dtype=np.int64)]
-    g_unit = positions([a_keys[0][first[judged]], a_keys[1][first[judged]]], g_keys[:2])
-    in_step = positions(a_keys, g_keys) >= 0
+    g_unit = grouped.lookup([a_keys[0][first[judged]], a_keys[1][first[judged]]], g_keys[:2])
+    in_step = grouped.lookup(a_keys, g_keys) >= 0
     dur = col(gaps, "dur_ns", dtype=np.int64)
     long_enough = (g_unit >= 0) & (dur >= cfg.bubble_min_gap_ns)
     if eligible is not None:
@@ -154,7 +153,7 @@ def periodicity(gaps: Frame, steps: pd.DataFrame | None, cfg: Thresholds, eligib
     if not (long_enough & in_step).any():
         return periodic, presence, cv, notes
     lengths = (steps["end_ns"].to_numpy() - steps["start_ns"].to_numpy()).astype(np.int64)
-    at = positions(s_keys, g_keys)
+    at = grouped.lookup(s_keys, g_keys)
     step_len = np.where(at >= 0, lengths[np.maximum(at, 0)], -1).astype(np.float64)
     # The unit's median analysed step length turns a place in the step into a fraction of a step
     # (NaN for a unit none of whose gaps is in an analysed step, as a reindex gives).
