@@ -227,8 +227,8 @@ BUBBLES_NOT_JUDGED_MORE = "bubbles-not-judged-more"
 # The kernel tables (traceread.metrics.tables, traceread.metrics.compact, traceread.metrics.roofline):
 # a table with no row: table (its name in metrics.tables.TABLES)
 TABLE_EMPTY = "table-empty"
-# memory-bound kernels without recorded bytes: missing, total (memory-bound kernels), share (of their GPU time),
-# typed (some op recorded dtypes), partial (kernels of indexing/gather ops)
+# memory-bound kernels without recorded bytes: missing, total (memory-bound kernels), share (of their GPU time;
+# None when they last 0 ns), typed (some op recorded dtypes), partial (kernels of indexing/gather ops)
 BYTES_UNRECORDED = "bytes-unrecorded"
 # the GPU is not in the peak table: no ridge point
 ROOFLINE_GPU_UNKNOWN = "roofline-gpu-unknown"

@@ -114,7 +114,9 @@ def mem_bandwidth(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray
     missing = int((mem & ~known).sum())
     n_part = int((mem & partial).sum())
     typed = any(bool(t) for t in shapes["input_types"])  # stops at the first op with dtypes
-    note = Note.of(BYTES_UNRECORDED, missing=missing, total=int(mem.sum()), share=unknown_ns / mem_ns, typed=typed,
+    # no share of no time: kernels whose recorded end is not after their start last 0 ns
+    share = unknown_ns / mem_ns if mem_ns > 0 else None
+    note = Note.of(BYTES_UNRECORDED, missing=missing, total=int(mem.sum()), share=share, typed=typed,
                    partial=n_part) if missing else None
     if not known.any():
         return MemBandwidth(_empty(), note, peak.key if peak else None)

@@ -376,8 +376,8 @@ def _bytes_unrecorded(d: dict[str, Any]) -> str:
         why = ("the launching op recorded no input shapes and dtypes, launched several kernels"
                + (f", or reads part of its inputs ({d['partial']} kernels of indexing/gather ops)" if d["partial"]
                   else ""))
-    return (f"{d['missing']} of {d['total']} memory-bound kernels ({d['share']:.0%} of their GPU time) have no "
-            f"recorded bytes: {why}; not estimated")
+    share = "" if d["share"] is None else f" ({d['share']:.0%} of their GPU time)"
+    return f"{d['missing']} of {d['total']} memory-bound kernels{share} have no recorded bytes: {why}; not estimated"
 
 
 _TABLE_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {

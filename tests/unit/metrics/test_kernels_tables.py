@@ -359,6 +359,19 @@ def test_mem_bandwidth_says_why_when_no_bytes_are_recorded() -> None:
     assert "no recorded bytes" in text_or_empty(tables.notes["mem_bandwidth"])
 
 
+def test_mem_bandwidth_note_has_no_share_when_the_kernels_last_no_time() -> None:
+    # an export whose memory-bound kernels end where they start (the loaders clamp an end before its start)
+    from scoreboard_frames import kernel, launch, make_trace
+
+    rows = [launch("cudaLaunchKernel", 0, 5, corr=1), launch("cudaLaunchKernel", 10, 15, corr=2),
+            kernel("vectorized_elementwise_kernel<FillFunctor>", 20, 20, correlation=1),
+            kernel("reduce_kernel<ReduceOp>", 30, 30, correlation=2)]
+    tables = kernel_tables(make_trace(rows))
+    assert tables.frames["mem_bandwidth"].empty
+    words = text_or_empty(tables.notes["mem_bandwidth"])
+    assert words.startswith("2 of 2 memory-bound kernels have no recorded bytes") and "GPU time" not in words
+
+
 @needs_shared
 def test_nsys_op_table_sums_to_the_kernel_table_and_guesses_no_bytes() -> None:
     con = sqlite3.connect(f"file:{H100}?mode=ro", uri=True)
