@@ -401,6 +401,14 @@ def _drop_column(db: sqlite3.Connection, table: str, col: str) -> None:
     db.execute(f'ALTER TABLE "_m" RENAME TO "{table}"')
 
 
+def _connect(path: Path, rnd: random.Random) -> sqlite3.Connection:
+    """A connection whose SQL ``random()`` draws from ``rnd``: the rows a mutation picks follow the example's
+    seed, so a failing example fails on every run (SQLite's own random() made one fail one run in many)."""
+    db = sqlite3.connect(path)
+    db.create_function("random", 0, lambda: rnd.getrandbits(62))  # non-negative: abs() of it cannot overflow
+    return db
+
+
 def mutate_sqlite(rnd: random.Random, path: Path, kind: str) -> str:
     """Mutate the export at ``path`` (a copy) in place by ``kind`` (one of SQLITE_MUTATIONS); returns what was done."""
     if kind in ("corrupt-bytes", "truncate-file"):
@@ -413,7 +421,7 @@ def mutate_sqlite(rnd: random.Random, path: Path, kind: str) -> str:
             b[rnd.randrange(len(b))] = rnd.randrange(256)
         path.write_bytes(bytes(b))
         return "random bytes overwritten"
-    db = sqlite3.connect(path)
+    db = _connect(path, rnd)
     try:
         tables = _key_tables(db)
         table = tables[rnd.randrange(len(tables))]
@@ -505,7 +513,7 @@ def _wal_leftover(rnd: random.Random, path: Path) -> str:
 
     work = path.with_name("_wal_work.sqlite")
     shutil.copyfile(path, work)
-    db = sqlite3.connect(work)
+    db = _connect(work, rnd)
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA wal_autocheckpoint=0")
