@@ -10,6 +10,7 @@ import importlib
 import os
 import sys
 import traceback
+from typing import Any
 
 import click
 
@@ -22,9 +23,20 @@ _debug = {"on": False}
 COMMANDS = ("analyze", "info", "gaps", "kernels", "scan", "diff", "whatif")
 
 
+class _ReaderGone(Exception):
+    """A subcommand's standard output lost its reader. Raised past click, whose own handling of a broken
+    pipe exits 1: the code of a tripped ``--fail-on`` gate."""
+
+
 class _LazyGroup(click.Group):
     """A group that imports a subcommand's module only when that subcommand runs (or ``--help``
     lists it): ``traceread info`` then never imports the rules, metrics or renderers."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            raise _ReaderGone() from exc
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
@@ -95,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return EXIT_USAGE if exc.exit_code not in (0, 1) else exc.exit_code
-    except BrokenPipeError:
+    except (BrokenPipeError, _ReaderGone):  # the reader took what it wanted (`| head`): done
+        from traceread.cli.output import reader_gone
+
+        reader_gone()
         return 0
     except MemoryError:
         click.echo(_OUT_OF_MEMORY, err=True)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import click
 
 from traceread.cli.options import gates, thresholds, workload_options
-from traceread.cli.output import json_option, output_path
+from traceread.cli.output import json_option, output_path, reader_gone
 from traceread.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, TraceReadError, UsageError
 from traceread.loaders import expand_paths, left_out_notes
 from traceread.printable import printable
@@ -124,13 +124,19 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
     md_out = None if (json_path == "-" and md_path == "-") else md_path
     check_outputs(md_out, json_path, plot_path, perfetto_path)  # before any is written
     failures = [Failure(path, problem) for path, problem in unreadable]
+    # A report on standard output whose reader went away (`| head`) ends there; the analysis and its
+    # --fail-on gates do not: the exit code still says whether a gate tripped
+    gone: list[BrokenPipeError] = []
     # (the files the reports replace are let go on a thread while the next output is made)
     with replaced_released() as release:
 
         def early(found: Analysis, whole: Callable[[], Analysis]) -> None:
             # The JSON report first, as always: its tables are written while the replay finishes
             if json_path:
-                write_json(with_left_out(found), json_path, lambda: with_left_out(whole()), release)
+                try:
+                    write_json(with_left_out(found), json_path, lambda: with_left_out(whole()), release)
+                except BrokenPipeError as exc:
+                    gone.append(exc)
 
         try:
             result = analyze(loaded, workload=workload, cfg=cfg, top_gaps=top_gaps, warmup_steps=warmup_steps,
@@ -140,8 +146,13 @@ def command(traces, md_path, json_path, plot_path, plot_ranks, perfetto_path, pe
                                  "more memory than this process may use (--max-memory, or a machine with more "
                                  "memory)") from None
         result = with_left_out(result)  # (exit 0: other inputs were read)
-        write_outputs(result, md_out, None, plot_path, perfetto_path, perfetto_steps, plot_ranks=ranks,
-                      verbose=verbose, release=release)
+        try:  # (the Markdown on its own: a reader that goes away does not keep the picture from its file)
+            write_outputs(result, md_out, verbose=verbose, release=release)
+        except BrokenPipeError as exc:
+            gone.append(exc)
+        write_outputs(result, None, None, plot_path, perfetto_path, perfetto_steps, plot_ranks=ranks)
+    if gone:
+        reader_gone()
     if failures:
         return EXIT_USAGE
     shares = result.shares()

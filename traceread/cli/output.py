@@ -13,6 +13,21 @@ from traceread.printable import printable
 from traceread.runner.write import write_pieces
 
 
+def reader_gone() -> None:
+    """Standard output's reader went away (``traceread gaps T --json - | head``): the output ends there, the
+    command does not fail. What is still buffered for the reader goes to /dev/null instead, as does anything
+    written later: the interpreter's last flush would otherwise fail again at exit (a second error, exit 120)."""
+    import os
+    import sys
+
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind it (a test's capture)
+        pass
+
+
 def output_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Callback of every output option: an empty path (an unset shell variable: ``-o "$OUT"``) is a usage
     error, not "no output"; so is standard output (``-``) given to two outputs (``--csv - --json -``
