@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,9 +19,6 @@ def reader_gone() -> None:
     """Standard output's reader went away (``traceread gaps T --json - | head``): the output ends there, the
     command does not fail. What is still buffered for the reader goes to /dev/null instead, as does anything
     written later: the interpreter's last flush would otherwise fail again at exit (a second error, exit 120)."""
-    import os
-    import sys
-
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
         os.dup2(fd, sys.stdout.fileno())
