@@ -39,7 +39,9 @@ def command_heap() -> bool:
 
 
 def analysis_heap() -> bool:
-    """``analyze``'s malloc setting, from its loads on (:func:`heap.reuse_freed_pages`)."""
+    """``analyze``'s malloc setting, from its loads on (:func:`heap.reuse_freed_pages`), in small pages
+    (:func:`heap.small_pages`)."""
+    heap.small_pages()
     return heap.reuse_freed_pages()
 
 

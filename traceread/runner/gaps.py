@@ -22,7 +22,9 @@ def gaps_heap() -> Iterator[None]:
     (:func:`heap.reuse_freed_pages`, as ``analyze`` sets it) and none given back between the stages
     (:func:`heap.freed_pages_kept`). Each stage (decode, steps, gaps, rules, the writers' pieces) then
     takes the pages the last one freed, where pages given back were faulted in again by the next stage,
-    zeroed by the kernel on the command's time. The peak grows only by what a stage cannot reuse."""
+    zeroed by the kernel on the command's time. The peak grows only by what a stage cannot reuse. In small
+    pages (:func:`heap.small_pages`), as ``analyze``'s."""
+    heap.small_pages()
     heap.reuse_freed_pages()
     with heap.freed_pages_kept():
         yield

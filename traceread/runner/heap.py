@@ -82,6 +82,29 @@ def reuse_freed_pages() -> bool:
     return mallopt is not None and bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, KEEP_TOP_BYTES))
 
 
+def small_pages() -> bool:
+    """Stop numpy asking for transparent huge pages on its large arrays (Linux only).
+
+    numpy advises the kernel to back every array of 4 MiB or more with 2 MiB pages. Served from the heap
+    (:func:`reuse_freed_pages`), such an array sits in heap pages that are reused and given back (:func:`trim`)
+    piecewise, and a huge page is faulted in and zeroed whole, 2 MiB at a time, for an array that may use
+    part of it: after an analysis' load the kernel's time spent zeroing pages took more than the small pages
+    it saves on faults. Not applied when the user set ``NUMPY_MADVISE_HUGEPAGE``, which then decides.
+    True when applied.
+    """
+    if not sys.platform.startswith("linux") or "NUMPY_MADVISE_HUGEPAGE" in os.environ:
+        return False
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage  # numpy 2
+    except ImportError:
+        try:
+            from numpy.core.multiarray import _set_madvise_hugepage  # numpy 1
+        except ImportError:
+            return False
+    _set_madvise_hugepage(False)
+    return True
+
+
 def one_heap() -> bool:
     """Every thread allocates from the main heap (glibc only; set before the process starts a thread).
 

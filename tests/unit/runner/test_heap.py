@@ -1,6 +1,7 @@
 """The command's malloc settings (traceread.runner.heap.reuse_freed_pages, heap.one_heap): applied on glibc, left to
 the user when they set malloc's own environment; large allocations then come from the heap, and what one
-thread freed is reused by another."""
+thread freed is reused by another. And its page size (heap.small_pages): numpy's huge-page advice off, unless
+the user set numpy's own."""
 
 from __future__ import annotations
 
@@ -80,9 +81,10 @@ def test_gaps_reuses_freed_pages_and_gives_none_back_between_its_stages(monkeypa
     calls = _counting_trims(monkeypatch)
     applied: list[int] = []
     monkeypatch.setattr(heap, "reuse_freed_pages", lambda: applied.append(1) or True)  # (not this process's malloc)
+    monkeypatch.setattr(heap, "small_pages", lambda: applied.append(2) or True)  # (nor its numpy)
     trace = str(FIXTURES / "hta_alexnet_a100.json.gz")
     assert main(["gaps", trace, "--json", str(tmp_path / "g.json"), "--csv", str(tmp_path / "g.csv")]) == 0
-    assert applied == [1] and calls == []  # the load's and the stages' trims are no-ops inside the command
+    assert applied == [2, 1] and calls == []  # the load's and the stages' trims are no-ops inside the command
     assert (tmp_path / "g.json").stat().st_size and (tmp_path / "g.csv").stat().st_size
     heap.trim()
     assert calls == [0]  # and give pages back again after it
@@ -141,7 +143,50 @@ def test_user_malloc_settings_win(probe) -> None:
     assert not applied
 
 
-@pytest.mark.parametrize("setting", [heap.reuse_freed_pages, heap.one_heap])
+_HUGE_PROBE = """
+import numpy as np, sys
+from traceread.runner import heap
+applied = heap.small_pages() if sys.argv[1] == "1" else False
+a = np.ones(64 << 20, np.uint8)  # 64 MiB, touched: mappings of its own (advice splits them at 2 MiB)
+at, to = a.ctypes.data, a.ctypes.data + a.nbytes
+huge, inside = 0, False
+with open("/proc/self/smaps") as f:
+    for line in f:
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo < to and at < hi
+        elif inside and head == "AnonHugePages:":
+            huge += int(line.split()[1])
+print(int(applied), huge)
+"""
+
+
+def _thp_mode() -> str:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read().split("[")[1].split("]")[0]
+    except (OSError, IndexError):
+        return "none"
+
+
+@pytest.mark.skipif(_thp_mode() != "madvise", reason="huge pages here are the kernel's choice, not numpy's advice")
+def test_small_pages_stops_numpy_advising_huge_pages() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    applied, huge = _probe(True, env, _HUGE_PROBE)
+    _, huge_plain = _probe(False, env, _HUGE_PROBE)
+    if huge_plain == 0:
+        pytest.skip("the kernel gave numpy's advised array no huge page (none free)")
+    assert applied
+    assert huge == 0
+
+
+def test_small_pages_leaves_the_users_numpy_setting() -> None:
+    applied, _ = _probe(True, {**os.environ, "NUMPY_MADVISE_HUGEPAGE": "1"}, _HUGE_PROBE)
+    assert not applied
+
+
+@pytest.mark.parametrize("setting", [heap.reuse_freed_pages, heap.one_heap, heap.small_pages])
 def test_elsewhere_a_no_op(monkeypatch: pytest.MonkeyPatch, setting) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     assert setting() is False
