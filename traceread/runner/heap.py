@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -94,15 +95,14 @@ def small_pages() -> bool:
     """
     if not sys.platform.startswith("linux") or "NUMPY_MADVISE_HUGEPAGE" in os.environ:
         return False
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage  # numpy 2
-    except ImportError:
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):  # numpy 2, numpy 1
         try:
-            from numpy.core.multiarray import _set_madvise_hugepage  # numpy 1
-        except ImportError:
-            return False
-    _set_madvise_hugepage(False)
-    return True
+            advise = importlib.import_module(module)._set_madvise_hugepage
+        except (ImportError, AttributeError):
+            continue
+        advise(False)
+        return True
+    return False
 
 
 def one_heap() -> bool:
