@@ -106,7 +106,7 @@ def _lead(v: EventView, rank: int, device: int, w0: int, cfg: Thresholds) -> dic
     if not found["lead_kind"]:
         # A sync that began before anything recorded ran on the device waited on unrecorded work.
         syncs = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_RUNTIME, schema.CAT_DRIVER), rank=rank)
-        syncs = syncs[v.flag("sync", syncs)]
+        syncs = syncs[v.name_flags["sync"].take(v.name.take(syncs))]  # (v.flag's lookups, by take: no index copies)
         syncs = syncs[(v.start[syncs] < f_start) & (v.end[syncs] - v.start[syncs] >= cfg.capture_lead_min_ns)]
         if len(syncs):
             s = syncs[np.argmax(v.end[syncs])]

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceread import intervals, schema
+from traceread import grouped, intervals, schema
 from traceread import kernel_classes as kc
 from traceread.engine.lanes import HOST_LANES, EventView, engine_cache, event_view
 from traceread.trace import Trace
@@ -62,6 +62,10 @@ _FRAMEWORK_RE = re.compile(
     r"^(?:_?c10d(?:_functional)?::|nccl:|rccl:|gloo:)(?P<op>[A-Za-z_]+)|(?P<batch>batch_isend_irecv)")
 # NCCL/RCCL API ranges (NVTX): ncclAllReduce, ncclGroupEnd, ...
 _NCCL_API_RE = re.compile(r"^[nr]ccl(?P<op>[A-Z][A-Za-z]*)$")
+
+# What a name matching either pattern above begins with (both match at the start): a name that begins otherwise
+# identifies nothing, and most names are judged by this one test.
+_HOST_NAME_PREFIXES = ("_c10d", "c10d", "nccl", "rccl", "gloo:", "batch_isend_irecv")
 
 # Operation word (lower case, underscores removed, trailing "base"/"coalesced"/"single"/... kept
 # out) -> collective type. Anything not listed does not identify (barrier, coalesced, wait).
@@ -179,10 +183,18 @@ def _recorded(trace: Trace, words: _Words) -> tuple[np.ndarray, np.ndarray]:
     args = trace.side_table("collective_args")
     if args.empty:
         return np.zeros(0, np.int64), np.zeros(0, np.int32)
-    names = args["collective"].astype(str)
-    distinct = names.unique()
-    lut = dict(zip(distinct, words.codes(recorded_type(x) for x in distinct), strict=True))
-    codes = names.map(lut).to_numpy(dtype=np.int32)
+    col = args["collective"]
+    cat = col.cat.codes.to_numpy() if isinstance(col.dtype, pd.CategoricalDtype) else None
+    if cat is not None and (len(cat) == 0 or cat.min() >= 0):  # by category: a name judged and mapped per category
+        first = pd.unique(cat)  # in order of first appearance, as the names' unique() gives them
+        table = np.zeros(len(col.cat.categories), dtype=np.int32)
+        table[first] = words.codes(recorded_type(str(x)) for x in col.cat.categories[first])
+        codes = table[cat]
+    else:
+        names = col.astype(str)
+        distinct = names.unique()
+        lut = dict(zip(distinct, words.codes(recorded_type(x) for x in distinct), strict=True))
+        codes = names.map(lut).to_numpy(dtype=np.int32)
     rows = args["row"].to_numpy(np.int64)
     order = np.argsort(rows, kind="stable")
     rows, codes = rows[order], codes[order]
@@ -229,13 +241,21 @@ def _identify(trace: Trace, v: EventView) -> Identity:
 
     # Host rows that identify a collective: by name, or record_param_comms by its recorded args.
     # Only those rows are kept (the others are never read): names are judged once per name code.
-    name_types = np.array([[words.code(w) for w in host_name_type(str(x))] for x in v.names],
-                          dtype=np.int32).reshape(-1, 2)  # by name code; the last entry answers for -1
+    # By name code (the last entry answers for -1); a name that begins as no pattern does gives ('', ''): code 0.
+    name_types = np.zeros((len(v.names), 2), dtype=np.int32)
+    for i, x in enumerate(v.names.tolist()):
+        if str(x).startswith(_HOST_NAME_PREFIXES):
+            name_types[i] = [words.code(w) for w in host_name_type(str(x))]
     hrows = v.rows(HOST_LANES)
-    keep = (name_types[:, 0] != 0)[v.name[hrows]]
-    keep |= _recorded_among(recorded, hrows)
-    hrows = hrows[keep]
-    del keep
+    # The host rows of those names (found in the name column: a pass per name over contiguous codes, not a
+    # gather of every host row's name), and the recorded ones; in row order.
+    typed = np.flatnonzero(name_types[:-1, 0] != 0)
+    wanted = np.flatnonzero(intervals.one_of(v.name, typed.astype(v.name.dtype))) if len(typed) else typed
+    wanted = np.union1d(wanted, recorded[0])
+    if len(hrows):
+        pos = np.minimum(np.searchsorted(hrows, wanted), len(hrows) - 1)
+        hrows = hrows[pos[hrows[pos] == wanted]]
+    del typed, wanted
     by_name = name_types[v.name[hrows]]
     rec = _recorded_at(recorded, hrows)
     has_rec = rec != 0
@@ -301,8 +321,7 @@ def _identify(trace: Trace, v: EventView) -> Identity:
 def _thread_keys(v: EventView, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One int per host thread (rank, pid, tid), shared by the rows ``a`` and ``b``."""
     rows = np.concatenate([a, b])
-    frame = pd.DataFrame({"r": v.rank[rows], "p": v.pid[rows], "t": v.tid[rows]})
-    key = frame.groupby(["r", "p", "t"], sort=False).ngroup().to_numpy(np.int64)
+    key = grouped.codes(v.rank[rows], v.pid[rows], v.tid[rows])[0]  # any numbering: threads are only told apart
     return key[:len(a)], key[len(a):]
 
 

@@ -144,7 +144,9 @@ def _sorted_copy_args(trace: Trace) -> dict[str, np.ndarray]:
     memory kind is named), ``pageable`` and ``pinned`` (either kind says so). Built once per trace,
     each string tested once per distinct value: per device or per row it would cost the table's
     length."""
-    s = trace.side_table("copy_args").sort_values("row")
+    s = trace.side_table("copy_args")
+    if not bool(np.all(np.diff(s["row"].to_numpy()) > 0)):  # rows in order hold no tie: as read, no sort
+        s = s.sort_values("row")
     src, dst = s["src_kind"], s["dst_kind"]
     out = {"row": s["row"].to_numpy(), "direction": _per_value(s["copy_kind"], _direction),
            "has_kind": _per_value(s["copy_kind"], lambda k: k != "")}
@@ -180,10 +182,9 @@ def _copy_flags(s: dict[str, np.ndarray], v: EventView, rows: np.ndarray) -> dic
     return flags
 
 
-def _outer_launches(v: EventView, api: np.ndarray) -> np.ndarray:
-    """Launch calls among ``api`` rows, minus driver launches nested in a runtime call on the same
-    thread (cudaLaunchKernel calling cuLaunchKernel is one launch)."""
-    launches = api[v.flag("launch", api)]
+def _outer_launches(v: EventView, api: np.ndarray, launches: np.ndarray) -> np.ndarray:
+    """The ``launches`` (launch calls among ``api`` rows), minus driver launches nested in a runtime call on the
+    same thread (cudaLaunchKernel calling cuLaunchKernel is one launch)."""
     driver = v.cat[launches] == v.cat_codes.get(schema.CAT_DRIVER, -99)
     if not driver.any():
         return launches
@@ -198,15 +199,25 @@ def _outer_launches(v: EventView, api: np.ndarray) -> np.ndarray:
     return launches[~nested]
 
 
+def _cat_table(v: EventView, cats: tuple[str, ...]) -> np.ndarray:
+    """Bool per category code (the last entry for -1): is it one of ``cats`` (:meth:`EventView.in_cats`' table)."""
+    table = np.zeros(len(v.cat_codes) + 1, dtype=bool)
+    table[[v.cat_codes[c] for c in cats if c in v.cat_codes]] = True
+    return table
+
+
 def _flagged(v: EventView, rows: np.ndarray, flags: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The ``rows`` whose name carries each flag (in ``rows``' order). One lookup per row for all the
-    flags together (by name code), then each flag's rows picked among the few that carry any; no
-    pass at all when no name carries one."""
+    """The ``rows`` (sorted) whose name carries each flag (in row order): the rows of the few names that carry any
+    found in the name column (a pass over contiguous codes, not a gather of every row's name), then those among
+    ``rows``; no pass at all when no name carries one."""
     tables = [v.name_flags[f] for f in flags]
     anyf = np.asarray(np.stack(tables).any(axis=0))
-    if not anyf.any():
+    codes = np.flatnonzero(anyf[:-1])  # the trailing entry (code -1) never carries a flag
+    if len(codes) == 0 or len(rows) == 0:
         return {f: rows[:0] for f in flags}
-    cand = rows[anyf[v.name[rows]]]
+    cand = np.flatnonzero(intervals.one_of(v.name, codes.astype(v.name.dtype)))
+    pos = np.minimum(np.searchsorted(rows, cand), len(rows) - 1)
+    cand = rows[pos[rows[pos] == cand]]  # those among ``rows``, in their dtype
     names = v.name[cand]
     return {f: cand[t[names]] for f, t in zip(flags, tables, strict=True)}
 
@@ -215,29 +226,30 @@ class _RankHost:
     """Host-side rows of one rank, selected once and shared by its devices.
 
     The selections the engine only measures (``calls``, ``api_by_start``, the sync and allocator
-    calls) are in start order, from one sort of the rank's calls: the interval sweeps need that
+    calls) are in start order (by start, then row), sorted once per rank: the interval sweeps need that
     order, and each device would otherwise sort them again."""
 
     def __init__(self, v: EventView, rank: int) -> None:
         self.api = v.rows((schema.LANE_CPU_THREAD,), _API_CATS, rank=rank)
         host = v.rows((schema.LANE_CPU_THREAD, schema.LANE_CPU_ANNOTATION), rank=rank)
-        calls = v.rows((schema.LANE_CPU_THREAD,), _LONGEST_CATS, rank=rank)
-        api = v.in_cats(calls, _API_CATS)  # the API calls are among the calls: flagged in row order (a sequential read)
-        t = v.start[calls]
-        if not intervals.is_sorted(t):  # in start order, as intervals.by_start orders them
-            order = np.argsort(t, kind="stable")
-            calls, api = calls[order], api[order]
-            del order
-        del t
-        self.calls = calls
-        self.api_by_start = calls[api]
-        del calls, api
-        self.python = v.rows((schema.LANE_CPU_THREAD,), (schema.CAT_PYTHON,), rank=rank)
+        # The calls and Python frames from one read of the thread rows' categories (selections only the engine
+        # reads: not kept in the view's cache); in start order (as intervals.by_start orders them: by start, then
+        # row), as the API calls sorted alone are (a third of the rows, not a flag per call through the sort).
+        thread = v.rows((schema.LANE_CPU_THREAD,), rank=rank)
+        cat = v.cat.take(thread)
+        self.calls = intervals.by_start(v.start, thread[_cat_table(v, _LONGEST_CATS).take(cat)])
+        self.python = thread[_cat_table(v, (schema.CAT_PYTHON,)).take(cat)] if schema.CAT_PYTHON in v.cat_codes \
+            else thread[:0]
+        del thread, cat
+        self.api_by_start = intervals.by_start(v.start, self.api)
+        names = v.name.take(self.api)  # the API calls' flags from one read of their names
+        sync_alloc = intervals.by_start(v.start, self.api[(v.name_flags["sync"] | v.name_flags["alloc"]).take(names)])
         self.flagged = {**_flagged(v, host, ("dataloader", "optimizer")),
-                        **_flagged(v, self.api_by_start, ("sync", "alloc"))}
-        self.flagged["launch"] = _outer_launches(v, self.api)
+                        **{f: sync_alloc[v.flag(f, sync_alloc)] for f in ("sync", "alloc")}}
+        self.flagged["launch"] = _outer_launches(v, self.api, self.api[v.name_flags["launch"].take(names)])
+        del names, sync_alloc
         self.launch_order = row_indices(np.argsort(v.start[self.flagged["launch"]], kind="stable"), len(v.start))
-        self.tids = np.sort(pd.unique(v.tid[self.api]))
+        self.tids = _distinct(v.tid[self.api])
         # Device each launch call targets (-1: nothing linked to it).
         launches = self.flagged["launch"]
         self.launch_device = np.full(len(launches), -1, dtype=np.int32)  # device indices are small
@@ -251,10 +263,23 @@ class _RankHost:
     def on_threads(v: EventView, rows: np.ndarray, tids: np.ndarray, have: np.ndarray | None = None) -> np.ndarray:
         """``rows`` on threads ``tids`` (no copy when all of them already are; ``have``: the rows'
         threads or a superset of them, when known)."""
-        if np.isin(pd.unique(v.tid[rows]) if have is None else have, tids).all():
+        tid = v.tid[rows] if have is None else None
+        threads = np.asarray(pd.unique(tid) if tid is not None else have)
+        inside = np.isin(threads, tids)
+        if inside.all():
             return rows
-        return rows[np.isin(v.tid[rows], tids)]
+        tid = v.tid[rows] if tid is None else tid
+        # An equality pass per thread (threads are few; np.isin sorts or tables over the ids' wide range), over
+        # the fewer of the wanted threads and the others: every row's thread is one of ``threads``.
+        others = threads[~inside]
+        return rows[~intervals.one_of(tid, others)] if len(others) < len(tids) else rows[intervals.one_of(tid, tids)]
 
+
+def _distinct(tid: np.ndarray) -> np.ndarray:
+    """``np.sort(pd.unique(tid))`` of thread ids in row order, which come in runs (a thread's calls one after
+    another): the value at each run's start hashed, not every row's."""
+    change = np.flatnonzero(tid[1:] != tid[:-1]) + 1
+    return np.sort(pd.unique(np.concatenate([tid[:1], tid[change]])))
 
 
 def _split(w: np.ndarray, gs: np.ndarray, ge: np.ndarray, points: np.ndarray
@@ -282,10 +307,11 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
         return None
     n = len(gs)
     dur = ge - gs
+    offset = gs - ws[w]
     cols: dict[str, np.ndarray | pd.arrays.SparseArray | pd.Categorical] = {
         "rank": np.full(n, rank, np.int32), "device": np.full(n, device, np.int32),
         "step": st["step"].to_numpy()[w], "start_ns": gs, "end_ns": ge, "dur_ns": dur,
-        "offset_ns": gs - ws[w], "phase": (gs - ws[w]) / np.maximum(we[w] - ws[w], 1),
+        "offset_ns": offset, "phase": offset / np.maximum(we - ws, 1)[w],  # step lengths: one per step
     }
     ns: dict[str, pd.arrays.SparseArray] = {}  # sparse as soon as measured: most gaps overlap nothing of most kinds
     zeros = _sparse(np.zeros(n, dtype=np.int64))
@@ -305,7 +331,7 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     ns["comm_p2p"] = ns["comm"].copy() if p2p.all() else measured(comm[p2p])
     cols["comm_type"] = _dominant_type(v, comm, ctype, gs, ge, comm_ns)
     del comm_ns
-    cols["step_p2p_count"] = step_p2p[w].astype(np.int32)  # the frame's dtype already: parts wait for the others
+    cols["step_p2p_count"] = step_p2p.astype(np.int32)[w]  # the frame's dtype already: parts wait for the others
     copies = intervals.by_start(v.start, v.rows((schema.LANE_MEMCPY,), rank=rank, device=device))
     for key, mask in _copy_flags(copy_args, v, copies).items():
         ns[key] = measured(copies[mask])
@@ -316,8 +342,10 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     launch = v.launch_of(ops)
     linked = launch >= 0
     linked_ops, launch = subset(ops, linked), subset(launch, linked)
-    tids = np.sort(pd.unique(v.tid[launch])) if len(launch) else host.tids
-    main_tid = _busiest(v.tid[launch] if len(launch) else v.tid[host.flagged["launch"]])
+    launch_tid = v.tid[launch] if len(launch) else v.tid[host.flagged["launch"]]
+    tids = _distinct(launch_tid) if len(launch) else host.tids
+    main_tid = _busiest(launch_tid)
+    del launch_tid
     cols["queue_depth"] = _queue_depth(v, linked_ops, launch, gs).astype(np.int32)
     del ops, linked_ops, launch
     api = host.on_threads(v, host.api_by_start, tids, host.tids)
@@ -328,9 +356,9 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
         cols[f"{key}_ns"] = ns.pop(key)
 
     order = host.launch_order
-    lrows = host.flagged["launch"][order]  # in start order
-    mine = (host.launch_device[order] == device) | (host.launch_device[order] < 0)
-    lrows = host.on_threads(v, lrows if mine.all() else lrows[mine], tids, host.tids)  # launches are API calls
+    mine = (host.launch_device == device) | (host.launch_device < 0)
+    lrows = host.flagged["launch"][order if mine.all() else order[mine[order]]]  # in start order
+    lrows = host.on_threads(v, lrows, tids, host.tids)  # launches are API calls
     cols["launch_count"] = intervals.rows_count_in(v.start, lrows, gs, ge).astype(np.int32)
     del lrows, mine
     calls = host.calls  # those on the launching threads take part (tested in the sweep, not selected first)
@@ -338,16 +366,22 @@ def _device_gaps(trace: Trace, v: EventView, host: _RankHost, rank: int, device:
     cols["longest_cpu_ns"] = length
     cols["longest_cpu_name"] = v.name_codes_at(calls, idx).astype(np.int32)  # name codes: int32 (as lanes keeps them)
 
-    # The kernel that ends the gap: the compute kernel starting at the gap end (longest first).
-    order = intervals.by_start(v.start, crow)
+    # The kernel that ends the gap: the compute kernel starting at the gap end (longest first). Its launch
+    # is looked up among the compute rows in row order (one merge pass over the links, not a search per gap).
+    s = v.start[crow]
+    perm = None if intervals.is_sorted(s) else np.argsort(s, kind="stable")  # as intervals.by_start orders them
+    order = crow if perm is None else crow[perm]
     k = intervals.rows_starting_at(v.start, v.end, order, ge)
+    hit = np.flatnonzero(k >= 0)
     nl = np.full(n, -1, dtype=np.int64)
-    nl[k >= 0] = v.launch_of(order[k[k >= 0]])
+    nl[hit] = v.launch_of(crow)[k[hit] if perm is None else perm[k[hit]]]
     cols["next_kernel_name"] = v.name_codes_at(order, k).astype(np.int32)
-    cols["next_launch_start_ns"] = np.where(nl >= 0, v.start[nl], -1)
-    cols["next_launch_end_ns"] = np.where(nl >= 0, v.end[nl], -1)
-    cols["launch_after_gap_start"] = (nl >= 0) & (v.start[nl] >= gs)
-    cols["python_frame"] = _python_frames(v, host, gs, np.where(nl >= 0, v.tid[nl], main_tid))
+    known = nl >= 0
+    launch_start = v.start[nl]
+    cols["next_launch_start_ns"] = np.where(known, launch_start, -1)
+    cols["next_launch_end_ns"] = np.where(known, v.end[nl], -1)
+    cols["launch_after_gap_start"] = known & (launch_start >= gs)
+    cols["python_frame"] = _python_frames(v, host, gs, nl, main_tid)
 
     return cols
 
@@ -362,11 +396,13 @@ def _dominant_type(v: EventView, comm: np.ndarray, ctype: np.ndarray, gs: np.nda
     if len(types) == 1 and comm_ns is not None:  # one type: its cover is the comm overlap
         label[comm_ns > 0] = 1
     elif types:
-        cover = np.stack([_covered(v, comm[ctype == t], gs, ge) for t in types])  # types are few
+        # Only the gaps some comm overlaps (when known: few) can have a type; each gap's cover is its own.
+        q = np.flatnonzero(comm_ns > 0) if comm_ns is not None else np.arange(len(gs))
+        cover = np.stack([_covered(v, comm[ctype == t], gs[q], ge[q]) for t in types])  # types are few
         best = np.argmax(cover, axis=0)
         has = cover.max(axis=0) > 0
-        label[has] = best[has] + 1
-        del cover, best, has
+        label[q[has]] = best[has] + 1
+        del cover, best, has, q
     labels = np.array(["", *types], dtype=object)
     present = np.flatnonzero(np.bincount(label, minlength=len(labels)))
     values = sorted(set(labels[present].tolist()))
@@ -403,12 +439,14 @@ def _queue_depth(v: EventView, ops: np.ndarray, launch: np.ndarray, t: np.ndarra
     return np.maximum(intervals.sorted_count_at_or_before(t, ls) - intervals.sorted_count_at_or_before(t, fs), 0)
 
 
-def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, gap_tid: np.ndarray) -> np.ndarray:
-    """Innermost python_function frame at each gap start on thread ``gap_tid`` (the thread that
-    launched the next kernel, else the device's busiest launching thread)."""
+def _python_frames(v: EventView, host: _RankHost, gs: np.ndarray, next_launch: np.ndarray, main_tid: int) -> np.ndarray:
+    """Innermost python_function frame at each gap start on the thread that launched the next kernel
+    (``next_launch``: its launch row, -1 when unknown), else on ``main_tid`` (the device's busiest launching
+    thread)."""
     out = np.full(len(gs), v.empty_code, dtype=np.int32)
     if len(host.python) == 0:
         return out
+    gap_tid = np.where(next_launch >= 0, v.tid[next_launch], main_tid)
     py_tid = v.tid[host.python]
     for tid in np.unique(gap_tid[gap_tid >= 0]):  # loop over threads, not gaps
         q = np.flatnonzero(gap_tid == tid)

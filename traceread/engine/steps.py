@@ -235,7 +235,7 @@ def _extend(v: EventView, host: _Cols, rank: int, device: int, gpu_time: bool = 
     idx = np.searchsorted(cs, ls, side="right") - 1
     ok = (idx >= 0) & (ls < ce[np.maximum(idx, 0)])
     last_op = np.full(len(cs), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last_op, idx[ok], v.end[ops[ok]])
+    np.maximum.at(last_op, subset(idx, ok), v.end[subset(ops, ok)])  # (no copies when every op is in a step)
     dev_end = np.maximum.accumulate(np.maximum(ce, last_op)) if len(cs) else ce
     prev_end = np.concatenate(([np.iinfo(np.int64).min], dev_end[:-1]))
     dev_start = np.maximum(cs, prev_end)

@@ -29,7 +29,11 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[Note]:
     """Notes (as data: ``traceread.render.notes`` words them) about duplicated, overlapping or time-jumping
     GPU activity."""
     ev = trace.events
-    rows = np.flatnonzero(ev["lane"].isin(schema.GPU_LANES).to_numpy())
+    lane = ev["lane"]
+    if not isinstance(lane.dtype, pd.CategoricalDtype):  # (a frame made by hand)
+        lane = lane.astype("category")
+    codes = lane.cat.codes.to_numpy()
+    rows = np.flatnonzero(_on_lanes(lane, codes, schema.GPU_LANES))
     if len(rows) == 0:
         return []
     notes: list[Note] = []
@@ -41,7 +45,7 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[Note]:
         notes.append(Note.of(REPEATED_GPU_ACTIVITY, count=dup))
     # The compute kernels, each once (a repeat of a compute row is one: the lane is in the key).
     once = ~repeat
-    once &= schema.lane_is(ev, schema.LANE_GPU_COMPUTE)[rows]
+    once &= _code_table(lane, (schema.LANE_GPU_COMPUTE,)).take(codes[rows])  # the GPU rows' lanes, not every row's
     by_start = order[once[order]]  # the compute kernels' rows in start order (stable), as positions in rows
     n = _overlaps(ev, rows[once], start_ns[once], end_ns[once], (np.cumsum(once) - 1)[by_start])
     if n:
@@ -57,6 +61,30 @@ def sanity_notes(trace: Trace, cfg: Thresholds) -> list[Note]:
     return notes
 
 
+def _code_table(lane: pd.Series, lanes: tuple[str, ...]) -> np.ndarray:
+    """Bool per category code of the categorical ``lane`` (its last entry answers for -1, a missing lane): is it
+    one of ``lanes``. Read by code: ``isin`` on the categorical, or a string comparison, costs a pass over
+    strings or a hash per row."""
+    cats = lane.cat.categories
+    table = np.zeros(len(cats) + 1, dtype=bool)
+    for name in lanes:
+        if name in cats:
+            table[cats.get_loc(name)] = True
+    return table
+
+
+def _on_lanes(lane: pd.Series, codes: np.ndarray, lanes: tuple[str, ...]) -> np.ndarray:
+    """Bool per row of the categorical ``lane`` (``codes``: its codes): is it on one of ``lanes``. When their
+    codes are consecutive (the schema lists the GPU lanes together), one unsigned comparison per row (a missing
+    lane's -1 reads as the largest value); else a lookup per row."""
+    table = _code_table(lane, lanes)
+    wanted = np.flatnonzero(table[:-1])
+    if len(wanted) == 0 or int(wanted[-1]) - int(wanted[0]) + 1 != len(wanted) or codes.dtype.kind != "i":
+        return table.take(codes)
+    unsigned = codes.view(np.dtype(f"u{codes.dtype.itemsize}"))
+    return (unsigned - unsigned.dtype.type(wanted[0])) <= unsigned.dtype.type(wanted[-1] - wanted[0])
+
+
 def _overlaps(ev: pd.DataFrame, kr: np.ndarray, start: np.ndarray, end: np.ndarray,
               by_start: np.ndarray | None = None) -> int:
     """Kernels (rows ``kr``) that start before the running maximum of earlier ends on their stream.
@@ -64,9 +92,15 @@ def _overlaps(ev: pd.DataFrame, kr: np.ndarray, start: np.ndarray, end: np.ndarr
     if len(kr) < 2:
         return 0
     rank, device, stream = (ev[c].to_numpy()[kr] for c in ("rank", "device", "stream"))
-    o = _stream_order(rank, device, stream, start, by_start)
-    start, end, rank, device, stream = start[o], end[o], rank[o], device[o], stream[o]
-    same = (rank[1:] == rank[:-1]) & (device[1:] == device[:-1]) & (stream[1:] == stream[:-1])
+    o, key = _stream_order_key(rank, device, stream, start, by_start)
+    start, end = start[o], end[o]
+    if key is not None:  # one code per (rank, device, stream): neighbours on one stream share it
+        key = key[o]
+        same = key[1:] == key[:-1]
+    else:
+        rank, device, stream = rank[o], device[o], stream[o]
+        same = (rank[1:] == rank[:-1]) & (device[1:] == device[:-1]) & (stream[1:] == stream[:-1])
+    del key, rank, device, stream
     if (same & (end[1:] < end[:-1])).any():
         # Running maximum of earlier ends within each stream: a start before it is an overlap.
         grp = np.cumsum(np.r_[True, ~same])
@@ -123,14 +157,21 @@ def _stream_order(rank: np.ndarray, device: np.ndarray, stream: np.ndarray, star
     """``np.lexsort((start, stream, device, rank))``: ties keep the frame's order. Made as a stable sort
     by start, then a stable sort by the stream's code (few streams: a small integer key, which numpy
     sorts in one linear pass) instead of four passes over 64-bit keys."""
+    return _stream_order_key(rank, device, stream, start, by_start)[0]
+
+
+def _stream_order_key(rank: np.ndarray, device: np.ndarray, stream: np.ndarray, start: np.ndarray,
+                      by_start: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`_stream_order` and the int16 code of each row's (rank, device, stream) it sorted by (None where
+    the streams are too many for one: then it is ``np.lexsort``'s order)."""
     codes = [_sorted_codes(c) for c in (rank, device, stream)]
     sizes = [max(n, 1) for _, n in codes]
     if sizes[0] * sizes[1] * sizes[2] >= 2**15:
-        return np.lexsort((start, stream, device, rank))
+        return np.lexsort((start, stream, device, rank)), None
     key = ((codes[0][0] * sizes[1] + codes[1][0]) * sizes[2] + codes[2][0]).astype(np.int16)
     if by_start is None:
         by_start = np.argsort(start, kind="stable")
-    return by_start[np.argsort(key[by_start], kind="stable")]
+    return by_start[np.argsort(key[by_start], kind="stable")], key
 
 
 def _repeats(ev: pd.DataFrame, rows: np.ndarray, start_ns: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -201,4 +242,7 @@ KERNEL_LANES = (schema.LANE_GPU_COMPUTE, schema.LANE_GPU_COMM)
 
 def has_kernels(trace: Trace) -> bool:
     """The trace holds at least one kernel or graph record (on a compute or communication lane)."""
-    return bool(trace.events["lane"].isin(KERNEL_LANES).any())
+    lane = trace.events["lane"]
+    if not isinstance(lane.dtype, pd.CategoricalDtype):  # (a frame made by hand)
+        return bool(lane.isin(KERNEL_LANES).any())
+    return bool(_on_lanes(lane, lane.cat.codes.to_numpy(), KERNEL_LANES).any())

@@ -43,9 +43,8 @@ def collective_args(trace: Trace, comm: pd.DataFrame) -> pd.DataFrame:
     str or NaN, number columns numbers (NaN where missing)."""
     args = trace.side_table("collective_args")
     cols = ["collective", "in_nelems", "out_nelems", "dtype", "group_size", "group_name", "group_desc"]
-    empty = pd.DataFrame({c: pd.Series([None] * len(comm), dtype=object) for c in cols}, index=comm.index)
     if args.empty:
-        return empty
+        return pd.DataFrame({c: pd.Series([None] * len(comm), dtype=object) for c in cols}, index=comm.index)
     if "seq" in args.columns:  # recorded sequence numbers travel with the rest (ranks.summary aligns by them)
         cols = [*cols, "seq"]
     a_row = args["row"].to_numpy(np.int64)
@@ -193,18 +192,19 @@ def _by_group(typ: np.ndarray, gname: np.ndarray, gdesc: np.ndarray, gsize: np.n
     size = np.full(n, np.nan)
     np.fmax.at(size, code, gsize)  # the largest known size (NaN when none is)
     bw_bytes = grouped.total(np.where(bw_ns_row > 0, nbytes, 0.0), code, n)
-    out = pd.DataFrame({
-        "collective": typ[first], "group": gname[first], "group_desc": gdesc[first], "group_size": size,
-        "count": count, "total_ns": total, "exposed_ns": exp_ns, "msg_bytes": grouped.median(nbytes, code, n),
-        "dtype": _joined(code, n, dtype, skip_empty=True), "bw_bytes": bw_bytes, "bw_ns": bw_ns,
-        "identified_by": _joined(code, n, source)})
-    out["mean_ns"] = out["total_ns"] / out["count"]
-    out["exposed_frac"] = np.where(total > 0, exp_ns / np.maximum(total, 1), 0.0)
-    out["algbw_gbps"] = np.where(bw_ns > 0, bw_bytes / np.maximum(bw_ns, 1), np.nan)
-    out["bus_factor"] = [bus_factor(c, k) for c, k in zip(out["collective"], out["group_size"], strict=True)]
-    out["busbw_gbps"] = out["algbw_gbps"] * out["bus_factor"]
-    out = out.iloc[np.argsort(-total, kind="stable")].reset_index(drop=True)  # ties keep their order
-    return out[COLUMNS]
+    collective = typ[first]
+    algbw = np.where(bw_ns > 0, bw_bytes / np.maximum(bw_ns, 1), np.nan)
+    factor = np.array([bus_factor(c, k) for c, k in zip(collective, size, strict=True)], dtype=np.float64)
+    # Every column made as an array, in table order (ties keep their order), then the frame once: not a frame
+    # grown a column at a time, reordered, then selected.
+    order = np.argsort(-total, kind="stable")
+    cols = {"collective": collective, "group": gname[first], "group_desc": gdesc[first], "group_size": size,
+            "count": count, "total_ns": total, "mean_ns": total / count,
+            "exposed_ns": exp_ns, "exposed_frac": np.where(total > 0, exp_ns / np.maximum(total, 1), 0.0),
+            "msg_bytes": grouped.median(nbytes, code, n), "dtype": _joined(code, n, dtype, skip_empty=True),
+            "algbw_gbps": algbw, "busbw_gbps": algbw * factor, "bus_factor": factor,
+            "identified_by": _joined(code, n, source)}
+    return pd.DataFrame({c: cols[c][order] for c in COLUMNS})
 
 
 def _joined(code: np.ndarray, n: int, values: np.ndarray, skip_empty: bool = False) -> np.ndarray:

@@ -50,7 +50,9 @@ def copy_summary(trace: Trace) -> pd.DataFrame:
     """One row per (rank, device, kind, host memory) (``COLUMNS``), by total time; empty when the trace has no
     copies."""
     v = event_view(trace)
-    rows = np.sort(np.concatenate([v.lane_rows(schema.LANE_MEMCPY), v.lane_rows(schema.LANE_MEMSET)])).astype(np.int64)
+    # each lane's rows are sorted: a stable sort merges the two runs (in linear time)
+    rows = np.sort(np.concatenate([v.lane_rows(schema.LANE_MEMCPY), v.lane_rows(schema.LANE_MEMSET)]).astype(np.int64),
+                   kind="stable")
     if len(rows) == 0:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in zip(COLUMNS, [
             "int64", "int64", "object", "object", "int64", "int64", "int64", "float64", "float64", "int64", "float64"], strict=True)})
@@ -61,10 +63,11 @@ def copy_summary(trace: Trace) -> pd.DataFrame:
         a_row = args["row"].to_numpy(np.int64)
     src = np.full(len(rows), -1, dtype=np.int64)  # each copy's args row, -1: none recorded
     if len(a_row):
-        order = np.arange(len(a_row)) if intervals.is_sorted(a_row) else np.argsort(a_row, kind="stable")
-        pos = np.minimum(np.searchsorted(a_row[order], rows), len(a_row) - 1)
-        hit = a_row[order][pos] == rows
-        src[hit] = order[pos[hit]]
+        order = None if intervals.is_sorted(a_row) else np.argsort(a_row, kind="stable")
+        # the rows are unique and the copies sorted: one merge pass finds each copy's (-1: none)
+        pos = intervals.sorted_positions(a_row if order is None else a_row[order], rows)
+        hit = pos >= 0
+        src[hit] = pos[hit] if order is None else order[pos[hit]]
     memset = v.lane[rows] == v.lane_codes.get(schema.LANE_MEMSET, -99)
     # Kinds and host memory as small codes over their words (a few per trace), not a string per copy: the
     # groups are made by one key per copy and summed by bincount.
@@ -81,7 +84,7 @@ def copy_summary(trace: Trace) -> pd.DataFrame:
                     np.where(d_host, host_at[len(s_words):-1][d_code], none))
     host = np.where(memset, none, host)
     nbytes = np.where(src >= 0, args["bytes"].to_numpy(np.int64)[np.maximum(src, 0)], -1) if len(a_row) else src
-    dur = (v.end[rows] - v.start[rows]).astype(np.int64)
+    dur = (v.end[rows] - v.start[rows]).astype(np.int64, copy=False)
     rank, device = v.rank[rows].astype(np.int64), v.device[rows].astype(np.int64)
     known = nbytes >= 0
     # One key per copy, (rank, device, kind, host) in that order of precedence: the groups' sort.

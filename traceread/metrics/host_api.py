@@ -31,11 +31,14 @@ def role(name: str) -> str:
 
 
 def _calls(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct API names, each call's position among them and its duration."""
+    """The names (every name of the view: those of no call count no row), each call's name code among them
+    (int64; -1, a missing name, is the trailing '') and its duration. The codes, not positions among the
+    distinct names: the same groups in the same order, without renumbering every call."""
     v = event_view(trace)
     rows = v.rows((schema.LANE_CPU_THREAD,), cats=API_CATS)
-    names, at = v.distinct_names(rows)
-    return names, at, (v.end[rows] - v.start[rows]).astype(np.int64)
+    code = v.name[rows].astype(np.int64)
+    code[code < 0] = len(v.names) - 1
+    return v.names, code, (v.end[rows] - v.start[rows]).astype(np.int64, copy=False)
 
 
 def host_api_summary(trace: Trace) -> pd.DataFrame:

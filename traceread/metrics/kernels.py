@@ -65,19 +65,62 @@ def kernels_frame(trace: Trace) -> pd.DataFrame:
 
 def kernel_table(trace: Trace, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per kernel name (columns ``TABLE_COLUMNS``), sorted by total GPU time."""
-    k = _names_and_durations(trace) if kernels is None else kernels
-    if k.empty:
-        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in zip(
-            TABLE_COLUMNS, ["object", "object", "int64", "int64", "float64", "float64", "int64", "float64"], strict=True)})
-    g = k.groupby("name", sort=False, observed=True)["dur_ns"]
-    t = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "mean_ns": g.mean(), "median_ns": g.median(),
-                      "max_ns": g.max()}).rename_axis("name").reset_index()
+    t = _groups_by_code(trace) if kernels is None else None
+    if t is None:
+        k = _names_and_durations(trace) if kernels is None else kernels
+        if k.empty:
+            return pd.DataFrame({c: pd.Series(dtype=d) for c, d in zip(
+                TABLE_COLUMNS, ["object", "object", "int64", "int64", "float64", "float64", "int64", "float64"],
+                strict=True)})
+        g = k.groupby("name", sort=False, observed=True)["dur_ns"]
+        t = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "mean_ns": g.mean(), "median_ns": g.median(),
+                          "max_ns": g.max()}).rename_axis("name").reset_index()
     t["name"] = t["name"].astype(str)
     t.insert(1, "class", kc.classify(t["name"]))
     total = t["total_ns"].sum()
     t["share"] = t["total_ns"] / total if total > 0 else 0.0
     t = t.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return t[TABLE_COLUMNS].astype({"count": "int64", "total_ns": "int64", "max_ns": "int64"})
+
+
+def _groups_by_code(trace: Trace) -> pd.DataFrame | None:
+    """:func:`kernel_table`'s groups (``name, count, total_ns, mean_ns, median_ns, max_ns``, in no particular
+    order: the table's sort orders them, by total then by the unique names) from the view's name codes, as
+    pandas' group-by gives them: counts by bincount, the durations grouped by a radix sort of their codes and
+    each group's median and maximum read per distinct name. None where the group-by must answer: no kernel, a
+    kernel without a name (the group-by leaves it out), durations whose sums a float would not hold exactly
+    (pandas' mean and median add as floats; below 2**53 they are exact, as these are), or names too many for
+    a loop over them (:data:`_LOOP_NAMES_MAX`)."""
+    v = event_view(trace)
+    rows = _kernel_rows(trace)
+    names = trace.events["name"]
+    if len(rows) == 0 or not isinstance(names.dtype, pd.CategoricalDtype):
+        return None
+    code = v.name[rows]  # the categorical's own codes (the view keeps them)
+    dur = (v.end[rows] - v.start[rows]).astype(np.int64, copy=False)
+    if int(code.min()) < 0 or int(np.abs(dur).sum()) >= 1 << 53:
+        return None
+    count = np.bincount(code, minlength=len(v.names))
+    used = np.flatnonzero(count)
+    if len(used) > _LOOP_NAMES_MAX:
+        return None
+    count = count[used].astype(np.int64)
+    total = np.bincount(code, weights=dur, minlength=len(v.names))[used].astype(np.int64)  # exact (see above)
+    grouped = dur[np.argsort(code, kind="stable")]  # by code, in used's order
+    start = np.concatenate(([0], np.cumsum(count)[:-1]))
+    median = np.empty(len(used), dtype=np.float64)
+    top = np.empty(len(used), dtype=np.int64)
+    for i, (at, n) in enumerate(zip(start.tolist(), count.tolist(), strict=True)):  # per distinct name
+        lo, hi = (n - 1) // 2, n // 2  # the middle one, or the two middle ones
+        part = np.partition(grouped[at:at + n], sorted({lo, hi, n - 1}))
+        median[i] = part[lo] if lo == hi else (float(part[lo]) + float(part[hi])) / 2
+        top[i] = part[n - 1]
+    return pd.DataFrame({"name": names.cat.categories[used], "count": count, "total_ns": total,
+                         "mean_ns": total / count, "median_ns": median, "max_ns": top})
+
+
+# The most distinct kernel names :func:`_groups_by_code` reads one at a time (beyond it, pandas' group-by).
+_LOOP_NAMES_MAX = 1024
 
 
 def _names_and_durations(trace: Trace) -> pd.DataFrame:

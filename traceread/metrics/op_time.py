@@ -47,29 +47,54 @@ def _sums(inv: np.ndarray, values: np.ndarray, counts: np.ndarray) -> np.ndarray
 
 
 def _thread_key(v: EventView, rows: np.ndarray) -> np.ndarray:
-    """One int per (rank, pid, tid) of ``rows``: hashed (``pd.factorize``), not sorted; a sort of every
-    op row was most of this table's time."""
+    """One int per (rank, pid, tid) of ``rows``: ``pd.factorize``'s numbers (:func:`_factorized`), not sorted; a
+    sort of every op row was most of this table's time."""
     cols, lows, bits = [], [], []
     for col in (v.rank, v.pid, v.tid):
-        c = col[rows]
+        c = col.take(rows)
         lo, hi = (int(c.min()), int(c.max())) if len(c) else (0, 0)
         if hi > lo:  # a column with one value tells no thread apart: left out of the key
             cols.append(c)
             lows.append(lo)
             bits.append((hi - lo).bit_length())
+    if not cols:  # one thread
+        return np.zeros(len(rows), dtype=np.int64)
+    if len(cols) == 1:  # one column tells the threads apart (its codes are the key's)
+        return _factorized(cols[0])
     if sum(bits) <= 62:  # the columns fit one int64: packed, then hashed once (not three times)
         packed = np.zeros(len(rows), dtype=np.int64)
         for c, lo, b in zip(cols, lows, bits, strict=True):
             packed <<= b
             packed += c
             packed -= lo
-        return pd.factorize(packed)[0].astype(np.int64, copy=False)
+        return _factorized(packed)
     code = np.zeros(len(rows), dtype=np.int64)
     for col in (v.rank, v.pid, v.tid):
         c, uniq = pd.factorize(col[rows])
         code = code * (len(uniq) + 1) + c
         code = pd.factorize(code)[0].astype(np.int64)  # dense again: the product never overflows
     return code
+
+
+def _factorized(values: np.ndarray) -> np.ndarray:
+    """``pd.factorize(values)[0]`` (int64) of integers that come in runs (a thread's rows one after another):
+    the distinct values, in order of first appearance, are those of the runs' first rows (a value first
+    appears where a run starts), and while they are few each one's rows are found by an equality pass
+    instead of hashing every row."""
+    change = np.flatnonzero(values[1:] != values[:-1])
+    change += 1
+    uniq = pd.unique(np.concatenate([values[:1], values[change]]))
+    del change
+    if len(uniq) > _FEW_THREADS:
+        return pd.factorize(values)[0].astype(np.int64, copy=False)
+    code = np.zeros(len(values), dtype=np.int64)
+    for i, u in enumerate(uniq[1:].tolist(), start=1):
+        code[values == u] = i
+    return code
+
+
+# The most distinct threads :func:`_factorized` numbers by equality passes (beyond it, a hash table).
+_FEW_THREADS = 8
 
 
 def _innermost_on_thread(v: EventView, at_rows: np.ndarray, times: np.ndarray, cand: np.ndarray,
@@ -111,14 +136,36 @@ def _innermost_on_thread(v: EventView, at_rows: np.ndarray, times: np.ndarray, c
         order, sk, ek = order[again], sk[again], ek[again]
     ends = np.sort(ek, kind="stable")  # nearly sorted already (a call stack's ends): runs merge fast
     n = len(order)
-    depth = np.arange(n, dtype=np.int64) - np.searchsorted(ends, sk, side="right")
-    last = np.searchsorted(sk, qk, side="right") - 1  # the last candidate starting by each query
-    want = last - np.searchsorted(ends, qk, side="right")  # covering count - 1
-    by_depth = np.argsort(depth.astype(np.int16) if int(depth.max()) < (1 << 15) else depth, kind="stable")
-    pos = np.searchsorted(depth[by_depth] * n + by_depth, want * n + last, side="right") - 1
-    j = by_depth[np.maximum(pos, 0)]
-    ok = (want >= 0) & (pos >= 0) & (depth[j] == want) & (ek[j] > qk) & (sk[j] // span == tq)
+    # Counts of sorted keys at or before sorted times: merge passes (intervals.sorted_count_at_or_before),
+    # not a binary search per time. The queries are sorted for theirs (launches come nearly in time order).
+    depth = np.arange(n, dtype=np.int64) - intervals.sorted_count_at_or_before(sk, ends)
+    q_order = None if intervals.is_sorted(qk) else np.argsort(qk, kind="stable")
+    q_sorted = qk if q_order is None else qk[q_order]
+    last = _unsorted(intervals.sorted_count_at_or_before(q_sorted, sk), q_order)
+    last -= 1  # the last candidate starting by each query
+    want = last - _unsorted(intervals.sorted_count_at_or_before(q_sorted, ends), q_order)  # covering count - 1
+    del q_sorted, q_order
+    # The innermost is the last candidate at depth ``want`` starting by the query: mostly the last one starting
+    # by it (its own depth is ``want``); the others are searched among the candidates by depth.
+    j = np.maximum(last, 0)
+    found = depth[j] == want
+    rest = np.flatnonzero(~found & (want >= 0))
+    if len(rest):
+        by_depth = np.argsort(depth.astype(np.int16) if int(depth.max()) < (1 << 15) else depth, kind="stable")
+        pos = np.searchsorted(depth[by_depth] * n + by_depth, want[rest] * n + last[rest], side="right") - 1
+        j[rest] = by_depth[np.maximum(pos, 0)]
+        found[rest] = pos >= 0
+    ok = (want >= 0) & found & (depth[j] == want) & (ek[j] > qk) & (sk[j] // span == tq)
     out[ok] = cand[order[j[ok]]]
+    return out
+
+
+def _unsorted(values: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """``values`` given in ``order`` (None: in their own order) put back in the original one."""
+    if order is None:
+        return values
+    out = np.empty_like(values)
+    out[order] = values
     return out
 
 
@@ -149,11 +196,24 @@ def kernel_owners(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t = v.start[launch[ok]].astype(np.int64)
     at = np.sort(t, kind="stable")  # launches in kernel order: nearly in time order, runs merge fast
     s, e = v.start[ops].astype(np.int64, copy=False), v.end[ops].astype(np.int64, copy=False)
-    first = np.minimum(np.searchsorted(at, s, side="left"), len(at) - 1)
-    nearest = at[first]
-    covers = np.flatnonzero((nearest < e) & (nearest >= s))
+    covers = np.flatnonzero(_covers_a_launch(s, e, at))
     owner[ok] = _innermost_on_thread(v, launch[ok], t, ops[covers], s[covers], e[covers])
     return rows, launch, owner
+
+
+def _covers_a_launch(s: np.ndarray, e: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Bool per op ``[s, e)``: the first launch time of the sorted ``at`` at or after its start is before its end.
+    The ops' starts in sorted order (an op's thread records them nearly so: a merge of its runs) meet the launch
+    times in one merge pass (the count of those before a start is the count at or before start - 1), not a
+    binary search per op."""
+    if len(s) == 0 or int(s.min()) == intervals.INT64_MIN:  # (no start - 1 to ask for)
+        first = np.searchsorted(at, s, side="left")
+    else:
+        order = None if intervals.is_sorted(s) else np.argsort(s, kind="stable")
+        first = _unsorted(intervals.sorted_count_at_or_before((s if order is None else s[order]) - 1, at), order)
+    np.minimum(first, len(at) - 1, out=first)
+    nearest = at[first]
+    return (nearest < e) & (nearest >= s)
 
 
 def op_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
@@ -163,7 +223,7 @@ def op_table(trace: Trace, owners: tuple[np.ndarray, np.ndarray, np.ndarray] | N
     if len(rows) == 0:
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in zip(
             OP_COLUMNS, ["object", "int64", "int64", "int64", "float64", "float64"], strict=True)})
-    dur = (v.end[rows] - v.start[rows]).astype(np.int64)
+    dur = (v.end[rows] - v.start[rows]).astype(np.int64, copy=False)
     no_name = len(v.names)  # codes past every name: the (no op) and (launch not recorded) rows
     code = np.where(owner >= 0, v.name[np.maximum(owner, 0)].astype(np.int64), no_name)
     code = np.where(code < 0, no_name, code)
