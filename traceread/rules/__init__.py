@@ -55,6 +55,7 @@ from traceread.rules._base import (
     dispatch_cover,
     launch_timing,
     longest_api_call,
+    nonempty,
     sync_at_drain,
     texts,
     timestamp_tick_ns,
@@ -197,7 +198,7 @@ def _context(part: Frame, gaps: Frame, rows: np.ndarray | None, steps: pd.DataFr
     # notes say what could not be judged).
     tail = comm_tail(part, trace)
     eligible = pipeline_bubble.waits_like_a_bubble(part, queued, cfg, waited_for_comm(part, tail, cfg)) & \
-        (capture_kind == "")
+        ~nonempty(capture_kind)
     periodic, presence, cv, bubble_notes = pipeline_bubble.periodicity(
         *capture_boundary.captured(part, steps, whole.edges, cfg), cfg, eligible)
     one_ns, one_kind, one_label, one_count = one_time_cost.cover(part, steps, trace, cfg) \
@@ -322,7 +323,7 @@ def _rules(gaps: ColumnCache, ctx: RuleContext, cfg: Thresholds) -> tuple[np.nda
             if rule.kind is not None:
                 for idx in _chunks(np.flatnonzero(hit)):
                     # one string object per distinct kind, not one per gap
-                    sub = _subset(ctx, idx, rule.facts)
+                    sub = _subset(ctx, idx, rule.facts if rule.kind_facts is None else rule.kind_facts)
                     got = rule.kind(Rows(gaps, idx), sub, cfg) if rule.kind_reads_cfg else rule.kind(Rows(gaps, idx), sub)
                     values, names = textcat.factorize(got)
                     kinds[idx] = np.asarray(names, dtype=object)[values]

@@ -25,7 +25,14 @@ from traceread.host_calls import SYNC
 from traceread.note import Note
 from traceread.rules import textcat
 from traceread.rules._calls import api_calls as calls_of
-from traceread.rules._calls import distinct, longer_than, name_hits, thread_cpu_ops
+from traceread.rules._calls import (
+    count_at_or_before,
+    count_before,
+    distinct,
+    longer_than,
+    name_hits,
+    thread_cpu_ops,
+)
 from traceread.rules._columns import Frame, Gaps, col
 from traceread.trace import Trace
 
@@ -52,6 +59,8 @@ class Rule:
     # Every context field the rule reads (mask, kind, evidence, and helpers of other rules it calls): the
     # facts it needs. The context the rules get is the join of every rule's facts (``rules.FACTS``).
     facts: tuple[str, ...] = ()
+    # The context fields ``kind`` reads, when fewer than ``facts``: only they are taken for its rows (None: all).
+    kind_facts: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -228,7 +237,7 @@ def cat_where(cond: np.ndarray, *parts: Part, other: str | np.ndarray = "") -> n
         return textcat.fill(textcat.texts(other, len(cond)), sel,  # type: ignore[return-value]
                             textcat.cat_parts(*picked, n=len(sel)))
     if isinstance(other, str):
-        out = np.full(len(cond), other, dtype=object)
+        out = texts(len(cond), other)
     else:
         out = np.asarray(other, dtype=object).copy()
     if len(sel):
@@ -246,6 +255,18 @@ def texts(n: int, value: str = "") -> np.ndarray:
     for ''."""
     out = np.empty(n, dtype=object)
     out.fill(value)
+    return out
+
+
+def nonempty(values: np.ndarray) -> np.ndarray:
+    """``values != ""`` of an object array of texts. The rows holding the one empty str object (most rows:
+    a fact most gaps lack, made by :func:`texts`) are told apart by reference; only the others are compared."""
+    arr = np.asarray(values)
+    if arr.dtype != object or len(arr) < 4096:
+        return np.asarray(arr != "", dtype=bool)
+    out = np.frombuffer(np.ascontiguousarray(arr), dtype=np.intp) != id("")
+    at = np.flatnonzero(out)
+    out[at] = arr[at] != ""
     return out
 
 
@@ -312,7 +333,7 @@ def sync_at_drain(gaps: Frame, trace: Trace | None, cfg: Thresholds
         sel = np.flatnonzero(g_rank == rank)
         s, e = calls.start, calls.end
         arg = intervals.running_argmax(e)
-        k = np.searchsorted(s, g_start[sel], side="right") - 1
+        k = intervals.sorted_count_at_or_before(g_start[sel], s) - 1
         ok = k >= 0
         idx = arg[np.maximum(k, 0)]
         hit = ok & (e[idx] >= g_start[sel] - tol)
@@ -345,9 +366,12 @@ def comm_tail(gaps: Frame, trace: Trace | None) -> np.ndarray:
             if len(k) == 0:
                 continue
             sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
-            k = k[np.argsort(v.start[k], kind="stable")]
-            reach = np.maximum.accumulate(v.end[k].astype(np.int64))
-            j = np.searchsorted(v.start[k].astype(np.int64), ge[sel], side="left") - 1  # started before the end
+            ks = v.start[k].astype(np.int64, copy=False)
+            if not intervals.is_sorted(ks):  # (a device's kernels mostly are: no sort)
+                o = np.argsort(ks, kind="stable")
+                k, ks = k[o], ks[o]
+            reach = np.maximum.accumulate(v.end[k].astype(np.int64, copy=False))
+            j = count_before(ks, ge[sel]) - 1  # started before the end
             last = np.where(j >= 0, reach[np.maximum(j, 0)], np.iinfo(np.int64).min)
             over = last > gs[sel]  # the latest-ending one still ran inside the gap
             tail[sel[over]] = np.maximum(ge[sel[over]] - last[over], 0)
@@ -388,9 +412,9 @@ def dispatch_cover(gaps: Frame, trace: Trace | None) -> tuple[np.ndarray, np.nda
         if len(calls.rows) == 0:  # (a thread without CPU ops is skipped below: no pass over every event here)
             continue
         sel = np.flatnonzero((g_rank == rank) & (lstart >= 0))
-        cs = calls.start
-        k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
-        found = cs[k] == lstart[sel]
+        # (the launches' starts are in order where the gaps are: one merge pass, else searched)
+        k = intervals.sorted_positions(calls.start, lstart[sel])
+        found = k >= 0
         sel, tid = sel[found], calls.tid_of(k[found])
         for t in distinct(tid):
             q = sel[tid == t]
@@ -398,8 +422,9 @@ def dispatch_cover(gaps: Frame, trace: Trace | None) -> tuple[np.ndarray, np.nda
             if len(thread_ops) == 0:
                 continue
             t_launch = lstart[q]
-            first = np.searchsorted(reach, t_launch, side="left")  # earliest op still running at t
-            inside = first < np.searchsorted(os_, t_launch, side="right")
+            # earliest op still running at t: the ops whose reach is before t (< t: at or before t - 1)
+            first = intervals.sorted_count_at_or_before(t_launch - 1, reach)
+            inside = first < intervals.sorted_count_at_or_before(t_launch, os_)
             q, first = q[inside], first[inside]
             began = np.maximum(os_[first], g_start[q])
             share[q] = np.clip((lstart[q] - began) / dur[q], 0.0, 1.0)
@@ -435,9 +460,23 @@ def longest_api_call(gaps: Frame, trace: Trace | None, longer_than_ns: int = -1
         for dev in distinct(g_dev[g_rank == rank]):
             sel = np.flatnonzero((g_rank == rank) & (g_dev == dev))
             sel = sel[np.argsort(g_start[sel], kind="stable")]  # a device's gaps are disjoint
-            ov, idx = intervals.longest_overlap(g_start[sel], g_end[sel], calls.start, calls.end)
+            ov, idx = _longest_overlap(g_start[sel], g_end[sel], calls.start, calls.end)
             length[sel] = ov
             hit = idx >= 0
             code = calls.name[idx[hit]]  # names of the hits only; a missing one reads 'nan' (as str())
             names[sel[hit]] = np.where(code >= 0, v.names[code], "nan").astype(object)
     return length, names
+
+
+def _longest_overlap(qs: np.ndarray, qe: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``intervals.longest_overlap`` asked only of the queries some interval overlaps (each query's answer
+    is its own; the others' is 0 and -1): a few long calls against every gap of a device."""
+    if len(s) == 0 or len(qs) == 0 or not bool(np.all(e >= s)):
+        return intervals.longest_overlap(qs, qe, s, e)
+    # intervals overlapping a query: started before its end, less those ended by its start (all of which
+    # started before its end too)
+    some = np.flatnonzero(count_before(np.sort(s), qe) > count_at_or_before(np.sort(e), qs))
+    length = np.zeros(len(qs), dtype=np.int64)
+    index = np.full(len(qs), -1, dtype=np.int64)
+    length[some], index[some] = intervals.longest_overlap(qs[some], qe[some], s, e)
+    return length, index

@@ -150,7 +150,8 @@ def select(trace: Trace, spec: Spec, rank: int | None = None, names: tuple[re.Pa
             named = np.zeros(len(v.names), dtype=bool)
             for rx in names:
                 named |= name_hits(trace, rx)
-            rows = np.flatnonzero(named[v.name])
+            # (patterns that name no event of the trace, the common case: no pass over the events)
+            rows = np.flatnonzero(named[v.name]) if named.any() else np.zeros(0, dtype=np.intp)
             rows = rows[table.ravel()[_pairs(trace)[rows]]]
             if rank is not None:
                 rows = rows[v.rank[rows] == rank]
@@ -264,7 +265,25 @@ def distinct(values: np.ndarray) -> list[int]:
     lo, hi = np.min(values), np.max(values)
     if lo == hi:
         return [int(lo)]
+    # two values (two threads, two devices): two comparisons, cheaper than hashing every row
+    if np.count_nonzero(values == lo) + np.count_nonzero(values == hi) == len(values):
+        return [int(lo), int(hi)]
     return sorted(int(x) for x in pd.unique(values))
+
+
+def count_before(points: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(points, t, side="left")`` (``points`` sorted): the points before each time. Of int64
+    times sorted too (the gaps of a device, a thread's calls), one merge pass (``intervals``), not a search each."""
+    if points.dtype == np.int64 and t.dtype == np.int64:
+        return intervals.sorted_count_at_or_before(t - 1, points)  # (integers: before t is at or before t - 1)
+    return np.searchsorted(points, t, side="left")
+
+
+def count_at_or_before(points: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(points, t, side="right")`` (``points`` sorted): :func:`count_before`'s twin."""
+    if points.dtype == np.int64 and t.dtype == np.int64:
+        return intervals.sorted_count_at_or_before(t, points)
+    return np.searchsorted(points, t, side="right")
 
 
 def api_ranks(trace: Trace) -> list[int]:
@@ -302,14 +321,24 @@ HOST_WORK: Spec = ((schema.LANE_CPU_THREAD, (schema.CAT_PYTHON, schema.CAT_CPU_O
                    (schema.LANE_CPU_ANNOTATION, (schema.CAT_USER_ANNOTATION,), False))
 
 
+def _host_tids(trace: Trace, rank: int) -> np.ndarray:
+    """The thread of each ``HOST_WORK`` row of ``rank`` (kept: every thread's selection reads it)."""
+    v = event_view(trace)
+    return _cached(trace, ("host_tids", rank), lambda: v.tid[select(trace, HOST_WORK, rank)])
+
+
+def host_threads(trace: Trace, rank: int) -> list[int]:
+    """The threads of ``rank`` with ``HOST_WORK`` rows, ascending."""
+    return _cached(trace, ("host_threads", rank), lambda: distinct(_host_tids(trace, rank)))
+
+
 def thread_host_rows(trace: Trace, rank: int, tid: int) -> np.ndarray:
     """The ``HOST_WORK`` rows of one host thread sorted by start (frame order among equal starts)."""
     v = event_view(trace)
 
     def make() -> np.ndarray:
         host = select(trace, HOST_WORK, rank)
-        tids = _cached(trace, ("host_tids", rank), lambda: v.tid[host])
-        rows = host[tids == tid]
+        rows = host[_host_tids(trace, rank) == tid]
         start = v.start[rows]
         # (a Kineto thread's frames are written in start order: a check, not a sort, in the common case)
         return rows if intervals.is_sorted(start) else rows[np.argsort(start, kind="stable")]
@@ -326,7 +355,8 @@ def thread_cpu_ops(trace: Trace, rank: int, tid: int) -> tuple[np.ndarray, np.nd
         pair = (v.lane_codes.get(schema.LANE_CPU_THREAD, -99) + 1) * (len(v.cat_codes) + 1) \
             + v.cat_codes.get(schema.CAT_CPU_OP, -99) + 1
         ops = rows[_pairs(trace)[rows] == pair]
-        return ops, v.start[ops].astype(np.int64, copy=False), np.maximum.accumulate(v.end[ops].astype(np.int64))
+        return ops, v.start[ops].astype(np.int64, copy=False), \
+            np.maximum.accumulate(v.end[ops].astype(np.int64, copy=False))
     return _cached(trace, ("thread_cpu_ops", rank, tid), make)
 
 

@@ -31,7 +31,7 @@ from traceread import grouped
 from traceread.config import Thresholds
 from traceread.engine.capture_edges import capture_edges
 from traceread.engine.steps import outliers
-from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, texts
+from traceread.rules._base import Rule, RuleContext, cat, fmt_ns, nonempty, texts
 from traceread.rules._columns import Frame, Gaps, col, frame_of
 from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY
@@ -159,7 +159,7 @@ def lead(kinds: np.ndarray) -> np.ndarray:
 
 
 def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
-    return ctx.capture_kind != ""
+    return nonempty(ctx.capture_kind)
 
 
 def kind(gaps: Gaps, ctx: RuleContext) -> np.ndarray:

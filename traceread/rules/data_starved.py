@@ -39,7 +39,7 @@ import pandas as pd
 from traceread.config import Thresholds
 from traceread.host_calls import INPUT_WORK, calls_matching
 from traceread.rules import bus
-from traceread.rules._base import Rule, RuleContext, cat, cat_where, fmt_ns, fmt_pct, where
+from traceread.rules._base import Rule, RuleContext, cat, cat_where, fmt_ns, fmt_pct, nonempty, where
 from traceread.rules._columns import Frame, Gaps, col, frac
 
 NAME = "data-starved"
@@ -60,7 +60,7 @@ def _input_work(labels: np.ndarray) -> np.ndarray:
     """Per label: does it name input work (``INPUT_WORK``)? Only the labelled gaps are tested (a label
     is named only for the long gaps host work holds), each distinct label once."""
     out = np.zeros(len(labels), dtype=bool)
-    some = np.flatnonzero(labels != "")
+    some = np.flatnonzero(nonempty(labels))
     if len(some):
         out[some] = calls_matching(pd.Series(labels[some], dtype=object).astype(str), INPUT_WORK)
     return out

@@ -112,7 +112,8 @@ def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray, at: np.ndarray |
                 full[rows] = codes
             if len(uniq) <= 30_000:
                 full = full.astype(np.int16)
-            out[PREFIX + f] = pd.Categorical.from_codes(full, categories=pd.Index(uniq, dtype=object))
+            # (codes made here, within the categories: not checked again)
+            out[PREFIX + f] = pd.Categorical.from_codes(full, categories=pd.Index(uniq, dtype=object), validate=False)
         else:
             if part is not None:
                 keep = want[part]

@@ -34,8 +34,10 @@ from traceread.host_calls import DATALOADER_PREFIX, PROFILER_STEP_PREFIX
 from traceread.rules._calls import (
     CPU_OPS,
     _cached,
+    _only_rank,
     api_calls,
     distinct,
+    host_threads,
     name_hits,
     select,
     thread_cpu_ops,
@@ -84,20 +86,17 @@ def _stalls(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -> Stalls
     from traceread.rules.one_time_cost import allocator_recurs  # (one_time_cost reads this module too)
 
     v = event_view(trace)
-    ops_all = select(trace, CPU_OPS)
-    if len(ops_all) == 0:
-        return _empty()
+    only = _only_rank(trace)  # (one rank, the common case: no selection of every rank's CPU ops)
     out: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-    for rank in distinct(v.rank[ops_all].astype(np.int64)):  # ranks and threads are few
-        ops_rank = ops_all[v.rank[ops_all] == rank]
+    for rank in [only] if only is not None else distinct(v.rank[select(trace, CPU_OPS)]):  # ranks, threads: few
         calls = api_calls(trace, rank)
         c_tid = calls.tid
-        for tid in distinct(v.tid[ops_rank].astype(np.int64)):
+        for tid in host_threads(trace, rank):  # (one without CPU ops is passed over below)
             host = thread_host_rows(trace, rank, tid)
             mine = c_tid == tid
             cs, ce = calls.start[mine], calls.end_of(mine)
-            qs, qe = quiet_stretches(v.start[host].astype(np.int64), v.end[host].astype(np.int64), cs, ce,
-                                     cfg.host_stall_min_ns)
+            qs, qe = quiet_stretches(v.start[host].astype(np.int64, copy=False),
+                                     v.end[host].astype(np.int64, copy=False), cs, ce, cfg.host_stall_min_ns)
             if len(qs) == 0:
                 continue
             ops, os_, reach = thread_cpu_ops(trace, rank, tid)
@@ -174,7 +173,12 @@ def quiet_stretches(hs: np.ndarray, he: np.ndarray, cs: np.ndarray, ce: np.ndarr
     keep = (own > lo) & (own < hi)
     id_parts.append(np.flatnonzero(keep))
     at_parts.append(own[keep])
-    spans = np.flatnonzero(he > edges[1:])
+    # (such a row starts at or before the window it ends in: its end passes the start of the first window at or
+    # after its own position, which only the rows holding a window's start do; those few are tested)
+    lo_next = np.repeat(np.append(lo, np.iinfo(np.int64).max), np.diff(w, prepend=-1, append=len(hs) - 1))
+    spans = np.flatnonzero(he > lo_next)
+    del lo_next
+    spans = spans[he[spans] > edges[1:][spans]]
     bounds = np.empty(2 * len(w), dtype=lo.dtype)
     bounds[0::2], bounds[1::2] = lo, hi
     for inner in (he[spans], cs, ce):  # the boundaries strictly inside a window (one array at a time)

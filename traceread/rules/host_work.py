@@ -33,7 +33,15 @@ from traceread.host_calls import (
     frame_label,
 )
 from traceread.rules._base import texts
-from traceread.rules._calls import api_calls, api_ranks, distinct, matching, name_hits, thread_host_rows
+from traceread.rules._calls import (
+    api_calls,
+    api_ranks,
+    count_before,
+    distinct,
+    matching,
+    name_hits,
+    thread_host_rows,
+)
 from traceread.rules._columns import Frame, col
 from traceread.trace import Trace
 
@@ -65,11 +73,11 @@ def launching_thread(gaps: Frame, trace: Trace | None) -> np.ndarray:
         if lo == int(np.max(tid)):
             out[sel] = lo  # one launching thread (the common case): no search, no copy of the launches
             continue
-        cs = calls.start[is_launch]
         out[sel] = _busiest(tid, calls.rows[is_launch])
-        k = np.minimum(np.searchsorted(cs, lstart[sel]), len(cs) - 1)
-        found = (lstart[sel] >= 0) & (cs[k] == lstart[sel])
-        out[sel[found]] = tid[k[found]]
+        known = sel[lstart[sel] >= 0]
+        k = intervals.sorted_positions(calls.start[is_launch], lstart[known])  # (a merge pass where in order)
+        found = k >= 0
+        out[known[found]] = tid[k[found]]
     return out
 
 
@@ -195,7 +203,7 @@ class _Frames:
         is at or past its end)."""
         if len(self.points) == 0:
             return np.ones(len(at), dtype=bool)
-        k = np.searchsorted(self.points, self.s[at], side="left")
+        k = count_before(self.points, self.s[at])  # (frames in start order: a merge pass)
         return (k == len(self.points)) | (self.points[np.minimum(k, len(self.points) - 1)] >= self.e[at])
 
     def labels(self, v: EventView, tops: np.ndarray) -> np.ndarray:
@@ -208,15 +216,26 @@ class _Frames:
         np.add.at(inside, hi, -1)
         at = np.flatnonzero(np.cumsum(inside[:-1]) > 0)
         at = at[self.free(at)]
+        pos = np.searchsorted(at, tops)  # (``at`` ascending: the positions the sorted reordered ones have)
         s, e, at = _outer_first(self.s[at], self.e[at], at)  # a top before the frames it holds
-        pos = np.searchsorted(np.sort(at), tops)
         where = np.empty(len(at), dtype=np.int64)
         where[np.argsort(at, kind="stable")] = np.arange(len(at))
         names = _names_at(v, self.rows[at])
         top = where[pos]
         ends = np.searchsorted(s, e[top], side="left")  # past each top's descendants (one search for all)
-        return np.array([_label(s, e, names, k, hi) for k, hi in zip(top.tolist(), ends.tolist(), strict=True)]
-                        or [""], dtype=object)[:len(tops)]
+        shown: dict[str, str] = {}  # frame_label of each name, found once (the tops repeat a few frames)
+
+        def label_of(name: str) -> str:
+            got = shown.get(name)
+            if got is None:
+                got = shown[name] = frame_label(name)
+            return got
+        # each top's own part ("name 12.3 ms"), its name and length read for all tops at once
+        heads = [f"{label_of(str(name))} {_fmt_ms(ns)}" for name, ns in
+                 zip(v.names[v.name[self.rows[at[top]]]].tolist(), (e[top] - s[top]).tolist(), strict=True)]
+        return np.array([_label(s, e, names, k, hi, label_of, head)
+                         for k, hi, head in zip(top.tolist(), ends.tolist(), heads, strict=True)] or [""],
+                        dtype=object)[:len(tops)]
 
 
 def _outer_first(s: np.ndarray, e: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -241,16 +260,19 @@ def _fmt_ms(ns: int) -> str:
     return f"{ns / 1e6:.1f} ms" if ns >= 100_000 else f"{ns / 1e3:.0f} us"
 
 
-def _label(s: np.ndarray, e: np.ndarray, names: Callable[[int], str], top: int, hi: int) -> str:
+def _label(s: np.ndarray, e: np.ndarray, names: Callable[[int], str], top: int, hi: int,
+           label_of: Callable[[str], str] = frame_label, head: str | None = None) -> str:
     """The frame at ``top`` and its longest meaningful descendants (generic forwarding frames skipped;
-    ``hi``: the first frame starting at or after its end)."""
+    ``hi``: the first frame starting at or after its end; ``label_of``: ``frame_label``; ``head``: the
+    top's own part, when made already)."""
     lo = top + 1
-    span = max(int(e[top] - s[top]), 1)
-    inner = np.arange(lo, hi)
-    inner = inner[(e[inner] - s[inner]) >= _MIN_CHILD_SHARE * span]
-    # Children of a frame: inner frames not inside an earlier inner frame (the stack nests).
     picked: list[int] = []
-    frontier = _children(s, e, inner)
+    # Children of a frame: inner frames not inside an earlier inner frame (the stack nests).
+    frontier: list[int] = []
+    if hi > lo:  # (a frame with none inside: no child to find)
+        inner = np.arange(lo, hi)
+        inner = inner[(e[inner] - s[inner]) >= _MIN_CHILD_SHARE * max(int(e[top] - s[top]), 1)]
+        frontier = _children(s, e, inner)
     while frontier and len(picked) < _NAMED:
         frontier.sort(key=lambda k: -(e[k] - s[k]))
         k = frontier.pop(0)
@@ -260,9 +282,9 @@ def _label(s: np.ndarray, e: np.ndarray, names: Callable[[int], str], top: int, 
             frontier.extend(_children(s, e, sub))
             continue
         picked.append(k)
-    text = f"{frame_label(names(top))} {_fmt_ms(int(e[top] - s[top]))}"
+    text = f"{label_of(names(top))} {_fmt_ms(int(e[top] - s[top]))}" if head is None else head
     if picked:
-        text += ": " + ", ".join(f"{frame_label(names(k))} {_fmt_ms(int(e[k] - s[k]))}" for k in picked)
+        text += ": " + ", ".join(f"{label_of(names(k))} {_fmt_ms(int(e[k] - s[k]))}" for k in picked)
     return text
 
 

@@ -39,6 +39,7 @@ from traceread.rules._base import (
     fmt_ns,
     fmt_pct,
     launch_calls,
+    texts,
     where,
 )
 from traceread.rules._columns import Frame, Gaps, col, frac
@@ -78,7 +79,7 @@ def mask(gaps: Frame, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
 def kind(gaps: Gaps, ctx: RuleContext, cfg: Thresholds) -> np.ndarray:
     """``host-work`` where the host's own work (not dispatch) held the gap, else the class itself."""
     _, host = _signatures(gaps, ctx, cfg)
-    out = np.full(len(host), NAME, dtype=object)  # (one string object for every row, not one per row)
+    out = texts(len(host), NAME)  # (one string object for every row, not one per row: np.full makes one each)
     out[host] = HOST_WORK
     return out
 
@@ -133,7 +134,11 @@ FACTS = ("judged", "queued", "late", "dispatch", "dispatch_op", "api_call_ns", "
          "host_stall_recurs", "host_work_ns", "host_work_label", "sampled_ns", "sampled_label", "host_comm_ns",
          "host_comm_name")
 
+# Those ``kind`` reads (``_signatures``): the rows it names are many, their other facts are not taken for it.
+KIND_FACTS = ("judged", "queued", "late", "dispatch", "api_call_ns", "host_stall_ns", "host_stall_recurs",
+              "host_work_ns", "sampled_ns")
+
 RULE = Rule(NAME, mask, evidence, kind, reads=("dispatch", "dispatch_op", "host_work_ns", "host_work_label",
                                                "host_stall_ns", "host_stall_op", "sampled_ns", "sampled_label",
                                                "host_comm_ns", "host_comm_name"),
-            facts=FACTS, kind_reads_cfg=True)
+            facts=FACTS, kind_reads_cfg=True, kind_facts=KIND_FACTS)

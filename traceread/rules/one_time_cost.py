@@ -82,7 +82,18 @@ from traceread.host_calls import (
 )
 from traceread.rules import host_stall
 from traceread.rules._base import Rule, RuleContext, cat, fmt_int, fmt_ns, fmt_pct, texts
-from traceread.rules._calls import Calls, Spec, api_calls, api_ranks, longer_than, matching, name_hits, select
+from traceread.rules._calls import (
+    Calls,
+    Spec,
+    api_calls,
+    api_ranks,
+    count_at_or_before,
+    count_before,
+    longer_than,
+    matching,
+    name_hits,
+    select,
+)
 from traceread.rules._columns import Frame, Gaps, col
 from traceread.trace import Trace
 
@@ -188,7 +199,11 @@ def _inside_first_library_op(trace: Trace, c_tid: np.ndarray, c_start: np.ndarra
     if len(ops) == 0 or not len(c_tid):
         return out
     ops = ops[np.argsort(v.start[ops], kind="stable")]
-    first = ops[~pd.DataFrame({"tid": v.tid[ops], "name": v.name[ops]}).duplicated().to_numpy()]
+    # the first op of each (thread, name): where a code of the pair, numbered in order of first appearance, is new
+    t_code, _ = pd.factorize(v.tid[ops])
+    pair, _ = pd.factorize(t_code.astype(np.int64) * (len(v.names) + 1) + v.name[ops] + 1)
+    top = np.maximum.accumulate(pair)
+    first = ops[np.concatenate(([True], top[1:] != top[:-1]))]
     f_tid = v.tid[first].astype(np.int64)
     for tid in pd.unique(f_tid).tolist():  # library-op threads are few
         f = first[f_tid == tid]
@@ -377,7 +392,7 @@ def cover(gaps: Frame, steps: pd.DataFrame | None, trace: Trace | None, cfg: Thr
         mine = iv_rank == rank
         s, e, r_kind = iv_s[mine], iv_e[mine], iv_kind[mine]
         # intervals overlapping each gap: started before its end, not ended by its start
-        count[sel] = np.searchsorted(np.sort(s), ge[sel], side="left") - np.searchsorted(np.sort(e), gs[sel], side="right")
+        count[sel] = count_before(np.sort(s), ge[sel]) - count_at_or_before(np.sort(e), gs[sel])
         sel = sel[count[sel] > 0]  # the rest: no one-time work in the gap (one-time intervals are few)
         if len(sel) == 0:
             continue

@@ -37,8 +37,8 @@ from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import event_view
 from traceread.rules._base import Rule, RuleContext
-from traceread.rules._calls import distinct
-from traceread.rules._columns import ColumnCache, Frame, col, column_cache, frame_of
+from traceread.rules._calls import count_at_or_before, count_before, distinct
+from traceread.rules._columns import ColumnCache, Frame, Rows, col, column_cache, frame_of
 from traceread.trace import Trace
 from traceread.vocabulary import CAPTURE_BOUNDARY, GAP_CLASSES
 
@@ -70,13 +70,13 @@ def neighbours(gaps: Frame, trace: Trace | None) -> tuple[np.ndarray, np.ndarray
             k = v.rows((schema.LANE_GPU_COMPUTE,), rank=int(rank), device=int(dev))
             if len(k) == 0:
                 continue
-            ks, ke = v.start[k].astype(np.int64), v.end[k].astype(np.int64)
+            ks, ke = v.start[k].astype(np.int64, copy=False), v.end[k].astype(np.int64, copy=False)
             by_end = _in_order(ke)
-            i = np.searchsorted(ke if by_end is None else ke[by_end], gs[sel], side="right") - 1
+            i = count_at_or_before(ke if by_end is None else ke[by_end], gs[sel]) - 1
             ok = i >= 0
             prev[sel[ok]] = v.name[k[i[ok] if by_end is None else by_end[i[ok]]]]
             by_start = _in_order(ks)
-            j = np.searchsorted(ks if by_start is None else ks[by_start], ge[sel], side="left")
+            j = count_before(ks if by_start is None else ks[by_start], ge[sel])
             ok = j < len(k)
             nxt[sel[ok]] = v.name[k[j[ok] if by_start is None else by_start[j[ok]]]]
     return prev, nxt
@@ -115,14 +115,21 @@ def slots(sig: np.ndarray, unit: np.ndarray, step: np.ndarray, start: np.ndarray
     first[1:] = (s_sig[1:] != s_sig[:-1]) | (s_unit[1:] != s_unit[:-1]) | (s_step[1:] != s_step[:-1])
     run = np.cumsum(first) - 1
     slot = np.arange(len(order)) - np.flatnonzero(first)[run]  # k-th gap of this signature in its step
-    return _row_ids(np.stack([s_sig, slot], axis=1)), order
+    if len(order) == 0:
+        return np.zeros(0, dtype=np.intp), order
+    # The group: the rank of (signature, slot) among the distinct pairs, read off the order (no sort): a
+    # signature's slots are 0 to its longest run's length - 1, every one present (that run holds them all).
+    new_sig = np.ones(len(order), dtype=bool)
+    new_sig[1:] = s_sig[1:] != s_sig[:-1]
+    width = np.maximum.reduceat(slot, np.flatnonzero(new_sig)) + 1
+    return (np.cumsum(width) - width)[np.cumsum(new_sig) - 1] + slot, order
 
 
 def _alike(out: np.ndarray, rows: np.ndarray, grp: np.ndarray, dur_ns: np.ndarray, cfg: Thresholds) -> np.ndarray:
     """``out`` with ``grp`` set at ``rows`` where a gap's duration is within ``recurring_dur_factor`` of its
     group's median and the group keeps two or more such gaps."""
     dur = dur_ns.astype(np.float64)
-    med = _medians(grp, dur)
+    med = _medians(grp, dur, dur_ns)
     f = cfg.recurring_dur_factor
     alike = (dur <= med[grp] * f) & (dur * f >= med[grp])
     size = np.bincount(grp[alike], minlength=int(np.max(grp)) + 1)
@@ -134,7 +141,7 @@ def _alike(out: np.ndarray, rows: np.ndarray, grp: np.ndarray, dur_ns: np.ndarra
 def _row_ids(rows: np.ndarray) -> np.ndarray:
     """``np.unique(rows, axis=0, return_inverse=True)[1]`` of an int64 matrix: each row's rank among the
     distinct rows in lexicographic order, by one mixed-radix key of each column's sorted codes (a sort of one
-    int64 column, not of rows)."""
+    int64 column, not of rows; none where the keys span not much more than the rows)."""
     key = np.zeros(len(rows), dtype=np.int64)
     room = 1
     for j in range(rows.shape[1]):
@@ -143,13 +150,28 @@ def _row_ids(rows: np.ndarray) -> np.ndarray:
         if room >= 2**62:  # too many combinations for one key: the rows themselves
             return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
         key = key * len(uniq) + codes
-    return np.unique(key, return_inverse=True)[1].reshape(-1)
+    if room > 2 * len(key) + 4096:
+        return np.unique(key, return_inverse=True)[1].reshape(-1)
+    # keys within a span not much longer than the rows: each key's rank among the present ones by a table, no sort
+    present = np.zeros(room, dtype=bool)
+    present[key] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return rank[key].astype(np.intp, copy=False)
 
 
-def _medians(grp: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """The median of ``x`` per group ``grp`` (0..max), vectorized: sort by (group, value), take the middle."""
+def _medians(grp: np.ndarray, x: np.ndarray, ints: np.ndarray | None = None) -> np.ndarray:
+    """The median of ``x`` per group ``grp`` (0..max), vectorized: sort by (group, value), take the middle.
+    ``ints``: integers that ``x`` holds as floats (durations), ordered alike: (group, value) is then sorted as
+    one integer key where it fits, one sort, not two."""
     m = int(grp.max()) + 1
-    order = np.lexsort((x, grp))
+    order = None
+    if ints is not None and len(ints):
+        least = int(np.min(ints))
+        span = int(np.max(ints)) - least + 1
+        if m * span < 2**62:
+            order = np.argsort(grp * span + (ints - least), kind="stable")
+    if order is None:
+        order = np.lexsort((x, grp))
     sx, sg = x[order], grp[order]
     count = np.bincount(sg, minlength=m)
     begin = np.concatenate([[0], np.cumsum(count)[:-1]])
@@ -185,16 +207,18 @@ def pooled(gaps: Frame, ctx: RuleContext, member: np.ndarray, g: np.ndarray) -> 
     o = np.lexsort((-dur, g))
     first = np.ones(len(o), dtype=bool)
     first[1:] = g[o][1:] != g[o][:-1]
-    rep = member[o[first]]  # per group (ascending), its longest member
+    at_rep = o[first]
+    rep = member[at_rep]  # per group (ascending), its longest member
     weight = _sums(g, dur, m).astype(np.float64)
     data: dict[str, np.ndarray] = {}
+    members = Rows(frame_of(gaps), member)  # (the members' rows of each column only, not whole columns converted)
     for name in frame_of(gaps).columns:
         if not isinstance(name, str) or name.startswith("evidence"):
             continue
-        a = col(gaps, name)
+        a = members[name]
         summed = (name == "dur_ns" or name == "launch_count" or (name.endswith("_ns") and name not in _NOT_SUMMED)) \
             and a.dtype.kind in "iuf"
-        data[name] = _sums(g, a[member], m) if summed else a[rep]
+        data[name] = _sums(g, a, m) if summed else a[at_rep]
     out = pd.DataFrame(data)
     for name in [c for c in out.columns if c.endswith("_frac")]:
         out[name] = out[name[:-5] + "_ns"] / np.maximum(out["dur_ns"], 1) if name[:-5] + "_ns" in out else out[name]

@@ -47,7 +47,7 @@ from traceread.config import Thresholds
 from traceread.engine.lanes import HOST_LANES, event_view
 from traceread.host_calls import DEVICE_ALLOCATOR, SYNC
 from traceread.rules._base import Rule, RuleContext, cat, fmt_int, fmt_ns, fmt_pct, texts, where
-from traceread.rules._calls import api_calls, distinct, name_hits
+from traceread.rules._calls import api_calls, count_at_or_before, count_before, distinct, name_hits
 from traceread.rules._columns import Frame, Gaps, col, frac
 from traceread.rules.one_time_cost import allocator_recurs
 from traceread.trace import Trace
@@ -61,11 +61,11 @@ def _first_overlap(gs: np.ndarray, ge: np.ndarray, s: np.ndarray, e: np.ndarray)
         o = np.argsort(s, kind="stable")
         s, e = s[o], e[o]
     out = np.full(len(gs), -1, dtype=np.int64)
-    k = np.searchsorted(s, gs, side="right") - 1
+    k = count_at_or_before(s, gs) - 1
     reach = np.maximum.accumulate(e)
     before = (k >= 0) & (reach[np.maximum(k, 0)] > gs)
     out[before] = gs[before]
-    j = np.searchsorted(s, gs, side="left")
+    j = count_before(s, gs)
     inside = ~before & (j < len(s)) & (s[np.minimum(j, len(s) - 1)] < ge)
     out[inside] = s[j[inside]]
     return out
@@ -102,8 +102,7 @@ def blocked(gaps: Frame, steps: pd.DataFrame | None, trace: Trace | None, cfg: T
             s_a, e_a = calls.start[a], calls.end_of(a)
             alloc_ns[sel] = intervals.overlap_with_union(gs[sel], ge[sel], *intervals.union(s_a, e_a))
             # calls overlapping the gap (one that began before it and holds it counts: a long hipFree)
-            alloc_calls[sel] = (np.searchsorted(s_a, ge[sel], side="left")
-                                - np.searchsorted(np.sort(e_a), gs[sel], side="right"))
+            alloc_calls[sel] = count_before(s_a, ge[sel]) - count_at_or_before(np.sort(e_a), gs[sel])
     return blocked_ns, alloc_ns, alloc_calls, block_start
 
 

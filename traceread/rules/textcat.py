@@ -51,6 +51,9 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(arr) < _BY_IDENTITY_MIN_ROWS:
         return pd.factorize(arr, use_na_sentinel=False)
     refs = np.frombuffer(np.ascontiguousarray(arr), dtype=np.intp)
+    if not np.any(refs != refs[0]):  # one object in every row (a fact no gap holds: ''): no hashing at all
+        codes, uniq = pd.factorize(arr[:1], use_na_sentinel=False)
+        return np.zeros(len(arr), dtype=codes.dtype), uniq
     by_ref, _ = pd.factorize(refs)
     # codes count up from 0 in order of first appearance: each first appearance raises their running max
     top = np.maximum.accumulate(by_ref)
