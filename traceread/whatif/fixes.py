@@ -293,7 +293,9 @@ def _apply_op(e: Edges, op: _Op, sl: slice) -> None:
         if op.slot:  # an earlier fix may have dropped this edge (a freed sync): nothing left to shrink
             live = e.src[nodes, op.slot] >= 0
             nodes, cut = nodes[live], np.asarray(cut)[live]
-        e.store("delay", (nodes, op.slot), np.maximum(e.delay[nodes, op.slot].astype(_I64) - cut, 0))
+        delay = e.delay[nodes, op.slot].astype(_I64)
+        delay -= cut
+        e.store("delay", (nodes, op.slot), np.maximum(delay, 0, out=delay))
     elif op.kind == _SLOT_SCALE:
         now = e.delay[nodes, op.slot].astype(_I64)
         e.store("delay", (nodes, op.slot), np.where(now > 0, (now * op.factor).astype(_I64), now))
@@ -377,15 +379,21 @@ def gap_union(ctx: Context, m: RankModel, cls: str) -> tuple[np.ndarray, np.ndar
     return intervals.union(g["start_ns"].to_numpy(_I64), g["end_ns"].to_numpy(_I64))
 
 
-def _loading_rows(v: EventView, rows: np.ndarray) -> np.ndarray:
+def _loading_rows(v: EventView, rows: np.ndarray, codes: np.ndarray | None = None) -> np.ndarray:
     """Bool per host row: data loading (``enumerate(DataLoader)#...``, input-work frames). Whether a row is
-    data loading is a property of its name: one table per name, one lookup per row."""
-    codes = v.name[rows]  # -1 (missing) indexes the trailing ''
-    seen = np.zeros(len(v.names), dtype=bool)
-    seen[codes] = True
-    used = np.flatnonzero(seen)
+    data loading is a property of its name: one table per name, one lookup per row. ``codes``: the rows' name
+    codes, when the caller has them."""
+    codes = v.name[rows] if codes is None else codes  # -1 (missing) indexes the trailing ''
+    if len(v.names) <= len(codes) >> 10:  # few names for many rows: every name matched, no pass to find the rows'
+        used = np.arange(len(v.names))
+    else:
+        seen = np.zeros(len(v.names), dtype=bool)
+        seen[codes] = True
+        used = np.flatnonzero(seen)
     loading = v.name_flags["dataloader"].copy()
     loading[used] |= np.array([bool(INPUT_WORK.search(str(n))) for n in v.names[used]], dtype=bool)
+    if not loading[used].any():  # no row's name is data loading: no lookup per row
+        return np.zeros(len(codes), dtype=bool)
     return np.asarray(loading[codes], dtype=bool)
 
 
@@ -424,12 +432,13 @@ def _shrink_launch_waits(m: RankModel, us: np.ndarray, ue: np.ndarray) -> list[_
     nodes, src = m.op_nodes[has], m.launch_point[has]
     ok = m.src[nodes, 0] == src  # the launch edge is still slot 0's (the model's own)
     nodes, src = nodes[ok], src[ok]
-    over = intervals.overlap_with_union(m.time[src].astype(_I64), m.time[nodes].astype(_I64), us, ue)
-    room = np.maximum(m.delay[nodes, 0].astype(_I64) - int(m.nominal.get("launch_latency_ns", 0)), 0)
-    cut = np.minimum(over, room)
+    over = _overlap(m.time[src].astype(_I64, copy=False), m.time[nodes].astype(_I64, copy=False), us, ue)
+    hit = np.flatnonzero(over > 0)  # (nothing to cut elsewhere)
+    held = nodes[hit]  # launched before or inside one-time work and started after it
+    room = np.maximum(m.delay[held, 0].astype(_I64) - int(m.nominal.get("launch_latency_ns", 0)), 0)
+    cut = np.minimum(over[hit], room)
     keep = cut > 0
-    out: list[_Op | None] = [_Op(_SHRINK, nodes[keep], cut[keep], 0) if keep.any() else None]
-    held = nodes[over > 0]  # launched before or inside one-time work and started after it
+    out: list[_Op | None] = [_Op(_SHRINK, held[keep], cut[keep], 0) if keep.any() else None]
     turn = int(m.nominal.get("stream_turnaround_ns", 0))
     for slot in (1, 2):
         n = held[m.src[held, slot] >= 0]
@@ -440,6 +449,20 @@ def _shrink_launch_waits(m: RankModel, us: np.ndarray, ue: np.ndarray) -> list[_
                          np.maximum(m.delay[n, slot].astype(_I64) - turn, 0))
         keep = cut > 0
         out.append(_Op(_SHRINK, n[keep], cut[keep], slot) if keep.any() else None)
+    return out
+
+
+def _overlap(qs: np.ndarray, qe: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """``intervals.overlap_with_union(qs, qe, us, ue)``, measured only for the queries the union meets (a few
+    stretches of one-time work against every launch): the first member ending after a query's start must start
+    before its end. A query ending before it starts (clock skew) measures a negative length: it is measured too."""
+    out = np.zeros(len(qs), dtype=_I64)
+    if not len(us) or not len(qs):
+        return out
+    j = np.minimum(np.searchsorted(ue, qs, side="right"), len(us) - 1)
+    meet = np.flatnonzero(((ue[j] > qs) & (us[j] < qe)) | (qe < qs))
+    del j
+    out[meet] = intervals.overlap_with_union(qs[meet], qe[meet], us, ue)
     return out
 
 

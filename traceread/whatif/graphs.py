@@ -11,7 +11,7 @@ import pandas as pd
 
 from traceread import intervals, schema
 from traceread.config import Thresholds
-from traceread.engine.lanes import API_CATS, EventView
+from traceread.engine.lanes import EventView
 from traceread.rules.host_stall import quiet_stretches
 from traceread.whatif.fixes import (
     _SHRINK,
@@ -58,9 +58,12 @@ def graph_launch_cost(m: RankModel, ctx: Context) -> tuple[int, str]:
     no latency), the median launch call, the host's own cost of a launch ("trace"). Without graph launches: the
     GPU generation's sourced figure ("<generation> constant: <source>", :mod:`traceread.whatif.graph_constants`),
     else ``whatif_graph_launch_ns`` ("constant"; a value the user set comes first)."""
+    return _launch_cost(m, ctx, _graph_launch_calls(ctx.view, m.rank))
+
+
+def _launch_cost(m: RankModel, ctx: Context, graph: np.ndarray) -> tuple[int, str]:
+    """:func:`graph_launch_cost` of the rank's graph launch calls ``graph``."""
     v = ctx.view
-    calls = v.rows(*rank_calls(m.rank))
-    graph = calls[_graph_launches(v, calls)] if len(calls) else calls
     if not len(graph):
         return launch_constant(ctx.cfg, ctx.devices)
     has = m.launch_point >= 0
@@ -81,9 +84,17 @@ def graph_launch_cost(m: RankModel, ctx: Context) -> tuple[int, str]:
     return int(np.median((v.end[graph] - v.start[graph]).astype(_I64))), "trace"
 
 
-def _graph_launches(v: EventView, calls: np.ndarray) -> np.ndarray:
-    return np.asarray(v.map_names(calls, lambda names: np.array([bool(_GRAPH_LAUNCH.search(str(n))) for n in names],
-                                                                dtype=bool)), dtype=bool)
+def _graph_launch_calls(v: EventView, rank: int) -> np.ndarray:
+    """The rank's CUDA calls that launch a graph (in row order). Whether a call does is a property of its name:
+    each name of the calls is matched once, and the calls are read again only where one matches."""
+    calls = v.rows(*rank_calls(rank))
+    codes = v.name[calls]  # -1 (missing) indexes the trailing ''
+    seen = np.zeros(len(v.names), dtype=bool)
+    seen[codes] = True
+    used = np.flatnonzero(seen)
+    hit = np.zeros(len(v.names), dtype=bool)
+    hit[used] = np.array([bool(_GRAPH_LAUNCH.search(str(n))) for n in v.names[used]], dtype=bool)
+    return calls[hit[codes]] if hit.any() else calls[:0]
 
 
 def graph_kernel_gap(m: RankModel, ctx: Context) -> tuple[int, str]:
@@ -91,9 +102,11 @@ def graph_kernel_gap(m: RankModel, ctx: Context) -> tuple[int, str]:
     consecutive kernels of one graph launch where the trace holds at least ``_GRAPH_GAPS_MIN`` of them ("trace"),
     else the GPU generation's sourced figure, else ``whatif_graph_kernel_gap_ns`` (as :func:`graph_launch_cost`;
     docs/whatif.md gives every source)."""
-    v = ctx.view
-    calls = v.rows(*rank_calls(m.rank))
-    graph = calls[_graph_launches(v, calls)] if len(calls) else calls
+    return _kernel_gap(m, ctx, _graph_launch_calls(ctx.view, m.rank))
+
+
+def _kernel_gap(m: RankModel, ctx: Context, graph: np.ndarray) -> tuple[int, str]:
+    """:func:`graph_kernel_gap` of the rank's graph launch calls ``graph``."""
     if len(graph):
         has = m.launch_point >= 0
         ops, lp = m.op_nodes[has], m.launch_point[has]
@@ -121,7 +134,7 @@ def _graph_gaps(m: RankModel, us: np.ndarray, ue: np.ndarray, ctx: Context) -> t
         return ()
     has = m.launch_point >= 0
     ops, lp = m.op_nodes[has], m.launch_point[has]
-    t = m.time[lp].astype(_I64)
+    t = m.time[lp].astype(_I64, copy=False)
     i = np.searchsorted(us, t, side="right") - 1
     inside = (i >= 0) & (t <= ue[np.maximum(i, 0)])  # a launch at a dispatch stretch's end is the graph's too
     # One graph a stretch of dispatch: the union's pieces a node's host cost apart (the holes the cut leaves between
@@ -130,16 +143,23 @@ def _graph_gaps(m: RankModel, us: np.ndarray, ue: np.ndarray, ctx: Context) -> t
     run = np.concatenate(([0], np.cumsum(us[1:] - ue[:-1] > bridge)))
     ops, lp, t, i = ops[inside], lp[inside], t[inside], run[i[inside]]
     order = np.lexsort((t, i))
-    head = np.concatenate(([True], i[order][1:] != i[order][:-1])) if len(ops) else np.zeros(0, bool)
-    first, first_lp = ops[order][head], lp[order][head]
+    del t
+    i = i[order]
+    head = order[np.concatenate(([True], i[1:] != i[:-1]))] if len(ops) else order
+    del i, order
+    first, first_lp = ops[head], lp[head]
     first = first[m.src[first, 0] == first_lp]  # the launch edge is still slot 0's
     ops = ops[m.src[ops, 1] >= 0]
-    gap, _ = graph_kernel_gap(m, ctx)
+    graph = _graph_launch_calls(ctx.view, m.rank)  # (read by both figures)
+    gap, _ = _kernel_gap(m, ctx, graph)
     # Only the eager turnaround becomes the in-graph gap: a longer stream delay holds a wait the graph keeps
     turnaround = int(m.nominal.get("stream_turnaround_ns", 0))
-    cut = np.maximum(np.minimum(m.delay[ops, 1].astype(_I64), turnaround) - gap, 0)
+    cut = m.delay[ops, 1].astype(_I64)
+    np.minimum(cut, turnaround, out=cut)
+    cut -= gap
+    np.maximum(cut, 0, out=cut)
     keep = cut > 0
-    launch, _ = graph_launch_cost(m, ctx)
+    launch, _ = _launch_cost(m, ctx, graph)
     out = [_Op(_SHRINK, ops[keep], cut[keep], 1)] if keep.any() else []
     if len(first) and launch > 0:  # a negative cut lengthens the launch edge
         out.append(_Op(_SHRINK, first, np.full(len(first), -launch, _I64), 0))
@@ -181,8 +201,10 @@ def dispatch_union(m: RankModel, fix: Fix, ctx: Context) -> tuple[np.ndarray, np
     ss, se = intervals.union_of_own(a[~dense], b[~dense])
     del a, b, dense
     if len(ss):  # a long stretch between two launches: only the part inside operators and runtime calls
-        _, _, ss, se = intervals.intersect(ss, se, host.ops_start, host.ops_end)
-        ds, de = intervals.union(np.concatenate((ds, ss)), np.concatenate((de, se)))
+        # (the stretches are few, the operators many: each stretch searches the operators, not each operator the
+        # stretches)
+        _, _, ss, se = intervals.intersect(host.ops_start, host.ops_end, ss, se)
+        ds, de = _union_runs([ds, ss], [de, se])
     # Not dispatch: data loading on the launching threads, long driver calls, the host's own work
     if len(host.not_start) and len(ds):
         _, ds, de = intervals.complement_in_windows(host.not_start, host.not_end, ds, de)
@@ -194,35 +216,76 @@ def dispatch_host(v: EventView, rank: int, cfg: Thresholds) -> DispatchHost | No
     calls = v.rows(*rank_calls(rank))  # the model's own (cached)
     if len(calls) < 2:
         return None
+    calls, tid, start = _by_thread(v, calls)
+    end = v.end[calls]
+    codes = v.name[calls]
+    is_launch = v.name_flags["launch"][codes]  # host_calls.LAUNCH, matched once per name
+    pair = (tid[1:] == tid[:-1]) & is_launch[1:] & is_launch[:-1]
+    launch_tid = tid[is_launch]  # (sorted: the calls are by thread)
+    tids = launch_tid[np.concatenate(([True], launch_tid[1:] != launch_tid[:-1]))] if len(launch_tid) else \
+        np.zeros(0, _I64)
+    # One CUDA call longer than launch_call_max_ns is driver work (lazy module load, context set-up), not dispatch
+    long_call = np.subtract(end, start, dtype=_I64) > cfg.launch_call_max_ns
+    ls, le = intervals.union(start[long_call], end[long_call])
+    prev = start[:-1][pair].astype(_I64, copy=False)
+    nxt = start[1:][pair].astype(_I64, copy=False)
+    del launch_tid, long_call, pair
+    # Each launching thread's calls: a run of the sorted calls, in start order; its launches and syncs among them
+    lo, hi = np.searchsorted(tid, tids, side="left"), np.searchsorted(tid, tids, side="right")
+    point = is_launch | v.name_flags["sync"][codes]
+    del tid, codes, is_launch  # the fix is planned beside the model and a replay's copies: what is done with goes first
+    threads = [_ThreadCalls(start[a:b], end[a:b], start[a:b][point[a:b]])
+               for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+    del calls, start, end, point
+    rows = v.rows(*rank_host(rank))
+    row_tid, names, cats = v.tid[rows], v.name[rows], v.cat[rows]
+    loading = _loading_rows(v, rows, names)
+    fs, fe = _host_ranges(v, rank, tids, loading, rows) if loading.any() else (np.zeros(0, _I64), np.zeros(0, _I64))
+    del loading
+    # The operators' union is read where a pair of launches is further apart than a dense dispatch (whether a stretch
+    # is dense reads no factor: (next - (prev + node)) <= max - node is next - prev <= max)
+    sparse = bool(((nxt - prev) > cfg.launch_max_ns_per_launch).any())
+    frame = _frames(v, cats, names)
+    op = cats == v.cat_codes.get(schema.CAT_CPU_OP, -99) if sparse else None
+    del names, cats
+    # Each launching thread's host frames, and its operators where the union is read (in row order: a thread's rows
+    # are in start order, nearly)
+    frames, ops = [], []
+    for t in tids.tolist():  # launching threads are few
+        mine = row_tid == t
+        frames.append(rows[frame & mine])
+        if op is not None:
+            ops.append(rows[op & mine])
+    del row_tid, frame, op
+    os_, oe = _operator_union(v, ops, threads) if sparse else (np.zeros(0, _I64), np.zeros(0, _I64))
+    del ops
+    ws, we = _host_work(v, cfg, frames, threads)
+    del frames
+    xs, xe = intervals.union(np.concatenate((fs, ls, *ws)), np.concatenate((fe, le, *we)))
+    return DispatchHost(prev, nxt, os_, oe, xs, xe)
+
+
+@dataclass(frozen=True)
+class _ThreadCalls:
+    """One launching thread's CUDA calls in start order: their starts and ends, and the starts of its launches and
+    syncs."""
+
+    start: np.ndarray
+    end: np.ndarray
+    points: np.ndarray
+
+
+def _by_thread(v: EventView, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``calls`` sorted by thread, then start (stable), with their threads and starts."""
     tid, start = v.tid[calls], v.start[calls]
     if not intervals.is_sorted(start):
-        calls = calls[np.lexsort((start, tid))]
+        order = np.lexsort((start, tid))
     elif np.min(tid) != np.max(tid):  # in time order already: a stable sort by thread (radix, on thread ranks)
         rank_of, _ = pd.factorize(tid, sort=True)
-        calls = calls[np.argsort(rank_of.astype(np.uint16) if np.max(rank_of) < 2**16 else rank_of, kind="stable")]
-    del tid, start  # the fix is planned beside the model and a replay's copies: what is done with goes first
-    is_launch = v.flag("launch", calls)  # host_calls.LAUNCH, matched once per name
-    pair = (v.tid[calls[1:]] == v.tid[calls[:-1]]) & is_launch[1:] & is_launch[:-1]
-    tids = np.unique(v.tid[calls[is_launch]]) if is_launch.any() else np.zeros(0, _I64)
-    # One CUDA call longer than launch_call_max_ns is driver work (lazy module load, context set-up), not dispatch
-    long_call = np.subtract(v.end[calls], v.start[calls], dtype=_I64) > cfg.launch_call_max_ns
-    ls, le = intervals.union(v.start[calls[long_call]].astype(_I64), v.end[calls[long_call]].astype(_I64))
-    prev = v.start[calls[:-1][pair]].astype(_I64)
-    nxt = v.start[calls[1:][pair]].astype(_I64)
-    del calls, is_launch, pair
-    rows = v.rows(*rank_host(rank))
-    on_tids = rows[intervals.one_of(v.tid[rows], tids)]  # the launching threads' host rows (in row order)
-    # (whether a stretch is dense reads no factor: (next - (prev + node)) <= max - node is next - prev <= max)
-    if ((nxt - prev) > cfg.launch_max_ns_per_launch).any():
-        os_, oe = _operator_union(v, on_tids)
+        order = np.argsort(rank_of.astype(np.uint16) if np.max(rank_of) < 2**16 else rank_of, kind="stable")
     else:
-        os_, oe = np.zeros(0, _I64), np.zeros(0, _I64)
-    loading = _loading_rows(v, rows)
-    fs, fe = _host_ranges(v, rank, tids, loading, rows)
-    ws, we = host_work_union(rank, v, cfg, tids, on_tids)
-    del on_tids
-    xs, xe = intervals.union(np.concatenate((fs, ls, ws)), np.concatenate((fe, le, we)))
-    return DispatchHost(prev, nxt, os_, oe, xs, xe)
+        return calls, tid, start
+    return calls[order], tid[order], start[order]
 
 
 def host_work_union(rank: int, v: EventView, cfg: Thresholds, tids: np.ndarray, on_tids: np.ndarray | None = None
@@ -239,52 +302,103 @@ def host_work_union(rank: int, v: EventView, cfg: Thresholds, tids: np.ndarray, 
         return none
     host = v.rows(*rank_host(rank))
     host = host[intervals.one_of(v.tid[host], tids)] if on_tids is None else on_tids
-    marker = v.name_flags["dataloader"] | (v.step_number >= 0)  # per name code: a loader or step marker
-    host = host[v.in_cats(host, _FRAME_CATS) & ~marker[v.name[host]]]
+    host = host[_frames(v, v.cat[host], v.name[host])]
     calls = v.rows(*rank_calls(rank))
-    calls = calls[intervals.one_of(v.tid[calls], tids)]
-    points = calls[v.flag("launch", calls) | v.flag("sync", calls)]
+    calls, tid, start = _by_thread(v, calls[intervals.one_of(v.tid[calls], tids)])
+    end = v.end[calls]
+    point = v.flag("launch", calls) | v.flag("sync", calls)
+    lo, hi = np.searchsorted(tid, tids, side="left"), np.searchsorted(tid, tids, side="right")
+    threads = [_ThreadCalls(start[a:b], end[a:b], start[a:b][point[a:b]])
+               for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+    host_tid = v.tid[host]
+    ws, we = _host_work(v, cfg, [host[host_tid == t] for t in tids.tolist()], threads)
+    return intervals.union(np.concatenate(ws), np.concatenate(we))
+
+
+def _frames(v: EventView, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """Bool per host row of categories ``cats`` and name codes ``names``: a host frame (``_FRAME_CATS``), not a
+    step or data-loader marker (they hold everything)."""
+    wanted = np.zeros(len(v.cat_codes) + 1, dtype=bool)  # (as EventView.in_cats: the last entry answers for -1)
+    wanted[[v.cat_codes[c] for c in _FRAME_CATS if c in v.cat_codes]] = True
+    frame = wanted[cats]
+    marker = v.name_flags["dataloader"] | (v.step_number >= 0)  # per name code: a loader or step marker
+    frame &= ~marker[names]
+    return frame
+
+
+def _host_work(v: EventView, cfg: Thresholds, frames: list[np.ndarray], threads: list[_ThreadCalls]
+               ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """:func:`host_work_union`'s pieces (their union is it): per launching thread its host frames (rows, in row
+    order) and its calls."""
     op_cat = v.cat_codes.get(schema.CAT_CPU_OP, -99)
-    out_s, out_e = [], []
-    host_tid, call_tid, point_tid = v.tid[host], v.tid[calls], v.tid[points]
-    for tid in tids.tolist():  # launching threads are few
-        h, c = host[host_tid == tid], calls[call_tid == tid]
-        hs, he = v.start[h].astype(_I64), v.end[h].astype(_I64)
+    out_s, out_e = [np.zeros(0, _I64)], [np.zeros(0, _I64)]
+    for h, c in zip(frames, threads, strict=True):  # launching threads are few
+        hs, he = v.start[h].astype(_I64, copy=False), v.end[h].astype(_I64, copy=False)
         # child-free stretches inside an operator: consecutive boundaries of the thread's frames and calls far apart
-        # (found as the rule finds them; one before the thread's first frame lies in no operator)
+        # (found as the rule finds them; one before the thread's first frame lies in no operator; the calls in start
+        # order, which it searches by the windows' ends)
         order = None if intervals.is_sorted(hs) else np.argsort(hs, kind="stable")
         qs, qe = quiet_stretches(hs if order is None else hs[order], he if order is None else he[order],
-                                 v.start[c].astype(_I64), v.end[c].astype(_I64), cfg.host_stall_min_ns)
-        if len(qs):  # (the thread's operators in start order: their union in one compiled pass)
+                                 c.start.astype(_I64, copy=False), c.end.astype(_I64, copy=False),
+                                 cfg.host_stall_min_ns)
+        if len(qs):  # its middle inside an operator (the thread's in start order: one compiled pass)
             by_start = h if order is None else h[order]
-            os_, oe = intervals.rows_union(v.start, v.end, by_start[v.cat[by_start] == op_cat])
             mid = qs + (qe - qs) // 2
-            inside = intervals.overlap_with_union(mid, mid + 1, os_, oe) > 0
+            inside = intervals.rows_covered(v.start, v.end, by_start[v.cat[by_start] == op_cat], mid, mid + 1) > 0
             qs, qe = qs[inside], qe[inside]
         out_s.append(qs)
         out_e.append(qe)
-        # launch-free frames longer than one op's dispatch
+        # launch-free frames longer than one op's dispatch (the launches and syncs in start order)
         long = (he - hs) > cfg.launch_max_ns_per_launch
         fs, fe = hs[long], he[long]
-        p = np.sort(v.start[points[point_tid == tid]].astype(_I64), kind="stable")  # nearly in order: merged runs
+        p = c.points.astype(_I64, copy=False)
         j = np.searchsorted(p, fs, side="left")
         free = (j == len(p)) | (p[np.minimum(j, max(len(p) - 1, 0))] >= fe) if len(p) else np.ones(len(fs), bool)
         out_s.append(fs[free])
         out_e.append(fe[free])
-    return intervals.union(np.concatenate(out_s), np.concatenate(out_e))
+    return out_s, out_e
 
 
 # The categories of host frames: Python frames, CPU operators, user ranges (not runtime calls)
 _FRAME_CATS = (schema.CAT_PYTHON, schema.CAT_CPU_OP, schema.CAT_USER_ANNOTATION)
 
 
-def _operator_union(v: EventView, on_tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Host time inside framework operators and runtime/driver calls on the launching threads (``on_tids``: the
-    rank's host rows on them)."""
-    rows = on_tids[v.in_cats(on_tids, (schema.CAT_CPU_OP, *API_CATS)) &
-                   (v.lane[on_tids] == v.lane_codes.get(schema.LANE_CPU_THREAD, -99))]
-    # (a thread's rows are nearly in start order: one stable sort of their starts, then one compiled pass)
-    return intervals.rows_union(v.start, v.end, intervals.by_start(v.start, rows))
+def _operator_union(v: EventView, ops: list[np.ndarray], threads: list[_ThreadCalls]) -> tuple[np.ndarray, np.ndarray]:
+    """Host time inside framework operators and runtime/driver calls on the launching threads: the union of each
+    one's CPU operators (``ops``: its rows of that category, in row order, which is nearly its start order) and
+    its calls (``threads``)."""
+    cpu = v.lane_codes.get(schema.LANE_CPU_THREAD, -99)
+    starts, ends = [], []
+    for rows, c in zip(ops, threads, strict=True):
+        rows = rows[v.lane[rows] == cpu]
+        us, ue = intervals.rows_union(v.start, v.end, rows)  # (sorted by start: one compiled pass, else a sort)
+        starts += [us, c.start.astype(_I64, copy=False)]
+        ends += [ue, c.end.astype(_I64, copy=False)]
+    return _union_runs(starts, ends)
+
+
+def _union_runs(starts: list[np.ndarray], ends: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``intervals.union`` of the pieces ``(starts[i], ends[i])`` (int64), each nearly sorted by start and by end
+    (a union, or a thread's calls in start order). The union's holes are where as many intervals have ended as
+    have started: with the starts and the ends each sorted on their own (a few sorted runs, which a stable sort
+    merges; no order of the intervals to carry), from the k-th end to the (k+1)-th start where that start lies
+    beyond it (the k intervals ending first all start before their ends)."""
+    s, e = np.concatenate(starts), np.concatenate(ends)
+    keep = e > s  # zero-length intervals cover no time
+    if not keep.all():
+        s, e = s[keep], e[keep]
+    del keep
+    if not len(s):
+        return s, e
+    s.sort(kind="stable")
+    e.sort(kind="stable")
+    new = np.empty(len(s), dtype=bool)
+    new[:1] = True
+    np.greater(s[1:], e[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    del new
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], e[last]
 
 
 __all__ = ["plan_launch_bound", "graph_kernel_gap", "graph_launch_cost", "dispatch_union", "dispatch_host", "DispatchHost",

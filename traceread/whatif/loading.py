@@ -4,8 +4,10 @@ the data-starved rule found, and only that (docs/whatif.md)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from traceread import intervals, schema
+from traceread.engine.lanes import EventView
 from traceread.vocabulary import DATA_STARVED
 from traceread.whatif.fixes import (
     _DUR_DIV,
@@ -39,7 +41,7 @@ def plan_data_starved(m: RankModel, fix: Fix, ctx: Context) -> Plan:
     Triton kernel's ``[grid]`` launch)."""
     v = ctx.view
     rows = v.rows(*rank_host(m.rank))
-    loading = v.flag("dataloader", rows)
+    loading = _dataloader_rows(v, rows)
     us, ue = _host_ranges(v, m.rank, _launching_tids(m, v), loading, rows) if loading.any() else \
         (np.zeros(0, _I64), np.zeros(0, _I64))
     hs, he = _host_input_time(m, ctx)
@@ -53,7 +55,15 @@ def loads_data(m: RankModel, ctx: Context) -> bool:
     """Whether the rank's training thread loads data (what loader workers would take over)."""
     v = ctx.view
     rows = v.rows(*rank_host(m.rank))
-    return bool(v.flag("dataloader", rows).any()) or bool(len(_host_input_time(m, ctx)[0]))
+    return bool(_dataloader_rows(v, rows).any()) or bool(len(_host_input_time(m, ctx)[0]))
+
+
+def _dataloader_rows(v: EventView, rows: np.ndarray) -> np.ndarray:
+    """Bool per row of ``rows``: a DataLoader range (``v.flag("dataloader", rows)``; no lookup per row where no
+    name of the trace is one)."""
+    if not v.name_flags["dataloader"].any():
+        return np.zeros(len(rows), dtype=bool)
+    return v.flag("dataloader", rows)
 
 
 # The evidence kind of a data-starved gap held by input work on the training thread (traceread.rules.data_starved)
@@ -91,19 +101,30 @@ def _pinned_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
     if not len(nodes):
         return ()
     rows = m.row[nodes]
-    side = c.set_index("row")
-    kind = side["copy_kind"].astype(str).reindex(rows).to_numpy()
-    src_kind = side["src_kind"].astype(str).reindex(rows).to_numpy()
-    htod = kind == "HtoD"
-    pinned = htod & (src_kind == "Pinned")
+    htod = _side_is(c, rows, "copy_kind", "HtoD")
+    pinned = htod & _side_is(c, rows, "src_kind", "Pinned")
     if not pinned.any():
         return ()
     us, ue = gap_union(ctx, m, DATA_STARVED)
     start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
-    slow = htod & (src_kind == "Pageable") & (intervals.overlap_with_union(start, end, us, ue) > 0)
+    slow = htod & _side_is(c, rows, "src_kind", "Pageable") & (intervals.overlap_with_union(start, end, us, ue) > 0)
     waits = np.isin(m.src[m.sync_end, 1], nodes[slow])
     return (_Op(_DUR_MIN, nodes[slow], int(np.median(m.dur[nodes[pinned]]))),
             _Op(_FREE, m.sync_end[waits], m.sync_wait_slot_delay[waits], waiting=True))
+
+
+def _side_is(c: pd.DataFrame, rows: np.ndarray, column: str, value: str) -> np.ndarray:
+    """Bool per row of ``rows``: the copies' side table ``c`` (one line per row) holds it with ``column`` equal to
+    the text ``value`` (``c.set_index("row")[column].astype(str).reindex(rows) == value``): each line of the table
+    compared once, and the rows looked up only when one is equal."""
+    index = pd.Index(c["row"])
+    if not index.is_unique:  # (the reindex raises on its duplicate rows)
+        return np.asarray(c.set_index("row")[column].astype(str).reindex(rows).to_numpy() == value, dtype=bool)
+    equal = (c[column] == value).to_numpy(dtype=bool, na_value=False)
+    if not equal.any():
+        return np.zeros(len(rows), dtype=bool)
+    at = index.get_indexer(rows)
+    return (at >= 0) & equal[np.maximum(at, 0)]
 
 
 def _copy_held(ctx: Context, m: RankModel) -> tuple[np.ndarray, np.ndarray]:
@@ -130,8 +151,7 @@ def _prefetched_batch_copies(m: RankModel, ctx: Context) -> tuple[_Op, ...]:
     nodes = m.op_nodes[m.lane == memcpy]
     if c is None or c.empty or not len(nodes):
         return ()
-    side = c.set_index("row")
-    htod = side["copy_kind"].astype(str).reindex(m.row[nodes]).to_numpy() == "HtoD"
+    htod = _side_is(c, m.row[nodes], "copy_kind", "HtoD")
     us, ue = _copy_held(ctx, m)
     start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
     batch = np.sort(nodes[htod & (intervals.overlap_with_union(start, end, us, ue) > 0)])
@@ -187,7 +207,7 @@ def plan_bus_bytes(m: RankModel, fix: Bus, ctx: Context) -> Plan:
     if g.empty:
         return Plan()
     us, ue = intervals.union(g["start_ns"].to_numpy(_I64), g["end_ns"].to_numpy(_I64))
-    htod = c.set_index("row")["copy_kind"].astype(str).reindex(m.row[nodes]).to_numpy() == "HtoD"
+    htod = _side_is(c, m.row[nodes], "copy_kind", "HtoD")
     start, end = m.time[nodes], m.time[nodes] + m.dur[nodes]
     hit = nodes[htod & (intervals.overlap_with_union(start, end, us, ue) > 0)]
     return _ops(_Op(_DUR_DIV, hit, factor=fix.factor))
