@@ -42,11 +42,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceread import schema
+from traceread import intervals, schema
 from traceread.config import Thresholds
 from traceread.engine.lanes import API_CATS, HOST_LANES, OP_LANES, EventView, selection_key, subset
 from traceread.whatif import sweep
-from traceread.whatif.events import stream_waits
+from traceread.whatif.events import recorded_edges, stream_waits, sync_waited
 
 HOST_POINT, OP_START = 0, 1
 _I64 = np.int64
@@ -131,20 +131,18 @@ def _median(values: np.ndarray, fallback: int) -> int:
     return int(np.median(values)) if len(values) else fallback
 
 
-def _nodes_order(time: np.ndarray, sub: np.ndarray, tie: np.ndarray) -> np.ndarray:
-    """The stable order by (time, sub, tie): one stable sort of a packed key (the node lists arrive in
+def _nodes_order(time: np.ndarray, st: np.ndarray) -> np.ndarray:
+    """The stable order by (time, st): one stable sort of a packed key (the node lists arrive in
     sorted runs, which a stable sort merges) when the times' span leaves room for it, else a lexsort."""
     if len(time) == 0:
         return np.zeros(0, dtype=np.intp)
     t0, t1 = int(np.min(time)), int(np.max(time))
-    if t1 - t0 < np.iinfo(_I64).max // 8:  # sub < 3, tie < 2: six slots per ns
-        key = time - t0  # (time - t0) * 6 + sub * 2 + tie, in place
+    if t1 - t0 < np.iinfo(_I64).max // 8:  # st < 6: six slots per ns
+        key = time - t0  # (time - t0) * 6 + st, in place
         key *= 6
-        key += sub
-        key += sub
-        key += tie
+        key += st
         return np.argsort(key, kind="stable")
-    return np.lexsort((tie, sub, time))
+    return np.lexsort((st, time))
 
 
 def rank_calls(rank: int) -> tuple[Any, ...]:
@@ -189,73 +187,98 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     """
     calls = v.rows(*rank_calls(rank))  # cached: the launch-bound fix's too
     ops = v.rows(*rank_ops(rank))
-    ops = subset(ops, v.device[ops] >= 0)
+    op_dev = v.device[ops]  # gathered once: the stream keys, the devices' orders and the model's column read it
+    keep = op_dev >= 0
+    ops, op_dev = subset(ops, keep), subset(op_dev, keep).astype(np.int32, copy=False)
     launch = v.launch_of(ops) if len(ops) else np.zeros(0, np.int64)
-    is_sync = v.flag("sync", calls) if len(calls) else np.zeros(0, bool)
+    # The rows as numpy's indices (intp): each gather of an int32 index array converts it first
+    c_at, o_at = calls.astype(np.intp, copy=False), ops.astype(np.intp, copy=False)
+    names = v.name[c_at]  # the calls' name codes: the syncs' flag and the stream waits' names read them
+    is_sync = v.name_flags["sync"][names] if len(calls) else np.zeros(0, bool)  # (EventView.flag)
 
-    cs, ce = v.start[calls].astype(_I64, copy=False), v.end[calls].astype(_I64, copy=False)
-    os_, oe = v.start[ops].astype(_I64, copy=False), v.end[ops].astype(_I64, copy=False)
+    cs, ce = v.start[c_at].astype(_I64, copy=False), v.end[c_at].astype(_I64, copy=False)
+    os_, oe = v.start[o_at].astype(_I64, copy=False), v.end[o_at].astype(_I64, copy=False)
+    del c_at
     orphan = launch < 0
+    n_orphan = int(orphan.sum())
     steps_t = np.unique(np.asarray(step_points, dtype=_I64))
 
-    # --- host points: call starts, call ends, step points, orphan ops' own times -----------------
-    n_calls, n_ops = len(calls), len(ops)
-    h_time = np.concatenate([cs, ce, steps_t, os_[orphan]])
-    h_end = np.concatenate([np.zeros(n_calls, bool), ce > cs, np.zeros(len(steps_t) + int(orphan.sum()), bool)])
-    h_tie = np.concatenate([np.zeros(n_calls, np.int8), np.ones(n_calls, np.int8),
-                            np.zeros(len(steps_t) + int(orphan.sum()), np.int8)])
-    n_host = len(h_time)
+    # --- nodes: host points (call starts, call ends, step points, orphan ops' own times), then op starts;
+    # sorted once. ``st``: the tie rank at equal times, 2 * sub + tie (sub: 0 a host point that ends a call
+    # longer than 0, 1 another host point, 2 an op start; tie: 1 a call's end)
+    n_calls, n_ops, n_steps = len(calls), len(ops), len(steps_t)
+    time = np.concatenate([cs, ce, steps_t, os_[orphan], os_])
+    n = len(time)
+    n_host = n - n_ops
+    st = np.full(n, 2, np.int8)
+    ends_at = st[n_calls: 2 * n_calls]
+    ends_at[:] = ce <= cs
+    ends_at *= 2
+    ends_at += 1
+    st[n_host:] = 4
     sync_idx = np.flatnonzero(is_sync)
-    ss, se = cs[sync_idx], ce[sync_idx]  # the syncs' own times: the calls' go now (the build's peak is later)
-    del cs, ce, is_sync
-    # --- all nodes: host points then op starts; sorted once ------------------------------------
-    time = np.concatenate([h_time, os_])
-    sub = np.concatenate([(~h_end).view(np.int8), np.full(n_ops, 2, np.int8)])  # host: 0 an end, 1 else
-    tie = np.concatenate([h_tie, np.zeros(n_ops, np.int8)])
-    del h_time, h_end, h_tie  # the build's peak is its node arrays: what is done with goes first
-    order = _nodes_order(time, sub, tie)
-    del sub, tie
-    n = len(order)
-    pos = np.empty(n, dtype=SRC)  # node indices as the edges hold them (int32)
-    pos[order] = np.arange(n, dtype=SRC)  # pos[i]: node index of unsorted item i
+    ss, se = cs[sync_idx], ce[sync_idx]  # the syncs' own times: the calls' ends go now (the build's peak is later)
+    # An op whose launch call did driver work (one call over launch_call_max_ns: a lazy module load in a first
+    # launch) waited for that work, not for a launch (the launch latency's samples, below)
+    long_call = ce - cs > cfg.launch_call_max_ns
+    del ce, is_sync, ends_at
+    order = _nodes_order(time, st)
+    del st
+    pos = np.empty(n, dtype=np.intp)  # pos[i]: node index of unsorted item i (an index: the scatters below)
+    pos[order] = np.arange(n, dtype=np.intp)
     node_time = time[order]
-    del time, order
+    del time
     # Durations at int32 while every value fits (widened on the first value that does not, _put); rows at
     # int32 in a frame of fewer than 2^31 rows.
     kind = np.full(n, HOST_POINT, dtype=np.int8)
     row = np.full(n, -1, dtype=np.int32 if len(v.start) < 2**31 else _I64)
-    kind[pos[n_host:]] = OP_START
-    row[pos[:n_host]] = np.concatenate([calls, calls, np.full(len(steps_t), -1), ops[orphan]])
-    row[pos[n_host:]] = ops
-    dur = _put(np.zeros(n, dtype=np.int32), pos[n_host:], oe - os_)
+    op_at = pos[n_host:]
+    op_node = op_at.astype(SRC)  # node indices as the edges hold them (int32)
+    kind[op_at] = OP_START
+    row[pos[:n_calls]] = calls  # each part of the host points at its place (step points keep -1)
+    row[pos[n_calls: 2 * n_calls]] = calls
+    row[pos[2 * n_calls + n_steps: n_host]] = ops[orphan]
+    row[op_at] = ops
+    dur = _put(np.zeros(n, dtype=np.int32), op_at, oe - os_)
+    del op_at
 
     host_nodes = np.flatnonzero(kind == HOST_POINT).astype(SRC)  # pos[:n_host] in node order
+    by_start = order[np.flatnonzero(kind == OP_START)] - n_host  # op indices by start (the sweep's order)
+    del order
 
     # --- GPU ops: launch, stream predecessor, cross-stream wait -------------------------------
-    op_node = pos[n_host:].copy()  # not a view: the model keeps it, and pos goes once the indices are read
+    # Each op's launch point (its launch call's start), launch time (that call's start, else the op's own: an
+    # orphan's point is at its start) and whether that call did driver work
     launch_point = np.full(n_ops, -1, dtype=SRC)
-    if n_calls and (~orphan).any():
-        sorter = np.argsort(calls, kind="stable")
-        k = np.searchsorted(calls[sorter], launch[~orphan])
-        k = np.minimum(k, n_calls - 1)
-        found = calls[sorter][k] == launch[~orphan]
-        lp = np.where(found, pos[sorter[k]], -1)  # the call's start point (first n_calls host items)
-        launch_point[~orphan] = lp
-    orphan_points = pos[2 * n_calls + len(steps_t): n_host]
-    launch_point[orphan] = orphan_points
-    s_start, s_end_node = pos[sync_idx], pos[n_calls + sync_idx]
-    step_node = pos[2 * n_calls: 2 * n_calls + len(steps_t)].copy()
-    del launch, pos, orphan_points
-    ls = np.where(launch_point >= 0, node_time[np.maximum(launch_point, 0)], os_)
+    ls = os_.copy()
+    driver = np.zeros(n_ops, dtype=bool)
+    if n_calls and n_orphan < n_ops:
+        # the call of each launch row among the calls (rows ascending, as EventView.rows gives them)
+        k = intervals.sorted_positions(calls, subset(launch, ~orphan))
+        found = k >= 0
+        k = np.maximum(k, 0)
+        linked_at = slice(None) if n_orphan == 0 else ~orphan
+        launch_point[linked_at] = np.where(found, pos[k], -1)  # the call's start point
+        ls[linked_at] = np.where(found, cs[k], ls[linked_at])
+        driver[linked_at] = found & long_call[k]
+        del k, found
+    launch_point[orphan] = pos[2 * n_calls + n_steps: n_host]  # the orphan ops' own points
+    s_start, s_end_node = pos[sync_idx].astype(SRC), pos[n_calls + sync_idx].astype(SRC)
+    step_node = pos[2 * n_calls: 2 * n_calls + n_steps].astype(SRC)
+    del pos, cs, long_call, launch
 
-    stream_key = (v.device[ops].astype(_I64) << 40) ^ v.tid[ops].astype(_I64)
-    by_stream = np.lexsort((op_node, stream_key)).astype(SRC)  # op indices at int32, as node indices are
+    stream_key = op_dev.astype(_I64) << 40
+    stream_key ^= v.tid[o_at]
+    # ops by (stream, node): ``by_start`` holds them by node, the stable sort keeps that within each stream
+    by_stream = by_start[np.argsort(stream_key[by_start], kind="stable")].astype(SRC)  # int32, as node indices
     prev = np.full(n_ops, -1, dtype=SRC)
-    same = stream_key[by_stream[1:]] == stream_key[by_stream[:-1]]
+    sk = stream_key[by_stream]
+    same = sk[1:] == sk[:-1]
     prev[by_stream[1:][same]] = by_stream[:-1][same]  # op index of the predecessor
-    del by_stream, same
+    del by_stream, sk, same
     has_prev = prev >= 0
-    pe = np.where(has_prev, oe[np.maximum(prev, 0)], np.iinfo(_I64).min // 4)
+    big = np.iinfo(_I64).min // 4  # "no such edge": a source time no start is near
+    pe = np.where(has_prev, oe[np.maximum(prev, 0)], big)
 
     lat = os_ - ls
     # A stream was idle before an op when the gap after its predecessor is longer than any turnaround
@@ -264,22 +287,22 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     idle_before = ~has_prev | (os_ - pe > cfg.whatif_wait_min_ns)
     linked = ~orphan & (launch_point >= 0)
     # kernels on compute lanes, and those of them with a recorded launch (launches_recorded)
-    compute = v.lane[ops] == v.lane_codes.get(schema.LANE_GPU_COMPUTE, -99)
+    op_lane = v.lane[o_at]
+    del o_at
+    compute = op_lane == v.lane_codes.get(schema.LANE_GPU_COMPUTE, -99)
     n_compute, n_launched = int(compute.sum()), int((compute & linked).sum())
     del compute
     # Launch latency: the low end of launch-to-start among ops whose stream was idle (the rest queued) and
     # that no op of their device held after their launch (with the host ahead, those start long after it).
-    # An op whose launch call did driver work (one call over launch_call_max_ns: a lazy module load in a first
-    # launch) waited for that work, not for a launch: no sample either.
-    lrow = row[np.maximum(launch_point, 0)]
-    driver = linked & (lrow >= 0) & ((v.end[lrow] - v.start[lrow]).astype(_I64) > cfg.launch_call_max_ns)
-    per_device = _by_end(v.device[ops], oe)
-    fast = lat[linked & idle_before & ~driver & ~_held(per_device, ls, os_, oe)]
+    # An op whose launch call did driver work waited for that work, not for a launch: no sample either.
+    per_device = _by_end(op_dev, oe)
+    last_end = _last_ended(per_device, op_dev, os_, by_start)
+    fast = lat[linked & idle_before & ~driver & ~_held(per_device, last_end, ls)]
     if not len(fast):
         fast = lat[linked & idle_before & ~driver]
     if not len(fast):
         fast = lat[linked & idle_before]
-    del lrow, driver
+    del driver, by_start
     d_launch = max(0, int(np.percentile(fast, 10)) if len(fast) else _FALLBACK_LAUNCH_NS)
     # Stream turnaround: the gap between queued ops on a stream; longer gaps are waits, not turnaround.
     queued = has_prev & linked & (lat > 2 * d_launch)
@@ -295,28 +318,30 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     # The waits the trace records (stream-wait calls and their event records, traceread.whatif.events): each held
     # op waits for the op its event marks, whatever the timing says; the timing inference below is for the rest.
     # An op that waited on an event recorded before the capture waited for work issued before it: an external wait.
-    waits_read = stream_waits(v, rank, calls, ops, ls, linked, event_waits)
-    recorded_x = _recorded_waits(waits_read.waited, waits_read.source, stream_key, op_node, os_, oe)
+    waits_read = stream_waits(v, rank, calls, ops, ls, linked, event_waits, names=names, o_key=stream_key)
+    recorded_x = recorded_edges(waits_read.waited, waits_read.source, stream_key, op_node, os_, oe)
     x[recorded_x[0]] = recorded_x[1]
     want = want[x[want] < 0]
-    dev = v.device[ops].astype(_I64)
-    for d in np.unique(dev[want]) if len(want) else ():  # a loop over devices, not events
-        by_end = per_device[int(d)][1]
-        ends = oe[by_end]
-        q = want[dev[want] == d]
-        k0 = np.searchsorted(ends, os_[q], side="right") - 1
+    for d in np.unique(op_dev[want]) if len(want) else ():  # a loop over devices, not events
+        _, by_end, ends = per_device[int(d)]
+        q = want[op_dev[want] == d]
+        k0 = last_end[q]
         for back in (0, 1):  # the last op to end before the start; on the same stream, the one before
             left = x[q] < 0
             k = k0 - back
-            cand = by_end[np.clip(k, 0, max(len(by_end) - 1, 0))]
+            at = np.clip(k, 0, max(len(by_end) - 1, 0))
+            cand = by_end[at]
             ok = left & (k >= 0) & (cand != q) & (stream_key[cand] != stream_key[q])
-            ok &= (oe[cand] > explained[q]) & (op_node[cand] < op_node[q])
+            ok &= (ends[at] > explained[q]) & (op_node[cand] < op_node[q])
             x[q[ok]] = cand[ok]
     has_x = x >= 0
     unexplained = want[~has_x[want]]
     external = waits_read.held_ops[np.isin(waits_read.held_ops, unexplained)]
+    # The syncs' waited ops need only the ops' times: found here, with the devices' orders (one device: all ops')
+    w = sync_waited(os_, oe, ls, ss, se, cfg.sync_drain_tolerance_ns, per_device[int(op_dev[0])][1:]
+                if len(per_device) == 1 else None)
     # what the waits needed goes before the calibration's arrays come (the build's peak on a big rank)
-    del per_device, stream_key, lat, idle_before, linked, explained, dev, fast, queued, gap
+    del per_device, last_end, stream_key, lat, idle_before, linked, explained, fast, queued, gap, names
 
     # The edges (the model's largest arrays, (n, 3) each) are made once the waits are found: beside the ops'
     # temporaries of the waits they would be the build's peak. Delays at int32 while every
@@ -327,40 +352,61 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     delay = np.zeros((n, 3), dtype=np.int32)
     # Host clock: each host point after the previous one by the measured interval.
     if len(host_nodes) > 1:
-        src[host_nodes[1:], 0] = host_nodes[:-1]
-        delay = _put(delay, (host_nodes[1:], 0), np.diff(node_time[host_nodes]))
+        at = host_nodes.astype(np.intp)  # (numpy converts an int32 index on each use)
+        src[:, 0][at[1:]] = host_nodes[:-1]
+        delay = _put(delay, (at[1:], 0), np.diff(node_time[at]))
+        del at
 
     # Calibrate: nominal delays clipped to the measured start, the binding edge gets the measured one; a
     # slice of ops at a time (a dozen op-length int64 temporaries at once were the build's peak).
-    big = np.iinfo(_I64).min // 4
+    dropped = 0
     for lo in range(0, n_ops, _CALIBRATE_SLICE):
         sl = slice(lo, lo + _CALIBRATE_SLICE)
         o, lp, hp, hx, xs = os_[sl], launch_point[sl], has_prev[sl], has_x[sl], x[sl]
-        t_l = np.where(lp >= 0, ls[sl], big)
-        t_p = np.where(hp, pe[sl], big)
+        hl = lp >= 0
+        t_l = np.where(hl, ls[sl], big)  # (np.where is quick where its mask is nearly all one way, as these are)
+        t_p = pe[sl]  # (big where no predecessor)
         t_x = np.where(hx, oe[np.maximum(xs, 0)], big)
-        d_l = np.minimum(d_launch, o - t_l)
-        d_p = np.minimum(d_turn, o - t_p)
-        d_x = np.minimum(d_turn, o - t_x)
+        g_l, g_p, g_x = o - t_l, o - t_p, o - t_x  # the measured delays
+        d_l, d_p, d_x = np.minimum(d_launch, g_l), np.minimum(d_turn, g_p), np.minimum(d_turn, g_x)
         # The binding edge: the first of the three to reach furthest (argmax's tie rule), without stacking them.
-        r_l, r_p, r_x = t_l + d_l, t_p + d_p, t_x + d_x
-        bind = np.where(r_p > r_l, np.where(r_x > r_p, 2, 1), np.where(r_x > r_l, 2, 0))
-        del r_l, r_p, r_x
-        d_l = np.where(bind == 0, o - t_l, d_l)
-        d_p = np.where(bind == 1, o - t_p, d_p)
-        d_x = np.where(bind == 2, o - t_x, d_x)
+        t_l += d_l  # each edge's reach: its source's time plus its nominal delay
+        t_x += d_x
+        r_p = t_p + d_p
+        p_over_l = r_p > t_l
+        bind_l = ~(p_over_l | (t_x > t_l))
+        bind_p = p_over_l & ~(t_x > r_p)
+        bind_x = ~(bind_l | bind_p)
+        del t_l, t_p, t_x, r_p, p_over_l
+        # The binding edge's delay is the measured one, an absent edge's 0: products, not np.where, whose
+        # branches are slow on mixed masks (the binding edges')
+        d_l += (g_l - d_l) * bind_l
+        d_l *= hl
+        d_p += (g_p - d_p) * bind_p
+        d_p *= hp
+        d_x += (g_x - d_x) * bind_x
+        d_x *= hx
+        del g_l, g_p, g_x, bind_l, bind_p, bind_x
         nodes = op_node[sl]
-        src[nodes, 0] = lp
-        delay = _put(delay, (nodes, 0), np.where(lp >= 0, d_l, 0))
-        src[nodes, 1] = np.where(hp, op_node[np.maximum(prev[sl], 0)], -1)
-        delay = _put(delay, (nodes, 1), np.where(hp, d_p, 0))
-        src[nodes, 2] = np.where(hx, op_node[np.maximum(xs, 0)], -1)
-        delay = _put(delay, (nodes, 2), np.where(hx, d_x, 0))
-        del t_l, t_p, t_x, d_l, d_p, d_x, bind
+        at = nodes.astype(np.intp)
+        # Edges must point backward in the sweep (ties of zero-length events): one that does not is dropped
+        # (its delay stays). Only op starts' and sync ends' can (the host clock links each host point to the
+        # one before it), and an op's edges are set here only.
+        # A cross-stream wait is rare: only the ops that have one are written (the others keep -1 and 0).
+        xw = np.flatnonzero(hx)
+        for slot, s, d, on in ((0, lp, d_l, at),
+                               (1, np.where(hp, op_node[np.maximum(prev[sl], 0)], -1), d_p, at),
+                               (2, op_node[xs[xw]], d_x[xw], at[xw])):
+            forward = s >= (nodes if slot < 2 else nodes[xw])
+            if forward.any():
+                dropped += int(forward.sum())
+                s = np.where(forward, -1, s)
+            src[:, slot][on] = s
+            delay = _put(delay, (on, slot), d)
+        del d_l, d_p, d_x
     del prev, has_prev, pe, x
 
     # --- host syncs: return when the waited op ends ---------------------------------------------
-    w = _waited(os_, oe, ls, ss, se, cfg.sync_drain_tolerance_ns)
     has_w = w >= 0
     we = np.where(has_w, oe[np.maximum(w, 0)], big)
     waiting = has_w & (we > ss)
@@ -379,18 +425,15 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     src[s_end_node, 1] = w_node
     delay = _put(delay, (s_end_node, 1), np.where(w_node >= 0, d_w, 0))
 
-    # Edges must point backward in the sweep (ties of zero-length events): drop the rest. Only op starts'
-    # and sync ends can hold one (the host clock links each host point to the one before it).
-    held = np.concatenate([op_node, s_end_node])  # disjoint: op starts are no host points
-    forward = src[held] >= held[:, None]
-    bad = (held.astype(_I64)[:, None] * 3 + np.arange(3))[forward] if forward.any() else np.zeros(0, _I64)
-    dropped = len(bad)
-    src.reshape(-1)[bad] = -1
-    op_dev = v.device[ops].astype(np.int32)
+    # The sync ends' forward edges are dropped too (the ops' were, above)
+    forward = src[s_end_node] >= s_end_node[:, None]
+    if forward.any():
+        dropped += int(forward.sum())
+        src[s_end_node] = np.where(forward, -1, src[s_end_node])
     return RankModel(
         rank=rank, time=node_time, kind=kind, src=src, delay=delay, dur=dur, row=row,
         host_nodes=host_nodes, op_nodes=op_node, sync_end=s_end_node, sync_wait_slot_delay=np.minimum(d_sync, d_h),
-        launch_point=launch_point, device=op_dev, lane=v.lane[ops],
+        launch_point=launch_point, device=op_dev, lane=op_lane,
         nominal={"launch_latency_ns": d_launch, "stream_turnaround_ns": d_turn, "sync_cost_ns": d_sync,
                  "sync_return_ns": d_ret},
         step_time=steps_t, step_node=step_node,
@@ -402,77 +445,62 @@ def build(v: EventView, rank: int, step_points: np.ndarray, cfg: Thresholds,
     )
 
 
-def _recorded_waits(waited: np.ndarray, source: np.ndarray, stream_key: np.ndarray, op_node: np.ndarray,
-                    os_: np.ndarray, oe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The recorded waits' edges (op indices ``(held, source)``): each pair of another stream whose source ended by
-    the held op's start and comes before it in the sweep; an op held by several waits waits for the source that
-    ended last."""
-    ok = (stream_key[source] != stream_key[waited]) & (op_node[source] < op_node[waited]) & (oe[source] <= os_[waited])
-    w, s = waited[ok], source[ok]
-    if not len(w):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.lexsort((oe[s], w))
-    w, s = w[order], s[order]
-    last = np.concatenate((w[1:] != w[:-1], [True]))
-    return w[last], s[last]
-
-
 def _put(a: np.ndarray, index: Any, values: np.ndarray) -> np.ndarray:
     """``a[index] = values`` (int64 ns), on ``a`` widened to int64 first when it is int32 and a value does not
-    fit: the array to keep using."""
-    if a.dtype != _I64 and not sweep.fits(values, a.dtype):
-        a = a.astype(_I64)
-    a[index] = values
+    fit: the array to keep using. ``index``: indices, or ``(indices, column)`` of a 2-d ``a``."""
+    if a.dtype != _I64:
+        if sweep.fits(values, a.dtype):
+            values = np.asarray(values).astype(a.dtype, copy=False)  # numpy's casting scatter is slower
+        else:
+            a = a.astype(_I64)
+    if isinstance(index, tuple):  # a column's view, indexed: numpy's 2-d fancy index is slower
+        a[:, index[1]][index[0]] = values
+    else:
+        a[index] = values
     return a
 
 
-def _by_end(dev: np.ndarray, oe: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per device: its ops (indices), and the same ordered by end (stable)."""
+def _by_end(dev: np.ndarray, oe: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per device: its ops (indices), the same ordered by end (stable), and their ends in that order."""
+    if len(dev) and dev.min() == dev.max():  # the rank's one device: every op, no pass to find them
+        by_end = np.argsort(oe, kind="stable").astype(SRC)
+        return {int(dev[0]): (np.arange(len(dev), dtype=SRC), by_end, oe[by_end])}
     out = {}
     for d in np.unique(dev):  # a loop over devices, not events
         mine = np.flatnonzero(dev == d).astype(SRC)
-        out[int(d)] = (mine, mine[np.argsort(oe[mine], kind="stable")])
+        by_end = mine[np.argsort(oe[mine], kind="stable")]
+        out[int(d)] = (mine, by_end, oe[by_end])
     return out
 
 
-def _held(per_device: dict[int, tuple[np.ndarray, np.ndarray]], ls: np.ndarray, os_: np.ndarray,
-          oe: np.ndarray) -> np.ndarray:
+def _last_ended(per_device: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], dev: np.ndarray,
+                os_: np.ndarray, by_start: np.ndarray) -> np.ndarray:
+    """Per op: the position, among its device's ops by end, of the last to end at or before its start (-1 none).
+    ``by_start``: the ops by start, so each device's starts are counted against its ends in one merge pass."""
+    out = np.empty(len(os_), dtype=_I64)
+    for d, (mine, _, ends) in per_device.items():
+        q = by_start if len(mine) == len(os_) else by_start[dev[by_start] == d]
+        out[q] = intervals.sorted_count_at_or_before(os_[q], ends) - 1
+    return out
+
+
+def _held(per_device: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], last_end: np.ndarray,
+          ls: np.ndarray) -> np.ndarray:
     """Per op: an op of its device (any stream) ended after its launch and before its start: the op may
-    have waited for it, so its launch-to-start is no sample of the launch latency."""
-    out = np.zeros(len(os_), dtype=bool)
-    for mine, by_end in per_device.values():  # the devices' ops are disjoint: each writes its own once
-        k0 = np.searchsorted(oe[by_end], os_[mine], side="right") - 1
-        launched = ls[mine]
+    have waited for it, so its launch-to-start is no sample of the launch latency. ``last_end``: per op,
+    :func:`_last_ended`."""
+    out = np.zeros(len(ls), dtype=bool)
+    for mine, by_end, ends in per_device.values():  # the devices' ops are disjoint: each writes its own once
+        whole = len(mine) == len(ls)  # the rank's one device: its ops are all, in order
+        k0, launched = (last_end, ls) if whole else (last_end[mine], ls[mine])
         hit = np.zeros(len(mine), dtype=bool)
         for back in (0, 1):  # the last op to end before the start (the one before when that is itself)
             k = k0 - back
-            cand = by_end[np.clip(k, 0, max(len(by_end) - 1, 0))]
-            hit |= (k >= 0) & (cand != mine) & (oe[cand] > launched)
+            at = np.clip(k, 0, max(len(by_end) - 1, 0))
+            hit |= (k >= 0) & (by_end[at] != mine) & (ends[at] > launched)
+        if whole:
+            return hit
         out[mine] = hit
-    return out
-
-
-def _waited(os_: np.ndarray, oe: np.ndarray, ls: np.ndarray, ss: np.ndarray, se: np.ndarray,
-            tol: int) -> np.ndarray:
-    """Per sync ``[ss, se]``: the op (index) that ended last at or before ``se + tol`` among ops that
-    started before ``se`` and were launched at or before ``ss``; -1 when none."""
-    if len(os_) == 0 or len(ss) == 0:
-        return np.full(len(ss), -1, dtype=_I64)
-    by_end = np.argsort(oe, kind="stable")
-    ends = oe[by_end]
-    # An op launched after the sync began cannot be what it waited for: take the running latest op
-    # among those launched by then. Ops ordered by end; keep, per prefix, the op with the latest end
-    # whose launch precedes the sync: approximated by stepping back over late launches (few).
-    k = np.searchsorted(ends, se + tol, side="right") - 1
-    out = np.full(len(ss), -1, dtype=_I64)
-    for _ in range(4):  # a blocking copy's own op, a few concurrent launches from other threads
-        ok = k >= 0
-        cand = by_end[np.maximum(k, 0)]
-        good = ok & (ls[cand] <= ss) & (os_[cand] < se) & (out < 0)
-        out[good] = cand[good]
-        k = np.where(good | ~ok, -1, k - 1)
-        if not (k >= 0).any():
-            break
     return out
 
 

@@ -41,12 +41,13 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.nd
     delay (the kernel waited for that work, not for a nominal launch)."""
     e = Edges.of(m, scratch)
     nom = m.nominal
-    ops = m.op_nodes
+    ops = m.op_nodes.astype(np.intp)  # as numpy's indices: an int32 index is converted on each use
     # An op with no recorded launch hangs off a host point at its own start: that edge stays 0.
     lp = m.launch_point
     orphan = (lp >= 0) & (m.row[np.maximum(lp, 0)] == m.row[ops])
+    has_src = e.src[ops] >= 0  # the ops' rows at once: a column at a time reads each row's cache line thrice
     for slot, key in ((0, "launch_latency_ns"), (1, "stream_turnaround_ns"), (2, "stream_turnaround_ns")):
-        has = e.src[ops, slot] >= 0
+        has = has_src[:, slot]
         if slot == 0:
             has &= ~orphan
             if driver_work is not None and len(driver_work) == len(ops):
@@ -55,7 +56,7 @@ def nominal_edges(m: RankModel, sync_names: np.ndarray, scratch: dict[str, np.nd
             # An op recorded starting before the op ahead of it on its stream ended (a profiler's stream that is
             # a line of nested or concurrent ops, an XLA module over its ops) is not queued behind it: its
             # measured overlap stays, a turnaround would serialize what the device ran together
-            has &= m.delay[ops, 1] >= 0
+            has &= m.delay[:, 1][ops] >= 0  # (a column's view, indexed: numpy's 2-d fancy index is slower)
         e.store("delay", (ops[has], slot), int(nom.get(key, 0)))
     # A wait on an event recorded before the capture is external (traceread.whatif.events): kept as measured
     held = m.external_ops

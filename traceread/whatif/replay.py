@@ -57,7 +57,7 @@ class _DeviceSteps:
     pos: np.ndarray  # rows of the steps frame, in host order
     host_start: np.ndarray  # node of each step's host start
     host_end: np.ndarray  # node of each step's host end
-    ops: np.ndarray  # op nodes launched during a step, grouped by step
+    ops: np.ndarray  # op nodes launched during a step, grouped by step (as numpy's indices, intp: gathered per replay)
     seg_start: np.ndarray  # where each step's group begins in ``ops``
     seg_step: np.ndarray  # that step (index in host order)
 
@@ -84,16 +84,19 @@ class StepIndex:
             order = np.argsort(st["cpu_start_ns"].to_numpy(), kind="stable")
             cs = st["cpu_start_ns"].to_numpy(_I64)[order]
             ce = st["cpu_end_ns"].to_numpy(_I64)[order]
-            mine = m.device == device
-            idx = np.searchsorted(cs, launched[mine], side="right") - 1
-            ok = (idx >= 0) & (launched[mine] < ce[np.maximum(idx, 0)])
-            by_step = np.argsort(idx[ok], kind="stable")
-            grouped = idx[ok][by_step]
+            mine = np.flatnonzero(m.device == device)
+            at = launched[mine]
+            idx = _at_or_before(cs, at) - 1
+            ok = (idx >= 0) & (at < ce[np.maximum(idx, 0)])
+            mine, idx = mine[ok], idx[ok]
+            by_step = np.argsort(idx, kind="stable")
+            grouped = idx[by_step]
             first = np.flatnonzero(np.concatenate(([True], grouped[1:] != grouped[:-1]))) if len(grouped) else \
                 np.zeros(0, np.int64)
             parts.append(_DeviceSteps(
                 pos=sel[order], host_start=m.step_node[np.searchsorted(m.step_time, cs)],
-                host_end=m.step_node[np.searchsorted(m.step_time, ce)], ops=m.op_nodes[mine][ok][by_step],
+                host_end=m.step_node[np.searchsorted(m.step_time, ce)],
+                ops=m.op_nodes[mine[by_step]].astype(np.intp),
                 seg_start=first, seg_step=grouped[first]))
         return StepIndex(tuple(parts), (steps["end_ns"] - steps["start_ns"]).to_numpy(_I64))
 
@@ -106,7 +109,9 @@ class StepIndex:
             he = r.start[p.host_end]
             last = np.full(len(hs), np.iinfo(_I64).min, dtype=_I64)
             if len(p.ops):
-                last[p.seg_step] = np.maximum.reduceat(r.start[p.ops] + r.dur[p.ops], p.seg_start)
+                ends = r.start[p.ops]
+                ends += r.dur[p.ops]
+                last[p.seg_step] = np.maximum.reduceat(ends, p.seg_start)
             end = np.maximum(he, last)
             start = hs.copy()
             start[1:] = np.maximum(hs[1:], end[:-1])
@@ -119,6 +124,17 @@ class StepIndex:
         (``base``: the bounds on the recorded times)."""
         s, e = self.bounds(r)
         return np.maximum(self.analysed + (e - s) - (base[1] - base[0]), 0)
+
+
+def _at_or_before(points: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time of ``t``: how many of ``points`` (sorted) are at or before it (``searchsorted`` right); a
+    comparison pass per point where they are few (a capture's steps): a binary search per time is slower."""
+    if len(points) > 16:
+        return np.searchsorted(points, t, side="right")
+    out = np.zeros(len(t), dtype=np.intp)
+    for p in points.tolist():
+        out += t >= p
+    return out
 
 
 def step_bounds(m: RankModel, r: Replayed, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
