@@ -446,6 +446,38 @@ done:
     return result;
 }
 
+/* comma_spaced(cells): the bytes with a space after each comma (bytes.replace(b",", b", ") in one pass, without
+ * the GIL): json_tables' dense numeric cells, which hold no comma of their own. */
+static PyObject *comma_spaced(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    (void)self;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
+    const char *src = (const char *)b.buf;
+    Py_ssize_t n = b.len, commas = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) commas += src[i] == ',';
+    Py_END_ALLOW_THREADS
+    if (commas > PY_SSIZE_T_MAX - n) {
+        PyBuffer_Release(&b);
+        return PyErr_NoMemory();
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n + commas);
+    if (out == NULL) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    char *dst = PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = src[i];
+        *dst++ = c;
+        if (c == ',') *dst++ = ' ';
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    return out;
+}
+
 /* reprs(values) and repr_fallbacks(): in _frepr.c (floats' texts, mostly without the GIL). */
 PyObject *frepr_reprs(PyObject *self, PyObject *arg);
 PyObject *frepr_fallbacks(PyObject *self, PyObject *unused);
@@ -461,6 +493,7 @@ static PyMethodDef methods[] = {
     {"repr_fallbacks", frepr_fallbacks, METH_NOARGS, "repr_fallbacks(): how many values reprs gave to Python's own formatter so far"},
     {"distinct", cparts_distinct, METH_O, "distinct(values): (int64 codes as bytes, the distinct objects by identity)"},
     {"join", join, METH_VARARGS, "join(pieces, columns, n, sep, lo=0, hi=n): rows [lo, hi) of a table laid out from its columns"},
+    {"comma_spaced", comma_spaced, METH_O, "comma_spaced(cells): the bytes with a space after each comma"},
     {"join_split", join_split, METH_VARARGS, "join_split(pieces, columns, n, sep, size): join's bytes as pieces of whole rows of at least size bytes"},
     {NULL, NULL, 0, NULL}};
 

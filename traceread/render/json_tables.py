@@ -98,7 +98,7 @@ def _inner(encoded: bytes, n: int) -> bytes:
     """orjson's ``[a,b,c]`` of ``n`` numbers -> ``a,b,c``, or ``a, b, c`` where that is under
     :data:`_DENSE` bytes a value."""
     body = encoded[1:-1]
-    return body.replace(b",", SEP) if len(body) + 1 < _DENSE * n else body
+    return rowjoin.comma_spaced(body) if len(body) + 1 < _DENSE * n else body
 
 
 def _texts(values: list[str]) -> bytes:

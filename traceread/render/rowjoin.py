@@ -102,6 +102,13 @@ def spread(cells: list[bytes], codes: np.ndarray) -> tuple[bytes, np.ndarray, np
     return b"".join(cells), starts[codes], ends[codes]
 
 
+def comma_spaced(cells: bytes) -> bytes:
+    """``cells.replace(b",", b", ")`` (cells that hold no comma of their own: numbers), in one compiled pass."""
+    if COMPILED is None or switched_off(DISABLE_ENV):
+        return cells.replace(b",", b", ")
+    return bytes(COMPILED.comma_spaced(cells))
+
+
 def integers(a: np.ndarray) -> np.ndarray:
     """An integer array as a column (int64, or uint64 when unsigned 64-bit), contiguous."""
     return np.ascontiguousarray(a, dtype=np.uint64 if a.dtype == np.uint64 else np.int64)

@@ -159,3 +159,15 @@ def test_integers_at_every_power_of_ten_edge_as_python_writes_them() -> None:
         if rowjoin.COMPILED is not None:
             assert rowjoin.COMPILED.join([b"", b""], [a], len(a), b",") == want
             assert b"".join(rowjoin.COMPILED.join_split([b"", b""], [a], len(a), b",", 7)) == want
+
+
+@pytest.mark.parametrize("cells", [b"", b",", b",,", b"0", b"1,2", b"-1,0,3.5,null", b"1" * 1000 + b"," * 3 + b"2",
+                                   np.random.default_rng(7).integers(0, 3, 100_000).astype(str).tolist()])
+def test_comma_spaced_is_replace_of_every_comma(cells) -> None:
+    if isinstance(cells, list):  # orjson's cells of a dense numeric chunk
+        cells = ",".join(cells).encode()
+    want = cells.replace(b",", b", ")
+    assert rowjoin.comma_spaced(cells) == want  # compiled, or the replace itself when switched off
+    if rowjoin.COMPILED is not None:
+        assert rowjoin.COMPILED.comma_spaced(cells) == want
+        assert rowjoin.COMPILED.comma_spaced(bytearray(cells)) == want
