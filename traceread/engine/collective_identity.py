@@ -215,19 +215,6 @@ def _recorded_at(recorded: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> n
     return out
 
 
-def _recorded_among(recorded: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> np.ndarray:
-    """Bool per row of the sorted ``rows``: it has a recorded type (the few records searched among
-    the many rows, not each row among the records)."""
-    out = np.zeros(len(rows), dtype=bool)
-    rec_rows = recorded[0]
-    if len(rec_rows) and len(rows):
-        p = np.searchsorted(rows, rec_rows)
-        ok = p < len(rows)
-        ok[ok] = rows[p[ok]] == rec_rows[ok]
-        out[p[ok]] = True
-    return out
-
-
 def _identify(trace: Trace, v: EventView) -> Identity:
     comm = v.rows((schema.LANE_GPU_COMM,))
     n = len(comm)

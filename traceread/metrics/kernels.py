@@ -98,7 +98,7 @@ def _groups_by_code(trace: Trace) -> pd.DataFrame | None:
         return None
     code = v.name[rows]  # the categorical's own codes (the view keeps them)
     dur = (v.end[rows] - v.start[rows]).astype(np.int64, copy=False)
-    if int(code.min()) < 0 or int(np.abs(dur).sum()) >= 1 << 53:
+    if int(code.min()) < 0 or float(np.abs(dur.astype(np.float64)).sum()) >= 2.0**53:  # (float: no int64 wrap)
         return None
     count = np.bincount(code, minlength=len(v.names))
     used = np.flatnonzero(count)

@@ -113,7 +113,7 @@ def store(out: pd.DataFrame, ctx: RuleContext, cls: np.ndarray, at: np.ndarray |
             if len(uniq) <= 30_000:
                 full = full.astype(np.int16)
             # (codes made here, within the categories: not checked again)
-            out[PREFIX + f] = pd.Categorical.from_codes(full, categories=pd.Index(uniq, dtype=object), validate=False)
+            out[PREFIX + f] = pd.Categorical.from_codes(full, categories=pd.Index(uniq, dtype=object))
         else:
             if part is not None:
                 keep = want[part]

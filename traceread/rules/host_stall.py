@@ -91,16 +91,16 @@ def _stalls(trace: Trace, steps: pd.DataFrame | None, cfg: Thresholds) -> Stalls
     for rank in [only] if only is not None else distinct(v.rank[select(trace, CPU_OPS)]):  # ranks, threads: few
         calls = api_calls(trace, rank)
         c_tid = calls.tid
-        for tid in host_threads(trace, rank):  # (one without CPU ops is passed over below)
+        for tid in host_threads(trace, rank):
+            ops, os_, reach = thread_cpu_ops(trace, rank, tid)
+            if len(ops) == 0:  # a stretch lies inside a CPU op: a thread without any has none
+                continue
             host = thread_host_rows(trace, rank, tid)
             mine = c_tid == tid
             cs, ce = calls.start[mine], calls.end_of(mine)
             qs, qe = quiet_stretches(v.start[host].astype(np.int64, copy=False),
                                      v.end[host].astype(np.int64, copy=False), cs, ce, cfg.host_stall_min_ns)
             if len(qs) == 0:
-                continue
-            ops, os_, reach = thread_cpu_ops(trace, rank, tid)
-            if len(ops) == 0:
                 continue
             mid = qs + (qe - qs) // 2
             # inside a CPU op: the earliest op still running at the middle (no boundary inside: it spans it)

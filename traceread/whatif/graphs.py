@@ -288,33 +288,6 @@ def _by_thread(v: EventView, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return calls[order], tid[order], start[order]
 
 
-def host_work_union(rank: int, v: EventView, cfg: Thresholds, tids: np.ndarray, on_tids: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """The host's own work on the launching threads ``tids``, which CUDA graphs do not remove (the launch-bound
-    rule's ``host-work`` evidence, and the one-time cost of ``rules.host_stall``): every stretch of at least
-    ``host_stall_min_ns`` with no host frame or CUDA call beginning or ending inside (compiling, recording,
-    computing on the host: dispatch records a child every few microseconds), and every host frame longer than
-    ``launch_max_ns_per_launch`` (one op's eager dispatch) with no launch or sync call starting inside it
-    (logging, metrics, host math). The step and data-loader markers hold everything and count as neither.
-    ``on_tids``: the rank's host rows on ``tids``, when the caller has them."""
-    none = np.zeros(0, _I64), np.zeros(0, _I64)
-    if not len(tids):
-        return none
-    host = v.rows(*rank_host(rank))
-    host = host[intervals.one_of(v.tid[host], tids)] if on_tids is None else on_tids
-    host = host[_frames(v, v.cat[host], v.name[host])]
-    calls = v.rows(*rank_calls(rank))
-    calls, tid, start = _by_thread(v, calls[intervals.one_of(v.tid[calls], tids)])
-    end = v.end[calls]
-    point = v.flag("launch", calls) | v.flag("sync", calls)
-    lo, hi = np.searchsorted(tid, tids, side="left"), np.searchsorted(tid, tids, side="right")
-    threads = [_ThreadCalls(start[a:b], end[a:b], start[a:b][point[a:b]])
-               for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
-    host_tid = v.tid[host]
-    ws, we = _host_work(v, cfg, [host[host_tid == t] for t in tids.tolist()], threads)
-    return intervals.union(np.concatenate(ws), np.concatenate(we))
-
-
 def _frames(v: EventView, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
     """Bool per host row of categories ``cats`` and name codes ``names``: a host frame (``_FRAME_CATS``), not a
     step or data-loader marker (they hold everything)."""
@@ -328,8 +301,12 @@ def _frames(v: EventView, cats: np.ndarray, names: np.ndarray) -> np.ndarray:
 
 def _host_work(v: EventView, cfg: Thresholds, frames: list[np.ndarray], threads: list[_ThreadCalls]
                ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """:func:`host_work_union`'s pieces (their union is it): per launching thread its host frames (rows, in row
-    order) and its calls."""
+    """The host's own work on the launching threads, which CUDA graphs do not remove, as pieces (their union is it),
+    from per thread its host frames (rows, in row order; :func:`_frames`) and its calls: every stretch of at least
+    ``host_stall_min_ns`` inside an operator with no host frame or CUDA call beginning or ending inside (compiling,
+    recording, computing on the host: dispatch records a child every few microseconds), and every host frame
+    longer than ``launch_max_ns_per_launch`` (one op's eager dispatch) with no launch or sync call starting inside
+    it (logging, metrics, host math). The step and data-loader markers hold everything and count as neither."""
     op_cat = v.cat_codes.get(schema.CAT_CPU_OP, -99)
     out_s, out_e = [np.zeros(0, _I64)], [np.zeros(0, _I64)]
     for h, c in zip(frames, threads, strict=True):  # launching threads are few
@@ -402,4 +379,4 @@ def _union_runs(starts: list[np.ndarray], ends: list[np.ndarray]) -> tuple[np.nd
 
 
 __all__ = ["plan_launch_bound", "graph_kernel_gap", "graph_launch_cost", "dispatch_union", "dispatch_host", "DispatchHost",
-           "DISPATCH_HOST", "host_work_union"]
+           "DISPATCH_HOST"]
